@@ -1,0 +1,360 @@
+/*
+ * loop.c - epoll + a binary heap of timers.
+ *
+ * Design notes
+ * - Timers live in a min-heap keyed by deadline; each timer knows its heap
+ *   index so arm/disarm are O(log n).
+ * - Freed io watchers are unlinked from epoll at once but their memory is
+ *   kept on a graveyard list until the current dispatch batch ends, because
+ *   epoll may already have handed us an event pointing at them.
+ * - An eventfd lets other threads wake the loop (loop_wake).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loop.h"
+
+struct loop_io {
+	struct loop *loop;
+	int fd;
+	uint32_t events;
+	loop_io_cb cb;
+	void *userdata;
+	bool dead;
+	struct loop_io *next_dead;
+};
+
+struct loop_timer {
+	struct loop *loop;
+	loop_timer_cb cb;
+	void *userdata;
+	uint64_t when;
+	size_t heap_idx; /* SIZE_MAX when disarmed */
+};
+
+struct loop {
+	int epfd;
+	int wakefd;
+	struct loop_timer **heap;
+	size_t heap_len, heap_cap;
+	struct loop_io *graveyard;
+	bool quit;
+	int quit_code;
+};
+
+uint64_t loop_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * LOOP_NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+int loop_new(struct loop **ret_loop)
+{
+	struct loop *l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->epfd = epoll_create1(EPOLL_CLOEXEC);
+	l->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (l->epfd < 0 || l->wakefd < 0) {
+		int r = -errno;
+		if (l->epfd >= 0)
+			close(l->epfd);
+		if (l->wakefd >= 0)
+			close(l->wakefd);
+		free(l);
+		return r;
+	}
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) < 0) {
+		int r = -errno;
+		close(l->epfd);
+		close(l->wakefd);
+		free(l);
+		return r;
+	}
+	*ret_loop = l;
+	return 0;
+}
+
+static void bury_flush(struct loop *l)
+{
+	while (l->graveyard) {
+		struct loop_io *io = l->graveyard;
+		l->graveyard = io->next_dead;
+		free(io);
+	}
+}
+
+void loop_free(struct loop *l)
+{
+	if (!l)
+		return;
+	bury_flush(l);
+	for (size_t i = 0; i < l->heap_len; i++)
+		l->heap[i]->heap_idx = SIZE_MAX;
+	free(l->heap);
+	close(l->epfd);
+	close(l->wakefd);
+	free(l);
+}
+
+int loop_io_add(struct loop *l, int fd, uint32_t events, loop_io_cb cb, void *userdata,
+                struct loop_io **ret_io)
+{
+	struct loop_io *io = calloc(1, sizeof(*io));
+	if (!io)
+		return -ENOMEM;
+	io->loop = l;
+	io->fd = fd;
+	io->events = events;
+	io->cb = cb;
+	io->userdata = userdata;
+	struct epoll_event ev = {.events = events, .data.ptr = io};
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		int r = -errno;
+		free(io);
+		return r;
+	}
+	*ret_io = io;
+	return 0;
+}
+
+int loop_io_modify(struct loop_io *io, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.ptr = io};
+	if (io->events == events)
+		return 0;
+	if (epoll_ctl(io->loop->epfd, EPOLL_CTL_MOD, io->fd, &ev) < 0)
+		return -errno;
+	io->events = events;
+	return 0;
+}
+
+void loop_io_free(struct loop_io *io)
+{
+	if (!io)
+		return;
+	/* The fd may already be closed by its owner (curl does that): ignore errors. */
+	epoll_ctl(io->loop->epfd, EPOLL_CTL_DEL, io->fd, NULL);
+	io->dead = true;
+	io->next_dead = io->loop->graveyard;
+	io->loop->graveyard = io;
+}
+
+/* ---- timer heap ---- */
+
+static void heap_swap(struct loop *l, size_t a, size_t b)
+{
+	struct loop_timer *t = l->heap[a];
+	l->heap[a] = l->heap[b];
+	l->heap[b] = t;
+	l->heap[a]->heap_idx = a;
+	l->heap[b]->heap_idx = b;
+}
+
+static void heap_up(struct loop *l, size_t i)
+{
+	while (i > 0) {
+		size_t p = (i - 1) / 2;
+		if (l->heap[p]->when <= l->heap[i]->when)
+			break;
+		heap_swap(l, p, i);
+		i = p;
+	}
+}
+
+static void heap_down(struct loop *l, size_t i)
+{
+	for (;;) {
+		size_t a = 2 * i + 1, b = a + 1, m = i;
+		if (a < l->heap_len && l->heap[a]->when < l->heap[m]->when)
+			m = a;
+		if (b < l->heap_len && l->heap[b]->when < l->heap[m]->when)
+			m = b;
+		if (m == i)
+			return;
+		heap_swap(l, i, m);
+		i = m;
+	}
+}
+
+static void heap_remove(struct loop *l, struct loop_timer *t)
+{
+	size_t i = t->heap_idx;
+	if (i == SIZE_MAX)
+		return;
+	l->heap_len--;
+	if (i != l->heap_len) {
+		l->heap[i] = l->heap[l->heap_len];
+		l->heap[i]->heap_idx = i;
+		heap_down(l, i);
+		heap_up(l, i);
+	}
+	t->heap_idx = SIZE_MAX;
+}
+
+int loop_timer_new(struct loop *l, loop_timer_cb cb, void *userdata, struct loop_timer **ret_timer)
+{
+	struct loop_timer *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->loop = l;
+	t->cb = cb;
+	t->userdata = userdata;
+	t->heap_idx = SIZE_MAX;
+	*ret_timer = t;
+	return 0;
+}
+
+void loop_timer_arm_at(struct loop_timer *t, uint64_t when)
+{
+	struct loop *l = t->loop;
+	if (t->heap_idx != SIZE_MAX) {
+		t->when = when;
+		heap_down(l, t->heap_idx);
+		heap_up(l, t->heap_idx);
+		return;
+	}
+	if (l->heap_len == l->heap_cap) {
+		size_t cap = l->heap_cap ? l->heap_cap * 2 : 16;
+		struct loop_timer **h = realloc(l->heap, cap * sizeof(*h));
+		if (!h)
+			abort(); /* out of memory with a timer to keep: nothing sane remains */
+		l->heap = h;
+		l->heap_cap = cap;
+	}
+	t->when = when;
+	t->heap_idx = l->heap_len;
+	l->heap[l->heap_len++] = t;
+	heap_up(l, t->heap_idx);
+}
+
+void loop_timer_arm_in(struct loop_timer *t, uint64_t delay)
+{
+	loop_timer_arm_at(t, loop_now() + delay);
+}
+
+void loop_timer_disarm(struct loop_timer *t)
+{
+	if (t)
+		heap_remove(t->loop, t);
+}
+
+bool loop_timer_armed(const struct loop_timer *t)
+{
+	return t && t->heap_idx != SIZE_MAX;
+}
+
+void loop_timer_free(struct loop_timer *t)
+{
+	if (!t)
+		return;
+	heap_remove(t->loop, t);
+	free(t);
+}
+
+/* ---- dispatch ---- */
+
+static int run_timers(struct loop *l)
+{
+	int n = 0;
+	uint64_t now = loop_now();
+	while (l->heap_len > 0 && l->heap[0]->when <= now) {
+		struct loop_timer *t = l->heap[0];
+		heap_remove(l, t);
+		t->cb(t, t->userdata);
+		n++;
+	}
+	return n;
+}
+
+int loop_run_once(struct loop *l, int timeout_ms)
+{
+	int n = run_timers(l);
+	int wait_ms = timeout_ms;
+	if (n > 0)
+		wait_ms = 0;
+	else if (l->heap_len > 0) {
+		uint64_t now = loop_now(), when = l->heap[0]->when;
+		uint64_t d = when > now ? (when - now + LOOP_NS_PER_MS - 1) / LOOP_NS_PER_MS : 0;
+		if (d > INT32_MAX)
+			d = INT32_MAX;
+		if (wait_ms < 0 || (uint64_t)wait_ms > d)
+			wait_ms = (int)d;
+	}
+
+	struct epoll_event evs[64];
+	int k = epoll_wait(l->epfd, evs, 64, wait_ms);
+	if (k < 0) {
+		if (errno == EINTR)
+			return n;
+		return -errno;
+	}
+	for (int i = 0; i < k; i++) {
+		struct loop_io *io = evs[i].data.ptr;
+		if (!io) {
+			uint64_t v;
+			while (read(l->wakefd, &v, sizeof(v)) > 0)
+				;
+			continue;
+		}
+		if (io->dead)
+			continue;
+		io->cb(io, io->fd, evs[i].events, io->userdata);
+		n++;
+	}
+	bury_flush(l);
+	n += run_timers(l);
+	return n;
+}
+
+int loop_run(struct loop *l)
+{
+	l->quit = false;
+	while (!l->quit) {
+		int r = loop_run_once(l, -1);
+		if (r < 0)
+			return r;
+	}
+	return l->quit_code;
+}
+
+void loop_quit(struct loop *l, int code)
+{
+	l->quit = true;
+	l->quit_code = code;
+}
+
+bool loop_quitting(const struct loop *l)
+{
+	return l->quit;
+}
+
+int loop_run_until(struct loop *l, const bool *flag, uint64_t deadline)
+{
+	while (!*flag) {
+		uint64_t now = loop_now();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		uint64_t ms = (deadline - now + LOOP_NS_PER_MS - 1) / LOOP_NS_PER_MS;
+		int r = loop_run_once(l, ms > 1000 ? 1000 : (int)ms);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+void loop_wake(struct loop *l)
+{
+	uint64_t one = 1;
+	ssize_t w = write(l->wakefd, &one, sizeof(one));
+	(void)w;
+}

@@ -1,0 +1,53 @@
+/*
+ * harness.h - a real etcd (Debian's etcd-server) for tests: one member or a
+ * 3-member cluster on free loopback ports in a private temp dir.
+ *
+ * - Ports are chosen by binding port 0 on 127.0.0.1 and reading the port back
+ *   (then closing), so parallel tests do not collide.
+ * - Readiness is waited for with a deadline by polling GET /health (no fixed
+ *   sleeps); a process that exits early fails the start at once.
+ * - harness_etcd_stop/kill/restart keep the data dir, so a restart keeps data.
+ * - Teardown always runs: harness_etcd_free() kills what is left and removes
+ *   the temp dir; an atexit handler and a SIGTERM/SIGINT handler do the same
+ *   for every live harness, so a failing test (exit/abort) leaves nothing.
+ * - The etcd binary is $ETCD, else `etcd` on PATH. A missing binary is a test
+ *   FAILURE (exit 99), never a skip: these tests must really run.
+ */
+#ifndef LH_TEST_HARNESS_H
+#define LH_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct harness_etcd;
+
+/* harness_etcd_start - start n_members (1 or 3) etcd members. extra_args are
+ * appended to every member's command line (NULL-terminated, may be NULL),
+ * e.g. "--auto-compaction-retention", "1". Returns 0 or -errno. */
+int harness_etcd_start(int n_members, const char *const *extra_args, struct harness_etcd **ret);
+void harness_etcd_free(struct harness_etcd *h);
+
+/* client URL of member i ("http://127.0.0.1:PORT"), borrowed */
+const char *harness_etcd_url(const struct harness_etcd *h, int member);
+/* all client URLs joined with ',' (borrowed) */
+const char *harness_etcd_urls(const struct harness_etcd *h);
+int harness_etcd_members(const struct harness_etcd *h);
+pid_t harness_etcd_pid(const struct harness_etcd *h, int member);
+
+/* stop member i gracefully (SIGTERM, wait), or SIGKILL it */
+int harness_etcd_stop(struct harness_etcd *h, int member);
+int harness_etcd_kill(struct harness_etcd *h, int member);
+/* start member i again (same ports, same data dir) and wait until healthy
+ * (for a cluster: until that member answers /health) */
+int harness_etcd_restart(struct harness_etcd *h, int member);
+/* wait until member i answers /health with {"health":"true"} or timeout */
+int harness_etcd_wait_healthy(struct harness_etcd *h, int member, int timeout_ms);
+
+/* the temp dir of this harness (borrowed); tests may create files there */
+const char *harness_dir(const struct harness_etcd *h);
+
+/* harness_free_port - a free TCP port on 127.0.0.1 */
+int harness_free_port(void);
+
+#endif
