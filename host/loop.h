@@ -21,8 +21,8 @@ struct loop;
 struct loop_io;
 struct loop_timer;
 
-#define LOOP_NS_PER_MS 1000000ull
-#define LOOP_NS_PER_S 1000000000ull
+#define LOOP_NS_PER_MS ((uint64_t)1000000)
+#define LOOP_NS_PER_S ((uint64_t)1000000000)
 
 /* loop_now - CLOCK_BOOTTIME now, in ns. */
 uint64_t loop_now(void);

@@ -1,0 +1,147 @@
+/*
+ * election.h - the version-aware election and status protocol for ONE plugin
+ * on this node (a port of Monogon's reconciler election/status, generalised).
+ *
+ * Design notes
+ * - One range + one watch over [P/N/election/, P/N/status] keeps a consistent
+ *   mirror of the plugin's members, candidates and status at one etcd
+ *   revision. P/N/data/ sorts before that range and is not watched.
+ * - Members: counts per distinct release (the seed's releaseCount), so a
+ *   member event costs O(distinct releases), not a rescan of all members. The
+ *   local release always counts (as in the seed).
+ * - Election: the etcd recipe under ONE prefix for every release: our key is
+ *   P/N/election/<lease hex> (value: node id); the candidate with the lowest
+ *   create_revision leads. We campaign only while local release >= max
+ *   member release and leave (delete our key) as soon as a newer one appears.
+ * - Level-triggered: every change (watch event, session up/lost, etcd reply,
+ *   timer) ends in reconcile_state(), which compares what is with what should
+ *   be and starts at most one step. Leadership-ending paths:
+ *     lease lost / local deadline / our key deleted / fence failed
+ *        -> deposed at once, nothing drained (we are no longer safe);
+ *     newer release appeared / reload / stop / role removed
+ *        -> drain the plugin's queue (the running reconcile finishes), then
+ *           deposed, then our election key is deleted.
+ * - Every write made while leading is a txn comparing our election key's
+ *   create_revision (the fencing token). A write that times out has an unknown
+ *   outcome: it is resolved by reading back before anything else is written.
+ */
+#ifndef LH_ELECTION_H
+#define LH_ELECTION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "driver.h"
+#include "etcd.h"
+#include "loop.h"
+#include "release.h"
+#include "session.h"
+
+struct election;
+
+enum election_state {
+	ELECTION_LOADING = 0,     /* not synced with etcd yet */
+	ELECTION_STANDBY = 1,     /* synced, not campaigning (older release, no session, held back) */
+	ELECTION_CAMPAIGNING = 2, /* our election key exists, another candidate is ahead */
+	ELECTION_LEADING = 3,
+	ELECTION_FAILED = 4, /* set by the owner (plugin refused / crashed) */
+	ELECTION_STOPPED = 5,
+};
+const char *election_state_name(enum election_state s);
+
+/* The three releases a plugin declares. */
+struct plugin_releases {
+	struct release release;
+	struct release min_reconciler;  /* oldest reconciler whose status lets us serve */
+	struct release min_compatible;  /* oldest release that may serve after we reconcile */
+};
+
+struct election_config {
+	const char *prefix;  /* "/leasehold" (no trailing slash needed) */
+	const char *name;    /* plugin name */
+	const char *node_id;
+	struct plugin_releases releases;
+	uint64_t reconcile_wait_ns;     /* wait after election when a status existed */
+	uint64_t reconcile_interval_ns; /* periodic reconcile */
+};
+
+/* What the CLI shows for a plugin. Strings are borrowed (valid until the next
+ * loop iteration). */
+struct election_info {
+	enum election_state state;
+	const char *leader; /* node id of the current leader, or NULL */
+	bool ready;
+	struct releases releases;
+	bool status_present;
+	bool status_valid; /* present but not decodable -> false */
+	int status_state;  /* LEASEHOLD__RECONCILER_STATUS__STATE__* */
+	struct release status_version;
+	struct release status_min_compatible;
+	uint64_t reconcile_count;
+	bool reconcile_last_ok;
+	const char *reconcile_last_error; /* NULL if none */
+	int64_t reconcile_last_at; /* unix time (s) of the last finished reconcile, 0 = never */
+	int64_t fencing_token;     /* our key's create_revision while leading, else 0 */
+	uint64_t status_writes;    /* status records written by this node */
+	const char *held_back;     /* why standby although eligible otherwise, or NULL */
+};
+
+/* election_new - create the protocol for one plugin. cfg strings are copied.
+ * etcd, session and loop are borrowed and must outlive the election. The
+ * driver (ops + drv) may be NULL until election_set_driver. Nothing happens
+ * until election_start. Returns 0 or -errno. */
+int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
+                 const struct election_config *cfg, struct election **ret);
+
+/* election_driver_host - what to hand the driver for fenced writes (borrowed,
+ * valid while the election lives). */
+const struct driver_host *election_driver_host(struct election *e);
+
+/* election_set_driver - attach a driver. When one is attached and we lead or
+ * campaign, the old driver is drained and deposed and our key deleted first;
+ * then the new releases are published in our member record and we rejoin.
+ * done(ud) runs on the loop once the old driver is no longer used (the owner
+ * may then free it). done may be NULL. */
+void election_set_driver(struct election *e, const struct driver_ops *ops, void *drv,
+                         const struct plugin_releases *rel, void (*done)(void *ud), void *ud);
+
+/* election_start - begin syncing, member registration and campaigning. */
+int election_start(struct election *e);
+
+/* election_hold - hold back (true) or release (false) participation: while
+ * held, the member record is deleted and we do not campaign (graceful leave
+ * as for a reload). reason (copied) is shown in the CLI. */
+void election_hold(struct election *e, bool hold, const char *reason);
+
+/* election_stop - graceful: drain, deposed, delete our election key and our
+ * member record, stop watching; then done(ud). The election stays allocated
+ * (state STOPPED) until election_free. */
+void election_stop(struct election *e, void (*done)(void *ud), void *ud);
+
+/* election_session_up / election_session_lost - the owner forwards session
+ * events to every election. */
+void election_session_up(struct election *e, int64_t lease);
+void election_session_lost(struct election *e);
+
+/* election_fail - mark failed (reason copied); deposes at once if leading. */
+void election_fail(struct election *e, const char *reason);
+
+void election_free(struct election *e);
+
+void election_get_info(struct election *e, struct election_info *ret);
+const char *election_name(const struct election *e);
+
+/* members: node id + release + whether it leads; borrowed until next loop iteration */
+struct election_member {
+	const char *node_id;
+	struct release release;
+	bool leader;
+};
+/* election_members - fills up to max entries, returns the total count */
+size_t election_members(struct election *e, struct election_member *out, size_t max);
+
+/* readiness (the seed's WaitReady rule) for a status and a plugin's releases */
+bool election_status_ready(const struct plugin_releases *local, bool present,
+                           struct release status_version, struct release status_min_compatible);
+
+#endif

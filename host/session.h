@@ -1,0 +1,50 @@
+/*
+ * session.h - the node's etcd session: one lease, kept alive by one POST per
+ * renewal at TTL/3, and a LOCAL deadline.
+ *
+ * Design notes
+ * - safe_until = (send time of the last acknowledged keepalive, or of the
+ *   grant) + granted TTL - margin, on CLOCK_BOOTTIME. etcd received the
+ *   request after we sent it, so the lease on the server lives at least until
+ *   send time + TTL; past safe_until we can no longer be sure we hold it, and
+ *   the session reports `lost` even if etcd is unreachable. margin =
+ *   min(1 s, TTL/5).
+ * - After `lost`, the old lease is revoked best-effort and a new one granted
+ *   (backoff 100 ms doubling to 2 s); `up` reports the new lease.
+ * - All callbacks run on the loop thread.
+ */
+#ifndef LH_SESSION_H
+#define LH_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "etcd.h"
+#include "loop.h"
+
+struct session;
+
+struct session_ops {
+	/* a lease is held (first time, or again after `lost`) */
+	void (*up)(void *ud, int64_t lease_id);
+	/* the lease is gone or no longer provably held: stop leading NOW */
+	void (*lost)(void *ud, int64_t old_lease_id, const char *why);
+};
+
+/* session_new - ttl_s >= 2. Nothing happens until session_start. The etcd
+ * client and loop are borrowed and must outlive the session. */
+int session_new(struct loop *l, struct etcd_client *etcd, int64_t ttl_s,
+                const struct session_ops *ops, void *ud, struct session **ret);
+void session_start(struct session *s);
+/* session_revoke - stop renewing, revoke the lease (deleting its keys), then
+ * done(ud, err) from the loop. No `lost` is reported for a revoke. */
+void session_revoke(struct session *s, void (*done)(void *ud, int err), void *ud);
+void session_free(struct session *s);
+
+bool session_is_up(const struct session *s);
+int64_t session_lease(const struct session *s);
+/* loop_now() time until which the lease is provably held (0 when down) */
+uint64_t session_safe_until(const struct session *s);
+int64_t session_ttl(const struct session *s);
+
+#endif
