@@ -1,0 +1,77 @@
+/*
+ * control.h - the control socket server (leaseholdctl <-> leasehold): nng
+ * rep0 over ipc://, mode 0600, peer uid checked (root or the daemon's own
+ * uid), protobuf-c messages (proto/control.proto).
+ *
+ * The daemon owns the data; the server asks for it through control_ops, on
+ * the loop thread only. Strings in the structs the ops fill are borrowed and
+ * only need to live until the op returns.
+ */
+#ifndef LH_CONTROL_H
+#define LH_CONTROL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loop.h"
+#include "release.h"
+
+struct control;
+
+struct control_plugin {
+	const char *name;
+	const char *file;        /* file in the plugin dir, or NULL */
+	struct release release;  /* the running instance's release */
+	const char *state;       /* loading|standby|campaigning|leading|failed|stopped */
+	const char *leader;      /* node id of the current leader, or NULL */
+	bool ready;
+	struct releases releases; /* min/max member release + revision */
+	bool status_present;      /* false: "status": null */
+	const char *status_state; /* "WORKING" | "DONE" | "INVALID" */
+	struct release status_version;
+	struct release status_min_compatible;
+	uint64_t reconcile_count;
+	bool reconcile_last_ok;
+	const char *reconcile_last_error; /* NULL if none */
+	int64_t reconcile_last_at;        /* unix seconds, 0 = never */
+	const char *error;                /* failed / refused: why (else NULL) */
+	const char *held_back;            /* standby reason (else NULL) */
+	int64_t fencing_token;            /* while leading, else 0 */
+};
+
+struct control_member {
+	const char *node_id;
+	struct release release;
+	bool leader;
+};
+
+struct control_ops {
+	/* plugins - fill up to max entries; return the total number */
+	size_t (*plugins)(void *ud, struct control_plugin *out, size_t max);
+	/* members - of plugin `name`: fill up to max, *ret_total = count; 0 or
+	 * -ENOENT (unknown plugin) */
+	int (*members)(void *ud, const char *name, struct control_member *out, size_t max,
+	               size_t *ret_total);
+	/* reload - rescan one plugin's file (name) or the whole dir (NULL);
+	 * 0, -ENOENT, or another -errno with a message in err */
+	int (*reload)(void *ud, const char *name, char *err, size_t err_len);
+	/* node_id - this daemon's node id */
+	const char *(*node_id)(void *ud);
+};
+
+/* control_new - listen on url ("ipc:///path"); the socket file gets mode
+ * 0600. Returns 0 or -errno (message in err). */
+int control_new(struct loop *l, const char *url, const struct control_ops *ops, void *ud,
+                struct control **ret, char *err, size_t err_len);
+/* control_notify - plugin state may have changed: re-evaluate pending
+ * long-poll requests (wait-ready). Cheap when nothing waits. */
+void control_notify(struct control *c);
+/* control_free - close the socket, answer nothing more. Accepts NULL. */
+void control_free(struct control *c);
+
+/* control_default_url - $XDG_RUNTIME_DIR/leasehold.sock, else
+ * /run/leasehold/control.sock, as "ipc://..." into buf. */
+const char *control_default_url(char *buf, size_t len);
+
+#endif
