@@ -77,6 +77,8 @@ struct election {
 	char *prefix, *name, *node_id;
 	struct plugin_releases rel;
 	uint64_t reconcile_wait_ns, reconcile_interval_ns;
+	void (*on_change)(void *);
+	void *on_change_ud;
 
 	/* keys */
 	char *k_members;     /* P/N/members/ */
@@ -651,6 +653,8 @@ static void on_sync_timer(struct loop_timer *t, void *ud)
 
 static void retry_later(struct election *e, const char *what, int err)
 {
+	if (err == -ENOENT) /* "lease not found": let the session find out now */
+		session_poke(e->sess);
 	log_warn("election", "%s: %s failed: %s; retrying in %" PRIu64 " ms", e->name, what,
 	         etcd_strerror(err), e->retry_backoff / LOOP_NS_PER_MS);
 	loop_timer_arm_in(e->retry_timer, e->retry_backoff);
@@ -1375,6 +1379,8 @@ report:;
 		          election_state_name(s));
 		e->state_reported = s;
 	}
+	if (e->on_change)
+		e->on_change(e->on_change_ud);
 }
 
 /* ---- plugin writes (driver_host) ---- */
@@ -1523,6 +1529,8 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 	e->node_id = strdup(cfg->node_id);
 	e->rel = cfg->releases;
 	e->reconcile_wait_ns = cfg->reconcile_wait_ns;
+	e->on_change = cfg->on_change;
+	e->on_change_ud = cfg->on_change_ud;
 	e->reconcile_interval_ns = cfg->reconcile_interval_ns ? cfg->reconcile_interval_ns
 	                                                      : 30 * LOOP_NS_PER_S;
 	int r = -ENOMEM;

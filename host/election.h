@@ -63,6 +63,10 @@ struct election_config {
 	struct plugin_releases releases;
 	uint64_t reconcile_wait_ns;     /* wait after election when a status existed */
 	uint64_t reconcile_interval_ns; /* periodic reconcile */
+	/* on_change - called (on the loop) after anything observable may have
+	 * changed: state, status, readiness, members. May be NULL. */
+	void (*on_change)(void *ud);
+	void *on_change_ud;
 };
 
 /* What the CLI shows for a plugin. Strings are borrowed (valid until the next

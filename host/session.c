@@ -37,6 +37,14 @@ static uint64_t margin_ns(int64_t ttl)
 }
 
 static void grant(struct session *s);
+
+static void ignore_reply(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+{
+	(void)c;
+	(void)err;
+	(void)r;
+	(void)ud;
+}
 static void keepalive(struct session *s);
 
 static void go_lost(struct session *s, const char *why)
@@ -50,7 +58,7 @@ static void go_lost(struct session *s, const char *why)
 	s->lease = 0;
 	log_warn("session", "lease %" PRIx64 " lost: %s", (uint64_t)old, why);
 	if (old) /* best effort: free the old lease's keys now rather than at its TTL */
-		etcd_lease_revoke(s->etcd, old, NULL, NULL, NULL, NULL);
+		etcd_lease_revoke(s->etcd, old, NULL, ignore_reply, NULL, NULL);
 	s->ops.lost(s->ud, old, why);
 	if (s->state == S_IDLE) {
 		s->backoff_ns = 100 * LOOP_NS_PER_MS;
@@ -240,6 +248,12 @@ void session_free(struct session *s)
 	loop_timer_free(s->renew_timer);
 	loop_timer_free(s->deadline_timer);
 	free(s);
+}
+
+void session_poke(struct session *s)
+{
+	if (s->state == S_UP && !s->call)
+		keepalive(s);
 }
 
 bool session_is_up(const struct session *s)

@@ -40,6 +40,9 @@ void session_start(struct session *s);
  * done(ud, err) from the loop. No `lost` is reported for a revoke. */
 void session_revoke(struct session *s, void (*done)(void *ud, int err), void *ud);
 void session_free(struct session *s);
+/* session_poke - someone saw evidence the lease may be gone (an etcd call
+ * answered "lease not found"): send a keepalive now instead of at TTL/3. */
+void session_poke(struct session *s);
 
 bool session_is_up(const struct session *s);
 int64_t session_lease(const struct session *s);

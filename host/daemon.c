@@ -1,0 +1,740 @@
+/*
+ * daemon.c - composition of the host (see daemon.h).
+ *
+ * Design notes
+ * - One entry per plugin FILE in --plugin-dir. An entry gets a name from its
+ *   descriptor on the first successful load; from then on one election (per
+ *   plugin name) lives as long as the entry, and plugin instances come and go
+ *   under it (hot reload = election_set_driver with the new instance; the
+ *   election drains the old one, deposes it, deletes our key, publishes the
+ *   new release in the member record and rejoins).
+ * - A load or init failure never touches what runs: the previous instance
+ *   keeps running and the reason is kept for the CLI (state `failed` only
+ *   when nothing runs).
+ * - Shutdown (SIGTERM/SIGINT): every election is stopped (drain, deposed,
+ *   election key deleted, member record deleted), every instance is stopped
+ *   (fini), then the lease is revoked and the loop ends. A second signal or
+ *   the shutdown timeout skips the waiting.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "daemon.h"
+#include "election.h"
+#include "etcd.h"
+#include "leasehold.pb-c.h"
+#include "loader.h"
+#include "log.h"
+#include "loop.h"
+#include "plugin_instance.h"
+#include "plugindir.h"
+#include "session.h"
+
+struct daemon;
+
+struct entry {
+	struct entry *next;
+	struct daemon *d;
+	char *file;
+	char name[LH_PLUGIN_NAME_MAX + 1];
+	struct election *el;
+	struct plugin_instance *pi;      /* running: the election's driver */
+	struct plugin_instance *next_pi; /* initialising */
+	uint64_t next_hash;
+	uint64_t hash; /* content hash of pi's file */
+	char *error;   /* last refusal / failure, for the CLI */
+	bool failed;   /* nothing runs because of `error` */
+	bool removing;
+	bool reload_again; /* a change arrived while a load was in progress */
+	bool gone;         /* stopped, waiting to be freed */
+};
+
+struct daemon {
+	const struct daemon_config *cfg;
+	struct loop *loop;
+	struct etcd_client *etcd;
+	struct session *sess;
+	struct plugindir *pd;
+	struct control *ctl;
+	struct entry *entries;
+	char private_dir[512];
+	char control_url[512];
+	int sigfd;
+	struct loop_io *sig_io;
+	struct loop_timer *later;    /* deferred work: rescans, reloads, frees */
+	struct loop_timer *shutdown_deadline;
+	bool rescan_pending;
+	bool shutting_down;
+	bool revoking;
+	int exit_code;
+};
+
+static void entry_changed(struct entry *e);
+static void maybe_finish_shutdown(struct daemon *d);
+
+int parse_duration(const char *s, uint64_t *ret_ns)
+{
+	if (!s || !*s)
+		return -EINVAL;
+	char *end = NULL;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || !isfinite(v) || v < 0)
+		return -EINVAL;
+	double mul;
+	if (strcmp(end, "") == 0 || strcmp(end, "s") == 0)
+		mul = 1e9;
+	else if (strcmp(end, "ms") == 0)
+		mul = 1e6;
+	else if (strcmp(end, "m") == 0)
+		mul = 60e9;
+	else if (strcmp(end, "h") == 0)
+		mul = 3600e9;
+	else
+		return -EINVAL;
+	double ns = v * mul;
+	if (ns > 1e18)
+		return -EINVAL;
+	*ret_ns = (uint64_t)ns;
+	return 0;
+}
+
+static void set_error(struct entry *e, const char *msg)
+{
+	free(e->error);
+	e->error = msg ? strdup(msg) : NULL;
+}
+
+static struct plugin_releases releases_of(const struct loader_plugin *lp)
+{
+	return (struct plugin_releases){lp->release, lp->min_reconciler_release,
+	                                lp->min_compatible_release};
+}
+
+static void notify(void *ud)
+{
+	struct daemon *d = ud;
+	if (d->ctl)
+		control_notify(d->ctl);
+}
+
+static struct entry *find_file(struct daemon *d, const char *file)
+{
+	for (struct entry *e = d->entries; e; e = e->next)
+		if (!e->gone && strcmp(e->file, file) == 0)
+			return e;
+	return NULL;
+}
+
+static struct entry *find_name(struct daemon *d, const char *name)
+{
+	for (struct entry *e = d->entries; e; e = e->next)
+		if (!e->gone && e->name[0] && strcmp(e->name, name) == 0)
+			return e;
+	return NULL;
+}
+
+static void entry_free(struct entry *e)
+{
+	plugin_instance_free(e->next_pi);
+	plugin_instance_free(e->pi);
+	election_free(e->el);
+	free(e->error);
+	free(e->file);
+	free(e);
+}
+
+/* ---- reload / load ---- */
+
+static void on_old_stopped(void *ud)
+{
+	struct plugin_instance *old = ud;
+	plugin_instance_free(old);
+}
+
+struct swap_ctx {
+	struct entry *e;
+	struct plugin_instance *old;
+};
+
+static void on_swapped(void *ud)
+{
+	struct swap_ctx *s = ud;
+	/* the election no longer uses the old instance: let it run fini */
+	if (s->old)
+		plugin_instance_stop(s->old, on_old_stopped, s->old);
+	free(s);
+}
+
+static void on_init(void *ud, int err, const char *msg)
+{
+	struct entry *e = ud;
+	struct daemon *d = e->d;
+	struct plugin_instance *pi = e->next_pi;
+	e->next_pi = NULL;
+	if (!pi)
+		return;
+	const struct loader_plugin *lp = plugin_instance_plugin(pi);
+	if (err < 0) {
+		char buf[640];
+		snprintf(buf, sizeof(buf), "%s: init failed: %s", e->file,
+		         msg && *msg ? msg : strerror(-err));
+		log_error("daemon", "%s%s", buf, e->pi ? "; the previous instance keeps running" : "");
+		set_error(e, buf);
+		if (!e->pi)
+			e->failed = true;
+		plugin_instance_free(pi);
+	} else {
+		char rb[RELEASE_STRLEN];
+		struct plugin_releases rel = releases_of(lp);
+		set_error(e, NULL);
+		e->failed = false;
+		if (!e->pi) {
+			log_info("daemon", "plugin %s %s loaded from %s", e->name,
+			         release_format(lp->release, rb, sizeof(rb)), e->file);
+			e->pi = pi;
+			e->hash = e->next_hash;
+			election_set_driver(e->el, &plugin_instance_driver_ops, pi, &rel, NULL, NULL);
+		} else {
+			log_info("daemon", "plugin %s: hot reload to %s from %s", e->name,
+			         release_format(lp->release, rb, sizeof(rb)), e->file);
+			struct swap_ctx *s = calloc(1, sizeof(*s));
+			if (!s) {
+				plugin_instance_free(pi);
+				goto out;
+			}
+			s->e = e;
+			s->old = e->pi;
+			e->pi = pi;
+			e->hash = e->next_hash;
+			election_set_driver(e->el, &plugin_instance_driver_ops, pi, &rel, on_swapped, s);
+		}
+	}
+out:
+	notify(d);
+	if (e->reload_again && !d->shutting_down) {
+		e->reload_again = false;
+		entry_changed(e);
+	}
+}
+
+static int entry_make_election(struct entry *e, const struct loader_plugin *lp)
+{
+	struct daemon *d = e->d;
+	struct election_config cfg = {
+		.prefix = d->cfg->prefix,
+		.name = lp->name,
+		.node_id = d->cfg->node_id,
+		.releases = releases_of(lp),
+		.reconcile_wait_ns = d->cfg->reconcile_wait_ns,
+		.reconcile_interval_ns = d->cfg->reconcile_interval_ns,
+		.on_change = notify,
+		.on_change_ud = d,
+	};
+	int r = election_new(d->loop, d->etcd, d->sess, &cfg, &e->el);
+	if (r < 0)
+		return r;
+	snprintf(e->name, sizeof(e->name), "%s", lp->name);
+	return election_start(e->el);
+}
+
+static void entry_changed(struct entry *e)
+{
+	struct daemon *d = e->d;
+	if (d->shutting_down || e->removing)
+		return;
+	if (e->next_pi) {
+		e->reload_again = true;
+		return;
+	}
+	char err[LOADER_ERR_MAX];
+	struct loader_plugin *lp = NULL;
+	int r = loader_open(d->cfg->plugin_dir, e->file, d->private_dir, &lp, err, sizeof(err));
+	if (r < 0) {
+		char buf[LOADER_ERR_MAX + 64];
+		snprintf(buf, sizeof(buf), "%s", err);
+		log_error("daemon", "refusing plugin file %s: %s%s", e->file, buf,
+		          e->pi ? "; the previous instance keeps running" : "");
+		set_error(e, buf);
+		if (!e->pi)
+			e->failed = true;
+		notify(d);
+		return;
+	}
+	if (e->pi && lp->content_hash == e->hash) {
+		/* the same bytes again (a rescan, a touch): nothing to do */
+		loader_close(lp);
+		set_error(e, NULL);
+		return;
+	}
+	char buf[512];
+	if (e->name[0] && strcmp(e->name, lp->name) != 0) {
+		snprintf(buf, sizeof(buf),
+		         "%s now declares plugin '%s' instead of '%s'; remove the file and add it again",
+		         e->file, lp->name, e->name);
+		goto refuse;
+	}
+	struct entry *other = find_name(d, lp->name);
+	if (other && other != e) {
+		snprintf(buf, sizeof(buf), "duplicate plugin name '%s': already provided by %s",
+		         lp->name, other->file);
+		goto refuse;
+	}
+	if (!e->el && (r = entry_make_election(e, lp)) < 0) {
+		snprintf(buf, sizeof(buf), "cannot start the election for '%s': %s", lp->name,
+		         strerror(-r));
+		goto refuse;
+	}
+	struct plugin_instance_config pcfg = {.on_init = on_init, .userdata = e};
+	uint64_t hash = lp->content_hash;
+	r = plugin_instance_new(lp, d->loop, election_driver_host(e->el), d->cfg->node_id, &pcfg,
+	                        &e->next_pi);
+	if (r < 0) {
+		snprintf(buf, sizeof(buf), "cannot start a worker for '%s': %s", lp->name, strerror(-r));
+		goto refuse;
+	}
+	e->next_hash = hash;
+	notify(d);
+	return;
+refuse:
+	log_error("daemon", "refusing plugin file %s: %s", e->file, buf);
+	set_error(e, buf);
+	if (!e->pi)
+		e->failed = true;
+	loader_close(lp);
+	notify(d);
+}
+
+/* ---- removal / stop ---- */
+
+static void on_removed_pi_stopped(void *ud)
+{
+	struct entry *e = ud;
+	struct daemon *d = e->d;
+	plugin_instance_free(e->pi);
+	e->pi = NULL;
+	e->gone = true;
+	loop_timer_arm_in(d->later, 0); /* free it outside any callback chain */
+	notify(d);
+	maybe_finish_shutdown(d);
+}
+
+static void on_removed_el_stopped(void *ud)
+{
+	struct entry *e = ud;
+	if (e->pi)
+		plugin_instance_stop(e->pi, on_removed_pi_stopped, e);
+	else
+		on_removed_pi_stopped(e);
+}
+
+static void entry_remove(struct entry *e)
+{
+	if (e->removing || e->gone)
+		return;
+	e->removing = true;
+	/* an instance still initialising is abandoned */
+	if (e->next_pi) {
+		plugin_instance_free(e->next_pi);
+		e->next_pi = NULL;
+	}
+	if (e->el)
+		election_stop(e->el, on_removed_el_stopped, e);
+	else
+		on_removed_el_stopped(e);
+}
+
+static void on_plugindir(void *ud, enum plugindir_event ev, const char *file)
+{
+	struct daemon *d = ud;
+	if (d->shutting_down)
+		return;
+	if (ev == PLUGINDIR_DIR_GONE) {
+		log_error("daemon", "plugin directory %s went away; its plugins were stopped",
+		          d->cfg->plugin_dir);
+		return;
+	}
+	struct entry *e = find_file(d, file);
+	if (ev == PLUGINDIR_REMOVED) {
+		if (e) {
+			log_info("daemon", "plugin file %s removed; stopping %s", file,
+			         e->name[0] ? e->name : "it");
+			entry_remove(e);
+		}
+		return;
+	}
+	if (!e) {
+		e = calloc(1, sizeof(*e));
+		if (!e || !(e->file = strdup(file))) {
+			free(e);
+			log_error("daemon", "out of memory");
+			return;
+		}
+		e->d = d;
+		e->next = d->entries;
+		d->entries = e;
+	}
+	entry_changed(e);
+}
+
+static void on_later(struct loop_timer *t, void *ud)
+{
+	(void)t;
+	struct daemon *d = ud;
+	for (struct entry **pp = &d->entries; *pp;) {
+		struct entry *e = *pp;
+		if (e->gone && !d->shutting_down) {
+			*pp = e->next;
+			entry_free(e);
+			continue;
+		}
+		pp = &e->next;
+	}
+	if (d->rescan_pending && !d->shutting_down) {
+		d->rescan_pending = false;
+		int r = plugindir_scan(d->pd);
+		if (r < 0)
+			log_error("daemon", "cannot scan %s: %s", d->cfg->plugin_dir, strerror(-r));
+	}
+}
+
+/* ---- session ---- */
+
+static void on_session_up(void *ud, int64_t lease)
+{
+	struct daemon *d = ud;
+	for (struct entry *e = d->entries; e; e = e->next)
+		if (e->el)
+			election_session_up(e->el, lease);
+	notify(d);
+}
+
+static void on_session_lost(void *ud, int64_t old, const char *why)
+{
+	struct daemon *d = ud;
+	(void)old;
+	(void)why;
+	for (struct entry *e = d->entries; e; e = e->next)
+		if (e->el)
+			election_session_lost(e->el);
+	notify(d);
+}
+
+static const struct session_ops sess_ops = {.up = on_session_up, .lost = on_session_lost};
+
+/* ---- shutdown ---- */
+
+static void on_revoked(void *ud, int err)
+{
+	struct daemon *d = ud;
+	if (err < 0)
+		log_warn("daemon", "revoking the lease failed: %s (it expires by itself)",
+		         etcd_strerror(err));
+	else
+		log_info("daemon", "lease revoked; bye");
+	loop_quit(d->loop, d->exit_code);
+}
+
+static void maybe_finish_shutdown(struct daemon *d)
+{
+	if (!d->shutting_down || d->revoking)
+		return;
+	for (struct entry *e = d->entries; e; e = e->next)
+		if (!e->gone)
+			return;
+	d->revoking = true;
+	session_revoke(d->sess, on_revoked, d);
+}
+
+static void begin_shutdown(struct daemon *d, const char *why)
+{
+	if (d->shutting_down) {
+		log_warn("daemon", "second signal: exiting without waiting");
+		d->exit_code = 1;
+		loop_quit(d->loop, 1);
+		return;
+	}
+	log_info("daemon", "%s: shutting down (drain, resign, revoke)", why);
+	d->shutting_down = true;
+	uint64_t t = d->cfg->shutdown_timeout_ns ? d->cfg->shutdown_timeout_ns : 30 * LOOP_NS_PER_S;
+	loop_timer_arm_in(d->shutdown_deadline, t);
+	for (struct entry *e = d->entries; e; e = e->next) {
+		if (e->removing || e->gone)
+			continue;
+		if (!e->el && !e->pi) {
+			e->gone = true;
+			continue;
+		}
+		entry_remove(e);
+	}
+	maybe_finish_shutdown(d);
+}
+
+static void on_shutdown_deadline(struct loop_timer *t, void *ud)
+{
+	(void)t;
+	struct daemon *d = ud;
+	log_error("daemon", "shutdown did not finish in time; exiting (keys expire with the lease)");
+	d->exit_code = 1;
+	loop_quit(d->loop, 1);
+}
+
+static void on_signal(struct loop_io *io, int fd, uint32_t events, void *ud)
+{
+	(void)io;
+	(void)events;
+	struct daemon *d = ud;
+	struct signalfd_siginfo si;
+	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGHUP) {
+			log_info("daemon", "SIGHUP: rescanning %s", d->cfg->plugin_dir);
+			d->rescan_pending = true;
+			loop_timer_arm_in(d->later, 0);
+		} else
+			begin_shutdown(d, si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+	}
+}
+
+/* ---- control ops ---- */
+
+static const char *status_state_name(const struct election_info *i)
+{
+	if (!i->status_valid)
+		return "INVALID";
+	return i->status_state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE ? "DONE" : "WORKING";
+}
+
+static void fill_plugin(struct entry *e, struct control_plugin *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->name = e->name[0] ? e->name : e->file;
+	p->file = e->file;
+	p->error = e->error;
+	const struct loader_plugin *lp = e->pi ? plugin_instance_plugin(e->pi) : NULL;
+	if (lp)
+		p->release = lp->release;
+	if (e->failed) {
+		p->state = "failed";
+	} else if (!e->pi) {
+		p->state = e->removing || e->gone ? "stopped" : "loading";
+	}
+	if (e->el) {
+		struct election_info i;
+		election_get_info(e->el, &i);
+		if (!p->state)
+			p->state = election_state_name(i.state);
+		p->leader = i.leader;
+		p->ready = i.ready;
+		p->releases = i.releases;
+		p->status_present = i.status_present;
+		p->status_state = status_state_name(&i);
+		p->status_version = i.status_version;
+		p->status_min_compatible = i.status_min_compatible;
+		p->reconcile_count = i.reconcile_count;
+		p->reconcile_last_ok = i.reconcile_last_ok;
+		p->reconcile_last_error = i.reconcile_last_error;
+		p->reconcile_last_at = i.reconcile_last_at;
+		p->held_back = i.held_back;
+		p->fencing_token = i.fencing_token;
+	}
+}
+
+static size_t ctl_plugins(void *ud, struct control_plugin *out, size_t max)
+{
+	struct daemon *d = ud;
+	size_t n = 0;
+	for (struct entry *e = d->entries; e; e = e->next) {
+		if (e->gone)
+			continue;
+		if (n < max)
+			fill_plugin(e, &out[n]);
+		n++;
+	}
+	return n;
+}
+
+static int ctl_members(void *ud, const char *name, struct control_member *out, size_t max,
+                       size_t *ret_total)
+{
+	struct daemon *d = ud;
+	struct entry *e = find_name(d, name);
+	if (!e || !e->el)
+		return -ENOENT;
+	struct election_member tmp[256];
+	size_t cap = max < 256 ? max : 256;
+	size_t total = election_members(e->el, tmp, cap);
+	for (size_t i = 0; i < total && i < cap; i++) {
+		out[i].node_id = tmp[i].node_id;
+		out[i].release = tmp[i].release;
+		out[i].leader = tmp[i].leader;
+	}
+	*ret_total = total;
+	return 0;
+}
+
+static int ctl_reload(void *ud, const char *name, char *err, size_t err_len)
+{
+	struct daemon *d = ud;
+	if (!name || !*name) {
+		d->rescan_pending = true;
+		loop_timer_arm_in(d->later, 0);
+		return 0;
+	}
+	struct entry *e = find_name(d, name);
+	if (!e) {
+		for (struct entry *x = d->entries; x && !e; x = x->next)
+			if (!x->gone && strcmp(x->file, name) == 0)
+				e = x;
+	}
+	if (!e) {
+		snprintf(err, err_len, "unknown plugin '%s'", name);
+		return -ENOENT;
+	}
+	entry_changed(e);
+	return 0;
+}
+
+static const char *ctl_node_id(void *ud)
+{
+	return ((struct daemon *)ud)->cfg->node_id;
+}
+
+static const struct control_ops ctl_ops = {
+	.plugins = ctl_plugins,
+	.members = ctl_members,
+	.reload = ctl_reload,
+	.node_id = ctl_node_id,
+};
+
+/* ---- run ---- */
+
+static int setup_signals(struct daemon *d)
+{
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	if (pthread_sigmask(SIG_BLOCK, &mask, NULL) != 0)
+		return -errno;
+	signal(SIGPIPE, SIG_IGN);
+	d->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (d->sigfd < 0)
+		return -errno;
+	return loop_io_add(d->loop, d->sigfd, EPOLLIN, on_signal, d, &d->sig_io);
+}
+
+static int make_private_dir(struct daemon *d)
+{
+	char err[LOADER_ERR_MAX];
+	const char *rt = d->cfg->runtime_dir;
+	if (mkdir(rt, 0700) < 0 && errno != EEXIST) {
+		int r = -errno;
+		log_error("daemon", "cannot create runtime directory %s: %s", rt, strerror(-r));
+		return r;
+	}
+	snprintf(d->private_dir, sizeof(d->private_dir), "%s/plugins.%ld", rt, (long)getpid());
+	int r = loader_private_dir_prepare(d->private_dir, err, sizeof(err));
+	if (r < 0)
+		log_error("daemon", "%s", err);
+	return r;
+}
+
+int daemon_run(const struct daemon_config *cfg)
+{
+	struct daemon dd = {.cfg = cfg, .sigfd = -1};
+	struct daemon *d = &dd;
+	int r, code = 1;
+
+	if ((r = loop_new(&d->loop)) < 0) {
+		log_error("daemon", "cannot create the event loop: %s", strerror(-r));
+		return 1;
+	}
+	if ((r = setup_signals(d)) < 0) {
+		log_error("daemon", "cannot set up signals: %s", strerror(-r));
+		goto out;
+	}
+	if ((r = loop_timer_new(d->loop, on_later, d, &d->later)) < 0 ||
+	    (r = loop_timer_new(d->loop, on_shutdown_deadline, d, &d->shutdown_deadline)) < 0)
+		goto out;
+	if (make_private_dir(d) < 0)
+		goto out;
+
+	struct etcd_config ec = {
+		.endpoints = cfg->endpoints,
+		.n_endpoints = cfg->n_endpoints,
+		.cacert = cfg->cacert,
+		.cert = cfg->cert,
+		.key = cfg->key,
+		.user = cfg->user,
+		.password = cfg->password,
+	};
+	if ((r = etcd_client_new(d->loop, &ec, &d->etcd)) < 0) {
+		log_error("daemon", "cannot create the etcd client: %s", strerror(-r));
+		goto out;
+	}
+	if ((r = session_new(d->loop, d->etcd, cfg->ttl_s, &sess_ops, d, &d->sess)) < 0) {
+		log_error("daemon", "cannot create the session: %s", strerror(-r));
+		goto out;
+	}
+	if (!cfg->control_url || *cfg->control_url) {
+		char err[256] = "";
+		const char *url = cfg->control_url;
+		if (!url)
+			url = control_default_url(d->control_url, sizeof(d->control_url));
+		if ((r = control_new(d->loop, url, &ctl_ops, d, &d->ctl, err, sizeof(err))) < 0) {
+			log_error("daemon", "cannot open the control socket %s: %s", url,
+			          *err ? err : strerror(-r));
+			goto out;
+		}
+		log_info("daemon", "control socket at %s", url);
+	}
+	if ((r = plugindir_new(d->loop, cfg->plugin_dir, 0, on_plugindir, d, &d->pd)) < 0) {
+		log_error("daemon", "cannot watch the plugin directory %s: %s", cfg->plugin_dir,
+		          strerror(-r));
+		goto out;
+	}
+	log_info("daemon", "node %s, etcd %s, prefix %s, plugins from %s, ttl %" PRId64 " s",
+	         cfg->node_id, etcd_client_endpoint(d->etcd), cfg->prefix, cfg->plugin_dir,
+	         cfg->ttl_s);
+	session_start(d->sess);
+	r = plugindir_scan(d->pd);
+	if (r < 0) {
+		log_error("daemon", "cannot scan %s: %s", cfg->plugin_dir, strerror(-r));
+		goto out;
+	}
+	r = loop_run(d->loop);
+	code = r < 0 ? 1 : r;
+out:
+	plugindir_free(d->pd);
+	control_free(d->ctl);
+	while (d->entries) {
+		struct entry *e = d->entries;
+		d->entries = e->next;
+		entry_free(e);
+	}
+	session_free(d->sess);
+	etcd_client_free(d->etcd);
+	loop_io_free(d->sig_io);
+	loop_timer_free(d->later);
+	loop_timer_free(d->shutdown_deadline);
+	loop_free(d->loop);
+	if (d->sigfd >= 0)
+		close(d->sigfd);
+	if (d->private_dir[0])
+		rmdir(d->private_dir);
+	return code;
+}

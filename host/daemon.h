@@ -1,0 +1,37 @@
+/*
+ * daemon.h - the leasehold host: one etcd session, the plugin directory, one
+ * election + plugin instance per plugin, the control socket, signals.
+ */
+#ifndef LH_DAEMON_H
+#define LH_DAEMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+struct daemon_config {
+	const char *const *endpoints;
+	size_t n_endpoints;
+	const char *cacert, *cert, *key, *user, *password;
+	const char *node_id;
+	const char *prefix;
+	const char *plugin_dir;
+	const char *runtime_dir; /* private plugin copies live in <runtime_dir>/plugins.<pid> */
+	const char *control_url; /* NULL = default; "" = no control socket */
+	int64_t ttl_s;
+	uint64_t reconcile_wait_ns;
+	uint64_t reconcile_interval_ns;
+	uint64_t shutdown_timeout_ns; /* give up draining after this (0 = 30 s) */
+};
+
+/* daemon_run - run until SIGTERM/SIGINT (graceful: drain, resign, revoke) and
+ * return the process exit code (0 on a clean shutdown). Errors at start-up are
+ * logged and returned as exit code 1. */
+int daemon_run(const struct daemon_config *cfg);
+
+/* parse_duration - "500ms", "5s", "2m", "1h" or plain (fractional) seconds
+ * -> ns. Returns 0 or -EINVAL. */
+int parse_duration(const char *s, uint64_t *ret_ns);
+
+#endif

@@ -1,0 +1,240 @@
+/*
+ * leasehold - the host daemon: holds this node's etcd session, loads
+ * reconciler plugins from --plugin-dir and runs their version-aware
+ * elections. See `leasehold --help` and README.md.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "log.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "Usage: leasehold [OPTION]...\n"
+	        "Hold this node's etcd session, load reconciler plugins from a directory and\n"
+	        "run a version-aware leader election for each of them.\n"
+	        "\n"
+	        "etcd:\n"
+	        "  --etcd URL[,URL...]       etcd client endpoints (default http://127.0.0.1:2379)\n"
+	        "  --etcd-cacert FILE        CA bundle for https endpoints\n"
+	        "  --etcd-cert FILE          client certificate (PEM)\n"
+	        "  --etcd-key FILE           client key (PEM)\n"
+	        "  --etcd-user NAME          etcd user; the password is read from the\n"
+	        "                            environment variable LEASEHOLD_ETCD_PASSWORD\n"
+	        "  --prefix PREFIX           key prefix of all records (default /leasehold)\n"
+	        "  --ttl SECONDS             session lease TTL, >= 2 (default 10); keepalive at TTL/3\n"
+	        "\n"
+	        "node and plugins:\n"
+	        "  --node-id ID              this node's id (default: the host name)\n"
+	        "  --plugin-dir DIR          where plugin .so files are dropped (required)\n"
+	        "  --runtime-dir DIR         private plugin copies (default $XDG_RUNTIME_DIR/leasehold,\n"
+	        "                            else /run/leasehold)\n"
+	        "  --reconcile-wait DUR      wait after election when a status existed (default 5s)\n"
+	        "  --reconcile-interval DUR  periodic reconcile (default 30s)\n"
+	        "  --shutdown-timeout DUR    give up draining on SIGTERM after this (default 30s)\n"
+	        "\n"
+	        "operation:\n"
+	        "  --control URL             control socket (default ipc://$XDG_RUNTIME_DIR/leasehold.sock,\n"
+	        "                            else ipc:///run/leasehold/control.sock; \"none\" disables it)\n"
+	        "  --log-level LEVEL         error|warn|info|debug (default info)\n"
+	        "  -h, --help                this help\n"
+	        "  -V, --version             the version\n"
+	        "\n"
+	        "Durations take ms, s, m, h suffixes (\"500ms\", \"5s\"); plain numbers are seconds.\n"
+	        "Signals: SIGTERM/SIGINT shut down gracefully (drain, resign, revoke the lease);\n"
+	        "SIGHUP rescans the plugin directory.\n");
+}
+
+enum {
+	OPT_ETCD = 256,
+	OPT_CACERT,
+	OPT_CERT,
+	OPT_KEY,
+	OPT_USER,
+	OPT_PREFIX,
+	OPT_TTL,
+	OPT_NODE_ID,
+	OPT_PLUGIN_DIR,
+	OPT_RUNTIME_DIR,
+	OPT_WAIT,
+	OPT_INTERVAL,
+	OPT_SHUTDOWN,
+	OPT_CONTROL,
+	OPT_LOG_LEVEL,
+};
+
+static int bad(const char *msg, const char *arg)
+{
+	fprintf(stderr, "leasehold: %s: '%s'\nTry 'leasehold --help'.\n", msg, arg ? arg : "");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"etcd", required_argument, NULL, OPT_ETCD},
+		{"etcd-cacert", required_argument, NULL, OPT_CACERT},
+		{"etcd-cert", required_argument, NULL, OPT_CERT},
+		{"etcd-key", required_argument, NULL, OPT_KEY},
+		{"etcd-user", required_argument, NULL, OPT_USER},
+		{"prefix", required_argument, NULL, OPT_PREFIX},
+		{"ttl", required_argument, NULL, OPT_TTL},
+		{"node-id", required_argument, NULL, OPT_NODE_ID},
+		{"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR},
+		{"runtime-dir", required_argument, NULL, OPT_RUNTIME_DIR},
+		{"reconcile-wait", required_argument, NULL, OPT_WAIT},
+		{"reconcile-interval", required_argument, NULL, OPT_INTERVAL},
+		{"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN},
+		{"control", required_argument, NULL, OPT_CONTROL},
+		{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	struct daemon_config cfg = {
+		.prefix = "/leasehold",
+		.ttl_s = 10,
+		.reconcile_wait_ns = 5 * 1000000000ull,
+		.reconcile_interval_ns = 30 * 1000000000ull,
+	};
+	const char *etcd = "http://127.0.0.1:2379";
+	char hostname[256] = "";
+	char runtime[512] = "";
+	int c;
+	while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_ETCD:
+			etcd = optarg;
+			break;
+		case OPT_CACERT:
+			cfg.cacert = optarg;
+			break;
+		case OPT_CERT:
+			cfg.cert = optarg;
+			break;
+		case OPT_KEY:
+			cfg.key = optarg;
+			break;
+		case OPT_USER:
+			cfg.user = optarg;
+			break;
+		case OPT_PREFIX:
+			if (optarg[0] != '/' || strlen(optarg) > 200)
+				return bad("--prefix must start with '/' (at most 200 bytes)", optarg);
+			cfg.prefix = optarg;
+			break;
+		case OPT_TTL: {
+			char *end;
+			errno = 0;
+			long long v = strtoll(optarg, &end, 10);
+			if (errno || *end || v < 2 || v > 3600)
+				return bad("--ttl must be whole seconds between 2 and 3600", optarg);
+			cfg.ttl_s = v;
+			break;
+		}
+		case OPT_NODE_ID:
+			cfg.node_id = optarg;
+			break;
+		case OPT_PLUGIN_DIR:
+			cfg.plugin_dir = optarg;
+			break;
+		case OPT_RUNTIME_DIR:
+			cfg.runtime_dir = optarg;
+			break;
+		case OPT_WAIT:
+			if (parse_duration(optarg, &cfg.reconcile_wait_ns) < 0)
+				return bad("bad --reconcile-wait duration", optarg);
+			break;
+		case OPT_INTERVAL:
+			if (parse_duration(optarg, &cfg.reconcile_interval_ns) < 0 ||
+			    cfg.reconcile_interval_ns < 1000000)
+				return bad("bad --reconcile-interval duration (>= 1ms)", optarg);
+			break;
+		case OPT_SHUTDOWN:
+			if (parse_duration(optarg, &cfg.shutdown_timeout_ns) < 0)
+				return bad("bad --shutdown-timeout duration", optarg);
+			break;
+		case OPT_CONTROL:
+			cfg.control_url = strcmp(optarg, "none") == 0 ? "" : optarg;
+			break;
+		case OPT_LOG_LEVEL: {
+			enum log_level lvl;
+			if (log_parse_level(optarg, &lvl) < 0)
+				return bad("--log-level must be error, warn, info or debug", optarg);
+			log_set_level(lvl);
+			break;
+		}
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("leasehold %s\n", PACKAGE_VERSION);
+			return 0;
+		default:
+			fprintf(stderr, "Try 'leasehold --help'.\n");
+			return 2;
+		}
+	}
+	if (optind < argc)
+		return bad("unexpected argument", argv[optind]);
+	if (!cfg.plugin_dir)
+		return bad("--plugin-dir is required", "");
+	if (!cfg.node_id) {
+		if (gethostname(hostname, sizeof(hostname) - 1) < 0 || !hostname[0])
+			return bad("cannot determine the host name; use --node-id", "");
+		cfg.node_id = hostname;
+	}
+	if (!*cfg.node_id || strchr(cfg.node_id, '/') || strlen(cfg.node_id) > 128)
+		return bad("--node-id must be 1..128 bytes without '/'", cfg.node_id);
+	if (cfg.user)
+		cfg.password = getenv("LEASEHOLD_ETCD_PASSWORD");
+	if (cfg.user && !cfg.password)
+		return bad("--etcd-user needs LEASEHOLD_ETCD_PASSWORD in the environment", cfg.user);
+	if (!cfg.runtime_dir) {
+		const char *xdg = getenv("XDG_RUNTIME_DIR");
+		snprintf(runtime, sizeof(runtime), "%s", xdg && *xdg ? xdg : "/run");
+		size_t n = strlen(runtime);
+		snprintf(runtime + n, sizeof(runtime) - n, "/leasehold");
+		cfg.runtime_dir = runtime;
+	}
+
+	/* split --etcd */
+	char *eps_buf = strdup(etcd);
+	const char *eps[16];
+	size_t n = 0;
+	if (!eps_buf)
+		return 1;
+	for (char *p = eps_buf; p && *p && n < 16;) {
+		char *comma = strchr(p, ',');
+		if (comma)
+			*comma = '\0';
+		if (*p) {
+			if (strncmp(p, "http://", 7) != 0 && strncmp(p, "https://", 8) != 0) {
+				int rc = bad("--etcd endpoints must be http:// or https:// URLs", p);
+				free(eps_buf);
+				return rc;
+			}
+			eps[n++] = p;
+		}
+		p = comma ? comma + 1 : NULL;
+	}
+	if (n == 0) {
+		free(eps_buf);
+		return bad("--etcd needs at least one URL", etcd);
+	}
+	cfg.endpoints = eps;
+	cfg.n_endpoints = n;
+	log_set_prefix(cfg.node_id);
+	int code = daemon_run(&cfg);
+	free(eps_buf);
+	return code;
+}

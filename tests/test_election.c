@@ -1,0 +1,649 @@
+/*
+ * test_election - the version-aware election and status protocol against a
+ * real etcd, ported scenario by scenario from Monogon's reconciler tests
+ * (TestWaitReady, TestWatchNodes, TestService), plus leadership scenarios.
+ *
+ * Every "node" here is its own etcd client + session + election in this
+ * process, driving a test driver that records what the plugin would see.
+ * No sleeps: every wait is for an observable event, with a deadline.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "election.h"
+#include "harness.h"
+#include "leasehold.pb-c.h"
+#include "session.h"
+#include "testutil.h"
+
+#define PFX "/lh-test"
+#define PLUGIN "rec"
+#define WORKING LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING
+#define DONE LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE
+
+static struct harness_etcd *g_etcd;
+static struct tu T;
+
+/* a global event log across all nodes, to check ordering (no overlap) */
+enum ev_kind { EV_ELECTED, EV_DEPOSED, EV_RECONCILE_START, EV_RECONCILE_END };
+struct ev {
+	enum ev_kind kind;
+	int node;
+};
+static struct ev g_log[4096];
+static size_t g_nlog;
+
+struct tdrv {
+	int node;
+	bool leading;
+	int elected, deposed, reconciles, releases_changed, replays;
+	int64_t token;
+	struct releases last;
+	int fail_next; /* fail this many reconciles */
+	bool hold;     /* keep a reconcile running until released */
+	driver_reconcile_done_fn held_done;
+	void *held_ud;
+	struct loop_timer *t;
+	driver_reconcile_done_fn pending_done;
+	void *pending_ud;
+	bool pending_ok;
+	driver_drain_done_fn drain_done;
+	void *drain_ud;
+	bool events_after_depose;
+};
+
+static void tlog(enum ev_kind k, int node)
+{
+	if (g_nlog < 4096)
+		g_log[g_nlog++] = (struct ev){k, node};
+}
+
+static void d_finish(struct tdrv *d)
+{
+	driver_reconcile_done_fn done = d->pending_done;
+	void *ud = d->pending_ud;
+	bool ok = d->pending_ok;
+	d->pending_done = NULL;
+	tlog(EV_RECONCILE_END, d->node);
+	if (done)
+		done(ud, ok ? 0 : -EIO, ok ? NULL : "test failure");
+	if (d->drain_done && !d->pending_done) {
+		driver_drain_done_fn dd = d->drain_done;
+		d->drain_done = NULL;
+		dd(d->drain_ud);
+	}
+}
+
+static void on_d_timer(struct loop_timer *t, void *ud)
+{
+	(void)t;
+	struct tdrv *d = ud;
+	if (d->pending_done && !d->hold)
+		d_finish(d);
+	else if (d->drain_done && !d->pending_done) {
+		driver_drain_done_fn dd = d->drain_done;
+		d->drain_done = NULL;
+		dd(d->drain_ud);
+	}
+}
+
+static void d_elected(void *drv, int64_t token, const struct releases *r)
+{
+	struct tdrv *d = drv;
+	CHECK(!d->leading);
+	d->leading = true;
+	d->elected++;
+	d->token = token;
+	d->last = *r;
+	d->replays++;
+	tlog(EV_ELECTED, d->node);
+}
+
+static void d_releases_changed(void *drv, const struct releases *r)
+{
+	struct tdrv *d = drv;
+	if (!d->leading)
+		d->events_after_depose = true;
+	d->releases_changed++;
+	d->last = *r;
+}
+
+static void d_reconcile(void *drv, driver_reconcile_done_fn done, void *ud)
+{
+	struct tdrv *d = drv;
+	if (!d->leading)
+		d->events_after_depose = true;
+	CHECK(d->pending_done == NULL);
+	d->reconciles++;
+	tlog(EV_RECONCILE_START, d->node);
+	d->pending_done = done;
+	d->pending_ud = ud;
+	d->pending_ok = d->fail_next <= 0;
+	if (d->fail_next > 0)
+		d->fail_next--;
+	loop_timer_arm_in(d->t, 0); /* complete asynchronously, like a worker */
+}
+
+static void d_deposed(void *drv)
+{
+	struct tdrv *d = drv;
+	CHECK(d->leading);
+	d->leading = false;
+	d->deposed++;
+	tlog(EV_DEPOSED, d->node);
+}
+
+static void d_drain(void *drv, driver_drain_done_fn done, void *ud)
+{
+	struct tdrv *d = drv;
+	d->drain_done = done;
+	d->drain_ud = ud;
+	loop_timer_arm_in(d->t, 0);
+}
+
+static const struct driver_ops tdrv_ops = {
+	.elected = d_elected,
+	.releases_changed = d_releases_changed,
+	.reconcile = d_reconcile,
+	.deposed = d_deposed,
+	.drain = d_drain,
+};
+
+/* one node: client + session + election + driver */
+struct node {
+	int id;
+	char node_id[32];
+	struct etcd_client *etcd;
+	struct session *sess;
+	struct election *el;
+	struct tdrv drv;
+	bool stopped;
+};
+
+static void n_up(void *ud, int64_t lease)
+{
+	struct node *n = ud;
+	if (n->el)
+		election_session_up(n->el, lease);
+}
+
+static void n_lost(void *ud, int64_t old, const char *why)
+{
+	(void)old;
+	(void)why;
+	struct node *n = ud;
+	if (n->el)
+		election_session_lost(n->el);
+}
+
+static const struct session_ops n_sess_ops = {.up = n_up, .lost = n_lost};
+
+static void node_start(struct node *n, int id, struct plugin_releases rel, int64_t ttl,
+                       bool with_driver)
+{
+	memset(n, 0, sizeof(*n));
+	n->id = id;
+	n->drv.node = id;
+	snprintf(n->node_id, sizeof(n->node_id), "node%d", id);
+	n->etcd = tu_client(&T, harness_etcd_urls(g_etcd));
+	CHECK_OK(loop_timer_new(T.loop, on_d_timer, &n->drv, &n->drv.t));
+	CHECK_OK(session_new(T.loop, n->etcd, ttl, &n_sess_ops, n, &n->sess));
+	struct election_config cfg = {
+		.prefix = PFX,
+		.name = PLUGIN,
+		.node_id = n->node_id,
+		.releases = rel,
+		.reconcile_wait_ns = 10 * LOOP_NS_PER_MS,
+		.reconcile_interval_ns = 3600 * LOOP_NS_PER_S,
+	};
+	CHECK_OK(election_new(T.loop, n->etcd, n->sess, &cfg, &n->el));
+	if (with_driver)
+		election_set_driver(n->el, &tdrv_ops, &n->drv, &rel, NULL, NULL);
+	CHECK_OK(election_start(n->el));
+	session_start(n->sess);
+}
+
+static void on_stopped(void *ud)
+{
+	((struct node *)ud)->stopped = true;
+}
+
+static bool p_stopped(void *a)
+{
+	return ((struct node *)a)->stopped;
+}
+
+static void node_stop(struct node *n)
+{
+	election_stop(n->el, on_stopped, n);
+	tu_wait(&T, p_stopped, n, 10000, "election stopped");
+	session_revoke(n->sess, NULL, NULL);
+}
+
+static void node_free(struct node *n)
+{
+	election_free(n->el);
+	session_free(n->sess);
+	loop_timer_free(n->drv.t);
+	etcd_client_free(n->etcd);
+	memset(n, 0, sizeof(*n));
+}
+
+static struct election_info info_of(struct node *n)
+{
+	struct election_info i;
+	election_get_info(n->el, &i);
+	return i;
+}
+
+static bool p_drv_elected(void *a)
+{
+	return ((struct node *)a)->drv.leading;
+}
+
+static bool p_campaigning(void *a)
+{
+	return info_of(a).state == ELECTION_CAMPAIGNING;
+}
+
+static bool p_synced(void *a)
+{
+	return info_of(a).state != ELECTION_LOADING;
+}
+
+static void wipe(void)
+{
+	/* each test starts from an empty prefix */
+	tu_del_prefix(&T, PFX "/");
+	g_nlog = 0;
+}
+
+static const struct plugin_releases REL100 = {{1, 0, 0}, {0, 1, 0}, {1, 0, 0}};
+
+/* ---- TestWaitReady ---- */
+
+static struct node *g_obs;
+static struct release g_want_status_version;
+
+static bool p_status_seen(void *a)
+{
+	(void)a;
+	struct election_info i = info_of(g_obs);
+	return i.status_present && release_cmp(i.status_version, g_want_status_version) == 0;
+}
+
+static void set_status_and_wait(int state, struct release v, struct release m)
+{
+	tu_put_status(&T, PFX, PLUGIN, state, v, m);
+	g_want_status_version = v;
+	tu_wait(&T, p_status_seen, NULL, 5000, "status seen by the watch");
+}
+
+static void test_wait_ready(void)
+{
+	wipe();
+	struct node n;
+	/* an observer: no driver, so it never campaigns */
+	node_start(&n, 1, (struct plugin_releases){{1, 0, 0}, {0, 1, 0}, {0, 1, 0}}, 10, false);
+	g_obs = &n;
+	tu_wait(&T, p_synced, &n, 5000, "synced");
+	/* status does not exist */
+	CHECK(!info_of(&n).ready);
+	CHECK(!info_of(&n).status_present);
+	/* version is too old (below min_reconciler 0.1.0) */
+	set_status_and_wait(DONE, REL(0, 0, 0), REL(0, 0, 0));
+	CHECK(!info_of(&n).ready);
+	/* minimum compatible release is too new */
+	set_status_and_wait(DONE, REL(10000, 0, 0), REL(10000, 0, 0));
+	CHECK(!info_of(&n).ready);
+	/* WORKING does not block readiness when compatible */
+	set_status_and_wait(WORKING, REL(10000, 0, 1), REL(1, 0, 0));
+	CHECK(info_of(&n).ready);
+	/* compatible DONE */
+	set_status_and_wait(DONE, REL(10000, 0, 2), REL(1, 0, 0));
+	CHECK(info_of(&n).ready);
+	/* garbage status: logged, treated as not ready, no crash */
+	tu_put(&T, PFX "/" PLUGIN "/status", "\xff\xff\xff garbage", 12);
+	g_want_status_version = REL(0, 0, 0);
+	tu_wait(&T, p_status_seen, NULL, 5000, "garbage status seen");
+	CHECK(!info_of(&n).ready);
+	CHECK(!info_of(&n).status_valid);
+	node_stop(&n);
+	node_free(&n);
+}
+
+/* ---- TestWatchNodes ---- */
+
+static int64_t g_want_rev;
+static bool p_rev(void *a)
+{
+	return info_of(a).releases.revision >= g_want_rev;
+}
+
+static void expect_releases(struct node *n, const char *min, const char *max, int64_t rev)
+{
+	g_want_rev = rev;
+	tu_wait(&T, p_rev, n, 5000, "releases revision");
+	struct election_info i = info_of(n);
+	char a[RELEASE_STRLEN], b[RELEASE_STRLEN];
+	CHECK_STR_EQ(release_format(i.releases.min, a, sizeof(a)), min);
+	CHECK_STR_EQ(release_format(i.releases.max, b, sizeof(b)), max);
+	CHECK_INT_EQ(i.releases.revision, rev);
+}
+
+static void test_watch_members(void)
+{
+	wipe();
+	tu_put_member(&T, PFX, PLUGIN, "a1", REL(0, 0, 2));
+	tu_put_member(&T, PFX, PLUGIN, "a2", REL(0, 0, 2));
+	tu_put_member(&T, PFX, PLUGIN, "a3", REL(0, 0, 2));
+	tu_put_member(&T, PFX, PLUGIN, "b", REL(0, 0, 3));
+	int64_t rev = tu_put_member(&T, PFX, PLUGIN, "c", REL(10000, 0, 0));
+	struct node n;
+	/* the local release counts too (as in the seed): keep it inside [min, max] */
+	node_start(&n, 1, (struct plugin_releases){{0, 0, 3}, {0, 0, 1}, {0, 0, 1}}, 10, false);
+	expect_releases(&n, "0.0.2", "10000.0.0", rev);
+	CHECK_INT_EQ(info_of(&n).releases.n_members, 5);
+	/* a1's record becomes garbage: treated as absent (the seed's "no longer a controller") */
+	rev = tu_put(&T, PFX "/" PLUGIN "/members/a1", "not a proto \x01\x02", 15);
+	expect_releases(&n, "0.0.2", "10000.0.0", rev);
+	CHECK_INT_EQ(info_of(&n).releases.n_members, 4);
+	/* a2 is deleted */
+	rev = tu_del(&T, PFX "/" PLUGIN "/members/a2");
+	expect_releases(&n, "0.0.2", "10000.0.0", rev);
+	/* a3 changes release: now the minimum changes */
+	rev = tu_put_member(&T, PFX, PLUGIN, "a3", REL(0, 0, 4));
+	expect_releases(&n, "0.0.3", "10000.0.0", rev);
+	/* keys outside the layout are ignored */
+	rev = tu_put(&T, PFX "/" PLUGIN "/members/x/y", "zz", 2);
+	rev = tu_put(&T, PFX "/" PLUGIN "/other", "zz", 2);
+	rev = tu_put_member(&T, PFX, PLUGIN, "c", REL(0, 0, 5));
+	expect_releases(&n, "0.0.3", "0.0.5", rev);
+	node_stop(&n);
+	node_free(&n);
+}
+
+/* ---- TestService ---- */
+
+static struct release g_status_want_v, g_status_want_m;
+static int g_status_want_state;
+static bool p_status_is(void *a)
+{
+	(void)a;
+	int st;
+	struct release v, m;
+	if (!tu_get_status(&T, PFX, PLUGIN, &st, &v, &m))
+		return false;
+	return st == g_status_want_state && !release_cmp(v, g_status_want_v) &&
+	       !release_cmp(m, g_status_want_m);
+}
+
+static void wait_status(int state, struct release v, struct release m, const char *what)
+{
+	g_status_want_state = state;
+	g_status_want_v = v;
+	g_status_want_m = m;
+	tu_wait(&T, p_status_is, NULL, 10000, what);
+}
+
+static struct node *g_n;
+static int g_want_changes;
+static bool p_drv_changes(void *a)
+{
+	(void)a;
+	return g_n->drv.releases_changed >= g_want_changes;
+}
+
+static bool p_two_members(void *a)
+{
+	struct election_member mem[8];
+	return election_members(((struct node *)a)->el, mem, 8) >= 2;
+}
+
+static void test_service(void)
+{
+	wipe();
+	/* A member newer than us exists: we must not campaign. */
+	tu_put_member(&T, PFX, PLUGIN, "a", REL(10000, 0, 0));
+	struct node n1;
+	node_start(&n1, 1, REL100, 10, true);
+	g_want_rev = 0;
+	tu_wait(&T, p_synced, &n1, 5000, "synced");
+	/* proof the decision was made on current data: our own member record is seen */
+	tu_wait(&T, p_two_members, &n1, 5000, "our own member record seen");
+	struct election_info i = info_of(&n1);
+	CHECK_INT_EQ(i.state, ELECTION_STANDBY);
+	CHECK_STR_EQ(i.held_back, "a newer release is present");
+	CHECK_INT_EQ(n1.drv.reconciles, 0);
+
+	/* The status allows a too-old release to serve, and that member is too old. */
+	tu_put_status(&T, PFX, PLUGIN, DONE, REL(0, 0, 2), REL(0, 0, 2));
+	tu_put_member(&T, PFX, PLUGIN, "a", REL(0, 0, 2));
+	tu_wait(&T, p_drv_elected, &n1, 5000, "node1 elected");
+	/* elected: on_elected was followed by a replay of the releases */
+	CHECK_INT_EQ(n1.drv.replays, 1);
+	CHECK(n1.drv.token > 0);
+	/* a further member change reaches the leader, and still no reconcile */
+	g_n = &n1;
+	g_want_changes = n1.drv.releases_changed + 1;
+	tu_put_member(&T, PFX, PLUGIN, "a", REL(0, 0, 3));
+	tu_wait(&T, p_drv_changes, NULL, 5000, "releases change delivered to the leader");
+	CHECK_INT_EQ(n1.drv.reconciles, 0);
+	int st;
+	struct release v, m;
+	CHECK(tu_get_status(&T, PFX, PLUGIN, &st, &v, &m));
+	CHECK_INT_EQ(st, DONE); /* untouched while blocked */
+
+	/* Upgrade the member: the restricted status is written, then reconcile, then DONE. */
+	tu_put_member(&T, PFX, PLUGIN, "a", REL(1, 0, 0));
+	wait_status(DONE, REL(1, 0, 0), REL(1, 0, 0), "DONE status after the upgrade");
+	CHECK(n1.drv.reconciles >= 1);
+	CHECK(info_of(&n1).status_writes >= 2); /* restricted WORKING, then DONE */
+
+	/* The status forbids old releases: a too-old member does not block the reconciler. */
+	tu_put_status(&T, PFX, PLUGIN, DONE, REL(0, 0, 2), REL(10000, 0, 0));
+	tu_put_member(&T, PFX, PLUGIN, "a", REL(0, 0, 2));
+
+	/* A second instance waits while the first leads. */
+	struct node n2;
+	node_start(&n2, 2, REL100, 10, true);
+	tu_wait(&T, p_synced, &n2, 5000, "node2 synced");
+	tu_wait(&T, p_campaigning, &n2, 5000, "node2 campaigning");
+	CHECK_INT_EQ(n2.drv.reconciles, 0);
+	CHECK_INT_EQ(n2.drv.elected, 0);
+
+	/* Stopping the first elects the second, which reconciles. */
+	int before = n2.drv.reconciles;
+	node_stop(&n1);
+	tu_wait(&T, p_drv_elected, &n2, 5000, "node2 elected");
+	/* compatible status -> WORKING, then reconcile, then DONE */
+	wait_status(DONE, REL(1, 0, 0), REL(1, 0, 0), "DONE by node2");
+	CHECK(n2.drv.reconciles > before);
+	/* n1 was deposed before n2 was elected */
+	size_t dep = SIZE_MAX, el = SIZE_MAX;
+	for (size_t k = 0; k < g_nlog; k++) {
+		if (g_log[k].kind == EV_DEPOSED && g_log[k].node == 1 && dep == SIZE_MAX)
+			dep = k;
+		if (g_log[k].kind == EV_ELECTED && g_log[k].node == 2 && el == SIZE_MAX)
+			el = k;
+	}
+	CHECK(dep < el);
+	CHECK(!n1.drv.events_after_depose);
+	node_stop(&n2);
+	node_free(&n1);
+	node_free(&n2);
+}
+
+/* ---- two of one release: exactly one leads; newer release takes over ---- */
+
+static struct node *g_pair[3];
+static bool p_one_leads(void *a)
+{
+	(void)a;
+	int k = 0;
+	for (int i = 0; i < 2; i++)
+		k += g_pair[i]->drv.leading;
+	return k == 1;
+}
+
+static bool p_node_leading(void *a)
+{
+	return ((struct node *)a)->drv.leading && ((struct node *)a)->drv.reconciles > 0;
+}
+
+static void test_newer_release_takes_over(void)
+{
+	wipe();
+	struct node a, b, c;
+	node_start(&a, 1, REL100, 10, true);
+	node_start(&b, 2, REL100, 10, true);
+	g_pair[0] = &a;
+	g_pair[1] = &b;
+	tu_wait(&T, p_one_leads, NULL, 5000, "exactly one of two leads");
+	tu_wait(&T, p_synced, &b, 5000, "synced");
+	struct node *leader = a.drv.leading ? &a : &b, *other = a.drv.leading ? &b : &a;
+	/* the other stays campaigning with no events */
+	tu_wait(&T, p_campaigning, other, 5000, "the other campaigning");
+	CHECK_INT_EQ(other->drv.elected, 0);
+	tu_wait(&T, p_node_leading, leader, 5000, "leader reconciled");
+	wait_status(DONE, REL(1, 0, 0), REL(1, 0, 0), "DONE by 1.0.0");
+
+	/* a 1.1.0 node (incompatible: min_compatible 1.1.0) joins: both old nodes
+	 * leave the election; the new one waits until no member is below 1.1.0 */
+	g_nlog = 0;
+	node_start(&c, 3, (struct plugin_releases){{1, 1, 0}, {1, 0, 0}, {1, 1, 0}}, 10, true);
+	tu_wait(&T, p_drv_elected, &c, 5000, "1.1.0 elected");
+	CHECK(!a.drv.leading && !b.drv.leading);
+	CHECK_INT_EQ(c.drv.reconciles, 0); /* blocked: 1.0.0 members remain */
+	CHECK_INT_EQ(info_of(&a).state, ELECTION_STANDBY);
+	CHECK_INT_EQ(info_of(&b).state, ELECTION_STANDBY);
+	/* the old leader was deposed before the new one was elected */
+	size_t dep = SIZE_MAX, el = SIZE_MAX;
+	for (size_t k = 0; k < g_nlog; k++) {
+		if (g_log[k].kind == EV_DEPOSED && dep == SIZE_MAX)
+			dep = k;
+		if (g_log[k].kind == EV_ELECTED && g_log[k].node == 3 && el == SIZE_MAX)
+			el = k;
+	}
+	CHECK(dep < el);
+	/* the old nodes upgrade (here: they stop; their members vanish) */
+	node_stop(&a);
+	node_stop(&b);
+	wait_status(DONE, REL(1, 1, 0), REL(1, 1, 0), "DONE by 1.1.0");
+	/* the restricted status was written first: 1.0.0 members could not serve after */
+	CHECK(info_of(&c).status_writes >= 2);
+	node_stop(&c);
+	node_free(&a);
+	node_free(&b);
+	node_free(&c);
+}
+
+/* ---- hot swap of the driver: release moves, member record follows ---- */
+
+static void on_swapped(void *ud)
+{
+	*(bool *)ud = true;
+}
+
+static bool p_flag(void *a)
+{
+	return *(bool *)a;
+}
+
+static bool p_tdrv_leading(void *a)
+{
+	return ((struct tdrv *)a)->leading;
+}
+
+static void test_driver_swap_moves_release(void)
+{
+	wipe();
+	struct node a;
+	node_start(&a, 1, REL100, 10, true);
+	tu_wait(&T, p_node_leading, &a, 5000, "leading");
+	struct tdrv d2 = {.node = 11};
+	CHECK_OK(loop_timer_new(T.loop, on_d_timer, &d2, &d2.t));
+	bool swapped = false;
+	struct plugin_releases r11 = {{1, 1, 0}, {1, 0, 0}, {1, 0, 0}};
+	election_set_driver(a.el, &tdrv_ops, &d2, &r11, on_swapped, &swapped);
+	tu_wait(&T, p_flag, &swapped, 5000, "old driver released");
+	CHECK(!a.drv.leading);
+	CHECK_INT_EQ(a.drv.deposed, 1);
+	/* the new driver leads again, the member record says 1.1.0, and the
+	 * compatible status is carried to DONE 1.1.0 */
+	tu_wait(&T, p_tdrv_leading, &d2, 5000, "new driver elected");
+	wait_status(DONE, REL(1, 1, 0), REL(1, 0, 0), "DONE by the new release");
+	struct election_member m[4];
+	CHECK_INT_EQ(election_members(a.el, m, 4), 1);
+	CHECK_INT_EQ(m[0].release.minor, 1);
+	CHECK(d2.token > a.drv.token); /* a new term, a larger fencing token */
+	election_set_driver(a.el, &tdrv_ops, &a.drv, &REL100, NULL, NULL);
+	node_stop(&a);
+	loop_timer_free(d2.t);
+	node_free(&a);
+}
+
+/* ---- losing the session deposes at once ---- */
+
+static bool p_deposed(void *a)
+{
+	return ((struct node *)a)->drv.deposed > 0;
+}
+
+static void test_session_loss_deposes(void)
+{
+	wipe();
+	struct node a;
+	node_start(&a, 1, REL100, 4, true);
+	tu_wait(&T, p_node_leading, &a, 5000, "leading");
+	int64_t old = session_lease(a.sess);
+	int64_t token = a.drv.token;
+	/* someone revokes our lease behind our back */
+	tu_revoke(&T, old);
+	/* the next keepalive sees it; the leader is deposed, then re-elected */
+	tu_wait(&T, p_deposed, &a, 10000, "deposed after the lease was revoked");
+	tu_wait(&T, p_drv_elected, &a, 10000, "re-elected on a new session");
+	CHECK(session_lease(a.sess) != old);
+	CHECK(a.drv.token > token);
+	node_stop(&a);
+	node_free(&a);
+}
+
+/* ---- a failing reconcile is retried with backoff, status waits for success ---- */
+
+static void test_initial_reconcile_backoff(void)
+{
+	wipe();
+	struct node a;
+	memset(&a, 0, sizeof(a));
+	node_start(&a, 1, REL100, 10, true);
+	a.drv.fail_next = 3;
+	wait_status(DONE, REL(1, 0, 0), REL(1, 0, 0), "DONE after retries");
+	CHECK(a.drv.reconciles >= 4);
+	struct election_info i = info_of(&a);
+	CHECK(i.reconcile_last_ok);
+	CHECK(i.reconcile_count >= 4);
+	node_stop(&a);
+	node_free(&a);
+}
+
+int main(void)
+{
+	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
+	tu_init(&T, harness_etcd_urls(g_etcd));
+	RUN(test_wait_ready);
+	RUN(test_watch_members);
+	RUN(test_service);
+	RUN(test_newer_release_takes_over);
+	RUN(test_driver_swap_moves_release);
+	RUN(test_session_loss_deposes);
+	RUN(test_initial_reconcile_backoff);
+	tu_fini(&T);
+	harness_etcd_free(g_etcd);
+	return 0;
+}

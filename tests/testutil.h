@@ -1,0 +1,51 @@
+/*
+ * testutil.h - blocking helpers for tests on top of the async etcd client:
+ * each call runs the loop until its callback fired or a deadline passed.
+ */
+#ifndef LH_TESTUTIL_H
+#define LH_TESTUTIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "etcd.h"
+#include "loop.h"
+#include "release.h"
+
+struct tu {
+	struct loop *loop;
+	struct etcd_client *etcd;
+};
+
+/* tu_init - a loop and a client for `urls` (comma separated). Exits on error. */
+void tu_init(struct tu *t, const char *urls);
+/* tu_client - another client on the same loop (caller frees) */
+struct etcd_client *tu_client(struct tu *t, const char *urls);
+void tu_fini(struct tu *t);
+
+/* put/del/get; return the header revision; exit(1) on error */
+int64_t tu_put(struct tu *t, const char *key, const void *v, size_t len);
+int64_t tu_del(struct tu *t, const char *key);
+/* tu_del_prefix - delete every key under prefix */
+int64_t tu_del_prefix(struct tu *t, const char *prefix);
+/* tu_revoke - revoke a lease (absent is fine) */
+void tu_revoke(struct tu *t, int64_t lease);
+/* tu_get - value (malloc'd, NUL-terminated) or NULL when absent; *ret_len set */
+uint8_t *tu_get(struct tu *t, const char *key, size_t *ret_len);
+
+/* records */
+int64_t tu_put_member(struct tu *t, const char *prefix, const char *plugin, const char *node,
+                      struct release r);
+int64_t tu_put_status(struct tu *t, const char *prefix, const char *plugin, int state,
+                      struct release version, struct release mcr);
+/* tu_get_status - false when absent/invalid */
+bool tu_get_status(struct tu *t, const char *prefix, const char *plugin, int *ret_state,
+                   struct release *ret_version, struct release *ret_mcr);
+
+/* tu_wait - run the loop until pred(arg) is true; exit(1) with `what` after
+ * timeout_ms. */
+void tu_wait(struct tu *t, bool (*pred)(void *), void *arg, int timeout_ms, const char *what);
+
+#define REL(a, b, c) ((struct release){(a), (b), (c)})
+
+#endif
