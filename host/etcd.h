@@ -27,6 +27,15 @@
  * - Watches are long-lived streams (etcd_watch_*): they resume from the last
  *   revision seen after a dropped stream or an etcd restart, with no lost and
  *   no duplicated event, and report compaction as -ERANGE (then stop).
+ *   A watch has no total timeout; a dead peer is noticed by TCP keepalive
+ *   (idle 10 s, 3 probes 3 s apart) and TCP_USER_TIMEOUT 20 s on its socket,
+ *   a hung server by etcd_config.watch_idle_timeout_ms on progress-notify
+ *   watches.
+ * - Callbacks may start, cancel and free calls and watches, but must not free
+ *   the client nor run the loop recursively (results of the same client are
+ *   not dispatched until the callback returns).
+ * - A call that waits for a token is checked against its deadline when the
+ *   token arrives; the authenticate request itself uses request_timeout_ms.
  *
  * Errors (negative errno values passed as `err`):
  *   -ETIMEDOUT     deadline passed; outcome unknown
@@ -67,6 +76,11 @@ struct etcd_config {
 	uint32_t request_timeout_ms; /* default deadline per call; 0 = 5000 */
 	uint32_t connect_timeout_ms; /* 0 = 1000 */
 	size_t max_response_bytes;   /* 0 = 64 MiB */
+	/* watches started with ETCD_WATCH_PROGRESS_NOTIFY: reconnect (to the next
+	 * endpoint) when the stream is silent this long; 0 = off. Set it above
+	 * the server's --experimental-watch-progress-notify-interval (default
+	 * 10 min). Catches a hung etcd, which TCP keepalive cannot. (Added.) */
+	uint32_t watch_idle_timeout_ms;
 };
 
 /* etcd_client_new - create a client bound to loop l. Copies cfg (strings too).
@@ -193,6 +207,10 @@ struct etcd_response {
 	int64_t lease_id;
 	int64_t ttl;
 	int64_t granted_ttl;
+	/* timetolive with keys: the attached keys (only key/key_len set). Added
+	 * to the original contract, whose comment above already names them. */
+	struct etcd_kv *keys;
+	size_t n_keys;
 	/* on a gateway error: its gRPC code and message (else 0 / NULL) */
 	int grpc_code;
 	const char *error_message;
@@ -236,6 +254,16 @@ int etcd_lease_timetolive(struct etcd_client *c, int64_t lease_id, bool with_key
                           const struct etcd_call_opts *o, etcd_cb cb, void *ud,
                           struct etcd_call **ret_call);
 
+/* etcd_compact - compact the key-value history up to `revision` (POST
+ * /v3/kv/compaction); physical waits until the compaction is done. Same
+ * queuing/callback rules as above; resp carries only the header. */
+int etcd_compact(struct etcd_client *c, int64_t revision, bool physical,
+                 const struct etcd_call_opts *o, etcd_cb cb, void *ud, struct etcd_call **ret_call);
+
+/* etcd_client_auth_count - how many times the client authenticated
+ * successfully (diagnostics and tests: proves a token refresh happened). */
+uint64_t etcd_client_auth_count(const struct etcd_client *c);
+
 /* ---- watch ---- */
 
 enum etcd_event_type { ETCD_EVENT_PUT = 0, ETCD_EVENT_DELETE = 1 };
@@ -275,12 +303,36 @@ int64_t etcd_watch_revision(const struct etcd_watch *w);
 
 /* etcd_json_parse_response - parse one gateway response body of kind `kind`
  * ("range", "put", "deleterange", "txn", "lease_grant", "lease_keepalive",
- * "lease_revoke", "lease_timetolive", "authenticate") into *ret (allocated; free
- * with etcd_response_free). For an error body ({"error":..,"code":..}) returns
+ * "lease_revoke", "lease_timetolive", "compact", "authenticate") into *ret
+ * (allocated; free with etcd_response_free). For an error body ({"error":..,"code":..}) returns
  * the mapped -errno and, when ret_err_resp is non-NULL, an allocated response
  * with grpc_code and error_message set. */
 int etcd_json_parse_response(const char *kind, const char *body, size_t len,
                              struct etcd_response **ret, struct etcd_response **ret_err_resp);
 void etcd_response_free(struct etcd_response *r);
+
+/* One message of a watch stream, either {"result":{...}} or an in-band
+ * {"error":{...}} (is_error set, grpc_code / error_message from it). */
+struct etcd_watch_msg {
+	struct etcd_header header;
+	int64_t watch_id;
+	bool created;
+	bool canceled;
+	int64_t compact_revision;
+	const char *cancel_reason; /* owned by the message, or NULL */
+	struct etcd_event *events; /* owned by the message */
+	size_t n_events;
+	bool is_error;
+	int grpc_code;
+	const char *error_message; /* owned by the message, or NULL */
+};
+
+/* etcd_json_parse_watch - parse exactly one watch stream message from
+ * body[0..len) (surrounding whitespace allowed). On success *ret is allocated
+ * (free with etcd_watch_msg_free). Returns 0, -EBADMSG or -ENOMEM; *ret
+ * untouched on failure. An in-band error is a successful parse (is_error). */
+int etcd_json_parse_watch(const char *body, size_t len, struct etcd_watch_msg **ret);
+/* etcd_watch_msg_free - free a message and all it owns. Accepts NULL. */
+void etcd_watch_msg_free(struct etcd_watch_msg *m);
 
 #endif

@@ -1,0 +1,499 @@
+/*
+ * test_etcd_badserver.c - the client against hostile HTTP servers (a tiny
+ * server thread on a free loopback port serving canned bytes) and against a
+ * refused port. Every case must end in a clear -errno: invalid JSON, truncated
+ * JSON, a cut-off transfer, oversized bodies (with and without a length),
+ * HTML 404, valid JSON of the wrong shape, bad base64, an etcd error body, a
+ * server that never answers (deadline), and a watch stream with garbage lines,
+ * objects split across chunks, a duplicate event and a compaction cancel.
+ * No etcd here. The server waits on a pipe, never on a timer.
+ */
+#include "test_etcd_common.c"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static struct loop *L;
+
+enum step_kind { S_RAW, S_CHUNK, S_GATE, S_END };
+struct step {
+	enum step_kind kind;
+	const char *text;
+};
+
+#define MAX_CONNS 4
+#define MAX_STEPS 12
+
+struct srv {
+	int lfd, port;
+	pthread_t th;
+	int n_conns;
+	struct step script[MAX_CONNS][MAX_STEPS];
+	char bodies[MAX_CONNS][2048];
+	int accepted;
+	int gate[2]; /* the test writes one byte per S_GATE to release the server */
+};
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* read_request - headers and Content-Length body into out (NUL-terminated) */
+static void read_request(int fd, char *out, size_t cap)
+{
+	char buf[8192];
+	size_t len = 0;
+	char *hdr_end = NULL;
+	while (!hdr_end && len < sizeof(buf) - 1) {
+		ssize_t r = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+		if (r <= 0)
+			return;
+		len += (size_t)r;
+		buf[len] = 0;
+		hdr_end = strstr(buf, "\r\n\r\n");
+	}
+	if (!hdr_end)
+		return;
+	size_t clen = 0;
+	const char *cl = strcasestr(buf, "Content-Length:");
+	if (cl && cl < hdr_end)
+		clen = strtoul(cl + 15, NULL, 10);
+	size_t have = len - (size_t)(hdr_end + 4 - buf);
+	while (have < clen && len < sizeof(buf) - 1) {
+		ssize_t r = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+		have += (size_t)r;
+	}
+	buf[len] = 0;
+	snprintf(out, cap, "%s", hdr_end + 4);
+}
+
+static void *srv_main(void *arg)
+{
+	struct srv *s = arg;
+	for (int i = 0; i < s->n_conns; i++) {
+		int fd = accept(s->lfd, NULL, NULL);
+		if (fd < 0)
+			return NULL;
+		s->accepted = i + 1;
+		read_request(fd, s->bodies[i], sizeof(s->bodies[i]));
+		for (int k = 0; k < MAX_STEPS; k++) {
+			const struct step *st = &s->script[i][k];
+			char hdr[32];
+			if (st->kind == S_END)
+				break;
+			if (st->kind == S_GATE) {
+				char b;
+				if (read(s->gate[0], &b, 1) != 1)
+					break;
+				continue;
+			}
+			if (st->kind == S_CHUNK) {
+				snprintf(hdr, sizeof(hdr), "%zx\r\n", strlen(st->text));
+				if (write_all(fd, hdr, strlen(hdr)) < 0 ||
+				    write_all(fd, st->text, strlen(st->text)) < 0 ||
+				    write_all(fd, "\r\n", 2) < 0)
+					break;
+				continue;
+			}
+			if (write_all(fd, st->text, strlen(st->text)) < 0)
+				break;
+		}
+		close(fd);
+	}
+	return NULL;
+}
+
+static struct srv *srv_start(int n_conns)
+{
+	struct srv *s = calloc(1, sizeof(*s));
+	CHECK(s);
+	s->n_conns = n_conns;
+	s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(s->lfd >= 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	CHECK_OK(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)));
+	socklen_t al = sizeof(a);
+	CHECK_OK(getsockname(s->lfd, (struct sockaddr *)&a, &al));
+	s->port = ntohs(a.sin_port);
+	CHECK_OK(listen(s->lfd, 8));
+	CHECK_OK(pipe(s->gate));
+	return s;
+}
+
+static void srv_run(struct srv *s)
+{
+	CHECK_INT_EQ(pthread_create(&s->th, NULL, srv_main, s), 0);
+}
+
+static void srv_gate(struct srv *s)
+{
+	CHECK_INT_EQ(write(s->gate[1], "g", 1), 1);
+}
+
+static void srv_stop(struct srv *s)
+{
+	shutdown(s->lfd, SHUT_RDWR); /* wakes a pending accept */
+	close(s->gate[1]);	     /* releases a pending gate */
+	pthread_join(s->th, NULL);
+	close(s->lfd);
+	close(s->gate[0]);
+	free(s);
+}
+
+static struct etcd_client *client_at(int port, size_t max_resp, uint32_t timeout_ms)
+{
+	char url[64];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+	const char *ep = url;
+	struct etcd_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.endpoints = &ep;
+	cfg.n_endpoints = 1;
+	cfg.max_response_bytes = max_resp;
+	cfg.request_timeout_ms = timeout_ms;
+	struct etcd_client *c = NULL;
+	CHECK_OK(etcd_client_new(L, &cfg, &c));
+	return c;
+}
+
+/* one_shot - serve `response` once; return the error of a range on it */
+static int one_shot(const char *response, size_t max_resp, uint32_t timeout_ms,
+		    struct etcd_response **ret)
+{
+	struct srv *s = srv_start(1);
+	s->script[0][0] = (struct step){S_RAW, response};
+	s->script[0][1] = (struct step){S_END, NULL};
+	srv_run(s);
+	struct etcd_client *c = client_at(s->port, max_resp, timeout_ms);
+	struct etcd_op op = op_key(ETCD_OP_RANGE, "k");
+	uint64_t t0 = loop_now();
+	int err = sop(L, c, &op, ret);
+	CHECK(loop_now() - t0 < 5 * LOOP_NS_PER_S);
+	etcd_client_free(c);
+	srv_stop(s);
+	return err;
+}
+
+static char *http_200(const char *body)
+{
+	size_t n = strlen(body) + 256;
+	char *r = malloc(n);
+	CHECK(r);
+	snprintf(r, n,
+		 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+		 "Content-Length: %zu\r\n\r\n%s",
+		 strlen(body), body);
+	return r;
+}
+
+static void expect_body(const char *body, int want)
+{
+	char *resp = http_200(body);
+	struct etcd_response *r = NULL;
+	int err = one_shot(resp, 0, 3000, &r);
+	if (err != want) {
+		fprintf(stderr, "body %s: got %d (%s), want %d\n", body, err, etcd_strerror(err),
+			want);
+		exit(1);
+	}
+	etcd_response_free(r);
+	free(resp);
+}
+
+static void test_bad_json_bodies(void)
+{
+	expect_body("{not json", -EBADMSG);
+	expect_body("", -EBADMSG);
+	expect_body("null", -EBADMSG);
+	expect_body("{\"header\":{\"revision\":\"1\"},\"kvs\":[", -EBADMSG); /* truncated */
+	expect_body("{\"header\":{}} trailing", -EBADMSG);
+	expect_body("[1,2,3]", -EBADMSG);
+	expect_body("{\"foo\":1}", -EBADMSG); /* no header: not etcd */
+	expect_body("{\"header\":{\"revision\":\"abc\"}}", -EBADMSG);
+	expect_body("{\"header\":{\"revision\":\"99999999999999999999\"}}", -EBADMSG);
+	expect_body("{\"header\":{\"revision\":1.5}}", -EBADMSG);
+	expect_body("{\"header\":[]}", -EBADMSG);
+	expect_body("{\"header\":{},\"kvs\":{}}", -EBADMSG);
+	expect_body("{\"header\":{},\"kvs\":[{\"key\":\"!!!!\"}]}", -EBADMSG);	 /* base64 */
+	expect_body("{\"header\":{},\"kvs\":[{\"key\":\"YQ\"}]}", -EBADMSG);	 /* padding */
+	expect_body("{\"header\":{},\"kvs\":[{\"key\":\"YR==\"}]}", -EBADMSG);	 /* bits */
+	expect_body("{\"header\":{},\"kvs\":[{\"value\":\"YQ==\"}]}", -EBADMSG); /* no key */
+	expect_body("{\"header\":{},\"kvs\":[1]}", -EBADMSG);
+	expect_body("{\"header\":{},\"more\":\"yes\"}", -EBADMSG);
+	expect_body("{\"header\":{},\"count\":true}", -EBADMSG);
+	/* the same shapes, valid: accepted, numbers as JSON ints too */
+	expect_body("{\"header\":{\"revision\":7,\"cluster_id\":\"18446744073709551615\"},"
+		    "\"kvs\":[{\"key\":\"YQ==\",\"value\":\"\",\"version\":\"1\"}],\"count\":1}",
+		    0);
+}
+
+static void test_bad_error_bodies(void)
+{
+	struct etcd_response *r = NULL;
+	char *resp = http_200("{\"error\":\"etcdserver: requested lease not found\","
+			      "\"message\":\"etcdserver: requested lease not found\",\"code\":5}");
+	CHECK_INT_EQ(one_shot(resp, 0, 3000, &r), -ENOENT);
+	CHECK(r && r->grpc_code == 5);
+	CHECK_STR_EQ(r->error_message, "etcdserver: requested lease not found");
+	etcd_response_free(r);
+	free(resp);
+	expect_body("{\"error\":\"x\",\"code\":14}", -EAGAIN);
+	expect_body("{\"error\":\"x\",\"code\":7}", -EPERM);
+	expect_body("{\"error\":\"x\",\"code\":3}", -EINVAL);
+	expect_body("{\"error\":\"x\",\"code\":11}", -ERANGE);
+	expect_body("{\"error\":\"x\",\"code\":16}", -EACCES);
+	expect_body("{\"error\":\"x\",\"code\":13}", -EIO);
+	expect_body("{\"error\":\"x\",\"code\":\"5\"}", -EBADMSG);
+	expect_body("{\"error\":{\"grpc_code\":14,\"message\":\"closing\"}}", -EAGAIN);
+}
+
+static void test_bad_http(void)
+{
+	struct etcd_response *r = NULL;
+	/* an HTML 404 from something that is not etcd */
+	CHECK_INT_EQ(
+	    one_shot("HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\n"
+		     "Connection: close\r\nContent-Length: 22\r\n\r\n<html>nothing</html>\r\n",
+		     0, 3000, &r),
+	    -EIO);
+	CHECK(r == NULL);
+	/* a success-shaped body with an error status */
+	CHECK_INT_EQ(one_shot("HTTP/1.1 500 Oops\r\nConnection: close\r\nContent-Length: 13\r\n\r\n"
+			      "{\"header\":{}}",
+			      0, 3000, NULL),
+		     -EIO);
+	/* cut off in the middle of the announced body */
+	CHECK_INT_EQ(one_shot("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 100\r\n\r\n"
+			      "{\"header\":{",
+			      0, 3000, NULL),
+		     -EIO);
+	/* not HTTP at all */
+	CHECK(one_shot("SSH-2.0-OpenSSH_9.2\r\n", 0, 3000, NULL) < 0);
+	/* oversized with a Content-Length */
+	size_t big = 200000;
+	char *body = malloc(big + 1);
+	CHECK(body);
+	memset(body, ' ', big);
+	memcpy(body, "{\"header\":{}}", 13);
+	body[big] = 0;
+	char *resp = http_200(body);
+	CHECK_INT_EQ(one_shot(resp, 4096, 3000, NULL), -EMSGSIZE);
+	free(resp);
+	/* oversized, chunked (no length known in advance) */
+	size_t n = big + 256;
+	resp = malloc(n);
+	CHECK(resp);
+	int hl =
+	    snprintf(resp, n,
+		     "HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
+		     "%zx\r\n",
+		     big);
+	memcpy(resp + hl, body, big);
+	snprintf(resp + hl + big, n - (size_t)hl - big, "\r\n0\r\n\r\n");
+	CHECK_INT_EQ(one_shot(resp, 4096, 3000, NULL), -EMSGSIZE);
+	free(resp);
+	free(body);
+}
+
+static void test_bad_server_never_answers(void)
+{
+	struct srv *s = srv_start(1);
+	s->script[0][0] = (struct step){S_GATE, NULL};
+	s->script[0][1] = (struct step){S_END, NULL};
+	srv_run(s);
+	struct etcd_client *c = client_at(s->port, 0, 300);
+	struct etcd_op op = op_key(ETCD_OP_PUT, "k");
+	uint64_t t0 = loop_now();
+	CHECK_INT_EQ(sop(L, c, &op, NULL), -ETIMEDOUT);
+	uint64_t took = loop_now() - t0;
+	CHECK(took >= 250 * LOOP_NS_PER_MS && took < 3 * LOOP_NS_PER_S);
+	/* per-call override */
+	struct res x = {0};
+	struct etcd_call_opts o = {.timeout_ms = 100};
+	srv_gate(s);
+	etcd_client_free(c);
+	srv_stop(s);
+	s = srv_start(1);
+	s->script[0][0] = (struct step){S_GATE, NULL};
+	s->script[0][1] = (struct step){S_END, NULL};
+	srv_run(s);
+	c = client_at(s->port, 0, 10000);
+	t0 = loop_now();
+	CHECK_OK(etcd_range(c, &op, &o, res_cb, &x, NULL));
+	res_wait(L, &x, WAIT_MS);
+	CHECK_INT_EQ(x.err, -ETIMEDOUT);
+	CHECK(loop_now() - t0 < 2 * LOOP_NS_PER_S);
+	res_clear(&x);
+	srv_gate(s);
+	etcd_client_free(c);
+	srv_stop(s);
+}
+
+static void test_bad_refused_connection(void)
+{
+	int port = harness_free_port();
+	CHECK(port > 0);
+	struct etcd_client *c = client_at(port, 0, 3000);
+	struct etcd_op op = op_key(ETCD_OP_RANGE, "k");
+	CHECK_INT_EQ(sop(L, c, &op, NULL), -ECONNREFUSED);
+	struct res x = {0};
+	CHECK_OK(etcd_lease_grant(c, 5, NULL, res_cb, &x, NULL));
+	res_wait(L, &x, WAIT_MS);
+	CHECK_INT_EQ(x.err, -ECONNREFUSED);
+	res_clear(&x);
+	etcd_client_free(c);
+}
+
+/* ---- watch over a scripted stream ---- */
+
+struct wrec {
+	int calls, n_events, progress, errs, last_err;
+	int64_t revs[16], err_rev;
+	int types[16];
+	bool got_first, got_three, got_err;
+};
+
+static void wcb(struct etcd_watch *w, int err, int64_t revision, const struct etcd_event *ev,
+		size_t n, void *ud)
+{
+	struct wrec *r = ud;
+	r->calls++;
+	if (err < 0) {
+		r->errs++;
+		r->last_err = err;
+		r->err_rev = revision;
+		r->got_err = true;
+		return;
+	}
+	if (n == 0)
+		r->progress++;
+	for (size_t i = 0; i < n && r->n_events < 16; i++) {
+		r->types[r->n_events] = ev[i].type;
+		r->revs[r->n_events++] = ev[i].kv.mod_revision;
+	}
+	if (r->n_events >= 1)
+		r->got_first = true;
+	if (r->n_events >= 3)
+		r->got_three = true;
+}
+
+#define STREAM_HDR                                                                                 \
+	"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+static void test_bad_watch_stream(void)
+{
+	struct srv *s = srv_start(3);
+	/* conn 1: created, an event at rev 5, then garbage -> reconnect */
+	s->script[0][0] = (struct step){S_RAW, STREAM_HDR};
+	s->script[0][1] = (struct step){
+	    S_CHUNK, "{\"result\":{\"header\":{\"revision\":\"4\"},\"created\":true}}\n"
+		     "{\"result\":{\"header\":{\"revision\":\"5\"},\"events\":[{\"kv\":{\"key\":"
+		     "\"YQ==\",\"mod_revision\":\"5\",\"value\":\"MQ==\"}}]}}\n"};
+	s->script[0][2] = (struct step){S_GATE, NULL};
+	s->script[0][3] = (struct step){S_CHUNK, "garbage, not json\n"};
+	s->script[0][4] = (struct step){S_END, NULL};
+	/* conn 2: an object split across two chunks (gate in between), two
+	 * objects in one chunk incl. a duplicate of rev 6, a progress notify,
+	 * then the stream ends -> reconnect */
+	s->script[1][0] = (struct step){S_RAW, STREAM_HDR};
+	s->script[1][1] = (struct step){
+	    S_CHUNK, "{\"result\":{\"header\":{\"revision\":\"6\"},\"created\":true}}\n"
+		     "{\"result\":{\"header\":{\"revision\":\"6\"},\"events\":[{\"kv\":{\"key\":"
+		     "\"YQ==\",\"mod_revision\":\"6\"}}]}}\n{\"result\":{\"hea"};
+	s->script[1][2] = (struct step){S_GATE, NULL};
+	s->script[1][3] = (struct step){
+	    S_CHUNK, "der\":{\"revision\":\"7\"},\"events\":[{\"type\":\"DELETE\",\"kv\":{\"key\":"
+		     "\"YQ==\",\"mod_revision\":\"7\"}}]}}{\"result\":{\"header\":{\"revision\":"
+		     "\"7\"},\"events\":[{\"kv\":{\"key\":\"YQ==\",\"mod_revision\":\"6\"}}]}}\n"
+		     "{\"result\":{\"header\":{\"revision\":\"8\"}}}\n"};
+	s->script[1][4] = (struct step){S_RAW, "0\r\n\r\n"};
+	s->script[1][5] = (struct step){S_END, NULL};
+	/* conn 3: compacted -> -ERANGE once; the client closes the stream */
+	s->script[2][0] = (struct step){S_RAW, STREAM_HDR};
+	s->script[2][1] = (struct step){
+	    S_CHUNK, "{\"result\":{\"header\":{\"revision\":\"9\"},\"created\":true}}\n"
+		     "{\"result\":{\"header\":{\"revision\":\"9\"},\"canceled\":true,"
+		     "\"compact_revision\":\"9\"}}\n"};
+	s->script[2][2] = (struct step){S_GATE, NULL};
+	s->script[2][3] = (struct step){S_END, NULL};
+	srv_run(s);
+
+	struct etcd_client *c = client_at(s->port, 0, 3000);
+	struct wrec r = {0};
+	struct etcd_watch *w = NULL;
+	CHECK_OK(etcd_watch_start(c, "a", 1, NULL, 0, 5, 0, wcb, &r, &w));
+	uint64_t dl = loop_now() + WAIT_MS * LOOP_NS_PER_MS;
+	CHECK_OK(loop_run_until(L, &r.got_first, dl));
+	CHECK_INT_EQ(r.revs[0], 5);
+	CHECK_INT_EQ(etcd_watch_revision(w), 5);
+	srv_gate(s); /* garbage now */
+	/* conn 2 delivers rev 6 from its first chunk */
+	bool two = false;
+	while (!two) {
+		CHECK(loop_now() < dl);
+		CHECK(loop_run_once(L, 100) >= 0);
+		two = r.n_events >= 2;
+	}
+	CHECK_INT_EQ(r.revs[1], 6);
+	srv_gate(s); /* second half of the split object */
+	CHECK_OK(loop_run_until(L, &r.got_err, dl));
+	CHECK_INT_EQ(r.n_events, 3); /* duplicate rev 6 dropped */
+	CHECK_INT_EQ(r.revs[2], 7);
+	CHECK_INT_EQ(r.types[2], ETCD_EVENT_DELETE);
+	CHECK_INT_EQ(r.progress, 1);
+	CHECK_INT_EQ(r.errs, 1);
+	CHECK_INT_EQ(r.last_err, -ERANGE);
+	CHECK_INT_EQ(r.err_rev, 9);
+	/* the resume points the client asked for */
+	CHECK(strstr(s->bodies[0], "\"start_revision\":\"5\""));
+	CHECK(strstr(s->bodies[1], "\"start_revision\":\"6\""));
+	CHECK(strstr(s->bodies[2], "\"start_revision\":\"9\""));
+	CHECK(strstr(s->bodies[0], "\"create_request\""));
+	etcd_watch_cancel(w);
+	etcd_client_free(c);
+	srv_gate(s);
+	srv_stop(s);
+}
+
+static void test_bad_watch_refused_keeps_retrying(void)
+{
+	/* no server: the watch keeps reconnecting silently until cancelled */
+	int port = harness_free_port();
+	struct etcd_client *c = client_at(port, 0, 3000);
+	struct wrec r = {0};
+	struct etcd_watch *w = NULL;
+	CHECK_OK(etcd_watch_start(c, "a", 1, NULL, 0, 0, 0, wcb, &r, &w));
+	loop_for(L, 400);
+	CHECK_INT_EQ(r.calls, 0);
+	etcd_watch_cancel(w);
+	etcd_client_free(c);
+}
+
+int main(void)
+{
+	debug_from_env();
+	CHECK_OK(loop_new(&L));
+	RUN(test_bad_json_bodies);
+	RUN(test_bad_error_bodies);
+	RUN(test_bad_http);
+	RUN(test_bad_server_never_answers);
+	RUN(test_bad_refused_connection);
+	RUN(test_bad_watch_stream);
+	RUN(test_bad_watch_refused_keeps_retrying);
+	loop_free(L);
+	return 0;
+}
