@@ -1,0 +1,645 @@
+/*
+ * loader.c - see loader.h for the design notes.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "loader.h"
+
+#if defined(__x86_64__)
+#define HOST_EM EM_X86_64
+#elif defined(__aarch64__)
+#define HOST_EM EM_AARCH64
+#elif defined(__i386__)
+#define HOST_EM EM_386
+#elif defined(__arm__)
+#define HOST_EM EM_ARM
+#elif defined(__riscv)
+#define HOST_EM EM_RISCV
+#elif defined(__powerpc64__)
+#define HOST_EM EM_PPC64
+#elif defined(__s390x__)
+#define HOST_EM EM_S390
+#endif
+
+#if UINTPTR_MAX == 0xffffffffffffffffu
+#define HOST_CLASS ELFCLASS64
+typedef Elf64_Ehdr host_ehdr;
+typedef Elf64_Phdr host_phdr;
+#else
+#define HOST_CLASS ELFCLASS32
+typedef Elf32_Ehdr host_ehdr;
+typedef Elf32_Phdr host_phdr;
+#endif
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define HOST_DATA ELFDATA2LSB
+#else
+#define HOST_DATA ELFDATA2MSB
+#endif
+
+static atomic_uint g_copy_counter;
+
+static void seterr(char *err, size_t err_len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t err_len, const char *fmt, ...)
+{
+	if (!err || err_len == 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, err_len, fmt, ap);
+	va_end(ap);
+}
+
+int loader_name_valid(const char *name)
+{
+	size_t n = 0;
+	if (!name)
+		return 0;
+	for (; name[n]; n++) {
+		char c = name[n];
+		if (n >= LH_PLUGIN_NAME_MAX)
+			return 0;
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+			return 0;
+	}
+	return n > 0;
+}
+
+int loader_is_candidate(const char *file)
+{
+	size_t n = strlen(file);
+	if (n <= 3 || n > 255 || file[0] == '.' || strchr(file, '/'))
+		return 0;
+	return strcmp(file + n - 3, ".so") == 0;
+}
+
+int loader_find_by_name(const struct loader_plugin *const *plugins, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (plugins[i] && strcmp(plugins[i]->name, name) == 0)
+			return (int)i;
+	return -ENOENT;
+}
+
+/* owner root or euid, not group/world-writable (a root-owned sticky dir may
+ * be world-writable when allow_sticky). */
+static int check_owner_mode(const struct stat *st, bool allow_sticky, const char *what,
+                            const char *path, char *err, size_t err_len)
+{
+	uid_t euid = geteuid();
+	if (st->st_uid != 0 && st->st_uid != euid) {
+		seterr(err, err_len, "%s %s is owned by uid %u, not by root or uid %u", what, path,
+		       (unsigned)st->st_uid, (unsigned)euid);
+		return -EPERM;
+	}
+	if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+		if (allow_sticky && (st->st_mode & S_ISVTX) && st->st_uid == 0)
+			return 0;
+		seterr(err, err_len, "%s %s is %s-writable (mode %04o)", what, path,
+		       (st->st_mode & S_IWOTH) ? "world" : "group", (unsigned)(st->st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* the name of the depth-th parent of the resolved path rp, for messages */
+static void parent_name(const char *rp, int depth, char *out, size_t len)
+{
+	snprintf(out, len, "%s", rp ? rp : "?");
+	for (int i = 0; i < depth && rp; i++) {
+		char *slash = strrchr(out, '/');
+		if (!slash)
+			break;
+		if (slash == out) {
+			out[1] = 0;
+			break;
+		}
+		*slash = 0;
+	}
+}
+
+/* Check dirfd and every parent up to / through "..". */
+static int check_dir_chain(int dirfd, const char *dir, char *err, size_t err_len)
+{
+	char *rp = realpath(dir, NULL); /* only for messages */
+	char shown[PATH_MAX];
+	int fd = dup(dirfd), r = 0;
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	for (int depth = 0;; depth++) {
+		struct stat st, pst;
+		if (fstat(fd, &st) < 0) {
+			r = -errno;
+			seterr(err, err_len, "cannot stat a parent of %s: %s", dir, strerror(-r));
+			goto out;
+		}
+		parent_name(rp, depth, shown, sizeof(shown));
+		r = check_owner_mode(&st, true, depth == 0 ? "plugin directory" : "parent directory",
+		                     shown, err, err_len);
+		if (r < 0)
+			goto out;
+		int pfd = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (pfd < 0) {
+			r = -errno;
+			seterr(err, err_len, "cannot open a parent of %s: %s", dir, strerror(-r));
+			goto out;
+		}
+		if (fstat(pfd, &pst) < 0) {
+			r = -errno;
+			close(pfd);
+			seterr(err, err_len, "cannot stat a parent of %s: %s", dir, strerror(-r));
+			goto out;
+		}
+		close(fd);
+		fd = pfd;
+		if (pst.st_dev == st.st_dev && pst.st_ino == st.st_ino)
+			break; /* reached / */
+		if (depth > 4096) {
+			r = -ELOOP;
+			seterr(err, err_len, "directory chain of %s too deep", dir);
+			goto out;
+		}
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(rp);
+	return r;
+}
+
+int loader_private_dir_prepare(const char *path, char *err, size_t err_len)
+{
+	if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+		int r = -errno;
+		seterr(err, err_len, "cannot create private directory %s: %s", path, strerror(-r));
+		return r;
+	}
+	struct stat lst;
+	if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+		seterr(err, err_len, "private directory %s is a symbolic link (refused)", path);
+		return -ELOOP;
+	}
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		int r = -errno;
+		seterr(err, err_len, "cannot open private directory %s: %s", path, strerror(-r));
+		return r;
+	}
+	struct stat st;
+	int r = 0;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		seterr(err, err_len, "cannot stat private directory %s: %s", path, strerror(-r));
+	} else if (st.st_uid != geteuid() || (st.st_mode & 07777) != 0700) {
+		r = -EPERM;
+		seterr(err, err_len, "private directory %s must be owned by uid %u with mode 0700 (is uid %u, mode %04o)",
+		       path, (unsigned)geteuid(), (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	}
+	close(fd);
+	return r;
+}
+
+static int read_all(int fd, size_t size, uint8_t **ret_buf)
+{
+	uint8_t *buf = malloc(size ? size : 1);
+	if (!buf)
+		return -ENOMEM;
+	size_t off = 0;
+	while (off < size) {
+		ssize_t n = read(fd, buf + off, size - off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			int r = -errno;
+			free(buf);
+			return r;
+		}
+		if (n == 0)
+			break;
+		off += (size_t)n;
+	}
+	if (off != size) {
+		free(buf);
+		return -EIO; /* changed size while we read it */
+	}
+	*ret_buf = buf;
+	return 0;
+}
+
+static int write_all(int fd, const uint8_t *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static bool range_ok(uint64_t off, uint64_t len, uint64_t size)
+{
+	return off <= size && len <= size - off;
+}
+
+/* The ELF checks on the file's bytes. */
+static int check_elf(const uint8_t *buf, size_t size, char *err, size_t err_len)
+{
+	if (size < SELFMAG || memcmp(buf, ELFMAG, SELFMAG) != 0) {
+		seterr(err, err_len, "not an ELF file (no ELF magic)");
+		return -ENOEXEC;
+	}
+	if (size < sizeof(host_ehdr)) {
+		seterr(err, err_len, "truncated ELF file: %zu bytes, the ELF header needs %zu", size,
+		       sizeof(host_ehdr));
+		return -ENOEXEC;
+	}
+	if (buf[EI_CLASS] != HOST_CLASS || buf[EI_DATA] != HOST_DATA) {
+		seterr(err, err_len, "ELF class/byte order (%u/%u) differ from the host's (%u/%u)",
+		       buf[EI_CLASS], buf[EI_DATA], HOST_CLASS, HOST_DATA);
+		return -ENOEXEC;
+	}
+	host_ehdr eh;
+	memcpy(&eh, buf, sizeof(eh));
+	if (eh.e_type != ET_DYN) {
+		seterr(err, err_len, "not an ELF shared object (ELF type %u)", (unsigned)eh.e_type);
+		return -ENOEXEC;
+	}
+#ifdef HOST_EM
+	if (eh.e_machine != HOST_EM) {
+		seterr(err, err_len, "ELF machine %u differs from the host's (%u)",
+		       (unsigned)eh.e_machine, (unsigned)HOST_EM);
+		return -ENOEXEC;
+	}
+#endif
+	if (eh.e_phnum == 0 || eh.e_phentsize != sizeof(host_phdr) ||
+	    !range_ok(eh.e_phoff, (uint64_t)eh.e_phnum * eh.e_phentsize, size)) {
+		seterr(err, err_len, "truncated ELF file: program headers lie outside its %zu bytes", size);
+		return -ENOEXEC;
+	}
+	if (eh.e_shnum != 0 && !range_ok(eh.e_shoff, (uint64_t)eh.e_shnum * eh.e_shentsize, size)) {
+		seterr(err, err_len, "truncated ELF file: section headers lie outside its %zu bytes", size);
+		return -ENOEXEC;
+	}
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		host_phdr ph;
+		memcpy(&ph, buf + eh.e_phoff + (uint64_t)i * sizeof(ph), sizeof(ph));
+		if ((ph.p_type == PT_LOAD || ph.p_type == PT_DYNAMIC) &&
+		    !range_ok(ph.p_offset, ph.p_filesz, size)) {
+			seterr(err, err_len,
+			       "truncated ELF file: segment %u needs %llu bytes, the file has %zu", i,
+			       (unsigned long long)ph.p_offset + (unsigned long long)ph.p_filesz, size);
+			return -ENOEXEC;
+		}
+	}
+	return 0;
+}
+
+static uint64_t fnv1a(const uint8_t *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static bool release_below(struct lh_release a, struct lh_release b)
+{
+	struct release x = {a.major, a.minor, a.patch}, y = {b.major, b.minor, b.patch};
+	return release_less(x, y);
+}
+
+/* p lies inside the object loaded at base? */
+static bool in_object(const void *p, const void *base)
+{
+	Dl_info info;
+	if (!p || !base)
+		return true;
+	return dladdr(p, &info) != 0 && info.dli_fbase == base;
+}
+
+int loader_validate_descriptor(const void *d, size_t avail, const void *object_base,
+                               struct lh_plugin *ret_desc, char *err, size_t err_len)
+{
+	const size_t head = 3 * sizeof(uint32_t);
+	if (avail < head) {
+		seterr(err, err_len, "descriptor %s is too small (%zu bytes)", LH_PLUGIN_SYMBOL, avail);
+		return -EPROTO;
+	}
+	uint32_t w[3];
+	memcpy(w, d, sizeof(w));
+	uint32_t magic_major = w[0], minor = w[1], size = w[2];
+	if ((magic_major >> 16) != LH_PLUGIN_MAGIC) {
+		seterr(err, err_len, "wrong descriptor magic 0x%04x (expected 0x%04x): not a leasehold plugin",
+		       magic_major >> 16, LH_PLUGIN_MAGIC);
+		return -EPROTO;
+	}
+	if ((magic_major & 0xffffu) != LH_PLUGIN_ABI_MAJOR) {
+		seterr(err, err_len, "plugin ABI major %u does not match the host's ABI major %u",
+		       magic_major & 0xffffu, LH_PLUGIN_ABI_MAJOR);
+		return -EPROTO;
+	}
+	if (minor > LH_PLUGIN_ABI_MINOR) {
+		seterr(err, err_len, "plugin ABI minor %u is newer than the host's ABI %u.%u", minor,
+		       LH_PLUGIN_ABI_MAJOR, LH_PLUGIN_ABI_MINOR);
+		return -EPROTO;
+	}
+	if (size < LH_PLUGIN_SIZE_1_0) {
+		seterr(err, err_len, "descriptor size %u is smaller than the ABI 1.0 minimum %zu", size,
+		       (size_t)LH_PLUGIN_SIZE_1_0);
+		return -EPROTO;
+	}
+	if (avail != SIZE_MAX && size > avail) {
+		seterr(err, err_len, "descriptor size %u exceeds the %zu bytes of symbol %s", size, avail,
+		       LH_PLUGIN_SYMBOL);
+		return -EPROTO;
+	}
+	struct lh_plugin desc;
+	memset(&desc, 0, sizeof(desc));
+	memcpy(&desc, d, size < sizeof(desc) ? size : sizeof(desc));
+
+	if (desc.name && !in_object(desc.name, object_base)) {
+		seterr(err, err_len, "plugin name does not point into the plugin");
+		return -EPROTO;
+	}
+	if (!desc.name || !desc.name[0]) {
+		seterr(err, err_len, "plugin name is empty");
+		return -EINVAL;
+	}
+	if (!loader_name_valid(desc.name)) {
+		char shown[LH_PLUGIN_NAME_MAX + 2];
+		size_t i = 0;
+		for (; i < sizeof(shown) - 1 && desc.name[i]; i++)
+			shown[i] = (desc.name[i] >= 0x20 && desc.name[i] < 0x7f) ? desc.name[i] : '?';
+		shown[i] = 0;
+		seterr(err, err_len, "invalid plugin name \"%s\" (allowed: [a-z0-9_-], 1 to %d characters)",
+		       shown, LH_PLUGIN_NAME_MAX);
+		return -EINVAL;
+	}
+	char a[RELEASE_STRLEN], b[RELEASE_STRLEN];
+	struct release rel = {desc.release.major, desc.release.minor, desc.release.patch};
+	if (release_below(desc.release, desc.min_compatible_release)) {
+		struct release m = {desc.min_compatible_release.major, desc.min_compatible_release.minor,
+		                    desc.min_compatible_release.patch};
+		seterr(err, err_len, "release %s is below its own min_compatible_release %s",
+		       release_format(rel, a, sizeof(a)), release_format(m, b, sizeof(b)));
+		return -EINVAL;
+	}
+	if (release_below(desc.release, desc.min_reconciler_release)) {
+		struct release m = {desc.min_reconciler_release.major, desc.min_reconciler_release.minor,
+		                    desc.min_reconciler_release.patch};
+		seterr(err, err_len, "release %s is below its own min_reconciler_release %s",
+		       release_format(rel, a, sizeof(a)), release_format(m, b, sizeof(b)));
+		return -EINVAL;
+	}
+	if (!desc.reconcile) {
+		seterr(err, err_len, "required callback reconcile is missing");
+		return -EINVAL;
+	}
+	*ret_desc = desc;
+	return 0;
+}
+
+static int check_symbol(void *handle, const void *sym, struct lh_plugin *ret_desc, char *err,
+                        size_t err_len)
+{
+	Dl_info info;
+	const ElfW(Sym) *es = NULL;
+	if (!dladdr1(sym, &info, (void **)&es, RTLD_DL_SYMENT) || !es) {
+		seterr(err, err_len, "cannot locate symbol %s in the plugin", LH_PLUGIN_SYMBOL);
+		return -EPROTO;
+	}
+	(void)handle;
+	if (ELF64_ST_TYPE(es->st_info) != STT_OBJECT) {
+		seterr(err, err_len, "symbol %s is not a data object (it must be a const struct lh_plugin)",
+		       LH_PLUGIN_SYMBOL);
+		return -EPROTO;
+	}
+	const void *base = info.dli_fbase;
+	int r = loader_validate_descriptor(sym, (size_t)es->st_size, base, ret_desc, err, err_len);
+	if (r < 0)
+		return r;
+	struct {
+		const char *n;
+		const void *p;
+	} cbs[] = {
+		{"init", (const void *)ret_desc->init},
+		{"on_elected", (const void *)ret_desc->on_elected},
+		{"on_releases_changed", (const void *)ret_desc->on_releases_changed},
+		{"reconcile", (const void *)ret_desc->reconcile},
+		{"on_deposed", (const void *)ret_desc->on_deposed},
+		{"fini", (const void *)ret_desc->fini},
+	};
+	for (size_t i = 0; i < sizeof(cbs) / sizeof(cbs[0]); i++) {
+		if (!in_object(cbs[i].p, base)) {
+			seterr(err, err_len, "callback %s does not point into the plugin", cbs[i].n);
+			return -EPROTO;
+		}
+	}
+	return 0;
+}
+
+void loader_close(struct loader_plugin *p)
+{
+	if (!p)
+		return;
+	if (p->handle)
+		dlclose(p->handle);
+	if (p->copy_path)
+		unlink(p->copy_path);
+	free(p->copy_path);
+	free(p->file);
+	free(p);
+}
+
+int loader_open(const char *plugin_dir, const char *file, const char *private_dir,
+                struct loader_plugin **ret_plugin, char *err, size_t err_len)
+{
+	struct loader_plugin *p = NULL;
+	uint8_t *buf = NULL;
+	int dirfd = -1, fd = -1, pfd = -1, cfd = -1, r;
+	char copy_name[NAME_MAX + 1];
+
+	if (!file || !loader_is_candidate(file)) {
+		seterr(err, err_len, "invalid plugin file name \"%s\" (want NAME.so, no '/', no leading dot)",
+		       file ? file : "");
+		return -EINVAL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p || !(p->file = strdup(file))) {
+		r = -ENOMEM;
+		seterr(err, err_len, "out of memory");
+		goto fail;
+	}
+
+	dirfd = open(plugin_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		r = -errno;
+		seterr(err, err_len, "cannot open plugin directory %s: %s", plugin_dir, strerror(-r));
+		goto fail;
+	}
+	r = check_dir_chain(dirfd, plugin_dir, err, err_len);
+	if (r < 0)
+		goto fail;
+
+	fd = openat(dirfd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		r = -errno;
+		if (r == -ELOOP)
+			seterr(err, err_len, "%s is a symbolic link (refused)", file);
+		else
+			seterr(err, err_len, "cannot open %s: %s", file, strerror(-r));
+		goto fail;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		seterr(err, err_len, "cannot stat %s: %s", file, strerror(-r));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		r = -EPERM;
+		seterr(err, err_len, "%s is not a regular file", file);
+		goto fail;
+	}
+	r = check_owner_mode(&st, false, "plugin file", file, err, err_len);
+	if (r < 0)
+		goto fail;
+	if (st.st_size <= 0 || (uint64_t)st.st_size > LOADER_MAX_FILE_SIZE) {
+		r = st.st_size <= 0 ? -ENOEXEC : -EFBIG;
+		seterr(err, err_len, "%s has an unreasonable size (%lld bytes)", file,
+		       (long long)st.st_size);
+		goto fail;
+	}
+	r = read_all(fd, (size_t)st.st_size, &buf);
+	if (r < 0) {
+		seterr(err, err_len, "cannot read %s: %s", file,
+		       r == -EIO ? "it changed size while being read" : strerror(-r));
+		goto fail;
+	}
+	r = check_elf(buf, (size_t)st.st_size, err, err_len);
+	if (r < 0)
+		goto fail;
+	p->dev = st.st_dev;
+	p->ino = st.st_ino;
+	p->file_size = st.st_size;
+	p->content_hash = fnv1a(buf, (size_t)st.st_size);
+
+	/* the private copy */
+	pfd = open(private_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0) {
+		r = -errno;
+		seterr(err, err_len, "cannot open private directory %s: %s", private_dir, strerror(-r));
+		goto fail;
+	}
+	struct stat pst;
+	if (fstat(pfd, &pst) < 0 || pst.st_uid != geteuid() || (pst.st_mode & 077) != 0) {
+		r = -EPERM;
+		seterr(err, err_len, "private directory %s must be owned by uid %u and not accessible to others",
+		       private_dir, (unsigned)geteuid());
+		goto fail;
+	}
+	size_t base_len = strlen(file) - 3;
+	if (base_len > 200)
+		base_len = 200;
+	snprintf(copy_name, sizeof(copy_name), "%.*s.%ld.%u.so", (int)base_len, file, (long)getpid(),
+	         atomic_fetch_add(&g_copy_counter, 1u));
+	cfd = openat(pfd, copy_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (cfd < 0) {
+		r = -errno;
+		seterr(err, err_len, "cannot create private copy %s/%s: %s", private_dir, copy_name,
+		       strerror(-r));
+		goto fail;
+	}
+	size_t plen = strlen(private_dir) + 1 + strlen(copy_name) + 1;
+	p->copy_path = malloc(plen);
+	if (!p->copy_path) {
+		r = -ENOMEM;
+		unlinkat(pfd, copy_name, 0);
+		seterr(err, err_len, "out of memory");
+		goto fail;
+	}
+	snprintf(p->copy_path, plen, "%s/%s", private_dir, copy_name);
+	r = write_all(cfd, buf, (size_t)st.st_size);
+	if (r == 0 && close(cfd) < 0)
+		r = -errno;
+	cfd = -1;
+	if (r < 0) {
+		seterr(err, err_len, "cannot write private copy %s: %s", p->copy_path, strerror(-r));
+		goto fail;
+	}
+
+	dlerror();
+	p->handle = dlopen(p->copy_path, RTLD_NOW | RTLD_LOCAL);
+	if (!p->handle) {
+		const char *de = dlerror();
+		r = -ENOEXEC;
+		seterr(err, err_len, "dlopen failed: %s", de ? de : "unknown error");
+		goto fail;
+	}
+	dlerror();
+	void *sym = dlsym(p->handle, LH_PLUGIN_SYMBOL);
+	if (!sym) {
+		r = -ENOENT;
+		seterr(err, err_len, "missing symbol %s (not a leasehold plugin)", LH_PLUGIN_SYMBOL);
+		goto fail;
+	}
+	r = check_symbol(p->handle, sym, &p->desc, err, err_len);
+	if (r < 0)
+		goto fail;
+	snprintf(p->name, sizeof(p->name), "%s", p->desc.name);
+	p->abi_minor = p->desc.abi_minor;
+	p->desc_size = p->desc.size;
+	p->release = (struct release){p->desc.release.major, p->desc.release.minor,
+	                              p->desc.release.patch};
+	p->min_reconciler_release = (struct release){p->desc.min_reconciler_release.major,
+	                                             p->desc.min_reconciler_release.minor,
+	                                             p->desc.min_reconciler_release.patch};
+	p->min_compatible_release = (struct release){p->desc.min_compatible_release.major,
+	                                             p->desc.min_compatible_release.minor,
+	                                             p->desc.min_compatible_release.patch};
+
+	free(buf);
+	close(pfd);
+	close(fd);
+	close(dirfd);
+	*ret_plugin = p;
+	return 0;
+
+fail:
+	if (cfd >= 0)
+		close(cfd);
+	if (pfd >= 0)
+		close(pfd);
+	if (fd >= 0)
+		close(fd);
+	if (dirfd >= 0)
+		close(dirfd);
+	free(buf);
+	loader_close(p);
+	return r;
+}

@@ -1,0 +1,73 @@
+/*
+ * plugindir.h - watch the plugin directory (--plugin-dir) and tell the owner
+ * which plugin files appeared, were replaced or went away. It loads nothing:
+ * the daemon decides (load, reload, stop).
+ *
+ * Design notes
+ * - Candidates are entries named "*.so" that do not start with '.' (editors,
+ *   rsync and `install` write dotted or suffixed temp names first, then
+ *   rename into place) and are regular files or symbolic links. Symlinks are
+ *   reported on purpose: the loader refuses them with a clear error, which an
+ *   operator sees in `leaseholdctl plugins`, instead of a silently ignored
+ *   file. Directories, fifos, sockets and devices are ignored.
+ * - inotify on the directory (IN_CLOSE_WRITE, IN_MOVED_TO, IN_DELETE,
+ *   IN_MOVED_FROM), non-blocking, registered with the loop. A file being
+ *   written is reported only once it is closed (close_write) or renamed in
+ *   (moved_to): the recommended way to install a plugin is write-then-rename.
+ * - Bursts are coalesced per file name: the first event starts a timer of
+ *   `debounce` (default 50 ms), every further event pushes it back by
+ *   `debounce` again, but never beyond 10 x debounce after the first event
+ *   (so a file rewritten without pause is still picked up). When the timer
+ *   fires, the CURRENT state of the entry decides the report: present ->
+ *   PLUGINDIR_CHANGED, absent and previously reported -> PLUGINDIR_REMOVED.
+ *   A file replaced 100 times within a second gives about two reports.
+ * - plugindir_scan() reports CHANGED for every candidate present (sorted by
+ *   name) and REMOVED for every name reported before that is gone. The daemon
+ *   calls it once at start and on SIGHUP; a "changed" report for an
+ *   unchanged file is normal (compare loader_plugin.content_hash to skip it).
+ *   An inotify queue overflow triggers a scan by itself.
+ * - If the directory itself is deleted or moved away, the watch ends: every
+ *   known name is reported REMOVED and then PLUGINDIR_DIR_GONE (file NULL).
+ * - Callbacks run on the loop thread, never from inside plugindir_new. The
+ *   owner must not call plugindir_scan or plugindir_free from inside one
+ *   (defer it to a timer).
+ */
+#ifndef LH_PLUGINDIR_H
+#define LH_PLUGINDIR_H
+
+#include <stdint.h>
+
+#include "loop.h"
+
+struct plugindir;
+
+enum plugindir_event {
+	PLUGINDIR_CHANGED = 1, /* file appeared or was replaced: (re)load it */
+	PLUGINDIR_REMOVED = 2, /* file is gone: stop what it provided */
+	PLUGINDIR_DIR_GONE = 3, /* the directory itself went away (file == NULL) */
+};
+
+/* file is borrowed: valid during the call only */
+typedef void (*plugindir_cb)(void *userdata, enum plugindir_event ev, const char *file);
+
+#define PLUGINDIR_DEBOUNCE_DEFAULT_NS (50 * LOOP_NS_PER_MS)
+
+/* plugindir_new - start watching `dir` (copied) on loop l. debounce_ns 0 =
+ * default. No scan is done: call plugindir_scan() for the initial state.
+ * Returns 0 or -errno; *ret_pd owned by the caller (plugindir_free). */
+int plugindir_new(struct loop *l, const char *dir, uint64_t debounce_ns, plugindir_cb cb,
+                  void *userdata, struct plugindir **ret_pd);
+
+/* plugindir_scan - report the directory's current state (see above). Calls
+ * cb synchronously. Returns the number of CHANGED reports or -errno (then
+ * nothing was reported). Pending debounced events for names reported here
+ * are cancelled. */
+int plugindir_scan(struct plugindir *pd);
+
+/* plugindir_path - the watched directory (borrowed, lives as long as pd). */
+const char *plugindir_path(const struct plugindir *pd);
+
+/* plugindir_free - stop watching, cancel pending reports. Accepts NULL. */
+void plugindir_free(struct plugindir *pd);
+
+#endif

@@ -1,0 +1,758 @@
+/*
+ * test_bus.c - a plugin instance (worker thread + nng pair1 bus + protobuf-c)
+ * driving the real "recorder" test plugin, with a fake driver_host answering
+ * fenced txns from memory. No etcd; no sleeps: every wait is on an event
+ * (loop_run_until) with a deadline.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+
+#include "check.h"
+#include "fakehost.h"
+#include "loader.h"
+#include "plugin_instance.h"
+#include "proto/bus.pb-c.h"
+#include "recorder.h"
+
+#define PREFIX "/lh/recorder/data/"
+#define DEADLINE (loop_now() + 10 * LOOP_NS_PER_S)
+
+static struct loop *L;
+static struct fakehost *FH;
+static char g_root[512], g_dir[1024], g_private[1024], g_build[1024];
+static int g_efd = -1;
+static struct loop_io *g_eio;
+static bool g_notified;
+
+/* ---- helpers ---- */
+
+static void on_notify(struct loop_io *io, int fd, uint32_t events, void *ud)
+{
+	uint64_t v;
+	(void)io;
+	(void)events;
+	(void)ud;
+	while (read(fd, &v, sizeof(v)) > 0)
+		;
+	g_notified = true;
+}
+
+struct inst {
+	struct loader_plugin *lp; /* borrowed once pi owns it */
+	struct plugin_instance *pi;
+	struct recorder *rec;
+	bool init_done;
+	int init_err;
+	char init_msg[512];
+};
+
+static void on_init(void *ud, int err, const char *msg)
+{
+	struct inst *in = ud;
+	in->init_done = true;
+	in->init_err = err;
+	snprintf(in->init_msg, sizeof(in->init_msg), "%s", msg);
+}
+
+static int rec_count(struct recorder *rec)
+{
+	pthread_mutex_lock(&rec->mu);
+	int n = rec->n;
+	pthread_mutex_unlock(&rec->mu);
+	return n;
+}
+
+static void rec_line(struct recorder *rec, int i, char *out, size_t len)
+{
+	pthread_mutex_lock(&rec->mu);
+	snprintf(out, len, "%s", i < rec->n ? rec->trace[i] : "(none)");
+	pthread_mutex_unlock(&rec->mu);
+}
+
+static void dump(struct recorder *rec)
+{
+	pthread_mutex_lock(&rec->mu);
+	for (int i = 0; i < rec->n; i++)
+		fprintf(stderr, "  trace[%d] %s\n", i, rec->trace[i]);
+	pthread_mutex_unlock(&rec->mu);
+}
+
+static void check_line(struct recorder *rec, int i, const char *want)
+{
+	char got[RECORDER_LINE];
+	rec_line(rec, i, got, sizeof(got));
+	if (strcmp(got, want) != 0)
+		dump(rec);
+	CHECK_STR_EQ(got, want);
+}
+
+static void wait_in_reconcile(struct recorder *rec, int want)
+{
+	uint64_t dl = DEADLINE;
+	for (;;) {
+		pthread_mutex_lock(&rec->mu);
+		int v = rec->in_reconcile;
+		pthread_mutex_unlock(&rec->mu);
+		if (v == want)
+			return;
+		g_notified = false;
+		CHECK_OK(loop_run_until(L, &g_notified, dl));
+	}
+}
+
+static void set_hold(struct recorder *rec, int hold)
+{
+	pthread_mutex_lock(&rec->mu);
+	rec->hold = hold;
+	pthread_cond_broadcast(&rec->cv);
+	pthread_mutex_unlock(&rec->mu);
+}
+
+static void set_result(struct recorder *rec, int32_t r, const char *msg, int txn_mode)
+{
+	pthread_mutex_lock(&rec->mu);
+	rec->reconcile_result = r;
+	snprintf(rec->reconcile_msg, sizeof(rec->reconcile_msg), "%s", msg ? msg : "");
+	rec->txn_mode = txn_mode;
+	pthread_mutex_unlock(&rec->mu);
+}
+
+static void install_recorder(void)
+{
+	char src[PATH_MAX], dst[PATH_MAX];
+	snprintf(src, sizeof(src), "%s/tests/plugins/.libs/recorder.so", g_build);
+	snprintf(dst, sizeof(dst), "%s/recorder.so", g_dir);
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0) {
+		fprintf(stderr, "cannot open %s (run through make check)\n", src);
+		exit(99);
+	}
+	int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	CHECK(out >= 0);
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		CHECK(write(out, buf, (size_t)n) == n);
+	close(in);
+	close(out);
+}
+
+/* load the recorder, start an instance, wait for init */
+static void start(struct inst *in, int32_t init_result, bool wait_init)
+{
+	char err[LOADER_ERR_MAX];
+	memset(in, 0, sizeof(*in));
+	CHECK_OK(loader_open(g_dir, "recorder.so", g_private, &in->lp, err, sizeof(err)));
+	recorder_get_fn get = (recorder_get_fn)dlsym(in->lp->handle, "recorder_get");
+	CHECK(get);
+	in->rec = get();
+	in->rec->notify_fd = g_efd;
+	in->rec->init_result = init_result;
+	struct plugin_instance_config cfg = {.on_init = on_init, .userdata = in};
+	CHECK_OK(plugin_instance_new(in->lp, L, fakehost_driver_host(FH), "node-a", &cfg, &in->pi));
+	CHECK_STR_EQ(plugin_instance_plugin(in->pi)->name, "recorder");
+	if (wait_init) {
+		CHECK_OK(loop_run_until(L, &in->init_done, DEADLINE));
+		CHECK_INT_EQ(in->init_err, 0);
+		CHECK_INT_EQ(plugin_instance_state(in->pi), PLUGIN_INSTANCE_READY);
+		check_line(in->rec, 0, "init");
+	}
+}
+
+struct rdone {
+	bool done;
+	int err;
+	char msg[256];
+	int order;
+};
+static int g_order;
+
+static void on_reconciled(void *ud, int err, const char *msg)
+{
+	struct rdone *d = ud;
+	CHECK(!d->done); /* exactly once */
+	d->done = true;
+	d->err = err;
+	d->order = ++g_order;
+	snprintf(d->msg, sizeof(d->msg), "%s", msg ? msg : "");
+}
+
+struct ddone {
+	bool done;
+	int order;
+};
+
+static void on_drained(void *ud)
+{
+	struct ddone *d = ud;
+	CHECK(!d->done);
+	d->done = true;
+	d->order = ++g_order;
+}
+
+static void drain(struct plugin_instance *pi)
+{
+	struct ddone d = {false, 0};
+	plugin_instance_drain(pi, on_drained, &d);
+	CHECK(!d.done); /* never from inside the call */
+	CHECK_OK(loop_run_until(L, &d.done, DEADLINE));
+}
+
+static void on_stopped(void *ud)
+{
+	*(bool *)ud = true;
+}
+
+static void stop_and_free(struct inst *in)
+{
+	bool stopped = false;
+	plugin_instance_stop(in->pi, on_stopped, &stopped);
+	CHECK_OK(loop_run_until(L, &stopped, DEADLINE));
+	CHECK_INT_EQ(plugin_instance_state(in->pi), PLUGIN_INSTANCE_STOPPED);
+	plugin_instance_free(in->pi);
+	in->pi = NULL;
+}
+
+static const struct releases REL1 = {{1, 0, 0}, {1, 1, 0}, 7, 3};
+static const struct releases REL2 = {{1, 1, 0}, {1, 1, 0}, 9, 3};
+
+/* ---- tests ---- */
+
+static void test_elected_then_replay_in_order(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	/* through the driver_ops table, as election.c will call it */
+	plugin_instance_driver_ops.elected(in.pi, 42, &REL1);
+	drain(in.pi);
+	CHECK_INT_EQ(rec_count(in.rec), 3);
+	check_line(in.rec, 1, "elected 42 api_token=42");
+	check_line(in.rec, 2, "releases 1.0.0-1.1.0 rev=7 n=3");
+	plugin_instance_driver_ops.releases_changed(in.pi, &REL2);
+	drain(in.pi);
+	check_line(in.rec, 3, "releases 1.1.0-1.1.0 rev=9 n=3");
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.delivered, 4); /* init, elected, replay, releases */
+	CHECK_INT_EQ(st.queued, 0);
+	CHECK_INT_EQ(st.in_flight, 0);
+	CHECK_INT_EQ(st.bad_messages, 0);
+	/* stop: on_deposed then fini, nothing else */
+	stop_and_free(&in);
+}
+
+static void test_reconcile_success_and_failure(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 5, &REL1);
+	struct rdone a = {0}, b = {0};
+	plugin_instance_driver_ops.reconcile(in.pi, on_reconciled, &a);
+	CHECK(!a.done);
+	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+	CHECK_INT_EQ(a.err, 0);
+	CHECK_STR_EQ(a.msg, "");
+	set_result(in.rec, -EIO, "boom", RECORDER_TXN_NONE);
+	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
+	CHECK_INT_EQ(b.err, -EIO);
+	CHECK_STR_EQ(b.msg, "boom");
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.reconciles_ok, 1);
+	CHECK_INT_EQ(st.reconciles_failed, 1);
+	CHECK_INT_EQ(st.last_err, -EIO);
+	CHECK_STR_EQ(st.last_error, "boom");
+	stop_and_free(&in);
+}
+
+static void test_deposed_drops_queued_events(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 11, &REL1);
+	drain(in.pi);
+	set_hold(in.rec, 1);
+	struct rdone a = {0}, b = {0}, c = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	wait_in_reconcile(in.rec, 1);
+	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	plugin_instance_releases_changed(in.pi, &REL2);
+
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.in_flight, 1);
+	CHECK_INT_EQ(st.queued, 2);
+	CHECK_INT_EQ(plugin_instance_pending(in.pi), 3);
+	CHECK(st.callback_since_ns != 0);
+
+	plugin_instance_driver_ops.deposed(in.pi);
+	CHECK(!b.done); /* completions never run inside the call */
+	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
+	CHECK_INT_EQ(b.err, -ECANCELED);
+	CHECK_STR_EQ(b.msg, "dropped: leadership was lost before it ran");
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.dropped, 2);
+	CHECK_INT_EQ(st.queued, 1); /* on_deposed */
+	CHECK_INT_EQ(st.reconciles_cancelled, 1);
+
+	/* not leading: nothing new gets in */
+	plugin_instance_releases_changed(in.pi, &REL2);
+	plugin_instance_reconcile(in.pi, on_reconciled, &c);
+	CHECK_OK(loop_run_until(L, &c.done, DEADLINE));
+	CHECK_INT_EQ(c.err, -ECANCELED);
+	CHECK_STR_EQ(c.msg, "not leading");
+	CHECK(!a.done); /* the running one finishes... */
+	set_hold(in.rec, 0);
+	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+	CHECK_INT_EQ(a.err, 0);
+	drain(in.pi);
+	/* init, elected, replay, reconcile (held), deposed - nothing else */
+	CHECK_INT_EQ(rec_count(in.rec), 5);
+	check_line(in.rec, 3, "reconcile");
+	check_line(in.rec, 4, "deposed api_token=0");
+	stop_and_free(&in);
+}
+
+static void test_deposed_before_elected_delivered(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 1, &REL1);
+	set_hold(in.rec, 1);
+	struct rdone a = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	wait_in_reconcile(in.rec, 1);
+	plugin_instance_deposed(in.pi);    /* queues on_deposed (term 1 was delivered) */
+	plugin_instance_elected(in.pi, 2, &REL2); /* queued behind it */
+	plugin_instance_deposed(in.pi);    /* term 2 never reached the plugin */
+	set_hold(in.rec, 0);
+	drain(in.pi);
+	CHECK(a.done && a.err == 0);
+	/* init, elected 1, replay, reconcile, deposed: no elected 2, no 2nd deposed */
+	CHECK_INT_EQ(rec_count(in.rec), 5);
+	check_line(in.rec, 1, "elected 1 api_token=1");
+	check_line(in.rec, 4, "deposed api_token=0");
+	/* a new term is delivered normally */
+	plugin_instance_elected(in.pi, 3, &REL2);
+	drain(in.pi);
+	check_line(in.rec, 5, "elected 3 api_token=3");
+	check_line(in.rec, 6, "releases 1.1.0-1.1.0 rev=9 n=3");
+	stop_and_free(&in);
+}
+
+static void on_tick(struct loop_timer *t, void *ud)
+{
+	(void)t;
+	*(bool *)ud = true;
+}
+
+static void test_drain_waits_for_slow_reconcile_loop_keeps_running(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 8, &REL1);
+	set_hold(in.rec, 1);
+	struct rdone a = {0};
+	struct ddone d = {false, 0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	wait_in_reconcile(in.rec, 1);
+	plugin_instance_drain(in.pi, on_drained, &d);
+
+	/* the loop is not blocked by the running reconcile: timers fire */
+	struct loop_timer *t;
+	bool ticked = false;
+	CHECK_OK(loop_timer_new(L, on_tick, &ticked, &t));
+	for (int i = 0; i < 3; i++) {
+		ticked = false;
+		loop_timer_arm_in(t, 20 * LOOP_NS_PER_MS);
+		CHECK_OK(loop_run_until(L, &ticked, DEADLINE));
+		CHECK(!d.done);
+		CHECK(!a.done);
+	}
+	loop_timer_free(t);
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.in_flight, 1);
+
+	set_hold(in.rec, 0);
+	CHECK_OK(loop_run_until(L, &d.done, DEADLINE));
+	CHECK(a.done);
+	CHECK(a.order < d.order); /* the reconcile completed before the drain */
+	/* draining an idle instance completes on the next iteration */
+	drain(in.pi);
+	stop_and_free(&in);
+}
+
+static void test_txn_through_bus_prefix_and_strip(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 21, &REL1);
+	set_result(in.rec, 0, NULL, RECORDER_TXN_PUT_RANGE);
+	struct rdone a = {0}, b = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+	CHECK_INT_EQ(a.err, 0);
+	/* the plugin wrote relative keys; the store has full keys */
+	CHECK_STR_EQ(fakehost_get(FH, PREFIX "a/k"), "v1");
+	CHECK_STR_EQ(fakehost_get(FH, PREFIX "a/j"), "v2");
+	CHECK(fakehost_get(FH, "a/k") == NULL);
+	check_line(in.rec, 3, "reconcile");
+	check_line(in.rec, 4, "txn1 succeeded=1 n=2 [t1] [t1]");
+	/* the range came back with the prefix stripped */
+	check_line(in.rec, 5, "txn2 succeeded=1 n=1 [t0 a/j=v2 a/k=v1]");
+	check_line(in.rec, 6, "txn3 r=-22"); /* unknown op type: -EINVAL in the worker */
+	/* again: the compare fails now, the failure branch runs */
+	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
+	check_line(in.rec, 8, "txn1 succeeded=0 n=1 [t0 a/k=v1]");
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.txns, 4);
+	CHECK_INT_EQ(st.txn_errors, 0);
+	stop_and_free(&in);
+}
+
+static void test_txn_errors_reach_the_plugin(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 22, &REL1);
+	set_result(in.rec, 0, NULL, RECORDER_TXN_PUT_RANGE);
+
+	/* the election says: not leading */
+	fakehost_set_leading(FH, false);
+	struct rdone a = {0}, b = {0}, c = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+	CHECK_INT_EQ(a.err, -ESTALE);
+	check_line(in.rec, 4, "txn1 err=-116 msg=txn refused: not leading: the election refused the txn");
+	CHECK_STR_EQ(a.msg, "txn refused: not leading: the election refused the txn");
+
+	/* etcd timed out */
+	fakehost_set_leading(FH, true);
+	fakehost_fail_next(FH, -ETIMEDOUT);
+	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
+	CHECK_INT_EQ(b.err, -ETIMEDOUT);
+	check_line(in.rec, 6, "txn1 err=-110 msg=etcd txn failed: Connection timed out");
+
+	/* the host deposed the instance while the callback ran */
+	set_hold(in.rec, 1);
+	plugin_instance_reconcile(in.pi, on_reconciled, &c);
+	wait_in_reconcile(in.rec, 1);
+	plugin_instance_deposed(in.pi);
+	set_hold(in.rec, 0);
+	CHECK_OK(loop_run_until(L, &c.done, DEADLINE));
+	CHECK_INT_EQ(c.err, -ESTALE);
+	check_line(in.rec, 8,
+	           "txn1 err=-116 msg=not leading: this node does not hold the plugin's election, txn refused");
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.txn_errors, 3);
+	stop_and_free(&in);
+}
+
+static void test_context_log_and_outside_thread(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 0x1234, &REL1);
+	set_result(in.rec, 0, NULL, RECORDER_TXN_CONTEXT);
+	struct rdone a = {0}, b = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+	check_line(in.rec, 4, "ctx token=4660 node=node-a prefix=" PREFIX " has_txn=1");
+	/* the log line travels the bus (one-way) before the ack */
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.log_messages, 1);
+	/* the host API refuses calls from a thread of the plugin */
+	set_result(in.rec, 0, NULL, RECORDER_TXN_OUTSIDE);
+	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
+	check_line(in.rec, 6, "outside txn r=-1"); /* -EPERM */
+	stop_and_free(&in);
+}
+
+static uint32_t g_rand = 12345;
+static uint32_t rnd(void)
+{
+	g_rand = g_rand * 1103515245u + 12345u;
+	return g_rand >> 8;
+}
+
+static void test_hostile_bus_bytes(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 3, &REL1);
+	drain(in.pi);
+	struct plugin_instance_stats st0, st;
+	plugin_instance_get_stats(in.pi, &st0);
+
+	/* random garbage, host side */
+	uint8_t buf[512];
+	int rejected = 0;
+	for (int i = 0; i < 2000; i++) {
+		size_t n = rnd() % sizeof(buf);
+		for (size_t k = 0; k < n; k++)
+			buf[k] = (uint8_t)rnd();
+		if (plugin_instance_inject_from_worker(in.pi, buf, n) < 0)
+			rejected++;
+	}
+	CHECK(rejected > 1000);
+
+	/* every truncation of a valid ack for a wrong sequence number */
+	Leasehold__Bus__EventDone done = LEASEHOLD__BUS__EVENT_DONE__INIT;
+	done.seq = 999;
+	done.err = -5;
+	done.message.data = (uint8_t *)"forged";
+	done.message.len = 6;
+	Leasehold__Bus__ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
+	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_DONE;
+	th.done = &done;
+	size_t len = leasehold__bus__to_host__pack(&th, buf);
+	CHECK_INT_EQ(plugin_instance_inject_from_worker(in.pi, buf, len), -EPROTO);
+	for (size_t cut = 0; cut < len; cut++)
+		(void)plugin_instance_inject_from_worker(in.pi, buf, cut);
+	/* an empty message: decodes, but carries nothing */
+	CHECK_INT_EQ(plugin_instance_inject_from_worker(in.pi, "", 0), -EPROTO);
+	/* a log with an absurd level is clamped, not trusted */
+	Leasehold__Bus__Log lg = LEASEHOLD__BUS__LOG__INIT;
+	lg.level = 0xffffffffu;
+	lg.message.data = (uint8_t *)"odd\nlevel";
+	lg.message.len = 9;
+	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_LOG;
+	th.log = &lg;
+	len = leasehold__bus__to_host__pack(&th, buf);
+	CHECK_OK(plugin_instance_inject_from_worker(in.pi, buf, len));
+
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK(st.bad_messages >= st0.bad_messages + (uint64_t)rejected);
+	CHECK_INT_EQ(st.delivered, st0.delivered); /* nothing was taken as an ack */
+
+	/* garbage to the worker: it reports it and carries on */
+	CHECK_OK(plugin_instance_send_raw_to_worker(in.pi, "\xff\xff\xff\xff", 4));
+	/* a txn reply nobody asked for */
+	Leasehold__Bus__TxnReply rep = LEASEHOLD__BUS__TXN_REPLY__INIT;
+	rep.id = 777;
+	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
+	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY;
+	tw.txn_reply = &rep;
+	len = leasehold__bus__to_worker__pack(&tw, buf);
+	CHECK_OK(plugin_instance_send_raw_to_worker(in.pi, buf, len));
+	uint64_t dl = DEADLINE;
+	for (;;) {
+		plugin_instance_get_stats(in.pi, &st);
+		if (st.worker_rejected >= 2)
+			break;
+		CHECK(loop_now() < dl);
+		loop_run_once(L, 50); /* woken by the worker's message */
+	}
+	CHECK_INT_EQ(st.worker_rejected, 2);
+
+	/* still fully working */
+	struct rdone a = {0};
+	set_result(in.rec, 0, NULL, RECORDER_TXN_NONE);
+	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+	CHECK_INT_EQ(a.err, 0);
+	stop_and_free(&in);
+}
+
+static void test_in_flight_count(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 4, &REL1);
+	drain(in.pi);
+	CHECK_INT_EQ(plugin_instance_pending(in.pi), 0);
+	set_hold(in.rec, 1);
+	struct rdone r[4];
+	memset(r, 0, sizeof(r));
+	for (int i = 0; i < 4; i++)
+		plugin_instance_reconcile(in.pi, on_reconciled, &r[i]);
+	wait_in_reconcile(in.rec, 1);
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.in_flight, 1);
+	CHECK_INT_EQ(st.queued, 3);
+	CHECK_INT_EQ(plugin_instance_pending(in.pi), 4);
+	set_hold(in.rec, 0);
+	drain(in.pi);
+	for (int i = 0; i < 4; i++)
+		CHECK(r[i].done && r[i].err == 0);
+	for (int i = 1; i < 4; i++)
+		CHECK(r[i - 1].order < r[i].order); /* in order */
+	CHECK_INT_EQ(plugin_instance_pending(in.pi), 0);
+	stop_and_free(&in);
+}
+
+static void test_init_failure(void)
+{
+	struct inst in;
+	start(&in, -EIO, false);
+	CHECK_OK(loop_run_until(L, &in.init_done, DEADLINE));
+	CHECK_INT_EQ(in.init_err, -EIO);
+	CHECK_STR_EQ(in.init_msg, "init failed: Input/output error: init refused by the test");
+	CHECK_INT_EQ(plugin_instance_state(in.pi), PLUGIN_INSTANCE_FAILED);
+	plugin_instance_elected(in.pi, 9, &REL1); /* ignored */
+	struct rdone a = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+	CHECK_INT_EQ(a.err, -EIO);
+	drain(in.pi);
+	struct recorder *rec = in.rec;
+	bool stopped = false;
+	plugin_instance_stop(in.pi, on_stopped, &stopped);
+	CHECK_OK(loop_run_until(L, &stopped, DEADLINE));
+	CHECK_INT_EQ(rec_count(rec), 1); /* init only: no fini after a failed init */
+	plugin_instance_free(in.pi);
+}
+
+static void test_stop_delivers_deposed_then_fini(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 6, &REL1);
+	struct recorder *rec = in.rec;
+	bool stopped = false;
+	plugin_instance_stop(in.pi, on_stopped, &stopped);
+	CHECK(!stopped);
+	CHECK_OK(loop_run_until(L, &stopped, DEADLINE));
+	CHECK_INT_EQ(plugin_instance_state(in.pi), PLUGIN_INSTANCE_STOPPED);
+	/* on_elected was already handed to the worker when stop() ended the
+	 * term; the replay behind it was still queued and is dropped */
+	CHECK_INT_EQ(rec_count(rec), 4);
+	check_line(rec, 1, "elected 6 api_token=6");
+	check_line(rec, 2, "deposed api_token=0");
+	check_line(rec, 3, "fini");
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.dropped, 1);
+	/* after stop: nothing is accepted */
+	struct rdone a = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+	CHECK_INT_EQ(a.err, -ECANCELED);
+	plugin_instance_free(in.pi);
+}
+
+static void test_free_without_stop_runs_fini(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 7, &REL1);
+	drain(in.pi);
+	/* keep the object mapped past free() to read its trace */
+	void *keep = dlopen(in.lp->copy_path, RTLD_NOW | RTLD_NOLOAD);
+	CHECK(keep);
+	struct recorder *rec = in.rec;
+	plugin_instance_free(in.pi);
+	CHECK_INT_EQ(rec_count(rec), 5);
+	check_line(rec, 3, "deposed api_token=0");
+	check_line(rec, 4, "fini");
+	rec->notify_fd = -1;
+	dlclose(keep);
+	plugin_instance_free(NULL);
+}
+
+static void test_instance_new_failure_leaves_plugin(void)
+{
+	char err[LOADER_ERR_MAX];
+	struct loader_plugin *lp;
+	CHECK_OK(loader_open(g_dir, "recorder.so", g_private, &lp, err, sizeof(err)));
+	struct driver_host h = *fakehost_driver_host(FH);
+	h.data_prefix = ""; /* would give the plugin all of etcd */
+	struct plugin_instance *pi = (struct plugin_instance *)(uintptr_t)0x1;
+	CHECK_INT_EQ(plugin_instance_new(lp, L, &h, "node-a", NULL, &pi), -EINVAL);
+	CHECK(pi == (struct plugin_instance *)(uintptr_t)0x1);
+	loader_close(lp); /* still ours */
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void cleanup(void)
+{
+	if (g_root[0] && strcmp(g_root + strlen(g_root) - 6, "XXXXXX") != 0)
+		nftw(g_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int main(void)
+{
+	const char *b = getenv("LH_BUILDDIR");
+	snprintf(g_build, sizeof(g_build), "%s", b && *b ? b : ".");
+	snprintf(g_root, sizeof(g_root), "/tmp/lh-test-bus-XXXXXX");
+	CHECK(mkdtemp(g_root));
+	atexit(cleanup);
+	CHECK(chmod(g_root, 0755) == 0);
+	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
+	snprintf(g_private, sizeof(g_private), "%s/private", g_root);
+	CHECK(mkdir(g_dir, 0755) == 0);
+	char err[LOADER_ERR_MAX];
+	CHECK_OK(loader_private_dir_prepare(g_private, err, sizeof(err)));
+	install_recorder();
+
+	CHECK_OK(loop_new(&L));
+	CHECK_OK(fakehost_new(L, PREFIX, &FH));
+	g_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	CHECK(g_efd >= 0);
+	CHECK_OK(loop_io_add(L, g_efd, EPOLLIN, on_notify, NULL, &g_eio));
+
+	RUN(test_elected_then_replay_in_order);
+	RUN(test_reconcile_success_and_failure);
+	RUN(test_deposed_drops_queued_events);
+	RUN(test_deposed_before_elected_delivered);
+	RUN(test_drain_waits_for_slow_reconcile_loop_keeps_running);
+	RUN(test_txn_through_bus_prefix_and_strip);
+	RUN(test_txn_errors_reach_the_plugin);
+	RUN(test_context_log_and_outside_thread);
+	RUN(test_hostile_bus_bytes);
+	RUN(test_in_flight_count);
+	RUN(test_init_failure);
+	RUN(test_stop_delivers_deposed_then_fini);
+	RUN(test_free_without_stop_runs_fini);
+	RUN(test_instance_new_failure_leaves_plugin);
+
+	loop_io_free(g_eio);
+	close(g_efd);
+	fakehost_free(FH);
+	loop_free(L);
+	nng_fini();
+	return 0;
+}
