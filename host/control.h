@@ -6,6 +6,14 @@
  * The daemon owns the data; the server asks for it through control_ops, on
  * the loop thread only. Strings in the structs the ops fill are borrowed and
  * only need to live until the op returns.
+ * (In practice: until the server's handler returns to the loop. The server
+ * packs them into the reply right after the op, before it calls any other op;
+ * pointers into the daemon's own state are fine, a buffer on the op's stack
+ * is not.)
+ *
+ * Wire protocol: proto/control.proto; limits and validation in
+ * control_codec.h. Requests over 64 KiB get CODE_TOO_LARGE, undecodable ones
+ * CODE_BAD_REQUEST, unknown kinds CODE_UNKNOWN_KIND; the server keeps serving.
  */
 #ifndef LH_CONTROL_H
 #define LH_CONTROL_H
@@ -61,13 +69,22 @@ struct control_ops {
 };
 
 /* control_new - listen on url ("ipc:///path"); the socket file gets mode
- * 0600. Returns 0 or -errno (message in err). */
+ * 0600 (its directory is created, 0755, if missing). On success *ret owns
+ * the server (free with control_free); ops and ud must outlive it. Returns 0
+ * or -errno (message in err; *ret untouched). */
 int control_new(struct loop *l, const char *url, const struct control_ops *ops, void *ud,
                 struct control **ret, char *err, size_t err_len);
 /* control_notify - plugin state may have changed: re-evaluate pending
- * long-poll requests (wait-ready). Cheap when nothing waits. */
+ * long-poll requests (wait-ready). Cheap when nothing waits. Loop thread;
+ * may be called from inside a control_ops callback (it is then deferred
+ * until the request at hand is handled). Accepts NULL. */
 void control_notify(struct control *c);
-/* control_free - close the socket, answer nothing more. Accepts NULL. */
+/* control_waiting - how many wait-ready requests are parked (for tests and
+ * stats; loop thread). 0 for NULL. */
+size_t control_waiting(const struct control *c);
+/* control_free - close the socket (nng removes the socket file), answer
+ * nothing more; parked wait-ready requests get no reply. Loop thread, not
+ * from inside a control_ops callback. Accepts NULL. */
 void control_free(struct control *c);
 
 /* control_default_url - $XDG_RUNTIME_DIR/leasehold.sock, else

@@ -1,0 +1,216 @@
+/*
+ * control_codec.c - validation of control messages (see control_codec.h).
+ *
+ * Design notes
+ * - protobuf-c checks the wire format (unpack returns NULL on garbage or a
+ *   truncated message) but not meaning: proto3 enums are open, strings may be
+ *   of any length. Both are checked here, once, for both directions.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control_codec.h"
+
+bool control_codec_name_ok(const char *s)
+{
+	size_t n = 0;
+	if (!s)
+		return false;
+	for (; s[n]; n++) {
+		unsigned char ch = (unsigned char)s[n];
+		if (ch < 0x21 || ch > 0x7e || n >= CONTROL_NAME_MAX)
+			return false;
+	}
+	return n > 0;
+}
+
+static bool kind_needs_name(int kind)
+{
+	return kind == LEASEHOLD__CONTROL__KIND__KIND_STATUS ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY;
+}
+
+static bool kind_known(int kind)
+{
+	return kind >= LEASEHOLD__CONTROL__KIND__KIND_PLUGINS &&
+	       kind <= LEASEHOLD__CONTROL__KIND__KIND_VERSION;
+}
+
+int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control__Request **ret_req,
+				 const char **ret_why)
+{
+	Leasehold__Control__Request *req;
+	const char *why;
+	int r;
+
+	if (len > CONTROL_MAX_REQUEST) {
+		*ret_why = "request larger than 64 KiB";
+		return -EMSGSIZE;
+	}
+	req = leasehold__control__request__unpack(NULL, len, buf);
+	if (!req) {
+		*ret_why = "malformed request (not a leasehold.control.Request)";
+		return -EBADMSG;
+	}
+	if (req->protocol != CONTROL_PROTOCOL) {
+		why = "unsupported protocol revision";
+		r = -EINVAL;
+		goto fail;
+	}
+	if (!kind_known((int)req->kind)) {
+		why = "unknown request kind";
+		r = -EPROTONOSUPPORT;
+		goto fail;
+	}
+	if (!req->name) {
+		why = "missing name";
+		r = -EINVAL;
+		goto fail;
+	}
+	if (req->name[0] == '\0') {
+		if (kind_needs_name((int)req->kind)) {
+			why = "this request needs a plugin name";
+			r = -EINVAL;
+			goto fail;
+		}
+	} else if (!control_codec_name_ok(req->name)) {
+		why = "invalid plugin name (1..255 printable ASCII characters)";
+		r = -EINVAL;
+		goto fail;
+	}
+	*ret_req = req;
+	return 0;
+fail:
+	leasehold__control__request__free_unpacked(req, NULL);
+	*ret_why = why;
+	return r;
+}
+
+int control_codec_request_encode(Leasehold__Control__Kind kind, const char *name,
+				 uint32_t timeout_ms, uint8_t **ret_buf, size_t *ret_len)
+{
+	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
+	uint8_t *buf;
+	size_t len;
+
+	if (name && strlen(name) > CONTROL_NAME_MAX)
+		return -EINVAL;
+	req.protocol = CONTROL_PROTOCOL;
+	req.kind = kind;
+	req.name = (char *)(name ? name : "");
+	req.timeout_ms = timeout_ms;
+	len = leasehold__control__request__get_packed_size(&req);
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	leasehold__control__request__pack(&req, buf);
+	*ret_buf = buf;
+	*ret_len = len;
+	return 0;
+}
+
+static bool str_ok(const char *s)
+{
+	return s && strnlen(s, CONTROL_STRING_MAX + 1) <= CONTROL_STRING_MAX;
+}
+
+static bool plugin_ok(const Leasehold__Control__Plugin *p)
+{
+	if (!p || !str_ok(p->name) || !str_ok(p->file) || !str_ok(p->state) || !str_ok(p->leader) ||
+	    !str_ok(p->error) || !str_ok(p->held_back))
+		return false;
+	if (p->status && (!str_ok(p->status->state)))
+		return false;
+	if (p->reconcile && !str_ok(p->reconcile->last_error))
+		return false;
+	return true;
+}
+
+int control_codec_response_decode(const void *buf, size_t len,
+				  Leasehold__Control__Response **ret_resp, const char **ret_why)
+{
+	Leasehold__Control__Response *resp;
+
+	resp = leasehold__control__response__unpack(NULL, len, buf);
+	if (!resp) {
+		*ret_why = "malformed reply";
+		return -EBADMSG;
+	}
+	if ((int)resp->code < LEASEHOLD__CONTROL__CODE__CODE_OK ||
+	    (int)resp->code > LEASEHOLD__CONTROL__CODE__CODE_INTERNAL || !str_ok(resp->message) ||
+	    !str_ok(resp->node) || !str_ok(resp->daemon_version))
+		goto bad;
+	for (size_t i = 0; i < resp->n_plugins; i++)
+		if (!plugin_ok(resp->plugins[i]))
+			goto bad;
+	for (size_t i = 0; i < resp->n_members; i++)
+		if (!resp->members[i] || !str_ok(resp->members[i]->node))
+			goto bad;
+	*ret_resp = resp;
+	return 0;
+bad:
+	leasehold__control__response__free_unpacked(resp, NULL);
+	*ret_why = "invalid reply";
+	return -EBADMSG;
+}
+
+const char *control_codec_code_str(int code)
+{
+	switch (code) {
+	case LEASEHOLD__CONTROL__CODE__CODE_OK:
+		return "ok";
+	case LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST:
+		return "bad request";
+	case LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND:
+		return "unknown request kind";
+	case LEASEHOLD__CONTROL__CODE__CODE_TOO_LARGE:
+		return "request too large";
+	case LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND:
+		return "not found";
+	case LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT:
+		return "timed out";
+	case LEASEHOLD__CONTROL__CODE__CODE_FAILED:
+		return "failed";
+	case LEASEHOLD__CONTROL__CODE__CODE_BUSY:
+		return "busy";
+	case LEASEHOLD__CONTROL__CODE__CODE_INTERNAL:
+		return "internal error";
+	default:
+		return "unknown error";
+	}
+}
+
+const char *control_codec_kind_str(int kind)
+{
+	switch (kind) {
+	case LEASEHOLD__CONTROL__KIND__KIND_PLUGINS:
+		return "plugins";
+	case LEASEHOLD__CONTROL__KIND__KIND_STATUS:
+		return "status";
+	case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS:
+		return "members";
+	case LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY:
+		return "wait-ready";
+	case LEASEHOLD__CONTROL__KIND__KIND_RELOAD:
+		return "reload";
+	case LEASEHOLD__CONTROL__KIND__KIND_VERSION:
+		return "version";
+	default:
+		return "?";
+	}
+}
+
+struct release control_codec_release(const Leasehold__Control__Release *r)
+{
+	struct release out = {0, 0, 0};
+	if (r) {
+		out.major = r->major;
+		out.minor = r->minor;
+		out.patch = r->patch;
+	}
+	return out;
+}

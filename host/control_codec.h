@@ -1,0 +1,67 @@
+/*
+ * control_codec.h - the control protocol's shared rules (proto/control.proto):
+ * limits, request validation, response validation and helpers used by both
+ * the server (host/control.c) and leaseholdctl.
+ *
+ * Everything here is pure: no I/O, no logging. Decoders take untrusted bytes
+ * and either return a fully validated message or an error with a short
+ * human-readable reason (a static string).
+ */
+#ifndef LH_CONTROL_CODEC_H
+#define LH_CONTROL_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "control.pb-c.h"
+#include "release.h"
+
+/* protocol revision carried in Request.protocol / Response.protocol */
+#define CONTROL_PROTOCOL 1u
+/* largest request the server decodes (bigger: CODE_TOO_LARGE) */
+#define CONTROL_MAX_REQUEST ((size_t)64 * 1024)
+/* largest message the transport accepts at all (bigger: the pipe is closed) */
+#define CONTROL_MAX_WIRE ((size_t)1024 * 1024)
+/* largest reply leaseholdctl accepts */
+#define CONTROL_MAX_REPLY ((size_t)16 * 1024 * 1024)
+/* plugin names on the wire: 1..CONTROL_NAME_MAX printable ASCII bytes */
+#define CONTROL_NAME_MAX 255
+/* longest string accepted in a reply (errors are cut to this by the server) */
+#define CONTROL_STRING_MAX 4096
+
+/* control_codec_name_ok - true if s is 1..CONTROL_NAME_MAX bytes of
+ * printable ASCII (0x21..0x7e). */
+bool control_codec_name_ok(const char *s);
+
+/* control_codec_request_decode - unpack and validate a request (size limit,
+ * protobuf, known kind, name present where needed and well formed).
+ * On success *ret_req owns the message (free with
+ * leasehold__control__request__free_unpacked(req, NULL)) and 0 is returned.
+ * On failure returns -EMSGSIZE (too large), -EBADMSG (not a Request),
+ * -EPROTONOSUPPORT (unknown kind) or -EINVAL (bad field); *ret_why points to
+ * a static reason; *ret_req untouched. */
+int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control__Request **ret_req,
+				 const char **ret_why);
+
+/* control_codec_request_encode - pack a request into a malloc'd buffer
+ * (caller frees *ret_buf). name may be NULL. Returns 0 or -ENOMEM/-EINVAL. */
+int control_codec_request_encode(Leasehold__Control__Kind kind, const char *name,
+				 uint32_t timeout_ms, uint8_t **ret_buf, size_t *ret_len);
+
+/* control_codec_response_decode - unpack and validate a reply (known code,
+ * bounded strings, releases present where required). On success *ret_resp
+ * owns the message (free with leasehold__control__response__free_unpacked).
+ * Returns 0 or -EBADMSG with *ret_why set; *ret_resp untouched on failure. */
+int control_codec_response_decode(const void *buf, size_t len,
+				  Leasehold__Control__Response **ret_resp, const char **ret_why);
+
+/* control_codec_code_str - "ok", "bad request", ... for a Code value. */
+const char *control_codec_code_str(int code);
+/* control_codec_kind_str - "plugins", "status", ... ("?" if unknown). */
+const char *control_codec_kind_str(int kind);
+
+/* control_codec_release - Release message -> struct release ({0,0,0} for NULL). */
+struct release control_codec_release(const Leasehold__Control__Release *r);
+
+#endif

@@ -1,0 +1,777 @@
+/*
+ * leaseholdctl.c - the operator's CLI: talks to the local leasehold daemon
+ * over its control socket (nng req0 -> rep0, proto/control.proto).
+ *
+ * Design notes
+ * - One request, one reply. Every receive has a deadline (NNG_OPT_RECVTIMEO):
+ *   CTL_TIMEOUT_MS normally, the wait-ready timeout + CTL_WAIT_MARGIN_MS for
+ *   wait-ready, whose answer the daemon holds back until the plugin is ready
+ *   or the timeout passes. The request is never re-sent while we wait.
+ * - Everything printed from the daemon goes through clean(): control bytes
+ *   never reach the terminal. --json output is built with json-c.
+ * - Exit codes: 0 ok, 1 the operation ran and did not succeed (wait-ready
+ *   timed out, reload failed), 2 anything else (usage, unreachable daemon,
+ *   unknown plugin, protocol error).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <json-c/json.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "control.h"
+#include "control_codec.h"
+
+#define EXIT_OK 0
+#define EXIT_NOTOK 1
+#define EXIT_ERR 2
+
+#define CTL_TIMEOUT_MS 10000
+#define CTL_WAIT_DEFAULT_S 60.0
+#define CTL_WAIT_MARGIN_MS 5000
+#define CTL_WAIT_MAX_S 4000000.0 /* keeps timeout_ms (uint32) + margin in range */
+#define CELL 96			 /* widest table cell, bytes */
+
+typedef Leasehold__Control__Response Response;
+typedef Leasehold__Control__Plugin Plugin;
+
+struct opts {
+	const char *control;
+	const char *cmd;
+	const char *args[4];
+	size_t n_args;
+	bool json, help, version, has_timeout;
+	const char *timeout;
+};
+
+struct command {
+	const char *name;
+	size_t min_args, max_args;
+	bool json, timeout;
+	const char *synopsis;
+	const char *summary;
+	const char *help;
+};
+
+static const struct command commands[] = {
+    {"plugins", 0, 0, true, false, "plugins [--json]", "list every plugin",
+     "List every plugin of this node's daemon: release, election state, leader,\n"
+     "readiness, member releases (min..max), status record, reconciles.\n"
+     "--json prints a JSON array with one object per plugin.\n"},
+    {"status", 1, 1, true, false, "status NAME [--json]", "one plugin in detail",
+     "Show one plugin in detail (key: value lines, or one JSON object).\n"},
+    {"members", 1, 1, true, false, "members NAME [--json]", "the nodes running a plugin",
+     "List the nodes running plugin NAME: node id, plugin release, leader.\n"
+     "--json prints an array of {\"node\", \"release\", \"leader\"}.\n"},
+    {"wait-ready", 1, 1, false, true, "wait-ready NAME [--timeout S]",
+     "wait until a plugin is ready",
+     "Wait until plugin NAME is ready on this node: its release is at least the\n"
+     "status record's minimum_compatible_release and the status version is at\n"
+     "least the plugin's min_reconciler_release. S seconds (default 60, may be\n"
+     "fractional, 0 = check once). Exit 0 when ready, 1 on timeout, 2 on error.\n"},
+    {"reload", 0, 1, false, false, "reload [NAME]",
+     "reload a plugin, or rescan the plugin directory",
+     "Reload plugin NAME from its file, or rescan the whole plugin directory.\n"
+     "Exit 1 when the daemon reports that the reload failed.\n"},
+    {"version", 0, 0, false, false, "version", "client and daemon versions",
+     "Print leaseholdctl's version and the daemon's version, node id and protocol.\n"},
+    {"help", 0, 1, false, false, "help [COMMAND]", "show help",
+     "Show help for leaseholdctl or one command.\n"},
+};
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; name && i < N_COMMANDS; i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+static void print_help(FILE *out)
+{
+	char def[512];
+	fprintf(out, "Usage: leaseholdctl [--control URL] COMMAND [ARGS] [OPTIONS]\n\n"
+		     "Operate the local leasehold daemon through its control socket.\n\n"
+		     "Commands:\n");
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		fprintf(out, "  %-30s %s\n", commands[i].synopsis, commands[i].summary);
+	fprintf(out,
+		"\nOptions (accepted before or after the command):\n"
+		"  --control URL  the daemon's control socket, ipc:///path (or a /path).\n"
+		"                 Default: $LEASEHOLD_CONTROL, else\n"
+		"                 ipc://$XDG_RUNTIME_DIR/leasehold.sock, else\n"
+		"                 ipc:///run/leasehold/control.sock (here: %s)\n"
+		"  --json         JSON output (plugins, status, members)\n"
+		"  --timeout S    wait-ready: give up after S seconds (default 60)\n"
+		"  -h, --help     this help; after a command, that command's help\n"
+		"  --version      print leaseholdctl's version\n"
+		"\nExit codes:\n"
+		"  0  success (wait-ready: the plugin is ready)\n"
+		"  1  the daemon answered but the operation did not succeed\n"
+		"     (wait-ready timed out, reload failed)\n"
+		"  2  error: bad usage, daemon not running or not answering, unknown\n"
+		"     plugin, permission denied, protocol error\n",
+		control_default_url(def, sizeof(def)));
+}
+
+static void print_command_help(FILE *out, const struct command *cmd)
+{
+	fprintf(out, "Usage: leaseholdctl [--control URL] %s\n\n%s", cmd->synopsis, cmd->help);
+	fprintf(out, "\nExit codes: 0 success, 1 operation did not succeed (wait-ready timeout,\n"
+		     "reload failed), 2 error (usage, daemon unreachable, unknown plugin).\n"
+		     "See leaseholdctl --help for the common options.\n");
+}
+
+static int usage_error(const struct command *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int usage_error(const struct command *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "leaseholdctl: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	if (cmd)
+		fprintf(stderr, "Usage: leaseholdctl [--control URL] %s\n", cmd->synopsis);
+	else
+		fprintf(stderr, "Usage: leaseholdctl [--control URL] COMMAND [ARGS] [OPTIONS]\n");
+	fprintf(stderr, "Try 'leaseholdctl --help'.\n");
+	return EXIT_ERR;
+}
+
+/* parse_args - fill o; returns -1 (and prints) on a usage error. */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	bool only_positional = false;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!only_positional && a[0] == '-' && a[1] != '\0') {
+			if (strcmp(a, "--") == 0) {
+				only_positional = true;
+			} else if (strcmp(a, "--control") == 0 || strcmp(a, "--timeout") == 0) {
+				if (i + 1 >= argc) {
+					usage_error(find_command(o->cmd), "option %s needs a value",
+						    a);
+					return -1;
+				}
+				if (a[2] == 'c')
+					o->control = argv[++i];
+				else {
+					o->timeout = argv[++i];
+					o->has_timeout = true;
+				}
+			} else if (strncmp(a, "--control=", 10) == 0) {
+				o->control = a + 10;
+			} else if (strncmp(a, "--timeout=", 10) == 0) {
+				o->timeout = a + 10;
+				o->has_timeout = true;
+			} else if (strcmp(a, "--json") == 0) {
+				o->json = true;
+			} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+				o->help = true;
+			} else if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
+				o->version = true;
+			} else {
+				usage_error(find_command(o->cmd), "unknown option '%s'", a);
+				return -1;
+			}
+			continue;
+		}
+		if (!o->cmd)
+			o->cmd = a;
+		else if (o->n_args < sizeof(o->args) / sizeof(o->args[0]))
+			o->args[o->n_args++] = a;
+		else {
+			usage_error(find_command(o->cmd), "too many arguments ('%s')", a);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- output helpers ---------------------------------------------------- */
+
+/* clean - s as printable ASCII into buf (other bytes become '?'), cut to
+ * len - 1 bytes with "..." when longer; "-" for NULL/empty when dash.
+ * Returns buf. */
+static const char *clean(const char *s, char *buf, size_t len, bool dash)
+{
+	size_t n = 0, slen;
+
+	if (len == 0)
+		return "";
+	if (!s || !s[0]) {
+		snprintf(buf, len, "%s", dash ? "-" : "");
+		return buf;
+	}
+	slen = strlen(s);
+	for (; s[n] && n + 1 < len; n++) {
+		unsigned char ch = (unsigned char)s[n];
+		buf[n] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+	}
+	buf[n] = '\0';
+	if (n < slen && len >= 4)
+		memcpy(buf + len - 4, "...", 4);
+	return buf;
+}
+
+static char *fmt_release(const Leasehold__Control__Release *r, char *buf, size_t len)
+{
+	return release_format(control_codec_release(r), buf, len);
+}
+
+/* fmt_time - unix seconds as RFC 3339 UTC; NULL for 0. */
+static const char *fmt_time(int64_t t, char *buf, size_t len)
+{
+	struct tm tm;
+	time_t tt = (time_t)t;
+	if (t <= 0 || !gmtime_r(&tt, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		return NULL;
+	return buf;
+}
+
+/* print_table - patronictl-style box table; cells is nrows*ncol strings;
+ * right[] marks right-aligned columns. title goes into the top border. */
+static void print_table(const char *title, const char *const *hdr, const bool *right, size_t ncol,
+			const char *const *cells, size_t nrows)
+{
+	size_t width[16] = {0};
+	char border[16 * (CELL + 3) + 2];
+	size_t pos = 0;
+
+	for (size_t c = 0; c < ncol; c++) {
+		width[c] = strlen(hdr[c]);
+		for (size_t r = 0; r < nrows; r++) {
+			size_t l = strlen(cells[r * ncol + c]);
+			if (l > width[c])
+				width[c] = l;
+		}
+	}
+	border[pos++] = '+';
+	for (size_t c = 0; c < ncol; c++) {
+		memset(border + pos, '-', width[c] + 2);
+		pos += width[c] + 2;
+		border[pos++] = '+';
+	}
+	border[pos] = '\0';
+
+	if (title) {
+		char top[sizeof(border)];
+		int n = snprintf(top, sizeof(top), "+ %s ", title);
+		if (n > 0 && (size_t)n + 1 < pos) {
+			memcpy(top + n, border + n, pos - (size_t)n + 1);
+			printf("%s\n", top);
+		} else {
+			printf("%s\n%s\n", title, border);
+		}
+	} else {
+		printf("%s\n", border);
+	}
+	printf("|");
+	for (size_t c = 0; c < ncol; c++)
+		printf(" %-*s |", (int)width[c], hdr[c]);
+	printf("\n%s\n", border);
+	for (size_t r = 0; r < nrows; r++) {
+		printf("|");
+		for (size_t c = 0; c < ncol; c++)
+			printf(right[c] ? " %*s |" : " %-*s |", (int)width[c], cells[r * ncol + c]);
+		printf("\n");
+	}
+	if (nrows > 0)
+		printf("%s\n", border);
+}
+
+static json_object *json_str_or_null(const char *s)
+{
+	return (s && s[0]) ? json_object_new_string(s) : NULL;
+}
+
+static json_object *json_release(const Leasehold__Control__Release *r)
+{
+	char b[RELEASE_STRLEN];
+	return r ? json_object_new_string(fmt_release(r, b, sizeof(b))) : NULL;
+}
+
+static int64_t clamp_u64(uint64_t v)
+{
+	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+/* json_plugin - the documented per-plugin object (see README). */
+static json_object *json_plugin(const Plugin *p)
+{
+	json_object *o = json_object_new_object(), *rs, *st = NULL, *rc;
+	char tb[64];
+	const Leasehold__Control__Releases *r = p->releases;
+	const Leasehold__Control__Reconcile *c = p->reconcile;
+
+	json_object_object_add(o, "name", json_object_new_string(p->name));
+	json_object_object_add(o, "file", json_str_or_null(p->file));
+	json_object_object_add(o, "release", json_release(p->release));
+	json_object_object_add(o, "state", json_object_new_string(p->state));
+	json_object_object_add(o, "leader", json_str_or_null(p->leader));
+	json_object_object_add(o, "ready", json_object_new_boolean(p->ready));
+
+	rs = json_object_new_object();
+	bool have = r && r->members > 0;
+	json_object_object_add(rs, "min", have ? json_release(r->min) : NULL);
+	json_object_object_add(rs, "max", have ? json_release(r->max) : NULL);
+	json_object_object_add(rs, "revision", json_object_new_int64(r ? r->revision : 0));
+	json_object_object_add(rs, "members", json_object_new_int64(r ? clamp_u64(r->members) : 0));
+	json_object_object_add(o, "releases", rs);
+
+	if (p->status) {
+		st = json_object_new_object();
+		json_object_object_add(st, "state", json_object_new_string(p->status->state));
+		json_object_object_add(st, "version", json_release(p->status->version));
+		json_object_object_add(st, "minimum_compatible_release",
+				       json_release(p->status->minimum_compatible_release));
+	}
+	json_object_object_add(o, "status", st);
+
+	rc = json_object_new_object();
+	json_object_object_add(rc, "count", json_object_new_int64(c ? clamp_u64(c->count) : 0));
+	json_object_object_add(rc, "last_ok", json_object_new_boolean(c && c->last_ok));
+	json_object_object_add(rc, "last_error", json_str_or_null(c ? c->last_error : NULL));
+	const char *at = c ? fmt_time(c->last_at, tb, sizeof(tb)) : NULL;
+	json_object_object_add(rc, "last_at", at ? json_object_new_string(at) : NULL);
+	json_object_object_add(o, "reconcile", rc);
+
+	json_object_object_add(o, "error", json_str_or_null(p->error));
+	json_object_object_add(o, "held_back", json_str_or_null(p->held_back));
+	json_object_object_add(o, "fencing_token", json_object_new_int64(p->fencing_token));
+	return o;
+}
+
+static void print_json(json_object *o)
+{
+	printf("%s\n",
+	       json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+						     JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+/* ---- the call ---------------------------------------------------------- */
+
+/* call - one request/reply. Prints its own errors; returns EXIT_OK with
+ * *ret_resp set (caller frees) or EXIT_ERR. */
+static int call(const char *url, Leasehold__Control__Kind kind, const char *name,
+		uint32_t timeout_ms, nng_duration recv_timeout, Response **ret_resp)
+{
+	nng_socket s;
+	uint8_t *req = NULL;
+	size_t req_len = 0;
+	void *buf = NULL;
+	size_t len = 0;
+	const char *why;
+	int rv, ret = EXIT_ERR;
+
+	if (control_codec_request_encode(kind, name, timeout_ms, &req, &req_len) < 0) {
+		fprintf(stderr, "leaseholdctl: cannot encode the request\n");
+		return EXIT_ERR;
+	}
+	if ((rv = nng_req0_open(&s)) != 0) {
+		fprintf(stderr, "leaseholdctl: %s\n", nng_strerror(rv));
+		free(req);
+		return EXIT_ERR;
+	}
+	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, recv_timeout);
+	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, CTL_TIMEOUT_MS);
+	nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, recv_timeout); /* never re-send */
+	nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, CONTROL_MAX_REPLY);
+
+	rv = nng_dial(s, url, NULL, 0);
+	if (rv == NNG_ECONNREFUSED || rv == NNG_ENOENT) {
+		fprintf(stderr,
+			"leaseholdctl: cannot reach leasehold at %s: is the daemon running?\n",
+			url);
+		goto out;
+	} else if (rv == NNG_EPERM) {
+		fprintf(
+		    stderr,
+		    "leaseholdctl: cannot reach leasehold at %s: permission denied (run as root "
+		    "or as the daemon's user)\n",
+		    url);
+		goto out;
+	} else if (rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP || rv == NNG_EINVAL) {
+		fprintf(stderr, "leaseholdctl: invalid control URL '%s' (want ipc:///path)\n", url);
+		goto out;
+	} else if (rv != 0) {
+		fprintf(stderr, "leaseholdctl: cannot reach leasehold at %s: %s\n", url,
+			nng_strerror(rv));
+		goto out;
+	}
+	rv = nng_send(s, req, req_len, 0);
+	if (rv == 0)
+		rv = nng_recv(s, &buf, &len, NNG_FLAG_ALLOC);
+	if (rv == NNG_ETIMEDOUT) {
+		fprintf(stderr, "leaseholdctl: no answer from leasehold at %s within %.1f s\n", url,
+			recv_timeout / 1000.0);
+		goto out;
+	} else if (rv != 0) {
+		fprintf(stderr, "leaseholdctl: talking to leasehold at %s: %s\n", url,
+			nng_strerror(rv));
+		goto out;
+	}
+	if (control_codec_response_decode(buf, len, ret_resp, &why) < 0) {
+		fprintf(stderr, "leaseholdctl: %s from leasehold at %s\n", why, url);
+		goto out;
+	}
+	ret = EXIT_OK;
+out:
+	if (buf)
+		nng_free(buf, len);
+	nng_close(s);
+	free(req);
+	return ret;
+}
+
+/* check_code - map a non-OK reply to a message and an exit code. */
+static int check_code(const Response *r)
+{
+	char m[CONTROL_STRING_MAX + 1], n[CELL];
+
+	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_OK)
+		return EXIT_OK;
+	clean(r->message, m, sizeof(m), false);
+	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND) {
+		fprintf(stderr, "leaseholdctl: %s (node %s)\n", m,
+			clean(r->node, n, sizeof(n), true));
+		return EXIT_ERR;
+	}
+	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT ||
+	    r->code == LEASEHOLD__CONTROL__CODE__CODE_FAILED) {
+		fprintf(stderr, "leaseholdctl: %s\n", m);
+		return EXIT_NOTOK;
+	}
+	fprintf(stderr, "leaseholdctl: the daemon refused the request: %s: %s\n",
+		control_codec_code_str((int)r->code), m);
+	return EXIT_ERR;
+}
+
+/* ---- commands ---------------------------------------------------------- */
+
+#define PCOLS 9
+
+static void plugin_cells(const Plugin *p, char (*buf)[CELL])
+{
+	char a[RELEASE_STRLEN], b[RELEASE_STRLEN], t[32];
+	const Leasehold__Control__Releases *r = p->releases;
+	const Leasehold__Control__Reconcile *rc = p->reconcile;
+	const char *err;
+
+	clean(p->name, buf[0], CELL, true);
+	fmt_release(p->release, buf[1], CELL);
+	clean(p->state, buf[2], CELL, true);
+	clean(p->leader, buf[3], CELL, true);
+	snprintf(buf[4], CELL, "%s", p->ready ? "yes" : "no");
+	if (r && r->members > 0)
+		snprintf(buf[5], CELL, "%s..%s", fmt_release(r->min, a, sizeof(a)),
+			 fmt_release(r->max, b, sizeof(b)));
+	else
+		snprintf(buf[5], CELL, "-");
+	if (p->status)
+		snprintf(buf[6], CELL, "%s %s", clean(p->status->state, t, sizeof(t), true),
+			 fmt_release(p->status->version, a, sizeof(a)));
+	else
+		snprintf(buf[6], CELL, "-");
+	snprintf(buf[7], CELL, "%" PRIu64, rc ? rc->count : 0);
+	err = p->error && p->error[0] ? p->error : rc ? rc->last_error : NULL;
+	clean(err, buf[8], 61, true);
+}
+
+static int cmd_plugins(const Response *r, bool json)
+{
+	static const char *const hdr[PCOLS] = {"NAME",	 "RELEASE",    "STATE",
+					       "LEADER", "READY",      "MEMBERS",
+					       "STATUS", "RECONCILES", "LAST ERROR"};
+	static const bool right[PCOLS] = {false, false, false, false, false,
+					  false, false, true,  false};
+	char title[CELL + 16], nb[CELL];
+	char(*buf)[CELL] = NULL;
+	const char **cells = NULL;
+
+	if (json) {
+		json_object *a = json_object_new_array();
+		for (size_t i = 0; i < r->n_plugins; i++)
+			json_object_array_add(a, json_plugin(r->plugins[i]));
+		print_json(a);
+		json_object_put(a);
+		return EXIT_OK;
+	}
+	if (r->n_plugins > 0) {
+		buf = calloc(r->n_plugins * PCOLS, sizeof(*buf));
+		cells = calloc(r->n_plugins * PCOLS, sizeof(*cells));
+		if (!buf || !cells) {
+			free(buf);
+			free(cells);
+			fprintf(stderr, "leaseholdctl: out of memory\n");
+			return EXIT_ERR;
+		}
+	}
+	for (size_t i = 0; i < r->n_plugins; i++) {
+		plugin_cells(r->plugins[i], &buf[i * PCOLS]);
+		for (size_t c = 0; c < PCOLS; c++)
+			cells[i * PCOLS + c] = buf[i * PCOLS + c];
+	}
+	snprintf(title, sizeof(title), "Node: %s", clean(r->node, nb, sizeof(nb), true));
+	print_table(title, hdr, right, PCOLS, cells, r->n_plugins);
+	if (r->n_plugins == 0)
+		printf("(no plugins loaded)\n");
+	free(buf);
+	free(cells);
+	return EXIT_OK;
+}
+
+static int cmd_status(const Response *r, bool json)
+{
+	char b1[CONTROL_STRING_MAX + 1], a[RELEASE_STRLEN], b[RELEASE_STRLEN], c[RELEASE_STRLEN];
+	char tb[64];
+	const Plugin *p;
+	const Leasehold__Control__Releases *rs;
+	const Leasehold__Control__Reconcile *rc;
+
+	if (r->n_plugins != 1) {
+		fprintf(stderr, "leaseholdctl: invalid reply (expected one plugin)\n");
+		return EXIT_ERR;
+	}
+	p = r->plugins[0];
+	if (json) {
+		json_object *o = json_plugin(p);
+		print_json(o);
+		json_object_put(o);
+		return EXIT_OK;
+	}
+	rs = p->releases;
+	rc = p->reconcile;
+	printf("name:          %s\n", clean(p->name, b1, sizeof(b1), true));
+	printf("node:          %s\n", clean(r->node, b1, sizeof(b1), true));
+	printf("file:          %s\n", clean(p->file, b1, sizeof(b1), true));
+	printf("release:       %s\n", fmt_release(p->release, a, sizeof(a)));
+	printf("state:         %s\n", clean(p->state, b1, sizeof(b1), true));
+	printf("leader:        %s\n", clean(p->leader, b1, sizeof(b1), true));
+	printf("ready:         %s\n", p->ready ? "yes" : "no");
+	if (rs && rs->members > 0)
+		printf("members:       %" PRIu64 " (%s..%s, revision %" PRId64 ")\n", rs->members,
+		       fmt_release(rs->min, a, sizeof(a)), fmt_release(rs->max, b, sizeof(b)),
+		       rs->revision);
+	else
+		printf("members:       0\n");
+	if (p->status)
+		printf("status:        %s %s (minimum compatible release %s)\n",
+		       clean(p->status->state, b1, sizeof(b1), true),
+		       fmt_release(p->status->version, a, sizeof(a)),
+		       fmt_release(p->status->minimum_compatible_release, c, sizeof(c)));
+	else
+		printf("status:        -\n");
+	const char *at = rc ? fmt_time(rc->last_at, tb, sizeof(tb)) : NULL;
+	if (rc && at)
+		printf("reconciles:    %" PRIu64 " (last %s at %s)\n", rc->count,
+		       rc->last_ok ? "ok" : "failed", at);
+	else
+		printf("reconciles:    %" PRIu64 "\n", rc ? rc->count : 0);
+	printf("last error:    %s\n", clean(rc ? rc->last_error : NULL, b1, sizeof(b1), true));
+	printf("error:         %s\n", clean(p->error, b1, sizeof(b1), true));
+	printf("held back:     %s\n", clean(p->held_back, b1, sizeof(b1), true));
+	printf("fencing token: %" PRId64 "\n", p->fencing_token);
+	return EXIT_OK;
+}
+
+static int cmd_members(const Response *r, bool json)
+{
+	static const char *const hdr[3] = {"NODE", "RELEASE", "LEADER"};
+	static const bool right[3] = {false, false, false};
+	char title[CELL + 16], nb[CELL];
+	char(*buf)[CELL] = NULL;
+	const char **cells = NULL;
+
+	if (json) {
+		json_object *a = json_object_new_array();
+		for (size_t i = 0; i < r->n_members; i++) {
+			json_object *o = json_object_new_object();
+			json_object_object_add(o, "node",
+					       json_object_new_string(r->members[i]->node));
+			json_object_object_add(o, "release", json_release(r->members[i]->release));
+			json_object_object_add(o, "leader",
+					       json_object_new_boolean(r->members[i]->leader));
+			json_object_array_add(a, o);
+		}
+		print_json(a);
+		json_object_put(a);
+		return EXIT_OK;
+	}
+	if (r->n_members > 0) {
+		buf = calloc(r->n_members * 3, sizeof(*buf));
+		cells = calloc(r->n_members * 3, sizeof(*cells));
+		if (!buf || !cells) {
+			free(buf);
+			free(cells);
+			fprintf(stderr, "leaseholdctl: out of memory\n");
+			return EXIT_ERR;
+		}
+	}
+	for (size_t i = 0; i < r->n_members; i++) {
+		clean(r->members[i]->node, buf[i * 3], CELL, true);
+		fmt_release(r->members[i]->release, buf[i * 3 + 1], CELL);
+		snprintf(buf[i * 3 + 2], CELL, "%s", r->members[i]->leader ? "yes" : "no");
+		for (size_t c = 0; c < 3; c++)
+			cells[i * 3 + c] = buf[i * 3 + c];
+	}
+	snprintf(title, sizeof(title), "Node: %s", clean(r->node, nb, sizeof(nb), true));
+	print_table(title, hdr, right, 3, cells, r->n_members);
+	if (r->n_members == 0)
+		printf("(no members)\n");
+	free(buf);
+	free(cells);
+	return EXIT_OK;
+}
+
+/* parse_timeout - seconds (fractional) -> ms. 0 or -EINVAL. */
+static int parse_timeout(const char *s, uint32_t *ret_ms)
+{
+	char *end = NULL;
+	double v;
+
+	if (!s || !s[0])
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno != 0 || !end || *end != '\0' || !isfinite(v) || v < 0 || v > CTL_WAIT_MAX_S)
+		return -EINVAL;
+	v *= 1000.0;
+	*ret_ms = (uint32_t)v;
+	if ((double)*ret_ms < v)
+		(*ret_ms)++; /* round up: never wait less than asked */
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {0};
+	const struct command *cmd;
+	char urlbuf[4096], def[4096];
+	const char *url, *name;
+	Response *resp = NULL;
+	Leasehold__Control__Kind kind;
+	nng_duration recv_timeout = CTL_TIMEOUT_MS;
+	uint32_t timeout_ms = 0;
+	int ret;
+
+	if (parse_args(argc, argv, &o) < 0)
+		return EXIT_ERR;
+	cmd = find_command(o.cmd);
+	if (o.cmd && !cmd)
+		return usage_error(NULL, "unknown command '%s'", o.cmd);
+	if (o.help || (cmd && strcmp(cmd->name, "help") == 0)) {
+		const struct command *about = cmd;
+		if (cmd && strcmp(cmd->name, "help") == 0) {
+			about = o.n_args ? find_command(o.args[0]) : NULL;
+			if (o.n_args && !about)
+				return usage_error(NULL, "unknown command '%s'", o.args[0]);
+		}
+		if (about)
+			print_command_help(stdout, about);
+		else
+			print_help(stdout);
+		return EXIT_OK;
+	}
+	if (o.version) {
+		printf("leaseholdctl %s\n", PACKAGE_VERSION);
+		return EXIT_OK;
+	}
+	if (!cmd) {
+		fprintf(stderr, "leaseholdctl: no command given\n");
+		print_help(stderr);
+		return EXIT_ERR;
+	}
+	if (o.n_args < cmd->min_args)
+		return usage_error(cmd, "%s: missing argument", cmd->name);
+	if (o.n_args > cmd->max_args)
+		return usage_error(cmd, "unexpected argument '%s'", o.args[cmd->max_args]);
+	if (o.json && !cmd->json)
+		return usage_error(cmd, "%s does not take --json", cmd->name);
+	if (o.has_timeout && !cmd->timeout)
+		return usage_error(cmd, "%s does not take --timeout", cmd->name);
+	name = o.n_args ? o.args[0] : NULL;
+	if (name && !control_codec_name_ok(name))
+		return usage_error(cmd, "invalid plugin name '%s'", name);
+
+	url = o.control;
+	if (!url || !url[0])
+		url = getenv("LEASEHOLD_CONTROL");
+	if (!url || !url[0])
+		url = control_default_url(def, sizeof(def));
+	if (url[0] == '/') {
+		snprintf(urlbuf, sizeof(urlbuf), "ipc://%s", url);
+		url = urlbuf;
+	}
+
+	if (strcmp(cmd->name, "plugins") == 0)
+		kind = LEASEHOLD__CONTROL__KIND__KIND_PLUGINS;
+	else if (strcmp(cmd->name, "status") == 0)
+		kind = LEASEHOLD__CONTROL__KIND__KIND_STATUS;
+	else if (strcmp(cmd->name, "members") == 0)
+		kind = LEASEHOLD__CONTROL__KIND__KIND_MEMBERS;
+	else if (strcmp(cmd->name, "reload") == 0)
+		kind = LEASEHOLD__CONTROL__KIND__KIND_RELOAD;
+	else if (strcmp(cmd->name, "version") == 0)
+		kind = LEASEHOLD__CONTROL__KIND__KIND_VERSION;
+	else {
+		kind = LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY;
+		timeout_ms = (uint32_t)(CTL_WAIT_DEFAULT_S * 1000);
+		if (o.has_timeout && parse_timeout(o.timeout, &timeout_ms) < 0)
+			return usage_error(cmd, "invalid --timeout '%s' (seconds, >= 0)",
+					   o.timeout);
+		recv_timeout = (nng_duration)timeout_ms + CTL_WAIT_MARGIN_MS;
+	}
+
+	ret = call(url, kind, name, timeout_ms, recv_timeout, &resp);
+	if (ret != EXIT_OK)
+		return ret;
+	ret = check_code(resp);
+	if (ret == EXIT_OK) {
+		switch (kind) {
+		case LEASEHOLD__CONTROL__KIND__KIND_PLUGINS:
+			ret = cmd_plugins(resp, o.json);
+			break;
+		case LEASEHOLD__CONTROL__KIND__KIND_STATUS:
+			ret = cmd_status(resp, o.json);
+			break;
+		case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS:
+			ret = cmd_members(resp, o.json);
+			break;
+		case LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY:
+			printf("%s is ready\n", name);
+			break;
+		case LEASEHOLD__CONTROL__KIND__KIND_RELOAD:
+			printf("reload requested: %s\n", name ? name : "all plugins");
+			break;
+		case LEASEHOLD__CONTROL__KIND__KIND_VERSION: {
+			char v[CELL], n[CELL];
+			printf("leaseholdctl %s\nleasehold %s (node %s, protocol %" PRIu32 ")\n",
+			       PACKAGE_VERSION, clean(resp->daemon_version, v, sizeof(v), true),
+			       clean(resp->node, n, sizeof(n), true), resp->protocol);
+			break;
+		}
+		default:
+			break;
+		}
+	}
+	leasehold__control__response__free_unpacked(resp, NULL);
+	if (fflush(stdout) != 0 && ret == EXIT_OK)
+		ret = EXIT_ERR;
+	return ret;
+}

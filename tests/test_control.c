@@ -1,0 +1,1427 @@
+/*
+ * test_control.c - the control socket server and the leaseholdctl binary.
+ *
+ * The server runs in-process on a loop driven by its own thread, with test
+ * control_ops returning fixed plugin data; the test thread plays the
+ * clients: the built $LH_BUILDDIR/leaseholdctl as a subprocess, raw nng req0
+ * sockets for hostile input and the burst, and a forked child with another
+ * uid. Everything waits for events with deadlines; nothing sleeps.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "check.h"
+#include "control.h"
+#include "control_codec.h"
+#include "loop.h"
+
+extern char **environ;
+
+typedef Leasehold__Control__Response Response;
+
+/* ---- the server, on a loop thread -------------------------------------- */
+
+static struct {
+	struct loop *loop;
+	struct control *ctl;
+	pthread_t thread;
+	int callfd;
+	struct loop_io *callio;
+	pthread_mutex_t mtx;
+	pthread_cond_t cond;
+	void (*fn)(void *);
+	void *fn_arg;
+	bool fn_done;
+	unsigned plugins_calls; /* under mtx */
+
+	/* loop thread only (or via call_on_loop) */
+	bool roles_ready;
+	bool roles_gone;
+	bool notify_in_op; /* ops call control_notify() like the daemon does */
+	int reload_calls;
+	bool reload_null;
+	char reload_name[64];
+
+	char dir[64];
+	char path[128];
+	char url[160];
+	const char *cli;
+} S;
+
+static uint64_t now_ms(void)
+{
+	return loop_now() / LOOP_NS_PER_MS;
+}
+
+static struct timespec abs_deadline(int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+static size_t op_plugins(void *ud, struct control_plugin *out, size_t max)
+{
+	struct control_plugin p[3];
+	size_t n = 0;
+
+	(void)ud;
+	memset(p, 0, sizeof(p));
+	p[n].name = "reconciler";
+	p[n].file = "reconciler.so";
+	p[n].release = (struct release){1, 1, 0};
+	p[n].state = "leading";
+	p[n].leader = "node-a";
+	p[n].ready = true;
+	p[n].releases = (struct releases){{1, 0, 0}, {1, 1, 0}, 42, 3};
+	p[n].status_present = true;
+	p[n].status_state = "DONE";
+	p[n].status_version = (struct release){1, 1, 0};
+	p[n].status_min_compatible = (struct release){1, 0, 0};
+	p[n].reconcile_count = 12;
+	p[n].reconcile_last_ok = true;
+	p[n].reconcile_last_at = 1700000000;
+	p[n].fencing_token = 77;
+	n++;
+	if (!S.roles_gone) {
+		p[n].name = "roles";
+		p[n].file = "roles.so";
+		p[n].release = (struct release){1, 0, 0};
+		p[n].state = "standby";
+		p[n].leader = "node-b";
+		p[n].ready = S.roles_ready;
+		p[n].releases = (struct releases){{1, 0, 0}, {2, 0, 0}, 43, 2};
+		p[n].status_present = true;
+		p[n].status_state = "WORKING";
+		p[n].status_version = (struct release){1, 0, 0};
+		p[n].status_min_compatible = (struct release){1, 0, 0};
+		p[n].reconcile_last_error = "etcd: deadline exceeded";
+		p[n].reconcile_last_at = 1700000100;
+		p[n].held_back = "release 2.0.0 is present";
+		n++;
+	}
+	p[n].name = "broken";
+	p[n].file = "broken.so";
+	p[n].release = (struct release){2, 0, 0};
+	p[n].state = "failed";
+	p[n].error = "ABI major 2, host expects 1";
+	n++;
+
+	for (size_t i = 0; i < n && i < max; i++)
+		out[i] = p[i];
+	if (S.notify_in_op)
+		control_notify(S.ctl); /* re-entrant: must be deferred, not recurse */
+	pthread_mutex_lock(&S.mtx);
+	S.plugins_calls++;
+	pthread_cond_broadcast(&S.cond);
+	pthread_mutex_unlock(&S.mtx);
+	return n;
+}
+
+static int op_members(void *ud, const char *name, struct control_member *out, size_t max,
+		      size_t *ret_total)
+{
+	static const struct control_member m[3] = {
+	    {"node-a", {1, 1, 0}, true},
+	    {"node-b", {1, 0, 0}, false},
+	    {"node-c", {1, 1, 0}, false},
+	};
+	(void)ud;
+	if (strcmp(name, "reconciler") != 0)
+		return -ENOENT;
+	for (size_t i = 0; i < 3 && i < max; i++)
+		out[i] = m[i];
+	*ret_total = 3;
+	return 0;
+}
+
+static int op_reload(void *ud, const char *name, char *err, size_t err_len)
+{
+	(void)ud;
+	control_notify(S.ctl); /* the daemon does this when an entry changes */
+	S.reload_calls++;
+	S.reload_null = name == NULL;
+	snprintf(S.reload_name, sizeof(S.reload_name), "%s", name ? name : "");
+	if (name && strcmp(name, "broken") == 0) {
+		snprintf(err, err_len, "boom: ABI mismatch");
+		return -EIO;
+	}
+	if (name && strcmp(name, "reconciler") != 0 && strcmp(name, "roles") != 0)
+		return -ENOENT;
+	return 0;
+}
+
+static const char *op_node_id(void *ud)
+{
+	(void)ud;
+	return "node-a";
+}
+
+static const struct control_ops ops = {
+    .plugins = op_plugins,
+    .members = op_members,
+    .reload = op_reload,
+    .node_id = op_node_id,
+};
+
+static void on_call(struct loop_io *io, int fd, uint32_t events, void *ud)
+{
+	uint64_t v;
+	void (*fn)(void *);
+	void *arg;
+	(void)io;
+	(void)events;
+	(void)ud;
+	if (read(fd, &v, sizeof(v)) < 0)
+		return;
+	pthread_mutex_lock(&S.mtx);
+	fn = S.fn;
+	arg = S.fn_arg;
+	S.fn = NULL;
+	pthread_mutex_unlock(&S.mtx);
+	if (!fn)
+		return;
+	fn(arg);
+	pthread_mutex_lock(&S.mtx);
+	S.fn_done = true;
+	pthread_cond_broadcast(&S.cond);
+	pthread_mutex_unlock(&S.mtx);
+}
+
+/* call_on_loop - run fn(arg) on the loop thread and wait for it (10 s). */
+static void call_on_loop(void (*fn)(void *), void *arg)
+{
+	struct timespec dl = abs_deadline(10000);
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&S.mtx);
+	S.fn = fn;
+	S.fn_arg = arg;
+	S.fn_done = false;
+	pthread_mutex_unlock(&S.mtx);
+	CHECK(write(S.callfd, &one, sizeof(one)) == sizeof(one));
+	pthread_mutex_lock(&S.mtx);
+	while (!S.fn_done)
+		CHECK(pthread_cond_timedwait(&S.cond, &S.mtx, &dl) == 0);
+	pthread_mutex_unlock(&S.mtx);
+}
+
+/* wait_plugins_calls - until the plugins op ran at least n times (10 s). */
+static void wait_plugins_calls(unsigned n)
+{
+	struct timespec dl = abs_deadline(10000);
+	pthread_mutex_lock(&S.mtx);
+	while (S.plugins_calls < n)
+		CHECK(pthread_cond_timedwait(&S.cond, &S.mtx, &dl) == 0);
+	pthread_mutex_unlock(&S.mtx);
+}
+
+static unsigned plugins_calls(void)
+{
+	unsigned n;
+	pthread_mutex_lock(&S.mtx);
+	n = S.plugins_calls;
+	pthread_mutex_unlock(&S.mtx);
+	return n;
+}
+
+static void *loop_thread(void *arg)
+{
+	(void)arg;
+	loop_run(S.loop);
+	return NULL;
+}
+
+static void quit_fn(void *arg)
+{
+	(void)arg;
+	loop_quit(S.loop, 0);
+}
+
+static void free_ctl_fn(void *arg)
+{
+	struct control **c = arg;
+	control_free(*c);
+	*c = NULL;
+}
+
+static size_t waiting_result;
+static void waiting_fn(void *arg)
+{
+	(void)arg;
+	waiting_result = control_waiting(S.ctl);
+}
+
+static size_t waiting(void)
+{
+	call_on_loop(waiting_fn, NULL);
+	return waiting_result;
+}
+
+static void set_notify_in_op_fn(void *arg)
+{
+	S.notify_in_op = *(bool *)arg;
+}
+
+static void set_ready_fn(void *arg)
+{
+	S.roles_ready = *(bool *)arg;
+}
+
+static void notify_fn(void *arg)
+{
+	(void)arg;
+	control_notify(S.ctl);
+}
+
+static void flip_ready_and_notify_fn(void *arg)
+{
+	(void)arg;
+	S.roles_ready = true;
+	control_notify(S.ctl);
+}
+
+static void gone_and_notify_fn(void *arg)
+{
+	S.roles_gone = *(bool *)arg;
+	control_notify(S.ctl);
+}
+
+static void server_start(void)
+{
+	char err[256] = "";
+	const char *bd = getenv("LH_BUILDDIR");
+	static char cli[4096];
+
+	snprintf(cli, sizeof(cli), "%s/leaseholdctl", bd && bd[0] ? bd : ".");
+	S.cli = cli;
+	CHECK(access(S.cli, X_OK) == 0);
+	pthread_mutex_init(&S.mtx, NULL);
+	pthread_cond_init(&S.cond, NULL);
+	snprintf(S.dir, sizeof(S.dir), "/tmp/lh-ctl-XXXXXX");
+	CHECK(mkdtemp(S.dir) != NULL);
+	snprintf(S.path, sizeof(S.path), "%s/control.sock", S.dir);
+	snprintf(S.url, sizeof(S.url), "ipc://%s", S.path);
+	CHECK_OK(loop_new(&S.loop));
+	S.callfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	CHECK(S.callfd >= 0);
+	CHECK_OK(loop_io_add(S.loop, S.callfd, EPOLLIN, on_call, NULL, &S.callio));
+	if (control_new(S.loop, S.url, &ops, NULL, &S.ctl, err, sizeof(err)) < 0) {
+		fprintf(stderr, "control_new: %s\n", err);
+		exit(1);
+	}
+	CHECK(pthread_create(&S.thread, NULL, loop_thread, NULL) == 0);
+}
+
+static void server_stop(void)
+{
+	call_on_loop(free_ctl_fn, &S.ctl);
+	call_on_loop(quit_fn, NULL);
+	pthread_join(S.thread, NULL);
+	loop_io_free(S.callio);
+	close(S.callfd);
+	loop_free(S.loop);
+	rmdir(S.dir);
+}
+
+/* ---- running leaseholdctl ---------------------------------------------- */
+
+struct cli {
+	pid_t pid;
+	int out, err;
+	uint64_t started_ms;
+};
+
+/* cli_start - spawn leaseholdctl with args (NULL-terminated); env_control
+ * sets LEASEHOLD_CONTROL (else it is removed from the environment). */
+static void cli_startv(struct cli *c, const char *env_control, const char *const *args)
+{
+	char *argv[32];
+	char *envp[256];
+	char envc[512];
+	size_t n = 0, e = 0;
+	int po[2], pe[2];
+	posix_spawn_file_actions_t fa;
+
+	argv[n++] = (char *)S.cli;
+	for (size_t i = 0; args[i] && n < 31; i++)
+		argv[n++] = (char *)args[i];
+	argv[n] = NULL;
+	for (char **v = environ; *v && e < 250; v++)
+		if (strncmp(*v, "LEASEHOLD_CONTROL=", 18) != 0)
+			envp[e++] = *v;
+	if (env_control) {
+		snprintf(envc, sizeof(envc), "LEASEHOLD_CONTROL=%s", env_control);
+		envp[e++] = envc;
+	}
+	envp[e] = NULL;
+
+	CHECK(pipe2(po, O_CLOEXEC) == 0);
+	CHECK(pipe2(pe, O_CLOEXEC) == 0);
+	CHECK(posix_spawn_file_actions_init(&fa) == 0);
+	CHECK(posix_spawn_file_actions_adddup2(&fa, po[1], 1) == 0);
+	CHECK(posix_spawn_file_actions_adddup2(&fa, pe[1], 2) == 0);
+	CHECK(posix_spawn(&c->pid, S.cli, &fa, NULL, argv, envp) == 0);
+	posix_spawn_file_actions_destroy(&fa);
+	close(po[1]);
+	close(pe[1]);
+	c->out = po[0];
+	c->err = pe[0];
+	c->started_ms = now_ms();
+}
+
+/* cli_finish - collect output and the exit code, within timeout_ms (else
+ * the child is killed and the test fails). Caller frees both outputs. */
+static int cli_finish(struct cli *c, int timeout_ms, char **ret_out, char **ret_err)
+{
+	char *buf[2] = {NULL, NULL};
+	size_t len[2] = {0, 0};
+	int fds[2] = {c->out, c->err};
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	int status = 0;
+
+	for (int i = 0; i < 2; i++) {
+		buf[i] = calloc(1, 1);
+		CHECK(buf[i]);
+	}
+	while (fds[0] >= 0 || fds[1] >= 0) {
+		struct pollfd pfd[2];
+		nfds_t k = 0;
+		uint64_t now = now_ms();
+		if (now >= deadline) {
+			kill(c->pid, SIGKILL);
+			waitpid(c->pid, NULL, 0);
+			fprintf(stderr, "leaseholdctl did not finish within %d ms\n", timeout_ms);
+			exit(1);
+		}
+		for (int i = 0; i < 2; i++)
+			if (fds[i] >= 0)
+				pfd[k++] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+		int r = poll(pfd, k, (int)(deadline - now));
+		if (r < 0 && errno == EINTR)
+			continue;
+		CHECK(r >= 0);
+		for (nfds_t j = 0; j < k; j++) {
+			if (!pfd[j].revents)
+				continue;
+			int i = pfd[j].fd == fds[0] ? 0 : 1;
+			char tmp[4096];
+			ssize_t got = read(fds[i], tmp, sizeof(tmp));
+			if (got <= 0) {
+				close(fds[i]);
+				fds[i] = -1;
+				continue;
+			}
+			char *nb = realloc(buf[i], len[i] + (size_t)got + 1);
+			CHECK(nb);
+			buf[i] = nb;
+			memcpy(buf[i] + len[i], tmp, (size_t)got);
+			len[i] += (size_t)got;
+			buf[i][len[i]] = '\0';
+		}
+	}
+	CHECK(waitpid(c->pid, &status, 0) == c->pid);
+	if (ret_out)
+		*ret_out = buf[0];
+	else
+		free(buf[0]);
+	if (ret_err)
+		*ret_err = buf[1];
+	else
+		free(buf[1]);
+	if (!WIFEXITED(status)) {
+		fprintf(stderr, "leaseholdctl died (status %d)\n", status);
+		exit(1);
+	}
+	return WEXITSTATUS(status);
+}
+
+/* run - leaseholdctl --control S.url ARGS...; returns the exit code. */
+static int run(char **out, char **err, ...)
+{
+	const char *args[32];
+	size_t n = 0;
+	va_list ap;
+	struct cli c;
+
+	args[n++] = "--control";
+	args[n++] = S.url;
+	va_start(ap, err);
+	for (const char *a; (a = va_arg(ap, const char *)) && n < 31;)
+		args[n++] = a;
+	va_end(ap);
+	args[n] = NULL;
+	cli_startv(&c, NULL, args);
+	return cli_finish(&c, 20000, out, err);
+}
+
+#define CHECK_CONTAINS(hay, needle)                                                                \
+	do {                                                                                       \
+		if (!strstr((hay), (needle))) {                                                    \
+			fprintf(stderr, "%s:%d: expected to find \"%s\" in:\n%s\n", __FILE__,      \
+				__LINE__, (needle), (hay));                                        \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+/* ---- raw clients -------------------------------------------------------- */
+
+/* raw_call - send bytes on a fresh req0 socket, wait up to 10 s for a reply;
+ * returns the decoded reply (caller frees) or exits. */
+static Response *raw_call(const void *buf, size_t len)
+{
+	nng_socket s;
+	void *rep = NULL;
+	size_t rlen = 0;
+	Response *r = NULL;
+	const char *why = "";
+
+	CHECK(nng_req0_open(&s) == 0);
+	CHECK(nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 10000) == 0);
+	CHECK(nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, CONTROL_MAX_REPLY) == 0);
+	CHECK(nng_dial(s, S.url, NULL, 0) == 0);
+	CHECK(nng_send(s, (void *)buf, len, 0) == 0);
+	CHECK(nng_recv(s, &rep, &rlen, NNG_FLAG_ALLOC) == 0);
+	if (control_codec_response_decode(rep, rlen, &r, &why) < 0) {
+		fprintf(stderr, "reply: %s\n", why);
+		exit(1);
+	}
+	nng_free(rep, rlen);
+	nng_close(s);
+	return r;
+}
+
+static Response *raw_request(Leasehold__Control__Kind kind, const char *name, uint32_t timeout_ms)
+{
+	uint8_t *buf;
+	size_t len;
+	Response *r;
+	CHECK_OK(control_codec_request_encode(kind, name, timeout_ms, &buf, &len));
+	r = raw_call(buf, len);
+	free(buf);
+	return r;
+}
+
+static void expect_code(Response *r, Leasehold__Control__Code code)
+{
+	CHECK_INT_EQ(r->code, code);
+	if (code != LEASEHOLD__CONTROL__CODE__CODE_OK)
+		CHECK(r->message[0] != '\0');
+	leasehold__control__response__free_unpacked(r, NULL);
+}
+
+static void expect_serving(void)
+{
+	Response *r = raw_request(LEASEHOLD__CONTROL__KIND__KIND_PLUGINS, NULL, 0);
+	CHECK_INT_EQ(r->code, LEASEHOLD__CONTROL__CODE__CODE_OK);
+	CHECK_INT_EQ(r->n_plugins, 3);
+	CHECK_STR_EQ(r->node, "node-a");
+	CHECK_STR_EQ(r->daemon_version, PACKAGE_VERSION);
+	leasehold__control__response__free_unpacked(r, NULL);
+}
+
+/* ---- tests: socket ------------------------------------------------------ */
+
+static void test_socket_file_mode_0600(void)
+{
+	struct stat st;
+	CHECK(lstat(S.path, &st) == 0);
+	CHECK(S_ISSOCK(st.st_mode));
+	CHECK_INT_EQ(st.st_mode & 07777, 0600);
+	CHECK_INT_EQ(st.st_uid, geteuid());
+}
+
+/* ---- tests: leaseholdctl ------------------------------------------------ */
+
+static const char expected_table[] =
+    "+ Node: node-a "
+    "--------+---------+--------+-------+--------------+---------------+------------+--------------"
+    "---------------+\n"
+    "| NAME       | RELEASE | STATE   | LEADER | READY | MEMBERS      | STATUS        | RECONCILES "
+    "| LAST ERROR                  |\n"
+    "+------------+---------+---------+--------+-------+--------------+---------------+------------"
+    "+-----------------------------+\n"
+    "| reconciler | 1.1.0   | leading | node-a | yes   | 1.0.0..1.1.0 | DONE 1.1.0    |         12 "
+    "| -                           |\n"
+    "| roles      | 1.0.0   | standby | node-b | no    | 1.0.0..2.0.0 | WORKING 1.0.0 |          0 "
+    "| etcd: deadline exceeded     |\n"
+    "| broken     | 2.0.0   | failed  | -      | no    | -            | -             |          0 "
+    "| ABI major 2, host expects 1 |\n"
+    "+------------+---------+---------+--------+-------+--------------+---------------+------------"
+    "+-----------------------------+\n";
+
+static void test_cli_plugins_table(void)
+{
+	char *out, *err;
+	CHECK_INT_EQ(run(&out, &err, "plugins", NULL), 0);
+	if (strcmp(out, expected_table) != 0) {
+		fprintf(stderr, "table differs; got:\n%s\nexpected:\n%s", out, expected_table);
+		exit(1);
+	}
+	CHECK_STR_EQ(err, "");
+	free(out);
+	free(err);
+}
+
+static json_object *jget(json_object *o, const char *key)
+{
+	json_object *v = NULL;
+	if (!json_object_object_get_ex(o, key, &v)) {
+		fprintf(stderr, "missing JSON key '%s' in %s\n", key,
+			json_object_to_json_string(o));
+		exit(1);
+	}
+	return v; /* may be NULL for a JSON null */
+}
+
+static const char *jstr(json_object *o, const char *key)
+{
+	json_object *v = jget(o, key);
+	CHECK(v && json_object_is_type(v, json_type_string));
+	return json_object_get_string(v);
+}
+
+static void jnull(json_object *o, const char *key)
+{
+	CHECK(jget(o, key) == NULL);
+}
+
+static int64_t jint(json_object *o, const char *key)
+{
+	json_object *v = jget(o, key);
+	CHECK(v && json_object_is_type(v, json_type_int));
+	return json_object_get_int64(v);
+}
+
+static bool jbool(json_object *o, const char *key)
+{
+	json_object *v = jget(o, key);
+	CHECK(v && json_object_is_type(v, json_type_boolean));
+	return json_object_get_boolean(v);
+}
+
+static void check_reconciler_json(json_object *p)
+{
+	json_object *rs, *st, *rc;
+	CHECK_STR_EQ(jstr(p, "name"), "reconciler");
+	CHECK_STR_EQ(jstr(p, "file"), "reconciler.so");
+	CHECK_STR_EQ(jstr(p, "release"), "1.1.0");
+	CHECK_STR_EQ(jstr(p, "state"), "leading");
+	CHECK_STR_EQ(jstr(p, "leader"), "node-a");
+	CHECK(jbool(p, "ready"));
+	rs = jget(p, "releases");
+	CHECK_STR_EQ(jstr(rs, "min"), "1.0.0");
+	CHECK_STR_EQ(jstr(rs, "max"), "1.1.0");
+	CHECK_INT_EQ(jint(rs, "revision"), 42);
+	CHECK_INT_EQ(jint(rs, "members"), 3);
+	st = jget(p, "status");
+	CHECK(st);
+	CHECK_STR_EQ(jstr(st, "state"), "DONE");
+	CHECK_STR_EQ(jstr(st, "version"), "1.1.0");
+	CHECK_STR_EQ(jstr(st, "minimum_compatible_release"), "1.0.0");
+	rc = jget(p, "reconcile");
+	CHECK_INT_EQ(jint(rc, "count"), 12);
+	CHECK(jbool(rc, "last_ok"));
+	jnull(rc, "last_error");
+	CHECK_STR_EQ(jstr(rc, "last_at"), "2023-11-14T22:13:20Z");
+	jnull(p, "error");
+	jnull(p, "held_back");
+	CHECK_INT_EQ(jint(p, "fencing_token"), 77);
+}
+
+static void test_cli_plugins_json(void)
+{
+	char *out, *err;
+	json_object *a, *p, *rs, *st, *rc;
+
+	CHECK_INT_EQ(run(&out, &err, "plugins", "--json", NULL), 0);
+	a = json_tokener_parse(out);
+	CHECK(a && json_object_is_type(a, json_type_array));
+	CHECK_INT_EQ(json_object_array_length(a), 3);
+
+	check_reconciler_json(json_object_array_get_idx(a, 0));
+
+	p = json_object_array_get_idx(a, 1);
+	CHECK_STR_EQ(jstr(p, "name"), "roles");
+	CHECK_STR_EQ(jstr(p, "file"), "roles.so");
+	CHECK_STR_EQ(jstr(p, "release"), "1.0.0");
+	CHECK_STR_EQ(jstr(p, "state"), "standby");
+	CHECK_STR_EQ(jstr(p, "leader"), "node-b");
+	CHECK(!jbool(p, "ready"));
+	rs = jget(p, "releases");
+	CHECK_STR_EQ(jstr(rs, "min"), "1.0.0");
+	CHECK_STR_EQ(jstr(rs, "max"), "2.0.0");
+	CHECK_INT_EQ(jint(rs, "revision"), 43);
+	st = jget(p, "status");
+	CHECK_STR_EQ(jstr(st, "state"), "WORKING");
+	CHECK_STR_EQ(jstr(st, "version"), "1.0.0");
+	CHECK_STR_EQ(jstr(st, "minimum_compatible_release"), "1.0.0");
+	rc = jget(p, "reconcile");
+	CHECK_INT_EQ(jint(rc, "count"), 0);
+	CHECK(!jbool(rc, "last_ok"));
+	CHECK_STR_EQ(jstr(rc, "last_error"), "etcd: deadline exceeded");
+	CHECK_STR_EQ(jstr(rc, "last_at"), "2023-11-14T22:15:00Z");
+	jnull(p, "error");
+	CHECK_STR_EQ(jstr(p, "held_back"), "release 2.0.0 is present");
+
+	p = json_object_array_get_idx(a, 2);
+	CHECK_STR_EQ(jstr(p, "name"), "broken");
+	CHECK_STR_EQ(jstr(p, "state"), "failed");
+	CHECK_STR_EQ(jstr(p, "release"), "2.0.0");
+	jnull(p, "leader");
+	CHECK(!jbool(p, "ready"));
+	rs = jget(p, "releases");
+	jnull(rs, "min");
+	jnull(rs, "max");
+	CHECK_INT_EQ(jint(rs, "members"), 0);
+	jnull(p, "status");
+	rc = jget(p, "reconcile");
+	jnull(rc, "last_error");
+	jnull(rc, "last_at");
+	CHECK_STR_EQ(jstr(p, "error"), "ABI major 2, host expects 1");
+
+	json_object_put(a);
+	free(out);
+	free(err);
+}
+
+static void test_cli_status(void)
+{
+	char *out, *err;
+	json_object *o;
+
+	CHECK_INT_EQ(run(&out, &err, "status", "reconciler", NULL), 0);
+	CHECK_STR_EQ(out, "name:          reconciler\n"
+			  "node:          node-a\n"
+			  "file:          reconciler.so\n"
+			  "release:       1.1.0\n"
+			  "state:         leading\n"
+			  "leader:        node-a\n"
+			  "ready:         yes\n"
+			  "members:       3 (1.0.0..1.1.0, revision 42)\n"
+			  "status:        DONE 1.1.0 (minimum compatible release 1.0.0)\n"
+			  "reconciles:    12 (last ok at 2023-11-14T22:13:20Z)\n"
+			  "last error:    -\n"
+			  "error:         -\n"
+			  "held back:     -\n"
+			  "fencing token: 77\n");
+	free(out);
+	free(err);
+
+	CHECK_INT_EQ(run(&out, &err, "status", "reconciler", "--json", NULL), 0);
+	o = json_tokener_parse(out);
+	CHECK(o && json_object_is_type(o, json_type_object));
+	check_reconciler_json(o);
+	json_object_put(o);
+	free(out);
+	free(err);
+}
+
+static void test_cli_members(void)
+{
+	char *out, *err;
+	json_object *a, *m;
+
+	CHECK_INT_EQ(run(&out, &err, "members", "reconciler", NULL), 0);
+	CHECK_STR_EQ(out, "+ Node: node-a ----+--------+\n"
+			  "| NODE   | RELEASE | LEADER |\n"
+			  "+--------+---------+--------+\n"
+			  "| node-a | 1.1.0   | yes    |\n"
+			  "| node-b | 1.0.0   | no     |\n"
+			  "| node-c | 1.1.0   | no     |\n"
+			  "+--------+---------+--------+\n");
+	free(out);
+	free(err);
+
+	CHECK_INT_EQ(run(&out, &err, "members", "reconciler", "--json", NULL), 0);
+	a = json_tokener_parse(out);
+	CHECK(a && json_object_is_type(a, json_type_array));
+	CHECK_INT_EQ(json_object_array_length(a), 3);
+	m = json_object_array_get_idx(a, 0);
+	CHECK_STR_EQ(jstr(m, "node"), "node-a");
+	CHECK_STR_EQ(jstr(m, "release"), "1.1.0");
+	CHECK(jbool(m, "leader"));
+	m = json_object_array_get_idx(a, 1);
+	CHECK_STR_EQ(jstr(m, "node"), "node-b");
+	CHECK_STR_EQ(jstr(m, "release"), "1.0.0");
+	CHECK(!jbool(m, "leader"));
+	m = json_object_array_get_idx(a, 2);
+	CHECK_STR_EQ(jstr(m, "node"), "node-c");
+	CHECK(!jbool(m, "leader"));
+	json_object_put(a);
+	free(out);
+	free(err);
+}
+
+static void test_cli_unknown_plugin_exit_2(void)
+{
+	char *out, *err;
+
+	CHECK_INT_EQ(run(&out, &err, "status", "nope", NULL), 2);
+	CHECK_STR_EQ(out, "");
+	CHECK_CONTAINS(err, "no plugin named 'nope'");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "members", "nope", "--json", NULL), 2);
+	CHECK_STR_EQ(out, "");
+	CHECK_CONTAINS(err, "no plugin named 'nope'");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "wait-ready", "nope", "--timeout", "5", NULL), 2);
+	CHECK_CONTAINS(err, "no plugin named 'nope'");
+	free(out);
+	free(err);
+}
+
+static void test_cli_wait_ready_already_ready(void)
+{
+	char *out, *err;
+	uint64_t t0 = now_ms();
+	CHECK_INT_EQ(run(&out, &err, "wait-ready", "reconciler", NULL), 0);
+	CHECK(now_ms() - t0 < 10000);
+	CHECK_STR_EQ(out, "reconciler is ready\n");
+	free(out);
+	free(err);
+}
+
+/* The CLI's request is parked in the server; only control_notify after the
+ * readiness flip answers it, while other requests keep being served. */
+static void test_cli_wait_ready_long_poll(void)
+{
+	const char *args[] = {"--control", S.url, "wait-ready", "roles", "--timeout", "20", NULL};
+	bool f = false, t = true;
+	struct cli c;
+	char *out, *err;
+	unsigned calls;
+	uint64_t flipped;
+
+	call_on_loop(set_ready_fn, &f);
+	call_on_loop(set_notify_in_op_fn, &t);
+	calls = plugins_calls();
+	cli_startv(&c, NULL, args);
+	wait_plugins_calls(calls + 1); /* the server looked at "roles" and parked */
+	CHECK_INT_EQ(waiting(), 1);
+
+	/* another request is served while one is parked */
+	CHECK_INT_EQ(run(&out, &err, "plugins", "--json", NULL), 0);
+	free(out);
+	free(err);
+	CHECK_INT_EQ(waiting(), 1);
+
+	/* a notify without a change answers nothing */
+	call_on_loop(notify_fn, NULL);
+	CHECK_INT_EQ(waiting(), 1);
+	CHECK_INT_EQ(waitpid(c.pid, NULL, WNOHANG), 0);
+
+	flipped = now_ms();
+	call_on_loop(flip_ready_and_notify_fn, NULL);
+	CHECK_INT_EQ(cli_finish(&c, 15000, &out, &err), 0);
+	CHECK(now_ms() - flipped < 10000); /* well before the 20 s timeout */
+	CHECK_STR_EQ(out, "roles is ready\n");
+	CHECK_INT_EQ(waiting(), 0);
+	free(out);
+	free(err);
+	call_on_loop(set_ready_fn, &f);
+	call_on_loop(set_notify_in_op_fn, &f);
+}
+
+static void test_cli_wait_ready_timeout_exit_1(void)
+{
+	char *out, *err;
+	uint64_t t0 = now_ms();
+
+	CHECK_INT_EQ(run(&out, &err, "wait-ready", "roles", "--timeout", "0.3", NULL), 1);
+	CHECK(now_ms() - t0 >= 300);
+	CHECK_CONTAINS(err, "not ready");
+	CHECK_INT_EQ(waiting(), 0);
+	free(out);
+	free(err);
+	/* 0 = check once */
+	CHECK_INT_EQ(run(&out, &err, "wait-ready", "roles", "--timeout", "0", NULL), 1);
+	free(out);
+	free(err);
+}
+
+/* A plugin that disappears while waited for ends the wait with exit 2. */
+static void test_cli_wait_ready_plugin_removed(void)
+{
+	const char *args[] = {"--control", S.url, "wait-ready", "roles", "--timeout", "20", NULL};
+	bool gone = true, back = false;
+	struct cli c;
+	char *out, *err;
+	unsigned calls = plugins_calls();
+
+	cli_startv(&c, NULL, args);
+	wait_plugins_calls(calls + 1);
+	CHECK_INT_EQ(waiting(), 1);
+	call_on_loop(gone_and_notify_fn, &gone);
+	CHECK_INT_EQ(cli_finish(&c, 15000, &out, &err), 2);
+	CHECK_CONTAINS(err, "went away");
+	free(out);
+	free(err);
+	call_on_loop(gone_and_notify_fn, &back);
+}
+
+static void test_cli_reload_calls_op(void)
+{
+	char *out, *err;
+
+	CHECK_INT_EQ(run(&out, &err, "reload", "reconciler", NULL), 0);
+	CHECK_STR_EQ(out, "reload requested: reconciler\n");
+	CHECK_INT_EQ(S.reload_calls, 1);
+	CHECK(!S.reload_null);
+	CHECK_STR_EQ(S.reload_name, "reconciler");
+	free(out);
+	free(err);
+
+	CHECK_INT_EQ(run(&out, &err, "reload", NULL), 0);
+	CHECK_INT_EQ(S.reload_calls, 2);
+	CHECK(S.reload_null);
+	free(out);
+	free(err);
+
+	CHECK_INT_EQ(run(&out, &err, "reload", "broken", NULL), 1);
+	CHECK_CONTAINS(err, "boom: ABI mismatch");
+	CHECK_STR_EQ(S.reload_name, "broken");
+	free(out);
+	free(err);
+
+	CHECK_INT_EQ(run(&out, &err, "reload", "nope", NULL), 2);
+	CHECK_CONTAINS(err, "no plugin named 'nope'");
+	CHECK_INT_EQ(S.reload_calls, 4);
+	free(out);
+	free(err);
+}
+
+static void test_cli_version(void)
+{
+	char *out, *err;
+	CHECK_INT_EQ(run(&out, &err, "version", NULL), 0);
+	CHECK_STR_EQ(out, "leaseholdctl " PACKAGE_VERSION "\nleasehold " PACKAGE_VERSION
+			  " (node node-a, protocol 1)\n");
+	free(out);
+	free(err);
+}
+
+static void test_cli_env_control(void)
+{
+	const char *args[] = {"plugins", "--json", NULL};
+	char missing[256];
+	struct cli c;
+	char *out, *err;
+
+	cli_startv(&c, S.url, args);
+	CHECK_INT_EQ(cli_finish(&c, 20000, &out, &err), 0);
+	CHECK(out[0] == '[');
+	free(out);
+	free(err);
+
+	snprintf(missing, sizeof(missing), "ipc://%s/other.sock", S.dir);
+	cli_startv(&c, missing, args);
+	CHECK_INT_EQ(cli_finish(&c, 20000, &out, &err), 2);
+	CHECK_CONTAINS(err, missing);
+	free(out);
+	free(err);
+}
+
+static void test_cli_daemon_not_running_exit_2(void)
+{
+	char url[256], path[100], expect[512];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	const char *args[] = {"--control", url, "plugins", NULL};
+	struct cli c;
+	char *out, *err;
+	int fd;
+
+	/* no socket file at all */
+	snprintf(url, sizeof(url), "ipc://%s/nope.sock", S.dir);
+	cli_startv(&c, NULL, args);
+	CHECK_INT_EQ(cli_finish(&c, 20000, &out, &err), 2);
+	snprintf(expect, sizeof(expect),
+		 "leaseholdctl: cannot reach leasehold at %s: is the daemon running?\n", url);
+	CHECK_STR_EQ(err, expect);
+	CHECK_STR_EQ(out, "");
+	free(out);
+	free(err);
+
+	/* a stale socket file nobody listens on */
+	snprintf(path, sizeof(path), "%s/stale.sock", S.dir);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHECK(fd >= 0);
+	CHECK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	close(fd);
+	snprintf(url, sizeof(url), "ipc://%s", path);
+	cli_startv(&c, NULL, args);
+	CHECK_INT_EQ(cli_finish(&c, 20000, &out, &err), 2);
+	snprintf(expect, sizeof(expect),
+		 "leaseholdctl: cannot reach leasehold at %s: is the daemon running?\n", url);
+	CHECK_STR_EQ(err, expect);
+	free(out);
+	free(err);
+	unlink(path);
+
+	/* wait-ready too */
+	{
+		const char *w[] = {"--control", url, "wait-ready", "x", NULL};
+		cli_startv(&c, NULL, w);
+		CHECK_INT_EQ(cli_finish(&c, 20000, NULL, &err), 2);
+		CHECK_CONTAINS(err, "is the daemon running?");
+		free(err);
+	}
+}
+
+static void test_cli_usage_and_help(void)
+{
+	char *out, *err;
+	struct cli c;
+	const char *none[] = {NULL};
+
+	cli_startv(&c, NULL, none);
+	CHECK_INT_EQ(cli_finish(&c, 20000, &out, &err), 2);
+	CHECK_CONTAINS(err, "Usage: leaseholdctl");
+	CHECK_STR_EQ(out, "");
+	free(out);
+	free(err);
+
+	CHECK_INT_EQ(run(&out, &err, "frobnicate", NULL), 2);
+	CHECK_CONTAINS(err, "unknown command 'frobnicate'");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "status", NULL), 2);
+	CHECK_CONTAINS(err, "Usage: leaseholdctl [--control URL] status NAME");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "plugins", "extra", NULL), 2);
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "plugins", "--bogus", NULL), 2);
+	CHECK_CONTAINS(err, "unknown option '--bogus'");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "reload", "--json", NULL), 2);
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "wait-ready", "roles", "--timeout", "abc", NULL), 2);
+	CHECK_CONTAINS(err, "invalid --timeout");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "wait-ready", "roles", "--timeout", "-1", NULL), 2);
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "wait-ready", "roles", "--timeout", NULL), 2);
+	free(out);
+	free(err);
+
+	CHECK_INT_EQ(run(&out, &err, "--help", NULL), 0);
+	CHECK_CONTAINS(out, "Exit codes:");
+	CHECK_CONTAINS(out, "wait-ready NAME [--timeout S]");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "help", NULL), 0);
+	CHECK_CONTAINS(out, "Exit codes:");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "help", "members", NULL), 0);
+	CHECK_CONTAINS(out, "members NAME [--json]");
+	free(out);
+	free(err);
+	static const char *const cmds[] = {"plugins",	 "status", "members",
+					   "wait-ready", "reload", "version"};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		CHECK_INT_EQ(run(&out, &err, cmds[i], "--help", NULL), 0);
+		CHECK_CONTAINS(out, "Usage: leaseholdctl [--control URL] ");
+		CHECK_CONTAINS(out, cmds[i]);
+		CHECK_CONTAINS(out, "Exit codes");
+		free(out);
+		free(err);
+		CHECK_INT_EQ(run(&out, &err, cmds[i], "--version", NULL), 0);
+		CHECK_STR_EQ(out, "leaseholdctl " PACKAGE_VERSION "\n");
+		free(out);
+		free(err);
+	}
+	CHECK_INT_EQ(run(&out, &err, "--version", NULL), 0);
+	CHECK_STR_EQ(out, "leaseholdctl " PACKAGE_VERSION "\n");
+	free(out);
+	free(err);
+}
+
+/* ---- tests: server robustness ------------------------------------------- */
+
+static void test_server_garbage_bytes(void)
+{
+	static const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x07, 0x00};
+	expect_code(raw_call(garbage, sizeof(garbage)), LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST);
+	expect_code(raw_call("", 0), LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST);
+	expect_serving();
+}
+
+static void test_server_oversized_request(void)
+{
+	size_t len = 100 * 1024;
+	uint8_t *big = malloc(len);
+	CHECK(big);
+	memset(big, 0x08, len); /* field 1, varint 8, repeated: valid-looking */
+	expect_code(raw_call(big, len), LEASEHOLD__CONTROL__CODE__CODE_TOO_LARGE);
+	free(big);
+	expect_serving();
+}
+
+static void test_server_unknown_kind(void)
+{
+	uint8_t *buf;
+	size_t len;
+	CHECK_OK(control_codec_request_encode((Leasehold__Control__Kind)99, NULL, 0, &buf, &len));
+	expect_code(raw_call(buf, len), LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND);
+	free(buf);
+	CHECK_OK(control_codec_request_encode(LEASEHOLD__CONTROL__KIND__KIND_UNSPECIFIED, NULL, 0,
+					      &buf, &len));
+	expect_code(raw_call(buf, len), LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND);
+	free(buf);
+	expect_serving();
+}
+
+static void test_server_truncated_protobuf(void)
+{
+	uint8_t *buf;
+	size_t len;
+	CHECK_OK(control_codec_request_encode(LEASEHOLD__CONTROL__KIND__KIND_STATUS, "reconciler",
+					      0, &buf, &len));
+	CHECK(len > 4);
+	expect_code(raw_call(buf, len - 3), LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST);
+	expect_code(raw_call(buf, len), LEASEHOLD__CONTROL__CODE__CODE_OK);
+	free(buf);
+	expect_serving();
+}
+
+static void test_server_invalid_fields(void)
+{
+	uint8_t *buf;
+	size_t len;
+	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
+	uint8_t raw[64];
+
+	/* a name with a control byte */
+	CHECK_OK(control_codec_request_encode(LEASEHOLD__CONTROL__KIND__KIND_STATUS, "a\x01z", 0,
+					      &buf, &len));
+	expect_code(raw_call(buf, len), LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST);
+	free(buf);
+	/* a request that needs a name without one */
+	CHECK_OK(control_codec_request_encode(LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY, NULL, 10,
+					      &buf, &len));
+	expect_code(raw_call(buf, len), LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST);
+	free(buf);
+	/* another protocol revision */
+	req.protocol = 7;
+	req.kind = LEASEHOLD__CONTROL__KIND__KIND_PLUGINS;
+	len = leasehold__control__request__get_packed_size(&req);
+	CHECK(len <= sizeof(raw));
+	leasehold__control__request__pack(&req, raw);
+	expect_code(raw_call(raw, len), LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST);
+	/* the status of a plugin that does not exist */
+	expect_code(raw_request(LEASEHOLD__CONTROL__KIND__KIND_STATUS, "nope", 0),
+		    LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND);
+	expect_serving();
+}
+
+struct burst_req {
+	nng_ctx ctx;
+	nng_aio *aio;
+	int phase; /* 0 sending, 1 receiving */
+	int kind;
+	bool ok;
+};
+
+static struct {
+	pthread_mutex_t mtx;
+	pthread_cond_t cond;
+	int done;
+} B = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+
+static void burst_cb(void *arg)
+{
+	struct burst_req *b = arg;
+	int rv = nng_aio_result(b->aio);
+
+	if (rv == 0 && b->phase == 0) {
+		b->phase = 1;
+		nng_ctx_recv(b->ctx, b->aio);
+		return;
+	}
+	if (rv == 0) {
+		nng_msg *m = nng_aio_get_msg(b->aio);
+		Response *r = NULL;
+		const char *why;
+		if (control_codec_response_decode(nng_msg_body(m), nng_msg_len(m), &r, &why) == 0) {
+			b->ok = r->code == LEASEHOLD__CONTROL__CODE__CODE_OK &&
+				(b->kind != LEASEHOLD__CONTROL__KIND__KIND_PLUGINS ||
+				 r->n_plugins == 3) &&
+				(b->kind != LEASEHOLD__CONTROL__KIND__KIND_MEMBERS ||
+				 r->n_members == 3);
+			leasehold__control__response__free_unpacked(r, NULL);
+		}
+		nng_msg_free(m);
+	} else if (b->phase == 0) {
+		nng_msg *m = nng_aio_get_msg(b->aio);
+		if (m)
+			nng_msg_free(m);
+	}
+	pthread_mutex_lock(&B.mtx);
+	B.done++;
+	pthread_cond_broadcast(&B.cond);
+	pthread_mutex_unlock(&B.mtx);
+}
+
+static void test_server_burst_1000(void)
+{
+	enum { N = 1000, NSOCK = 4 };
+	static const int kinds[] = {
+	    LEASEHOLD__CONTROL__KIND__KIND_PLUGINS, LEASEHOLD__CONTROL__KIND__KIND_STATUS,
+	    LEASEHOLD__CONTROL__KIND__KIND_MEMBERS, LEASEHOLD__CONTROL__KIND__KIND_VERSION};
+	struct burst_req *reqs = calloc(N, sizeof(*reqs));
+	nng_socket socks[NSOCK];
+	struct timespec dl = abs_deadline(25000);
+	int ok = 0;
+
+	CHECK(reqs);
+	for (int s = 0; s < NSOCK; s++) {
+		CHECK(nng_req0_open(&socks[s]) == 0);
+		CHECK(nng_dial(socks[s], S.url, NULL, 0) == 0);
+	}
+	for (int i = 0; i < N; i++) {
+		struct burst_req *b = &reqs[i];
+		uint8_t *buf;
+		size_t len;
+		nng_msg *m;
+		b->kind = kinds[i % 4];
+		CHECK(nng_ctx_open(&b->ctx, socks[i % NSOCK]) == 0);
+		CHECK(nng_aio_alloc(&b->aio, burst_cb, b) == 0);
+		nng_aio_set_timeout(b->aio, 20000);
+		CHECK_OK(control_codec_request_encode((Leasehold__Control__Kind)b->kind,
+						      "reconciler", 0, &buf, &len));
+		CHECK(nng_msg_alloc(&m, 0) == 0);
+		CHECK(nng_msg_append(m, buf, len) == 0);
+		free(buf);
+		nng_aio_set_msg(b->aio, m);
+	}
+	for (int i = 0; i < N; i++)
+		nng_ctx_send(reqs[i].ctx, reqs[i].aio);
+	pthread_mutex_lock(&B.mtx);
+	while (B.done < N)
+		CHECK(pthread_cond_timedwait(&B.cond, &B.mtx, &dl) == 0);
+	pthread_mutex_unlock(&B.mtx);
+	for (int i = 0; i < N; i++) {
+		ok += reqs[i].ok;
+		nng_aio_free(reqs[i].aio);
+		nng_ctx_close(reqs[i].ctx);
+	}
+	for (int s = 0; s < NSOCK; s++)
+		nng_close(socks[s]);
+	free(reqs);
+	CHECK_INT_EQ(ok, N);
+	expect_serving();
+}
+
+/* ---- tests: peers -------------------------------------------------------- */
+
+/* raw_sp_probe - speak the SP-over-ipc handshake by hand (async-signal-safe:
+ * used in a forked child). Returns a bit set: 1 connected, 2 got the
+ * server's 8-byte header, 4 the server closed the connection, 8 connect
+ * failed with EACCES. Waits at most timeout_ms for the close. */
+static int raw_sp_probe(const char *path, int timeout_ms)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, 48 /* req0 */, 0, 0};
+	uint8_t in[64];
+	size_t got = 0, plen = strlen(path);
+	int fd, res = 0;
+
+	if (plen >= sizeof(sa.sun_path))
+		return 0;
+	memcpy(sa.sun_path, path, plen + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		res = errno == EACCES ? 8 : 0;
+		close(fd);
+		return res;
+	}
+	res |= 1;
+	if (write(fd, hello, sizeof(hello)) != (ssize_t)sizeof(hello)) {
+		close(fd);
+		return res;
+	}
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int r = poll(&p, 1, timeout_ms);
+		if (r <= 0)
+			break; /* timeout: still open */
+		ssize_t n = read(fd, in, sizeof(in));
+		if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+			res |= 4;
+			break;
+		}
+		if (n < 0)
+			break;
+		got += (size_t)n;
+		if (got >= 8)
+			res |= 2;
+	}
+	close(fd);
+	return res;
+}
+
+static int probe_as_nobody(void)
+{
+	pid_t pid = fork();
+	int status;
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		if (setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(99);
+		_exit(raw_sp_probe(S.path, 10000));
+	}
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status));
+	CHECK(WEXITSTATUS(status) != 99);
+	return WEXITSTATUS(status);
+}
+
+static void test_server_refuses_other_uid(void)
+{
+	int res;
+
+	if (geteuid() != 0) {
+		printf("# skipped: needs root to run a peer as uid 65534\n");
+		return;
+	}
+	CHECK(chmod(S.dir, 0711) == 0);
+	/* mode 0600 keeps other users out at connect() already */
+	res = probe_as_nobody();
+	CHECK_INT_EQ(res, 8);
+
+	/* with the file opened up, the uid check closes the connection */
+	CHECK(chmod(S.path, 0666) == 0);
+	res = probe_as_nobody();
+	CHECK((res & 1) && (res & 4));
+	/* ...while root on the same socket is answered */
+	expect_serving();
+	CHECK(chmod(S.path, 0600) == 0);
+	CHECK(chmod(S.dir, 0700) == 0);
+}
+
+/* A second server freed while a wait-ready is parked: no answer, no leak,
+ * and the socket file is gone. */
+static struct control *ctl2;
+static char url2[240];
+static void new_ctl2_fn(void *arg)
+{
+	char err[256];
+	(void)arg;
+	CHECK_OK(control_new(S.loop, url2, &ops, NULL, &ctl2, err, sizeof(err)));
+}
+
+static void test_server_free_with_pending_wait(void)
+{
+	nng_socket s;
+	nng_aio *aio;
+	nng_msg *m;
+	uint8_t *buf;
+	size_t len;
+	unsigned calls;
+	bool f = false;
+	char path2[160];
+	struct stat st;
+
+	call_on_loop(set_ready_fn, &f);
+	snprintf(path2, sizeof(path2), "%s/second.sock", S.dir);
+	snprintf(url2, sizeof(url2), "ipc://%s", path2);
+	call_on_loop(new_ctl2_fn, NULL);
+	CHECK(lstat(path2, &st) == 0 && (st.st_mode & 0777) == 0600);
+
+	CHECK(nng_req0_open(&s) == 0);
+	CHECK(nng_dial(s, url2, NULL, 0) == 0);
+	CHECK(nng_aio_alloc(&aio, NULL, NULL) == 0);
+	CHECK_OK(control_codec_request_encode(LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY, "roles",
+					      60000, &buf, &len));
+	CHECK(nng_msg_alloc(&m, 0) == 0);
+	CHECK(nng_msg_append(m, buf, len) == 0);
+	free(buf);
+	calls = plugins_calls();
+	nng_aio_set_msg(aio, m);
+	nng_send_aio(s, aio);
+	nng_aio_wait(aio);
+	CHECK(nng_aio_result(aio) == 0);
+	wait_plugins_calls(calls + 1);
+	call_on_loop(free_ctl_fn, &ctl2);
+	nng_aio_set_timeout(aio, 300);
+	nng_recv_aio(s, aio);
+	nng_aio_wait(aio);
+	CHECK(nng_aio_result(aio) != 0); /* no answer after the server is gone */
+	nng_aio_free(aio);
+	nng_close(s);
+	CHECK(lstat(path2, &st) < 0 && errno == ENOENT);
+	expect_serving();
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	server_start();
+	RUN(test_socket_file_mode_0600);
+	RUN(test_cli_plugins_table);
+	RUN(test_cli_plugins_json);
+	RUN(test_cli_status);
+	RUN(test_cli_members);
+	RUN(test_cli_unknown_plugin_exit_2);
+	RUN(test_cli_wait_ready_already_ready);
+	RUN(test_cli_wait_ready_long_poll);
+	RUN(test_cli_wait_ready_timeout_exit_1);
+	RUN(test_cli_wait_ready_plugin_removed);
+	RUN(test_cli_reload_calls_op);
+	RUN(test_cli_version);
+	RUN(test_cli_env_control);
+	RUN(test_cli_daemon_not_running_exit_2);
+	RUN(test_cli_usage_and_help);
+	RUN(test_server_garbage_bytes);
+	RUN(test_server_oversized_request);
+	RUN(test_server_unknown_kind);
+	RUN(test_server_truncated_protobuf);
+	RUN(test_server_invalid_fields);
+	RUN(test_server_burst_1000);
+	RUN(test_server_refuses_other_uid);
+	RUN(test_server_free_with_pending_wait);
+	server_stop();
+	nng_fini();
+	return 0;
+}
