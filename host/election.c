@@ -107,6 +107,7 @@ struct election {
 
 	/* mirror */
 	bool synced;
+	bool ever_synced; /* a resync (after compaction) does not end leadership */
 	int64_t rev;
 	struct member_map members;
 	struct relcount *rc;
@@ -115,6 +116,7 @@ struct election {
 	size_t n_cands, cap_cands;
 	struct status_rec status;
 	struct releases releases; /* published */
+	int64_t members_rev; /* revision of the last member event seen (or the sync) */
 	struct etcd_watch *watch;
 	struct loop_timer *sync_timer;
 	uint64_t sync_backoff;
@@ -139,6 +141,7 @@ struct election {
 	bool draining;
 	uint64_t gen; /* bumps on every elected / deposed */
 	enum lead_phase phase;
+	bool reconciling; /* a reconcile of this term is queued or running */
 	bool status_existed;
 	bool status_is_done;
 	struct release restrict_version, restrict_min_compatible;
@@ -482,6 +485,8 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 {
 	size_t pl;
 	if (has_prefix(kv, e->k_members, &pl)) {
+		if (kv->mod_revision > e->members_rev)
+			e->members_rev = kv->mod_revision;
 		const char *id = (const char *)kv->key + pl;
 		size_t idlen = kv->key_len - pl;
 		if (idlen == 0 || memchr(id, '/', idlen)) {
@@ -531,7 +536,9 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 /* publish - recompute {min,max}; tell a leading driver when it changed */
 static void publish(struct election *e)
 {
-	struct releases r = {.min = e->rel.release, .max = e->rel.release, .revision = e->rev,
+	/* the revision at which the member summary is valid: every member key
+	 * has mod_revision <= members_rev (the seed's nodeReleases.revision) */
+	struct releases r = {.min = e->rel.release, .max = e->rel.release, .revision = e->members_rev,
 	                     .n_members = e->members.n};
 	for (size_t i = 0; i < e->n_rc; i++) {
 		if (release_less(e->rc[i].release, r.min))
@@ -594,6 +601,7 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 	for (size_t i = 0; i < r->n_kvs; i++)
 		mirror_apply(e, &r->kvs[i], false);
 	e->rev = r->header.revision;
+	e->members_rev = r->header.revision;
 	int rc = etcd_watch_start(e->etcd, e->k_election, strlen(e->k_election), e->k_watch_end,
 	                          e->k_watch_end_len, e->rev + 1, ETCD_WATCH_PROGRESS_NOTIFY,
 	                          on_watch, e, &e->watch);
@@ -603,6 +611,7 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 	}
 	e->sync_backoff = 100 * LOOP_NS_PER_MS;
 	e->synced = true;
+	e->ever_synced = true;
 	/* our key may have vanished while we were not watching */
 	if (e->my_rev) {
 		bool found = false;
@@ -828,6 +837,7 @@ static void resign(struct election *e)
 static void lead_reset(struct election *e)
 {
 	e->phase = LP_NONE;
+	e->reconciling = false;
 	loop_timer_disarm(e->lead_timer);
 	free(e->pending_status);
 	e->pending_status = NULL;
@@ -893,7 +903,7 @@ static bool want_member(const struct election *e)
 static bool want_campaign(const struct election *e)
 {
 	return want_member(e) && e->member_lease == e->lease &&
-	       release_cmp(e->member_release, e->rel.release) == 0 && e->synced &&
+	       release_cmp(e->member_release, e->rel.release) == 0 && e->ever_synced &&
 	       !release_less(e->rel.release, e->releases.max);
 }
 
@@ -1154,6 +1164,7 @@ static void on_reconciled(void *ud, int err, const char *msg)
 	}
 	if (!current)
 		return;
+	e->reconciling = false;
 	if (err == 0) {
 		if (!periodic)
 			log_info("election", "%s: initial reconcile succeeded", e->name);
@@ -1196,6 +1207,7 @@ static void start_reconcile(struct election *e, bool periodic)
 	rc->gen = e->gen;
 	rc->periodic = periodic;
 	e->phase = periodic ? LP_PERIODIC : LP_RECONCILE;
+	e->reconciling = true;
 	e->dops->reconcile(e->drv, on_reconciled, rc);
 }
 
@@ -1207,7 +1219,7 @@ static void on_lead_timer(struct loop_timer *t, void *ud)
 		return;
 	if (e->phase == LP_WAIT)
 		e->phase = LP_RECONCILE;
-	else if (e->phase == LP_IDLE) {
+	else if (e->phase == LP_IDLE && !e->reconciling) {
 		start_reconcile(e, true);
 		return;
 	}
@@ -1264,8 +1276,8 @@ static void lead_step(struct election *e)
 		/* fall through */
 		__attribute__((fallthrough));
 	case LP_RECONCILE:
-		if (loop_timer_armed(e->lead_timer))
-			return; /* backoff */
+		if (e->reconciling || loop_timer_armed(e->lead_timer))
+			return; /* running, or in backoff */
 		start_reconcile(e, false);
 		return;
 	case LP_IDLE:

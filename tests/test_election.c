@@ -49,9 +49,14 @@ struct tdrv {
 	driver_reconcile_done_fn held_done;
 	void *held_ud;
 	struct loop_timer *t;
-	driver_reconcile_done_fn pending_done;
-	void *pending_ud;
-	bool pending_ok;
+	/* reconciles queue FIFO like on the real bus; [0] is the running one */
+	struct {
+		driver_reconcile_done_fn done;
+		void *ud;
+		bool ok;
+		int term;
+	} q[8];
+	int nq;
 	driver_drain_done_fn drain_done;
 	void *drain_ud;
 	bool events_after_depose;
@@ -65,14 +70,17 @@ static void tlog(enum ev_kind k, int node)
 
 static void d_finish(struct tdrv *d)
 {
-	driver_reconcile_done_fn done = d->pending_done;
-	void *ud = d->pending_ud;
-	bool ok = d->pending_ok;
-	d->pending_done = NULL;
+	driver_reconcile_done_fn done = d->q[0].done;
+	void *ud = d->q[0].ud;
+	bool ok = d->q[0].ok;
+	memmove(&d->q[0], &d->q[1], (size_t)(d->nq - 1) * sizeof(d->q[0]));
+	d->nq--;
 	tlog(EV_RECONCILE_END, d->node);
+	if (d->nq > 0)
+		loop_timer_arm_in(d->t, 20 * LOOP_NS_PER_MS);
 	if (done)
 		done(ud, ok ? 0 : -EIO, ok ? NULL : "test failure");
-	if (d->drain_done && !d->pending_done) {
+	if (d->drain_done && d->nq == 0) {
 		driver_drain_done_fn dd = d->drain_done;
 		d->drain_done = NULL;
 		dd(d->drain_ud);
@@ -83,9 +91,9 @@ static void on_d_timer(struct loop_timer *t, void *ud)
 {
 	(void)t;
 	struct tdrv *d = ud;
-	if (d->pending_done && !d->hold)
+	if (d->nq > 0 && !d->hold)
 		d_finish(d);
-	else if (d->drain_done && !d->pending_done) {
+	else if (d->drain_done && d->nq == 0) {
 		driver_drain_done_fn dd = d->drain_done;
 		d->drain_done = NULL;
 		dd(d->drain_ud);
@@ -118,15 +126,24 @@ static void d_reconcile(void *drv, driver_reconcile_done_fn done, void *ud)
 	struct tdrv *d = drv;
 	if (!d->leading)
 		d->events_after_depose = true;
-	CHECK(d->pending_done == NULL);
+	/* never two reconciles of one term at once */
+	for (int i = 0; i < d->nq; i++)
+		CHECK(d->q[i].term != d->elected);
+	CHECK(d->nq < 8);
 	d->reconciles++;
 	tlog(EV_RECONCILE_START, d->node);
-	d->pending_done = done;
-	d->pending_ud = ud;
-	d->pending_ok = d->fail_next <= 0;
+	d->q[d->nq].done = done;
+	d->q[d->nq].ud = ud;
+	d->q[d->nq].ok = d->fail_next <= 0;
+	d->q[d->nq].term = d->elected;
+	d->nq++;
 	if (d->fail_next > 0)
 		d->fail_next--;
-	loop_timer_arm_in(d->t, 0); /* complete asynchronously, like a worker */
+	/* complete asynchronously after a while, like a worker: watch events and
+	 * etcd replies arrive meanwhile (an overlapping reconcile of the same
+	 * term would trip the CHECK above) */
+	if (d->nq == 1)
+		loop_timer_arm_in(d->t, 20 * LOOP_NS_PER_MS);
 }
 
 static void d_deposed(void *drv)
@@ -143,7 +160,8 @@ static void d_drain(void *drv, driver_drain_done_fn done, void *ud)
 	struct tdrv *d = drv;
 	d->drain_done = done;
 	d->drain_ud = ud;
-	loop_timer_arm_in(d->t, 0);
+	if (d->nq == 0)
+		loop_timer_arm_in(d->t, 0);
 }
 
 static const struct driver_ops tdrv_ops = {
@@ -227,6 +245,11 @@ static void node_stop(struct node *n)
 
 static void node_free(struct node *n)
 {
+	/* a driver completes every reconcile exactly once, also at teardown */
+	while (n->drv.nq > 0) {
+		n->drv.q[0].ok = false;
+		d_finish(&n->drv);
+	}
 	election_free(n->el);
 	session_free(n->sess);
 	loop_timer_free(n->drv.t);
@@ -632,6 +655,39 @@ static void test_initial_reconcile_backoff(void)
 	node_free(&a);
 }
 
+/* ---- events during a running reconcile never start a second one ---- */
+
+static bool p_running(void *a)
+{
+	return ((struct node *)a)->drv.nq > 0;
+}
+
+static void test_events_during_reconcile_start_no_second(void)
+{
+	wipe();
+	struct node a;
+	node_start(&a, 1, REL100, 10, true);
+	a.drv.hold = true; /* the initial reconcile stays running */
+	tu_wait(&T, p_running, &a, 5000, "initial reconcile running");
+	/* member changes reach the leader while it reconciles */
+	g_n = &a;
+	for (int k = 0; k < 3; k++) {
+		g_want_changes = a.drv.releases_changed + 1;
+		char id[16];
+		snprintf(id, sizeof(id), "x%d", k);
+		tu_put_member(&T, PFX, PLUGIN, id, REL(1, 0, 0));
+		tu_wait(&T, p_drv_changes, NULL, 5000, "change delivered during the reconcile");
+	}
+	CHECK_INT_EQ(a.drv.reconciles, 1);
+	CHECK_INT_EQ(a.drv.nq, 1);
+	a.drv.hold = false;
+	loop_timer_arm_in(a.drv.t, 0);
+	wait_status(DONE, REL(1, 0, 0), REL(1, 0, 0), "DONE after the held reconcile");
+	CHECK_INT_EQ(a.drv.reconciles, 1);
+	node_stop(&a);
+	node_free(&a);
+}
+
 int main(void)
 {
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
@@ -643,6 +699,7 @@ int main(void)
 	RUN(test_driver_swap_moves_release);
 	RUN(test_session_loss_deposes);
 	RUN(test_initial_reconcile_backoff);
+	RUN(test_events_during_reconcile_start_no_second);
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);
 	return 0;

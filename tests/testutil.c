@@ -133,6 +133,50 @@ uint8_t *tu_get(struct tu *t, const char *key, size_t *ret_len)
 	return s.value;
 }
 
+struct list_call {
+	bool done;
+	int err;
+	struct etcd_kv **kvs;
+	size_t n;
+};
+
+static void on_list(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+{
+	struct list_call *l = ud;
+	(void)c;
+	l->done = true;
+	l->err = err;
+	if (err < 0)
+		return;
+	l->kvs = calloc(r->n_kvs + 1, sizeof(*l->kvs));
+	for (size_t i = 0; i < r->n_kvs; i++)
+		l->kvs[i] = etcd_kv_dup(&r->kvs[i]);
+	l->n = r->n_kvs;
+}
+
+size_t tu_list(struct tu *t, const char *prefix, struct etcd_kv ***ret)
+{
+	struct list_call l = {0};
+	uint8_t end[512];
+	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = prefix, .key_len = strlen(prefix),
+	                     .range_end = end,
+	                     .range_end_len = etcd_prefix_end(prefix, strlen(prefix), end)};
+	CHECK_OK(etcd_range(t->etcd, &op, NULL, on_list, &l, NULL));
+	if (loop_run_until(t->loop, &l.done, loop_now() + 10 * LOOP_NS_PER_S) < 0 || l.err < 0) {
+		fprintf(stderr, "tu: list %s failed\n", prefix);
+		exit(1);
+	}
+	*ret = l.kvs;
+	return l.n;
+}
+
+void tu_list_free(struct etcd_kv **kvs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		etcd_kv_free(kvs[i]);
+	free(kvs);
+}
+
 int64_t tu_put_member(struct tu *t, const char *prefix, const char *plugin, const char *node,
                       struct release r)
 {

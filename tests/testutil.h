@@ -33,6 +33,10 @@ void tu_revoke(struct tu *t, int64_t lease);
 /* tu_get - value (malloc'd, NUL-terminated) or NULL when absent; *ret_len set */
 uint8_t *tu_get(struct tu *t, const char *key, size_t *ret_len);
 
+/* tu_list - every kv under prefix (deep copies; free with tu_list_free) */
+size_t tu_list(struct tu *t, const char *prefix, struct etcd_kv ***ret);
+void tu_list_free(struct etcd_kv **kvs, size_t n);
+
 /* records */
 int64_t tu_put_member(struct tu *t, const char *prefix, const char *plugin, const char *node,
                       struct release r);
