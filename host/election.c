@@ -146,6 +146,8 @@ struct election {
 	bool status_is_done;
 	struct release restrict_version, restrict_min_compatible;
 	int64_t restrict_tried_rev;
+	bool restrict_logged;
+	struct release restrict_logged_min;
 	uint8_t *pending_status; /* bytes of a status write in flight */
 	size_t pending_status_len;
 	int pending_status_state;
@@ -1014,6 +1016,7 @@ static void lead_decide(struct election *e, const struct status_rec *st)
 		e->restrict_version = release_less(st->version, rel) ? st->version : rel;
 		e->restrict_min_compatible = release_less(st->min_compatible, mcr) ? mcr : st->min_compatible;
 		e->restrict_tried_rev = 0;
+		e->restrict_logged = false;
 		e->phase = LP_RESTRICT;
 	}
 	if (e->phase == LP_WAIT)
@@ -1240,12 +1243,14 @@ static void lead_step(struct election *e)
 		if (release_less(e->rel.release, e->releases.max))
 			return; /* a newer release appeared: we are about to leave */
 		if (release_less(e->releases.min, e->rel.min_compatible)) {
-			if (e->lead_log_after != (uint64_t)e->releases.revision) {
+			if (!e->restrict_logged ||
+			    release_cmp(e->restrict_logged_min, e->releases.min) != 0) {
 				char a[RELEASE_STRLEN], b[RELEASE_STRLEN];
 				log_info("election", "%s: waiting for members below %s to go (oldest: %s)",
 				         e->name, release_format(e->rel.min_compatible, a, sizeof(a)),
 				         release_format(e->releases.min, b, sizeof(b)));
-				e->lead_log_after = (uint64_t)e->releases.revision;
+				e->restrict_logged = true;
+				e->restrict_logged_min = e->releases.min;
 			}
 			return;
 		}

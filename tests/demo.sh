@@ -66,20 +66,33 @@ start_host() { # n
 }
 
 ctl_on() { local n=$1; shift; "$ctl" --control "ipc://$work/h$n/ctl.sock" "$@"; }
-table() { ctl_on 1 plugins; }
+cluster() { # one line per node, from each node's own `leaseholdctl status` (STATE is node-local)
+  printf '  %-6s %-8s %-12s %-7s %-6s %s\n' NODE RELEASE STATE LEADER READY STATUS
+  for n in "$@"; do
+    ctl_on "$n" status reconciler | awk -v node="node$n" -F': +' '
+      /^release:/ {r=$2} /^state:/ {s=$2} /^leader:/ {l=$2} /^ready:/ {rd=$2} /^status:/ {st=$2}
+      END {printf "  %-6s %-8s %-12s %-7s %-6s %s\n", node, r, s, l, rd, st}'
+  done
+}
+table() { # host: its `leaseholdctl plugins` table, then the cluster
+  echo "\$ leaseholdctl plugins   # on node$1"
+  ctl_on "$1" plugins
+  echo "cluster:"
+  cluster 1 2 3
+}
 status_is() { # host state version
   ctl_on "$1" status reconciler | grep -q "^status: *$2 $3"
 }
 leading() { ctl_on "$1" status reconciler | grep -q '^state: *leading'; }
+in_election() { ctl_on "$1" status reconciler | grep -Eq '^state: *(leading|campaigning)'; }
 member_release() { # host release (as seen by host 1)
-  ctl_on 1 members reconciler | grep -q "^node$1 *$2"
+  ctl_on 1 members reconciler | grep -Eq "^\| node$1 +\| $2 "
 }
 
 say "three hosts with reconciler.so 1.0.0"
 for n in 1 2 3; do mkdir -p "$work/h$n/plugins"; install_plugin "$n" 1.0.0; start_host "$n"; done
 wait_for "status DONE 1.0.0" 30 status_is 1 DONE 1.0.0
-table
-echo; ctl_on 1 members reconciler
+table 1
 
 leader_of() { for n in 1 2 3; do leading "$n" && { echo "$n"; return 0; }; done; return 1; }
 old_leader=$(leader_of)
@@ -92,13 +105,19 @@ for n in "${order[@]}"; do
   say "step $step: hot reload of reconciler.so 1.1.0 on node$n (rename into its plugin dir)"
   install_plugin "$n" 1.1.0
   wait_for "node$n runs 1.1.0" 20 member_release "$n" 1.1.0
-  wait_for "node$n leads" 20 leading "$n"
+  if [ "$step" -eq 1 ]; then
+    # the first node on the newest release takes over at once: the 1.0.0 nodes leave
+    wait_for "node$n leads" 20 leading "$n"
+  else
+    # later upgraded nodes campaign behind the 1.1.0 leader
+    wait_for "node$n campaigns" 20 in_election "$n"
+  fi
   if [ "$step" -lt 3 ]; then
     echo "(1.1.0 leads but must not reconcile while 1.0.0 members remain: status stays DONE 1.0.0)"
   else
-    wait_for "status DONE 1.1.0" 30 status_is "$n" DONE 1.1.0
+    wait_for "status DONE 1.1.0" 30 status_is 1 DONE 1.1.0
   fi
-  table
+  table "$n"
   step=$((step + 1))
 done
 
@@ -115,6 +134,7 @@ ctl_on 4 wait-ready reconciler --timeout 2; rc=$?
 set -e
 echo "-> exit $rc (not ready: the status requires >= 1.1.0)"
 [ "$rc" -eq 1 ] || { echo "demo: expected wait-ready to time out on node4" >&2; exit 1; }
+echo "\$ leaseholdctl plugins   # on node4"
 ctl_on 4 plugins
 
 say "shutting down (SIGTERM: drain, resign, revoke)"
