@@ -381,6 +381,9 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 	struct lh_plugin desc;
 	memset(&desc, 0, sizeof(desc));
 	memcpy(&desc, d, size < sizeof(desc) ? size : sizeof(desc));
+	/* fields of a minor the plugin does not declare are absent, whatever its size */
+	if (minor < 1 || size < LH_PLUGIN_SIZE_1_1)
+		desc.role = NULL;
 
 	if (desc.name && !in_object(desc.name, object_base)) {
 		seterr(err, err_len, "plugin name does not point into the plugin");
@@ -418,6 +421,15 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 	}
 	if (!desc.reconcile) {
 		seterr(err, err_len, "required callback reconcile is missing");
+		return -EINVAL;
+	}
+	if (desc.role && !in_object(desc.role, object_base)) {
+		seterr(err, err_len, "plugin role does not point into the plugin");
+		return -EPROTO;
+	}
+	if (desc.role && !loader_name_valid(desc.role)) {
+		seterr(err, err_len, "invalid plugin role (allowed: [a-z0-9_-], 1 to %d characters)",
+		       LH_PLUGIN_NAME_MAX);
 		return -EINVAL;
 	}
 	*ret_desc = desc;
@@ -612,6 +624,7 @@ int loader_open(const char *plugin_dir, const char *file, const char *private_di
 	if (r < 0)
 		goto fail;
 	snprintf(p->name, sizeof(p->name), "%s", p->desc.name);
+	snprintf(p->role, sizeof(p->role), "%s", p->desc.role ? p->desc.role : "");
 	p->abi_minor = p->desc.abi_minor;
 	p->desc_size = p->desc.size;
 	p->release = (struct release){p->desc.release.major, p->desc.release.minor,

@@ -58,6 +58,7 @@ struct loader_plugin {
 	char *copy_path;   /* private copy (owned; unlinked by loader_close) */
 	char *file;        /* file name inside the plugin dir (owned) */
 	char name[LH_PLUGIN_NAME_MAX + 1];
+	char role[LH_PLUGIN_NAME_MAX + 1]; /* "" = runs on every node (ABI 1.1) */
 	struct release release;
 	struct release min_reconciler_release;
 	struct release min_compatible_release;

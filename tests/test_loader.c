@@ -301,7 +301,7 @@ static void test_refuse_bad_descriptors(void)
 		{"bad-magic", -EPROTO,
 		 "wrong descriptor magic 0x1234 (expected 0x4c48): not a leasehold plugin"},
 		{"bad-major", -EPROTO, "plugin ABI major 2 does not match the host's ABI major 1"},
-		{"bad-minor", -EPROTO, "plugin ABI minor 1 is newer than the host's ABI 1.0"},
+		{"bad-minor", -EPROTO, "plugin ABI minor 2 is newer than the host's ABI 1.1"},
 		{"bad-size-small", -EPROTO, small},
 		{"bad-size-big", -EPROTO, big},
 		{"bad-name-empty", -EINVAL, "plugin name is empty"},
@@ -311,6 +311,8 @@ static void test_refuse_bad_descriptors(void)
 		{"bad-below-reconciler", -EINVAL,
 		 "release 1.0.0 is below its own min_reconciler_release 2.0.0"},
 		{"bad-no-reconcile", -EINVAL, "required callback reconcile is missing"},
+		{"bad-role", -EINVAL,
+		 "invalid plugin role (allowed: [a-z0-9_-], 1 to 63 characters)"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char built[PATH_MAX], name[128];
@@ -321,6 +323,37 @@ static void test_refuse_bad_descriptors(void)
 		expect_refused(name, cases[i].err, cases[i].msg);
 		remove_in(g_dir, name);
 	}
+}
+
+static void test_role_is_read(void)
+{
+	char err[LOADER_ERR_MAX];
+	struct loader_plugin *p = NULL;
+	install("tests/plugins/.libs/good-role.so", "good-role.so", 0644);
+	CHECK_OK(loader_open(g_dir, "good-role.so", g_private, &p, err, sizeof(err)));
+	CHECK_STR_EQ(p->role, "controller");
+	loader_close(p);
+	remove_in(g_dir, "good-role.so");
+	install("tests/plugins/.libs/good.so", "good.so", 0644);
+	CHECK_OK(loader_open(g_dir, "good.so", g_private, &p, err, sizeof(err)));
+	CHECK_STR_EQ(p->role, ""); /* no role: every node */
+	loader_close(p);
+	remove_in(g_dir, "good.so");
+
+	/* an ABI 1.0 descriptor is read as 1.0 even if its size covers `role` */
+	struct lh_plugin d, out;
+	memset(&d, 0, sizeof(d));
+	d.magic_major = LH_PLUGIN_MAGIC_MAJOR;
+	d.abi_minor = 0;
+	d.size = sizeof(d);
+	d.name = "x";
+	d.role = "controller";
+	d.reconcile = (int32_t(*)(struct lh_ctx *))(uintptr_t)0x1;
+	CHECK_OK(loader_validate_descriptor(&d, sizeof(d), NULL, &out, err, sizeof(err)));
+	CHECK(out.role == NULL);
+	d.abi_minor = 1;
+	CHECK_OK(loader_validate_descriptor(&d, sizeof(d), NULL, &out, err, sizeof(err)));
+	CHECK(out.role == d.role);
 }
 
 static void test_validate_descriptor_memory(void)
@@ -519,6 +552,7 @@ int main(void)
 	RUN(test_refuse_not_shared_object);
 	RUN(test_refuse_bad_descriptors);
 	RUN(test_validate_descriptor_memory);
+	RUN(test_role_is_read);
 	RUN(test_refuse_writable_file);
 	RUN(test_refuse_writable_dirs);
 	RUN(test_refuse_symlink);

@@ -98,7 +98,7 @@ extern "C" {
 
 #define LH_PLUGIN_MAGIC 0x4c48u /* 'L' 'H' */
 #define LH_PLUGIN_ABI_MAJOR 1u
-#define LH_PLUGIN_ABI_MINOR 0u
+#define LH_PLUGIN_ABI_MINOR 1u
 #define LH_PLUGIN_MAGIC_MAJOR ((LH_PLUGIN_MAGIC << 16) | LH_PLUGIN_ABI_MAJOR)
 /* the name of the one exported descriptor symbol */
 #define LH_PLUGIN_SYMBOL "leasehold_plugin"
@@ -327,6 +327,14 @@ struct lh_plugin {
 	void (*on_deposed)(struct lh_ctx *ctx);
 	/* fini - once, last; free ctx->user. Optional. */
 	void (*fini)(struct lh_ctx *ctx);
+
+	/* ---- ABI 1.1 ---- */
+	/* role - the node role this plugin needs ([a-z0-9_-]{1,63}, e.g.
+	 * "controller"), or NULL to run on every node. The host joins the
+	 * plugin's membership and election only while its node holds the role
+	 * (P/roles/<node-id>, see leaseholdctl roles). Read only when abi_minor >= 1
+	 * and size covers it. */
+	const char *role;
 	/* ---- append new fields below, bump LH_PLUGIN_ABI_MINOR ---- */
 };
 
@@ -337,6 +345,9 @@ extern const struct lh_plugin leasehold_plugin;
 #define LH_PLUGIN_HEADER_INIT \
 	.magic_major = LH_PLUGIN_MAGIC_MAJOR, .abi_minor = LH_PLUGIN_ABI_MINOR, \
 	.size = (uint32_t)sizeof(struct lh_plugin)
+
+/* The size of the ABI 1.1 descriptor (1.0 + role). */
+#define LH_PLUGIN_SIZE_1_1 (offsetof(struct lh_plugin, role) + sizeof(const char *))
 
 /* The size of the ABI 1.0 descriptor: the smallest the host accepts. */
 #define LH_PLUGIN_SIZE_1_0 (offsetof(struct lh_plugin, fini) + sizeof(void (*)(void)))

@@ -2,8 +2,9 @@
  * bad.c - test plugins that the loader must refuse, one per -D flag:
  *   BAD_NO_SYMBOL, BAD_MAGIC, BAD_MAJOR, BAD_MINOR, BAD_SIZE_SMALL,
  *   BAD_SIZE_BIG, BAD_NAME_EMPTY, BAD_NAME_CHARS, BAD_BELOW_COMPAT,
- *   BAD_BELOW_RECONCILER, BAD_NO_RECONCILE
- * Without any flag it is a minimal valid plugin named "good".
+ *   BAD_BELOW_RECONCILER, BAD_NO_RECONCILE, BAD_ROLE
+ * Without any flag it is a minimal valid plugin named "good"; with
+ * GOOD_ROLE it is a valid plugin "good" that needs the role "controller".
  */
 #include <errno.h>
 
@@ -65,6 +66,11 @@ LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
 #endif
 #ifndef BAD_NO_RECONCILE
 	.reconcile = bad_reconcile,
+#endif
+#if defined(BAD_ROLE)
+	.role = "Controller Role",
+#elif defined(GOOD_ROLE)
+	.role = "controller",
 #endif
 };
 #endif
