@@ -54,6 +54,18 @@ struct control_member {
 	bool leader;
 };
 
+/* completion of an asynchronous op: err 0 or -errno, msg (may be NULL) a
+ * one-line explanation; borrowed for the call */
+typedef void (*control_done_fn)(void *done_ctx, int err, const char *msg);
+
+/* one node's roles record (leaseholdctl roles list) */
+struct control_role_entry {
+	const char *node_id;
+	const char *const *roles;
+	size_t n_roles;
+	const char *error; /* the record is invalid: why (roles then empty), else NULL */
+};
+
 struct control_ops {
 	/* plugins - fill up to max entries; return the total number */
 	size_t (*plugins)(void *ud, struct control_plugin *out, size_t max);
@@ -66,6 +78,20 @@ struct control_ops {
 	int (*reload)(void *ud, const char *name, char *err, size_t err_len);
 	/* node_id - this daemon's node id */
 	const char *(*node_id)(void *ud);
+
+	/* ---- roles (the roleserve seed); a server treats NULL as "not supported" ---- */
+	/* roles_list - every node's record, sorted by node id: fill up to max,
+	 * return the total */
+	size_t (*roles_list)(void *ud, struct control_role_entry *out, size_t max);
+	/* roles_set - replace NODE's roles (n may be 0: no roles). Returns 0 when
+	 * started: done(done_ctx, err, msg) runs exactly once later on the loop;
+	 * or -errno at once (-EINVAL: bad node or role name; msg in err) and done
+	 * never runs. */
+	int (*roles_set)(void *ud, const char *node, const char *const *roles, size_t n,
+	                 control_done_fn done, void *done_ctx, char *err, size_t err_len);
+	/* roles_clear - delete NODE's record; as roles_set */
+	int (*roles_clear)(void *ud, const char *node, control_done_fn done, void *done_ctx,
+	                   char *err, size_t err_len);
 };
 
 /* control_new - listen on url ("ipc:///path"); the socket file gets mode

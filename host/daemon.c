@@ -41,6 +41,7 @@
 #include "loop.h"
 #include "plugin_instance.h"
 #include "plugindir.h"
+#include "roles.h"
 #include "session.h"
 
 struct daemon;
@@ -59,6 +60,7 @@ struct entry {
 	bool failed;   /* nothing runs because of `error` */
 	bool removing;
 	bool reload_again; /* a change arrived while a load was in progress */
+	char *hold_reason; /* role hold applied to the election, or NULL */
 	bool gone;         /* stopped, waiting to be freed */
 };
 
@@ -69,6 +71,7 @@ struct daemon {
 	struct session *sess;
 	struct plugindir *pd;
 	struct control *ctl;
+	struct roles *roles;
 	struct entry *entries;
 	char private_dir[512];
 	char control_url[512];
@@ -147,12 +150,55 @@ static struct entry *find_name(struct daemon *d, const char *name)
 	return NULL;
 }
 
+/* apply_roles - hold a role-bound plugin back unless this node holds its role */
+static void apply_roles(struct entry *e)
+{
+	struct daemon *d = e->d;
+	if (!e->el || !e->pi)
+		return;
+	const char *role = plugin_instance_plugin(e->pi)->role;
+	char reason[512] = "";
+	if (role[0]) {
+		int has = roles_self_has(d->roles, role);
+		if (has == -EAGAIN)
+			snprintf(reason, sizeof(reason), "needs role '%s'; this node's roles are not known yet",
+			         role);
+		else if (has < 0)
+			snprintf(reason, sizeof(reason), "needs role '%s'; this node's roles record is invalid: %s",
+			         role, roles_self_error(d->roles) ? roles_self_error(d->roles) : "?");
+		else if (has == 0)
+			snprintf(reason, sizeof(reason), "needs role '%s', not assigned to this node", role);
+	}
+	bool hold = reason[0] != 0;
+	if (!hold && !e->hold_reason)
+		return;
+	if (hold && e->hold_reason && strcmp(reason, e->hold_reason) == 0)
+		return;
+	free(e->hold_reason);
+	e->hold_reason = hold ? strdup(reason) : NULL;
+	if (hold)
+		log_info("daemon", "plugin %s held back: %s", e->name, reason);
+	else
+		log_info("daemon", "plugin %s: role '%s' assigned; joining", e->name, role);
+	election_hold(e->el, hold, reason);
+}
+
+static void on_roles_changed(void *ud)
+{
+	struct daemon *d = ud;
+	for (struct entry *e = d->entries; e; e = e->next)
+		if (!e->gone && !e->removing)
+			apply_roles(e);
+	notify(d);
+}
+
 static void entry_free(struct entry *e)
 {
 	plugin_instance_free(e->next_pi);
 	plugin_instance_free(e->pi);
 	election_free(e->el);
 	free(e->error);
+	free(e->hold_reason);
 	free(e->file);
 	free(e);
 }
@@ -208,6 +254,7 @@ static void on_init(void *ud, int err, const char *msg)
 			e->pi = pi;
 			e->hash = e->next_hash;
 			election_set_driver(e->el, &plugin_instance_driver_ops, pi, &rel, NULL, NULL);
+			apply_roles(e);
 		} else {
 			log_info("daemon", "plugin %s: hot reload to %s from %s", e->name,
 			         release_format(lp->release, rb, sizeof(rb)), e->file);
@@ -221,6 +268,7 @@ static void on_init(void *ud, int err, const char *msg)
 			e->pi = pi;
 			e->hash = e->next_hash;
 			election_set_driver(e->el, &plugin_instance_driver_ops, pi, &rel, on_swapped, s);
+			apply_roles(e); /* the new release may need another role */
 		}
 	}
 out:
@@ -285,6 +333,11 @@ static void entry_changed(struct entry *e)
 		snprintf(buf, sizeof(buf),
 		         "%s now declares plugin '%s' instead of '%s'; remove the file and add it again",
 		         e->file, lp->name, e->name);
+		goto refuse;
+	}
+	if (strcmp(lp->name, "roles") == 0) {
+		snprintf(buf, sizeof(buf), "plugin name 'roles' is reserved (%s/roles/ holds node roles)",
+		         d->cfg->prefix);
 		goto refuse;
 	}
 	struct entry *other = find_name(d, lp->name);
@@ -612,11 +665,76 @@ static const char *ctl_node_id(void *ud)
 	return ((struct daemon *)ud)->cfg->node_id;
 }
 
+static size_t ctl_roles_list(void *ud, struct control_role_entry *out, size_t max)
+{
+	struct daemon *d = ud;
+	struct roles_entry tmp[256];
+	size_t cap = max < 256 ? max : 256;
+	size_t total = roles_entries(d->roles, tmp, cap);
+	for (size_t i = 0; i < total && i < cap; i++) {
+		out[i].node_id = tmp[i].node_id;
+		out[i].roles = tmp[i].roles;
+		out[i].n_roles = tmp[i].n_roles;
+		out[i].error = tmp[i].error;
+	}
+	return total;
+}
+
+struct roles_op {
+	control_done_fn done;
+	void *done_ctx;
+};
+
+static void on_roles_written(void *ud, int err)
+{
+	struct roles_op *o = ud;
+	o->done(o->done_ctx, err, err < 0 ? etcd_strerror(err) : NULL);
+	free(o);
+}
+
+static int roles_op_start(struct daemon *d, const char *node, const char *const *roles, size_t n,
+                          bool clear, control_done_fn done, void *done_ctx, char *err,
+                          size_t err_len)
+{
+	struct roles_op *o = malloc(sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	o->done = done;
+	o->done_ctx = done_ctx;
+	int r = clear ? roles_clear(d->roles, node, on_roles_written, o)
+	              : roles_set(d->roles, node, roles, n, on_roles_written, o);
+	if (r < 0) {
+		free(o);
+		if (r == -EINVAL)
+			snprintf(err, err_len, "invalid node id or role name (roles: [a-z0-9_-], 1 to %d "
+			                       "characters, at most %d roles)",
+			         ROLES_NAME_MAX, ROLES_MAX);
+		else
+			snprintf(err, err_len, "%s", strerror(-r));
+	}
+	return r;
+}
+
+static int ctl_roles_set(void *ud, const char *node, const char *const *roles, size_t n,
+                         control_done_fn done, void *done_ctx, char *err, size_t err_len)
+{
+	return roles_op_start(ud, node, roles, n, false, done, done_ctx, err, err_len);
+}
+
+static int ctl_roles_clear(void *ud, const char *node, control_done_fn done, void *done_ctx,
+                           char *err, size_t err_len)
+{
+	return roles_op_start(ud, node, NULL, 0, true, done, done_ctx, err, err_len);
+}
+
 static const struct control_ops ctl_ops = {
 	.plugins = ctl_plugins,
 	.members = ctl_members,
 	.reload = ctl_reload,
 	.node_id = ctl_node_id,
+	.roles_list = ctl_roles_list,
+	.roles_set = ctl_roles_set,
+	.roles_clear = ctl_roles_clear,
 };
 
 /* ---- run ---- */
@@ -686,6 +804,11 @@ int daemon_run(const struct daemon_config *cfg)
 		log_error("daemon", "cannot create the etcd client: %s", strerror(-r));
 		goto out;
 	}
+	if ((r = roles_new(d->loop, d->etcd, cfg->prefix, cfg->node_id, cfg->roles_seed,
+	                   cfg->n_roles_seed, on_roles_changed, d, &d->roles)) < 0) {
+		log_error("daemon", "cannot set up roles: %s", strerror(-r));
+		goto out;
+	}
 	if ((r = session_new(d->loop, d->etcd, cfg->ttl_s, &sess_ops, d, &d->sess)) < 0) {
 		log_error("daemon", "cannot create the session: %s", strerror(-r));
 		goto out;
@@ -711,6 +834,7 @@ int daemon_run(const struct daemon_config *cfg)
 	         cfg->node_id, etcd_client_endpoint(d->etcd), cfg->prefix, cfg->plugin_dir,
 	         cfg->ttl_s);
 	session_start(d->sess);
+	roles_start(d->roles);
 	r = plugindir_scan(d->pd);
 	if (r < 0) {
 		log_error("daemon", "cannot scan %s: %s", cfg->plugin_dir, strerror(-r));
@@ -727,6 +851,7 @@ out:
 		entry_free(e);
 	}
 	session_free(d->sess);
+	roles_free(d->roles);
 	etcd_client_free(d->etcd);
 	loop_io_free(d->sig_io);
 	loop_timer_free(d->later);

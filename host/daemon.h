@@ -23,6 +23,8 @@ struct daemon_config {
 	uint64_t reconcile_wait_ns;
 	uint64_t reconcile_interval_ns;
 	uint64_t shutdown_timeout_ns; /* give up draining after this (0 = 30 s) */
+	const char *const *roles_seed; /* --role: written only if the node has no record */
+	size_t n_roles_seed;
 };
 
 /* daemon_run - run until SIGTERM/SIGINT (graceful: drain, resign, revoke) and

@@ -15,6 +15,7 @@
 
 #include "daemon.h"
 #include "log.h"
+#include "roles.h"
 
 static void usage(FILE *f)
 {
@@ -38,6 +39,8 @@ static void usage(FILE *f)
 	        "  --plugin-dir DIR          where plugin .so files are dropped (required)\n"
 	        "  --runtime-dir DIR         private plugin copies (default $XDG_RUNTIME_DIR/leasehold,\n"
 	        "                            else /run/leasehold)\n"
+	        "  --role ROLE               seed this node's roles (repeatable); used only when\n"
+	        "                            the node has no roles record in etcd yet\n"
 	        "  --reconcile-wait DUR      wait after election when a status existed (default 5s)\n"
 	        "  --reconcile-interval DUR  periodic reconcile (default 30s)\n"
 	        "  --shutdown-timeout DUR    give up draining on SIGTERM after this (default 30s)\n"
@@ -70,6 +73,7 @@ enum {
 	OPT_SHUTDOWN,
 	OPT_CONTROL,
 	OPT_LOG_LEVEL,
+	OPT_ROLE,
 };
 
 static int bad(const char *msg, const char *arg)
@@ -96,6 +100,7 @@ int main(int argc, char **argv)
 		{"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN},
 		{"control", required_argument, NULL, OPT_CONTROL},
 		{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+		{"role", required_argument, NULL, OPT_ROLE},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -109,6 +114,8 @@ int main(int argc, char **argv)
 	const char *etcd = "http://127.0.0.1:2379";
 	char hostname[256] = "";
 	char runtime[512] = "";
+	const char *roles[64];
+	size_t n_roles = 0;
 	int c;
 	while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
 		switch (c) {
@@ -173,6 +180,13 @@ int main(int argc, char **argv)
 			log_set_level(lvl);
 			break;
 		}
+		case OPT_ROLE:
+			if (n_roles >= 64)
+				return bad("at most 64 --role flags", optarg);
+			if (!roles_name_valid(optarg))
+				return bad("--role must match [a-z0-9_-]{1,63}", optarg);
+			roles[n_roles++] = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -231,6 +245,8 @@ int main(int argc, char **argv)
 		free(eps_buf);
 		return bad("--etcd needs at least one URL", etcd);
 	}
+	cfg.roles_seed = roles;
+	cfg.n_roles_seed = n_roles;
 	cfg.endpoints = eps;
 	cfg.n_endpoints = n;
 	log_set_prefix(cfg.node_id);

@@ -24,6 +24,9 @@
  * reconciled). min_reconciler_release stays 1.0.0 (a 1.1 consumer can still
  * serve state written by a 1.0 reconciler: it reads v1 too).
  *
+ * Role (ABI 1.1): built with -DLH_EXAMPLE_ROLE='"controller"' the plugin runs
+ * only on nodes holding that role (the tests build such a variant).
+ *
  * Test knobs, read once in init from the environment:
  *   LH_EXAMPLE_ITEMS=N        number of items (0..1000, default 3)
  *   LH_EXAMPLE_FAIL_FIRST=N   the first N reconciles fail with -EAGAIN
@@ -307,4 +310,7 @@ LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
 	.reconcile = rc_reconcile,
 	.on_deposed = rc_on_deposed,
 	.fini = rc_fini,
+#ifdef LH_EXAMPLE_ROLE
+	.role = LH_EXAMPLE_ROLE, /* e.g. -DLH_EXAMPLE_ROLE='"controller"' */
+#endif
 };
