@@ -399,21 +399,42 @@ static bool release_from_pb(const Leasehold__Release *p, struct release *ret)
 	return true;
 }
 
+int election_decode_status(const void *buf, size_t len, int *ret_state, struct release *ret_version,
+                           struct release *ret_min_compatible)
+{
+	Leasehold__ReconcilerStatus *s = leasehold__reconciler_status__unpack(NULL, len, buf);
+	if (!s)
+		return -EBADMSG;
+	struct release v, m;
+	int r = -EBADMSG;
+	if (release_from_pb(s->version, &v) && release_from_pb(s->minimum_compatible_release, &m) &&
+	    (s->state == ST_WORKING || s->state == ST_DONE)) {
+		*ret_state = s->state;
+		*ret_version = v;
+		*ret_min_compatible = m;
+		r = 0;
+	}
+	leasehold__reconciler_status__free_unpacked(s, NULL);
+	return r;
+}
+
+int election_decode_member(const void *buf, size_t len, struct release *ret_release)
+{
+	Leasehold__Member *m = leasehold__member__unpack(NULL, len, buf);
+	if (!m)
+		return -EBADMSG;
+	int r = release_from_pb(m->release, ret_release) ? 0 : -EBADMSG;
+	leasehold__member__free_unpacked(m, NULL);
+	return r;
+}
+
 /* status_decode - hostile bytes -> status_rec; invalid -> present but !valid */
 static void status_decode(const uint8_t *v, size_t len, struct status_rec *ret)
 {
 	memset(ret, 0, sizeof(*ret));
 	ret->present = true;
-	Leasehold__ReconcilerStatus *s = leasehold__reconciler_status__unpack(NULL, len, v);
-	if (!s)
-		return;
-	if (release_from_pb(s->version, &ret->version) &&
-	    release_from_pb(s->minimum_compatible_release, &ret->min_compatible) &&
-	    (s->state == ST_WORKING || s->state == ST_DONE)) {
-		ret->valid = true;
-		ret->state = s->state;
-	}
-	leasehold__reconciler_status__free_unpacked(s, NULL);
+	ret->valid = election_decode_status(v, len, &ret->state, &ret->version,
+	                                    &ret->min_compatible) == 0;
 }
 
 static int status_encode(int state, struct release v, struct release mcr, uint8_t **ret,
@@ -499,16 +520,13 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 			member_set(e, id, idlen, NULL);
 			return;
 		}
-		Leasehold__Member *m = leasehold__member__unpack(NULL, kv->value_len, kv->value);
 		struct release r;
-		if (!m || !release_from_pb(m->release, &r)) {
+		if (election_decode_member(kv->value, kv->value_len, &r) < 0) {
 			log_warn("election", "%s: member record %.*s is not a valid Member; treated as absent",
 			         e->name, (int)(idlen > 64 ? 64 : idlen), id);
 			member_set(e, id, idlen, NULL);
 		} else
 			member_set(e, id, idlen, &r);
-		if (m)
-			leasehold__member__free_unpacked(m, NULL);
 	} else if (has_prefix(kv, e->k_election, &pl)) {
 		if (kv->key_len == pl)
 			return;

@@ -144,6 +144,18 @@ struct election_member {
 /* election_members - fills up to max entries, returns the total count */
 size_t election_members(struct election *e, struct election_member *out, size_t max);
 
+/* election_decode_member - a P/N/members/<id> value (hostile bytes) -> its
+ * release. Returns 0, or -EBADMSG (does not unpack / no release);
+ * *ret_release untouched then. */
+int election_decode_member(const void *buf, size_t len, struct release *ret_release);
+
+/* election_decode_status - a P/N/status value (hostile bytes) -> state
+ * (LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING or _DONE), version and
+ * minimum compatible release. Returns 0, or -EBADMSG (does not unpack, a
+ * release missing, unknown state); outputs untouched then. */
+int election_decode_status(const void *buf, size_t len, int *ret_state, struct release *ret_version,
+                           struct release *ret_min_compatible);
+
 /* readiness (the seed's WaitReady rule) for a status and a plugin's releases */
 bool election_status_ready(const struct plugin_releases *local, bool present,
                            struct release status_version, struct release status_min_compatible);

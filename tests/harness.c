@@ -9,6 +9,9 @@
  *   once. This is waiting for an event with a deadline, not a fixed sleep.
  * - Every live harness is on a global list; atexit and SIGINT/SIGTERM/SIGABRT
  *   handlers kill its members and remove its temp dir.
+ * - TLS harnesses (harness_etcd_start_tls) make their PKI with the openssl
+ *   CLI before etcd starts, from a config file written into the temp dir;
+ *   only the client URLs are https, the peer URLs stay http.
  */
 #include "config.h"
 
@@ -53,6 +56,11 @@ struct harness_etcd {
 	int n_extra;
 	char **extra_copy;
 	bool started_once[MAX_MEMBERS];
+	/* TLS (harness_etcd_start_tls); all empty for a plain harness */
+	bool tls;
+	bool client_cert_auth;
+	char ca[320], server_cert[320], server_key[320], client_cert[320], client_key[320];
+	char other_ca[320], other_cert[320], other_key[320];
 };
 
 static struct harness_etcd *g_all;
@@ -171,6 +179,18 @@ static int member_spawn(struct harness_etcd *h, int i, bool new_cluster)
 	argv[a++] = "50";
 	argv[a++] = "--election-timeout";
 	argv[a++] = "500";
+	if (h->tls) {
+		argv[a++] = "--cert-file";
+		argv[a++] = h->server_cert;
+		argv[a++] = "--key-file";
+		argv[a++] = h->server_key;
+		/* etcd 3.4 demands client certs as soon as it has a trusted CA */
+		if (h->client_cert_auth) {
+			argv[a++] = "--trusted-ca-file";
+			argv[a++] = h->ca;
+			argv[a++] = "--client-cert-auth";
+		}
+	}
 	for (int k = 0; k < h->n_extra && a < 62; k++)
 		argv[a++] = h->extra_copy[k];
 	argv[a] = NULL;
@@ -206,7 +226,7 @@ static size_t sink(char *p, size_t sz, size_t n, void *ud)
 	return total;
 }
 
-static bool member_healthy(struct member *m)
+static bool member_healthy(const struct harness_etcd *h, struct member *m)
 {
 	char url[96], body[256] = "";
 	snprintf(url, sizeof(url), "%s/health", m->url);
@@ -218,6 +238,13 @@ static bool member_healthy(struct member *m)
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, sink);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, body);
+	if (h->tls) {
+		curl_easy_setopt(e, CURLOPT_CAINFO, h->ca);
+		if (h->client_cert_auth) {
+			curl_easy_setopt(e, CURLOPT_SSLCERT, h->client_cert);
+			curl_easy_setopt(e, CURLOPT_SSLKEY, h->client_key);
+		}
+	}
 	CURLcode rc = curl_easy_perform(e);
 	curl_easy_cleanup(e);
 	return rc == CURLE_OK && strstr(body, "\"health\":\"true\"") != NULL;
@@ -253,7 +280,7 @@ int harness_etcd_wait_healthy(struct harness_etcd *h, int i, int timeout_ms)
 			dump_log(m);
 			return -ECHILD;
 		}
-		if (member_healthy(m))
+		if (member_healthy(h, m))
 			return 0;
 		if (now_ms() >= deadline) {
 			fprintf(stderr, "harness: etcd %s not healthy after %d ms\n", m->name, timeout_ms);
@@ -264,7 +291,12 @@ int harness_etcd_wait_healthy(struct harness_etcd *h, int i, int timeout_ms)
 	}
 }
 
-int harness_etcd_start(int n_members, const char *const *extra_args, struct harness_etcd **ret)
+static int tls_prepare(struct harness_etcd *h);
+
+/* start_common - harness_etcd_start, with https client URLs and a fresh PKI
+ * when tls is set. */
+static int start_common(int n_members, bool tls, bool client_cert_auth,
+                        const char *const *extra_args, struct harness_etcd **ret)
 {
 	if (n_members != 1 && n_members != 3)
 		return -EINVAL;
@@ -287,6 +319,15 @@ int harness_etcd_start(int n_members, const char *const *extra_args, struct harn
 		h->extra_copy[k] = strdup(extra_args[k]);
 	h->next = g_all;
 	g_all = h;
+	if (tls) {
+		h->tls = true;
+		h->client_cert_auth = client_cert_auth;
+		int r = tls_prepare(h);
+		if (r < 0) {
+			harness_etcd_free(h);
+			return r;
+		}
+	}
 
 	size_t co = 0, uo = 0;
 	char cluster[sizeof(h->cluster)] = "", urls[sizeof(h->urls)] = "";
@@ -299,7 +340,8 @@ int harness_etcd_start(int n_members, const char *const *extra_args, struct harn
 			return -EADDRNOTAVAIL;
 		}
 		snprintf(m->name, sizeof(m->name), "m%d", i);
-		snprintf(m->url, sizeof(m->url), "http://127.0.0.1:%d", m->client_port);
+		snprintf(m->url, sizeof(m->url), "%s://127.0.0.1:%d", tls ? "https" : "http",
+			 m->client_port);
 		snprintf(m->peer_url, sizeof(m->peer_url), "http://127.0.0.1:%d", m->peer_port);
 		char dir[sizeof(h->dir)];
 		memcpy(dir, h->dir, sizeof(dir));
@@ -329,6 +371,17 @@ int harness_etcd_start(int n_members, const char *const *extra_args, struct harn
 	}
 	*ret = h;
 	return 0;
+}
+
+int harness_etcd_start(int n_members, const char *const *extra_args, struct harness_etcd **ret)
+{
+	return start_common(n_members, false, false, extra_args, ret);
+}
+
+int harness_etcd_start_tls(int n_members, bool client_cert_auth, const char *const *extra_args,
+                           struct harness_etcd **ret)
+{
+	return start_common(n_members, true, client_cert_auth, extra_args, ret);
 }
 
 void harness_etcd_free(struct harness_etcd *h)
@@ -420,4 +473,178 @@ int harness_etcd_restart(struct harness_etcd *h, int i)
 	if (h->n > 1 && alive * 2 <= h->n)
 		return 0;
 	return harness_etcd_wait_healthy(h, i, 20000);
+}
+
+/* ---- TLS: a throwaway PKI made with the openssl CLI ---- */
+
+/* Extensions for the certificates, in a config file of our own so the
+ * system's openssl.cnf does not matter. The server cert also carries
+ * clientAuth: etcd 3.4's JSON gateway dials its own gRPC port with it. */
+static const char tls_cnf[] =
+    "[req]\n"
+    "distinguished_name = dn\n"
+    "prompt = no\n"
+    "[dn]\n"
+    "CN = leasehold-test\n"
+    "[v3_ca]\n"
+    "basicConstraints = critical,CA:TRUE\n"
+    "keyUsage = critical,keyCertSign,cRLSign\n"
+    "subjectKeyIdentifier = hash\n"
+    "[v3_server]\n"
+    "basicConstraints = CA:FALSE\n"
+    "keyUsage = critical,digitalSignature,keyEncipherment\n"
+    "extendedKeyUsage = serverAuth,clientAuth\n"
+    "subjectAltName = IP:127.0.0.1,DNS:localhost\n"
+    "[v3_client]\n"
+    "basicConstraints = CA:FALSE\n"
+    "keyUsage = critical,digitalSignature,keyEncipherment\n"
+    "extendedKeyUsage = clientAuth\n";
+
+static const char *openssl_binary(void)
+{
+	const char *e = getenv("OPENSSL");
+	return (e && *e) ? e : "openssl";
+}
+
+/* run_openssl - run `openssl argv[1..]` with output appended to
+ * <dir>/openssl.log; waits for it (openssl is a short-lived child). Returns
+ * 0, -ENOENT when the binary is missing, -EIO when it failed. */
+static int run_openssl(const struct harness_etcd *h, const char *const *argv)
+{
+	char logpath[320];
+	snprintf(logpath, sizeof(logpath), "%s/openssl.log", h->dir);
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		int devnull = open("/dev/null", O_RDONLY);
+		if (devnull >= 0)
+			dup2(devnull, 0);
+		execvp(openssl_binary(), (char *const *)argv);
+		_exit(127);
+	}
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
+		fprintf(stderr, "harness: cannot run '%s' (install the Debian package \"openssl\")\n",
+			openssl_binary());
+		return -ENOENT;
+	}
+	fprintf(stderr, "harness: openssl %s failed\n", argv[1]);
+	FILE *f = fopen(logpath, "r");
+	if (f) {
+		char buf[2048];
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		buf[n] = 0;
+		fclose(f);
+		fprintf(stderr, "---- %s ----\n%s\n----\n", logpath, buf);
+	}
+	return -EIO;
+}
+
+/* make_ca - a self-signed EC P-256 CA: <dir>/<name>.pem and <name>.key */
+static int make_ca(const struct harness_etcd *h, const char *cnf, const char *name,
+                   char *ret_pem, size_t pem_len, char *key, size_t key_len)
+{
+	char subj[96];
+	snprintf(ret_pem, pem_len, "%s/%s.pem", h->dir, name);
+	snprintf(key, key_len, "%s/%s.key", h->dir, name);
+	snprintf(subj, sizeof(subj), "/CN=leasehold test %s", name);
+	const char *const argv[] = {"openssl", "req", "-x509", "-config", cnf,
+				    "-extensions", "v3_ca", "-newkey", "ec",
+				    "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+				    "-keyout", key, "-out", ret_pem, "-days", "2",
+				    "-subj", subj, NULL};
+	return run_openssl(h, argv);
+}
+
+/* make_leaf - a key and a cert for `cn` with extensions `ext`, signed by
+ * ca_pem/ca_key: <dir>/<name>.pem and <name>.key */
+static int make_leaf(const struct harness_etcd *h, const char *cnf, const char *name,
+                     const char *cn, const char *ext, const char *ca_pem, const char *ca_key,
+                     int serial, char *ret_pem, size_t pem_len, char *ret_key, size_t key_len)
+{
+	char csr[320], subj[96], serial_s[16];
+	snprintf(ret_pem, pem_len, "%s/%s.pem", h->dir, name);
+	snprintf(ret_key, key_len, "%s/%s.key", h->dir, name);
+	snprintf(csr, sizeof(csr), "%s/%s.csr", h->dir, name);
+	snprintf(subj, sizeof(subj), "/CN=%s", cn);
+	snprintf(serial_s, sizeof(serial_s), "%d", serial);
+	const char *const req[] = {"openssl", "req", "-new", "-config", cnf, "-newkey", "ec",
+				   "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+				   "-keyout", ret_key, "-out", csr, "-subj", subj, NULL};
+	int r = run_openssl(h, req);
+	if (r < 0)
+		return r;
+	const char *const sign[] = {"openssl", "x509", "-req", "-in", csr, "-CA", ca_pem,
+				    "-CAkey", ca_key, "-set_serial", serial_s, "-days", "2",
+				    "-extfile", cnf, "-extensions", ext, "-out", ret_pem, NULL};
+	return run_openssl(h, sign);
+}
+
+/* tls_prepare - write the config and make both PKIs in h->dir */
+static int tls_prepare(struct harness_etcd *h)
+{
+	char cnf[320], ca_key[320], other_ca_key[320];
+	snprintf(cnf, sizeof(cnf), "%s/openssl.cnf", h->dir);
+	FILE *f = fopen(cnf, "w");
+	if (!f)
+		return -errno;
+	size_t n = fwrite(tls_cnf, 1, sizeof(tls_cnf) - 1, f);
+	if (fclose(f) != 0 || n != sizeof(tls_cnf) - 1)
+		return -EIO;
+	int r = make_ca(h, cnf, "ca", h->ca, sizeof(h->ca), ca_key, sizeof(ca_key));
+	if (r == 0)
+		r = make_leaf(h, cnf, "server", "localhost", "v3_server", h->ca, ca_key, 1,
+			      h->server_cert, sizeof(h->server_cert), h->server_key,
+			      sizeof(h->server_key));
+	if (r == 0)
+		r = make_leaf(h, cnf, "client", "leasehold-test-client", "v3_client", h->ca, ca_key,
+			      2, h->client_cert, sizeof(h->client_cert), h->client_key,
+			      sizeof(h->client_key));
+	if (r == 0)
+		r = make_ca(h, cnf, "other-ca", h->other_ca, sizeof(h->other_ca), other_ca_key,
+			    sizeof(other_ca_key));
+	if (r == 0)
+		r = make_leaf(h, cnf, "other-client", "leasehold-test-client", "v3_client",
+			      h->other_ca, other_ca_key, 3, h->other_cert, sizeof(h->other_cert),
+			      h->other_key, sizeof(h->other_key));
+	return r;
+}
+
+int harness_tls_files(const struct harness_etcd *h, const char **ret_ca, const char **ret_cert,
+                      const char **ret_key)
+{
+	if (!h->tls)
+		return -EINVAL;
+	if (ret_ca)
+		*ret_ca = h->ca;
+	if (ret_cert)
+		*ret_cert = h->client_cert;
+	if (ret_key)
+		*ret_key = h->client_key;
+	return 0;
+}
+
+int harness_tls_other_files(const struct harness_etcd *h, const char **ret_ca,
+                            const char **ret_cert, const char **ret_key)
+{
+	if (!h->tls)
+		return -EINVAL;
+	if (ret_ca)
+		*ret_ca = h->other_ca;
+	if (ret_cert)
+		*ret_cert = h->other_cert;
+	if (ret_key)
+		*ret_key = h->other_key;
+	return 0;
 }

@@ -12,6 +12,8 @@
  *   for every live harness, so a failing test (exit/abort) leaves nothing.
  * - The etcd binary is $ETCD, else `etcd` on PATH. A missing binary is a test
  *   FAILURE (exit 99), never a skip: these tests must really run.
+ * - harness_etcd_start_tls (below) serves https with a throwaway PKI made at
+ *   start time with the openssl CLI.
  */
 #ifndef LH_TEST_HARNESS_H
 #define LH_TEST_HARNESS_H
@@ -49,5 +51,34 @@ const char *harness_dir(const struct harness_etcd *h);
 
 /* harness_free_port - a free TCP port on 127.0.0.1 */
 int harness_free_port(void);
+
+/* ---- TLS ----
+ * harness_etcd_start_tls - like harness_etcd_start, but the client URLs are
+ * https:// (peer URLs stay http). Before starting, a throwaway PKI is made in
+ * the harness dir with the `openssl` CLI ($OPENSSL, else `openssl` on PATH;
+ * Debian package "openssl"): a CA, a server cert for IP:127.0.0.1 and
+ * DNS:localhost signed by it, a client cert signed by it, and an unrelated
+ * second CA with its own client cert (for "wrong CA" tests). etcd gets
+ * --cert-file/--key-file, plus --trusted-ca-file and --client-cert-auth when
+ * client_cert_auth is true (etcd 3.4 requires client certs as soon as it
+ * has a trusted CA file, so it is not passed otherwise). The health probe verifies the server with the CA
+ * and presents the client cert. A missing openssl binary is -ENOENT (with a
+ * message naming the package). Returns 0 or -errno; *ret untouched on
+ * failure. Stop/kill/restart/free work as for a plain harness. */
+int harness_etcd_start_tls(int n_members, bool client_cert_auth, const char *const *extra_args,
+                           struct harness_etcd **ret);
+
+/* harness_tls_files - paths (borrowed, live as long as h) of the CA bundle
+ * that signed the server cert, and of a client cert + key signed by that CA.
+ * Any out pointer may be NULL. Returns 0, or -EINVAL for a plain-http
+ * harness (out pointers untouched). */
+int harness_tls_files(const struct harness_etcd *h, const char **ret_ca, const char **ret_cert,
+                      const char **ret_key);
+
+/* harness_tls_other_files - same for the unrelated second CA and a client
+ * cert + key signed by it: the server must refuse both. Returns 0 or -EINVAL
+ * (plain harness). */
+int harness_tls_other_files(const struct harness_etcd *h, const char **ret_ca,
+                            const char **ret_cert, const char **ret_key);
 
 #endif

@@ -45,7 +45,8 @@ struct fakehost {
 
 static int keycmp(const void *a, size_t al, const void *b, size_t bl)
 {
-	int c = memcmp(a, b, al < bl ? al : bl);
+	size_t n = al < bl ? al : bl;
+	int c = n ? memcmp(a, b, n) : 0; /* memcmp with a NULL pointer is UB even for 0 bytes */
 	if (c)
 		return c;
 	return al < bl ? -1 : al > bl ? 1 : 0;

@@ -1,0 +1,216 @@
+/*
+ * gen_seeds.c - writes the binary seed inputs (packed protobufs) of the
+ * records, bus and control corpora. Not part of the build; run.sh compiles
+ * it so it cannot rot. Regenerate with:
+ *   tests/fuzz/run.sh BUILDDIR --gen-seeds
+ * Each file is a selector byte (see the target's header) + one packed message.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bus.pb-c.h"
+#include "control.pb-c.h"
+#include "leasehold.pb-c.h"
+
+static const char *g_dir;
+
+/* put - write <dir>/<target>/<name> = sel + msg (sel < 0: no selector) */
+static void put(const char *target, const char *name, int sel, const ProtobufCMessage *m)
+{
+	size_t n = protobuf_c_message_get_packed_size(m);
+	uint8_t *buf = malloc(n + 1);
+	if (!buf)
+		exit(1);
+	size_t off = 0;
+	if (sel >= 0)
+		buf[off++] = (uint8_t)sel;
+	protobuf_c_message_pack(m, buf + off);
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s/%s", g_dir, target, name);
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(buf, 1, n + off, f) != n + off || fclose(f) != 0) {
+		fprintf(stderr, "gen_seeds: %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
+	free(buf);
+}
+
+static void records(void)
+{
+	Leasehold__Release r1 = LEASEHOLD__RELEASE__INIT, r2 = LEASEHOLD__RELEASE__INIT;
+	r1.major = 1;
+	r2.major = 1;
+	r2.minor = 1;
+	Leasehold__Member m = LEASEHOLD__MEMBER__INIT;
+	m.node_id = (char *)"node-a";
+	m.release = &r2;
+	m.host_version = (char *)"0.1.0";
+	put("records", "member", 0, &m.base);
+	m.release = NULL;
+	put("records", "member_no_release", 0, &m.base);
+	Leasehold__ReconcilerStatus s = LEASEHOLD__RECONCILER_STATUS__INIT;
+	s.state = LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE;
+	s.version = &r2;
+	s.minimum_compatible_release = &r1;
+	put("records", "status_done", 1, &s.base);
+	s.state = LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING;
+	put("records", "status_working", 1, &s.base);
+	s.state = (Leasehold__ReconcilerStatus__State)7;
+	put("records", "status_bad_state", 1, &s.base);
+	Leasehold__NodeRoles nr = LEASEHOLD__NODE_ROLES__INIT;
+	char *roles[] = {(char *)"kubernetes-controller", (char *)"consensus-member"};
+	nr.node_id = (char *)"node-a";
+	nr.roles = roles;
+	nr.n_roles = 2;
+	put("records", "node_roles", 2, &nr.base);
+}
+
+static void bus(void)
+{
+	Leasehold__Bus__EventDone d = LEASEHOLD__BUS__EVENT_DONE__INIT;
+	d.seq = 4;
+	Leasehold__Bus__ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
+	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_DONE;
+	th.done = &d;
+	put("bus", "event_done", -1, &th.base);
+	d.err = -5;
+	d.message.data = (uint8_t *)"reconcile failed";
+	d.message.len = 16;
+	put("bus", "event_done_error", -1, &th.base);
+
+	Leasehold__Bus__Op put_op = LEASEHOLD__BUS__OP__INIT, range_op = LEASEHOLD__BUS__OP__INIT;
+	put_op.type = 1; /* LH_OP_PUT */
+	put_op.key.data = (uint8_t *)"a/k";
+	put_op.key.len = 3;
+	put_op.value.data = (uint8_t *)"v1";
+	put_op.value.len = 2;
+	range_op.type = 0; /* LH_OP_RANGE */
+	range_op.flags = 1; /* LH_F_PREFIX */
+	range_op.key.data = (uint8_t *)"a/";
+	range_op.key.len = 2;
+	Leasehold__Bus__Op *succ[] = {&put_op, &range_op};
+	Leasehold__Bus__Op *fail[] = {&range_op};
+	Leasehold__Bus__Compare cmp = LEASEHOLD__BUS__COMPARE__INIT;
+	cmp.target = 1; /* create */
+	cmp.result = 0; /* equal */
+	cmp.key.data = (uint8_t *)"a/k";
+	cmp.key.len = 3;
+	Leasehold__Bus__Compare *cmps[] = {&cmp};
+	Leasehold__Bus__TxnRequest t = LEASEHOLD__BUS__TXN_REQUEST__INIT;
+	t.id = 1;
+	t.compares = cmps;
+	t.n_compares = 1;
+	t.success = succ;
+	t.n_success = 2;
+	t.failure = fail;
+	t.n_failure = 1;
+	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_TXN;
+	th.txn = &t;
+	put("bus", "txn_request", -1, &th.base);
+
+	Leasehold__Bus__Log lg = LEASEHOLD__BUS__LOG__INIT;
+	lg.level = 2;
+	lg.message.data = (uint8_t *)"reconciled 3 objects";
+	lg.message.len = 20;
+	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_LOG;
+	th.log = &lg;
+	put("bus", "log", -1, &th.base);
+
+	Leasehold__Bus__ProtocolError pe = LEASEHOLD__BUS__PROTOCOL_ERROR__INIT;
+	pe.message.data = (uint8_t *)"unexpected txn reply id 9";
+	pe.message.len = 25;
+	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_PROTOCOL_ERROR;
+	th.protocol_error = &pe;
+	put("bus", "protocol_error", -1, &th.base);
+}
+
+static void control(void)
+{
+	Leasehold__Control__Request rq = LEASEHOLD__CONTROL__REQUEST__INIT;
+	rq.protocol = 1;
+	rq.kind = LEASEHOLD__CONTROL__KIND__KIND_PLUGINS;
+	rq.name = (char *)"";
+	put("control", "req_plugins", 0, &rq.base);
+	rq.kind = LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY;
+	rq.name = (char *)"reconciler";
+	rq.timeout_ms = 30000;
+	put("control", "req_wait_ready", 0, &rq.base);
+	rq.kind = LEASEHOLD__CONTROL__KIND__KIND_STATUS;
+	rq.timeout_ms = 0;
+	put("control", "req_status", 0, &rq.base);
+
+	Leasehold__Control__Release r1 = LEASEHOLD__CONTROL__RELEASE__INIT;
+	Leasehold__Control__Release r2 = LEASEHOLD__CONTROL__RELEASE__INIT;
+	r1.major = 1;
+	r2.major = 1;
+	r2.minor = 1;
+	Leasehold__Control__Releases rs = LEASEHOLD__CONTROL__RELEASES__INIT;
+	rs.min = &r1;
+	rs.max = &r2;
+	rs.revision = 12;
+	rs.members = 3;
+	Leasehold__Control__Status st = LEASEHOLD__CONTROL__STATUS__INIT;
+	st.state = (char *)"DONE";
+	st.version = &r2;
+	st.minimum_compatible_release = &r1;
+	Leasehold__Control__Reconcile rc = LEASEHOLD__CONTROL__RECONCILE__INIT;
+	rc.count = 5;
+	rc.last_ok = 1;
+	rc.last_error = (char *)"";
+	rc.last_at = 1790000000;
+	Leasehold__Control__Plugin p = LEASEHOLD__CONTROL__PLUGIN__INIT;
+	p.name = (char *)"reconciler";
+	p.file = (char *)"reconciler-1.1.0.so";
+	p.release = &r2;
+	p.state = (char *)"leading";
+	p.leader = (char *)"node-a";
+	p.ready = 1;
+	p.releases = &rs;
+	p.status = &st;
+	p.reconcile = &rc;
+	p.error = (char *)"";
+	p.held_back = (char *)"";
+	p.fencing_token = 42;
+	Leasehold__Control__Plugin *ps[] = {&p};
+	Leasehold__Control__Response resp = LEASEHOLD__CONTROL__RESPONSE__INIT;
+	resp.code = LEASEHOLD__CONTROL__CODE__CODE_OK;
+	resp.message = (char *)"";
+	resp.protocol = 1;
+	resp.node = (char *)"node-a";
+	resp.daemon_version = (char *)"0.1.0";
+	resp.plugins = ps;
+	resp.n_plugins = 1;
+	put("control", "resp_plugins", 1, &resp.base);
+	Leasehold__Control__Member mb = LEASEHOLD__CONTROL__MEMBER__INIT;
+	mb.node = (char *)"node-b";
+	mb.release = &r1;
+	mb.leader = 1;
+	Leasehold__Control__Member *mbs[] = {&mb};
+	resp.plugins = NULL;
+	resp.n_plugins = 0;
+	resp.members = mbs;
+	resp.n_members = 1;
+	put("control", "resp_members", 1, &resp.base);
+	resp.members = NULL;
+	resp.n_members = 0;
+	resp.code = LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND;
+	resp.message = (char *)"no plugin named \"x\"";
+	put("control", "resp_not_found", 1, &resp.base);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: gen_seeds CORPUS_DIR (tests/fuzz/corpus)\n");
+		return 2;
+	}
+	g_dir = argv[1];
+	records();
+	bus();
+	control();
+	return 0;
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# run.sh - build every fuzz target with libFuzzer + ASan + UBSan (clang) and
+# run each for a bounded time. Exit 1 if any target crashed (or failed to
+# build), 0 otherwise.
+#
+#   tests/fuzz/run.sh BUILDDIR [TARGET...]      (also: make fuzz)
+#   tests/fuzz/run.sh BUILDDIR --gen-seeds      rewrite the binary seeds
+#
+# BUILDDIR is a configured and built leasehold build tree: the generated
+# proto/*.pb-c.[ch] and config.h are taken from it. Targets: gateway records
+# descriptor bus control (default: all). Environment: FUZZ_SECONDS (default
+# 20, per target), FUZZ_CC (default clang), FUZZ_JOBS (parallel fuzzing
+# processes per target, default 1). Work files, the growing corpora and crash
+# artifacts go to BUILDDIR/fuzz/; the seed corpora in the source tree are
+# only read. A crash input lands in BUILDDIR/fuzz/artifacts/TARGET/: copy it
+# to tests/fuzz/regressions/TARGET/ so make check replays it for ever.
+set -euo pipefail
+
+usage() { echo "usage: $0 BUILDDIR [--gen-seeds | TARGET...]" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "$1" && pwd)
+shift
+secs=${FUZZ_SECONDS:-20}
+cc=${FUZZ_CC:-clang}
+jobs=${FUZZ_JOBS:-1}
+out=$build/fuzz
+mkdir -p "$out"
+
+for f in config.h proto/leasehold.pb-c.c proto/bus.pb-c.c proto/control.pb-c.c; do
+  [ -f "$build/$f" ] || { echo "run.sh: $build/$f missing: build the tree first (make)" >&2; exit 1; }
+done
+command -v "$cc" >/dev/null || { echo "run.sh: $cc not found (Debian: clang, libclang-rt-14-dev)" >&2; exit 1; }
+
+pc() { pkg-config "$@" 2>/dev/null || true; }
+inc=(-I"$build" -I"$build/proto" -I"$src/host" -I"$src/plugin" -I"$src/tests"
+     -I"$src/tests/plugins" -I"$src/tests/fuzz")
+# shellcheck disable=SC2207
+pkgcflags=($(pc --cflags json-c libcurl libprotobuf-c))
+warn=(-Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
+fuzzflags=(-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
+           -fno-sanitize-recover=undefined)
+pb_libs=($(pc --libs libprotobuf-c)); [ ${#pb_libs[@]} -gt 0 ] || pb_libs=(-lprotobuf-c)
+json_libs=($(pc --libs json-c)); [ ${#json_libs[@]} -gt 0 ] || json_libs=(-ljson-c)
+
+# The seed generator: always compiled (so it cannot rot), run on request.
+"$cc" "${warn[@]}" "${inc[@]}" "${pkgcflags[@]}" -o "$out/gen_seeds" "$src/tests/fuzz/gen_seeds.c" \
+  "$build/proto/leasehold.pb-c.c" "$build/proto/bus.pb-c.c" "$build/proto/control.pb-c.c" "${pb_libs[@]}"
+if [ "${1:-}" = "--gen-seeds" ]; then
+  mkdir -p "$src"/tests/fuzz/corpus/{records,bus,control}
+  "$out/gen_seeds" "$src/tests/fuzz/corpus"
+  echo "run.sh: binary seeds rewritten under $src/tests/fuzz/corpus"
+  exit 0
+fi
+
+all=(gateway records descriptor bus control)
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
+
+# sources and libraries of each target, and its -max_len
+srcs_gateway=("$src/host/etcd_json.c")
+libs_gateway=("${json_libs[@]}")
+maxlen_gateway=16384
+# roles_decode lives in roles.c, which links the etcd client
+curl_libs=($(pc --libs libcurl)); [ ${#curl_libs[@]} -gt 0 ] || curl_libs=(-lcurl)
+srcs_records=("$build/proto/leasehold.pb-c.c" "$src/host/roles.c" "$src/host/etcd.c"
+              "$src/host/etcd_json.c" "$src/host/loop.c" "$src/host/log.c")
+libs_records=("${pb_libs[@]}" "${json_libs[@]}" "${curl_libs[@]}")
+maxlen_records=4096
+srcs_descriptor=("$src/host/loader.c" "$src/host/release.c")
+libs_descriptor=(-ldl)
+maxlen_descriptor=1024
+srcs_control=("$src/host/control_codec.c" "$src/host/release.c" "$build/proto/control.pb-c.c")
+libs_control=("${pb_libs[@]}")
+maxlen_control=8192
+srcs_bus=("$src/host/plugin_instance.c" "$src/host/loader.c" "$src/host/loop.c" "$src/host/log.c"
+          "$src/host/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c")
+# the worker half moved to its own file (process isolation)
+[ -f "$src/host/worker.c" ] && srcs_bus+=("$src/host/worker.c")
+libs_bus=(-lnng "${pb_libs[@]}" -lpthread -ldl)
+maxlen_bus=4096
+
+failed=()
+for t in "${targets[@]}"; do
+  case " ${all[*]} " in *" $t "*) ;; *) echo "run.sh: unknown target $t" >&2; exit 2 ;; esac
+  eval "tsrcs=(\"\${srcs_$t[@]}\")"
+  eval "tlibs=(\"\${libs_$t[@]}\")"
+  eval "maxlen=\$maxlen_$t"
+  bin=$out/fuzz_$t
+  echo "=== fuzz_$t: build"
+  if ! "$cc" "${fuzzflags[@]}" "${warn[@]}" "${inc[@]}" "${pkgcflags[@]}" -o "$bin" \
+       "$src/tests/fuzz/fuzz_$t.c" "${tsrcs[@]}" "${tlibs[@]}"; then
+    echo "run.sh: fuzz_$t did not build" >&2
+    failed+=("$t(build)")
+    continue
+  fi
+  envs=()
+  if [ "$t" = bus ]; then
+    # the test plugin, built with the same compiler and sanitizers
+    "$cc" -g -O1 -fPIC -shared -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+      "${warn[@]}" -I"$src/plugin" -I"$src/tests/plugins" -o "$out/recorder.so" \
+      "$src/tests/plugins/recorder.c" -lpthread
+    chmod 0755 "$out/recorder.so"
+    envs=(LH_FUZZ_RECORDER="$out/recorder.so")
+  fi
+  work=$out/corpus/$t
+  art=$out/artifacts/$t
+  mkdir -p "$work" "$art"
+  dirs=("$work" "$src/tests/fuzz/corpus/$t")
+  [ -d "$src/tests/fuzz/regressions/$t" ] && dirs+=("$src/tests/fuzz/regressions/$t")
+  echo "=== fuzz_$t: ${secs}s, -max_len=$maxlen, corpora: ${dirs[*]}"
+  par=()
+  [ "$jobs" -gt 1 ] && par=(-jobs="$jobs" -workers="$jobs")
+  rc=0
+  (cd "$out" && env "${envs[@]}" ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:symbolize=1" \
+    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    "$bin" -max_total_time="$secs" -max_len="$maxlen" -timeout=10 -rss_limit_mb=2048 \
+    "${par[@]}" -print_final_stats=1 -artifact_prefix="$art/" \
+    "${dirs[@]}") > "$out/fuzz_$t.log" 2>&1 || rc=$?
+  tail -n 15 "$out/fuzz_$t.log"
+  if [ $rc -ne 0 ]; then
+    echo "run.sh: fuzz_$t FAILED (exit $rc); log: $out/fuzz_$t.log; inputs: $art/" >&2
+    failed+=("$t")
+  else
+    echo "=== fuzz_$t: ok"
+  fi
+done
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "run.sh: failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "run.sh: all targets ran ${secs}s without a crash: ${targets[*]}"
