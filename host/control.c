@@ -8,15 +8,27 @@
  *   completion queue and wakes the loop through an eventfd. Everything else
  *   (decoding, control_ops calls, starting the next nng operation, timers)
  *   happens on the loop thread, so the daemon's data is only read there.
- * - A worker is in one of three states: RECV (a receive is posted), SEND (a
- *   reply is being sent) or PARKED (a wait-ready request waits for
- *   control_notify() or its deadline timer; no nng operation is posted). An
- *   operation completes exactly once, and the next one is only started after
- *   the loop has taken the worker off the queue, so a worker is never queued
- *   twice.
- * - CONTROL_RECEIVERS workers that are not parked are kept; parking one
- *   creates another, so pending long polls never stop the socket from
- *   serving. Workers above that number are freed after their reply is sent.
+ * - A worker is in one of these states: RECV (a receive is posted), SEND (a
+ *   reply is being sent), PARKED (a wait-ready request waits for
+ *   control_notify() or its deadline timer), ASYNC (a roles_set/roles_clear
+ *   op runs in the daemon and the worker waits for its done() call) or RETRY
+ *   (a failed receive waits for its timer). PARKED and ASYNC post no nng
+ *   operation. An operation completes exactly once, and the next one is only
+ *   started after the loop has taken the worker off the queue, so a worker is
+ *   never queued twice.
+ * - CONTROL_RECEIVERS workers that are neither parked nor async are kept;
+ *   parking one creates another, so pending long polls and slow etcd writes
+ *   never stop the socket from serving. Workers above that number are freed
+ *   after their reply is sent.
+ * - Async ops: done_ctx is the worker itself. It stays ASYNC (nothing else
+ *   touches it) until done() runs; done() then builds and sends the reply on
+ *   the loop thread. A done() that arrives while the op is still running (the
+ *   op completed synchronously) is stashed and answered when the op returns.
+ *   control_free frees ASYNC workers like any other, and the daemon must not
+ *   call done() after control_free (see control.h): its writes complete
+ *   through etcd callbacks, which never run after etcd_client_free, and the
+ *   daemon frees the control server first and runs no loop iteration between
+ *   the two.
  * - Peers: a pipe whose peer uid is neither root nor our euid is closed in the
  *   NNG_PIPE_EV_ADD_PRE callback, and every request's pipe is checked again
  *   before it is decoded. The socket file is created 0600 by the listener
@@ -54,21 +66,30 @@
 #define CONTROL_RECEIVERS 4
 /* wait-ready requests parked at most at once; more get CODE_BUSY */
 #define CONTROL_MAX_PARKED 256
+/* roles_set/roles_clear requests waiting for done() at most at once; more
+ * get CODE_BUSY */
+#define CONTROL_MAX_ASYNC 64
 /* delay before re-posting a receive that failed (out of memory etc.) */
 #define CONTROL_RETRY_NS (100 * LOOP_NS_PER_MS)
 
-enum worker_state { W_RECV, W_SEND, W_PARKED, W_RETRY };
+enum worker_state { W_RECV, W_SEND, W_PARKED, W_ASYNC, W_RETRY };
 
 struct worker {
 	struct control *c;
 	nng_ctx ctx;
 	nng_aio *aio;
 	enum worker_state state;
-	struct worker *next_done;   /* completion queue (under c->mtx) */
-	struct worker *prev, *next; /* c->workers (loop thread) */
-	struct loop_timer *timer;   /* wait-ready deadline / receive retry */
-	uint32_t timeout_ms;	    /* parked: as asked */
-	char name[CONTROL_NAME_MAX + 1];
+	struct worker *next_done;	 /* completion queue (under c->mtx) */
+	struct worker *prev, *next;	 /* c->workers (loop thread) */
+	struct loop_timer *timer;	 /* wait-ready deadline / receive retry */
+	uint32_t timeout_ms;		 /* parked: as asked */
+	char name[CONTROL_NAME_MAX + 1]; /* parked: plugin; async: node id */
+	/* async (roles_set / roles_clear) */
+	bool clear;	 /* roles_clear, else roles_set */
+	bool in_op;	 /* the op has not returned yet */
+	bool early_done; /* done() ran while in_op: the result below */
+	int early_err;
+	char early_msg[256];
 };
 
 struct control {
@@ -88,14 +109,17 @@ struct control {
 
 	/* loop thread only */
 	struct worker *workers;
-	size_t n_active; /* workers not parked */
+	size_t n_active; /* workers neither parked nor async */
 	size_t n_parked;
+	size_t n_async;
 	bool busy;	     /* inside a handler: control_notify() is deferred */
 	bool notify_pending; /* control_notify() was called while busy */
 	struct control_plugin *pbuf;
 	size_t pcap;
 	struct control_member *mbuf;
 	size_t mcap;
+	struct control_role_entry *rbuf;
+	size_t rcap;
 };
 
 /* ---- replies ---------------------------------------------------------- */
@@ -118,6 +142,9 @@ struct reply {
 	Leasehold__Control__Member *members;
 	Leasehold__Control__Release *mrel;
 	Leasehold__Control__Member **mp;
+	Leasehold__Control__RoleEntry *roles;
+	Leasehold__Control__RoleEntry **rolep;
+	char **rstr; /* every entry's role names, one flat array */
 	char *owned[16];
 	size_t n_owned;
 	char msg[512];
@@ -136,6 +163,9 @@ static void reply_fini(struct reply *rp)
 	free(rp->members);
 	free(rp->mrel);
 	free(rp->mp);
+	free(rp->roles);
+	free(rp->rolep);
+	free(rp->rstr);
 	for (size_t i = 0; i < rp->n_owned; i++)
 		free(rp->owned[i]);
 }
@@ -178,6 +208,7 @@ static void reply_error(struct reply *rp, Leasehold__Control__Code code, const c
 	rp->r.message = rp->msg;
 	rp->r.n_plugins = 0;
 	rp->r.n_members = 0;
+	rp->r.n_roles = 0;
 }
 
 /* reply_plugins - put n plugins into the reply. Returns 0 or -ENOMEM. */
@@ -254,6 +285,49 @@ static int reply_members(struct reply *rp, const struct control_member *src, siz
 	}
 	rp->r.members = rp->mp;
 	rp->r.n_members = n;
+	return 0;
+}
+
+/* role_names - does entry e carry role names on the wire? Not when it has
+ * an error (its roles are then empty by definition). */
+static bool role_names(const struct control_role_entry *e)
+{
+	return e->node_id && e->roles && !(e->error && e->error[0]);
+}
+
+/* reply_roles - put n role entries into the reply (entries without a node
+ * id, i.e. not filled in by the op, are skipped). Returns 0 or -ENOMEM. */
+static int reply_roles(struct reply *rp, const struct control_role_entry *src, size_t n)
+{
+	size_t total = 0, k = 0, out = 0;
+
+	if (n == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (role_names(&src[i]))
+			total += src[i].n_roles;
+	rp->roles = calloc(n, sizeof(*rp->roles));
+	rp->rolep = calloc(n, sizeof(*rp->rolep));
+	rp->rstr = calloc(total ? total : 1, sizeof(*rp->rstr));
+	if (!rp->roles || !rp->rolep || !rp->rstr)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		Leasehold__Control__RoleEntry *d = &rp->roles[out];
+		if (!src[i].node_id)
+			continue;
+		leasehold__control__role_entry__init(d);
+		d->node = pb_str(rp, src[i].node_id);
+		d->error = pb_str(rp, src[i].error);
+		d->roles = &rp->rstr[k];
+		if (role_names(&src[i])) {
+			for (size_t j = 0; j < src[i].n_roles; j++)
+				rp->rstr[k++] = pb_str(rp, src[i].roles[j]);
+			d->n_roles = src[i].n_roles;
+		}
+		rp->rolep[out++] = d;
+	}
+	rp->r.roles = rp->rolep;
+	rp->r.n_roles = out;
 	return 0;
 }
 
@@ -542,6 +616,152 @@ static bool do_wait_ready(struct control *c, struct worker *w, struct reply *rp,
 	return true;
 }
 
+static void run_deferred_notify(struct control *c);
+
+/* fetch_roles - ask the daemon for every roles record into c->rbuf.
+ * 0/-ENOMEM/-EAGAIN. */
+static int fetch_roles(struct control *c, size_t *ret_n)
+{
+	for (int attempt = 0; attempt < 4; attempt++) {
+		size_t total;
+		if (c->rcap > 0)
+			memset(c->rbuf, 0, c->rcap * sizeof(*c->rbuf));
+		total = c->ops->roles_list(c->ud, c->rbuf, c->rcap);
+		if (total <= c->rcap) {
+			*ret_n = total;
+			return 0;
+		}
+		size_t cap = total + 8;
+		struct control_role_entry *b = realloc(c->rbuf, cap * sizeof(*b));
+		if (!b)
+			return -ENOMEM;
+		c->rbuf = b;
+		c->rcap = cap;
+	}
+	return -EAGAIN;
+}
+
+static void reply_not_supported(struct reply *rp)
+{
+	reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
+		    "roles are not supported by this daemon");
+}
+
+static void do_roles_list(struct control *c, struct reply *rp)
+{
+	size_t n;
+
+	if (!c->ops->roles_list) {
+		reply_not_supported(rp);
+		return;
+	}
+	if (fetch_roles(c, &n) < 0 || reply_roles(rp, c->rbuf, n) < 0)
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+}
+
+/* async_result - the reply to a finished roles_set/roles_clear of w. */
+static void async_result(const struct worker *w, struct reply *rp, int err, const char *msg)
+{
+	if (err == 0)
+		return; /* CODE_OK, nothing else */
+	reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+		    "cannot %s the roles of node '%s': %s", w->clear ? "clear" : "set", w->name,
+		    msg && msg[0] ? msg : strerror(err < 0 ? -err : EIO));
+}
+
+/* async_end - w leaves the ASYNC state (it is about to send its reply). */
+static void async_end(struct control *c, struct worker *w)
+{
+	w->state = W_RECV; /* worker_send sets SEND; never left ASYNC by accident */
+	c->n_async--;
+	c->n_active++;
+}
+
+/* roles_done - the control_done_fn handed to roles_set/roles_clear;
+ * done_ctx is the worker (loop thread). */
+static void roles_done(void *done_ctx, int err, const char *msg)
+{
+	struct worker *w = done_ctx;
+	struct control *c = w->c;
+	struct reply rp;
+	bool was_busy;
+
+	if (w->state != W_ASYNC || w->early_done) {
+		log_warn(COMP, "a roles operation reported its completion twice (ignored)");
+		return;
+	}
+	if (w->in_op) {
+		/* completed before the op returned: answer when it does */
+		w->early_done = true;
+		w->early_err = err;
+		snprintf(w->early_msg, sizeof(w->early_msg), "%s", msg ? msg : "");
+		return;
+	}
+	was_busy = c->busy;
+	c->busy = true;
+	reply_init(&rp);
+	async_result(w, &rp, err, msg);
+	async_end(c, w);
+	worker_send(c, w, &rp);
+	reply_fini(&rp);
+	if (!was_busy)
+		run_deferred_notify(c);
+}
+
+/* do_roles_write - start a ROLES_SET/ROLES_CLEAR (the decoder validated
+ * node and roles). Returns true when the worker now waits for done() (no
+ * reply to send now); false with the reply in rp. */
+static bool do_roles_write(struct control *c, struct worker *w, struct reply *rp,
+			   const Leasehold__Control__Request *req)
+{
+	bool clear = req->kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR;
+	char err[256] = "";
+	int r;
+
+	if (clear ? !c->ops->roles_clear : !c->ops->roles_set) {
+		reply_not_supported(rp);
+		return false;
+	}
+	if (c->n_async >= CONTROL_MAX_ASYNC) {
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY,
+			    "too many roles requests in progress");
+		return false;
+	}
+	snprintf(w->name, sizeof(w->name), "%s", req->node);
+	w->clear = clear;
+	w->early_done = false;
+	w->in_op = true;
+	w->state = W_ASYNC;
+	c->n_active--;
+	c->n_async++;
+	if (clear)
+		r = c->ops->roles_clear(c->ud, req->node, roles_done, w, err, sizeof(err));
+	else
+		r = c->ops->roles_set(c->ud, req->node, (const char *const *)req->roles,
+				      req->n_roles, roles_done, w, err, sizeof(err));
+	w->in_op = false;
+	err[sizeof(err) - 1] = '\0';
+	if (r < 0) {
+		/* done() never runs (a stashed early one is ignored) */
+		async_end(c, w);
+		if (r == -EINVAL)
+			reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST, "%s",
+				    err[0] ? err : "invalid node id or role name");
+		else
+			reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+				    "cannot %s the roles of node '%s': %s", clear ? "clear" : "set",
+				    w->name, err[0] ? err : strerror(-r));
+		return false;
+	}
+	if (w->early_done) {
+		async_end(c, w);
+		async_result(w, rp, w->early_err, w->early_msg);
+		return false;
+	}
+	ensure_receivers(c);
+	return true;
+}
+
 /* handle_request - decode, check, dispatch and answer one request; consumes m. */
 static void handle_request(struct control *c, struct worker *w, nng_msg *m)
 {
@@ -587,6 +807,14 @@ static void handle_request(struct control *c, struct worker *w, nng_msg *m)
 			do_reload(c, &rp, req->name);
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_VERSION:
+			break;
+		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_LIST:
+			do_roles_list(c, &rp);
+			break;
+		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET:
+		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR:
+			if (do_roles_write(c, w, &rp, req))
+				goto done; /* answered by roles_done */
 			break;
 		default: /* excluded by the decoder */
 			reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
@@ -677,6 +905,7 @@ static void worker_done(struct control *c, struct worker *w)
 		}
 		return;
 	case W_PARKED:
+	case W_ASYNC:
 	case W_RETRY:
 		return; /* no operation was posted */
 	}
@@ -723,6 +952,11 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 size_t control_waiting(const struct control *c)
 {
 	return c ? c->n_parked : 0;
+}
+
+size_t control_pending(const struct control *c)
+{
+	return c ? c->n_async : 0;
 }
 
 void control_notify(struct control *c)
@@ -896,6 +1130,7 @@ void control_free(struct control *c)
 	pthread_mutex_destroy(&c->mtx);
 	free(c->pbuf);
 	free(c->mbuf);
+	free(c->rbuf);
 	free(c);
 }
 

@@ -11,6 +11,16 @@
  * pointers into the daemon's own state are fine, a buffer on the op's stack
  * is not.)
  *
+ * Asynchronous ops (roles_set, roles_clear): the server parks the request
+ * and answers it when the op calls done(done_ctx, err, msg). Rules for the
+ * daemon: done is called at most once per started op (exactly once unless
+ * the server is freed first), on the loop thread, and never after
+ * control_free(c): control_free answers nothing more and frees every parked
+ * request, so a later done() would touch freed memory. (leasehold's daemon
+ * completes roles writes from etcd callbacks, frees the control server
+ * before the etcd client, and etcd_client_free runs no pending callback.)
+ * node and roles passed to an op are borrowed for the call only.
+ *
  * Wire protocol: proto/control.proto; limits and validation in
  * control_codec.h. Requests over 64 KiB get CODE_TOO_LARGE, undecodable ones
  * CODE_BAD_REQUEST, unknown kinds CODE_UNKNOWN_KIND; the server keeps serving.
@@ -108,9 +118,14 @@ void control_notify(struct control *c);
 /* control_waiting - how many wait-ready requests are parked (for tests and
  * stats; loop thread). 0 for NULL. */
 size_t control_waiting(const struct control *c);
+/* control_pending - how many roles_set/roles_clear requests wait for their
+ * done() call (for tests and stats; loop thread). 0 for NULL. */
+size_t control_pending(const struct control *c);
 /* control_free - close the socket (nng removes the socket file), answer
- * nothing more; parked wait-ready requests get no reply. Loop thread, not
- * from inside a control_ops callback. Accepts NULL. */
+ * nothing more; parked wait-ready requests and roles requests still waiting
+ * for done() get no reply and are freed: done() must not be called for them
+ * afterwards. Loop thread, not from inside a control_ops callback. Accepts
+ * NULL. */
 void control_free(struct control *c);
 
 /* control_default_url - $XDG_RUNTIME_DIR/leasehold.sock, else

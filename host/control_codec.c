@@ -27,6 +27,60 @@ bool control_codec_name_ok(const char *s)
 	return n > 0;
 }
 
+bool control_codec_node_ok(const char *s)
+{
+	size_t n = 0;
+	if (!s)
+		return false;
+	for (; s[n]; n++) {
+		unsigned char ch = (unsigned char)s[n];
+		if (ch < 0x21 || ch > 0x7e || ch == '/' || n >= CONTROL_NODE_MAX)
+			return false;
+	}
+	return n > 0;
+}
+
+bool control_codec_role_ok(const char *s)
+{
+	size_t n = 0;
+	if (!s)
+		return false;
+	for (; s[n]; n++) {
+		char ch = s[n];
+		if (n >= CONTROL_ROLE_MAX)
+			return false;
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+		      ch == '-'))
+			return false;
+	}
+	return n > 0;
+}
+
+int control_codec_roles_check(const char *const *roles, size_t n, size_t *ret_bad,
+			      const char **ret_why)
+{
+	if (n > CONTROL_ROLES_MAX) {
+		*ret_bad = n;
+		*ret_why = "too many roles (at most 64)";
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!control_codec_role_ok(roles[i])) {
+			*ret_bad = i;
+			*ret_why = "invalid role name (allowed: [a-z0-9_-], 1 to 63 characters)";
+			return -EINVAL;
+		}
+		for (size_t k = 0; k < i; k++) {
+			if (strcmp(roles[k], roles[i]) == 0) {
+				*ret_bad = i;
+				*ret_why = "a role is named twice";
+				return -EINVAL;
+			}
+		}
+	}
+	return 0;
+}
+
 static bool kind_needs_name(int kind)
 {
 	return kind == LEASEHOLD__CONTROL__KIND__KIND_STATUS ||
@@ -37,7 +91,43 @@ static bool kind_needs_name(int kind)
 static bool kind_known(int kind)
 {
 	return kind >= LEASEHOLD__CONTROL__KIND__KIND_PLUGINS &&
-	       kind <= LEASEHOLD__CONTROL__KIND__KIND_VERSION;
+	       kind <= LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR;
+}
+
+static bool kind_is_roles_write(int kind)
+{
+	return kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR;
+}
+
+/* roles_request_ok - the node and role fields of a ROLES_SET/ROLES_CLEAR. */
+static bool roles_request_ok(const Leasehold__Control__Request *req, const char **ret_why)
+{
+	size_t bad;
+
+	if (!req->node || req->node[0] == '\0') {
+		*ret_why = "this request needs a node id";
+		return false;
+	}
+	if (!control_codec_node_ok(req->node)) {
+		*ret_why = "invalid node id (1..128 printable ASCII characters, no '/')";
+		return false;
+	}
+	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR) {
+		if (req->n_roles > 0) {
+			*ret_why = "roles-clear takes no roles";
+			return false;
+		}
+		return true;
+	}
+	for (size_t i = 0; i < req->n_roles; i++) {
+		if (!req->roles[i]) {
+			*ret_why = "missing role name";
+			return false;
+		}
+	}
+	return control_codec_roles_check((const char *const *)req->roles, req->n_roles, &bad,
+					 ret_why) == 0;
 }
 
 int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control__Request **ret_req,
@@ -82,6 +172,10 @@ int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control
 		r = -EINVAL;
 		goto fail;
 	}
+	if (kind_is_roles_write((int)req->kind) && !roles_request_ok(req, &why)) {
+		r = -EINVAL;
+		goto fail;
+	}
 	*ret_req = req;
 	return 0;
 fail:
@@ -113,6 +207,32 @@ int control_codec_request_encode(Leasehold__Control__Kind kind, const char *name
 	return 0;
 }
 
+int control_codec_roles_request_encode(Leasehold__Control__Kind kind, const char *node,
+				       const char *const *roles, size_t n, uint8_t **ret_buf,
+				       size_t *ret_len)
+{
+	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
+	uint8_t *buf;
+	size_t len;
+
+	if (!kind_is_roles_write((int)kind) || !node || (n > 0 && !roles))
+		return -EINVAL;
+	req.protocol = CONTROL_PROTOCOL;
+	req.kind = kind;
+	req.name = (char *)"";
+	req.node = (char *)node;
+	req.roles = (char **)roles; /* pack only reads */
+	req.n_roles = n;
+	len = leasehold__control__request__get_packed_size(&req);
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	leasehold__control__request__pack(&req, buf);
+	*ret_buf = buf;
+	*ret_len = len;
+	return 0;
+}
+
 static bool str_ok(const char *s)
 {
 	return s && strnlen(s, CONTROL_STRING_MAX + 1) <= CONTROL_STRING_MAX;
@@ -127,6 +247,16 @@ static bool plugin_ok(const Leasehold__Control__Plugin *p)
 		return false;
 	if (p->reconcile && !str_ok(p->reconcile->last_error))
 		return false;
+	return true;
+}
+
+static bool role_entry_ok(const Leasehold__Control__RoleEntry *e)
+{
+	if (!e || !str_ok(e->node) || !str_ok(e->error))
+		return false;
+	for (size_t i = 0; i < e->n_roles; i++)
+		if (!str_ok(e->roles[i]))
+			return false;
 	return true;
 }
 
@@ -149,6 +279,9 @@ int control_codec_response_decode(const void *buf, size_t len,
 			goto bad;
 	for (size_t i = 0; i < resp->n_members; i++)
 		if (!resp->members[i] || !str_ok(resp->members[i]->node))
+			goto bad;
+	for (size_t i = 0; i < resp->n_roles; i++)
+		if (!role_entry_ok(resp->roles[i]))
 			goto bad;
 	*ret_resp = resp;
 	return 0;
@@ -199,6 +332,12 @@ const char *control_codec_kind_str(int kind)
 		return "reload";
 	case LEASEHOLD__CONTROL__KIND__KIND_VERSION:
 		return "version";
+	case LEASEHOLD__CONTROL__KIND__KIND_ROLES_LIST:
+		return "roles-list";
+	case LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET:
+		return "roles-set";
+	case LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR:
+		return "roles-clear";
 	default:
 		return "?";
 	}

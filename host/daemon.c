@@ -626,14 +626,16 @@ static int ctl_members(void *ud, const char *name, struct control_member *out, s
 	struct entry *e = find_name(d, name);
 	if (!e || !e->el)
 		return -ENOENT;
-	struct election_member tmp[256];
-	size_t cap = max < 256 ? max : 256;
-	size_t total = election_members(e->el, tmp, cap);
-	for (size_t i = 0; i < total && i < cap; i++) {
+	struct election_member *tmp = max ? calloc(max, sizeof(*tmp)) : NULL;
+	if (max && !tmp)
+		return -ENOMEM;
+	size_t total = election_members(e->el, tmp, max);
+	for (size_t i = 0; i < total && i < max; i++) {
 		out[i].node_id = tmp[i].node_id;
 		out[i].release = tmp[i].release;
 		out[i].leader = tmp[i].leader;
 	}
+	free(tmp);
 	*ret_total = total;
 	return 0;
 }
@@ -668,15 +670,17 @@ static const char *ctl_node_id(void *ud)
 static size_t ctl_roles_list(void *ud, struct control_role_entry *out, size_t max)
 {
 	struct daemon *d = ud;
-	struct roles_entry tmp[256];
-	size_t cap = max < 256 ? max : 256;
-	size_t total = roles_entries(d->roles, tmp, cap);
-	for (size_t i = 0; i < total && i < cap; i++) {
+	struct roles_entry *tmp = max ? calloc(max, sizeof(*tmp)) : NULL;
+	if (max && !tmp)
+		return 0;
+	size_t total = roles_entries(d->roles, tmp, max);
+	for (size_t i = 0; i < total && i < max; i++) {
 		out[i].node_id = tmp[i].node_id;
 		out[i].roles = tmp[i].roles;
 		out[i].n_roles = tmp[i].n_roles;
 		out[i].error = tmp[i].error;
 	}
+	free(tmp);
 	return total;
 }
 

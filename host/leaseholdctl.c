@@ -10,8 +10,13 @@
  * - Everything printed from the daemon goes through clean(): control bytes
  *   never reach the terminal. --json output is built with json-c.
  * - Exit codes: 0 ok, 1 the operation ran and did not succeed (wait-ready
- *   timed out, reload failed), 2 anything else (usage, unreachable daemon,
- *   unknown plugin, protocol error).
+ *   timed out, reload failed, a roles write failed in etcd), 2 anything else
+ *   (usage, unreachable daemon, unknown plugin, invalid node or role name,
+ *   a daemon without roles support, protocol error).
+ * - `roles` is a command group: "roles list|set|clear" are looked up as one
+ *   command each ("roles set" in the table). Node ids and role names are
+ *   checked here with the same rules as the daemon (control_codec.h), so a
+ *   typo is reported before anything is sent.
  */
 #include "config.h"
 
@@ -37,6 +42,8 @@
 #define EXIT_ERR 2
 
 #define CTL_TIMEOUT_MS 10000
+/* roles set/clear: the daemon answers once etcd has (5 s deadline by default) */
+#define CTL_WRITE_TIMEOUT_MS 30000
 #define CTL_WAIT_DEFAULT_S 60.0
 #define CTL_WAIT_MARGIN_MS 5000
 #define CTL_WAIT_MAX_S 4000000.0 /* keeps timeout_ms (uint32) + margin in range */
@@ -44,11 +51,16 @@
 
 typedef Leasehold__Control__Response Response;
 typedef Leasehold__Control__Plugin Plugin;
+typedef Leasehold__Control__RoleEntry RoleEntry;
+
+/* roles set NODE ROLE...: the subcommand, the node and the roles, plus one
+ * more so that "too many roles" is reported as such */
+#define MAX_ARGS (CONTROL_ROLES_MAX + 3)
 
 struct opts {
 	const char *control;
 	const char *cmd;
-	const char *args[4];
+	const char *args[MAX_ARGS];
 	size_t n_args;
 	bool json, help, version, has_timeout;
 	const char *timeout;
@@ -83,10 +95,27 @@ static const struct command commands[] = {
      "reload a plugin, or rescan the plugin directory",
      "Reload plugin NAME from its file, or rescan the whole plugin directory.\n"
      "Exit 1 when the daemon reports that the reload failed.\n"},
+    {"roles list", 0, 0, true, false, "roles list [--json]", "every node's roles",
+     "List every node's roles record (etcd P/roles/<node-id>) as this daemon\n"
+     "mirrors it: node id, roles (comma-separated, \"-\" for none) and, for a\n"
+     "record that is invalid, why (role-bound plugins on that node are then held\n"
+     "back). Nodes without a record hold no roles and are not listed.\n"
+     "--json prints an array of {\"node\", \"roles\": [..], \"error\": null or string}.\n"},
+    {"roles set", 1, 1 + CONTROL_ROLES_MAX, false, false, "roles set NODE [ROLE...]",
+     "replace a node's roles",
+     "Replace node NODE's roles with ROLE... (at most 64 distinct names, each\n"
+     "[a-z0-9_-], 1 to 63 characters). Without a ROLE the node keeps an empty\n"
+     "record (no roles); 'roles clear' deletes the record instead. The daemon\n"
+     "answers once etcd has stored the record; plugins that need a role start\n"
+     "or stop on that node as soon as its daemon sees the change.\n"
+     "Exit 1 when the write failed (e.g. etcd unavailable).\n"},
+    {"roles clear", 1, 1, false, false, "roles clear NODE", "delete a node's roles record",
+     "Delete node NODE's roles record: the node then holds no roles. A node\n"
+     "without a record is not an error. Exit 1 when the delete failed.\n"},
     {"version", 0, 0, false, false, "version", "client and daemon versions",
      "Print leaseholdctl's version and the daemon's version, node id and protocol.\n"},
-    {"help", 0, 1, false, false, "help [COMMAND]", "show help",
-     "Show help for leaseholdctl or one command.\n"},
+    {"help", 0, 2, false, false, "help [COMMAND]", "show help",
+     "Show help for leaseholdctl or one command (e.g. help roles set).\n"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -112,16 +141,17 @@ static void print_help(FILE *out)
 		"                 Default: $LEASEHOLD_CONTROL, else\n"
 		"                 ipc://$XDG_RUNTIME_DIR/leasehold.sock, else\n"
 		"                 ipc:///run/leasehold/control.sock (here: %s)\n"
-		"  --json         JSON output (plugins, status, members)\n"
+		"  --json         JSON output (plugins, status, members, roles list)\n"
 		"  --timeout S    wait-ready: give up after S seconds (default 60)\n"
 		"  -h, --help     this help; after a command, that command's help\n"
 		"  --version      print leaseholdctl's version\n"
 		"\nExit codes:\n"
 		"  0  success (wait-ready: the plugin is ready)\n"
 		"  1  the daemon answered but the operation did not succeed\n"
-		"     (wait-ready timed out, reload failed)\n"
+		"     (wait-ready timed out, reload failed, roles set/clear failed)\n"
 		"  2  error: bad usage, daemon not running or not answering, unknown\n"
-		"     plugin, permission denied, protocol error\n",
+		"     plugin, invalid node or role name, permission denied, protocol\n"
+		"     error\n",
 		control_default_url(def, sizeof(def)));
 }
 
@@ -129,8 +159,21 @@ static void print_command_help(FILE *out, const struct command *cmd)
 {
 	fprintf(out, "Usage: leaseholdctl [--control URL] %s\n\n%s", cmd->synopsis, cmd->help);
 	fprintf(out, "\nExit codes: 0 success, 1 operation did not succeed (wait-ready timeout,\n"
-		     "reload failed), 2 error (usage, daemon unreachable, unknown plugin).\n"
+		     "reload failed, roles write failed), 2 error (usage, daemon unreachable,\n"
+		     "unknown plugin, invalid node or role name).\n"
 		     "See leaseholdctl --help for the common options.\n");
+}
+
+/* print_roles_help - the `roles` command group. */
+static void print_roles_help(FILE *out)
+{
+	fprintf(out, "Usage: leaseholdctl [--control URL] roles list|set|clear [ARGS]\n\n"
+		     "Node roles (etcd P/roles/<node-id>): a plugin that declares a role runs\n"
+		     "only on nodes holding it.\n\n");
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		if (strncmp(commands[i].name, "roles ", 6) == 0)
+			fprintf(out, "  %-30s %s\n", commands[i].synopsis, commands[i].summary);
+	fprintf(out, "\nSee leaseholdctl help roles list|set|clear for details.\n");
 }
 
 static int usage_error(const struct command *cmd, const char *fmt, ...)
@@ -366,26 +409,21 @@ static void print_json(json_object *o)
 
 /* ---- the call ---------------------------------------------------------- */
 
-/* call - one request/reply. Prints its own errors; returns EXIT_OK with
- * *ret_resp set (caller frees) or EXIT_ERR. */
-static int call(const char *url, Leasehold__Control__Kind kind, const char *name,
-		uint32_t timeout_ms, nng_duration recv_timeout, Response **ret_resp)
+/* call - one request/reply: req (packed, borrowed) out, the reply in.
+ * Prints its own errors; returns EXIT_OK with *ret_resp set (caller frees)
+ * or EXIT_ERR; *ret_timed_out tells whether no answer came in time. */
+static int call(const char *url, const uint8_t *req, size_t req_len, nng_duration recv_timeout,
+		Response **ret_resp, bool *ret_timed_out)
 {
 	nng_socket s;
-	uint8_t *req = NULL;
-	size_t req_len = 0;
 	void *buf = NULL;
 	size_t len = 0;
 	const char *why;
 	int rv, ret = EXIT_ERR;
 
-	if (control_codec_request_encode(kind, name, timeout_ms, &req, &req_len) < 0) {
-		fprintf(stderr, "leaseholdctl: cannot encode the request\n");
-		return EXIT_ERR;
-	}
+	*ret_timed_out = false;
 	if ((rv = nng_req0_open(&s)) != 0) {
 		fprintf(stderr, "leaseholdctl: %s\n", nng_strerror(rv));
-		free(req);
 		return EXIT_ERR;
 	}
 	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, recv_timeout);
@@ -414,12 +452,13 @@ static int call(const char *url, Leasehold__Control__Kind kind, const char *name
 			nng_strerror(rv));
 		goto out;
 	}
-	rv = nng_send(s, req, req_len, 0);
+	rv = nng_send(s, (void *)req, req_len, 0); /* nng_send does not write to it */
 	if (rv == 0)
 		rv = nng_recv(s, &buf, &len, NNG_FLAG_ALLOC);
 	if (rv == NNG_ETIMEDOUT) {
 		fprintf(stderr, "leaseholdctl: no answer from leasehold at %s within %.1f s\n", url,
 			recv_timeout / 1000.0);
+		*ret_timed_out = true;
 		goto out;
 	} else if (rv != 0) {
 		fprintf(stderr, "leaseholdctl: talking to leasehold at %s: %s\n", url,
@@ -435,12 +474,12 @@ out:
 	if (buf)
 		nng_free(buf, len);
 	nng_close(s);
-	free(req);
 	return ret;
 }
 
-/* check_code - map a non-OK reply to a message and an exit code. */
-static int check_code(const Response *r)
+/* check_code - map a non-OK reply to a message and an exit code; roles: the
+ * request was a roles command. */
+static int check_code(const Response *r, bool roles)
 {
 	char m[CONTROL_STRING_MAX + 1], n[CELL];
 
@@ -450,6 +489,13 @@ static int check_code(const Response *r)
 	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND) {
 		fprintf(stderr, "leaseholdctl: %s (node %s)\n", m,
 			clean(r->node, n, sizeof(n), true));
+		return EXIT_ERR;
+	}
+	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND && roles) {
+		fprintf(stderr,
+			"leaseholdctl: this leasehold daemon does not support roles (%s); "
+			"upgrade it or enable roles there\n",
+			m);
 		return EXIT_ERR;
 	}
 	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT ||
@@ -490,6 +536,13 @@ static void plugin_cells(const Plugin *p, char (*buf)[CELL])
 		snprintf(buf[6], CELL, "-");
 	snprintf(buf[7], CELL, "%" PRIu64, rc ? rc->count : 0);
 	err = p->error && p->error[0] ? p->error : rc ? rc->last_error : NULL;
+	if ((!err || !err[0]) && p->held_back && p->held_back[0]) {
+		/* no error to show: say why it does not campaign (standby) */
+		char h[CELL];
+		snprintf(h, sizeof(h), "held: %s", p->held_back);
+		clean(h, buf[8], 61, true);
+		return;
+	}
 	clean(err, buf[8], 61, true);
 }
 
@@ -639,6 +692,97 @@ static int cmd_members(const Response *r, bool json)
 	return EXIT_OK;
 }
 
+/* role_list - an entry's roles as "a,b,c" (cleaned, cut to len - 1 bytes
+ * with "..."), "-" for none. Returns buf. */
+static const char *role_list(const RoleEntry *e, char *buf, size_t len)
+{
+	char tmp[CELL * 2];
+	size_t pos = 0;
+
+	for (size_t i = 0; i < e->n_roles && pos + 1 < sizeof(tmp); i++) {
+		int n = snprintf(tmp + pos, sizeof(tmp) - pos, "%s%s", i ? "," : "", e->roles[i]);
+		if (n < 0)
+			break;
+		pos += (size_t)n;
+		if (pos >= sizeof(tmp))
+			pos = sizeof(tmp) - 1;
+	}
+	tmp[pos] = '\0';
+	return clean(tmp, buf, len, true);
+}
+
+static int cmd_roles_list(const Response *r, bool json)
+{
+	static const char *const hdr[3] = {"NODE", "ROLES", "ERROR"};
+	static const bool right[3] = {false, false, false};
+	char title[CELL + 16], nb[CELL];
+	char(*buf)[CELL] = NULL;
+	const char **cells = NULL;
+
+	if (json) {
+		json_object *a = json_object_new_array();
+		for (size_t i = 0; i < r->n_roles; i++) {
+			const RoleEntry *e = r->roles[i];
+			json_object *o = json_object_new_object(), *ra = json_object_new_array();
+			json_object_object_add(o, "node", json_object_new_string(e->node));
+			for (size_t k = 0; k < e->n_roles; k++)
+				json_object_array_add(ra, json_object_new_string(e->roles[k]));
+			json_object_object_add(o, "roles", ra);
+			json_object_object_add(o, "error", json_str_or_null(e->error));
+			json_object_array_add(a, o);
+		}
+		print_json(a);
+		json_object_put(a);
+		return EXIT_OK;
+	}
+	if (r->n_roles > 0) {
+		buf = calloc(r->n_roles * 3, sizeof(*buf));
+		cells = calloc(r->n_roles * 3, sizeof(*cells));
+		if (!buf || !cells) {
+			free(buf);
+			free(cells);
+			fprintf(stderr, "leaseholdctl: out of memory\n");
+			return EXIT_ERR;
+		}
+	}
+	for (size_t i = 0; i < r->n_roles; i++) {
+		const RoleEntry *e = r->roles[i];
+		clean(e->node, buf[i * 3], CELL, true);
+		role_list(e, buf[i * 3 + 1], CELL);
+		clean(e->error, buf[i * 3 + 2], CELL, true);
+		for (size_t c = 0; c < 3; c++)
+			cells[i * 3 + c] = buf[i * 3 + c];
+	}
+	snprintf(title, sizeof(title), "Node: %s", clean(r->node, nb, sizeof(nb), true));
+	print_table(title, hdr, right, 3, cells, r->n_roles);
+	if (r->n_roles == 0)
+		printf("(no roles records)\n");
+	free(buf);
+	free(cells);
+	return EXIT_OK;
+}
+
+/* check_roles_args - roles set/clear: NODE [ROLE...] as the daemon will
+ * check them. Returns EXIT_OK or EXIT_ERR (printed). */
+static int check_roles_args(const struct command *cmd, const char *const *args, size_t n)
+{
+	char b[CELL];
+	const char *why;
+	size_t bad;
+
+	if (!control_codec_node_ok(args[0]))
+		return usage_error(cmd,
+				   "invalid node id '%s' (1 to %d printable ASCII characters, no "
+				   "'/')",
+				   clean(args[0], b, sizeof(b), false), CONTROL_NODE_MAX);
+	if (control_codec_roles_check(args + 1, n - 1, &bad, &why) < 0) {
+		if (bad >= n - 1)
+			return usage_error(cmd, "%s", why);
+		return usage_error(cmd, "%s: '%s'", why, clean(args[1 + bad], b, sizeof(b), false));
+	}
+	return EXIT_OK;
+}
+
 /* parse_timeout - seconds (fractional) -> ms. 0 or -EINVAL. */
 static int parse_timeout(const char *s, uint32_t *ret_ms)
 {
@@ -661,29 +805,73 @@ static int parse_timeout(const char *s, uint32_t *ret_ms)
 int main(int argc, char **argv)
 {
 	struct opts o = {0};
-	const struct command *cmd;
+	const struct command *cmd = NULL;
 	char urlbuf[4096], def[4096];
 	const char *url, *name;
 	Response *resp = NULL;
 	Leasehold__Control__Kind kind;
 	nng_duration recv_timeout = CTL_TIMEOUT_MS;
 	uint32_t timeout_ms = 0;
-	int ret;
+	uint8_t *req = NULL;
+	size_t req_len = 0;
+	bool roles = false, roles_group = false, timed_out = false;
+	int ret, r;
 
 	if (parse_args(argc, argv, &o) < 0)
 		return EXIT_ERR;
-	cmd = find_command(o.cmd);
+	if (o.cmd && strcmp(o.cmd, "roles") == 0) {
+		/* "roles SUB ARGS": look up "roles SUB" */
+		roles = true;
+		if (o.n_args == 0) {
+			if (o.help) {
+				print_roles_help(stdout);
+				return EXIT_OK;
+			}
+			if (o.version) {
+				printf("leaseholdctl %s\n", PACKAGE_VERSION);
+				return EXIT_OK;
+			}
+			fprintf(stderr,
+				"leaseholdctl: roles: missing subcommand (list, set or clear)\n");
+			print_roles_help(stderr);
+			return EXIT_ERR;
+		}
+		snprintf(urlbuf, sizeof(urlbuf), "roles %s", o.args[0]);
+		cmd = find_command(urlbuf);
+		if (!cmd) {
+			char b[CELL];
+			return usage_error(NULL,
+					   "unknown roles subcommand '%s' (list, set or clear)",
+					   clean(o.args[0], b, sizeof(b), false));
+		}
+		memmove(o.args, o.args + 1, (o.n_args - 1) * sizeof(o.args[0]));
+		o.n_args--;
+	} else if (o.cmd && !strchr(o.cmd, ' ')) {
+		cmd = find_command(o.cmd); /* "roles set" as one word is no command */
+	}
 	if (o.cmd && !cmd)
 		return usage_error(NULL, "unknown command '%s'", o.cmd);
 	if (o.help || (cmd && strcmp(cmd->name, "help") == 0)) {
 		const struct command *about = cmd;
 		if (cmd && strcmp(cmd->name, "help") == 0) {
-			about = o.n_args ? find_command(o.args[0]) : NULL;
-			if (o.n_args && !about)
-				return usage_error(NULL, "unknown command '%s'", o.args[0]);
+			about = NULL;
+			if (o.n_args == 1 && strcmp(o.args[0], "roles") == 0) {
+				roles_group = true;
+			} else if (o.n_args == 2 && strcmp(o.args[0], "roles") == 0) {
+				snprintf(urlbuf, sizeof(urlbuf), "roles %s", o.args[1]);
+				about = find_command(urlbuf);
+			} else if (o.n_args == 1) {
+				about = find_command(o.args[0]);
+			}
+			if (o.n_args && !about && !roles_group)
+				return usage_error(NULL, "unknown command '%s%s%s'", o.args[0],
+						   o.n_args > 1 ? " " : "",
+						   o.n_args > 1 ? o.args[1] : "");
 		}
 		if (about)
 			print_command_help(stdout, about);
+		else if (roles_group)
+			print_roles_help(stdout);
 		else
 			print_help(stdout);
 		return EXIT_OK;
@@ -699,15 +887,22 @@ int main(int argc, char **argv)
 	}
 	if (o.n_args < cmd->min_args)
 		return usage_error(cmd, "%s: missing argument", cmd->name);
-	if (o.n_args > cmd->max_args)
+	if (o.n_args > cmd->max_args) {
+		if (strcmp(cmd->name, "roles set") == 0)
+			return usage_error(cmd, "too many roles (at most %d)", CONTROL_ROLES_MAX);
 		return usage_error(cmd, "unexpected argument '%s'", o.args[cmd->max_args]);
+	}
 	if (o.json && !cmd->json)
 		return usage_error(cmd, "%s does not take --json", cmd->name);
 	if (o.has_timeout && !cmd->timeout)
 		return usage_error(cmd, "%s does not take --timeout", cmd->name);
 	name = o.n_args ? o.args[0] : NULL;
-	if (name && !control_codec_name_ok(name))
+	if (roles) {
+		if (name && check_roles_args(cmd, o.args, o.n_args) != EXIT_OK)
+			return EXIT_ERR;
+	} else if (name && !control_codec_name_ok(name)) {
 		return usage_error(cmd, "invalid plugin name '%s'", name);
+	}
 
 	url = o.control;
 	if (!url || !url[0])
@@ -729,6 +924,12 @@ int main(int argc, char **argv)
 		kind = LEASEHOLD__CONTROL__KIND__KIND_RELOAD;
 	else if (strcmp(cmd->name, "version") == 0)
 		kind = LEASEHOLD__CONTROL__KIND__KIND_VERSION;
+	else if (strcmp(cmd->name, "roles list") == 0)
+		kind = LEASEHOLD__CONTROL__KIND__KIND_ROLES_LIST;
+	else if (strcmp(cmd->name, "roles set") == 0)
+		kind = LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET;
+	else if (strcmp(cmd->name, "roles clear") == 0)
+		kind = LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR;
 	else {
 		kind = LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY;
 		timeout_ms = (uint32_t)(CTL_WAIT_DEFAULT_S * 1000);
@@ -738,10 +939,37 @@ int main(int argc, char **argv)
 		recv_timeout = (nng_duration)timeout_ms + CTL_WAIT_MARGIN_MS;
 	}
 
-	ret = call(url, kind, name, timeout_ms, recv_timeout, &resp);
-	if (ret != EXIT_OK)
+	if (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET ||
+	    kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR) {
+		recv_timeout = CTL_WRITE_TIMEOUT_MS;
+		r = control_codec_roles_request_encode(kind, name, o.args + 1, o.n_args - 1, &req,
+						       &req_len);
+	} else {
+		r = control_codec_request_encode(kind, roles ? NULL : name, timeout_ms, &req,
+						 &req_len);
+	}
+	if (r < 0) {
+		fprintf(stderr, "leaseholdctl: cannot encode the request\n");
+		return EXIT_ERR;
+	}
+	if (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET && o.n_args == 1) {
+		char b[CELL];
+		fprintf(stderr,
+			"leaseholdctl: note: no ROLE given: node %s will hold no roles (its record "
+			"stays; 'roles clear' deletes it)\n",
+			clean(name, b, sizeof(b), false));
+	}
+	ret = call(url, req, req_len, recv_timeout, &resp, &timed_out);
+	free(req);
+	if (ret != EXIT_OK) {
+		if (timed_out && (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET ||
+				  kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR))
+			fprintf(stderr,
+				"leaseholdctl: the write may or may not have happened; check "
+				"with 'leaseholdctl roles list'\n");
 		return ret;
-	ret = check_code(resp);
+	}
+	ret = check_code(resp, roles);
 	if (ret == EXIT_OK) {
 		switch (kind) {
 		case LEASEHOLD__CONTROL__KIND__KIND_PLUGINS:
@@ -759,6 +987,23 @@ int main(int argc, char **argv)
 		case LEASEHOLD__CONTROL__KIND__KIND_RELOAD:
 			printf("reload requested: %s\n", name ? name : "all plugins");
 			break;
+		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_LIST:
+			ret = cmd_roles_list(resp, o.json);
+			break;
+		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET: {
+			char b[CELL], l[CELL];
+			RoleEntry e = LEASEHOLD__CONTROL__ROLE_ENTRY__INIT;
+			e.roles = (char **)(o.args + 1);
+			e.n_roles = o.n_args - 1;
+			printf("node %s: roles set to %s\n", clean(name, b, sizeof(b), false),
+			       e.n_roles ? role_list(&e, l, sizeof(l)) : "(none)");
+			break;
+		}
+		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR: {
+			char b[CELL];
+			printf("node %s: roles record deleted\n", clean(name, b, sizeof(b), false));
+			break;
+		}
 		case LEASEHOLD__CONTROL__KIND__KIND_VERSION: {
 			char v[CELL], n[CELL];
 			printf("leaseholdctl %s\nleasehold %s (node %s, protocol %" PRIu32 ")\n",

@@ -6,6 +6,9 @@
  * clients: the built $LH_BUILDDIR/leaseholdctl as a subprocess, raw nng req0
  * sockets for hostile input and the burst, and a forked child with another
  * uid. Everything waits for events with deadlines; nothing sleeps.
+ *
+ * The roles ops keep the done() of a roles_set/roles_clear in S, so a test
+ * decides when (and how) the asynchronous write completes.
  */
 #include "config.h"
 
@@ -56,6 +59,7 @@ static struct {
 	void *fn_arg;
 	bool fn_done;
 	unsigned plugins_calls; /* under mtx */
+	unsigned roles_calls;	/* under mtx: roles_set/roles_clear ops run */
 
 	/* loop thread only (or via call_on_loop) */
 	bool roles_ready;
@@ -64,6 +68,14 @@ static struct {
 	int reload_calls;
 	bool reload_null;
 	char reload_name[64];
+	bool held_mode; /* "roles" plugin: held back by a role, no error at all */
+	int roles_list_calls;
+	bool roles_was_clear;
+	char roles_node[256];
+	char roles_joined[8192]; /* the roles of the last roles_set, "a,b" */
+	size_t roles_n;
+	control_done_fn roles_done; /* the pending write's completion, or NULL */
+	void *roles_done_ctx;
 
 	char dir[64];
 	char path[128];
@@ -127,6 +139,10 @@ static size_t op_plugins(void *ud, struct control_plugin *out, size_t max)
 		p[n].reconcile_last_error = "etcd: deadline exceeded";
 		p[n].reconcile_last_at = 1700000100;
 		p[n].held_back = "release 2.0.0 is present";
+		if (S.held_mode) {
+			p[n].reconcile_last_error = NULL;
+			p[n].held_back = "needs role 'controller', not assigned to this node";
+		}
 		n++;
 	}
 	p[n].name = "broken";
@@ -186,7 +202,89 @@ static const char *op_node_id(void *ud)
 	return "node-a";
 }
 
+static const char *const node_a_roles[] = {"controller", "worker"};
+
+static size_t op_roles_list(void *ud, struct control_role_entry *out, size_t max)
+{
+	const struct control_role_entry e[3] = {
+	    {"node-a", node_a_roles, 2, NULL},
+	    {"node-b", NULL, 0, NULL},
+	    {"node-c", NULL, 0, "invalid role name (allowed: [a-z0-9_-], 1 to 63 characters)"},
+	};
+	(void)ud;
+	for (size_t i = 0; i < 3 && i < max; i++)
+		out[i] = e[i];
+	S.roles_list_calls++;
+	return 3;
+}
+
+/* roles_op - the test's roles_set/roles_clear. Node names pick a behaviour:
+ * "now-fail" fails at once (-ENOTCONN), "daemon-says-no" is refused by the
+ * "daemon" (-EINVAL), "sync" completes before returning, "sync-twice" too
+ * but twice (the second must be ignored); anything else is held in S until
+ * a test completes it. */
+static int roles_op(bool clear, const char *node, const char *const *roles, size_t n,
+		    control_done_fn done, void *done_ctx, char *err, size_t err_len)
+{
+	size_t pos = 0;
+	int r = 0;
+
+	S.roles_was_clear = clear;
+	snprintf(S.roles_node, sizeof(S.roles_node), "%s", node);
+	S.roles_n = n;
+	S.roles_joined[0] = '\0';
+	for (size_t i = 0; i < n && pos < sizeof(S.roles_joined); i++)
+		pos += (size_t)snprintf(S.roles_joined + pos, sizeof(S.roles_joined) - pos, "%s%s",
+					i ? "," : "", roles[i]);
+	if (strcmp(node, "now-fail") == 0) {
+		snprintf(err, err_len, "etcd: not connected");
+		r = -ENOTCONN;
+	} else if (strcmp(node, "daemon-says-no") == 0) {
+		snprintf(err, err_len, "the daemon refuses node '%s'", node);
+		r = -EINVAL;
+	} else if (strcmp(node, "sync") == 0) {
+		done(done_ctx, 0, NULL);
+	} else if (strcmp(node, "sync-twice") == 0) {
+		done(done_ctx, 0, NULL);
+		done(done_ctx, -EIO, "a second completion");
+	} else {
+		CHECK(S.roles_done == NULL); /* one at a time in these tests */
+		S.roles_done = done;
+		S.roles_done_ctx = done_ctx;
+	}
+	pthread_mutex_lock(&S.mtx);
+	S.roles_calls++;
+	pthread_cond_broadcast(&S.cond);
+	pthread_mutex_unlock(&S.mtx);
+	return r;
+}
+
+static int op_roles_set(void *ud, const char *node, const char *const *roles, size_t n,
+			control_done_fn done, void *done_ctx, char *err, size_t err_len)
+{
+	(void)ud;
+	return roles_op(false, node, roles, n, done, done_ctx, err, err_len);
+}
+
+static int op_roles_clear(void *ud, const char *node, control_done_fn done, void *done_ctx,
+			  char *err, size_t err_len)
+{
+	(void)ud;
+	return roles_op(true, node, NULL, 0, done, done_ctx, err, err_len);
+}
+
 static const struct control_ops ops = {
+    .plugins = op_plugins,
+    .members = op_members,
+    .reload = op_reload,
+    .node_id = op_node_id,
+    .roles_list = op_roles_list,
+    .roles_set = op_roles_set,
+    .roles_clear = op_roles_clear,
+};
+
+/* a daemon without roles support (the roles ops are NULL) */
+static const struct control_ops ops_noroles = {
     .plugins = op_plugins,
     .members = op_members,
     .reload = op_reload,
@@ -245,6 +343,26 @@ static void wait_plugins_calls(unsigned n)
 	pthread_mutex_unlock(&S.mtx);
 }
 
+/* wait_roles_calls - until the roles_set/roles_clear ops ran at least n
+ * times (10 s). */
+static void wait_roles_calls(unsigned n)
+{
+	struct timespec dl = abs_deadline(10000);
+	pthread_mutex_lock(&S.mtx);
+	while (S.roles_calls < n)
+		CHECK(pthread_cond_timedwait(&S.cond, &S.mtx, &dl) == 0);
+	pthread_mutex_unlock(&S.mtx);
+}
+
+static unsigned roles_calls(void)
+{
+	unsigned n;
+	pthread_mutex_lock(&S.mtx);
+	n = S.roles_calls;
+	pthread_mutex_unlock(&S.mtx);
+	return n;
+}
+
 static unsigned plugins_calls(void)
 {
 	unsigned n;
@@ -285,6 +403,52 @@ static size_t waiting(void)
 {
 	call_on_loop(waiting_fn, NULL);
 	return waiting_result;
+}
+
+static size_t pending_result;
+static void pending_fn(void *arg)
+{
+	struct control *const *c = arg;
+	pending_result = control_pending(*c);
+}
+
+/* pending - control_pending() of *c, read on the loop thread */
+static size_t pending(struct control *const *c)
+{
+	call_on_loop(pending_fn, (void *)c);
+	return pending_result;
+}
+
+struct completion {
+	int err;
+	const char *msg;
+};
+
+/* complete_fn - the "daemon" finishes the held roles write (loop thread) */
+static void complete_fn(void *arg)
+{
+	const struct completion *x = arg;
+	control_done_fn done = S.roles_done;
+	void *ctx = S.roles_done_ctx;
+	CHECK(done != NULL);
+	S.roles_done = NULL;
+	S.roles_done_ctx = NULL;
+	done(ctx, x->err, x->msg);
+}
+
+/* forget_done_fn - drop a held completion without calling it (its server
+ * was freed: calling it now is forbidden) */
+static void forget_done_fn(void *arg)
+{
+	(void)arg;
+	CHECK(S.roles_done != NULL);
+	S.roles_done = NULL;
+	S.roles_done_ctx = NULL;
+}
+
+static void set_held_mode_fn(void *arg)
+{
+	S.held_mode = *(bool *)arg;
 }
 
 static void set_notify_in_op_fn(void *arg)
@@ -365,7 +529,7 @@ struct cli {
  * sets LEASEHOLD_CONTROL (else it is removed from the environment). */
 static void cli_startv(struct cli *c, const char *env_control, const char *const *args)
 {
-	char *argv[32];
+	char *argv[96];
 	char *envp[256];
 	char envc[512];
 	size_t n = 0, e = 0;
@@ -373,7 +537,7 @@ static void cli_startv(struct cli *c, const char *env_control, const char *const
 	posix_spawn_file_actions_t fa;
 
 	argv[n++] = (char *)S.cli;
-	for (size_t i = 0; args[i] && n < 31; i++)
+	for (size_t i = 0; args[i] && n < 95; i++)
 		argv[n++] = (char *)args[i];
 	argv[n] = NULL;
 	for (char **v = environ; *v && e < 250; v++)
@@ -1075,6 +1239,531 @@ static void test_cli_usage_and_help(void)
 	free(err);
 }
 
+/* ---- tests: roles ------------------------------------------------------- */
+
+static const char expected_roles_table[] =
+    "+ Node: node-a --------------+-------------------------------------------------------------+\n"
+    "| NODE   | ROLES             | ERROR                                                       |\n"
+    "+--------+-------------------+-------------------------------------------------------------+\n"
+    "| node-a | controller,worker | -                                                           |\n"
+    "| node-b | -                 | -                                                           |\n"
+    "| node-c | -                 | invalid role name (allowed: [a-z0-9_-], 1 to 63 characters) |\n"
+    "+--------+-------------------+-------------------------------------------------------------+"
+    "\n";
+
+static void test_cli_roles_list_table(void)
+{
+	char *out, *err;
+	CHECK_INT_EQ(run(&out, &err, "roles", "list", NULL), 0);
+	if (strcmp(out, expected_roles_table) != 0) {
+		fprintf(stderr, "roles table differs; got:\n%s\nexpected:\n%s", out,
+			expected_roles_table);
+		exit(1);
+	}
+	CHECK_STR_EQ(err, "");
+	free(out);
+	free(err);
+}
+
+static void test_cli_roles_list_json(void)
+{
+	char *out, *err;
+	json_object *a, *e, *r;
+
+	CHECK_INT_EQ(run(&out, &err, "roles", "list", "--json", NULL), 0);
+	CHECK_STR_EQ(err, "");
+	a = json_tokener_parse(out);
+	CHECK(a && json_object_is_type(a, json_type_array));
+	CHECK_INT_EQ(json_object_array_length(a), 3);
+
+	e = json_object_array_get_idx(a, 0);
+	CHECK_INT_EQ(json_object_object_length(e), 3);
+	CHECK_STR_EQ(jstr(e, "node"), "node-a");
+	r = jget(e, "roles");
+	CHECK(r && json_object_is_type(r, json_type_array));
+	CHECK_INT_EQ(json_object_array_length(r), 2);
+	CHECK_STR_EQ(json_object_get_string(json_object_array_get_idx(r, 0)), "controller");
+	CHECK_STR_EQ(json_object_get_string(json_object_array_get_idx(r, 1)), "worker");
+	jnull(e, "error");
+
+	e = json_object_array_get_idx(a, 1);
+	CHECK_STR_EQ(jstr(e, "node"), "node-b");
+	r = jget(e, "roles");
+	CHECK(r && json_object_is_type(r, json_type_array));
+	CHECK_INT_EQ(json_object_array_length(r), 0);
+	jnull(e, "error");
+
+	e = json_object_array_get_idx(a, 2);
+	CHECK_STR_EQ(jstr(e, "node"), "node-c");
+	r = jget(e, "roles");
+	CHECK(r && json_object_is_type(r, json_type_array));
+	CHECK_INT_EQ(json_object_array_length(r), 0);
+	CHECK_STR_EQ(jstr(e, "error"),
+		     "invalid role name (allowed: [a-z0-9_-], 1 to 63 characters)");
+	json_object_put(a);
+	free(out);
+	free(err);
+}
+
+/* The reply to roles set comes only after the op's done(): while the test
+ * holds the completion, the CLI keeps waiting and the server keeps serving. */
+static void test_cli_roles_set_waits_for_done(void)
+{
+	const char *args[] = {"--control", S.url,	 "roles",  "set",
+			      "node-b",	   "controller", "worker", NULL};
+	struct completion ok = {0, NULL};
+	unsigned calls = roles_calls();
+	struct cli c;
+	char *out, *err;
+
+	cli_startv(&c, NULL, args);
+	wait_roles_calls(calls + 1);
+	CHECK(!S.roles_was_clear);
+	CHECK_STR_EQ(S.roles_node, "node-b");
+	CHECK_INT_EQ(S.roles_n, 2);
+	CHECK_STR_EQ(S.roles_joined, "controller,worker");
+	CHECK_INT_EQ(pending(&S.ctl), 1);
+
+	/* other requests are served meanwhile; the CLI still waits */
+	CHECK_INT_EQ(run(&out, &err, "roles", "list", NULL), 0);
+	free(out);
+	free(err);
+	expect_serving();
+	CHECK_INT_EQ(waitpid(c.pid, NULL, WNOHANG), 0);
+	CHECK_INT_EQ(pending(&S.ctl), 1);
+
+	call_on_loop(complete_fn, &ok);
+	CHECK_INT_EQ(cli_finish(&c, 15000, &out, &err), 0);
+	CHECK_STR_EQ(out, "node node-b: roles set to controller,worker\n");
+	CHECK_STR_EQ(err, "");
+	CHECK_INT_EQ(pending(&S.ctl), 0);
+	free(out);
+	free(err);
+	expect_serving();
+}
+
+static void test_cli_roles_set_empty_set(void)
+{
+	const char *args[] = {"--control", S.url, "roles", "set", "node-b", NULL};
+	struct completion ok = {0, NULL};
+	unsigned calls = roles_calls();
+	struct cli c;
+	char *out, *err;
+
+	cli_startv(&c, NULL, args);
+	wait_roles_calls(calls + 1);
+	CHECK(!S.roles_was_clear);
+	CHECK_STR_EQ(S.roles_node, "node-b");
+	CHECK_INT_EQ(S.roles_n, 0);
+	CHECK_INT_EQ(waitpid(c.pid, NULL, WNOHANG), 0);
+	call_on_loop(complete_fn, &ok);
+	CHECK_INT_EQ(cli_finish(&c, 15000, &out, &err), 0);
+	CHECK_STR_EQ(out, "node node-b: roles set to (none)\n");
+	CHECK_CONTAINS(err, "note: no ROLE given");
+	free(out);
+	free(err);
+}
+
+static void test_cli_roles_clear_waits_for_done(void)
+{
+	const char *args[] = {"--control", S.url, "roles", "clear", "node-c", NULL};
+	struct completion ok = {0, NULL};
+	unsigned calls = roles_calls();
+	struct cli c;
+	char *out, *err;
+
+	cli_startv(&c, NULL, args);
+	wait_roles_calls(calls + 1);
+	CHECK(S.roles_was_clear);
+	CHECK_STR_EQ(S.roles_node, "node-c");
+	CHECK_INT_EQ(pending(&S.ctl), 1);
+	expect_serving();
+	CHECK_INT_EQ(waitpid(c.pid, NULL, WNOHANG), 0);
+	call_on_loop(complete_fn, &ok);
+	CHECK_INT_EQ(cli_finish(&c, 15000, &out, &err), 0);
+	CHECK_STR_EQ(out, "node node-c: roles record deleted\n");
+	CHECK_STR_EQ(err, "");
+	CHECK_INT_EQ(pending(&S.ctl), 0);
+	free(out);
+	free(err);
+}
+
+static void test_cli_roles_write_failed_exit_1(void)
+{
+	const char *set[] = {"--control", S.url, "roles", "set", "node-b", "worker", NULL};
+	const char *clr[] = {"--control", S.url, "roles", "clear", "node-b", NULL};
+	struct completion fail = {-ETIMEDOUT, "etcd: deadline exceeded"};
+	struct completion fail_nomsg = {-ECONNREFUSED, NULL};
+	unsigned calls = roles_calls();
+	struct cli c;
+	char *out, *err;
+
+	/* failed later, in "etcd" */
+	cli_startv(&c, NULL, set);
+	wait_roles_calls(calls + 1);
+	call_on_loop(complete_fn, &fail);
+	CHECK_INT_EQ(cli_finish(&c, 15000, &out, &err), 1);
+	CHECK_STR_EQ(out, "");
+	CHECK_STR_EQ(
+	    err, "leaseholdctl: cannot set the roles of node 'node-b': etcd: deadline exceeded\n");
+	free(out);
+	free(err);
+
+	cli_startv(&c, NULL, clr);
+	wait_roles_calls(calls + 2);
+	call_on_loop(complete_fn, &fail_nomsg);
+	CHECK_INT_EQ(cli_finish(&c, 15000, &out, &err), 1);
+	CHECK_CONTAINS(err, "cannot clear the roles of node 'node-b': ");
+	CHECK_CONTAINS(err, strerror(ECONNREFUSED));
+	free(out);
+	free(err);
+
+	/* failed at once */
+	CHECK_INT_EQ(run(&out, &err, "roles", "set", "now-fail", "worker", NULL), 1);
+	CHECK_STR_EQ(err, "leaseholdctl: cannot set the roles of node 'now-fail': etcd: not "
+			  "connected\n");
+	free(out);
+	free(err);
+	/* refused by the daemon's own validation: a bad request, exit 2 */
+	CHECK_INT_EQ(run(&out, &err, "roles", "clear", "daemon-says-no", NULL), 2);
+	CHECK_CONTAINS(err, "bad request: the daemon refuses node 'daemon-says-no'");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(roles_calls(), calls + 4);
+	CHECK_INT_EQ(pending(&S.ctl), 0);
+	CHECK(S.roles_done == NULL);
+	expect_serving();
+}
+
+/* done() from inside the op: answered when the op returns; a second done()
+ * is ignored. */
+static void test_cli_roles_done_inside_op(void)
+{
+	char *out, *err;
+	unsigned calls = roles_calls();
+
+	CHECK_INT_EQ(run(&out, &err, "roles", "set", "sync-twice", "worker", NULL), 0);
+	CHECK_STR_EQ(out, "node sync-twice: roles set to worker\n");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(roles_calls(), calls + 1);
+	CHECK_INT_EQ(pending(&S.ctl), 0);
+	expect_serving();
+}
+
+static void test_cli_roles_invalid_exit_2(void)
+{
+	char *out, *err;
+	unsigned calls = roles_calls();
+	char long_role[80], long_node[140];
+	const char *many[96];
+	char names[70][8];
+	size_t n = 0;
+	struct cli c;
+
+	memset(long_role, 'a', 64);
+	long_role[64] = '\0';
+	memset(long_node, 'n', 129);
+	long_node[129] = '\0';
+
+	static const struct {
+		const char *node, *role, *expect;
+	} bad[] = {
+	    {"node-b", "Controller", "invalid role name"},
+	    {"node-b", "a.b", "invalid role name"},
+	    {"node-b", "", "invalid role name"},
+	    {"a/b", "worker", "invalid node id 'a/b'"},
+	    {"node b", "worker", "invalid node id"},
+	    {"node-b\x01", "worker", "invalid node id"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK_INT_EQ(run(&out, &err, "roles", "set", bad[i].node, bad[i].role, NULL), 2);
+		CHECK_STR_EQ(out, "");
+		CHECK_CONTAINS(err, bad[i].expect);
+		CHECK_CONTAINS(err, "Usage: leaseholdctl [--control URL] roles set NODE [ROLE...]");
+		free(out);
+		free(err);
+	}
+	CHECK_INT_EQ(run(&out, &err, "roles", "set", "node-b", long_role, NULL), 2);
+	CHECK_CONTAINS(err, "invalid role name");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "roles", "set", long_node, "worker", NULL), 2);
+	CHECK_CONTAINS(err, "invalid node id");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "roles", "clear", long_node, NULL), 2);
+	CHECK_CONTAINS(err, "invalid node id");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "roles", "set", "node-b", "worker", "x", "worker", NULL), 2);
+	CHECK_CONTAINS(err, "a role is named twice: 'worker'");
+	free(out);
+	free(err);
+
+	/* 65 roles */
+	many[n++] = "--control";
+	many[n++] = S.url;
+	many[n++] = "roles";
+	many[n++] = "set";
+	many[n++] = "node-b";
+	for (int i = 0; i < 65; i++) {
+		snprintf(names[i], sizeof(names[i]), "r%d", i);
+		many[n++] = names[i];
+	}
+	many[n] = NULL;
+	cli_startv(&c, NULL, many);
+	CHECK_INT_EQ(cli_finish(&c, 20000, &out, &err), 2);
+	CHECK_CONTAINS(err, "too many roles (at most 64)");
+	free(out);
+	free(err);
+	/* 64 are fine */
+	many[n - 1] = NULL;
+	cli_startv(&c, NULL, many);
+	wait_roles_calls(calls + 1);
+	CHECK_INT_EQ(S.roles_n, 64);
+	{
+		struct completion ok = {0, NULL};
+		call_on_loop(complete_fn, &ok);
+	}
+	CHECK_INT_EQ(cli_finish(&c, 20000, &out, &err), 0);
+	free(out);
+	free(err);
+
+	/* usage */
+	CHECK_INT_EQ(run(&out, &err, "roles", NULL), 2);
+	CHECK_CONTAINS(err, "missing subcommand");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "roles", "frob", NULL), 2);
+	CHECK_CONTAINS(err, "unknown roles subcommand 'frob'");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "roles", "set", NULL), 2);
+	CHECK_CONTAINS(err, "missing argument");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "roles", "clear", NULL), 2);
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "roles", "clear", "node-b", "worker", NULL), 2);
+	CHECK_CONTAINS(err, "unexpected argument 'worker'");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "roles", "list", "node-b", NULL), 2);
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "roles", "set", "node-b", "x", "--json", NULL), 2);
+	free(out);
+	free(err);
+	CHECK_INT_EQ(roles_calls(), calls + 1); /* only the 64-role set reached the op */
+}
+
+/* Hostile ROLES_SET/ROLES_CLEAR requests that bypass the CLI's checks. */
+static void test_server_roles_bad_requests(void)
+{
+	static const char *const upper[] = {"Worker"};
+	static const char *const dup[] = {"a", "a"};
+	static const char *const one[] = {"worker"};
+	static const char *const empty[] = {""};
+	const char *too_many[65];
+	char names[65][8];
+	char long_node[140];
+	unsigned calls = roles_calls();
+	uint8_t *buf;
+	size_t len;
+
+	memset(long_node, 'n', 129);
+	long_node[129] = '\0';
+	for (int i = 0; i < 65; i++) {
+		snprintf(names[i], sizeof(names[i]), "r%d", i);
+		too_many[i] = names[i];
+	}
+	const struct {
+		Leasehold__Control__Kind kind;
+		const char *node;
+		const char *const *roles;
+		size_t n;
+	} bad[] = {
+	    {LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET, "node-b", upper, 1},
+	    {LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET, "node-b", dup, 2},
+	    {LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET, "node-b", empty, 1},
+	    {LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET, "node-b", too_many, 65},
+	    {LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET, "", one, 1},
+	    {LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET, "a/b", one, 1},
+	    {LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET, long_node, one, 1},
+	    {LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET, "a\x7f", one, 1},
+	    {LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR, "node-b", one, 1},
+	    {LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR, "", NULL, 0},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK_OK(control_codec_roles_request_encode(bad[i].kind, bad[i].node, bad[i].roles,
+							    bad[i].n, &buf, &len));
+		expect_code(raw_call(buf, len), LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST);
+		free(buf);
+	}
+	CHECK_INT_EQ(roles_calls(), calls);
+	expect_serving();
+}
+
+/* check_last_roles_valid - what the last roles op got passes the rules. */
+static void check_last_roles_valid(void)
+{
+	char copy[sizeof(S.roles_joined)];
+	size_t n = 0;
+
+	CHECK(control_codec_node_ok(S.roles_node));
+	CHECK(S.roles_n <= CONTROL_ROLES_MAX);
+	snprintf(copy, sizeof(copy), "%s", S.roles_joined);
+	for (char *p = copy, *comma; S.roles_n > 0; p = comma + 1) {
+		comma = strchr(p, ',');
+		if (comma)
+			*comma = '\0';
+		CHECK(control_codec_role_ok(p));
+		n++;
+		if (!comma)
+			break;
+	}
+	CHECK_INT_EQ(n, S.roles_n);
+}
+
+/* Garbage and truncated ROLES_SET bytes: an error reply; the op only ever
+ * sees a request that is valid (a flipped byte may yield one). */
+static void test_server_roles_garbage(void)
+{
+	static const char *const roles[] = {"controller", "worker"};
+	static const uint8_t bad_node_type[] = {0x08, 0x01, 0x10, 0x08, 0x28, 0x01};
+	unsigned calls = roles_calls(), valid = 0;
+	uint8_t *buf;
+	size_t len;
+
+	/* node "sync": a request that reaches the op completes at once */
+	CHECK_OK(control_codec_roles_request_encode(LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET,
+						    "sync", roles, 2, &buf, &len));
+	for (size_t cut = 1; cut < len; cut++) {
+		unsigned before = roles_calls();
+		Response *r = raw_call(buf, len - cut);
+		if (roles_calls() != before) {
+			/* cut exactly after a whole role: still a valid, shorter set */
+			CHECK_INT_EQ(r->code, LEASEHOLD__CONTROL__CODE__CODE_OK);
+			check_last_roles_valid();
+			valid++;
+		} else {
+			CHECK(r->code != LEASEHOLD__CONTROL__CODE__CODE_OK);
+			CHECK(r->message[0] != '\0');
+		}
+		leasehold__control__response__free_unpacked(r, NULL);
+	}
+	/* every byte flipped in turn */
+	for (size_t i = 0; i < len; i++) {
+		unsigned before = roles_calls();
+		uint8_t *x = malloc(len);
+		Response *r;
+		CHECK(x);
+		memcpy(x, buf, len);
+		x[i] ^= 0xff;
+		r = raw_call(x, len);
+		if (roles_calls() != before) {
+			check_last_roles_valid();
+			valid++;
+		}
+		CHECK(r->code == LEASEHOLD__CONTROL__CODE__CODE_OK || r->message[0] != '\0');
+		leasehold__control__response__free_unpacked(r, NULL);
+		free(x);
+	}
+	free(buf);
+	calls += valid;
+	/* field 5 (node) as a varint instead of a string */
+	expect_code(raw_call(bad_node_type, sizeof(bad_node_type)),
+		    LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST);
+	CHECK_INT_EQ(roles_calls(), calls);
+	expect_serving();
+}
+
+/* A standby plugin held back without any error: LAST ERROR says why. */
+static void test_cli_plugins_held_back_shown(void)
+{
+	char *out, *err;
+	json_object *a, *p;
+	bool t = true, f = false;
+
+	call_on_loop(set_held_mode_fn, &t);
+	CHECK_INT_EQ(run(&out, &err, "plugins", NULL), 0);
+	CHECK_CONTAINS(out, "| roles      | 1.0.0   | standby | node-b | no    | 1.0.0..2.0.0 | "
+			    "WORKING 1.0.0 |          0 | held: needs role 'controller', not "
+			    "assigned to this node |\n");
+	/* an error still wins over the held-back reason */
+	CHECK_CONTAINS(out, "| ABI major 2, host expects 1 ");
+	free(out);
+	free(err);
+
+	CHECK_INT_EQ(run(&out, &err, "plugins", "--json", NULL), 0);
+	a = json_tokener_parse(out);
+	CHECK(a && json_object_is_type(a, json_type_array));
+	p = json_object_array_get_idx(a, 1);
+	CHECK_STR_EQ(jstr(p, "name"), "roles");
+	CHECK_STR_EQ(jstr(p, "state"), "standby");
+	CHECK_STR_EQ(jstr(p, "held_back"), "needs role 'controller', not assigned to this node");
+	jnull(p, "error");
+	jnull(jget(p, "reconcile"), "last_error");
+	json_object_put(a);
+	free(out);
+	free(err);
+
+	CHECK_INT_EQ(run(&out, &err, "status", "roles", NULL), 0);
+	CHECK_CONTAINS(out, "state:         standby\n");
+	CHECK_CONTAINS(out, "held back:     needs role 'controller', not assigned to this node\n");
+	free(out);
+	free(err);
+	call_on_loop(set_held_mode_fn, &f);
+}
+
+static void test_cli_roles_help(void)
+{
+	char *out, *err;
+	static const char *const subs[] = {"list", "set", "clear"};
+
+	CHECK_INT_EQ(run(&out, &err, "--help", NULL), 0);
+	CHECK_CONTAINS(out, "roles list [--json]");
+	CHECK_CONTAINS(out, "roles set NODE [ROLE...]");
+	CHECK_CONTAINS(out, "roles clear NODE");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "roles", "--help", NULL), 0);
+	CHECK_CONTAINS(out, "Usage: leaseholdctl [--control URL] roles list|set|clear");
+	CHECK_CONTAINS(out, "roles set NODE [ROLE...]");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "help", "roles", NULL), 0);
+	CHECK_CONTAINS(out, "roles list|set|clear");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "help", "roles", "set", NULL), 0);
+	CHECK_CONTAINS(out, "Usage: leaseholdctl [--control URL] roles set NODE [ROLE...]");
+	free(out);
+	free(err);
+	CHECK_INT_EQ(run(&out, &err, "help", "roles", "nope", NULL), 2);
+	free(out);
+	free(err);
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		char syn[64];
+		snprintf(syn, sizeof(syn), "Usage: leaseholdctl [--control URL] roles %s", subs[i]);
+		CHECK_INT_EQ(run(&out, &err, "roles", subs[i], "--help", NULL), 0);
+		CHECK_CONTAINS(out, syn);
+		CHECK_CONTAINS(out, "Exit codes");
+		free(out);
+		free(err);
+		CHECK_INT_EQ(run(&out, &err, "roles", subs[i], "--version", NULL), 0);
+		CHECK_STR_EQ(out, "leaseholdctl " PACKAGE_VERSION "\n");
+		free(out);
+		free(err);
+	}
+	CHECK_INT_EQ(run(&out, &err, "roles", "--version", NULL), 0);
+	CHECK_STR_EQ(out, "leaseholdctl " PACKAGE_VERSION "\n");
+	free(out);
+	free(err);
+}
+
 /* ---- tests: server robustness ------------------------------------------- */
 
 static void test_server_garbage_bytes(void)
@@ -1394,6 +2083,93 @@ static void test_server_free_with_pending_wait(void)
 	expect_serving();
 }
 
+/* A daemon whose roles ops are NULL: a clear "not supported", exit 2. */
+static struct control *ctl3;
+static char url3[240];
+static void new_ctl3_fn(void *arg)
+{
+	char err[256];
+	(void)arg;
+	CHECK_OK(control_new(S.loop, url3, &ops_noroles, NULL, &ctl3, err, sizeof(err)));
+}
+
+static void test_cli_roles_not_supported_exit_2(void)
+{
+	const char *cmds[][5] = {
+	    {"--control", url3, "roles", "list", NULL},
+	    {"--control", url3, "roles", "set", "node-b"},
+	    {"--control", url3, "roles", "clear", "node-b"},
+	};
+	unsigned calls = roles_calls();
+	int list_calls = S.roles_list_calls;
+	struct cli c;
+	char *out, *err;
+
+	snprintf(url3, sizeof(url3), "ipc://%s/noroles.sock", S.dir);
+	call_on_loop(new_ctl3_fn, NULL);
+	for (size_t i = 0; i < 3; i++) {
+		const char *args[7];
+		memcpy(args, cmds[i], sizeof(cmds[i]));
+		args[5] = i == 1 ? "worker" : NULL;
+		args[6] = NULL;
+		cli_startv(&c, NULL, args);
+		CHECK_INT_EQ(cli_finish(&c, 20000, &out, &err), 2);
+		CHECK_STR_EQ(out, "");
+		CHECK_CONTAINS(err, "this leasehold daemon does not support roles");
+		CHECK_CONTAINS(err, "roles are not supported by this daemon");
+		free(out);
+		free(err);
+	}
+	CHECK_INT_EQ(roles_calls(), calls);
+	CHECK_INT_EQ(S.roles_list_calls, list_calls);
+	call_on_loop(free_ctl_fn, &ctl3);
+}
+
+/* A server freed while a roles write waits for done(): no reply, no leak
+ * (LSan), no crash; the done() is then never called (control.h's rule). */
+static void test_server_free_with_pending_roles(void)
+{
+	static const char *const roles[] = {"controller"};
+	unsigned calls = roles_calls();
+	nng_socket s;
+	nng_aio *aio;
+	nng_msg *m;
+	uint8_t *buf;
+	size_t len;
+	char path2[160];
+	struct stat st;
+
+	snprintf(path2, sizeof(path2), "%s/third.sock", S.dir);
+	snprintf(url2, sizeof(url2), "ipc://%s", path2);
+	call_on_loop(new_ctl2_fn, NULL);
+
+	CHECK(nng_req0_open(&s) == 0);
+	CHECK(nng_dial(s, url2, NULL, 0) == 0);
+	CHECK(nng_aio_alloc(&aio, NULL, NULL) == 0);
+	CHECK_OK(control_codec_roles_request_encode(LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET,
+						    "node-b", roles, 1, &buf, &len));
+	CHECK(nng_msg_alloc(&m, 0) == 0);
+	CHECK(nng_msg_append(m, buf, len) == 0);
+	free(buf);
+	nng_aio_set_msg(aio, m);
+	nng_send_aio(s, aio);
+	nng_aio_wait(aio);
+	CHECK(nng_aio_result(aio) == 0);
+	wait_roles_calls(calls + 1);
+	CHECK_INT_EQ(pending(&ctl2), 1);
+	CHECK(S.roles_done != NULL);
+	call_on_loop(free_ctl_fn, &ctl2);
+	call_on_loop(forget_done_fn, NULL);
+	nng_aio_set_timeout(aio, 300);
+	nng_recv_aio(s, aio);
+	nng_aio_wait(aio);
+	CHECK(nng_aio_result(aio) != 0); /* no answer after the server is gone */
+	nng_aio_free(aio);
+	nng_close(s);
+	CHECK(lstat(path2, &st) < 0 && errno == ENOENT);
+	expect_serving();
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -1421,6 +2197,20 @@ int main(void)
 	RUN(test_server_burst_1000);
 	RUN(test_server_refuses_other_uid);
 	RUN(test_server_free_with_pending_wait);
+	RUN(test_cli_roles_list_table);
+	RUN(test_cli_roles_list_json);
+	RUN(test_cli_roles_set_waits_for_done);
+	RUN(test_cli_roles_set_empty_set);
+	RUN(test_cli_roles_clear_waits_for_done);
+	RUN(test_cli_roles_write_failed_exit_1);
+	RUN(test_cli_roles_done_inside_op);
+	RUN(test_cli_roles_invalid_exit_2);
+	RUN(test_cli_roles_help);
+	RUN(test_cli_roles_not_supported_exit_2);
+	RUN(test_cli_plugins_held_back_shown);
+	RUN(test_server_roles_bad_requests);
+	RUN(test_server_roles_garbage);
+	RUN(test_server_free_with_pending_roles);
 	server_stop();
 	nng_fini();
 	return 0;
