@@ -126,6 +126,8 @@ struct election {
 	int64_t member_lease; /* lease our member record was written with, 0 = none */
 	struct release member_release;
 	int64_t my_rev;       /* create_revision of our election key, 0 = none */
+	bool resign_publishes;          /* the resign in flight also puts our member record */
+	struct release resign_release;  /* ... with this (incoming) release */
 	enum op_kind op;
 	struct etcd_call *call;
 	struct loop_timer *retry_timer;
@@ -461,12 +463,13 @@ static int status_encode(int state, struct release v, struct release mcr, uint8_
 	return 0;
 }
 
-static int member_encode(const struct election *e, uint8_t **ret, size_t *ret_len)
+static int member_encode(const struct election *e, struct release rel, uint8_t **ret,
+                         size_t *ret_len)
 {
 	Leasehold__Release pr = LEASEHOLD__RELEASE__INIT;
-	pr.major = e->rel.release.major;
-	pr.minor = e->rel.release.minor;
-	pr.patch = e->rel.release.patch;
+	pr.major = rel.major;
+	pr.minor = rel.minor;
+	pr.patch = rel.patch;
 	Leasehold__Member m = LEASEHOLD__MEMBER__INIT;
 	m.node_id = e->node_id;
 	m.release = &pr;
@@ -722,7 +725,7 @@ static void member_put(struct election *e)
 {
 	uint8_t *v;
 	size_t vlen;
-	if (member_encode(e, &v, &vlen) < 0)
+	if (member_encode(e, e->rel.release, &v, &vlen) < 0)
 		return;
 	struct etcd_op op = {.type = ETCD_OP_PUT,
 	                     .key = e->k_member_self,
@@ -826,28 +829,54 @@ static void on_resign(struct etcd_client *c, int err, const struct etcd_response
 {
 	struct election *e = ud;
 	(void)c;
-	(void)r;
 	op_done(e);
 	if (err < 0) {
 		/* a failed resign keeps the key; retry under the same compare */
+		e->resign_publishes = false;
 		retry_later(e, "resign", err);
 		return;
 	}
+	if (r->succeeded && e->resign_publishes) {
+		/* the member record carries the incoming release already */
+		e->member_release = e->resign_release;
+		e->member_lease = e->lease;
+	}
+	e->resign_publishes = false;
 	e->retry_backoff = 100 * LOOP_NS_PER_MS;
 	e->my_rev = 0;
 	step(e);
 }
 
+/* resign - delete our election key (compare: still our key). When a driver
+ * swap is pending, the same txn publishes the incoming release in our member
+ * record: peers then see our key vanish and the newer release at one
+ * revision, so none of them wins in between (no flip-flop on a leader's own
+ * hot reload). */
 static void resign(struct election *e)
 {
 	size_t kl = strlen(e->my_key);
 	struct etcd_compare cmp = {.target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL,
 	                           .key = e->my_key, .key_len = kl, .number = e->my_rev};
-	struct etcd_op del = {.type = ETCD_OP_DELETE, .key = e->my_key, .key_len = kl};
+	struct etcd_op ops[2] = {{.type = ETCD_OP_DELETE, .key = e->my_key, .key_len = kl}};
+	size_t n_ops = 1;
+	uint8_t *v = NULL;
+	size_t vlen = 0;
+	e->resign_publishes = false;
+	if (e->swap.pending && e->lease && e->member_lease == e->lease &&
+	    member_encode(e, e->swap.rel.release, &v, &vlen) == 0) {
+		ops[1] = (struct etcd_op){.type = ETCD_OP_PUT, .key = e->k_member_self,
+		                          .key_len = strlen(e->k_member_self), .value = v,
+		                          .value_len = vlen, .lease = e->lease};
+		n_ops = 2;
+		e->resign_publishes = true;
+		e->resign_release = e->swap.rel.release;
+	}
 	e->op = OP_RESIGN;
-	int r = etcd_txn(e->etcd, &cmp, 1, &del, 1, NULL, 0, NULL, on_resign, e, &e->call);
+	int r = etcd_txn(e->etcd, &cmp, 1, ops, n_ops, NULL, 0, NULL, on_resign, e, &e->call);
+	free(v);
 	if (r < 0) {
 		e->op = OP_NONE;
+		e->resign_publishes = false;
 		retry_later(e, "resign", r);
 	}
 }

@@ -269,6 +269,11 @@ static bool p_drv_elected(void *a)
 	return ((struct node *)a)->drv.leading;
 }
 
+static bool p_standby(void *a)
+{
+	return info_of(a).state == ELECTION_STANDBY;
+}
+
 static bool p_campaigning(void *a)
 {
 	return info_of(a).state == ELECTION_CAMPAIGNING;
@@ -428,6 +433,11 @@ static bool p_two_members(void *a)
 	return election_members(((struct node *)a)->el, mem, 8) >= 2;
 }
 
+static bool p_two_status_writes(void *a)
+{
+	return info_of(a).status_writes >= 2;
+}
+
 static void test_service(void)
 {
 	wipe();
@@ -466,7 +476,7 @@ static void test_service(void)
 	tu_put_member(&T, PFX, PLUGIN, "a", REL(1, 0, 0));
 	wait_status(DONE, REL(1, 0, 0), REL(1, 0, 0), "DONE status after the upgrade");
 	CHECK(n1.drv.reconciles >= 1);
-	CHECK(info_of(&n1).status_writes >= 2); /* restricted WORKING, then DONE */
+	tu_wait(&T, p_two_status_writes, &n1, 5000, "restricted WORKING, then DONE");
 
 	/* The status forbids old releases: a too-old member does not block the reconciler. */
 	tu_put_status(&T, PFX, PLUGIN, DONE, REL(0, 0, 2), REL(10000, 0, 0));
@@ -558,8 +568,10 @@ static void test_newer_release_takes_over(void)
 	node_stop(&a);
 	node_stop(&b);
 	wait_status(DONE, REL(1, 1, 0), REL(1, 1, 0), "DONE by 1.1.0");
-	/* the restricted status was written first: 1.0.0 members could not serve after */
-	CHECK(info_of(&c).status_writes >= 2);
+	/* the restricted status was written first: 1.0.0 members could not serve
+	 * after (c counts the write once its reply arrives, which may be after
+	 * our own client saw DONE) */
+	tu_wait(&T, p_two_status_writes, &c, 5000, "restricted WORKING, then DONE, by c");
 	node_stop(&c);
 	node_free(&a);
 	node_free(&b);
@@ -688,6 +700,38 @@ static void test_events_during_reconcile_start_no_second(void)
 	node_free(&a);
 }
 
+/* ---- a leader's own hot reload does not hand leadership to a peer ---- */
+
+static void test_leader_reload_never_elects_a_peer(void)
+{
+	wipe();
+	struct node a, b;
+	node_start(&a, 1, REL100, 10, true);
+	tu_wait(&T, p_node_leading, &a, 5000, "a leading");
+	node_start(&b, 2, REL100, 10, true);
+	tu_wait(&T, p_campaigning, &b, 5000, "b campaigning behind a");
+	/* a reloads to a compatible 1.1.0: its old driver leaves, the new one leads */
+	struct tdrv d2 = {.node = 11};
+	CHECK_OK(loop_timer_new(T.loop, on_d_timer, &d2, &d2.t));
+	bool swapped = false;
+	struct plugin_releases r11 = {{1, 1, 0}, {1, 0, 0}, {1, 0, 0}};
+	election_set_driver(a.el, &tdrv_ops, &d2, &r11, on_swapped, &swapped);
+	tu_wait(&T, p_tdrv_leading, &d2, 5000, "a's new driver leads");
+	/* b saw a's key vanish and the newer release at the same revision: it
+	 * left the election instead of winning in between */
+	CHECK_INT_EQ(b.drv.elected, 0);
+	tu_wait(&T, p_standby, &b, 5000, "b standby (older release)");
+	CHECK_INT_EQ(b.drv.elected, 0);
+	election_set_driver(a.el, &tdrv_ops, &a.drv, &REL100, NULL, NULL);
+	node_stop(&b);
+	node_stop(&a);
+	while (d2.nq > 0)
+		d_finish(&d2);
+	loop_timer_free(d2.t);
+	node_free(&a);
+	node_free(&b);
+}
+
 int main(void)
 {
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
@@ -700,6 +744,7 @@ int main(void)
 	RUN(test_session_loss_deposes);
 	RUN(test_initial_reconcile_backoff);
 	RUN(test_events_during_reconcile_start_no_second);
+	RUN(test_leader_reload_never_elects_a_peer);
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);
 	return 0;
