@@ -226,8 +226,10 @@ static int reply_plugins(struct reply *rp, const struct control_plugin *src, siz
 		leasehold__control__plugin__init(&d->p);
 		d->p.name = pb_str(rp, s->name);
 		d->p.file = pb_str(rp, s->file);
-		pb_release(&d->rel, s->release);
-		d->p.release = &d->rel;
+		if (s->has_release) {
+			pb_release(&d->rel, s->release);
+			d->p.release = &d->rel;
+		}
 		d->p.state = pb_str(rp, s->state);
 		d->p.leader = pb_str(rp, s->leader);
 		d->p.ready = s->ready;

@@ -40,7 +40,8 @@ struct control;
 struct control_plugin {
 	const char *name;
 	const char *file;        /* file in the plugin dir, or NULL */
-	struct release release;  /* the running instance's release */
+	struct release release;  /* the running instance's release (if has_release) */
+	bool has_release;        /* false while nothing runs: JSON null, table "-" */
 	const char *state;       /* loading|standby|campaigning|leading|failed|stopped */
 	const char *leader;      /* node id of the current leader, or NULL */
 	bool ready;

@@ -85,7 +85,7 @@ struct daemon {
 	int exit_code;
 };
 
-static void entry_changed(struct entry *e);
+static int entry_changed(struct entry *e);
 static void maybe_finish_shutdown(struct daemon *d);
 
 int parse_duration(const char *s, uint64_t *ret_ns)
@@ -275,7 +275,7 @@ out:
 	notify(d);
 	if (e->reload_again && !d->shutting_down) {
 		e->reload_again = false;
-		entry_changed(e);
+		(void)entry_changed(e); /* a refusal is logged and kept in e->error */
 	}
 }
 
@@ -299,14 +299,17 @@ static int entry_make_election(struct entry *e, const struct loader_plugin *lp)
 	return election_start(e->el);
 }
 
-static void entry_changed(struct entry *e)
+/* entry_changed - (re)load e's file. Returns 0 when a load started (or the
+ * file is unchanged), -errno when the file was refused (the reason is kept
+ * in e->error and logged); init failures come later (on_init). */
+static int entry_changed(struct entry *e)
 {
 	struct daemon *d = e->d;
 	if (d->shutting_down || e->removing)
-		return;
+		return -ECANCELED;
 	if (e->next_pi) {
 		e->reload_again = true;
-		return;
+		return 0;
 	}
 	char err[LOADER_ERR_MAX];
 	struct loader_plugin *lp = NULL;
@@ -320,13 +323,13 @@ static void entry_changed(struct entry *e)
 		if (!e->pi)
 			e->failed = true;
 		notify(d);
-		return;
+		return r;
 	}
 	if (e->pi && lp->content_hash == e->hash) {
 		/* the same bytes again (a rescan, a touch): nothing to do */
 		loader_close(lp);
 		set_error(e, NULL);
-		return;
+		return 0;
 	}
 	char buf[512];
 	if (e->name[0] && strcmp(e->name, lp->name) != 0) {
@@ -361,7 +364,7 @@ static void entry_changed(struct entry *e)
 	}
 	e->next_hash = hash;
 	notify(d);
-	return;
+	return 0;
 refuse:
 	log_error("daemon", "refusing plugin file %s: %s", e->file, buf);
 	set_error(e, buf);
@@ -369,6 +372,7 @@ refuse:
 		e->failed = true;
 	loader_close(lp);
 	notify(d);
+	return r < 0 ? r : -EINVAL;
 }
 
 /* ---- removal / stop ---- */
@@ -440,7 +444,7 @@ static void on_plugindir(void *ud, enum plugindir_event ev, const char *file)
 		e->next = d->entries;
 		d->entries = e;
 	}
-	entry_changed(e);
+	(void)entry_changed(e); /* a refusal is logged and kept in e->error */
 }
 
 static void on_later(struct loop_timer *t, void *ud)
@@ -577,8 +581,10 @@ static void fill_plugin(struct entry *e, struct control_plugin *p)
 	p->file = e->file;
 	p->error = e->error;
 	const struct loader_plugin *lp = e->pi ? plugin_instance_plugin(e->pi) : NULL;
-	if (lp)
+	if (lp) {
 		p->release = lp->release;
+		p->has_release = true;
+	}
 	if (e->failed) {
 		p->state = "failed";
 	} else if (!e->pi) {
@@ -658,7 +664,11 @@ static int ctl_reload(void *ud, const char *name, char *err, size_t err_len)
 		snprintf(err, err_len, "unknown plugin '%s'", name);
 		return -ENOENT;
 	}
-	entry_changed(e);
+	int r = entry_changed(e);
+	if (r < 0 && r != -ECANCELED) {
+		snprintf(err, err_len, "%s", e->error ? e->error : strerror(-r));
+		return r == -ENOENT ? -EIO : r; /* -ENOENT means "unknown plugin" to the CLI */
+	}
 	return 0;
 }
 

@@ -520,7 +520,10 @@ static void plugin_cells(const Plugin *p, char (*buf)[CELL])
 	const char *err;
 
 	clean(p->name, buf[0], CELL, true);
-	fmt_release(p->release, buf[1], CELL);
+	if (p->release)
+		fmt_release(p->release, buf[1], CELL);
+	else
+		snprintf(buf[1], CELL, "-");
 	clean(p->state, buf[2], CELL, true);
 	clean(p->leader, buf[3], CELL, true);
 	snprintf(buf[4], CELL, "%s", p->ready ? "yes" : "no");
@@ -613,7 +616,7 @@ static int cmd_status(const Response *r, bool json)
 	printf("name:          %s\n", clean(p->name, b1, sizeof(b1), true));
 	printf("node:          %s\n", clean(r->node, b1, sizeof(b1), true));
 	printf("file:          %s\n", clean(p->file, b1, sizeof(b1), true));
-	printf("release:       %s\n", fmt_release(p->release, a, sizeof(a)));
+	printf("release:       %s\n", p->release ? fmt_release(p->release, a, sizeof(a)) : "-");
 	printf("state:         %s\n", clean(p->state, b1, sizeof(b1), true));
 	printf("leader:        %s\n", clean(p->leader, b1, sizeof(b1), true));
 	printf("ready:         %s\n", p->ready ? "yes" : "no");

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +14,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "check.h"
+#include "election.h"
 #include "hosts.h"
+#include "leasehold.pb-c.h"
+#include "session.h"
+#include "testutil.h"
+
+extern char **environ;
 
 #define MAX_HOSTS 16
 static struct host *g_hosts[MAX_HOSTS];
@@ -64,7 +74,36 @@ void host_setup(struct host *h, const char *base, const char *node)
 		g_hosts[g_nhosts++] = h;
 }
 
-void host_start(struct host *h, const char *urls, const char *const *extra)
+/* build an environment: the test's own plus envp (an entry overrides the
+ * variable of the same name); the strings are borrowed */
+static char **make_env(const char *const *envp)
+{
+	size_t n = 0, k = 0, m = 0;
+	while (environ[n])
+		n++;
+	while (envp && envp[m])
+		m++;
+	char **env = calloc(n + m + 1, sizeof(*env));
+	CHECK(env != NULL);
+	for (size_t i = 0; i < n; i++) {
+		bool overridden = false;
+		for (size_t j = 0; j < m && !overridden; j++) {
+			const char *eq = strchr(envp[j], '=');
+			size_t len = eq ? (size_t)(eq - envp[j]) : strlen(envp[j]);
+			overridden =
+			    strncmp(environ[i], envp[j], len) == 0 && environ[i][len] == '=';
+		}
+		if (!overridden)
+			env[k++] = environ[i];
+	}
+	for (size_t j = 0; j < m; j++)
+		env[k++] = (char *)(uintptr_t)envp[j];
+	env[k] = NULL;
+	return env;
+}
+
+static void spawn_host(struct host *h, const char *urls, const char *const *extra,
+		       const char *const *envp)
 {
 	char rt[600];
 	snprintf(rt, sizeof(rt), "%s/run", h->dir);
@@ -84,6 +123,9 @@ void host_start(struct host *h, const char *urls, const char *const *extra)
 	for (const char *const *p = extra; p && *p && a < 46; p++)
 		argv[a++] = *p;
 	argv[a] = NULL;
+	/* everything the child needs is built before fork: after it, only
+	 * async-signal-safe calls */
+	char **env = envp ? make_env(envp) : environ;
 	pid_t pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
@@ -92,10 +134,23 @@ void host_start(struct host *h, const char *urls, const char *const *extra)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		execv(argv[0], (char *const *)argv);
+		execve(argv[0], (char *const *)argv, env);
 		_exit(127);
 	}
+	if (env != environ)
+		free(env);
 	h->pid = pid;
+}
+
+void host_start(struct host *h, const char *urls, const char *const *extra)
+{
+	spawn_host(h, urls, extra, NULL);
+}
+
+void host_start_env(struct host *h, const char *urls, const char *const *extra,
+		    const char *const *envp)
+{
+	spawn_host(h, urls, extra, envp);
 }
 
 void host_signal(struct host *h, int sig)
@@ -160,4 +215,589 @@ void host_dump_log(const struct host *h)
 	buf[n] = 0;
 	fclose(f);
 	fprintf(stderr, "---- %s ----\n%s----\n", h->log, buf);
+}
+
+/* ---- additions for the end-to-end CLI / plugin-dir tests ---- */
+
+static long now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+const char *built_test_plugin(const char *name)
+{
+	static char buf[1024];
+	const char *b = getenv("LH_BUILDDIR");
+	snprintf(buf, sizeof(buf), "%s/tests/plugins/.libs/%s.so", b && *b ? b : ".", name);
+	return buf;
+}
+
+char *host_plugin_path(const struct host *h, const char *file, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s", h->plugin_dir, file);
+	return buf;
+}
+
+static void install_bytes(struct host *h, const void *data, size_t len, const char *src,
+			  const char *as, mode_t mode)
+{
+	char tmp[700], dst[700];
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", h->plugin_dir, as);
+	snprintf(dst, sizeof(dst), "%s/%s", h->plugin_dir, as);
+	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(out >= 0);
+	if (src) {
+		int in = open(src, O_RDONLY | O_CLOEXEC);
+		if (in < 0) {
+			fprintf(stderr, "cannot open %s: %s\n", src, strerror(errno));
+			exit(99);
+		}
+		char buf[65536];
+		ssize_t n;
+		while ((n = read(in, buf, sizeof(buf))) > 0)
+			CHECK(write(out, buf, (size_t)n) == n);
+		CHECK(n == 0);
+		close(in);
+	} else if (len > 0) {
+		CHECK(write(out, data, len) == (ssize_t)len);
+	}
+	CHECK(fchmod(out, mode) == 0);
+	CHECK(close(out) == 0);
+	CHECK(rename(tmp, dst) == 0);
+}
+
+void host_install_file(struct host *h, const char *src, const char *as, mode_t mode)
+{
+	install_bytes(h, NULL, 0, src, as, mode);
+}
+
+void host_install_text(struct host *h, const char *text, const char *as, mode_t mode)
+{
+	install_bytes(h, text, strlen(text), NULL, as, mode);
+}
+
+long host_log_size(const struct host *h)
+{
+	struct stat st;
+	return stat(h->log, &st) == 0 ? (long)st.st_size : 0;
+}
+
+char *host_log_since(const struct host *h, long from)
+{
+	FILE *f = fopen(h->log, "r");
+	char *s = NULL;
+	size_t len = 0, cap = 0;
+	if (f && fseek(f, from, SEEK_SET) == 0) {
+		char buf[8192];
+		size_t n;
+		while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+			if (len + n + 1 > cap) {
+				cap = (len + n + 1) * 2;
+				s = realloc(s, cap);
+				CHECK(s != NULL);
+			}
+			memcpy(s + len, buf, n);
+			len += n;
+		}
+	}
+	if (f)
+		fclose(f);
+	if (!s) {
+		s = malloc(1);
+		CHECK(s != NULL);
+	}
+	s[len] = 0;
+	return s;
+}
+
+void ctl_spawn(struct ctl_proc *p, const char *control, const char *const *args)
+{
+	const char *argv[40];
+	int a = 0, po[2], pe[2];
+	memset(p, 0, sizeof(*p));
+	argv[a++] = built_binary("leaseholdctl");
+	argv[a++] = "--control";
+	argv[a++] = control;
+	for (const char *const *x = args; x && *x && a < 39; x++)
+		argv[a++] = *x;
+	argv[a] = NULL;
+	CHECK(pipe2(po, O_CLOEXEC) == 0);
+	CHECK(pipe2(pe, O_CLOEXEC) == 0);
+	p->start_ms = now_ms();
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (devnull >= 0)
+			dup2(devnull, 0);
+		dup2(po[1], 1);
+		dup2(pe[1], 2);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(po[1]);
+	close(pe[1]);
+	p->pid = pid;
+	p->out_fd = po[0];
+	p->err_fd = pe[0];
+}
+
+static void append(char **buf, size_t *len, const char *data, size_t n)
+{
+	char *b = realloc(*buf, *len + n + 1);
+	CHECK(b != NULL);
+	memcpy(b + *len, data, n);
+	*len += n;
+	b[*len] = 0;
+	*buf = b;
+}
+
+static void ctl_proc_drop(struct ctl_proc *p)
+{
+	if (p->out_fd >= 0)
+		close(p->out_fd);
+	if (p->err_fd >= 0)
+		close(p->err_fd);
+	free(p->out);
+	free(p->err);
+	memset(p, 0, sizeof(*p));
+}
+
+/* read p's output until both pipes are closed or the deadline passed */
+static void ctl_drain(struct ctl_proc *p, long deadline)
+{
+	while (p->out_fd >= 0 || p->err_fd >= 0) {
+		struct pollfd pfd[2] = {{.fd = p->out_fd, .events = POLLIN},
+					{.fd = p->err_fd, .events = POLLIN}};
+		long left = deadline - now_ms();
+		if (left <= 0)
+			break;
+		int r = poll(pfd, 2, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		CHECK(r >= 0);
+		for (int i = 0; i < 2; i++) {
+			if (pfd[i].fd < 0 || !pfd[i].revents)
+				continue;
+			char buf[4096];
+			ssize_t n = read(pfd[i].fd, buf, sizeof(buf));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				close(pfd[i].fd);
+				if (i == 0)
+					p->out_fd = -1;
+				else
+					p->err_fd = -1;
+				continue;
+			}
+			if (i == 0)
+				append(&p->out, &p->out_len, buf, (size_t)n);
+			else
+				append(&p->err, &p->err_len, buf, (size_t)n);
+		}
+	}
+}
+
+bool ctl_running_for(struct ctl_proc *p, int ms)
+{
+	ctl_drain(p, now_ms() + ms);
+	return p->out_fd >= 0 || p->err_fd >= 0;
+}
+
+int ctl_finish(struct ctl_proc *p, struct ctl_out *o, int timeout_ms)
+{
+	ctl_drain(p, now_ms() + timeout_ms);
+	if (p->out_fd >= 0 || p->err_fd >= 0) {
+		kill(p->pid, SIGKILL);
+		waitpid(p->pid, NULL, 0);
+		ctl_proc_drop(p);
+		return -ETIMEDOUT;
+	}
+	/* both pipes closed: the process has exited or is about to */
+	int st;
+	while (waitpid(p->pid, &st, 0) < 0)
+		CHECK(errno == EINTR);
+	memset(o, 0, sizeof(*o));
+	o->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	o->ms = now_ms() - p->start_ms;
+	o->out = p->out ? p->out : strdup("");
+	o->err = p->err ? p->err : strdup("");
+	CHECK(o->out && o->err);
+	memset(p, 0, sizeof(*p));
+	return 0;
+}
+
+void ctl_run(struct ctl_out *o, const char *control, const char *const *args)
+{
+	struct ctl_proc p;
+	ctl_spawn(&p, control, args);
+	if (ctl_finish(&p, o, 30000) < 0) {
+		fprintf(stderr, "leaseholdctl %s ... did not finish within 30 s\n",
+			args && args[0] ? args[0] : "");
+		exit(1);
+	}
+}
+
+int host_ctl(const struct host *h, struct ctl_out *o, ...)
+{
+	const char *args[32];
+	size_t n = 0;
+	va_list ap;
+	va_start(ap, o);
+	for (const char *a; (a = va_arg(ap, const char *)) != NULL;) {
+		CHECK(n + 1 < sizeof(args) / sizeof(args[0]));
+		args[n++] = a;
+	}
+	va_end(ap);
+	args[n] = NULL;
+	ctl_run(o, h->control, args);
+	return o->status;
+}
+
+void ctl_out_free(struct ctl_out *o)
+{
+	free(o->out);
+	free(o->err);
+	o->out = o->err = NULL;
+}
+
+void hosts_dump_logs(void)
+{
+	for (int i = 0; i < g_nhosts; i++)
+		host_dump_log(g_hosts[i]);
+}
+
+/* split one table line "| a | b |" into trimmed cells; returns the count */
+static int split_row(const char *line, size_t line_len, char cells[][128], int max)
+{
+	int n = 0;
+	const char *p = line, *end = line + line_len;
+	if (p >= end || *p != '|')
+		return 0;
+	p++;
+	while (p < end && n < max) {
+		const char *bar = memchr(p, '|', (size_t)(end - p));
+		if (!bar)
+			break;
+		const char *a = p, *b = bar;
+		while (a < b && *a == ' ')
+			a++;
+		while (b > a && b[-1] == ' ')
+			b--;
+		snprintf(cells[n], 128, "%.*s", (int)(b - a), a);
+		n++;
+		p = bar + 1;
+	}
+	return n;
+}
+
+/* visit the '|' lines of out: the first is the header */
+const char *ctl_table_cell(const char *out, const char *row, const char *column, char *buf,
+			   size_t len)
+{
+	char hdr[16][128], cells[16][128];
+	int nh = 0, col = -1;
+	for (const char *l = out; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t ll = nl ? (size_t)(nl - l) : strlen(l);
+		if (ll > 0 && l[0] == '|') {
+			if (nh == 0) {
+				nh = split_row(l, ll, hdr, 16);
+				for (int i = 0; i < nh; i++)
+					if (strcmp(hdr[i], column) == 0)
+						col = i;
+				if (col < 0)
+					return NULL;
+			} else {
+				int nc = split_row(l, ll, cells, 16);
+				if (nc == nh && strcmp(cells[0], row) == 0) {
+					snprintf(buf, len, "%s", cells[col]);
+					return buf;
+				}
+			}
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	return NULL;
+}
+
+int ctl_table_rows(const char *out)
+{
+	int n = 0;
+	for (const char *l = out; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		if (l[0] == '|')
+			n++;
+		l = nl ? nl + 1 : NULL;
+	}
+	return n > 0 ? n - 1 : 0;
+}
+
+struct observer {
+	struct tu *t;
+	struct session *sess;
+	struct election *el;
+};
+
+static void obs_up(void *ud, int64_t l)
+{
+	(void)ud;
+	(void)l;
+}
+
+static void obs_lost(void *ud, int64_t l, const char *w)
+{
+	(void)ud;
+	(void)l;
+	(void)w;
+}
+
+static const struct session_ops obs_session_ops = {.up = obs_up, .lost = obs_lost};
+
+struct observer *obs_new(struct tu *t, const char *prefix, const char *plugin, struct release rel,
+			 struct release min_reconciler, struct release min_compatible)
+{
+	struct observer *o = calloc(1, sizeof(*o));
+	CHECK(o != NULL);
+	o->t = t;
+	/* the session is never started: no lease, so the observer never
+	 * registers nor campaigns; it only watches */
+	CHECK_OK(session_new(t->loop, t->etcd, 10, &obs_session_ops, NULL, &o->sess));
+	struct election_config cfg = {.prefix = prefix,
+				      .name = plugin,
+				      .node_id = "observer",
+				      .releases = {rel, min_reconciler, min_compatible}};
+	CHECK_OK(election_new(t->loop, t->etcd, o->sess, &cfg, &o->el));
+	CHECK_OK(election_start(o->el));
+	return o;
+}
+
+void obs_free(struct observer *o)
+{
+	if (!o)
+		return;
+	election_free(o->el);
+	session_free(o->sess);
+	free(o);
+}
+
+const char *obs_leader(struct observer *o)
+{
+	struct election_info i;
+	election_get_info(o->el, &i);
+	return i.leader;
+}
+
+size_t obs_members(struct observer *o)
+{
+	struct election_member m[16];
+	return election_members(o->el, m, 16);
+}
+
+bool obs_ready(struct observer *o)
+{
+	struct election_info i;
+	election_get_info(o->el, &i);
+	return i.ready;
+}
+
+struct obs_want {
+	const char *node;
+	size_t n;
+	struct release r;
+};
+
+static bool p_leader(struct observer *o, const struct obs_want *w)
+{
+	const char *l = obs_leader(o);
+	return l && strcmp(l, w->node) == 0;
+}
+
+static bool p_members(struct observer *o, const struct obs_want *w)
+{
+	return obs_members(o) == w->n;
+}
+
+static bool p_member_release(struct observer *o, const struct obs_want *w)
+{
+	struct election_member m[16];
+	size_t n = election_members(o->el, m, 16);
+	for (size_t i = 0; i < n && i < 16; i++)
+		if (strcmp(m[i].node_id, w->node) == 0)
+			return release_cmp(m[i].release, w->r) == 0;
+	return false;
+}
+
+static bool p_status_done(struct observer *o, const struct obs_want *w)
+{
+	struct election_info i;
+	election_get_info(o->el, &i);
+	return i.status_present && i.status_valid &&
+	       i.status_state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE &&
+	       release_cmp(i.status_version, w->r) == 0;
+}
+
+static long obs_wait(struct observer *o, bool (*pred)(struct observer *, const struct obs_want *),
+		     const struct obs_want *w, int timeout_ms, const char *what)
+{
+	uint64_t t0 = loop_now();
+	uint64_t deadline = t0 + (uint64_t)timeout_ms * LOOP_NS_PER_MS;
+	while (!pred(o, w)) {
+		if (loop_now() >= deadline) {
+			const char *l = obs_leader(o);
+			fprintf(stderr,
+				"timed out after %d ms waiting for %s (leader %s, %zu members)\n",
+				timeout_ms, what, l ? l : "(none)", obs_members(o));
+			hosts_dump_logs();
+			exit(1);
+		}
+		loop_run_once(o->t->loop, 20);
+	}
+	return (long)((loop_now() - t0) / LOOP_NS_PER_MS);
+}
+
+long obs_wait_leader(struct observer *o, const char *node, int timeout_ms)
+{
+	struct obs_want w = {.node = node};
+	char what[128];
+	snprintf(what, sizeof(what), "leader %s", node);
+	return obs_wait(o, p_leader, &w, timeout_ms, what);
+}
+
+long obs_wait_members(struct observer *o, size_t n, int timeout_ms)
+{
+	struct obs_want w = {.n = n};
+	char what[128];
+	snprintf(what, sizeof(what), "%zu members", n);
+	return obs_wait(o, p_members, &w, timeout_ms, what);
+}
+
+long obs_wait_member_release(struct observer *o, const char *node, struct release r, int timeout_ms)
+{
+	struct obs_want w = {.node = node, .r = r};
+	char what[128], rb[RELEASE_STRLEN];
+	snprintf(what, sizeof(what), "member %s at release %s", node,
+		 release_format(r, rb, sizeof(rb)));
+	return obs_wait(o, p_member_release, &w, timeout_ms, what);
+}
+
+long obs_wait_status_done(struct observer *o, struct release version, int timeout_ms)
+{
+	struct obs_want w = {.r = version};
+	char what[128], rb[RELEASE_STRLEN];
+	snprintf(what, sizeof(what), "status DONE %s", release_format(version, rb, sizeof(rb)));
+	return obs_wait(o, p_status_done, &w, timeout_ms, what);
+}
+
+struct json_object *ctl_plugins_json(const struct host *h)
+{
+	struct ctl_out o;
+	host_ctl(h, &o, "plugins", "--json", NULL);
+	if (o.status != 0) {
+		fprintf(stderr, "leaseholdctl plugins --json on %s: exit %d: %s\n", h->node,
+			o.status, o.err);
+		exit(1);
+	}
+	struct json_object *a = json_tokener_parse(o.out);
+	if (!a || !json_object_is_type(a, json_type_array)) {
+		fprintf(stderr, "leaseholdctl plugins --json on %s: not a JSON array:\n%s\n",
+			h->node, o.out);
+		exit(1);
+	}
+	ctl_out_free(&o);
+	return a;
+}
+
+struct json_object *jget(struct json_object *o, const char *path)
+{
+	char key[128];
+	while (o && path && *path) {
+		const char *dot = strchr(path, '.');
+		size_t n = dot ? (size_t)(dot - path) : strlen(path);
+		snprintf(key, sizeof(key), "%.*s", (int)n, path);
+		struct json_object *v = NULL;
+		if (!json_object_is_type(o, json_type_object) ||
+		    !json_object_object_get_ex(o, key, &v))
+			return NULL;
+		o = v;
+		path = dot ? dot + 1 : NULL;
+	}
+	return o;
+}
+
+const char *jstr(struct json_object *o, const char *path)
+{
+	struct json_object *v = jget(o, path);
+	return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+static struct json_object *find_in(struct json_object *a, const char *name)
+{
+	size_t n = json_object_array_length(a);
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < n; i++) {
+			struct json_object *p = json_object_array_get_idx(a, i);
+			const char *v = jstr(p, pass == 0 ? "name" : "file");
+			if (v && strcmp(v, name) == 0)
+				return json_object_get(p);
+		}
+	return NULL;
+}
+
+struct json_object *ctl_plugin_json(const struct host *h, const char *name)
+{
+	struct json_object *a = ctl_plugins_json(h);
+	struct json_object *p = find_in(a, name);
+	json_object_put(a);
+	return p;
+}
+
+struct json_object *ctl_wait_plugin(const struct host *h, const char *name,
+				    bool (*pred)(struct json_object *p, const void *arg),
+				    const void *arg, int timeout_ms, const char *what)
+{
+	long deadline = now_ms() + timeout_ms;
+	for (;;) {
+		struct json_object *a = ctl_plugins_json(h);
+		struct json_object *p = find_in(a, name);
+		if (pred(p, arg)) {
+			json_object_put(a);
+			return p;
+		}
+		json_object_put(p);
+		if (now_ms() >= deadline) {
+			fprintf(stderr,
+				"timed out after %d ms on %s waiting for %s; last plugins:\n%s\n",
+				timeout_ms, h->node, what,
+				json_object_to_json_string_ext(a, JSON_C_TO_STRING_PRETTY));
+			json_object_put(a);
+			hosts_dump_logs();
+			exit(1);
+		}
+		json_object_put(a);
+		/* no event to wait on through the CLI: poll, bounded by the deadline */
+		poll(NULL, 0, 20);
+	}
+}
+
+long host_wait_control(const struct host *h, int timeout_ms)
+{
+	long t0 = now_ms();
+	for (;;) {
+		struct ctl_out o;
+		int st = host_ctl(h, &o, "version", NULL);
+		ctl_out_free(&o);
+		if (st == 0)
+			return now_ms() - t0;
+		if (now_ms() - t0 >= timeout_ms) {
+			fprintf(stderr, "the daemon of %s did not answer within %d ms\n", h->node,
+				timeout_ms);
+			hosts_dump_logs();
+			exit(1);
+		}
+		poll(NULL, 0, 20); /* bounded by the deadline */
+	}
 }

@@ -9,11 +9,13 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "release.h"
+
 struct host {
 	char node[32];
-	char dir[512];        /* host's own dir */
+	char dir[512]; /* host's own dir */
 	char plugin_dir[600];
-	char control[640];    /* ipc://... */
+	char control[640]; /* ipc://... */
 	char log[600];
 	pid_t pid;
 	int exit_status; /* after host_wait: exit code, or 128+signal */
@@ -38,5 +40,124 @@ const char *built_plugin(const char *release);
 const char *built_binary(const char *name);
 /* dump the host log tail to stderr (for failures) */
 void host_dump_log(const struct host *h);
+
+/* ---- additions for the end-to-end CLI / plugin-dir tests ---- */
+
+/* host_start_env - like host_start, with envp ("NAME=VALUE" strings,
+ * NULL-terminated, may be NULL) added to the test's environment for the
+ * daemon (and so for its plugins); an entry overrides a variable of the same
+ * name. Exits the test on failure. */
+void host_start_env(struct host *h, const char *urls, const char *const *extra,
+		    const char *const *envp);
+
+/* host_install_file - copy the file at src into the host's plugin dir as `as`
+ * with mode `mode` (write to a temp name, then rename). */
+void host_install_file(struct host *h, const char *src, const char *as, mode_t mode);
+/* host_install_text - same with `text` as the file's content */
+void host_install_text(struct host *h, const char *text, const char *as, mode_t mode);
+/* host_plugin_path - <plugin dir>/<file> into buf; returns buf */
+char *host_plugin_path(const struct host *h, const char *file, char *buf, size_t len);
+
+/* host_log_size - current size of the host's log (0 when absent) */
+long host_log_size(const struct host *h);
+/* host_log_since - the log from byte `from` on (malloc'd, NUL-terminated;
+ * never NULL) */
+char *host_log_since(const struct host *h, long from);
+
+/* path of a built check-only test plugin, e.g. "bad-magic" ->
+ * $LH_BUILDDIR/tests/plugins/.libs/bad-magic.so (static buffer) */
+const char *built_test_plugin(const char *name);
+
+/* a finished leaseholdctl run */
+struct ctl_out {
+	int status; /* exit code, or 128+signal */
+	char *out;  /* stdout (malloc'd, NUL-terminated) */
+	char *err;  /* stderr (malloc'd, NUL-terminated) */
+	long ms;    /* wall time of the run */
+};
+/* a leaseholdctl run in progress */
+struct ctl_proc {
+	pid_t pid;
+	int out_fd, err_fd;
+	char *out, *err;
+	size_t out_len, err_len;
+	long start_ms;
+};
+
+/* ctl_spawn - start `leaseholdctl --control control args...` (args
+ * NULL-terminated) with stdout/stderr captured. Exits the test on failure. */
+void ctl_spawn(struct ctl_proc *p, const char *control, const char *const *args);
+/* ctl_finish - collect p's output and exit status into o, waiting at most
+ * timeout_ms; on timeout the process is killed and -ETIMEDOUT returned (o
+ * untouched). 0 on success; p is consumed either way. */
+int ctl_finish(struct ctl_proc *p, struct ctl_out *o, int timeout_ms);
+/* ctl_running_for - collect p's output for ms; true when it is still running
+ * then (has not closed its stdout and stderr) */
+bool ctl_running_for(struct ctl_proc *p, int ms);
+/* ctl_run - spawn + finish with a 30 s deadline (a timeout fails the test) */
+void ctl_run(struct ctl_out *o, const char *control, const char *const *args);
+/* host_ctl - ctl_run against h's control socket; the arguments after o are
+ * leaseholdctl's (NULL-terminated). Returns o->status. */
+int host_ctl(const struct host *h, struct ctl_out *o, ...) __attribute__((sentinel));
+void ctl_out_free(struct ctl_out *o);
+/* host_wait_control - after host_start: poll `leaseholdctl version` until the
+ * daemon answers (nothing to wait on from outside); after timeout_ms dump the
+ * logs and exit(1). Returns the elapsed ms. */
+long host_wait_control(const struct host *h, int timeout_ms);
+
+/* hosts_dump_logs - host_dump_log for every host set up so far */
+void hosts_dump_logs(void);
+
+/* ---- parsing leaseholdctl output ---- */
+/* ctl_table_cell - in a box table printed by leaseholdctl (plugins, members),
+ * the cell of column `column` (header text) in the row whose first cell is
+ * `row`, trimmed, into buf. Returns buf, or NULL when there is no such row or
+ * column. */
+const char *ctl_table_cell(const char *out, const char *row, const char *column, char *buf,
+			   size_t len);
+/* ctl_table_rows - number of data rows of the table in out */
+int ctl_table_rows(const char *out);
+
+/* ---- an observer: an election that never campaigns, fed by its own watch,
+ * to wait for cluster events (leader, members, status) with a deadline ---- */
+struct tu;
+struct observer;
+/* obs_new - observe plugin under prefix as a consumer of release rel with
+ * min_reconciler/min_compatible as given. Exits the test on failure. */
+struct observer *obs_new(struct tu *t, const char *prefix, const char *plugin, struct release rel,
+			 struct release min_reconciler, struct release min_compatible);
+void obs_free(struct observer *o);
+/* current leader (borrowed until the loop runs again) or NULL */
+const char *obs_leader(struct observer *o);
+size_t obs_members(struct observer *o);
+/* the observed consumer would be ready */
+bool obs_ready(struct observer *o);
+/* waits: run the loop until the condition holds; after timeout_ms print
+ * `what`, dump every host log and exit(1). Return the elapsed ms. */
+long obs_wait_leader(struct observer *o, const char *node, int timeout_ms);
+long obs_wait_members(struct observer *o, size_t n, int timeout_ms);
+long obs_wait_member_release(struct observer *o, const char *node, struct release r,
+			     int timeout_ms);
+long obs_wait_status_done(struct observer *o, struct release version, int timeout_ms);
+
+/* ---- leaseholdctl plugins --json ---- */
+struct json_object;
+/* ctl_plugins_json - `plugins --json` on h, parsed (the array; caller puts).
+ * A failing run or unparsable output fails the test. */
+struct json_object *ctl_plugins_json(const struct host *h);
+/* ctl_plugin_json - the object of plugin `name` (matched against "name",
+ * then "file") from `plugins --json` (a new reference; caller puts), or NULL */
+struct json_object *ctl_plugin_json(const struct host *h, const char *name);
+/* ctl_wait_plugin - poll `plugins --json` on h (the CLI gives no event to
+ * wait on) until pred(plugin object or NULL when absent, arg) is true;
+ * returns that object (caller puts; NULL when pred accepted absence). After
+ * timeout_ms: print `what` and the last JSON, dump the host logs, exit(1). */
+struct json_object *ctl_wait_plugin(const struct host *h, const char *name,
+				    bool (*pred)(struct json_object *p, const void *arg),
+				    const void *arg, int timeout_ms, const char *what);
+/* small accessors on a plugin object: a member by dotted path ("status.version");
+ * NULL when absent or JSON null */
+struct json_object *jget(struct json_object *o, const char *path);
+const char *jstr(struct json_object *o, const char *path);
 
 #endif
