@@ -279,6 +279,31 @@ out:
 	}
 }
 
+/* on_worker_failed - the plugin crashed, exited, was killed or overran
+ * --callback-timeout: give up its leadership at once (no drain: it cannot
+ * be waited for) and show why; the instance restarts its worker itself. */
+static void on_worker_failed(void *ud, const char *reason)
+{
+	struct entry *e = ud;
+	char buf[600];
+	snprintf(buf, sizeof(buf), "plugin worker failed: %s", reason ? reason : "?");
+	log_error("daemon", "%s: %s; restarting it with backoff", e->name, buf);
+	set_error(e, buf);
+	if (e->el)
+		election_fail(e->el, buf);
+	notify(e->d);
+}
+
+static void on_worker_recovered(void *ud)
+{
+	struct entry *e = ud;
+	log_info("daemon", "%s: plugin worker recovered", e->name);
+	set_error(e, NULL);
+	if (e->el)
+		election_recover(e->el);
+	notify(e->d);
+}
+
 static int entry_make_election(struct entry *e, const struct loader_plugin *lp)
 {
 	struct daemon *d = e->d;
@@ -354,7 +379,15 @@ static int entry_changed(struct entry *e)
 		         strerror(-r));
 		goto refuse;
 	}
-	struct plugin_instance_config pcfg = {.on_init = on_init, .userdata = e};
+	struct plugin_instance_config pcfg = {
+		.on_init = on_init,
+		.userdata = e,
+		.isolation = d->cfg->isolation,
+		.callback_timeout_ms = d->cfg->callback_timeout_ms,
+		.on_failed = on_worker_failed,
+		.on_recovered = on_worker_recovered,
+		.worker_path = d->cfg->worker_path,
+	};
 	uint64_t hash = lp->content_hash;
 	r = plugin_instance_new(lp, d->loop, election_driver_host(e->el), d->cfg->node_id, &pcfg,
 	                        &e->next_pi);

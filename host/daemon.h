@@ -25,6 +25,9 @@ struct daemon_config {
 	uint64_t shutdown_timeout_ns; /* give up draining after this (0 = 30 s) */
 	const char *const *roles_seed; /* --role: written only if the node has no record */
 	size_t n_roles_seed;
+	uint32_t isolation;           /* PLUGIN_ISOLATION_THREAD / _PROCESS */
+	uint32_t callback_timeout_ms; /* 0 = no limit */
+	const char *worker_path;      /* process mode: leasehold-worker; NULL = default */
 };
 
 /* daemon_run - run until SIGTERM/SIGINT (graceful: drain, resign, revoke) and

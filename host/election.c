@@ -1723,6 +1723,16 @@ void election_fail(struct election *e, const char *reason)
 	step(e);
 }
 
+void election_recover(struct election *e)
+{
+	if (!e->failed)
+		return;
+	free(e->fail_reason);
+	e->fail_reason = NULL;
+	e->failed = false;
+	step(e);
+}
+
 void election_free(struct election *e)
 {
 	if (!e)

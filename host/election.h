@@ -127,8 +127,12 @@ void election_stop(struct election *e, void (*done)(void *ud), void *ud);
 void election_session_up(struct election *e, int64_t lease);
 void election_session_lost(struct election *e);
 
-/* election_fail - mark failed (reason copied); deposes at once if leading. */
+/* election_fail - mark failed (reason copied); deposes at once if leading
+ * (nothing drained: a failed plugin cannot be waited for) and leaves the
+ * membership. */
 void election_fail(struct election *e, const char *reason);
+/* election_recover - clear a failure: take part again. */
+void election_recover(struct election *e);
 
 void election_free(struct election *e);
 

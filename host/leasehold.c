@@ -15,6 +15,7 @@
 
 #include "daemon.h"
 #include "log.h"
+#include "plugin_instance.h"
 #include "roles.h"
 
 static void usage(FILE *f)
@@ -44,6 +45,13 @@ static void usage(FILE *f)
 	        "  --reconcile-wait DUR      wait after election when a status existed (default 5s)\n"
 	        "  --reconcile-interval DUR  periodic reconcile (default 30s)\n"
 	        "  --shutdown-timeout DUR    give up draining on SIGTERM after this (default 30s)\n"
+	        "  --isolation MODE          thread (default): each plugin on a worker thread;\n"
+	        "                            process: each plugin in a child process, so a crash\n"
+	        "                            or hang is contained and the worker restarted\n"
+	        "  --callback-timeout DUR    a plugin callback running longer is a failure: the\n"
+	        "                            plugin is deposed (process mode: killed, restarted);\n"
+	        "                            default: no limit\n"
+	        "  --worker PATH             process mode: the leasehold-worker program\n"
 	        "\n"
 	        "operation:\n"
 	        "  --control URL             control socket (default ipc://$XDG_RUNTIME_DIR/leasehold.sock,\n"
@@ -74,6 +82,9 @@ enum {
 	OPT_CONTROL,
 	OPT_LOG_LEVEL,
 	OPT_ROLE,
+	OPT_ISOLATION,
+	OPT_CALLBACK_TIMEOUT,
+	OPT_WORKER,
 };
 
 static int bad(const char *msg, const char *arg)
@@ -101,6 +112,9 @@ int main(int argc, char **argv)
 		{"control", required_argument, NULL, OPT_CONTROL},
 		{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 		{"role", required_argument, NULL, OPT_ROLE},
+		{"isolation", required_argument, NULL, OPT_ISOLATION},
+		{"callback-timeout", required_argument, NULL, OPT_CALLBACK_TIMEOUT},
+		{"worker", required_argument, NULL, OPT_WORKER},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -186,6 +200,21 @@ int main(int argc, char **argv)
 			if (!roles_name_valid(optarg))
 				return bad("--role must match [a-z0-9_-]{1,63}", optarg);
 			roles[n_roles++] = optarg;
+			break;
+		case OPT_ISOLATION:
+			if (plugin_instance_parse_isolation(optarg, &cfg.isolation) < 0)
+				return bad("--isolation must be thread or process", optarg);
+			break;
+		case OPT_CALLBACK_TIMEOUT: {
+			uint64_t ns;
+			if (parse_duration(optarg, &ns) < 0 || ns < 1000000 ||
+			    ns / 1000000 > UINT32_MAX)
+				return bad("bad --callback-timeout duration (>= 1ms)", optarg);
+			cfg.callback_timeout_ms = (uint32_t)(ns / 1000000);
+			break;
+		}
+		case OPT_WORKER:
+			cfg.worker_path = optarg;
 			break;
 		case 'h':
 			usage(stdout);

@@ -1,16 +1,26 @@
 /*
  * plugin_instance.c - see plugin_instance.h for the design notes.
  *
- * The file has three parts: the worker thread (calls the plugin), the host
- * half (loop thread: event queue, bus I/O, txn bridging) and the lifecycle.
- * The two halves share nothing mutable: the worker owns struct worker after
- * pthread_create and until it is joined; everything crosses the bus.
+ * The file has two parts: the host half (loop thread: event queue, bus I/O,
+ * txn bridging, containment) and the lifecycle (worker thread or child
+ * process). The worker half is worker.c. The two halves share nothing
+ * mutable: the worker owns struct worker after pthread_create and until it
+ * is joined (or lives in another process); everything crosses the bus.
+ *
+ * Worker generations (process mode): each child gets its own host socket,
+ * listener and URL (gen_up .. gen_down). gen_down() is the one place where a
+ * lost worker's state is settled; a child is reaped through its pidfd, which
+ * may happen after gen_down (struct child outlives the generation).
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -18,20 +28,27 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/pair1/pair.h>
 
+#include "lh_worker_paths.h"
 #include "log.h"
 #include "plugin_instance.h"
 #include "proto/bus.pb-c.h"
+#include "worker.h"
 
 #define DEFAULT_TXN_TIMEOUT_MS 30000u
 #define MAX_TXN_OPS 1024u
-#define MAX_KEY_LEN (64u * 1024u)
-#define MAX_VALUE_LEN (16u * 1024u * 1024u)
 #define SYNC_STOP_TIMEOUT_MS 10000
+#define DEFAULT_RESTART_MIN_MS 100u
+#define DEFAULT_RESTART_MAX_MS 30000u
+#define DEFAULT_EXIT_GRACE_MS 5000u
+#define SYNC_KILL_WAIT_MS 2000
 #define LOG_COMPONENT_MAX 80
 
 typedef Leasehold__Bus__ToWorker ToWorker;
@@ -100,540 +117,6 @@ static int nng_to_errno(int rv)
 }
 
 /* ======================================================================
- * Worker half
- * ====================================================================== */
-
-struct worker {
-	struct lh_ctx ctx; /* first: the plugin's context pointer is &w->ctx */
-	struct lh_host_api api;
-	struct lh_plugin desc; /* copy of the validated descriptor */
-	nng_socket sock;
-	pthread_t self;
-	bool in_callback;
-	bool initialized;
-	char *node_id;
-	char *data_prefix;
-	int64_t token;
-	uint64_t last_txn_id;
-	uint32_t txn_timeout_ms;
-	void *result; /* the last txn result (one allocation) */
-	char errmsg[512];
-	char txn_error[512];
-};
-
-static struct worker *ctx_worker(struct lh_ctx *ctx)
-{
-	return (struct worker *)(void *)ctx;
-}
-
-static bool on_worker(const struct worker *w)
-{
-	return w->in_callback && pthread_equal(pthread_self(), w->self);
-}
-
-static void worker_send(struct worker *w, const ProtobufCMessage *m)
-{
-	nng_msg *msg = pack_msg(m);
-	if (!msg)
-		return;
-	if (nng_sendmsg(w->sock, msg, 0) != 0)
-		nng_msg_free(msg);
-}
-
-static void worker_protocol_error(struct worker *w, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void worker_protocol_error(struct worker *w, const char *fmt, ...)
-{
-	char buf[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	Leasehold__Bus__ProtocolError pe = LEASEHOLD__BUS__PROTOCOL_ERROR__INIT;
-	pe.message = bin_str(buf);
-	ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
-	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_PROTOCOL_ERROR;
-	th.protocol_error = &pe;
-	worker_send(w, &th.base);
-}
-
-static void api_log(struct lh_ctx *ctx, int32_t level, const char *msg)
-{
-	struct worker *w = ctx_worker(ctx);
-	if (!on_worker(w) || !msg)
-		return;
-	if (level < LH_LOG_ERROR)
-		level = LH_LOG_ERROR;
-	if (level > LH_LOG_DEBUG)
-		level = LH_LOG_DEBUG;
-	if (level > (int32_t)log_get_level())
-		return; /* the host would drop it anyway */
-	Leasehold__Bus__Log lg = LEASEHOLD__BUS__LOG__INIT;
-	lg.level = (uint32_t)level;
-	lg.message = bin(msg, strnlen(msg, 4096));
-	ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
-	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_LOG;
-	th.log = &lg;
-	worker_send(w, &th.base);
-}
-
-static void api_set_error(struct lh_ctx *ctx, const char *msg)
-{
-	struct worker *w = ctx_worker(ctx);
-	if (!on_worker(w))
-		return;
-	snprintf(w->errmsg, sizeof(w->errmsg), "%s", msg ? msg : "");
-}
-
-static const char *api_last_error(struct lh_ctx *ctx)
-{
-	struct worker *w = ctx_worker(ctx);
-	if (!on_worker(w))
-		return "";
-	return w->txn_error;
-}
-
-static int64_t api_fencing_token(struct lh_ctx *ctx)
-{
-	struct worker *w = ctx_worker(ctx);
-	return on_worker(w) ? w->token : 0;
-}
-
-static const char *api_node_id(struct lh_ctx *ctx)
-{
-	struct worker *w = ctx_worker(ctx);
-	return w->node_id ? w->node_id : "";
-}
-
-static const char *api_data_prefix(struct lh_ctx *ctx)
-{
-	struct worker *w = ctx_worker(ctx);
-	return w->data_prefix ? w->data_prefix : "";
-}
-
-static void txn_fail(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void txn_fail(struct worker *w, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(w->txn_error, sizeof(w->txn_error), fmt, ap);
-	va_end(ap);
-}
-
-static int check_ops(struct worker *w, const struct lh_op *ops, uint32_t n, const char *branch)
-{
-	if (n > MAX_TXN_OPS || (n && !ops)) {
-		txn_fail(w, "too many %s ops (%u, max %u)", branch, n, MAX_TXN_OPS);
-		return -E2BIG;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		const struct lh_op *o = &ops[i];
-		uint32_t allowed = LH_F_PREFIX;
-		if (o->type == LH_OP_RANGE)
-			allowed |= LH_F_KEYS_ONLY | LH_F_COUNT_ONLY;
-		else if (o->type == LH_OP_PUT || o->type == LH_OP_DELETE)
-			allowed |= LH_F_PREV_KV;
-		else {
-			txn_fail(w, "%s op %u: unknown type %u", branch, i, o->type);
-			return -EINVAL;
-		}
-		if (o->type == LH_OP_PUT && (o->flags & LH_F_PREFIX))
-			allowed &= ~LH_F_PREFIX;
-		if (o->flags & ~allowed) {
-			txn_fail(w, "%s op %u: flags 0x%x not allowed for this op", branch, i, o->flags);
-			return -EINVAL;
-		}
-		if (o->key_len > MAX_KEY_LEN || (o->key_len && !o->key) ||
-		    o->value_len > MAX_VALUE_LEN || (o->value_len && !o->value)) {
-			txn_fail(w, "%s op %u: key or value too long or NULL", branch, i);
-			return -EINVAL;
-		}
-	}
-	return 0;
-}
-
-static BusOp *fill_ops(const struct lh_op *ops, uint32_t n, BusOp *store, BusOp **ptrs)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		leasehold__bus__op__init(&store[i]);
-		store[i].type = ops[i].type;
-		store[i].flags = ops[i].flags;
-		store[i].key = bin(ops[i].key, ops[i].key_len);
-		store[i].value = bin(ops[i].value, ops[i].value_len);
-		store[i].limit = ops[i].limit;
-		ptrs[i] = &store[i];
-	}
-	return store;
-}
-
-/* Turn a TxnReply into the plugin's result, in one allocation. */
-static int build_result(struct worker *w, const TxnReply *rep, const struct lh_txn_result **ret)
-{
-	size_t n_kv = 0, n_bytes = 0;
-	for (size_t i = 0; i < rep->n_results; i++) {
-		const BusOpResult *r = rep->results[i];
-		if (r->type > LH_OP_DELETE)
-			return -EBADMSG;
-		n_kv += r->n_kvs;
-		for (size_t k = 0; k < r->n_kvs; k++)
-			n_bytes += r->kvs[k]->key.len + 1 + r->kvs[k]->value.len + 1;
-	}
-	size_t size = sizeof(struct lh_txn_result) + rep->n_results * sizeof(struct lh_op_result) +
-	              n_kv * sizeof(struct lh_kv) + n_bytes;
-	char *mem = calloc(1, size);
-	if (!mem)
-		return -ENOMEM;
-	struct lh_txn_result *res = (struct lh_txn_result *)(void *)mem;
-	struct lh_op_result *ors = (struct lh_op_result *)(void *)(mem + sizeof(*res));
-	struct lh_kv *kvs = (struct lh_kv *)(void *)((char *)ors + rep->n_results * sizeof(*ors));
-	uint8_t *bytes = (uint8_t *)(kvs + n_kv);
-	res->succeeded = rep->succeeded ? 1 : 0;
-	res->revision = rep->revision;
-	res->results = ors;
-	res->n_results = rep->n_results;
-	for (size_t i = 0; i < rep->n_results; i++) {
-		const BusOpResult *r = rep->results[i];
-		ors[i].type = r->type;
-		ors[i].more = r->more ? 1 : 0;
-		ors[i].count = r->count;
-		ors[i].deleted = r->deleted;
-		ors[i].kvs = kvs;
-		ors[i].n_kvs = r->n_kvs;
-		for (size_t k = 0; k < r->n_kvs; k++) {
-			const BusKv *b = r->kvs[k];
-			struct lh_kv *kv = kvs++;
-			if (b->key.len)
-				memcpy(bytes, b->key.data, b->key.len);
-			bytes[b->key.len] = 0;
-			kv->key = bytes;
-			kv->key_len = b->key.len;
-			bytes += b->key.len + 1;
-			if (b->value.len)
-				memcpy(bytes, b->value.data, b->value.len);
-			bytes[b->value.len] = 0;
-			kv->value = bytes;
-			kv->value_len = b->value.len;
-			bytes += b->value.len + 1;
-			kv->create_revision = b->create_revision;
-			kv->mod_revision = b->mod_revision;
-			kv->version = b->version;
-		}
-	}
-	free(w->result);
-	w->result = mem;
-	*ret = res;
-	return 0;
-}
-
-/* Wait for the TxnReply with id; returns it (caller frees) or NULL with *err. */
-static ToWorker *wait_txn_reply(struct worker *w, uint64_t id, int *err)
-{
-	uint64_t deadline = loop_now() + (uint64_t)w->txn_timeout_ms * LOOP_NS_PER_MS;
-	for (;;) {
-		uint64_t now = loop_now();
-		if (now >= deadline) {
-			*err = -ETIMEDOUT;
-			break;
-		}
-		nng_socket_set_ms(w->sock, NNG_OPT_RECVTIMEO,
-		                  (nng_duration)((deadline - now + LOOP_NS_PER_MS - 1) / LOOP_NS_PER_MS));
-		nng_msg *msg;
-		int rv = nng_recvmsg(w->sock, &msg, 0);
-		if (rv == NNG_ETIMEDOUT) {
-			*err = -ETIMEDOUT;
-			break;
-		}
-		if (rv != 0) {
-			*err = -ECANCELED;
-			break;
-		}
-		ToWorker *tw = leasehold__bus__to_worker__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
-		size_t len = nng_msg_len(msg);
-		nng_msg_free(msg);
-		if (!tw) {
-			worker_protocol_error(w, "undecodable message from the host (%zu bytes)", len);
-			continue;
-		}
-		if (tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY && tw->txn_reply &&
-		    tw->txn_reply->id == id) {
-			nng_socket_set_ms(w->sock, NNG_OPT_RECVTIMEO, NNG_DURATION_INFINITE);
-			return tw;
-		}
-		if (tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY && tw->txn_reply &&
-		    tw->txn_reply->id < id) {
-			/* a late reply to a txn that timed out: discard */
-		} else {
-			worker_protocol_error(w, "unexpected message (case %d) while waiting for txn %llu",
-			                      (int)tw->msg_case, (unsigned long long)id);
-		}
-		leasehold__bus__to_worker__free_unpacked(tw, NULL);
-	}
-	nng_socket_set_ms(w->sock, NNG_OPT_RECVTIMEO, NNG_DURATION_INFINITE);
-	return NULL;
-}
-
-static int32_t api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32_t n_cmps,
-                       const struct lh_op *success, uint32_t n_success, const struct lh_op *failure,
-                       uint32_t n_failure, const struct lh_txn_result **ret_result)
-{
-	struct worker *w = ctx_worker(ctx);
-	BusCompare *cs = NULL;
-	BusCompare **cp = NULL;
-	BusOp *ss = NULL, *fs = NULL;
-	BusOp **sp = NULL, **fp = NULL;
-	ToWorker *tw = NULL;
-	int r;
-
-	if (!on_worker(w))
-		return -EPERM; /* no safe place to put a message */
-	w->txn_error[0] = 0;
-	free(w->result); /* the previous result ends here */
-	w->result = NULL;
-	if (!ret_result) {
-		txn_fail(w, "ret_result is NULL");
-		return -EINVAL;
-	}
-	if (n_cmps > MAX_TXN_OPS || (n_cmps && !cmps)) {
-		txn_fail(w, "too many compares (%u, max %u)", n_cmps, MAX_TXN_OPS);
-		return -E2BIG;
-	}
-	for (uint32_t i = 0; i < n_cmps; i++) {
-		const struct lh_compare *c = &cmps[i];
-		if (c->target > LH_CMP_VALUE || c->result > LH_CMP_NOT_EQUAL ||
-		    (c->flags & ~LH_F_PREFIX) || c->key_len > MAX_KEY_LEN || (c->key_len && !c->key) ||
-		    c->value_len > MAX_VALUE_LEN || (c->value_len && !c->value)) {
-			txn_fail(w, "compare %u: bad target, result, flags or key", i);
-			return -EINVAL;
-		}
-	}
-	r = check_ops(w, success, n_success, "success");
-	if (r < 0)
-		return r;
-	r = check_ops(w, failure, n_failure, "failure");
-	if (r < 0)
-		return r;
-
-	cs = calloc(n_cmps ? n_cmps : 1, sizeof(*cs));
-	cp = calloc(n_cmps ? n_cmps : 1, sizeof(*cp));
-	ss = calloc(n_success ? n_success : 1, sizeof(*ss));
-	sp = calloc(n_success ? n_success : 1, sizeof(*sp));
-	fs = calloc(n_failure ? n_failure : 1, sizeof(*fs));
-	fp = calloc(n_failure ? n_failure : 1, sizeof(*fp));
-	if (!cs || !cp || !ss || !sp || !fs || !fp) {
-		r = -ENOMEM;
-		txn_fail(w, "out of memory");
-		goto out;
-	}
-	for (uint32_t i = 0; i < n_cmps; i++) {
-		leasehold__bus__compare__init(&cs[i]);
-		cs[i].target = cmps[i].target;
-		cs[i].result = cmps[i].result;
-		cs[i].flags = cmps[i].flags;
-		cs[i].key = bin(cmps[i].key, cmps[i].key_len);
-		cs[i].number = cmps[i].number;
-		cs[i].value = bin(cmps[i].value, cmps[i].value_len);
-		cp[i] = &cs[i];
-	}
-	fill_ops(success, n_success, ss, sp);
-	fill_ops(failure, n_failure, fs, fp);
-
-	TxnRequest req = LEASEHOLD__BUS__TXN_REQUEST__INIT;
-	req.id = ++w->last_txn_id;
-	req.n_compares = n_cmps;
-	req.compares = cp;
-	req.n_success = n_success;
-	req.success = sp;
-	req.n_failure = n_failure;
-	req.failure = fp;
-	ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
-	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_TXN;
-	th.txn = &req;
-	nng_msg *msg = pack_msg(&th.base);
-	if (!msg) {
-		r = -ENOMEM;
-		txn_fail(w, "out of memory");
-		goto out;
-	}
-	int rv = nng_sendmsg(w->sock, msg, 0);
-	if (rv != 0) {
-		nng_msg_free(msg);
-		r = -ECANCELED;
-		txn_fail(w, "bus closed: the instance is shutting down");
-		goto out;
-	}
-	tw = wait_txn_reply(w, req.id, &r);
-	if (!tw) {
-		if (r == -ETIMEDOUT)
-			txn_fail(w, "no answer from the host within %u ms: the outcome is unknown",
-			         w->txn_timeout_ms);
-		else
-			txn_fail(w, "bus closed: the instance is shutting down");
-		goto out;
-	}
-	const TxnReply *rep = tw->txn_reply;
-	if (rep->err != 0) {
-		r = (rep->err < 0 && rep->err > -4096) ? rep->err : -EIO;
-		txn_fail(w, "%.*s", (int)(rep->message.len > 500 ? 500 : rep->message.len),
-		         rep->message.data ? (const char *)rep->message.data : "");
-		goto out;
-	}
-	r = build_result(w, rep, ret_result);
-	if (r < 0)
-		txn_fail(w, "bad txn reply from the host");
-out:
-	if (tw)
-		leasehold__bus__to_worker__free_unpacked(tw, NULL);
-	free(cs);
-	free(cp);
-	free(ss);
-	free(sp);
-	free(fs);
-	free(fp);
-	return r;
-}
-
-static char *dup_bin(ProtobufCBinaryData b)
-{
-	char *s = malloc(b.len + 1);
-	if (!s)
-		return NULL;
-	if (b.len)
-		memcpy(s, b.data, b.len);
-	s[b.len] = 0;
-	return s;
-}
-
-static struct lh_release rel_from_bus(const Leasehold__Bus__Release *r)
-{
-	struct lh_release x = {0, 0, 0};
-	if (r) {
-		x.major = r->major;
-		x.minor = r->minor;
-		x.patch = r->patch;
-	}
-	return x;
-}
-
-/* Run one event; returns the callback's result. *stop set for FINI. */
-static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
-{
-	const struct lh_plugin *d = &w->desc;
-	int32_t err = 0;
-
-	if (ev->kind_case != LEASEHOLD__BUS__EVENT__KIND_INIT &&
-	    ev->kind_case != LEASEHOLD__BUS__EVENT__KIND_FINI && !w->initialized) {
-		snprintf(w->errmsg, sizeof(w->errmsg), "plugin not initialised");
-		return -EIO;
-	}
-	w->in_callback = true;
-	switch (ev->kind_case) {
-	case LEASEHOLD__BUS__EVENT__KIND_INIT:
-		if (w->initialized) {
-			err = -EALREADY;
-			break;
-		}
-		free(w->node_id);
-		free(w->data_prefix);
-		w->node_id = dup_bin(ev->init->node_id);
-		w->data_prefix = dup_bin(ev->init->data_prefix);
-		if (!w->node_id || !w->data_prefix) {
-			err = -ENOMEM;
-			break;
-		}
-		err = d->init ? d->init(&w->ctx) : 0;
-		w->initialized = err == 0;
-		break;
-	case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
-		w->token = ev->elected->fencing_token;
-		err = d->on_elected ? d->on_elected(&w->ctx, w->token) : 0;
-		break;
-	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED: {
-		struct lh_releases r = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
-		const Leasehold__Bus__Releases *br = ev->releases_changed->releases;
-		if (br) {
-			r.min = rel_from_bus(br->min);
-			r.max = rel_from_bus(br->max);
-			r.revision = br->revision;
-			r.n_members = br->n_members;
-		}
-		err = d->on_releases_changed ? d->on_releases_changed(&w->ctx, &r) : 0;
-		break;
-	}
-	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
-		err = d->reconcile(&w->ctx);
-		break;
-	case LEASEHOLD__BUS__EVENT__KIND_DEPOSED:
-		w->token = 0; /* no longer leading, also during on_deposed */
-		if (d->on_deposed)
-			d->on_deposed(&w->ctx);
-		break;
-	case LEASEHOLD__BUS__EVENT__KIND_FINI:
-		if (w->initialized && d->fini)
-			d->fini(&w->ctx);
-		w->initialized = false;
-		*stop = true;
-		break;
-	default:
-		snprintf(w->errmsg, sizeof(w->errmsg), "unknown event kind %d", (int)ev->kind_case);
-		err = -EPROTO;
-		break;
-	}
-	w->in_callback = false;
-	free(w->result);
-	w->result = NULL;
-	if (err > 0 || err < -4095)
-		err = -EIO; /* not a negative errno: normalise */
-	return err;
-}
-
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-	w->self = pthread_self();
-	for (;;) {
-		nng_msg *msg;
-		int rv = nng_recvmsg(w->sock, &msg, 0);
-		if (rv != 0) {
-			if (rv == NNG_EINTR || rv == NNG_ETIMEDOUT)
-				continue;
-			break; /* closed: the host is gone */
-		}
-		size_t len = nng_msg_len(msg);
-		ToWorker *tw = leasehold__bus__to_worker__unpack(NULL, len, nng_msg_body(msg));
-		nng_msg_free(msg);
-		if (!tw) {
-			worker_protocol_error(w, "undecodable message from the host (%zu bytes)", len);
-			continue;
-		}
-		if (tw->msg_case != LEASEHOLD__BUS__TO_WORKER__MSG_EVENT || !tw->event) {
-			if (!(tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY && tw->txn_reply &&
-			      tw->txn_reply->id <= w->last_txn_id))
-				worker_protocol_error(w, "unexpected message (case %d) outside a callback",
-				                      (int)tw->msg_case);
-			leasehold__bus__to_worker__free_unpacked(tw, NULL);
-			continue;
-		}
-		bool stop = false;
-		w->errmsg[0] = 0;
-		int32_t err = worker_run_event(w, tw->event, &stop);
-		EventDone done = LEASEHOLD__BUS__EVENT_DONE__INIT;
-		done.seq = tw->event->seq;
-		done.err = err;
-		done.message = bin_str(w->errmsg);
-		ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
-		th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_DONE;
-		th.done = &done;
-		worker_send(w, &th.base);
-		leasehold__bus__to_worker__free_unpacked(tw, NULL);
-		if (stop)
-			break;
-	}
-	free(w->result);
-	w->result = NULL;
-	return NULL;
-}
-
-/* ======================================================================
  * Host half
  * ====================================================================== */
 
@@ -643,13 +126,14 @@ struct event {
 	struct event *next;
 	enum ev_kind kind;
 	uint64_t seq;
+	uint64_t sent_ns; /* loop_now() when handed to the worker */
 	int64_t token;
 	struct releases rel;
 	driver_reconcile_done_fn done;
 	void *done_ud;
 };
 
-enum comp_kind { COMP_RECONCILE, COMP_DRAIN, COMP_INIT, COMP_STOPPED };
+enum comp_kind { COMP_RECONCILE, COMP_DRAIN, COMP_INIT, COMP_STOPPED, COMP_FAILED, COMP_RECOVERED };
 
 struct completion {
 	struct completion *next;
@@ -677,6 +161,16 @@ struct pending_txn {
 	uint64_t id;
 };
 
+/* one spawned leasehold-worker process, until it is reaped */
+struct child {
+	struct child *next;
+	struct plugin_instance *pi;
+	pid_t pid;
+	int pidfd;
+	struct loop_io *io;
+	bool current; /* the live generation's child (not yet given up) */
+};
+
 struct plugin_instance {
 	struct loader_plugin *lp;
 	struct loop *loop;
@@ -697,6 +191,27 @@ struct plugin_instance {
 	pthread_t thread;
 	bool thread_running; /* created and not joined */
 	bool broken;         /* bus failed: nothing more can be delivered */
+
+	/* containment */
+	bool process;          /* process isolation */
+	bool bus_up;           /* a worker generation is connected (thread: always) */
+	bool init_reported;    /* on_init was pushed */
+	bool failed_reported;  /* on_failed pushed, on_recovered not yet */
+	bool overrun;          /* thread mode: the in-flight callback overran */
+	bool stop_after_reap;  /* finish the stop once the child is reaped */
+	uint64_t gen;          /* worker generations started */
+	uint64_t up_since;     /* loop_now() when the current worker finished init */
+	uint64_t backoff_ms;   /* delay of the next restart */
+	struct child *children; /* spawned, not reaped */
+	struct child *cur;      /* the live generation's child or NULL */
+	pthread_mutex_t pid_mu; /* guards expect_pid (read by nng's pipe callback) */
+	unsigned instance_id;
+	dev_t copy_dev; /* identity of lp->copy_path, checked by the child */
+	ino_t copy_ino;
+	pid_t expect_pid;
+	char *worker_path, *runtime_dir, *worker_stderr;
+	struct loop_timer *cb_timer;      /* callback timeout, child exit grace */
+	struct loop_timer *restart_timer; /* backoff */
 
 	enum plugin_instance_state state;
 	bool leading;
@@ -788,6 +303,12 @@ static void on_defer(struct loop_timer *t, void *userdata)
 			case COMP_STOPPED:
 				((plugin_instance_stopped_fn)c->fn)(c->ud);
 				break;
+			case COMP_FAILED:
+				((plugin_instance_failed_fn)c->fn)(c->ud, c->msg);
+				break;
+			case COMP_RECOVERED:
+				((plugin_instance_recovered_fn)c->fn)(c->ud);
+				break;
 			}
 		}
 		completion_free(c);
@@ -865,7 +386,7 @@ static void on_sendable(struct loop_io *io, int fd, uint32_t events, void *userd
 /* queue msg (taken, also on failure) and flush */
 static int send_nng(struct plugin_instance *pi, nng_msg *msg)
 {
-	if (pi->broken) {
+	if (pi->broken || !pi->bus_up) {
 		if (msg)
 			nng_msg_free(msg);
 		return -EPIPE;
@@ -995,7 +516,7 @@ static void finish_stop(struct plugin_instance *pi);
 /* hand the next event to the worker if none is in flight */
 static void pump(struct plugin_instance *pi)
 {
-	while (!pi->inflight && pi->q_head && !pi->broken) {
+	while (!pi->inflight && pi->q_head && !pi->broken && pi->bus_up) {
 		struct event *ev = pi->q_head;
 		pi->q_head = ev->next;
 		if (!pi->q_head)
@@ -1015,6 +536,10 @@ static void pump(struct plugin_instance *pi)
 		pi->inflight = ev;
 		pi->stats.in_flight = 1;
 		pi->stats.callback_since_ns = loop_now();
+		ev->sent_ns = pi->stats.callback_since_ns;
+		if (pi->cfg.callback_timeout_ms)
+			loop_timer_arm_in(pi->cb_timer,
+			                  (uint64_t)pi->cfg.callback_timeout_ms * LOOP_NS_PER_MS);
 	}
 	if (pi->broken) {
 		/* nothing can be delivered: complete everything */
@@ -1051,8 +576,17 @@ static void drop_queued(struct plugin_instance *pi, int err, const char *msg)
 	}
 }
 
+static void gen_lost(struct plugin_instance *pi, const char *reason);
+
 static void mark_broken(struct plugin_instance *pi, const char *why)
 {
+	if (pi->process) {
+		/* a worker process can be replaced: contain it */
+		char reason[256];
+		fmt(reason, sizeof(reason), "plugin worker bus failed: %s", why);
+		gen_lost(pi, reason);
+		return;
+	}
 	if (pi->broken)
 		return;
 	pi->broken = true;
@@ -1088,7 +622,8 @@ static void mark_broken(struct plugin_instance *pi, const char *why)
 
 static bool accepting(const struct plugin_instance *pi)
 {
-	return !pi->stop_requested && !pi->broken && pi->state != PLUGIN_INSTANCE_FAILED;
+	return !pi->stop_requested && !pi->broken && pi->state != PLUGIN_INSTANCE_FAILED &&
+	       pi->state != PLUGIN_INSTANCE_RECOVERING && !pi->overrun && pi->bus_up;
 }
 
 void plugin_instance_deposed(struct plugin_instance *pi)
@@ -1156,11 +691,15 @@ void plugin_instance_reconcile(struct plugin_instance *pi, driver_reconcile_done
                                void *done_ud)
 {
 	if (!pi->leading || !accepting(pi)) {
+		bool failed = pi->state == PLUGIN_INSTANCE_FAILED;
+		bool down = !pi->stop_requested && (pi->state == PLUGIN_INSTANCE_RECOVERING ||
+		                                    pi->overrun || !pi->bus_up);
 		pi->stats.reconciles_cancelled++;
 		completion_push(pi, COMP_RECONCILE, (void (*)(void))done, done_ud,
-		                pi->state == PLUGIN_INSTANCE_FAILED ? -EIO : -ECANCELED,
-		                pi->state == PLUGIN_INSTANCE_FAILED ? "the plugin instance failed"
-		                                                    : "not leading");
+		                failed || down ? -EIO : -ECANCELED,
+		                failed ? "the plugin instance failed"
+		                : down ? "the plugin worker is down (failed, recovering)"
+		                       : "not leading");
 		return;
 	}
 	struct event *ev = event_new(EV_RECONCILE);
@@ -1555,10 +1094,33 @@ send:;
 
 /* ---- receiving ---- */
 
+static void gen_close(struct plugin_instance *pi);
+static uint64_t exit_grace_ns(const struct plugin_instance *pi);
+
+static void stopped_now(struct plugin_instance *pi)
+{
+	pi->state = PLUGIN_INSTANCE_STOPPED;
+	if (pi->stopped)
+		completion_push(pi, COMP_STOPPED, (void (*)(void))pi->stopped, pi->stopped_ud, 0, NULL);
+	pi->stopped = NULL;
+}
+
 static void finish_stop(struct plugin_instance *pi)
 {
-	if (pi->state == PLUGIN_INSTANCE_STOPPED)
+	if (pi->state == PLUGIN_INSTANCE_STOPPED || pi->stop_after_reap)
 		return;
+	if (pi->process) {
+		/* closing the bus tells the child to exit; wait for it (bounded) */
+		loop_timer_disarm(pi->restart_timer);
+		gen_close(pi);
+		if (pi->children) {
+			pi->stop_after_reap = true;
+			loop_timer_arm_in(pi->cb_timer, exit_grace_ns(pi));
+			return;
+		}
+		stopped_now(pi);
+		return;
+	}
 	if (pi->thread_running) {
 		/* after FINI's ack the worker only returns; if the bus broke, make
 		 * sure a worker blocked on its socket wakes up */
@@ -1569,10 +1131,23 @@ static void finish_stop(struct plugin_instance *pi)
 		pthread_join(pi->thread, NULL);
 		pi->thread_running = false;
 	}
-	pi->state = PLUGIN_INSTANCE_STOPPED;
-	if (pi->stopped)
-		completion_push(pi, COMP_STOPPED, (void (*)(void))pi->stopped, pi->stopped_ud, 0, NULL);
-	pi->stopped = NULL;
+	stopped_now(pi);
+}
+
+static void report_failure(struct plugin_instance *pi, const char *reason);
+
+/* a (restarted) worker finished init */
+static void worker_recovered(struct plugin_instance *pi)
+{
+	if (pi->state == PLUGIN_INSTANCE_RECOVERING || pi->state == PLUGIN_INSTANCE_STARTING)
+		pi->state = PLUGIN_INSTANCE_READY;
+	if (pi->failed_reported && !pi->stop_requested) {
+		pi->failed_reported = false;
+		log_info(pi->log_comp, "plugin worker recovered");
+		if (pi->cfg.on_recovered)
+			completion_push(pi, COMP_RECOVERED, (void (*)(void))pi->cfg.on_recovered,
+			                pi->cfg.userdata, 0, NULL);
+	}
 }
 
 static void handle_done(struct plugin_instance *pi, const EventDone *d)
@@ -1586,10 +1161,38 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 	pi->stats.in_flight = 0;
 	pi->stats.callback_since_ns = 0;
 	pi->stats.delivered++;
+	if (!pi->stop_after_reap)
+		loop_timer_disarm(pi->cb_timer);
 	if (err < 0)
 		note_error(pi, err, msg);
+	if (pi->overrun) {
+		/* thread mode: the callback that overran has returned */
+		pi->overrun = false;
+		log_warn(pi->log_comp, "the overrunning callback returned after %llu ms",
+		         (unsigned long long)((loop_now() - ev->sent_ns) / LOOP_NS_PER_MS));
+		if (ev->kind != EV_INIT || pi->init_reported)
+			worker_recovered(pi);
+	}
+	if (ev->kind == EV_INIT && pi->init_reported) {
+		/* process mode: a restarted worker */
+		if (err < 0) {
+			char reason[640];
+			fmt(reason, sizeof(reason), "init failed after a restart: %s%s%s", strerror(-err),
+			    msg[0] ? ": " : "", msg);
+			free(ev);
+			gen_lost(pi, reason);
+			return;
+		}
+		pi->up_since = loop_now();
+		worker_recovered(pi);
+		free(ev);
+		pump(pi);
+		return;
+	}
 	switch (ev->kind) {
 	case EV_INIT:
+		pi->init_reported = true;
+		pi->up_since = loop_now();
 		if (err < 0) {
 			fmt(pi->init_error, sizeof(pi->init_error), "init failed: %s%s%s",
 			         strerror(-err), msg[0] ? ": " : "", msg);
@@ -1697,6 +1300,8 @@ static void on_readable(struct loop_io *io, int fd, uint32_t events, void *userd
 	(void)events;
 	for (int i = 0; i < 256; i++) { /* bounded: let other watchers run */
 		nng_msg *msg;
+		if (!pi->hsock_open)
+			return; /* the generation ended while handling a message */
 		int rv = nng_recvmsg(pi->hsock, &msg, NNG_FLAG_NONBLOCK);
 		if (rv == NNG_EAGAIN)
 			return;
@@ -1714,8 +1319,522 @@ static void on_readable(struct loop_io *io, int fd, uint32_t events, void *userd
 }
 
 /* ======================================================================
+ * Containment: failures, callback timeout, worker processes
+ * ====================================================================== */
+
+static const char *ev_name(enum ev_kind k)
+{
+	switch (k) {
+	case EV_INIT:
+		return "init";
+	case EV_ELECTED:
+		return "on_elected";
+	case EV_RELEASES:
+		return "on_releases_changed";
+	case EV_RECONCILE:
+		return "reconcile";
+	case EV_DEPOSED:
+		return "on_deposed";
+	case EV_FINI:
+		return "fini";
+	}
+	return "?";
+}
+
+static uint64_t exit_grace_ns(const struct plugin_instance *pi)
+{
+	return (uint64_t)(pi->cfg.exit_grace_ms ? pi->cfg.exit_grace_ms : DEFAULT_EXIT_GRACE_MS) *
+	       LOOP_NS_PER_MS;
+}
+
+static uint32_t restart_min_ms(const struct plugin_instance *pi)
+{
+	return pi->cfg.restart_min_ms ? pi->cfg.restart_min_ms : DEFAULT_RESTART_MIN_MS;
+}
+
+static uint32_t restart_max_ms(const struct plugin_instance *pi)
+{
+	uint32_t mx = pi->cfg.restart_max_ms ? pi->cfg.restart_max_ms : DEFAULT_RESTART_MAX_MS;
+	return mx < restart_min_ms(pi) ? restart_min_ms(pi) : mx;
+}
+
+/* Tell the owner (once per outage) and count. */
+static void report_failure(struct plugin_instance *pi, const char *reason)
+{
+	pi->stats.worker_failures++;
+	fmt(pi->stats.last_failure, sizeof(pi->stats.last_failure), "%s", reason);
+	note_error(pi, -EIO, reason);
+	log_error(pi->log_comp, "%s", reason);
+	if (pi->stop_requested || pi->state == PLUGIN_INSTANCE_FAILED || !pi->init_reported)
+		return; /* before on_init: init's own outcome reports it */
+	pi->state = PLUGIN_INSTANCE_RECOVERING;
+	if (!pi->failed_reported) {
+		pi->failed_reported = true;
+		if (pi->cfg.on_failed)
+			completion_push(pi, COMP_FAILED, (void (*)(void))pi->cfg.on_failed,
+			                pi->cfg.userdata, -EIO, reason);
+	}
+}
+
+static int sys_pidfd_open(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static void child_kill(const struct child *c)
+{
+	if (c->pidfd >= 0 && syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0) < 0 &&
+	    errno != ESRCH)
+		log_warn(c->pi->log_comp, "cannot kill worker %ld: %s", (long)c->pid, strerror(errno));
+}
+
+static void child_unlink(struct plugin_instance *pi, struct child *c)
+{
+	for (struct child **pp = &pi->children; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	if (pi->cur == c)
+		pi->cur = NULL;
+}
+
+static void child_free(struct child *c)
+{
+	if (!c)
+		return;
+	loop_io_free(c->io);
+	if (c->pidfd >= 0)
+		close(c->pidfd);
+	free(c);
+}
+
+static void describe_status(int status, char *buf, size_t len)
+{
+	if (status == -1) {
+		fmt(buf, len, "ended (exit status unknown)");
+	} else if (WIFSIGNALED(status)) {
+		const char *abbr = sigabbrev_np(WTERMSIG(status));
+		fmt(buf, len, "was killed by signal %d (SIG%s)%s", WTERMSIG(status), abbr ? abbr : "?",
+		    WCOREDUMP(status) ? ", core dumped" : "");
+	} else if (WIFEXITED(status)) {
+		int code = WEXITSTATUS(status);
+		const char *what = code == WORKER_EXIT_OK      ? ""
+		                   : code == WORKER_EXIT_USAGE  ? " (bad worker command line)"
+		                   : code == WORKER_EXIT_LOAD   ? " (cannot load the plugin)"
+		                   : code == WORKER_EXIT_BUS    ? " (cannot connect to the host)"
+		                   : code == WORKER_EXIT_NOMEM  ? " (out of memory)"
+		                   : code == WORKER_EXIT_PARENT ? " (parent gone)"
+		                   : code == 127                ? " (cannot execute the worker)"
+		                                                : "";
+		fmt(buf, len, "exited with status %d%s", code, what);
+	} else {
+		fmt(buf, len, "ended (wait status 0x%x)", (unsigned)status);
+	}
+}
+
+/* Close the current generation's bus (the child, if alive, sees its peer go
+ * and exits). Nothing is completed here. */
+static void gen_close(struct plugin_instance *pi)
+{
+	if (!pi->process)
+		return;
+	pi->bus_up = false;
+	loop_io_free(pi->rio);
+	pi->rio = NULL;
+	loop_io_free(pi->sio);
+	pi->sio = NULL;
+	if (pi->hsock_open) {
+		nng_close(pi->hsock);
+		pi->hsock_open = false;
+	}
+	while (pi->out_head) {
+		struct outmsg *o = pi->out_head;
+		pi->out_head = o->next;
+		nng_msg_free(o->msg);
+		free(o);
+	}
+	pi->out_tail = NULL;
+	for (struct pending_txn *pt = pi->txns; pt;) {
+		struct pending_txn *next = pt->next;
+		pt->pi = NULL; /* freed by on_txn_done; the answer goes nowhere */
+		pt->next = NULL;
+		pt = next;
+	}
+	pi->txns = NULL;
+	pthread_mutex_lock(&pi->pid_mu);
+	pi->expect_pid = 0;
+	pthread_mutex_unlock(&pi->pid_mu);
+	if (pi->cur) {
+		pi->cur->current = false;
+		pi->cur = NULL;
+	}
+	pi->stats.worker_pid = 0;
+	const char *path = strncmp(pi->url, "ipc://", 6) == 0 ? pi->url + 6 : NULL;
+	if (path)
+		unlink(path); /* normally gone already */
+}
+
+static void on_restart(struct loop_timer *t, void *userdata);
+
+static void schedule_restart(struct plugin_instance *pi)
+{
+	uint64_t now = loop_now();
+	uint32_t mn = restart_min_ms(pi), mx = restart_max_ms(pi);
+	if (!pi->backoff_ms ||
+	    (pi->up_since && now - pi->up_since >= (uint64_t)mx * LOOP_NS_PER_MS))
+		pi->backoff_ms = mn; /* the last worker ran long enough: start over */
+	pi->up_since = 0;
+	uint64_t delay = pi->backoff_ms;
+	pi->backoff_ms = delay * 2 > mx ? mx : delay * 2;
+	pi->stats.next_restart_ms = delay;
+	log_info(pi->log_comp, "restarting the plugin worker in %llu ms", (unsigned long long)delay);
+	loop_timer_arm_in(pi->restart_timer, delay * LOOP_NS_PER_MS);
+}
+
+/* Process mode: the current worker is gone or must go (reason says why).
+ * Settles every pending event exactly once, reports, schedules a restart. */
+static void gen_lost(struct plugin_instance *pi, const char *reason)
+{
+	if (!pi->process || !pi->bus_up)
+		return;
+	if (pi->cur)
+		child_kill(pi->cur); /* make sure: it may only be hung or confused */
+	struct event *ev = pi->inflight;
+	pi->inflight = NULL;
+	pi->stats.in_flight = 0;
+	pi->stats.callback_since_ns = 0;
+	if (!pi->stop_after_reap)
+		loop_timer_disarm(pi->cb_timer);
+	gen_close(pi);
+	bool first_init = ev && ev->kind == EV_INIT && !pi->init_reported;
+	if (first_init)
+		log_error(pi->log_comp, "%s", reason);
+	else
+		report_failure(pi, reason); /* on_failed first, then the completions */
+	pi->leading = false; /* a dead worker gets no on_deposed; a new one starts fresh */
+	pi->term_elected_sent = false;
+	if (ev) {
+		if (ev->kind == EV_RECONCILE) {
+			pi->stats.reconciles_failed++;
+			completion_push(pi, COMP_RECONCILE, (void (*)(void))ev->done, ev->done_ud, -EIO,
+			                reason);
+		} else if (first_init) {
+			pi->init_reported = true;
+			pi->state = PLUGIN_INSTANCE_FAILED;
+			fmt(pi->init_error, sizeof(pi->init_error), "init failed: %s", reason);
+			if (pi->cfg.on_init)
+				completion_push(pi, COMP_INIT, (void (*)(void))pi->cfg.on_init,
+				                pi->cfg.userdata, -EIO, pi->init_error);
+		}
+		free(ev);
+	}
+	/* nothing queued can reach this worker; a FINI is settled by finish_stop */
+	while (pi->q_head) {
+		struct event *q = pi->q_head;
+		pi->q_head = q->next;
+		pi->stats.queued--;
+		if (q->kind != EV_FINI) {
+			pi->stats.dropped++;
+			event_complete_cancelled(pi, q, -EIO, reason);
+		}
+		free(q);
+	}
+	pi->q_tail = NULL;
+	if (pi->stop_requested)
+		finish_stop(pi);
+	else if (!first_init && pi->state != PLUGIN_INSTANCE_FAILED)
+		schedule_restart(pi);
+	maybe_drained(pi);
+}
+
+/* the child's pidfd is readable: it exited */
+static void on_child_exit(struct loop_io *io, int fd, uint32_t events, void *userdata)
+{
+	struct child *c = userdata;
+	struct plugin_instance *pi = c->pi;
+	int status = -1;
+	(void)io;
+	(void)fd;
+	(void)events;
+	pid_t r = waitpid(c->pid, &status, WNOHANG);
+	if (r == 0)
+		return; /* not yet */
+	if (r < 0)
+		status = -1; /* reaped by someone else (ECHILD) */
+	pi->stats.last_exit_status = status;
+	child_unlink(pi, c);
+	char what[160];
+	describe_status(status, what, sizeof(what));
+	if (c->current) {
+		/* what the worker managed to send before it died comes first */
+		on_readable(NULL, -1, 0, pi);
+	}
+	if (c->current) {
+		char reason[400];
+		if (pi->inflight)
+			fmt(reason, sizeof(reason), "plugin worker (pid %ld) %s during %s", (long)c->pid,
+			    what, ev_name(pi->inflight->kind));
+		else
+			fmt(reason, sizeof(reason), "plugin worker (pid %ld) %s while idle", (long)c->pid,
+			    what);
+		gen_lost(pi, reason);
+	} else if (status != 0) {
+		log_debug(pi->log_comp, "former plugin worker (pid %ld) %s", (long)c->pid, what);
+	}
+	child_free(c);
+	if (pi->stop_after_reap && !pi->children) {
+		pi->stop_after_reap = false;
+		loop_timer_disarm(pi->cb_timer);
+		stopped_now(pi);
+	}
+}
+
+static void on_cb_timer(struct loop_timer *t, void *userdata)
+{
+	struct plugin_instance *pi = userdata;
+	char reason[320];
+	(void)t;
+	if (pi->stop_after_reap) {
+		for (struct child *c = pi->children; c; c = c->next) {
+			log_warn(pi->log_comp, "plugin worker (pid %ld) did not exit within %llu ms: killed",
+			         (long)c->pid, (unsigned long long)(exit_grace_ns(pi) / LOOP_NS_PER_MS));
+			child_kill(c);
+		}
+		return;
+	}
+	struct event *ev = pi->inflight;
+	if (!ev || pi->overrun)
+		return;
+	pi->stats.callback_timeouts++;
+	if (pi->process) {
+		fmt(reason, sizeof(reason), "callback %s exceeded %u ms: plugin worker (pid %ld) killed",
+		    ev_name(ev->kind), pi->cfg.callback_timeout_ms,
+		    (long)(pi->cur ? pi->cur->pid : 0));
+		gen_lost(pi, reason);
+		return;
+	}
+	fmt(reason, sizeof(reason),
+	    "callback %s exceeded %u ms (thread isolation: it cannot be stopped; the plugin resumes "
+	    "when it returns)",
+	    ev_name(ev->kind), pi->cfg.callback_timeout_ms);
+	pi->overrun = true;
+	report_failure(pi, reason);
+}
+
+/* nng pipe callback (an nng thread): accept only the child we spawned */
+static void on_pipe_add(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	struct plugin_instance *pi = arg;
+	uint64_t peer = 0;
+	(void)ev;
+	if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &peer) != 0)
+		peer = 0;
+	pthread_mutex_lock(&pi->pid_mu); /* held by gen_start across posix_spawn */
+	bool ok = pi->expect_pid > 0 && peer == (uint64_t)pi->expect_pid;
+	pthread_mutex_unlock(&pi->pid_mu);
+	if (!ok)
+		nng_pipe_close(p);
+}
+
+int plugin_instance_default_worker_path(char *buf, size_t len)
+{
+	char exe[PATH_MAX];
+	int n = snprintf(buf, len, "%s/leasehold-worker", LH_PKGLIBEXECDIR);
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	if (access(buf, X_OK) == 0)
+		return 0;
+	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (k > 0) {
+		exe[k] = 0;
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = 0;
+			char alt[PATH_MAX + 32];
+			n = snprintf(alt, sizeof(alt), "%s/leasehold-worker", exe);
+			if (n > 0 && (size_t)n < sizeof(alt) && (size_t)n < len && access(alt, X_OK) == 0) {
+				memcpy(buf, alt, (size_t)n + 1);
+				return 0;
+			}
+		}
+	}
+	return -ENOENT;
+}
+
+int plugin_instance_parse_isolation(const char *s, uint32_t *ret)
+{
+	if (!s)
+		return -EINVAL;
+	if (strcmp(s, "thread") == 0)
+		*ret = PLUGIN_ISOLATION_THREAD;
+	else if (strcmp(s, "process") == 0)
+		*ret = PLUGIN_ISOLATION_PROCESS;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* posix_spawn the helper for url; on success *ret_pid. Called with pid_mu held. */
+static int spawn_worker(struct plugin_instance *pi, pid_t *ret_pid)
+{
+	extern char **environ;
+	char dev[32], ino[32], parent[32], txn[32], lvl[8];
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none, all;
+	pid_t pid;
+	int r;
+
+	fmt(dev, sizeof(dev), "%llu", (unsigned long long)pi->copy_dev);
+	fmt(ino, sizeof(ino), "%llu", (unsigned long long)pi->copy_ino);
+	fmt(parent, sizeof(parent), "%ld", (long)getpid());
+	fmt(txn, sizeof(txn), "%u", pi->cfg.txn_timeout_ms);
+	fmt(lvl, sizeof(lvl), "%d", (int)log_get_level());
+	char *const argv[] = {
+		(char *)"leasehold-worker", (char *)"--url", pi->url, (char *)"--plugin",
+		pi->lp->copy_path, (char *)"--dev", dev, (char *)"--ino", ino, (char *)"--name",
+		pi->lp->name, (char *)"--parent", parent, (char *)"--txn-timeout-ms", txn,
+		(char *)"--log-level", lvl, NULL,
+	};
+	r = -posix_spawn_file_actions_init(&fa);
+	if (r < 0)
+		return r;
+	r = -posix_spawnattr_init(&attr);
+	if (r < 0) {
+		posix_spawn_file_actions_destroy(&fa);
+		return r;
+	}
+	sigemptyset(&none);
+	sigfillset(&all);
+	sigdelset(&all, SIGKILL);
+	sigdelset(&all, SIGSTOP);
+	/* the daemon blocks its signalfd signals and ignores SIGPIPE: not the child */
+	if ((r = -posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+	                                                  POSIX_SPAWN_SETPGROUP)) < 0 ||
+	    (r = -posix_spawnattr_setsigmask(&attr, &none)) < 0 ||
+	    (r = -posix_spawnattr_setsigdefault(&attr, &all)) < 0 ||
+	    (r = -posix_spawnattr_setpgroup(&attr, 0)) < 0 ||
+	    (r = -posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)) < 0)
+		goto cleanup;
+	if (pi->worker_stderr &&
+	    (r = -posix_spawn_file_actions_addopen(&fa, 2, pi->worker_stderr,
+	                                           O_WRONLY | O_CREAT | O_APPEND, 0600)) < 0)
+		goto cleanup;
+	if ((r = -posix_spawn_file_actions_adddup2(&fa, 2, 1)) < 0)
+		goto cleanup;
+	r = -posix_spawn(&pid, pi->worker_path, &fa, &attr, argv, environ);
+	if (r == 0)
+		*ret_pid = pid;
+cleanup:
+	posix_spawnattr_destroy(&attr);
+	posix_spawn_file_actions_destroy(&fa);
+	return r;
+}
+
+/* Process mode: a fresh bus and a fresh child, then INIT. 0 or -errno. */
+static int gen_start(struct plugin_instance *pi)
+{
+	struct child *c = NULL;
+	nng_listener lst;
+	pid_t pid = 0;
+	int r = 0, rv;
+
+	pi->gen++;
+	fmt(pi->url, sizeof(pi->url), "ipc://%s/w%ld.%u.%llu.sock", pi->runtime_dir, (long)getpid(),
+	    pi->instance_id, (unsigned long long)pi->gen);
+	if (strlen(pi->url) - 6 >= 108) /* sizeof(sun_path) */
+		return -ENAMETOOLONG;
+	if ((rv = nng_pair1_open(&pi->hsock)) != 0)
+		return nng_to_errno(rv);
+	pi->hsock_open = true;
+	nng_socket_set_int(pi->hsock, NNG_OPT_SENDBUF, 64);
+	nng_socket_set_int(pi->hsock, NNG_OPT_RECVBUF, 64);
+	if ((rv = nng_pipe_notify(pi->hsock, NNG_PIPE_EV_ADD_PRE, on_pipe_add, pi)) != 0 ||
+	    (rv = nng_listener_create(&lst, pi->hsock, pi->url)) != 0 ||
+	    (rv = nng_listener_set_int(lst, NNG_OPT_IPC_PERMISSIONS, 0600)) != 0 ||
+	    (rv = nng_listener_start(lst, 0)) != 0 ||
+	    (rv = nng_socket_get_int(pi->hsock, NNG_OPT_RECVFD, &pi->rfd)) != 0 ||
+	    (rv = nng_socket_get_int(pi->hsock, NNG_OPT_SENDFD, &pi->sfd)) != 0) {
+		r = nng_to_errno(rv);
+		goto fail;
+	}
+	r = loop_io_add(pi->loop, pi->rfd, EPOLLIN, on_readable, pi, &pi->rio);
+	if (r < 0)
+		goto fail;
+	c = calloc(1, sizeof(*c));
+	struct event *init = event_new(EV_INIT);
+	if (!c || !init) {
+		free(init);
+		r = -ENOMEM;
+		goto fail;
+	}
+	c->pi = pi;
+	c->pidfd = -1;
+	pthread_mutex_lock(&pi->pid_mu);
+	r = spawn_worker(pi, &pid);
+	if (r == 0)
+		pi->expect_pid = pid;
+	pthread_mutex_unlock(&pi->pid_mu);
+	if (r < 0) {
+		free(init);
+		log_error(pi->log_comp, "cannot start %s: %s", pi->worker_path, strerror(-r));
+		goto fail;
+	}
+	c->pid = pid;
+	c->pidfd = sys_pidfd_open(pid);
+	if (c->pidfd < 0 ||
+	    (r = loop_io_add(pi->loop, c->pidfd, EPOLLIN, on_child_exit, c, &c->io)) < 0) {
+		if (c->pidfd < 0)
+			r = -errno;
+		log_error(pi->log_comp, "cannot watch worker %ld: %s", (long)pid, strerror(-r));
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		free(init);
+		goto fail;
+	}
+	c->current = true;
+	c->next = pi->children;
+	pi->children = c;
+	pi->cur = c;
+	pi->bus_up = true;
+	pi->stats.worker_pid = (int32_t)pid;
+	log_debug(pi->log_comp, "worker %ld started on %s", (long)pid, pi->url);
+	enqueue(pi, init);
+	pump(pi);
+	return 0;
+fail:
+	child_free(c);
+	gen_close(pi);
+	return r;
+}
+
+static void on_restart(struct loop_timer *t, void *userdata)
+{
+	struct plugin_instance *pi = userdata;
+	(void)t;
+	if (pi->stop_requested || pi->bus_up)
+		return;
+	pi->stats.worker_restarts++;
+	int r = gen_start(pi);
+	if (r < 0) {
+		char reason[256];
+		fmt(reason, sizeof(reason), "cannot restart the plugin worker: %s", strerror(-r));
+		report_failure(pi, reason);
+		schedule_restart(pi);
+	}
+}
+
+/* ======================================================================
  * Lifecycle
  * ====================================================================== */
+
+static void *worker_thread(void *arg)
+{
+	worker_run(arg);
+	return NULL;
+}
 
 static int start_thread(struct plugin_instance *pi)
 {
@@ -1729,7 +1848,7 @@ static int start_thread(struct plugin_instance *pi)
 	sigdelset(&all, SIGABRT);
 	sigdelset(&all, SIGTRAP);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int r = -pthread_create(&pi->thread, NULL, worker_main, pi->w);
+	int r = -pthread_create(&pi->thread, NULL, worker_thread, pi->w);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r < 0)
 		return r;
@@ -1737,6 +1856,47 @@ static int start_thread(struct plugin_instance *pi)
 	char tname[16];
 	fmt(tname, sizeof(tname), "lh-%s", pi->lp->name);
 	pthread_setname_np(pi->thread, tname);
+	return 0;
+}
+
+/* process mode: resolve and check what the child needs */
+static int process_prepare(struct plugin_instance *pi)
+{
+	char buf[PATH_MAX];
+	struct stat st;
+	int r;
+	if (pi->cfg.worker_path) {
+		pi->worker_path = strdup(pi->cfg.worker_path);
+	} else {
+		r = plugin_instance_default_worker_path(buf, sizeof(buf));
+		if (r < 0) {
+			log_error(pi->log_comp, "process isolation: no leasehold-worker program (%s)", buf);
+			return r;
+		}
+		pi->worker_path = strdup(buf);
+	}
+	if (!pi->worker_path)
+		return -ENOMEM;
+	if (access(pi->worker_path, X_OK) < 0) {
+		r = -errno;
+		log_error(pi->log_comp, "process isolation: %s: %s", pi->worker_path, strerror(-r));
+		return r;
+	}
+	if (!pi->lp->copy_path || stat(pi->lp->copy_path, &st) < 0)
+		return pi->lp->copy_path ? -errno : -EINVAL;
+	pi->copy_dev = st.st_dev;
+	pi->copy_ino = st.st_ino;
+	if (pi->cfg.runtime_dir) {
+		pi->runtime_dir = strdup(pi->cfg.runtime_dir);
+	} else {
+		const char *slash = strrchr(pi->lp->copy_path, '/');
+		pi->runtime_dir = slash ? strndup(pi->lp->copy_path, (size_t)(slash - pi->lp->copy_path))
+		                        : strdup(".");
+	}
+	if (!pi->runtime_dir)
+		return -ENOMEM;
+	if (pi->cfg.worker_stderr && !(pi->worker_stderr = strdup(pi->cfg.worker_stderr)))
+		return -ENOMEM;
 	return 0;
 }
 
@@ -1748,33 +1908,57 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 	int r, rv;
 	if (!pi)
 		return -ENOMEM;
+	pthread_mutex_init(&pi->pid_mu, NULL);
 	pi->loop = l;
 	pi->host = *host;
 	if (cfg)
 		pi->cfg = *cfg;
+	/* borrowed strings of cfg are copied below (process_prepare); never kept */
+	pi->cfg.worker_path = pi->cfg.runtime_dir = pi->cfg.worker_stderr = NULL;
 	if (!pi->cfg.txn_timeout_ms)
 		pi->cfg.txn_timeout_ms = DEFAULT_TXN_TIMEOUT_MS;
 	pi->rfd = pi->sfd = -1;
+	pi->stats.last_exit_status = -1;
+	pi->instance_id = atomic_fetch_add(&g_instance_counter, 1u);
 	snprintf(pi->log_comp, sizeof(pi->log_comp), "plugin %s", lp->name);
 	pi->data_prefix = strdup(host->data_prefix ? host->data_prefix : "");
 	pi->node_id = strdup(node_id ? node_id : "");
-	pi->w = calloc(1, sizeof(*pi->w));
-	if (!pi->data_prefix || !pi->node_id || !pi->w) {
+	if (!pi->data_prefix || !pi->node_id) {
 		r = -ENOMEM;
 		goto fail;
 	}
 	pi->prefix_len = strlen(pi->data_prefix);
 	pi->host.data_prefix = pi->data_prefix;
-	if (pi->prefix_len == 0) {
+	if (pi->prefix_len == 0 || (cfg && cfg->isolation > PLUGIN_ISOLATION_PROCESS)) {
 		r = -EINVAL; /* an empty prefix would give the plugin all of etcd */
 		goto fail;
 	}
-	r = loop_timer_new(l, on_defer, pi, &pi->defer);
-	if (r < 0)
+	pi->process = cfg && cfg->isolation == PLUGIN_ISOLATION_PROCESS;
+	if ((r = loop_timer_new(l, on_defer, pi, &pi->defer)) < 0 ||
+	    (r = loop_timer_new(l, on_cb_timer, pi, &pi->cb_timer)) < 0 ||
+	    (r = loop_timer_new(l, on_restart, pi, &pi->restart_timer)) < 0)
 		goto fail;
+	pi->lp = lp; /* needed below; given back on failure */
+
+	if (pi->process) {
+		struct plugin_instance_config orig = *cfg;
+		pi->cfg.worker_path = orig.worker_path;
+		pi->cfg.runtime_dir = orig.runtime_dir;
+		pi->cfg.worker_stderr = orig.worker_stderr;
+		r = process_prepare(pi);
+		pi->cfg.worker_path = pi->cfg.runtime_dir = pi->cfg.worker_stderr = NULL;
+		if (r < 0)
+			goto fail;
+		pi->state = PLUGIN_INSTANCE_STARTING;
+		r = gen_start(pi);
+		if (r < 0)
+			goto fail;
+		*ret_pi = pi;
+		return 0;
+	}
 
 	snprintf(pi->url, sizeof(pi->url), "inproc://leasehold-%ld-%u-%s", (long)getpid(),
-	         atomic_fetch_add(&g_instance_counter, 1u), lp->name);
+	         pi->instance_id, lp->name);
 	if ((rv = nng_pair1_open(&pi->hsock)) != 0)
 		goto nng_fail;
 	pi->hsock_open = true;
@@ -1796,25 +1980,10 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 	r = loop_io_add(l, pi->rfd, EPOLLIN, on_readable, pi, &pi->rio);
 	if (r < 0)
 		goto fail;
-
-	/* the worker's half */
-	struct worker *w = pi->w;
-	w->ctx.size = sizeof(w->ctx);
-	w->ctx.host = &w->api;
-	w->api.size = sizeof(w->api);
-	w->api.abi_minor = LH_PLUGIN_ABI_MINOR;
-	w->api.log = api_log;
-	w->api.set_error = api_set_error;
-	w->api.txn = api_txn;
-	w->api.last_error = api_last_error;
-	w->api.fencing_token = api_fencing_token;
-	w->api.node_id = api_node_id;
-	w->api.data_prefix = api_data_prefix;
-	w->desc = lp->desc;
-	w->sock = pi->wsock;
-	w->txn_timeout_ms = pi->cfg.txn_timeout_ms;
-
-	pi->lp = lp; /* needed by start_thread; given back on failure */
+	r = worker_new(&lp->desc, pi->wsock, pi->cfg.txn_timeout_ms, &pi->w);
+	if (r < 0)
+		goto fail;
+	pi->bus_up = true;
 	struct event *init = event_new(EV_INIT);
 	if (!init) {
 		r = -ENOMEM;
@@ -1847,7 +2016,9 @@ void plugin_instance_stop(struct plugin_instance *pi, plugin_instance_stopped_fn
 	pi->stopped = stopped;
 	pi->stopped_ud = userdata;
 	pi->state = PLUGIN_INSTANCE_STOPPING;
-	if (pi->broken || !pi->thread_running) {
+	loop_timer_disarm(pi->restart_timer);
+	bool alive = pi->process ? pi->bus_up : (pi->thread_running && !pi->broken);
+	if (!alive) {
 		finish_stop(pi);
 		return;
 	}
@@ -1972,6 +2143,24 @@ void plugin_instance_free(struct plugin_instance *pi)
 		pthread_join(pi->thread, NULL);
 		pi->thread_running = false;
 	}
+	if (pi->process) {
+		/* a live, connected child gets deposed + fini synchronously */
+		struct pollfd pfd = {.fd = pi->cur ? pi->cur->pidfd : -1, .events = POLLIN};
+		if (pi->bus_up && pi->hsock_open && pi->cur && poll(&pfd, 1, 0) == 0)
+			stop_sync(pi);
+		gen_close(pi);
+		while (pi->children) {
+			struct child *c = pi->children;
+			pi->children = c->next;
+			pfd.fd = c->pidfd;
+			if (c->pidfd < 0 || poll(&pfd, 1, SYNC_KILL_WAIT_MS) != 1)
+				child_kill(c);
+			while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+				;
+			child_free(c);
+		}
+		pi->rio = pi->sio = NULL;
+	}
 	loop_io_free(pi->rio);
 	loop_io_free(pi->sio);
 	if (pi->hsock_open)
@@ -2007,15 +2196,16 @@ void plugin_instance_free(struct plugin_instance *pi)
 		free(d);
 	}
 	loop_timer_free(pi->defer);
-	if (pi->w) {
-		free(pi->w->node_id);
-		free(pi->w->data_prefix);
-		free(pi->w->result);
-		free(pi->w);
-	}
+	loop_timer_free(pi->cb_timer);
+	loop_timer_free(pi->restart_timer);
+	worker_free(pi->w);
 	loader_close(pi->lp);
+	free(pi->worker_path);
+	free(pi->runtime_dir);
+	free(pi->worker_stderr);
 	free(pi->data_prefix);
 	free(pi->node_id);
+	pthread_mutex_destroy(&pi->pid_mu);
 	free(pi);
 }
 
@@ -2044,6 +2234,11 @@ const char *plugin_instance_bus_url(const struct plugin_instance *pi)
 	return pi->url;
 }
 
+pid_t plugin_instance_worker_pid(const struct plugin_instance *pi)
+{
+	return pi->cur ? pi->cur->pid : 0;
+}
+
 int plugin_instance_inject_from_worker(struct plugin_instance *pi, const void *buf, size_t len)
 {
 	return handle_bytes(pi, buf, len);
@@ -2052,7 +2247,7 @@ int plugin_instance_inject_from_worker(struct plugin_instance *pi, const void *b
 int plugin_instance_send_raw_to_worker(struct plugin_instance *pi, const void *buf, size_t len)
 {
 	nng_msg *msg;
-	if (pi->broken)
+	if (pi->broken || !pi->bus_up)
 		return -EPIPE;
 	if (nng_msg_alloc(&msg, len) != 0)
 		return -ENOMEM;

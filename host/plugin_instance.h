@@ -1,16 +1,51 @@
 /*
- * plugin_instance.h - one loaded plugin running on its own worker thread,
- * driven from the host loop over an nng pair1 bus (proto/bus.proto).
+ * plugin_instance.h - one loaded plugin running on its own worker (a thread
+ * of the daemon, or a `leasehold-worker` child process when isolation is
+ * asked for), driven from the host loop over an nng pair1 bus
+ * (proto/bus.proto).
  *
  * Design notes
  * - Two halves. The host half lives on the loop thread: it implements
  *   struct driver_ops (driver.h) by queueing events, and never blocks: it
  *   receives through NNG_OPT_RECVFD registered with the loop, and sends with
  *   NNG_FLAG_NONBLOCK, keeping unsent messages in a local queue flushed when
- *   NNG_OPT_SENDFD says the socket can take more. The worker half is a thread
- *   that blocks on its socket, decodes one event at a time and calls the
- *   plugin; a slow callback therefore never stalls the loop (nor etcd
- *   keepalives).
+ *   NNG_OPT_SENDFD says the socket can take more. The worker half (worker.c)
+ *   blocks on its socket, decodes one event at a time and calls the plugin;
+ *   a slow callback therefore never stalls the loop (nor etcd keepalives).
+ * - Isolation. Thread (default): the worker half runs on a thread of the
+ *   daemon, over inproc://. A plugin that crashes, aborts or calls exit()
+ *   takes the whole daemon with it; a hung callback can only be reported.
+ *   Process: the worker half runs in a child, the `leasehold-worker` program
+ *   (worker_main.c), started with posix_spawn (no fork of the multithreaded
+ *   daemon). The host LISTENS on ipc://<runtime_dir>/w<pid>.<n>.<gen>.sock
+ *   (socket 0600 inside the 0700 private directory; every worker generation
+ *   gets a fresh socket, so nothing of a dead worker's traffic reaches the
+ *   next one) and accepts only a peer whose pid is the child it spawned
+ *   (NNG_OPT_IPC_PEER_PID). The child gets on argv: the bus URL, the private
+ *   copy's path plus its dev/inode (it opens it O_NOFOLLOW, checks the
+ *   inode, dlopens it through /proc/self/fd and validates the descriptor
+ *   again), the plugin name, the parent pid, txn timeout and log level. It
+ *   runs in its own process group with default signal dispositions and an
+ *   empty mask, PR_SET_PDEATHSIG(SIGKILL), stdin on /dev/null, stdout and
+ *   stderr on the daemon's stderr (or on cfg.worker_stderr). The host watches
+ *   the child with a pidfd (Linux >= 5.3) on the loop and kills it with
+ *   pidfd_send_signal: no SIGCHLD handler and no pid reuse race.
+ * - Containment (process mode). When the child dies (signal, exit, or the
+ *   bus fails), or a callback overruns callback_timeout_ms (the child is
+ *   then SIGKILLed), the instance: stops leading at once (no on_deposed can
+ *   reach a dead worker), completes the in-flight reconcile and every queued
+ *   one with -EIO and the reason, drops the other queued events, reports
+ *   on_failed(reason) and starts a new worker after a capped exponential
+ *   backoff (restart_min_ms doubling up to restart_max_ms; back to the
+ *   minimum once a worker stayed up for restart_max_ms). The new worker
+ *   runs init; on success on_recovered is reported; a failed init of a
+ *   restarted worker counts as another failure. A crash during the FIRST
+ *   init is reported through on_init (err -EIO) instead, with no restart.
+ *   Messages the child sent just before dying are read first, best effort.
+ * - Callback timeout (thread mode). The callback cannot be killed: the
+ *   instance reports on_failed("callback X exceeded N ms"), refuses new
+ *   leadership events until the callback returns (as in process mode while
+ *   restarting), then reports on_recovered and carries on.
  * - Events: every event carries a sequence number and is acknowledged by the
  *   worker (EventDone, with the callback's return value and error text). The
  *   host keeps at most ONE event in flight; the rest wait in the host queue
@@ -33,23 +68,53 @@
  * - Every bus message is decoded as hostile: undecodable bytes, unknown kinds,
  *   acks for the wrong sequence, out-of-range enum values are counted
  *   (stats.bad_messages), logged at debug and dropped.
- * - Completions (reconcile done, drain done, init done, stopped) are always
- *   called from a loop timer, never from inside the call that caused them,
- *   so the owner may call any function of the instance (including free)
- *   from them.
+ * - Completions (reconcile done, drain done, init done, failed, recovered,
+ *   stopped) are always called from a loop timer, never from inside the call
+ *   that caused them, so the owner may call any function of the instance
+ *   (including free) from them. Each one exactly once.
  * - Lifecycle: new -> worker runs init (on_init callback) -> ready. stop():
  *   ends leadership like deposed(), lets the queue drain, runs fini on the
- *   worker, joins the thread, then calls `stopped`. free() dlcloses (through
+ *   worker, joins the thread / waits for the child to exit (SIGKILL after
+ *   exit_grace_ms), then calls `stopped`. free() dlcloses (through
  *   loader_close). free() without a completed stop() does the same
  *   synchronously (blocking the caller until the worker ended: only for
- *   shutdown paths); a plugin stuck forever in a callback then blocks it -
- *   the SDK forbids that.
+ *   shutdown paths); in thread mode a plugin stuck forever in a callback
+ *   then blocks it - the SDK forbids that; in process mode the child is
+ *   killed after a bounded wait.
+ *
+ * OWNER CONTRACT (the daemon)
+ * 1. on_init(userdata, err, msg) runs exactly once, for the first worker's
+ *    init. err < 0 (init refused, or the first worker could not start or
+ *    crashed during init): the instance is FAILED for good; free it.
+ *    on_failed / on_recovered are never called before on_init(0).
+ * 2. on_failed(userdata, reason) (after on_init(0), until stop()): the
+ *    plugin's worker is lost (process mode: crashed, killed, exited, bus
+ *    failure, restarted worker's init failed) or a callback overran
+ *    callback_timeout_ms (both modes). The instance has already stopped
+ *    leading locally and failed the pending reconciles (-EIO, reason); the
+ *    completions follow on_failed in the same loop iteration. The owner must
+ *    make this node give up the plugin's leadership AT ONCE, without a
+ *    drain first (a drain waits for a hung thread-mode callback): i.e. call
+ *    election_fail(el, reason) (deposes immediately, resigns, leaves the
+ *    member set), mark the plugin failed with `reason` for the CLI, and keep
+ *    the instance (do not free it: it restarts its worker by itself). The
+ *    lease and the other plugins are not affected.
+ * 3. on_recovered(userdata) runs once after each on_failed, when a fresh
+ *    worker finished init (process) or the overrunning callback returned
+ *    (thread). The owner may then let the election take part again (clear
+ *    the failure) and clear the CLI error. on_failed and on_recovered strictly
+ *    alternate. After stop() neither is called.
+ * 4. While failed (state RECOVERING): elected() and releases_changed() are
+ *    ignored; reconcile() completes with -EIO; deposed() works; drain()
+ *    completes as soon as no callback runs (process: at once); stop() and
+ *    free() work (a pending restart is cancelled).
  */
 #ifndef LH_PLUGIN_INSTANCE_H
 #define LH_PLUGIN_INSTANCE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "driver.h"
 #include "loader.h"
@@ -63,7 +128,14 @@ enum plugin_instance_state {
 	PLUGIN_INSTANCE_FAILED = 2,   /* init failed or the bus broke: nothing is delivered */
 	PLUGIN_INSTANCE_STOPPING = 3, /* stop() called */
 	PLUGIN_INSTANCE_STOPPED = 4,  /* fini ran (or was skipped), worker joined */
+	/* the worker was lost or a callback overran (on_failed was reported):
+	 * process mode restarts it, thread mode waits for the callback */
+	PLUGIN_INSTANCE_RECOVERING = 5,
 };
+
+/* plugin_instance_config.isolation */
+#define PLUGIN_ISOLATION_THREAD 0u
+#define PLUGIN_ISOLATION_PROCESS 1u
 
 struct plugin_instance_stats {
 	uint64_t queued;    /* events waiting in the host queue */
@@ -81,17 +153,49 @@ struct plugin_instance_stats {
 	uint64_t callback_since_ns; /* loop_now() when the in-flight event was sent; 0 = idle */
 	int32_t last_err;           /* return value of the last failed callback, 0 if none */
 	char last_error[512];       /* its text (set_error), "" if none */
+	/* containment (appended) */
+	uint64_t callback_timeouts; /* callbacks that overran callback_timeout_ms */
+	uint64_t worker_failures;   /* on_failed reports */
+	uint64_t worker_restarts;   /* workers started after the first one */
+	int32_t worker_pid;         /* the live child (process mode), 0 if none */
+	int32_t last_exit_status;   /* raw wait status of the last reaped child, -1 if none */
+	uint64_t next_restart_ms;   /* the backoff used for the next restart */
+	char last_failure[512];     /* the last on_failed reason, "" if none */
 };
 
 /* init finished: err 0 or the plugin's -errno; msg borrowed (may be "") */
 typedef void (*plugin_instance_init_fn)(void *userdata, int err, const char *msg);
 /* stop() finished */
 typedef void (*plugin_instance_stopped_fn)(void *userdata);
+/* the worker was lost or a callback overran: reason borrowed (see the owner
+ * contract above) */
+typedef void (*plugin_instance_failed_fn)(void *userdata, const char *reason);
+/* a fresh worker is ready again / the overrunning callback returned */
+typedef void (*plugin_instance_recovered_fn)(void *userdata);
 
+/* Fields are appended only; zero means the default everywhere. Strings are
+ * copied by plugin_instance_new. */
 struct plugin_instance_config {
 	plugin_instance_init_fn on_init; /* may be NULL */
-	void *userdata;                  /* for on_init */
+	void *userdata;                  /* for on_init, on_failed, on_recovered */
 	uint32_t txn_timeout_ms;         /* worker-side deadline of one txn; 0 = 30000 */
+	uint32_t isolation;              /* PLUGIN_ISOLATION_*; 0 = thread */
+	/* wall time one callback (txns included) may run; 0 = no limit */
+	uint32_t callback_timeout_ms;
+	plugin_instance_failed_fn on_failed;       /* may be NULL */
+	plugin_instance_recovered_fn on_recovered; /* may be NULL */
+	/* process mode: the helper program; NULL = plugin_instance_default_worker_path() */
+	const char *worker_path;
+	/* process mode: directory of the ipc socket (must be private, 0700);
+	 * NULL = the directory of the plugin's private copy */
+	const char *runtime_dir;
+	/* process mode: file the child's stdout/stderr are appended to (created
+	 * 0600); NULL = the daemon's stderr */
+	const char *worker_stderr;
+	uint32_t restart_min_ms; /* first restart delay; 0 = 100 */
+	uint32_t restart_max_ms; /* cap of the doubling; 0 = 30000 */
+	uint32_t exit_grace_ms;  /* after fini: wait this long for the child to exit, then
+	                            SIGKILL; 0 = 5000 */
 };
 
 /* plugin_instance_new - start a worker thread for the loaded plugin lp and
@@ -103,6 +207,17 @@ struct plugin_instance_config {
 int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct driver_host *host,
                         const char *node_id, const struct plugin_instance_config *cfg,
                         struct plugin_instance **ret_pi);
+
+/* plugin_instance_parse_isolation - "thread" / "process" -> PLUGIN_ISOLATION_*.
+ * Returns 0 or -EINVAL (*ret untouched). */
+int plugin_instance_parse_isolation(const char *s, uint32_t *ret);
+
+/* plugin_instance_default_worker_path - the leasehold-worker program used
+ * when cfg.worker_path is NULL: $(pkglibexecdir)/leasehold-worker if it is
+ * executable, else leasehold-worker next to the running executable
+ * (/proc/self/exe). Writes it to buf[len]; returns 0, or -ENOENT (neither is
+ * executable; buf holds the installed path) or -ENAMETOOLONG. */
+int plugin_instance_default_worker_path(char *buf, size_t len);
 
 /* The driver ops, for election.c: pass the instance as `drv`. */
 extern const struct driver_ops plugin_instance_driver_ops;
@@ -133,8 +248,11 @@ const struct loader_plugin *plugin_instance_plugin(const struct plugin_instance 
 void plugin_instance_get_stats(const struct plugin_instance *pi, struct plugin_instance_stats *ret);
 /* queued + in flight */
 uint64_t plugin_instance_pending(const struct plugin_instance *pi);
-/* the bus URL (borrowed), e.g. "inproc://leasehold-123-4-reconciler" */
+/* the bus URL (borrowed), e.g. "inproc://leasehold-123-4-reconciler" or, in
+ * process mode, the current worker's "ipc://.../w123.4.2.sock" */
 const char *plugin_instance_bus_url(const struct plugin_instance *pi);
+/* the live worker child (process mode), 0 if none (thread mode, restarting) */
+pid_t plugin_instance_worker_pid(const struct plugin_instance *pi);
 
 /* For tests and fuzzing: handle `len` bytes exactly as if they had come from
  * the worker (bytes are only read). Returns 0 when they were accepted, else

@@ -111,6 +111,7 @@ static size_t op_plugins(void *ud, struct control_plugin *out, size_t max)
 	p[n].name = "reconciler";
 	p[n].file = "reconciler.so";
 	p[n].release = (struct release){1, 1, 0};
+	p[n].has_release = true;
 	p[n].state = "leading";
 	p[n].leader = "node-a";
 	p[n].ready = true;
@@ -128,6 +129,7 @@ static size_t op_plugins(void *ud, struct control_plugin *out, size_t max)
 		p[n].name = "roles";
 		p[n].file = "roles.so";
 		p[n].release = (struct release){1, 0, 0};
+		p[n].has_release = true;
 		p[n].state = "standby";
 		p[n].leader = "node-b";
 		p[n].ready = S.roles_ready;
@@ -147,7 +149,7 @@ static size_t op_plugins(void *ud, struct control_plugin *out, size_t max)
 	}
 	p[n].name = "broken";
 	p[n].file = "broken.so";
-	p[n].release = (struct release){2, 0, 0};
+	/* refused: nothing runs, so no release (JSON null, table "-") */
 	p[n].state = "failed";
 	p[n].error = "ABI major 2, host expects 1";
 	n++;
@@ -738,7 +740,7 @@ static const char expected_table[] =
     "| -                           |\n"
     "| roles      | 1.0.0   | standby | node-b | no    | 1.0.0..2.0.0 | WORKING 1.0.0 |          0 "
     "| etcd: deadline exceeded     |\n"
-    "| broken     | 2.0.0   | failed  | -      | no    | -            | -             |          0 "
+    "| broken     | -       | failed  | -      | no    | -            | -             |          0 "
     "| ABI major 2, host expects 1 |\n"
     "+------------+---------+---------+--------+-------+--------------+---------------+------------"
     "+-----------------------------+\n";
@@ -860,7 +862,7 @@ static void test_cli_plugins_json(void)
 	p = json_object_array_get_idx(a, 2);
 	CHECK_STR_EQ(jstr(p, "name"), "broken");
 	CHECK_STR_EQ(jstr(p, "state"), "failed");
-	CHECK_STR_EQ(jstr(p, "release"), "2.0.0");
+	jnull(p, "release");
 	jnull(p, "leader");
 	CHECK(!jbool(p, "ready"));
 	rs = jget(p, "releases");

@@ -1,0 +1,624 @@
+/*
+ * worker.c - see worker.h. Moved out of plugin_instance.c so that the worker
+ * thread (thread isolation) and the leasehold-worker child process (process
+ * isolation) run exactly the same loop.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+
+#include "log.h"
+#include "loop.h"
+#include "proto/bus.pb-c.h"
+#include "worker.h"
+
+#define MAX_TXN_OPS 1024u
+#define MAX_KEY_LEN (64u * 1024u)
+#define MAX_VALUE_LEN (16u * 1024u * 1024u)
+
+typedef Leasehold__Bus__ToWorker ToWorker;
+typedef Leasehold__Bus__ToHost ToHost;
+typedef Leasehold__Bus__Event Event;
+typedef Leasehold__Bus__EventDone EventDone;
+typedef Leasehold__Bus__TxnRequest TxnRequest;
+typedef Leasehold__Bus__TxnReply TxnReply;
+typedef Leasehold__Bus__Op BusOp;
+typedef Leasehold__Bus__Compare BusCompare;
+typedef Leasehold__Bus__OpResult BusOpResult;
+typedef Leasehold__Bus__Kv BusKv;
+
+static ProtobufCBinaryData bin(const void *p, size_t len)
+{
+	ProtobufCBinaryData b = {.len = len, .data = (uint8_t *)(uintptr_t)p};
+	return b;
+}
+
+static ProtobufCBinaryData bin_str(const char *s)
+{
+	return bin(s, s ? strlen(s) : 0);
+}
+
+/* pack any message into a fresh nng message; NULL on ENOMEM */
+static nng_msg *pack_msg(const ProtobufCMessage *m)
+{
+	size_t n = protobuf_c_message_get_packed_size(m);
+	nng_msg *msg;
+	if (nng_msg_alloc(&msg, n) != 0)
+		return NULL;
+	protobuf_c_message_pack(m, nng_msg_body(msg));
+	return msg;
+}
+
+struct worker {
+	struct lh_ctx ctx; /* first: the plugin's context pointer is &w->ctx */
+	struct lh_host_api api;
+	struct lh_plugin desc; /* copy of the validated descriptor */
+	nng_socket sock;
+	pthread_t self;
+	bool in_callback;
+	bool initialized;
+	char *node_id;
+	char *data_prefix;
+	int64_t token;
+	uint64_t last_txn_id;
+	uint32_t txn_timeout_ms;
+	void *result; /* the last txn result (one allocation) */
+	char errmsg[512];
+	char txn_error[512];
+};
+
+static struct worker *ctx_worker(struct lh_ctx *ctx)
+{
+	return (struct worker *)(void *)ctx;
+}
+
+static bool on_worker(const struct worker *w)
+{
+	return w->in_callback && pthread_equal(pthread_self(), w->self);
+}
+
+static void worker_send(struct worker *w, const ProtobufCMessage *m)
+{
+	nng_msg *msg = pack_msg(m);
+	if (!msg)
+		return;
+	if (nng_sendmsg(w->sock, msg, 0) != 0)
+		nng_msg_free(msg);
+}
+
+static void worker_protocol_error(struct worker *w, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void worker_protocol_error(struct worker *w, const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	Leasehold__Bus__ProtocolError pe = LEASEHOLD__BUS__PROTOCOL_ERROR__INIT;
+	pe.message = bin_str(buf);
+	ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
+	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_PROTOCOL_ERROR;
+	th.protocol_error = &pe;
+	worker_send(w, &th.base);
+}
+
+static void api_log(struct lh_ctx *ctx, int32_t level, const char *msg)
+{
+	struct worker *w = ctx_worker(ctx);
+	if (!on_worker(w) || !msg)
+		return;
+	if (level < LH_LOG_ERROR)
+		level = LH_LOG_ERROR;
+	if (level > LH_LOG_DEBUG)
+		level = LH_LOG_DEBUG;
+	if (level > (int32_t)log_get_level())
+		return; /* the host would drop it anyway */
+	Leasehold__Bus__Log lg = LEASEHOLD__BUS__LOG__INIT;
+	lg.level = (uint32_t)level;
+	lg.message = bin(msg, strnlen(msg, 4096));
+	ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
+	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_LOG;
+	th.log = &lg;
+	worker_send(w, &th.base);
+}
+
+static void api_set_error(struct lh_ctx *ctx, const char *msg)
+{
+	struct worker *w = ctx_worker(ctx);
+	if (!on_worker(w))
+		return;
+	snprintf(w->errmsg, sizeof(w->errmsg), "%s", msg ? msg : "");
+}
+
+static const char *api_last_error(struct lh_ctx *ctx)
+{
+	struct worker *w = ctx_worker(ctx);
+	if (!on_worker(w))
+		return "";
+	return w->txn_error;
+}
+
+static int64_t api_fencing_token(struct lh_ctx *ctx)
+{
+	struct worker *w = ctx_worker(ctx);
+	return on_worker(w) ? w->token : 0;
+}
+
+static const char *api_node_id(struct lh_ctx *ctx)
+{
+	struct worker *w = ctx_worker(ctx);
+	return w->node_id ? w->node_id : "";
+}
+
+static const char *api_data_prefix(struct lh_ctx *ctx)
+{
+	struct worker *w = ctx_worker(ctx);
+	return w->data_prefix ? w->data_prefix : "";
+}
+
+static void txn_fail(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void txn_fail(struct worker *w, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(w->txn_error, sizeof(w->txn_error), fmt, ap);
+	va_end(ap);
+}
+
+static int check_ops(struct worker *w, const struct lh_op *ops, uint32_t n, const char *branch)
+{
+	if (n > MAX_TXN_OPS || (n && !ops)) {
+		txn_fail(w, "too many %s ops (%u, max %u)", branch, n, MAX_TXN_OPS);
+		return -E2BIG;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct lh_op *o = &ops[i];
+		uint32_t allowed = LH_F_PREFIX;
+		if (o->type == LH_OP_RANGE)
+			allowed |= LH_F_KEYS_ONLY | LH_F_COUNT_ONLY;
+		else if (o->type == LH_OP_PUT || o->type == LH_OP_DELETE)
+			allowed |= LH_F_PREV_KV;
+		else {
+			txn_fail(w, "%s op %u: unknown type %u", branch, i, o->type);
+			return -EINVAL;
+		}
+		if (o->type == LH_OP_PUT && (o->flags & LH_F_PREFIX))
+			allowed &= ~LH_F_PREFIX;
+		if (o->flags & ~allowed) {
+			txn_fail(w, "%s op %u: flags 0x%x not allowed for this op", branch, i, o->flags);
+			return -EINVAL;
+		}
+		if (o->key_len > MAX_KEY_LEN || (o->key_len && !o->key) ||
+		    o->value_len > MAX_VALUE_LEN || (o->value_len && !o->value)) {
+			txn_fail(w, "%s op %u: key or value too long or NULL", branch, i);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static BusOp *fill_ops(const struct lh_op *ops, uint32_t n, BusOp *store, BusOp **ptrs)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		leasehold__bus__op__init(&store[i]);
+		store[i].type = ops[i].type;
+		store[i].flags = ops[i].flags;
+		store[i].key = bin(ops[i].key, ops[i].key_len);
+		store[i].value = bin(ops[i].value, ops[i].value_len);
+		store[i].limit = ops[i].limit;
+		ptrs[i] = &store[i];
+	}
+	return store;
+}
+
+/* Turn a TxnReply into the plugin's result, in one allocation. */
+static int build_result(struct worker *w, const TxnReply *rep, const struct lh_txn_result **ret)
+{
+	size_t n_kv = 0, n_bytes = 0;
+	for (size_t i = 0; i < rep->n_results; i++) {
+		const BusOpResult *r = rep->results[i];
+		if (r->type > LH_OP_DELETE)
+			return -EBADMSG;
+		n_kv += r->n_kvs;
+		for (size_t k = 0; k < r->n_kvs; k++)
+			n_bytes += r->kvs[k]->key.len + 1 + r->kvs[k]->value.len + 1;
+	}
+	size_t size = sizeof(struct lh_txn_result) + rep->n_results * sizeof(struct lh_op_result) +
+	              n_kv * sizeof(struct lh_kv) + n_bytes;
+	char *mem = calloc(1, size);
+	if (!mem)
+		return -ENOMEM;
+	struct lh_txn_result *res = (struct lh_txn_result *)(void *)mem;
+	struct lh_op_result *ors = (struct lh_op_result *)(void *)(mem + sizeof(*res));
+	struct lh_kv *kvs = (struct lh_kv *)(void *)((char *)ors + rep->n_results * sizeof(*ors));
+	uint8_t *bytes = (uint8_t *)(kvs + n_kv);
+	res->succeeded = rep->succeeded ? 1 : 0;
+	res->revision = rep->revision;
+	res->results = ors;
+	res->n_results = rep->n_results;
+	for (size_t i = 0; i < rep->n_results; i++) {
+		const BusOpResult *r = rep->results[i];
+		ors[i].type = r->type;
+		ors[i].more = r->more ? 1 : 0;
+		ors[i].count = r->count;
+		ors[i].deleted = r->deleted;
+		ors[i].kvs = kvs;
+		ors[i].n_kvs = r->n_kvs;
+		for (size_t k = 0; k < r->n_kvs; k++) {
+			const BusKv *b = r->kvs[k];
+			struct lh_kv *kv = kvs++;
+			if (b->key.len)
+				memcpy(bytes, b->key.data, b->key.len);
+			bytes[b->key.len] = 0;
+			kv->key = bytes;
+			kv->key_len = b->key.len;
+			bytes += b->key.len + 1;
+			if (b->value.len)
+				memcpy(bytes, b->value.data, b->value.len);
+			bytes[b->value.len] = 0;
+			kv->value = bytes;
+			kv->value_len = b->value.len;
+			bytes += b->value.len + 1;
+			kv->create_revision = b->create_revision;
+			kv->mod_revision = b->mod_revision;
+			kv->version = b->version;
+		}
+	}
+	free(w->result);
+	w->result = mem;
+	*ret = res;
+	return 0;
+}
+
+/* Wait for the TxnReply with id; returns it (caller frees) or NULL with *err. */
+static ToWorker *wait_txn_reply(struct worker *w, uint64_t id, int *err)
+{
+	uint64_t deadline = loop_now() + (uint64_t)w->txn_timeout_ms * LOOP_NS_PER_MS;
+	for (;;) {
+		uint64_t now = loop_now();
+		if (now >= deadline) {
+			*err = -ETIMEDOUT;
+			break;
+		}
+		nng_socket_set_ms(w->sock, NNG_OPT_RECVTIMEO,
+		                  (nng_duration)((deadline - now + LOOP_NS_PER_MS - 1) / LOOP_NS_PER_MS));
+		nng_msg *msg;
+		int rv = nng_recvmsg(w->sock, &msg, 0);
+		if (rv == NNG_ETIMEDOUT) {
+			*err = -ETIMEDOUT;
+			break;
+		}
+		if (rv != 0) {
+			*err = -ECANCELED;
+			break;
+		}
+		ToWorker *tw = leasehold__bus__to_worker__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
+		size_t len = nng_msg_len(msg);
+		nng_msg_free(msg);
+		if (!tw) {
+			worker_protocol_error(w, "undecodable message from the host (%zu bytes)", len);
+			continue;
+		}
+		if (tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY && tw->txn_reply &&
+		    tw->txn_reply->id == id) {
+			nng_socket_set_ms(w->sock, NNG_OPT_RECVTIMEO, NNG_DURATION_INFINITE);
+			return tw;
+		}
+		if (tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY && tw->txn_reply &&
+		    tw->txn_reply->id < id) {
+			/* a late reply to a txn that timed out: discard */
+		} else {
+			worker_protocol_error(w, "unexpected message (case %d) while waiting for txn %llu",
+			                      (int)tw->msg_case, (unsigned long long)id);
+		}
+		leasehold__bus__to_worker__free_unpacked(tw, NULL);
+	}
+	nng_socket_set_ms(w->sock, NNG_OPT_RECVTIMEO, NNG_DURATION_INFINITE);
+	return NULL;
+}
+
+static int32_t api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32_t n_cmps,
+                       const struct lh_op *success, uint32_t n_success, const struct lh_op *failure,
+                       uint32_t n_failure, const struct lh_txn_result **ret_result)
+{
+	struct worker *w = ctx_worker(ctx);
+	BusCompare *cs = NULL;
+	BusCompare **cp = NULL;
+	BusOp *ss = NULL, *fs = NULL;
+	BusOp **sp = NULL, **fp = NULL;
+	ToWorker *tw = NULL;
+	int r;
+
+	if (!on_worker(w))
+		return -EPERM; /* no safe place to put a message */
+	w->txn_error[0] = 0;
+	free(w->result); /* the previous result ends here */
+	w->result = NULL;
+	if (!ret_result) {
+		txn_fail(w, "ret_result is NULL");
+		return -EINVAL;
+	}
+	if (n_cmps > MAX_TXN_OPS || (n_cmps && !cmps)) {
+		txn_fail(w, "too many compares (%u, max %u)", n_cmps, MAX_TXN_OPS);
+		return -E2BIG;
+	}
+	for (uint32_t i = 0; i < n_cmps; i++) {
+		const struct lh_compare *c = &cmps[i];
+		if (c->target > LH_CMP_VALUE || c->result > LH_CMP_NOT_EQUAL ||
+		    (c->flags & ~LH_F_PREFIX) || c->key_len > MAX_KEY_LEN || (c->key_len && !c->key) ||
+		    c->value_len > MAX_VALUE_LEN || (c->value_len && !c->value)) {
+			txn_fail(w, "compare %u: bad target, result, flags or key", i);
+			return -EINVAL;
+		}
+	}
+	r = check_ops(w, success, n_success, "success");
+	if (r < 0)
+		return r;
+	r = check_ops(w, failure, n_failure, "failure");
+	if (r < 0)
+		return r;
+
+	cs = calloc(n_cmps ? n_cmps : 1, sizeof(*cs));
+	cp = calloc(n_cmps ? n_cmps : 1, sizeof(*cp));
+	ss = calloc(n_success ? n_success : 1, sizeof(*ss));
+	sp = calloc(n_success ? n_success : 1, sizeof(*sp));
+	fs = calloc(n_failure ? n_failure : 1, sizeof(*fs));
+	fp = calloc(n_failure ? n_failure : 1, sizeof(*fp));
+	if (!cs || !cp || !ss || !sp || !fs || !fp) {
+		r = -ENOMEM;
+		txn_fail(w, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < n_cmps; i++) {
+		leasehold__bus__compare__init(&cs[i]);
+		cs[i].target = cmps[i].target;
+		cs[i].result = cmps[i].result;
+		cs[i].flags = cmps[i].flags;
+		cs[i].key = bin(cmps[i].key, cmps[i].key_len);
+		cs[i].number = cmps[i].number;
+		cs[i].value = bin(cmps[i].value, cmps[i].value_len);
+		cp[i] = &cs[i];
+	}
+	fill_ops(success, n_success, ss, sp);
+	fill_ops(failure, n_failure, fs, fp);
+
+	TxnRequest req = LEASEHOLD__BUS__TXN_REQUEST__INIT;
+	req.id = ++w->last_txn_id;
+	req.n_compares = n_cmps;
+	req.compares = cp;
+	req.n_success = n_success;
+	req.success = sp;
+	req.n_failure = n_failure;
+	req.failure = fp;
+	ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
+	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_TXN;
+	th.txn = &req;
+	nng_msg *msg = pack_msg(&th.base);
+	if (!msg) {
+		r = -ENOMEM;
+		txn_fail(w, "out of memory");
+		goto out;
+	}
+	int rv = nng_sendmsg(w->sock, msg, 0);
+	if (rv != 0) {
+		nng_msg_free(msg);
+		r = -ECANCELED;
+		txn_fail(w, "bus closed: the instance is shutting down");
+		goto out;
+	}
+	tw = wait_txn_reply(w, req.id, &r);
+	if (!tw) {
+		if (r == -ETIMEDOUT)
+			txn_fail(w, "no answer from the host within %u ms: the outcome is unknown",
+			         w->txn_timeout_ms);
+		else
+			txn_fail(w, "bus closed: the instance is shutting down");
+		goto out;
+	}
+	const TxnReply *rep = tw->txn_reply;
+	if (rep->err != 0) {
+		r = (rep->err < 0 && rep->err > -4096) ? rep->err : -EIO;
+		txn_fail(w, "%.*s", (int)(rep->message.len > 500 ? 500 : rep->message.len),
+		         rep->message.data ? (const char *)rep->message.data : "");
+		goto out;
+	}
+	r = build_result(w, rep, ret_result);
+	if (r < 0)
+		txn_fail(w, "bad txn reply from the host");
+out:
+	if (tw)
+		leasehold__bus__to_worker__free_unpacked(tw, NULL);
+	free(cs);
+	free(cp);
+	free(ss);
+	free(sp);
+	free(fs);
+	free(fp);
+	return r;
+}
+
+static char *dup_bin(ProtobufCBinaryData b)
+{
+	char *s = malloc(b.len + 1);
+	if (!s)
+		return NULL;
+	if (b.len)
+		memcpy(s, b.data, b.len);
+	s[b.len] = 0;
+	return s;
+}
+
+static struct lh_release rel_from_bus(const Leasehold__Bus__Release *r)
+{
+	struct lh_release x = {0, 0, 0};
+	if (r) {
+		x.major = r->major;
+		x.minor = r->minor;
+		x.patch = r->patch;
+	}
+	return x;
+}
+
+/* Run one event; returns the callback's result. *stop set for FINI. */
+static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
+{
+	const struct lh_plugin *d = &w->desc;
+	int32_t err = 0;
+
+	if (ev->kind_case != LEASEHOLD__BUS__EVENT__KIND_INIT &&
+	    ev->kind_case != LEASEHOLD__BUS__EVENT__KIND_FINI && !w->initialized) {
+		snprintf(w->errmsg, sizeof(w->errmsg), "plugin not initialised");
+		return -EIO;
+	}
+	w->in_callback = true;
+	switch (ev->kind_case) {
+	case LEASEHOLD__BUS__EVENT__KIND_INIT:
+		if (w->initialized) {
+			err = -EALREADY;
+			break;
+		}
+		free(w->node_id);
+		free(w->data_prefix);
+		w->node_id = dup_bin(ev->init->node_id);
+		w->data_prefix = dup_bin(ev->init->data_prefix);
+		if (!w->node_id || !w->data_prefix) {
+			err = -ENOMEM;
+			break;
+		}
+		err = d->init ? d->init(&w->ctx) : 0;
+		w->initialized = err == 0;
+		break;
+	case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
+		w->token = ev->elected->fencing_token;
+		err = d->on_elected ? d->on_elected(&w->ctx, w->token) : 0;
+		break;
+	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED: {
+		struct lh_releases r = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
+		const Leasehold__Bus__Releases *br = ev->releases_changed->releases;
+		if (br) {
+			r.min = rel_from_bus(br->min);
+			r.max = rel_from_bus(br->max);
+			r.revision = br->revision;
+			r.n_members = br->n_members;
+		}
+		err = d->on_releases_changed ? d->on_releases_changed(&w->ctx, &r) : 0;
+		break;
+	}
+	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
+		err = d->reconcile(&w->ctx);
+		break;
+	case LEASEHOLD__BUS__EVENT__KIND_DEPOSED:
+		w->token = 0; /* no longer leading, also during on_deposed */
+		if (d->on_deposed)
+			d->on_deposed(&w->ctx);
+		break;
+	case LEASEHOLD__BUS__EVENT__KIND_FINI:
+		if (w->initialized && d->fini)
+			d->fini(&w->ctx);
+		w->initialized = false;
+		*stop = true;
+		break;
+	default:
+		snprintf(w->errmsg, sizeof(w->errmsg), "unknown event kind %d", (int)ev->kind_case);
+		err = -EPROTO;
+		break;
+	}
+	w->in_callback = false;
+	free(w->result);
+	w->result = NULL;
+	if (err > 0 || err < -4095)
+		err = -EIO; /* not a negative errno: normalise */
+	return err;
+}
+
+int worker_run(struct worker *w)
+{
+	int ret = -ECANCELED;
+	w->self = pthread_self();
+	for (;;) {
+		nng_msg *msg;
+		int rv = nng_recvmsg(w->sock, &msg, 0);
+		if (rv != 0) {
+			if (rv == NNG_EINTR || rv == NNG_ETIMEDOUT)
+				continue;
+			break; /* closed: the host is gone */
+		}
+		size_t len = nng_msg_len(msg);
+		ToWorker *tw = leasehold__bus__to_worker__unpack(NULL, len, nng_msg_body(msg));
+		nng_msg_free(msg);
+		if (!tw) {
+			worker_protocol_error(w, "undecodable message from the host (%zu bytes)", len);
+			continue;
+		}
+		if (tw->msg_case != LEASEHOLD__BUS__TO_WORKER__MSG_EVENT || !tw->event) {
+			if (!(tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY && tw->txn_reply &&
+			      tw->txn_reply->id <= w->last_txn_id))
+				worker_protocol_error(w, "unexpected message (case %d) outside a callback",
+				                      (int)tw->msg_case);
+			leasehold__bus__to_worker__free_unpacked(tw, NULL);
+			continue;
+		}
+		bool stop = false;
+		w->errmsg[0] = 0;
+		int32_t err = worker_run_event(w, tw->event, &stop);
+		EventDone done = LEASEHOLD__BUS__EVENT_DONE__INIT;
+		done.seq = tw->event->seq;
+		done.err = err;
+		done.message = bin_str(w->errmsg);
+		ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
+		th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_DONE;
+		th.done = &done;
+		worker_send(w, &th.base);
+		leasehold__bus__to_worker__free_unpacked(tw, NULL);
+		if (stop) {
+			ret = 0;
+			break;
+		}
+	}
+	free(w->result);
+	w->result = NULL;
+	return ret;
+}
+
+int worker_new(const struct lh_plugin *desc, nng_socket sock, uint32_t txn_timeout_ms,
+               struct worker **ret_w)
+{
+	struct worker *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->ctx.size = sizeof(w->ctx);
+	w->ctx.host = &w->api;
+	w->api.size = sizeof(w->api);
+	w->api.abi_minor = LH_PLUGIN_ABI_MINOR;
+	w->api.log = api_log;
+	w->api.set_error = api_set_error;
+	w->api.txn = api_txn;
+	w->api.last_error = api_last_error;
+	w->api.fencing_token = api_fencing_token;
+	w->api.node_id = api_node_id;
+	w->api.data_prefix = api_data_prefix;
+	w->desc = *desc;
+	w->sock = sock;
+	w->txn_timeout_ms = txn_timeout_ms ? txn_timeout_ms : 30000u;
+	*ret_w = w;
+	return 0;
+}
+
+void worker_free(struct worker *w)
+{
+	if (!w)
+		return;
+	free(w->node_id);
+	free(w->data_prefix);
+	free(w->result);
+	free(w);
+}

@@ -1,0 +1,854 @@
+/*
+ * test_isolation.c - plugin workers in a child process (--isolation process)
+ * and in a thread, driving the "crashy" test plugin whose state lives in
+ * shared memory (visible across the process boundary).
+ *
+ * - The driver-level behaviour of test_bus.c, run in BOTH modes: the child
+ *   runs the same worker loop, so the same traces must come out.
+ * - Containment (process mode): a plugin that segfaults, aborts, exits or
+ *   hangs past the callback timeout inside a callback is contained: this
+ *   test process survives, on_failed carries a clear reason, every pending
+ *   completion arrives exactly once with an error, the worker is restarted
+ *   with growing delays, and a healthy instance keeps working throughout.
+ * - Thread mode: a hang past the timeout is reported and the instance
+ *   resumes when the callback returns.
+ * No sleeps: every wait is loop_run_until with a deadline; the plugin
+ * notifies through a FIFO the loop watches.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+
+#include "check.h"
+#include "crashy.h"
+#include "fakehost.h"
+#include "loader.h"
+#include "plugin_instance.h"
+
+#define PREFIX "/lh/crashy/data/"
+#define DEADLINE (loop_now() + 20 * LOOP_NS_PER_S)
+
+static struct loop *L;
+static struct fakehost *FH;
+static char g_root[512], g_dir[1024], g_private[1024], g_build[1024], g_worker[1200],
+    g_stderr[1200];
+static struct crashy_shm *S;
+static int g_fifo = -1;
+static struct loop_io *g_fio;
+static bool g_notified;
+
+static void on_notify(struct loop_io *io, int fd, uint32_t events, void *ud)
+{
+	char buf[256];
+	(void)io;
+	(void)events;
+	(void)ud;
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	g_notified = true;
+}
+
+/* ---- shared state ---- */
+
+static void lock(void)
+{
+	if (pthread_mutex_lock(&S->mu) == EOWNERDEAD)
+		pthread_mutex_consistent(&S->mu);
+}
+
+static void unlock(void)
+{
+	pthread_mutex_unlock(&S->mu);
+}
+
+static struct crashy_slot *slot_reset(int i, const char *node)
+{
+	lock();
+	struct crashy_slot *s = &S->slot[i];
+	memset(s, 0, sizeof(*s));
+	snprintf(s->node_id, sizeof(s->node_id), "%s", node);
+	unlock();
+	return s;
+}
+
+#define SET(s, field, v)                                                                           \
+	do {                                                                                       \
+		lock();                                                                            \
+		(s)->field = (v);                                                                  \
+		unlock();                                                                          \
+	} while (0)
+
+static int32_t get_i(const int32_t *p)
+{
+	lock();
+	int32_t v = *p;
+	unlock();
+	return v;
+}
+
+static void dump(struct crashy_slot *s)
+{
+	lock();
+	for (int i = 0; i < s->n; i++)
+		fprintf(stderr, "  trace[%d] %s\n", i, s->trace[i]);
+	unlock();
+}
+
+static void check_line(struct crashy_slot *s, int i, const char *want)
+{
+	char got[CRASHY_LINE];
+	lock();
+	snprintf(got, sizeof(got), "%s", i < s->n ? s->trace[i] : "(none)");
+	unlock();
+	if (strcmp(got, want) != 0)
+		dump(s);
+	CHECK_STR_EQ(got, want);
+}
+
+/* wait until *p == want (the plugin notifies on every change) */
+static void wait_i(const int32_t *p, int32_t want)
+{
+	uint64_t dl = DEADLINE;
+	while (get_i(p) != want) {
+		g_notified = false;
+		CHECK_OK(loop_run_until(L, &g_notified, dl));
+	}
+}
+
+static void wait_ge(const int32_t *p, int32_t want)
+{
+	uint64_t dl = DEADLINE;
+	while (get_i(p) < want) {
+		g_notified = false;
+		CHECK_OK(loop_run_until(L, &g_notified, dl));
+	}
+}
+
+/* ---- instances ---- */
+
+struct inst {
+	struct loader_plugin *lp;
+	struct plugin_instance *pi;
+	struct crashy_slot *slot;
+	bool process;
+	bool init_done;
+	int init_err;
+	char init_msg[512];
+	int failed, recovered; /* on_failed / on_recovered counts */
+	bool failed_flag, recovered_flag;
+	uint64_t failed_at, recovered_at;
+	char reason[512];
+};
+
+static void on_init(void *ud, int err, const char *msg)
+{
+	struct inst *in = ud;
+	CHECK(!in->init_done); /* exactly once */
+	in->init_done = true;
+	in->init_err = err;
+	snprintf(in->init_msg, sizeof(in->init_msg), "%s", msg);
+}
+
+static void on_failed(void *ud, const char *reason)
+{
+	struct inst *in = ud;
+	CHECK(in->failed == in->recovered); /* strictly alternating */
+	in->failed++;
+	in->failed_flag = true;
+	in->failed_at = loop_now();
+	snprintf(in->reason, sizeof(in->reason), "%s", reason);
+	fprintf(stderr, "  on_failed: %s\n", reason);
+	/* the owner deposes at once (what election_fail does to its driver) */
+	plugin_instance_deposed(in->pi);
+}
+
+static void on_recovered(void *ud)
+{
+	struct inst *in = ud;
+	CHECK(in->failed == in->recovered + 1);
+	in->recovered++;
+	in->recovered_flag = true;
+	in->recovered_at = loop_now();
+}
+
+static void start(struct inst *in, uint32_t mode, int slot, const char *node,
+		  uint32_t cb_timeout_ms, bool wait_init)
+{
+	char err[LOADER_ERR_MAX];
+	memset(in, 0, sizeof(*in));
+	in->slot = &S->slot[slot];
+	in->process = mode == PLUGIN_ISOLATION_PROCESS;
+	CHECK_OK(loader_open(g_dir, "crashy.so", g_private, &in->lp, err, sizeof(err)));
+	struct plugin_instance_config cfg = {
+	    .on_init = on_init,
+	    .userdata = in,
+	    .isolation = mode,
+	    .callback_timeout_ms = cb_timeout_ms,
+	    .on_failed = on_failed,
+	    .on_recovered = on_recovered,
+	    .worker_path = g_worker,
+	    .worker_stderr = g_stderr,
+	};
+	CHECK_OK(plugin_instance_new(in->lp, L, fakehost_driver_host(FH), node, &cfg, &in->pi));
+	if (wait_init) {
+		CHECK_OK(loop_run_until(L, &in->init_done, DEADLINE));
+		if (in->init_err)
+			fprintf(stderr, "init: %s\n", in->init_msg);
+		CHECK_INT_EQ(in->init_err, 0);
+		CHECK_INT_EQ(plugin_instance_state(in->pi), PLUGIN_INSTANCE_READY);
+		check_line(in->slot, 0, "init");
+	}
+}
+
+struct rdone {
+	bool done;
+	int err;
+	char msg[512];
+	int order;
+};
+static int g_order;
+
+static void on_reconciled(void *ud, int err, const char *msg)
+{
+	struct rdone *d = ud;
+	CHECK(!d->done); /* exactly once */
+	d->done = true;
+	d->err = err;
+	d->order = ++g_order;
+	snprintf(d->msg, sizeof(d->msg), "%s", msg ? msg : "");
+}
+
+struct ddone {
+	bool done;
+	int order;
+};
+
+static void on_drained(void *ud)
+{
+	struct ddone *d = ud;
+	CHECK(!d->done);
+	d->done = true;
+	d->order = ++g_order;
+}
+
+static void drain(struct plugin_instance *pi)
+{
+	struct ddone d = {false, 0};
+	plugin_instance_drain(pi, on_drained, &d);
+	CHECK(!d.done);
+	CHECK_OK(loop_run_until(L, &d.done, DEADLINE));
+}
+
+static void on_stopped(void *ud)
+{
+	bool *b = ud;
+	CHECK(!*b);
+	*b = true;
+}
+
+static void stop_and_free(struct inst *in)
+{
+	bool stopped = false;
+	plugin_instance_stop(in->pi, on_stopped, &stopped);
+	CHECK_OK(loop_run_until(L, &stopped, DEADLINE));
+	CHECK_INT_EQ(plugin_instance_state(in->pi), PLUGIN_INSTANCE_STOPPED);
+	CHECK_INT_EQ(plugin_instance_worker_pid(in->pi), 0);
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in->pi, &st);
+	if (in->process && in->init_err == 0 && in->failed == in->recovered) {
+		/* the child exited cleanly after fini (sanitizers: no leak report) */
+		if (st.last_exit_status != 0)
+			fprintf(stderr, "worker exit status 0x%x\n", (unsigned)st.last_exit_status);
+		CHECK_INT_EQ(st.last_exit_status, 0);
+	}
+	plugin_instance_free(in->pi);
+	in->pi = NULL;
+}
+
+static void reconcile_ok(struct inst *in)
+{
+	struct rdone a = {0};
+	plugin_instance_reconcile(in->pi, on_reconciled, &a);
+	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+	if (a.err)
+		fprintf(stderr, "reconcile: %d %s\n", a.err, a.msg);
+	CHECK_INT_EQ(a.err, 0);
+}
+
+static const struct releases REL1 = {{1, 0, 0}, {1, 1, 0}, 7, 3};
+static const struct releases REL2 = {{1, 1, 0}, {1, 1, 0}, 9, 3};
+
+static const char *mode_name(uint32_t mode)
+{
+	return mode == PLUGIN_ISOLATION_PROCESS ? "process" : "thread";
+}
+
+/* ---- driver-level behaviour, both modes ---- */
+
+static void t_elected_replay_reconcile(uint32_t mode)
+{
+	struct inst in;
+	struct crashy_slot *s = slot_reset(0, "node-a");
+	start(&in, mode, 0, "node-a", 0, true);
+	if (mode == PLUGIN_ISOLATION_PROCESS) {
+		CHECK(plugin_instance_worker_pid(in.pi) > 0);
+		CHECK(plugin_instance_worker_pid(in.pi) != getpid());
+		CHECK(strncmp(plugin_instance_bus_url(in.pi), "ipc://", 6) == 0);
+		CHECK_INT_EQ(get_i(&s->last_pid), plugin_instance_worker_pid(in.pi));
+		struct stat st;
+		CHECK(stat(plugin_instance_bus_url(in.pi) + 6, &st) == 0);
+		CHECK_INT_EQ(st.st_mode & 0777, 0600);
+	} else {
+		CHECK_INT_EQ(get_i(&s->last_pid), getpid());
+	}
+	fakehost_set_leading(FH, true);
+	plugin_instance_driver_ops.elected(in.pi, 42, &REL1);
+	drain(in.pi);
+	check_line(s, 1, "elected 42 api_token=42");
+	check_line(s, 2, "releases 1.0.0-1.1.0 rev=7 n=3");
+	plugin_instance_releases_changed(in.pi, &REL2);
+	drain(in.pi);
+	check_line(s, 3, "releases 1.1.0-1.1.0 rev=9 n=3");
+	reconcile_ok(&in);
+	struct rdone b = {0};
+	SET(s, reconcile_result, -EIO);
+	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
+	CHECK_INT_EQ(b.err, -EIO);
+	CHECK_STR_EQ(b.msg, "reconcile failed on purpose");
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.delivered, 6);
+	CHECK_INT_EQ(st.reconciles_ok, 1);
+	CHECK_INT_EQ(st.reconciles_failed, 1);
+	CHECK_INT_EQ(st.bad_messages, 0);
+	CHECK_INT_EQ(st.worker_failures, 0);
+	stop_and_free(&in);
+	/* on_deposed then fini, nothing else */
+	CHECK_INT_EQ(get_i(&s->n), 8);
+	check_line(s, 6, "deposed api_token=0");
+	check_line(s, 7, "fini");
+	CHECK_INT_EQ(in.failed, 0);
+}
+
+static void t_deposed_drops_queued(uint32_t mode)
+{
+	struct inst in;
+	struct crashy_slot *s = slot_reset(0, "node-a");
+	start(&in, mode, 0, "node-a", 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 11, &REL1);
+	drain(in.pi);
+	SET(s, hold, 1);
+	struct rdone a = {0}, b = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	wait_i(&s->in_reconcile, 1);
+	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	plugin_instance_releases_changed(in.pi, &REL2);
+	CHECK_INT_EQ(plugin_instance_pending(in.pi), 3);
+	plugin_instance_deposed(in.pi);
+	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
+	CHECK_INT_EQ(b.err, -ECANCELED);
+	CHECK(!a.done);
+	SET(s, hold, 0);
+	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+	CHECK_INT_EQ(a.err, 0);
+	drain(in.pi);
+	CHECK_INT_EQ(get_i(&s->n), 5);
+	check_line(s, 3, "reconcile");
+	check_line(s, 4, "deposed api_token=0");
+	stop_and_free(&in);
+}
+
+static void t_txn_through_bus(uint32_t mode)
+{
+	struct inst in;
+	struct crashy_slot *s = slot_reset(0, "node-a");
+	fakehost_free(FH);
+	CHECK_OK(fakehost_new(L, PREFIX, &FH));
+	start(&in, mode, 0, "node-a", 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 21, &REL1);
+	SET(s, txn_mode, CRASHY_TXN_PUT_RANGE);
+	reconcile_ok(&in);
+	CHECK_STR_EQ(fakehost_get(FH, PREFIX "a/k"), "v1");
+	CHECK_STR_EQ(fakehost_get(FH, PREFIX "a/j"), "v2");
+	check_line(s, 4, "txn1 succeeded=1 n=2");
+	check_line(s, 5, "txn2 a/j=v2 a/k=v1");
+	/* not leading any more: the txn is refused, the reconcile fails */
+	fakehost_set_leading(FH, false);
+	struct rdone b = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
+	CHECK_INT_EQ(b.err, -ESTALE);
+	fakehost_set_leading(FH, true);
+	stop_and_free(&in);
+}
+
+static void t_init_failure(uint32_t mode)
+{
+	struct inst in;
+	struct crashy_slot *s = slot_reset(0, "node-a");
+	SET(s, init_result, -EIO);
+	start(&in, mode, 0, "node-a", 0, false);
+	CHECK_OK(loop_run_until(L, &in.init_done, DEADLINE));
+	CHECK_INT_EQ(in.init_err, -EIO);
+	CHECK_STR_EQ(in.init_msg, "init failed: Input/output error: init refused by the test");
+	CHECK_INT_EQ(plugin_instance_state(in.pi), PLUGIN_INSTANCE_FAILED);
+	struct rdone a = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+	CHECK_INT_EQ(a.err, -EIO);
+	stop_and_free(&in);
+	CHECK_INT_EQ(get_i(&s->n), 1); /* no fini after a failed init */
+	CHECK_INT_EQ(in.failed, 0);
+}
+
+static void t_free_without_stop_runs_fini(uint32_t mode)
+{
+	struct inst in;
+	struct crashy_slot *s = slot_reset(0, "node-a");
+	start(&in, mode, 0, "node-a", 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 7, &REL1);
+	drain(in.pi);
+	plugin_instance_free(in.pi);
+	CHECK_INT_EQ(get_i(&s->n), 5);
+	check_line(s, 3, "deposed api_token=0");
+	check_line(s, 4, "fini");
+}
+
+static void test_driver_both_modes(void)
+{
+	for (uint32_t mode = 0; mode <= PLUGIN_ISOLATION_PROCESS; mode++) {
+		fprintf(stderr, "  mode %s\n", mode_name(mode));
+		t_elected_replay_reconcile(mode);
+		t_deposed_drops_queued(mode);
+		t_txn_through_bus(mode);
+		t_init_failure(mode);
+		t_free_without_stop_runs_fini(mode);
+	}
+}
+
+/* ---- containment (process mode) ---- */
+
+static void check_contains(const char *s, const char *sub)
+{
+	if (!strstr(s, sub))
+		fprintf(stderr, "\"%s\" does not contain \"%s\"\n", s, sub);
+	CHECK(strstr(s, sub) != NULL);
+}
+
+/* a crash of kind `crash` in reconcile with one reconcile queued behind it */
+static void crash_in_reconcile(int32_t crash, const char *want1, const char *want2)
+{
+	struct inst a, b;
+	struct crashy_slot *sa = slot_reset(0, "node-a");
+	struct crashy_slot *sb = slot_reset(1, "node-b");
+	start(&a, PLUGIN_ISOLATION_PROCESS, 0, "node-a", 0, true);
+	start(&b, PLUGIN_ISOLATION_PROCESS, 1, "node-b", 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(a.pi, 3, &REL1);
+	plugin_instance_elected(b.pi, 4, &REL1);
+	drain(a.pi);
+	pid_t pid1 = plugin_instance_worker_pid(a.pi);
+	CHECK(pid1 > 0);
+
+	SET(sa, crash, crash);
+	struct rdone r1 = {0}, r2 = {0}, r3 = {0};
+	plugin_instance_reconcile(a.pi, on_reconciled, &r1);
+	plugin_instance_reconcile(a.pi, on_reconciled, &r2);
+	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE));
+	/* the host survived; the reason says what happened and where */
+	check_contains(a.reason, "plugin worker (pid ");
+	check_contains(a.reason, want1);
+	if (want2)
+		check_contains(a.reason, want2);
+	check_contains(a.reason, "during reconcile");
+	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_RECOVERING);
+	/* both pending reconciles complete exactly once, with the error */
+	CHECK_OK(loop_run_until(L, &r2.done, DEADLINE));
+	CHECK(r1.done);
+	CHECK_INT_EQ(r1.err, -EIO);
+	CHECK_INT_EQ(r2.err, -EIO);
+	CHECK(r1.order < r2.order);
+	CHECK_STR_EQ(r1.msg, a.reason);
+	/* while down: nothing is accepted, a drain completes at once */
+	plugin_instance_elected(a.pi, 5, &REL1);
+	plugin_instance_reconcile(a.pi, on_reconciled, &r3);
+	CHECK_OK(loop_run_until(L, &r3.done, DEADLINE));
+	CHECK_INT_EQ(r3.err, -EIO);
+	drain(a.pi);
+	/* the healthy instance works throughout */
+	reconcile_ok(&b);
+
+	/* restarted after the backoff: a new process ran init again */
+	SET(sa, crash, CRASHY_NONE);
+	CHECK_OK(loop_run_until(L, &a.recovered_flag, DEADLINE));
+	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_READY);
+	CHECK(a.recovered_at - a.failed_at >= 100 * LOOP_NS_PER_MS);
+	pid_t pid2 = plugin_instance_worker_pid(a.pi);
+	CHECK(pid2 > 0 && pid2 != pid1);
+	CHECK_INT_EQ(get_i(&sa->inits), 2);
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(a.pi, &st);
+	CHECK_INT_EQ(st.worker_failures, 1);
+	CHECK_INT_EQ(st.worker_restarts, 1);
+	CHECK_INT_EQ(st.next_restart_ms, 100);
+	CHECK_STR_EQ(st.last_failure, a.reason);
+	/* a new term works on the new worker */
+	plugin_instance_elected(a.pi, 6, &REL2);
+	reconcile_ok(&a);
+	reconcile_ok(&b);
+	stop_and_free(&a);
+	stop_and_free(&b);
+	CHECK_INT_EQ(a.failed, 1);
+	CHECK_INT_EQ(a.recovered, 1);
+	CHECK_INT_EQ(b.failed, 0);
+	(void)sb;
+}
+
+static void test_process_segfault_in_reconcile_contained(void)
+{
+	/* (sanitizer builds: main() told the children's ASan to leave SIGSEGV
+	 * alone, so the real signal is seen) */
+	crash_in_reconcile(CRASHY_SEGV, "was killed by signal 11 (SIGSEGV)", NULL);
+}
+
+static void test_process_abort_in_reconcile_contained(void)
+{
+	crash_in_reconcile(CRASHY_ABORT, "was killed by signal 6 (SIGABRT)", NULL);
+}
+
+static void test_process_exit_in_reconcile_contained(void)
+{
+	crash_in_reconcile(CRASHY_EXIT, "exited with status 3", NULL);
+}
+
+static void test_process_hang_past_timeout_killed(void)
+{
+	struct inst a, b;
+	struct crashy_slot *sa = slot_reset(0, "node-a");
+	slot_reset(1, "node-b");
+	start(&a, PLUGIN_ISOLATION_PROCESS, 0, "node-a", 300, true);
+	start(&b, PLUGIN_ISOLATION_PROCESS, 1, "node-b", 300, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(a.pi, 3, &REL1);
+	plugin_instance_elected(b.pi, 3, &REL1);
+	drain(a.pi);
+	SET(sa, hold, 1);
+	struct rdone r1 = {0};
+	uint64_t t0 = loop_now();
+	plugin_instance_reconcile(a.pi, on_reconciled, &r1);
+	wait_i(&sa->in_reconcile, 1);
+	reconcile_ok(&b); /* the loop is not blocked */
+	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE));
+	CHECK(loop_now() - t0 >= 300 * LOOP_NS_PER_MS);
+	check_contains(a.reason, "callback reconcile exceeded 300 ms: plugin worker (pid ");
+	check_contains(a.reason, ") killed");
+	CHECK_OK(loop_run_until(L, &r1.done, DEADLINE));
+	CHECK_INT_EQ(r1.err, -EIO);
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(a.pi, &st);
+	CHECK_INT_EQ(st.callback_timeouts, 1);
+	SET(sa, hold, 0);
+	SET(sa, in_reconcile, 0);
+	CHECK_OK(loop_run_until(L, &a.recovered_flag, DEADLINE));
+	plugin_instance_get_stats(a.pi, &st);
+	CHECK(WIFSIGNALED(st.last_exit_status) && WTERMSIG(st.last_exit_status) == SIGKILL);
+	plugin_instance_elected(a.pi, 4, &REL1);
+	reconcile_ok(&a);
+	stop_and_free(&a);
+	stop_and_free(&b);
+}
+
+static void test_process_restart_backoff_grows(void)
+{
+	struct inst a, b;
+	struct crashy_slot *sa = slot_reset(0, "node-a");
+	slot_reset(1, "node-b");
+	start(&a, PLUGIN_ISOLATION_PROCESS, 0, "node-a", 0, true);
+	start(&b, PLUGIN_ISOLATION_PROCESS, 1, "node-b", 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(b.pi, 3, &REL1);
+	/* every restarted worker dies in init: 4 failed restarts, the 5th works */
+	SET(sa, crash_max_inits, 5);
+	SET(sa, crash_in, CRASHY_IN_INIT);
+	SET(sa, crash, CRASHY_ABORT);
+	kill(plugin_instance_worker_pid(a.pi), SIGKILL);
+	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE));
+	check_contains(a.reason, "was killed by signal 9 (SIGKILL) while idle");
+	for (int k = 2; k <= 5; k++) {
+		wait_ge(&sa->inits, k);
+		reconcile_ok(&b); /* the healthy one keeps working */
+	}
+	CHECK_OK(loop_run_until(L, &a.recovered_flag, DEADLINE));
+	CHECK_INT_EQ(a.failed, 1); /* one outage, one report */
+	lock();
+	int n = sa->inits;
+	int64_t t[CRASHY_MAX_INITS];
+	memcpy(t, sa->init_ns, sizeof(t));
+	unlock();
+	CHECK_INT_EQ(n, 6);
+	/* inits 2..6: the restarts; gaps between them follow the backoff
+	 * 200, 400, 800, 1600 ms (the first restart came after 100 ms) */
+	int64_t prev_gap = 0;
+	for (int k = 2; k < 6; k++) {
+		int64_t gap = t[k] - t[k - 1];
+		int64_t want = (int64_t)(100u << (k - 1)) * (int64_t)LOOP_NS_PER_MS;
+		fprintf(stderr, "  restart %d: %.0f ms after the previous one (backoff %lld ms)\n",
+			k, (double)gap / 1e6, (long long)(want / (int64_t)LOOP_NS_PER_MS));
+		CHECK(gap >= want);
+		CHECK(gap > prev_gap);
+		prev_gap = gap;
+	}
+	CHECK(t[1] - (int64_t)a.failed_at >= 100 * (int64_t)LOOP_NS_PER_MS);
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(a.pi, &st);
+	CHECK_INT_EQ(st.worker_restarts, 5);
+	CHECK_INT_EQ(st.worker_failures, 5);
+	CHECK_INT_EQ(st.next_restart_ms, 1600);
+	check_contains(st.last_failure, "during init");
+	stop_and_free(&a);
+	stop_and_free(&b);
+}
+
+static void test_process_crash_in_first_init_fails_instance(void)
+{
+	struct inst a;
+	struct crashy_slot *sa = slot_reset(0, "node-a");
+	SET(sa, crash_in, CRASHY_IN_INIT);
+	SET(sa, crash, CRASHY_EXIT);
+	start(&a, PLUGIN_ISOLATION_PROCESS, 0, "node-a", 0, false);
+	CHECK_OK(loop_run_until(L, &a.init_done, DEADLINE));
+	CHECK_INT_EQ(a.init_err, -EIO);
+	check_contains(a.init_msg, "init failed: plugin worker (pid ");
+	check_contains(a.init_msg, "exited with status 3 during init");
+	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_FAILED);
+	CHECK_INT_EQ(a.failed, 0);
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(a.pi, &st);
+	CHECK_INT_EQ(st.worker_restarts, 0);
+	stop_and_free(&a);
+	CHECK_INT_EQ(get_i(&sa->inits), 1);
+}
+
+static void test_process_stop_while_restarting(void)
+{
+	struct inst a;
+	struct crashy_slot *sa = slot_reset(0, "node-a");
+	start(&a, PLUGIN_ISOLATION_PROCESS, 0, "node-a", 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(a.pi, 3, &REL1);
+	SET(sa, crash, CRASHY_SEGV);
+	struct rdone r1 = {0};
+	plugin_instance_reconcile(a.pi, on_reconciled, &r1);
+	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE));
+	CHECK_OK(loop_run_until(L, &r1.done, DEADLINE));
+	stop_and_free(&a); /* the pending restart is cancelled */
+	CHECK_INT_EQ(a.recovered, 0);
+	CHECK_INT_EQ(get_i(&sa->inits), 1);
+}
+
+static void test_process_bad_worker_path(void)
+{
+	char err[LOADER_ERR_MAX];
+	struct loader_plugin *lp;
+	slot_reset(0, "node-a");
+	CHECK_OK(loader_open(g_dir, "crashy.so", g_private, &lp, err, sizeof(err)));
+	struct plugin_instance_config cfg = {.isolation = PLUGIN_ISOLATION_PROCESS,
+					     .worker_path = "/nonexistent/leasehold-worker"};
+	struct plugin_instance *pi = (struct plugin_instance *)(uintptr_t)0x1;
+	CHECK_INT_EQ(plugin_instance_new(lp, L, fakehost_driver_host(FH), "node-a", &cfg, &pi),
+		     -ENOENT);
+	CHECK(pi == (struct plugin_instance *)(uintptr_t)0x1);
+	cfg.isolation = 7;
+	CHECK_INT_EQ(plugin_instance_new(lp, L, fakehost_driver_host(FH), "node-a", &cfg, &pi),
+		     -EINVAL);
+	loader_close(lp);
+	uint32_t m = 9;
+	CHECK_OK(plugin_instance_parse_isolation("process", &m));
+	CHECK_INT_EQ(m, PLUGIN_ISOLATION_PROCESS);
+	CHECK_OK(plugin_instance_parse_isolation("thread", &m));
+	CHECK_INT_EQ(m, PLUGIN_ISOLATION_THREAD);
+	CHECK_INT_EQ(plugin_instance_parse_isolation("fork", &m), -EINVAL);
+}
+
+/* ---- thread mode: a hang is reported, the instance resumes ---- */
+
+static void test_thread_hang_reported_then_resumes(void)
+{
+	struct inst a;
+	struct crashy_slot *sa = slot_reset(0, "node-a");
+	start(&a, PLUGIN_ISOLATION_THREAD, 0, "node-a", 200, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(a.pi, 3, &REL1);
+	drain(a.pi);
+	SET(sa, hold, 1);
+	struct rdone r1 = {0}, r2 = {0}, r3 = {0};
+	plugin_instance_reconcile(a.pi, on_reconciled, &r1);
+	plugin_instance_reconcile(a.pi, on_reconciled, &r2);
+	wait_i(&sa->in_reconcile, 1);
+	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE));
+	CHECK_STR_EQ(a.reason, "callback reconcile exceeded 200 ms (thread isolation: it cannot be "
+			       "stopped; the plugin resumes when it returns)");
+	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_RECOVERING);
+	/* the owner deposed in on_failed: the queued one was dropped */
+	CHECK_OK(loop_run_until(L, &r2.done, DEADLINE));
+	CHECK_INT_EQ(r2.err, -ECANCELED);
+	plugin_instance_reconcile(a.pi, on_reconciled, &r3);
+	CHECK_OK(loop_run_until(L, &r3.done, DEADLINE));
+	CHECK_INT_EQ(r3.err, -EIO);
+	CHECK(!r1.done);
+	/* the callback returns: its own result, then on_deposed, and recovery */
+	SET(sa, hold, 0);
+	CHECK_OK(loop_run_until(L, &a.recovered_flag, DEADLINE));
+	CHECK(r1.done);
+	CHECK_INT_EQ(r1.err, 0);
+	drain(a.pi);
+	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_READY);
+	check_line(sa, 4, "deposed api_token=0");
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(a.pi, &st);
+	CHECK_INT_EQ(st.callback_timeouts, 1);
+	CHECK_INT_EQ(st.worker_failures, 1);
+	plugin_instance_elected(a.pi, 4, &REL2);
+	reconcile_ok(&a);
+	stop_and_free(&a);
+	CHECK_INT_EQ(a.failed, 1);
+	CHECK_INT_EQ(a.recovered, 1);
+}
+
+/* ---- setup ---- */
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void cleanup(void)
+{
+	if (g_root[0] && strcmp(g_root + strlen(g_root) - 6, "XXXXXX") != 0)
+		nftw(g_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void install_plugin(void)
+{
+	char src[PATH_MAX], dst[PATH_MAX];
+	snprintf(src, sizeof(src), "%s/tests/plugins/.libs/crashy.so", g_build);
+	snprintf(dst, sizeof(dst), "%s/crashy.so", g_dir);
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0) {
+		fprintf(stderr, "cannot open %s (run through make check)\n", src);
+		exit(99);
+	}
+	int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	CHECK(out >= 0);
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		CHECK(write(out, buf, (size_t)n) == n);
+	close(in);
+	close(out);
+}
+
+static void make_shm(void)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/crashy.shm", g_root);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	CHECK(ftruncate(fd, sizeof(struct crashy_shm)) == 0);
+	void *m = mmap(NULL, sizeof(struct crashy_shm), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED);
+	close(fd);
+	S = m;
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+	CHECK(pthread_mutex_init(&S->mu, &ma) == 0);
+	pthread_mutexattr_destroy(&ma);
+	CHECK(setenv(CRASHY_ENV_SHM, path, 1) == 0);
+
+	snprintf(path, sizeof(path), "%s/crashy.fifo", g_root);
+	CHECK(mkfifo(path, 0600) == 0);
+	/* O_RDWR: never blocks, never sees EOF when a writer dies */
+	g_fifo = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	CHECK(g_fifo >= 0);
+	CHECK(setenv(CRASHY_ENV_FIFO, path, 1) == 0);
+}
+
+int main(void)
+{
+	const char *b = getenv("LH_BUILDDIR");
+	snprintf(g_build, sizeof(g_build), "%s", b && *b ? b : ".");
+	snprintf(g_worker, sizeof(g_worker), "%s/leasehold-worker", g_build);
+	if (access(g_worker, X_OK) < 0) {
+		fprintf(stderr, "no %s (run through make check)\n", g_worker);
+		return 99;
+	}
+	/* Sanitizer builds: the worker children inherit this environment. Their
+	 * ASan would turn a SIGSEGV into a report and exit(1); let the real
+	 * signal through so the test sees what a production build sees. (This
+	 * process read its options at startup: it is not affected.) */
+	const char *asan = getenv("ASAN_OPTIONS");
+	char opts[1024];
+	snprintf(opts, sizeof(opts), "%s%shandle_segv=0", asan ? asan : "",
+		 asan && *asan ? ":" : "");
+	CHECK(setenv("ASAN_OPTIONS", opts, 1) == 0);
+	snprintf(g_root, sizeof(g_root), "/tmp/lh-test-iso-XXXXXX");
+	CHECK(mkdtemp(g_root));
+	atexit(cleanup);
+	CHECK(chmod(g_root, 0755) == 0);
+	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
+	snprintf(g_private, sizeof(g_private), "%s/private", g_root);
+	/* the crash tests' children print sanitizer reports: keep them apart */
+	snprintf(g_stderr, sizeof(g_stderr), "%s/worker.log", g_root);
+	CHECK(mkdir(g_dir, 0755) == 0);
+	char err[LOADER_ERR_MAX];
+	CHECK_OK(loader_private_dir_prepare(g_private, err, sizeof(err)));
+	install_plugin();
+	make_shm();
+
+	CHECK_OK(loop_new(&L));
+	CHECK_OK(fakehost_new(L, PREFIX, &FH));
+	CHECK_OK(loop_io_add(L, g_fifo, EPOLLIN, on_notify, NULL, &g_fio));
+
+	RUN(test_driver_both_modes);
+	RUN(test_process_segfault_in_reconcile_contained);
+	RUN(test_process_abort_in_reconcile_contained);
+	RUN(test_process_exit_in_reconcile_contained);
+	RUN(test_process_hang_past_timeout_killed);
+	RUN(test_process_restart_backoff_grows);
+	RUN(test_process_crash_in_first_init_fails_instance);
+	RUN(test_process_stop_while_restarting);
+	RUN(test_process_bad_worker_path);
+	RUN(test_thread_hang_reported_then_resumes);
+
+	loop_io_free(g_fio);
+	close(g_fifo);
+	fakehost_free(FH);
+	loop_free(L);
+	munmap(S, sizeof(*S));
+	nng_fini();
+	return 0;
+}
