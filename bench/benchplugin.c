@@ -1,0 +1,175 @@
+/*
+ * benchplugin.c - a leasehold plugin that reports its callbacks, for
+ * `make bench` (bench/lh-bench.c). Not installed; built by bench/bench.sh.
+ *
+ * Each callback sends one datagram to the unix socket named by the
+ * environment variable LH_BENCH_SOCK (read in init; unset = silent):
+ *     "<ev> <node> <name> <release> <mono_ns> <a> <b>"
+ * ev: I init, E on_elected (a = token), R on_releases_changed (a = revision,
+ * b = n_members), W a fenced write was acknowledged by etcd (a = token),
+ * D on_deposed, F fini. mono_ns is CLOCK_MONOTONIC taken at the callback's
+ * entry (for W: right after the txn returned), so the driver measures
+ * intervals across processes on one clock.
+ *
+ * reconcile writes one journal record journal/<token hex>-<counter> in a
+ * fenced txn (like plugin/example/reconciler.c); LH_BENCH_NOWRITE=1 makes
+ * it a no-op (bus round-trip measurement).
+ *
+ * Compile-time identity (every field a plain number / a string):
+ *   -DBENCH_NAME='"bench"' -DBENCH_MAJOR=1 -DBENCH_MINOR=0 -DBENCH_PATCH=0
+ *   -DBENCH_MC_MAJOR=1 -DBENCH_MC_MINOR=0 -DBENCH_MC_PATCH=0 (min_compatible)
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <leasehold/plugin.h>
+
+#ifndef BENCH_NAME
+#define BENCH_NAME "bench"
+#endif
+#ifndef BENCH_MAJOR
+#define BENCH_MAJOR 1
+#endif
+#ifndef BENCH_MINOR
+#define BENCH_MINOR 0
+#endif
+#ifndef BENCH_PATCH
+#define BENCH_PATCH 0
+#endif
+#ifndef BENCH_MC_MAJOR
+#define BENCH_MC_MAJOR 1
+#endif
+#ifndef BENCH_MC_MINOR
+#define BENCH_MC_MINOR 0
+#endif
+#ifndef BENCH_MC_PATCH
+#define BENCH_MC_PATCH 0
+#endif
+
+struct bstate {
+	int fd;
+	struct sockaddr_un to;
+	int nowrite;
+	int64_t token;
+	uint64_t counter;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void report(struct lh_ctx *ctx, char ev, uint64_t t, int64_t a, int64_t b)
+{
+	struct bstate *st = ctx->user;
+	if (!st || st->fd < 0)
+		return;
+	char msg[256];
+	int n = snprintf(msg, sizeof(msg), "%c %s %s %d.%d.%d %" PRIu64 " %" PRId64 " %" PRId64, ev,
+	                 ctx->host->node_id(ctx), BENCH_NAME, BENCH_MAJOR, BENCH_MINOR, BENCH_PATCH,
+	                 t, a, b);
+	if (n > 0 && (size_t)n < sizeof(msg))
+		(void)sendto(st->fd, msg, (size_t)n, MSG_DONTWAIT, (const struct sockaddr *)&st->to,
+		             sizeof(st->to));
+}
+
+static int32_t b_init(struct lh_ctx *ctx)
+{
+	uint64_t t = mono_ns();
+	struct bstate *st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->fd = -1;
+	const char *p = getenv("LH_BENCH_SOCK");
+	if (p && *p && strlen(p) < sizeof(st->to.sun_path)) {
+		st->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		st->to.sun_family = AF_UNIX;
+		memcpy(st->to.sun_path, p, strlen(p) + 1);
+	}
+	const char *nw = getenv("LH_BENCH_NOWRITE");
+	st->nowrite = nw && strcmp(nw, "1") == 0;
+	ctx->user = st;
+	report(ctx, 'I', t, 0, 0);
+	return 0;
+}
+
+static int32_t b_on_elected(struct lh_ctx *ctx, int64_t token)
+{
+	uint64_t t = mono_ns();
+	struct bstate *st = ctx->user;
+	st->token = token;
+	st->counter = 0;
+	report(ctx, 'E', t, token, 0);
+	return 0;
+}
+
+static int32_t b_on_releases_changed(struct lh_ctx *ctx, const struct lh_releases *r)
+{
+	report(ctx, 'R', mono_ns(), r->revision, r->n_members);
+	return 0;
+}
+
+static int32_t b_reconcile(struct lh_ctx *ctx)
+{
+	struct bstate *st = ctx->user;
+	if (st->nowrite)
+		return 0;
+	const struct lh_txn_result *res;
+	char key[64], val[96];
+	int64_t token = ctx->host->fencing_token(ctx);
+	int kl = snprintf(key, sizeof(key), "journal/%016" PRIx64 "-%08" PRIu64, (uint64_t)token,
+	                  st->counter);
+	int vl = snprintf(val, sizeof(val), "node=%s token=%" PRId64, ctx->host->node_id(ctx), token);
+	struct lh_op put = {.type = LH_OP_PUT, .key = key, .key_len = (uint64_t)kl, .value = val,
+	                    .value_len = (uint64_t)vl};
+	struct lh_compare fresh = {.target = LH_CMP_CREATE, .result = LH_CMP_EQUAL, .key = key,
+	                           .key_len = (uint64_t)kl, .number = 0};
+	int32_t r = ctx->host->txn(ctx, &fresh, 1, &put, 1, NULL, 0, &res);
+	uint64_t t = mono_ns();
+	st->counter++;
+	if (r < 0)
+		return r;
+	if (!res->succeeded)
+		return -EAGAIN;
+	report(ctx, 'W', t, token, 0);
+	return 0;
+}
+
+static void b_on_deposed(struct lh_ctx *ctx)
+{
+	report(ctx, 'D', mono_ns(), 0, 0);
+}
+
+static void b_fini(struct lh_ctx *ctx)
+{
+	struct bstate *st = ctx->user;
+	report(ctx, 'F', mono_ns(), 0, 0);
+	if (st && st->fd >= 0)
+		close(st->fd);
+	free(st);
+	ctx->user = NULL;
+}
+
+LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
+	LH_PLUGIN_HEADER_INIT,
+	.name = BENCH_NAME,
+	.release = {BENCH_MAJOR, BENCH_MINOR, BENCH_PATCH},
+	.min_reconciler_release = {1, 0, 0},
+	.min_compatible_release = {BENCH_MC_MAJOR, BENCH_MC_MINOR, BENCH_MC_PATCH},
+	.init = b_init,
+	.on_elected = b_on_elected,
+	.on_releases_changed = b_on_releases_changed,
+	.reconcile = b_reconcile,
+	.on_deposed = b_on_deposed,
+	.fini = b_fini,
+};

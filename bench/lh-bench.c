@@ -1,0 +1,1421 @@
+/*
+ * lh-bench - the driver of `make bench` (see bench/README.md).
+ *
+ * One loopback etcd (tests/harness.c), real `leasehold` processes
+ * (tests/hosts.c) loading bench/benchplugin.c, which reports every callback
+ * as a datagram carrying CLOCK_MONOTONIC at the callback's entry. The driver
+ * takes its own CLOCK_MONOTONIC right before the action (kill(), the put),
+ * so every interval is one clock, across processes. Waiting is always for an
+ * event (datagram, etcd watch event, pipe output) with a deadline.
+ *
+ * Usage: lh-bench PLUGIN_DIR OUT_MD   (env: ETCD, ETCDCTL, LH_BUILDDIR,
+ * LH_BENCH_T10 = trials at ttl 10, LH_BENCH_QUICK=1 for a fast smoke run)
+ * PLUGIN_DIR holds bench-1.<k>.0.so (k = 0..20, min_compatible 1.0.0) and
+ * idle-{a,b,c}.so. The table goes to OUT_MD, details to stdout.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <nng/nng.h>
+#include <nng/protocol/pair1/pair.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "harness.h"
+#include "hosts.h"
+#include "leasehold.pb-c.h"
+#include "loader.h"
+#include "plugin_instance.h"
+#include "plugins/fakehost.h"
+#include "testutil.h"
+
+/* ---------------------------------------------------------------- utils */
+
+static uint64_t mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct samples {
+	double *v;
+	size_t n, cap;
+};
+
+static void s_add(struct samples *s, double x)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 64;
+		s->v = realloc(s->v, s->cap * sizeof(*s->v));
+		CHECK(s->v);
+	}
+	s->v[s->n++] = x;
+}
+
+static int dcmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* quantile q in [0,1] (nearest rank); NAN when empty */
+static double s_q(struct samples *s, double q)
+{
+	if (!s->n)
+		return NAN;
+	qsort(s->v, s->n, sizeof(*s->v), dcmp);
+	if (q <= 0)
+		return s->v[0];
+	size_t r = (size_t)ceil(q * (double)s->n);
+	if (r < 1)
+		r = 1;
+	if (r > s->n)
+		r = s->n;
+	if (q == 0.5 && s->n % 2 == 0)
+		return (s->v[s->n / 2 - 1] + s->v[s->n / 2]) / 2;
+	return s->v[r - 1];
+}
+static double s_med(struct samples *s) { return s_q(s, 0.5); }
+static double s_min(struct samples *s) { return s_q(s, 0); }
+static double s_max(struct samples *s) { return s_q(s, 1); }
+
+static FILE *g_md; /* the table */
+
+static void row(const char *fig, const char *what, struct samples *s, const char *unit,
+                const char *ref, const char *goal, const char *met)
+{
+	char buf[256];
+	if (s && s->n)
+		snprintf(buf, sizeof(buf), "%zu | %.3g | %.3g | %.3g %s", s->n, s_med(s), s_min(s),
+		         s_max(s), unit);
+	else
+		snprintf(buf, sizeof(buf), "0 | - | - | - %s", unit);
+	fprintf(g_md, "| %s | %s | %s | %s | %s | %s |\n", fig, what, buf, ref, goal, met);
+	fflush(g_md);
+	printf("ROW %s: %s: %s (ref %s) goal %s: %s\n", fig, what, buf, ref, goal, met);
+	fflush(stdout);
+}
+
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+}
+
+/* ------------------------------------------------------------- globals */
+
+static struct harness_etcd *g_etcd;
+static struct tu T;
+static char g_base[512];
+static char g_plugins[512];
+static const char *g_etcdctl;
+static bool g_quick;
+
+/* ------------------------------------------------- plugin event reports */
+
+struct ev {
+	char type;
+	char node[32];
+	char name[64];
+	char rel[16];
+	uint64_t t;
+	int64_t a, b;
+};
+
+static struct ev *g_ev;
+static size_t g_nev, g_capev;
+static int g_sock = -1;
+static struct loop_io *g_sock_io;
+
+static void on_sock(struct loop_io *io, int fd, uint32_t events, void *ud)
+{
+	(void)io;
+	(void)events;
+	(void)ud;
+	char buf[512];
+	for (;;) {
+		ssize_t n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+		if (n <= 0)
+			return;
+		buf[n] = 0;
+		struct ev e;
+		memset(&e, 0, sizeof(e));
+		if (sscanf(buf, "%c %31s %63s %15s %" SCNu64 " %" SCNd64 " %" SCNd64, &e.type, e.node,
+		           e.name, e.rel, &e.t, &e.a, &e.b) != 7)
+			continue;
+		if (g_nev == g_capev) {
+			g_capev = g_capev ? g_capev * 2 : 1024;
+			g_ev = realloc(g_ev, g_capev * sizeof(*g_ev));
+			CHECK(g_ev);
+		}
+		g_ev[g_nev++] = e;
+	}
+}
+
+static void sock_init(void)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	char path[sizeof(g_base) + 16];
+	snprintf(path, sizeof(path), "%s/ev.sock", g_base);
+	CHECK(strlen(path) < sizeof(a.sun_path));
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	g_sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	CHECK(g_sock >= 0);
+	CHECK(bind(g_sock, (struct sockaddr *)&a, sizeof(a)) == 0);
+	int sz = 4 << 20;
+	(void)setsockopt(g_sock, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	CHECK_OK(loop_io_add(T.loop, g_sock, EPOLLIN, on_sock, NULL, &g_sock_io));
+	CHECK(setenv("LH_BENCH_SOCK", a.sun_path, 1) == 0);
+}
+
+/* find the first event at index >= from matching; -1 if none */
+static long ev_find(size_t from, char type, const char *node, const char *name, const char *rel,
+                    int64_t a, bool match_a)
+{
+	for (size_t i = from; i < g_nev; i++) {
+		const struct ev *e = &g_ev[i];
+		if (e->type != type || (node && strcmp(e->node, node)) || (name && strcmp(e->name, name)) ||
+		    (rel && strcmp(e->rel, rel)) || (match_a && e->a != a))
+			continue;
+		return (long)i;
+	}
+	return -1;
+}
+
+/* run the loop until pred(arg) or timeout; true when pred held */
+static bool wait_for(bool (*pred)(void *), void *arg, int timeout_ms)
+{
+	uint64_t end = mono() + (uint64_t)timeout_ms * 1000000ull;
+	while (!pred(arg)) {
+		uint64_t now = mono();
+		if (now >= end)
+			return false;
+		int ms = (int)((end - now) / 1000000ull) + 1;
+		loop_run_once(T.loop, ms > 50 ? 50 : ms);
+	}
+	return true;
+}
+
+struct evq {
+	size_t from;
+	char type;
+	const char *node, *name, *rel;
+	int64_t a;
+	bool match_a;
+	int64_t b_min; /* R: n_members >= b_min (0 = any) */
+	long found;
+};
+
+static bool p_ev(void *arg)
+{
+	struct evq *q = arg;
+	for (size_t i = q->from; i < g_nev; i++) {
+		long k = ev_find(i, q->type, q->node, q->name, q->rel, q->a, q->match_a);
+		if (k < 0)
+			return false;
+		if (g_ev[k].b >= q->b_min) {
+			q->found = k;
+			return true;
+		}
+		i = (size_t)k;
+	}
+	return false;
+}
+
+/* wait for an event; returns its index or -1 */
+static long wait_ev(size_t from, char type, const char *node, const char *name, const char *rel,
+                    int64_t a, bool match_a, int timeout_ms)
+{
+	struct evq q = {from, type, node, name, rel, a, match_a, 0, -1};
+	return wait_for(p_ev, &q, timeout_ms) ? q.found : -1;
+}
+
+/* ------------------------------------------------ etcd key set watcher */
+
+struct kwatch {
+	struct etcd_watch *w;
+	char keys[32][128];
+	int n;
+	uint64_t puts;
+};
+
+static void on_kw(struct etcd_watch *w, int err, int64_t rev, const struct etcd_event *ev, size_t n,
+                  void *ud)
+{
+	(void)w;
+	(void)rev;
+	struct kwatch *k = ud;
+	if (err < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		char key[128];
+		size_t kl = ev[i].kv.key_len < sizeof(key) - 1 ? ev[i].kv.key_len : sizeof(key) - 1;
+		memcpy(key, ev[i].kv.key, kl);
+		key[kl] = 0;
+		int at = -1;
+		for (int j = 0; j < k->n; j++)
+			if (strcmp(k->keys[j], key) == 0)
+				at = j;
+		if (ev[i].type == ETCD_EVENT_PUT) {
+			k->puts++;
+			if (at < 0 && k->n < 32)
+				snprintf(k->keys[k->n++], sizeof(k->keys[0]), "%s", key);
+		} else if (at >= 0) {
+			k->n--;
+			if (at != k->n)
+				memcpy(k->keys[at], k->keys[k->n], sizeof(k->keys[0]));
+		}
+	}
+}
+
+/* watch every key under prefix, from now on (the prefix is expected empty) */
+static void kw_start(struct kwatch *k, const char *prefix)
+{
+	memset(k, 0, sizeof(*k));
+	int64_t rev = tu_put(&T, "/bench-sync", "x", 1);
+	uint8_t end[256];
+	size_t el = etcd_prefix_end(prefix, strlen(prefix), end);
+	CHECK_OK(etcd_watch_start(T.etcd, prefix, strlen(prefix), end, el, rev + 1, 0, on_kw, k,
+	                          &k->w));
+}
+
+static void kw_stop(struct kwatch *k)
+{
+	etcd_watch_cancel(k->w);
+	k->w = NULL;
+}
+
+struct kwq {
+	struct kwatch *k;
+	int n;
+};
+static bool p_kw(void *arg)
+{
+	struct kwq *q = arg;
+	return q->k->n == q->n;
+}
+static bool kw_wait(struct kwatch *k, int n, int timeout_ms)
+{
+	struct kwq q = {k, n};
+	return wait_for(p_kw, &q, timeout_ms);
+}
+
+/* ----------------------------------------------------------- processes */
+
+static void install(struct host *h, const char *file, const char *as)
+{
+	char src[1024], tmp[1024], dst[1024];
+	snprintf(src, sizeof(src), "%s/%s", g_plugins, file);
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", h->plugin_dir, as);
+	snprintf(dst, sizeof(dst), "%s/%s", h->plugin_dir, as);
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0) {
+		fprintf(stderr, "lh-bench: cannot open %s: %s\n", src, strerror(errno));
+		exit(99);
+	}
+	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	CHECK(out >= 0);
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		CHECK(write(out, buf, (size_t)n) == n);
+	close(in);
+	CHECK(fchmod(out, 0644) == 0);
+	close(out);
+	CHECK(rename(tmp, dst) == 0);
+}
+
+/* spawn argv with stdout to a pipe (returned) and stderr to /dev/null */
+static pid_t spawn_out(const char *const *argv, int *ret_fd)
+{
+	int p[2];
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		dup2(p[1], 1);
+		int dn = open("/dev/null", O_WRONLY);
+		if (dn >= 0)
+			dup2(dn, 2);
+		setenv("ETCDCTL_API", "3", 1);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	*ret_fd = p[0];
+	return pid;
+}
+
+/* wait until fd is readable (or HUP); returns mono() at wake-up, 0 on timeout */
+static uint64_t wait_readable(int fd, int timeout_ms)
+{
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+	uint64_t end = mono() + (uint64_t)timeout_ms * 1000000ull;
+	for (;;) {
+		uint64_t now = mono();
+		if (now >= end)
+			return 0;
+		int r = poll(&pf, 1, (int)((end - now) / 1000000ull) + 1);
+		if (r > 0)
+			return mono();
+		if (r < 0 && errno != EINTR)
+			return 0;
+	}
+}
+
+static void drain_fd(int fd)
+{
+	char buf[512];
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+	while (poll(&pf, 1, 0) > 0 && (pf.revents & POLLIN) && read(fd, buf, sizeof(buf)) > 0)
+		;
+}
+
+static void reap(pid_t pid, int sig)
+{
+	if (pid <= 0)
+		return;
+	kill(pid, sig);
+	waitpid(pid, NULL, 0);
+}
+
+/* the current leader among hosts: replay the events in order; a node leads
+ * from its E until a D/F of the same instance (node + release) */
+static struct host *leader_of(struct host **hs, int n, const char *name, int64_t *ret_token)
+{
+	char node[32] = "", rel[16] = "";
+	int64_t tok = 0;
+	for (size_t i = 0; i < g_nev; i++) {
+		const struct ev *e = &g_ev[i];
+		if (strcmp(e->name, name))
+			continue;
+		if (e->type == 'E') {
+			snprintf(node, sizeof(node), "%s", e->node);
+			snprintf(rel, sizeof(rel), "%s", e->rel);
+			tok = e->a;
+		} else if ((e->type == 'D' || e->type == 'F') && strcmp(e->node, node) == 0 &&
+		           strcmp(e->rel, rel) == 0) {
+			node[0] = 0;
+		}
+	}
+	for (int j = 0; node[0] && j < n; j++)
+		if (strcmp(hs[j]->node, node) == 0 && hs[j]->pid > 0) {
+			if (ret_token)
+				*ret_token = tok;
+			return hs[j];
+		}
+	return NULL;
+}
+
+static double ms_between(uint64_t a, uint64_t b)
+{
+	return ((double)b - (double)a) / 1e6;
+}
+
+/* ------------------------------------------------- etcdctl references */
+
+/* etcdctl elect: leader SIGINT -> the waiter prints */
+static void ref_elect(int n, struct samples *out)
+{
+	const char *url = harness_etcd_url(g_etcd, 0);
+	for (int t = 0; t < n; t++) {
+		char name[64], pfx[80];
+		snprintf(name, sizeof(name), "/ref/elect/%d", t);
+		snprintf(pfx, sizeof(pfx), "%s/", name);
+		struct kwatch kw;
+		kw_start(&kw, pfx);
+		const char *a1[] = {g_etcdctl, "--endpoints", url, "elect", name, "p1", NULL};
+		const char *a2[] = {g_etcdctl, "--endpoints", url, "elect", name, "p2", NULL};
+		int f1, f2;
+		pid_t p1 = spawn_out(a1, &f1);
+		if (!wait_readable(f1, 10000)) {
+			note("etcdctl elect: no leader output");
+			reap(p1, SIGKILL);
+			close(f1);
+			kw_stop(&kw);
+			continue;
+		}
+		pid_t p2 = spawn_out(a2, &f2);
+		if (kw_wait(&kw, 2, 10000)) {
+			drain_fd(f1);
+			uint64_t t0 = mono();
+			kill(p1, SIGINT);
+			uint64_t t1 = wait_readable(f2, 10000);
+			if (t1)
+				s_add(out, ms_between(t0, t1));
+		}
+		reap(p1, SIGKILL);
+		reap(p2, SIGINT);
+		close(f1);
+		close(f2);
+		kw_stop(&kw);
+	}
+}
+
+/* count keys under prefix with `etcdctl get --prefix --keys-only` (etcdctl
+ * 3.4 has no --count-only; one key per non-empty line). Child process
+ * context: no loop here. */
+static int ctl_count(const char *url, const char *prefix)
+{
+	const char *a[] = {g_etcdctl, "--endpoints", url, "get", prefix, "--prefix", "--keys-only",
+	                   NULL};
+	int fd;
+	pid_t p = spawn_out(a, &fd);
+	char buf[4096];
+	size_t len = 0;
+	ssize_t r;
+	while (len < sizeof(buf) - 1 && (r = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)r;
+	buf[len] = 0;
+	close(fd);
+	int st;
+	waitpid(p, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return -1;
+	int n = 0;
+	for (char *line = buf; *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl != line)
+			n++;
+		if (!nl)
+			break;
+		line = nl + 1;
+	}
+	return n;
+}
+
+/* etcdctl lock --ttl: holder SIGKILL -> the waiter prints; runs in a forked
+ * child, writes doubles (ms) to wfd */
+static void ref_lock_child(int ttl, int n, int wfd)
+{
+	const char *url = harness_etcd_url(g_etcd, 0);
+	char ttls[16];
+	snprintf(ttls, sizeof(ttls), "%d", ttl);
+	for (int t = 0; t < n; t++) {
+		char name[64], pfx[80];
+		snprintf(name, sizeof(name), "/ref/lock%d/%d", ttl, t);
+		snprintf(pfx, sizeof(pfx), "%s/", name);
+		const char *a[] = {g_etcdctl, "--endpoints", url, "lock", "--ttl", ttls, name, NULL};
+		int f1, f2;
+		pid_t p1 = spawn_out(a, &f1);
+		if (!wait_readable(f1, 10000)) {
+			reap(p1, SIGKILL);
+			close(f1);
+			continue;
+		}
+		pid_t p2 = spawn_out(a, &f2);
+		uint64_t end = mono() + 10000000000ull;
+		while (ctl_count(url, pfx) < 2 && mono() < end)
+			;
+		uint64_t t0 = mono();
+		kill(p1, SIGKILL);
+		waitpid(p1, NULL, 0);
+		uint64_t t1 = wait_readable(f2, (ttl + 10) * 1000);
+		if (t1) {
+			double ms = ms_between(t0, t1);
+			if (write(wfd, &ms, sizeof(ms)) != sizeof(ms))
+				break;
+		}
+		reap(p2, SIGINT);
+		close(f1);
+		close(f2);
+	}
+}
+
+static pid_t ref_lock_start(int ttl, int n, int *ret_fd)
+{
+	int p[2];
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		ref_lock_child(ttl, n, p[1]);
+		_exit(0);
+	}
+	close(p[1]);
+	*ret_fd = p[0];
+	return pid;
+}
+
+static void ref_lock_collect(pid_t pid, int fd, struct samples *out)
+{
+	/* keep the loop running meanwhile (the idle window's timer lives on it) */
+	for (;;) {
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		if (poll(&pf, 1, 0) == 0) {
+			loop_run_once(T.loop, 50);
+			continue;
+		}
+		double ms;
+		if (read(fd, &ms, sizeof(ms)) != sizeof(ms))
+			break;
+		s_add(out, ms);
+	}
+	close(fd);
+	waitpid(pid, NULL, 0);
+}
+
+/* ------------------------------------------------------------ hosts */
+
+static void start_host(struct host *h, const char *prefix, const char *ttl)
+{
+	const char *args[] = {"--prefix", prefix, "--ttl", ttl, "--reconcile-wait", "0",
+	                      "--reconcile-interval", "1h", "--log-level", "info", NULL};
+	host_start(h, harness_etcd_urls(g_etcd), args);
+}
+
+static void stop_host(struct host *h)
+{
+	if (h->pid <= 0)
+		return;
+	host_signal(h, SIGTERM);
+	if (host_wait(h, 20000) < 0) {
+		kill(h->pid, SIGKILL);
+		host_wait(h, 5000);
+	}
+}
+
+/* ------------------------------------------ figures 1 and 2: failover */
+
+/* two hosts on prefix; n trials of sig to the leader. Figure 1 (SIGTERM)
+ * fills elected and write; figure 2 (SIGKILL) fills write. */
+static void failover(const char *prefix, const char *ttl, int sig, int n, struct samples *elected,
+                     struct samples *write, struct samples *e2w)
+{
+	char dir[600], epfx[128];
+	snprintf(dir, sizeof(dir), "%s%s", g_base, prefix);
+	CHECK(mkdir(dir, 0755) == 0);
+	snprintf(epfx, sizeof(epfx), "%s/bench/election/", prefix);
+	struct kwatch kw;
+	kw_start(&kw, epfx);
+	static struct host hA[8], hB[8];
+	static int used;
+	struct host *A = &hA[used], *B = &hB[used];
+	used++;
+	host_setup(A, dir, "a");
+	host_setup(B, dir, "b");
+	install(A, "bench-1.0.0.so", "bench.so");
+	install(B, "bench-1.0.0.so", "bench.so");
+	size_t from = g_nev;
+	start_host(A, prefix, ttl);
+	if (wait_ev(from, 'W', "a", "bench", NULL, 0, false, 30000) < 0) {
+		note("failover %s: host a never wrote", prefix);
+		host_dump_log(A);
+		return;
+	}
+	start_host(B, prefix, ttl);
+	if (!kw_wait(&kw, 2, 30000)) {
+		note("failover %s: host b never campaigned", prefix);
+		return;
+	}
+	struct host *hs[2] = {A, B};
+	for (int t = 0; t < n; t++) {
+		int64_t tok;
+		struct host *L = leader_of(hs, 2, "bench", &tok);
+		if (!L) {
+			note("failover %s: no leader before trial %d", prefix, t);
+			break;
+		}
+		struct host *O = L == A ? B : A;
+		from = g_nev;
+		uint64_t t0 = mono();
+		host_signal(L, sig);
+		long ke = wait_ev(from, 'E', O->node, "bench", NULL, 0, false, 60000);
+		if (ke < 0) {
+			note("failover %s: trial %d: no on_elected on %s", prefix, t, O->node);
+			host_dump_log(O);
+			break;
+		}
+		long kw2 = wait_ev(from, 'W', O->node, "bench", NULL, g_ev[ke].a, true, 60000);
+		if (elected)
+			s_add(elected, ms_between(t0, g_ev[ke].t));
+		if (kw2 >= 0 && write)
+			s_add(write, ms_between(t0, g_ev[kw2].t));
+		if (kw2 >= 0 && e2w)
+			s_add(e2w, ms_between(g_ev[ke].t, g_ev[kw2].t));
+		if (host_wait(L, 30000) < 0) {
+			note("failover %s: %s did not exit", prefix, L->node);
+			kill(L->pid, SIGKILL);
+			host_wait(L, 5000);
+		}
+		start_host(L, prefix, ttl);
+		if (!kw_wait(&kw, 2, 30000)) {
+			note("failover %s: %s did not campaign again", prefix, L->node);
+			break;
+		}
+	}
+	stop_host(A);
+	stop_host(B);
+	kw_stop(&kw);
+}
+
+/* put latency through the host's own etcd client (the floor) */
+static void put_floor(int n, struct samples *out)
+{
+	for (int i = 0; i < n; i++) {
+		uint64_t t0 = mono();
+		tu_put(&T, "/bench-floor", "0123456789", 10);
+		s_add(out, ms_between(t0, mono()));
+	}
+}
+
+/* ------------------------------------------------- figure 7: idle CPU */
+
+struct idle {
+	struct host h;
+	struct loop_timer *tm;
+	int windows;
+	uint64_t t_start, cpu_ticks0, cpu_ticks1, sched0, sched1, t_end;
+	bool done;
+};
+
+static uint64_t proc_ticks(pid_t pid)
+{
+	char p[64], buf[2048];
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(p, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *c = strrchr(buf, ')');
+	if (!c)
+		return 0;
+	unsigned long long ut = 0, st = 0;
+	/* fields after ") ": state(3) ... utime(14) stime(15) */
+	if (sscanf(c + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return 0;
+	return ut + st;
+}
+
+/* sum of per-thread schedstat run time (ns) */
+static uint64_t proc_sched_ns(pid_t pid)
+{
+	char p[128];
+	snprintf(p, sizeof(p), "/proc/%d/task", (int)pid);
+	uint64_t sum = 0;
+	FILE *ls;
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "cat %s/*/schedstat 2>/dev/null", p);
+	ls = popen(cmd, "r");
+	if (!ls)
+		return 0;
+	unsigned long long run, wait, slices;
+	while (fscanf(ls, "%llu %llu %llu", &run, &wait, &slices) == 3)
+		sum += run;
+	pclose(ls);
+	return sum;
+}
+
+static void on_idle_timer(struct loop_timer *t, void *ud)
+{
+	(void)t;
+	struct idle *I = ud;
+	I->cpu_ticks1 = proc_ticks(I->h.pid);
+	I->sched1 = proc_sched_ns(I->h.pid);
+	I->t_end = mono();
+	I->done = true;
+}
+
+static void idle_start(struct idle *I, int secs)
+{
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/b7", g_base);
+	CHECK(mkdir(dir, 0755) == 0);
+	host_setup(&I->h, dir, "idle");
+	install(&I->h, "idle-a.so", "idle-a.so");
+	install(&I->h, "idle-b.so", "idle-b.so");
+	install(&I->h, "idle-c.so", "idle-c.so");
+	size_t from = g_nev;
+	start_host(&I->h, "/b7", "10");
+	const char *names[] = {"idle-a", "idle-b", "idle-c"};
+	for (int i = 0; i < 3; i++)
+		if (wait_ev(from, 'W', "idle", names[i], NULL, 0, false, 30000) < 0) {
+			note("idle: plugin %s never led", names[i]);
+			host_dump_log(&I->h);
+		}
+	I->t_start = mono();
+	I->cpu_ticks0 = proc_ticks(I->h.pid);
+	I->sched0 = proc_sched_ns(I->h.pid);
+	CHECK_OK(loop_timer_new(T.loop, on_idle_timer, I, &I->tm));
+	loop_timer_arm_in(I->tm, (uint64_t)secs * LOOP_NS_PER_S);
+}
+
+static bool p_flag(void *arg)
+{
+	return *(bool *)arg;
+}
+
+/* -------------------------------------------- figure 3: rolling upgrade */
+
+struct inst_state {
+	char node[32];
+	char rel[16];
+};
+
+static void rollout(int trials, struct samples *dead[3], struct samples *statusw,
+                    struct samples *elections)
+{
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/b3", g_base);
+	CHECK(mkdir(dir, 0755) == 0);
+	static struct host H[3];
+	const char *nodes[] = {"n1", "n2", "n3"};
+	struct kwatch kst, kel;
+	kw_start(&kst, "/b3/bench/status");
+	kw_start(&kel, "/b3/bench/election/");
+	size_t from = g_nev;
+	for (int i = 0; i < 3; i++) {
+		host_setup(&H[i], dir, nodes[i]);
+		install(&H[i], "bench-1.0.0.so", "bench.so");
+		start_host(&H[i], "/b3", "10");
+	}
+	if (wait_ev(from, 'W', NULL, "bench", NULL, 0, false, 30000) < 0 || !kw_wait(&kel, 3, 30000)) {
+		note("rollout: cluster did not form");
+		return;
+	}
+	struct host *hs[3] = {&H[0], &H[1], &H[2]};
+	/* who leads at the start of a step */
+	struct inst_state lead = {"", ""};
+	{
+		int64_t tok;
+		struct host *L = leader_of(hs, 3, "bench", &tok);
+		if (L) {
+			snprintf(lead.node, sizeof(lead.node), "%s", L->node);
+			snprintf(lead.rel, sizeof(lead.rel), "1.0.0");
+		}
+	}
+	for (int k = 1; k <= trials; k++) {
+		char rel[16], file[64], old[16];
+		snprintf(rel, sizeof(rel), "1.%d.0", k);
+		snprintf(old, sizeof(old), "1.%d.0", k - 1);
+		snprintf(file, sizeof(file), "bench-%s.so", rel);
+		uint64_t st0 = kst.puts;
+		int n_elect = 0;
+		for (int s = 0; s < 3; s++) {
+			size_t sfrom = g_nev;
+			install(&H[s], file, "bench.so");
+			/* the step is over when host s runs the new release, its old
+			 * instance is gone, a new-release instance leads and wrote */
+			bool ok = wait_ev(sfrom, 'I', H[s].node, "bench", rel, 0, false, 20000) >= 0 &&
+			          wait_ev(sfrom, 'F', H[s].node, "bench", old, 0, false, 20000) >= 0;
+			long ke = -1;
+			if (ok && s == 0) {
+				ke = wait_ev(sfrom, 'E', NULL, "bench", rel, 0, false, 20000);
+				ok = ke >= 0 &&
+				     wait_ev(sfrom, 'W', g_ev[ke].node, "bench", rel, 0, false, 20000) >= 0;
+			} else if (ok && strcmp(lead.node, H[s].node) == 0) {
+				ke = wait_ev(sfrom, 'E', H[s].node, "bench", rel, 0, false, 20000);
+				ok = ke >= 0;
+			}
+			/* observation window: a flip-flop would show here */
+			uint64_t wend = mono() + 300000000ull;
+			while (mono() < wend)
+				loop_run_once(T.loop, (int)((wend - mono()) / 1000000ull) + 1);
+			if (!ok) {
+				note("rollout: trial %d step %d did not settle", k, s + 1);
+				for (int i = 0; i < 3; i++)
+					host_dump_log(&H[i]);
+				return;
+			}
+			/* dead time: timeline of the step's events in clock order */
+			size_t m = g_nev - sfrom;
+			struct ev *es = malloc((m ? m : 1) * sizeof(*es));
+			CHECK(es);
+			memcpy(es, g_ev + sfrom, m * sizeof(*es));
+			for (size_t i = 1; i < m; i++) /* insertion sort by t (few events) */
+				for (size_t j = i; j > 0 && es[j - 1].t > es[j].t; j--) {
+					struct ev x = es[j];
+					es[j] = es[j - 1];
+					es[j - 1] = x;
+				}
+			struct inst_state cur = lead;
+			bool leading = cur.node[0] != 0;
+			bool newest_exists = false;
+			uint64_t gap_start = 0;
+			double dead_ms = 0;
+			for (size_t i = 0; i < m; i++) {
+				const struct ev *e = &es[i];
+				if (strcmp(e->name, "bench"))
+					continue;
+				if (e->type == 'I' && strcmp(e->rel, rel) == 0 && !newest_exists) {
+					newest_exists = true;
+					if (!leading)
+						gap_start = e->t;
+				} else if (e->type == 'E') {
+					if (!leading && newest_exists && gap_start)
+						dead_ms += ms_between(gap_start, e->t);
+					leading = true;
+					gap_start = 0;
+					n_elect++;
+					snprintf(cur.node, sizeof(cur.node), "%s", e->node);
+					snprintf(cur.rel, sizeof(cur.rel), "%s", e->rel);
+				} else if ((e->type == 'D' || e->type == 'F') && leading &&
+				           strcmp(e->node, cur.node) == 0 && strcmp(e->rel, cur.rel) == 0) {
+					leading = false;
+					cur.node[0] = 0;
+					if (newest_exists)
+						gap_start = e->t;
+				}
+			}
+			for (size_t i = 0; i < m; i++)
+				if (strchr("EDF", es[i].type) && strcmp(es[i].name, "bench") == 0)
+					note("  trial %d step %d: %+.3f ms %c %s %s token %" PRId64, k, s + 1,
+					     ms_between(es[0].t, es[i].t), es[i].type, es[i].node, es[i].rel,
+					     es[i].a);
+			free(es);
+			lead = cur;
+			s_add(dead[s], dead_ms);
+		}
+		s_add(statusw, (double)(kst.puts - st0));
+		s_add(elections, n_elect);
+	}
+	kw_stop(&kst);
+	kw_stop(&kel);
+	/* keep the cluster for figure 4 */
+}
+
+/* --------------------------------------------- figure 4: event latency */
+
+static void event_latency(int n, struct samples *from_send, struct samples *from_ack)
+{
+	int64_t tok;
+	/* the leader is whoever wrote last on /b3 */
+	long kl = -1;
+	for (long i = (long)g_nev - 1; i >= 0; i--)
+		if (g_ev[i].type == 'E' && strcmp(g_ev[i].name, "bench") == 0) {
+			kl = i;
+			break;
+		}
+	if (kl < 0)
+		return;
+	tok = g_ev[kl].a;
+	(void)tok;
+	char node[32];
+	snprintf(node, sizeof(node), "%s", g_ev[kl].node);
+	for (int i = 0; i < n; i++) {
+		size_t from = g_nev;
+		uint64_t t0 = mono();
+		int64_t rev = tu_put_member(&T, "/b3", "bench", "zz-fake", REL(1, 0, 0));
+		uint64_t t1 = mono();
+		long k = wait_ev(from, 'R', node, "bench", NULL, rev, true, 5000);
+		if (k < 0) {
+			note("event latency: no on_releases_changed for revision %" PRId64, rev);
+			continue;
+		}
+		s_add(from_send, ms_between(t0, g_ev[k].t));
+		s_add(from_ack, ms_between(t1, g_ev[k].t));
+	}
+}
+
+/* ----------------------------------------------------- figure 5: bus */
+
+struct bare {
+	nng_socket s;
+	int n;
+};
+
+static void *bare_echo(void *arg)
+{
+	struct bare *b = arg;
+	for (int i = 0; i < b->n; i++) {
+		nng_msg *m;
+		if (nng_recvmsg(b->s, &m, 0) != 0)
+			break;
+		if (nng_sendmsg(b->s, m, 0) != 0) {
+			nng_msg_free(m);
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void bus_bare(int n, struct samples *out)
+{
+	struct bare b = {.n = n};
+	nng_socket c;
+	CHECK(nng_pair1_open(&b.s) == 0);
+	CHECK(nng_pair1_open(&c) == 0);
+	CHECK(nng_listen(b.s, "inproc://lh-bench-bare", NULL, 0) == 0);
+	CHECK(nng_dial(c, "inproc://lh-bench-bare", NULL, 0) == 0);
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, bare_echo, &b) == 0);
+	char payload[100];
+	memset(payload, 'x', sizeof(payload));
+	for (int i = 0; i < n; i++) {
+		uint64_t t0 = mono();
+		CHECK(nng_send(c, payload, sizeof(payload), 0) == 0);
+		char *buf;
+		size_t len;
+		CHECK(nng_recv(c, &buf, &len, NNG_FLAG_ALLOC) == 0);
+		nng_free(buf, len);
+		s_add(out, ms_between(t0, mono()) * 1000.0);
+	}
+	pthread_join(th, NULL);
+	nng_close(c);
+	nng_close(b.s);
+}
+
+static void on_bus_init(void *ud, int err, const char *msg)
+{
+	(void)msg;
+	*(int *)ud = err == 0 ? 1 : -1;
+}
+
+static void on_bus_done(void *ud, int err, const char *msg)
+{
+	(void)err;
+	(void)msg;
+	*(bool *)ud = true;
+}
+
+static bool p_int_set(void *arg)
+{
+	return *(int *)arg != 0;
+}
+
+static void bus_host(int n, struct samples *out)
+{
+	char dir[600], priv[600];
+	snprintf(dir, sizeof(dir), "%s/b5", g_base);
+	snprintf(priv, sizeof(priv), "%s/b5priv", g_base);
+	CHECK(mkdir(dir, 0755) == 0);
+	char err[LOADER_ERR_MAX];
+	CHECK_OK(loader_private_dir_prepare(priv, err, sizeof(err)));
+	struct host fake;
+	memset(&fake, 0, sizeof(fake));
+	snprintf(fake.plugin_dir, sizeof(fake.plugin_dir), "%s", dir);
+	install(&fake, "bench-1.0.0.so", "bench.so");
+	struct loader_plugin *lp;
+	if (loader_open(dir, "bench.so", priv, &lp, err, sizeof(err)) < 0) {
+		note("bus: load failed: %s", err);
+		return;
+	}
+	struct fakehost *fh;
+	CHECK_OK(fakehost_new(T.loop, "/b5/bench/data/", &fh));
+	int init = 0;
+	struct plugin_instance_config cfg = {.on_init = on_bus_init, .userdata = &init};
+	struct plugin_instance *pi;
+	CHECK(setenv("LH_BENCH_NOWRITE", "1", 1) == 0);
+	CHECK_OK(plugin_instance_new(lp, T.loop, fakehost_driver_host(fh), "bus", &cfg, &pi));
+	CHECK(wait_for(p_int_set, &init, 10000) && init == 1);
+	unsetenv("LH_BENCH_NOWRITE");
+	fakehost_set_leading(fh, true);
+	struct releases r = {{1, 0, 0}, {1, 0, 0}, 1, 1};
+	plugin_instance_elected(pi, 1, &r);
+	for (int i = 0; i < n + 50; i++) {
+		bool done = false;
+		uint64_t t0 = mono();
+		plugin_instance_reconcile(pi, on_bus_done, &done);
+		if (!wait_for(p_flag, &done, 10000))
+			break;
+		if (i >= 50) /* warm-up */
+			s_add(out, ms_between(t0, mono()) * 1000.0);
+	}
+	plugin_instance_deposed(pi);
+	plugin_instance_free(pi);
+	fakehost_free(fh);
+}
+
+/* ------------------------------------------------- figure 6: scale */
+
+struct txn_wait {
+	int pending;
+	int err;
+};
+
+static void on_txn(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+{
+	(void)c;
+	(void)r;
+	struct txn_wait *w = ud;
+	w->pending--;
+	if (err < 0)
+		w->err = err;
+}
+
+static bool p_pending_zero(void *arg)
+{
+	return ((struct txn_wait *)arg)->pending == 0;
+}
+
+static void populate(const char *prefix, int n)
+{
+	enum { BATCH = 100 };
+	static uint8_t vals[BATCH][128];
+	static char keys[BATCH][128];
+	struct txn_wait w = {0, 0};
+	for (int i = 0; i < n; i += BATCH) {
+		struct etcd_op ops[BATCH];
+		int m = 0;
+		for (int j = i; j < n && j < i + BATCH; j++, m++) {
+			char node[32];
+			snprintf(node, sizeof(node), "fake-%05d", j);
+			Leasehold__Release pr = LEASEHOLD__RELEASE__INIT;
+			pr.major = 1;
+			Leasehold__Member mb = LEASEHOLD__MEMBER__INIT;
+			mb.node_id = node;
+			mb.release = &pr;
+			size_t vl = leasehold__member__pack(&mb, vals[m]);
+			int kl = snprintf(keys[m], sizeof(keys[m]), "%s/bench/members/%s", prefix, node);
+			ops[m] = (struct etcd_op){.type = ETCD_OP_PUT, .key = keys[m],
+			                          .key_len = (size_t)kl, .value = vals[m], .value_len = vl};
+		}
+		w.pending++;
+		CHECK_OK(etcd_txn(T.etcd, NULL, 0, ops, (size_t)m, NULL, 0, NULL, on_txn, &w, NULL));
+		CHECK(wait_for(p_pending_zero, &w, 30000));
+		CHECK_OK(w.err);
+	}
+}
+
+static long proc_status_kb(pid_t pid, const char *field)
+{
+	char p[64], line[256];
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(p, "r");
+	if (!f)
+		return -1;
+	long v = -1;
+	size_t fl = strlen(field);
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, field, fl) == 0 && line[fl] == ':')
+			v = strtol(line + fl + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+static int run_wait(const char *const *argv)
+{
+	pid_t p = fork();
+	CHECK(p >= 0);
+	if (p == 0) {
+		int dn = open("/dev/null", O_WRONLY);
+		if (dn >= 0) {
+			dup2(dn, 1);
+			dup2(dn, 2);
+		}
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	int st;
+	waitpid(p, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* total Ir of the newest callgrind dump in dir (file prefix cg.) */
+static double callgrind_total(const char *pattern)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd),
+	         "f=$(ls -t %s* 2>/dev/null | head -1); [ -n \"$f\" ] && "
+	         "sed -n 's/^summary: *\\([0-9]*\\).*/\\1/p; s/^totals: *\\([0-9]*\\).*/\\1/p' \"$f\" | "
+	         "head -1",
+	         pattern);
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return NAN;
+	double v = NAN;
+	if (fscanf(p, "%lf", &v) != 1)
+		v = NAN;
+	pclose(p);
+	return v;
+}
+
+struct scale_res {
+	double sync_ms, rss_mb, hwm_mb, ir_per_event;
+};
+
+static void scale(int n_members, int n_events, struct scale_res *res)
+{
+	char prefix[32], dir[600], node[32];
+	snprintf(prefix, sizeof(prefix), "/b6n%d", n_members);
+	snprintf(dir, sizeof(dir), "%s%s", g_base, prefix);
+	CHECK(mkdir(dir, 0755) == 0);
+	memset(res, 0, sizeof(*res));
+	res->sync_ms = res->rss_mb = res->hwm_mb = res->ir_per_event = NAN;
+	populate(prefix, n_members);
+	/* native run: sync time and RSS */
+	static struct host hs[4];
+	static int used;
+	struct host *h = &hs[used++];
+	snprintf(node, sizeof(node), "s%d", n_members);
+	host_setup(h, dir, node);
+	install(h, "bench-1.0.0.so", "bench.so");
+	size_t from = g_nev;
+	uint64_t t0 = mono();
+	start_host(h, prefix, "10");
+	struct evq q = {from, 'R', node, "bench", NULL, 0, false, n_members + 1, -1};
+	if (!wait_for(p_ev, &q, 60000)) {
+		note("scale %d: no sync", n_members);
+		host_dump_log(h);
+		stop_host(h);
+		return;
+	}
+	res->sync_ms = ms_between(t0, g_ev[q.found].t);
+	res->rss_mb = (double)proc_status_kb(h->pid, "VmRSS") / 1024.0;
+	res->hwm_mb = (double)proc_status_kb(h->pid, "VmHWM") / 1024.0;
+	stop_host(h);
+
+	/* callgrind run: instructions per member event */
+	char cgout[700], logp[700], rt[700], ctl[700], pattern[700];
+	snprintf(cgout, sizeof(cgout), "--callgrind-out-file=%s/cg.%%p", dir);
+	snprintf(pattern, sizeof(pattern), "%s/cg.", dir);
+	snprintf(logp, sizeof(logp), "%s/cg.log", dir);
+	snprintf(rt, sizeof(rt), "%s/cgrun", dir);
+	snprintf(ctl, sizeof(ctl), "ipc://%s/cg.sock", dir);
+	const char *argv[] = {"valgrind", "--tool=callgrind", cgout, "-q",
+	                      built_binary("leasehold"), "--etcd", harness_etcd_urls(g_etcd),
+	                      "--node-id", node, "--plugin-dir", h->plugin_dir, "--runtime-dir", rt,
+	                      "--control", ctl, "--prefix", prefix, "--ttl", "10",
+	                      "--reconcile-wait", "0", "--reconcile-interval", "1h", NULL};
+	from = g_nev;
+	pid_t vp = fork();
+	CHECK(vp >= 0);
+	if (vp == 0) {
+		int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	q = (struct evq){from, 'R', node, "bench", NULL, 0, false, n_members + 1, -1};
+	if (!wait_for(p_ev, &q, 240000)) {
+		note("scale %d: no sync under callgrind (log %s)", n_members, logp);
+		reap(vp, SIGKILL);
+		return;
+	}
+	char pids[16];
+	snprintf(pids, sizeof(pids), "%d", (int)vp);
+	const char *z[] = {"callgrind_control", "-z", pids, NULL};
+	if (run_wait(z) != 0) {
+		note("scale %d: callgrind_control -z failed", n_members);
+		reap(vp, SIGKILL);
+		return;
+	}
+	int got = 0;
+	for (int i = 0; i < n_events; i++) {
+		char fake[32];
+		snprintf(fake, sizeof(fake), "fake-%05d", i % n_members);
+		size_t f2 = g_nev;
+		int64_t rev = tu_put_member(&T, prefix, "bench", fake, REL(1, 0, 0));
+		if (wait_ev(f2, 'R', node, "bench", NULL, rev, true, 30000) >= 0)
+			got++;
+	}
+	const char *d[] = {"callgrind_control", "-d", pids, NULL};
+	int drc = run_wait(d);
+	reap(vp, SIGKILL);
+	if (drc != 0 || got == 0) {
+		note("scale %d: callgrind dump failed (%d) or no events (%d)", n_members, drc, got);
+		return;
+	}
+	res->ir_per_event = callgrind_total(pattern) / got;
+	note("scale %d: %d events under callgrind, dumps %s*", n_members, got, pattern);
+}
+
+/* ---------------------------------------------------------------- main */
+
+static void fmt_ref(char *buf, size_t len, struct samples *s, const char *unit, const char *what)
+{
+	if (s->n)
+		snprintf(buf, len, "%s: med %.3g (%.3g–%.3g) %s, n=%zu", what, s_med(s), s_min(s),
+		         s_max(s), unit, s->n);
+	else
+		snprintf(buf, len, "%s: no data", what);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 3) {
+		fprintf(stderr, "usage: lh-bench PLUGIN_DIR OUT_MD\n");
+		return 2;
+	}
+	snprintf(g_plugins, sizeof(g_plugins), "%s", argv[1]);
+	g_md = fopen(argv[2], "w");
+	CHECK(g_md);
+	g_etcdctl = getenv("ETCDCTL");
+	if (!g_etcdctl || !*g_etcdctl)
+		g_etcdctl = "/usr/bin/etcdctl";
+	g_quick = getenv("LH_BENCH_QUICK") && strcmp(getenv("LH_BENCH_QUICK"), "1") == 0;
+	int n_main = g_quick ? 3 : 20;
+	int n_t10 = g_quick ? 1 : 5;
+	if (getenv("LH_BENCH_T10"))
+		n_t10 = atoi(getenv("LH_BENCH_T10")); /* NOLINT: bench knob */
+	int n_roll = g_quick ? 2 : 20;
+	int n_events = g_quick ? 50 : 300;
+
+	const char *tmp = getenv("TMPDIR");
+	snprintf(g_base, sizeof(g_base), "%s/lh-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	CHECK(mkdtemp(g_base));
+	CHECK(chmod(g_base, 0755) == 0);
+	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
+	tu_init(&T, harness_etcd_urls(g_etcd));
+	sock_init();
+	uint64_t t_begin = mono();
+	note("lh-bench: etcd %s, base %s, trials %d (ttl 10: %d)", harness_etcd_url(g_etcd, 0),
+	     g_base, n_main, n_t10);
+
+	fprintf(g_md, "| # | figure (timed from → to) | n | median | min | max | reference, same run | goal | met |\n");
+	fprintf(g_md, "|---|---|---|---|---|---|---|---|---|\n");
+
+	/* ---- 1: graceful handover ---- */
+	struct samples el = {0}, wr = {0}, ref_el = {0}, floor = {0}, e2w = {0};
+	failover("/b1", "10", SIGTERM, n_main, &el, &wr, &e2w);
+	ref_elect(n_main, &ref_el);
+	put_floor(n_main * 3, &floor);
+	char ref[256], goal[128];
+	double ref_med = s_med(&ref_el), floor_med = s_med(&floor);
+	fmt_ref(ref, sizeof(ref), &ref_el, "ms", "`etcdctl elect` SIGINT leader → waiter prints");
+	snprintf(goal, sizeof(goal), "≤ etcdctl median (%.3g ms)", ref_med);
+	row("1a", "graceful handover: kill(SIGTERM) of the leading host → other host's plugin enters on_elected",
+	    &el, "ms", ref, goal, s_med(&el) <= ref_med ? "yes" : "**no**");
+	fmt_ref(ref, sizeof(ref), &floor, "ms", "one etcd put (host's client, JSON gateway)");
+	snprintf(goal, sizeof(goal), "≤ 5 puts (%.3g ms)", 5 * floor_med);
+	row("1b", "graceful handover: kill(SIGTERM) → the new leader's first fenced txn acknowledged by etcd",
+	    &wr, "ms", ref, goal, s_med(&wr) <= 5 * floor_med ? "yes" : "**no**");
+
+	row("1c", "(breakdown of 1b) on_elected entered → first fenced txn acknowledged", &e2w, "ms",
+	    "-", "-", "-");
+
+	/* ---- 7 (started now, runs beside figure 2) ---- */
+	static struct idle I;
+	idle_start(&I, 60);
+
+	/* ---- 2: crash failover ---- */
+	int lfd2, lfd10;
+	pid_t lp2 = ref_lock_start(2, n_main, &lfd2);
+	struct samples f2 = {0}, f10 = {0}, rl2 = {0}, rl10 = {0};
+	failover("/b2t2", "2", SIGKILL, n_main, NULL, &f2, NULL);
+	ref_lock_collect(lp2, lfd2, &rl2);
+	pid_t lp10 = ref_lock_start(10, n_t10, &lfd10);
+	failover("/b2t10", "10", SIGKILL, n_t10, NULL, &f10, NULL);
+	ref_lock_collect(lp10, lfd10, &rl10);
+	fmt_ref(ref, sizeof(ref), &rl2, "ms", "`etcdctl lock --ttl 2` SIGKILL holder → waiter prints");
+	row("2", "crash failover, --ttl 2: kill(SIGKILL) of the leading host → new leader's first fenced txn acknowledged",
+	    &f2, "ms", ref, "≤ 2500 ms", s_max(&f2) <= 2500 ? "yes (max)" : s_med(&f2) <= 2500 ? "median yes, max **no**" : "**no**");
+	fmt_ref(ref, sizeof(ref), &rl10, "ms", "`etcdctl lock --ttl 10` SIGKILL holder → waiter prints");
+	char what10[200];
+	snprintf(what10, sizeof(what10), "crash failover, --ttl 10 (%d trials only: time budget): same events", n_t10);
+	row("2", what10, &f10, "ms", ref, "≤ 10500 ms", s_max(&f10) <= 10500 ? "yes (max)" : s_med(&f10) <= 10500 ? "median yes, max **no**" : "**no**");
+
+	/* ---- 7: finish ---- */
+	if (!wait_for(p_flag, &I.done, 120000))
+		note("idle: window did not end");
+	{
+		double secs = ms_between(I.t_start, I.t_end) / 1000.0;
+		double cpu = (double)(I.cpu_ticks1 - I.cpu_ticks0) / (double)sysconf(_SC_CLK_TCK);
+		double sch = (double)(I.sched1 - I.sched0) / 1e9;
+		char what[300];
+		snprintf(what, sizeof(what),
+		         "idle host, 3 plugins (idle-a/b/c, all leading, --ttl 10): CPU over %.1f s window "
+		         "(utime+stime from /proc/pid/stat; per-thread schedstat sum = %.4f s)",
+		         secs, sch);
+		struct samples one = {0};
+		s_add(&one, cpu);
+		row("7", what, &one, "CPU s", "- (1 trial; 10 ms tick resolution)", "~0 (no goal number)", "-");
+		free(one.v);
+		loop_timer_free(I.tm);
+		stop_host(&I.h);
+	}
+
+	/* ---- 3: rolling upgrade ---- */
+	struct samples d1 = {0}, d2 = {0}, d3 = {0}, sw = {0}, ne = {0};
+	struct samples *dd[3] = {&d1, &d2, &d3};
+	rollout(n_roll, dd, &sw, &ne);
+	for (int s = 0; s < 3; s++) {
+		char what[300];
+		snprintf(what, sizeof(what),
+		         "rolling upgrade step %d (host n%d hot-reloads 1.k→1.k+1, compatible): time no plugin "
+		         "leads while a newest-release instance exists (last on_deposed/fini → next on_elected)",
+		         s + 1, s + 1);
+		row("3", what, dd[s], "ms", "-", "< 100 ms", s_max(dd[s]) < 100 ? "yes (max)" : s_med(dd[s]) < 100 ? "median yes, max **no**" : "**no**");
+	}
+	row("3", "status record writes per rollout (3 steps)", &sw, "writes", "-",
+	    "no flip-flop (2 expected: WORKING, DONE)", s_max(&sw) <= 2 ? "yes" : "**no**");
+	row("3", "on_elected calls per rollout (3 steps)", &ne, "calls", "-", "1 (no flip-flop)",
+	    s_max(&ne) <= 1 ? "yes" : "**no**");
+
+	/* ---- 4: event latency ---- */
+	struct samples ls = {0}, la = {0}, fl2 = {0};
+	event_latency(n_events, &ls, &la);
+	put_floor(n_main * 3, &fl2);
+	fmt_ref(ref, sizeof(ref), &fl2, "ms", "one etcd put");
+	{
+		char what[300];
+		double p99 = s_q(&ls, 0.99), p50 = s_med(&ls);
+		snprintf(what, sizeof(what),
+		         "member record put sent → leader's on_releases_changed entered: p50 %.3g, p99 %.3g ms "
+		         "(from the put's ack: p50 %.3g, p99 %.3g ms)",
+		         p50, p99, s_med(&la), s_q(&la, 0.99));
+		row("4", what, &ls, "ms", ref, "p99 < 10 ms", p99 < 10 ? "yes" : "**no**");
+	}
+
+	/* ---- 5: bus ---- */
+	struct samples bh = {0}, bb = {0};
+	bus_bare(2000, &bb);
+	bus_host(2000, &bh);
+	fmt_ref(ref, sizeof(ref), &bb, "µs", "bare nng pair1 inproc ping-pong, 100 B, blocking threads");
+	snprintf(goal, sizeof(goal), "≤ 1.5 × bare (%.3g µs)", 1.5 * s_med(&bb));
+	row("5", "bus round trip: plugin_instance_reconcile() on the loop → plugin's reconcile (no-op) on the worker → done callback on the loop",
+	    &bh, "µs", ref, goal, s_med(&bh) <= 1.5 * s_med(&bb) ? "yes" : "**no**");
+
+	/* ---- 6: scale ---- */
+	struct scale_res s1k, s10k;
+	int nev6 = g_quick ? 10 : 50;
+	scale(1000, nev6, &s1k);
+	scale(10000, nev6, &s10k);
+	for (int i = 0; i < 2; i++) {
+		struct scale_res *r = i ? &s10k : &s1k;
+		int nm = i ? 10000 : 1000;
+		char what[300];
+		struct samples one = {0};
+		s_add(&one, r->sync_ms);
+		snprintf(what, sizeof(what), "scale %d members: fork+exec of leasehold → first on_releases_changed with n_members = %d (1 trial)", nm, nm + 1);
+		row("6", what, &one, "ms", "-", i ? "< 2000 ms" : "-", i ? (r->sync_ms < 2000 ? "yes" : "**no**") : "-");
+		one.n = 0;
+		s_add(&one, r->rss_mb);
+		snprintf(what, sizeof(what), "scale %d members: host VmRSS after sync (VmHWM %.1f MB)", nm, r->hwm_mb);
+		row("6", what, &one, "MB", "-", "< 32 MB", r->rss_mb < 32 && r->hwm_mb < 32 ? "yes" : "**no**");
+		one.n = 0;
+		s_add(&one, r->ir_per_event);
+		snprintf(what, sizeof(what), "scale %d members: instructions per member event, all host threads (callgrind, %d events: put → on_releases_changed)", nm, nev6);
+		double ratio = s10k.ir_per_event / s1k.ir_per_event;
+		char met[64];
+		snprintf(met, sizeof(met), "%s (10k/1k = %.2f)", ratio < 1.5 ? "yes" : "**no**", ratio);
+		row("6", what, &one, "Ir", "-", "flat 1k → 10k", i ? met : "-");
+		free(one.v);
+	}
+
+	note("lh-bench: total %.1f s", ms_between(t_begin, mono()) / 1000.0);
+	fprintf(g_md, "\nTotal bench time: %.0f s.\n", ms_between(t_begin, mono()) / 1000.0);
+	fclose(g_md);
+	/* teardown: hosts are killed at exit by hosts.c, etcd by the harness */
+	return 0;
+}
