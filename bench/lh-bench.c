@@ -327,25 +327,9 @@ static bool kw_wait(struct kwatch *k, int n, int timeout_ms)
 
 static void install(struct host *h, const char *file, const char *as)
 {
-	char src[1024], tmp[1024], dst[1024];
+	char src[1024];
 	snprintf(src, sizeof(src), "%s/%s", g_plugins, file);
-	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", h->plugin_dir, as);
-	snprintf(dst, sizeof(dst), "%s/%s", h->plugin_dir, as);
-	int in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0) {
-		fprintf(stderr, "lh-bench: cannot open %s: %s\n", src, strerror(errno));
-		exit(99);
-	}
-	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	CHECK(out >= 0);
-	char buf[65536];
-	ssize_t n;
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		CHECK(write(out, buf, (size_t)n) == n);
-	close(in);
-	CHECK(fchmod(out, 0644) == 0);
-	close(out);
-	CHECK(rename(tmp, dst) == 0);
+	host_install_file(h, src, as, 0644);
 }
 
 /* spawn argv with stdout to a pipe (returned) and stderr to /dev/null */

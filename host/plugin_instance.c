@@ -40,6 +40,7 @@
 #include "log.h"
 #include "plugin_instance.h"
 #include "proto/bus.pb-c.h"
+#include "bus_msg.h"
 #include "worker.h"
 
 #define DEFAULT_TXN_TIMEOUT_MS 30000u
@@ -74,27 +75,6 @@ static void fmt(char *buf, size_t len, const char *f, ...)
 	va_end(ap);
 }
 
-static ProtobufCBinaryData bin(const void *p, size_t len)
-{
-	ProtobufCBinaryData b = {.len = len, .data = (uint8_t *)(uintptr_t)p};
-	return b;
-}
-
-static ProtobufCBinaryData bin_str(const char *s)
-{
-	return bin(s, s ? strlen(s) : 0);
-}
-
-/* pack any message into a fresh nng message; NULL on ENOMEM */
-static nng_msg *pack_msg(const ProtobufCMessage *m)
-{
-	size_t n = protobuf_c_message_get_packed_size(m);
-	nng_msg *msg;
-	if (nng_msg_alloc(&msg, n) != 0)
-		return NULL;
-	protobuf_c_message_pack(m, nng_msg_body(msg));
-	return msg;
-}
 
 static int nng_to_errno(int rv)
 {
@@ -410,7 +390,7 @@ static int send_nng(struct plugin_instance *pi, nng_msg *msg)
 
 static int send_to_worker(struct plugin_instance *pi, const ProtobufCMessage *m)
 {
-	return send_nng(pi, pack_msg(m));
+	return send_nng(pi, bus_pack_msg(m));
 }
 
 /* ---- the event queue ---- */
@@ -476,8 +456,8 @@ static nng_msg *event_msg(const struct plugin_instance *pi, const struct event *
 	e.seq = ev->seq;
 	switch (ev->kind) {
 	case EV_INIT:
-		init.node_id = bin_str(pi->node_id);
-		init.data_prefix = bin_str(pi->data_prefix);
+		init.node_id = bus_bin_str(pi->node_id);
+		init.data_prefix = bus_bin_str(pi->data_prefix);
 		e.kind_case = LEASEHOLD__BUS__EVENT__KIND_INIT;
 		e.init = &init;
 		break;
@@ -508,7 +488,7 @@ static nng_msg *event_msg(const struct plugin_instance *pi, const struct event *
 	ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
 	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
 	tw.event = &e;
-	return pack_msg(&tw.base);
+	return bus_pack_msg(&tw.base);
 }
 
 static void finish_stop(struct plugin_instance *pi);
@@ -1025,7 +1005,7 @@ static void reply_txn(struct plugin_instance *pi, uint64_t id, int err, const ch
 	rep.err = err;
 	if (err < 0) {
 		pi->stats.txn_errors++;
-		rep.message = bin_str(msg);
+		rep.message = bus_bin_str(msg);
 	} else if (resp) {
 		size_t n = resp->n_responses, n_kv = 0;
 		for (size_t i = 0; i < n; i++) {
@@ -1038,7 +1018,7 @@ static void reply_txn(struct plugin_instance *pi, uint64_t id, int err, const ch
 		kvp = calloc(n_kv ? n_kv : 1, sizeof(*kvp));
 		if (!ors || !orp || !kvs || !kvp) {
 			rep.err = -ENOMEM;
-			rep.message = bin_str("out of memory");
+			rep.message = bus_bin_str("out of memory");
 			pi->stats.txn_errors++;
 			goto send;
 		}
@@ -1069,8 +1049,8 @@ static void reply_txn(struct plugin_instance *pi, uint64_t id, int err, const ch
 				}
 				BusKv *b = &kvs[ki];
 				leasehold__bus__kv__init(b);
-				b->key = bin(kv->key + pi->prefix_len, kv->key_len - pi->prefix_len);
-				b->value = bin(kv->value, kv->value ? kv->value_len : 0);
+				b->key = bus_bin(kv->key + pi->prefix_len, kv->key_len - pi->prefix_len);
+				b->value = bus_bin(kv->value, kv->value ? kv->value_len : 0);
 				b->create_revision = kv->create_revision;
 				b->mod_revision = kv->mod_revision;
 				b->version = kv->version;
@@ -2051,11 +2031,11 @@ static void sync_refuse_txn(struct plugin_instance *pi, uint64_t id)
 	TxnReply rep = LEASEHOLD__BUS__TXN_REPLY__INIT;
 	rep.id = id;
 	rep.err = -ECANCELED;
-	rep.message = bin_str("the plugin instance is being freed");
+	rep.message = bus_bin_str("the plugin instance is being freed");
 	ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
 	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY;
 	tw.txn_reply = &rep;
-	sync_send(pi, pack_msg(&tw.base));
+	sync_send(pi, bus_pack_msg(&tw.base));
 }
 
 /* wait for the in-flight event's ack, refusing txns meanwhile */
@@ -2253,17 +2233,5 @@ int plugin_instance_send_raw_to_worker(struct plugin_instance *pi, const void *b
 		return -ENOMEM;
 	if (len)
 		memcpy(nng_msg_body(msg), buf, len);
-	struct outmsg *o = calloc(1, sizeof(*o));
-	if (!o) {
-		nng_msg_free(msg);
-		return -ENOMEM;
-	}
-	o->msg = msg;
-	if (pi->out_tail)
-		pi->out_tail->next = o;
-	else
-		pi->out_head = o;
-	pi->out_tail = o;
-	flush(pi);
-	return 0;
+	return send_nng(pi, msg);
 }

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "loop.h"
 #include "proto/bus.pb-c.h"
+#include "bus_msg.h"
 #include "worker.h"
 
 #define MAX_TXN_OPS 1024u
@@ -35,27 +36,6 @@ typedef Leasehold__Bus__Compare BusCompare;
 typedef Leasehold__Bus__OpResult BusOpResult;
 typedef Leasehold__Bus__Kv BusKv;
 
-static ProtobufCBinaryData bin(const void *p, size_t len)
-{
-	ProtobufCBinaryData b = {.len = len, .data = (uint8_t *)(uintptr_t)p};
-	return b;
-}
-
-static ProtobufCBinaryData bin_str(const char *s)
-{
-	return bin(s, s ? strlen(s) : 0);
-}
-
-/* pack any message into a fresh nng message; NULL on ENOMEM */
-static nng_msg *pack_msg(const ProtobufCMessage *m)
-{
-	size_t n = protobuf_c_message_get_packed_size(m);
-	nng_msg *msg;
-	if (nng_msg_alloc(&msg, n) != 0)
-		return NULL;
-	protobuf_c_message_pack(m, nng_msg_body(msg));
-	return msg;
-}
 
 struct worker {
 	struct lh_ctx ctx; /* first: the plugin's context pointer is &w->ctx */
@@ -87,7 +67,7 @@ static bool on_worker(const struct worker *w)
 
 static void worker_send(struct worker *w, const ProtobufCMessage *m)
 {
-	nng_msg *msg = pack_msg(m);
+	nng_msg *msg = bus_pack_msg(m);
 	if (!msg)
 		return;
 	if (nng_sendmsg(w->sock, msg, 0) != 0)
@@ -104,7 +84,7 @@ static void worker_protocol_error(struct worker *w, const char *fmt, ...)
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	Leasehold__Bus__ProtocolError pe = LEASEHOLD__BUS__PROTOCOL_ERROR__INIT;
-	pe.message = bin_str(buf);
+	pe.message = bus_bin_str(buf);
 	ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
 	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_PROTOCOL_ERROR;
 	th.protocol_error = &pe;
@@ -124,7 +104,7 @@ static void api_log(struct lh_ctx *ctx, int32_t level, const char *msg)
 		return; /* the host would drop it anyway */
 	Leasehold__Bus__Log lg = LEASEHOLD__BUS__LOG__INIT;
 	lg.level = (uint32_t)level;
-	lg.message = bin(msg, strnlen(msg, 4096));
+	lg.message = bus_bin(msg, strnlen(msg, 4096));
 	ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
 	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_LOG;
 	th.log = &lg;
@@ -212,8 +192,8 @@ static BusOp *fill_ops(const struct lh_op *ops, uint32_t n, BusOp *store, BusOp 
 		leasehold__bus__op__init(&store[i]);
 		store[i].type = ops[i].type;
 		store[i].flags = ops[i].flags;
-		store[i].key = bin(ops[i].key, ops[i].key_len);
-		store[i].value = bin(ops[i].value, ops[i].value_len);
+		store[i].key = bus_bin(ops[i].key, ops[i].key_len);
+		store[i].value = bus_bin(ops[i].value, ops[i].value_len);
 		store[i].limit = ops[i].limit;
 		ptrs[i] = &store[i];
 	}
@@ -383,9 +363,9 @@ static int32_t api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32
 		cs[i].target = cmps[i].target;
 		cs[i].result = cmps[i].result;
 		cs[i].flags = cmps[i].flags;
-		cs[i].key = bin(cmps[i].key, cmps[i].key_len);
+		cs[i].key = bus_bin(cmps[i].key, cmps[i].key_len);
 		cs[i].number = cmps[i].number;
-		cs[i].value = bin(cmps[i].value, cmps[i].value_len);
+		cs[i].value = bus_bin(cmps[i].value, cmps[i].value_len);
 		cp[i] = &cs[i];
 	}
 	fill_ops(success, n_success, ss, sp);
@@ -402,7 +382,7 @@ static int32_t api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32
 	ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
 	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_TXN;
 	th.txn = &req;
-	nng_msg *msg = pack_msg(&th.base);
+	nng_msg *msg = bus_pack_msg(&th.base);
 	if (!msg) {
 		r = -ENOMEM;
 		txn_fail(w, "out of memory");
@@ -573,7 +553,7 @@ int worker_run(struct worker *w)
 		EventDone done = LEASEHOLD__BUS__EVENT_DONE__INIT;
 		done.seq = tw->event->seq;
 		done.err = err;
-		done.message = bin_str(w->errmsg);
+		done.message = bus_bin_str(w->errmsg);
 		ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
 		th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_DONE;
 		th.done = &done;

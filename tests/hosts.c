@@ -181,25 +181,7 @@ int host_wait(struct host *h, int timeout_ms)
 
 void host_install_plugin(struct host *h, const char *release, const char *as)
 {
-	const char *src = built_plugin(release);
-	char tmp[700], dst[700];
-	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", h->plugin_dir, as);
-	snprintf(dst, sizeof(dst), "%s/%s", h->plugin_dir, as);
-	int in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0) {
-		fprintf(stderr, "cannot open built plugin %s: %s\n", src, strerror(errno));
-		exit(99);
-	}
-	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	CHECK(out >= 0);
-	char buf[65536];
-	ssize_t n;
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		CHECK(write(out, buf, (size_t)n) == n);
-	close(in);
-	CHECK(fchmod(out, 0644) == 0);
-	close(out);
-	CHECK(rename(tmp, dst) == 0);
+	host_install_file(h, built_plugin(release), as, 0644);
 }
 
 void host_dump_log(const struct host *h)

@@ -22,6 +22,7 @@
 #include <nng/nng.h>
 
 #include "check.h"
+#include "files.h"
 #include "fakehost.h"
 #include "loader.h"
 #include "plugin_instance.h"
@@ -136,19 +137,7 @@ static void install_recorder(void)
 	char src[PATH_MAX], dst[PATH_MAX];
 	snprintf(src, sizeof(src), "%s/tests/plugins/.libs/recorder.so", g_build);
 	snprintf(dst, sizeof(dst), "%s/recorder.so", g_dir);
-	int in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0) {
-		fprintf(stderr, "cannot open %s (run through make check)\n", src);
-		exit(99);
-	}
-	int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	CHECK(out >= 0);
-	char buf[65536];
-	ssize_t n;
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		CHECK(write(out, buf, (size_t)n) == n);
-	close(in);
-	close(out);
+	test_copy_file(src, dst, 0644);
 }
 
 /* load the recorder, start an instance, wait for init */
@@ -698,29 +687,11 @@ static void test_instance_new_failure_leaves_plugin(void)
 	loader_close(lp); /* still ours */
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
-static void cleanup(void)
-{
-	if (g_root[0] && strcmp(g_root + strlen(g_root) - 6, "XXXXXX") != 0)
-		nftw(g_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 int main(void)
 {
 	const char *b = getenv("LH_BUILDDIR");
 	snprintf(g_build, sizeof(g_build), "%s", b && *b ? b : ".");
-	snprintf(g_root, sizeof(g_root), "/tmp/lh-test-bus-XXXXXX");
-	CHECK(mkdtemp(g_root));
-	atexit(cleanup);
-	CHECK(chmod(g_root, 0755) == 0);
+	test_tmp_root("test-bus", g_root, sizeof(g_root));
 	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
 	snprintf(g_private, sizeof(g_private), "%s/private", g_root);
 	CHECK(mkdir(g_dir, 0755) == 0);

@@ -34,6 +34,7 @@
 #include <nng/nng.h>
 
 #include "check.h"
+#include "files.h"
 #include "crashy.h"
 #include "fakehost.h"
 #include "loader.h"
@@ -735,39 +736,12 @@ static void test_thread_hang_reported_then_resumes(void)
 
 /* ---- setup ---- */
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
-static void cleanup(void)
-{
-	if (g_root[0] && strcmp(g_root + strlen(g_root) - 6, "XXXXXX") != 0)
-		nftw(g_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static void install_plugin(void)
 {
 	char src[PATH_MAX], dst[PATH_MAX];
 	snprintf(src, sizeof(src), "%s/tests/plugins/.libs/crashy.so", g_build);
 	snprintf(dst, sizeof(dst), "%s/crashy.so", g_dir);
-	int in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0) {
-		fprintf(stderr, "cannot open %s (run through make check)\n", src);
-		exit(99);
-	}
-	int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	CHECK(out >= 0);
-	char buf[65536];
-	ssize_t n;
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		CHECK(write(out, buf, (size_t)n) == n);
-	close(in);
-	close(out);
+	test_copy_file(src, dst, 0644);
 }
 
 static void make_shm(void)
@@ -815,10 +789,7 @@ int main(void)
 	snprintf(opts, sizeof(opts), "%s%shandle_segv=0", asan ? asan : "",
 		 asan && *asan ? ":" : "");
 	CHECK(setenv("ASAN_OPTIONS", opts, 1) == 0);
-	snprintf(g_root, sizeof(g_root), "/tmp/lh-test-iso-XXXXXX");
-	CHECK(mkdtemp(g_root));
-	atexit(cleanup);
-	CHECK(chmod(g_root, 0755) == 0);
+	test_tmp_root("test-iso", g_root, sizeof(g_root));
 	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
 	snprintf(g_private, sizeof(g_private), "%s/private", g_root);
 	/* the crash tests' children print sanitizer reports: keep them apart */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "files.h"
 #include "loader.h"
 
 static char g_root[512];    /* mkdtemp */
@@ -514,30 +515,11 @@ static void test_private_dir_checks(void)
 	unlink(ln);
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
-/* teardown always runs, also after a failed CHECK (exit) */
-static void cleanup(void)
-{
-	if (g_root[0] && strcmp(g_root + strlen(g_root) - 6, "XXXXXX") != 0)
-		nftw(g_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 int main(void)
 {
 	const char *b = getenv("LH_BUILDDIR");
 	snprintf(g_build, sizeof(g_build), "%s", b && *b ? b : ".");
-	snprintf(g_root, sizeof(g_root), "/tmp/lh-test-loader-XXXXXX");
-	CHECK(mkdtemp(g_root));
-	atexit(cleanup);
-	CHECK(chmod(g_root, 0755) == 0);
+	test_tmp_root("test-loader", g_root, sizeof(g_root));
 	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
 	snprintf(g_private, sizeof(g_private), "%s/private", g_root);
 	CHECK(mkdir(g_dir, 0755) == 0);

@@ -19,6 +19,7 @@
 #include <nng/nng.h>
 
 #include "check.h"
+#include "files.h"
 #include "fakehost.h"
 #include "loader.h"
 #include "plugin_instance.h"
@@ -33,24 +34,10 @@ static char g_root[512], g_dir[1024], g_private[1024], g_build[1024];
 /* write-then-rename, as an operator would roll a release out */
 static void install_release(const char *release)
 {
-	char src[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
+	char src[PATH_MAX], dst[PATH_MAX];
 	snprintf(src, sizeof(src), "%s/plugins/reconciler-%s.so", g_build, release);
-	snprintf(tmp, sizeof(tmp), "%s/.reconciler.so.tmp", g_dir);
 	snprintf(dst, sizeof(dst), "%s/reconciler.so", g_dir);
-	int in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0) {
-		fprintf(stderr, "cannot open %s (run through make check)\n", src);
-		exit(99);
-	}
-	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	CHECK(out >= 0);
-	char buf[65536];
-	ssize_t n;
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		CHECK(write(out, buf, (size_t)n) == n);
-	close(in);
-	CHECK(close(out) == 0);
-	CHECK(rename(tmp, dst) == 0);
+	test_copy_file(src, dst, 0755);
 }
 
 struct rdone {
@@ -190,29 +177,11 @@ static void test_hot_reload_to_1_1_writes_v2(void)
 	stop(pi);
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
-static void cleanup(void)
-{
-	if (g_root[0] && strcmp(g_root + strlen(g_root) - 6, "XXXXXX") != 0)
-		nftw(g_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 int main(void)
 {
 	const char *b = getenv("LH_BUILDDIR");
 	snprintf(g_build, sizeof(g_build), "%s", b && *b ? b : ".");
-	snprintf(g_root, sizeof(g_root), "/tmp/lh-test-example-XXXXXX");
-	CHECK(mkdtemp(g_root));
-	atexit(cleanup);
-	CHECK(chmod(g_root, 0755) == 0);
+	test_tmp_root("test-example", g_root, sizeof(g_root));
 	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
 	snprintf(g_private, sizeof(g_private), "%s/private", g_root);
 	CHECK(mkdir(g_dir, 0755) == 0);

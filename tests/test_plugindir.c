@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "files.h"
 #include "plugindir.h"
 
 #define DEADLINE (loop_now() + 10 * LOOP_NS_PER_S)
@@ -290,26 +291,9 @@ static void test_dir_gone(void)
 	plugindir_free(NULL);
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
-static void cleanup(void)
-{
-	if (g_root[0] && strcmp(g_root + strlen(g_root) - 6, "XXXXXX") != 0)
-		nftw(g_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 int main(void)
 {
-	snprintf(g_root, sizeof(g_root), "/tmp/lh-test-plugindir-XXXXXX");
-	CHECK(mkdtemp(g_root));
-	atexit(cleanup);
+	test_tmp_root("test-plugindir", g_root, sizeof(g_root));
 	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
 	CHECK(mkdir(g_dir, 0755) == 0);
 	CHECK_OK(loop_new(&L));

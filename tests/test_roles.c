@@ -60,26 +60,10 @@ static const struct session_ops s_ops = {.up = s_up, .lost = s_lost};
 
 static void install_controller_plugin(struct host *h)
 {
-	char src[1024], tmp[1024], dst[1024];
+	char src[1024];
 	const char *b = getenv("LH_BUILDDIR");
 	snprintf(src, sizeof(src), "%s/tests/plugins/.libs/reconciler-controller.so", b ? b : ".");
-	snprintf(tmp, sizeof(tmp), "%s/.reconciler.so.tmp", h->plugin_dir);
-	snprintf(dst, sizeof(dst), "%s/reconciler.so", h->plugin_dir);
-	int in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0) {
-		fprintf(stderr, "cannot open %s (run through make check)\n", src);
-		exit(99);
-	}
-	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	CHECK(out >= 0);
-	char buf[65536];
-	ssize_t n;
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		CHECK(write(out, buf, (size_t)n) == n);
-	close(in);
-	CHECK(fchmod(out, 0644) == 0);
-	close(out);
-	CHECK(rename(tmp, dst) == 0);
+	host_install_file(h, src, "reconciler.so", 0644);
 }
 
 static void put_roles(const char *node, const char *const *roles, size_t n)

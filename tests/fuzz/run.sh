@@ -78,7 +78,7 @@ maxlen_control=8192
 srcs_bus=("$src/host/plugin_instance.c" "$src/host/loader.c" "$src/host/loop.c" "$src/host/log.c"
           "$src/host/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c")
 # the worker half moved to its own file (process isolation)
-[ -f "$src/host/worker.c" ] && srcs_bus+=("$src/host/worker.c")
+[ -f "$src/host/worker.c" ] && srcs_bus+=("$src/host/worker.c" "$src/host/bus_msg.c")
 libs_bus=(-lnng "${pb_libs[@]}" -lpthread -ldl)
 maxlen_bus=4096
 

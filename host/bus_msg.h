@@ -1,0 +1,21 @@
+/*
+ * bus_msg.h - small helpers shared by both ends of the host <-> worker bus
+ * (plugin_instance.c on the host loop, worker.c on the worker): protobuf-c
+ * bytes fields and packing a message into an nng message.
+ */
+#ifndef LH_BUS_MSG_H
+#define LH_BUS_MSG_H
+
+#include <stddef.h>
+
+#include <nng/nng.h>
+#include <protobuf-c/protobuf-c.h>
+
+/* bus_bin - a bytes field viewing p[0..len) (borrowed, not copied) */
+ProtobufCBinaryData bus_bin(const void *p, size_t len);
+/* bus_bin_str - a bytes field viewing the string s (NULL = empty) */
+ProtobufCBinaryData bus_bin_str(const char *s);
+/* bus_pack_msg - pack m into a new nng message (caller owns it); NULL on ENOMEM */
+nng_msg *bus_pack_msg(const ProtobufCMessage *m);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * files.h - file helpers for tests (header-only: each test program includes
+ * it once).
+ *
+ * test_tmp_root - mkdtemp /tmp/lh-<name>-XXXXXX (mode 0755, so the loader's
+ *   parent-directory checks pass) into root[len] and remove it with
+ *   everything in it at exit, also after a failed CHECK (exit) - one root per
+ *   program.
+ * test_copy_file - copy src to dst with mode, written to a temp name in dst's
+ *   directory first and renamed in (the documented way to install a plugin).
+ *   A missing src exits 99: the build did not make it (run through make check).
+ */
+#ifndef LH_TEST_FILES_H
+#define LH_TEST_FILES_H
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static char test_root_[512];
+
+static int test_rm_one_(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void test_rm_root_(void)
+{
+	if (test_root_[0])
+		nftw(test_root_, test_rm_one_, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static inline void test_tmp_root(const char *name, char *root, size_t len)
+{
+	CHECK(!test_root_[0]);
+	snprintf(test_root_, sizeof(test_root_), "/tmp/lh-%s-XXXXXX", name);
+	CHECK(mkdtemp(test_root_));
+	atexit(test_rm_root_);
+	CHECK(chmod(test_root_, 0755) == 0);
+	snprintf(root, len, "%s", test_root_);
+}
+
+static inline void test_copy_file(const char *src, const char *dst, mode_t mode)
+{
+	char tmp[4096];
+	const char *slash = strrchr(dst, '/');
+	int dl = slash ? (int)(slash - dst) : 1;
+	snprintf(tmp, sizeof(tmp), "%.*s/.copy-%ld.tmp", dl, slash ? dst : ".", (long)getpid());
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0) {
+		fprintf(stderr, "cannot open %s (run through make check)\n", src);
+		exit(99);
+	}
+	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(out >= 0);
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		CHECK(write(out, buf, (size_t)n) == n);
+	CHECK(n == 0);
+	close(in);
+	CHECK(fchmod(out, mode) == 0);
+	CHECK(close(out) == 0);
+	CHECK(rename(tmp, dst) == 0);
+}
+
+#endif
