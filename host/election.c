@@ -515,7 +515,8 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 			e->members_rev = kv->mod_revision;
 		const char *id = (const char *)kv->key + pl;
 		size_t idlen = kv->key_len - pl;
-		if (idlen == 0 || memchr(id, '/', idlen)) {
+		/* a NUL byte would make the key unmatchable in the map (ghost member) */
+		if (idlen == 0 || memchr(id, '/', idlen) || memchr(id, '\0', idlen)) {
 			log_debug("election", "%s: ignoring key outside the layout", e->name);
 			return;
 		}
@@ -531,8 +532,10 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 		} else
 			member_set(e, id, idlen, &r);
 	} else if (has_prefix(kv, e->k_election, &pl)) {
-		if (kv->key_len == pl)
+		if (kv->key_len == pl || memchr(kv->key, '\0', kv->key_len)) {
+			log_debug("election", "%s: ignoring key outside the layout", e->name);
 			return;
+		}
 		if (del && e->my_rev && strlen(e->my_key) == kv->key_len &&
 		    memcmp(e->my_key, kv->key, kv->key_len) == 0 && kv->mod_revision > e->my_rev) {
 			/* our key vanished (lease expired on etcd, or deleted by someone) */

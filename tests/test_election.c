@@ -364,6 +364,14 @@ static void expect_releases(struct node *n, const char *min, const char *max, in
 	CHECK_INT_EQ(i.releases.revision, rev);
 }
 
+static void on_put_done(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+{
+	(void)c;
+	(void)r;
+	CHECK_OK(err);
+	*(bool *)ud = true;
+}
+
 static void test_watch_members(void)
 {
 	wipe();
@@ -387,7 +395,25 @@ static void test_watch_members(void)
 	/* a3 changes release: now the minimum changes */
 	rev = tu_put_member(&T, PFX, PLUGIN, "a3", REL(0, 0, 4));
 	expect_releases(&n, "0.0.3", "10000.0.0", rev);
-	/* keys outside the layout are ignored */
+	/* keys outside the layout are ignored, also a valid record under a key
+	 * with a NUL byte (it could never be matched again: a ghost member) */
+	{
+		Leasehold__Release pr = LEASEHOLD__RELEASE__INIT;
+		pr.major = 99;
+		Leasehold__Member m = LEASEHOLD__MEMBER__INIT;
+		m.node_id = (char *)"ghost";
+		m.release = &pr;
+		uint8_t buf[64];
+		size_t len = leasehold__member__pack(&m, buf);
+		static const char nul_key[] = PFX "/" PLUGIN "/members/gh\0ost";
+		struct etcd_op op = {.type = ETCD_OP_PUT, .key = nul_key,
+		                     .key_len = sizeof(nul_key) - 1, .value = buf, .value_len = len};
+		struct {
+			bool done;
+		} w = {false};
+		CHECK_OK(etcd_put(T.etcd, &op, NULL, on_put_done, &w.done, NULL));
+		CHECK_OK(loop_run_until(T.loop, &w.done, loop_now() + 5 * LOOP_NS_PER_S));
+	}
 	rev = tu_put(&T, PFX "/" PLUGIN "/members/x/y", "zz", 2);
 	rev = tu_put(&T, PFX "/" PLUGIN "/other", "zz", 2);
 	rev = tu_put_member(&T, PFX, PLUGIN, "c", REL(0, 0, 5));
