@@ -32,11 +32,13 @@ struct member_ent {
 	struct member_ent *next;
 	char *node_id;
 	struct release release;
+	bool valid; /* false: the record exists but does not decode (release unknown) */
 };
 
 struct member_map {
 	struct member_ent **buckets;
 	size_t n_buckets, n;
+	size_t n_invalid; /* entries whose record does not decode */
 };
 
 struct relcount {
@@ -125,6 +127,7 @@ struct election {
 	int64_t lease;
 	int64_t member_lease; /* lease our member record was written with, 0 = none */
 	struct release member_release;
+	int64_t member_rev; /* revision at which our member record was last written by us */
 	int64_t my_rev;       /* create_revision of our election key, 0 = none */
 	bool resign_publishes;          /* the resign in flight also puts our member record */
 	struct release resign_release;  /* ... with this (incoming) release */
@@ -149,6 +152,7 @@ struct election {
 	struct release restrict_version, restrict_min_compatible;
 	int64_t restrict_tried_rev;
 	bool restrict_logged;
+	bool restrict_logged_invalid;
 	struct release restrict_logged_min;
 	uint8_t *pending_status; /* bytes of a status write in flight */
 	size_t pending_status_len;
@@ -292,16 +296,29 @@ static void rc_add(struct election *e, struct release r, int delta)
 }
 
 /* member_set - set (release != NULL) or remove a member by node id */
-static void member_set(struct election *e, const char *id, size_t len, const struct release *r)
+/* member_set - a member record appeared or changed (present; r = its release,
+ * or NULL when the record does not decode) or went away (!present). An
+ * undecodable record is kept as an entry of unknown release: it counts
+ * neither for min nor for max, but it blocks the restricted-status wait (its
+ * node may run an old release), fail safe. */
+static void member_set(struct election *e, const char *id, size_t len, bool present,
+                       const struct release *r)
 {
 	struct member_map *m = &e->members;
 	struct member_ent **pp = member_slot(m, id, len);
 	if (pp && *pp) {
 		struct member_ent *x = *pp;
-		rc_add(e, x->release, -1);
-		if (r) {
-			x->release = *r;
-			rc_add(e, *r, +1);
+		if (x->valid)
+			rc_add(e, x->release, -1);
+		else
+			m->n_invalid--;
+		if (present) {
+			x->valid = r != NULL;
+			if (r) {
+				x->release = *r;
+				rc_add(e, *r, +1);
+			} else
+				m->n_invalid++;
 			return;
 		}
 		*pp = x->next;
@@ -310,7 +327,7 @@ static void member_set(struct election *e, const char *id, size_t len, const str
 		m->n--;
 		return;
 	}
-	if (!r)
+	if (!present)
 		return;
 	if (m->n >= m->n_buckets && member_map_grow(m) < 0)
 		return;
@@ -323,11 +340,15 @@ static void member_set(struct election *e, const char *id, size_t len, const str
 		free(x);
 		return;
 	}
-	x->release = *r;
 	x->next = NULL;
 	*pp = x;
 	m->n++;
-	rc_add(e, *r, +1);
+	x->valid = r != NULL;
+	if (r) {
+		x->release = *r;
+		rc_add(e, *r, +1);
+	} else
+		m->n_invalid++;
 }
 
 /* ---- candidates ---- */
@@ -520,17 +541,25 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 			log_debug("election", "%s: ignoring key outside the layout", e->name);
 			return;
 		}
-		if (del || kv->value_len == 0) {
-			member_set(e, id, idlen, NULL);
+		bool self = strlen(e->node_id) == idlen && memcmp(e->node_id, id, idlen) == 0;
+		if (del) {
+			member_set(e, id, idlen, false, NULL);
+			/* our own record deleted behind our back: put it again */
+			if (self && e->member_lease && kv->mod_revision > e->member_rev)
+				e->member_lease = 0;
 			return;
 		}
 		struct release r;
-		if (election_decode_member(kv->value, kv->value_len, &r) < 0) {
-			log_warn("election", "%s: member record %.*s is not a valid Member; treated as absent",
+		bool ok = election_decode_member(kv->value, kv->value_len, &r) == 0;
+		if (!ok)
+			log_warn("election", "%s: member record %.*s is not a valid Member; its release is "
+			         "unknown (it blocks an incompatible status change until fixed or deleted)",
 			         e->name, (int)(idlen > 64 ? 64 : idlen), id);
-			member_set(e, id, idlen, NULL);
-		} else
-			member_set(e, id, idlen, &r);
+		member_set(e, id, idlen, true, ok ? &r : NULL);
+		/* our own record overwritten by someone else: put ours again */
+		if (self && e->member_lease && kv->mod_revision > e->member_rev &&
+		    (!ok || kv->lease != e->member_lease || release_cmp(r, e->member_release) != 0))
+			e->member_lease = 0;
 	} else if (has_prefix(kv, e->k_election, &pl)) {
 		if (kv->key_len == pl || memchr(kv->key, '\0', kv->key_len)) {
 			log_debug("election", "%s: ignoring key outside the layout", e->name);
@@ -565,7 +594,7 @@ static void publish(struct election *e)
 	/* the revision at which the member summary is valid: every member key
 	 * has mod_revision <= members_rev (the seed's nodeReleases.revision) */
 	struct releases r = {.min = e->rel.release, .max = e->rel.release, .revision = e->members_rev,
-	                     .n_members = e->members.n};
+	                     .n_members = e->members.n - e->members.n_invalid};
 	for (size_t i = 0; i < e->n_rc; i++) {
 		if (release_less(e->rc[i].release, r.min))
 			r.min = e->rc[i].release;
@@ -713,13 +742,14 @@ static void on_member_put(struct etcd_client *c, int err, const struct etcd_resp
 {
 	struct election *e = ud;
 	(void)c;
-	(void)r;
 	op_done(e);
 	if (err < 0) {
 		e->member_lease = 0; /* unknown outcome: put again (idempotent) */
 		retry_later(e, "member registration", err);
 		return;
 	}
+	if (r->header.revision > e->member_rev)
+		e->member_rev = r->header.revision;
 	e->retry_backoff = 100 * LOOP_NS_PER_MS;
 	step(e);
 }
@@ -843,6 +873,8 @@ static void on_resign(struct etcd_client *c, int err, const struct etcd_response
 		/* the member record carries the incoming release already */
 		e->member_release = e->resign_release;
 		e->member_lease = e->lease;
+		if (r->header.revision > e->member_rev)
+			e->member_rev = r->header.revision;
 	}
 	e->resign_publishes = false;
 	e->retry_backoff = 100 * LOOP_NS_PER_MS;
@@ -1292,6 +1324,17 @@ static void lead_step(struct election *e)
 	case LP_RESTRICT: {
 		if (release_less(e->rel.release, e->releases.max))
 			return; /* a newer release appeared: we are about to leave */
+		if (e->members.n_invalid > 0) {
+			if (!e->restrict_logged_invalid) {
+				log_warn("election", "%s: %zu member record(s) do not decode; their nodes may run "
+				         "an older release, so the incompatible status change waits (fix or "
+				         "delete them)",
+				         e->name, e->members.n_invalid);
+				e->restrict_logged_invalid = true;
+			}
+			return;
+		}
+		e->restrict_logged_invalid = false;
 		if (release_less(e->releases.min, e->rel.min_compatible)) {
 			if (!e->restrict_logged ||
 			    release_cmp(e->restrict_logged_min, e->releases.min) != 0) {
@@ -1808,6 +1851,8 @@ size_t election_members(struct election *e, struct election_member *out, size_t 
 	size_t k = 0;
 	for (size_t i = 0; i < e->members.n_buckets; i++)
 		for (struct member_ent *x = e->members.buckets[i]; x; x = x->next) {
+			if (!x->valid)
+				continue; /* release unknown: not listed (it is logged) */
 			if (k < max) {
 				out[k].node_id = x->node_id;
 				out[k].release = x->release;

@@ -1,7 +1,9 @@
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -782,4 +784,139 @@ long host_wait_control(const struct host *h, int timeout_ms)
 		}
 		poll(NULL, 0, 20); /* bounded by the deadline */
 	}
+}
+
+/* ---- additions for the fault suite ---- */
+
+const char *host_plugin_state(const struct host *h, const char *plugin, char *buf, size_t len,
+			      int64_t *ret_token)
+{
+	struct json_object *p = ctl_plugin_json(h, plugin);
+	const char *s = p ? jstr(p, "state") : NULL;
+	snprintf(buf, len, "%s", p ? (s ? s : "?") : "absent");
+	if (ret_token) {
+		struct json_object *t = p ? jget(p, "fencing_token") : NULL;
+		*ret_token = t ? json_object_get_int64(t) : 0;
+	}
+	json_object_put(p);
+	return buf;
+}
+
+struct state_want {
+	const char *state;
+	bool is;
+};
+
+static bool p_state(struct json_object *p, const void *arg)
+{
+	const struct state_want *w = arg;
+	const char *s = p ? jstr(p, "state") : "absent";
+	bool eq = s && strcmp(s, w->state) == 0;
+	return w->is ? eq : !eq;
+}
+
+long host_wait_state(const struct host *h, const char *plugin, const char *state, bool is,
+		     int timeout_ms)
+{
+	struct state_want w = {.state = state, .is = is};
+	char what[160];
+	snprintf(what, sizeof(what), "plugin %s state %s%s", plugin, is ? "" : "not ", state);
+	long t0 = now_ms();
+	struct json_object *p = ctl_wait_plugin(h, plugin, p_state, &w, timeout_ms, what);
+	json_object_put(p);
+	return now_ms() - t0;
+}
+
+bool host_alive(struct host *h)
+{
+	if (h->pid <= 0)
+		return false;
+	int st;
+	pid_t w = waitpid(h->pid, &st, WNOHANG);
+	if (w == h->pid) {
+		h->pid = 0;
+		h->exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		return false;
+	}
+	return true;
+}
+
+int host_private_copies(const struct host *h)
+{
+	char path[700];
+	snprintf(path, sizeof(path), "%s/run/plugins.%ld", h->dir, (long)h->pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return 0;
+	int n = 0;
+	for (struct dirent *de; (de = readdir(d)) != NULL;)
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+int host_mapped_copies(const struct host *h)
+{
+	char path[64], dir[700];
+	snprintf(path, sizeof(path), "/proc/%ld/maps", (long)h->pid);
+	snprintf(dir, sizeof(dir), "%s/run/plugins.%ld/", h->dir, (long)h->pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	char seen[32][256];
+	int n = 0;
+	char line[1024];
+	while (fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, dir);
+		if (!p)
+			continue;
+		char name[256];
+		snprintf(name, sizeof(name), "%s", p + strlen(dir));
+		name[strcspn(name, " \n")] = 0;
+		bool dup = false;
+		for (int i = 0; i < n && !dup; i++)
+			dup = strcmp(seen[i], name) == 0;
+		if (!dup && n < 32)
+			snprintf(seen[n++], sizeof(seen[0]), "%s", name);
+	}
+	fclose(f);
+	return n;
+}
+
+size_t host_log_count(const struct host *h, long from, const char *needle)
+{
+	char *s = host_log_since(h, from);
+	size_t n = 0;
+	for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	free(s);
+	return n;
+}
+
+long wall_ms_of_day(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (long)(t.tv_sec % 86400) * 1000 + t.tv_nsec / 1000000;
+}
+
+long host_log_ms_after(const struct host *h, long from, const char *needle, long ref_ms)
+{
+	char *s = host_log_since(h, from);
+	long r = LONG_MIN;
+	const char *hit = strstr(s, needle);
+	if (hit) {
+		const char *line = hit;
+		while (line > s && line[-1] != '\n')
+			line--;
+		int hh, mm, ss, ms, end = 0;
+		if (sscanf(line, "%2d:%2d:%2d.%3d%n", &hh, &mm, &ss, &ms, &end) == 4 && end == 12) {
+			long t = ((long)hh * 3600 + mm * 60 + ss) * 1000 + ms;
+			long d = ((t - ref_ms) % 86400000 + 86400000) % 86400000;
+			r = d > 43200000 ? d - 86400000 : d;
+		}
+	}
+	free(s);
+	return r;
 }

@@ -160,4 +160,33 @@ struct json_object *ctl_wait_plugin(const struct host *h, const char *name,
 struct json_object *jget(struct json_object *o, const char *path);
 const char *jstr(struct json_object *o, const char *path);
 
+/* ---- additions for the fault suite (tests/test_faults_*.c) ---- */
+/* host_plugin_state - `plugins --json` on h: the state of plugin (into buf;
+ * "absent" when not listed) and its fencing token (0 when not leading) into
+ * *ret_token (may be NULL). Returns buf. */
+const char *host_plugin_state(const struct host *h, const char *plugin, char *buf, size_t len,
+			      int64_t *ret_token);
+/* host_wait_state - poll `plugins --json` until plugin's state is (is) or is
+ * not (!is) `state`; returns the elapsed ms. After timeout_ms: print, dump the
+ * logs, exit(1). */
+long host_wait_state(const struct host *h, const char *plugin, const char *state, bool is,
+		     int timeout_ms);
+/* host_alive - h's process still runs (an exit is collected into
+ * h->exit_status and h->pid cleared) */
+bool host_alive(struct host *h);
+/* host_private_copies - files in h's private plugin dir (<dir>/run/plugins.<pid>) */
+int host_private_copies(const struct host *h);
+/* host_mapped_copies - distinct private plugin copies mapped in h's process
+ * (/proc/<pid>/maps), i.e. plugin instances loaded */
+int host_mapped_copies(const struct host *h);
+/* host_log_count - occurrences of needle in h's log from byte `from` on */
+size_t host_log_count(const struct host *h, long from, const char *needle);
+/* host_log_ms_after - the first log line from byte `from` on that contains
+ * needle: its timestamp (the daemon's wall clock, ms of the day) minus
+ * ref_ms (a wall_ms_of_day() taken by the test), in ms (negative when the
+ * line is older); LONG_MIN when there is no such line */
+long host_log_ms_after(const struct host *h, long from, const char *needle, long ref_ms);
+/* wall_ms_of_day - CLOCK_REALTIME as ms since midnight UTC (the log's clock) */
+long wall_ms_of_day(void);
+
 #endif

@@ -1,0 +1,112 @@
+/*
+ * invariants.h - the fault suite's invariant checker over the FULL etcd
+ * history of a prefix, for the example plugin ("reconciler").
+ *
+ * Design notes
+ * - The history is read with one watch from revision 1 over every key (the
+ *   harness's etcd is never compacted and belongs to one test program), up to
+ *   the revision a range returned just before: every revision <= it carries
+ *   at least one event, so the last event reaches it. Only keys under the
+ *   prefix are kept. The checks work on that in-memory history, so the
+ *   self-test can feed them a fabricated one (inv_history_add).
+ * - The example plugin appends P/N/data/journal/<token 16 hex>-<n 8 digits> =
+ *   "node=<id> token=<t> release=<x.y.z> items=<n>" in the same fenced txn as
+ *   each reconcile. The checks:
+ *   (a) overlap:  along revision order journal tokens never go back, and all
+ *                 records of one token come from one node;
+ *   (b) fence:    a record at revision R with token T lies inside the life of
+ *                 the election key created at revision T (a PUT under
+ *                 P/N/election/ with create_revision == T) and R < the
+ *                 revision that deleted that key;
+ *   (c) status:   along P/N/status the version never decreases, and a DONE is
+ *                 never followed by an older DONE (undecodable values, e.g.
+ *                 injected garbage, are skipped and counted);
+ *   (d) desired:  at the end (the history replayed, and checked against a
+ *                 live range when loaded from etcd), P/N/data/config/schema
+ *                 and config/items/0..n-1 exist in the format of the final
+ *                 status version (1.0.x: v1 "item=<i>;state=ready", 1.1.x and
+ *                 later: v2 JSON), n = "items=" of the last journal record,
+ *                 and no other item exists; the final status is DONE.
+ * - Every violation is printed as one line naming the invariant, the key,
+ *   the node/token and the revisions involved. The check functions return the
+ *   number of violations (0 = holds).
+ */
+#ifndef LH_TEST_INVARIANTS_H
+#define LH_TEST_INVARIANTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct tu;
+
+struct inv_event {
+	int64_t rev;  /* mod_revision of the event */
+	bool del;     /* DELETE (value empty) */
+	char *key;    /* NUL-terminated copy */
+	uint8_t *val; /* NUL-terminated copy (val_len excludes the NUL) */
+	size_t val_len;
+	int64_t create_rev; /* PUT: create_revision; DELETE: 0 */
+};
+
+struct inv_history {
+	struct inv_event *ev; /* in revision order (ties: etcd's order in the txn) */
+	size_t n, cap;
+	int64_t head_rev; /* the revision the history reaches */
+};
+
+/* inv_history_load - the whole history of keys under prefix from revision 1
+ * (see the notes). Exits the test on failure (deadline 30 s). */
+void inv_history_load(struct tu *t, const char *prefix, struct inv_history *ret);
+/* inv_history_add - append one event (fabricated histories; copies key/val) */
+void inv_history_add(struct inv_history *h, int64_t rev, bool del, const char *key, const void *val,
+		     size_t val_len, int64_t create_rev);
+void inv_history_free(struct inv_history *h);
+
+/* what a check saw, for the summary line and for tests */
+struct inv_stats {
+	size_t journal; /* journal records */
+	size_t terms;	/* distinct tokens */
+	size_t status_writes;
+	size_t status_garbage; /* undecodable status values skipped by (c) */
+	int64_t last_token;
+	char last_node[64];
+};
+
+/* the four checks on a history of plugin `plugin` under prefix; each returns
+ * the number of violations and prints one line per violation */
+int inv_check_overlap(const struct inv_history *h, const char *prefix, const char *plugin,
+		      struct inv_stats *st);
+int inv_check_fence(const struct inv_history *h, const char *prefix, const char *plugin);
+int inv_check_status(const struct inv_history *h, const char *prefix, const char *plugin,
+		     struct inv_stats *st);
+int inv_check_desired(const struct inv_history *h, const char *prefix, const char *plugin);
+
+/* inv_check_all - load the history, run (a)-(d), compare the replayed end
+ * state of prefix with a live range; print a summary. Returns the number of
+ * violations (the caller CHECKs it is 0). */
+int inv_check_all(struct tu *t, const char *prefix, const char *plugin, struct inv_stats *st);
+
+/* ---- waiting on the journal (an event source for scenarios) ---- */
+
+struct jrec {
+	int64_t rev;
+	int64_t token;
+	char node[64];
+	char release[16];
+};
+
+struct jwatch;
+/* jwatch_new - watch P/N/data/journal/ from revision from_rev (0 = now). */
+struct jwatch *jwatch_new(struct tu *t, const char *prefix, const char *plugin, int64_t from_rev);
+void jwatch_free(struct jwatch *j);
+/* records seen so far (borrowed until the loop runs again) */
+size_t jwatch_records(const struct jwatch *j, const struct jrec **ret);
+/* jwatch_wait - run t's loop until at least n records of node (NULL: any)
+ * were seen since the watch started; after timeout_ms print `what`, dump the
+ * host logs and exit(1). Returns the elapsed ms. */
+long jwatch_wait(struct jwatch *j, const char *node, size_t n, int timeout_ms, const char *what);
+/* jwatch_count - records of node (NULL: any), of token tok (0: any) */
+size_t jwatch_count(const struct jwatch *j, const char *node, int64_t tok);
+
+#endif

@@ -1,0 +1,309 @@
+/*
+ * test_faults_invariants - the invariant checker can fail: fabricated
+ * histories with two tokens interleaved, one token from two nodes, a record
+ * after its election key was deleted, a record with no election key, a
+ * status that goes back, lost or wrong-format desired keys. Each must trip
+ * exactly the check it targets, and a clean history must pass all of them.
+ * Last, the same through a real etcd: forged records written with a plain
+ * client are loaded from revision 1 and caught.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "harness.h"
+#include "invariants.h"
+#include "leasehold.pb-c.h"
+#include "testutil.h"
+
+#define P "/p"
+#define N "reconciler"
+#define EL P "/" N "/election/"
+#define J P "/" N "/data/journal/"
+#define CFG P "/" N "/data/config/"
+#define STATUS P "/" N "/status"
+#define DONE LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE
+#define WORKING LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING
+
+static void put(struct inv_history *h, int64_t rev, const char *key, const char *val,
+		int64_t create)
+{
+	inv_history_add(h, rev, false, key, val, strlen(val), create ? create : rev);
+}
+
+static void del(struct inv_history *h, int64_t rev, const char *key)
+{
+	inv_history_add(h, rev, true, key, NULL, 0, 0);
+}
+
+static void put_status(struct inv_history *h, int64_t rev, int state, struct release v,
+		       struct release m, int64_t create)
+{
+	Leasehold__Release pv = LEASEHOLD__RELEASE__INIT, pm = LEASEHOLD__RELEASE__INIT;
+	pv.major = v.major;
+	pv.minor = v.minor;
+	pv.patch = v.patch;
+	pm.major = m.major;
+	pm.minor = m.minor;
+	pm.patch = m.patch;
+	Leasehold__ReconcilerStatus s = LEASEHOLD__RECONCILER_STATUS__INIT;
+	s.state = (Leasehold__ReconcilerStatus__State)state;
+	s.version = &pv;
+	s.minimum_compatible_release = &pm;
+	uint8_t buf[128];
+	size_t n = leasehold__reconciler_status__pack(&s, buf);
+	inv_history_add(h, rev, false, STATUS, buf, n, create);
+}
+
+static void journal(struct inv_history *h, int64_t rev, int64_t token, int counter,
+		    const char *node, const char *release, int items)
+{
+	char key[128], val[128];
+	snprintf(key, sizeof(key), J "%016llx-%08d", (unsigned long long)token, counter);
+	snprintf(val, sizeof(val), "node=%s token=%lld release=%s items=%d", node, (long long)token,
+		 release, items);
+	put(h, rev, key, val, rev);
+}
+
+/* a clean history: a leads with token 2 (format v1), b takes over with token
+ * 6 after a's key is deleted, both reconcile, status DONE 1.0.0 */
+static void base(struct inv_history *h)
+{
+	memset(h, 0, sizeof(*h));
+	put(h, 2, EL "aa", "a", 2);
+	journal(h, 3, 2, 0, "a", "1.0.0", 2);
+	put(h, 3, CFG "schema", "reconciler/v1", 3);
+	put(h, 3, CFG "items/0", "item=0;state=ready", 3);
+	put(h, 3, CFG "items/1", "item=1;state=ready", 3);
+	put_status(h, 4, DONE, REL(1, 0, 0), REL(1, 0, 0), 4);
+	journal(h, 5, 2, 1, "a", "1.0.0", 2);
+	put(h, 6, EL "bb", "b", 6);
+	del(h, 7, EL "aa");
+	journal(h, 8, 6, 0, "b", "1.0.0", 2);
+}
+
+struct counts {
+	int a, b, c, d;
+};
+
+static struct counts run(const struct inv_history *h)
+{
+	struct counts c;
+	c.a = inv_check_overlap(h, P, N, NULL);
+	c.b = inv_check_fence(h, P, N);
+	c.c = inv_check_status(h, P, N, NULL);
+	c.d = inv_check_desired(h, P, N);
+	fprintf(stderr, "  -> violations: a=%d b=%d c=%d d=%d\n", c.a, c.b, c.c, c.d);
+	return c;
+}
+
+static void test_clean_history_passes(void)
+{
+	struct inv_history h;
+	base(&h);
+	struct inv_stats st;
+	CHECK_INT_EQ(inv_check_overlap(&h, P, N, &st), 0);
+	CHECK_INT_EQ(st.journal, 3);
+	CHECK_INT_EQ(st.terms, 2);
+	CHECK_INT_EQ(st.last_token, 6);
+	struct counts c = run(&h);
+	CHECK(c.a == 0 && c.b == 0 && c.c == 0 && c.d == 0);
+	/* a trailing slash on the prefix changes nothing */
+	CHECK_INT_EQ(inv_check_fence(&h, P "/", N), 0);
+	inv_history_free(&h);
+}
+
+static void test_interleaved_tokens_trip_overlap(void)
+{
+	struct inv_history h;
+	base(&h);
+	/* a writes with its old token after b's first record (a's key is
+	 * still alive here, so only (a) can see it) */
+	inv_history_free(&h);
+	memset(&h, 0, sizeof(h));
+	put(&h, 2, EL "aa", "a", 2);
+	put(&h, 3, EL "bb", "b", 3);
+	journal(&h, 4, 3, 0, "b", "1.0.0", 0);
+	journal(&h, 5, 2, 0, "a", "1.0.0", 0);
+	put_status(&h, 6, DONE, REL(1, 0, 0), REL(1, 0, 0), 6);
+	put(&h, 6, CFG "schema", "reconciler/v1", 6);
+	struct counts c = run(&h);
+	CHECK_INT_EQ(c.a, 1);
+	CHECK_INT_EQ(c.b, 0);
+	inv_history_free(&h);
+}
+
+static void test_one_token_two_nodes_trips_overlap(void)
+{
+	struct inv_history h;
+	base(&h);
+	journal(&h, 9, 6, 1, "a", "1.0.0", 2); /* a forged record under b's token */
+	struct counts c = run(&h);
+	CHECK_INT_EQ(c.a, 1);
+	CHECK_INT_EQ(c.b, 1); /* and the key of token 6 belongs to b */
+	inv_history_free(&h);
+}
+
+static void test_record_after_key_deleted_trips_fence(void)
+{
+	struct inv_history h;
+	memset(&h, 0, sizeof(h));
+	put(&h, 2, EL "aa", "a", 2);
+	journal(&h, 3, 2, 0, "a", "1.0.0", 1);
+	put(&h, 3, CFG "schema", "reconciler/v1", 3);
+	put(&h, 3, CFG "items/0", "item=0;state=ready", 3);
+	put_status(&h, 4, DONE, REL(1, 0, 0), REL(1, 0, 0), 4);
+	del(&h, 5, EL "aa");		       /* a's lease expired */
+	journal(&h, 6, 2, 1, "a", "1.0.0", 1); /* ... and a still wrote */
+	struct counts c = run(&h);
+	CHECK_INT_EQ(c.a, 0); /* same token, same node: only the fence sees it */
+	CHECK_INT_EQ(c.b, 1);
+	CHECK_INT_EQ(c.c, 0);
+	CHECK_INT_EQ(c.d, 0);
+	/* the same key re-created later (same lease, new campaign) does not
+	 * revive the old token */
+	put(&h, 7, EL "aa", "a", 7);
+	journal(&h, 8, 2, 2, "a", "1.0.0", 1);
+	c = run(&h);
+	CHECK_INT_EQ(c.b, 2);
+	inv_history_free(&h);
+}
+
+static void test_record_without_key_trips_fence(void)
+{
+	struct inv_history h;
+	base(&h);
+	journal(&h, 9, 42, 0, "c", "1.0.0", 2); /* token 42: no key created at 42 */
+	struct counts c = run(&h);
+	CHECK_INT_EQ(c.a, 0);
+	CHECK_INT_EQ(c.b, 1);
+	inv_history_free(&h);
+}
+
+static void test_status_going_back_trips_status(void)
+{
+	struct inv_history h;
+	base(&h);
+	put_status(&h, 9, DONE, REL(1, 1, 0), REL(1, 1, 0), 4);
+	struct counts c = run(&h);
+	CHECK_INT_EQ(c.c, 0);
+	put_status(&h, 10, DONE, REL(1, 0, 0), REL(1, 0, 0), 4); /* older DONE */
+	c = run(&h);
+	CHECK_INT_EQ(c.c, 3); /* version back, min compatible back, older DONE */
+	inv_history_free(&h);
+
+	/* a WORKING that goes back is caught too; garbage is skipped, counted */
+	base(&h);
+	put_status(&h, 9, WORKING, REL(0, 9, 0), REL(1, 0, 0), 4);
+	inv_history_add(&h, 10, false, STATUS, "\xff\xff garbage", 9, 4);
+	struct inv_stats st;
+	CHECK_INT_EQ(inv_check_status(&h, P, N, &st), 1);
+	CHECK_INT_EQ(st.status_writes, 2);
+	CHECK_INT_EQ(st.status_garbage, 1);
+	inv_history_free(&h);
+}
+
+static void test_lost_or_wrong_desired_keys_trip_desired(void)
+{
+	struct inv_history h;
+	base(&h);
+	del(&h, 9, CFG "items/1");
+	struct counts c = run(&h);
+	CHECK_INT_EQ(c.d, 1);
+	inv_history_free(&h);
+
+	/* status says 1.1.0 but the data is still format v1: schema + 2 items */
+	base(&h);
+	put_status(&h, 9, DONE, REL(1, 1, 0), REL(1, 1, 0), 4);
+	c = run(&h);
+	CHECK_INT_EQ(c.d, 3);
+	inv_history_free(&h);
+
+	/* an item that should not exist; a final WORKING status */
+	base(&h);
+	put(&h, 9, CFG "items/7", "item=7;state=ready", 9);
+	put_status(&h, 10, WORKING, REL(1, 0, 0), REL(1, 0, 0), 4);
+	c = run(&h);
+	CHECK_INT_EQ(c.d, 2);
+	inv_history_free(&h);
+
+	/* no status at all, no journal at all */
+	memset(&h, 0, sizeof(h));
+	put(&h, 2, CFG "schema", "reconciler/v1", 2);
+	c = run(&h);
+	CHECK_INT_EQ(c.d, 2);
+	inv_history_free(&h);
+}
+
+static void test_malformed_journal_record_trips_overlap(void)
+{
+	struct inv_history h;
+	base(&h);
+	put(&h, 9, J "0000000000000006-00000009", "node=b token=7 release=1.0.0 items=2", 9);
+	put(&h, 10, J "zz", "node=b", 10);
+	struct counts c = run(&h);
+	CHECK_INT_EQ(c.a, 2); /* key/value token mismatch; bad key */
+	inv_history_free(&h);
+}
+
+/* the loader against a real etcd: forged writes are read from revision 1
+ * and caught; the replayed state matches etcd */
+static void test_real_etcd_history_is_checked(void)
+{
+	struct harness_etcd *e;
+	CHECK_OK(harness_etcd_start(1, NULL, &e));
+	struct tu t;
+	tu_init(&t, harness_etcd_urls(e));
+	tu_put(&t, "/other/key", "x", 1); /* outside the prefix: ignored */
+	int64_t tok = tu_put(&t, EL "aa", "a", 1);
+	char key[128], val[128];
+	snprintf(key, sizeof(key), J "%016llx-00000000", (unsigned long long)tok);
+	snprintf(val, sizeof(val), "node=a token=%lld release=1.0.0 items=1", (long long)tok);
+	tu_put(&t, key, val, strlen(val));
+	tu_put(&t, CFG "schema", "reconciler/v1", 13);
+	tu_put(&t, CFG "items/0", "item=0;state=ready", 18);
+	Leasehold__Release pv = LEASEHOLD__RELEASE__INIT;
+	pv.major = 1;
+	Leasehold__ReconcilerStatus s = LEASEHOLD__RECONCILER_STATUS__INIT;
+	s.state = DONE;
+	s.version = &pv;
+	s.minimum_compatible_release = &pv;
+	uint8_t buf[64];
+	tu_put(&t, STATUS, buf, leasehold__reconciler_status__pack(&s, buf));
+
+	struct inv_stats st;
+	CHECK_INT_EQ(inv_check_all(&t, P, N, &st), 0);
+	CHECK_INT_EQ(st.journal, 1);
+
+	/* the leader's key goes; a record under its token follows */
+	tu_del(&t, EL "aa");
+	snprintf(key, sizeof(key), J "%016llx-00000001", (unsigned long long)tok);
+	tu_put(&t, key, val, strlen(val));
+	tu_put(&t, "/other/key2", "y", 1); /* the head revision is outside the prefix */
+	struct inv_history h;
+	inv_history_load(&t, P, &h);
+	CHECK_INT_EQ(h.n, 7);
+	CHECK_INT_EQ(inv_check_fence(&h, P, N), 1);
+	CHECK_INT_EQ(inv_check_overlap(&h, P, N, NULL), 0);
+	inv_history_free(&h);
+	CHECK_INT_EQ(inv_check_all(&t, P, N, NULL), 1);
+	tu_fini(&t);
+	harness_etcd_free(e);
+}
+
+int main(void)
+{
+	RUN(test_clean_history_passes);
+	RUN(test_interleaved_tokens_trip_overlap);
+	RUN(test_one_token_two_nodes_trips_overlap);
+	RUN(test_record_after_key_deleted_trips_fence);
+	RUN(test_record_without_key_trips_fence);
+	RUN(test_status_going_back_trips_status);
+	RUN(test_lost_or_wrong_desired_keys_trip_desired);
+	RUN(test_malformed_journal_record_trips_overlap);
+	RUN(test_real_etcd_history_is_checked);
+	return 0;
+}

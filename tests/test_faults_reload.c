@@ -1,0 +1,187 @@
+/*
+ * test_faults_reload - plugin file churn on a leading host.
+ *
+ * - The leader's plugin file is replaced 100 times in about a second (write
+ *   elsewhere, rename in), alternating the 1.0.0 and 1.1.0 builds, settling
+ *   on 1.1.0: the host ends on 1.1.0 with exactly one instance loaded (one
+ *   plugin in the CLI, one private copy on disk, one copy mapped in the
+ *   process), a 1.0.0 instance never reconciled nor wrote a status while a
+ *   1.1.0 member was present, someone leads and reconciles, invariants hold.
+ * - The leader's plugin file is removed: graceful handover (the other host
+ *   leads within 1 s), the member record goes.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "check.h"
+#include "harness.h"
+#include "hosts.h"
+#include "invariants.h"
+#include "testutil.h"
+
+#define PFX "/lhf"
+#define PLUGIN "reconciler"
+
+static struct harness_etcd *g_etcd;
+static struct tu T;
+static struct observer *g_obs;
+static struct jwatch *g_jw;
+static struct host A, B;
+
+static const char *const HOST_ARGS[] = {
+    "--prefix", PFX,	       "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval",
+    "300ms",	"--log-level", "debug", NULL};
+
+static uint64_t ms_since(uint64_t t0)
+{
+	return (loop_now() - t0) / LOOP_NS_PER_MS;
+}
+
+static void test_start_two_hosts(void)
+{
+	host_install_plugin(&A, "1.1.0", "reconciler.so");
+	host_install_plugin(&B, "1.1.0", "reconciler.so");
+	host_start(&A, harness_etcd_urls(g_etcd), HOST_ARGS);
+	obs_wait_leader(g_obs, "a", 15000);
+	host_start(&B, harness_etcd_urls(g_etcd), HOST_ARGS);
+	obs_wait_members(g_obs, 2, 15000);
+	obs_wait_status_done(g_obs, REL(1, 1, 0), 15000);
+	jwatch_wait(g_jw, "a", 1, 10000, "a reconciles");
+}
+
+static bool p_settled(struct json_object *p, const void *arg)
+{
+	(void)arg;
+	const char *rel = p ? jstr(p, "release") : NULL;
+	const char *st = p ? jstr(p, "state") : NULL;
+	return rel && st && strcmp(rel, "1.1.0") == 0 &&
+	       (strcmp(st, "leading") == 0 || strcmp(st, "campaigning") == 0) && !jstr(p, "error");
+}
+
+static void test_plugin_replaced_100_times_in_a_second(void)
+{
+	long mark = host_log_size(&A);
+	const struct jrec *r;
+	size_t j0 = jwatch_records(g_jw, &r);
+	uint64_t t0 = loop_now();
+	/* paced over ~1 s: mostly ~1-5 ms apart (the 50 ms debounce keeps being
+	 * pushed back), with a 55 ms pause after every 11th
+	 * (alternately after a 1.0.0 and a 1.1.0 build) so that the daemon loads
+	 * intermediate releases, reloads arriving while the previous one is
+	 * still draining */
+	for (int i = 0; i < 100; i++) {
+		host_install_plugin(&A, i % 2 == 0 ? "1.0.0" : "1.1.0", "reconciler.so");
+		uint64_t tp = loop_now();
+		int pause = i % 11 == 10 ? 55 : 1;
+		while (ms_since(tp) < (uint64_t)pause)
+			loop_run_once(T.loop, pause);
+	}
+	uint64_t churn = ms_since(t0);
+	fprintf(stderr, "100 replacements took %" PRIu64 " ms\n", churn);
+	CHECK(churn < 1500);
+	/* the watcher reports a name at most 10 x 50 ms after its first event:
+	 * past that, the last rename has been seen (a documented bound, not a
+	 * guess) */
+	uint64_t tq = loop_now();
+	while (ms_since(tq) < 600)
+		loop_run_once(T.loop, 50);
+
+	/* settles on 1.1.0 */
+	struct json_object *p =
+	    ctl_wait_plugin(&A, PLUGIN, p_settled, NULL, 15000, "a settled on 1.1.0");
+	json_object_put(p);
+	obs_wait_member_release(g_obs, "a", REL(1, 1, 0), 10000);
+	obs_wait_members(g_obs, 2, 10000);
+	/* exactly one instance: one plugin, one private copy, one mapped copy */
+	uint64_t t1 = loop_now();
+	while (host_private_copies(&A) != 1 || host_mapped_copies(&A) != 1) {
+		if (ms_since(t1) > 10000) {
+			fprintf(stderr, "a has %d private copies, %d mapped\n",
+				host_private_copies(&A), host_mapped_copies(&A));
+			hosts_dump_logs();
+			exit(1);
+		}
+		loop_run_once(T.loop, 50);
+	}
+	struct json_object *all = ctl_plugins_json(&A);
+	CHECK_INT_EQ(json_object_array_length(all), 1);
+	json_object_put(all);
+	fprintf(stderr,
+		"settled %" PRIu64 " ms after the churn; a logged %zu hot reloads, %zu "
+		"refusals\n",
+		ms_since(t0) - churn, host_log_count(&A, mark, "hot reload to"),
+		host_log_count(&A, mark, "refusing"));
+
+	/* someone leads and reconciles under 1.1.0; status never left 1.1.0 */
+	const char *l = obs_leader(g_obs);
+	CHECK(l != NULL);
+	char leader[32];
+	snprintf(leader, sizeof(leader), "%s", l);
+	jwatch_wait(g_jw, leader, jwatch_count(g_jw, leader, 0) + 2, 10000,
+		    "the leader reconciles after the churn");
+	obs_wait_status_done(g_obs, REL(1, 1, 0), 1000);
+	size_t n = jwatch_records(g_jw, &r);
+	for (size_t i = j0; i < n; i++)
+		if (strcmp(r[i].release, "1.1.0") != 0) {
+			fprintf(stderr,
+				"journal record at revision %" PRId64 " by %s with release %s\n",
+				r[i].rev, r[i].node, r[i].release);
+			CHECK(!"a 1.0.0 instance reconciled while 1.1.0 was present");
+		}
+	CHECK(host_alive(&A) && host_alive(&B));
+	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+}
+
+static void test_plugin_removed_while_leading(void)
+{
+	const char *l = obs_leader(g_obs);
+	CHECK(l != NULL);
+	struct host *L = strcmp(l, "a") == 0 ? &A : &B, *O = L == &A ? &B : &A;
+	host_wait_state(L, PLUGIN, "leading", true, 5000);
+	char path[700];
+	CHECK(unlink(host_plugin_path(L, "reconciler.so", path, sizeof(path))) == 0);
+	long ms = obs_wait_leader(g_obs, O->node, 1000);
+	fprintf(stderr, "plugin file removed on %s: %s leads after %ld ms\n", L->node, O->node, ms);
+	obs_wait_members(g_obs, 1, 5000);
+	jwatch_wait(g_jw, O->node, jwatch_count(g_jw, O->node, 0) + 1, 5000,
+		    "the new leader reconciles");
+	struct json_object *p = ctl_plugin_json(L, PLUGIN);
+	const char *st = p ? jstr(p, "state") : NULL;
+	CHECK(!p || (st && strcmp(st, "stopped") == 0));
+	json_object_put(p);
+	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+}
+
+int main(void)
+{
+	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
+	tu_init(&T, harness_etcd_urls(g_etcd));
+	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 1, 0), REL(1, 0, 0), REL(1, 1, 0));
+	g_jw = jwatch_new(&T, PFX, PLUGIN, 1);
+	host_setup(&A, harness_dir(g_etcd), "a");
+	host_setup(&B, harness_dir(g_etcd), "b");
+
+	RUN(test_start_two_hosts);
+	RUN(test_plugin_replaced_100_times_in_a_second);
+	RUN(test_plugin_removed_while_leading);
+
+	host_signal(&A, SIGTERM);
+	host_signal(&B, SIGTERM);
+	CHECK_OK(host_wait(&A, 15000));
+	CHECK_OK(host_wait(&B, 15000));
+	CHECK_INT_EQ(A.exit_status, 0);
+	CHECK_INT_EQ(B.exit_status, 0);
+	jwatch_free(g_jw);
+	obs_free(g_obs);
+	tu_fini(&T);
+	harness_etcd_free(g_etcd);
+	return 0;
+}
