@@ -379,10 +379,14 @@ static int entry_changed(struct entry *e)
 		         strerror(-r));
 		goto refuse;
 	}
+	uint32_t isolation = d->cfg->isolation;
+	for (size_t i = 0; i < d->cfg->n_iso; i++)
+		if (strcmp(d->cfg->iso_names[i], lp->name) == 0)
+			isolation = d->cfg->iso_modes[i];
 	struct plugin_instance_config pcfg = {
 		.on_init = on_init,
 		.userdata = e,
-		.isolation = d->cfg->isolation,
+		.isolation = isolation,
 		.callback_timeout_ms = d->cfg->callback_timeout_ms,
 		.on_failed = on_worker_failed,
 		.on_recovered = on_worker_recovered,

@@ -26,6 +26,10 @@ struct daemon_config {
 	const char *const *roles_seed; /* --role: written only if the node has no record */
 	size_t n_roles_seed;
 	uint32_t isolation;           /* PLUGIN_ISOLATION_THREAD / _PROCESS */
+	/* per-plugin overrides of isolation (--plugin-isolation NAME=MODE) */
+	const char *const *iso_names;
+	const uint32_t *iso_modes;
+	size_t n_iso;
 	uint32_t callback_timeout_ms; /* 0 = no limit */
 	const char *worker_path;      /* process mode: leasehold-worker; NULL = default */
 };

@@ -48,6 +48,8 @@ static void usage(FILE *f)
 	        "  --isolation MODE          thread (default): each plugin on a worker thread;\n"
 	        "                            process: each plugin in a child process, so a crash\n"
 	        "                            or hang is contained and the worker restarted\n"
+	        "  --plugin-isolation NAME=MODE\n"
+	        "                            isolation for plugin NAME only (repeatable)\n"
 	        "  --callback-timeout DUR    a plugin callback running longer is a failure: the\n"
 	        "                            plugin is deposed (process mode: killed, restarted);\n"
 	        "                            default: no limit\n"
@@ -85,6 +87,7 @@ enum {
 	OPT_ISOLATION,
 	OPT_CALLBACK_TIMEOUT,
 	OPT_WORKER,
+	OPT_PLUGIN_ISOLATION,
 };
 
 static int bad(const char *msg, const char *arg)
@@ -115,6 +118,7 @@ int main(int argc, char **argv)
 		{"isolation", required_argument, NULL, OPT_ISOLATION},
 		{"callback-timeout", required_argument, NULL, OPT_CALLBACK_TIMEOUT},
 		{"worker", required_argument, NULL, OPT_WORKER},
+		{"plugin-isolation", required_argument, NULL, OPT_PLUGIN_ISOLATION},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -130,6 +134,9 @@ int main(int argc, char **argv)
 	char runtime[512] = "";
 	const char *roles[64];
 	size_t n_roles = 0;
+	const char *iso_names[64];
+	uint32_t iso_modes[64];
+	size_t n_iso = 0;
 	int c;
 	while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
 		switch (c) {
@@ -216,6 +223,19 @@ int main(int argc, char **argv)
 		case OPT_WORKER:
 			cfg.worker_path = optarg;
 			break;
+		case OPT_PLUGIN_ISOLATION: {
+			char *eq = strchr(optarg, '=');
+			if (!eq || n_iso >= 64)
+				return bad("--plugin-isolation takes NAME=thread|process (at most 64)", optarg);
+			*eq = '\0';
+			if (!roles_name_valid(optarg) ||
+			    plugin_instance_parse_isolation(eq + 1, &iso_modes[n_iso]) < 0) {
+				*eq = '=';
+				return bad("--plugin-isolation takes NAME=thread|process", optarg);
+			}
+			iso_names[n_iso++] = optarg;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -274,6 +294,9 @@ int main(int argc, char **argv)
 		free(eps_buf);
 		return bad("--etcd needs at least one URL", etcd);
 	}
+	cfg.iso_names = iso_names;
+	cfg.iso_modes = iso_modes;
+	cfg.n_iso = n_iso;
 	cfg.roles_seed = roles;
 	cfg.n_roles_seed = n_roles;
 	cfg.endpoints = eps;

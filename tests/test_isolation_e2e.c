@@ -109,6 +109,25 @@ static void test_plugin_runs_in_a_worker_process(void)
 	tu_wait(&T, p_worker, NULL, 5000, "b's worker process");
 }
 
+static void test_per_plugin_isolation_flag(void)
+{
+	/* a third host: thread isolation by default, process for "reconciler" */
+	static struct host C;
+	host_setup(&C, harness_dir(g_etcd), "c");
+	host_install_plugin(&C, "1.0.0", "reconciler.so");
+	static const char *a[] = {"--prefix", PFX, "--ttl", "10", "--isolation", "thread",
+	                          "--plugin-isolation", "reconciler=process", "--worker", g_worker,
+	                          NULL};
+	host_start(&C, harness_etcd_urls(g_etcd), a);
+	obs_wait_members(g_obs, 3, 15000);
+	g_h = &C;
+	tu_wait(&T, p_worker, NULL, 5000, "c runs reconciler in a worker process");
+	host_signal(&C, SIGTERM);
+	CHECK_OK(host_wait(&C, 10000));
+	CHECK_INT_EQ(C.exit_status, 0);
+	obs_wait_members(g_obs, 2, 10000);
+}
+
 static void test_worker_crash_deposes_at_once_and_recovers(void)
 {
 	pid_t w = worker_of(A.pid);
@@ -170,6 +189,7 @@ int main(void)
 	host_setup(&B, harness_dir(g_etcd), "b");
 
 	RUN(test_plugin_runs_in_a_worker_process);
+	RUN(test_per_plugin_isolation_flag);
 	RUN(test_worker_crash_deposes_at_once_and_recovers);
 	RUN(test_callback_timeout_kills_a_slow_reconcile);
 
