@@ -206,6 +206,12 @@ static long ev_find(size_t from, char type, const char *node, const char *name, 
 }
 
 /* run the loop until pred(arg) or timeout; true when pred held */
+static bool p_never(void *arg)
+{
+	(void)arg;
+	return false;
+}
+
 static bool wait_for(bool (*pred)(void *), void *arg, int timeout_ms)
 {
 	uint64_t end = mono() + (uint64_t)timeout_ms * 1000000ull;
@@ -626,6 +632,14 @@ static void failover(const char *prefix, const char *ttl, int sig, int n, struct
 			break;
 		}
 		struct host *O = L == A ? B : A;
+		if (sig == SIGKILL) {
+			/* a crash comes at a random phase of the keepalive period
+			 * (TTL/3), not right after a renewal: wait a random part of
+			 * it first (events keep being processed meanwhile) */
+			long period_ms = strtol(ttl, NULL, 10) * 1000 / 3;
+			int delay = (int)(((uint64_t)rand() * (uint64_t)period_ms) / ((uint64_t)RAND_MAX + 1));
+			wait_for(p_never, NULL, delay);
+		}
 		from = g_nev;
 		uint64_t t0 = mono();
 		host_signal(L, sig);
