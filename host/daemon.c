@@ -61,6 +61,7 @@ struct entry {
 	bool removing;
 	bool reload_again; /* a change arrived while a load was in progress */
 	char *hold_reason; /* role hold applied to the election, or NULL */
+	struct swap_ctx *pending_swap; /* a hot reload the election has not completed */
 	bool gone;         /* stopped, waiting to be freed */
 };
 
@@ -213,16 +214,29 @@ static void on_old_stopped(void *ud)
 
 struct swap_ctx {
 	struct entry *e;
-	struct plugin_instance *old;
+	struct plugin_instance *old; /* the instance to retire once the swap is done */
 };
 
 static void on_swapped(void *ud)
 {
 	struct swap_ctx *s = ud;
+	struct entry *e = s->e;
+	bool completed = e->pending_swap == s; /* else superseded by a newer reload */
+	if (completed)
+		e->pending_swap = NULL;
 	/* the election no longer uses the old instance: let it run fini */
 	if (s->old)
 		plugin_instance_stop(s->old, on_old_stopped, s->old);
 	free(s);
+	/* a failure of the outgoing instance does not stick to its healthy successor */
+	if (completed && e->el && e->pi && plugin_instance_state(e->pi) == PLUGIN_INSTANCE_READY) {
+		struct election_info i;
+		election_get_info(e->el, &i);
+		if (i.state == ELECTION_FAILED) {
+			set_error(e, NULL);
+			election_recover(e->el);
+		}
+	}
 }
 
 static void on_init(void *ud, int err, const char *msg)
@@ -253,8 +267,8 @@ static void on_init(void *ud, int err, const char *msg)
 			         release_format(lp->release, rb, sizeof(rb)), e->file);
 			e->pi = pi;
 			e->hash = e->next_hash;
+			apply_roles(e); /* hold first: never register without the role */
 			election_set_driver(e->el, &plugin_instance_driver_ops, pi, &rel, NULL, NULL);
-			apply_roles(e);
 		} else {
 			log_info("daemon", "plugin %s: hot reload to %s from %s", e->name,
 			         release_format(lp->release, rb, sizeof(rb)), e->file);
@@ -265,10 +279,18 @@ static void on_init(void *ud, int err, const char *msg)
 			}
 			s->e = e;
 			s->old = e->pi;
+			if (e->pending_swap) {
+				/* a swap is still pending: the election keeps using the
+				 * instance that one would have retired; the superseded
+				 * instance (never used) is the one to retire now */
+				s->old = e->pending_swap->old;
+				e->pending_swap->old = e->pi;
+			}
+			e->pending_swap = s;
 			e->pi = pi;
 			e->hash = e->next_hash;
-			election_set_driver(e->el, &plugin_instance_driver_ops, pi, &rel, on_swapped, s);
 			apply_roles(e); /* the new release may need another role */
+			election_set_driver(e->el, &plugin_instance_driver_ops, pi, &rel, on_swapped, s);
 		}
 	}
 out:
@@ -608,7 +630,11 @@ static const char *status_state_name(const struct election_info *i)
 {
 	if (!i->status_valid)
 		return "INVALID";
-	return i->status_state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE ? "DONE" : "WORKING";
+	if (i->status_state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE)
+		return "DONE";
+	if (i->status_state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING)
+		return "WORKING";
+	return "UNKNOWN"; /* a state this release does not know; the releases still count */
 }
 
 static void fill_plugin(struct entry *e, struct control_plugin *p)

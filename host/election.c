@@ -92,7 +92,7 @@ struct election {
 	size_t k_watch_end_len;
 	uint8_t *k_members_end;
 	size_t k_members_end_len;
-	char my_key[256];
+	char my_key[512]; /* P/N/election/<lease hex>: prefix <= 200, name <= 63 */
 
 	/* driver */
 	const struct driver_ops *dops;
@@ -168,6 +168,7 @@ struct election {
 	char *reconcile_last_error;
 	int64_t reconcile_last_at;
 	uint64_t status_writes;
+	struct fenced_ctx *fenced; /* plugin txns in flight */
 };
 
 static void step(struct election *e);
@@ -365,7 +366,8 @@ static void cand_set(struct election *e, const struct etcd_kv *kv, bool del)
 			} else if (kv->create_revision) {
 				c->create_rev = kv->create_revision;
 				free(c->node_id);
-				c->node_id = strndup((const char *)kv->value, kv->value_len);
+				c->node_id = kv->value_len ? strndup((const char *)kv->value, kv->value_len)
+				                           : strdup("");
 			}
 			return;
 		}
@@ -382,7 +384,7 @@ static void cand_set(struct election *e, const struct etcd_kv *kv, bool del)
 	}
 	struct candidate *c = &e->cands[e->n_cands];
 	c->key = strndup((const char *)kv->key, kv->key_len);
-	c->node_id = strndup((const char *)kv->value, kv->value_len);
+	c->node_id = kv->value_len ? strndup((const char *)kv->value, kv->value_len) : strdup("");
 	c->create_rev = kv->create_revision;
 	if (!c->key || !c->node_id) {
 		free(c->key);
@@ -430,8 +432,9 @@ int election_decode_status(const void *buf, size_t len, int *ret_state, struct r
 		return -EBADMSG;
 	struct release v, m;
 	int r = -EBADMSG;
-	if (release_from_pb(s->version, &v) && release_from_pb(s->minimum_compatible_release, &m) &&
-	    (s->state == ST_WORKING || s->state == ST_DONE)) {
+	/* like the seed (proto3 keeps unknown enum values), an unknown state is
+	 * a state: only the releases decide compatibility */
+	if (release_from_pb(s->version, &v) && release_from_pb(s->minimum_compatible_release, &m)) {
 		*ret_state = s->state;
 		*ret_version = v;
 		*ret_min_compatible = m;
@@ -528,6 +531,20 @@ static bool has_prefix(const struct etcd_kv *kv, const char *p, size_t *ret_plen
 	return true;
 }
 
+/* candidate_key_ok - P/N/election/<lease hex> bound to that very lease */
+static bool candidate_key_ok(const struct etcd_kv *kv, size_t pl)
+{
+	if (kv->lease == 0 || kv->key_len - pl > 16)
+		return false;
+	char hex[17];
+	memcpy(hex, kv->key + pl, kv->key_len - pl);
+	hex[kv->key_len - pl] = '\0';
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(hex, &end, 16);
+	return !errno && *end == '\0' && hex[0] != '\0' && (int64_t)v == kv->lease;
+}
+
 static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 {
 	size_t pl;
@@ -556,6 +573,14 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 			         "unknown (it blocks an incompatible status change until fixed or deleted)",
 			         e->name, (int)(idlen > 64 ? 64 : idlen), id);
 		member_set(e, id, idlen, true, ok ? &r : NULL);
+		/* our own record under our lease after a put whose outcome was
+		 * unknown: it exists; step() keeps or deletes it */
+		if (self && !e->member_lease && e->lease && ok && kv->lease == e->lease &&
+		    e->op != OP_MEMBER_PUT) {
+			e->member_lease = e->lease;
+			e->member_release = r;
+			e->member_rev = kv->mod_revision;
+		}
 		/* our own record overwritten by someone else: put ours again */
 		if (self && e->member_lease && kv->mod_revision > e->member_rev &&
 		    (!ok || kv->lease != e->member_lease || release_cmp(r, e->member_release) != 0))
@@ -565,6 +590,20 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 			log_debug("election", "%s: ignoring key outside the layout", e->name);
 			return;
 		}
+		if (!del && !candidate_key_ok(kv, pl)) {
+			/* not a live campaign: no lease, or a name that is not its lease
+			 * (it would otherwise block the election forever) */
+			log_warn("election", "%s: ignoring election key without a matching lease", e->name);
+			cand_set(e, kv, true);
+			return;
+		}
+		/* our own key seen without our knowing its revision: a campaign
+		 * whose outcome was unknown did create it; adopt it (step() then
+		 * resigns if we should not campaign) */
+		if (!del && !e->my_rev && e->lease && kv->lease == e->lease &&
+		    e->op != OP_CAMPAIGN && strlen(e->my_key) == kv->key_len &&
+		    memcmp(e->my_key, kv->key, kv->key_len) == 0)
+			e->my_rev = kv->create_revision;
 		if (del && e->my_rev && strlen(e->my_key) == kv->key_len &&
 		    memcmp(e->my_key, kv->key, kv->key_len) == 0 && kv->mod_revision > e->my_rev) {
 			/* our key vanished (lease expired on etcd, or deleted by someone) */
@@ -644,6 +683,10 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 	e->op = OP_NONE;
 	if (err < 0) {
 		log_warn("election", "%s: initial read failed: %s; retrying", e->name, etcd_strerror(err));
+		if (e->stopping) {
+			step(e); /* a stop waits for nothing etcd-bound that never started */
+			return;
+		}
 		loop_timer_arm_in(e->sync_timer, e->sync_backoff);
 		e->sync_backoff = e->sync_backoff * 2 > 2 * LOOP_NS_PER_S ? 2 * LOOP_NS_PER_S
 		                                                         : e->sync_backoff * 2;
@@ -986,8 +1029,11 @@ static bool want_member(const struct election *e)
 
 static bool want_campaign(const struct election *e)
 {
-	return want_member(e) && e->member_lease == e->lease &&
-	       release_cmp(e->member_release, e->rel.release) == 0 && e->ever_synced &&
+	/* a candidate needs its member record in place; a leader whose record
+	 * was overwritten puts it back without leaving */
+	bool member_ok = e->member_lease == e->lease &&
+	                 release_cmp(e->member_release, e->rel.release) == 0;
+	return want_member(e) && (member_ok || e->leading) && e->ever_synced &&
 	       !release_less(e->rel.release, e->releases.max);
 }
 
@@ -1045,7 +1091,8 @@ static void on_verify(struct etcd_client *c, int err, const struct etcd_response
 		step(e);
 		return;
 	}
-	if (!session_is_up(e->sess)) {
+	if (!session_is_up(e->sess) ||
+	    session_safe_until(e->sess) < loop_now() + 100 * LOOP_NS_PER_MS || !want_campaign(e)) {
 		step(e);
 		return;
 	}
@@ -1414,8 +1461,12 @@ static void step(struct election *e)
 		return;
 	if (e->op != OP_NONE)
 		goto report;
-	if (loop_timer_armed(e->retry_timer))
+	if (loop_timer_armed(e->retry_timer)) {
+		/* backing off an etcd call; leaving leadership needs none */
+		if (e->leading && !want_campaign(e))
+			begin_leave(e);
 		goto report;
+	}
 
 	/* 1. leave leadership / candidacy that is no longer wanted */
 	if ((e->my_rev || e->leading) && !want_campaign(e)) {
@@ -1496,17 +1547,35 @@ report:;
 /* ---- plugin writes (driver_host) ---- */
 
 struct fenced_ctx {
-	struct election *e;
+	struct fenced_ctx *next; /* in e->fenced, so election_free can orphan it */
+	struct election *e;      /* NULL once the election is freed */
 	uint64_t gen;
 	etcd_cb cb;
 	void *ud;
 	size_t n_failure;
 };
 
+static void fenced_unlink(struct fenced_ctx *f)
+{
+	if (!f->e)
+		return;
+	for (struct fenced_ctx **pp = &f->e->fenced; *pp; pp = &(*pp)->next)
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+}
+
 static void on_fenced(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct fenced_ctx *f = ud;
 	struct election *e = f->e;
+	fenced_unlink(f);
+	if (!e) {
+		f->cb(c, -ESTALE, NULL, f->ud);
+		free(f);
+		return;
+	}
 	if (err < 0 || r->succeeded) {
 		f->cb(c, err, r, f->ud);
 		free(f);
@@ -1572,6 +1641,12 @@ static int fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmps,
 	struct election *e = ctx;
 	if (!e->leading || !e->my_rev || !session_is_up(e->sess))
 		return -ESTALE;
+	/* before the first reconcile the status protocol may still be waiting
+	 * (restricting the status, reconcile_wait): the plugin must not write yet */
+	if (e->phase != LP_RECONCILE && e->phase != LP_IDLE && e->phase != LP_PERIODIC)
+		return -EAGAIN;
+	if (e->phase == LP_RECONCILE && !e->reconciling)
+		return -EAGAIN; /* in backoff between attempts */
 	if (n_cmps > 64 || n_success > 128 || n_failure > 128)
 		return -E2BIG;
 	for (size_t i = 0; i < n_cmps; i++)
@@ -1602,14 +1677,18 @@ static int fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmps,
 		memcpy(fail, failure, n_failure * sizeof(*failure));
 	fail[n_failure] = (struct etcd_op){.type = ETCD_OP_RANGE, .key = e->my_key, .key_len = kl};
 	f->e = e;
+	f->next = NULL;
 	f->gen = e->gen;
 	f->cb = cb;
 	f->ud = ud;
 	f->n_failure = n_failure;
 	r = etcd_txn(e->etcd, all, n_cmps + 1, success, n_success, fail, n_failure + 1, NULL,
 	             on_fenced, f, NULL);
-	if (r == 0)
+	if (r == 0) {
+		f->next = e->fenced;
+		e->fenced = f;
 		f = NULL;
+	}
 out:
 	free(all);
 	free(fail);
@@ -1687,9 +1766,14 @@ const struct driver_host *election_driver_host(struct election *e)
 void election_set_driver(struct election *e, const struct driver_ops *ops, void *drv,
                          const struct plugin_releases *rel, void (*done)(void *ud), void *ud)
 {
-	if (e->swap.pending && e->swap.done) {
-		/* superseded before it took effect: the previous new driver was never used */
-		e->swap.done(e->swap.ud);
+	if (e->swap.pending) {
+		/* superseded before it took effect: the previous new driver was never
+		 * used; forget it before telling the owner (who may re-enter us) */
+		void (*sdone)(void *) = e->swap.done;
+		void *sud = e->swap.ud;
+		memset(&e->swap, 0, sizeof(e->swap));
+		if (sdone)
+			sdone(sud);
 	}
 	if (!e->dops) {
 		e->dops = ops;
@@ -1736,6 +1820,7 @@ void election_stop(struct election *e, void (*done)(void *ud), void *ud)
 void election_session_up(struct election *e, int64_t lease)
 {
 	e->lease = lease;
+	snprintf(e->my_key, sizeof(e->my_key), "%s%" PRIx64, e->k_election, (uint64_t)lease);
 	step(e);
 }
 
@@ -1783,6 +1868,12 @@ void election_free(struct election *e)
 {
 	if (!e)
 		return;
+	/* plugin txns still in flight answer -ESTALE without touching us */
+	while (e->fenced) {
+		struct fenced_ctx *f = e->fenced;
+		e->fenced = f->next;
+		f->e = NULL;
+	}
 	if (e->watch)
 		etcd_watch_cancel(e->watch);
 	etcd_call_cancel(e->call);

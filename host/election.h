@@ -153,10 +153,10 @@ size_t election_members(struct election *e, struct election_member *out, size_t 
  * *ret_release untouched then. */
 int election_decode_member(const void *buf, size_t len, struct release *ret_release);
 
-/* election_decode_status - a P/N/status value (hostile bytes) -> state
- * (LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING or _DONE), version and
- * minimum compatible release. Returns 0, or -EBADMSG (does not unpack, a
- * release missing, unknown state); outputs untouched then. */
+/* election_decode_status - a P/N/status value (hostile bytes) -> state (any
+ * value: like the seed's proto3, an unknown state is kept; only the releases
+ * decide compatibility), version and minimum compatible release. Returns 0,
+ * or -EBADMSG (does not unpack, a release missing); outputs untouched then. */
 int election_decode_status(const void *buf, size_t len, int *ret_state, struct release *ret_version,
                            struct release *ret_min_compatible);
 

@@ -8,6 +8,12 @@
  *   kept on a graveyard list until the current dispatch batch ends, because
  *   epoll may already have handed us an event pointing at them.
  * - An eventfd lets other threads wake the loop (loop_wake).
+ * - Timers fire from a timerfd on CLOCK_BOOTTIME armed at the earliest
+ *   deadline (absolute): epoll_wait's own timeout runs on CLOCK_MONOTONIC,
+ *   which stops during suspend, so a lease deadline would fire late after a
+ *   resume. After every wait, due timers run BEFORE ready fds are
+ *   dispatched: after a long stall (SIGSTOP, suspend) a deadline is acted on
+ *   before any stale input.
  */
 #include "config.h"
 
@@ -16,6 +22,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +49,8 @@ struct loop_timer {
 struct loop {
 	int epfd;
 	int wakefd;
+	int tfd;             /* timerfd (CLOCK_BOOTTIME) for the earliest timer */
+	uint64_t tfd_armed;  /* deadline it is armed for, 0 = disarmed */
 	struct loop_timer **heap;
 	size_t heap_len, heap_cap;
 	struct loop_io *graveyard;
@@ -63,20 +72,19 @@ int loop_new(struct loop **ret_loop)
 		return -ENOMEM;
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	l->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (l->epfd < 0 || l->wakefd < 0) {
+	l->tfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	struct epoll_event tev = {.events = EPOLLIN, .data.ptr = l};
+	if (l->epfd < 0 || l->wakefd < 0 || l->tfd < 0 ||
+	    epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) < 0 ||
+	    epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->tfd, &tev) < 0) {
 		int r = -errno;
 		if (l->epfd >= 0)
 			close(l->epfd);
 		if (l->wakefd >= 0)
 			close(l->wakefd);
-		free(l);
-		return r;
-	}
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) < 0) {
-		int r = -errno;
-		close(l->epfd);
-		close(l->wakefd);
+		if (l->tfd >= 0)
+			close(l->tfd);
 		free(l);
 		return r;
 	}
@@ -103,6 +111,7 @@ void loop_free(struct loop *l)
 	free(l->heap);
 	close(l->epfd);
 	close(l->wakefd);
+	close(l->tfd);
 	free(l);
 }
 
@@ -276,20 +285,32 @@ static int run_timers(struct loop *l)
 	return n;
 }
 
+/* arm the timerfd for the earliest deadline. Relative arming on a
+ * CLOCK_BOOTTIME timerfd keeps counting through suspend like the deadline
+ * itself; it is re-armed whenever the earliest deadline changes. (Absolute
+ * arming would do too, but time-faking test shims rewrite absolute timerfd
+ * deadlines by their wall-clock offset.) */
+static void arm_tfd(struct loop *l)
+{
+	uint64_t when = l->heap_len > 0 ? l->heap[0]->when : 0;
+	if (when == l->tfd_armed)
+		return;
+	struct itimerspec its = {{0, 0}, {0, 0}};
+	if (when) {
+		uint64_t now = loop_now();
+		uint64_t d = when > now ? when - now : 1; /* all zero would disarm */
+		its.it_value.tv_sec = (time_t)(d / LOOP_NS_PER_S);
+		its.it_value.tv_nsec = (long)(d % LOOP_NS_PER_S);
+	}
+	if (timerfd_settime(l->tfd, 0, &its, NULL) == 0)
+		l->tfd_armed = when;
+}
+
 int loop_run_once(struct loop *l, int timeout_ms)
 {
 	int n = run_timers(l);
-	int wait_ms = timeout_ms;
-	if (n > 0)
-		wait_ms = 0;
-	else if (l->heap_len > 0) {
-		uint64_t now = loop_now(), when = l->heap[0]->when;
-		uint64_t d = when > now ? (when - now + LOOP_NS_PER_MS - 1) / LOOP_NS_PER_MS : 0;
-		if (d > INT32_MAX)
-			d = INT32_MAX;
-		if (wait_ms < 0 || (uint64_t)wait_ms > d)
-			wait_ms = (int)d;
-	}
+	int wait_ms = n > 0 ? 0 : timeout_ms;
+	arm_tfd(l);
 
 	struct epoll_event evs[64];
 	int k = epoll_wait(l->epfd, evs, 64, wait_ms);
@@ -298,12 +319,22 @@ int loop_run_once(struct loop *l, int timeout_ms)
 			return n;
 		return -errno;
 	}
+	/* deadlines first: see the design notes */
+	n += run_timers(l);
 	for (int i = 0; i < k; i++) {
 		struct loop_io *io = evs[i].data.ptr;
 		if (!io) {
 			uint64_t v;
 			while (read(l->wakefd, &v, sizeof(v)) > 0)
 				;
+			continue;
+		}
+		if ((void *)io == (void *)l) {
+			uint64_t v;
+			if (read(l->tfd, &v, sizeof(v)) < 0) {
+				/* EAGAIN: already consumed or re-armed */
+			}
+			l->tfd_armed = 0; /* fired (or moved): re-arm on the next round */
 			continue;
 		}
 		if (io->dead)

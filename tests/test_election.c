@@ -758,6 +758,70 @@ static void test_leader_reload_never_elects_a_peer(void)
 	node_free(&b);
 }
 
+/* ---- a second hot reload while the first swap still drains ---- */
+
+struct swap_seen {
+	bool done;
+	int order;
+};
+static int g_swap_order;
+
+static void on_swap_done(void *ud)
+{
+	struct swap_seen *w = ud;
+	CHECK(!w->done); /* exactly once */
+	w->done = true;
+	w->order = ++g_swap_order;
+}
+
+static bool p_swap_done(void *a)
+{
+	return ((struct swap_seen *)a)->done;
+}
+
+static void test_second_reload_while_draining(void)
+{
+	wipe();
+	struct node a;
+	node_start(&a, 1, REL100, 10, true);
+	tu_wait(&T, p_node_leading, &a, 5000, "a leading");
+	/* the periodic reconcile is far away: start one and hold it open, so
+	 * the drain of the first swap cannot finish */
+	a.drv.hold = true;
+	struct tdrv d2 = {.node = 12}, d3 = {.node = 13};
+	CHECK_OK(loop_timer_new(T.loop, on_d_timer, &d2, &d2.t));
+	CHECK_OK(loop_timer_new(T.loop, on_d_timer, &d3, &d3.t));
+	struct plugin_releases r11 = {{1, 1, 0}, {1, 0, 0}, {1, 0, 0}};
+	struct plugin_releases r12 = {{1, 2, 0}, {1, 0, 0}, {1, 0, 0}};
+	struct swap_seen s2 = {0}, s3 = {0};
+	/* the first swap waits for a's drain; a reconcile keeps it busy */
+	election_set_driver(a.el, &tdrv_ops, &d2, &r11, on_swap_done, &s2);
+	tu_wait(&T, p_running, &a, 5000, "a's reconcile held open");
+	/* the second arrives before the first took effect: the first is
+	 * superseded at once (its driver was never used), a is still in charge */
+	election_set_driver(a.el, &tdrv_ops, &d3, &r12, on_swap_done, &s3);
+	CHECK(s2.done);
+	CHECK(!s3.done);
+	CHECK(a.drv.leading);
+	CHECK_INT_EQ(a.drv.deposed, 0);
+	/* release a's reconcile: a drains, is deposed once, d3 takes over */
+	a.drv.hold = false;
+	loop_timer_arm_in(a.drv.t, 0);
+	tu_wait(&T, p_swap_done, &s3, 5000, "the second swap done");
+	tu_wait(&T, p_tdrv_leading, &d3, 5000, "the newest driver leads");
+	CHECK_INT_EQ(a.drv.deposed, 1);
+	CHECK_INT_EQ(d2.elected, 0);   /* the superseded driver never ran */
+	CHECK_INT_EQ(d2.reconciles, 0);
+	CHECK(s2.order < s3.order);
+	election_set_driver(a.el, &tdrv_ops, &a.drv, &REL100, NULL, NULL);
+	node_stop(&a);
+	while (d3.nq > 0)
+		d_finish(&d3);
+	loop_timer_free(d2.t);
+	loop_timer_free(d3.t);
+	node_free(&a);
+}
+
 int main(void)
 {
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
@@ -771,6 +835,7 @@ int main(void)
 	RUN(test_initial_reconcile_backoff);
 	RUN(test_events_during_reconcile_start_no_second);
 	RUN(test_leader_reload_never_elects_a_peer);
+	RUN(test_second_reload_while_draining);
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);
 	return 0;

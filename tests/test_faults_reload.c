@@ -140,6 +140,80 @@ static void test_plugin_replaced_100_times_in_a_second(void)
 	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
 }
 
+/* a byte-different copy of the 1.1.0 build (same release, new content hash:
+ * a reload) installed write-then-rename as reconciler.so */
+static void install_variant(struct host *h, int n)
+{
+	char tmp[800];
+	snprintf(tmp, sizeof(tmp), "%s/variant-%d.bin", h->dir, n);
+	FILE *in = fopen(built_plugin("1.1.0"), "rb"), *out = fopen(tmp, "wb");
+	CHECK(in && out);
+	char buf[65536];
+	size_t k;
+	while ((k = fread(buf, 1, sizeof(buf), in)) > 0)
+		CHECK(fwrite(buf, 1, k, out) == k);
+	fprintf(out, "variant %d\n", n); /* trailing bytes: ignored by the loader */
+	fclose(in);
+	CHECK(fclose(out) == 0);
+	host_install_file(h, tmp, "reconciler.so", 0644);
+}
+
+/* Two reloads in a row while the leader is inside a slow reconcile: the
+ * second arrives while the first swap still drains the running instance.
+ * The daemon must retire the superseded (never used) instance, not the one
+ * the election is still draining: otherwise the drain never completes and
+ * the plugin has no working leader anywhere. */
+static void test_second_reload_while_the_leader_drains(void)
+{
+	/* only a, with reconciles that take 800 ms */
+	host_signal(&B, SIGTERM);
+	CHECK_OK(host_wait(&B, 10000));
+	host_signal(&A, SIGTERM);
+	CHECK_OK(host_wait(&A, 10000));
+	host_install_plugin(&A, "1.1.0", "reconciler.so");
+	/* back-to-back 800 ms reconciles: a reconcile is (nearly) always running */
+	static const char *const env[] = {"LH_EXAMPLE_DELAY_MS=800", NULL};
+	static const char *const slow_args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait",
+	                                        "0", "--reconcile-interval", "1ms", "--log-level",
+	                                        "debug", NULL};
+	host_start_env(&A, harness_etcd_urls(g_etcd), slow_args, env);
+	obs_wait_leader(g_obs, "a", 15000);
+	jwatch_wait(g_jw, "a", jwatch_count(g_jw, "a", 0) + 1, 10000, "a reconciles slowly");
+	long mark = host_log_size(&A);
+	install_variant(&A, 1);
+	uint64_t t0 = loop_now();
+	while (host_log_count(&A, mark, "hot reload to") < 1) {
+		CHECK(ms_since(t0) < 10000);
+		loop_run_once(T.loop, 5);
+	}
+	/* the first swap now waits for the running 800 ms reconcile */
+	install_variant(&A, 2);
+	while (host_log_count(&A, mark, "hot reload to") < 2) {
+		CHECK(ms_since(t0) < 10000);
+		loop_run_once(T.loop, 5);
+	}
+	/* a works again under the newest instance: new reconciles arrive */
+	size_t before = jwatch_count(g_jw, "a", 0);
+	jwatch_wait(g_jw, "a", before + 2, 15000, "a reconciles after two quick reloads");
+	struct json_object *p =
+	    ctl_wait_plugin(&A, PLUGIN, p_settled, NULL, 10000, "a settled on 1.1.0");
+	json_object_put(p);
+	uint64_t t1 = loop_now();
+	while (host_mapped_copies(&A) != 1) {
+		if (ms_since(t1) > 10000) {
+			fprintf(stderr, "a has %d mapped copies\n", host_mapped_copies(&A));
+			hosts_dump_logs();
+			exit(1);
+		}
+		loop_run_once(T.loop, 50);
+	}
+	CHECK(host_alive(&A));
+	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+	/* b back for the next scenario */
+	host_start(&B, harness_etcd_urls(g_etcd), HOST_ARGS);
+	obs_wait_members(g_obs, 2, 15000);
+}
+
 static void test_plugin_removed_while_leading(void)
 {
 	const char *l = obs_leader(g_obs);
@@ -171,6 +245,7 @@ int main(void)
 
 	RUN(test_start_two_hosts);
 	RUN(test_plugin_replaced_100_times_in_a_second);
+	RUN(test_second_reload_while_the_leader_drains);
 	RUN(test_plugin_removed_while_leading);
 
 	host_signal(&A, SIGTERM);

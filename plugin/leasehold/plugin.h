@@ -249,6 +249,9 @@ struct lh_host_api {
 	 * the next txn call or the end of the callback) when etcd ran the txn
 	 * (check ->succeeded), or a negative errno with *ret_result untouched:
 	 *   -ESTALE     this node does not lead (anymore)
+	 *   -EAGAIN     this node leads but may not write yet: the status protocol
+	 *               is still restricting the status or in the reconcile wait
+	 *               (writes are accepted from the first reconcile on)
 	 *   -EINVAL     a bad op/compare (unknown type or flag)
 	 *   -EPERM      called outside a callback or from another thread
 	 *   -ETIMEDOUT  no answer in time: the outcome is UNKNOWN, read back first

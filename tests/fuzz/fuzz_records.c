@@ -85,10 +85,11 @@ static void fuzz_status(const uint8_t *v, size_t len)
 	struct release ver = {0}, mcr = {0};
 	int r = election_decode_status(v, len, &st, &ver, &mcr);
 	FUZZ_CHECK(r == 0 || r == -EBADMSG);
-	if (r == 0)
-		FUZZ_CHECK(st == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING ||
-		           st == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE);
 	Leasehold__ReconcilerStatus *s = leasehold__reconciler_status__unpack(NULL, len, v);
+	/* accepted exactly when both releases are present (any state, as in the seed) */
+	FUZZ_CHECK((r == 0) == (s && s->version && s->minimum_compatible_release));
+	if (r == 0)
+		FUZZ_CHECK(st == (int)s->state);
 	if (!s) {
 		FUZZ_CHECK(r != 0);
 		return;
