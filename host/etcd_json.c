@@ -496,14 +496,15 @@ int etcd_json_int_req(const char *field, int64_t value, char **ret)
 	return to_text(o, ret);
 }
 
-int etcd_json_timetolive_req(int64_t lease_id, bool with_keys, char **ret)
+/* {"<ifield>": v} plus "<bfield>": true when flag (false is the default) */
+static int int_flag_req(const char *ifield, int64_t v, const char *bfield, bool flag, char **ret)
 {
 	json_object *o = json_object_new_object();
 	if (!o)
 		return -ENOMEM;
-	int r = add_int(o, "ID", lease_id);
-	if (r == 0 && with_keys)
-		r = add_bool(o, "keys", true);
+	int r = add_int(o, ifield, v);
+	if (r == 0 && flag)
+		r = add_bool(o, bfield, true);
 	if (r < 0) {
 		json_object_put(o);
 		return r;
@@ -511,19 +512,14 @@ int etcd_json_timetolive_req(int64_t lease_id, bool with_keys, char **ret)
 	return to_text(o, ret);
 }
 
+int etcd_json_timetolive_req(int64_t lease_id, bool with_keys, char **ret)
+{
+	return int_flag_req("ID", lease_id, "keys", with_keys, ret);
+}
+
 int etcd_json_compact_req(int64_t revision, bool physical, char **ret)
 {
-	json_object *o = json_object_new_object();
-	if (!o)
-		return -ENOMEM;
-	int r = add_int(o, "revision", revision);
-	if (r == 0 && physical)
-		r = add_bool(o, "physical", true);
-	if (r < 0) {
-		json_object_put(o);
-		return r;
-	}
-	return to_text(o, ret);
+	return int_flag_req("revision", revision, "physical", physical, ret);
 }
 
 int etcd_json_auth_req(const char *user, const char *password, char **ret)
