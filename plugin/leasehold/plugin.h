@@ -81,6 +81,11 @@
  *   carries it as a compare (`create_revision(election key) == token`), so a
  *   deposed leader's writes cannot land. Systems outside etcd are protected
  *   only if the plugin passes the token along and they check it.
+ * - When writes are accepted. From the first reconcile of a term on. Before
+ *   it (in on_elected and the replay, while the host restricts the status
+ *   record or runs the reconcile wait) txn fails with -EAGAIN: the reconciled
+ *   state may change only once the status says it may. Do the work in
+ *   reconcile.
  */
 #ifndef LEASEHOLD_PLUGIN_H
 #define LEASEHOLD_PLUGIN_H
