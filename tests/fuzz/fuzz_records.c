@@ -36,20 +36,51 @@ static void touch_str(const char *s)
 	g_sink += strlen(s);
 }
 
-/* pack_known - pack m without its unknown fields. protobuf-c 1.4.1 keeps
- * fields it cannot interpret (even a field number 0 in a non-minimal varint,
- * 80 00) and packs them back in a form its own unpack refuses; the host
- * ignores unknown fields, so the round trip is checked on known fields only.
+/* strip_unknown - drop the unknown fields of m and of every message nested in
+ * it. protobuf-c 1.4.1 keeps fields it cannot interpret (even a field number
+ * 0 in a non-minimal varint, 80 00) at any depth, and packs them back in a
+ * form its own unpack refuses; the host ignores unknown fields, so round trips
+ * are checked on known fields only. m came from unpack with the default
+ * allocator, so the dropped fields are freed here and free_unpacked stays
+ * balanced. */
+static void strip_unknown(ProtobufCMessage *m)
+{
+	if (!m)
+		return;
+	for (unsigned i = 0; i < m->n_unknown_fields; i++)
+		free(m->unknown_fields[i].data);
+	free(m->unknown_fields);
+	m->unknown_fields = NULL;
+	m->n_unknown_fields = 0;
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		char *at = (char *)m + f->offset;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			size_t n = *(size_t *)((char *)m + f->quantifier_offset);
+			ProtobufCMessage **v = *(ProtobufCMessage ***)at;
+			for (size_t k = 0; k < n; k++)
+				strip_unknown(v[k]);
+			continue;
+		}
+		if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+		    *(uint32_t *)((char *)m + f->quantifier_offset) != f->id)
+			continue;
+		strip_unknown(*(ProtobufCMessage **)at);
+	}
+}
+
+/* pack_known - pack m with its unknown fields (at every depth) dropped.
  * Returns the malloc'd buffer (caller frees) and its length. */
 static uint8_t *pack_known(ProtobufCMessage *m, size_t *ret_len)
 {
-	unsigned n_unknown = m->n_unknown_fields;
-	m->n_unknown_fields = 0;
+	strip_unknown(m);
 	size_t n = protobuf_c_message_get_packed_size(m);
 	uint8_t *buf = malloc(n ? n : 1);
 	FUZZ_CHECK(buf != NULL);
 	FUZZ_CHECK(protobuf_c_message_pack(m, buf) == n);
-	m->n_unknown_fields = n_unknown;
 	*ret_len = n;
 	return buf;
 }
