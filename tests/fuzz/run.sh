@@ -83,6 +83,7 @@ libs_bus=(-lnng "${pb_libs[@]}" -lpthread -ldl)
 maxlen_bus=4096
 
 failed=()
+failures=()
 for t in "${targets[@]}"; do
   case " ${all[*]} " in *" $t "*) ;; *) echo "run.sh: unknown target $t" >&2; exit 2 ;; esac
   eval "tsrcs=(\"\${srcs_$t[@]}\")"
@@ -123,11 +124,26 @@ for t in "${targets[@]}"; do
   if [ $rc -ne 0 ]; then
     echo "run.sh: fuzz_$t FAILED (exit $rc); log: $out/fuzz_$t.log; inputs: $art/" >&2
     failed+=("$t")
+    failures+=("$t")
   else
     echo "=== fuzz_$t: ok"
   fi
 done
 
+# A CI log is often seen only by its tail: repeat, last, where each failed
+# target stopped and the input that made it stop (base64, at most 4 KiB), so
+# the failure can be replayed from the log alone:
+#   base64 -d > in && BUILDDIR/fuzz/fuzz_TARGET in
+for t in "${failures[@]}"; do
+  echo "--- fuzz_$t: where it stopped" >&2
+  grep -E '^(SUMMARY|==[0-9]+==ERROR)|runtime error|fuzz invariant failed| in (fuzz_|LLVMFuzzerTestOneInput|[a-z_]+ /)' \
+    "$out/fuzz_$t.log" | grep -v ' in fuzzer::' | head -n 12 >&2 || true
+  for a in "$out/artifacts/$t"/*; do
+    [ -f "$a" ] || continue
+    echo "--- fuzz_$t: input $(basename "$a") ($(wc -c < "$a") bytes), base64:" >&2
+    head -c 4096 "$a" | base64 >&2
+  done
+done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "run.sh: failed: ${failed[*]}" >&2
   exit 1
