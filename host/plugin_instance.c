@@ -46,6 +46,7 @@
 #define DEFAULT_TXN_TIMEOUT_MS 30000u
 #define MAX_TXN_OPS 1024u
 #define SYNC_STOP_TIMEOUT_MS 10000
+#define HURRY_WAIT_MS 200 /* every synchronous wait after plugin_instance_hurry() */
 #define DEFAULT_RESTART_MIN_MS 100u
 #define DEFAULT_RESTART_MAX_MS 30000u
 #define DEFAULT_EXIT_GRACE_MS 5000u
@@ -64,6 +65,26 @@ typedef Leasehold__Bus__OpResult BusOpResult;
 typedef Leasehold__Bus__Kv BusKv;
 
 static atomic_uint g_instance_counter;
+static atomic_bool g_hurry; /* plugin_instance_hurry(): the process is leaving */
+
+void plugin_instance_hurry(void)
+{
+	atomic_store(&g_hurry, true);
+}
+
+/* what a plugin thread left behind (stuck in a callback) still uses: kept
+ * reachable until the process exits */
+struct left_behind {
+	struct left_behind *next;
+	struct worker *w;
+	struct loader_plugin *lp;
+};
+static struct left_behind *g_left_behind;
+
+static int sync_wait_ms(int normal)
+{
+	return atomic_load(&g_hurry) ? HURRY_WAIT_MS : normal;
+}
 
 /* snprintf that may truncate on purpose */
 static void fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(printf, 3, 4)));
@@ -2046,7 +2067,7 @@ static int sync_wait_inflight(struct plugin_instance *pi)
 		int rv = nng_recvmsg(pi->hsock, &m, 0);
 		if (rv != 0) {
 			log_error(pi->log_comp, "worker did not answer within %d ms: %s",
-			          SYNC_STOP_TIMEOUT_MS, nng_strerror(rv));
+			          sync_wait_ms(SYNC_STOP_TIMEOUT_MS), nng_strerror(rv));
 			return nng_to_errno(rv);
 		}
 		ToHost *th = leasehold__bus__to_host__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
@@ -2088,8 +2109,8 @@ static void stop_sync(struct plugin_instance *pi)
 		sync_refuse_txn(pi, pt->id);
 	}
 	pi->txns = NULL;
-	nng_socket_set_ms(pi->hsock, NNG_OPT_RECVTIMEO, SYNC_STOP_TIMEOUT_MS);
-	nng_socket_set_ms(pi->hsock, NNG_OPT_SENDTIMEO, SYNC_STOP_TIMEOUT_MS);
+	nng_socket_set_ms(pi->hsock, NNG_OPT_RECVTIMEO, sync_wait_ms(SYNC_STOP_TIMEOUT_MS));
+	nng_socket_set_ms(pi->hsock, NNG_OPT_SENDTIMEO, sync_wait_ms(SYNC_STOP_TIMEOUT_MS));
 	while (pi->out_head) {
 		struct outmsg *o = pi->out_head;
 		pi->out_head = o->next;
@@ -2110,6 +2131,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 {
 	if (!pi)
 		return;
+	bool abandoned = false;
 	if (pi->destroyed)
 		*pi->destroyed = true;
 	if (pi->thread_running) {
@@ -2120,7 +2142,24 @@ void plugin_instance_free(struct plugin_instance *pi)
 			nng_close(pi->wsock);
 			pi->wsock_open = false;
 		}
-		pthread_join(pi->thread, NULL);
+		/* a thread stuck in a plugin callback cannot be stopped: leave it
+		 * behind rather than hang (a shutdown would never end). Its
+		 * worker state and the plugin's code stay until the process exits. */
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		int ms = sync_wait_ms(SYNC_KILL_WAIT_MS);
+		until.tv_sec += ms / 1000;
+		until.tv_nsec += (long)(ms % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		if (pthread_timedjoin_np(pi->thread, NULL, &until) != 0) {
+			log_error(pi->log_comp, "the plugin thread is stuck in a callback; leaving it "
+			          "behind (its code stays loaded until the process exits)");
+			pthread_detach(pi->thread);
+			abandoned = true;
+		}
 		pi->thread_running = false;
 	}
 	if (pi->process) {
@@ -2133,7 +2172,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 			struct child *c = pi->children;
 			pi->children = c->next;
 			pfd.fd = c->pidfd;
-			if (c->pidfd < 0 || poll(&pfd, 1, SYNC_KILL_WAIT_MS) != 1)
+			if (c->pidfd < 0 || poll(&pfd, 1, sync_wait_ms(SYNC_KILL_WAIT_MS)) != 1)
 				child_kill(c);
 			while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
 				;
@@ -2178,8 +2217,16 @@ void plugin_instance_free(struct plugin_instance *pi)
 	loop_timer_free(pi->defer);
 	loop_timer_free(pi->cb_timer);
 	loop_timer_free(pi->restart_timer);
-	worker_free(pi->w);
-	loader_close(pi->lp);
+	if (!abandoned) {
+		worker_free(pi->w);
+		loader_close(pi->lp);
+	} else {
+		struct left_behind *lb = malloc(sizeof(*lb));
+		if (lb) {
+			*lb = (struct left_behind){.next = g_left_behind, .w = pi->w, .lp = pi->lp};
+			g_left_behind = lb;
+		}
+	}
 	free(pi->worker_path);
 	free(pi->runtime_dir);
 	free(pi->worker_stderr);

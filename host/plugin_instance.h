@@ -241,6 +241,12 @@ void plugin_instance_stop(struct plugin_instance *pi, plugin_instance_stopped_fn
  * dlclose, free. Pending completions are NOT called. Accepts NULL. */
 void plugin_instance_free(struct plugin_instance *pi);
 
+/* plugin_instance_hurry - the process is leaving without waiting (a second
+ * signal, the shutdown timeout): from now on every synchronous wait of
+ * plugin_instance_free is short (200 ms), and a plugin thread stuck in a
+ * callback is left behind instead of joined. */
+void plugin_instance_hurry(void);
+
 enum plugin_instance_state plugin_instance_state(const struct plugin_instance *pi);
 /* the loaded plugin (borrowed, lives as long as pi) */
 const struct loader_plugin *plugin_instance_plugin(const struct plugin_instance *pi);
