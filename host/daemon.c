@@ -12,9 +12,10 @@
  *   keeps running and the reason is kept for the CLI (state `failed` only
  *   when nothing runs).
  * - Shutdown (SIGTERM/SIGINT): every election is stopped (drain, deposed,
- *   election key deleted, member record deleted), every instance is stopped
- *   (fini), then the lease is revoked and the loop ends. A second signal or
- *   the shutdown timeout skips the waiting.
+ *   election key and member record deleted in one txn; the last election to
+ *   stop leaves its keys to the revocation instead), then the lease is
+ *   revoked while every instance stops (fini), then the loop ends. A second
+ *   signal or the shutdown timeout skips the waiting.
  */
 #include "config.h"
 
@@ -63,6 +64,7 @@ struct entry {
 	char *hold_reason; /* role hold applied to the election, or NULL */
 	struct swap_ctx *pending_swap; /* a hot reload the election has not completed */
 	bool gone;         /* stopped, waiting to be freed */
+	bool el_stopped;   /* its election stopped (removal or shutdown) */
 };
 
 struct daemon {
@@ -83,11 +85,13 @@ struct daemon {
 	bool rescan_pending;
 	bool shutting_down;
 	bool revoking;
+	bool revoked; /* the revocation answered (either way) */
 	int exit_code;
 };
 
 static int entry_changed(struct entry *e);
 static void maybe_finish_shutdown(struct daemon *d);
+static bool is_last_election(void *ud);
 
 int parse_duration(const char *s, uint64_t *ret_ns)
 {
@@ -451,6 +455,8 @@ static void on_removed_pi_stopped(void *ud)
 static void on_removed_el_stopped(void *ud)
 {
 	struct entry *e = ud;
+	e->el_stopped = true;
+	maybe_finish_shutdown(e->d); /* the lease can go before the plugins' fini */
 	if (e->pi)
 		plugin_instance_stop(e->pi, on_removed_pi_stopped, e);
 	else
@@ -467,7 +473,9 @@ static void entry_remove(struct entry *e)
 		plugin_instance_free(e->next_pi);
 		e->next_pi = NULL;
 	}
-	if (e->el)
+	if (e->el && e->d->shutting_down)
+		election_stop_revoking(e->el, is_last_election, on_removed_el_stopped, e);
+	else if (e->el)
 		election_stop(e->el, on_removed_el_stopped, e);
 	else
 		on_removed_el_stopped(e);
@@ -557,28 +565,56 @@ static void on_revoked(void *ud, int err)
 {
 	struct daemon *d = ud;
 	if (err < 0)
-		log_warn("daemon", "revoking the lease failed: %s (it expires by itself)",
+		log_warn("daemon", "revoking the lease failed: %s (it and its keys expire by themselves)",
 		         etcd_strerror(err));
 	else
-		log_info("daemon", "lease revoked; bye");
-	loop_quit(d->loop, d->exit_code);
+		log_info("daemon", "lease revoked");
+	d->revoked = true;
+	maybe_finish_shutdown(d);
 }
 
+/* is_last_election - election_stop_revoking's question for entry ud: every
+ * other election of this host has stopped */
+static bool is_last_election(void *ud)
+{
+	struct entry *me = ud;
+	for (struct entry *e = me->d->entries; e; e = e->next)
+		if (e != me && !e->gone && e->el && !e->el_stopped)
+			return false;
+	return true;
+}
+
+/* Shutdown ends in two steps: once every election stopped, the lease is
+ * revoked (the plugins may still be running fini: they no longer lead);
+ * once every plugin stopped too and the revocation answered, the loop ends. */
 static void maybe_finish_shutdown(struct daemon *d)
 {
-	if (!d->shutting_down || d->revoking)
+	if (!d->shutting_down)
 		return;
-	for (struct entry *e = d->entries; e; e = e->next)
-		if (!e->gone)
-			return;
-	d->revoking = true;
-	session_revoke(d->sess, on_revoked, d);
+	bool elections = true, all = true;
+	for (struct entry *e = d->entries; e; e = e->next) {
+		if (e->gone)
+			continue;
+		all = false;
+		if (e->el && !e->el_stopped)
+			elections = false;
+	}
+	if (elections && !d->revoking) {
+		d->revoking = true;
+		session_revoke(d->sess, on_revoked, d);
+		return; /* may have answered at once: it calls us again */
+	}
+	if (all && d->revoked) {
+		log_info("daemon", "bye");
+		loop_quit(d->loop, d->exit_code);
+	}
 }
 
 static void begin_shutdown(struct daemon *d, const char *why)
 {
 	if (d->shutting_down) {
 		log_warn("daemon", "second signal: exiting without waiting");
+		plugin_instance_hurry();
 		d->exit_code = 1;
 		loop_quit(d->loop, 1);
 		return;
@@ -604,6 +640,7 @@ static void on_shutdown_deadline(struct loop_timer *t, void *ud)
 	(void)t;
 	struct daemon *d = ud;
 	log_error("daemon", "shutdown did not finish in time; exiting (keys expire with the lease)");
+	plugin_instance_hurry();
 	d->exit_code = 1;
 	loop_quit(d->loop, 1);
 }

@@ -62,7 +62,6 @@ struct status_rec {
 
 enum lead_phase {
 	LP_NONE,
-	LP_VERIFY,      /* re-check our key + read status (one txn) */
 	LP_RESTRICT,    /* waiting for every member >= min_compatible, then write */
 	LP_WAIT,        /* reconcile_wait */
 	LP_RECONCILE,   /* initial reconcile (with backoff) */
@@ -130,6 +129,7 @@ struct election {
 	int64_t member_rev; /* revision at which our member record was last written by us */
 	int64_t my_rev;       /* create_revision of our election key, 0 = none */
 	bool resign_publishes;          /* the resign in flight also puts our member record */
+	bool resign_drops_member;       /* ... or deletes it (leaving for good) */
 	struct release resign_release;  /* ... with this (incoming) release */
 	enum op_kind op;
 	struct etcd_call *call;
@@ -138,6 +138,7 @@ struct election {
 	bool held, stopping, failed;
 	char *hold_reason, *fail_reason;
 	void (*stop_done)(void *);
+	bool (*stop_last)(void *); /* election_stop_revoking */
 	void *stop_ud;
 	enum election_state state_reported;
 
@@ -169,6 +170,7 @@ struct election {
 	int64_t reconcile_last_at;
 	uint64_t status_writes;
 	struct fenced_ctx *fenced; /* plugin txns in flight */
+	struct drv_ctx *drv_ctxs;  /* driver callbacks not yet called */
 };
 
 static void step(struct election *e);
@@ -909,6 +911,7 @@ static void on_resign(struct etcd_client *c, int err, const struct etcd_response
 	if (err < 0) {
 		/* a failed resign keeps the key; retry under the same compare */
 		e->resign_publishes = false;
+		e->resign_drops_member = false;
 		retry_later(e, "resign", err);
 		return;
 	}
@@ -919,17 +922,31 @@ static void on_resign(struct etcd_client *c, int err, const struct etcd_response
 		if (r->header.revision > e->member_rev)
 			e->member_rev = r->header.revision;
 	}
+	if (r->succeeded && e->resign_drops_member)
+		e->member_lease = 0;
 	e->resign_publishes = false;
+	e->resign_drops_member = false;
 	e->retry_backoff = 100 * LOOP_NS_PER_MS;
 	e->my_rev = 0;
 	step(e);
+}
+
+static bool want_member(const struct election *e);
+static bool left_to_revoke(struct election *e);
+
+/* leaving_membership - our member record is to go: we are leaving for good */
+static bool leaving_membership(const struct election *e)
+{
+	return !want_member(e) && e->member_lease && e->lease && (e->held || e->stopping || e->failed);
 }
 
 /* resign - delete our election key (compare: still our key). When a driver
  * swap is pending, the same txn publishes the incoming release in our member
  * record: peers then see our key vanish and the newer release at one
  * revision, so none of them wins in between (no flip-flop on a leader's own
- * hot reload). */
+ * hot reload). When we leave for good (stop, role removed, failure), the same
+ * txn deletes our member record: peers see one change, and a shutdown's
+ * cleanup puts one write less beside the successor's first ones. */
 static void resign(struct election *e)
 {
 	size_t kl = strlen(e->my_key);
@@ -948,6 +965,11 @@ static void resign(struct election *e)
 		n_ops = 2;
 		e->resign_publishes = true;
 		e->resign_release = e->swap.rel.release;
+	} else if (leaving_membership(e)) {
+		ops[1] = (struct etcd_op){.type = ETCD_OP_DELETE, .key = e->k_member_self,
+		                          .key_len = strlen(e->k_member_self)};
+		n_ops = 2;
+		e->resign_drops_member = true;
 	}
 	e->op = OP_RESIGN;
 	int r = etcd_txn(e->etcd, &cmp, 1, ops, n_ops, NULL, 0, NULL, on_resign, e, &e->call);
@@ -955,6 +977,7 @@ static void resign(struct election *e)
 	if (r < 0) {
 		e->op = OP_NONE;
 		e->resign_publishes = false;
+		e->resign_drops_member = false;
 		retry_later(e, "resign", r);
 	}
 }
@@ -989,17 +1012,48 @@ static void depose(struct election *e, bool graceful, const char *why)
 		e->dops->deposed(e->drv);
 }
 
-struct drain_ctx {
+/* drv_ctx - what a driver callback (drain done, reconcile done) carries.
+ * The election keeps every one it handed out (e->drv_ctxs), so one whose
+ * driver is freed without calling back is freed by election_free: the owner
+ * frees the driver first (a freed plugin instance never calls back). */
+struct drv_ctx {
+	struct drv_ctx *next, *prev;
 	struct election *e;
 	uint64_t gen;
+	bool periodic; /* reconcile: a periodic one */
 };
+
+static struct drv_ctx *drv_ctx_new(struct election *e)
+{
+	struct drv_ctx *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->e = e;
+	c->gen = e->gen;
+	c->next = e->drv_ctxs;
+	if (c->next)
+		c->next->prev = c;
+	e->drv_ctxs = c;
+	return c;
+}
+
+static void drv_ctx_free(struct drv_ctx *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		c->e->drv_ctxs = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	free(c);
+}
 
 static void on_drained(void *ud)
 {
-	struct drain_ctx *d = ud;
+	struct drv_ctx *d = ud;
 	struct election *e = d->e;
 	bool current = d->gen == e->gen && e->draining;
-	free(d);
+	drv_ctx_free(d);
 	if (!current)
 		return;
 	depose(e, true, "drained");
@@ -1008,14 +1062,11 @@ static void on_drained(void *ud)
 
 static void begin_leave(struct election *e)
 {
-	struct drain_ctx *d = malloc(sizeof(*d));
-	if (!d || !e->dops) {
-		free(d);
+	struct drv_ctx *d = e->dops ? drv_ctx_new(e) : NULL;
+	if (!d) {
 		depose(e, true, "leaving");
 		return;
 	}
-	d->e = e;
-	d->gen = e->gen;
 	e->draining = true;
 	/* no new lead steps while draining */
 	loop_timer_disarm(e->lead_timer);
@@ -1037,78 +1088,35 @@ static bool want_campaign(const struct election *e)
 	       !release_less(e->rel.release, e->releases.max);
 }
 
-static void on_verify(struct etcd_client *c, int err, const struct etcd_response *r, void *ud);
+static void lead_decide(struct election *e, const struct status_rec *st);
 
+/* become_leader - our key is the lowest in the mirror: lead.
+ *
+ * DESIGN asks to re-check the own key and the remaining TTL after winning,
+ * before on_elected (etcd #19597: the Go client's Campaign watches only the
+ * lower keys, so it can "win" after its own lease expired and its key is
+ * gone). Here the win itself is decided on the whole-prefix mirror, which is
+ * gap-free and holds our own key: at the revision that made us lowest, our
+ * key exists with our create_revision (its deletion would have come through
+ * the same watch, in revision order, and cleared my_rev). After that
+ * revision it can only go by lease expiry, which the local deadline checked
+ * below rules out, or by an explicit delete, which a read before on_elected
+ * cannot rule out either (it can come right after the read). No lower key
+ * can appear later (new keys get higher revisions), and every status write
+ * of an earlier leader precedes its key's deletion, so the mirrored status is
+ * the one to decide on. So the check costs no round trip; every write stays
+ * fenced on our key, and the watch deposes us if the key goes. */
 static void become_leader(struct election *e)
 {
-	/* re-check our key and the remaining TTL before on_elected (etcd #19597) */
 	uint64_t safe = session_safe_until(e->sess), now = loop_now();
 	if (!session_is_up(e->sess) || safe < now + 100 * LOOP_NS_PER_MS) {
 		loop_timer_arm_in(e->retry_timer, 50 * LOOP_NS_PER_MS);
 		return;
 	}
-	size_t kl = strlen(e->my_key);
-	struct etcd_op ops[2] = {
-		{.type = ETCD_OP_RANGE, .key = e->my_key, .key_len = kl},
-		{.type = ETCD_OP_RANGE, .key = e->k_status, .key_len = strlen(e->k_status)},
-	};
-	e->op = OP_LEAD;
-	e->phase = LP_VERIFY;
-	int r = etcd_txn(e->etcd, NULL, 0, ops, 2, NULL, 0, NULL, on_verify, e, &e->call);
-	if (r < 0) {
-		op_done(e);
-		e->phase = LP_NONE;
-		retry_later(e, "leadership check", r);
-	}
-}
-
-static bool status_equal(const struct status_rec *s, int state, struct release v, struct release m)
-{
-	return s->present && s->valid && s->state == state && release_cmp(s->version, v) == 0 &&
-	       release_cmp(s->min_compatible, m) == 0;
-}
-
-static void lead_decide(struct election *e, const struct status_rec *st);
-
-static void on_verify(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
-{
-	struct election *e = ud;
-	(void)c;
-	op_done(e);
-	e->phase = LP_NONE;
-	if (err < 0) {
-		retry_later(e, "leadership check", err);
-		return;
-	}
-	if (r->n_responses != 2) {
-		retry_later(e, "leadership check", -EBADMSG);
-		return;
-	}
-	const struct etcd_response *mine = &r->responses[0], *st = &r->responses[1];
-	if (mine->n_kvs != 1 || mine->kvs[0].create_revision != e->my_rev) {
-		log_warn("election", "%s: our election key is gone; campaigning again", e->name);
-		e->my_rev = 0;
-		step(e);
-		return;
-	}
-	if (!session_is_up(e->sess) ||
-	    session_safe_until(e->sess) < loop_now() + 100 * LOOP_NS_PER_MS || !want_campaign(e)) {
-		step(e);
-		return;
-	}
-	/* Still the lowest? (the mirror said so; the key check above is linearizable) */
-	const struct candidate *low = cand_lowest(e);
-	if (!low || low->create_rev != e->my_rev) {
-		step(e);
-		return;
-	}
-	struct status_rec s = {0};
-	if (st->n_kvs == 1) {
-		status_decode(st->kvs[0].value, st->kvs[0].value_len, &s);
-		if (!s.valid) {
-			log_warn("election", "%s: status record is not valid; treated as absent", e->name);
-			memset(&s, 0, sizeof(s));
-		}
+	struct status_rec s = e->status;
+	if (s.present && !s.valid) {
+		log_warn("election", "%s: status record is not valid; treated as absent", e->name);
+		memset(&s, 0, sizeof(s));
 	}
 	e->leading = true;
 	e->gen++;
@@ -1116,7 +1124,12 @@ static void on_verify(struct etcd_client *c, int err, const struct etcd_response
 	log_info("election", "%s: elected (fencing token %" PRId64 ")", e->name, e->my_rev);
 	e->dops->elected(e->drv, e->my_rev, &e->releases);
 	lead_decide(e, &s);
-	step(e);
+}
+
+static bool status_equal(const struct status_rec *s, int state, struct release v, struct release m)
+{
+	return s->present && s->valid && s->state == state && release_cmp(s->version, v) == 0 &&
+	       release_cmp(s->min_compatible, m) == 0;
 }
 
 /* lead_decide - the seed's branches on the status read right after election */
@@ -1151,12 +1164,6 @@ static void lead_decide(struct election *e, const struct status_rec *st)
 	if (e->phase == LP_WAIT)
 		e->lead_log_after = 0;
 }
-
-struct recon_ctx {
-	struct election *e;
-	uint64_t gen;
-	bool periodic;
-};
 
 static void on_status_written(struct etcd_client *c, int err, const struct etcd_response *r,
                               void *ud);
@@ -1279,11 +1286,11 @@ static void on_readback(struct etcd_client *c, int err, const struct etcd_respon
 
 static void on_reconciled(void *ud, int err, const char *msg)
 {
-	struct recon_ctx *rc = ud;
+	struct drv_ctx *rc = ud;
 	struct election *e = rc->e;
 	bool current = rc->gen == e->gen && e->leading;
 	bool periodic = rc->periodic;
-	free(rc);
+	drv_ctx_free(rc);
 	/* stats count every finished reconcile, current or not */
 	if (err != -ECANCELED) {
 		e->reconcile_count++;
@@ -1330,13 +1337,11 @@ static void on_reconciled(void *ud, int err, const char *msg)
 
 static void start_reconcile(struct election *e, bool periodic)
 {
-	struct recon_ctx *rc = malloc(sizeof(*rc));
+	struct drv_ctx *rc = drv_ctx_new(e);
 	if (!rc) {
 		loop_timer_arm_in(e->lead_timer, 100 * LOOP_NS_PER_MS);
 		return;
 	}
-	rc->e = e;
-	rc->gen = e->gen;
 	rc->periodic = periodic;
 	e->phase = periodic ? LP_PERIODIC : LP_RECONCILE;
 	e->reconciling = true;
@@ -1432,7 +1437,6 @@ static void lead_step(struct election *e)
 		}
 		return;
 	case LP_NONE:
-	case LP_VERIFY:
 	case LP_PERIODIC:
 		return;
 	}
@@ -1474,7 +1478,7 @@ static void step(struct election *e)
 			begin_leave(e);
 			return;
 		}
-		if (e->lease && e->my_rev) {
+		if (e->lease && e->my_rev && !left_to_revoke(e)) {
 			resign(e);
 			goto report;
 		}
@@ -1498,7 +1502,7 @@ static void step(struct election *e)
 		member_put(e);
 		goto report;
 	}
-	if (!want_member(e) && e->member_lease && e->lease && (e->held || e->stopping || e->failed)) {
+	if (leaving_membership(e) && !left_to_revoke(e)) {
 		member_del(e);
 		goto report;
 	}
@@ -1528,7 +1532,8 @@ static void step(struct election *e)
 		const struct candidate *low = cand_lowest(e);
 		if (low && low->create_rev == e->my_rev && strcmp(low->key, e->my_key) == 0)
 			become_leader(e);
-		goto report;
+		if (!e->leading)
+			goto report;
 	}
 	/* 7. lead */
 	if (e->leading)
@@ -1817,6 +1822,25 @@ void election_stop(struct election *e, void (*done)(void *ud), void *ud)
 	step(e);
 }
 
+void election_stop_revoking(struct election *e, bool (*last)(void *ud), void (*done)(void *ud),
+                            void *ud)
+{
+	e->stop_last = last;
+	election_stop(e, done, ud);
+}
+
+/* left_to_revoke - a stopping election whose keys the caller's lease
+ * revocation deletes next (election_stop_revoking): forget them here */
+static bool left_to_revoke(struct election *e)
+{
+	if (!e->stopping || !e->stop_last || e->swap.pending || !e->stop_last(e->stop_ud))
+		return false;
+	log_info("election", "%s: leaving our keys to the lease revocation", e->name);
+	e->my_rev = 0;
+	e->member_lease = 0;
+	return true;
+}
+
 void election_session_up(struct election *e, int64_t lease)
 {
 	e->lease = lease;
@@ -1874,6 +1898,8 @@ void election_free(struct election *e)
 		e->fenced = f->next;
 		f->e = NULL;
 	}
+	while (e->drv_ctxs)
+		drv_ctx_free(e->drv_ctxs);
 	if (e->watch)
 		etcd_watch_cancel(e->watch);
 	etcd_call_cancel(e->call);

@@ -122,6 +122,17 @@ void election_hold(struct election *e, bool hold, const char *reason);
  * (state STOPPED) until election_free. */
 void election_stop(struct election *e, void (*done)(void *ud), void *ud);
 
+/* election_stop_revoking - election_stop for a shutdown whose caller revokes
+ * the session's lease right after every election stopped. When the election
+ * is about to resign (drained, deposed) and last(ud) says it is the last
+ * election of the lease still to stop, it leaves its election key and member
+ * record to the revocation, which deletes every key of the lease in one
+ * revision, instead of writing itself: one etcd write on the way out, none
+ * beside the successor's first ones. Earlier elections resign as usual, so a
+ * plugin that drains slowly does not hold back the others' handover. */
+void election_stop_revoking(struct election *e, bool (*last)(void *ud), void (*done)(void *ud),
+                            void *ud);
+
 /* election_session_up / election_session_lost - the owner forwards session
  * events to every election. */
 void election_session_up(struct election *e, int64_t lease);
@@ -134,6 +145,8 @@ void election_fail(struct election *e, const char *reason);
 /* election_recover - clear a failure: take part again. */
 void election_recover(struct election *e);
 
+/* election_free - free e. Its driver must be freed (or have answered every
+ * reconcile and drain) first: callbacks it still owes are dropped here. */
 void election_free(struct election *e);
 
 void election_get_info(struct election *e, struct election_info *ret);

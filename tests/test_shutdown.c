@@ -1,0 +1,163 @@
+/*
+ * test_shutdown - how a host leaves on SIGTERM, with real daemons, a real
+ * etcd and two plugins per host ("reconciler", the example plugin, and
+ * "good", a minimal one):
+ *  - every election drains, then deletes its key and member record in one
+ *    txn, except the last one to stop, which leaves its keys to the lease
+ *    revocation (a host with one plugin leaves by that one write);
+ *  - a plugin that drains slowly (a reconcile that does not finish) does not
+ *    hold back the other plugin's handover: "good" moves to the other host
+ *    while the slow host still runs, long before its --shutdown-timeout;
+ *  - a second SIGTERM exits at once, leaving a plugin thread stuck in a
+ *    callback behind instead of waiting for it.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "harness.h"
+#include "hosts.h"
+#include "testutil.h"
+
+#define PFX "/lhsd"
+
+static struct harness_etcd *g_etcd;
+static struct tu T;
+static struct observer *g_rec, *g_good;
+static struct host A, B;
+
+static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
+                                   "--reconcile-interval", "1h", "--shutdown-timeout", "20s",
+                                   "--log-level", "debug", NULL};
+
+static void install_both(struct host *h)
+{
+	host_install_plugin(h, "1.0.0", "reconciler.so");
+	host_install_file(h, built_test_plugin("good"), "good.so", 0644);
+}
+
+/* keys under PFX whose etcd lease is `lease` */
+static size_t keys_of_lease(int64_t lease)
+{
+	struct etcd_kv **kvs;
+	size_t n = tu_list(&T, PFX "/", &kvs), k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += kvs[i]->lease == lease;
+	tu_list_free(kvs, n);
+	return k;
+}
+
+/* the lease of node's member record of plugin (0 when absent) */
+static int64_t member_lease(const char *plugin, const char *node)
+{
+	char key[128];
+	snprintf(key, sizeof(key), PFX "/%s/members/%s", plugin, node);
+	struct etcd_kv **kvs;
+	size_t n = tu_list(&T, key, &kvs);
+	int64_t l = 0;
+	for (size_t i = 0; i < n; i++)
+		if (kvs[i]->key_len == strlen(key))
+			l = kvs[i]->lease;
+	tu_list_free(kvs, n);
+	return l;
+}
+
+static void test_single_plugin_leaves_by_one_revocation(void)
+{
+	/* a runs "good" only: on SIGTERM it drains, then its one revocation
+	 * deletes the election key and the member record */
+	host_install_file(&A, built_test_plugin("good"), "good.so", 0644);
+	install_both(&B);
+	host_start(&A, harness_etcd_urls(g_etcd), ARGS);
+	obs_wait_leader(g_good, "a", 15000);
+	host_start(&B, harness_etcd_urls(g_etcd), ARGS);
+	obs_wait_members(g_good, 2, 15000);
+	obs_wait_leader(g_rec, "b", 15000);
+	int64_t lease = member_lease("good", "a");
+	CHECK(lease != 0);
+	CHECK_INT_EQ(keys_of_lease(lease), 2); /* election key, member record */
+
+	long from = host_log_size(&A);
+	host_signal(&A, SIGTERM);
+	obs_wait_leader(g_good, "b", 5000);
+	CHECK_OK(host_wait(&A, 15000));
+	CHECK_INT_EQ(A.exit_status, 0);
+	obs_wait_members(g_good, 1, 5000);
+	CHECK_INT_EQ(keys_of_lease(lease), 0);
+	CHECK_INT_EQ(host_log_count(&A, from, "leaving our keys to the lease revocation"), 1);
+	CHECK_INT_EQ(host_log_count(&A, from, "lease revoked"), 1);
+	/* a runs both plugins from now on */
+	host_install_plugin(&A, "1.0.0", "reconciler.so");
+}
+
+static void test_slow_drain_does_not_hold_back_the_other_plugin(void)
+{
+	/* b leads both; a comes back with a reconcile that never finishes in
+	 * time, and takes both over when b leaves (b's two elections stop
+	 * together: each resigns, or the last leaves its keys to the revocation) */
+	static const char *slow[] = {"LH_EXAMPLE_DELAY_MS=600000", NULL};
+	host_start_env(&A, harness_etcd_urls(g_etcd), ARGS, slow);
+	obs_wait_members(g_rec, 2, 15000);
+	obs_wait_members(g_good, 2, 15000);
+	int64_t lease_b = member_lease("good", "b");
+	CHECK(lease_b != 0);
+	host_signal(&B, SIGTERM);
+	obs_wait_leader(g_rec, "a", 5000);
+	obs_wait_leader(g_good, "a", 5000);
+	CHECK_OK(host_wait(&B, 15000));
+	CHECK_INT_EQ(B.exit_status, 0);
+	CHECK_INT_EQ(keys_of_lease(lease_b), 0);
+	/* a is now stuck in the reconciler's first reconcile */
+	host_wait_state(&A, "reconciler", "leading", true, 5000);
+	host_start(&B, harness_etcd_urls(g_etcd), ARGS);
+	obs_wait_members(g_good, 2, 15000);
+	obs_wait_members(g_rec, 2, 15000);
+
+	/* SIGTERM a: "reconciler" cannot drain (its reconcile runs for 10
+	 * minutes; --shutdown-timeout is 20 s), "good" hands over at once */
+	long from = host_log_size(&A);
+	host_signal(&A, SIGTERM);
+	obs_wait_leader(g_good, "b", 10000);
+	CHECK(host_alive(&A));
+	const char *l = obs_leader(g_rec);
+	CHECK(l != NULL && strcmp(l, "a") == 0);
+	/* good resigned by itself: the slow one was still draining */
+	CHECK_INT_EQ(host_log_count(&A, from, "leaving our keys to the lease revocation"), 0);
+	/* end it: a second signal exits without waiting; its keys expire with
+	 * the lease (ttl 2 s) and b takes the reconciler over */
+	host_signal(&A, SIGTERM);
+	CHECK_OK(host_wait(&A, 15000));
+	if (A.exit_status != 1)
+		host_dump_log(&A);
+	CHECK_INT_EQ(A.exit_status, 1);
+	/* the thread stuck in reconcile was left behind, not joined forever */
+	CHECK_INT_EQ(host_log_count(&A, from, "stuck in a callback; leaving it behind"), 1);
+	obs_wait_leader(g_rec, "b", 15000);
+}
+
+int main(void)
+{
+	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
+	tu_init(&T, harness_etcd_urls(g_etcd));
+	g_rec = obs_new(&T, PFX, "reconciler", REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
+	g_good = obs_new(&T, PFX, "good", REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
+	host_setup(&A, harness_dir(g_etcd), "a");
+	host_setup(&B, harness_dir(g_etcd), "b");
+
+	RUN(test_single_plugin_leaves_by_one_revocation);
+	RUN(test_slow_drain_does_not_hold_back_the_other_plugin);
+
+	host_signal(&B, SIGTERM);
+	CHECK_OK(host_wait(&B, 15000));
+	CHECK_INT_EQ(B.exit_status, 0);
+	obs_free(g_rec);
+	obs_free(g_good);
+	tu_fini(&T);
+	harness_etcd_free(g_etcd);
+	return 0;
+}
