@@ -3,7 +3,8 @@
 # variants, runs lh-bench, writes SRCDIR/bench/RESULTS.md (machine, date,
 # commit, the table). Env: CC, CFLAGS (the project's plugin flags), ETCD,
 # ETCDCTL; LH_BENCH_QUICK=1 for a smoke run (few trials; RESULTS.md is then
-# written to BUILDDIR/bench/RESULTS-quick.md instead).
+# written to BUILDDIR/bench/RESULTS-quick.md instead); LH_BENCH_HANDOVER=1 runs
+# figure 1 only (to BUILDDIR/bench/RESULTS-handover.md).
 set -eu
 build=$1
 src=$2
@@ -32,6 +33,7 @@ for n in a b c; do cc_plugin "idle-$n.so" "idle-$n" 1 0; done
 
 results=$src/bench/RESULTS.md
 [ "${LH_BENCH_QUICK:-0}" = 1 ] && results=$build/bench/RESULTS-quick.md
+[ "${LH_BENCH_HANDOVER:-0}" = 1 ] && results=$build/bench/RESULTS-handover.md
 table=$build/bench/table.md
 commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$src" status --porcelain 2>/dev/null | grep -v '^??' | grep -q . && echo " + uncommitted changes" || true)

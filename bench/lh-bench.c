@@ -9,7 +9,8 @@
  * event (datagram, etcd watch event, pipe output) with a deadline.
  *
  * Usage: lh-bench PLUGIN_DIR OUT_MD   (env: ETCD, ETCDCTL, LH_BUILDDIR,
- * LH_BENCH_T10 = trials at ttl 10, LH_BENCH_QUICK=1 for a fast smoke run)
+ * LH_BENCH_T10 = trials at ttl 10, LH_BENCH_QUICK=1 for a fast smoke run,
+ * LH_BENCH_HANDOVER=1 for figure 1 only)
  * PLUGIN_DIR holds bench-1.<k>.0.so (k = 0..20, min_compatible 1.0.0) and
  * idle-{a,b,c}.so. The table goes to OUT_MD, details to stdout.
  */
@@ -1302,6 +1303,11 @@ int main(int argc, char **argv)
 	row("1c", "(breakdown of 1b) on_elected entered → first fenced txn acknowledged", &e2w, "ms",
 	    "-", "-", "-");
 
+	if (getenv("LH_BENCH_HANDOVER") && strcmp(getenv("LH_BENCH_HANDOVER"), "1") == 0) {
+		note("lh-bench: figure 1 only (LH_BENCH_HANDOVER=1), %.1f s", ms_between(t_begin, mono()) / 1000.0);
+		fclose(g_md);
+		return 0;
+	}
 	/* ---- 7 (started now, runs beside figure 2) ---- */
 	static struct idle I;
 	idle_start(&I, 60);
