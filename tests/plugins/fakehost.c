@@ -380,6 +380,15 @@ int fakehost_new(struct loop *l, const char *data_prefix, struct fakehost **ret)
 	return 0;
 }
 
+void fakehost_clear(struct fakehost *fh)
+{
+	for (size_t i = 0; i < fh->n; i++) {
+		free(fh->kv[i].key);
+		free(fh->kv[i].value);
+	}
+	fh->n = 0;
+}
+
 void fakehost_free(struct fakehost *fh)
 {
 	if (!fh)

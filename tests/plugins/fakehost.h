@@ -29,6 +29,9 @@ const struct driver_host *fakehost_driver_host(struct fakehost *fh);
 const char *fakehost_get(const struct fakehost *fh, const char *key);
 /* number of keys starting with prefix */
 size_t fakehost_count(const struct fakehost *fh, const char *prefix);
+/* fakehost_clear - drop every key (a long fuzzing run would grow the store
+ * without bound); revisions keep counting */
+void fakehost_clear(struct fakehost *fh);
 /* the i-th key (sorted) starting with prefix, or NULL */
 const char *fakehost_nth_key(const struct fakehost *fh, const char *prefix, size_t i);
 /* number of fenced txns executed */
