@@ -62,6 +62,7 @@ struct status_rec {
 
 enum lead_phase {
 	LP_NONE,
+	LP_VERIFY,      /* re-check our key + read status (one txn) */
 	LP_RESTRICT,    /* waiting for every member >= min_compatible, then write */
 	LP_WAIT,        /* reconcile_wait */
 	LP_RECONCILE,   /* initial reconcile (with backoff) */
@@ -1013,15 +1014,19 @@ static void depose(struct election *e, bool graceful, const char *why)
 }
 
 /* drv_ctx - what a driver callback (drain done, reconcile done) carries.
- * The election keeps every one it handed out (e->drv_ctxs), so one whose
- * driver is freed without calling back is freed by election_free: the owner
- * frees the driver first (a freed plugin instance never calls back). */
+ * The election keeps every one it handed out (e->drv_ctxs). election_free
+ * orphans those still owed (e = NULL) onto g_orphan_ctxs: a driver that
+ * outlives the election (a retired instance still stopping) may still call
+ * back, and then only frees the context; one that never calls back (freed
+ * at exit) leaves it reachable, not leaked. Loop thread only. */
 struct drv_ctx {
 	struct drv_ctx *next, *prev;
-	struct election *e;
+	struct election *e; /* NULL: orphaned by election_free */
 	uint64_t gen;
 	bool periodic; /* reconcile: a periodic one */
 };
+
+static struct drv_ctx *g_orphan_ctxs;
 
 static struct drv_ctx *drv_ctx_new(struct election *e)
 {
@@ -1037,21 +1042,40 @@ static struct drv_ctx *drv_ctx_new(struct election *e)
 	return c;
 }
 
-static void drv_ctx_free(struct drv_ctx *c)
+static void drv_ctx_unlink(struct drv_ctx *c)
 {
 	if (c->prev)
 		c->prev->next = c->next;
-	else
+	else if (c->e)
 		c->e->drv_ctxs = c->next;
+	else
+		g_orphan_ctxs = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	c->next = c->prev = NULL;
+}
+
+static void drv_ctx_free(struct drv_ctx *c)
+{
+	drv_ctx_unlink(c);
 	free(c);
+}
+
+/* the election of c, or NULL (c freed) when election_free orphaned it */
+static struct election *drv_ctx_election(struct drv_ctx *c)
+{
+	if (c->e)
+		return c->e;
+	drv_ctx_free(c);
+	return NULL;
 }
 
 static void on_drained(void *ud)
 {
 	struct drv_ctx *d = ud;
-	struct election *e = d->e;
+	struct election *e = drv_ctx_election(d);
+	if (!e)
+		return;
 	bool current = d->gen == e->gen && e->draining;
 	drv_ctx_free(d);
 	if (!current)
@@ -1088,35 +1112,78 @@ static bool want_campaign(const struct election *e)
 	       !release_less(e->rel.release, e->releases.max);
 }
 
-static void lead_decide(struct election *e, const struct status_rec *st);
+static void on_verify(struct etcd_client *c, int err, const struct etcd_response *r, void *ud);
 
-/* become_leader - our key is the lowest in the mirror: lead.
- *
- * DESIGN asks to re-check the own key and the remaining TTL after winning,
- * before on_elected (etcd #19597: the Go client's Campaign watches only the
- * lower keys, so it can "win" after its own lease expired and its key is
- * gone). Here the win itself is decided on the whole-prefix mirror, which is
- * gap-free and holds our own key: at the revision that made us lowest, our
- * key exists with our create_revision (its deletion would have come through
- * the same watch, in revision order, and cleared my_rev). After that
- * revision it can only go by lease expiry, which the local deadline checked
- * below rules out, or by an explicit delete, which a read before on_elected
- * cannot rule out either (it can come right after the read). No lower key
- * can appear later (new keys get higher revisions), and every status write
- * of an earlier leader precedes its key's deletion, so the mirrored status is
- * the one to decide on. So the check costs no round trip; every write stays
- * fenced on our key, and the watch deposes us if the key goes. */
 static void become_leader(struct election *e)
 {
+	/* re-check our key and the remaining TTL before on_elected (etcd #19597) */
 	uint64_t safe = session_safe_until(e->sess), now = loop_now();
 	if (!session_is_up(e->sess) || safe < now + 100 * LOOP_NS_PER_MS) {
 		loop_timer_arm_in(e->retry_timer, 50 * LOOP_NS_PER_MS);
 		return;
 	}
-	struct status_rec s = e->status;
-	if (s.present && !s.valid) {
-		log_warn("election", "%s: status record is not valid; treated as absent", e->name);
-		memset(&s, 0, sizeof(s));
+	size_t kl = strlen(e->my_key);
+	struct etcd_op ops[2] = {
+		{.type = ETCD_OP_RANGE, .key = e->my_key, .key_len = kl},
+		{.type = ETCD_OP_RANGE, .key = e->k_status, .key_len = strlen(e->k_status)},
+	};
+	e->op = OP_LEAD;
+	e->phase = LP_VERIFY;
+	int r = etcd_txn(e->etcd, NULL, 0, ops, 2, NULL, 0, NULL, on_verify, e, &e->call);
+	if (r < 0) {
+		op_done(e);
+		e->phase = LP_NONE;
+		retry_later(e, "leadership check", r);
+	}
+}
+
+static bool status_equal(const struct status_rec *s, int state, struct release v, struct release m)
+{
+	return s->present && s->valid && s->state == state && release_cmp(s->version, v) == 0 &&
+	       release_cmp(s->min_compatible, m) == 0;
+}
+
+static void lead_decide(struct election *e, const struct status_rec *st);
+
+static void on_verify(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+{
+	struct election *e = ud;
+	(void)c;
+	op_done(e);
+	e->phase = LP_NONE;
+	if (err < 0) {
+		retry_later(e, "leadership check", err);
+		return;
+	}
+	if (r->n_responses != 2) {
+		retry_later(e, "leadership check", -EBADMSG);
+		return;
+	}
+	const struct etcd_response *mine = &r->responses[0], *st = &r->responses[1];
+	if (mine->n_kvs != 1 || mine->kvs[0].create_revision != e->my_rev) {
+		log_warn("election", "%s: our election key is gone; campaigning again", e->name);
+		e->my_rev = 0;
+		step(e);
+		return;
+	}
+	if (!session_is_up(e->sess) ||
+	    session_safe_until(e->sess) < loop_now() + 100 * LOOP_NS_PER_MS || !want_campaign(e)) {
+		step(e);
+		return;
+	}
+	/* Still the lowest? (the mirror said so; the key check above is linearizable) */
+	const struct candidate *low = cand_lowest(e);
+	if (!low || low->create_rev != e->my_rev) {
+		step(e);
+		return;
+	}
+	struct status_rec s = {0};
+	if (st->n_kvs == 1) {
+		status_decode(st->kvs[0].value, st->kvs[0].value_len, &s);
+		if (!s.valid) {
+			log_warn("election", "%s: status record is not valid; treated as absent", e->name);
+			memset(&s, 0, sizeof(s));
+		}
 	}
 	e->leading = true;
 	e->gen++;
@@ -1124,12 +1191,7 @@ static void become_leader(struct election *e)
 	log_info("election", "%s: elected (fencing token %" PRId64 ")", e->name, e->my_rev);
 	e->dops->elected(e->drv, e->my_rev, &e->releases);
 	lead_decide(e, &s);
-}
-
-static bool status_equal(const struct status_rec *s, int state, struct release v, struct release m)
-{
-	return s->present && s->valid && s->state == state && release_cmp(s->version, v) == 0 &&
-	       release_cmp(s->min_compatible, m) == 0;
+	step(e);
 }
 
 /* lead_decide - the seed's branches on the status read right after election */
@@ -1287,7 +1349,9 @@ static void on_readback(struct etcd_client *c, int err, const struct etcd_respon
 static void on_reconciled(void *ud, int err, const char *msg)
 {
 	struct drv_ctx *rc = ud;
-	struct election *e = rc->e;
+	struct election *e = drv_ctx_election(rc);
+	if (!e)
+		return;
 	bool current = rc->gen == e->gen && e->leading;
 	bool periodic = rc->periodic;
 	drv_ctx_free(rc);
@@ -1437,6 +1501,7 @@ static void lead_step(struct election *e)
 		}
 		return;
 	case LP_NONE:
+	case LP_VERIFY:
 	case LP_PERIODIC:
 		return;
 	}
@@ -1532,8 +1597,7 @@ static void step(struct election *e)
 		const struct candidate *low = cand_lowest(e);
 		if (low && low->create_rev == e->my_rev && strcmp(low->key, e->my_key) == 0)
 			become_leader(e);
-		if (!e->leading)
-			goto report;
+		goto report;
 	}
 	/* 7. lead */
 	if (e->leading)
@@ -1898,8 +1962,15 @@ void election_free(struct election *e)
 		e->fenced = f->next;
 		f->e = NULL;
 	}
-	while (e->drv_ctxs)
-		drv_ctx_free(e->drv_ctxs);
+	while (e->drv_ctxs) {
+		struct drv_ctx *c = e->drv_ctxs;
+		drv_ctx_unlink(c);
+		c->e = NULL;
+		c->next = g_orphan_ctxs;
+		if (c->next)
+			c->next->prev = c;
+		g_orphan_ctxs = c;
+	}
 	if (e->watch)
 		etcd_watch_cancel(e->watch);
 	etcd_call_cancel(e->call);

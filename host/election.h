@@ -145,8 +145,9 @@ void election_fail(struct election *e, const char *reason);
 /* election_recover - clear a failure: take part again. */
 void election_recover(struct election *e);
 
-/* election_free - free e. Its driver must be freed (or have answered every
- * reconcile and drain) first: callbacks it still owes are dropped here. */
+/* election_free - free e. A driver may still answer a reconcile or drain it
+ * was given (a retired instance that is still stopping): that answer is
+ * then ignored. */
 void election_free(struct election *e);
 
 void election_get_info(struct election *e, struct election_info *ret);

@@ -2146,7 +2146,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 		 * behind rather than hang (a shutdown would never end). Its
 		 * worker state and the plugin's code stay until the process exits. */
 		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
+		clock_gettime(CLOCK_MONOTONIC, &until); /* a wall-clock step must not cut it short */
 		int ms = sync_wait_ms(SYNC_KILL_WAIT_MS);
 		until.tv_sec += ms / 1000;
 		until.tv_nsec += (long)(ms % 1000) * 1000000L;
@@ -2154,7 +2154,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000L;
 		}
-		if (pthread_timedjoin_np(pi->thread, NULL, &until) != 0) {
+		if (pthread_clockjoin_np(pi->thread, NULL, CLOCK_MONOTONIC, &until) != 0) {
 			log_error(pi->log_comp, "the plugin thread is stuck in a callback; leaving it "
 			          "behind (its code stays loaded until the process exits)");
 			pthread_detach(pi->thread);

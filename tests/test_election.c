@@ -679,10 +679,10 @@ static void test_session_loss_deposes(void)
 
 /* ---- etcd #19597 ("phantom leader"): a candidate whose own key is gone
  * must not lead on it when the leader goes. The Go client's Campaign watches
- * only the lower keys; here the win is decided on the mirror, which also
- * holds the candidate's own key. Its key is deleted behind its back (as a
- * lease expiry would, without the lease); it must campaign again and lead
- * only with the new key. */
+ * only the lower keys; here the mirror also holds the candidate's own key
+ * (and the win is re-checked by a read before on_elected). Its key is
+ * deleted behind its back (as a lease expiry would, without the lease); it
+ * must campaign again and lead only with the new key. */
 
 static char g_key_b[256];
 static bool p_key_b_back(void *a)
@@ -714,6 +714,32 @@ static void test_candidate_without_its_key_does_not_lead(void)
 	node_stop(&b);
 	node_free(&a);
 	node_free(&b);
+}
+
+/* ---- a driver that answers after the election was freed (a retired
+ * instance still stopping): the answer is ignored, nothing is touched ---- */
+
+static bool p_running(void *a);
+
+static void test_driver_answers_after_election_free(void)
+{
+	wipe();
+	struct node a;
+	node_start(&a, 1, REL100, 10, true);
+	a.drv.hold = true; /* the initial reconcile stays running */
+	tu_wait(&T, p_running, &a, 5000, "reconcile running");
+	/* stop leading while it runs: the drain waits for it */
+	election_hold(a.el, true, "test");
+	CHECK(a.drv.drain_done != NULL);
+	election_free(a.el);
+	a.el = NULL;
+	/* the driver answers both now (ASan: no use of freed memory) */
+	a.drv.hold = false;
+	d_finish(&a.drv);
+	CHECK_INT_EQ(a.drv.nq, 0);
+	CHECK(a.drv.drain_done == NULL);
+	session_revoke(a.sess, NULL, NULL);
+	node_free(&a);
 }
 
 /* ---- a failing reconcile is retried with backoff, status waits for success ---- */
@@ -874,6 +900,7 @@ int main(void)
 	RUN(test_driver_swap_moves_release);
 	RUN(test_session_loss_deposes);
 	RUN(test_candidate_without_its_key_does_not_lead);
+	RUN(test_driver_answers_after_election_free);
 	RUN(test_initial_reconcile_backoff);
 	RUN(test_events_during_reconcile_start_no_second);
 	RUN(test_leader_reload_never_elects_a_peer);
