@@ -230,7 +230,8 @@ struct plugin_instance {
 	plugin_instance_stopped_fn stopped;
 	void *stopped_ud;
 	bool stop_requested;
-	bool *destroyed; /* set while completions are being dispatched */
+	bool dispatching;    /* on_defer is calling completions */
+	bool free_requested; /* plugin_instance_free was called meanwhile */
 	bool need_break; /* a send failed: mark_broken from the timer */
 	char break_why[128];
 
@@ -278,7 +279,6 @@ static void mark_broken(struct plugin_instance *pi, const char *why);
 static void on_defer(struct loop_timer *t, void *userdata)
 {
 	struct plugin_instance *pi = userdata;
-	bool destroyed = false;
 	(void)t;
 	if (pi->need_break) {
 		pi->need_break = false;
@@ -286,11 +286,11 @@ static void on_defer(struct loop_timer *t, void *userdata)
 	}
 	struct completion *list = pi->c_head;
 	pi->c_head = pi->c_tail = NULL;
-	pi->destroyed = &destroyed;
+	pi->dispatching = true;
 	while (list) {
 		struct completion *c = list;
 		list = c->next;
-		if (!destroyed) {
+		if (!pi->free_requested) {
 			switch (c->kind) {
 			case COMP_RECONCILE:
 				((driver_reconcile_done_fn)c->fn)(c->ud, c->err, c->msg);
@@ -314,8 +314,10 @@ static void on_defer(struct loop_timer *t, void *userdata)
 		}
 		completion_free(c);
 	}
-	if (!destroyed)
-		pi->destroyed = NULL;
+	pi->dispatching = false;
+	/* a completion freed the instance: the rest were dropped, free it now */
+	if (pi->free_requested)
+		plugin_instance_free(pi);
 }
 
 static void maybe_drained(struct plugin_instance *pi)
@@ -2132,8 +2134,10 @@ void plugin_instance_free(struct plugin_instance *pi)
 	if (!pi)
 		return;
 	bool abandoned = false;
-	if (pi->destroyed)
-		*pi->destroyed = true;
+	if (pi->dispatching) {
+		pi->free_requested = true; /* on_defer frees it when its loop ends */
+		return;
+	}
 	if (pi->thread_running) {
 		if (!pi->broken && pi->hsock_open)
 			stop_sync(pi);
