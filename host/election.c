@@ -129,6 +129,11 @@ struct election {
 	struct release member_release;
 	int64_t member_rev; /* revision at which our member record was last written by us */
 	int64_t my_rev;       /* create_revision of our election key, 0 = none */
+	/* our own writes to our election key (campaign, resign): the revision
+	 * of the last one whose outcome we know, and whether one since has an
+	 * unknown outcome (until a linearizable answer about the key) */
+	int64_t key_wrev;
+	bool key_wunknown;
 	bool resign_publishes;          /* the resign in flight also puts our member record */
 	bool resign_drops_member;       /* ... or deletes it (leaving for good) */
 	struct release resign_release;  /* ... with this (incoming) release */
@@ -602,10 +607,12 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 		}
 		/* our own key seen without our knowing its revision: a campaign
 		 * whose outcome was unknown did create it; adopt it (step() then
-		 * resigns if we should not campaign) */
+		 * resigns if we should not campaign). Not from an event older
+		 * than our last known write to the key: a lagging watch may still
+		 * show the put of a key we have resigned since. */
 		if (!del && !e->my_rev && e->lease && kv->lease == e->lease &&
-		    e->op != OP_CAMPAIGN && strlen(e->my_key) == kv->key_len &&
-		    memcmp(e->my_key, kv->key, kv->key_len) == 0)
+		    e->op != OP_CAMPAIGN && kv->mod_revision > e->key_wrev &&
+		    strlen(e->my_key) == kv->key_len && memcmp(e->my_key, kv->key, kv->key_len) == 0)
 			e->my_rev = kv->create_revision;
 		if (del && e->my_rev && strlen(e->my_key) == kv->key_len &&
 		    memcmp(e->my_key, kv->key, kv->key_len) == 0 && kv->mod_revision > e->my_rev) {
@@ -855,6 +862,15 @@ static void member_del(struct election *e)
 	}
 }
 
+/* key_write_known - a campaign or resign txn answered: our key's state at
+ * revision rev is known (it is linearizable), older unknowns are settled */
+static void key_write_known(struct election *e, int64_t rev)
+{
+	if (rev > e->key_wrev)
+		e->key_wrev = rev;
+	e->key_wunknown = false;
+}
+
 static void on_campaign(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct election *e = ud;
@@ -862,9 +878,11 @@ static void on_campaign(struct etcd_client *c, int err, const struct etcd_respon
 	op_done(e);
 	if (err < 0) {
 		/* unknown outcome is fine: the txn is idempotent (create-if-absent, else read) */
+		e->key_wunknown = true;
 		retry_later(e, "campaign", err);
 		return;
 	}
+	key_write_known(e, r->header.revision);
 	e->retry_backoff = 100 * LOOP_NS_PER_MS;
 	if (r->succeeded) {
 		e->my_rev = r->header.revision;
@@ -911,11 +929,13 @@ static void on_resign(struct etcd_client *c, int err, const struct etcd_response
 	op_done(e);
 	if (err < 0) {
 		/* a failed resign keeps the key; retry under the same compare */
+		e->key_wunknown = true;
 		e->resign_publishes = false;
 		e->resign_drops_member = false;
 		retry_later(e, "resign", err);
 		return;
 	}
+	key_write_known(e, r->header.revision);
 	if (r->succeeded && e->resign_publishes) {
 		/* the member record carries the incoming release already */
 		e->member_release = e->resign_release;
@@ -1113,13 +1133,52 @@ static bool want_campaign(const struct election *e)
 }
 
 static void on_verify(struct etcd_client *c, int err, const struct etcd_response *r, void *ud);
+static void lead_decide(struct election *e, const struct status_rec *st);
 
+/* elect - leadership begins: on_elected, then the seed's branches on st */
+static void elect(struct election *e, const struct status_rec *status)
+{
+	struct status_rec s = *status;
+	if (s.present && !s.valid) {
+		log_warn("election", "%s: status record is not valid; treated as absent", e->name);
+		memset(&s, 0, sizeof(s));
+	}
+	e->leading = true;
+	e->gen++;
+	e->lead_backoff = 100 * LOOP_NS_PER_MS;
+	log_info("election", "%s: elected (fencing token %" PRId64 ")", e->name, e->my_rev);
+	e->dops->elected(e->drv, e->my_rev, &e->releases);
+	lead_decide(e, &s);
+}
+
+/* become_leader - our key is the lowest in the mirror.
+ *
+ * DESIGN asks to re-check the own key and the remaining TTL after winning,
+ * before on_elected (etcd #19597: the Go client's Campaign watches only the
+ * lower keys, so it can "win" after its own key expired). The TTL check is
+ * local (the session's deadline). The key check is the mirror itself when it
+ * provably covers our own key: it is a gap-free copy of the prefix at
+ * revision e->rev, our key is in it with our create_revision, and every
+ * write we made to our key (campaign, resign) has a known outcome at a
+ * revision <= e->rev. After e->rev the key can only go by lease expiry
+ * (ruled out by the deadline), by our own writes (all seen, none pending:
+ * step() does not get here with one in flight), or by someone else's delete,
+ * which a read could not rule out either (it can come right after the read).
+ * A lagging watch can otherwise show us our key after we deleted it (a
+ * resign whose reply was lost, a stale put event): then, or while the mirror
+ * resyncs, the key and the status are read back in one linearizable txn
+ * first. No lower key can appear later (new keys get higher revisions), and
+ * an earlier leader's status writes precede its key's deletion, so the
+ * mirrored status is the one to decide on. */
 static void become_leader(struct election *e)
 {
-	/* re-check our key and the remaining TTL before on_elected (etcd #19597) */
 	uint64_t safe = session_safe_until(e->sess), now = loop_now();
 	if (!session_is_up(e->sess) || safe < now + 100 * LOOP_NS_PER_MS) {
 		loop_timer_arm_in(e->retry_timer, 50 * LOOP_NS_PER_MS);
+		return;
+	}
+	if (e->synced && !e->key_wunknown && e->rev >= e->key_wrev) {
+		elect(e, &e->status);
 		return;
 	}
 	size_t kl = strlen(e->my_key);
@@ -1143,8 +1202,6 @@ static bool status_equal(const struct status_rec *s, int state, struct release v
 	       release_cmp(s->min_compatible, m) == 0;
 }
 
-static void lead_decide(struct election *e, const struct status_rec *st);
-
 static void on_verify(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct election *e = ud;
@@ -1159,6 +1216,8 @@ static void on_verify(struct etcd_client *c, int err, const struct etcd_response
 		retry_later(e, "leadership check", -EBADMSG);
 		return;
 	}
+	/* a linearizable answer about our key: earlier unknowns are settled */
+	e->key_wunknown = false;
 	const struct etcd_response *mine = &r->responses[0], *st = &r->responses[1];
 	if (mine->n_kvs != 1 || mine->kvs[0].create_revision != e->my_rev) {
 		log_warn("election", "%s: our election key is gone; campaigning again", e->name);
@@ -1178,19 +1237,9 @@ static void on_verify(struct etcd_client *c, int err, const struct etcd_response
 		return;
 	}
 	struct status_rec s = {0};
-	if (st->n_kvs == 1) {
+	if (st->n_kvs == 1)
 		status_decode(st->kvs[0].value, st->kvs[0].value_len, &s);
-		if (!s.valid) {
-			log_warn("election", "%s: status record is not valid; treated as absent", e->name);
-			memset(&s, 0, sizeof(s));
-		}
-	}
-	e->leading = true;
-	e->gen++;
-	e->lead_backoff = 100 * LOOP_NS_PER_MS;
-	log_info("election", "%s: elected (fencing token %" PRId64 ")", e->name, e->my_rev);
-	e->dops->elected(e->drv, e->my_rev, &e->releases);
-	lead_decide(e, &s);
+	elect(e, &s);
 	step(e);
 }
 
@@ -1597,7 +1646,8 @@ static void step(struct election *e)
 		const struct candidate *low = cand_lowest(e);
 		if (low && low->create_rev == e->my_rev && strcmp(low->key, e->my_key) == 0)
 			become_leader(e);
-		goto report;
+		if (!e->leading)
+			goto report;
 	}
 	/* 7. lead */
 	if (e->leading)
