@@ -542,15 +542,13 @@ static bool has_prefix(const struct etcd_kv *kv, const char *p, size_t *ret_plen
 /* candidate_key_ok - P/N/election/<lease hex> bound to that very lease */
 static bool candidate_key_ok(const struct etcd_kv *kv, size_t pl)
 {
-	if (kv->lease == 0 || kv->key_len - pl > 16)
-		return false;
-	char hex[17];
-	memcpy(hex, kv->key + pl, kv->key_len - pl);
-	hex[kv->key_len - pl] = '\0';
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(hex, &end, 16);
-	return !errno && *end == '\0' && hex[0] != '\0' && (int64_t)v == kv->lease;
+	/* exactly the name a host gives its key: the lease in lower-case hex
+	 * without padding ("0x1f", " 1f" or "001f" bound to someone's live
+	 * lease would otherwise block the election while no node owns it) */
+	char want[17];
+	int n = snprintf(want, sizeof(want), "%" PRIx64, (uint64_t)kv->lease);
+	return kv->lease > 0 && n > 0 && kv->key_len - pl == (size_t)n &&
+	       memcmp(kv->key + pl, want, (size_t)n) == 0;
 }
 
 static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)

@@ -716,6 +716,67 @@ static void test_candidate_without_its_key_does_not_lead(void)
 	node_free(&b);
 }
 
+/* ---- a key under election/ bound to a live lease but not named exactly as
+ * a host names its key (here in upper-case hex) is no candidate: it would
+ * otherwise be the lowest key and block the election forever ---- */
+
+static int64_t g_granted;
+static void on_granted(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+{
+	(void)c;
+	(void)ud;
+	CHECK_OK(err);
+	g_granted = r->lease_id;
+}
+
+static bool p_granted(void *a)
+{
+	(void)a;
+	return g_granted != 0;
+}
+
+static bool p_flag_set(void *a)
+{
+	return *(bool *)a;
+}
+
+/* a lease whose hex name has a letter (so upper case differs) */
+static int64_t grant_lettered_lease(void)
+{
+	for (int i = 0; i < 20; i++) {
+		g_granted = 0;
+		CHECK_OK(etcd_lease_grant(T.etcd, 60, NULL, on_granted, NULL, NULL));
+		tu_wait(&T, p_granted, NULL, 5000, "lease granted");
+		char hex[17];
+		snprintf(hex, sizeof(hex), "%" PRIx64, (uint64_t)g_granted);
+		if (strpbrk(hex, "abcdef"))
+			return g_granted;
+		tu_revoke(&T, g_granted);
+	}
+	CHECK(!"no lease id with a hex letter in 20 grants");
+	return 0;
+}
+
+static void test_noncanonical_key_is_no_candidate(void)
+{
+	wipe();
+	int64_t lease = grant_lettered_lease();
+	/* upper-case hex: the same number, not the same name */
+	char key[128];
+	snprintf(key, sizeof(key), "%s/%s/election/%" PRIX64, PFX, PLUGIN, (uint64_t)lease);
+	struct etcd_op op = {.type = ETCD_OP_PUT, .key = key, .key_len = strlen(key),
+	                     .value = "x", .value_len = 1, .lease = lease};
+	bool done = false;
+	CHECK_OK(etcd_put(T.etcd, &op, NULL, on_put_done, &done, NULL));
+	tu_wait(&T, p_flag_set, &done, 5000, "foreign key put");
+	struct node a;
+	node_start(&a, 1, REL100, 10, true);
+	tu_wait(&T, p_node_leading, &a, 5000, "a leads despite the lower foreign key");
+	node_stop(&a);
+	node_free(&a);
+	tu_revoke(&T, lease);
+}
+
 /* ---- a driver that answers after the election was freed (a retired
  * instance still stopping): the answer is ignored, nothing is touched ---- */
 
@@ -901,6 +962,7 @@ int main(void)
 	RUN(test_session_loss_deposes);
 	RUN(test_candidate_without_its_key_does_not_lead);
 	RUN(test_driver_answers_after_election_free);
+	RUN(test_noncanonical_key_is_no_candidate);
 	RUN(test_initial_reconcile_backoff);
 	RUN(test_events_during_reconcile_start_no_second);
 	RUN(test_leader_reload_never_elects_a_peer);
