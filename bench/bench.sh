@@ -36,7 +36,8 @@ results=$src/bench/RESULTS.md
 [ "${LH_BENCH_HANDOVER:-0}" = 1 ] && results=$build/bench/RESULTS-handover.md
 table=$build/bench/table.md
 commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$src" status --porcelain 2>/dev/null | grep -v '^??' | grep -q . && echo " + uncommitted changes" || true)
+# (the previous RESULTS.md, rewritten by every run, does not count)
+dirty=$(git -C "$src" status --porcelain 2>/dev/null | grep -v '^??' | grep -v ' bench/RESULTS.md$' | grep -q . && echo " + uncommitted changes" || true)
 
 ETCD=$ETCD ETCDCTL=$ETCDCTL LH_BUILDDIR=$build "$build/bench/lh-bench" "$out" "$table" \
 	| tee "$build/bench/lh-bench.log"
