@@ -679,10 +679,10 @@ static void test_session_loss_deposes(void)
 
 /* ---- etcd #19597 ("phantom leader"): a candidate whose own key is gone
  * must not lead on it when the leader goes. The Go client's Campaign watches
- * only the lower keys; here the mirror also holds the candidate's own key
- * (and the win is re-checked by a read before on_elected). Its key is
- * deleted behind its back (as a lease expiry would, without the lease); it
- * must campaign again and lead only with the new key. */
+ * only the lower keys; here the mirror also holds the candidate's own key,
+ * so applying the delete ends the candidacy. Its key is deleted behind its
+ * back (as a lease expiry would, without the lease); it must campaign again
+ * and lead only with the new key. */
 
 static char g_key_b[256];
 static bool p_key_b_back(void *a)

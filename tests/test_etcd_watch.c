@@ -1,6 +1,6 @@
 /*
  * test_etcd_watch.c - streaming watch against a real etcd (progress notify
- * every 1 s): ordered events with prev_kv, a txn as one batch, progress
+ * every 1 s): ordered events with prev_kv, a txn's events in one response, progress
  * notifications, resume across an etcd restart with every event exactly
  * once, compaction reported once as -ERANGE, cancel from the callback.
  */
@@ -139,7 +139,7 @@ static void test_watch_events_txn_batch_prev_kv(void)
 	CHECK_INT_EQ(r->revs[1], r2);
 	CHECK(r->has_prev[1]);
 	CHECK_STR_EQ(r->prevs[1], "1");
-	/* the txn: one batch of two events at one revision */
+	/* the txn: two events at one revision */
 	CHECK_STR_EQ(r->keys[2], "w/b");
 	CHECK_STR_EQ(r->keys[3], "w/c");
 	CHECK_INT_EQ(r->revs[2], rt);
