@@ -573,15 +573,21 @@ static void on_revoked(void *ud, int err)
 	maybe_finish_shutdown(d);
 }
 
-/* is_last_election - election_stop_revoking's question for entry ud: every
- * other election of this host has stopped */
-static bool is_last_election(void *ud)
+/* elections_stopped - every election of the host but skip's (may be NULL)
+ * has stopped */
+static bool elections_stopped(const struct daemon *d, const struct entry *skip)
 {
-	struct entry *me = ud;
-	for (struct entry *e = me->d->entries; e; e = e->next)
-		if (e != me && !e->gone && e->el && !e->el_stopped)
+	for (const struct entry *e = d->entries; e; e = e->next)
+		if (e != skip && !e->gone && e->el && !e->el_stopped)
 			return false;
 	return true;
+}
+
+/* is_last_election - election_stop_revoking's question for entry ud */
+static bool is_last_election(void *ud)
+{
+	const struct entry *me = ud;
+	return elections_stopped(me->d, me);
 }
 
 /* Shutdown ends in two steps: once every election stopped, the lease is
@@ -591,15 +597,10 @@ static void maybe_finish_shutdown(struct daemon *d)
 {
 	if (!d->shutting_down)
 		return;
-	bool elections = true, all = true;
-	for (struct entry *e = d->entries; e; e = e->next) {
-		if (e->gone)
-			continue;
-		all = false;
-		if (e->el && !e->el_stopped)
-			elections = false;
-	}
-	if (elections && !d->revoking) {
+	bool all = true;
+	for (struct entry *e = d->entries; e; e = e->next)
+		all = all && e->gone;
+	if (!d->revoking && elections_stopped(d, NULL)) {
 		d->revoking = true;
 		session_revoke(d->sess, on_revoked, d);
 		return; /* may have answered at once: it calls us again */
