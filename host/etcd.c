@@ -130,6 +130,7 @@ struct etcd_client {
 	struct loop *loop;
 	CURLM *multi;
 	struct loop_timer *curl_timer;
+	struct loop_timer *kick_timer; /* after kick(): reap cancelled watches, completions */
 	struct sock *socks;
 	char **endpoints;
 	size_t n_endpoints, cur_ep;
@@ -278,6 +279,18 @@ static void curl_timer_fired(struct loop_timer *t, void *userdata)
 	client_process(c);
 }
 
+static void kick_fired(struct loop_timer *t, void *userdata)
+{
+	struct etcd_client *c = userdata;
+	(void)t;
+	for (struct etcd_watch *w = c->watches, *next; w; w = next) {
+		next = w->next;
+		if (w->cancelled && !w->in_cb)
+			watch_destroy(w);
+	}
+	client_process(c);
+}
+
 /* ---- easy handles ---- */
 
 static CURL *easy_get(struct etcd_client *c)
@@ -342,6 +355,8 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
 	struct xfer *x = userdata;
 	size_t n = size * nmemb;
+	if (x->kind == XFER_WATCH && ((struct etcd_watch *)(void *)x)->cancelled)
+		return n; /* cancelled, waiting to be reaped: nobody reads it */
 	if (x->kind == XFER_WATCH) {
 		/* cap the unparsed backlog; one message is capped in watch_drain */
 		if (x->resp.len + n > x->c->max_response_bytes + 65536) {
@@ -369,6 +384,18 @@ static int watch_sockopt_cb(void *clientp, curl_socket_t fd, curlsocktype purpos
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
 	return CURL_SOCKOPT_OK;
+}
+
+/* kick - let curl start what was just added now, not one loop round later
+ * (its timer callback asked for 0 ms): on a kept-alive connection the request
+ * is written before the caller goes on. Never called from inside a curl
+ * callback. Completions it may have produced wait for kick_timer, so user
+ * callbacks still never run inside the API call. */
+static void kick(struct etcd_client *c)
+{
+	int running;
+	curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	loop_timer_arm_in(c->kick_timer, 0);
 }
 
 /* xfer_send - start one attempt of x on the client's current endpoint.
@@ -479,6 +506,7 @@ static int xfer_send(struct xfer *x)
 		goto fail;
 	}
 	x->easy = e;
+	kick(c);
 	return 0;
 fail:
 	free(url);
@@ -862,7 +890,7 @@ static void client_process(struct etcd_client *c)
 	for (;;) {
 		bool again = false;
 		for (struct etcd_watch *w = c->watches; w; w = w->next) {
-			if (w->pending && !w->in_cb) {
+			if (w->pending && !w->in_cb && !w->cancelled) {
 				w->pending = false;
 				watch_drain(w); /* may free w or others: restart */
 				again = true;
@@ -948,6 +976,9 @@ int etcd_client_new(struct loop *l, const struct etcd_config *cfg, struct etcd_c
 	r = loop_timer_new(l, curl_timer_fired, c, &c->curl_timer);
 	if (r < 0)
 		goto fail;
+	r = loop_timer_new(l, kick_fired, c, &c->kick_timer);
+	if (r < 0)
+		goto fail;
 	r = -ENOMEM;
 	c->multi = curl_multi_init();
 	if (!c->multi)
@@ -991,6 +1022,7 @@ void etcd_client_free(struct etcd_client *c)
 		free(sk);
 	}
 	loop_timer_free(c->curl_timer);
+	loop_timer_free(c->kick_timer);
 	for (size_t i = 0; i < c->n_endpoints && c->endpoints; i++)
 		free(c->endpoints[i]);
 	free(c->endpoints);
@@ -1382,6 +1414,10 @@ static void watch_drain(struct etcd_watch *w)
 
 static void watch_on_done(struct etcd_watch *w, CURLcode rc)
 {
+	if (w->cancelled && !w->in_cb) {
+		watch_destroy(w);
+		return;
+	}
 	struct xfer *x = &w->x;
 	long http = 0;
 	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &http);
@@ -1482,15 +1518,22 @@ fail:
 	return r;
 }
 
+/* Cancelling is O(1): the watch goes quiet at once (no callback, its bytes
+ * are dropped) and is torn down (curl handle removed, connection closed) from
+ * kick_timer, so a caller on a latency path (a resigning election) does not
+ * pay for the close. */
 void etcd_watch_cancel(struct etcd_watch *w)
 {
-	if (!w)
+	if (!w || w->cancelled)
 		return;
-	if (w->in_cb) {
-		w->cancelled = true; /* freed when the callback returns */
-		return;
-	}
-	watch_destroy(w);
+	w->cancelled = true;
+	if (w->in_cb)
+		return; /* freed when the callback returns */
+	w->pending = false;
+	wait_unlink(&w->x);
+	loop_timer_disarm(w->timer);
+	loop_timer_disarm(w->idle);
+	loop_timer_arm_in(w->x.c->kick_timer, 0);
 }
 
 int64_t etcd_watch_revision(const struct etcd_watch *w)

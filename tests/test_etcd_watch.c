@@ -2,9 +2,14 @@
  * test_etcd_watch.c - streaming watch against a real etcd (progress notify
  * every 1 s): ordered events with prev_kv, a txn's events in one response, progress
  * notifications, resume across an etcd restart with every event exactly
- * once, compaction reported once as -ERANGE, cancel from the callback.
+ * once, compaction reported once as -ERANGE, cancel from the callback,
+ * cancel outside a callback (quiet at once, connection closed one loop round
+ * later, or by etcd_client_free before that).
  */
 #include "test_etcd_common.c"
+
+#include <dirent.h>
+#include <unistd.h>
 
 static struct loop *L;
 static struct etcd_client *C;
@@ -302,6 +307,71 @@ static void test_watch_idle_no_busy_polling(void)
 	free(r);
 }
 
+/* sockets this process holds (the loop's eventfd/timerfd are not sockets) */
+static int count_sockets(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	CHECK(d);
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char p[300], t[64];
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", de->d_name);
+		ssize_t l = readlink(p, t, sizeof(t) - 1);
+		if (l > 0) {
+			t[l] = 0;
+			n += strncmp(t, "socket:", 7) == 0;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* cancel outside a callback: no callback after it, even for bytes already on
+ * the way; the stream's connection is closed on a later loop round, not
+ * inside the call */
+static void test_watch_cancel_closes_later(void)
+{
+	const char *ep = harness_etcd_url(H, 0);
+	struct etcd_client *c2 = client_for(L, &ep, 1, NULL, NULL);
+	struct wrec *r = calloc(1, sizeof(*r));
+	CHECK(r);
+	r->target = 1;
+	int64_t base = put_rev("other", "cc");
+	int before = count_sockets();
+	struct etcd_watch *w = NULL;
+	CHECK_OK(etcd_watch_start(c2, "cc/", 3, NULL, 0, base + 1, 0, wcb, r, &w));
+	put_rev("cc/", "1");
+	wait_flag(&r->reached, WAIT_MS, "the stream to be up");
+	CHECK_INT_EQ(count_sockets(), before + 1);
+	/* an event etcd sends while the cancel is under way */
+	struct res x = {0};
+	struct etcd_op op = op_key(ETCD_OP_PUT, "cc/");
+	op.value = "2";
+	op.value_len = 1;
+	CHECK_OK(etcd_put(C, &op, NULL, res_cb, &x, NULL));
+	etcd_watch_cancel(w);
+	CHECK_INT_EQ(count_sockets(), before + 1);
+	res_wait(L, &x, WAIT_MS);
+	CHECK_OK(x.err);
+	etcd_response_free(x.r);
+	uint64_t deadline = loop_now() + (uint64_t)WAIT_MS * LOOP_NS_PER_MS;
+	while (count_sockets() > before && loop_now() < deadline)
+		CHECK(loop_run_once(L, 10) >= 0);
+	CHECK_INT_EQ(count_sockets(), before);
+	put_rev("cc/", "3");
+	CHECK_INT_EQ(r->calls, 1);
+	CHECK_INT_EQ(r->n_events, 1);
+	/* cancelled and freed with the client before the teardown round */
+	struct etcd_watch *w2 = NULL;
+	CHECK_OK(etcd_watch_start(c2, "cc/", 3, NULL, 0, base + 1, 0, wcb, r, &w2));
+	etcd_watch_cancel(w2);
+	etcd_watch_cancel(w2); /* twice is harmless */
+	etcd_client_free(c2);
+	CHECK_INT_EQ(r->calls, 1);
+	free(r);
+}
+
 int main(void)
 {
 	static const char *const extra[] = {"--experimental-watch-progress-notify-interval", "1s",
@@ -317,6 +387,7 @@ int main(void)
 	RUN(test_watch_compacted_reports_erange_once);
 	RUN(test_watch_resume_across_restart);
 	RUN(test_watch_idle_no_busy_polling);
+	RUN(test_watch_cancel_closes_later);
 	etcd_client_free(C);
 	loop_free(L);
 	harness_etcd_free(H);
