@@ -11,7 +11,9 @@
  *   between elected() and deposed(); elected() delivers on_elected(token)
  *   followed at once by a replay on_releases_changed(releases); after
  *   deposed() nothing more is delivered (events still queued are dropped,
- *   except that a callback already running finishes).
+ *   except that a callback already running finishes; plugin_instance hands
+ *   the start of a term over in one go, and the worker skips what of it a
+ *   waiting on_deposed made moot).
  * - The plugin's writes go the other way: the driver calls the fenced txn
  *   function it was given (struct driver_host), which the election implements
  *   by adding the leadership compare and refusing keys outside P/N/data/.

@@ -52,6 +52,7 @@
 #define DEFAULT_EXIT_GRACE_MS 5000u
 #define SYNC_KILL_WAIT_MS 2000
 #define LOG_COMPONENT_MAX 80
+#define PIPELINE_MAX 5 /* events handed to the worker at once (may_send) */
 
 typedef Leasehold__Bus__ToWorker ToWorker;
 typedef Leasehold__Bus__ToHost ToHost;
@@ -221,7 +222,8 @@ struct plugin_instance {
 	uint64_t next_seq;
 
 	struct event *q_head, *q_tail;
-	struct event *inflight;
+	struct event *sent_head, *sent_tail; /* handed to the worker, not yet acknowledged */
+	unsigned n_sent;
 	struct outmsg *out_head, *out_tail;
 	struct completion *c_head, *c_tail;
 	struct drain_waiter *drains;
@@ -322,7 +324,7 @@ static void on_defer(struct loop_timer *t, void *userdata)
 
 static void maybe_drained(struct plugin_instance *pi)
 {
-	if (!pi->drains || pi->q_head || pi->inflight)
+	if (!pi->drains || pi->q_head || pi->sent_head)
 		return;
 	/* oldest first */
 	struct drain_waiter *rev = NULL;
@@ -516,10 +518,82 @@ static nng_msg *event_msg(const struct plugin_instance *pi, const struct event *
 
 static void finish_stop(struct plugin_instance *pi);
 
-/* hand the next event to the worker if none is in flight */
+/* the callback timeout runs for the head of the sent list: the callback the
+ * worker is in (or enters next) */
+static void head_started(struct plugin_instance *pi)
+{
+	if (!pi->sent_head) {
+		pi->stats.callback_since_ns = 0;
+		if (!pi->stop_after_reap)
+			loop_timer_disarm(pi->cb_timer);
+		return;
+	}
+	pi->stats.callback_since_ns = loop_now();
+	pi->sent_head->sent_ns = pi->stats.callback_since_ns;
+	if (pi->cfg.callback_timeout_ms && !pi->stop_after_reap)
+		loop_timer_arm_in(pi->cb_timer, (uint64_t)pi->cfg.callback_timeout_ms * LOOP_NS_PER_MS);
+}
+
+/* the acknowledged head of the sent list (the worker answers in order) */
+static struct event *sent_pop(struct plugin_instance *pi)
+{
+	struct event *ev = pi->sent_head;
+	if (!ev)
+		return NULL;
+	pi->sent_head = ev->next;
+	if (!pi->sent_head)
+		pi->sent_tail = NULL;
+	ev->next = NULL;
+	pi->n_sent--;
+	pi->stats.in_flight = pi->n_sent;
+	head_started(pi);
+	return ev;
+}
+
+/* the whole sent list, for settling it (the worker is gone or failed) */
+static struct event *sent_take_all(struct plugin_instance *pi)
+{
+	struct event *list = pi->sent_head;
+	pi->sent_head = pi->sent_tail = NULL;
+	pi->n_sent = 0;
+	pi->stats.in_flight = 0;
+	pi->stats.callback_since_ns = 0;
+	return list;
+}
+
+/* may ev go to the worker now? One event at a time, except:
+ * - the start of a term is pipelined: behind on_elected and the releases
+ *   replay (short notifications) the next events go at once, so the first
+ *   reconcile does not wait two bus round trips;
+ * - the end of a term or of the instance (on_deposed, fini) goes at once, so
+ *   the worker knows that what it already has of the term is moot and skips
+ *   it (worker.c should_skip) instead of running it.
+ * Nothing else goes behind anything (a reconcile can be long, and what still
+ * waits here can be dropped exactly). */
+static bool may_send(const struct plugin_instance *pi, const struct event *ev)
+{
+	if (!pi->sent_head)
+		return true;
+	if (pi->n_sent >= PIPELINE_MAX)
+		return false;
+	switch (ev->kind) {
+	case EV_DEPOSED:
+	case EV_FINI:
+		return true;
+	case EV_RELEASES:
+	case EV_RECONCILE:
+		return pi->sent_tail->kind == EV_ELECTED || pi->sent_tail->kind == EV_RELEASES;
+	case EV_INIT:
+	case EV_ELECTED:
+		break;
+	}
+	return false;
+}
+
+/* hand queued events to the worker, as far as may_send allows */
 static void pump(struct plugin_instance *pi)
 {
-	while (!pi->inflight && pi->q_head && !pi->broken && pi->bus_up) {
+	while (pi->q_head && !pi->broken && pi->bus_up && may_send(pi, pi->q_head)) {
 		struct event *ev = pi->q_head;
 		pi->q_head = ev->next;
 		if (!pi->q_head)
@@ -536,13 +610,15 @@ static void pump(struct plugin_instance *pi)
 			free(ev);
 			continue;
 		}
-		pi->inflight = ev;
-		pi->stats.in_flight = 1;
-		pi->stats.callback_since_ns = loop_now();
-		ev->sent_ns = pi->stats.callback_since_ns;
-		if (pi->cfg.callback_timeout_ms)
-			loop_timer_arm_in(pi->cb_timer,
-			                  (uint64_t)pi->cfg.callback_timeout_ms * LOOP_NS_PER_MS);
+		if (pi->sent_tail)
+			pi->sent_tail->next = ev;
+		else
+			pi->sent_head = ev;
+		pi->sent_tail = ev;
+		pi->n_sent++;
+		pi->stats.in_flight = pi->n_sent;
+		if (pi->n_sent == 1)
+			head_started(pi);
 	}
 	if (pi->broken) {
 		/* nothing can be delivered: complete everything */
@@ -598,19 +674,17 @@ static void mark_broken(struct plugin_instance *pi, const char *why)
 	if (pi->state != PLUGIN_INSTANCE_STOPPING && pi->state != PLUGIN_INSTANCE_STOPPED)
 		pi->state = PLUGIN_INSTANCE_FAILED;
 	pi->leading = false;
-	/* the in-flight event will never be acknowledged */
-	if (pi->inflight) {
-		struct event *ev = pi->inflight;
-		pi->inflight = NULL;
-		pi->stats.in_flight = 0;
-		pi->stats.callback_since_ns = 0;
+	/* the events handed to the worker will never be acknowledged */
+	bool fini_sent = false;
+	for (struct event *ev = sent_take_all(pi), *next; ev; ev = next) {
+		next = ev->next;
 		event_complete_cancelled(pi, ev, -EIO, "the plugin worker is gone");
-		if (ev->kind == EV_FINI) {
-			free(ev);
-			finish_stop(pi);
-			return;
-		}
+		fini_sent |= ev->kind == EV_FINI;
 		free(ev);
+	}
+	if (fini_sent) {
+		finish_stop(pi);
+		return;
 	}
 	/* a FINI still queued can never run: finish the stop now */
 	bool had_fini = false;
@@ -914,7 +988,7 @@ static void handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 	int r;
 
 	pi->stats.txns++;
-	if (!pi->inflight) {
+	if (!pi->sent_head) {
 		reply_txn(pi, req->id, -EPERM, "txn outside a callback", NULL);
 		return;
 	}
@@ -1155,18 +1229,22 @@ static void worker_recovered(struct plugin_instance *pi)
 
 static void handle_done(struct plugin_instance *pi, const EventDone *d)
 {
-	struct event *ev = pi->inflight;
+	struct event *ev = sent_pop(pi);
 	char msg[512];
 	int err = (d->err <= 0 && d->err > -4096) ? d->err : -EIO;
 	snprintf(msg, sizeof(msg), "%.*s", (int)(d->message.len > 511 ? 511 : d->message.len),
 	         d->message.data ? (const char *)d->message.data : "");
-	pi->inflight = NULL;
-	pi->stats.in_flight = 0;
-	pi->stats.callback_since_ns = 0;
-	pi->stats.delivered++;
-	if (!pi->stop_after_reap)
-		loop_timer_disarm(pi->cb_timer);
-	if (err < 0)
+	/* the worker skipped a term event a later on_deposed made moot: as if it
+	 * had been dropped here (only these kinds can be skipped) */
+	bool skipped = d->skipped && (ev->kind == EV_ELECTED || ev->kind == EV_RELEASES ||
+	                              ev->kind == EV_RECONCILE || ev->kind == EV_DEPOSED);
+	if (skipped) {
+		pi->stats.dropped++;
+		if (ev->kind == EV_RECONCILE)
+			pi->stats.reconciles_cancelled++;
+	} else
+		pi->stats.delivered++;
+	if (err < 0 && !skipped)
 		note_error(pi, err, msg);
 	if (pi->overrun) {
 		/* thread mode: the callback that overran has returned */
@@ -1212,7 +1290,10 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 			                err, err < 0 ? pi->init_error : "");
 		break;
 	case EV_RECONCILE:
-		if (err < 0)
+		if (skipped) {
+			err = -ECANCELED;
+			snprintf(msg, sizeof(msg), "dropped: leadership was lost before it ran");
+		} else if (err < 0)
 			pi->stats.reconciles_failed++;
 		else
 			pi->stats.reconciles_ok++;
@@ -1221,7 +1302,7 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 	case EV_ELECTED:
 	case EV_RELEASES:
 	case EV_DEPOSED:
-		if (err < 0)
+		if (err < 0 && !skipped)
 			log_warn(pi->log_comp, "%s failed: %s%s%s",
 			         ev->kind == EV_ELECTED ? "on_elected"
 			         : ev->kind == EV_RELEASES ? "on_releases_changed"
@@ -1257,11 +1338,11 @@ static int handle_bytes(struct plugin_instance *pi, const void *buf, size_t len)
 	}
 	switch (th->msg_case) {
 	case LEASEHOLD__BUS__TO_HOST__MSG_DONE:
-		if (!pi->inflight || th->done->seq != pi->inflight->seq) {
+		if (!pi->sent_head || th->done->seq != pi->sent_head->seq) {
 			pi->stats.bad_messages++;
 			log_debug(pi->log_comp, "ack for seq %llu, expected %llu: dropped",
 			          (unsigned long long)th->done->seq,
-			          (unsigned long long)(pi->inflight ? pi->inflight->seq : 0));
+			          (unsigned long long)(pi->sent_head ? pi->sent_head->seq : 0));
 			r = -EPROTO;
 			break;
 		}
@@ -1504,10 +1585,7 @@ static void gen_lost(struct plugin_instance *pi, const char *reason)
 		return;
 	if (pi->cur)
 		child_kill(pi->cur); /* make sure: it may only be hung or confused */
-	struct event *ev = pi->inflight;
-	pi->inflight = NULL;
-	pi->stats.in_flight = 0;
-	pi->stats.callback_since_ns = 0;
+	struct event *sent = sent_take_all(pi), *ev = sent;
 	if (!pi->stop_after_reap)
 		loop_timer_disarm(pi->cb_timer);
 	gen_close(pi);
@@ -1518,12 +1596,13 @@ static void gen_lost(struct plugin_instance *pi, const char *reason)
 		report_failure(pi, reason); /* on_failed first, then the completions */
 	pi->leading = false; /* a dead worker gets no on_deposed; a new one starts fresh */
 	pi->term_elected_sent = false;
-	if (ev) {
+	for (struct event *next; ev; ev = next) {
+		next = ev->next;
 		if (ev->kind == EV_RECONCILE) {
 			pi->stats.reconciles_failed++;
 			completion_push(pi, COMP_RECONCILE, (void (*)(void))ev->done, ev->done_ud, -EIO,
 			                reason);
-		} else if (first_init) {
+		} else if (first_init && ev == sent) {
 			pi->init_reported = true;
 			pi->state = PLUGIN_INSTANCE_FAILED;
 			fmt(pi->init_error, sizeof(pi->init_error), "init failed: %s", reason);
@@ -1576,9 +1655,9 @@ static void on_child_exit(struct loop_io *io, int fd, uint32_t events, void *use
 	}
 	if (c->current) {
 		char reason[400];
-		if (pi->inflight)
+		if (pi->sent_head)
 			fmt(reason, sizeof(reason), "plugin worker (pid %ld) %s during %s", (long)c->pid,
-			    what, ev_name(pi->inflight->kind));
+			    what, ev_name(pi->sent_head->kind));
 		else
 			fmt(reason, sizeof(reason), "plugin worker (pid %ld) %s while idle", (long)c->pid,
 			    what);
@@ -1607,7 +1686,7 @@ static void on_cb_timer(struct loop_timer *t, void *userdata)
 		}
 		return;
 	}
-	struct event *ev = pi->inflight;
+	struct event *ev = pi->sent_head;
 	if (!ev || pi->overrun)
 		return;
 	pi->stats.callback_timeouts++;
@@ -2061,10 +2140,11 @@ static void sync_refuse_txn(struct plugin_instance *pi, uint64_t id)
 	sync_send(pi, bus_pack_msg(&tw.base));
 }
 
-/* wait for the in-flight event's ack, refusing txns meanwhile */
-static int sync_wait_inflight(struct plugin_instance *pi)
+/* wait for the acks of every event handed to the worker, refusing txns
+ * meanwhile */
+static int sync_wait_sent(struct plugin_instance *pi)
 {
-	while (pi->inflight) {
+	while (pi->sent_head) {
 		nng_msg *m;
 		int rv = nng_recvmsg(pi->hsock, &m, 0);
 		if (rv != 0) {
@@ -2077,9 +2157,13 @@ static int sync_wait_inflight(struct plugin_instance *pi)
 		if (!th)
 			continue;
 		if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_DONE &&
-		    th->done->seq == pi->inflight->seq) {
-			free(pi->inflight);
-			pi->inflight = NULL;
+		    th->done->seq == pi->sent_head->seq) {
+			struct event *ev = pi->sent_head;
+			pi->sent_head = ev->next;
+			if (!pi->sent_head)
+				pi->sent_tail = NULL;
+			pi->n_sent--;
+			free(ev);
 		} else if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_TXN) {
 			sync_refuse_txn(pi, th->txn->id);
 		}
@@ -2099,8 +2183,9 @@ static int sync_run(struct plugin_instance *pi, enum ev_kind kind)
 		free(ev);
 		return r;
 	}
-	pi->inflight = ev;
-	return sync_wait_inflight(pi);
+	pi->sent_head = pi->sent_tail = ev;
+	pi->n_sent = 1;
+	return sync_wait_sent(pi);
 }
 
 static void stop_sync(struct plugin_instance *pi)
@@ -2120,8 +2205,8 @@ static void stop_sync(struct plugin_instance *pi)
 		free(o);
 	}
 	pi->out_tail = NULL;
-	bool fini_out = pi->inflight && pi->inflight->kind == EV_FINI;
-	if (sync_wait_inflight(pi) < 0 || fini_out)
+	bool fini_out = pi->sent_tail && pi->sent_tail->kind == EV_FINI;
+	if (sync_wait_sent(pi) < 0 || fini_out)
 		return;
 	if (pi->leading && pi->term_elected_sent && sync_run(pi, EV_DEPOSED) < 0)
 		return;
@@ -2201,7 +2286,10 @@ void plugin_instance_free(struct plugin_instance *pi)
 		pi->q_head = ev->next;
 		free(ev);
 	}
-	free(pi->inflight);
+	for (struct event *ev = sent_take_all(pi), *next; ev; ev = next) {
+		next = ev->next;
+		free(ev);
+	}
 	while (pi->out_head) {
 		struct outmsg *o = pi->out_head;
 		pi->out_head = o->next;

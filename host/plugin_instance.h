@@ -47,15 +47,22 @@
  *   leadership events until the callback returns (as in process mode while
  *   restarting), then reports on_recovered and carries on.
  * - Events: every event carries a sequence number and is acknowledged by the
- *   worker (EventDone, with the callback's return value and error text). The
- *   host keeps at most ONE event in flight; the rest wait in the host queue
- *   (plugin_instance_stats: queued + in_flight). This is what makes deposed()
- *   exact: queued events are still on the host side and are dropped there.
+ *   worker (EventDone, with the callback's return value and error text).
+ *   Events are handed to the worker one at a time (plugin_instance_stats:
+ *   queued + in_flight) with two exceptions: the start of a term goes in one
+ *   go (on_elected, the replay and the first reconcile: the reconcile does
+ *   not wait two bus round trips), and on_deposed / fini go at once. Queued
+ *   events are on the host side and deposed() drops them there; term events
+ *   already handed over are skipped by the worker when it finds the term's
+ *   end (on_deposed, a new on_elected, fini) waiting behind them before it
+ *   starts them (EventDone.skipped; counted as dropped, a skipped reconcile
+ *   completes with -ECANCELED like a dropped one). Only what the worker
+ *   started before the on_deposed reached it still runs, before on_deposed.
  * - Linkerd semantics (driver.h): elected() queues on_elected(token) and at
  *   once the replay on_releases_changed(cached releases). deposed() drops every
  *   queued leadership event (a dropped reconcile completes with -ECANCELED)
  *   and queues on_deposed - only if the term's on_elected had been handed to
- *   the worker; an event already in flight finishes. Outside a term nothing
+ *   the worker; an event already running finishes. Outside a term nothing
  *   reaches the plugin: releases_changed() is ignored and reconcile()
  *   completes with -ECANCELED. Consecutive queued releases_changed events are
  *   merged (the newest summary wins).
@@ -139,9 +146,10 @@ enum plugin_instance_state {
 
 struct plugin_instance_stats {
 	uint64_t queued;    /* events waiting in the host queue */
-	uint64_t in_flight; /* events sent to the worker, not yet acknowledged (0 or 1) */
+	uint64_t in_flight; /* events sent to the worker, not yet acknowledged (<= 5) */
 	uint64_t delivered; /* events acknowledged by the worker */
-	uint64_t dropped;   /* events dropped by deposed()/stop() before delivery */
+	uint64_t dropped;   /* events dropped by deposed()/stop() before delivery, or
+	                     * skipped by the worker (the term had ended) */
 	uint64_t reconciles_ok;
 	uint64_t reconciles_failed;
 	uint64_t reconciles_cancelled;

@@ -24,6 +24,7 @@
 #define MAX_TXN_OPS 1024u
 #define MAX_KEY_LEN (64u * 1024u)
 #define MAX_VALUE_LEN (16u * 1024u * 1024u)
+#define STASH_MAX 16u /* events received ahead (the host pipelines at most 4) */
 
 typedef Leasehold__Bus__ToWorker ToWorker;
 typedef Leasehold__Bus__ToHost ToHost;
@@ -51,6 +52,11 @@ struct worker {
 	uint64_t last_txn_id;
 	uint32_t txn_timeout_ms;
 	void *result; /* the last txn result (one allocation) */
+	/* events received ahead of the one running (during a txn wait or by
+	 * peek_ahead), oldest first */
+	ToWorker *stash[STASH_MAX];
+	unsigned stash_head, stash_n;
+	bool term_skipped; /* this term's on_elected was skipped: skip the rest */
 	char errmsg[512];
 	char txn_error[512];
 };
@@ -89,6 +95,74 @@ static void worker_protocol_error(struct worker *w, const char *fmt, ...)
 	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_PROTOCOL_ERROR;
 	th.protocol_error = &pe;
 	worker_send(w, &th.base);
+}
+
+static void stash_push(struct worker *w, ToWorker *tw)
+{
+	if (w->stash_n == STASH_MAX) {
+		worker_protocol_error(w, "more than %u events ahead of the running one: dropped",
+		                      STASH_MAX);
+		leasehold__bus__to_worker__free_unpacked(tw, NULL);
+		return;
+	}
+	w->stash[(w->stash_head + w->stash_n) % STASH_MAX] = tw;
+	w->stash_n++;
+}
+
+static ToWorker *stash_pop(struct worker *w)
+{
+	if (!w->stash_n)
+		return NULL;
+	ToWorker *tw = w->stash[w->stash_head];
+	w->stash_head = (w->stash_head + 1) % STASH_MAX;
+	w->stash_n--;
+	return tw;
+}
+
+/* take one received message: an event is kept for later, a late reply to a
+ * txn that timed out is discarded, anything else is a protocol error */
+static void take_ahead(struct worker *w, ToWorker *tw, const char *where)
+{
+	if (tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_EVENT && tw->event) {
+		stash_push(w, tw);
+		return;
+	}
+	if (!(tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY && tw->txn_reply &&
+	      tw->txn_reply->id <= w->last_txn_id))
+		worker_protocol_error(w, "unexpected message (case %d) %s", (int)tw->msg_case, where);
+	leasehold__bus__to_worker__free_unpacked(tw, NULL);
+}
+
+static ToWorker *decode(struct worker *w, nng_msg *msg)
+{
+	size_t len = nng_msg_len(msg);
+	ToWorker *tw = leasehold__bus__to_worker__unpack(NULL, len, nng_msg_body(msg));
+	nng_msg_free(msg);
+	if (!tw)
+		worker_protocol_error(w, "undecodable message from the host (%zu bytes)", len);
+	return tw;
+}
+
+/* term_ends_ahead - collect what the host already sent (no waiting); true when a
+ * waiting event ends the current term: on_deposed, a new on_elected, fini */
+static bool term_ends_ahead(struct worker *w)
+{
+	for (;;) {
+		nng_msg *msg;
+		if (nng_recvmsg(w->sock, &msg, NNG_FLAG_NONBLOCK) != 0)
+			break;
+		ToWorker *tw = decode(w, msg);
+		if (tw)
+			take_ahead(w, tw, "outside a callback");
+	}
+	for (unsigned i = 0; i < w->stash_n; i++) {
+		const Event *ev = w->stash[(w->stash_head + i) % STASH_MAX]->event;
+		if (ev->kind_case == LEASEHOLD__BUS__EVENT__KIND_DEPOSED ||
+		    ev->kind_case == LEASEHOLD__BUS__EVENT__KIND_ELECTED ||
+		    ev->kind_case == LEASEHOLD__BUS__EVENT__KIND_FINI)
+			return true;
+	}
+	return false;
 }
 
 static void api_log(struct lh_ctx *ctx, int32_t level, const char *msg)
@@ -281,26 +355,18 @@ static ToWorker *wait_txn_reply(struct worker *w, uint64_t id, int *err)
 			*err = -ECANCELED;
 			break;
 		}
-		ToWorker *tw = leasehold__bus__to_worker__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
-		size_t len = nng_msg_len(msg);
-		nng_msg_free(msg);
-		if (!tw) {
-			worker_protocol_error(w, "undecodable message from the host (%zu bytes)", len);
+		ToWorker *tw = decode(w, msg);
+		if (!tw)
 			continue;
-		}
 		if (tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY && tw->txn_reply &&
 		    tw->txn_reply->id == id) {
 			nng_socket_set_ms(w->sock, NNG_OPT_RECVTIMEO, NNG_DURATION_INFINITE);
 			return tw;
 		}
-		if (tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY && tw->txn_reply &&
-		    tw->txn_reply->id < id) {
-			/* a late reply to a txn that timed out: discard */
-		} else {
-			worker_protocol_error(w, "unexpected message (case %d) while waiting for txn %llu",
-			                      (int)tw->msg_case, (unsigned long long)id);
-		}
-		leasehold__bus__to_worker__free_unpacked(tw, NULL);
+		/* the host pipelines the next events behind on_elected and the
+		 * replay: they wait in the stash; a late reply is discarded
+		 * (ids below id are settled) */
+		take_ahead(w, tw, "while waiting for a txn");
 	}
 	nng_socket_set_ms(w->sock, NNG_OPT_RECVTIMEO, NNG_DURATION_INFINITE);
 	return NULL;
@@ -520,39 +586,63 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 	return err;
 }
 
+/* should_skip - the host hands the start of a term over in one go (on_elected,
+ * the replay, the first reconcile; plugin_instance.c may_send). When the term
+ * already ended behind them, they are answered without running, as the host
+ * would have dropped them had they still been queued there; a term whose
+ * on_elected was skipped gets no on_deposed either. */
+static bool should_skip(struct worker *w, const Event *ev)
+{
+	switch (ev->kind_case) {
+	case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
+		w->term_skipped = term_ends_ahead(w);
+		return w->term_skipped;
+	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:
+	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
+		return w->term_skipped || term_ends_ahead(w);
+	case LEASEHOLD__BUS__EVENT__KIND_DEPOSED: {
+		bool skip = w->term_skipped;
+		w->term_skipped = false;
+		return skip;
+	}
+	default:
+		return false;
+	}
+}
+
 int worker_run(struct worker *w)
 {
 	int ret = -ECANCELED;
 	w->self = pthread_self();
 	for (;;) {
-		nng_msg *msg;
-		int rv = nng_recvmsg(w->sock, &msg, 0);
-		if (rv != 0) {
-			if (rv == NNG_EINTR || rv == NNG_ETIMEDOUT)
-				continue;
-			break; /* closed: the host is gone */
-		}
-		size_t len = nng_msg_len(msg);
-		ToWorker *tw = leasehold__bus__to_worker__unpack(NULL, len, nng_msg_body(msg));
-		nng_msg_free(msg);
+		ToWorker *tw = stash_pop(w);
 		if (!tw) {
-			worker_protocol_error(w, "undecodable message from the host (%zu bytes)", len);
-			continue;
-		}
-		if (tw->msg_case != LEASEHOLD__BUS__TO_WORKER__MSG_EVENT || !tw->event) {
-			if (!(tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY && tw->txn_reply &&
-			      tw->txn_reply->id <= w->last_txn_id))
-				worker_protocol_error(w, "unexpected message (case %d) outside a callback",
-				                      (int)tw->msg_case);
-			leasehold__bus__to_worker__free_unpacked(tw, NULL);
-			continue;
+			nng_msg *msg;
+			int rv = nng_recvmsg(w->sock, &msg, 0);
+			if (rv != 0) {
+				if (rv == NNG_EINTR || rv == NNG_ETIMEDOUT)
+					continue;
+				break; /* closed: the host is gone */
+			}
+			if (!(tw = decode(w, msg)))
+				continue;
+			if (tw->msg_case != LEASEHOLD__BUS__TO_WORKER__MSG_EVENT || !tw->event) {
+				take_ahead(w, tw, "outside a callback");
+				continue;
+			}
 		}
 		bool stop = false;
 		w->errmsg[0] = 0;
-		int32_t err = worker_run_event(w, tw->event, &stop);
+		bool skipped = should_skip(w, tw->event);
+		int32_t err = -ECANCELED;
+		if (skipped)
+			snprintf(w->errmsg, sizeof(w->errmsg), "skipped: leadership ended before it ran");
+		else
+			err = worker_run_event(w, tw->event, &stop);
 		EventDone done = LEASEHOLD__BUS__EVENT_DONE__INIT;
 		done.seq = tw->event->seq;
 		done.err = err;
+		done.skipped = skipped;
 		done.message = bus_bin_str(w->errmsg);
 		ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
 		th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_DONE;
@@ -566,6 +656,8 @@ int worker_run(struct worker *w)
 	}
 	free(w->result);
 	w->result = NULL;
+	for (ToWorker *tw; (tw = stash_pop(w));)
+		leasehold__bus__to_worker__free_unpacked(tw, NULL);
 	return ret;
 }
 
@@ -597,6 +689,8 @@ void worker_free(struct worker *w)
 {
 	if (!w)
 		return;
+	for (ToWorker *tw; (tw = stash_pop(w));)
+		leasehold__bus__to_worker__free_unpacked(tw, NULL);
 	free(w->node_id);
 	free(w->data_prefix);
 	free(w->result);

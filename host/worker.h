@@ -6,8 +6,12 @@
  * isolation, ipc://); the host half is plugin_instance.c.
  *
  * Design notes
- * - One event at a time: the host keeps at most one Event in flight, the
- *   worker answers each with exactly one EventDone (same seq).
+ * - Events run one at a time, in order, each answered with exactly one
+ *   EventDone (same seq). The host hands over the start of a term in one go
+ *   (on_elected, the replay, the first reconcile); events that arrive while
+ *   a callback waits for a txn reply wait in a small stash. A term event
+ *   with the term's end (on_deposed, a new on_elected, fini) already waiting
+ *   behind it is answered as skipped without running (should_skip).
  * - While a callback runs, the plugin's host API calls (txn, log, set_error)
  *   travel the same socket; they are accepted only on the worker's own thread
  *   and only inside a callback (anything else: -EPERM / ignored).

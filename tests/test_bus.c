@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,14 +21,17 @@
 #include <unistd.h>
 
 #include <nng/nng.h>
+#include <nng/protocol/pair1/pair.h>
 
 #include "check.h"
 #include "files.h"
 #include "fakehost.h"
 #include "loader.h"
+#include "bus_msg.h"
 #include "plugin_instance.h"
 #include "proto/bus.pb-c.h"
 #include "recorder.h"
+#include "worker.h"
 
 #define PREFIX "/lh/recorder/data/"
 #define DEADLINE (loop_now() + 10 * LOOP_NS_PER_S)
@@ -299,7 +303,8 @@ static void test_deposed_drops_queued_events(void)
 	CHECK_STR_EQ(b.msg, "dropped: leadership was lost before it ran");
 	plugin_instance_get_stats(in.pi, &st);
 	CHECK_INT_EQ(st.dropped, 2);
-	CHECK_INT_EQ(st.queued, 1); /* on_deposed */
+	CHECK_INT_EQ(st.queued, 0);
+	CHECK_INT_EQ(st.in_flight, 2); /* on_deposed went behind the running reconcile */
 	CHECK_INT_EQ(st.reconciles_cancelled, 1);
 
 	/* not leading: nothing new gets in */
@@ -625,24 +630,120 @@ static void test_init_failure(void)
 	plugin_instance_free(in.pi);
 }
 
+static void set_elected_txn(struct recorder *rec, int on)
+{
+	pthread_mutex_lock(&rec->mu);
+	rec->elected_txn = on;
+	pthread_mutex_unlock(&rec->mu);
+}
+
+/* on_elected runs and waits for its txn, which the fake host holds: the
+ * worker has received everything the host sent before the txn's answer */
+static void elect_and_hold_in_on_elected(struct inst *in, int64_t token, struct rdone *a)
+{
+	bool queued = false;
+	fakehost_set_leading(FH, true);
+	fakehost_hold(FH, true, &queued);
+	set_elected_txn(in->rec, 1);
+	plugin_instance_elected(in->pi, token, &REL1);
+	if (a)
+		plugin_instance_reconcile(in->pi, on_reconciled, a);
+	if (loop_run_until(L, &queued, DEADLINE) < 0)
+		dump(in->rec);
+	CHECK(queued);
+}
+
+static void release_elected(struct inst *in)
+{
+	set_elected_txn(in->rec, 0);
+	fakehost_hold(FH, false, NULL);
+}
+
+/* the start of a term goes to the worker in one go: on_elected, the replay
+ * and the first reconcile are all handed over while on_elected still runs */
+static void test_term_start_pipelined(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	struct rdone a = {0};
+	elect_and_hold_in_on_elected(&in, 5, &a);
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.in_flight, 3);
+	CHECK_INT_EQ(st.queued, 0);
+	/* a second reconcile does not go behind the first */
+	struct rdone b = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.in_flight, 3);
+	CHECK_INT_EQ(st.queued, 1);
+	release_elected(&in);
+	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
+	CHECK(a.done && a.err == 0 && b.err == 0 && a.order < b.order);
+	CHECK_INT_EQ(rec_count(in.rec), 6);
+	check_line(in.rec, 1, "elected 5 api_token=5");
+	check_line(in.rec, 2, "elected txn r=0");
+	check_line(in.rec, 3, "releases 1.0.0-1.1.0 rev=7 n=3");
+	check_line(in.rec, 4, "reconcile");
+	check_line(in.rec, 5, "reconcile");
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.dropped, 0);
+	CHECK_INT_EQ(st.reconciles_ok, 2);
+	stop_and_free(&in);
+}
+
+/* deposed while the pipelined start of the term is still on the worker: the
+ * replay and the reconcile are skipped there (as if dropped here), the
+ * reconcile completes with -ECANCELED, on_deposed runs */
+static void test_deposed_skips_pipelined_term_start(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	struct rdone a = {0};
+	elect_and_hold_in_on_elected(&in, 9, &a);
+	plugin_instance_deposed(in.pi);
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.in_flight, 4); /* on_deposed went behind them */
+	release_elected(&in);
+	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+	CHECK_INT_EQ(a.err, -ECANCELED);
+	CHECK_STR_EQ(a.msg, "dropped: leadership was lost before it ran");
+	drain(in.pi);
+	CHECK_INT_EQ(rec_count(in.rec), 4);
+	check_line(in.rec, 1, "elected 9 api_token=9");
+	check_line(in.rec, 3, "deposed api_token=0");
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.dropped, 2);
+	CHECK_INT_EQ(st.reconciles_cancelled, 1);
+	CHECK_INT_EQ(st.reconciles_ok + st.reconciles_failed, 0);
+	CHECK_INT_EQ(st.in_flight + st.queued, 0);
+	/* the next term is delivered normally */
+	plugin_instance_elected(in.pi, 10, &REL2);
+	drain(in.pi);
+	check_line(in.rec, 4, "elected 10 api_token=10");
+	check_line(in.rec, 5, "releases 1.1.0-1.1.0 rev=9 n=3");
+	stop_and_free(&in);
+}
+
 static void test_stop_delivers_deposed_then_fini(void)
 {
 	struct inst in;
 	start(&in, 0, true);
-	fakehost_set_leading(FH, true);
-	plugin_instance_elected(in.pi, 6, &REL1);
+	elect_and_hold_in_on_elected(&in, 6, NULL);
 	struct recorder *rec = in.rec;
 	bool stopped = false;
 	plugin_instance_stop(in.pi, on_stopped, &stopped);
 	CHECK(!stopped);
+	release_elected(&in);
 	CHECK_OK(loop_run_until(L, &stopped, DEADLINE));
 	CHECK_INT_EQ(plugin_instance_state(in.pi), PLUGIN_INSTANCE_STOPPED);
-	/* on_elected was already handed to the worker when stop() ended the
-	 * term; the replay behind it was still queued and is dropped */
-	CHECK_INT_EQ(rec_count(rec), 4);
+	/* stop() ended the term while on_elected ran; the replay behind it is
+	 * skipped by the worker, on_deposed and fini run */
+	CHECK_INT_EQ(rec_count(rec), 5);
 	check_line(rec, 1, "elected 6 api_token=6");
-	check_line(rec, 2, "deposed api_token=0");
-	check_line(rec, 3, "fini");
+	check_line(rec, 3, "deposed api_token=0");
+	check_line(rec, 4, "fini");
 	struct plugin_instance_stats st;
 	plugin_instance_get_stats(in.pi, &st);
 	CHECK_INT_EQ(st.dropped, 1);
@@ -687,6 +788,164 @@ static void test_instance_new_failure_leaves_plugin(void)
 	loader_close(lp); /* still ours */
 }
 
+/* ---- the worker alone, driven over a raw bus ---- */
+
+struct wthread {
+	struct worker *w;
+	int rc;
+};
+
+static void *worker_thread(void *arg)
+{
+	struct wthread *t = arg;
+	t->rc = worker_run(t->w);
+	return NULL;
+}
+
+static void bus_send_event(nng_socket s, uint64_t seq, int kind, int64_t token)
+{
+	Leasehold__Bus__Event e = LEASEHOLD__BUS__EVENT__INIT;
+	Leasehold__Bus__Init init = LEASEHOLD__BUS__INIT__INIT;
+	Leasehold__Bus__Elected el = LEASEHOLD__BUS__ELECTED__INIT;
+	Leasehold__Bus__ReleasesChanged rc = LEASEHOLD__BUS__RELEASES_CHANGED__INIT;
+	Leasehold__Bus__Reconcile rec = LEASEHOLD__BUS__RECONCILE__INIT;
+	Leasehold__Bus__Deposed dep = LEASEHOLD__BUS__DEPOSED__INIT;
+	Leasehold__Bus__Fini fini = LEASEHOLD__BUS__FINI__INIT;
+	e.seq = seq;
+	e.kind_case = (Leasehold__Bus__Event__KindCase)kind;
+	switch (kind) {
+	case LEASEHOLD__BUS__EVENT__KIND_INIT:
+		init.node_id = bus_bin_str("node-w");
+		init.data_prefix = bus_bin_str(PREFIX);
+		e.init = &init;
+		break;
+	case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
+		el.fencing_token = token;
+		e.elected = &el;
+		break;
+	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:
+		e.releases_changed = &rc;
+		break;
+	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
+		e.reconcile = &rec;
+		break;
+	case LEASEHOLD__BUS__EVENT__KIND_DEPOSED:
+		e.deposed = &dep;
+		break;
+	default:
+		e.fini = &fini;
+		break;
+	}
+	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
+	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
+	tw.event = &e;
+	nng_msg *m = bus_pack_msg(&tw.base);
+	CHECK(m);
+	CHECK_INT_EQ(nng_sendmsg(s, m, 0), 0);
+}
+
+/* the next DONE or TXN from the worker (log lines are skipped) */
+static Leasehold__Bus__ToHost *bus_recv(nng_socket s)
+{
+	for (;;) {
+		nng_msg *m;
+		CHECK_INT_EQ(nng_recvmsg(s, &m, 0), 0);
+		Leasehold__Bus__ToHost *th =
+		    leasehold__bus__to_host__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+		nng_msg_free(m);
+		CHECK(th);
+		if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_DONE ||
+		    th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_TXN)
+			return th;
+		leasehold__bus__to_host__free_unpacked(th, NULL);
+	}
+}
+
+static void expect_done(nng_socket s, uint64_t seq, bool skipped)
+{
+	Leasehold__Bus__ToHost *th = bus_recv(s);
+	CHECK_INT_EQ(th->msg_case, LEASEHOLD__BUS__TO_HOST__MSG_DONE);
+	CHECK_INT_EQ(th->done->seq, seq);
+	CHECK_INT_EQ(th->done->skipped, skipped);
+	CHECK_INT_EQ(th->done->err, skipped ? -ECANCELED : 0);
+	leasehold__bus__to_host__free_unpacked(th, NULL);
+}
+
+/* Everything after on_elected(7) reaches the worker while on_elected waits
+ * for its txn (the bus is FIFO: they precede the answer). Term 7 ended
+ * behind its replay and reconcile: those are skipped, on_deposed runs.
+ * Term 8 ended before its on_elected ran: all of it is skipped, including
+ * its on_deposed. fini runs. */
+static void test_worker_skips_a_term_that_ended_ahead(void)
+{
+	enum {
+		K_INIT = LEASEHOLD__BUS__EVENT__KIND_INIT,
+		K_EL = LEASEHOLD__BUS__EVENT__KIND_ELECTED,
+		K_REL = LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED,
+		K_REC = LEASEHOLD__BUS__EVENT__KIND_RECONCILE,
+		K_DEP = LEASEHOLD__BUS__EVENT__KIND_DEPOSED,
+		K_FINI = LEASEHOLD__BUS__EVENT__KIND_FINI,
+	};
+	char err[LOADER_ERR_MAX];
+	struct loader_plugin *lp;
+	CHECK_OK(loader_open(g_dir, "recorder.so", g_private, &lp, err, sizeof(err)));
+	recorder_get_fn get = (recorder_get_fn)dlsym(lp->handle, "recorder_get");
+	CHECK(get);
+	struct recorder *rec = get();
+	set_elected_txn(rec, 1);
+	nng_socket hs, ws;
+	CHECK_INT_EQ(nng_pair1_open(&hs), 0);
+	CHECK_INT_EQ(nng_pair1_open(&ws), 0);
+	nng_socket_set_ms(hs, NNG_OPT_RECVTIMEO, 10000);
+	CHECK_INT_EQ(nng_listen(hs, "inproc://lh-test-worker-skip", NULL, 0), 0);
+	CHECK_INT_EQ(nng_dial(ws, "inproc://lh-test-worker-skip", NULL, 0), 0);
+	struct wthread t = {NULL, -1};
+	CHECK_OK(worker_new(&lp->desc, ws, 10000, &t.w));
+	pthread_t th;
+	CHECK_INT_EQ(pthread_create(&th, NULL, worker_thread, &t), 0);
+
+	bus_send_event(hs, 1, K_INIT, 0);
+	expect_done(hs, 1, false);
+	bus_send_event(hs, 2, K_EL, 7);
+	Leasehold__Bus__ToHost *req = bus_recv(hs);
+	CHECK_INT_EQ(req->msg_case, LEASEHOLD__BUS__TO_HOST__MSG_TXN);
+	uint64_t id = req->txn->id;
+	leasehold__bus__to_host__free_unpacked(req, NULL);
+	const int kinds[] = {K_REL, K_REC, K_DEP, K_EL, K_REL, K_DEP, K_FINI};
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		bus_send_event(hs, 3 + i, kinds[i], kinds[i] == K_EL ? 8 : 0);
+	Leasehold__Bus__TxnReply rep = LEASEHOLD__BUS__TXN_REPLY__INIT;
+	rep.id = id;
+	rep.succeeded = true;
+	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
+	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY;
+	tw.txn_reply = &rep;
+	nng_msg *m = bus_pack_msg(&tw.base);
+	CHECK(m);
+	CHECK_INT_EQ(nng_sendmsg(hs, m, 0), 0);
+
+	expect_done(hs, 2, false); /* on_elected(7) */
+	expect_done(hs, 3, true);  /* its replay */
+	expect_done(hs, 4, true);  /* its reconcile */
+	expect_done(hs, 5, false); /* its on_deposed */
+	expect_done(hs, 6, true);  /* on_elected(8) */
+	expect_done(hs, 7, true);
+	expect_done(hs, 8, true); /* no on_deposed for a term the plugin never saw */
+	expect_done(hs, 9, false); /* fini */
+	CHECK_INT_EQ(pthread_join(th, NULL), 0);
+	CHECK_INT_EQ(t.rc, 0);
+	CHECK_INT_EQ(rec_count(rec), 5);
+	check_line(rec, 0, "init");
+	check_line(rec, 1, "elected 7 api_token=7");
+	check_line(rec, 2, "elected txn r=0");
+	check_line(rec, 3, "deposed api_token=0");
+	check_line(rec, 4, "fini");
+	worker_free(t.w);
+	nng_close(hs);
+	nng_close(ws);
+	loader_close(lp);
+}
+
 int main(void)
 {
 	const char *b = getenv("LH_BUILDDIR");
@@ -716,7 +975,10 @@ int main(void)
 	RUN(test_hostile_bus_bytes);
 	RUN(test_in_flight_count);
 	RUN(test_init_failure);
+	RUN(test_term_start_pipelined);
+	RUN(test_deposed_skips_pipelined_term_start);
 	RUN(test_stop_delivers_deposed_then_fini);
+	RUN(test_worker_skips_a_term_that_ended_ahead);
 	RUN(test_free_without_stop_runs_fini);
 	RUN(test_instance_new_failure_leaves_plugin);
 

@@ -39,6 +39,8 @@ struct fakehost {
 	int64_t rev;
 	uint64_t txns;
 	int fail_next;
+	bool held; /* fakehost_hold: txns wait unanswered */
+	bool *queued_flag; /* fakehost_hold: set when a txn is queued */
 	struct job *jobs, *jobs_tail;
 	struct loop_timer *timer;
 };
@@ -293,7 +295,7 @@ static void on_timer(struct loop_timer *t, void *ud)
 {
 	struct fakehost *fh = ud;
 	(void)t;
-	while (fh->jobs) {
+	while (fh->jobs && !fh->held) {
 		struct job *j = fh->jobs;
 		fh->jobs = j->next;
 		if (!fh->jobs)
@@ -355,6 +357,8 @@ static int fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmps,
 	else
 		fh->jobs = j;
 	fh->jobs_tail = j;
+	if (fh->queued_flag)
+		*fh->queued_flag = true;
 	loop_timer_arm_in(fh->timer, 0);
 	return 0;
 }
@@ -453,4 +457,12 @@ uint64_t fakehost_txns(const struct fakehost *fh)
 void fakehost_fail_next(struct fakehost *fh, int err)
 {
 	fh->fail_next = err;
+}
+
+void fakehost_hold(struct fakehost *fh, bool hold, bool *queued)
+{
+	fh->held = hold;
+	fh->queued_flag = hold ? queued : NULL;
+	if (!hold && fh->jobs)
+		loop_timer_arm_in(fh->timer, 0);
 }

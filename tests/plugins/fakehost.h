@@ -38,5 +38,8 @@ const char *fakehost_nth_key(const struct fakehost *fh, const char *prefix, size
 uint64_t fakehost_txns(const struct fakehost *fh);
 /* when set, the next fenced_txn calls complete with this error instead */
 void fakehost_fail_next(struct fakehost *fh, int err);
+/* fakehost_hold - while held, fenced txns are accepted but not answered
+ * (*queued, if not NULL, is set when one arrives); releasing answers them */
+void fakehost_hold(struct fakehost *fh, bool hold, bool *queued);
 
 #endif

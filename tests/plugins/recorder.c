@@ -66,6 +66,16 @@ static int32_t r_init(struct lh_ctx *ctx)
 static int32_t r_on_elected(struct lh_ctx *ctx, int64_t token)
 {
 	rec("elected %" PRId64 " api_token=%" PRId64, token, ctx->host->fencing_token(ctx));
+	pthread_mutex_lock(&g_rec.mu);
+	int txn = g_rec.elected_txn;
+	pthread_mutex_unlock(&g_rec.mu);
+	if (txn) {
+		const struct lh_txn_result *res;
+		struct lh_op put = {.type = LH_OP_PUT, .key = "e/k", .key_len = 3, .value = "v",
+		                    .value_len = 1};
+		int32_t r = ctx->host->txn(ctx, NULL, 0, &put, 1, NULL, 0, &res);
+		rec("elected txn r=%d", (int)r);
+	}
 	return 0;
 }
 

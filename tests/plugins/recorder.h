@@ -31,6 +31,7 @@ struct recorder {
 	char reconcile_msg[128];
 	int32_t init_result;
 	int txn_mode;
+	int elected_txn; /* on_elected runs one put (key e/k) first */
 };
 
 typedef struct recorder *(*recorder_get_fn)(void);
