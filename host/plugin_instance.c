@@ -218,6 +218,9 @@ struct plugin_instance {
 	enum plugin_instance_state state;
 	bool leading;
 	bool term_elected_sent;
+	/* may_send: 1 = the last event handed over is an on_elected, 2 = it is
+	 * that on_elected's replay; 0 = anything else */
+	unsigned term_start;
 	struct releases last_rel;
 	uint64_t next_seq;
 
@@ -517,6 +520,7 @@ static nng_msg *event_msg(const struct plugin_instance *pi, const struct event *
 }
 
 static void finish_stop(struct plugin_instance *pi);
+static void drop_queued(struct plugin_instance *pi, int err, const char *msg);
 
 /* the callback timeout runs for the head of the sent list: the callback the
  * worker is in (or enters next) */
@@ -562,27 +566,26 @@ static struct event *sent_take_all(struct plugin_instance *pi)
 }
 
 /* may ev go to the worker now? One event at a time, except:
- * - the start of a term is pipelined: behind on_elected and the releases
- *   replay (short notifications) the next events go at once, so the first
- *   reconcile does not wait two bus round trips;
+ * - the start of a term goes in one go: on_elected, its replay right behind
+ *   it, and the first reconcile right behind the replay, so that reconcile
+ *   does not wait two bus round trips (at most 3 events);
  * - the end of a term or of the instance (on_deposed, fini) goes at once, so
  *   the worker knows that what it already has of the term is moot and skips
  *   it (worker.c should_skip) instead of running it.
  * Nothing else goes behind anything (a reconcile can be long, and what still
- * waits here can be dropped exactly). */
+ * waits here can be merged or dropped exactly). */
 static bool may_send(const struct plugin_instance *pi, const struct event *ev)
 {
 	if (!pi->sent_head)
 		return true;
-	if (pi->n_sent >= PIPELINE_MAX)
-		return false;
 	switch (ev->kind) {
 	case EV_DEPOSED:
 	case EV_FINI:
-		return true;
+		return pi->n_sent < PIPELINE_MAX; /* 3 + on_deposed + fini: always */
 	case EV_RELEASES:
+		return pi->term_start == 1;
 	case EV_RECONCILE:
-		return pi->sent_tail->kind == EV_ELECTED || pi->sent_tail->kind == EV_RELEASES;
+		return pi->term_start == 2;
 	case EV_INIT:
 	case EV_ELECTED:
 		break;
@@ -601,15 +604,21 @@ static void pump(struct plugin_instance *pi)
 		pi->stats.queued--;
 		ev->next = NULL;
 		ev->seq = ++pi->next_seq;
-		if (ev->kind == EV_ELECTED)
-			pi->term_elected_sent = true;
 		int r = send_nng(pi, event_msg(pi, ev));
 		if (r < 0) {
 			log_error(pi->log_comp, "cannot send an event to the worker: %s", strerror(-r));
 			event_complete_cancelled(pi, ev, r, "cannot send the event to the plugin worker");
+			pi->term_start = 0;
+			if (ev->kind == EV_ELECTED) /* the rest of the term must not go alone */
+				drop_queued(pi, r, "cannot send on_elected to the plugin worker");
 			free(ev);
 			continue;
 		}
+		if (ev->kind == EV_ELECTED)
+			pi->term_elected_sent = true;
+		pi->term_start = ev->kind == EV_ELECTED                           ? 1
+		                 : ev->kind == EV_RELEASES && pi->term_start == 1 ? 2
+		                                                                  : 0;
 		if (pi->sent_tail)
 			pi->sent_tail->next = ev;
 		else
@@ -679,6 +688,8 @@ static void mark_broken(struct plugin_instance *pi, const char *why)
 	for (struct event *ev = sent_take_all(pi), *next; ev; ev = next) {
 		next = ev->next;
 		event_complete_cancelled(pi, ev, -EIO, "the plugin worker is gone");
+		if (ev->kind != EV_FINI && ev->kind != EV_INIT)
+			pi->stats.dropped++;
 		fini_sent |= ev->kind == EV_FINI;
 		free(ev);
 	}
@@ -1598,6 +1609,8 @@ static void gen_lost(struct plugin_instance *pi, const char *reason)
 	pi->term_elected_sent = false;
 	for (struct event *next; ev; ev = next) {
 		next = ev->next;
+		if (ev->kind != EV_FINI && ev->kind != EV_INIT)
+			pi->stats.dropped++;
 		if (ev->kind == EV_RECONCILE) {
 			pi->stats.reconciles_failed++;
 			completion_push(pi, COMP_RECONCILE, (void (*)(void))ev->done, ev->done_ud, -EIO,
@@ -2172,7 +2185,8 @@ static int sync_wait_sent(struct plugin_instance *pi)
 	return 0;
 }
 
-static int sync_run(struct plugin_instance *pi, enum ev_kind kind)
+/* hand one event to the worker (behind what it already has) */
+static int sync_hand_over(struct plugin_instance *pi, enum ev_kind kind)
 {
 	struct event *ev = event_new(kind);
 	if (!ev)
@@ -2183,19 +2197,23 @@ static int sync_run(struct plugin_instance *pi, enum ev_kind kind)
 		free(ev);
 		return r;
 	}
-	pi->sent_head = pi->sent_tail = ev;
-	pi->n_sent = 1;
-	return sync_wait_sent(pi);
+	if (pi->sent_tail)
+		pi->sent_tail->next = ev;
+	else
+		pi->sent_head = ev;
+	pi->sent_tail = ev;
+	pi->n_sent++;
+	return 0;
+}
+
+static int sync_run(struct plugin_instance *pi, enum ev_kind kind)
+{
+	int r = sync_hand_over(pi, kind);
+	return r < 0 ? r : sync_wait_sent(pi);
 }
 
 static void stop_sync(struct plugin_instance *pi)
 {
-	/* txns in flight in etcd will never be answered through the loop now */
-	for (struct pending_txn *pt = pi->txns; pt; pt = pt->next) {
-		pt->pi = NULL;
-		sync_refuse_txn(pi, pt->id);
-	}
-	pi->txns = NULL;
 	nng_socket_set_ms(pi->hsock, NNG_OPT_RECVTIMEO, sync_wait_ms(SYNC_STOP_TIMEOUT_MS));
 	nng_socket_set_ms(pi->hsock, NNG_OPT_SENDTIMEO, sync_wait_ms(SYNC_STOP_TIMEOUT_MS));
 	while (pi->out_head) {
@@ -2205,12 +2223,25 @@ static void stop_sync(struct plugin_instance *pi)
 		free(o);
 	}
 	pi->out_tail = NULL;
-	bool fini_out = pi->sent_tail && pi->sent_tail->kind == EV_FINI;
-	if (sync_wait_sent(pi) < 0 || fini_out)
-		return;
-	if (pi->leading && pi->term_elected_sent && sync_run(pi, EV_DEPOSED) < 0)
-		return;
+	bool fini_out = false, deposed_owed = pi->leading && pi->term_elected_sent;
+	for (const struct event *ev = pi->sent_head; ev; ev = ev->next)
+		fini_out |= ev->kind == EV_FINI;
+	for (const struct event *ev = pi->q_head; ev; ev = ev->next)
+		deposed_owed |= ev->kind == EV_DEPOSED; /* deposed() queued it: still owed */
+	/* on_deposed first, behind what the worker has: the worker skips what of
+	 * the term it has not started yet. It goes before the txn refusals below,
+	 * so a callback waiting for a txn has it in its stash when it returns. */
+	int r = !fini_out && deposed_owed ? sync_hand_over(pi, EV_DEPOSED) : 0;
 	pi->leading = false;
+	pi->term_elected_sent = false;
+	/* txns in flight in etcd will never be answered through the loop now */
+	for (struct pending_txn *pt = pi->txns; pt; pt = pt->next) {
+		pt->pi = NULL;
+		sync_refuse_txn(pi, pt->id);
+	}
+	pi->txns = NULL;
+	if (r < 0 || sync_wait_sent(pi) < 0 || fini_out)
+		return;
 	sync_run(pi, EV_FINI);
 }
 

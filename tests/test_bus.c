@@ -726,6 +726,79 @@ static void test_deposed_skips_pipelined_term_start(void)
 	stop_and_free(&in);
 }
 
+/* only the start of a term is pipelined: later releases_changed wait on the
+ * host (and merge), so a deposed() drops them there; on_deposed goes at once
+ * and the worker skips the replay */
+static void test_only_the_term_start_is_pipelined(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	elect_and_hold_in_on_elected(&in, 8, NULL);
+	struct releases r = REL2;
+	for (int i = 0; i < 3; i++) {
+		r.revision = 200 + i;
+		plugin_instance_releases_changed(in.pi, &r);
+	}
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.in_flight, 2); /* on_elected, the replay */
+	CHECK_INT_EQ(st.queued, 1);    /* the three, merged */
+	plugin_instance_deposed(in.pi);
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.in_flight, 3); /* on_deposed went at once */
+	CHECK_INT_EQ(st.queued, 0);
+	release_elected(&in);
+	drain(in.pi);
+	CHECK_INT_EQ(rec_count(in.rec), 4);
+	check_line(in.rec, 1, "elected 8 api_token=8");
+	check_line(in.rec, 3, "deposed api_token=0");
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.dropped, 2); /* the merged one here, the replay on the worker */
+	stop_and_free(&in);
+}
+
+/* free() without stop() while the start of a term is on the worker: on_deposed
+ * goes before the wait, so the replay and the reconcile are skipped; then fini */
+static void test_free_during_term_start_deposes_first(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	struct rdone a = {0};
+	elect_and_hold_in_on_elected(&in, 12, &a);
+	void *keep = dlopen(in.lp->copy_path, RTLD_NOW | RTLD_NOLOAD); /* read the trace after */
+	CHECK(keep);
+	struct recorder *rec = in.rec;
+	plugin_instance_free(in.pi); /* refuses the held txn, deposes, runs fini */
+	fakehost_hold(FH, false, NULL);
+	CHECK_INT_EQ(rec_count(rec), 5);
+	check_line(rec, 1, "elected 12 api_token=12");
+	check_line(rec, 3, "deposed api_token=0");
+	check_line(rec, 4, "fini");
+	rec->notify_fd = -1;
+	dlclose(keep);
+}
+
+/* free() after deposed(): on_deposed is delivered once, then fini */
+static void test_free_after_deposed_still_deposes(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 13, &REL1);
+	drain(in.pi);
+	plugin_instance_deposed(in.pi);
+	void *keep = dlopen(in.lp->copy_path, RTLD_NOW | RTLD_NOLOAD);
+	CHECK(keep);
+	struct recorder *rec = in.rec;
+	plugin_instance_free(in.pi);
+	CHECK_INT_EQ(rec_count(rec), 5);
+	check_line(rec, 1, "elected 13 api_token=13");
+	check_line(rec, 3, "deposed api_token=0");
+	check_line(rec, 4, "fini");
+	rec->notify_fd = -1;
+	dlclose(keep);
+}
+
 static void test_stop_delivers_deposed_then_fini(void)
 {
 	struct inst in;
@@ -977,6 +1050,9 @@ int main(void)
 	RUN(test_init_failure);
 	RUN(test_term_start_pipelined);
 	RUN(test_deposed_skips_pipelined_term_start);
+	RUN(test_only_the_term_start_is_pipelined);
+	RUN(test_free_during_term_start_deposes_first);
+	RUN(test_free_after_deposed_still_deposes);
 	RUN(test_stop_delivers_deposed_then_fini);
 	RUN(test_worker_skips_a_term_that_ended_ahead);
 	RUN(test_free_without_stop_runs_fini);
