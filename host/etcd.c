@@ -36,6 +36,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -374,8 +375,21 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
+/* every etcd connection: not inherited by processes the daemon starts
+ * (plugin workers, or whatever a program embedding the client forks) */
+static int sockopt_cb(void *clientp, curl_socket_t fd, curlsocktype purpose)
+{
+	(void)clientp;
+	(void)purpose;
+	int fl = fcntl(fd, F_GETFD);
+	if (fl >= 0)
+		(void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+	return CURL_SOCKOPT_OK;
+}
+
 static int watch_sockopt_cb(void *clientp, curl_socket_t fd, curlsocktype purpose)
 {
+	sockopt_cb(clientp, fd, purpose);
 	if (purpose != CURLSOCKTYPE_IPCXN)
 		return CURL_SOCKOPT_OK;
 	int cnt = 3;
@@ -386,11 +400,15 @@ static int watch_sockopt_cb(void *clientp, curl_socket_t fd, curlsocktype purpos
 	return CURL_SOCKOPT_OK;
 }
 
-/* kick - let curl start what was just added now, not one loop round later
- * (its timer callback asked for 0 ms): on a kept-alive connection the request
- * is written before the caller goes on. Never called from inside a curl
+/* kick - let curl start a call just added now, not one loop round later (its
+ * timer callback asked for 0 ms): on a kept-alive connection the request is
+ * written before the caller goes on. Never called from inside a curl
  * callback. Completions it may have produced wait for kick_timer, so user
- * callbacks still never run inside the API call. */
+ * callbacks still never run inside the API call. Watches are not kicked:
+ * their start is not latency-critical, and when they were, bench/lh-bench.c
+ * (which starts a watch, then blocks in fork and poll outside the loop, so
+ * the new stream connection sits without a request) saw its `etcdctl elect`
+ * reference go from 2 to 80 ms; how etcd got slower was not pinned down. */
 static void kick(struct etcd_client *c)
 {
 	int running;
@@ -480,6 +498,8 @@ static int xfer_send(struct xfer *x)
 	if (c->key)
 		SETOPT(CURLOPT_SSLKEY, c->key);
 	if (x->kind == XFER_CALL) {
+		SETOPT(CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
+		SETOPT(CURLOPT_SOCKOPTDATA, NULL);
 		SETOPT(CURLOPT_TIMEOUT_MS, timeout_ms);
 		SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max_response_bytes);
 		SETOPT(CURLOPT_TCP_KEEPIDLE, 30L);
@@ -506,7 +526,8 @@ static int xfer_send(struct xfer *x)
 		goto fail;
 	}
 	x->easy = e;
-	kick(c);
+	if (x->kind == XFER_CALL)
+		kick(c);
 	return 0;
 fail:
 	free(url);
