@@ -807,7 +807,11 @@ static void rollout(int trials, struct samples *dead[3], struct samples *statusw
 		install(&H[i], "bench-1.0.0.so", "bench.so");
 		start_host(&H[i], "/b3", "10");
 	}
-	if (wait_ev(from, 'W', NULL, "bench", NULL, 0, false, 30000) < 0 || !kw_wait(&kel, 3, 30000)) {
+	/* formed: a first write, three candidates, and the first leader's status
+	 * record (written after its first reconcile: counting must not start
+	 * before it, or trial 1 counts it) */
+	if (wait_ev(from, 'W', NULL, "bench", NULL, 0, false, 30000) < 0 || !kw_wait(&kel, 3, 30000) ||
+	    !kw_wait(&kst, 1, 30000)) {
 		note("rollout: cluster did not form");
 		return;
 	}
@@ -903,6 +907,12 @@ static void rollout(int trials, struct samples *dead[3], struct samples *statusw
 			free(es);
 			lead = cur;
 			s_add(dead[s], dead_ms);
+		}
+		if (kst.puts - st0 > 2) {
+			note("rollout: trial %d wrote the status %" PRIu64 " times; host logs follow", k,
+			     kst.puts - st0);
+			for (int i = 0; i < 3; i++)
+				host_dump_log(&H[i]);
 		}
 		s_add(statusw, (double)(kst.puts - st0));
 		s_add(elections, n_elect);
