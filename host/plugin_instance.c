@@ -129,6 +129,8 @@ struct event {
 	enum ev_kind kind;
 	uint64_t seq;
 	uint64_t sent_ns; /* loop_now() when handed to the worker */
+	uint64_t term;    /* pi->term when queued: txns of its callback are fenced on it */
+	bool behind;      /* handed over while others were in flight */
 	int64_t token;
 	struct releases rel;
 	driver_reconcile_done_fn done;
@@ -218,6 +220,7 @@ struct plugin_instance {
 	enum plugin_instance_state state;
 	bool leading;
 	bool term_elected_sent;
+	uint64_t term; /* leadership terms begun (elected()) */
 	/* may_send: 1 = the last event handed over is an on_elected, 2 = it is
 	 * that on_elected's replay; 0 = anything else */
 	unsigned term_start;
@@ -482,6 +485,7 @@ static nng_msg *event_msg(const struct plugin_instance *pi, const struct event *
 	Leasehold__Bus__Deposed dep = LEASEHOLD__BUS__DEPOSED__INIT;
 	Leasehold__Bus__Fini fini = LEASEHOLD__BUS__FINI__INIT;
 	e.seq = ev->seq;
+	e.behind = ev->behind;
 	switch (ev->kind) {
 	case EV_INIT:
 		init.node_id = bus_bin_str(pi->node_id);
@@ -604,10 +608,12 @@ static void pump(struct plugin_instance *pi)
 		pi->stats.queued--;
 		ev->next = NULL;
 		ev->seq = ++pi->next_seq;
+		ev->behind = pi->sent_head != NULL;
 		int r = send_nng(pi, event_msg(pi, ev));
 		if (r < 0) {
 			log_error(pi->log_comp, "cannot send an event to the worker: %s", strerror(-r));
 			event_complete_cancelled(pi, ev, r, "cannot send the event to the plugin worker");
+			pi->stats.dropped++;
 			pi->term_start = 0;
 			if (ev->kind == EV_ELECTED) /* the rest of the term must not go alone */
 				drop_queued(pi, r, "cannot send on_elected to the plugin worker");
@@ -747,6 +753,8 @@ void plugin_instance_elected(struct plugin_instance *pi, int64_t fencing_token,
 	}
 	pi->leading = true;
 	pi->term_elected_sent = false;
+	pi->term++;
+	e1->term = e2->term = pi->term;
 	pi->last_rel = *r;
 	e1->token = fencing_token;
 	e2->rel = *r;
@@ -771,6 +779,7 @@ void plugin_instance_releases_changed(struct plugin_instance *pi, const struct r
 		return;
 	}
 	ev->rel = *r;
+	ev->term = pi->term;
 	enqueue(pi, ev);
 	pump(pi);
 }
@@ -798,6 +807,7 @@ void plugin_instance_reconcile(struct plugin_instance *pi, driver_reconcile_done
 	}
 	ev->done = done;
 	ev->done_ud = done_ud;
+	ev->term = pi->term;
 	enqueue(pi, ev);
 	pump(pi);
 }
@@ -1006,6 +1016,13 @@ static void handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 	if (!pi->leading || !pi->host.fenced_txn) {
 		reply_txn(pi, req->id, -ESTALE,
 		          "not leading: this node does not hold the plugin's election, txn refused", NULL);
+		return;
+	}
+	if (pi->sent_head->term != pi->term) {
+		/* a callback of an earlier term (deposed, then elected again
+		 * while it ran): the current fence is not its own */
+		reply_txn(pi, req->id, -ESTALE,
+		          "the term this callback belongs to has ended; txn refused", NULL);
 		return;
 	}
 	if (req->n_compares > MAX_TXN_OPS || req->n_success > MAX_TXN_OPS ||

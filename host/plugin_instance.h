@@ -67,7 +67,9 @@
  *   completes with -ECANCELED. Consecutive queued releases_changed events are
  *   merged (the newest summary wins).
  * - Txns: while a callback runs, the worker sends TxnRequest(id) and waits;
- *   the host checks it (leading, op/compare types and flags), prefixes every
+ *   the host checks it (leading, and in the term the callback belongs to: a
+ *   callback still running from before a deposed()+elected() gets -ESTALE;
+ *   op/compare types and flags), prefixes every
  *   key with the data prefix, calls driver_host.fenced_txn, and answers
  *   TxnReply(id) with the prefix stripped from returned keys (a returned key
  *   outside the prefix is dropped, never shown). The worker gives up after

@@ -57,7 +57,6 @@ struct worker {
 	ToWorker *stash[STASH_MAX];
 	unsigned stash_head, stash_n;
 	bool term_skipped; /* this term's on_elected was skipped: skip the rest */
-	unsigned term_start_left; /* events after on_elected that may be pipelined */
 	char errmsg[512];
 	char txn_error[512];
 };
@@ -597,17 +596,14 @@ static bool should_skip(struct worker *w, const Event *ev)
 	switch (ev->kind_case) {
 	case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
 		w->term_skipped = term_ends_ahead(w);
-		w->term_start_left = 2; /* the replay, the first reconcile */
 		return w->term_skipped;
 	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:
 	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
 		if (w->term_skipped)
 			return true;
-		if (!w->term_start_left && !w->stash_n)
-			return false; /* not part of a term start: runs, as any event handed over */
-		if (w->term_start_left)
-			w->term_start_left--;
-		return term_ends_ahead(w);
+		/* handed over on its own (not behind a term start): it runs, as
+		 * any event handed over; only the pipelined ones are checked */
+		return ev->behind && term_ends_ahead(w);
 	case LEASEHOLD__BUS__EVENT__KIND_DEPOSED: {
 		bool skip = w->term_skipped;
 		w->term_skipped = false;

@@ -799,6 +799,59 @@ static void test_free_after_deposed_still_deposes(void)
 	dlclose(keep);
 }
 
+/* an event handed over on its own runs even when on_deposed follows right
+ * behind it (only a pipelined term start is checked for a waiting end) */
+static void test_lone_reconcile_is_not_skipped(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	for (int i = 0; i < 30; i++) {
+		plugin_instance_elected(in.pi, 20 + i, &REL1);
+		drain(in.pi);
+		struct rdone a = {0};
+		plugin_instance_reconcile(in.pi, on_reconciled, &a);
+		plugin_instance_deposed(in.pi);
+		CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+		CHECK_INT_EQ(a.err, 0);
+		drain(in.pi);
+	}
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	CHECK_INT_EQ(st.dropped, 0);
+	CHECK_INT_EQ(st.reconciles_ok, 30);
+	stop_and_free(&in);
+}
+
+/* deposed and elected again while a reconcile of the first term still runs:
+ * its txns are refused (-ESTALE), not fenced on the new term */
+static void test_txn_of_an_ended_term_is_refused(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	fakehost_clear(FH);
+	plugin_instance_elected(in.pi, 1, &REL1);
+	drain(in.pi);
+	set_result(in.rec, 0, NULL, RECORDER_TXN_PUT_RANGE);
+	set_hold(in.rec, 1);
+	struct rdone a = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	wait_in_reconcile(in.rec, 1);
+	plugin_instance_deposed(in.pi);
+	plugin_instance_elected(in.pi, 2, &REL2);
+	set_hold(in.rec, 0);
+	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+	CHECK_INT_EQ(a.err, -ESTALE);
+	drain(in.pi);
+	check_line(in.rec, 4, "txn1 err=-116 msg=the term this callback belongs to has ended; txn refused");
+	check_line(in.rec, 5, "deposed api_token=0");
+	check_line(in.rec, 6, "elected 2 api_token=2");
+	CHECK(!fakehost_get(FH, PREFIX "a/k"));
+	set_result(in.rec, 0, NULL, RECORDER_TXN_NONE);
+	stop_and_free(&in);
+}
+
 static void test_stop_delivers_deposed_then_fini(void)
 {
 	struct inst in;
@@ -875,7 +928,7 @@ static void *worker_thread(void *arg)
 	return NULL;
 }
 
-static void bus_send_event(nng_socket s, uint64_t seq, int kind, int64_t token)
+static void bus_send_event(nng_socket s, uint64_t seq, int kind, int64_t token, bool behind)
 {
 	Leasehold__Bus__Event e = LEASEHOLD__BUS__EVENT__INIT;
 	Leasehold__Bus__Init init = LEASEHOLD__BUS__INIT__INIT;
@@ -885,6 +938,7 @@ static void bus_send_event(nng_socket s, uint64_t seq, int kind, int64_t token)
 	Leasehold__Bus__Deposed dep = LEASEHOLD__BUS__DEPOSED__INIT;
 	Leasehold__Bus__Fini fini = LEASEHOLD__BUS__FINI__INIT;
 	e.seq = seq;
+	e.behind = behind;
 	e.kind_case = (Leasehold__Bus__Event__KindCase)kind;
 	switch (kind) {
 	case LEASEHOLD__BUS__EVENT__KIND_INIT:
@@ -977,16 +1031,16 @@ static void test_worker_skips_a_term_that_ended_ahead(void)
 	pthread_t th;
 	CHECK_INT_EQ(pthread_create(&th, NULL, worker_thread, &t), 0);
 
-	bus_send_event(hs, 1, K_INIT, 0);
+	bus_send_event(hs, 1, K_INIT, 0, false);
 	expect_done(hs, 1, false);
-	bus_send_event(hs, 2, K_EL, 7);
+	bus_send_event(hs, 2, K_EL, 7, false);
 	Leasehold__Bus__ToHost *req = bus_recv(hs);
 	CHECK_INT_EQ(req->msg_case, LEASEHOLD__BUS__TO_HOST__MSG_TXN);
 	uint64_t id = req->txn->id;
 	leasehold__bus__to_host__free_unpacked(req, NULL);
 	const int kinds[] = {K_REL, K_REC, K_DEP, K_EL, K_REL, K_DEP, K_FINI};
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-		bus_send_event(hs, 3 + i, kinds[i], kinds[i] == K_EL ? 8 : 0);
+		bus_send_event(hs, 3 + i, kinds[i], kinds[i] == K_EL ? 8 : 0, kinds[i] != K_EL);
 	Leasehold__Bus__TxnReply rep = LEASEHOLD__BUS__TXN_REPLY__INIT;
 	rep.id = id;
 	rep.succeeded = true;
@@ -1053,6 +1107,8 @@ int main(void)
 	RUN(test_only_the_term_start_is_pipelined);
 	RUN(test_free_during_term_start_deposes_first);
 	RUN(test_free_after_deposed_still_deposes);
+	RUN(test_lone_reconcile_is_not_skipped);
+	RUN(test_txn_of_an_ended_term_is_refused);
 	RUN(test_stop_delivers_deposed_then_fini);
 	RUN(test_worker_skips_a_term_that_ended_ahead);
 	RUN(test_free_without_stop_runs_fini);
