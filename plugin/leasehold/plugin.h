@@ -253,7 +253,9 @@ struct lh_host_api {
 	 * etcd answered. Returns 0 and sets *ret_result (host-owned, valid until
 	 * the next txn call or the end of the callback) when etcd ran the txn
 	 * (check ->succeeded), or a negative errno with *ret_result untouched:
-	 *   -ESTALE     this node does not lead (anymore)
+	 *   -ESTALE     this node does not lead (anymore), or not in the term this
+	 *               callback belongs to (it lost and regained leadership
+	 *               while the callback ran)
 	 *   -EAGAIN     this node leads but may not write yet: the status protocol
 	 *               is still restricting the status or in the reconcile wait
 	 *               (writes are accepted from the first reconcile on)
