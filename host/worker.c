@@ -24,7 +24,7 @@
 #define MAX_TXN_OPS 1024u
 #define MAX_KEY_LEN (64u * 1024u)
 #define MAX_VALUE_LEN (16u * 1024u * 1024u)
-#define STASH_MAX 16u /* events received ahead (the host pipelines at most 4) */
+#define STASH_MAX 16u /* events received ahead (the host has at most 5 in flight) */
 
 typedef Leasehold__Bus__ToWorker ToWorker;
 typedef Leasehold__Bus__ToHost ToHost;
@@ -53,7 +53,7 @@ struct worker {
 	uint32_t txn_timeout_ms;
 	void *result; /* the last txn result (one allocation) */
 	/* events received ahead of the one running (during a txn wait or by
-	 * peek_ahead), oldest first */
+	 * term_ends_ahead), oldest first */
 	ToWorker *stash[STASH_MAX];
 	unsigned stash_head, stash_n;
 	bool term_skipped; /* this term's on_elected was skipped: skip the rest */
