@@ -435,14 +435,20 @@ static void event_complete_cancelled(struct plugin_instance *pi, struct event *e
 	}
 }
 
-static void enqueue(struct plugin_instance *pi, struct event *ev)
+/* append ev to the list head..tail (the host queue or the sent list) */
+static void event_append(struct event **head, struct event **tail, struct event *ev)
 {
 	ev->next = NULL;
-	if (pi->q_tail)
-		pi->q_tail->next = ev;
+	if (*tail)
+		(*tail)->next = ev;
 	else
-		pi->q_head = ev;
-	pi->q_tail = ev;
+		*head = ev;
+	*tail = ev;
+}
+
+static void enqueue(struct plugin_instance *pi, struct event *ev)
+{
+	event_append(&pi->q_head, &pi->q_tail, ev);
 	pi->stats.queued++;
 }
 
@@ -542,8 +548,14 @@ static void head_started(struct plugin_instance *pi)
 		loop_timer_arm_in(pi->cb_timer, (uint64_t)pi->cfg.callback_timeout_ms * LOOP_NS_PER_MS);
 }
 
-/* the acknowledged head of the sent list (the worker answers in order) */
-static struct event *sent_pop(struct plugin_instance *pi)
+static void sent_push(struct plugin_instance *pi, struct event *ev)
+{
+	event_append(&pi->sent_head, &pi->sent_tail, ev);
+	pi->n_sent++;
+	pi->stats.in_flight = pi->n_sent;
+}
+
+static struct event *sent_unlink_head(struct plugin_instance *pi)
 {
 	struct event *ev = pi->sent_head;
 	if (!ev)
@@ -554,7 +566,15 @@ static struct event *sent_pop(struct plugin_instance *pi)
 	ev->next = NULL;
 	pi->n_sent--;
 	pi->stats.in_flight = pi->n_sent;
-	head_started(pi);
+	return ev;
+}
+
+/* the acknowledged head of the sent list (the worker answers in order) */
+static struct event *sent_pop(struct plugin_instance *pi)
+{
+	struct event *ev = sent_unlink_head(pi);
+	if (ev)
+		head_started(pi);
 	return ev;
 }
 
@@ -625,13 +645,7 @@ static void pump(struct plugin_instance *pi)
 		pi->term_start = ev->kind == EV_ELECTED                           ? 1
 		                 : ev->kind == EV_RELEASES && pi->term_start == 1 ? 2
 		                                                                  : 0;
-		if (pi->sent_tail)
-			pi->sent_tail->next = ev;
-		else
-			pi->sent_head = ev;
-		pi->sent_tail = ev;
-		pi->n_sent++;
-		pi->stats.in_flight = pi->n_sent;
+		sent_push(pi, ev);
 		if (pi->n_sent == 1)
 			head_started(pi);
 	}
@@ -2188,12 +2202,7 @@ static int sync_wait_sent(struct plugin_instance *pi)
 			continue;
 		if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_DONE &&
 		    th->done->seq == pi->sent_head->seq) {
-			struct event *ev = pi->sent_head;
-			pi->sent_head = ev->next;
-			if (!pi->sent_head)
-				pi->sent_tail = NULL;
-			pi->n_sent--;
-			free(ev);
+			free(sent_unlink_head(pi));
 		} else if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_TXN) {
 			sync_refuse_txn(pi, th->txn->id);
 		}
@@ -2214,12 +2223,7 @@ static int sync_hand_over(struct plugin_instance *pi, enum ev_kind kind)
 		free(ev);
 		return r;
 	}
-	if (pi->sent_tail)
-		pi->sent_tail->next = ev;
-	else
-		pi->sent_head = ev;
-	pi->sent_tail = ev;
-	pi->n_sent++;
+	sent_push(pi, ev);
 	return 0;
 }
 
