@@ -231,6 +231,7 @@ struct plugin_instance {
 	struct event *sent_head, *sent_tail; /* handed to the worker, not yet acknowledged */
 	unsigned n_sent;
 	struct outmsg *out_head, *out_tail;
+	bool cork; /* send_nng queues without flushing; on_defer flushes */
 	struct completion *c_head, *c_tail;
 	struct drain_waiter *drains;
 	struct pending_txn *txns;
@@ -283,11 +284,14 @@ static void completion_free(struct completion *c)
 }
 
 static void mark_broken(struct plugin_instance *pi, const char *why);
+static void flush(struct plugin_instance *pi);
 
 static void on_defer(struct loop_timer *t, void *userdata)
 {
 	struct plugin_instance *pi = userdata;
 	(void)t;
+	if (pi->out_head && !pi->broken && pi->bus_up)
+		flush(pi); /* what send_nng left corked */
 	if (pi->need_break) {
 		pi->need_break = false;
 		mark_broken(pi, pi->break_why);
@@ -415,7 +419,8 @@ static int send_nng(struct plugin_instance *pi, nng_msg *msg)
 	else
 		pi->out_head = o;
 	pi->out_tail = o;
-	flush(pi);
+	if (!pi->cork)
+		flush(pi);
 	return 0;
 }
 
@@ -748,7 +753,14 @@ void plugin_instance_deposed(struct plugin_instance *pi)
 			log_error(pi->log_comp, "out of memory: on_deposed not delivered");
 	}
 	pi->term_elected_sent = false;
+	/* on_deposed leaves at the end of this loop round: what the caller does
+	 * next (resigning, the lease revocation on shutdown) hands leadership to
+	 * the next node and goes to etcd first; an nng send costs tens of µs */
+	pi->cork = true;
 	pump(pi);
+	pi->cork = false;
+	if (pi->out_head)
+		loop_timer_arm_in(pi->defer, 0);
 }
 
 void plugin_instance_elected(struct plugin_instance *pi, int64_t fencing_token,

@@ -799,6 +799,27 @@ static void test_free_after_deposed_still_deposes(void)
 	dlclose(keep);
 }
 
+/* on_deposed leaves at the end of the loop round that deposed (so that a
+ * resignation or revocation issued right after goes to etcd first): nothing
+ * else has to happen for it to reach the plugin */
+static void test_deposed_is_sent_from_the_loop(void)
+{
+	struct inst in;
+	start(&in, 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 17, &REL1);
+	drain(in.pi);
+	CHECK_INT_EQ(rec_count(in.rec), 3); /* init, elected, replay */
+	plugin_instance_deposed(in.pi);
+	uint64_t dl = DEADLINE;
+	while (rec_count(in.rec) < 4) {
+		g_notified = false;
+		CHECK_OK(loop_run_until(L, &g_notified, dl));
+	}
+	check_line(in.rec, 3, "deposed api_token=0");
+	stop_and_free(&in);
+}
+
 /* an event handed over on its own runs even when on_deposed follows right
  * behind it (only a pipelined term start is checked for a waiting end) */
 static void test_lone_reconcile_is_not_skipped(void)
@@ -1107,6 +1128,7 @@ int main(void)
 	RUN(test_only_the_term_start_is_pipelined);
 	RUN(test_free_during_term_start_deposes_first);
 	RUN(test_free_after_deposed_still_deposes);
+	RUN(test_deposed_is_sent_from_the_loop);
 	RUN(test_lone_reconcile_is_not_skipped);
 	RUN(test_txn_of_an_ended_term_is_refused);
 	RUN(test_stop_delivers_deposed_then_fini);
