@@ -9,7 +9,10 @@
  * b = n_members), W a fenced write was acknowledged by etcd (a = token),
  * D on_deposed, F fini. mono_ns is CLOCK_MONOTONIC taken at the callback's
  * entry (for W: right after the txn returned), so the driver measures
- * intervals across processes on one clock.
+ * intervals across processes on one clock. The reports of a term's start
+ * (E and the replay's R, W) are held until its first reconcile returns and
+ * then sent in order: a datagram wakes the driver, and that must not sit on
+ * the path from on_elected to the first fenced write being measured.
  *
  * reconcile writes one journal record journal/<token hex>-<counter> in a
  * fenced txn (like plugin/example/reconciler.c); LH_BENCH_NOWRITE=1 makes
@@ -54,12 +57,23 @@
 #define BENCH_MC_PATCH 0
 #endif
 
+struct held {
+	char ev;
+	uint64_t t;
+	int64_t a, b;
+};
+
 struct bstate {
 	int fd;
 	struct sockaddr_un to;
 	int nowrite;
 	int64_t token;
 	uint64_t counter;
+	/* reports of a term's start, held until its first reconcile returns:
+	 * a datagram wakes the driver, which would sit on the path measured */
+	int holding;
+	unsigned n_held;
+	struct held held[4];
 };
 
 static uint64_t mono_ns(void)
@@ -69,11 +83,9 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void report(struct lh_ctx *ctx, char ev, uint64_t t, int64_t a, int64_t b)
+static void send_report(struct lh_ctx *ctx, char ev, uint64_t t, int64_t a, int64_t b)
 {
 	struct bstate *st = ctx->user;
-	if (!st || st->fd < 0)
-		return;
 	char msg[256];
 	int n = snprintf(msg, sizeof(msg), "%c %s %s %d.%d.%d %" PRIu64 " %" PRId64 " %" PRId64, ev,
 	                 ctx->host->node_id(ctx), BENCH_NAME, BENCH_MAJOR, BENCH_MINOR, BENCH_PATCH,
@@ -81,6 +93,28 @@ static void report(struct lh_ctx *ctx, char ev, uint64_t t, int64_t a, int64_t b
 	if (n > 0 && (size_t)n < sizeof(msg))
 		(void)sendto(st->fd, msg, (size_t)n, MSG_DONTWAIT, (const struct sockaddr *)&st->to,
 		             sizeof(st->to));
+}
+
+static void release_held(struct lh_ctx *ctx)
+{
+	struct bstate *st = ctx->user;
+	st->holding = 0;
+	for (unsigned i = 0; i < st->n_held; i++)
+		send_report(ctx, st->held[i].ev, st->held[i].t, st->held[i].a, st->held[i].b);
+	st->n_held = 0;
+}
+
+static void report(struct lh_ctx *ctx, char ev, uint64_t t, int64_t a, int64_t b)
+{
+	struct bstate *st = ctx->user;
+	if (!st || st->fd < 0)
+		return;
+	if (st->holding && st->n_held < sizeof(st->held) / sizeof(st->held[0])) {
+		st->held[st->n_held++] = (struct held){ev, t, a, b};
+		return;
+	}
+	release_held(ctx);
+	send_report(ctx, ev, t, a, b);
 }
 
 static int32_t b_init(struct lh_ctx *ctx)
@@ -109,6 +143,7 @@ static int32_t b_on_elected(struct lh_ctx *ctx, int64_t token)
 	struct bstate *st = ctx->user;
 	st->token = token;
 	st->counter = 0;
+	st->holding = 1;
 	report(ctx, 'E', t, token, 0);
 	return 0;
 }
@@ -119,11 +154,19 @@ static int32_t b_on_releases_changed(struct lh_ctx *ctx, const struct lh_release
 	return 0;
 }
 
+static int32_t journal_write(struct lh_ctx *ctx, struct bstate *st);
+
 static int32_t b_reconcile(struct lh_ctx *ctx)
 {
 	struct bstate *st = ctx->user;
-	if (st->nowrite)
-		return 0;
+	int32_t r = st->nowrite ? 0 : journal_write(ctx, st);
+	release_held(ctx);
+	return r;
+}
+
+/* one fenced journal record; reports W when etcd acknowledged it */
+static int32_t journal_write(struct lh_ctx *ctx, struct bstate *st)
+{
 	const struct lh_txn_result *res;
 	char key[64], val[96];
 	int64_t token = ctx->host->fencing_token(ctx);
@@ -147,12 +190,17 @@ static int32_t b_reconcile(struct lh_ctx *ctx)
 
 static void b_on_deposed(struct lh_ctx *ctx)
 {
+	struct bstate *st = ctx->user;
+	if (st)
+		st->holding = 0;
 	report(ctx, 'D', mono_ns(), 0, 0);
 }
 
 static void b_fini(struct lh_ctx *ctx)
 {
 	struct bstate *st = ctx->user;
+	if (st)
+		st->holding = 0;
 	report(ctx, 'F', mono_ns(), 0, 0);
 	if (st && st->fd >= 0)
 		close(st->fd);
