@@ -6,7 +6,8 @@
  * environment variable LH_BENCH_SOCK (read in init; unset = silent):
  *     "<ev> <node> <name> <release> <mono_ns> <a> <b>"
  * ev: I init, E on_elected (a = token), R on_releases_changed (a = revision,
- * b = n_members), W a fenced write was acknowledged by etcd (a = token),
+ * b = n_members), W a fenced write was acknowledged by etcd (a = token,
+ * b = CLOCK_MONOTONIC right before the plugin called txn),
  * D on_deposed, F fini. mono_ns is CLOCK_MONOTONIC taken at the callback's
  * entry (for W: right after the txn returned), so the driver measures
  * intervals across processes on one clock. The reports of a term's start
@@ -177,6 +178,7 @@ static int32_t journal_write(struct lh_ctx *ctx, struct bstate *st)
 	                    .value_len = (uint64_t)vl};
 	struct lh_compare fresh = {.target = LH_CMP_CREATE, .result = LH_CMP_EQUAL, .key = key,
 	                           .key_len = (uint64_t)kl, .number = 0};
+	uint64_t t_call = mono_ns();
 	int32_t r = ctx->host->txn(ctx, &fresh, 1, &put, 1, NULL, 0, &res);
 	uint64_t t = mono_ns();
 	st->counter++;
@@ -184,7 +186,7 @@ static int32_t journal_write(struct lh_ctx *ctx, struct bstate *st)
 		return r;
 	if (!res->succeeded)
 		return -EAGAIN;
-	report(ctx, 'W', t, token, 0);
+	report(ctx, 'W', t, token, (int64_t)t_call);
 	return 0;
 }
 

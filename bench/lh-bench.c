@@ -607,7 +607,8 @@ static void put_floor(int n, struct samples *out);
  * compared with; a graceful handover then starts after 20 ms of nothing
  * happening, like 1d and 1e */
 static void failover(const char *prefix, const char *ttl, int sig, int n, struct samples *elected,
-                     struct samples *write, struct samples *e2w, struct samples *floor)
+                     struct samples *write, struct samples *e2w, struct samples *floor,
+                     struct samples *e2call)
 {
 	char dir[600], epfx[128];
 	snprintf(dir, sizeof(dir), "%s%s", g_base, prefix);
@@ -674,6 +675,8 @@ static void failover(const char *prefix, const char *ttl, int sig, int n, struct
 			s_add(write, ms_between(t0, g_ev[kw2].t));
 		if (kw2 >= 0 && e2w)
 			s_add(e2w, ms_between(g_ev[ke].t, g_ev[kw2].t));
+		if (kw2 >= 0 && e2call && (uint64_t)g_ev[kw2].b >= g_ev[ke].t)
+			s_add(e2call, ms_between(g_ev[ke].t, (uint64_t)g_ev[kw2].b));
 		if (host_wait(L, 30000) < 0) {
 			note("failover %s: %s did not exit", prefix, L->node);
 			kill(L->pid, SIGKILL);
@@ -717,8 +720,9 @@ static void put_after_idle(int n, struct samples *out)
  * Raw HTTP/1.1 on three loopback connections to the same JSON gateway the
  * hosts use, no event loop, no plugin, no bus: the "old leader" revokes the
  * lease under its election key; a thread blocked on a watch of the election
- * prefix sends a txn (one compare on its own key + one put, like a fenced
- * write) the moment the DELETE arrives. Timed: the revoke being sent → that
+ * prefix sends a txn the moment the DELETE arrives: two compares (its own
+ * election key exists, the journal's mod revision) and one put, the shape of
+ * leasehold's fenced write. Timed: the revoke being sent → that
  * txn's response read. What is left over leasehold's 1b is the host. */
 
 struct raw_conn {
@@ -798,9 +802,38 @@ struct raw_watcher {
 	struct raw_conn w, t;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	bool armed, quit, failed;
+	bool armed, quit, failed, dead; /* dead: the thread has returned, sticky */
 	uint64_t t_event, t_done;
 };
+
+static void raw_close(struct raw_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+/* the watch is only armed once etcd said "created": a revoke sent before
+ * that could be missed */
+static bool raw_watch_created(struct raw_conn *c)
+{
+	uint64_t deadline = mono() + 5 * 1000000000ull;
+	c->len = 0;
+	while (mono() < deadline) {
+		if (c->len + 1 >= sizeof(c->buf))
+			return false;
+		ssize_t r = read(c->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (r <= 0)
+			return false;
+		c->len += (size_t)r;
+		c->buf[c->len] = '\0';
+		if (strstr(c->buf, "\"created\":true"))
+			return strncmp(c->buf, "HTTP/1.1 200", 12) == 0;
+	}
+	return false;
+}
 
 static void *raw_watch_thread(void *arg)
 {
@@ -818,6 +851,7 @@ static void *raw_watch_thread(void *arg)
 		if (r <= 0) {
 			pthread_mutex_lock(&rw->mu);
 			rw->failed = true;
+			rw->dead = true;
 			pthread_cond_broadcast(&rw->cv);
 			pthread_mutex_unlock(&rw->mu);
 			return NULL;
@@ -856,32 +890,31 @@ static void raw_handover(int n, struct samples *out, struct samples *to_event)
 {
 	const char *url = harness_etcd_url(g_etcd, 0);
 	static struct raw_watcher rw;
-	struct raw_conn a;
+	static struct raw_conn a;
 	memset(&rw, 0, sizeof(rw));
+	a.fd = rw.t.fd = rw.w.fd = -1;
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_mutex_init(&rw.mu, NULL);
 	pthread_cond_init(&rw.cv, &ca);
 	pthread_condattr_destroy(&ca);
+	pthread_t th;
+	bool started = false;
 	if (!raw_open(&a, url) || !raw_open(&rw.t, url) || !raw_open(&rw.w, url)) {
 		note("raw handover: cannot connect to %s", url);
-		return;
+		goto out;
 	}
 	struct timeval tv = {.tv_sec = 0, .tv_usec = 200000}; /* the watcher checks quit */
 	setsockopt(rw.w.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	pthread_t th;
-	bool setup = raw_call(&a, "/v3/kv/put", "{\"key\":\"L2JlbmNoLXJhdy9lbC8y\",\"value\":\"eA==\"}") &&
-	             raw_send(&rw.w, "/v3/watch",
-	                      "{\"create_request\":{\"key\":\"L2JlbmNoLXJhdy9lbC8=\","
-	                      "\"range_end\":\"L2JlbmNoLXJhdy9lbDA=\"}}") &&
-	             pthread_create(&th, NULL, raw_watch_thread, &rw) == 0;
-	if (!setup) {
+	started = raw_call(&a, "/v3/kv/put", "{\"key\":\"L2JlbmNoLXJhdy9lbC8y\",\"value\":\"eA==\"}") &&
+	          raw_send(&rw.w, "/v3/watch",
+	                   "{\"create_request\":{\"key\":\"L2JlbmNoLXJhdy9lbC8=\","
+	                   "\"range_end\":\"L2JlbmNoLXJhdy9lbDA=\"}}") &&
+	          raw_watch_created(&rw.w) && pthread_create(&th, NULL, raw_watch_thread, &rw) == 0;
+	if (!started) {
 		note("raw handover: setup failed");
-		close(a.fd);
-		close(rw.t.fd);
-		close(rw.w.fd);
-		return;
+		goto out;
 	}
 	for (int i = 0; i < n; i++) {
 		size_t at;
@@ -900,9 +933,14 @@ static void raw_handover(int n, struct samples *out, struct samples *to_event)
 		}
 		wait_for(p_never, NULL, 20); /* a handover starts from an idle etcd */
 		pthread_mutex_lock(&rw.mu);
-		rw.armed = true;
-		rw.failed = false;
+		bool dead = rw.dead;
+		rw.armed = !dead;
+		rw.failed = dead;
 		pthread_mutex_unlock(&rw.mu);
+		if (dead) {
+			note("raw handover: the watch stream ended");
+			break;
+		}
 		snprintf(body, sizeof(body), "{\"ID\":\"%lld\"}", lease);
 		uint64_t t0 = mono();
 		if (!raw_call(&a, "/v3/lease/revoke", body)) {
@@ -932,9 +970,12 @@ static void raw_handover(int n, struct samples *out, struct samples *to_event)
 	rw.quit = true;
 	pthread_mutex_unlock(&rw.mu);
 	pthread_join(th, NULL);
-	close(a.fd);
-	close(rw.t.fd);
-	close(rw.w.fd);
+out:
+	raw_close(&a);
+	raw_close(&rw.t);
+	raw_close(&rw.w);
+	pthread_cond_destroy(&rw.cv);
+	pthread_mutex_destroy(&rw.mu);
 }
 
 /* ------------------------------------------------- figure 7: idle CPU */
@@ -1569,8 +1610,11 @@ int main(int argc, char **argv)
 
 	/* ---- 1: graceful handover ---- */
 	struct samples el = {0}, wr = {0}, ref_el = {0}, floor = {0}, e2w = {0}, idle_put = {0},
-	               raw = {0}, raw_ev = {0};
-	failover("/b1", "10", SIGTERM, n_main, &el, &wr, &e2w, &floor);
+	               raw = {0}, raw_ev = {0}, e2call = {0};
+	failover("/b1", "10", SIGTERM, n_main, &el, &wr, &e2w, &floor, &e2call);
+	note("1c: on_elected entered → the plugin calls txn: med %.3g (%.3g–%.3g) ms; the rest of 1c is "
+	     "that txn's round trip through the host to etcd",
+	     s_med(&e2call), s_min(&e2call), s_max(&e2call));
 	ref_elect(n_main, &ref_el);
 	put_after_idle(n_main, &idle_put);
 	raw_handover(n_main, &raw, &raw_ev);
@@ -1608,10 +1652,10 @@ int main(int argc, char **argv)
 	int lfd2, lfd10;
 	pid_t lp2 = ref_lock_start(2, n_main, &lfd2);
 	struct samples f2 = {0}, f10 = {0}, rl2 = {0}, rl10 = {0};
-	failover("/b2t2", "2", SIGKILL, n_main, NULL, &f2, NULL, NULL);
+	failover("/b2t2", "2", SIGKILL, n_main, NULL, &f2, NULL, NULL, NULL);
 	ref_lock_collect(lp2, lfd2, &rl2);
 	pid_t lp10 = ref_lock_start(10, n_t10, &lfd10);
-	failover("/b2t10", "10", SIGKILL, n_t10, NULL, &f10, NULL, NULL);
+	failover("/b2t10", "10", SIGKILL, n_t10, NULL, &f10, NULL, NULL, NULL);
 	ref_lock_collect(lp10, lfd10, &rl10);
 	fmt_ref(ref, sizeof(ref), &rl2, "ms", "`etcdctl lock --ttl 2` SIGKILL holder → waiter prints");
 	row("2", "crash failover, --ttl 2: kill(SIGKILL) of the leading host → new leader's first fenced txn acknowledged",

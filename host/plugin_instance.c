@@ -753,9 +753,11 @@ void plugin_instance_deposed(struct plugin_instance *pi)
 			log_error(pi->log_comp, "out of memory: on_deposed not delivered");
 	}
 	pi->term_elected_sent = false;
-	/* on_deposed leaves at the end of this loop round: what the caller does
-	 * next (resigning, the lease revocation on shutdown) hands leadership to
-	 * the next node and goes to etcd first; an nng send costs tens of µs */
+	/* on_deposed is held back until the deferred timer fires (or an earlier
+	 * send of this instance, such as fini's, carries it): what the caller
+	 * does next (resigning, the lease revocation on shutdown) hands
+	 * leadership to the next node and goes to etcd first; an nng send costs
+	 * tens of µs */
 	pi->cork = true;
 	pump(pi);
 	pi->cork = false;
