@@ -81,11 +81,12 @@ struct daemon {
 	int sigfd;
 	struct loop_io *sig_io;
 	struct loop_timer *later;    /* deferred work: rescans, reloads, frees */
-	struct loop_timer *shutdown_deadline;
+	struct loop_timer *shutdown_deadline; /* also ends the exit linger */
 	bool rescan_pending;
 	bool shutting_down;
 	bool revoking;
 	bool revoked; /* the revocation answered (either way) */
+	bool lingering; /* all done; idle until the linger ends, then tear down */
 	int exit_code;
 };
 
@@ -605,14 +606,29 @@ static void maybe_finish_shutdown(struct daemon *d)
 		session_revoke(d->sess, on_revoked, d);
 		return; /* may have answered at once: it calls us again */
 	}
-	if (all && d->revoked) {
-		log_info("daemon", "bye");
-		loop_quit(d->loop, d->exit_code);
+	if (all && d->revoked && !d->lingering) {
+		if (!d->cfg->exit_linger_ns) {
+			log_info("daemon", "bye");
+			loop_quit(d->loop, d->exit_code);
+			return;
+		}
+		/* The successor is taking over right now, through etcd; this
+		 * host's teardown (plugins unloaded, sockets and connections
+		 * closed, the process exit) is milliseconds of CPU and of etcd
+		 * work that would compete with it on a shared machine. Nothing
+		 * is left to do here, so wait quietly first. */
+		d->lingering = true;
+		loop_timer_arm_in(d->shutdown_deadline, d->cfg->exit_linger_ns);
 	}
 }
 
 static void begin_shutdown(struct daemon *d, const char *why)
 {
+	if (d->lingering) { /* everything is done: no need to hurry anything */
+		log_info("daemon", "bye");
+		loop_quit(d->loop, d->exit_code);
+		return;
+	}
 	if (d->shutting_down) {
 		log_warn("daemon", "second signal: exiting without waiting");
 		plugin_instance_hurry();
@@ -640,6 +656,11 @@ static void on_shutdown_deadline(struct loop_timer *t, void *ud)
 {
 	(void)t;
 	struct daemon *d = ud;
+	if (d->lingering) {
+		log_info("daemon", "bye");
+		loop_quit(d->loop, d->exit_code);
+		return;
+	}
 	log_error("daemon", "shutdown did not finish in time; exiting (keys expire with the lease)");
 	plugin_instance_hurry();
 	d->exit_code = 1;

@@ -23,6 +23,7 @@ struct daemon_config {
 	uint64_t reconcile_wait_ns;
 	uint64_t reconcile_interval_ns;
 	uint64_t shutdown_timeout_ns; /* give up draining after this (0 = 30 s) */
+	uint64_t exit_linger_ns;      /* idle after the revocation before tearing down (0 = none) */
 	const char *const *roles_seed; /* --role: written only if the node has no record */
 	size_t n_roles_seed;
 	uint32_t isolation;           /* PLUGIN_ISOLATION_THREAD / _PROCESS */

@@ -45,6 +45,9 @@ static void usage(FILE *f)
 	        "  --reconcile-wait DUR      wait after election when a status existed (default 5s)\n"
 	        "  --reconcile-interval DUR  periodic reconcile (default 30s)\n"
 	        "  --shutdown-timeout DUR    give up draining on SIGTERM after this (default 30s)\n"
+	        "  --exit-linger DUR         after a graceful shutdown's revocation, stay idle this\n"
+	        "                            long before tearing down, out of the successor's way\n"
+	        "                            (default 100ms; 0 = none)\n"
 	        "  --isolation MODE          thread (default): each plugin on a worker thread;\n"
 	        "                            process: each plugin in a child process, so a crash\n"
 	        "                            or hang is contained and the worker restarted\n"
@@ -81,6 +84,7 @@ enum {
 	OPT_WAIT,
 	OPT_INTERVAL,
 	OPT_SHUTDOWN,
+	OPT_EXIT_LINGER,
 	OPT_CONTROL,
 	OPT_LOG_LEVEL,
 	OPT_ROLE,
@@ -112,6 +116,7 @@ int main(int argc, char **argv)
 		{"reconcile-wait", required_argument, NULL, OPT_WAIT},
 		{"reconcile-interval", required_argument, NULL, OPT_INTERVAL},
 		{"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN},
+		{"exit-linger", required_argument, NULL, OPT_EXIT_LINGER},
 		{"control", required_argument, NULL, OPT_CONTROL},
 		{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 		{"role", required_argument, NULL, OPT_ROLE},
@@ -128,6 +133,7 @@ int main(int argc, char **argv)
 		.ttl_s = 10,
 		.reconcile_wait_ns = 5 * 1000000000ull,
 		.reconcile_interval_ns = 30 * 1000000000ull,
+		.exit_linger_ns = 100 * 1000000ull,
 	};
 	const char *etcd = "http://127.0.0.1:2379";
 	char hostname[256] = "";
@@ -190,6 +196,11 @@ int main(int argc, char **argv)
 		case OPT_SHUTDOWN:
 			if (parse_duration(optarg, &cfg.shutdown_timeout_ns) < 0)
 				return bad("bad --shutdown-timeout duration", optarg);
+			break;
+		case OPT_EXIT_LINGER:
+			if (parse_duration(optarg, &cfg.exit_linger_ns) < 0 ||
+			    cfg.exit_linger_ns > 60 * 1000000000ull)
+				return bad("bad --exit-linger duration (0..60s)", optarg);
 			break;
 		case OPT_CONTROL:
 			cfg.control_url = strcmp(optarg, "none") == 0 ? "" : optarg;

@@ -9,7 +9,9 @@
  *    hold back the other plugin's handover: "good" moves to the other host
  *    while the slow host still runs, long before its --shutdown-timeout;
  *  - a second SIGTERM exits at once, leaving a plugin thread stuck in a
- *    callback behind instead of waiting for it.
+ *    callback behind instead of waiting for it;
+ *  - with --exit-linger, the lease is revoked while the host stays up, idle,
+ *    until the linger ends; a second SIGTERM then ends it with status 0.
  */
 #include "config.h"
 
@@ -140,6 +142,60 @@ static void test_slow_drain_does_not_hold_back_the_other_plugin(void)
 	obs_wait_leader(g_rec, "b", 15000);
 }
 
+static bool log_has(void *arg)
+{
+	const char *const *what = arg; /* {needle, from as text} */
+	return host_log_count(&A, strtol(what[1], NULL, 10), what[0]) > 0;
+}
+
+static void test_linger_after_revocation(void)
+{
+	const char *args[32];
+	size_t n = 0;
+	for (; ARGS[n]; n++)
+		args[n] = ARGS[n];
+	args[n++] = "--exit-linger";
+	args[n++] = "60s";
+	args[n] = NULL;
+	host_start(&A, harness_etcd_urls(g_etcd), args);
+	obs_wait_members(g_good, 2, 15000);
+	obs_wait_members(g_rec, 2, 15000);
+	int64_t lease = member_lease("good", "a");
+	CHECK(lease != 0);
+
+	long from = host_log_size(&A);
+	char from_s[32];
+	snprintf(from_s, sizeof(from_s), "%ld", from);
+	const char *revoked[2] = {"lease revoked", from_s};
+	host_signal(&A, SIGTERM);
+	tu_wait(&T, log_has, revoked, 15000, "a: lease revoked");
+	/* everything is done and the keys are gone, but a is still up */
+	CHECK_INT_EQ(keys_of_lease(lease), 0);
+	obs_wait_members(g_good, 1, 5000);
+	CHECK(host_alive(&A));
+	CHECK_INT_EQ(host_log_count(&A, from, "bye"), 0);
+	/* a second signal ends the linger: nothing is cut short, status 0 */
+	host_signal(&A, SIGTERM);
+	CHECK_OK(host_wait(&A, 15000));
+	if (A.exit_status != 0)
+		host_dump_log(&A);
+	CHECK_INT_EQ(A.exit_status, 0);
+	CHECK_INT_EQ(host_log_count(&A, from, "bye"), 1);
+	CHECK_INT_EQ(host_log_count(&A, from, "second signal"), 0);
+
+	/* a linger out of range is refused at start, with status 2 */
+	static const char *const bad[][2] = {{"--exit-linger", "61s"}, {"--exit-linger", "-1"},
+	                                     {"--exit-linger", "soon"}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *bargs[] = {bad[i][0], bad[i][1], NULL};
+		from = host_log_size(&A);
+		host_start(&A, harness_etcd_urls(g_etcd), bargs);
+		CHECK_OK(host_wait(&A, 15000));
+		CHECK_INT_EQ(A.exit_status, 2);
+		CHECK_INT_EQ(host_log_count(&A, from, "bad --exit-linger duration"), 1);
+	}
+}
+
 int main(void)
 {
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
@@ -151,6 +207,7 @@ int main(void)
 
 	RUN(test_single_plugin_leaves_by_one_revocation);
 	RUN(test_slow_drain_does_not_hold_back_the_other_plugin);
+	RUN(test_linger_after_revocation);
 
 	host_signal(&B, SIGTERM);
 	CHECK_OK(host_wait(&B, 15000));
