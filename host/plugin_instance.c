@@ -483,54 +483,88 @@ static void fill_bus_releases(const struct releases *r, Leasehold__Bus__Releases
 	br->n_members = (uint32_t)(r->n_members > UINT32_MAX ? UINT32_MAX : r->n_members);
 }
 
-/* the bus message for ev (caller owns it), NULL on ENOMEM */
-static nng_msg *event_msg(const struct plugin_instance *pi, const struct event *ev)
-{
-	Event e = LEASEHOLD__BUS__EVENT__INIT;
-	Leasehold__Bus__Init init = LEASEHOLD__BUS__INIT__INIT;
-	Leasehold__Bus__Elected el = LEASEHOLD__BUS__ELECTED__INIT;
-	Leasehold__Bus__ReleasesChanged rc = LEASEHOLD__BUS__RELEASES_CHANGED__INIT;
+/* the storage of one event's bus form */
+struct bus_event {
+	Event e;
+	Leasehold__Bus__Init init;
+	Leasehold__Bus__Elected el;
+	Leasehold__Bus__ReleasesChanged rc;
 	Leasehold__Bus__Releases br;
 	Leasehold__Bus__Release mn, mx;
-	Leasehold__Bus__Reconcile rec = LEASEHOLD__BUS__RECONCILE__INIT;
-	Leasehold__Bus__Deposed dep = LEASEHOLD__BUS__DEPOSED__INIT;
-	Leasehold__Bus__Fini fini = LEASEHOLD__BUS__FINI__INIT;
-	e.seq = ev->seq;
-	e.behind = ev->behind;
+	Leasehold__Bus__Reconcile rec;
+	Leasehold__Bus__Deposed dep;
+	Leasehold__Bus__Fini fini;
+};
+
+/* ev's bus form in be (pointers into be and pi) */
+static void event_fill(const struct plugin_instance *pi, const struct event *ev,
+                       struct bus_event *be)
+{
+	leasehold__bus__event__init(&be->e);
+	leasehold__bus__init__init(&be->init);
+	leasehold__bus__elected__init(&be->el);
+	leasehold__bus__releases_changed__init(&be->rc);
+	leasehold__bus__reconcile__init(&be->rec);
+	leasehold__bus__deposed__init(&be->dep);
+	leasehold__bus__fini__init(&be->fini);
+	be->e.seq = ev->seq;
+	be->e.behind = ev->behind;
 	switch (ev->kind) {
 	case EV_INIT:
-		init.node_id = bus_bin_str(pi->node_id);
-		init.data_prefix = bus_bin_str(pi->data_prefix);
-		e.kind_case = LEASEHOLD__BUS__EVENT__KIND_INIT;
-		e.init = &init;
+		be->init.node_id = bus_bin_str(pi->node_id);
+		be->init.data_prefix = bus_bin_str(pi->data_prefix);
+		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_INIT;
+		be->e.init = &be->init;
 		break;
 	case EV_ELECTED:
-		el.fencing_token = ev->token;
-		e.kind_case = LEASEHOLD__BUS__EVENT__KIND_ELECTED;
-		e.elected = &el;
+		be->el.fencing_token = ev->token;
+		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_ELECTED;
+		be->e.elected = &be->el;
 		break;
 	case EV_RELEASES:
-		fill_bus_releases(&ev->rel, &br, &mn, &mx);
-		rc.releases = &br;
-		e.kind_case = LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED;
-		e.releases_changed = &rc;
+		fill_bus_releases(&ev->rel, &be->br, &be->mn, &be->mx);
+		be->rc.releases = &be->br;
+		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED;
+		be->e.releases_changed = &be->rc;
 		break;
 	case EV_RECONCILE:
-		e.kind_case = LEASEHOLD__BUS__EVENT__KIND_RECONCILE;
-		e.reconcile = &rec;
+		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_RECONCILE;
+		be->e.reconcile = &be->rec;
 		break;
 	case EV_DEPOSED:
-		e.kind_case = LEASEHOLD__BUS__EVENT__KIND_DEPOSED;
-		e.deposed = &dep;
+		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_DEPOSED;
+		be->e.deposed = &be->dep;
 		break;
 	case EV_FINI:
-		e.kind_case = LEASEHOLD__BUS__EVENT__KIND_FINI;
-		e.fini = &fini;
+		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_FINI;
+		be->e.fini = &be->fini;
 		break;
 	}
+}
+
+/* the bus message for evs[0..n) (caller owns it): one event alone, several
+ * as one batch; NULL on ENOMEM */
+static nng_msg *events_msg(const struct plugin_instance *pi, struct event *const *evs, size_t n)
+{
+	struct bus_event be[PIPELINE_MAX];
+	Event *ptrs[PIPELINE_MAX];
+	if (n == 0 || n > PIPELINE_MAX)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		event_fill(pi, evs[i], &be[i]);
+		ptrs[i] = &be[i].e;
+	}
 	ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
-	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
-	tw.event = &e;
+	Leasehold__Bus__Events batch = LEASEHOLD__BUS__EVENTS__INIT;
+	if (n == 1) {
+		tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
+		tw.event = ptrs[0];
+	} else {
+		batch.n_events = n;
+		batch.events = ptrs;
+		tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_BATCH;
+		tw.batch = &batch;
+	}
 	return bus_pack_msg(&tw.base);
 }
 
@@ -623,35 +657,64 @@ static bool may_send(const struct plugin_instance *pi, const struct event *ev)
 }
 
 /* hand queued events to the worker, as far as may_send allows */
+/* Everything that may go in one round goes in one message (a batch when
+ * more than one: the start of a term is one bus hop, not three). The events
+ * are chosen first (may_send looks at the state each one leaves) and only
+ * committed to the sent list once the message is queued. */
 static void pump(struct plugin_instance *pi)
 {
 	while (pi->q_head && !pi->broken && pi->bus_up && may_send(pi, pi->q_head)) {
-		struct event *ev = pi->q_head;
-		pi->q_head = ev->next;
-		if (!pi->q_head)
-			pi->q_tail = NULL;
-		pi->stats.queued--;
-		ev->next = NULL;
-		ev->seq = ++pi->next_seq;
-		ev->behind = pi->sent_head != NULL;
-		int r = send_nng(pi, event_msg(pi, ev));
+		struct event *evs[PIPELINE_MAX];
+		size_t n = 0;
+		struct event *saved_tail = pi->sent_tail;
+		size_t saved_n = pi->n_sent;
+		/* choose: each chosen event is linked in as sent, so that the
+		 * next may_send sees it */
+		while (n < PIPELINE_MAX && pi->q_head && may_send(pi, pi->q_head)) {
+			struct event *ev = pi->q_head;
+			pi->q_head = ev->next;
+			if (!pi->q_head)
+				pi->q_tail = NULL;
+			pi->stats.queued--;
+			ev->next = NULL;
+			ev->seq = pi->next_seq + n + 1;
+			ev->behind = pi->sent_head != NULL;
+			pi->term_start = ev->kind == EV_ELECTED                           ? 1
+			                 : ev->kind == EV_RELEASES && pi->term_start == 1 ? 2
+			                                                                  : 0;
+			sent_push(pi, ev);
+			evs[n++] = ev;
+		}
+		int r = send_nng(pi, events_msg(pi, evs, n));
 		if (r < 0) {
-			log_error(pi->log_comp, "cannot send an event to the worker: %s", strerror(-r));
-			event_complete_cancelled(pi, ev, r, "cannot send the event to the plugin worker");
-			pi->stats.dropped++;
+			/* unlink them again and settle them, in order */
+			if (saved_tail)
+				saved_tail->next = NULL;
+			else
+				pi->sent_head = NULL;
+			pi->sent_tail = saved_tail;
+			pi->n_sent = saved_n;
+			pi->stats.in_flight = pi->n_sent;
 			pi->term_start = 0;
-			if (ev->kind == EV_ELECTED) /* the rest of the term must not go alone */
+			log_error(pi->log_comp, "cannot send %zu event(s) to the worker: %s", n,
+			          strerror(-r));
+			bool elected = false;
+			for (size_t i = 0; i < n; i++) {
+				elected |= evs[i]->kind == EV_ELECTED;
+				event_complete_cancelled(pi, evs[i], r,
+				                         "cannot send the event to the plugin worker");
+				pi->stats.dropped++;
+				free(evs[i]);
+			}
+			if (elected) /* the rest of the term must not go alone */
 				drop_queued(pi, r, "cannot send on_elected to the plugin worker");
-			free(ev);
 			continue;
 		}
-		if (ev->kind == EV_ELECTED)
-			pi->term_elected_sent = true;
-		pi->term_start = ev->kind == EV_ELECTED                           ? 1
-		                 : ev->kind == EV_RELEASES && pi->term_start == 1 ? 2
-		                                                                  : 0;
-		sent_push(pi, ev);
-		if (pi->n_sent == 1)
+		pi->next_seq += n;
+		for (size_t i = 0; i < n; i++)
+			if (evs[i]->kind == EV_ELECTED)
+				pi->term_elected_sent = true;
+		if (pi->n_sent == n)
 			head_started(pi);
 	}
 	if (pi->broken) {
@@ -2232,7 +2295,7 @@ static int sync_hand_over(struct plugin_instance *pi, enum ev_kind kind)
 	if (!ev)
 		return -ENOMEM;
 	ev->seq = ++pi->next_seq;
-	int r = sync_send(pi, event_msg(pi, ev));
+	int r = sync_send(pi, events_msg(pi, &ev, 1));
 	if (r < 0) {
 		free(ev);
 		return r;

@@ -133,6 +133,34 @@ static void take_ahead(struct worker *w, ToWorker *tw, const char *where)
 	leasehold__bus__to_worker__free_unpacked(tw, NULL);
 }
 
+/* a batch becomes one stashed ToWorker per event, in order: each event is
+ * detached from the batch and given its own (malloc'd, as protobuf-c's
+ * default allocator frees) wrapper */
+static void unbatch(struct worker *w, ToWorker *tw)
+{
+	Leasehold__Bus__Events *b = tw->batch;
+	size_t i = 0;
+	for (; b && i < b->n_events; i++) {
+		ToWorker *one = malloc(sizeof(*one));
+		if (!one) {
+			worker_protocol_error(w, "out of memory: %zu batched events dropped",
+			                      b->n_events - i);
+			break;
+		}
+		leasehold__bus__to_worker__init(one);
+		one->msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
+		one->event = b->events[i];
+		stash_push(w, one);
+	}
+	if (b && i) { /* what was not detached is freed with the batch */
+		memmove(b->events, b->events + i, (b->n_events - i) * sizeof(*b->events));
+		b->n_events -= i;
+	}
+	leasehold__bus__to_worker__free_unpacked(tw, NULL);
+}
+
+/* the message, or NULL: undecodable (reported), or a batch (its events are
+ * now in the stash) */
 static ToWorker *decode(struct worker *w, nng_msg *msg)
 {
 	size_t len = nng_msg_len(msg);
@@ -140,6 +168,10 @@ static ToWorker *decode(struct worker *w, nng_msg *msg)
 	nng_msg_free(msg);
 	if (!tw)
 		worker_protocol_error(w, "undecodable message from the host (%zu bytes)", len);
+	else if (tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_BATCH) {
+		unbatch(w, tw);
+		tw = NULL;
+	}
 	return tw;
 }
 

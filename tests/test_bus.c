@@ -1094,6 +1094,123 @@ static void test_worker_skips_a_term_that_ended_ahead(void)
 	loader_close(lp);
 }
 
+/* n events as one batch message: seq0, seq0+1, ...; all but the first
+ * behind; an elected one gets token */
+static void bus_send_batch(nng_socket s, uint64_t seq0, const int *kinds, size_t n, int64_t token)
+{
+	Leasehold__Bus__Event e[8], *ptrs[8];
+	Leasehold__Bus__Elected el = LEASEHOLD__BUS__ELECTED__INIT;
+	Leasehold__Bus__ReleasesChanged rc = LEASEHOLD__BUS__RELEASES_CHANGED__INIT;
+	Leasehold__Bus__Reconcile rec = LEASEHOLD__BUS__RECONCILE__INIT;
+	Leasehold__Bus__Deposed dep = LEASEHOLD__BUS__DEPOSED__INIT;
+	Leasehold__Bus__Fini fini = LEASEHOLD__BUS__FINI__INIT;
+	CHECK(n <= 8);
+	el.fencing_token = token;
+	for (size_t i = 0; i < n; i++) {
+		leasehold__bus__event__init(&e[i]);
+		e[i].seq = seq0 + i;
+		e[i].behind = i > 0;
+		e[i].kind_case = (Leasehold__Bus__Event__KindCase)kinds[i];
+		switch (kinds[i]) {
+		case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
+			e[i].elected = &el;
+			break;
+		case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:
+			e[i].releases_changed = &rc;
+			break;
+		case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
+			e[i].reconcile = &rec;
+			break;
+		case LEASEHOLD__BUS__EVENT__KIND_DEPOSED:
+			e[i].deposed = &dep;
+			break;
+		default:
+			e[i].fini = &fini;
+			break;
+		}
+		ptrs[i] = &e[i];
+	}
+	Leasehold__Bus__Events b = LEASEHOLD__BUS__EVENTS__INIT;
+	b.n_events = n;
+	b.events = ptrs;
+	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
+	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_BATCH;
+	tw.batch = &b;
+	nng_msg *m = bus_pack_msg(&tw.base);
+	CHECK(m);
+	CHECK_INT_EQ(nng_sendmsg(s, m, 0), 0);
+}
+
+/* The host hands a term's start over as one batch message: the worker runs
+ * its events in order, each answered on its own, as if each had come alone;
+ * an empty batch is nothing. */
+static void test_worker_takes_a_batch_in_order(void)
+{
+	enum {
+		K_INIT = LEASEHOLD__BUS__EVENT__KIND_INIT,
+		K_EL = LEASEHOLD__BUS__EVENT__KIND_ELECTED,
+		K_REL = LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED,
+		K_REC = LEASEHOLD__BUS__EVENT__KIND_RECONCILE,
+		K_DEP = LEASEHOLD__BUS__EVENT__KIND_DEPOSED,
+		K_FINI = LEASEHOLD__BUS__EVENT__KIND_FINI,
+	};
+	char err[LOADER_ERR_MAX];
+	struct loader_plugin *lp;
+	CHECK_OK(loader_open(g_dir, "recorder.so", g_private, &lp, err, sizeof(err)));
+	recorder_get_fn get = (recorder_get_fn)dlsym(lp->handle, "recorder_get");
+	CHECK(get);
+	struct recorder *rec = get();
+	set_elected_txn(rec, 1);
+	nng_socket hs, ws;
+	CHECK_INT_EQ(nng_pair1_open(&hs), 0);
+	CHECK_INT_EQ(nng_pair1_open(&ws), 0);
+	nng_socket_set_ms(hs, NNG_OPT_RECVTIMEO, 10000);
+	CHECK_INT_EQ(nng_listen(hs, "inproc://lh-test-worker-batch", NULL, 0), 0);
+	CHECK_INT_EQ(nng_dial(ws, "inproc://lh-test-worker-batch", NULL, 0), 0);
+	struct wthread t = {NULL, -1};
+	CHECK_OK(worker_new(&lp->desc, ws, 10000, &t.w));
+	pthread_t th;
+	CHECK_INT_EQ(pthread_create(&th, NULL, worker_thread, &t), 0);
+
+	bus_send_event(hs, 1, K_INIT, 0, false);
+	expect_done(hs, 1, false);
+	bus_send_batch(hs, 2, NULL, 0, 0); /* empty */
+	const int start[] = {K_EL, K_REL, K_REC};
+	bus_send_batch(hs, 2, start, 3, 7);
+	Leasehold__Bus__ToHost *req = bus_recv(hs); /* on_elected's txn */
+	CHECK_INT_EQ(req->msg_case, LEASEHOLD__BUS__TO_HOST__MSG_TXN);
+	Leasehold__Bus__TxnReply rep = LEASEHOLD__BUS__TXN_REPLY__INIT;
+	rep.id = req->txn->id;
+	rep.succeeded = true;
+	leasehold__bus__to_host__free_unpacked(req, NULL);
+	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
+	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY;
+	tw.txn_reply = &rep;
+	nng_msg *m = bus_pack_msg(&tw.base);
+	CHECK(m);
+	CHECK_INT_EQ(nng_sendmsg(hs, m, 0), 0);
+	expect_done(hs, 2, false);
+	expect_done(hs, 3, false);
+	expect_done(hs, 4, false);
+	const int end[] = {K_DEP, K_FINI};
+	bus_send_batch(hs, 5, end, 2, 0);
+	expect_done(hs, 5, false);
+	expect_done(hs, 6, false);
+	CHECK_INT_EQ(pthread_join(th, NULL), 0);
+	CHECK_INT_EQ(t.rc, 0);
+	CHECK_INT_EQ(rec_count(rec), 7);
+	check_line(rec, 0, "init");
+	check_line(rec, 1, "elected 7 api_token=7");
+	check_line(rec, 2, "elected txn r=0");
+	check_line(rec, 4, "reconcile");
+	check_line(rec, 5, "deposed api_token=0");
+	check_line(rec, 6, "fini");
+	worker_free(t.w);
+	nng_close(hs);
+	nng_close(ws);
+	loader_close(lp);
+}
+
 int main(void)
 {
 	const char *b = getenv("LH_BUILDDIR");
@@ -1133,6 +1250,7 @@ int main(void)
 	RUN(test_txn_of_an_ended_term_is_refused);
 	RUN(test_stop_delivers_deposed_then_fini);
 	RUN(test_worker_skips_a_term_that_ended_ahead);
+	RUN(test_worker_takes_a_batch_in_order);
 	RUN(test_free_without_stop_runs_fini);
 	RUN(test_instance_new_failure_leaves_plugin);
 
