@@ -86,6 +86,8 @@ struct daemon {
 	bool shutting_down;
 	bool revoking;
 	bool revoked; /* the revocation answered (either way) */
+	bool revoke_failed;
+	uint64_t deadline_at; /* loop time the shutdown timeout ends */
 	bool lingering; /* all done; idle until the linger ends, then tear down */
 	int exit_code;
 };
@@ -571,6 +573,7 @@ static void on_revoked(void *ud, int err)
 	else
 		log_info("daemon", "lease revoked");
 	d->revoked = true;
+	d->revoke_failed = err < 0;
 	maybe_finish_shutdown(d);
 }
 
@@ -607,7 +610,14 @@ static void maybe_finish_shutdown(struct daemon *d)
 		return; /* may have answered at once: it calls us again */
 	}
 	if (all && d->revoked && !d->lingering) {
-		if (!d->cfg->exit_linger_ns) {
+		uint64_t now = loop_now(), linger = d->cfg->exit_linger_ns;
+		/* the linger fits inside --shutdown-timeout; it is pointless when
+		 * the keys were not revoked (the successor waits for the TTL) */
+		if (d->deadline_at <= now || d->revoke_failed)
+			linger = 0;
+		else if (linger > d->deadline_at - now)
+			linger = d->deadline_at - now;
+		if (!linger) {
 			log_info("daemon", "bye");
 			loop_quit(d->loop, d->exit_code);
 			return;
@@ -618,7 +628,9 @@ static void maybe_finish_shutdown(struct daemon *d)
 		 * work that would compete with it on a shared machine. Nothing
 		 * is left to do here, so wait quietly first. */
 		d->lingering = true;
-		loop_timer_arm_in(d->shutdown_deadline, d->cfg->exit_linger_ns);
+		log_info("daemon", "done; lingering %llu ms before the teardown",
+		         (unsigned long long)(linger / LOOP_NS_PER_MS));
+		loop_timer_arm_in(d->shutdown_deadline, linger);
 	}
 }
 
@@ -639,6 +651,7 @@ static void begin_shutdown(struct daemon *d, const char *why)
 	log_info("daemon", "%s: shutting down (drain, resign, revoke)", why);
 	d->shutting_down = true;
 	uint64_t t = d->cfg->shutdown_timeout_ns ? d->cfg->shutdown_timeout_ns : 30 * LOOP_NS_PER_S;
+	d->deadline_at = loop_now() + t;
 	loop_timer_arm_in(d->shutdown_deadline, t);
 	for (struct entry *e = d->entries; e; e = e->next) {
 		if (e->removing || e->gone)

@@ -656,11 +656,12 @@ static bool may_send(const struct plugin_instance *pi, const struct event *ev)
 	return false;
 }
 
-/* hand queued events to the worker, as far as may_send allows */
-/* Everything that may go in one round goes in one message (a batch when
- * more than one: the start of a term is one bus hop, not three). The events
- * are chosen first (may_send looks at the state each one leaves) and only
- * committed to the sent list once the message is queued. */
+/* Hand queued events to the worker, as far as may_send allows. Everything
+ * that may go in one round goes in one message (a batch when more than one:
+ * the start of a term is one bus hop, not three). Each chosen event is
+ * linked into the sent list as it is chosen (may_send looks at the state
+ * each one leaves); if the message cannot be queued they are unlinked again
+ * and settled. */
 static void pump(struct plugin_instance *pi)
 {
 	while (pi->q_head && !pi->broken && pi->bus_up && may_send(pi, pi->q_head)) {

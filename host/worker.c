@@ -140,6 +140,14 @@ static void unbatch(struct worker *w, ToWorker *tw)
 {
 	Leasehold__Bus__Events *b = tw->batch;
 	size_t i = 0;
+	if (b && b->n_events > STASH_MAX - w->stash_n) {
+		/* all or nothing: a batch cut short could lose the on_deposed
+		 * that makes the rest of it moot */
+		worker_protocol_error(w, "a batch of %zu events with %u already waiting: dropped",
+		                      b->n_events, w->stash_n);
+		leasehold__bus__to_worker__free_unpacked(tw, NULL);
+		return;
+	}
 	for (; b && i < b->n_events; i++) {
 		ToWorker *one = malloc(sizeof(*one));
 		if (!one) {

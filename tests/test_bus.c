@@ -1098,13 +1098,13 @@ static void test_worker_skips_a_term_that_ended_ahead(void)
  * behind; an elected one gets token */
 static void bus_send_batch(nng_socket s, uint64_t seq0, const int *kinds, size_t n, int64_t token)
 {
-	Leasehold__Bus__Event e[8], *ptrs[8];
+	Leasehold__Bus__Event e[32], *ptrs[32];
 	Leasehold__Bus__Elected el = LEASEHOLD__BUS__ELECTED__INIT;
 	Leasehold__Bus__ReleasesChanged rc = LEASEHOLD__BUS__RELEASES_CHANGED__INIT;
 	Leasehold__Bus__Reconcile rec = LEASEHOLD__BUS__RECONCILE__INIT;
 	Leasehold__Bus__Deposed dep = LEASEHOLD__BUS__DEPOSED__INIT;
 	Leasehold__Bus__Fini fini = LEASEHOLD__BUS__FINI__INIT;
-	CHECK(n <= 8);
+	CHECK(n <= 32);
 	el.fencing_token = token;
 	for (size_t i = 0; i < n; i++) {
 		leasehold__bus__event__init(&e[i]);
@@ -1143,7 +1143,9 @@ static void bus_send_batch(nng_socket s, uint64_t seq0, const int *kinds, size_t
 
 /* The host hands a term's start over as one batch message: the worker runs
  * its events in order, each answered on its own, as if each had come alone;
- * an empty batch is nothing. */
+ * a term that ends inside a batch is skipped as when its events come alone;
+ * an empty batch is nothing; a batch larger than what the worker keeps
+ * waiting is refused whole (a protocol error) rather than cut short. */
 static void test_worker_takes_a_batch_in_order(void)
 {
 	enum {
@@ -1192,10 +1194,33 @@ static void test_worker_takes_a_batch_in_order(void)
 	expect_done(hs, 2, false);
 	expect_done(hs, 3, false);
 	expect_done(hs, 4, false);
-	const int end[] = {K_DEP, K_FINI};
-	bus_send_batch(hs, 5, end, 2, 0);
+	/* the end of term 7, then a whole term 8 that ends inside the same
+	 * batch: all of term 8 is skipped, its on_deposed too */
+	const int next[] = {K_DEP, K_EL, K_REL, K_REC, K_DEP};
+	bus_send_batch(hs, 5, next, 5, 8);
 	expect_done(hs, 5, false);
-	expect_done(hs, 6, false);
+	for (uint64_t seq = 6; seq <= 9; seq++)
+		expect_done(hs, seq, true);
+	/* more than the worker keeps waiting: refused whole, nothing runs */
+	int many[17];
+	for (size_t i = 0; i < 17; i++)
+		many[i] = K_REC;
+	bus_send_batch(hs, 10, many, 17, 0);
+	for (;;) {
+		nng_msg *pm;
+		CHECK_INT_EQ(nng_recvmsg(hs, &pm, 0), 0);
+		Leasehold__Bus__ToHost *x =
+		    leasehold__bus__to_host__unpack(NULL, nng_msg_len(pm), nng_msg_body(pm));
+		nng_msg_free(pm);
+		CHECK(x);
+		CHECK(x->msg_case != LEASEHOLD__BUS__TO_HOST__MSG_DONE);
+		bool pe = x->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_PROTOCOL_ERROR;
+		leasehold__bus__to_host__free_unpacked(x, NULL);
+		if (pe)
+			break;
+	}
+	bus_send_event(hs, 10, K_FINI, 0, false);
+	expect_done(hs, 10, false);
 	CHECK_INT_EQ(pthread_join(th, NULL), 0);
 	CHECK_INT_EQ(t.rc, 0);
 	CHECK_INT_EQ(rec_count(rec), 7);

@@ -166,9 +166,17 @@ static void test_linger_after_revocation(void)
 	long from = host_log_size(&A);
 	char from_s[32];
 	snprintf(from_s, sizeof(from_s), "%ld", from);
-	const char *revoked[2] = {"lease revoked", from_s};
+	/* 60 s, cut to what is left of the 20 s --shutdown-timeout */
+	const char *lingering[2] = {"; lingering ", from_s};
 	host_signal(&A, SIGTERM);
-	tu_wait(&T, log_has, revoked, 15000, "a: lease revoked");
+	tu_wait(&T, log_has, lingering, 15000, "a: lingering");
+	CHECK_INT_EQ(host_log_count(&A, from, "lease revoked"), 1);
+	char *since = host_log_since(&A, from);
+	const char *at = strstr(since, "; lingering ");
+	CHECK(at != NULL);
+	unsigned long ms = strtoul(at + strlen("; lingering "), NULL, 10);
+	CHECK(ms > 0 && ms <= 20000); /* not the 60 s asked for */
+	free(since);
 	/* everything is done and the keys are gone, but a is still up */
 	CHECK_INT_EQ(keys_of_lease(lease), 0);
 	obs_wait_members(g_good, 1, 5000);
