@@ -594,6 +594,13 @@ static bool is_last_election(void *ud)
 	return elections_stopped(me->d, me);
 }
 
+/* the end of a clean shutdown */
+static void say_bye(struct daemon *d)
+{
+	log_info("daemon", "bye");
+	loop_quit(d->loop, d->exit_code);
+}
+
 /* Shutdown ends in two steps: once every election stopped, the lease is
  * revoked (the plugins may still be running fini: they no longer lead);
  * once every plugin stopped too and the revocation answered, the loop ends. */
@@ -618,8 +625,7 @@ static void maybe_finish_shutdown(struct daemon *d)
 		else if (linger > d->deadline_at - now)
 			linger = d->deadline_at - now;
 		if (!linger) {
-			log_info("daemon", "bye");
-			loop_quit(d->loop, d->exit_code);
+			say_bye(d);
 			return;
 		}
 		/* The successor is taking over right now, through etcd; this
@@ -637,8 +643,7 @@ static void maybe_finish_shutdown(struct daemon *d)
 static void begin_shutdown(struct daemon *d, const char *why)
 {
 	if (d->lingering) { /* everything is done: no need to hurry anything */
-		log_info("daemon", "bye");
-		loop_quit(d->loop, d->exit_code);
+		say_bye(d);
 		return;
 	}
 	if (d->shutting_down) {
@@ -670,8 +675,7 @@ static void on_shutdown_deadline(struct loop_timer *t, void *ud)
 	(void)t;
 	struct daemon *d = ud;
 	if (d->lingering) {
-		log_info("daemon", "bye");
-		loop_quit(d->loop, d->exit_code);
+		say_bye(d);
 		return;
 	}
 	log_error("daemon", "shutdown did not finish in time; exiting (keys expire with the lease)");

@@ -148,22 +148,25 @@ static void unbatch(struct worker *w, ToWorker *tw)
 		leasehold__bus__to_worker__free_unpacked(tw, NULL);
 		return;
 	}
-	for (; b && i < b->n_events; i++) {
-		ToWorker *one = malloc(sizeof(*one));
-		if (!one) {
-			worker_protocol_error(w, "out of memory: %zu batched events dropped",
-			                      b->n_events - i);
-			break;
+	ToWorker *ones[STASH_MAX];
+	size_t n = b ? b->n_events : 0;
+	for (; i < n; i++) {
+		if (!(ones[i] = malloc(sizeof(*ones[i])))) {
+			worker_protocol_error(w, "out of memory: a batch of %zu events dropped", n);
+			while (i > 0)
+				free(ones[--i]);
+			leasehold__bus__to_worker__free_unpacked(tw, NULL);
+			return;
 		}
-		leasehold__bus__to_worker__init(one);
-		one->msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
-		one->event = b->events[i];
-		stash_push(w, one);
 	}
-	if (b && i) { /* what was not detached is freed with the batch */
-		memmove(b->events, b->events + i, (b->n_events - i) * sizeof(*b->events));
-		b->n_events -= i;
+	for (i = 0; i < n; i++) {
+		leasehold__bus__to_worker__init(ones[i]);
+		ones[i]->msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
+		ones[i]->event = b->events[i]; /* detached: freed with its wrapper */
+		stash_push(w, ones[i]);
 	}
+	if (b)
+		b->n_events = 0; /* the array itself goes with the batch */
 	leasehold__bus__to_worker__free_unpacked(tw, NULL);
 }
 
