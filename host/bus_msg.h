@@ -11,6 +11,12 @@
 #include <nng/nng.h>
 #include <protobuf-c/protobuf-c.h>
 
+/* The version of the bus protocol (proto/bus.proto), exchanged at INIT and
+ * checked by both sides: they must speak the same one. 2: the Events batch
+ * and the check itself (1 was never sent: its peers send 0). Raise it with
+ * every change an older peer would misread. */
+#define LH_BUS_VERSION 2u
+
 /* bus_bin - a bytes field viewing p[0..len) (borrowed, not copied) */
 ProtobufCBinaryData bus_bin(const void *p, size_t len);
 /* bus_bin_str - a bytes field viewing the string s (NULL = empty) */

@@ -513,6 +513,7 @@ static void event_fill(const struct plugin_instance *pi, const struct event *ev,
 	case EV_INIT:
 		be->init.node_id = bus_bin_str(pi->node_id);
 		be->init.data_prefix = bus_bin_str(pi->data_prefix);
+		be->init.bus_version = LH_BUS_VERSION;
 		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_INIT;
 		be->e.init = &be->init;
 		break;
@@ -1354,6 +1355,14 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 	int err = (d->err <= 0 && d->err > -4096) ? d->err : -EIO;
 	snprintf(msg, sizeof(msg), "%.*s", (int)(d->message.len > 511 ? 511 : d->message.len),
 	         d->message.data ? (const char *)d->message.data : "");
+	if (ev->kind == EV_INIT && err == 0 && d->bus_version != LH_BUS_VERSION) {
+		/* a worker of another release: it would misread what follows */
+		err = -EPROTO;
+		snprintf(msg, sizeof(msg),
+		         "the plugin worker speaks bus version %u, this host %u (leasehold-worker "
+		         "and leasehold must come from the same release)",
+		         d->bus_version, LH_BUS_VERSION);
+	}
 	/* the worker skipped a term event a later on_deposed made moot: as if it
 	 * had been dropped here (only these kinds can be skipped) */
 	bool skipped = d->skipped && (ev->kind == EV_ELECTED || ev->kind == EV_RELEASES ||

@@ -575,6 +575,14 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 			err = -EALREADY;
 			break;
 		}
+		if (ev->init->bus_version != LH_BUS_VERSION) {
+			snprintf(w->errmsg, sizeof(w->errmsg),
+			         "the host speaks bus version %u, this worker %u (leasehold and "
+			         "leasehold-worker must come from the same release)",
+			         ev->init->bus_version, LH_BUS_VERSION);
+			err = -EPROTO;
+			break;
+		}
 		free(w->node_id);
 		free(w->data_prefix);
 		w->node_id = dup_bin(ev->init->node_id);
@@ -691,6 +699,8 @@ int worker_run(struct worker *w)
 		done.err = err;
 		done.skipped = skipped;
 		done.message = bus_bin_str(w->errmsg);
+		if (tw->event->kind_case == LEASEHOLD__BUS__EVENT__KIND_INIT)
+			done.bus_version = LH_BUS_VERSION;
 		ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
 		th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_DONE;
 		th.done = &done;

@@ -949,6 +949,8 @@ static void *worker_thread(void *arg)
 	return NULL;
 }
 
+static uint32_t g_bus_version = LH_BUS_VERSION; /* what INIT carries */
+
 static void bus_send_event(nng_socket s, uint64_t seq, int kind, int64_t token, bool behind)
 {
 	Leasehold__Bus__Event e = LEASEHOLD__BUS__EVENT__INIT;
@@ -965,6 +967,7 @@ static void bus_send_event(nng_socket s, uint64_t seq, int kind, int64_t token, 
 	case LEASEHOLD__BUS__EVENT__KIND_INIT:
 		init.node_id = bus_bin_str("node-w");
 		init.data_prefix = bus_bin_str(PREFIX);
+		init.bus_version = g_bus_version;
 		e.init = &init;
 		break;
 	case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
@@ -1088,6 +1091,69 @@ static void test_worker_skips_a_term_that_ended_ahead(void)
 	check_line(rec, 2, "elected txn r=0");
 	check_line(rec, 3, "deposed api_token=0");
 	check_line(rec, 4, "fini");
+	worker_free(t.w);
+	nng_close(hs);
+	nng_close(ws);
+	loader_close(lp);
+}
+
+/* INIT carries the host's bus version: a worker refuses another one (an
+ * older host sends none) with a clear error and stays uninitialised; its
+ * own is taken; every answer to INIT carries the worker's version. */
+static void test_worker_checks_the_bus_version(void)
+{
+	char err[LOADER_ERR_MAX];
+	struct loader_plugin *lp;
+	CHECK_OK(loader_open(g_dir, "recorder.so", g_private, &lp, err, sizeof(err)));
+	recorder_get_fn get = (recorder_get_fn)dlsym(lp->handle, "recorder_get");
+	CHECK(get);
+	struct recorder *rec = get();
+	nng_socket hs, ws;
+	CHECK_INT_EQ(nng_pair1_open(&hs), 0);
+	CHECK_INT_EQ(nng_pair1_open(&ws), 0);
+	nng_socket_set_ms(hs, NNG_OPT_RECVTIMEO, 10000);
+	CHECK_INT_EQ(nng_listen(hs, "inproc://lh-test-worker-version", NULL, 0), 0);
+	CHECK_INT_EQ(nng_dial(ws, "inproc://lh-test-worker-version", NULL, 0), 0);
+	struct wthread t = {NULL, -1};
+	CHECK_OK(worker_new(&lp->desc, ws, 10000, &t.w));
+	pthread_t th;
+	CHECK_INT_EQ(pthread_create(&th, NULL, worker_thread, &t), 0);
+
+	const uint32_t wrong[] = {0, LH_BUS_VERSION + 1};
+	for (size_t i = 0; i < 2; i++) {
+		g_bus_version = wrong[i];
+		bus_send_event(hs, 1 + i, LEASEHOLD__BUS__EVENT__KIND_INIT, 0, false);
+		Leasehold__Bus__ToHost *d = bus_recv(hs);
+		CHECK_INT_EQ(d->msg_case, LEASEHOLD__BUS__TO_HOST__MSG_DONE);
+		CHECK_INT_EQ(d->done->seq, 1 + i);
+		CHECK_INT_EQ(d->done->err, -EPROTO);
+		CHECK_INT_EQ(d->done->bus_version, LH_BUS_VERSION);
+		char want[128], got[512];
+		snprintf(want, sizeof(want), "the host speaks bus version %u, this worker %u", wrong[i],
+			 LH_BUS_VERSION);
+		snprintf(got, sizeof(got), "%.*s", (int)d->done->message.len,
+			 (const char *)d->done->message.data);
+		if (!strstr(got, want))
+			fprintf(stderr, "got: %s\n", got);
+		CHECK(strstr(got, want) != NULL);
+		leasehold__bus__to_host__free_unpacked(d, NULL);
+	}
+	g_bus_version = LH_BUS_VERSION;
+	CHECK_INT_EQ(rec_count(rec), 0); /* the plugin's init never ran */
+	bus_send_event(hs, 3, LEASEHOLD__BUS__EVENT__KIND_INIT, 0, false);
+	Leasehold__Bus__ToHost *d = bus_recv(hs);
+	CHECK_INT_EQ(d->msg_case, LEASEHOLD__BUS__TO_HOST__MSG_DONE);
+	CHECK_INT_EQ(d->done->seq, 3);
+	CHECK_INT_EQ(d->done->err, 0);
+	CHECK_INT_EQ(d->done->bus_version, LH_BUS_VERSION);
+	leasehold__bus__to_host__free_unpacked(d, NULL);
+	bus_send_event(hs, 4, LEASEHOLD__BUS__EVENT__KIND_FINI, 0, false);
+	expect_done(hs, 4, false);
+	CHECK_INT_EQ(pthread_join(th, NULL), 0);
+	CHECK_INT_EQ(t.rc, 0);
+	CHECK_INT_EQ(rec_count(rec), 2);
+	check_line(rec, 0, "init");
+	check_line(rec, 1, "fini");
 	worker_free(t.w);
 	nng_close(hs);
 	nng_close(ws);
@@ -1263,6 +1329,7 @@ int main(void)
 	RUN(test_txn_errors_reach_the_plugin);
 	RUN(test_context_log_and_outside_thread);
 	RUN(test_hostile_bus_bytes);
+	RUN(test_worker_checks_the_bus_version);
 	RUN(test_in_flight_count);
 	RUN(test_init_failure);
 	RUN(test_term_start_pipelined);

@@ -46,7 +46,8 @@
 static struct loop *L;
 static struct fakehost *FH;
 static char g_root[512], g_dir[1024], g_private[1024], g_build[1024], g_worker[1200],
-    g_stderr[1200];
+    g_stderr[1200], g_oldworker[1200];
+static const char *g_use_worker; /* start(): the worker program (default g_worker) */
 static struct crashy_shm *S;
 static int g_fifo = -1;
 static struct loop_io *g_fio;
@@ -201,7 +202,7 @@ static void start(struct inst *in, uint32_t mode, int slot, const char *node,
 	    .callback_timeout_ms = cb_timeout_ms,
 	    .on_failed = on_failed,
 	    .on_recovered = on_recovered,
-	    .worker_path = g_worker,
+	    .worker_path = g_use_worker ? g_use_worker : g_worker,
 	    .worker_stderr = g_stderr,
 	};
 	CHECK_OK(plugin_instance_new(in->lp, L, fakehost_driver_host(FH), node, &cfg, &in->pi));
@@ -648,6 +649,27 @@ static void test_process_crash_in_first_init_fails_instance(void)
 	CHECK_INT_EQ(get_i(&sa->inits), 1);
 }
 
+/* a leasehold-worker of another release (`--worker`, a package skew) is
+ * refused at INIT with a clear reason, before it is handed anything it
+ * could misread */
+static void test_process_worker_of_another_release_refused(void)
+{
+	struct inst a;
+	slot_reset(0, "node-a");
+	g_use_worker = g_oldworker;
+	start(&a, PLUGIN_ISOLATION_PROCESS, 0, "node-a", 0, false);
+	g_use_worker = NULL;
+	CHECK_OK(loop_run_until(L, &a.init_done, DEADLINE));
+	CHECK_INT_EQ(a.init_err, -EPROTO);
+	check_contains(a.init_msg, "the plugin worker speaks bus version 0, this host 2 "
+				   "(leasehold-worker and leasehold must come from the same release)");
+	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_FAILED);
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(a.pi, &st);
+	CHECK_INT_EQ(st.worker_restarts, 0);
+	stop_and_free(&a);
+}
+
 static void test_process_stop_while_restarting(void)
 {
 	struct inst a;
@@ -776,6 +798,7 @@ int main(void)
 	const char *b = getenv("LH_BUILDDIR");
 	snprintf(g_build, sizeof(g_build), "%s", b && *b ? b : ".");
 	snprintf(g_worker, sizeof(g_worker), "%s/leasehold-worker", g_build);
+	snprintf(g_oldworker, sizeof(g_oldworker), "%s/tests/oldworker", g_build);
 	if (access(g_worker, X_OK) < 0) {
 		fprintf(stderr, "no %s (run through make check)\n", g_worker);
 		return 99;
@@ -811,6 +834,7 @@ int main(void)
 	RUN(test_process_hang_past_timeout_killed);
 	RUN(test_process_restart_backoff_grows);
 	RUN(test_process_crash_in_first_init_fails_instance);
+	RUN(test_process_worker_of_another_release_refused);
 	RUN(test_process_stop_while_restarting);
 	RUN(test_process_bad_worker_path);
 	RUN(test_thread_hang_reported_then_resumes);
