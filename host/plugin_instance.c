@@ -286,12 +286,15 @@ static void completion_free(struct completion *c)
 static void mark_broken(struct plugin_instance *pi, const char *why);
 static void flush(struct plugin_instance *pi);
 
+static void pump(struct plugin_instance *pi);
+
 static void on_defer(struct loop_timer *t, void *userdata)
 {
 	struct plugin_instance *pi = userdata;
 	(void)t;
 	if (pi->out_head && !pi->broken && pi->bus_up)
 		flush(pi); /* what send_nng left corked */
+	pump(pi); /* what plugin_instance_elected left queued */
 	if (pi->need_break) {
 		pi->need_break = false;
 		mark_broken(pi, pi->break_why);
@@ -713,6 +716,7 @@ static void pump(struct plugin_instance *pi)
 			continue;
 		}
 		pi->next_seq += n;
+		pi->stats.messages++;
 		for (size_t i = 0; i < n; i++)
 			if (evs[i]->kind == EV_ELECTED)
 				pi->term_elected_sent = true;
@@ -853,7 +857,10 @@ void plugin_instance_elected(struct plugin_instance *pi, int64_t fencing_token,
 	e2->rel = *r;
 	enqueue(pi, e1);
 	enqueue(pi, e2);
-	pump(pi);
+	/* not sent yet: the caller's first reconcile usually follows at once
+	 * (plugin_instance_reconcile pumps), and then the three go as one
+	 * message; otherwise the deferred timer sends these two */
+	loop_timer_arm_in(pi->defer, 0);
 }
 
 void plugin_instance_releases_changed(struct plugin_instance *pi, const struct releases *r)

@@ -149,6 +149,7 @@ enum plugin_instance_state {
 struct plugin_instance_stats {
 	uint64_t queued;    /* events waiting in the host queue */
 	uint64_t in_flight; /* events sent to the worker, not yet acknowledged (<= 5) */
+	uint64_t messages;  /* bus messages with events sent to the worker (a batch is one) */
 	uint64_t delivered; /* events acknowledged by the worker */
 	uint64_t dropped;   /* events dropped by deposed()/stop() before delivery, or
 	                     * skipped by the worker (the term had ended) */

@@ -666,11 +666,16 @@ static void test_term_start_pipelined(void)
 	struct inst in;
 	start(&in, 0, true);
 	struct rdone a = {0};
-	elect_and_hold_in_on_elected(&in, 5, &a);
 	struct plugin_instance_stats st;
+	plugin_instance_get_stats(in.pi, &st);
+	uint64_t m0 = st.messages;
+	elect_and_hold_in_on_elected(&in, 5, &a);
 	plugin_instance_get_stats(in.pi, &st);
 	CHECK_INT_EQ(st.in_flight, 3);
 	CHECK_INT_EQ(st.queued, 0);
+	/* elected and the first reconcile in one loop iteration (as election.c
+	 * does): one message */
+	CHECK_INT_EQ(st.messages, m0 + 1);
 	/* a second reconcile does not go behind the first */
 	struct rdone b = {0};
 	plugin_instance_reconcile(in.pi, on_reconciled, &b);
