@@ -316,7 +316,10 @@ static void on_worker_failed(void *ud, const char *reason)
 	struct entry *e = ud;
 	char buf[600];
 	snprintf(buf, sizeof(buf), "plugin worker failed: %s", reason ? reason : "?");
-	log_error("daemon", "%s: %s; restarting it with backoff", e->name, buf);
+	bool final = e->pi && plugin_instance_state(e->pi) == PLUGIN_INSTANCE_FAILED;
+	log_error("daemon", "%s: %s; %s", e->name, buf,
+	          final ? "not restarting it (restart leasehold with a matching leasehold-worker)"
+	                : "restarting it with backoff");
 	set_error(e, buf);
 	if (e->el)
 		election_fail(e->el, buf);

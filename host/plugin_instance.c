@@ -294,11 +294,11 @@ static void on_defer(struct loop_timer *t, void *userdata)
 	(void)t;
 	if (pi->out_head && !pi->broken && pi->bus_up)
 		flush(pi); /* what send_nng left corked */
-	pump(pi); /* what plugin_instance_elected left queued */
 	if (pi->need_break) {
 		pi->need_break = false;
 		mark_broken(pi, pi->break_why);
 	}
+	pump(pi); /* what plugin_instance_elected left queued */
 	struct completion *list = pi->c_head;
 	pi->c_head = pi->c_tail = NULL;
 	pi->dispatching = true;
@@ -1362,7 +1362,8 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 	int err = (d->err <= 0 && d->err > -4096) ? d->err : -EIO;
 	snprintf(msg, sizeof(msg), "%.*s", (int)(d->message.len > 511 ? 511 : d->message.len),
 	         d->message.data ? (const char *)d->message.data : "");
-	if (ev->kind == EV_INIT && err == 0 && d->bus_version != LH_BUS_VERSION) {
+	bool other_release = ev->kind == EV_INIT && err == 0 && d->bus_version != LH_BUS_VERSION;
+	if (other_release) {
 		/* a worker of another release: it would misread what follows */
 		err = -EPROTO;
 		snprintf(msg, sizeof(msg),
@@ -1397,6 +1398,18 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 			fmt(reason, sizeof(reason), "init failed after a restart: %s%s%s", strerror(-err),
 			    msg[0] ? ": " : "", msg);
 			free(ev);
+			if (other_release) {
+				/* the worker program was replaced (a package upgrade
+				 * under a running host): every restart would start
+				 * the same one. Final: no more restarts, and the
+				 * owner hears the new reason. */
+				pi->state = PLUGIN_INSTANCE_FAILED;
+				gen_lost(pi, reason);
+				if (pi->cfg.on_failed && !pi->stop_requested)
+					completion_push(pi, COMP_FAILED, (void (*)(void))pi->cfg.on_failed,
+					                pi->cfg.userdata, -EIO, reason);
+				return;
+			}
 			gen_lost(pi, reason);
 			return;
 		}
@@ -2317,6 +2330,7 @@ static int sync_hand_over(struct plugin_instance *pi, enum ev_kind kind)
 		free(ev);
 		return r;
 	}
+	pi->stats.messages++;
 	sent_push(pi, ev);
 	return 0;
 }

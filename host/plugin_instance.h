@@ -51,7 +51,9 @@
  *   Events are handed to the worker one at a time (plugin_instance_stats:
  *   queued + in_flight) with two exceptions: the start of a term goes in one
  *   go (on_elected, the replay and the first reconcile: the reconcile does
- *   not wait two bus round trips), and on_deposed / fini go at once. Queued
+ *   not wait two bus round trips; elected() sends nothing itself, so that a
+ *   reconcile() in the same loop step joins them in one message, else the
+ *   deferred timer sends them), and on_deposed / fini go at once. Queued
  *   events are on the host side and deposed() drops them there; term events
  *   already handed over are skipped by the worker when it finds the term's
  *   end (on_deposed, a new on_elected, fini) waiting behind them before it
@@ -112,7 +114,11 @@
  *    worker finished init (process) or the overrunning callback returned
  *    (thread). The owner may then let the election take part again (clear
  *    the failure) and clear the CLI error. on_failed and on_recovered strictly
- *    alternate. After stop() neither is called.
+ *    alternate, with one exception: when a restarted worker turns out to be
+ *    a program of another release (bus version), no restart can mend it: the
+ *    instance becomes FAILED for good and on_failed comes once more with
+ *    that reason (plugin_instance_state() tells). After stop() neither is
+ *    called.
  * 4. While failed (state RECOVERING): elected() and releases_changed() are
  *    ignored; reconcile() completes with -EIO; deposed() works; drain()
  *    completes as soon as no callback runs (process: at once); stop() and

@@ -168,7 +168,9 @@ static void on_init(void *ud, int err, const char *msg)
 static void on_failed(void *ud, const char *reason)
 {
 	struct inst *in = ud;
-	CHECK(in->failed == in->recovered); /* strictly alternating */
+	/* strictly alternating, but for the final failure (plugin_instance.h) */
+	CHECK(in->failed == in->recovered ||
+	      plugin_instance_state(in->pi) == PLUGIN_INSTANCE_FAILED);
 	in->failed++;
 	in->failed_flag = true;
 	in->failed_at = loop_now();
@@ -670,6 +672,53 @@ static void test_process_worker_of_another_release_refused(void)
 	stop_and_free(&a);
 }
 
+/* the worker program replaced under a running host (a package upgrade):
+ * the worker restarted after a crash is of another release. That is final:
+ * the instance is FAILED for good, on_failed comes once more with the
+ * reason, and no restart follows. */
+static void test_process_restart_into_another_release_is_final(void)
+{
+	char wrapper[PATH_MAX], flag[PATH_MAX];
+	snprintf(flag, sizeof(flag), "%s/worker-replaced", g_root);
+	snprintf(wrapper, sizeof(wrapper), "%s/worker-wrapper.sh", g_root);
+	FILE *f = fopen(wrapper, "w");
+	CHECK(f);
+	/* the first start runs the real worker, every later one the old one */
+	fprintf(f, "#!/bin/sh\nif [ -e '%s' ]; then exec '%s' \"$@\"; fi\n: > '%s'\nexec '%s' \"$@\"\n",
+		flag, g_oldworker, flag, g_worker);
+	CHECK(fclose(f) == 0);
+	CHECK(chmod(wrapper, 0755) == 0);
+	struct inst a;
+	struct crashy_slot *sa = slot_reset(0, "node-a");
+	g_use_worker = wrapper;
+	start(&a, PLUGIN_ISOLATION_PROCESS, 0, "node-a", 0, true);
+	g_use_worker = NULL;
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(a.pi, 3, &REL1);
+	SET(sa, crash, CRASHY_SEGV);
+	struct rdone r1 = {0};
+	plugin_instance_reconcile(a.pi, on_reconciled, &r1);
+	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE)); /* the crash */
+	CHECK_INT_EQ(a.failed, 1);
+	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_RECOVERING);
+	a.failed_flag = false;
+	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE)); /* the restart, refused */
+	CHECK_INT_EQ(a.failed, 2);
+	check_contains(a.reason, "init failed after a restart: Protocol error: the plugin worker "
+				 "speaks bus version 0, this host 2");
+	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_FAILED);
+	/* nothing more: a restart would have come after 200 ms */
+	bool never = false;
+	CHECK(loop_run_until(L, &never, loop_now() + 600 * LOOP_NS_PER_MS) == -ETIMEDOUT);
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(a.pi, &st);
+	CHECK_INT_EQ(st.worker_restarts, 1);
+	CHECK_INT_EQ(a.recovered, 0);
+	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_FAILED);
+	CHECK(r1.done && r1.err == -EIO);
+	stop_and_free(&a);
+}
+
 static void test_process_stop_while_restarting(void)
 {
 	struct inst a;
@@ -835,6 +884,7 @@ int main(void)
 	RUN(test_process_restart_backoff_grows);
 	RUN(test_process_crash_in_first_init_fails_instance);
 	RUN(test_process_worker_of_another_release_refused);
+	RUN(test_process_restart_into_another_release_is_final);
 	RUN(test_process_stop_while_restarting);
 	RUN(test_process_bad_worker_path);
 	RUN(test_thread_hang_reported_then_resumes);
