@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -1622,6 +1623,28 @@ static void scale(int n_members, int n_runs, int n_events, struct scale_res *res
 
 /* ---------------------------------------------------------------- main */
 
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* at exit, after the hosts and etcd are gone (registered before them):
+ * the run's directory goes, unless LH_BENCH_KEEP=1 asks to keep it (host
+ * logs, callgrind dumps) */
+static void rm_base(void)
+{
+	const char *keep = getenv("LH_BENCH_KEEP");
+	if (keep && strcmp(keep, "1") == 0) {
+		fprintf(stderr, "lh-bench: kept %s\n", g_base);
+		return;
+	}
+	nftw(g_base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static void fmt_ref(char *buf, size_t len, struct samples *s, const char *unit, const char *what)
 {
 	if (s->n)
@@ -1656,6 +1679,7 @@ int main(int argc, char **argv)
 	const char *tmp = getenv("TMPDIR");
 	snprintf(g_base, sizeof(g_base), "%s/lh-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	CHECK(mkdtemp(g_base));
+	atexit(rm_base);
 	CHECK(chmod(g_base, 0755) == 0);
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
 	tu_init(&T, harness_etcd_urls(g_etcd));
