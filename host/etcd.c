@@ -87,6 +87,8 @@ struct xfer {
 	bool waiting_auth;	    /* on c's auth wait list */
 	size_t ep;		    /* endpoint of the current attempt */
 	size_t ep_tries;	    /* attempts that failed to connect */
+	bool tls_failed;	    /* one of them failed in the TLS handshake */
+	char errbuf[CURL_ERROR_SIZE]; /* libcurl's text for the last failure */
 	uint64_t token_gen;	    /* token generation sent with the current attempt */
 	struct xfer *wprev, *wnext; /* auth wait list */
 };
@@ -482,6 +484,8 @@ static int xfer_send(struct xfer *x)
 	SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
 	SETOPT(CURLOPT_WRITEDATA, x);
 	SETOPT(CURLOPT_PRIVATE, x);
+	x->errbuf[0] = 0;
+	SETOPT(CURLOPT_ERRORBUFFER, x->errbuf);
 	SETOPT(CURLOPT_NOSIGNAL, 1L);
 	SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
 	SETOPT(CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_timeout_ms);
@@ -734,8 +738,36 @@ static bool is_connect_failure(CURL *e, CURLcode rc)
 	}
 }
 
+/* the TLS setup failed: a certificate not trusted or refused, a TLS file
+ * that cannot be read, no common cipher */
+static bool is_tls_error(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_ENGINE_SETFAILED:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_ENGINE_INITFAILED:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_SSL_INVALIDCERTSTATUS:
+#if LIBCURL_VERSION_NUM >= 0x074d00
+	case CURLE_SSL_CLIENTCERT:
+#endif
+		return true;
+	default:
+		return false;
+	}
+}
+
 static int curl_to_errno(struct xfer *x, CURLcode rc)
 {
+	if (is_tls_error(rc))
+		return -EKEYREJECTED;
 	switch (rc) {
 	case CURLE_OK:
 		return 0;
@@ -802,9 +834,13 @@ static void call_on_done(struct etcd_call *call, CURLcode rc)
 	struct etcd_response *resp = NULL, *eresp = NULL;
 
 	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &http);
+	if (rc != CURLE_OK)
+		log_debug("etcd", "%s on %s: %s", x->path, c->endpoints[x->ep],
+		          x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
 	if (rc != CURLE_OK && is_connect_failure(e, rc)) {
 		advance_endpoint(x);
 		x->ep_tries++;
+		x->tls_failed |= is_tls_error(rc);
 		xfer_detach(x);
 		if (x->ep_tries < c->n_endpoints && loop_now() < call->deadline) {
 			int r = xfer_send(x);
@@ -812,7 +848,9 @@ static void call_on_done(struct etcd_call *call, CURLcode rc)
 				return;
 			err = r;
 		} else
-			err = loop_now() >= call->deadline ? -ETIMEDOUT : -ECONNREFUSED;
+			err = loop_now() >= call->deadline ? -ETIMEDOUT
+			      : x->tls_failed                ? -EKEYREJECTED
+			                                     : -ECONNREFUSED;
 		if (x->is_auth) {
 			c->auth_call = NULL;
 			call_unlink(call);
@@ -849,6 +887,7 @@ static void call_on_done(struct etcd_call *call, CURLcode rc)
 		call->reauthed = true;
 		drop_token(c, x->token_gen);
 		x->ep_tries = 0;
+		x->tls_failed = false;
 		xfer_submit(x);
 		return;
 	}

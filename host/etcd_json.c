@@ -1356,6 +1356,9 @@ const char *etcd_strerror(int err)
 		return "etcd: unavailable";
 	case -ECANCELED:
 		return "etcd: cancelled";
+	case -EKEYREJECTED:
+		return "etcd: TLS failed (a certificate not trusted or refused, or a TLS file "
+		       "that cannot be read: see --etcd-cacert, --etcd-cert, --etcd-key)";
 	case -EIO:
 		return "etcd: request failed";
 	case -ENOMEM:

@@ -227,9 +227,9 @@ static void test_tls_wrong_ca_fails_verification(void)
 	const char *other_ca;
 	CHECK_OK(harness_tls_other_files(H, &other_ca, NULL, NULL));
 	struct etcd_client *c = tls_client(H, other_ca, NULL, NULL);
-	expect_tls_failure(c, "server cert signed by another CA", -EIO);
+	expect_tls_failure(c, "server cert signed by another CA", -EKEYREJECTED);
 	/* the client keeps working for nothing else and frees cleanly */
-	expect_tls_failure(c, "second call, same client", -EIO);
+	expect_tls_failure(c, "second call, same client", -EKEYREJECTED);
 	etcd_client_free(c);
 }
 
@@ -238,7 +238,7 @@ static void test_tls_missing_ca_file_fails_cleanly(void)
 	char path[512];
 	snprintf(path, sizeof(path), "%s/no-such-ca.pem", harness_dir(H));
 	struct etcd_client *c = tls_client(H, path, NULL, NULL);
-	expect_tls_failure(c, "missing CA file", -EIO);
+	expect_tls_failure(c, "missing CA file", -EKEYREJECTED);
 	etcd_client_free(c);
 }
 
@@ -320,16 +320,16 @@ static void test_cca_missing_cert_or_key_file_fails_cleanly(void)
 	CHECK(access(nocert, F_OK) != 0 && access(nokey, F_OK) != 0);
 
 	struct etcd_client *c = tls_client(HC, ca, nocert, key);
-	expect_tls_failure(c, "missing client cert file", -EIO);
+	expect_tls_failure(c, "missing client cert file", -EKEYREJECTED);
 	etcd_client_free(c);
 	c = tls_client(HC, ca, cert, nokey);
-	expect_tls_failure(c, "missing client key file", -EIO);
+	expect_tls_failure(c, "missing client key file", -EKEYREJECTED);
 	etcd_client_free(c);
 	/* a key that does not match the cert */
 	const char *okey;
 	CHECK_OK(harness_tls_other_files(HC, NULL, NULL, &okey));
 	c = tls_client(HC, ca, cert, okey);
-	expect_tls_failure(c, "key of another cert", -EIO);
+	expect_tls_failure(c, "key of another cert", -EKEYREJECTED);
 	etcd_client_free(c);
 }
 
