@@ -12,12 +12,13 @@
  * - plain http:// against the https port fails the call.
  *
  * What the client returns (measured here; etcd.c maps libcurl failures in
- * curl_to_errno / is_connect_failure, so TLS failures have no errno of their
- * own):
- *   server cert from another CA (curl: peer verification)   -> -EIO
- *   missing CA file                                          -> -EIO
- *   missing client cert / key file, or a key of another cert -> -EIO
- *   client cert signed by another CA (server refuses)        -> -EIO
+ * curl_to_errno / is_connect_failure; a TLS setup that fails on our side is
+ * -EKEYREJECTED, "etcd: TLS failed ..."):
+ *   server cert from another CA (curl: peer verification)   -> -EKEYREJECTED
+ *   missing CA file                                          -> -EKEYREJECTED
+ *   missing client cert / key file, or a key of another cert -> -EKEYREJECTED
+ *   client cert signed by another CA (server refuses: only a
+ *     reset connection tells)                                -> -EIO
  *   no client cert with --client-cert-auth                   -> -ECONNREFUSED
  *     (etcd aborts the handshake before a request byte is sent, which the
  *     client treats as a connection failure: it tries the next endpoint and
