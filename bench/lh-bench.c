@@ -1277,6 +1277,9 @@ static int echo_main(const char *url, int n)
 		fprintf(stderr, "lh-bench --echo: cannot dial %s\n", url);
 		return 1;
 	}
+	/* the driver gone (it closes, or dies): do not wait for it forever */
+	nng_socket_set_ms(b.s, NNG_OPT_RECVTIMEO, 10000);
+	nng_socket_set_ms(b.s, NNG_OPT_SENDTIMEO, 10000);
 	bare_echo(&b);
 	nng_close(b.s);
 	return 0;
@@ -1299,6 +1302,9 @@ static void bare_open(struct bare_rig *r, int n, bool ipc)
 	char url[700], self[1024], ns[32];
 	snprintf(url, sizeof(url), "ipc://%s/bare.sock", g_base);
 	CHECK(nng_listen(r->c, url, NULL, 0) == 0);
+	/* a child that cannot dial or dies: bare_run's CHECKs fail, no hang */
+	nng_socket_set_ms(r->c, NNG_OPT_RECVTIMEO, 10000);
+	nng_socket_set_ms(r->c, NNG_OPT_SENDTIMEO, 10000);
 	ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	CHECK(sl > 0);
 	self[sl] = 0;
@@ -1325,8 +1331,11 @@ static void bare_run(struct bare_rig *r, int n, struct samples *out)
 
 static void bare_close(struct bare_rig *r)
 {
-	nng_close(r->c); /* the echo's recv fails if it still waits */
+	nng_close(r->c); /* the echo thread's recv fails if it still waits */
 	if (r->pid > 0) {
+		/* a child's dialer would only reconnect: it may still wait for
+		 * echoes that never come (a round ended early) */
+		kill(r->pid, SIGKILL);
 		waitpid(r->pid, NULL, 0);
 		return;
 	}

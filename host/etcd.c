@@ -87,7 +87,6 @@ struct xfer {
 	bool waiting_auth;	    /* on c's auth wait list */
 	size_t ep;		    /* endpoint of the current attempt */
 	size_t ep_tries;	    /* attempts that failed to connect */
-	bool tls_failed;	    /* one of them failed in the TLS handshake */
 	char errbuf[CURL_ERROR_SIZE]; /* libcurl's text for the last failure */
 	uint64_t token_gen;	    /* token generation sent with the current attempt */
 	struct xfer *wprev, *wnext; /* auth wait list */
@@ -738,12 +737,14 @@ static bool is_connect_failure(CURL *e, CURLcode rc)
 	}
 }
 
-/* the TLS setup failed: a certificate not trusted or refused, a TLS file
- * that cannot be read, no common cipher */
+/* the TLS setup failed on our side: the peer's certificate not trusted, a
+ * TLS file that cannot be read, a key that does not fit, no common cipher.
+ * Not CURLE_SSL_CONNECT_ERROR: curl also gives that for a peer that closes
+ * during the handshake (etcd restarting, a balancer without backends),
+ * which is a connection failure like any other. */
 static bool is_tls_error(CURLcode rc)
 {
 	switch (rc) {
-	case CURLE_SSL_CONNECT_ERROR:
 	case CURLE_SSL_ENGINE_NOTFOUND:
 	case CURLE_SSL_ENGINE_SETFAILED:
 	case CURLE_SSL_CERTPROBLEM:
@@ -840,7 +841,6 @@ static void call_on_done(struct etcd_call *call, CURLcode rc)
 	if (rc != CURLE_OK && is_connect_failure(e, rc)) {
 		advance_endpoint(x);
 		x->ep_tries++;
-		x->tls_failed |= is_tls_error(rc);
 		xfer_detach(x);
 		if (x->ep_tries < c->n_endpoints && loop_now() < call->deadline) {
 			int r = xfer_send(x);
@@ -848,9 +848,7 @@ static void call_on_done(struct etcd_call *call, CURLcode rc)
 				return;
 			err = r;
 		} else
-			err = loop_now() >= call->deadline ? -ETIMEDOUT
-			      : x->tls_failed                ? -EKEYREJECTED
-			                                     : -ECONNREFUSED;
+			err = loop_now() >= call->deadline ? -ETIMEDOUT : -ECONNREFUSED;
 		if (x->is_auth) {
 			c->auth_call = NULL;
 			call_unlink(call);
@@ -887,7 +885,6 @@ static void call_on_done(struct etcd_call *call, CURLcode rc)
 		call->reauthed = true;
 		drop_token(c, x->token_gen);
 		x->ep_tries = 0;
-		x->tls_failed = false;
 		xfer_submit(x);
 		return;
 	}
@@ -1481,7 +1478,8 @@ static void watch_on_done(struct etcd_watch *w, CURLcode rc)
 	struct xfer *x = &w->x;
 	long http = 0;
 	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &http);
-	log_debug("etcd", "watch stream ended: %s (HTTP %ld)", curl_easy_strerror(rc), http);
+	log_debug("etcd", "watch stream ended: %s (HTTP %ld)",
+	          rc != CURLE_OK && x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc), http);
 	if (rc != CURLE_OK && is_connect_failure(x->easy, rc))
 		advance_endpoint(x);
 	bool oversize = x->oversize;

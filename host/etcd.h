@@ -49,8 +49,10 @@
  *   -EINVAL        gRPC INVALID_ARGUMENT (code 3), or a bad call argument
  *   -EAGAIN        gRPC UNAVAILABLE (code 14) / etcd shutting down
  *   -ECANCELED     the request or watch was cancelled by its owner
- *   -EKEYREJECTED  TLS failed: a certificate not trusted or refused, a TLS
- *                  file that cannot be read (on every endpoint tried)
+ *   -EKEYREJECTED  the TLS setup failed on our side: the server's certificate
+ *                  not trusted, a TLS file that cannot be read, a key that
+ *                  does not fit its certificate (a handshake the server
+ *                  breaks off is a connection failure: -ECONNREFUSED/-EIO)
  *   -EIO           any other gRPC code or HTTP failure
  *   -ENOMEM
  * etcd_strerror(err) gives a short text for these.

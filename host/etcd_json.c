@@ -1357,8 +1357,9 @@ const char *etcd_strerror(int err)
 	case -ECANCELED:
 		return "etcd: cancelled";
 	case -EKEYREJECTED:
-		return "etcd: TLS failed (a certificate not trusted or refused, or a TLS file "
-		       "that cannot be read: see --etcd-cacert, --etcd-cert, --etcd-key)";
+		return "etcd: TLS failed (the server's certificate not trusted, or a TLS file "
+		       "that cannot be read or does not fit: see --etcd-cacert, --etcd-cert, "
+		       "--etcd-key)";
 	case -EIO:
 		return "etcd: request failed";
 	case -ENOMEM:

@@ -1088,7 +1088,7 @@ static void on_txn_done(struct etcd_client *c, int err, const struct etcd_respon
 			*pp = pt->next;
 		if (err < 0) {
 			char msg[512];
-			snprintf(msg, sizeof(msg), "etcd txn failed: %s%s%s", strerror(-err),
+			snprintf(msg, sizeof(msg), "%s%s%s", etcd_strerror(err),
 			         resp && resp->error_message ? ": " : "",
 			         resp && resp->error_message ? resp->error_message : "");
 			reply_txn(pi, pt->id, err, msg, NULL);

@@ -451,7 +451,7 @@ static void test_txn_errors_reach_the_plugin(void)
 	plugin_instance_reconcile(in.pi, on_reconciled, &b);
 	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
 	CHECK_INT_EQ(b.err, -ETIMEDOUT);
-	check_line(in.rec, 6, "txn1 err=-110 msg=etcd txn failed: Connection timed out");
+	check_line(in.rec, 6, "txn1 err=-110 msg=etcd: deadline passed, outcome unknown");
 
 	/* the host deposed the instance while the callback ran */
 	set_hold(in.rec, 1);

@@ -263,7 +263,8 @@ struct lh_host_api {
 	 *   -EPERM      called outside a callback or from another thread
 	 *   -ETIMEDOUT  no answer in time: the outcome is UNKNOWN, read back first
 	 *   -ECANCELED  the instance is shutting down
-	 *   other       etcd errors (-ECONNREFUSED, -EAGAIN, -EIO, ...)
+	 *   other       etcd errors (-ECONNREFUSED, -EAGAIN, -EIO, -EKEYREJECTED: TLS
+	 *               setup, ...)
 	 * api->last_error() then has a one-line explanation. */
 	int32_t (*txn)(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32_t n_cmps,
 	               const struct lh_op *success, uint32_t n_success, const struct lh_op *failure,
