@@ -75,11 +75,13 @@ maxlen_descriptor=1024
 srcs_control=("$src/host/control_codec.c" "$src/host/release.c" "$build/proto/control.pb-c.c")
 libs_control=("${pb_libs[@]}")
 maxlen_control=8192
+# (etcd_json.c: the etcd error texts a failed txn carries to the plugin)
 srcs_bus=("$src/host/plugin_instance.c" "$src/host/loader.c" "$src/host/loop.c" "$src/host/log.c"
-          "$src/host/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c")
+          "$src/host/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c"
+          "$src/host/etcd_json.c")
 # the worker half moved to its own file (process isolation)
 [ -f "$src/host/worker.c" ] && srcs_bus+=("$src/host/worker.c" "$src/host/bus_msg.c")
-libs_bus=(-lnng "${pb_libs[@]}" -lpthread -ldl)
+libs_bus=(-lnng "${pb_libs[@]}" "${json_libs[@]}" -lpthread -ldl)
 maxlen_bus=4096
 
 failed=()
