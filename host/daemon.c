@@ -84,6 +84,10 @@ struct daemon {
 	struct loop_timer *shutdown_deadline; /* also ends the exit linger */
 	bool rescan_pending;
 	bool shutting_down;
+	/* the shutdown leaves every plugin's membership for good (the node is
+	 * decommissioned); an ordinary one keeps the member records, so the
+	 * node keeps counting with its releases while it is down */
+	bool leaving;
 	bool revoking;
 	bool revoked; /* the revocation answered (either way) */
 	bool revoke_failed;
@@ -480,7 +484,7 @@ static void entry_remove(struct entry *e)
 		e->next_pi = NULL;
 	}
 	if (e->el && e->d->shutting_down)
-		election_stop_revoking(e->el, is_last_election, on_removed_el_stopped, e);
+		election_stop_revoking(e->el, e->d->leaving, is_last_election, on_removed_el_stopped, e);
 	else if (e->el)
 		election_stop(e->el, on_removed_el_stopped, e);
 	else

@@ -33,6 +33,7 @@ struct member_ent {
 	char *node_id;
 	struct release release;
 	bool valid; /* false: the record exists but does not decode (release unknown) */
+	int64_t mod_rev; /* the record's mod_revision as mirrored */
 };
 
 struct member_map {
@@ -125,9 +126,17 @@ struct election {
 
 	/* session + control path */
 	int64_t lease;
-	int64_t member_lease; /* lease our member record was written with, 0 = none */
+	/* our member record (persistent, bound to no lease): member_placed says
+	 * it is in etcd holding member_release, as written by us at member_rev
+	 * or found there at sync; false while unknown or absent */
+	bool member_placed;
 	struct release member_release;
-	int64_t member_rev; /* revision at which our member record was last written by us */
+	int64_t member_rev;
+	/* readiness is only claimed from a view read while the current session
+	 * holds: the session's lease when the mirror's last full read was sent
+	 * (0 = none); after a session loss the mirror is read again */
+	int64_t view_lease;
+	int64_t sync_lease; /* the lease when the read in flight was sent */
 	int64_t my_rev;       /* create_revision of our election key, 0 = none */
 	/* our own writes to our election key (campaign, resign): the revision
 	 * of the last one whose outcome we know, and whether one since has an
@@ -145,6 +154,7 @@ struct election {
 	char *hold_reason, *fail_reason;
 	void (*stop_done)(void *);
 	bool (*stop_last)(void *); /* election_stop_revoking */
+	bool stop_leave;           /* the stop leaves the membership for good */
 	void *stop_ud;
 	enum election_state state_reported;
 
@@ -311,7 +321,7 @@ static void rc_add(struct election *e, struct release r, int delta)
  * neither for min nor for max, but it blocks the restricted-status wait (its
  * node may run an old release), fail safe. */
 static void member_set(struct election *e, const char *id, size_t len, bool present,
-                       const struct release *r)
+                       const struct release *r, int64_t mod_rev)
 {
 	struct member_map *m = &e->members;
 	struct member_ent **pp = member_slot(m, id, len);
@@ -322,6 +332,7 @@ static void member_set(struct election *e, const char *id, size_t len, bool pres
 		else
 			m->n_invalid--;
 		if (present) {
+			x->mod_rev = mod_rev;
 			x->valid = r != NULL;
 			if (r) {
 				x->release = *r;
@@ -352,12 +363,19 @@ static void member_set(struct election *e, const char *id, size_t len, bool pres
 	x->next = NULL;
 	*pp = x;
 	m->n++;
+	x->mod_rev = mod_rev;
 	x->valid = r != NULL;
 	if (r) {
 		x->release = *r;
 		rc_add(e, *r, +1);
 	} else
 		m->n_invalid++;
+}
+
+static bool member_present(struct election *e, const char *id)
+{
+	struct member_ent **pp = member_slot(&e->members, id, strlen(id));
+	return pp && *pp;
 }
 
 /* ---- candidates ---- */
@@ -566,10 +584,12 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 		}
 		bool self = strlen(e->node_id) == idlen && memcmp(e->node_id, id, idlen) == 0;
 		if (del) {
-			member_set(e, id, idlen, false, NULL);
-			/* our own record deleted behind our back: put it again */
-			if (self && e->member_lease && kv->mod_revision > e->member_rev)
-				e->member_lease = 0;
+			member_set(e, id, idlen, false, NULL, 0);
+			/* our own record deleted behind our back (an operator's
+			 * `members forget` of a node that is in fact alive): we still
+			 * run the plugin, so we are still a member; put it again */
+			if (self && e->member_placed && kv->mod_revision > e->member_rev)
+				e->member_placed = false;
 			return;
 		}
 		struct release r;
@@ -578,19 +598,22 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 			log_warn("election", "%s: member record %.*s is not a valid Member; its release is "
 			         "unknown (it blocks an incompatible status change until fixed or deleted)",
 			         e->name, (int)(idlen > 64 ? 64 : idlen), id);
-		member_set(e, id, idlen, true, ok ? &r : NULL);
-		/* our own record under our lease after a put whose outcome was
-		 * unknown: it exists; step() keeps or deletes it */
-		if (self && !e->member_lease && e->lease && ok && kv->lease == e->lease &&
-		    e->op != OP_MEMBER_PUT) {
-			e->member_lease = e->lease;
+		member_set(e, id, idlen, true, ok ? &r : NULL, kv->mod_revision);
+		/* our own record, left by an earlier run of this node or by a put
+		 * whose outcome was unknown: it exists; step() updates, keeps or
+		 * deletes it. One bound to a lease (written by a host of the
+		 * time when member records died with the lease) is not adopted:
+		 * it is put again without one. */
+		if (self && !e->member_placed && ok && kv->lease == 0 && e->op != OP_MEMBER_PUT &&
+		    kv->mod_revision > e->member_rev) {
+			e->member_placed = true;
 			e->member_release = r;
 			e->member_rev = kv->mod_revision;
 		}
 		/* our own record overwritten by someone else: put ours again */
-		if (self && e->member_lease && kv->mod_revision > e->member_rev &&
-		    (!ok || kv->lease != e->member_lease || release_cmp(r, e->member_release) != 0))
-			e->member_lease = 0;
+		if (self && e->member_placed && kv->mod_revision > e->member_rev &&
+		    (!ok || kv->lease != 0 || release_cmp(r, e->member_release) != 0))
+			e->member_placed = false;
 	} else if (has_prefix(kv, e->k_election, &pl)) {
 		if (kv->key_len == pl || memchr(kv->key, '\0', kv->key_len)) {
 			log_debug("election", "%s: ignoring key outside the layout", e->name);
@@ -656,6 +679,7 @@ static void publish(struct election *e)
 }
 
 static void sync_start(struct election *e);
+static void view_refresh(struct election *e);
 
 static void on_watch(struct etcd_watch *w, int err, int64_t revision, const struct etcd_event *ev,
                      size_t n, void *ud)
@@ -708,6 +732,10 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 		mirror_apply(e, &r->kvs[i], false);
 	e->rev = r->header.revision;
 	e->members_rev = r->header.revision;
+	/* our record may have gone while we were not watching */
+	if (e->member_placed && !member_present(e, e->node_id))
+		e->member_placed = false;
+	e->view_lease = e->sync_lease;
 	int rc = etcd_watch_start(e->etcd, e->k_election, strlen(e->k_election), e->k_watch_end,
 	                          e->k_watch_end_len, e->rev + 1, ETCD_WATCH_PROGRESS_NOTIFY,
 	                          on_watch, e, &e->watch);
@@ -731,7 +759,24 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 		}
 	}
 	publish(e);
+	/* the session changed while the range was in flight */
+	if (e->lease && e->view_lease != e->lease)
+		view_refresh(e);
 	step(e);
+}
+
+/* view_refresh - the session came back (or changed): the mirror may have
+ * missed changes while we could not reach etcd (a watch stream can stall
+ * without breaking), so read it again before vouching for readiness. */
+static void view_refresh(struct election *e)
+{
+	if (!e->synced || !e->watch)
+		return; /* a read is in flight or due: it carries the new lease */
+	log_debug("election", "%s: session changed; reading the state again", e->name);
+	etcd_watch_cancel(e->watch);
+	e->watch = NULL;
+	e->synced = false;
+	sync_start(e);
 }
 
 static void sync_start(struct election *e)
@@ -749,6 +794,7 @@ static void sync_start(struct election *e)
 	                     .range_end = e->k_watch_end,
 	                     .range_end_len = e->k_watch_end_len};
 	e->op = OP_SYNC;
+	e->sync_lease = e->lease;
 	int r = etcd_range(e->etcd, &op, NULL, on_sync_range, e, &e->call);
 	if (r < 0) {
 		e->op = OP_NONE;
@@ -795,7 +841,7 @@ static void on_member_put(struct etcd_client *c, int err, const struct etcd_resp
 	(void)c;
 	op_done(e);
 	if (err < 0) {
-		e->member_lease = 0; /* unknown outcome: put again (idempotent) */
+		e->member_placed = false; /* unknown outcome: put again (idempotent) */
 		retry_later(e, "member registration", err);
 		return;
 	}
@@ -815,19 +861,18 @@ static void member_put(struct election *e)
 	                     .key = e->k_member_self,
 	                     .key_len = strlen(e->k_member_self),
 	                     .value = v,
-	                     .value_len = vlen,
-	                     .lease = e->lease};
+	                     .value_len = vlen};
 	e->op = OP_MEMBER_PUT;
 	/* optimistic: a failure resets it in the callback path via retry */
-	int64_t prev_lease = e->member_lease;
+	bool prev_placed = e->member_placed;
 	struct release prev_rel = e->member_release;
-	e->member_lease = e->lease;
+	e->member_placed = true;
 	e->member_release = e->rel.release;
 	int r = etcd_put(e->etcd, &op, NULL, on_member_put, e, &e->call);
 	free(v);
 	if (r < 0) {
 		e->op = OP_NONE;
-		e->member_lease = prev_lease;
+		e->member_placed = prev_placed;
 		e->member_release = prev_rel;
 		retry_later(e, "member registration", r);
 	}
@@ -837,13 +882,15 @@ static void on_member_del(struct etcd_client *c, int err, const struct etcd_resp
 {
 	struct election *e = ud;
 	(void)c;
-	(void)r;
 	op_done(e);
 	if (err < 0) {
 		retry_later(e, "member removal", err);
 		return;
 	}
-	e->member_lease = 0;
+	e->member_placed = false;
+	if (r->header.revision > e->member_rev)
+		e->member_rev = r->header.revision;
+	log_info("election", "%s: left the membership", e->name);
 	step(e);
 }
 
@@ -937,12 +984,15 @@ static void on_resign(struct etcd_client *c, int err, const struct etcd_response
 	if (r->succeeded && e->resign_publishes) {
 		/* the member record carries the incoming release already */
 		e->member_release = e->resign_release;
-		e->member_lease = e->lease;
-		if (r->header.revision > e->member_rev)
-			e->member_rev = r->header.revision;
+		e->member_placed = true;
 	}
-	if (r->succeeded && e->resign_drops_member)
-		e->member_lease = 0;
+	if (r->succeeded && e->resign_drops_member) {
+		e->member_placed = false;
+		log_info("election", "%s: left the membership", e->name);
+	}
+	if (r->succeeded && (e->resign_publishes || e->resign_drops_member) &&
+	    r->header.revision > e->member_rev)
+		e->member_rev = r->header.revision;
 	e->resign_publishes = false;
 	e->resign_drops_member = false;
 	e->retry_backoff = 100 * LOOP_NS_PER_MS;
@@ -953,10 +1003,16 @@ static void on_resign(struct etcd_client *c, int err, const struct etcd_response
 static bool want_member(const struct election *e);
 static bool left_to_revoke(struct election *e);
 
-/* leaving_membership - our member record is to go: we are leaving for good */
+/* leaving_membership - our member record is to go: we are leaving for good.
+ * Membership says who may still be serving this plugin's state, so only a
+ * deliberate exit ends it: the role taken away, the plugin file removed, a
+ * shutdown that declares it leaves for good. A failed plugin, a lost
+ * session and an ordinary shutdown keep the record: the node still has that
+ * release installed and may come back with it (the reference algorithm's
+ * persistent node records). */
 static bool leaving_membership(const struct election *e)
 {
-	return !want_member(e) && e->member_lease && e->lease && (e->held || e->stopping || e->failed);
+	return e->member_placed && (e->held || (e->stopping && e->stop_leave));
 }
 
 /* resign - delete our election key (compare: still our key). When a driver
@@ -976,11 +1032,11 @@ static void resign(struct election *e)
 	uint8_t *v = NULL;
 	size_t vlen = 0;
 	e->resign_publishes = false;
-	if (e->swap.pending && e->lease && e->member_lease == e->lease &&
+	if (e->swap.pending && e->member_placed &&
 	    member_encode(e, e->swap.rel.release, &v, &vlen) == 0) {
 		ops[1] = (struct etcd_op){.type = ETCD_OP_PUT, .key = e->k_member_self,
 		                          .key_len = strlen(e->k_member_self), .value = v,
-		                          .value_len = vlen, .lease = e->lease};
+		                          .value_len = vlen};
 		n_ops = 2;
 		e->resign_publishes = true;
 		e->resign_release = e->swap.rel.release;
@@ -1124,8 +1180,7 @@ static bool want_campaign(const struct election *e)
 {
 	/* a candidate needs its member record in place; a leader whose record
 	 * was overwritten puts it back without leaving */
-	bool member_ok = e->member_lease == e->lease &&
-	                 release_cmp(e->member_release, e->rel.release) == 0;
+	bool member_ok = e->member_placed && release_cmp(e->member_release, e->rel.release) == 0;
 	return want_member(e) && (member_ok || e->leading) && e->ever_synced &&
 	       !release_less(e->rel.release, e->releases.max);
 }
@@ -1560,7 +1615,7 @@ static enum election_state current_state(const struct election *e)
 {
 	if (e->failed)
 		return ELECTION_FAILED;
-	if (e->stopping && !e->leading && !e->my_rev && !e->member_lease && e->op == OP_NONE)
+	if (e->stopping && !e->leading && !e->my_rev && !leaving_membership(e) && e->op == OP_NONE)
 		return ELECTION_STOPPED;
 	if (!e->synced)
 		return ELECTION_LOADING;
@@ -1609,23 +1664,22 @@ static void step(struct election *e)
 			done(ud);
 	}
 	/* 3. member record */
-	if (want_member(e) && (e->member_lease != e->lease ||
+	if (want_member(e) && (!e->member_placed ||
 	                       release_cmp(e->member_release, e->rel.release) != 0)) {
 		member_put(e);
 		goto report;
 	}
-	if (leaving_membership(e) && !left_to_revoke(e)) {
+	if (leaving_membership(e)) {
 		member_del(e);
 		goto report;
 	}
 	/* 4. stop complete */
-	if (e->stopping && !e->leading && !e->my_rev && (!e->member_lease || !e->lease)) {
+	if (e->stopping && !e->leading && !e->my_rev) {
 		if (e->watch) {
 			etcd_watch_cancel(e->watch);
 			e->watch = NULL;
 		}
 		loop_timer_disarm(e->sync_timer);
-		e->member_lease = 0;
 		if (e->stop_done) {
 			void (*done)(void *) = e->stop_done;
 			e->stop_done = NULL;
@@ -1926,30 +1980,39 @@ void election_hold(struct election *e, bool hold, const char *reason)
 	step(e);
 }
 
-void election_stop(struct election *e, void (*done)(void *ud), void *ud)
+static void stop_with(struct election *e, bool leave, bool (*last)(void *ud),
+                      void (*done)(void *ud), void *ud)
 {
 	e->stopping = true;
+	e->stop_leave = leave;
+	e->stop_last = last;
 	e->stop_done = done;
 	e->stop_ud = ud;
 	step(e);
 }
 
-void election_stop_revoking(struct election *e, bool (*last)(void *ud), void (*done)(void *ud),
-                            void *ud)
+void election_stop(struct election *e, void (*done)(void *ud), void *ud)
 {
-	e->stop_last = last;
-	election_stop(e, done, ud);
+	stop_with(e, true, NULL, done, ud);
 }
 
-/* left_to_revoke - a stopping election whose keys the caller's lease
- * revocation deletes next (election_stop_revoking): forget them here */
+void election_stop_revoking(struct election *e, bool leave, bool (*last)(void *ud),
+                            void (*done)(void *ud), void *ud)
+{
+	stop_with(e, leave, last, done, ud);
+}
+
+/* left_to_revoke - a stopping election whose election key the caller's
+ * lease revocation deletes next (election_stop_revoking): forget it here.
+ * Not when leaving for good: the member record is bound to no lease, and
+ * the resign txn deletes it together with the key. */
 static bool left_to_revoke(struct election *e)
 {
-	if (!e->stopping || !e->stop_last || e->swap.pending || !e->stop_last(e->stop_ud))
+	if (!e->stopping || !e->stop_last || e->stop_leave || e->swap.pending ||
+	    !e->stop_last(e->stop_ud))
 		return false;
-	log_info("election", "%s: leaving our keys to the lease revocation", e->name);
+	log_info("election", "%s: leaving our election key to the lease revocation", e->name);
 	e->my_rev = 0;
-	e->member_lease = 0;
 	return true;
 }
 
@@ -1957,6 +2020,8 @@ void election_session_up(struct election *e, int64_t lease)
 {
 	e->lease = lease;
 	snprintf(e->my_key, sizeof(e->my_key), "%s%" PRIx64, e->k_election, (uint64_t)lease);
+	if (e->view_lease != lease)
+		view_refresh(e);
 	step(e);
 }
 
@@ -1968,6 +2033,10 @@ void election_session_lost(struct election *e)
 		e->draining = false;
 		depose(e, false, "session lost");
 	}
+	/* a member put in flight has an unknown outcome: the mirror shows
+	 * whether it took; the record itself outlives the session */
+	if (e->op == OP_MEMBER_PUT)
+		e->member_placed = false;
 	if (e->op == OP_MEMBER_PUT || e->op == OP_MEMBER_DEL || e->op == OP_CAMPAIGN ||
 	    e->op == OP_RESIGN || e->op == OP_LEAD) {
 		etcd_call_cancel(e->call);
@@ -1975,7 +2044,6 @@ void election_session_lost(struct election *e)
 	}
 	loop_timer_disarm(e->retry_timer);
 	e->lease = 0;
-	e->member_lease = 0;
 	e->my_rev = 0;
 	step(e);
 }
@@ -2051,6 +2119,37 @@ const char *election_name(const struct election *e)
 	return e->name;
 }
 
+/* not_ready_reason - why this node may not serve now, or NULL when it may.
+ * Readiness is claimed only from a view the node can vouch for: the status
+ * as read while the current session holds (a node cut off from etcd cannot
+ * know whether the leader has since restricted the status against its
+ * release, so past its lease deadline it says "not ready"). */
+static const char *not_ready_reason(struct election *e, char *buf, size_t len)
+{
+	char a[RELEASE_STRLEN], b[RELEASE_STRLEN];
+	if (!e->lease || !session_is_up(e->sess))
+		return "no etcd session: the status cannot be vouched for";
+	if (!e->synced || e->view_lease != e->lease)
+		return "reading the state from etcd";
+	if (!e->status.present)
+		return "no status yet (no reconcile has completed)";
+	if (!e->status.valid)
+		return "the status record does not decode";
+	if (release_less(e->rel.release, e->status.min_compatible)) {
+		snprintf(buf, len, "local release %s is below the status's minimum compatible release %s",
+		         release_format(e->rel.release, a, sizeof(a)),
+		         release_format(e->status.min_compatible, b, sizeof(b)));
+		return buf;
+	}
+	if (release_less(e->status.version, e->rel.min_reconciler)) {
+		snprintf(buf, len, "the state was reconciled by %s, below this release's minimum reconciler %s",
+		         release_format(e->status.version, a, sizeof(a)),
+		         release_format(e->rel.min_reconciler, b, sizeof(b)));
+		return buf;
+	}
+	return NULL;
+}
+
 void election_get_info(struct election *e, struct election_info *ret)
 {
 	memset(ret, 0, sizeof(*ret));
@@ -2063,8 +2162,8 @@ void election_get_info(struct election *e, struct election_info *ret)
 	ret->status_state = e->status.state;
 	ret->status_version = e->status.version;
 	ret->status_min_compatible = e->status.min_compatible;
-	ret->ready = e->status.valid && election_status_ready(&e->rel, true, e->status.version,
-	                                                      e->status.min_compatible);
+	ret->not_ready = not_ready_reason(e, ret->not_ready_buf, sizeof(ret->not_ready_buf));
+	ret->ready = ret->not_ready == NULL;
 	ret->reconcile_count = e->reconcile_count;
 	ret->reconcile_last_ok = e->reconcile_last_ok;
 	ret->reconcile_last_error = e->reconcile_last_error;
@@ -2093,8 +2192,85 @@ size_t election_members(struct election *e, struct election_member *out, size_t 
 				out[k].node_id = x->node_id;
 				out[k].release = x->release;
 				out[k].leader = low && strcmp(low->node_id, x->node_id) == 0;
+				out[k].campaigning = false;
+				for (size_t c = 0; c < e->n_cands; c++)
+					if (strcmp(e->cands[c].node_id, x->node_id) == 0)
+						out[k].campaigning = true;
 			}
 			k++;
 		}
 	return k;
+}
+
+/* ---- operator: forget a member ---- */
+
+struct forget_ctx {
+	void (*done)(void *ud, int err);
+	void *ud;
+};
+
+static void on_forgotten(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+{
+	(void)c;
+	struct forget_ctx *f = ud;
+	if (err == 0 && !r->succeeded)
+		err = -ESTALE; /* the record changed since the decision: re-registered */
+	f->done(f->ud, err);
+	free(f);
+}
+
+int election_forget(struct election *e, const char *node_id, void (*done)(void *ud, int err),
+                    void *ud, char *err, size_t err_len)
+{
+	size_t len = strlen(node_id);
+	if (!e->synced) {
+		snprintf(err, err_len, "plugin '%s' has not read its members from etcd yet; try again",
+		         e->name);
+		return -EAGAIN;
+	}
+	if (strcmp(node_id, e->node_id) == 0) {
+		snprintf(err, err_len, "'%s' is this node, which runs plugin '%s': remove the plugin "
+		         "file here (or its role) to leave", node_id, e->name);
+		return -EINVAL;
+	}
+	struct member_ent **pp = member_slot(&e->members, node_id, len);
+	if (!pp || !*pp) {
+		snprintf(err, err_len, "node '%s' is not a member of plugin '%s'", node_id, e->name);
+		return -ENOENT;
+	}
+	for (size_t i = 0; i < e->n_cands; i++)
+		if (strcmp(e->cands[i].node_id, node_id) == 0) {
+			snprintf(err, err_len, "node '%s' is alive (it campaigns for plugin '%s'); a live "
+			         "node registers again at once: stop it or remove the plugin there",
+			         node_id, e->name);
+			return -EBUSY;
+		}
+	char *key = xasprintf("%s%s", e->k_members, node_id);
+	struct forget_ctx *f = malloc(sizeof(*f));
+	int r = -ENOMEM;
+	if (!key || !f)
+		goto out;
+	f->done = done;
+	f->ud = ud;
+	/* only the record we decided on: a node that registered again since
+	 * (it came back) is not forgotten */
+	struct etcd_compare cmp = {.target = ETCD_CMP_MOD, .result = ETCD_CMP_EQUAL, .key = key,
+	                           .key_len = strlen(key), .number = (*pp)->mod_rev};
+	struct etcd_op del = {.type = ETCD_OP_DELETE, .key = key, .key_len = strlen(key)};
+	r = etcd_txn(e->etcd, &cmp, 1, &del, 1, NULL, 0, NULL, on_forgotten, f, NULL);
+	if (r == 0) {
+		char rb[RELEASE_STRLEN] = "?";
+		if ((*pp)->valid)
+			release_format((*pp)->release, rb, sizeof(rb));
+		log_warn("election", "%s: forgetting member %s (release %s) on an operator's request",
+		         e->name, node_id, rb);
+		f = NULL;
+	} else
+		snprintf(err, err_len, "%s", etcd_strerror(r));
+out:
+	if (r == -ENOMEM)
+		snprintf(err, err_len, "out of memory");
+	free(key);
+	free(f);
+	return r;
 }

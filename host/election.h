@@ -6,9 +6,15 @@
  * - One range + one watch over [P/N/election/, P/N/status] keeps a consistent
  *   mirror of the plugin's members, candidates and status at one etcd
  *   revision. P/N/data/ sorts before that range and is not watched.
- * - Members: counts per distinct release (the seed's releaseCount), so a
- *   member event costs O(distinct releases), not a rescan of all members. The
- *   local release always counts (as in the seed).
+ * - Members: P/N/members/<node> records are bound to no lease (the
+ *   reference algorithm's persistent node records): a node that is down or
+ *   cut off keeps counting with the last release it reported, until it leaves
+ *   on purpose (plugin removed, role removed, a shutdown that leaves for
+ *   good) or an operator forgets it. Membership (who may be serving) is kept
+ *   apart from liveness (who campaigns: election keys, bound to the lease).
+ *   Counts per distinct release (the reference's releaseCount), so a member
+ *   event costs O(distinct releases), not a rescan of all members. The local
+ *   release always counts (as in the reference).
  * - Election: the etcd recipe under ONE prefix for every release: our key is
  *   P/N/election/<lease hex> (value: node id); the candidate with the lowest
  *   create_revision leads. We campaign only while local release >= max
@@ -74,7 +80,13 @@ struct election_config {
 struct election_info {
 	enum election_state state;
 	const char *leader; /* node id of the current leader, or NULL */
-	bool ready;
+	bool ready; /* may serve: see election_status_ready and not_ready */
+	/* why not ready (NULL when ready): also "no etcd session" and "reading
+	 * the state from etcd", since readiness is claimed only from a status
+	 * read while the current session holds. Points into not_ready_buf or
+	 * to a static string. */
+	const char *not_ready;
+	char not_ready_buf[160];
 	struct releases releases;
 	bool status_present;
 	bool status_valid; /* present but not decodable -> false */
@@ -113,25 +125,30 @@ void election_set_driver(struct election *e, const struct driver_ops *ops, void 
 int election_start(struct election *e);
 
 /* election_hold - hold back (true) or release (false) participation: while
- * held, the member record is deleted and we do not campaign (graceful leave
- * as for a reload). reason (copied) is shown in the CLI. */
+ * held (the node lost the plugin's role), the member record is deleted and
+ * we do not campaign: the node leaves the membership on purpose. reason
+ * (copied) is shown in the CLI. */
 void election_hold(struct election *e, bool hold, const char *reason);
 
-/* election_stop - graceful: drain, deposed, delete our election key and our
- * member record, stop watching; then done(ud). The election stays allocated
- * (state STOPPED) until election_free. */
+/* election_stop - graceful, leaving for good (the plugin is removed from
+ * this node): drain, deposed, delete our election key and our member record,
+ * stop watching; then done(ud). The election stays allocated (state
+ * STOPPED) until election_free. */
 void election_stop(struct election *e, void (*done)(void *ud), void *ud);
 
 /* election_stop_revoking - election_stop for a shutdown whose caller revokes
- * the session's lease right after every election stopped. When the election
+ * the session's lease right after every election stopped. leave: the node
+ * leaves the plugin's membership for good (its member record is deleted, in
+ * the resign txn when it campaigns); otherwise the member record stays, so
+ * the node keeps counting with its release while it is down. When the election
  * is about to resign (drained, deposed) and last(ud) says it is the last
  * election of the lease still to stop, it leaves its election key and member
  * record to the revocation, which deletes every key of the lease in one
  * revision, instead of writing itself: one etcd write on the way out, none
  * beside the successor's first ones. Earlier elections resign as usual, so a
  * plugin that drains slowly does not hold back the others' handover. */
-void election_stop_revoking(struct election *e, bool (*last)(void *ud), void (*done)(void *ud),
-                            void *ud);
+void election_stop_revoking(struct election *e, bool leave, bool (*last)(void *ud),
+                            void (*done)(void *ud), void *ud);
 
 /* election_session_up / election_session_lost - the owner forwards session
  * events to every election. */
@@ -139,8 +156,9 @@ void election_session_up(struct election *e, int64_t lease);
 void election_session_lost(struct election *e);
 
 /* election_fail - mark failed (reason copied); deposes at once if leading
- * (nothing drained: a failed plugin cannot be waited for) and leaves the
- * membership. */
+ * (nothing drained: a failed plugin cannot be waited for) and stops
+ * campaigning. The member record stays: the node still has that release
+ * installed and may be serving with it. */
 void election_fail(struct election *e, const char *reason);
 /* election_recover - clear a failure: take part again. */
 void election_recover(struct election *e);
@@ -158,9 +176,25 @@ struct election_member {
 	const char *node_id;
 	struct release release;
 	bool leader;
+	/* it holds an election key now (alive, newest release); a member that
+	 * does not may be standby on an older release, down or cut off */
+	bool campaigning;
 };
 /* election_members - fills up to max entries, returns the total count */
 size_t election_members(struct election *e, struct election_member *out, size_t max);
+
+/* election_forget - an operator removes node_id's member record: the node is
+ * gone for good and must no longer hold back an incompatible status change.
+ * Checked before anything changes: -EAGAIN (not synced yet), -EINVAL (the
+ * local node: it leaves by losing the plugin file or role), -ENOENT (no such
+ * member), -EBUSY (the node campaigns, so it is alive and would register
+ * again); the message is in err. The delete compares the record's
+ * mod_revision as mirrored, so a node that registered again meanwhile is not
+ * forgotten. Returns 0 when started: done(ud, err) then runs exactly once on
+ * the loop, with 0, -ESTALE (the record changed since) or an etcd error; it
+ * may run after election_free (it touches no election). */
+int election_forget(struct election *e, const char *node_id, void (*done)(void *ud, int err),
+                    void *ud, char *err, size_t err_len);
 
 /* election_decode_member - a P/N/members/<id> value (hostile bytes) -> its
  * release. Returns 0, or -EBADMSG (does not unpack / no release);

@@ -950,6 +950,205 @@ static void test_second_reload_while_draining(void)
 	node_free(&a);
 }
 
+
+/* ---- membership outlives the lease (the reference's persistent node
+ * records): a node that stops renewing keeps counting with its release ---- */
+
+static const struct plugin_releases REL110 = {{1, 1, 0}, {1, 0, 0}, {1, 1, 0}};
+
+static void node_crash(struct node *n)
+{
+	/* no revoke, no resign, no member delete: the lease runs out on etcd */
+	while (n->drv.nq > 0) {
+		n->drv.q[0].ok = false;
+		d_finish(&n->drv);
+	}
+	election_free(n->el);
+	n->el = NULL;
+	session_free(n->sess);
+	n->sess = NULL;
+	loop_timer_free(n->drv.t);
+	etcd_client_free(n->etcd);
+	memset(n, 0, sizeof(*n));
+}
+
+static int64_t g_gone_lease;
+static bool p_lease_gone(void *a)
+{
+	(void)a;
+	/* the lease's election key is gone when the lease is: look at every
+	 * key of the prefix for one still bound to it */
+	struct etcd_kv **kvs;
+	size_t n = tu_list(&T, PFX "/", &kvs);
+	bool bound = false;
+	for (size_t i = 0; i < n; i++)
+		bound = bound || kvs[i]->lease == g_gone_lease;
+	tu_list_free(kvs, n);
+	return !bound;
+}
+
+static bool p_member_rec(void *a)
+{
+	char key[128];
+	snprintf(key, sizeof(key), PFX "/" PLUGIN "/members/%s", (const char *)a);
+	size_t n;
+	uint8_t *v = tu_get(&T, key, &n);
+	free(v);
+	return v != NULL;
+}
+
+static bool p_forget_done(void *a)
+{
+	return *(int *)a != 1;
+}
+
+static void on_forget(void *ud, int err)
+{
+	*(int *)ud = err;
+}
+
+
+/* a node cut off or crashed on an old release holds the restriction back
+ * until it is upgraded or an operator forgets it */
+static void test_member_outlives_lease(void)
+{
+	wipe();
+	/* the state was reconciled by 1.0.0, compatible with 1.0.0 */
+	tu_put_status(&T, PFX, PLUGIN, DONE, REL(1, 0, 0), REL(1, 0, 0));
+	struct node old, a;
+	node_start(&old, 2, REL100, 2, true);
+	tu_wait(&T, p_node_leading, &old, 5000, "the 1.0.0 node leads");
+	int64_t old_lease = session_lease(old.sess);
+	/* 1.1.0 (minimum compatible 1.1.0) joins: it leads, and must restrict */
+	node_start(&a, 1, REL110, 10, true);
+	tu_wait(&T, p_drv_elected, &a, 10000, "the 1.1.0 node leads");
+	/* the old node is cut off: it stops renewing; its lease expires on etcd */
+	node_crash(&old);
+	g_gone_lease = old_lease;
+	tu_wait(&T, p_lease_gone, NULL, 10000, "the old node's lease expired");
+	CHECK(p_member_rec((char *)"node2"));
+	/* a write the leader's watch sees after the expiry: its mirror is past it */
+	int64_t rev = tu_put_member(&T, PFX, PLUGIN, "canary", REL(1, 1, 0));
+	g_want_rev = rev;
+	tu_wait(&T, p_rev, &a, 5000, "the leader's mirror is past the expiry");
+	int st;
+	struct release v, m;
+	CHECK(tu_get_status(&T, PFX, PLUGIN, &st, &v, &m));
+	CHECK_INT_EQ(st, DONE);
+	CHECK(release_cmp(m, REL(1, 0, 0)) == 0); /* not restricted */
+	CHECK_INT_EQ(a.drv.reconciles, 0);
+	char a_rel[RELEASE_STRLEN];
+	CHECK_STR_EQ(release_format(info_of(&a).releases.min, a_rel, sizeof(a_rel)), "1.0.0");
+	/* the member list shows it, not campaigning */
+	struct election_member mem[8];
+	size_t nm = election_members(a.el, mem, 8);
+	bool seen = false;
+	for (size_t i = 0; i < nm && i < 8; i++)
+		if (strcmp(mem[i].node_id, "node2") == 0) {
+			seen = true;
+			CHECK(!mem[i].campaigning);
+		}
+	CHECK(seen);
+
+	/* forgetting: refused for the local node, a live candidate, a stranger */
+	char err[256];
+	int done = 1;
+	CHECK_INT_EQ(election_forget(a.el, "node1", on_forget, &done, err, sizeof(err)), -EINVAL);
+	CHECK_INT_EQ(election_forget(a.el, "nobody", on_forget, &done, err, sizeof(err)), -ENOENT);
+	fprintf(stderr, "refusal: %s\n", err);
+	/* the operator forgets the node: the restriction proceeds */
+	CHECK_OK(election_forget(a.el, "node2", on_forget, &done, err, sizeof(err)));
+	tu_wait(&T, p_forget_done, &done, 5000, "forget answered");
+	CHECK_OK(done);
+	wait_status(DONE, REL(1, 1, 0), REL(1, 1, 0), "restricted, reconciled, DONE at 1.1.0");
+	tu_del(&T, PFX "/" PLUGIN "/members/canary");
+	node_stop(&a);
+	node_free(&a);
+}
+
+/* a live candidate cannot be forgotten; a record forgotten behind a live
+ * node's back is put again at once; a graceful stop that does not leave
+ * keeps the record, the default stop (plugin removed) deletes it */
+static bool g_stop_flag;
+static void on_stop_flag(void *ud)
+{
+	(void)ud;
+	g_stop_flag = true;
+}
+static bool yes(void *ud)
+{
+	(void)ud;
+	return true;
+}
+
+static void test_forget_live_and_stop_kinds(void)
+{
+	wipe();
+	struct node a, b;
+	node_start(&a, 1, REL100, 10, true);
+	node_start(&b, 2, REL100, 10, true);
+	g_pair[0] = &a;
+	g_pair[1] = &b;
+	tu_wait(&T, p_one_leads, NULL, 10000, "one leads");
+	tu_wait(&T, p_campaigning, a.drv.leading ? &b : &a, 10000, "the other campaigns");
+	char err[256];
+	int done = 1;
+	CHECK_INT_EQ(election_forget(a.el, "node2", on_forget, &done, err, sizeof(err)), -EBUSY);
+	fprintf(stderr, "refusal: %s\n", err);
+	/* deleted behind b's back: b is alive and registers again */
+	int64_t rev = tu_del(&T, PFX "/" PLUGIN "/members/node2");
+	(void)rev;
+	tu_wait(&T, p_member_rec, (char *)"node2", 5000, "node2 registered again");
+	/* an ordinary shutdown (not leaving) keeps the member record */
+	g_stop_flag = false;
+	election_stop_revoking(b.el, false, yes, on_stop_flag, NULL);
+	tu_wait(&T, p_flag, &g_stop_flag, 10000, "b stopped");
+	g_gone_lease = session_lease(b.sess);
+	session_revoke(b.sess, NULL, NULL);
+	tu_wait(&T, p_lease_gone, NULL, 10000, "b's lease revoked");
+	CHECK(p_member_rec((char *)"node2"));
+	/* a stop that leaves for good deletes it */
+	g_stop_flag = false;
+	election_stop(a.el, on_stop_flag, NULL);
+	tu_wait(&T, p_flag, &g_stop_flag, 10000, "a stopped");
+	CHECK(!p_member_rec((char *)"node1"));
+	session_revoke(a.sess, NULL, NULL);
+	node_free(&a);
+	node_free(&b);
+}
+
+/* ---- readiness only from a view the node can vouch for ---- */
+
+static bool p_not_ready_no_session(void *a)
+{
+	struct election_info i = info_of(a);
+	return !i.ready && i.not_ready && strstr(i.not_ready, "no etcd session");
+}
+
+static bool p_ready(void *a)
+{
+	return info_of(a).ready;
+}
+
+static void test_ready_needs_session(void)
+{
+	wipe();
+	tu_put_status(&T, PFX, PLUGIN, DONE, REL(1, 0, 0), REL(1, 0, 0));
+	struct node n;
+	node_start(&n, 1, REL100, 2, false); /* an observer: never campaigns */
+	tu_wait(&T, p_ready, &n, 5000, "ready with a session and a compatible status");
+	/* etcd goes away: past the local lease deadline the node no longer
+	 * vouches for its view of the status */
+	CHECK_OK(harness_etcd_stop(g_etcd, 0));
+	tu_wait(&T, p_not_ready_no_session, &n, 10000, "not ready without a session");
+	fprintf(stderr, "while cut off: %s\n", info_of(&n).not_ready);
+	CHECK_OK(harness_etcd_restart(g_etcd, 0));
+	/* back: the state is read again, then ready */
+	tu_wait(&T, p_ready, &n, 20000, "ready again once the state was read again");
+	node_stop(&n);
+	node_free(&n);
+}
+
 int main(void)
 {
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
@@ -967,6 +1166,9 @@ int main(void)
 	RUN(test_events_during_reconcile_start_no_second);
 	RUN(test_leader_reload_never_elects_a_peer);
 	RUN(test_second_reload_while_draining);
+	RUN(test_member_outlives_lease);
+	RUN(test_forget_live_and_stop_kinds);
+	RUN(test_ready_needs_session);
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);
 	return 0;
