@@ -2162,6 +2162,9 @@ void election_get_info(struct election *e, struct election_info *ret)
 	ret->status_state = e->status.state;
 	ret->status_version = e->status.version;
 	ret->status_min_compatible = e->status.min_compatible;
+	ret->status_compatible = e->status.valid &&
+	                         election_status_ready(&e->rel, true, e->status.version,
+	                                               e->status.min_compatible);
 	ret->not_ready = not_ready_reason(e, ret->not_ready_buf, sizeof(ret->not_ready_buf));
 	ret->ready = ret->not_ready == NULL;
 	ret->reconcile_count = e->reconcile_count;

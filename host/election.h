@@ -87,6 +87,10 @@ struct election_info {
 	 * to a static string. */
 	const char *not_ready;
 	char not_ready_buf[160];
+	/* the reference's WaitReady rule on the status as mirrored, whether or
+	 * not this node can vouch for the view (an observer without a session
+	 * uses it; serving decisions use ready) */
+	bool status_compatible;
 	struct releases releases;
 	bool status_present;
 	bool status_valid; /* present but not decodable -> false */

@@ -585,7 +585,7 @@ bool obs_ready(struct observer *o)
 {
 	struct election_info i;
 	election_get_info(o->el, &i);
-	return i.ready;
+	return i.status_compatible; /* an observer has no session to vouch with */
 }
 
 struct obs_want {

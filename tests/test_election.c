@@ -1081,6 +1081,15 @@ static bool yes(void *ud)
 	return true;
 }
 
+static bool p_two_cands(void *a)
+{
+	struct election_member m[8];
+	size_t n = election_members(((struct node *)a)->el, m, 8), k = 0;
+	for (size_t i = 0; i < n && i < 8; i++)
+		k += m[i].campaigning;
+	return k == 2;
+}
+
 static void test_forget_live_and_stop_kinds(void)
 {
 	wipe();
@@ -1091,6 +1100,8 @@ static void test_forget_live_and_stop_kinds(void)
 	g_pair[1] = &b;
 	tu_wait(&T, p_one_leads, NULL, 10000, "one leads");
 	tu_wait(&T, p_campaigning, a.drv.leading ? &b : &a, 10000, "the other campaigns");
+	tu_wait(&T, p_two_members, &a, 5000, "a sees b's record");
+	tu_wait(&T, p_two_cands, &a, 5000, "a sees b's election key");
 	char err[256];
 	int done = 1;
 	CHECK_INT_EQ(election_forget(a.el, "node2", on_forget, &done, err, sizeof(err)), -EBUSY);

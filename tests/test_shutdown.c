@@ -2,9 +2,11 @@
  * test_shutdown - how a host leaves on SIGTERM, with real daemons, a real
  * etcd and two plugins per host ("reconciler", the example plugin, and
  * "good", a minimal one):
- *  - every election drains, then deletes its key and member record in one
- *    txn, except the last one to stop, which leaves its keys to the lease
- *    revocation (a host with one plugin leaves by that one write);
+ *  - every election drains, then deletes its election key, except the last
+ *    one to stop, which leaves it to the lease revocation (a host with one
+ *    plugin leaves by that one write); the member records stay (an ordinary
+ *    shutdown is not leaving the membership: the node counts with its
+ *    release while it is down);
  *  - a plugin that drains slowly (a reconcile that does not finish) does not
  *    hold back the other plugin's handover: "good" moves to the other host
  *    while the slow host still runs, long before its --shutdown-timeout;
@@ -54,19 +56,46 @@ static size_t keys_of_lease(int64_t lease)
 	return k;
 }
 
-/* the lease of node's member record of plugin (0 when absent) */
-static int64_t member_lease(const char *plugin, const char *node)
+/* the lease of node's election key of plugin (0 when it does not campaign) */
+static int64_t election_lease(const char *plugin, const char *node)
+{
+	char pfx[128];
+	snprintf(pfx, sizeof(pfx), PFX "/%s/election/", plugin);
+	struct etcd_kv **kvs;
+	size_t n = tu_list(&T, pfx, &kvs);
+	int64_t l = 0;
+	for (size_t i = 0; i < n; i++)
+		if (kvs[i]->value_len == strlen(node) && memcmp(kvs[i]->value, node, strlen(node)) == 0)
+			l = kvs[i]->lease;
+	tu_list_free(kvs, n);
+	return l;
+}
+
+/* whether node's member record of plugin exists, and bound to no lease */
+static bool member_persists(const char *plugin, const char *node)
 {
 	char key[128];
 	snprintf(key, sizeof(key), PFX "/%s/members/%s", plugin, node);
 	struct etcd_kv **kvs;
 	size_t n = tu_list(&T, key, &kvs);
-	int64_t l = 0;
+	bool found = false;
 	for (size_t i = 0; i < n; i++)
-		if (kvs[i]->key_len == strlen(key))
-			l = kvs[i]->lease;
+		if (kvs[i]->key_len == strlen(key) && kvs[i]->lease == 0)
+			found = true;
 	tu_list_free(kvs, n);
-	return l;
+	return found;
+}
+
+static bool p_campaigns(void *arg)
+{
+	const char *const *pn = arg; /* {plugin, node} */
+	return election_lease(pn[0], pn[1]) != 0;
+}
+
+static void wait_campaigns(const char *plugin, const char *node)
+{
+	const char *pn[2] = {plugin, node};
+	tu_wait(&T, p_campaigns, pn, 15000, "the node campaigns");
 }
 
 static void test_single_plugin_leaves_by_one_revocation(void)
@@ -80,18 +109,21 @@ static void test_single_plugin_leaves_by_one_revocation(void)
 	host_start(&B, harness_etcd_urls(g_etcd), ARGS);
 	obs_wait_members(g_good, 2, 15000);
 	obs_wait_leader(g_rec, "b", 15000);
-	int64_t lease = member_lease("good", "a");
+	int64_t lease = election_lease("good", "a");
 	CHECK(lease != 0);
-	CHECK_INT_EQ(keys_of_lease(lease), 2); /* election key, member record */
+	CHECK_INT_EQ(keys_of_lease(lease), 1); /* the election key */
+	CHECK(member_persists("good", "a"));
 
 	long from = host_log_size(&A);
 	host_signal(&A, SIGTERM);
 	obs_wait_leader(g_good, "b", 5000);
 	CHECK_OK(host_wait(&A, 15000));
 	CHECK_INT_EQ(A.exit_status, 0);
-	obs_wait_members(g_good, 1, 5000);
 	CHECK_INT_EQ(keys_of_lease(lease), 0);
-	CHECK_INT_EQ(host_log_count(&A, from, "leaving our keys to the lease revocation"), 1);
+	/* not leaving for good: a keeps counting with its release */
+	CHECK(member_persists("good", "a"));
+	CHECK_INT_EQ(obs_members(g_good), 2);
+	CHECK_INT_EQ(host_log_count(&A, from, "leaving our election key to the lease revocation"), 1);
 	CHECK_INT_EQ(host_log_count(&A, from, "lease revoked"), 1);
 	/* a runs both plugins from now on */
 	host_install_plugin(&A, "1.0.0", "reconciler.so");
@@ -104,9 +136,9 @@ static void test_slow_drain_does_not_hold_back_the_other_plugin(void)
 	 * together: each resigns, or the last leaves its keys to the revocation) */
 	static const char *slow[] = {"LH_EXAMPLE_DELAY_MS=600000", NULL};
 	host_start_env(&A, harness_etcd_urls(g_etcd), ARGS, slow);
-	obs_wait_members(g_rec, 2, 15000);
-	obs_wait_members(g_good, 2, 15000);
-	int64_t lease_b = member_lease("good", "b");
+	wait_campaigns("reconciler", "a");
+	wait_campaigns("good", "a");
+	int64_t lease_b = election_lease("good", "b");
 	CHECK(lease_b != 0);
 	host_signal(&B, SIGTERM);
 	obs_wait_leader(g_rec, "a", 5000);
@@ -117,8 +149,8 @@ static void test_slow_drain_does_not_hold_back_the_other_plugin(void)
 	/* a is now stuck in the reconciler's first reconcile */
 	host_wait_state(&A, "reconciler", "leading", true, 5000);
 	host_start(&B, harness_etcd_urls(g_etcd), ARGS);
-	obs_wait_members(g_good, 2, 15000);
-	obs_wait_members(g_rec, 2, 15000);
+	wait_campaigns("good", "b");
+	wait_campaigns("reconciler", "b");
 
 	/* SIGTERM a: "reconciler" cannot drain (its reconcile runs for 10
 	 * minutes; --shutdown-timeout is 20 s), "good" hands over at once */
@@ -129,7 +161,7 @@ static void test_slow_drain_does_not_hold_back_the_other_plugin(void)
 	const char *l = obs_leader(g_rec);
 	CHECK(l != NULL && strcmp(l, "a") == 0);
 	/* good resigned by itself: the slow one was still draining */
-	CHECK_INT_EQ(host_log_count(&A, from, "leaving our keys to the lease revocation"), 0);
+	CHECK_INT_EQ(host_log_count(&A, from, "leaving our election key to the lease revocation"), 0);
 	/* end it: a second signal exits without waiting; its keys expire with
 	 * the lease (ttl 2 s) and b takes the reconciler over */
 	host_signal(&A, SIGTERM);
@@ -158,9 +190,9 @@ static void test_linger_after_revocation(void)
 	args[n++] = "60s";
 	args[n] = NULL;
 	host_start(&A, harness_etcd_urls(g_etcd), args);
-	obs_wait_members(g_good, 2, 15000);
-	obs_wait_members(g_rec, 2, 15000);
-	int64_t lease = member_lease("good", "a");
+	wait_campaigns("good", "a");
+	wait_campaigns("reconciler", "a");
+	int64_t lease = election_lease("good", "a");
 	CHECK(lease != 0);
 
 	long from = host_log_size(&A);
@@ -179,7 +211,6 @@ static void test_linger_after_revocation(void)
 	free(since);
 	/* everything is done and the keys are gone, but a is still up */
 	CHECK_INT_EQ(keys_of_lease(lease), 0);
-	obs_wait_members(g_good, 1, 5000);
 	CHECK(host_alive(&A));
 	CHECK_INT_EQ(host_log_count(&A, from, "bye"), 0);
 	/* a second signal ends the linger: nothing is cut short, status 0 */
