@@ -11,7 +11,9 @@
  *   the temp dir; an atexit handler and a SIGTERM/SIGINT handler do the same
  *   for every live harness, so a failing test (exit/abort) leaves nothing.
  * - The etcd binary is $ETCD, else `etcd` on PATH. A missing binary is a test
- *   FAILURE (exit 99), never a skip: these tests must really run.
+ *   FAILURE (exit 99), never a skip: these tests must really run. The first
+ *   start in a process prints the binary and its version to stderr (the
+ *   test's log), so every log says which etcd it ran against.
  * - harness_etcd_start_tls (below) serves https with a throwaway PKI made at
  *   start time with the openssl CLI.
  */
@@ -48,6 +50,11 @@ int harness_etcd_wait_healthy(struct harness_etcd *h, int member, int timeout_ms
 
 /* the temp dir of this harness (borrowed); tests may create files there */
 const char *harness_dir(const struct harness_etcd *h);
+
+/* harness_etcd_version - the first line of `$ETCD --version`, e.g. "etcd
+ * Version: 3.5.16" (borrowed, static; "" when the binary cannot be run).
+ * Runs the binary once per process; not thread-safe on the first call. */
+const char *harness_etcd_version(void);
 
 /* harness_free_port - a free TCP port on 127.0.0.1 */
 int harness_free_port(void);
