@@ -1,5 +1,6 @@
 # etcd-select.sh - sourced (POSIX sh) by the Makefile for every test and for
-# the etcd-choice check: picks the etcd that `make check` runs against.
+# the etcd-choice check, and by the demo: picks the etcd that `make check`
+# (and `./quickstart demo`) runs against.
 #
 # In:  ETCD, ETCDCTL      given on make's command line, or empty
 #      ETCD_SERIES        given on make's command line (3.4, 3.5), or empty
@@ -32,14 +33,16 @@ if [ -z "$ETCDCTL" ]; then
 fi
 export ETCD ETCDCTL ETCD_SERIES
 
-# etcd_select_check - print which etcd this run uses; fail (1) with a reason
-# when it cannot be run or is not of the series asked for.
+# etcd_select_check [WHO] - print which etcd this run uses ("WHO: etcd
+# 3.5.16 (PATH)", WHO defaults to "make check"); fail (1) with a reason when it
+# cannot be run or is not of the series asked for.
 etcd_select_check() {
+	etcd_select_who=${1:-make check}
 	etcd_select_version=$("$ETCD" --version 2>/dev/null | sed -n 1p)
 	case $etcd_select_version in
 	"etcd Version: "*) ;;
 	*)
-		echo "make check: cannot run etcd '$ETCD' (Debian: apt-get install etcd-server," \
+		echo "$etcd_select_who: cannot run etcd '$ETCD' (Debian: apt-get install etcd-server," \
 			"or ./quickstart test, which also fetches etcd 3.5)" >&2
 		return 1
 		;;
@@ -47,11 +50,11 @@ etcd_select_check() {
 	case $ETCD_SERIES:$etcd_select_version in
 	:* | *":etcd Version: $ETCD_SERIES".*) ;;
 	*)
-		echo "make check: ETCD_SERIES=$ETCD_SERIES, but $ETCD is" \
+		echo "$etcd_select_who: ETCD_SERIES=$ETCD_SERIES, but $ETCD is" \
 			"'${etcd_select_version#etcd Version: }' (./quickstart test unpacks etcd 3.5" \
 			"into $LH_BUILDDIR/etcd-3.5)" >&2
 		return 1
 		;;
 	esac
-	echo "make check: etcd ${etcd_select_version#etcd Version: } ($ETCD)"
+	echo "$etcd_select_who: etcd ${etcd_select_version#etcd Version: } ($ETCD)"
 }
