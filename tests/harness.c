@@ -239,7 +239,7 @@ static int member_spawn(struct harness_etcd *h, int i, bool new_cluster)
 		argv[a++] = h->server_cert;
 		argv[a++] = "--key-file";
 		argv[a++] = h->server_key;
-		/* etcd 3.4 demands client certs as soon as it has a trusted CA */
+		/* etcd (3.4 and 3.5) demands client certs as soon as it has a trusted CA */
 		if (h->client_cert_auth) {
 			argv[a++] = "--trusted-ca-file";
 			argv[a++] = h->ca;

@@ -67,7 +67,7 @@ int harness_free_port(void);
  * DNS:localhost signed by it, a client cert signed by it, and an unrelated
  * second CA with its own client cert (for "wrong CA" tests). etcd gets
  * --cert-file/--key-file, plus --trusted-ca-file and --client-cert-auth when
- * client_cert_auth is true (etcd 3.4 requires client certs as soon as it
+ * client_cert_auth is true (etcd 3.4 and 3.5 require client certs as soon as it
  * has a trusted CA file, so it is not passed otherwise). The health probe verifies the server with the CA
  * and presents the client cert. A missing openssl binary is -ENOENT (with a
  * message naming the package). Returns 0 or -errno; *ret untouched on
