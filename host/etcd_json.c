@@ -9,8 +9,8 @@
  *   decimal digits (what the gateway sends) or JSON integers.
  * - A successful response must carry a "header" object: that is the shape
  *   check that tells an etcd answer from any other JSON.
- * - Error bodies come in two forms: unary {"error":"..","code":N,"message":".."}
- *   and streaming {"error":{"grpc_code":N,"message":"..",..}}.
+ * - Error bodies come unary or streaming, each in an etcd 3.4 and a 3.5
+ *   shape (parse_error).
  * - Base64 is validated strictly (padding, alphabet, zero trailing bits).
  */
 #include "config.h"
@@ -954,17 +954,30 @@ static int parse_timetolive_body(json_object *o, struct etcd_response *resp)
 }
 
 /* parse_error - if root is an error body, fill an error response and return
- * the mapped -errno (> 0 return never); returns 1 when root is not an error. */
+ * the mapped -errno (> 0 return never); returns 1 when root is not an error.
+ * The shapes (etcd-gateway notes, "etcd versions" in the design doc):
+ *   etcd 3.4 unary      {"error":"..","code":N,"message":".."}
+ *   etcd 3.5 unary      {"code":N,"message":"..","details":[..]}
+ *   etcd 3.4 streaming  {"error":{"grpc_code":N,"message":"..",..}}
+ *   etcd 3.5 streaming  {"error":{"code":N,"message":".."}} */
 static int parse_error(json_object *root, struct etcd_response **ret_err_resp)
 {
 	json_object *err, *code = NULL, *msg = NULL;
 	int grpc = 0;
-	if (!json_object_object_get_ex(root, "error", &err))
-		return 1;
-	if (json_object_is_type(err, json_type_object)) {
-		/* streaming form {"error":{"grpc_code":..,"message":..}} */
+	if (!json_object_object_get_ex(root, "error", &err)) {
+		/* 3.5 unary form: every success carries a "header", no error does */
+		if (!json_object_object_get_ex(root, "code", NULL) ||
+		    json_object_object_get_ex(root, "header", NULL))
+			return 1;
+		if (get_typed(root, "code", json_type_int, &code) < 0 ||
+		    get_typed(root, "message", json_type_string, &msg) < 0)
+			return -EBADMSG;
+	} else if (json_object_is_type(err, json_type_object)) {
+		/* streaming form: 3.4 says "grpc_code", 3.5 "code" */
 		if (get_typed(err, "grpc_code", json_type_int, &code) < 0 ||
 		    get_typed(err, "message", json_type_string, &msg) < 0)
+			return -EBADMSG;
+		if (!code && get_typed(err, "code", json_type_int, &code) < 0)
 			return -EBADMSG;
 	} else {
 		/* unary form; LeaseGrantResponse also has an "error" string, so
@@ -1222,8 +1235,11 @@ int etcd_json_watch_msg_from_object(json_object *root, struct etcd_watch_msg **r
 	if (err) {
 		json_object *code;
 		m->is_error = true;
+		/* 3.4 says "grpc_code", 3.5 "code" */
 		if ((r = get_typed(err, "grpc_code", json_type_int, &code)) < 0 ||
 		    (r = get_strdup(err, "message", &m->error_message)) < 0)
+			goto fail;
+		if (!code && (r = get_typed(err, "code", json_type_int, &code)) < 0)
 			goto fail;
 		if (code) {
 			int64_t c = json_object_get_int64(code);

@@ -149,6 +149,61 @@ static const char *etcd_binary(void)
 	return (e && *e) ? e : "etcd";
 }
 
+/* read_version - the first line of `$ETCD --version` into buf (empty when it
+ * cannot be run); bounded by a deadline so a hung binary cannot hang a test. */
+static void read_version(char *buf, size_t len)
+{
+	buf[0] = 0;
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return;
+	}
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		int devnull = open("/dev/null", O_RDWR);
+		if (devnull >= 0) {
+			dup2(devnull, 0);
+			dup2(devnull, 2);
+		}
+		execlp(etcd_binary(), etcd_binary(), "--version", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	size_t have = 0;
+	uint64_t deadline = now_ms() + 10000;
+	while (have + 1 < len) {
+		uint64_t now = now_ms();
+		struct pollfd p = {.fd = fds[0], .events = POLLIN};
+		if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0)
+			break;
+		ssize_t n = read(fds[0], buf + have, len - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+	}
+	close(fds[0]);
+	buf[have] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+	kill(pid, SIGKILL); /* no-op when it has exited, as it should have */
+	waitpid(pid, NULL, 0);
+}
+
+const char *harness_etcd_version(void)
+{
+	static char version[128];
+	static bool done;
+	if (!done) {
+		read_version(version, sizeof(version));
+		done = true;
+	}
+	return version;
+}
+
 static int member_spawn(struct harness_etcd *h, int i, bool new_cluster)
 {
 	struct member *m = &h->m[i];
@@ -184,7 +239,7 @@ static int member_spawn(struct harness_etcd *h, int i, bool new_cluster)
 		argv[a++] = h->server_cert;
 		argv[a++] = "--key-file";
 		argv[a++] = h->server_key;
-		/* etcd 3.4 demands client certs as soon as it has a trusted CA */
+		/* etcd (3.4 and 3.5) demands client certs as soon as it has a trusted CA */
 		if (h->client_cert_auth) {
 			argv[a++] = "--trusted-ca-file";
 			argv[a++] = h->ca;
@@ -301,6 +356,14 @@ static int start_common(int n_members, bool tls, bool client_cert_auth,
 	if (n_members != 1 && n_members != 3)
 		return -EINVAL;
 	install_hooks();
+	static bool announced;
+	if (!announced) {
+		/* the test's log names the etcd it ran against */
+		const char *v = harness_etcd_version();
+		fprintf(stderr, "harness: etcd %s (%s)\n", etcd_binary(),
+			*v ? v : "its --version printed nothing");
+		announced = true;
+	}
 	struct harness_etcd *h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;

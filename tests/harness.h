@@ -11,7 +11,9 @@
  *   the temp dir; an atexit handler and a SIGTERM/SIGINT handler do the same
  *   for every live harness, so a failing test (exit/abort) leaves nothing.
  * - The etcd binary is $ETCD, else `etcd` on PATH. A missing binary is a test
- *   FAILURE (exit 99), never a skip: these tests must really run.
+ *   FAILURE (exit 99), never a skip: these tests must really run. The first
+ *   start in a process prints the binary and its version to stderr (the
+ *   test's log), so every log says which etcd it ran against.
  * - harness_etcd_start_tls (below) serves https with a throwaway PKI made at
  *   start time with the openssl CLI.
  */
@@ -49,6 +51,11 @@ int harness_etcd_wait_healthy(struct harness_etcd *h, int member, int timeout_ms
 /* the temp dir of this harness (borrowed); tests may create files there */
 const char *harness_dir(const struct harness_etcd *h);
 
+/* harness_etcd_version - the first line of `$ETCD --version`, e.g. "etcd
+ * Version: 3.5.16" (borrowed, static; "" when the binary cannot be run).
+ * Runs the binary once per process; not thread-safe on the first call. */
+const char *harness_etcd_version(void);
+
 /* harness_free_port - a free TCP port on 127.0.0.1 */
 int harness_free_port(void);
 
@@ -60,7 +67,7 @@ int harness_free_port(void);
  * DNS:localhost signed by it, a client cert signed by it, and an unrelated
  * second CA with its own client cert (for "wrong CA" tests). etcd gets
  * --cert-file/--key-file, plus --trusted-ca-file and --client-cert-auth when
- * client_cert_auth is true (etcd 3.4 requires client certs as soon as it
+ * client_cert_auth is true (etcd 3.4 and 3.5 require client certs as soon as it
  * has a trusted CA file, so it is not passed otherwise). The health probe verifies the server with the CA
  * and presents the client cert. A missing openssl binary is -ENOENT (with a
  * message naming the package). Returns 0 or -errno; *ret untouched on

@@ -259,6 +259,10 @@ static void test_bad_error_bodies(void)
 	expect_body("{\"error\":\"x\",\"code\":13}", -EIO);
 	expect_body("{\"error\":\"x\",\"code\":\"5\"}", -EBADMSG);
 	expect_body("{\"error\":{\"grpc_code\":14,\"message\":\"closing\"}}", -EAGAIN);
+	/* etcd 3.5's shapes: unary without "error", streaming with "code" */
+	expect_body("{\"code\":5, \"message\":\"etcdserver: requested lease not found\"}", -ENOENT);
+	expect_body("{\"code\":16, \"message\":\"etcdserver: invalid auth token\"}", -EACCES);
+	expect_body("{\"error\":{\"code\":14,\"message\":\"closing\"}}", -EAGAIN);
 }
 
 static void test_bad_http(void)

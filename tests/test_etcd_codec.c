@@ -226,6 +226,33 @@ static void test_codec_responses(void)
 	CHECK_INT_EQ(etcd_json_parse_response("range", err, strlen(err), &r, NULL), -ERANGE);
 	CHECK(r == NULL);
 
+	/* etcd 3.5's unary error body (as 3.5.16 answers): no "error" field */
+	const char *err35 = "{\"code\":5, \"message\":\"etcdserver: requested lease not found\"}";
+	er = NULL;
+	CHECK_INT_EQ(etcd_json_parse_response("lease_revoke", err35, strlen(err35), &r, &er),
+		     -ENOENT);
+	CHECK(r == NULL);
+	CHECK_INT_EQ(er->grpc_code, 5);
+	CHECK_STR_EQ(er->error_message, "etcdserver: requested lease not found");
+	etcd_response_free(er);
+	char *tok35 = NULL;
+	const char *auth35 = "{\"code\":3, \"message\":\"etcdserver: authentication failed, "
+			     "invalid user ID or password\"}";
+	CHECK_INT_EQ(etcd_json_auth_token(auth35, strlen(auth35), &tok35), -EINVAL);
+	CHECK(tok35 == NULL);
+	/* a "code" next to a "header" is not an error body; a code of the
+	 * wrong type is garbage */
+	const char *hdr_code = "{\"header\":{},\"code\":5}";
+	CHECK_OK(etcd_json_parse_response("put", hdr_code, strlen(hdr_code), &r, NULL));
+	etcd_response_free(r);
+	r = NULL;
+	const char *bad35[] = {"{\"code\":\"5\",\"message\":\"x\"}", "{\"code\":5,\"message\":1}",
+			       "{\"code\":-1}", "{\"code\":5000}"};
+	for (size_t i = 0; i < sizeof(bad35) / sizeof(bad35[0]); i++)
+		CHECK_INT_EQ(etcd_json_parse_response("range", bad35[i], strlen(bad35[i]), &r, NULL),
+			     -EBADMSG);
+	CHECK(r == NULL);
+
 	/* auth token */
 	char *tok = NULL;
 	const char *auth = "{\"header\":{},\"token\":\"abc.12\"}";
@@ -278,6 +305,13 @@ static void test_codec_watch_messages(void)
 	CHECK_INT_EQ(m->grpc_code, 14);
 	CHECK_STR_EQ(m->error_message, "closing");
 	etcd_watch_msg_free(m);
+	/* etcd 3.5's in-band stream error names the code "code" */
+	const char *e35 = "{\"error\":{\"code\":14,\"message\":\"error reading from server: EOF\"}}";
+	CHECK_OK(etcd_json_parse_watch(e35, strlen(e35), &m));
+	CHECK(m->is_error);
+	CHECK_INT_EQ(m->grpc_code, 14);
+	CHECK_STR_EQ(m->error_message, "error reading from server: EOF");
+	etcd_watch_msg_free(m);
 	static const char *const bad[] = {
 	    "{}",
 	    "{\"result\":{}}",
@@ -287,7 +321,8 @@ static void test_codec_watch_messages(void)
 	    "{\"result\":{\"header\":{},\"events\":[{\"type\":\"EXPLODE\",\"kv\":{\"key\":\"YQ==\","
 	    "\"mod_revision\":\"1\"}}]}}",
 	    "{\"result\":{\"header\":{},\"created\":\"yes\"}}",
-	    "{\"error\":{\"grpc_code\":\"x\"}}"};
+	    "{\"error\":{\"grpc_code\":\"x\"}}",
+	    "{\"error\":{\"code\":\"x\"}}"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		m = NULL;
 		int r = etcd_json_parse_watch(bad[i], strlen(bad[i]), &m);

@@ -27,6 +27,22 @@ static void test_single_member_restart(void)
 	CHECK(kill(pid, 0) < 0);    /* process gone */
 }
 
+/* the etcd under test is the one `make check` chose (ETCD_SERIES) */
+static void test_version_is_the_chosen_series(void)
+{
+	const char *v = harness_etcd_version();
+	CHECK(strncmp(v, "etcd Version: ", 14) == 0);
+	const char *series = getenv("ETCD_SERIES");
+	if (series && *series) {
+		size_t n = strlen(series);
+		if (strncmp(v + 14, series, n) != 0 || v[14 + n] != '.') {
+			fprintf(stderr, "ETCD_SERIES=%s but %s says \"%s\"\n", series,
+				getenv("ETCD") ? getenv("ETCD") : "etcd", v);
+			exit(1);
+		}
+	}
+}
+
 static void test_three_members_one_down(void)
 {
 	struct harness_etcd *h;
@@ -41,6 +57,7 @@ static void test_three_members_one_down(void)
 int main(void)
 {
 	RUN(test_single_member_restart);
+	RUN(test_version_is_the_chosen_series);
 	RUN(test_three_members_one_down);
 	return 0;
 }
