@@ -30,6 +30,13 @@ struct harness_etcd;
 int harness_etcd_start(int n_members, const char *const *extra_args, struct harness_etcd **ret);
 void harness_etcd_free(struct harness_etcd *h);
 
+/* harness_etcd_start_listen - like harness_etcd_start, but each member
+ * listens for clients on listen_ip (e.g. "0.0.0.0") at its client port; the
+ * client URLs still name 127.0.0.1. Only for a private network namespace
+ * (tests/netns.h), where every address is the test's own. */
+int harness_etcd_start_listen(int n_members, const char *listen_ip, const char *const *extra_args,
+                              struct harness_etcd **ret);
+
 /* client URL of member i ("http://127.0.0.1:PORT"), borrowed */
 const char *harness_etcd_url(const struct harness_etcd *h, int member);
 /* all client URLs joined with ',' (borrowed) */

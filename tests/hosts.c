@@ -32,6 +32,22 @@ static struct host *g_hosts[MAX_HOSTS];
 static int g_nhosts;
 static bool g_atexit;
 
+static const int g_fatal_signals[] = {SIGINT, SIGTERM, SIGABRT};
+static struct sigaction g_old_actions[3];
+
+/* a test killed by a signal takes its hosts along (only kill(): async-signal-
+ * safe), then the handler installed before this one runs */
+static void on_fatal_signal(int sig)
+{
+	for (int i = 0; i < g_nhosts; i++)
+		if (g_hosts[i]->pid > 0)
+			kill(g_hosts[i]->pid, SIGKILL);
+	for (int i = 0; i < 3; i++)
+		if (g_fatal_signals[i] == sig)
+			sigaction(sig, &g_old_actions[i], NULL);
+	raise(sig);
+}
+
 static void kill_hosts(void)
 {
 	for (int i = 0; i < g_nhosts; i++)
@@ -71,6 +87,10 @@ void host_setup(struct host *h, const char *base, const char *node)
 	if (!g_atexit) {
 		g_atexit = true;
 		atexit(kill_hosts);
+		struct sigaction sa = {.sa_handler = on_fatal_signal};
+		sigemptyset(&sa.sa_mask);
+		for (int i = 0; i < 3; i++)
+			sigaction(g_fatal_signals[i], &sa, &g_old_actions[i]);
 	}
 	if (g_nhosts < MAX_HOSTS)
 		g_hosts[g_nhosts++] = h;
@@ -109,8 +129,10 @@ static void spawn_host(struct host *h, const char *urls, const char *const *extr
 {
 	char rt[600];
 	snprintf(rt, sizeof(rt), "%s/run", h->dir);
-	const char *argv[48];
+	const char *argv[56];
 	int a = 0;
+	for (const char *const *p = h->exec_prefix; p && *p && a < 8; p++)
+		argv[a++] = *p;
 	argv[a++] = built_binary("leasehold");
 	argv[a++] = "--etcd";
 	argv[a++] = urls;
@@ -122,7 +144,7 @@ static void spawn_host(struct host *h, const char *urls, const char *const *extr
 	argv[a++] = rt;
 	argv[a++] = "--control";
 	argv[a++] = h->control;
-	for (const char *const *p = extra; p && *p && a < 46; p++)
+	for (const char *const *p = extra; p && *p && a < 54; p++)
 		argv[a++] = *p;
 	argv[a] = NULL;
 	/* everything the child needs is built before fork: after it, only
@@ -142,6 +164,11 @@ static void spawn_host(struct host *h, const char *urls, const char *const *extr
 	if (env != environ)
 		free(env);
 	h->pid = pid;
+}
+
+void host_set_exec_prefix(struct host *h, const char *const *prefix)
+{
+	h->exec_prefix = prefix;
 }
 
 void host_start(struct host *h, const char *urls, const char *const *extra)
