@@ -13,9 +13,9 @@
  * - pc_cut_leader is the shared guarantee check for a cut-off leader: the
  *   successor leads within a generous bound of the cut (the contract is
  *   TTL + 1 s; PC_LEAD_BOUND_MS adds room for a loaded machine, speed
- *   belongs in `make bench`), the old leader's log says it lost leadership
- *   by its local deadline, at a time (its own log clock) before the
- *   successor's "elected" line, the old token writes nothing after the
+ *   belongs in `make bench`), the old leader's log says it lost (or left)
+ *   leadership no later than its session's local deadline, at a time (its
+ *   own log clock) before the successor's "elected" line, the old token writes nothing after the
  *   successor's first journal record, and the invariant checker (overlap,
  *   fence, status monotone, desired state) holds over the whole history.
  * - Every failure prints what was waited for and dumps the host logs.
@@ -56,8 +56,10 @@ struct pcluster {
  * Exits the test on failure. */
 void pc_init(struct pcluster *c, int n_hosts);
 /* pc_start - install the example plugin of `release` on host i and start
- * it; envp as for host_start_env (may be NULL) */
-void pc_start(struct pcluster *c, int i, const char *release, const char *const *envp);
+ * it; envp as for host_start_env (may be NULL); interval: its
+ * --reconcile-interval (NULL: 300ms) */
+void pc_start(struct pcluster *c, int i, const char *release, const char *const *envp,
+	      const char *interval);
 /* pc_stop_all - SIGTERM every running host; each exits 0 within 15 s */
 void pc_stop_all(struct pcluster *c);
 void pc_fini(struct pcluster *c);
@@ -97,12 +99,17 @@ struct pc_cut {
 	int64_t old_token, new_token;
 	int64_t first_new_rev; /* revision of the successor's first journal record */
 	long lead_ms;	       /* cut -> the observer sees the successor lead */
-	long lost_ms;	       /* cut -> the old leader's "lost leadership" (its log clock) */
+	long lost_ms;	       /* cut -> the old leader's "lost/leaving leadership" (its log clock) */
 	long elected_ms;       /* cut -> the successor's "elected" (its log clock) */
 };
 /* pc_cut_leader - inject f on the current leader and check the guarantees
  * (see the notes); the fault stays in place. */
 void pc_cut_leader(struct pcluster *c, enum pc_fault f, struct pc_cut *ret);
+/* pc_cut_leader_after - the same, with before(c, leader, arg) run right
+ * before the fault (after the logs were marked), e.g. to start a reload */
+void pc_cut_leader_after(struct pcluster *c, enum pc_fault f,
+			 void (*before)(struct pcluster *c, struct host *leader, void *arg), void *arg,
+			 struct pc_cut *ret);
 /* pc_heal_and_rejoin - heal the old leader of cut; it rejoins as a
  * candidate ("campaigning") while the successor keeps leading and
  * reconciling; the old token still wrote nothing after the successor's
