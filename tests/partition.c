@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -147,6 +148,56 @@ long pc_wait_log(struct pcluster *c, const struct host *h, long from, const char
 		loop_run_once(c->t.loop, 20);
 	}
 	return ms_since(t0);
+}
+
+int64_t pc_host_lease(const struct host *h, long from)
+{
+	char *log = host_log_since(h, from);
+	uint64_t id = 0;
+	for (const char *p = log; (p = strstr(p, "lease ")) != NULL; p += 6) {
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(p + 6, &end, 16);
+		if (!errno && end > p + 6 && strncmp(end, " granted", 8) == 0)
+			id = v;
+	}
+	free(log);
+	return (int64_t)id;
+}
+
+struct ttl_call {
+	bool done;
+	int err;
+	int64_t ttl;
+};
+
+static void on_ttl(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
+{
+	struct ttl_call *t = ud;
+	(void)cl;
+	t->done = true;
+	t->err = err;
+	t->ttl = err == 0 ? r->ttl : 0;
+}
+
+long pc_wait_lease_gone(struct pcluster *c, int64_t id, int timeout_ms)
+{
+	uint64_t t0 = loop_now();
+	for (;;) {
+		struct ttl_call t = {0};
+		CHECK_OK(etcd_lease_timetolive(c->t.etcd, id, false, NULL, on_ttl, &t, NULL));
+		CHECK_OK(loop_run_until(c->t.loop, &t.done, loop_now() + 10 * LOOP_NS_PER_S));
+		if (t.err == 0 && t.ttl == -1)
+			return ms_since(t0);
+		if (ms_since(t0) >= timeout_ms) {
+			fprintf(stderr, "lease %" PRIx64 " still known to etcd after %d ms (%s)\n",
+				(uint64_t)id, timeout_ms, t.err ? etcd_strerror(t.err) : "alive");
+			hosts_dump_logs();
+			exit(1);
+		}
+		/* etcd gives no event for a lease's expiry: ask again, paced */
+		loop_run_once(c->t.loop, 50);
+	}
 }
 
 void pc_check_invariants(struct pcluster *c)

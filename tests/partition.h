@@ -78,6 +78,13 @@ void pc_run_for(struct pcluster *c, int ms);
  * needle; returns the elapsed ms. After timeout_ms: fail with logs. */
 long pc_wait_log(struct pcluster *c, const struct host *h, long from, const char *needle,
 		 int timeout_ms);
+/* pc_host_lease - the lease h was granted last (its log line "lease X
+ * granted" from byte `from` on), or 0 when the log names none */
+int64_t pc_host_lease(const struct host *h, long from);
+/* pc_wait_lease_gone - run the loop until etcd no longer knows lease id
+ * (timetolive answers TTL -1); returns the elapsed ms. After timeout_ms:
+ * fail with logs. */
+long pc_wait_lease_gone(struct pcluster *c, int64_t id, int timeout_ms);
 /* pc_check_invariants - inv_check_all over the whole history; must be 0 */
 void pc_check_invariants(struct pcluster *c);
 
