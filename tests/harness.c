@@ -7,9 +7,9 @@
  * - Health is polled over HTTP with libcurl every 10 ms against a deadline;
  *   between polls we wait on the child (waitpid) so an early exit is seen at
  *   once. This is waiting for an event with a deadline, not a fixed sleep.
- * - Every live harness is on a global list; atexit and SIGINT/SIGTERM/SIGABRT
- *   handlers kill its members and remove its temp dir; the signal handler
- *   then hands the signal to the handler installed before it.
+ * - Every live harness is on a global list; an atexit handler kills its
+ *   members and removes its temp dir; on a fatal signal its members are
+ *   killed (harness_at_fatal_signal, shared with the other fixtures).
  * - TLS harnesses (harness_etcd_start_tls) make their PKI with the openssl
  *   CLI before etcd starts, from a config file written into the temp dir;
  *   only the client URLs are https, the peer URLs stay http.
@@ -67,8 +67,9 @@ struct harness_etcd {
 
 static struct harness_etcd *g_all;
 static bool g_hooks_installed;
-static const int g_fatal_signals[] = {SIGINT, SIGTERM, SIGABRT};
-static struct sigaction g_old_actions[3];
+#define MAX_FATAL_CLEANUPS 8
+static void (*g_fatal_cleanups[MAX_FATAL_CLEANUPS])(void);
+static volatile sig_atomic_t g_n_fatal_cleanups;
 
 static uint64_t now_ms(void)
 {
@@ -124,17 +125,36 @@ static void kill_all(void)
 
 static void on_fatal_signal(int sig)
 {
-	/* only async-signal-safe work: kill children; the dir is left for the OS tmp cleaner */
+	for (int i = g_n_fatal_cleanups - 1; i >= 0; i--)
+		g_fatal_cleanups[i]();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void harness_at_fatal_signal(void (*fn)(void))
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGABRT};
+	if (g_n_fatal_cleanups >= MAX_FATAL_CLEANUPS) {
+		fprintf(stderr, "harness: too many fatal-signal cleanups\n");
+		abort();
+	}
+	g_fatal_cleanups[g_n_fatal_cleanups] = fn;
+	g_n_fatal_cleanups = g_n_fatal_cleanups + 1;
+	if (g_n_fatal_cleanups > 1)
+		return;
+	struct sigaction sa = {.sa_handler = on_fatal_signal};
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+/* only async-signal-safe work: kill children; the dir is left for the OS tmp cleaner */
+static void kill_members_now(void)
+{
 	for (struct harness_etcd *h = g_all; h; h = h->next)
 		for (int i = 0; i < h->n; i++)
 			if (h->m[i].pid > 0)
 				kill(h->m[i].pid, SIGKILL);
-	/* the handler that was there before (another fixture's, e.g. the
-	 * namespace cleanup of tests/netns.c, or the default) runs next */
-	for (int i = 0; i < 3; i++)
-		if (g_fatal_signals[i] == sig)
-			sigaction(sig, &g_old_actions[i], NULL);
-	raise(sig);
 }
 
 static void install_hooks(void)
@@ -143,10 +163,7 @@ static void install_hooks(void)
 		return;
 	g_hooks_installed = true;
 	atexit(kill_all);
-	struct sigaction sa = {.sa_handler = on_fatal_signal};
-	sigemptyset(&sa.sa_mask);
-	for (int i = 0; i < 3; i++)
-		sigaction(g_fatal_signals[i], &sa, &g_old_actions[i]);
+	harness_at_fatal_signal(kill_members_now);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 

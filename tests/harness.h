@@ -53,6 +53,13 @@ int harness_etcd_restart(struct harness_etcd *h, int member);
 /* wait until member i answers /health with {"health":"true"} or timeout */
 int harness_etcd_wait_healthy(struct harness_etcd *h, int member, int timeout_ms);
 
+/* harness_at_fatal_signal - when the test dies of SIGINT, SIGTERM, SIGHUP
+ * or SIGABRT, run fn first (async-signal-safe work only: kill(), unlink(),
+ * umount2() ...), newest registration first, then the signal's default
+ * action. For every fixture that owns something outside the process (etcd,
+ * hosts, network namespaces). At most 8. */
+void harness_at_fatal_signal(void (*fn)(void));
+
 /* the temp dir of this harness (borrowed); tests may create files there */
 const char *harness_dir(const struct harness_etcd *h);
 

@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "election.h"
+#include "harness.h"
 #include "hosts.h"
 #include "leasehold.pb-c.h"
 #include "session.h"
@@ -32,20 +33,13 @@ static struct host *g_hosts[MAX_HOSTS];
 static int g_nhosts;
 static bool g_atexit;
 
-static const int g_fatal_signals[] = {SIGINT, SIGTERM, SIGABRT};
-static struct sigaction g_old_actions[3];
-
-/* a test killed by a signal takes its hosts along (only kill(): async-signal-
- * safe), then the handler installed before this one runs */
-static void on_fatal_signal(int sig)
+/* a test killed by a signal takes its hosts along (kill() only:
+ * async-signal-safe) */
+static void kill_hosts_now(void)
 {
 	for (int i = 0; i < g_nhosts; i++)
 		if (g_hosts[i]->pid > 0)
 			kill(g_hosts[i]->pid, SIGKILL);
-	for (int i = 0; i < 3; i++)
-		if (g_fatal_signals[i] == sig)
-			sigaction(sig, &g_old_actions[i], NULL);
-	raise(sig);
 }
 
 static void kill_hosts(void)
@@ -87,10 +81,7 @@ void host_setup(struct host *h, const char *base, const char *node)
 	if (!g_atexit) {
 		g_atexit = true;
 		atexit(kill_hosts);
-		struct sigaction sa = {.sa_handler = on_fatal_signal};
-		sigemptyset(&sa.sa_mask);
-		for (int i = 0; i < 3; i++)
-			sigaction(g_fatal_signals[i], &sa, &g_old_actions[i]);
+		harness_at_fatal_signal(kill_hosts_now);
 	}
 	if (g_nhosts < MAX_HOSTS)
 		g_hosts[g_nhosts++] = h;

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "netns.h"
 
 #define NETNS_RUN_DIR "/run/netns"
@@ -46,8 +47,6 @@ struct netns {
 static char g_paths[MAX_PATHS][sizeof(NETNS_RUN_DIR) + NAME_MAX_LEN + 1];
 static volatile sig_atomic_t g_npaths;
 static bool g_hooks;
-static const int g_signals[] = {SIGINT, SIGTERM, SIGABRT, SIGHUP};
-static struct sigaction g_old[sizeof(g_signals) / sizeof(g_signals[0])];
 
 static void remove_path(const char *path)
 {
@@ -64,25 +63,13 @@ static void remove_all(void)
 		}
 }
 
-static void on_fatal_signal(int sig)
-{
-	remove_all();
-	for (size_t i = 0; i < sizeof(g_signals) / sizeof(g_signals[0]); i++)
-		if (g_signals[i] == sig)
-			sigaction(sig, &g_old[i], NULL);
-	raise(sig);
-}
-
 static void install_hooks(void)
 {
 	if (g_hooks)
 		return;
 	g_hooks = true;
 	atexit(remove_all);
-	struct sigaction sa = {.sa_handler = on_fatal_signal};
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(g_signals) / sizeof(g_signals[0]); i++)
-		sigaction(g_signals[i], &sa, &g_old[i]);
+	harness_at_fatal_signal(remove_all);
 }
 
 static int remember(const char *name)

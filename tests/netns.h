@@ -25,10 +25,11 @@
  *   namespace that drops what comes from the hub (NETNS_DROP_FROM_HUB) or
  *   what goes to it (NETNS_DROP_TO_HUB); netns_heal removes it and sets the
  *   link up.
- * - Cleanup always runs: netns_free, an atexit handler and a handler for
- *   SIGINT/SIGTERM/SIGABRT/SIGSEGV unmount and unlink every namespace of
- *   this process (what `ip netns del` does; async-signal-safe syscalls
- *   only), then chain to the handler that was there before. A namespace
+ * - Cleanup always runs: netns_free, an atexit handler and, on a fatal
+ *   signal, harness_at_fatal_signal (tests/harness.h) unmount and unlink
+ *   every namespace of this process (what `ip netns del` does;
+ *   async-signal-safe syscalls only), after the hosts and etcd were killed
+ *   (their fixtures register later, so their cleanup runs first). A namespace
  *   lives on, nameless, while a process still runs inside it: the hosts and
  *   etcd are killed by their own fixtures' exit handlers.
  * - Tools: `ip` (iproute2) and `nft` (nftables), found on PATH; `./quickstart`

@@ -64,6 +64,17 @@ void pc_start(struct pcluster *c, int i, const char *release, const char *const 
 	host_start_env(&c->host[i], c->urls[i], args, envp);
 }
 
+void pc_start_all(struct pcluster *c, const char *release)
+{
+	struct release r;
+	CHECK_OK(release_parse(release, &r));
+	for (int i = 0; i < c->n; i++)
+		pc_start(c, i, release, NULL, NULL);
+	obs_wait_members(c->obs, (size_t)c->n, 20000);
+	obs_wait_status_done(c->obs, r, 20000);
+	pc_wait_leader_other(c, NULL, 15000);
+}
+
 void pc_stop_all(struct pcluster *c)
 {
 	for (int i = 0; i < c->n; i++)
@@ -346,6 +357,21 @@ void pc_cut_leader_after(struct pcluster *c, enum pc_fault f,
 	host_wait_state(L, PC_PLUGIN, "leading", false, 10000);
 	pc_check_token_silent(c, ret->old_token, ret->first_new_rev, L->node);
 	pc_check_invariants(c);
+}
+
+void pc_hold_until(struct pcluster *c, uint64_t t0, int ms)
+{
+	long held = ms_since(t0);
+	if (held < ms)
+		pc_run_for(c, (int)(ms - held));
+}
+
+void pc_cut_hold_heal(struct pcluster *c, enum pc_fault f)
+{
+	struct pc_cut cut;
+	pc_cut_leader(c, f, &cut);
+	pc_hold_until(c, cut.cut_at, 2 * PC_TTL_MS);
+	pc_heal_and_rejoin(c, &cut);
 }
 
 void pc_heal_and_rejoin(struct pcluster *c, const struct pc_cut *cut)

@@ -60,6 +60,9 @@ void pc_init(struct pcluster *c, int n_hosts);
  * --reconcile-interval (NULL: 300ms) */
 void pc_start(struct pcluster *c, int i, const char *release, const char *const *envp,
 	      const char *interval);
+/* pc_start_all - start every host on release (default interval), wait for
+ * all members, status DONE at release and a leader */
+void pc_start_all(struct pcluster *c, const char *release);
 /* pc_stop_all - SIGTERM every running host; each exits 0 within 15 s */
 void pc_stop_all(struct pcluster *c);
 void pc_fini(struct pcluster *c);
@@ -122,6 +125,12 @@ void pc_cut_leader_after(struct pcluster *c, enum pc_fault f,
  * reconciling; the old token still wrote nothing after the successor's
  * first record; invariants hold. */
 void pc_heal_and_rejoin(struct pcluster *c, const struct pc_cut *cut);
+/* pc_cut_hold_heal - pc_cut_leader with f, the fault held for two TTLs
+ * from the cut in all, then pc_heal_and_rejoin */
+void pc_cut_hold_heal(struct pcluster *c, enum pc_fault f);
+/* pc_hold_until - run the loop until ms have passed since t0 (loop_now()):
+ * the length of a fault */
+void pc_hold_until(struct pcluster *c, uint64_t t0, int ms);
 /* pc_check_token_silent - no journal record of token after revision rev */
 void pc_check_token_silent(struct pcluster *c, int64_t token, int64_t rev, const char *who);
 

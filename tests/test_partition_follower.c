@@ -23,11 +23,7 @@ static struct pcluster C;
 
 static void test_start_three_hosts(void)
 {
-	for (int i = 0; i < 3; i++)
-		pc_start(&C, i, "1.0.0", NULL, NULL);
-	obs_wait_members(C.obs, 3, 20000);
-	obs_wait_status_done(C.obs, REL(1, 0, 0), 20000);
-	pc_wait_leader_other(&C, NULL, 15000);
+	pc_start_all(&C, "1.0.0");
 }
 
 static void test_non_leader_link_down_past_ttl_then_healed(void)

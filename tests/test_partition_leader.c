@@ -23,33 +23,17 @@ static struct pcluster C;
 
 static void test_start_three_hosts(void)
 {
-	for (int i = 0; i < 3; i++)
-		pc_start(&C, i, "1.0.0", NULL, NULL);
-	obs_wait_members(C.obs, 3, 20000);
-	obs_wait_status_done(C.obs, REL(1, 0, 0), 20000);
-	pc_wait_leader_other(&C, NULL, 15000);
-	pc_check_invariants(&C);
-}
-
-static void cut_heal_round(void)
-{
-	struct pc_cut cut;
-	pc_cut_leader(&C, PC_LINK_DOWN, &cut);
-	/* the link stays down for two TTLs in all */
-	long held = (long)((loop_now() - cut.cut_at) / LOOP_NS_PER_MS);
-	if (held < 2 * PC_TTL_MS)
-		pc_run_for(&C, (int)(2 * PC_TTL_MS - held));
-	pc_heal_and_rejoin(&C, &cut);
+	pc_start_all(&C, "1.0.0");
 }
 
 static void test_leader_link_down_past_ttl_then_healed(void)
 {
-	cut_heal_round();
+	pc_cut_hold_heal(&C, PC_LINK_DOWN);
 }
 
 static void test_new_leader_link_down_past_ttl_then_healed(void)
 {
-	cut_heal_round();
+	pc_cut_hold_heal(&C, PC_LINK_DOWN);
 }
 
 int main(void)

@@ -25,31 +25,17 @@ static struct pcluster C;
 
 static void test_start_three_hosts(void)
 {
-	for (int i = 0; i < 3; i++)
-		pc_start(&C, i, "1.0.0", NULL, NULL);
-	obs_wait_members(C.obs, 3, 20000);
-	obs_wait_status_done(C.obs, REL(1, 0, 0), 20000);
-	pc_wait_leader_other(&C, NULL, 15000);
-}
-
-static void cut_heal_round(enum pc_fault f)
-{
-	struct pc_cut cut;
-	pc_cut_leader(&C, f, &cut);
-	long held = (long)((loop_now() - cut.cut_at) / LOOP_NS_PER_MS);
-	if (held < 2 * PC_TTL_MS)
-		pc_run_for(&C, (int)(2 * PC_TTL_MS - held));
-	pc_heal_and_rejoin(&C, &cut);
+	pc_start_all(&C, "1.0.0");
 }
 
 static void test_packets_from_etcd_dropped_at_the_leader(void)
 {
-	cut_heal_round(PC_DROP_FROM_ETCD);
+	pc_cut_hold_heal(&C, PC_DROP_FROM_ETCD);
 }
 
 static void test_packets_to_etcd_dropped_at_the_leader(void)
 {
-	cut_heal_round(PC_DROP_TO_ETCD);
+	pc_cut_hold_heal(&C, PC_DROP_TO_ETCD);
 }
 
 int main(void)

@@ -81,9 +81,7 @@ static void test_leader_cut_off_during_a_reload(void)
 		CHECK(!"the cut did not land during the reload's drain");
 	}
 	free(log);
-	long held = (long)((loop_now() - cut.cut_at) / LOOP_NS_PER_MS);
-	if (held < 2 * PC_TTL_MS)
-		pc_run_for(&C, (int)(2 * PC_TTL_MS - held));
+	pc_hold_until(&C, cut.cut_at, 2 * PC_TTL_MS);
 
 	/* healed: a ends on 1.1.0 with one instance and, newest, leads */
 	uint64_t t0 = loop_now();
