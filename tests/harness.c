@@ -7,8 +7,9 @@
  * - Health is polled over HTTP with libcurl every 10 ms against a deadline;
  *   between polls we wait on the child (waitpid) so an early exit is seen at
  *   once. This is waiting for an event with a deadline, not a fixed sleep.
- * - Every live harness is on a global list; atexit and SIGINT/SIGTERM/SIGABRT
- *   handlers kill its members and remove its temp dir.
+ * - Every live harness is on a global list; an atexit handler kills its
+ *   members and removes its temp dir; on a fatal signal its members are
+ *   killed (harness_at_fatal_signal, shared with the other fixtures).
  * - TLS harnesses (harness_etcd_start_tls) make their PKI with the openssl
  *   CLI before etcd starts, from a config file written into the temp dir;
  *   only the client URLs are https, the peer URLs stay http.
@@ -41,6 +42,7 @@ struct member {
 	char name[16];
 	char url[64];
 	char peer_url[64];
+	char listen_url[64]; /* client listen URL when not the client URL */
 	char datadir[512];
 	char logpath[512];
 };
@@ -65,6 +67,9 @@ struct harness_etcd {
 
 static struct harness_etcd *g_all;
 static bool g_hooks_installed;
+#define MAX_FATAL_CLEANUPS 8
+static void (*g_fatal_cleanups[MAX_FATAL_CLEANUPS])(void);
+static volatile sig_atomic_t g_n_fatal_cleanups;
 
 static uint64_t now_ms(void)
 {
@@ -120,13 +125,36 @@ static void kill_all(void)
 
 static void on_fatal_signal(int sig)
 {
-	/* only async-signal-safe work: kill children; the dir is left for the OS tmp cleaner */
+	for (int i = g_n_fatal_cleanups - 1; i >= 0; i--)
+		g_fatal_cleanups[i]();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void harness_at_fatal_signal(void (*fn)(void))
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGABRT};
+	if (g_n_fatal_cleanups >= MAX_FATAL_CLEANUPS) {
+		fprintf(stderr, "harness: too many fatal-signal cleanups\n");
+		abort();
+	}
+	g_fatal_cleanups[g_n_fatal_cleanups] = fn;
+	g_n_fatal_cleanups = g_n_fatal_cleanups + 1;
+	if (g_n_fatal_cleanups > 1)
+		return;
+	struct sigaction sa = {.sa_handler = on_fatal_signal};
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+/* only async-signal-safe work: kill children; the dir is left for the OS tmp cleaner */
+static void kill_members_now(void)
+{
 	for (struct harness_etcd *h = g_all; h; h = h->next)
 		for (int i = 0; i < h->n; i++)
 			if (h->m[i].pid > 0)
 				kill(h->m[i].pid, SIGKILL);
-	signal(sig, SIG_DFL);
-	raise(sig);
 }
 
 static void install_hooks(void)
@@ -135,11 +163,7 @@ static void install_hooks(void)
 		return;
 	g_hooks_installed = true;
 	atexit(kill_all);
-	struct sigaction sa = {.sa_handler = on_fatal_signal};
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGABRT, &sa, NULL);
+	harness_at_fatal_signal(kill_members_now);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
@@ -217,7 +241,7 @@ static int member_spawn(struct harness_etcd *h, int i, bool new_cluster)
 	argv[a++] = "--data-dir";
 	argv[a++] = m->datadir;
 	argv[a++] = "--listen-client-urls";
-	argv[a++] = m->url;
+	argv[a++] = m->listen_url[0] ? m->listen_url : m->url;
 	argv[a++] = "--advertise-client-urls";
 	argv[a++] = m->url;
 	argv[a++] = "--listen-peer-urls";
@@ -350,7 +374,7 @@ static int tls_prepare(struct harness_etcd *h);
 
 /* start_common - harness_etcd_start, with https client URLs and a fresh PKI
  * when tls is set. */
-static int start_common(int n_members, bool tls, bool client_cert_auth,
+static int start_common(int n_members, bool tls, bool client_cert_auth, const char *listen_ip,
                         const char *const *extra_args, struct harness_etcd **ret)
 {
 	if (n_members != 1 && n_members != 3)
@@ -406,6 +430,9 @@ static int start_common(int n_members, bool tls, bool client_cert_auth,
 		snprintf(m->url, sizeof(m->url), "%s://127.0.0.1:%d", tls ? "https" : "http",
 			 m->client_port);
 		snprintf(m->peer_url, sizeof(m->peer_url), "http://127.0.0.1:%d", m->peer_port);
+		if (listen_ip)
+			snprintf(m->listen_url, sizeof(m->listen_url), "%s://%s:%d",
+				 tls ? "https" : "http", listen_ip, m->client_port);
 		char dir[sizeof(h->dir)];
 		memcpy(dir, h->dir, sizeof(dir));
 		snprintf(m->datadir, sizeof(m->datadir), "%s/m%d.etcd", dir, i);
@@ -438,13 +465,19 @@ static int start_common(int n_members, bool tls, bool client_cert_auth,
 
 int harness_etcd_start(int n_members, const char *const *extra_args, struct harness_etcd **ret)
 {
-	return start_common(n_members, false, false, extra_args, ret);
+	return start_common(n_members, false, false, NULL, extra_args, ret);
+}
+
+int harness_etcd_start_listen(int n_members, const char *listen_ip, const char *const *extra_args,
+                              struct harness_etcd **ret)
+{
+	return start_common(n_members, false, false, listen_ip, extra_args, ret);
 }
 
 int harness_etcd_start_tls(int n_members, bool client_cert_auth, const char *const *extra_args,
                            struct harness_etcd **ret)
 {
-	return start_common(n_members, true, client_cert_auth, extra_args, ret);
+	return start_common(n_members, true, client_cert_auth, NULL, extra_args, ret);
 }
 
 void harness_etcd_free(struct harness_etcd *h)

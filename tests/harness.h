@@ -32,6 +32,13 @@ struct harness_etcd;
 int harness_etcd_start(int n_members, const char *const *extra_args, struct harness_etcd **ret);
 void harness_etcd_free(struct harness_etcd *h);
 
+/* harness_etcd_start_listen - like harness_etcd_start, but each member
+ * listens for clients on listen_ip (e.g. "0.0.0.0") at its client port; the
+ * client URLs still name 127.0.0.1. Only for a private network namespace
+ * (tests/netns.h), where every address is the test's own. */
+int harness_etcd_start_listen(int n_members, const char *listen_ip, const char *const *extra_args,
+                              struct harness_etcd **ret);
+
 /* client URL of member i ("http://127.0.0.1:PORT"), borrowed */
 const char *harness_etcd_url(const struct harness_etcd *h, int member);
 /* all client URLs joined with ',' (borrowed) */
@@ -47,6 +54,13 @@ int harness_etcd_kill(struct harness_etcd *h, int member);
 int harness_etcd_restart(struct harness_etcd *h, int member);
 /* wait until member i answers /health with {"health":"true"} or timeout */
 int harness_etcd_wait_healthy(struct harness_etcd *h, int member, int timeout_ms);
+
+/* harness_at_fatal_signal - when the test dies of SIGINT, SIGTERM, SIGHUP
+ * or SIGABRT, run fn first (async-signal-safe work only: kill(), unlink(),
+ * umount2() ...), newest registration first, then the signal's default
+ * action. For every fixture that owns something outside the process (etcd,
+ * hosts, network namespaces). At most 8. */
+void harness_at_fatal_signal(void (*fn)(void));
 
 /* the temp dir of this harness (borrowed); tests may create files there */
 const char *harness_dir(const struct harness_etcd *h);

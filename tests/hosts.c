@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "election.h"
+#include "harness.h"
 #include "hosts.h"
 #include "leasehold.pb-c.h"
 #include "session.h"
@@ -31,6 +32,15 @@ extern char **environ;
 static struct host *g_hosts[MAX_HOSTS];
 static int g_nhosts;
 static bool g_atexit;
+
+/* a test killed by a signal takes its hosts along (kill() only:
+ * async-signal-safe) */
+static void kill_hosts_now(void)
+{
+	for (int i = 0; i < g_nhosts; i++)
+		if (g_hosts[i]->pid > 0)
+			kill(g_hosts[i]->pid, SIGKILL);
+}
 
 static void kill_hosts(void)
 {
@@ -71,6 +81,7 @@ void host_setup(struct host *h, const char *base, const char *node)
 	if (!g_atexit) {
 		g_atexit = true;
 		atexit(kill_hosts);
+		harness_at_fatal_signal(kill_hosts_now);
 	}
 	if (g_nhosts < MAX_HOSTS)
 		g_hosts[g_nhosts++] = h;
@@ -109,8 +120,10 @@ static void spawn_host(struct host *h, const char *urls, const char *const *extr
 {
 	char rt[600];
 	snprintf(rt, sizeof(rt), "%s/run", h->dir);
-	const char *argv[48];
+	const char *argv[56];
 	int a = 0;
+	for (const char *const *p = h->exec_prefix; p && *p && a < 8; p++)
+		argv[a++] = *p;
 	argv[a++] = built_binary("leasehold");
 	argv[a++] = "--etcd";
 	argv[a++] = urls;
@@ -122,7 +135,7 @@ static void spawn_host(struct host *h, const char *urls, const char *const *extr
 	argv[a++] = rt;
 	argv[a++] = "--control";
 	argv[a++] = h->control;
-	for (const char *const *p = extra; p && *p && a < 46; p++)
+	for (const char *const *p = extra; p && *p && a < 54; p++)
 		argv[a++] = *p;
 	argv[a] = NULL;
 	/* everything the child needs is built before fork: after it, only
@@ -142,6 +155,11 @@ static void spawn_host(struct host *h, const char *urls, const char *const *extr
 	if (env != environ)
 		free(env);
 	h->pid = pid;
+}
+
+void host_set_exec_prefix(struct host *h, const char *const *prefix)
+{
+	h->exec_prefix = prefix;
 }
 
 void host_start(struct host *h, const char *urls, const char *const *extra)

@@ -19,10 +19,18 @@ struct host {
 	char log[600];
 	pid_t pid;
 	int exit_status; /* after host_wait: exit code, or 128+signal */
+	/* argv put before `leasehold ...` (NULL-terminated, borrowed; NULL =
+	 * none), e.g. {"/usr/sbin/ip", "netns", "exec", NAME, NULL} from
+	 * tests/netns.h; the wrapper must exec in place so that pid stays the
+	 * daemon's */
+	const char *const *exec_prefix;
 };
 
 /* host_setup - make dirs for node under base (no process yet) */
 void host_setup(struct host *h, const char *base, const char *node);
+/* host_set_exec_prefix - run h's daemon through prefix from the next start
+ * on (see struct host; set it after host_setup, which clears it) */
+void host_set_exec_prefix(struct host *h, const char *const *prefix);
 /* host_start - start leasehold for h against etcd urls with extra args
  * (NULL-terminated, may be NULL). Exits the test on failure. */
 void host_start(struct host *h, const char *urls, const char *const *extra);
