@@ -11,13 +11,9 @@
  * runs 1.0.0 the status stays DONE 1.0.0 and the data stays format v1; when
  * b really upgrades, the migration completes.
  *
- * KNOWN BUG (reported to the lead, see the fault-suite report): with the
- * current host/election.c an undecodable member record is "treated as
- * absent" (mirror_apply -> member_set(NULL)), so the leader's min release
- * jumps to 1.1.0 and it writes the restricted status and migrates at once;
- * and b's own host does not notice its record was overwritten (it only
- * re-puts on a lease or release change), so it never restores it. This
- * test fails until that is fixed; it must not be weakened to pass.
+ * Two mechanisms keep it safe: an undecodable member record counts as a
+ * member of unknown release (it blocks the restriction, fail safe), and b's
+ * own host sees its record overwritten and puts it back.
  */
 #include "config.h"
 

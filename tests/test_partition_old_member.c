@@ -20,10 +20,8 @@
  * rollout complete: DONE 1.1.0 with minimum compatible 1.1.0, d ready,
  * invariants over the whole history.
  *
- * Today's daemon binds member records to the lease and answers wait-ready
- * from its last view, so this test fails: it is listed in XFAIL_TESTS
- * (tests/faults.am) until the protocol fix lands. Skips (77) without
- * network namespaces.
+ * A daemon that binds member records to the lease, or answers wait-ready
+ * from its last view, fails it. Skips (77) without network namespaces.
  */
 #include "config.h"
 
