@@ -762,6 +762,8 @@ struct json_object *ctl_wait_plugin(const struct host *h, const char *name,
 				    const void *arg, int timeout_ms, const char *what)
 {
 	long deadline = now_ms() + timeout_ms;
+	/* a host just started may not listen yet */
+	host_wait_control(h, timeout_ms);
 	for (;;) {
 		struct json_object *a = ctl_plugins_json(h);
 		struct json_object *p = find_in(a, name);
