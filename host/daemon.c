@@ -315,10 +315,14 @@ static void on_init(void *ud, int err, const char *msg)
 	const struct loader_plugin *lp = plugin_instance_plugin(pi);
 	if (err < 0) {
 		char buf[640];
-		snprintf(buf, sizeof(buf), "%s: init failed: %s", file,
-		         msg && *msg ? msg : strerror(-err));
+		const char *why = msg && *msg ? msg : strerror(-err);
+		/* the instance's message usually says "init failed" itself */
+		bool said = strncmp(why, "init failed", strlen("init failed")) == 0;
+		snprintf(buf, sizeof(buf), "%s: %s%s", file, said ? "" : "init failed: ", why);
 		log_error("daemon", "%s%s", buf, e->pi ? "; the previous instance keeps running" : "");
-		set_error(e, buf);
+		/* another file's failure shows on that file's row, not on what runs */
+		if (!e->pi || strcmp(file, e->file) == 0)
+			set_error(e, buf);
 		if (!e->pi)
 			e->failed = true;
 		/* these bytes are out of the choice until they change or an
@@ -606,7 +610,7 @@ static void select_name(struct daemon *d, const char *name)
 	}
 	if (e && e->pi && best != cur) {
 		char rb[RELEASE_STRLEN];
-		log_info("daemon", "plugin %s: %s (%s) supersedes %s%s", name, best->file,
+		log_info("daemon", "plugin %s: loading %s (%s) to supersede %s%s", name, best->file,
 		         release_format(best->release, rb, sizeof(rb)), e->file,
 		         cur_present ? "" : " (removed)");
 	}
