@@ -89,8 +89,9 @@ struct control_ops {
 	 * -ENOENT (unknown plugin) */
 	int (*members)(void *ud, const char *name, struct control_member *out, size_t max,
 	               size_t *ret_total);
-	/* reload - rescan one plugin's file (name) or the whole dir (NULL);
-	 * 0, -ENOENT, or another -errno with a message in err */
+	/* reload - probe again the files of one plugin (name without a '.'),
+	 * one file (name with a '.', e.g. x-1.3.0.so), or rescan the whole dir
+	 * (NULL); 0, -ENOENT, or another -errno with a message in err */
 	int (*reload)(void *ud, const char *name, char *err, size_t err_len);
 	/* node_id - this daemon's node id */
 	const char *(*node_id)(void *ud);

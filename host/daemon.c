@@ -1000,6 +1000,8 @@ static size_t ctl_plugins(void *ud, struct control_plugin *out, size_t max)
 		if (n < max)
 			fill_plugin(e, &out[n]);
 		n++;
+		if (d->shutting_down)
+			continue; /* nothing more will load: only what still stops */
 		for (struct pfile *pf = d->files; pf; pf = pf->next) {
 			if (strcmp(pf->name, e->name) != 0 || find_file(d, pf->file))
 				continue;
@@ -1008,7 +1010,7 @@ static size_t ctl_plugins(void *ud, struct control_plugin *out, size_t max)
 			n++;
 		}
 	}
-	for (struct pfile *pf = d->files; pf; pf = pf->next) {
+	for (struct pfile *pf = d->files; pf && !d->shutting_down; pf = pf->next) {
 		if (find_file(d, pf->file) || (pf->name[0] && find_name(d, pf->name)))
 			continue;
 		if (n < max)
