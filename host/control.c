@@ -261,6 +261,7 @@ static int reply_plugins(struct reply *rp, const struct control_plugin *src, siz
 		d->p.error = pb_str(rp, s->error);
 		d->p.held_back = pb_str(rp, s->held_back);
 		d->p.fencing_token = s->fencing_token;
+		d->p.superseded_by = pb_str(rp, s->superseded_by);
 		rp->pp[i] = &d->p;
 	}
 	rp->r.plugins = rp->pp;
@@ -493,6 +494,10 @@ static const struct control_plugin *find_plugin(const struct control *c, size_t 
 {
 	for (size_t i = 0; i < n; i++)
 		if (c->pbuf[i].name && strcmp(c->pbuf[i].name, name) == 0)
+			return &c->pbuf[i];
+	/* a file name (x-1.3.0.so): the row of that file */
+	for (size_t i = 0; i < n; i++)
+		if (c->pbuf[i].file && strcmp(c->pbuf[i].file, name) == 0)
 			return &c->pbuf[i];
 	return NULL;
 }

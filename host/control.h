@@ -40,9 +40,11 @@ struct control;
 struct control_plugin {
 	const char *name;
 	const char *file;        /* file in the plugin dir, or NULL */
-	struct release release;  /* the running instance's release (if has_release) */
+	struct release release;  /* the running instance's release, or for a file that
+	                            does not run the release it declares (if has_release) */
 	bool has_release;        /* false while nothing runs: JSON null, table "-" */
-	const char *state;       /* loading|standby|campaigning|leading|failed|stopped */
+	const char *state;       /* loading|standby|campaigning|leading|failed|stopped|
+	                            superseded */
 	const char *leader;      /* node id of the current leader, or NULL */
 	bool ready;
 	struct releases releases; /* min/max member release + revision */
@@ -57,6 +59,9 @@ struct control_plugin {
 	const char *error;                /* failed / refused: why (else NULL) */
 	const char *held_back;            /* standby reason (else NULL) */
 	int64_t fencing_token;            /* while leading, else 0 */
+	/* state superseded: the file that runs the same plugin name instead (a
+	 * newer release, see plugindir_prefer), else NULL */
+	const char *superseded_by;
 };
 
 struct control_member {
@@ -84,8 +89,9 @@ struct control_ops {
 	 * -ENOENT (unknown plugin) */
 	int (*members)(void *ud, const char *name, struct control_member *out, size_t max,
 	               size_t *ret_total);
-	/* reload - rescan one plugin's file (name) or the whole dir (NULL);
-	 * 0, -ENOENT, or another -errno with a message in err */
+	/* reload - probe again the files of one plugin (name without a '.'),
+	 * one file (name with a '.', e.g. x-1.3.0.so), or rescan the whole dir
+	 * (NULL); 0, -ENOENT, or another -errno with a message in err */
 	int (*reload)(void *ud, const char *name, char *err, size_t err_len);
 	/* node_id - this daemon's node id */
 	const char *(*node_id)(void *ud);

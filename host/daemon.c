@@ -2,12 +2,26 @@
  * daemon.c - composition of the host (see daemon.h).
  *
  * Design notes
- * - One entry per plugin FILE in --plugin-dir. An entry gets a name from its
- *   descriptor on the first successful load; from then on one election (per
- *   plugin name) lives as long as the entry, and plugin instances come and go
- *   under it (hot reload = election_set_driver with the new instance; the
- *   election drains the old one, deposes it, deletes our key, publishes the
- *   new release in the member record and rejoins).
+ * - Two kinds of records. A `pfile` per candidate FILE in --plugin-dir holds
+ *   what the last probe (loader_open) of the file said: plugin name,
+ *   release, content hash, or why it was refused. An `entry` per plugin NAME
+ *   holds what runs: one election, which lives as long as the entry, and the
+ *   plugin instances that come and go under it (hot reload =
+ *   election_set_driver with the new instance; the election drains the old
+ *   one, deposes it, deletes our key, publishes the new release in the
+ *   member record and rejoins). e->file is the file the running instance
+ *   came from (or, while nothing runs, the file last tried).
+ * - Which file runs is decided by plugindir_prefer() (newest release, the
+ *   running file on a tie, else the first file name) over the files whose
+ *   last probe succeeded and whose bytes did not fail init. The running
+ *   instance stands for its file as long as that file is present and has
+ *   no good new bytes, so a broken replacement never stops what runs. A
+ *   directory event only probes the file; the decision runs from the
+ *   `later` timer, after the whole batch of reports (the start-up scan is
+ *   one such batch): the choice never depends on the order of the reports.
+ *   A change of choice is a hot reload of the entry to the chosen file; no
+ *   file left for a name stops its entry gracefully; the other files of the
+ *   name are shown as `superseded`.
  * - A load or init failure never touches what runs: the previous instance
  *   keeps running and the reason is kept for the CLI (state `failed` only
  *   when nothing runs).
@@ -47,6 +61,19 @@
 
 struct daemon;
 
+/* one candidate file of the plugin directory, as last probed */
+struct pfile {
+	struct pfile *next;
+	char *file;
+	char name[LH_PLUGIN_NAME_MAX + 1]; /* "" when the last probe failed */
+	struct release release;
+	uint64_t hash;
+	struct loader_plugin *lp; /* probed, not yet given to an instance (or closed) */
+	char *error;      /* why it was refused or failed init, else NULL */
+	bool ok;          /* the last probe succeeded */
+	bool init_failed; /* these bytes failed init: no candidate until they change */
+};
+
 struct entry {
 	struct entry *next;
 	struct daemon *d;
@@ -55,12 +82,12 @@ struct entry {
 	struct election *el;
 	struct plugin_instance *pi;      /* running: the election's driver */
 	struct plugin_instance *next_pi; /* initialising */
+	char *next_file; /* the file next_pi came from */
 	uint64_t next_hash;
 	uint64_t hash; /* content hash of pi's file */
 	char *error;   /* last refusal / failure, for the CLI */
 	bool failed;   /* nothing runs because of `error` */
 	bool removing;
-	bool reload_again; /* a change arrived while a load was in progress */
 	char *hold_reason; /* role hold applied to the election, or NULL */
 	struct swap_ctx *pending_swap; /* a hot reload the election has not completed */
 	bool gone;         /* stopped, waiting to be freed */
@@ -76,6 +103,7 @@ struct daemon {
 	struct control *ctl;
 	struct roles *roles;
 	struct entry *entries;
+	struct pfile *files;
 	char private_dir[512];
 	char control_url[512];
 	int sigfd;
@@ -83,6 +111,7 @@ struct daemon {
 	struct loop_timer *later;    /* deferred work: rescans, reloads, frees */
 	struct loop_timer *shutdown_deadline; /* also ends the exit linger */
 	bool rescan_pending;
+	bool select_pending; /* choose the file per plugin name at the next `later` */
 	bool shutting_down;
 	/* the shutdown leaves every plugin's membership for good (the node is
 	 * decommissioned); an ordinary one keeps the member records, so the
@@ -96,7 +125,8 @@ struct daemon {
 	int exit_code;
 };
 
-static int entry_changed(struct entry *e);
+static void request_select(struct daemon *d);
+static void entry_remove(struct entry *e);
 static void maybe_finish_shutdown(struct daemon *d);
 static bool is_last_election(void *ud);
 
@@ -146,12 +176,35 @@ static void notify(void *ud)
 		control_notify(d->ctl);
 }
 
+/* the entry whose instance came from `file` (or last tried it) */
 static struct entry *find_file(struct daemon *d, const char *file)
 {
 	for (struct entry *e = d->entries; e; e = e->next)
 		if (!e->gone && strcmp(e->file, file) == 0)
 			return e;
 	return NULL;
+}
+
+static struct pfile *find_pfile(struct daemon *d, const char *file)
+{
+	for (struct pfile *pf = d->files; pf; pf = pf->next)
+		if (strcmp(pf->file, file) == 0)
+			return pf;
+	return NULL;
+}
+
+static void pfile_set_error(struct pfile *pf, const char *msg)
+{
+	free(pf->error);
+	pf->error = msg ? strdup(msg) : NULL;
+}
+
+static void pfile_free(struct pfile *pf)
+{
+	loader_close(pf->lp);
+	free(pf->error);
+	free(pf->file);
+	free(pf);
 }
 
 static struct entry *find_name(struct daemon *d, const char *name)
@@ -209,6 +262,7 @@ static void entry_free(struct entry *e)
 	plugin_instance_free(e->next_pi);
 	plugin_instance_free(e->pi);
 	election_free(e->el);
+	free(e->next_file);
 	free(e->error);
 	free(e->hold_reason);
 	free(e->file);
@@ -255,24 +309,42 @@ static void on_init(void *ud, int err, const char *msg)
 	struct entry *e = ud;
 	struct daemon *d = e->d;
 	struct plugin_instance *pi = e->next_pi;
+	char *file = e->next_file; /* owned here */
 	e->next_pi = NULL;
-	if (!pi)
+	e->next_file = NULL;
+	if (!pi) {
+		free(file);
 		return;
+	}
 	const struct loader_plugin *lp = plugin_instance_plugin(pi);
 	if (err < 0) {
 		char buf[640];
-		snprintf(buf, sizeof(buf), "%s: init failed: %s", e->file,
-		         msg && *msg ? msg : strerror(-err));
+		const char *why = msg && *msg ? msg : strerror(-err);
+		/* the instance's message usually says "init failed" itself */
+		bool said = strncmp(why, "init failed", strlen("init failed")) == 0;
+		snprintf(buf, sizeof(buf), "%s: %s%s", file, said ? "" : "init failed: ", why);
 		log_error("daemon", "%s%s", buf, e->pi ? "; the previous instance keeps running" : "");
-		set_error(e, buf);
+		/* another file's failure shows on that file's row, not on what runs */
+		if (!e->pi || strcmp(file, e->file) == 0)
+			set_error(e, buf);
 		if (!e->pi)
 			e->failed = true;
+		/* these bytes are out of the choice until they change or an
+		 * operator asks for them (reload) */
+		struct pfile *pf = find_pfile(d, file);
+		if (pf && pf->ok && pf->hash == e->next_hash) {
+			pf->init_failed = true;
+			pfile_set_error(pf, buf);
+		}
 		plugin_instance_free(pi);
 	} else {
 		char rb[RELEASE_STRLEN];
 		struct plugin_releases rel = releases_of(lp);
 		set_error(e, NULL);
 		e->failed = false;
+		free(e->file);
+		e->file = file;
+		file = NULL;
 		if (!e->pi) {
 			log_info("daemon", "plugin %s %s loaded from %s", e->name,
 			         release_format(lp->release, rb, sizeof(rb)), e->file);
@@ -305,11 +377,9 @@ static void on_init(void *ud, int err, const char *msg)
 		}
 	}
 out:
+	free(file);
 	notify(d);
-	if (e->reload_again && !d->shutting_down) {
-		e->reload_again = false;
-		(void)entry_changed(e); /* a refusal is logged and kept in e->error */
-	}
+	request_select(d); /* what changed meanwhile was left for now */
 }
 
 /* on_worker_failed - the plugin crashed, exited, was killed or overran
@@ -360,54 +430,98 @@ static int entry_make_election(struct entry *e, const struct loader_plugin *lp)
 	return election_start(e->el);
 }
 
-/* entry_changed - (re)load e's file. Returns 0 when a load started (or the
- * file is unchanged), -errno when the file was refused (the reason is kept
- * in e->error and logged); init failures come later (on_init). */
-static int entry_changed(struct entry *e)
+/* ---- the plugin directory: probe files, choose one file per plugin name ---- */
+
+/* file_probe - read pf's descriptor again (loader_open) and keep the loaded
+ * plugin in pf->lp for the next selection (select_all closes what it does
+ * not use). Returns 0, or -errno when the file is refused: the reason is
+ * logged and kept in pf->error, and for the file of a running instance also
+ * in its entry's error (that instance keeps running). */
+static int file_probe(struct daemon *d, struct pfile *pf)
 {
-	struct daemon *d = e->d;
-	if (d->shutting_down || e->removing)
-		return -ECANCELED;
-	if (e->next_pi) {
-		e->reload_again = true;
-		return 0;
-	}
-	char err[LOADER_ERR_MAX];
+	char err[LOADER_ERR_MAX], buf[LOADER_ERR_MAX + 128];
 	struct loader_plugin *lp = NULL;
-	int r = loader_open(d->cfg->plugin_dir, e->file, d->private_dir, &lp, err, sizeof(err));
+	struct entry *runs = find_file(d, pf->file);
+	if (runs && !runs->pi)
+		runs = NULL;
+	loader_close(pf->lp);
+	pf->lp = NULL;
+	int r = loader_open(d->cfg->plugin_dir, pf->file, d->private_dir, &lp, err, sizeof(err));
 	if (r < 0) {
-		char buf[LOADER_ERR_MAX + 64];
 		snprintf(buf, sizeof(buf), "%s", err);
-		log_error("daemon", "refusing plugin file %s: %s%s", e->file, buf,
-		          e->pi ? "; the previous instance keeps running" : "");
-		set_error(e, buf);
-		if (!e->pi)
-			e->failed = true;
-		notify(d);
-		return r;
+		goto refuse;
 	}
-	if (e->pi && lp->content_hash == e->hash) {
-		/* the same bytes again (a rescan, a touch): nothing to do */
-		loader_close(lp);
-		set_error(e, NULL);
-		return 0;
-	}
-	char buf[512];
-	if (e->name[0] && strcmp(e->name, lp->name) != 0) {
+	if (runs && strcmp(runs->name, lp->name) != 0) {
+		/* the running instance would lose the file it stands for */
 		snprintf(buf, sizeof(buf),
 		         "%s now declares plugin '%s' instead of '%s'; remove the file and add it again",
-		         e->file, lp->name, e->name);
+		         pf->file, lp->name, runs->name);
+		r = -EINVAL;
 		goto refuse;
 	}
 	if (strcmp(lp->name, "roles") == 0) {
 		snprintf(buf, sizeof(buf), "plugin name 'roles' is reserved (%s/roles/ holds node roles)",
 		         d->cfg->prefix);
+		r = -EINVAL;
 		goto refuse;
 	}
-	struct entry *other = find_name(d, lp->name);
-	if (other && other != e) {
-		snprintf(buf, sizeof(buf), "duplicate plugin name '%s': already provided by %s",
-		         lp->name, other->file);
+	if (!pf->ok || pf->hash != lp->content_hash || strcmp(pf->name, lp->name) != 0)
+		pf->init_failed = false; /* new bytes get a new chance */
+	if (!pf->init_failed)
+		pfile_set_error(pf, NULL);
+	pf->ok = true;
+	snprintf(pf->name, sizeof(pf->name), "%s", lp->name);
+	pf->release = lp->release;
+	pf->hash = lp->content_hash;
+	pf->lp = lp;
+	if (runs && runs->hash == lp->content_hash)
+		set_error(runs, NULL); /* what runs is what the file holds (again) */
+	return 0;
+refuse:
+	log_error("daemon", "refusing plugin file %s: %s%s", pf->file, buf,
+	          runs ? "; the previous instance keeps running" : "");
+	loader_close(lp);
+	pf->ok = false;
+	pf->init_failed = false;
+	pf->name[0] = 0;
+	pfile_set_error(pf, buf);
+	if (runs)
+		set_error(runs, buf);
+	return r;
+}
+
+/* entry_load - start an instance from pf for entry e (a new entry when e is
+ * NULL); on_init completes it. A failure is logged and shown; what runs
+ * keeps running. */
+static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
+{
+	char buf[LOADER_ERR_MAX + 128];
+	char name[LH_PLUGIN_NAME_MAX + 1];
+	int r;
+	snprintf(name, sizeof(name), "%s", pf->name);
+	if (!pf->lp && (file_probe(d, pf) < 0 || strcmp(pf->name, name) != 0)) {
+		request_select(d); /* the file changed since it was chosen */
+		return;
+	}
+	if (!e) {
+		e = calloc(1, sizeof(*e));
+		if (!e || !(e->file = strdup(pf->file))) {
+			free(e);
+			log_error("daemon", "out of memory");
+			return;
+		}
+		e->d = d;
+		snprintf(e->name, sizeof(e->name), "%s", name);
+		struct entry **pp = &d->entries;
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = e;
+	}
+	struct loader_plugin *lp = pf->lp;
+	char *file = strdup(pf->file), *shown = e->pi ? NULL : strdup(pf->file);
+	if (!file || (!e->pi && !shown)) {
+		r = -ENOMEM;
+		snprintf(buf, sizeof(buf), "out of memory");
 		goto refuse;
 	}
 	if (!e->el && (r = entry_make_election(e, lp)) < 0) {
@@ -435,17 +549,102 @@ static int entry_changed(struct entry *e)
 		snprintf(buf, sizeof(buf), "cannot start a worker for '%s': %s", lp->name, strerror(-r));
 		goto refuse;
 	}
+	pf->lp = NULL; /* the instance's now */
 	e->next_hash = hash;
+	e->next_file = file;
+	if (shown) { /* nothing runs: the entry shows the file it loads */
+		free(e->file);
+		e->file = shown;
+	}
 	notify(d);
-	return 0;
+	return;
 refuse:
-	log_error("daemon", "refusing plugin file %s: %s", e->file, buf);
+	log_error("daemon", "cannot load plugin file %s: %s", pf->file, buf);
 	set_error(e, buf);
 	if (!e->pi)
 		e->failed = true;
-	loader_close(lp);
+	/* out of the choice until the file changes: no retry loop */
+	pf->init_failed = true;
+	pfile_set_error(pf, buf);
+	free(file);
+	free(shown);
 	notify(d);
-	return r < 0 ? r : -EINVAL;
+}
+
+/* select_name - apply the rule (plugindir_prefer) to the files that provide
+ * plugin `name` and start what it asks for: a first load, a hot reload to
+ * another file or to new bytes, or a graceful stop when no file is left. */
+static void select_name(struct daemon *d, const char *name)
+{
+	struct entry *e = find_name(d, name);
+	if (e && (e->removing || e->next_pi))
+		return; /* chosen again once it stopped or initialised */
+	struct pfile *cur = e ? find_pfile(d, e->file) : NULL;
+	bool cur_present = cur != NULL;
+	if (cur && cur->ok && strcmp(cur->name, name) != 0)
+		cur = NULL; /* the file provides another plugin now */
+	struct pfile *best = NULL;
+	struct plugindir_candidate bc = {0};
+	for (struct pfile *pf = d->files; pf; pf = pf->next) {
+		if (!pf->ok || pf->init_failed || strcmp(pf->name, name) != 0)
+			continue;
+		struct plugindir_candidate c = {pf->file, pf->release, e && pf == cur};
+		if (!best || plugindir_prefer(&c, &bc) > 0) {
+			best = pf;
+			bc = c;
+		}
+	}
+	/* the running instance stands for its file while the file is there
+	 * without good new bytes: a broken replacement never stops it */
+	if (e && e->pi && cur && !(cur->ok && !cur->init_failed && cur->hash != e->hash)) {
+		struct plugindir_candidate rc = {e->file, plugin_instance_plugin(e->pi)->release, true};
+		if (!best || plugindir_prefer(&rc, &bc) >= 0)
+			return;
+	}
+	if (!best) {
+		if (e && (e->pi || !cur)) {
+			if (cur_present)
+				log_info("daemon", "plugin file %s no longer provides %s; stopping it",
+				         e->file, name);
+			else
+				log_info("daemon", "plugin file %s removed; stopping %s", e->file, name);
+			entry_remove(e);
+		}
+		return;
+	}
+	if (e && e->pi && best != cur) {
+		char rb[RELEASE_STRLEN];
+		log_info("daemon", "plugin %s: loading %s (%s) to supersede %s%s", name, best->file,
+		         release_format(best->release, rb, sizeof(rb)), e->file,
+		         cur_present ? "" : " (removed)");
+	}
+	entry_load(d, e, best);
+}
+
+/* select_all - choose for every plugin name; runs from `later`, after a
+ * batch of directory reports */
+static void select_all(struct daemon *d)
+{
+	d->select_pending = false;
+	for (struct entry *e = d->entries; e; e = e->next)
+		if (!e->gone)
+			select_name(d, e->name);
+	for (struct pfile *pf = d->files; pf; pf = pf->next)
+		if (pf->ok && !find_name(d, pf->name))
+			select_name(d, pf->name);
+	for (struct pfile *pf = d->files; pf; pf = pf->next) {
+		loader_close(pf->lp); /* probes nobody chose */
+		pf->lp = NULL;
+	}
+	notify(d);
+}
+
+static void request_select(struct daemon *d)
+{
+	if (d->shutting_down)
+		return;
+	d->select_pending = true;
+	loop_timer_arm_in(d->later, 0);
 }
 
 /* ---- removal / stop ---- */
@@ -458,6 +657,7 @@ static void on_removed_pi_stopped(void *ud)
 	e->pi = NULL;
 	e->gone = true;
 	loop_timer_arm_in(d->later, 0); /* free it outside any callback chain */
+	request_select(d);              /* another file of the name may be waiting */
 	notify(d);
 	maybe_finish_shutdown(d);
 }
@@ -482,6 +682,8 @@ static void entry_remove(struct entry *e)
 	if (e->next_pi) {
 		plugin_instance_free(e->next_pi);
 		e->next_pi = NULL;
+		free(e->next_file);
+		e->next_file = NULL;
 	}
 	if (e->el && e->d->shutting_down)
 		election_stop_revoking(e->el, e->d->leaving, is_last_election, on_removed_el_stopped, e);
@@ -501,27 +703,34 @@ static void on_plugindir(void *ud, enum plugindir_event ev, const char *file)
 		          d->cfg->plugin_dir);
 		return;
 	}
-	struct entry *e = find_file(d, file);
+	struct pfile *pf = find_pfile(d, file);
 	if (ev == PLUGINDIR_REMOVED) {
-		if (e) {
-			log_info("daemon", "plugin file %s removed; stopping %s", file,
-			         e->name[0] ? e->name : "it");
-			entry_remove(e);
+		if (pf) {
+			struct pfile **pp = &d->files;
+			while (*pp != pf)
+				pp = &(*pp)->next;
+			*pp = pf->next;
+			pfile_free(pf);
+			request_select(d);
+			notify(d);
 		}
 		return;
 	}
-	if (!e) {
-		e = calloc(1, sizeof(*e));
-		if (!e || !(e->file = strdup(file))) {
-			free(e);
+	if (!pf) {
+		pf = calloc(1, sizeof(*pf));
+		if (!pf || !(pf->file = strdup(file))) {
+			free(pf);
 			log_error("daemon", "out of memory");
 			return;
 		}
-		e->d = d;
-		e->next = d->entries;
-		d->entries = e;
+		struct pfile **pp = &d->files;
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = pf;
 	}
-	(void)entry_changed(e); /* a refusal is logged and kept in e->error */
+	(void)file_probe(d, pf); /* a refusal is logged and kept in pf->error */
+	request_select(d);
+	notify(d);
 }
 
 static void on_later(struct loop_timer *t, void *ud)
@@ -543,6 +752,8 @@ static void on_later(struct loop_timer *t, void *ud)
 		if (r < 0)
 			log_error("daemon", "cannot scan %s: %s", d->cfg->plugin_dir, strerror(-r));
 	}
+	if (d->select_pending && !d->shutting_down)
+		select_all(d);
 }
 
 /* ---- session ---- */
@@ -757,6 +968,32 @@ static void fill_plugin(struct entry *e, struct control_plugin *p)
 	}
 }
 
+/* fill_file - the row of a file that is not what an entry runs: refused,
+ * failed init, being loaded, or superseded by the file that runs */
+static void fill_file(struct daemon *d, struct pfile *pf, struct control_plugin *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->name = pf->name[0] ? pf->name : pf->file;
+	p->file = pf->file;
+	p->error = pf->error;
+	if (pf->ok) {
+		p->release = pf->release;
+		p->has_release = true;
+	}
+	struct entry *e = pf->name[0] ? find_name(d, pf->name) : NULL;
+	if (!pf->ok || pf->init_failed)
+		p->state = "failed";
+	else if (e && e->pi && !e->removing &&
+	         !(e->next_file && strcmp(e->next_file, pf->file) == 0)) {
+		p->state = "superseded";
+		p->superseded_by = e->file;
+	} else
+		p->state = "loading";
+}
+
+/* Rows: each plugin's entry (what runs) first, then the other files of the
+ * same name, then the files no plugin name is known for. Lookups by plugin
+ * name (status, wait-ready) take the first row of a name: the entry's. */
 static size_t ctl_plugins(void *ud, struct control_plugin *out, size_t max)
 {
 	struct daemon *d = ud;
@@ -766,6 +1003,22 @@ static size_t ctl_plugins(void *ud, struct control_plugin *out, size_t max)
 			continue;
 		if (n < max)
 			fill_plugin(e, &out[n]);
+		n++;
+		if (d->shutting_down)
+			continue; /* nothing more will load: only what still stops */
+		for (struct pfile *pf = d->files; pf; pf = pf->next) {
+			if (strcmp(pf->name, e->name) != 0 || find_file(d, pf->file))
+				continue;
+			if (n < max)
+				fill_file(d, pf, &out[n]);
+			n++;
+		}
+	}
+	for (struct pfile *pf = d->files; pf && !d->shutting_down; pf = pf->next) {
+		if (find_file(d, pf->file) || (pf->name[0] && find_name(d, pf->name)))
+			continue;
+		if (n < max)
+			fill_file(d, pf, &out[n]);
 		n++;
 	}
 	return n;
@@ -792,6 +1045,11 @@ static int ctl_members(void *ud, const char *name, struct control_member *out, s
 	return 0;
 }
 
+/* reload NAME: a plugin name never contains '.', a plugin file name always
+ * ends in ".so", so NAME with a dot is a file (probe that file again) and
+ * NAME without one a plugin (probe every file that provides it and the file
+ * its instance came from). Either way the bytes get a new chance even when
+ * they failed init before, and the choice is made again. */
 static int ctl_reload(void *ud, const char *name, char *err, size_t err_len)
 {
 	struct daemon *d = ud;
@@ -800,22 +1058,41 @@ static int ctl_reload(void *ud, const char *name, char *err, size_t err_len)
 		loop_timer_arm_in(d->later, 0);
 		return 0;
 	}
-	struct entry *e = find_name(d, name);
-	if (!e) {
-		for (struct entry *x = d->entries; x && !e; x = x->next)
-			if (!x->gone && strcmp(x->file, name) == 0)
-				e = x;
+	if (d->shutting_down)
+		return 0;
+	int r = 0;
+	if (strchr(name, '.')) {
+		struct pfile *pf = find_pfile(d, name);
+		if (!pf) {
+			snprintf(err, err_len, "unknown plugin file '%s'", name);
+			return -ENOENT;
+		}
+		pf->init_failed = false;
+		if ((r = file_probe(d, pf)) < 0)
+			snprintf(err, err_len, "%s", pf->error ? pf->error : strerror(-r));
+	} else {
+		struct entry *e = find_name(d, name);
+		bool found = e != NULL;
+		for (struct pfile *pf = d->files; pf; pf = pf->next) {
+			bool runs = e && strcmp(pf->file, e->file) == 0;
+			if (!runs && strcmp(pf->name, name) != 0)
+				continue;
+			found = true;
+			pf->init_failed = false;
+			int q = file_probe(d, pf);
+			if (q < 0 && runs) {
+				r = q;
+				snprintf(err, err_len, "%s", pf->error ? pf->error : strerror(-q));
+			}
+		}
+		if (!found) {
+			snprintf(err, err_len, "unknown plugin '%s'", name);
+			return -ENOENT;
+		}
 	}
-	if (!e) {
-		snprintf(err, err_len, "unknown plugin '%s'", name);
-		return -ENOENT;
-	}
-	int r = entry_changed(e);
-	if (r < 0 && r != -ECANCELED) {
-		snprintf(err, err_len, "%s", e->error ? e->error : strerror(-r));
-		return r == -ENOENT ? -EIO : r; /* -ENOENT means "unknown plugin" to the CLI */
-	}
-	return 0;
+	request_select(d);
+	notify(d);
+	return r == -ENOENT ? -EIO : r; /* -ENOENT means "unknown plugin" to the CLI */
 }
 
 static const char *ctl_node_id(void *ud)
@@ -1009,6 +1286,11 @@ out:
 		struct entry *e = d->entries;
 		d->entries = e->next;
 		entry_free(e);
+	}
+	while (d->files) {
+		struct pfile *pf = d->files;
+		d->files = pf->next;
+		pfile_free(pf);
 	}
 	session_free(d->sess);
 	roles_free(d->roles);

@@ -81,7 +81,9 @@ static const struct command commands[] = {
      "readiness, member releases (min..max), status record, reconciles.\n"
      "--json prints a JSON array with one object per plugin.\n"},
     {"status", 1, 1, true, false, "status NAME [--json]", "one plugin in detail",
-     "Show one plugin in detail (key: value lines, or one JSON object).\n"},
+     "Show one plugin in detail (key: value lines, or one JSON object).\n"
+     "NAME is a plugin name (the file that runs it), or a file name in the\n"
+     "plugin directory (it contains a '.', e.g. x-1.3.0.so): that file's row.\n"},
     {"members", 1, 1, true, false, "members NAME [--json]", "the nodes running a plugin",
      "List the nodes running plugin NAME: node id, plugin release, leader.\n"
      "--json prints an array of {\"node\", \"release\", \"leader\"}.\n"},
@@ -94,6 +96,9 @@ static const struct command commands[] = {
     {"reload", 0, 1, false, false, "reload [NAME]",
      "reload a plugin, or rescan the plugin directory",
      "Reload plugin NAME from its file, or rescan the whole plugin directory.\n"
+     "NAME without a '.' is a plugin: every file that provides it is read\n"
+     "again; NAME with a '.' (x-1.3.0.so) is one file. Files that failed init\n"
+     "get another chance; then the newest release among a plugin's files runs.\n"
      "Exit 1 when the daemon reports that the reload failed.\n"},
     {"roles list", 0, 0, true, false, "roles list [--json]", "every node's roles",
      "List every node's roles record (etcd P/roles/<node-id>) as this daemon\n"
@@ -397,6 +402,7 @@ static json_object *json_plugin(const Plugin *p)
 	json_object_object_add(o, "error", json_str_or_null(p->error));
 	json_object_object_add(o, "held_back", json_str_or_null(p->held_back));
 	json_object_object_add(o, "fencing_token", json_object_new_int64(p->fencing_token));
+	json_object_object_add(o, "superseded_by", json_str_or_null(p->superseded_by));
 	return o;
 }
 
@@ -546,6 +552,13 @@ static void plugin_cells(const Plugin *p, char (*buf)[CELL])
 		clean(h, buf[8], 61, true);
 		return;
 	}
+	if ((!err || !err[0]) && p->superseded_by && p->superseded_by[0]) {
+		/* a file that does not run: name the file and the one that does */
+		char h[CELL];
+		snprintf(h, sizeof(h), "%s superseded by %s", p->file, p->superseded_by);
+		clean(h, buf[8], 61, true);
+		return;
+	}
 	clean(err, buf[8], 61, true);
 }
 
@@ -642,6 +655,8 @@ static int cmd_status(const Response *r, bool json)
 	printf("last error:    %s\n", clean(rc ? rc->last_error : NULL, b1, sizeof(b1), true));
 	printf("error:         %s\n", clean(p->error, b1, sizeof(b1), true));
 	printf("held back:     %s\n", clean(p->held_back, b1, sizeof(b1), true));
+	if (p->superseded_by && p->superseded_by[0])
+		printf("superseded by: %s\n", clean(p->superseded_by, b1, sizeof(b1), true));
 	printf("fencing token: %" PRId64 "\n", p->fencing_token);
 	return EXIT_OK;
 }

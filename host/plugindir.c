@@ -333,6 +333,17 @@ out:
 	return r;
 }
 
+int plugindir_prefer(const struct plugindir_candidate *a, const struct plugindir_candidate *b)
+{
+	int c = release_cmp(a->release, b->release);
+	if (c != 0)
+		return c;
+	if (a->current != b->current)
+		return a->current ? 1 : -1;
+	c = strcmp(a->file, b->file);
+	return c < 0 ? 1 : c > 0 ? -1 : 0;
+}
+
 const char *plugindir_path(const struct plugindir *pd)
 {
 	return pd->dir;

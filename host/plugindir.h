@@ -31,13 +31,22 @@
  * - Callbacks run on the loop thread, never from inside plugindir_new. The
  *   owner must not call plugindir_scan or plugindir_free from inside one
  *   (defer it to a timer).
+ * - Several files may provide one plugin name (x.so and x-1.3.0.so).
+ *   plugindir_prefer() is the rule that picks the one that runs: the newest
+ *   release; between equal releases the file that runs now keeps running
+ *   (no reload for nothing); otherwise the file name that sorts first
+ *   (strcmp), so the choice never depends on the order files were created
+ *   or listed. Only files that loaded and initialised take part: a file the
+ *   loader refuses has no trustworthy name or release at all.
  */
 #ifndef LH_PLUGINDIR_H
 #define LH_PLUGINDIR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "loop.h"
+#include "release.h"
 
 struct plugindir;
 
@@ -66,6 +75,17 @@ int plugindir_scan(struct plugindir *pd);
 
 /* plugindir_path - the watched directory (borrowed, lives as long as pd). */
 const char *plugindir_path(const struct plugindir *pd);
+
+/* one file that provides a plugin name, as plugindir_prefer sees it */
+struct plugindir_candidate {
+	const char *file;        /* file name in the directory (borrowed) */
+	struct release release;  /* the release its descriptor declares */
+	bool current;            /* this file is the one that runs now */
+};
+
+/* plugindir_prefer - >0 when a should run rather than b, <0 when b should,
+ * 0 only when both name the same file. Pure; pointers are only read. */
+int plugindir_prefer(const struct plugindir_candidate *a, const struct plugindir_candidate *b);
 
 /* plugindir_free - stop watching, cancel pending reports. Accepts NULL. */
 void plugindir_free(struct plugindir *pd);

@@ -210,8 +210,9 @@ static void check_plugin_json(json_object *p, const struct host *h, const struct
 	CHECK_JNULL(p, "reconcile.last_error");
 	CHECK_JNULL(p, "error");
 	CHECK_JNULL(p, "held_back");
+	CHECK_JNULL(p, "superseded_by");
 	/* exactly the documented fields */
-	CHECK_INT_EQ(json_object_object_length(p), 12);
+	CHECK_INT_EQ(json_object_object_length(p), 13);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "releases")), 4);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "status")), 3);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "reconcile")), 4);

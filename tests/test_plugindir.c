@@ -1,7 +1,8 @@
 /*
  * test_plugindir.c - the plugin-directory watcher: initial scan, inotify
  * reports for write-then-rename, close_write, delete and move-away, burst
- * coalescing, temp names ignored, rescan after changes. Waits are on loop
+ * coalescing, temp names ignored, rescan after changes; the rule that picks
+ * one file among those of one plugin name. Waits are on loop
  * events with deadlines, never sleeps.
  */
 #include "config.h"
@@ -291,12 +292,37 @@ static void test_dir_gone(void)
 	plugindir_free(NULL);
 }
 
+/* the rule among the files of one plugin name: newest release, then the
+ * running file, then the first file name; the same answer in either order */
+static void test_prefer_rule(void)
+{
+	struct plugindir_candidate old_run = {"x.so", {1, 2, 0}, true};
+	struct plugindir_candidate newer = {"x-1.3.0.so", {1, 3, 0}, false};
+	struct plugindir_candidate same_rel = {"a-x.so", {1, 2, 0}, false};
+	struct plugindir_candidate patch = {"z.so", {1, 2, 1}, false};
+	struct plugindir_candidate b = {"b.so", {1, 2, 0}, false};
+	CHECK(plugindir_prefer(&newer, &old_run) > 0);
+	CHECK(plugindir_prefer(&old_run, &newer) < 0);
+	/* a tie: the running file keeps running, even against a file name
+	 * that sorts first */
+	CHECK(plugindir_prefer(&old_run, &same_rel) > 0);
+	CHECK(plugindir_prefer(&same_rel, &old_run) < 0);
+	/* nothing runs: the file name that sorts first */
+	CHECK(plugindir_prefer(&same_rel, &b) > 0);
+	CHECK(plugindir_prefer(&b, &same_rel) < 0);
+	/* the release counts before the name and before "runs now" */
+	CHECK(plugindir_prefer(&patch, &old_run) > 0);
+	CHECK(plugindir_prefer(&patch, &same_rel) > 0);
+	CHECK_INT_EQ(plugindir_prefer(&b, &b), 0);
+}
+
 int main(void)
 {
 	test_tmp_root("test-plugindir", g_root, sizeof(g_root));
 	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
 	CHECK(mkdir(g_dir, 0755) == 0);
 	CHECK_OK(loop_new(&L));
+	RUN(test_prefer_rule);
 	RUN(test_initial_scan);
 	RUN(test_write_rename_delete);
 	RUN(test_burst_is_coalesced);

@@ -5,8 +5,9 @@
  * - reload (one plugin, all, by file name) of an unchanged file starts no
  *   new instance; a file refused for its mode and then fixed with chmod (no
  *   inotify event) is loaded by the rescan of `leaseholdctl reload` or SIGHUP;
- * - refused files (not a plugin, wrong magic, duplicate name) show up as
- *   `failed` with the reason while the running plugin carries on untouched;
+ * - refused files (not a plugin, wrong magic) show up as `failed` with the
+ *   reason, a second file of the same plugin and release as `superseded`,
+ *   while the running plugin carries on untouched;
  *   a broken replacement keeps the previous instance running with the
  *   reason in `error`;
  * - removing the leader's file stops its plugin gracefully: the other node
@@ -145,6 +146,12 @@ static bool p_error_with(json_object *p, const void *arg)
 {
 	const char *e = jstr(p, "error");
 	return p && e && strstr(e, (const char *)arg);
+}
+
+static bool p_superseded_by(json_object *p, const void *arg)
+{
+	const char *s = jstr(p, "state"), *by = jstr(p, "superseded_by");
+	return p && s && strcmp(s, "superseded") == 0 && by && strcmp(by, (const char *)arg) == 0;
 }
 
 static bool p_no_error(json_object *p, const void *arg)
@@ -399,14 +406,16 @@ static void test_refused_files_leave_the_running_plugin_alone(void)
 	check_untouched(L, &before, "refused new files");
 	CHECK_STR_EQ(obs_leader(g_obs), L->node);
 
-	/* a duplicate name: the same plugin under another file name */
+	/* the same plugin and release under another file name: the running
+	 * file keeps running (a tie), the other is superseded by it */
 	host_install_plugin(L, "1.0.0", "other.so");
-	p = ctl_wait_plugin(L, "other.so", p_failed_with, "duplicate plugin name 'reconciler'",
-			    5000, "other.so refused as a duplicate");
-	fprintf(stderr, "other.so: %s\n", jstr(p, "error"));
-	CHECK(strstr(jstr(p, "error"), "already provided by reconciler.so"));
+	p = ctl_wait_plugin(L, "other.so", p_superseded_by, "reconciler.so", 5000,
+			    "other.so superseded by reconciler.so");
+	CHECK_STR_EQ(jstr(p, "name"), PLUGIN);
+	CHECK_STR_EQ(jstr(p, "release"), "1.0.0");
+	CHECK(jget(p, "error") == NULL);
 	json_object_put(p);
-	check_untouched(L, &before, "a duplicate plugin name");
+	check_untouched(L, &before, "a second file of the same plugin and release");
 
 	/* a broken replacement of the running plugin: refused, the previous
 	 * instance keeps running, the reason is shown */

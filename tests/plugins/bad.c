@@ -5,6 +5,9 @@
  *   BAD_BELOW_RECONCILER, BAD_NO_RECONCILE, BAD_ROLE
  * Without any flag it is a minimal valid plugin named "good"; with
  * GOOD_ROLE it is a valid plugin "good" that needs the role "controller".
+ * INIT_FAILS_AS_RECONCILER: a valid descriptor of plugin "reconciler" at
+ * release 9.0.0 whose init always fails (a broken newer release of the
+ * example plugin: it loads, but must never supersede a working file).
  */
 #include <errno.h>
 
@@ -15,6 +18,14 @@ __attribute__((unused)) static int32_t bad_reconcile(struct lh_ctx *ctx)
 	(void)ctx;
 	return 0;
 }
+
+#ifdef INIT_FAILS_AS_RECONCILER
+static int32_t failing_init(struct lh_ctx *ctx)
+{
+	ctx->host->set_error(ctx, "this build always fails init");
+	return -EIO;
+}
+#endif
 
 #ifdef BAD_NO_SYMBOL
 /* a descriptor under a wrong name */
@@ -48,12 +59,19 @@ LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
 #endif
 #if defined(BAD_NAME_EMPTY)
 	.name = "",
+#elif defined(INIT_FAILS_AS_RECONCILER)
+	.name = "reconciler",
 #elif defined(BAD_NAME_CHARS)
 	.name = "Bad Name!",
 #else
 	.name = "good",
 #endif
+#ifdef INIT_FAILS_AS_RECONCILER
+	.release = {9, 0, 0},
+	.init = failing_init,
+#else
 	.release = {1, 0, 0},
+#endif
 #ifdef BAD_BELOW_COMPAT
 	.min_compatible_release = {1, 1, 0},
 #else
