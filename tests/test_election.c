@@ -1128,6 +1128,67 @@ static void test_forget_live_and_stop_kinds(void)
 	node_free(&b);
 }
 
+
+/* the newest release's only node goes offline while an older node remains:
+ * the older node must not lead (its reconciler would roll the state back)
+ * until an operator forgets the offline node; then it restricts first */
+static bool p_held_newer(void *a)
+{
+	struct election_info i = info_of(a);
+	return i.state == ELECTION_STANDBY && i.held_back &&
+	       strcmp(i.held_back, "a newer release is present") == 0;
+}
+
+static void test_newest_offline_no_rollback(void)
+{
+	wipe();
+	struct node a, old;
+	node_start(&a, 1, REL110, 2, true);
+	tu_wait(&T, p_node_leading, &a, 5000, "1.1.0 leads");
+	wait_status(DONE, REL(1, 1, 0), REL(1, 1, 0), "DONE 1.1.0");
+	node_start(&old, 2, REL100, 10, true);
+	tu_wait(&T, p_held_newer, &old, 5000, "the 1.0.0 node stands by");
+	CHECK(!info_of(&old).ready); /* 1.0.0 < minimum compatible 1.1.0 */
+	/* the 1.1.0 node goes away without leaving; its lease expires */
+	g_gone_lease = session_lease(a.sess);
+	node_crash(&a);
+	tu_wait(&T, p_lease_gone, NULL, 10000, "the 1.1.0 node's lease expired");
+	int64_t rev = tu_put_member(&T, PFX, PLUGIN, "canary", REL(1, 0, 0));
+	g_want_rev = rev;
+	tu_wait(&T, p_rev, &old, 5000, "the old node's mirror is past the expiry");
+	CHECK(p_held_newer(&old));
+	CHECK_INT_EQ(old.drv.elected, 0);
+	CHECK_INT_EQ(old.drv.reconciles, 0);
+	int st;
+	struct release v, m;
+	CHECK(tu_get_status(&T, PFX, PLUGIN, &st, &v, &m));
+	CHECK_INT_EQ(st, DONE);
+	CHECK(release_cmp(v, REL(1, 1, 0)) == 0);
+	/* a rollback attempt by hand: a second 1.0.0 node changes nothing */
+	struct node old2;
+	node_start(&old2, 3, REL100, 10, true);
+	tu_wait(&T, p_held_newer, &old2, 5000, "the second 1.0.0 node stands by");
+	/* the operator decides on a downgrade: forget the 1.1.0 node */
+	char err[256];
+	int done = 1;
+	CHECK_OK(election_forget(old.el, "node1", on_forget, &done, err, sizeof(err)));
+	tu_wait(&T, p_forget_done, &done, 5000, "forget answered");
+	CHECK_OK(done);
+	/* an old node leads; before its reconciler writes, the status is
+	 * restricted: no node below 1.1.0 may serve until it has reconciled */
+	g_pair[0] = &old;
+	g_pair[1] = &old2;
+	tu_wait(&T, p_one_leads, NULL, 10000, "an old node leads");
+	wait_status(DONE, REL(1, 0, 0), REL(1, 0, 0), "DONE 1.0.0 after the downgrade");
+	struct node *l = old.drv.leading ? &old : &old2;
+	CHECK(info_of(l).status_writes >= 2); /* restricted WORKING, then DONE */
+	tu_del(&T, PFX "/" PLUGIN "/members/canary");
+	node_stop(&old);
+	node_stop(&old2);
+	node_free(&old);
+	node_free(&old2);
+}
+
 /* ---- readiness only from a view the node can vouch for ---- */
 
 static bool p_not_ready_no_session(void *a)
@@ -1179,6 +1240,7 @@ int main(void)
 	RUN(test_second_reload_while_draining);
 	RUN(test_member_outlives_lease);
 	RUN(test_forget_live_and_stop_kinds);
+	RUN(test_newest_offline_no_rollback);
 	RUN(test_ready_needs_session);
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);
