@@ -1990,10 +1990,10 @@ static void test_server_burst_1000(void)
 
 /* ---- tests: peers -------------------------------------------------------- */
 
-/* raw_sp_probe - speak the SP-over-ipc handshake by hand (async-signal-safe:
- * used in a forked child). Returns a bit set: 1 connected, 2 got the
- * server's 8-byte header, 4 the server closed the connection, 8 connect
- * failed with EACCES. Waits at most timeout_ms for the close. */
+/* raw_sp_probe - speak nng's SP-over-ipc handshake by hand, as an old
+ * client would (async-signal-safe: used in a forked child). Returns a bit
+ * set: 1 connected, 2 got at least 8 bytes (the refusal), 4 the server
+ * closed the connection, 8 connect failed with EACCES. Waits at most timeout_ms for the close. */
 static int raw_sp_probe(const char *path, int timeout_ms)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -2014,10 +2014,10 @@ static int raw_sp_probe(const char *path, int timeout_ms)
 		return res;
 	}
 	res |= 1;
-	if (write(fd, hello, sizeof(hello)) != (ssize_t)sizeof(hello)) {
-		close(fd);
-		return res;
-	}
+	/* a refused peer may find the connection closed already (EPIPE): what
+	 * the server sent before is still there to read */
+	ssize_t wrote = write(fd, hello, sizeof(hello));
+	(void)wrote;
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		int r = poll(&p, 1, timeout_ms);
@@ -2067,10 +2067,11 @@ static void test_server_refuses_other_uid(void)
 	res = probe_as_nobody();
 	CHECK_INT_EQ(res, 8);
 
-	/* with the file opened up, the uid check closes the connection */
+	/* with the file opened up, the uid check answers with a refusal and
+	 * closes the connection */
 	CHECK(chmod(S.path, 0666) == 0);
 	res = probe_as_nobody();
-	CHECK((res & 1) && (res & 4));
+	CHECK_INT_EQ(res, 1 | 2 | 4);
 	/* ...while root on the same socket is answered */
 	expect_serving();
 	CHECK(chmod(S.path, 0600) == 0);
