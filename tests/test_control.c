@@ -26,6 +26,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -38,6 +39,7 @@
 #include "control.h"
 #include "control_client.h"
 #include "control_codec.h"
+#include "control_transport.h"
 #include "control_wire.h"
 #include "loop.h"
 
@@ -1871,6 +1873,45 @@ static void test_server_oversized_request(void)
 	expect_serving();
 }
 
+/* A frame announced over CONTROL_MAX_WIRE closes the connection at once;
+ * CONTROL_MAX_CONNS idle connections do not keep a new client out (the
+ * oldest idle one makes room). */
+static void test_server_connection_limits(void)
+{
+	uint8_t hdr[CONTROL_WIRE_HEADER];
+	struct rlimit rl;
+	int fd, *fds;
+
+	fd = raw_connect(S.path);
+	control_wire_header(hdr, (uint32_t)CONTROL_MAX_WIRE + 1);
+	CHECK(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL) == (ssize_t)sizeof(hdr));
+	CHECK(raw_closed_unanswered(fd, 10000));
+	close(fd);
+	expect_serving();
+
+	/* both ends of every connection live in this process */
+	CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	if (rl.rlim_cur < 2 * CONTROL_MAX_CONNS + 128 && rl.rlim_max >= 2 * CONTROL_MAX_CONNS + 128) {
+		rl.rlim_cur = 2 * CONTROL_MAX_CONNS + 128;
+		CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	}
+	if (rl.rlim_cur < 2 * CONTROL_MAX_CONNS + 128) {
+		printf("# skipped the connection limit: RLIMIT_NOFILE %lu is too low\n",
+		       (unsigned long)rl.rlim_cur);
+		return;
+	}
+	fds = calloc(CONTROL_MAX_CONNS, sizeof(*fds));
+	CHECK(fds);
+	for (int i = 0; i < CONTROL_MAX_CONNS; i++)
+		fds[i] = raw_connect(S.path);
+	expect_serving();
+	expect_serving();
+	for (int i = 0; i < CONTROL_MAX_CONNS; i++)
+		close(fds[i]);
+	free(fds);
+	expect_serving();
+}
+
 static void test_server_unknown_kind(void)
 {
 	uint8_t *buf;
@@ -2314,6 +2355,7 @@ int main(void)
 	RUN(test_cli_usage_and_help);
 	RUN(test_server_garbage_bytes);
 	RUN(test_server_oversized_request);
+	RUN(test_server_connection_limits);
 	RUN(test_server_unknown_kind);
 	RUN(test_server_truncated_protobuf);
 	RUN(test_server_invalid_fields);
