@@ -2,86 +2,63 @@
  * control.c - the control socket server (see control.h).
  *
  * Design notes
- * - nng rep0 with contexts: each `worker` owns one nng_ctx and one aio and
- *   carries one request at a time. The aio callback runs on an nng thread and
- *   does exactly one thing: it appends the worker to a mutex-protected
- *   completion queue and wakes the loop through an eventfd. Everything else
- *   (decoding, control_ops calls, starting the next nng operation, timers)
- *   happens on the loop thread, so the daemon's data is only read there.
- * - A worker is in one of these states: RECV (a receive is posted), SEND (a
- *   reply is being sent), PARKED (a wait-ready request waits for
- *   control_notify() or its deadline timer), ASYNC (a roles_set/roles_clear
- *   op runs in the daemon and the worker waits for its done() call) or RETRY
- *   (a failed receive waits for its timer). PARKED and ASYNC post no nng
- *   operation. An operation completes exactly once, and the next one is only
- *   started after the loop has taken the worker off the queue, so a worker is
- *   never queued twice.
- * - CONTROL_RECEIVERS workers that are neither parked nor async are kept;
- *   parking one creates another, so pending long polls and slow etcd writes
- *   never stop the socket from serving. Workers above that number are freed
- *   after their reply is sent.
- * - Async ops: done_ctx is the worker itself. It stays ASYNC (nothing else
- *   touches it) until done() runs; done() then builds and sends the reply on
- *   the loop thread. A done() that arrives while the op is still running (the
- *   op completed synchronously) is stashed and answered when the op returns.
- *   control_free frees ASYNC workers like any other, and the daemon must not
- *   call done() after control_free (see control.h): its writes complete
- *   through etcd callbacks, which never run after etcd_client_free, and the
- *   daemon frees the control server first and runs no loop iteration between
- *   the two.
- * - Peers: a pipe whose peer uid is neither root nor our euid is closed in the
- *   NNG_PIPE_EV_ADD_PRE callback, and every request's pipe is checked again
- *   before it is decoded. The socket file is created 0600 by the listener
- *   (NNG_OPT_IPC_PERMISSIONS is applied between bind() and listen(), so no
- *   connection can be accepted with a wider mode) and chmod'ed again after.
- * - Shutdown: `closing` is set under the mutex (callbacks stop queueing),
- *   the socket is closed (posted operations fail), every aio is freed (which
- *   waits for a running callback), and only then the eventfd is closed.
+ * - The socket, its connections, peers, framing and deadlines are
+ *   control_transport.c's; this file decodes requests, asks the daemon
+ *   through control_ops and packs the replies. Everything runs on the loop
+ *   thread.
+ * - Most requests are answered while the transport's request callback runs.
+ *   Two kinds are answered later and keep a `struct request`: a wait-ready
+ *   whose plugin is not ready (PARKED until control_notify() finds it ready
+ *   or its deadline timer fires) and a roles_set/roles_clear (ASYNC until the
+ *   daemon calls done()). A connection carries one request at a time, so a
+ *   parked or async request holds its connection; CONTROL_MAX_CONNS in
+ *   control_transport.h is above CONTROL_MAX_PARKED + CONTROL_MAX_ASYNC.
+ * - A client that goes away: a parked request is dropped at once (no
+ *   answer is owed). An async one stays until its done() arrives (done_ctx
+ *   is the request, the daemon will call it) and is then freed unanswered.
+ * - Async ops: done() that arrives while the op is still running (the op
+ *   completed synchronously) is stashed and answered when the op returns.
+ *   control_free frees every request, and the daemon must not call done()
+ *   after control_free (see control.h): its writes complete through etcd
+ *   callbacks, which never run after etcd_client_free, and the daemon frees
+ *   the control server first and runs no loop iteration between the two.
+ * - Peers are checked by the transport (SO_PEERCRED): only root and our
+ *   euid get as far as a request; others get a CODE_REFUSED reply.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
-#include <nng/nng.h>
-#include <nng/protocol/reqrep0/rep.h>
-
 #include "control.h"
 #include "control_codec.h"
+#include "control_transport.h"
+#include "control_wire.h"
 #include "log.h"
 
 #define COMP "control"
-/* workers kept receiving (not parked) */
-#define CONTROL_RECEIVERS 4
 /* wait-ready requests parked at most at once; more get CODE_BUSY */
 #define CONTROL_MAX_PARKED 256
 /* roles_set/roles_clear requests waiting for done() at most at once; more
  * get CODE_BUSY */
 #define CONTROL_MAX_ASYNC 64
-/* delay before re-posting a receive that failed (out of memory etc.) */
-#define CONTROL_RETRY_NS (100 * LOOP_NS_PER_MS)
 
-enum worker_state { W_RECV, W_SEND, W_PARKED, W_ASYNC, W_RETRY };
+enum request_state { R_PARKED, R_ASYNC };
 
-struct worker {
+/* a request answered later (see the design notes) */
+struct request {
 	struct control *c;
-	nng_ctx ctx;
-	nng_aio *aio;
-	enum worker_state state;
-	struct worker *next_done;	 /* completion queue (under c->mtx) */
-	struct worker *prev, *next;	 /* c->workers (loop thread) */
-	struct loop_timer *timer;	 /* wait-ready deadline / receive retry */
+	struct control_conn *conn; /* NULL once the client went away */
+	enum request_state state;
+	struct request *prev, *next;	 /* c->requests */
+	struct loop_timer *timer;	 /* parked: the wait-ready deadline */
 	uint32_t timeout_ms;		 /* parked: as asked */
 	char name[CONTROL_NAME_MAX + 1]; /* parked: plugin; async: node id */
 	/* async (roles_set / roles_clear) */
@@ -96,20 +73,8 @@ struct control {
 	struct loop *loop;
 	const struct control_ops *ops;
 	void *ud;
-	uid_t euid;
-	nng_socket sock;
-	bool sock_open;
-	nng_listener listener;
-	int efd;
-	struct loop_io *io;
-
-	pthread_mutex_t mtx;
-	struct worker *done_head, *done_tail; /* under mtx */
-	bool closing;			      /* under mtx */
-
-	/* loop thread only */
-	struct worker *workers;
-	size_t n_active; /* workers neither parked nor async */
+	struct control_transport *transport;
+	struct request *requests;
 	size_t n_parked;
 	size_t n_async;
 	bool busy;	     /* inside a handler: control_notify() is deferred */
@@ -334,122 +299,16 @@ static int reply_roles(struct reply *rp, const struct control_role_entry *src, s
 	return 0;
 }
 
-/* ---- workers ---------------------------------------------------------- */
 
-static void worker_cb(void *arg)
-{
-	struct worker *w = arg;
-	struct control *c = w->c;
-	bool wake = false;
+/* ---- answering -------------------------------------------------------- */
 
-	pthread_mutex_lock(&c->mtx);
-	if (!c->closing) {
-		w->next_done = NULL;
-		if (c->done_tail)
-			c->done_tail->next_done = w;
-		else
-			c->done_head = w;
-		c->done_tail = w;
-		wake = true;
-	}
-	pthread_mutex_unlock(&c->mtx);
-	if (wake) {
-		uint64_t one = 1;
-		ssize_t n = write(c->efd, &one, sizeof(one));
-		(void)n; /* EAGAIN: the counter is already non-zero */
-	}
-}
-
-static void worker_timer_cb(struct loop_timer *t, void *userdata);
-
-/* worker_free - stop and free one worker (loop thread, no callback pending
- * or the socket already closed). */
-static void worker_free(struct worker *w)
-{
-	struct control *c;
-	nng_msg *m;
-
-	if (!w)
-		return;
-	c = w->c;
-	if (w->aio) {
-		nng_aio_stop(w->aio);
-		m = nng_aio_get_msg(w->aio);
-		if (m)
-			nng_msg_free(m);
-		nng_aio_free(w->aio);
-	}
-	if (c->sock_open)
-		nng_ctx_close(w->ctx);
-	loop_timer_free(w->timer);
-	if (w->prev)
-		w->prev->next = w->next;
-	else if (c->workers == w)
-		c->workers = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	free(w);
-}
-
-/* worker_new - a worker with an open context, linked but idle. 0/-errno. */
-static int worker_new(struct control *c, struct worker **ret)
-{
-	struct worker *w = calloc(1, sizeof(*w));
-	int r;
-
-	if (!w)
-		return -ENOMEM;
-	w->c = c;
-	if (nng_ctx_open(&w->ctx, c->sock) != 0) {
-		free(w);
-		return -ENOMEM;
-	}
-	if (nng_aio_alloc(&w->aio, worker_cb, w) != 0) {
-		nng_ctx_close(w->ctx);
-		free(w);
-		return -ENOMEM;
-	}
-	r = loop_timer_new(c->loop, worker_timer_cb, w, &w->timer);
-	if (r < 0) {
-		nng_aio_free(w->aio);
-		nng_ctx_close(w->ctx);
-		free(w);
-		return r;
-	}
-	w->next = c->workers;
-	if (c->workers)
-		c->workers->prev = w;
-	c->workers = w;
-	*ret = w;
-	return 0;
-}
-
-static void worker_recv(struct worker *w)
-{
-	w->state = W_RECV;
-	nng_ctx_recv(w->ctx, w->aio);
-}
-
-/* ensure_receivers - keep CONTROL_RECEIVERS workers that are not parked. */
-static void ensure_receivers(struct control *c)
-{
-	while (c->n_active < CONTROL_RECEIVERS) {
-		struct worker *w;
-		if (worker_new(c, &w) < 0) {
-			log_warn(COMP, "cannot add a control context: out of memory");
-			return;
-		}
-		c->n_active++;
-		worker_recv(w);
-	}
-}
-
-/* worker_send - pack the reply and send it on the worker's context. */
-static void worker_send(struct control *c, struct worker *w, struct reply *rp)
+/* reply_pack - finish rp (protocol, node, version) and pack it into a
+ * malloc'd buffer. 0 or -ENOMEM. */
+static int reply_pack(struct control *c, struct reply *rp, uint8_t **ret_buf, size_t *ret_len)
 {
 	const char *node = c->ops->node_id ? c->ops->node_id(c->ud) : NULL;
-	nng_msg *m;
 	size_t len;
+	uint8_t *buf;
 
 	rp->r.protocol = CONTROL_PROTOCOL;
 	rp->r.node = pb_str(rp, node);
@@ -457,17 +316,35 @@ static void worker_send(struct control *c, struct worker *w, struct reply *rp)
 	if (!rp->r.message)
 		rp->r.message = (char *)"";
 	len = leasehold__control__response__get_packed_size(&rp->r);
-	if (nng_msg_alloc(&m, len) != 0) {
-		/* no memory for the answer: drop it, the client times out */
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	leasehold__control__response__pack(&rp->r, buf);
+	*ret_buf = buf;
+	*ret_len = len;
+	return 0;
+}
+
+/* send_reply - answer conn's request with rp. */
+static void send_reply(struct control *c, struct control_conn *conn, struct reply *rp)
+{
+	uint8_t *buf;
+	size_t len;
+
+	if (reply_pack(c, rp, &buf, &len) < 0) {
+		/* no memory for the answer: drop the connection, the client says so */
 		log_warn(COMP, "cannot answer a control request: out of memory");
-		worker_recv(w);
+		control_conn_close(conn);
 		return;
 	}
-	leasehold__control__response__pack(&rp->r, nng_msg_body(m));
-	nng_aio_set_msg(w->aio, m);
-	w->state = W_SEND;
-	nng_ctx_send(w->ctx, w->aio);
+	control_conn_reply(conn, buf, len);
+	free(buf);
 }
+
+static struct request *request_new(struct control *c, struct control_conn *conn);
+static void request_free(struct request *rq);
+
+/* ---- requests --------------------------------------------------------- */
 
 /* ---- requests --------------------------------------------------------- */
 
@@ -502,10 +379,6 @@ static const struct control_plugin *find_plugin(const struct control *c, size_t 
 	return NULL;
 }
 
-static bool uid_allowed(uid_t self, uint64_t uid)
-{
-	return uid == 0 || uid == (uint64_t)self;
-}
 
 static void do_plugins(struct control *c, struct reply *rp)
 {
@@ -581,12 +454,14 @@ static void do_reload(struct control *c, struct reply *rp, const char *name)
 			    err[0] ? err : strerror(-r));
 }
 
-/* do_wait_ready - answer now (ready, unknown, timeout 0) or park the worker.
- * Returns true when parked (no reply to send now). */
-static bool do_wait_ready(struct control *c, struct worker *w, struct reply *rp, const char *name,
-			  uint32_t timeout_ms)
+
+/* do_wait_ready - answer now (ready, unknown, timeout 0) or park the
+ * request. Returns true when parked (no reply to send now). */
+static bool do_wait_ready(struct control *c, struct control_conn *conn, struct reply *rp,
+			  const char *name, uint32_t timeout_ms)
 {
 	const struct control_plugin *p;
+	struct request *rq;
 	size_t n;
 
 	if (fetch_plugins(c, &n) < 0) {
@@ -613,13 +488,16 @@ static bool do_wait_ready(struct control *c, struct worker *w, struct reply *rp,
 		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY, "too many waiting requests");
 		return false;
 	}
-	snprintf(w->name, sizeof(w->name), "%s", name);
-	w->timeout_ms = timeout_ms;
-	w->state = W_PARKED;
-	c->n_active--;
+	rq = request_new(c, conn);
+	if (!rq) {
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+		return false;
+	}
+	snprintf(rq->name, sizeof(rq->name), "%s", name);
+	rq->timeout_ms = timeout_ms;
+	rq->state = R_PARKED;
 	c->n_parked++;
-	loop_timer_arm_in(w->timer, (uint64_t)timeout_ms * LOOP_NS_PER_MS);
-	ensure_receivers(c);
+	loop_timer_arm_in(rq->timer, (uint64_t)timeout_ms * LOOP_NS_PER_MS);
 	return true;
 }
 
@@ -667,62 +545,60 @@ static void do_roles_list(struct control *c, struct reply *rp)
 }
 
 /* async_result - the reply to a finished roles_set/roles_clear of w. */
-static void async_result(const struct worker *w, struct reply *rp, int err, const char *msg)
+
+/* async_result - the reply to a finished roles_set/roles_clear of rq. */
+static void async_result(const struct request *rq, struct reply *rp, int err, const char *msg)
 {
 	if (err == 0)
 		return; /* CODE_OK, nothing else */
 	reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
-		    "cannot %s the roles of node '%s': %s", w->clear ? "clear" : "set", w->name,
+		    "cannot %s the roles of node '%s': %s", rq->clear ? "clear" : "set", rq->name,
 		    msg && msg[0] ? msg : strerror(err < 0 ? -err : EIO));
 }
 
-/* async_end - w leaves the ASYNC state (it is about to send its reply). */
-static void async_end(struct control *c, struct worker *w)
-{
-	w->state = W_RECV; /* worker_send sets SEND; never left ASYNC by accident */
-	c->n_async--;
-	c->n_active++;
-}
-
 /* roles_done - the control_done_fn handed to roles_set/roles_clear;
- * done_ctx is the worker (loop thread). */
+ * done_ctx is the request (loop thread). */
 static void roles_done(void *done_ctx, int err, const char *msg)
 {
-	struct worker *w = done_ctx;
-	struct control *c = w->c;
+	struct request *rq = done_ctx;
+	struct control *c = rq->c;
 	struct reply rp;
 	bool was_busy;
 
-	if (w->state != W_ASYNC || w->early_done) {
+	if (rq->state != R_ASYNC || rq->early_done) {
 		log_warn(COMP, "a roles operation reported its completion twice (ignored)");
 		return;
 	}
-	if (w->in_op) {
+	if (rq->in_op) {
 		/* completed before the op returned: answer when it does */
-		w->early_done = true;
-		w->early_err = err;
-		snprintf(w->early_msg, sizeof(w->early_msg), "%s", msg ? msg : "");
+		rq->early_done = true;
+		rq->early_err = err;
+		snprintf(rq->early_msg, sizeof(rq->early_msg), "%s", msg ? msg : "");
 		return;
 	}
 	was_busy = c->busy;
 	c->busy = true;
-	reply_init(&rp);
-	async_result(w, &rp, err, msg);
-	async_end(c, w);
-	worker_send(c, w, &rp);
-	reply_fini(&rp);
+	if (rq->conn) {
+		reply_init(&rp);
+		async_result(rq, &rp, err, msg);
+		send_reply(c, rq->conn, &rp);
+		reply_fini(&rp);
+	}
+	/* else: the client went away; the write is done all the same */
+	request_free(rq);
 	if (!was_busy)
 		run_deferred_notify(c);
 }
 
 /* do_roles_write - start a ROLES_SET/ROLES_CLEAR (the decoder validated
- * node and roles). Returns true when the worker now waits for done() (no
+ * node and roles). Returns true when the request now waits for done() (no
  * reply to send now); false with the reply in rp. */
-static bool do_roles_write(struct control *c, struct worker *w, struct reply *rp,
+static bool do_roles_write(struct control *c, struct control_conn *conn, struct reply *rp,
 			   const Leasehold__Control__Request *req)
 {
 	bool clear = req->kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR;
 	char err[256] = "";
+	struct request *rq;
 	int r;
 
 	if (clear ? !c->ops->roles_clear : !c->ops->roles_set) {
@@ -734,61 +610,141 @@ static bool do_roles_write(struct control *c, struct worker *w, struct reply *rp
 			    "too many roles requests in progress");
 		return false;
 	}
-	snprintf(w->name, sizeof(w->name), "%s", req->node);
-	w->clear = clear;
-	w->early_done = false;
-	w->in_op = true;
-	w->state = W_ASYNC;
-	c->n_active--;
+	rq = request_new(c, conn);
+	if (!rq) {
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+		return false;
+	}
+	snprintf(rq->name, sizeof(rq->name), "%s", req->node);
+	rq->clear = clear;
+	rq->in_op = true;
+	rq->state = R_ASYNC;
 	c->n_async++;
 	if (clear)
-		r = c->ops->roles_clear(c->ud, req->node, roles_done, w, err, sizeof(err));
+		r = c->ops->roles_clear(c->ud, req->node, roles_done, rq, err, sizeof(err));
 	else
 		r = c->ops->roles_set(c->ud, req->node, (const char *const *)req->roles,
-				      req->n_roles, roles_done, w, err, sizeof(err));
-	w->in_op = false;
+				      req->n_roles, roles_done, rq, err, sizeof(err));
+	rq->in_op = false;
 	err[sizeof(err) - 1] = '\0';
 	if (r < 0) {
 		/* done() never runs (a stashed early one is ignored) */
-		async_end(c, w);
 		if (r == -EINVAL)
 			reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST, "%s",
 				    err[0] ? err : "invalid node id or role name");
 		else
 			reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 				    "cannot %s the roles of node '%s': %s", clear ? "clear" : "set",
-				    w->name, err[0] ? err : strerror(-r));
+				    rq->name, err[0] ? err : strerror(-r));
+		request_free(rq);
 		return false;
 	}
-	if (w->early_done) {
-		async_end(c, w);
-		async_result(w, rp, w->early_err, w->early_msg);
+	if (rq->early_done) {
+		async_result(rq, rp, rq->early_err, rq->early_msg);
+		request_free(rq);
 		return false;
 	}
-	ensure_receivers(c);
 	return true;
 }
 
-/* handle_request - decode, check, dispatch and answer one request; consumes m. */
-static void handle_request(struct control *c, struct worker *w, nng_msg *m)
+/* ---- requests answered later ------------------------------------------ */
+
+static void request_timer_cb(struct loop_timer *t, void *userdata);
+
+/* request_new - a request kept on conn (state set by the caller). */
+static struct request *request_new(struct control *c, struct control_conn *conn)
 {
+	struct request *rq = calloc(1, sizeof(*rq));
+
+	if (!rq)
+		return NULL;
+	if (loop_timer_new(c->loop, request_timer_cb, rq, &rq->timer) < 0) {
+		free(rq);
+		return NULL;
+	}
+	rq->c = c;
+	rq->conn = conn;
+	control_conn_set_data(conn, rq);
+	rq->next = c->requests;
+	if (c->requests)
+		c->requests->prev = rq;
+	c->requests = rq;
+	return rq;
+}
+
+/* request_free - unlink and free; the connection (if any) forgets it. */
+static void request_free(struct request *rq)
+{
+	struct control *c = rq->c;
+
+	if (rq->state == R_PARKED)
+		c->n_parked--;
+	else
+		c->n_async--;
+	if (rq->conn)
+		control_conn_set_data(rq->conn, NULL);
+	loop_timer_free(rq->timer);
+	if (rq->prev)
+		rq->prev->next = rq->next;
+	else
+		c->requests = rq->next;
+	if (rq->next)
+		rq->next->prev = rq->prev;
+	free(rq);
+}
+
+/* request_unpark - a parked request gets its answer. */
+static void request_unpark(struct control *c, struct request *rq, struct reply *rp)
+{
+	struct control_conn *conn = rq->conn;
+
+	request_free(rq);
+	send_reply(c, conn, rp);
+}
+
+/* run_deferred_notify - leave the busy section; run a control_notify()
+ * that came in meanwhile (e.g. from inside an op). */
+static void run_deferred_notify(struct control *c)
+{
+	c->busy = false;
+	if (c->notify_pending) {
+		c->notify_pending = false;
+		control_notify(c);
+	}
+}
+
+static void request_timer_cb(struct loop_timer *t, void *userdata)
+{
+	struct request *rq = userdata;
+	struct control *c = rq->c;
+	struct reply rp;
+
+	(void)t;
+	if (rq->state != R_PARKED)
+		return;
+	c->busy = true;
+	reply_init(&rp);
+	reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
+		    "plugin '%s' not ready after %" PRIu32 " ms", rq->name, rq->timeout_ms);
+	request_unpark(c, rq, &rp);
+	reply_fini(&rp);
+	run_deferred_notify(c);
+}
+
+/* ---- the transport's callbacks ---------------------------------------- */
+
+/* on_request - decode, dispatch and answer (now or later) one request. */
+static void on_request(void *ud, struct control_conn *conn, const uint8_t *buf, size_t len)
+{
+	struct control *c = ud;
 	Leasehold__Control__Request *req = NULL;
 	struct reply rp;
 	const char *why;
-	uint64_t uid;
 	int r;
 
-	if (nng_pipe_get_uint64(nng_msg_get_pipe(m), NNG_OPT_IPC_PEER_UID, &uid) != 0 ||
-	    !uid_allowed(c->euid, uid)) {
-		/* the peer is gone or not allowed: no answer */
-		nng_msg_free(m);
-		worker_recv(w);
-		return;
-	}
-
+	c->busy = true;
 	reply_init(&rp);
-	r = control_codec_request_decode(nng_msg_body(m), nng_msg_len(m), &req, &why);
-	nng_msg_free(m);
+	r = control_codec_request_decode(buf, len, &req, &why);
 	if (r == -EMSGSIZE)
 		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TOO_LARGE, "%s", why);
 	else if (r == -EPROTONOSUPPORT)
@@ -807,7 +763,7 @@ static void handle_request(struct control *c, struct worker *w, nng_msg *m)
 			do_members(c, &rp, req->name);
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY:
-			if (do_wait_ready(c, w, &rp, req->name, req->timeout_ms))
+			if (do_wait_ready(c, conn, &rp, req->name, req->timeout_ms))
 				goto done; /* parked: answered later */
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_RELOAD:
@@ -820,7 +776,7 @@ static void handle_request(struct control *c, struct worker *w, nng_msg *m)
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET:
 		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR:
-			if (do_roles_write(c, w, &rp, req))
+			if (do_roles_write(c, conn, &rp, req))
 				goto done; /* answered by roles_done */
 			break;
 		default: /* excluded by the decoder */
@@ -829,130 +785,53 @@ static void handle_request(struct control *c, struct worker *w, nng_msg *m)
 			break;
 		}
 	}
-	worker_send(c, w, &rp);
+	send_reply(c, conn, &rp);
 done:
 	reply_fini(&rp);
 	if (req)
 		leasehold__control__request__free_unpacked(req, NULL);
+	run_deferred_notify(c);
 }
 
-/* worker_unpark - a parked worker gets its answer and becomes active again. */
-static void worker_unpark(struct control *c, struct worker *w, struct reply *rp)
+/* on_closed - the client of an unanswered request went away. */
+static void on_closed(void *ud, struct control_conn *conn)
 {
-	loop_timer_disarm(w->timer);
-	c->n_parked--;
-	c->n_active++;
-	worker_send(c, w, rp);
+	struct request *rq = control_conn_data(conn);
+
+	(void)ud;
+	if (!rq)
+		return;
+	rq->conn = NULL;
+	if (rq->state == R_PARKED)
+		request_free(rq); /* nothing owed to anyone */
+	/* async: freed when done() arrives (the daemon holds rq as done_ctx) */
 }
 
-/* run_deferred_notify - leave the busy section; run a control_notify()
- * that came in meanwhile (e.g. from inside an op). */
-static void run_deferred_notify(struct control *c)
+/* on_refusal - the reply a refused connection gets. */
+static int on_refusal(void *ud, int why, uid_t uid, uint8_t **ret_buf, size_t *ret_len)
 {
-	c->busy = false;
-	if (c->notify_pending) {
-		c->notify_pending = false;
-		control_notify(c);
-	}
-}
-
-static void worker_timer_cb(struct loop_timer *t, void *userdata)
-{
-	struct worker *w = userdata;
-	struct control *c = w->c;
+	struct control *c = ud;
 	struct reply rp;
+	int r;
 
-	(void)t;
-	if (w->state == W_RETRY) {
-		worker_recv(w);
-		return;
-	}
-	if (w->state != W_PARKED)
-		return;
-	c->busy = true;
 	reply_init(&rp);
-	reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
-		    "plugin '%s' not ready after %" PRIu32 " ms", w->name, w->timeout_ms);
-	worker_unpark(c, w, &rp);
+	if (why == -EPERM)
+		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_REFUSED,
+			    "uid %u may not use this daemon (only root and uid %u may)",
+			    (unsigned)uid, (unsigned)geteuid());
+	else
+		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_REFUSED,
+			    "too many control connections in progress (%d)", CONTROL_MAX_CONNS);
+	r = reply_pack(c, &rp, ret_buf, ret_len);
 	reply_fini(&rp);
-	run_deferred_notify(c);
+	return r;
 }
 
-/* worker_done - an nng operation of w completed (loop thread). */
-static void worker_done(struct control *c, struct worker *w)
-{
-	int rv = nng_aio_result(w->aio);
-	nng_msg *m;
-
-	switch (w->state) {
-	case W_RECV:
-		if (rv != 0) {
-			log_warn(COMP, "control receive failed: %s", nng_strerror(rv));
-			w->state = W_RETRY;
-			loop_timer_arm_in(w->timer, CONTROL_RETRY_NS);
-			return;
-		}
-		m = nng_aio_get_msg(w->aio);
-		nng_aio_set_msg(w->aio, NULL);
-		handle_request(c, w, m);
-		return;
-	case W_SEND:
-		if (rv != 0) {
-			/* the client went away: the reply stays ours */
-			m = nng_aio_get_msg(w->aio);
-			nng_aio_set_msg(w->aio, NULL);
-			if (m)
-				nng_msg_free(m);
-		}
-		if (c->n_active > CONTROL_RECEIVERS) {
-			c->n_active--;
-			worker_free(w);
-		} else {
-			worker_recv(w);
-		}
-		return;
-	case W_PARKED:
-	case W_ASYNC:
-	case W_RETRY:
-		return; /* no operation was posted */
-	}
-}
-
-static void on_eventfd(struct loop_io *io, int fd, uint32_t events, void *userdata)
-{
-	struct control *c = userdata;
-	struct worker *head;
-	uint64_t v;
-	ssize_t n;
-
-	(void)io;
-	(void)events;
-	n = read(fd, &v, sizeof(v));
-	(void)n;
-	pthread_mutex_lock(&c->mtx);
-	head = c->done_head;
-	c->done_head = c->done_tail = NULL;
-	pthread_mutex_unlock(&c->mtx);
-	c->busy = true;
-	while (head) {
-		struct worker *w = head;
-		head = w->next_done;
-		worker_done(c, w);
-	}
-	run_deferred_notify(c);
-}
-
-static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
-{
-	uid_t self = (uid_t)(uintptr_t)arg;
-	uint64_t uid = UINT64_MAX;
-
-	(void)ev;
-	if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) != 0 || !uid_allowed(self, uid)) {
-		log_warn(COMP, "refused a control connection from uid %" PRIu64, uid);
-		nng_pipe_close(p);
-	}
-}
+static const struct control_transport_ops transport_ops = {
+	.request = on_request,
+	.closed = on_closed,
+	.refusal = on_refusal,
+};
 
 /* ---- public ----------------------------------------------------------- */
 
@@ -982,26 +861,28 @@ void control_notify(struct control *c)
 	/* a notify from inside our own plugins() call is re-checked once, not
 	 * forever (a daemon may notify on every call) */
 	for (int pass = 0; pass < 2; pass++) {
+		struct request *rq, *next;
 		size_t n;
 		c->notify_pending = false;
 		if (fetch_plugins(c, &n) < 0)
 			break;
-		for (struct worker *w = c->workers; w; w = w->next) {
+		for (rq = c->requests; rq; rq = next) {
 			const struct control_plugin *p;
 			struct reply rp;
-			if (w->state != W_PARKED)
+			next = rq->next; /* rq may be freed below */
+			if (rq->state != R_PARKED)
 				continue;
-			p = find_plugin(c, n, w->name);
+			p = find_plugin(c, n, rq->name);
 			if (p && !p->ready)
 				continue;
 			reply_init(&rp);
 			if (!p)
 				reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND,
-					    "plugin '%s' went away", w->name);
+					    "plugin '%s' went away", rq->name);
 			else if (reply_plugins(&rp, p, 1) < 0)
 				reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL,
 					    "out of memory");
-			worker_unpark(c, w, &rp);
+			request_unpark(c, rq, &rp);
 			reply_fini(&rp);
 		}
 		if (!c->notify_pending || c->n_parked == 0)
@@ -1011,47 +892,30 @@ void control_notify(struct control *c)
 	c->notify_pending = false;
 }
 
-static const char *url_path(const char *url)
-{
-	if (strncmp(url, "ipc://", 6) == 0)
-		return url + 6;
-	return NULL;
-}
-
-/* ensure_parent_dir - create the socket's directory (one level, 0755) if it
- * is missing, like /run/leasehold on a fresh boot. */
-static void ensure_parent_dir(const char *path)
-{
-	char dir[PATH_MAX];
-	char *slash;
-
-	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
-		return;
-	slash = strrchr(dir, '/');
-	if (!slash || slash == dir)
-		return;
-	*slash = '\0';
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-		log_debug(COMP, "mkdir %s: %s", dir, strerror(errno));
-}
-
 int control_new(struct loop *l, const char *url, const struct control_ops *ops, void *ud,
 		struct control **ret, char *err, size_t err_len)
 {
-	struct control *c = NULL;
-	const char *path;
-	struct stat st;
-	int rv, r;
+	struct control_transport_config cfg = {
+	    .max_request = CONTROL_MAX_REQUEST,
+	    .max_wire = CONTROL_MAX_WIRE,
+	};
+	char path[PATH_MAX];
+	struct control *c;
+	int r;
 
 	if (!l || !url || !ops || !ops->plugins || !ret) {
 		snprintf(err, err_len, "control: invalid arguments");
 		return -EINVAL;
 	}
-	path = url_path(url);
-	if (!path || !path[0]) {
-		snprintf(err, err_len, "control URL must be ipc:///path, not '%s'", url);
-		return -EINVAL;
+	r = control_wire_path(url, path, sizeof(path));
+	if (r < 0) {
+		snprintf(err, err_len,
+			 r == -ENAMETOOLONG ? "control socket path too long: '%s'"
+					    : "control socket must be ipc:///path or /path, not '%s'",
+			 url);
+		return r;
 	}
+	cfg.path = path;
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		snprintf(err, err_len, "out of memory");
@@ -1060,81 +924,22 @@ int control_new(struct loop *l, const char *url, const struct control_ops *ops, 
 	c->loop = l;
 	c->ops = ops;
 	c->ud = ud;
-	c->euid = geteuid();
-	c->efd = -1;
-	pthread_mutex_init(&c->mtx, NULL);
-
-	c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (c->efd < 0) {
-		r = -errno;
-		snprintf(err, err_len, "eventfd: %s", strerror(-r));
-		goto fail;
-	}
-	rv = nng_rep0_open(&c->sock);
-	if (rv != 0) {
-		r = -ENOMEM;
-		snprintf(err, err_len, "control socket: %s", nng_strerror(rv));
-		goto fail;
-	}
-	c->sock_open = true;
-	if ((rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, CONTROL_MAX_WIRE)) != 0 ||
-	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_PRE, pipe_cb,
-				  (void *)(uintptr_t)c->euid)) != 0 ||
-	    (rv = nng_listener_create(&c->listener, c->sock, url)) != 0 ||
-	    (rv = nng_listener_set_int(c->listener, NNG_OPT_IPC_PERMISSIONS, 0600)) != 0) {
-		r = -EINVAL;
-		snprintf(err, err_len, "control socket %s: %s", url, nng_strerror(rv));
-		goto fail;
-	}
-	ensure_parent_dir(path);
-	rv = nng_listener_start(c->listener, 0);
-	if (rv != 0) {
-		r = rv == NNG_EADDRINUSE ? -EADDRINUSE : rv == NNG_EPERM ? -EACCES : -EIO;
-		snprintf(err, err_len, "cannot listen on %s: %s%s", url, nng_strerror(rv),
-			 rv == NNG_EADDRINUSE ? " (is another leasehold running?)" : "");
-		goto fail;
-	}
-	/* belt and braces: the listener already created it 0600 */
-	if (chmod(path, 0600) < 0 || lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode) ||
-	    (st.st_mode & 07777) != 0600) {
-		r = -EACCES;
-		snprintf(err, err_len, "control socket %s: cannot make it mode 0600", path);
-		goto fail;
-	}
-	r = loop_io_add(l, c->efd, EPOLLIN, on_eventfd, c, &c->io);
+	r = control_transport_new(l, &cfg, &transport_ops, c, &c->transport, err, err_len);
 	if (r < 0) {
-		snprintf(err, err_len, "control: loop: %s", strerror(-r));
-		goto fail;
-	}
-	ensure_receivers(c);
-	if (c->n_active == 0) {
-		r = -ENOMEM;
-		snprintf(err, err_len, "control: out of memory");
-		goto fail;
+		free(c);
+		return r;
 	}
 	*ret = c;
 	return 0;
-fail:
-	control_free(c);
-	return r;
 }
 
 void control_free(struct control *c)
 {
 	if (!c)
 		return;
-	pthread_mutex_lock(&c->mtx);
-	c->closing = true;
-	pthread_mutex_unlock(&c->mtx);
-	if (c->sock_open)
-		nng_close(c->sock); /* posted operations fail; callbacks queue nothing now */
-	c->sock_open = false;
-	while (c->workers)
-		worker_free(c->workers); /* waits for a callback still running */
-	loop_io_free(c->io);
-	if (c->efd >= 0)
-		close(c->efd);
-	pthread_mutex_destroy(&c->mtx);
+	while (c->requests)
+		request_free(c->requests);
+	control_transport_free(c->transport);
 	free(c->pbuf);
 	free(c->mbuf);
 	free(c->rbuf);

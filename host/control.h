@@ -1,7 +1,9 @@
 /*
- * control.h - the control socket server (leaseholdctl <-> leasehold): nng
- * rep0 over ipc://, mode 0600, peer uid checked (root or the daemon's own
- * uid), protobuf-c messages (proto/control.proto).
+ * control.h - the control socket server (leaseholdctl <-> leasehold): an
+ * AF_UNIX stream socket served on the loop (control_transport.h: why it is
+ * not nng, limits, deadlines, one daemon per path), mode 0600, peer uid
+ * checked (root or the daemon's own uid), framed protobuf-c messages
+ * (control_wire.h, proto/control.proto).
  *
  * The daemon owns the data; the server asks for it through control_ops, on
  * the loop thread only. Strings in the structs the ops fill are borrowed and
@@ -24,6 +26,10 @@
  * Wire protocol: proto/control.proto; limits and validation in
  * control_codec.h. Requests over 64 KiB get CODE_TOO_LARGE, undecodable ones
  * CODE_BAD_REQUEST, unknown kinds CODE_UNKNOWN_KIND; the server keeps serving.
+ * A peer of another uid, or one over the connection limit, gets
+ * CODE_REFUSED and is closed. A client that goes away while its wait-ready
+ * is parked frees it at once; one whose roles write is in progress leaves
+ * it to finish (done() is then taken without an answer).
  */
 #ifndef LH_CONTROL_H
 #define LH_CONTROL_H
@@ -111,10 +117,12 @@ struct control_ops {
 	                   char *err, size_t err_len);
 };
 
-/* control_new - listen on url ("ipc:///path"); the socket file gets mode
- * 0600 (its directory is created, 0755, if missing). On success *ret owns
- * the server (free with control_free); ops and ud must outlive it. Returns 0
- * or -errno (message in err; *ret untouched). */
+/* control_new - listen on url ("ipc://PATH" or "/path"); the socket file
+ * gets mode 0600 (its directory is created, 0755, if missing) and PATH.lock
+ * is held while the server lives. On success *ret owns the server (free
+ * with control_free); ops and ud must outlive it. Returns 0 or -errno
+ * (message in err; *ret untouched): -EADDRINUSE another daemon serves the
+ * path, -EEXIST the path is not a socket, -EINVAL not a socket name. */
 int control_new(struct loop *l, const char *url, const struct control_ops *ops, void *ud,
                 struct control **ret, char *err, size_t err_len);
 /* control_notify - plugin state may have changed: re-evaluate pending
@@ -128,7 +136,7 @@ size_t control_waiting(const struct control *c);
 /* control_pending - how many roles_set/roles_clear requests wait for their
  * done() call (for tests and stats; loop thread). 0 for NULL. */
 size_t control_pending(const struct control *c);
-/* control_free - close the socket (nng removes the socket file), answer
+/* control_free - close the socket (the socket and lock files are removed), answer
  * nothing more; parked wait-ready requests and roles requests still waiting
  * for done() get no reply and are freed: done() must not be called for them
  * afterwards. Loop thread, not from inside a control_ops callback. Accepts

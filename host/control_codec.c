@@ -271,7 +271,7 @@ int control_codec_response_decode(const void *buf, size_t len,
 		return -EBADMSG;
 	}
 	if ((int)resp->code < LEASEHOLD__CONTROL__CODE__CODE_OK ||
-	    (int)resp->code > LEASEHOLD__CONTROL__CODE__CODE_INTERNAL || !str_ok(resp->message) ||
+	    (int)resp->code > LEASEHOLD__CONTROL__CODE__CODE_REFUSED || !str_ok(resp->message) ||
 	    !str_ok(resp->node) || !str_ok(resp->daemon_version))
 		goto bad;
 	for (size_t i = 0; i < resp->n_plugins; i++)
@@ -312,6 +312,8 @@ const char *control_codec_code_str(int code)
 		return "busy";
 	case LEASEHOLD__CONTROL__CODE__CODE_INTERNAL:
 		return "internal error";
+	case LEASEHOLD__CONTROL__CODE__CODE_REFUSED:
+		return "refused";
 	default:
 		return "unknown error";
 	}

@@ -1,18 +1,23 @@
 /*
  * leaseholdctl.c - the operator's CLI: talks to the local leasehold daemon
- * over its control socket (nng req0 -> rep0, proto/control.proto).
+ * over its control socket (control_client.h, proto/control.proto).
  *
  * Design notes
- * - One request, one reply. Every receive has a deadline (NNG_OPT_RECVTIMEO):
- *   CTL_TIMEOUT_MS normally, the wait-ready timeout + CTL_WAIT_MARGIN_MS for
- *   wait-ready, whose answer the daemon holds back until the plugin is ready
- *   or the timeout passes. The request is never re-sent while we wait.
+ * - One request, one reply, on a fresh connection. The whole call has a
+ *   deadline: CTL_TIMEOUT_MS normally, the wait-ready timeout +
+ *   CTL_WAIT_MARGIN_MS for wait-ready, whose answer the daemon holds back
+ *   until the plugin is ready or the timeout passes. The request is never
+ *   re-sent.
  * - Everything printed from the daemon goes through clean(): control bytes
  *   never reach the terminal. --json output is built with json-c.
  * - Exit codes: 0 ok, 1 the operation ran and did not succeed (wait-ready
  *   timed out, reload failed, a roles write failed in etcd), 2 anything else
- *   (usage, unreachable daemon, unknown plugin, invalid node or role name,
- *   a daemon without roles support, protocol error).
+ *   (usage, unknown plugin, invalid node or role name, a daemon without
+ *   roles support, protocol error), and one code per reason the daemon
+ *   could not be asked, so that scripts can tell them apart: 3 no socket
+ *   file, 4 connection refused (a stale socket file), 5 permission denied,
+ *   6 refused by the daemon (another uid, too many connections), 7 no
+ *   answer in time.
  * - `roles` is a command group: "roles list|set|clear" are looked up as one
  *   command each ("roles set" in the table). Node ids and role names are
  *   checked here with the same rules as the daemon (control_codec.h), so a
@@ -31,15 +36,21 @@
 #include <time.h>
 
 #include <json-c/json.h>
-#include <nng/nng.h>
-#include <nng/protocol/reqrep0/req.h>
 
 #include "control.h"
+#include "control_client.h"
 #include "control_codec.h"
+#include "control_wire.h"
 
 #define EXIT_OK 0
 #define EXIT_NOTOK 1
 #define EXIT_ERR 2
+/* the daemon could not be asked; each reason its own code (see --help) */
+#define EXIT_NO_SOCKET 3
+#define EXIT_STALE 4
+#define EXIT_DENIED 5
+#define EXIT_REFUSED 6
+#define EXIT_TIMEOUT 7
 
 #define CTL_TIMEOUT_MS 10000
 /* roles set/clear: the daemon answers once etcd has (5 s deadline by default) */
@@ -154,9 +165,13 @@ static void print_help(FILE *out)
 		"  0  success (wait-ready: the plugin is ready)\n"
 		"  1  the daemon answered but the operation did not succeed\n"
 		"     (wait-ready timed out, reload failed, roles set/clear failed)\n"
-		"  2  error: bad usage, daemon not running or not answering, unknown\n"
-		"     plugin, invalid node or role name, permission denied, protocol\n"
-		"     error\n",
+		"  2  error: bad usage, unknown plugin, invalid node or role name,\n"
+		"     protocol error, the daemon closed the connection\n"
+		"  3  no socket file: the daemon is not running (or another --control)\n"
+		"  4  connection refused: a stale socket file, its daemon is gone\n"
+		"  5  permission denied: run as root or as the daemon's user\n"
+		"  6  refused by the daemon: another uid, or too many connections\n"
+		"  7  no answer from the daemon in time\n",
 		control_default_url(def, sizeof(def)));
 }
 
@@ -164,8 +179,9 @@ static void print_command_help(FILE *out, const struct command *cmd)
 {
 	fprintf(out, "Usage: leaseholdctl [--control URL] %s\n\n%s", cmd->synopsis, cmd->help);
 	fprintf(out, "\nExit codes: 0 success, 1 operation did not succeed (wait-ready timeout,\n"
-		     "reload failed, roles write failed), 2 error (usage, daemon unreachable,\n"
-		     "unknown plugin, invalid node or role name).\n"
+		     "reload failed, roles write failed), 2 error (usage, unknown plugin,\n"
+		     "invalid node or role name), 3-7 the daemon could not be asked (3 no\n"
+		     "socket file, 4 stale socket, 5 permission denied, 6 refused, 7 timeout).\n"
 		     "See leaseholdctl --help for the common options.\n");
 }
 
@@ -416,71 +432,78 @@ static void print_json(json_object *o)
 /* ---- the call ---------------------------------------------------------- */
 
 /* call - one request/reply: req (packed, borrowed) out, the reply in.
- * Prints its own errors; returns EXIT_OK with *ret_resp set (caller frees)
- * or EXIT_ERR; *ret_timed_out tells whether no answer came in time. */
-static int call(const char *url, const uint8_t *req, size_t req_len, nng_duration recv_timeout,
+ * Prints its own errors, each naming what went wrong (see the exit codes);
+ * returns EXIT_OK with *ret_resp set (caller frees) or an exit code;
+ * *ret_timed_out tells whether no answer came in time. */
+static int call(const char *url, const uint8_t *req, size_t req_len, int64_t timeout_ms,
 		Response **ret_resp, bool *ret_timed_out)
 {
-	nng_socket s;
-	void *buf = NULL;
+	char path[4096];
+	uint8_t *buf = NULL;
 	size_t len = 0;
 	const char *why;
-	int rv, ret = EXIT_ERR;
+	int r;
 
 	*ret_timed_out = false;
-	if ((rv = nng_req0_open(&s)) != 0) {
-		fprintf(stderr, "leaseholdctl: %s\n", nng_strerror(rv));
+	if (control_wire_path(url, path, sizeof(path)) < 0) {
+		fprintf(stderr, "leaseholdctl: invalid control socket '%s' (want ipc:///path or /path)\n",
+			url);
 		return EXIT_ERR;
 	}
-	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, recv_timeout);
-	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, CTL_TIMEOUT_MS);
-	nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, recv_timeout); /* never re-send */
-	nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, CONTROL_MAX_REPLY);
-
-	rv = nng_dial(s, url, NULL, 0);
-	if (rv == NNG_ECONNREFUSED || rv == NNG_ENOENT) {
+	r = control_client_call(path, req, req_len, timeout_ms, CONTROL_MAX_REPLY, &buf, &len);
+	switch (r) {
+	case 0:
+		break;
+	case -ENOENT:
+	case -ENOTDIR:
 		fprintf(stderr,
-			"leaseholdctl: cannot reach leasehold at %s: is the daemon running?\n",
+			"leaseholdctl: cannot reach leasehold at %s: no such socket file: is the "
+			"daemon running?\n",
 			url);
-		goto out;
-	} else if (rv == NNG_EPERM) {
-		fprintf(
-		    stderr,
-		    "leaseholdctl: cannot reach leasehold at %s: permission denied (run as root "
-		    "or as the daemon's user)\n",
-		    url);
-		goto out;
-	} else if (rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP || rv == NNG_EINVAL) {
-		fprintf(stderr, "leaseholdctl: invalid control URL '%s' (want ipc:///path)\n", url);
-		goto out;
-	} else if (rv != 0) {
-		fprintf(stderr, "leaseholdctl: cannot reach leasehold at %s: %s\n", url,
-			nng_strerror(rv));
-		goto out;
-	}
-	rv = nng_send(s, (void *)req, req_len, 0); /* nng_send does not write to it */
-	if (rv == 0)
-		rv = nng_recv(s, &buf, &len, NNG_FLAG_ALLOC);
-	if (rv == NNG_ETIMEDOUT) {
+		return EXIT_NO_SOCKET;
+	case -ECONNREFUSED:
+		fprintf(stderr,
+			"leaseholdctl: cannot reach leasehold at %s: connection refused: a stale "
+			"socket file (the daemon that made it is gone): is the daemon running?\n",
+			url);
+		return EXIT_STALE;
+	case -EACCES:
+		fprintf(stderr,
+			"leaseholdctl: cannot reach leasehold at %s: permission denied (run as root "
+			"or as the daemon's user)\n",
+			url);
+		return EXIT_DENIED;
+	case -ETIMEDOUT:
 		fprintf(stderr, "leaseholdctl: no answer from leasehold at %s within %.1f s\n", url,
-			recv_timeout / 1000.0);
+			(double)timeout_ms / 1000.0);
 		*ret_timed_out = true;
-		goto out;
-	} else if (rv != 0) {
+		return EXIT_TIMEOUT;
+	case -ENOTSOCK:
+		fprintf(stderr, "leaseholdctl: %s is not a socket\n", url);
+		return EXIT_ERR;
+	case -ECONNRESET:
+		fprintf(stderr,
+			"leaseholdctl: leasehold at %s closed the connection without an answer\n",
+			url);
+		return EXIT_ERR;
+	case -EBADMSG:
+		fprintf(stderr,
+			"leaseholdctl: %s does not speak the leasehold control protocol (an older "
+			"leasehold, or another program?)\n",
+			url);
+		return EXIT_ERR;
+	default:
 		fprintf(stderr, "leaseholdctl: talking to leasehold at %s: %s\n", url,
-			nng_strerror(rv));
-		goto out;
+			strerror(-r));
+		return EXIT_ERR;
 	}
-	if (control_codec_response_decode(buf, len, ret_resp, &why) < 0) {
+	r = control_codec_response_decode(buf, len, ret_resp, &why);
+	free(buf);
+	if (r < 0) {
 		fprintf(stderr, "leaseholdctl: %s from leasehold at %s\n", why, url);
-		goto out;
+		return EXIT_ERR;
 	}
-	ret = EXIT_OK;
-out:
-	if (buf)
-		nng_free(buf, len);
-	nng_close(s);
-	return ret;
+	return EXIT_OK;
 }
 
 /* check_code - map a non-OK reply to a message and an exit code; roles: the
@@ -492,6 +515,10 @@ static int check_code(const Response *r, bool roles)
 	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_OK)
 		return EXIT_OK;
 	clean(r->message, m, sizeof(m), false);
+	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_REFUSED) {
+		fprintf(stderr, "leaseholdctl: refused by the daemon: %s\n", m);
+		return EXIT_REFUSED;
+	}
 	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND) {
 		fprintf(stderr, "leaseholdctl: %s (node %s)\n", m,
 			clean(r->node, n, sizeof(n), true));
@@ -828,7 +855,7 @@ int main(int argc, char **argv)
 	const char *url, *name;
 	Response *resp = NULL;
 	Leasehold__Control__Kind kind;
-	nng_duration recv_timeout = CTL_TIMEOUT_MS;
+	int64_t recv_timeout = CTL_TIMEOUT_MS;
 	uint32_t timeout_ms = 0;
 	uint8_t *req = NULL;
 	size_t req_len = 0;
@@ -954,7 +981,7 @@ int main(int argc, char **argv)
 		if (o.has_timeout && parse_timeout(o.timeout, &timeout_ms) < 0)
 			return usage_error(cmd, "invalid --timeout '%s' (seconds, >= 0)",
 					   o.timeout);
-		recv_timeout = (nng_duration)timeout_ms + CTL_WAIT_MARGIN_MS;
+		recv_timeout = (int64_t)timeout_ms + CTL_WAIT_MARGIN_MS;
 	}
 
 	if (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET ||
@@ -976,6 +1003,11 @@ int main(int argc, char **argv)
 			"leaseholdctl: note: no ROLE given: node %s will hold no roles (its record "
 			"stays; 'roles clear' deletes it)\n",
 			clean(name, b, sizeof(b), false));
+	}
+	if (kind == LEASEHOLD__CONTROL__KIND__KIND_VERSION) {
+		/* the client's own version needs no daemon */
+		printf("leaseholdctl %s\n", PACKAGE_VERSION);
+		fflush(stdout);
 	}
 	ret = call(url, req, req_len, recv_timeout, &resp, &timed_out);
 	free(req);
@@ -1024,8 +1056,8 @@ int main(int argc, char **argv)
 		}
 		case LEASEHOLD__CONTROL__KIND__KIND_VERSION: {
 			char v[CELL], n[CELL];
-			printf("leaseholdctl %s\nleasehold %s (node %s, protocol %" PRIu32 ")\n",
-			       PACKAGE_VERSION, clean(resp->daemon_version, v, sizeof(v), true),
+			printf("leasehold %s (node %s, protocol %" PRIu32 ")\n",
+			       clean(resp->daemon_version, v, sizeof(v), true),
 			       clean(resp->node, n, sizeof(n), true), resp->protocol);
 			break;
 		}

@@ -50,6 +50,12 @@
 #define DEFAULT_RESTART_MIN_MS 100u
 #define DEFAULT_RESTART_MAX_MS 30000u
 #define DEFAULT_EXIT_GRACE_MS 5000u
+/* a spawned worker must have its bus connection accepted within this. With
+ * nng up to 1.5.2 (Debian 12; fixed in 1.6.0 by nng #1518) a local client
+ * that connects to the worker's bus socket and hangs up before the SP
+ * handshake breaks the listener: the worker's own connection is then never
+ * accepted and, without this deadline, the plugin never comes back. */
+#define WORKER_ATTACH_TIMEOUT_MS 10000u
 #define SYNC_KILL_WAIT_MS 2000
 #define LOG_COMPONENT_MAX 80
 #define PIPELINE_MAX 5 /* events handed to the worker at once (may_send) */
@@ -213,9 +219,11 @@ struct plugin_instance {
 	dev_t copy_dev; /* identity of lp->copy_path, checked by the child */
 	ino_t copy_ino;
 	pid_t expect_pid;
+	bool attached; /* under pid_mu: expect_pid's bus connection was accepted */
 	char *worker_path, *runtime_dir, *worker_stderr;
 	struct loop_timer *cb_timer;      /* callback timeout, child exit grace */
 	struct loop_timer *restart_timer; /* backoff */
+	struct loop_timer *attach_timer;  /* WORKER_ATTACH_TIMEOUT_MS after a spawn */
 
 	enum plugin_instance_state state;
 	bool leading;
@@ -1699,6 +1707,7 @@ static void gen_close(struct plugin_instance *pi)
 	pthread_mutex_lock(&pi->pid_mu);
 	pi->expect_pid = 0;
 	pthread_mutex_unlock(&pi->pid_mu);
+	loop_timer_disarm(pi->attach_timer);
 	if (pi->cur) {
 		pi->cur->current = false;
 		pi->cur = NULL;
@@ -1856,6 +1865,28 @@ static void on_cb_timer(struct loop_timer *t, void *userdata)
 	report_failure(pi, reason);
 }
 
+/* the current worker's bus connection was not accepted in time (see
+ * WORKER_ATTACH_TIMEOUT_MS): it is lost like a crashed one */
+static void on_attach_timer(struct loop_timer *t, void *userdata)
+{
+	struct plugin_instance *pi = userdata;
+	char reason[320];
+	bool attached;
+	(void)t;
+	if (!pi->process || !pi->bus_up || !pi->cur)
+		return;
+	pthread_mutex_lock(&pi->pid_mu);
+	attached = pi->attached;
+	pthread_mutex_unlock(&pi->pid_mu);
+	if (attached)
+		return;
+	fmt(reason, sizeof(reason),
+	    "plugin worker (pid %ld) was not connected to the bus within %u ms: killed (with nng "
+	    "before 1.6.0, a local client that connects to the bus socket and hangs up does this)",
+	    (long)pi->cur->pid, WORKER_ATTACH_TIMEOUT_MS);
+	gen_lost(pi, reason);
+}
+
 /* nng pipe callback (an nng thread): accept only the child we spawned */
 static void on_pipe_add(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
@@ -1866,6 +1897,8 @@ static void on_pipe_add(nng_pipe p, nng_pipe_ev ev, void *arg)
 		peer = 0;
 	pthread_mutex_lock(&pi->pid_mu); /* held by gen_start across posix_spawn */
 	bool ok = pi->expect_pid > 0 && peer == (uint64_t)pi->expect_pid;
+	if (ok)
+		pi->attached = true;
 	pthread_mutex_unlock(&pi->pid_mu);
 	if (!ok)
 		nng_pipe_close(p);
@@ -2007,8 +2040,10 @@ static int gen_start(struct plugin_instance *pi)
 	c->pidfd = -1;
 	pthread_mutex_lock(&pi->pid_mu);
 	r = spawn_worker(pi, &pid);
-	if (r == 0)
+	if (r == 0) {
 		pi->expect_pid = pid;
+		pi->attached = false;
+	}
 	pthread_mutex_unlock(&pi->pid_mu);
 	if (r < 0) {
 		free(init);
@@ -2034,6 +2069,7 @@ static int gen_start(struct plugin_instance *pi)
 	pi->bus_up = true;
 	pi->stats.worker_pid = (int32_t)pid;
 	log_debug(pi->log_comp, "worker %ld started on %s", (long)pid, pi->url);
+	loop_timer_arm_in(pi->attach_timer, (uint64_t)WORKER_ATTACH_TIMEOUT_MS * LOOP_NS_PER_MS);
 	enqueue(pi, init);
 	pump(pi);
 	return 0;
@@ -2169,7 +2205,8 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 	pi->process = cfg && cfg->isolation == PLUGIN_ISOLATION_PROCESS;
 	if ((r = loop_timer_new(l, on_defer, pi, &pi->defer)) < 0 ||
 	    (r = loop_timer_new(l, on_cb_timer, pi, &pi->cb_timer)) < 0 ||
-	    (r = loop_timer_new(l, on_restart, pi, &pi->restart_timer)) < 0)
+	    (r = loop_timer_new(l, on_restart, pi, &pi->restart_timer)) < 0 ||
+	    (r = loop_timer_new(l, on_attach_timer, pi, &pi->attach_timer)) < 0)
 		goto fail;
 	pi->lp = lp; /* needed below; given back on failure */
 
@@ -2469,6 +2506,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 	loop_timer_free(pi->defer);
 	loop_timer_free(pi->cb_timer);
 	loop_timer_free(pi->restart_timer);
+	loop_timer_free(pi->attach_timer);
 	if (!abandoned) {
 		worker_free(pi->w);
 		loader_close(pi->lp);

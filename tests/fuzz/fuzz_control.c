@@ -1,14 +1,19 @@
 /*
  * fuzz_control.c - the control protocol decoders (host/control_codec.h):
  * control_codec_request_decode (what the daemon's control socket decodes
- * from a client) and control_codec_response_decode (what leaseholdctl
- * decodes from the daemon).
+ * from a client), control_codec_response_decode (what leaseholdctl
+ * decodes from the daemon), and the frame receiver both sides read the
+ * socket with (control_wire_rx_feed, host/control_wire.h).
  *
- * Input: byte 0 selects (even: request, odd: response); the rest is the
- * message. Invariants: a failure returns a documented -errno with a reason
- * and leaves the out pointer untouched; an accepted request has a known kind
- * and a well-formed name where the kind needs one; an accepted reply has a
- * known code and bounded strings everywhere.
+ * Input: byte 0 selects. Below 0x80: even a request, odd a response; the
+ * rest is the message. 0x80 and up: a byte stream for the frame receiver;
+ * byte 1 sets the size of the chunks it is fed in (1..64), and every frame
+ * that comes out is decoded as a request. Invariants: a failure returns a
+ * documented -errno with a reason and leaves the out pointer untouched; an
+ * accepted request has a known kind and a well-formed name where the kind
+ * needs one; an accepted reply has a known code and bounded strings
+ * everywhere; the receiver never asks for 0 bytes nor takes more than it is
+ * given, keeps exactly the frames up to its limit and refuses the rest.
  */
 #include "config.h"
 
@@ -18,6 +23,7 @@
 #include <string.h>
 
 #include "control_codec.h"
+#include "control_wire.h"
 #include "fuzz.h"
 
 static volatile size_t g_sink;
@@ -107,11 +113,59 @@ static void fuzz_response(const uint8_t *buf, size_t len)
 	leasehold__control__response__free_unpacked(resp, NULL);
 }
 
+/* small limits, so that the fuzzer reaches every branch */
+#define FRAME_KEEP 256
+#define FRAME_MAX 1024
+
+static void fuzz_frames(const uint8_t *buf, size_t len)
+{
+	struct control_wire_rx rx;
+	size_t chunk, pos = 0;
+
+	if (len < 1)
+		return;
+	chunk = 1 + buf[0] % 64;
+	buf++;
+	len--;
+	control_wire_rx_init(&rx, FRAME_KEEP, FRAME_MAX);
+	while (pos < len) {
+		size_t want = control_wire_rx_want(&rx), n = len - pos, used = 99999;
+		int r;
+		FUZZ_CHECK(want > 0);
+		if (n > chunk)
+			n = chunk;
+		if (n > want)
+			n = want;
+		r = control_wire_rx_feed(&rx, buf + pos, n, &used);
+		if (r < 0) {
+			FUZZ_CHECK(r == -EBADMSG || r == -EMSGSIZE);
+			break;
+		}
+		FUZZ_CHECK(used <= n);
+		pos += used;
+		if (r == CONTROL_WIRE_MORE) {
+			FUZZ_CHECK(used == n);
+			continue;
+		}
+		if (r == CONTROL_WIRE_FRAME) {
+			FUZZ_CHECK(rx.len <= FRAME_KEEP && rx.buf != NULL);
+			fuzz_request(rx.buf, rx.len);
+		} else {
+			FUZZ_CHECK(r == CONTROL_WIRE_TOO_LARGE);
+			FUZZ_CHECK(rx.len > FRAME_KEEP && rx.len <= FRAME_MAX && rx.buf == NULL);
+		}
+		control_wire_rx_reset(&rx);
+	}
+	control_wire_rx_reset(&rx);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	if ((data[0] & 1) == 0)
+	if (data[0] >= 0x80)
+		fuzz_frames(data + 1, size - 1);
+	else if ((data[0] & 1) == 0)
 		fuzz_request(data + 1, size - 1);
 	else
 		fuzz_response(data + 1, size - 1);

@@ -72,7 +72,7 @@ maxlen_records=4096
 srcs_descriptor=("$src/host/loader.c" "$src/host/release.c")
 libs_descriptor=(-ldl)
 maxlen_descriptor=1024
-srcs_control=("$src/host/control_codec.c" "$src/host/release.c" "$build/proto/control.pb-c.c")
+srcs_control=("$src/host/control_codec.c" "$src/host/control_wire.c" "$src/host/release.c" "$build/proto/control.pb-c.c")
 libs_control=("${pb_libs[@]}")
 maxlen_control=8192
 # (etcd_json.c: the etcd error texts a failed txn carries to the plugin)
