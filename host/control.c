@@ -61,8 +61,9 @@ struct request {
 	struct loop_timer *timer;	 /* parked: the wait-ready deadline */
 	uint32_t timeout_ms;		 /* parked: as asked */
 	char name[CONTROL_NAME_MAX + 1]; /* parked: plugin; async: node id */
-	/* async (roles_set / roles_clear) */
-	bool clear;	 /* roles_clear, else roles_set */
+	/* async (roles_set / roles_clear / members_forget) */
+	int kind;			   /* the request's kind */
+	char plugin[CONTROL_NAME_MAX + 1]; /* members_forget: the plugin */
 	bool in_op;	 /* the op has not returned yet */
 	bool early_done; /* done() ran while in_op: the result below */
 	int early_err;
@@ -198,6 +199,7 @@ static int reply_plugins(struct reply *rp, const struct control_plugin *src, siz
 		d->p.state = pb_str(rp, s->state);
 		d->p.leader = pb_str(rp, s->leader);
 		d->p.ready = s->ready;
+		d->p.not_ready = pb_str(rp, s->ready ? NULL : s->not_ready);
 		leasehold__control__releases__init(&d->rs);
 		if (s->releases.n_members > 0) {
 			pb_release(&d->min, s->releases.min);
@@ -249,6 +251,7 @@ static int reply_members(struct reply *rp, const struct control_member *src, siz
 		pb_release(&rp->mrel[i], src[i].release);
 		rp->members[i].release = &rp->mrel[i];
 		rp->members[i].leader = src[i].leader;
+		rp->members[i].campaigning = src[i].campaigning;
 		rp->mp[i] = &rp->members[i];
 	}
 	rp->r.members = rp->mp;
@@ -480,8 +483,8 @@ static bool do_wait_ready(struct control *c, struct control_conn *conn, struct r
 		return false;
 	}
 	if (timeout_ms == 0) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT, "plugin '%s' is not ready",
-			    name);
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT, "plugin '%s' is not ready%s%s",
+			    name, p->not_ready ? ": " : "", p->not_ready ? p->not_ready : "");
 		return false;
 	}
 	if (c->n_parked >= CONTROL_MAX_PARKED) {
@@ -544,21 +547,26 @@ static void do_roles_list(struct control *c, struct reply *rp)
 		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 }
 
-/* async_result - the reply to a finished roles_set/roles_clear of w. */
-
-/* async_result - the reply to a finished roles_set/roles_clear of rq. */
+/* async_result - the reply to a finished asynchronous op of rq. */
 static void async_result(const struct request *rq, struct reply *rp, int err, const char *msg)
 {
+	const char *why = msg && msg[0] ? msg : strerror(err < 0 ? -err : EIO);
+
 	if (err == 0)
 		return; /* CODE_OK, nothing else */
-	reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
-		    "cannot %s the roles of node '%s': %s", rq->clear ? "clear" : "set", rq->name,
-		    msg && msg[0] ? msg : strerror(err < 0 ? -err : EIO));
+	if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET)
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+			    "cannot forget node '%s' of plugin '%s': %s", rq->name, rq->plugin, why);
+	else
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+			    "cannot %s the roles of node '%s': %s",
+			    rq->kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR ? "clear" : "set",
+			    rq->name, why);
 }
 
-/* roles_done - the control_done_fn handed to roles_set/roles_clear;
+/* async_done - the control_done_fn handed to an asynchronous op;
  * done_ctx is the request (loop thread). */
-static void roles_done(void *done_ctx, int err, const char *msg)
+static void async_done(void *done_ctx, int err, const char *msg)
 {
 	struct request *rq = done_ctx;
 	struct control *c = rq->c;
@@ -566,7 +574,7 @@ static void roles_done(void *done_ctx, int err, const char *msg)
 	bool was_busy;
 
 	if (rq->state != R_ASYNC || rq->early_done) {
-		log_warn(COMP, "a roles operation reported its completion twice (ignored)");
+		log_warn(COMP, "an asynchronous operation reported its completion twice (ignored)");
 		return;
 	}
 	if (rq->in_op) {
@@ -590,24 +598,26 @@ static void roles_done(void *done_ctx, int err, const char *msg)
 		run_deferred_notify(c);
 }
 
-/* do_roles_write - start a ROLES_SET/ROLES_CLEAR (the decoder validated
- * node and roles). Returns true when the request now waits for done() (no
- * reply to send now); false with the reply in rp. */
-static bool do_roles_write(struct control *c, struct control_conn *conn, struct reply *rp,
-			   const Leasehold__Control__Request *req)
+/* do_async - start an asynchronous op (roles set/clear, members forget; the
+ * decoder validated its fields). Returns true when the request now waits
+ * for done() (no reply to send now); false with the reply in rp. */
+static bool do_async(struct control *c, struct control_conn *conn, struct reply *rp,
+		     const Leasehold__Control__Request *req)
 {
-	bool clear = req->kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR;
+	int kind = req->kind;
 	char err[256] = "";
 	struct request *rq;
 	int r;
 
-	if (clear ? !c->ops->roles_clear : !c->ops->roles_set) {
+	if ((kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR && !c->ops->roles_clear) ||
+	    (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET && !c->ops->roles_set) ||
+	    (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET && !c->ops->members_forget)) {
 		reply_not_supported(rp);
 		return false;
 	}
 	if (c->n_async >= CONTROL_MAX_ASYNC) {
 		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY,
-			    "too many roles requests in progress");
+			    "too many etcd writes in progress");
 		return false;
 	}
 	rq = request_new(c, conn);
@@ -616,26 +626,33 @@ static bool do_roles_write(struct control *c, struct control_conn *conn, struct 
 		return false;
 	}
 	snprintf(rq->name, sizeof(rq->name), "%s", req->node);
-	rq->clear = clear;
+	snprintf(rq->plugin, sizeof(rq->plugin), "%s", req->name);
+	rq->kind = kind;
 	rq->in_op = true;
 	rq->state = R_ASYNC;
 	c->n_async++;
-	if (clear)
-		r = c->ops->roles_clear(c->ud, req->node, roles_done, rq, err, sizeof(err));
+	if (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET)
+		r = c->ops->members_forget(c->ud, req->name, req->node, async_done, rq, err,
+					   sizeof(err));
+	else if (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR)
+		r = c->ops->roles_clear(c->ud, req->node, async_done, rq, err, sizeof(err));
 	else
 		r = c->ops->roles_set(c->ud, req->node, (const char *const *)req->roles,
-				      req->n_roles, roles_done, rq, err, sizeof(err));
+				      req->n_roles, async_done, rq, err, sizeof(err));
 	rq->in_op = false;
 	err[sizeof(err) - 1] = '\0';
 	if (r < 0) {
 		/* done() never runs (a stashed early one is ignored) */
-		if (r == -EINVAL)
+		if (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET)
+			reply_error(rp,
+				    r == -ENOENT ? LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND
+						 : LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+				    "%s", err[0] ? err : strerror(-r));
+		else if (r == -EINVAL)
 			reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST, "%s",
 				    err[0] ? err : "invalid node id or role name");
 		else
-			reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
-				    "cannot %s the roles of node '%s': %s", clear ? "clear" : "set",
-				    rq->name, err[0] ? err : strerror(-r));
+			async_result(rq, rp, r, err);
 		request_free(rq);
 		return false;
 	}
@@ -645,6 +662,21 @@ static bool do_roles_write(struct control *c, struct control_conn *conn, struct 
 		return false;
 	}
 	return true;
+}
+
+/* do_leave - the node leaves every plugin's membership for good and shuts
+ * down; answered before the shutdown starts */
+static void do_leave(struct control *c, struct reply *rp)
+{
+	char err[256] = "";
+
+	if (!c->ops->leave) {
+		reply_not_supported(rp);
+		return;
+	}
+	if (c->ops->leave(c->ud, err, sizeof(err)) < 0)
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "%s",
+			    err[0] ? err : "cannot leave");
 }
 
 /* ---- requests answered later ------------------------------------------ */
@@ -724,8 +756,15 @@ static void request_timer_cb(struct loop_timer *t, void *userdata)
 		return;
 	c->busy = true;
 	reply_init(&rp);
+	/* the reason as it is now, when the plugin is still there */
+	size_t n;
+	const struct control_plugin *p = NULL;
+	if (fetch_plugins(c, &n) == 0)
+		p = find_plugin(c, n, rq->name);
+	const char *why = p && p->not_ready ? p->not_ready : NULL;
 	reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
-		    "plugin '%s' not ready after %" PRIu32 " ms", rq->name, rq->timeout_ms);
+		    "plugin '%s' not ready after %" PRIu32 " ms%s%s", rq->name, rq->timeout_ms,
+		    why ? ": " : "", why ? why : "");
 	request_unpark(c, rq, &rp);
 	reply_fini(&rp);
 	run_deferred_notify(c);
@@ -776,8 +815,12 @@ static void on_request(void *ud, struct control_conn *conn, const uint8_t *buf, 
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET:
 		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR:
-			if (do_roles_write(c, conn, &rp, req))
-				goto done; /* answered by roles_done */
+		case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET:
+			if (do_async(c, conn, &rp, req))
+				goto done; /* answered by async_done */
+			break;
+		case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
+			do_leave(c, &rp);
 			break;
 		default: /* excluded by the decoder */
 			reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,

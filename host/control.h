@@ -53,6 +53,7 @@ struct control_plugin {
 	                            superseded */
 	const char *leader;      /* node id of the current leader, or NULL */
 	bool ready;
+	const char *not_ready;    /* why not ready (NULL when ready or not known) */
 	struct releases releases; /* min/max member release + revision */
 	bool status_present;      /* false: "status": null */
 	const char *status_state; /* "WORKING" | "DONE" | "INVALID" */
@@ -74,6 +75,7 @@ struct control_member {
 	const char *node_id;
 	struct release release;
 	bool leader;
+	bool campaigning; /* holds an election key now */
 };
 
 /* completion of an asynchronous op: err 0 or -errno, msg (may be NULL) a
@@ -115,6 +117,19 @@ struct control_ops {
 	/* roles_clear - delete NODE's record; as roles_set */
 	int (*roles_clear)(void *ud, const char *node, control_done_fn done, void *done_ctx,
 	                   char *err, size_t err_len);
+
+	/* ---- membership; NULL = "not supported" ---- */
+	/* members_forget - remove NODE from plugin NAME's membership (a node gone
+	 * for good). As roles_set: 0 when started, then done() exactly once; or
+	 * -errno at once with the reason in err (-ENOENT: no such plugin or
+	 * member; other refusals -EINVAL, -EBUSY, -EAGAIN) and done never runs. */
+	int (*members_forget)(void *ud, const char *name, const char *node, control_done_fn done,
+	                      void *done_ctx, char *err, size_t err_len);
+	/* leave - this node leaves every plugin's membership for good and shuts
+	 * down (as on SIGTERM, but deleting its member records). Returns 0 when
+	 * the shutdown was started (it runs after the reply is sent), or -errno
+	 * with the reason in err. */
+	int (*leave)(void *ud, char *err, size_t err_len);
 };
 
 /* control_new - listen on url ("ipc://PATH" or "/path"); the socket file

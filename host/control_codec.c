@@ -85,13 +85,14 @@ static bool kind_needs_name(int kind)
 {
 	return kind == LEASEHOLD__CONTROL__KIND__KIND_STATUS ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS ||
-	       kind == LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY;
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET;
 }
 
 static bool kind_known(int kind)
 {
 	return kind >= LEASEHOLD__CONTROL__KIND__KIND_PLUGINS &&
-	       kind <= LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR;
+	       kind <= LEASEHOLD__CONTROL__KIND__KIND_LEAVE;
 }
 
 static bool kind_is_roles_write(int kind)
@@ -100,8 +101,14 @@ static bool kind_is_roles_write(int kind)
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR;
 }
 
-/* roles_request_ok - the node and role fields of a ROLES_SET/ROLES_CLEAR. */
-static bool roles_request_ok(const Leasehold__Control__Request *req, const char **ret_why)
+static bool kind_takes_node(int kind)
+{
+	return kind_is_roles_write(kind) || kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET;
+}
+
+/* node_request_ok - the node and role fields of a ROLES_SET, ROLES_CLEAR or
+ * MEMBERS_FORGET (the last two carry no roles). */
+static bool node_request_ok(const Leasehold__Control__Request *req, const char **ret_why)
 {
 	size_t bad;
 
@@ -113,9 +120,9 @@ static bool roles_request_ok(const Leasehold__Control__Request *req, const char 
 		*ret_why = "invalid node id (1..128 printable ASCII characters, no '/')";
 		return false;
 	}
-	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR) {
+	if (req->kind != LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET) {
 		if (req->n_roles > 0) {
-			*ret_why = "roles-clear takes no roles";
+			*ret_why = "this request takes no roles";
 			return false;
 		}
 		return true;
@@ -172,7 +179,7 @@ int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control
 		r = -EINVAL;
 		goto fail;
 	}
-	if (kind_is_roles_write((int)req->kind) && !roles_request_ok(req, &why)) {
+	if (kind_takes_node((int)req->kind) && !node_request_ok(req, &why)) {
 		r = -EINVAL;
 		goto fail;
 	}
@@ -184,12 +191,23 @@ fail:
 	return r;
 }
 
+static int request_pack(const Leasehold__Control__Request *req, uint8_t **ret_buf,
+			size_t *ret_len)
+{
+	size_t len = leasehold__control__request__get_packed_size(req);
+	uint8_t *buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	leasehold__control__request__pack(req, buf);
+	*ret_buf = buf;
+	*ret_len = len;
+	return 0;
+}
+
 int control_codec_request_encode(Leasehold__Control__Kind kind, const char *name,
 				 uint32_t timeout_ms, uint8_t **ret_buf, size_t *ret_len)
 {
 	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
-	uint8_t *buf;
-	size_t len;
 
 	if (name && strlen(name) > CONTROL_NAME_MAX)
 		return -EINVAL;
@@ -197,14 +215,7 @@ int control_codec_request_encode(Leasehold__Control__Kind kind, const char *name
 	req.kind = kind;
 	req.name = (char *)(name ? name : "");
 	req.timeout_ms = timeout_ms;
-	len = leasehold__control__request__get_packed_size(&req);
-	buf = malloc(len ? len : 1);
-	if (!buf)
-		return -ENOMEM;
-	leasehold__control__request__pack(&req, buf);
-	*ret_buf = buf;
-	*ret_len = len;
-	return 0;
+	return request_pack(&req, ret_buf, ret_len);
 }
 
 int control_codec_roles_request_encode(Leasehold__Control__Kind kind, const char *node,
@@ -212,8 +223,6 @@ int control_codec_roles_request_encode(Leasehold__Control__Kind kind, const char
 				       size_t *ret_len)
 {
 	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
-	uint8_t *buf;
-	size_t len;
 
 	if (!kind_is_roles_write((int)kind) || !node || (n > 0 && !roles))
 		return -EINVAL;
@@ -223,14 +232,21 @@ int control_codec_roles_request_encode(Leasehold__Control__Kind kind, const char
 	req.node = (char *)node;
 	req.roles = (char **)roles; /* pack only reads */
 	req.n_roles = n;
-	len = leasehold__control__request__get_packed_size(&req);
-	buf = malloc(len ? len : 1);
-	if (!buf)
-		return -ENOMEM;
-	leasehold__control__request__pack(&req, buf);
-	*ret_buf = buf;
-	*ret_len = len;
-	return 0;
+	return request_pack(&req, ret_buf, ret_len);
+}
+
+int control_codec_forget_request_encode(const char *name, const char *node, uint8_t **ret_buf,
+					size_t *ret_len)
+{
+	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
+
+	if (!name || !node)
+		return -EINVAL;
+	req.protocol = CONTROL_PROTOCOL;
+	req.kind = LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET;
+	req.name = (char *)name;
+	req.node = (char *)node;
+	return request_pack(&req, ret_buf, ret_len);
 }
 
 static bool str_ok(const char *s)
@@ -241,7 +257,8 @@ static bool str_ok(const char *s)
 static bool plugin_ok(const Leasehold__Control__Plugin *p)
 {
 	if (!p || !str_ok(p->name) || !str_ok(p->file) || !str_ok(p->state) || !str_ok(p->leader) ||
-	    !str_ok(p->error) || !str_ok(p->held_back) || !str_ok(p->superseded_by))
+	    !str_ok(p->error) || !str_ok(p->held_back) || !str_ok(p->superseded_by) ||
+	    !str_ok(p->not_ready))
 		return false;
 	if (p->status && (!str_ok(p->status->state)))
 		return false;
@@ -340,6 +357,10 @@ const char *control_codec_kind_str(int kind)
 		return "roles-set";
 	case LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR:
 		return "roles-clear";
+	case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET:
+		return "members-forget";
+	case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
+		return "leave";
 	default:
 		return "?";
 	}

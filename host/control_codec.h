@@ -57,8 +57,8 @@ int control_codec_roles_check(const char *const *roles, size_t n, size_t *ret_ba
 
 /* control_codec_request_decode - unpack and validate a request (size limit,
  * protobuf, known kind, name present where needed and well formed; for
- * ROLES_SET/ROLES_CLEAR a valid node and, for ROLES_SET, a valid role set;
- * ROLES_CLEAR carries no roles).
+ * ROLES_SET/ROLES_CLEAR/MEMBERS_FORGET a valid node and, for ROLES_SET, a
+ * valid role set; the other two carry no roles).
  * On success *ret_req owns the message (free with
  * leasehold__control__request__free_unpacked(req, NULL)) and 0 is returned.
  * On failure returns -EMSGSIZE (too large), -EBADMSG (not a Request),
@@ -80,6 +80,12 @@ int control_codec_request_encode(Leasehold__Control__Kind kind, const char *name
 int control_codec_roles_request_encode(Leasehold__Control__Kind kind, const char *node,
 				       const char *const *roles, size_t n, uint8_t **ret_buf,
 				       size_t *ret_len);
+
+/* control_codec_forget_request_encode - pack a MEMBERS_FORGET request
+ * (plugin name, node) into a malloc'd buffer (caller frees *ret_buf); not
+ * validated here. Returns 0 or -ENOMEM/-EINVAL (NULL argument). */
+int control_codec_forget_request_encode(const char *name, const char *node, uint8_t **ret_buf,
+					size_t *ret_len);
 
 /* control_codec_response_decode - unpack and validate a reply (known code,
  * bounded strings, releases present where required, role entries present). On success *ret_resp

@@ -117,6 +117,7 @@ struct daemon {
 	 * decommissioned); an ordinary one keeps the member records, so the
 	 * node keeps counting with its releases while it is down */
 	bool leaving;
+	struct loop_timer *leave_timer; /* starts a `leaseholdctl leave` shutdown */
 	bool revoking;
 	bool revoked; /* the revocation answered (either way) */
 	bool revoke_failed;
@@ -954,6 +955,7 @@ static void fill_plugin(struct entry *e, struct control_plugin *p)
 			p->state = election_state_name(i.state);
 		p->leader = i.leader;
 		p->ready = i.ready;
+		p->not_ready = i.not_ready;
 		p->releases = i.releases;
 		p->status_present = i.status_present;
 		p->status_state = status_state_name(&i);
@@ -1039,6 +1041,7 @@ static int ctl_members(void *ud, const char *name, struct control_member *out, s
 		out[i].node_id = tmp[i].node_id;
 		out[i].release = tmp[i].release;
 		out[i].leader = tmp[i].leader;
+		out[i].campaigning = tmp[i].campaigning;
 	}
 	free(tmp);
 	*ret_total = total;
@@ -1164,7 +1167,64 @@ static int ctl_roles_clear(void *ud, const char *node, control_done_fn done, voi
 	return roles_op_start(ud, node, NULL, 0, true, done, done_ctx, err, err_len);
 }
 
+struct forget_op {
+	control_done_fn done;
+	void *done_ctx;
+};
+
+static void on_member_forgotten(void *ud, int err)
+{
+	struct forget_op *o = ud;
+	o->done(o->done_ctx, err,
+	        err == -ESTALE ? "the node registered again meanwhile (it is alive)"
+	        : err < 0      ? etcd_strerror(err)
+	                       : NULL);
+	free(o);
+}
+
+static int ctl_members_forget(void *ud, const char *name, const char *node, control_done_fn done,
+                              void *done_ctx, char *err, size_t err_len)
+{
+	struct daemon *d = ud;
+	struct entry *e = find_name(d, name);
+	if (!e || !e->el) {
+		snprintf(err, err_len, "no plugin named '%s' runs on this node", name);
+		return -ENOENT;
+	}
+	struct forget_op *o = malloc(sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	o->done = done;
+	o->done_ctx = done_ctx;
+	int r = election_forget(e->el, node, on_member_forgotten, o, err, err_len);
+	if (r < 0)
+		free(o);
+	return r;
+}
+
+static void on_leave_later(struct loop_timer *t, void *ud)
+{
+	(void)t;
+	begin_shutdown(ud, "leaving the cluster (leaseholdctl leave)");
+}
+
+static int ctl_leave(void *ud, char *err, size_t err_len)
+{
+	struct daemon *d = ud;
+	if (d->shutting_down) {
+		snprintf(err, err_len, "the daemon is already shutting down");
+		return -EALREADY;
+	}
+	log_warn("daemon", "leaving every plugin's membership for good, then shutting down");
+	d->leaving = true;
+	/* after this request's reply: the shutdown frees the control server */
+	loop_timer_arm_in(d->leave_timer, 0);
+	return 0;
+}
+
 static const struct control_ops ctl_ops = {
+	.members_forget = ctl_members_forget,
+	.leave = ctl_leave,
 	.plugins = ctl_plugins,
 	.members = ctl_members,
 	.reload = ctl_reload,
@@ -1223,7 +1283,8 @@ int daemon_run(const struct daemon_config *cfg)
 		goto out;
 	}
 	if ((r = loop_timer_new(d->loop, on_later, d, &d->later)) < 0 ||
-	    (r = loop_timer_new(d->loop, on_shutdown_deadline, d, &d->shutdown_deadline)) < 0)
+	    (r = loop_timer_new(d->loop, on_shutdown_deadline, d, &d->shutdown_deadline)) < 0 ||
+	    (r = loop_timer_new(d->loop, on_leave_later, d, &d->leave_timer)) < 0)
 		goto out;
 	if (make_private_dir(d) < 0)
 		goto out;
@@ -1297,6 +1358,7 @@ out:
 	etcd_client_free(d->etcd);
 	loop_io_free(d->sig_io);
 	loop_timer_free(d->later);
+	loop_timer_free(d->leave_timer);
 	loop_timer_free(d->shutdown_deadline);
 	loop_free(d->loop);
 	if (d->sigfd >= 0)

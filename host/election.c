@@ -157,6 +157,7 @@ struct election {
 	bool stop_leave;           /* the stop leaves the membership for good */
 	void *stop_ud;
 	enum election_state state_reported;
+	char not_ready_buf[160]; /* election_get_info's not_ready text */
 
 	/* leadership */
 	bool leading;
@@ -2165,7 +2166,7 @@ void election_get_info(struct election *e, struct election_info *ret)
 	ret->status_compatible = e->status.valid &&
 	                         election_status_ready(&e->rel, true, e->status.version,
 	                                               e->status.min_compatible);
-	ret->not_ready = not_ready_reason(e, ret->not_ready_buf, sizeof(ret->not_ready_buf));
+	ret->not_ready = not_ready_reason(e, e->not_ready_buf, sizeof(e->not_ready_buf));
 	ret->ready = ret->not_ready == NULL;
 	ret->reconcile_count = e->reconcile_count;
 	ret->reconcile_last_ok = e->reconcile_last_ok;

@@ -83,10 +83,9 @@ struct election_info {
 	bool ready; /* may serve: see election_status_ready and not_ready */
 	/* why not ready (NULL when ready): also "no etcd session" and "reading
 	 * the state from etcd", since readiness is claimed only from a status
-	 * read while the current session holds. Points into not_ready_buf or
-	 * to a static string. */
+	 * read while the current session holds. Borrowed: valid until the next
+	 * election_get_info of this election. */
 	const char *not_ready;
-	char not_ready_buf[160];
 	/* the reference's WaitReady rule on the status as mirrored, whether or
 	 * not this node can vouch for the view (an observer without a session
 	 * uses it; serving decisions use ready) */

@@ -73,7 +73,7 @@ struct opts {
 	const char *cmd;
 	const char *args[MAX_ARGS];
 	size_t n_args;
-	bool json, help, version, has_timeout;
+	bool json, help, version, has_timeout, yes;
 	const char *timeout;
 };
 
@@ -81,43 +81,65 @@ struct command {
 	const char *name;
 	size_t min_args, max_args;
 	bool json, timeout;
+	bool confirm; /* changes the cluster in a way that needs --yes */
 	const char *synopsis;
 	const char *summary;
 	const char *help;
 };
 
 static const struct command commands[] = {
-    {"plugins", 0, 0, true, false, "plugins [--json]", "list every plugin",
+    {"plugins", 0, 0, true, false, false, "plugins [--json]", "list every plugin",
      "List every plugin of this node's daemon: release, election state, leader,\n"
      "readiness, member releases (min..max), status record, reconciles.\n"
      "--json prints a JSON array with one object per plugin.\n"},
-    {"status", 1, 1, true, false, "status NAME [--json]", "one plugin in detail",
+    {"status", 1, 1, true, false, false, "status NAME [--json]", "one plugin in detail",
      "Show one plugin in detail (key: value lines, or one JSON object).\n"
      "NAME is a plugin name (the file that runs it), or a file name in the\n"
      "plugin directory (it contains a '.', e.g. x-1.3.0.so): that file's row.\n"},
-    {"members", 1, 1, true, false, "members NAME [--json]", "the nodes running a plugin",
-     "List the nodes running plugin NAME: node id, plugin release, leader.\n"
-     "--json prints an array of {\"node\", \"release\", \"leader\"}.\n"},
-    {"wait-ready", 1, 1, false, true, "wait-ready NAME [--timeout S]",
+    {"members", 1, 1, true, false, false, "members NAME [--json]", "a plugin's members",
+     "List plugin NAME's members: every node that runs it or ran it and has not\n"
+     "left (a node that is down or cut off still counts, with its last release).\n"
+     "Columns: node id, plugin release, leader, campaigning (it holds an election\n"
+     "key now: alive and of the newest release; a member that does not is on an\n"
+     "older release, down or cut off).\n"
+     "--json prints an array of {\"node\", \"release\", \"leader\", \"campaigning\"}.\n"},
+    {"members forget", 2, 2, false, false, true, "members forget NAME NODE --yes",
+     "remove a node that is gone for good",
+     "Remove node NODE from plugin NAME's membership. Its release then no longer\n"
+     "holds back an incompatible status change: the leader may restrict the\n"
+     "status so that NODE's release can no longer serve. Do this only for a node\n"
+     "that is gone for good (decommissioned, its disk lost). A node that comes\n"
+     "back registers again with the release it runs. Refused for this node (it\n"
+     "leaves by removing the plugin file), for a node that is not a member, and\n"
+     "for a node that campaigns (it is alive). Without --yes it only says this.\n"
+     "Exit 1 when the delete failed or the node registered again meanwhile.\n"},
+    {"leave", 0, 0, false, false, true, "leave --yes",
+     "leave every plugin's membership for good and stop",
+     "Decommission this node: the daemon drains and hands over like on SIGTERM,\n"
+     "deletes this node's member record of every plugin (an ordinary stop keeps\n"
+     "them: a stopped node still counts with its release), and exits. Start the\n"
+     "daemon again and the node joins as a new member. Without --yes it only\n"
+     "says this.\n"},
+    {"wait-ready", 1, 1, false, true, false, "wait-ready NAME [--timeout S]",
      "wait until a plugin is ready",
      "Wait until plugin NAME is ready on this node: its release is at least the\n"
      "status record's minimum_compatible_release and the status version is at\n"
      "least the plugin's min_reconciler_release. S seconds (default 60, may be\n"
      "fractional, 0 = check once). Exit 0 when ready, 1 on timeout, 2 on error.\n"},
-    {"reload", 0, 1, false, false, "reload [NAME]",
+    {"reload", 0, 1, false, false, false, "reload [NAME]",
      "reload a plugin, or rescan the plugin directory",
      "Reload plugin NAME from its file, or rescan the whole plugin directory.\n"
      "NAME without a '.' is a plugin: every file that provides it is read\n"
      "again; NAME with a '.' (x-1.3.0.so) is one file. Files that failed init\n"
      "get another chance; then the newest release among a plugin's files runs.\n"
      "Exit 1 when the daemon reports that the reload failed.\n"},
-    {"roles list", 0, 0, true, false, "roles list [--json]", "every node's roles",
+    {"roles list", 0, 0, true, false, false, "roles list [--json]", "every node's roles",
      "List every node's roles record (etcd P/roles/<node-id>) as this daemon\n"
      "mirrors it: node id, roles (comma-separated, \"-\" for none) and, for a\n"
      "record that is invalid, why (role-bound plugins on that node are then held\n"
      "back). Nodes without a record hold no roles and are not listed.\n"
      "--json prints an array of {\"node\", \"roles\": [..], \"error\": null or string}.\n"},
-    {"roles set", 1, 1 + CONTROL_ROLES_MAX, false, false, "roles set NODE [ROLE...]",
+    {"roles set", 1, 1 + CONTROL_ROLES_MAX, false, false, false, "roles set NODE [ROLE...]",
      "replace a node's roles",
      "Replace node NODE's roles with ROLE... (at most 64 distinct names, each\n"
      "[a-z0-9_-], 1 to 63 characters). Without a ROLE the node keeps an empty\n"
@@ -125,12 +147,12 @@ static const struct command commands[] = {
      "answers once etcd has stored the record; plugins that need a role start\n"
      "or stop on that node as soon as its daemon sees the change.\n"
      "Exit 1 when the write failed (e.g. etcd unavailable).\n"},
-    {"roles clear", 1, 1, false, false, "roles clear NODE", "delete a node's roles record",
+    {"roles clear", 1, 1, false, false, false, "roles clear NODE", "delete a node's roles record",
      "Delete node NODE's roles record: the node then holds no roles. A node\n"
      "without a record is not an error. Exit 1 when the delete failed.\n"},
-    {"version", 0, 0, false, false, "version", "client and daemon versions",
+    {"version", 0, 0, false, false, false, "version", "client and daemon versions",
      "Print leaseholdctl's version and the daemon's version, node id and protocol.\n"},
-    {"help", 0, 2, false, false, "help [COMMAND]", "show help",
+    {"help", 0, 2, false, false, false, "help [COMMAND]", "show help",
      "Show help for leaseholdctl or one command (e.g. help roles set).\n"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -245,6 +267,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				o->has_timeout = true;
 			} else if (strcmp(a, "--json") == 0) {
 				o->json = true;
+			} else if (strcmp(a, "--yes") == 0 || strcmp(a, "-y") == 0) {
+				o->yes = true;
 			} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 				o->help = true;
 			} else if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
@@ -419,6 +443,7 @@ static json_object *json_plugin(const Plugin *p)
 	json_object_object_add(o, "held_back", json_str_or_null(p->held_back));
 	json_object_object_add(o, "fencing_token", json_object_new_int64(p->fencing_token));
 	json_object_object_add(o, "superseded_by", json_str_or_null(p->superseded_by));
+	json_object_object_add(o, "not_ready", json_str_or_null(p->not_ready));
 	return o;
 }
 
@@ -659,7 +684,10 @@ static int cmd_status(const Response *r, bool json)
 	printf("release:       %s\n", p->release ? fmt_release(p->release, a, sizeof(a)) : "-");
 	printf("state:         %s\n", clean(p->state, b1, sizeof(b1), true));
 	printf("leader:        %s\n", clean(p->leader, b1, sizeof(b1), true));
-	printf("ready:         %s\n", p->ready ? "yes" : "no");
+	if (p->ready || !p->not_ready || !p->not_ready[0])
+		printf("ready:         %s\n", p->ready ? "yes" : "no");
+	else
+		printf("ready:         no: %s\n", clean(p->not_ready, b1, sizeof(b1), true));
 	if (rs && rs->members > 0)
 		printf("members:       %" PRIu64 " (%s..%s, revision %" PRId64 ")\n", rs->members,
 		       fmt_release(rs->min, a, sizeof(a)), fmt_release(rs->max, b, sizeof(b)),
@@ -690,8 +718,8 @@ static int cmd_status(const Response *r, bool json)
 
 static int cmd_members(const Response *r, bool json)
 {
-	static const char *const hdr[3] = {"NODE", "RELEASE", "LEADER"};
-	static const bool right[3] = {false, false, false};
+	static const char *const hdr[4] = {"NODE", "RELEASE", "LEADER", "CAMPAIGNING"};
+	static const bool right[4] = {false, false, false, false};
 	char title[CELL + 16], nb[CELL];
 	char(*buf)[CELL] = NULL;
 	const char **cells = NULL;
@@ -705,6 +733,8 @@ static int cmd_members(const Response *r, bool json)
 			json_object_object_add(o, "release", json_release(r->members[i]->release));
 			json_object_object_add(o, "leader",
 					       json_object_new_boolean(r->members[i]->leader));
+			json_object_object_add(o, "campaigning",
+					       json_object_new_boolean(r->members[i]->campaigning));
 			json_object_array_add(a, o);
 		}
 		print_json(a);
@@ -712,8 +742,8 @@ static int cmd_members(const Response *r, bool json)
 		return EXIT_OK;
 	}
 	if (r->n_members > 0) {
-		buf = calloc(r->n_members * 3, sizeof(*buf));
-		cells = calloc(r->n_members * 3, sizeof(*cells));
+		buf = calloc(r->n_members * 4, sizeof(*buf));
+		cells = calloc(r->n_members * 4, sizeof(*cells));
 		if (!buf || !cells) {
 			free(buf);
 			free(cells);
@@ -722,14 +752,15 @@ static int cmd_members(const Response *r, bool json)
 		}
 	}
 	for (size_t i = 0; i < r->n_members; i++) {
-		clean(r->members[i]->node, buf[i * 3], CELL, true);
-		fmt_release(r->members[i]->release, buf[i * 3 + 1], CELL);
-		snprintf(buf[i * 3 + 2], CELL, "%s", r->members[i]->leader ? "yes" : "no");
-		for (size_t c = 0; c < 3; c++)
-			cells[i * 3 + c] = buf[i * 3 + c];
+		clean(r->members[i]->node, buf[i * 4], CELL, true);
+		fmt_release(r->members[i]->release, buf[i * 4 + 1], CELL);
+		snprintf(buf[i * 4 + 2], CELL, "%s", r->members[i]->leader ? "yes" : "no");
+		snprintf(buf[i * 4 + 3], CELL, "%s", r->members[i]->campaigning ? "yes" : "no");
+		for (size_t c = 0; c < 4; c++)
+			cells[i * 4 + c] = buf[i * 4 + c];
 	}
 	snprintf(title, sizeof(title), "Node: %s", clean(r->node, nb, sizeof(nb), true));
-	print_table(title, hdr, right, 3, cells, r->n_members);
+	print_table(title, hdr, right, 4, cells, r->n_members);
 	if (r->n_members == 0)
 		printf("(no members)\n");
 	free(buf);
@@ -891,6 +922,12 @@ int main(int argc, char **argv)
 		}
 		memmove(o.args, o.args + 1, (o.n_args - 1) * sizeof(o.args[0]));
 		o.n_args--;
+	} else if (o.cmd && strcmp(o.cmd, "members") == 0 && o.n_args >= 2 &&
+		   strcmp(o.args[0], "forget") == 0) {
+		/* "members forget NAME NODE" (plain "members NAME" has one argument) */
+		cmd = find_command("members forget");
+		memmove(o.args, o.args + 1, (o.n_args - 1) * sizeof(o.args[0]));
+		o.n_args--;
 	} else if (o.cmd && !strchr(o.cmd, ' ')) {
 		cmd = find_command(o.cmd); /* "roles set" as one word is no command */
 	}
@@ -902,8 +939,9 @@ int main(int argc, char **argv)
 			about = NULL;
 			if (o.n_args == 1 && strcmp(o.args[0], "roles") == 0) {
 				roles_group = true;
-			} else if (o.n_args == 2 && strcmp(o.args[0], "roles") == 0) {
-				snprintf(urlbuf, sizeof(urlbuf), "roles %s", o.args[1]);
+			} else if (o.n_args == 2) {
+				/* two-word commands: "roles set", "members forget" */
+				snprintf(urlbuf, sizeof(urlbuf), "%s %s", o.args[0], o.args[1]);
 				about = find_command(urlbuf);
 			} else if (o.n_args == 1) {
 				about = find_command(o.args[0]);
@@ -941,6 +979,13 @@ int main(int argc, char **argv)
 		return usage_error(cmd, "%s does not take --json", cmd->name);
 	if (o.has_timeout && !cmd->timeout)
 		return usage_error(cmd, "%s does not take --timeout", cmd->name);
+	if (o.yes && !cmd->confirm)
+		return usage_error(cmd, "%s does not take --yes", cmd->name);
+	if (cmd->confirm && !o.yes) {
+		fprintf(stderr, "leaseholdctl: %s needs --yes. What it does:\n\n%s", cmd->name,
+			cmd->help);
+		return EXIT_ERR;
+	}
 	name = o.n_args ? o.args[0] : NULL;
 	if (roles) {
 		if (name && check_roles_args(cmd, o.args, o.n_args) != EXIT_OK)
@@ -948,6 +993,8 @@ int main(int argc, char **argv)
 	} else if (name && !control_codec_name_ok(name)) {
 		return usage_error(cmd, "invalid plugin name '%s'", name);
 	}
+	if (strcmp(cmd->name, "members forget") == 0 && !control_codec_node_ok(o.args[1]))
+		return usage_error(cmd, "invalid node id (1..128 printable ASCII characters, no '/')");
 
 	url = o.control;
 	if (!url || !url[0])
@@ -975,6 +1022,10 @@ int main(int argc, char **argv)
 		kind = LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET;
 	else if (strcmp(cmd->name, "roles clear") == 0)
 		kind = LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR;
+	else if (strcmp(cmd->name, "members forget") == 0)
+		kind = LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET;
+	else if (strcmp(cmd->name, "leave") == 0)
+		kind = LEASEHOLD__CONTROL__KIND__KIND_LEAVE;
 	else {
 		kind = LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY;
 		timeout_ms = (uint32_t)(CTL_WAIT_DEFAULT_S * 1000);
@@ -989,6 +1040,9 @@ int main(int argc, char **argv)
 		recv_timeout = CTL_WRITE_TIMEOUT_MS;
 		r = control_codec_roles_request_encode(kind, name, o.args + 1, o.n_args - 1, &req,
 						       &req_len);
+	} else if (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET) {
+		recv_timeout = CTL_WRITE_TIMEOUT_MS;
+		r = control_codec_forget_request_encode(name, o.args[1], &req, &req_len);
 	} else {
 		r = control_codec_request_encode(kind, roles ? NULL : name, timeout_ms, &req,
 						 &req_len);
@@ -1013,10 +1067,13 @@ int main(int argc, char **argv)
 	free(req);
 	if (ret != EXIT_OK) {
 		if (timed_out && (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET ||
-				  kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR))
+				  kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR ||
+				  kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET))
 			fprintf(stderr,
 				"leaseholdctl: the write may or may not have happened; check "
-				"with 'leaseholdctl roles list'\n");
+				"with 'leaseholdctl %s'\n",
+				kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET ? "members NAME"
+										       : "roles list");
 		return ret;
 	}
 	ret = check_code(resp, roles);
@@ -1054,6 +1111,16 @@ int main(int argc, char **argv)
 			printf("node %s: roles record deleted\n", clean(name, b, sizeof(b), false));
 			break;
 		}
+		case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET: {
+			char b[CELL], n[CELL];
+			printf("plugin %s: node %s forgotten\n", clean(name, b, sizeof(b), false),
+			       clean(o.args[1], n, sizeof(n), false));
+			break;
+		}
+		case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
+			printf("leaving: the daemon drains, deletes this node's member records and "
+			       "exits\n");
+			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_VERSION: {
 			char v[CELL], n[CELL];
 			printf("leasehold %s (node %s, protocol %" PRIu32 ")\n",
