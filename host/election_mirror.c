@@ -107,6 +107,20 @@ static void rc_add(struct election *e, struct release r, int delta)
 	e->n_rc++;
 }
 
+/* member_ent_fill - x's record as mirrored now: counted under release *r, or
+ * among the undecodable ones (r == NULL) */
+static void member_ent_fill(struct election *e, struct member_ent *x, const struct release *r,
+                            int64_t mod_rev)
+{
+	x->mod_rev = mod_rev;
+	x->valid = r != NULL;
+	if (r) {
+		x->release = *r;
+		rc_add(e, *r, +1);
+	} else
+		e->members.n_invalid++;
+}
+
 /* member_set - a member record appeared or changed (present; r = its release,
  * or NULL when the record does not decode) or went away (!present). An
  * undecodable record is kept as an entry of unknown release: it counts
@@ -124,13 +138,7 @@ static void member_set(struct election *e, const char *id, size_t len, bool pres
 		else
 			m->n_invalid--;
 		if (present) {
-			x->mod_rev = mod_rev;
-			x->valid = r != NULL;
-			if (r) {
-				x->release = *r;
-				rc_add(e, *r, +1);
-			} else
-				m->n_invalid++;
+			member_ent_fill(e, x, r, mod_rev);
 			return;
 		}
 		*pp = x->next;
@@ -155,13 +163,7 @@ static void member_set(struct election *e, const char *id, size_t len, bool pres
 	x->next = NULL;
 	*pp = x;
 	m->n++;
-	x->mod_rev = mod_rev;
-	x->valid = r != NULL;
-	if (r) {
-		x->release = *r;
-		rc_add(e, *r, +1);
-	} else
-		m->n_invalid++;
+	member_ent_fill(e, x, r, mod_rev);
 }
 
 const struct member_ent *election_member_find(const struct election *e, const char *node_id)

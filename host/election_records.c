@@ -24,6 +24,14 @@ static bool release_from_pb(const Leasehold__Release *p, struct release *ret)
 	return true;
 }
 
+static void release_to_pb(struct release r, Leasehold__Release *ret)
+{
+	*ret = (Leasehold__Release)LEASEHOLD__RELEASE__INIT;
+	ret->major = r.major;
+	ret->minor = r.minor;
+	ret->patch = r.patch;
+}
+
 int election_decode_status(const void *buf, size_t len, int *ret_state, struct release *ret_version,
                            struct release *ret_min_compatible)
 {
@@ -66,13 +74,9 @@ void election_status_decode(const uint8_t *v, size_t len, struct status_rec *ret
 int election_status_encode(int state, struct release v, struct release mcr, uint8_t **ret,
                            size_t *ret_len)
 {
-	Leasehold__Release pv = LEASEHOLD__RELEASE__INIT, pm = LEASEHOLD__RELEASE__INIT;
-	pv.major = v.major;
-	pv.minor = v.minor;
-	pv.patch = v.patch;
-	pm.major = mcr.major;
-	pm.minor = mcr.minor;
-	pm.patch = mcr.patch;
+	Leasehold__Release pv, pm;
+	release_to_pb(v, &pv);
+	release_to_pb(mcr, &pm);
 	Leasehold__ReconcilerStatus s = LEASEHOLD__RECONCILER_STATUS__INIT;
 	s.state = (Leasehold__ReconcilerStatus__State)state;
 	s.version = &pv;
@@ -90,10 +94,8 @@ int election_status_encode(int state, struct release v, struct release mcr, uint
 int election_member_encode(const struct election *e, struct release rel, uint8_t **ret,
                            size_t *ret_len)
 {
-	Leasehold__Release pr = LEASEHOLD__RELEASE__INIT;
-	pr.major = rel.major;
-	pr.minor = rel.minor;
-	pr.patch = rel.patch;
+	Leasehold__Release pr;
+	release_to_pb(rel, &pr);
 	Leasehold__Member m = LEASEHOLD__MEMBER__INIT;
 	m.node_id = e->node_id;
 	m.release = &pr;
