@@ -623,12 +623,10 @@ void election_session_up(struct election *e, int64_t lease)
 
 void election_session_lost(struct election *e)
 {
+	/* a draining leader too: nothing is drained without a session */
 	if (e->leading)
 		election_depose(e, false, "session lost");
-	if (e->draining) {
-		e->draining = false;
-		election_depose(e, false, "session lost");
-	}
+	assert(!e->draining);
 	/* a member put in flight has an unknown outcome: the mirror shows
 	 * whether it took; the record itself outlives the session */
 	if (e->op == OP_MEMBER_PUT)

@@ -121,7 +121,7 @@ struct election {
 		void *ud;
 	} swap;
 
-	/* mirror */
+	/* mirror: kept by election_mirror.c, read everywhere */
 	bool synced;
 	bool ever_synced; /* a resync (after compaction) does not end leadership */
 	int64_t rev;
@@ -137,7 +137,8 @@ struct election {
 	struct loop_timer *sync_timer;
 	uint64_t sync_backoff;
 
-	/* session + control path */
+	/* session + control path (election.c): op says which control call is
+	 * in flight, call is its handle; both set together or both clear */
 	int64_t lease;
 	/* our member record (persistent, bound to no lease): member_placed says
 	 * it is in etcd holding member_release, as written by us at member_rev
@@ -150,7 +151,7 @@ struct election {
 	 * (0 = none); after a session loss the mirror is read again */
 	int64_t view_lease;
 	int64_t sync_lease; /* the lease when the read in flight was sent */
-	int64_t my_rev;       /* create_revision of our election key, 0 = none */
+	int64_t my_rev; /* create_revision of our election key (the fencing token), 0 = none */
 	/* our own writes to our election key (campaign, resign): the revision
 	 * of the last one whose outcome we know, and whether one since has an
 	 * unknown outcome (until a linearizable answer about the key) */
@@ -171,11 +172,13 @@ struct election {
 	void *stop_ud;
 	enum election_state state_reported;
 
-	/* leadership */
+	/* leadership: leading and draining change only in election_lead.c
+	 * (elect, election_begin_leave, election_depose); leading implies
+	 * my_rev != 0, draining implies leading (election_assert_invariants) */
 	bool leading;
-	bool draining;
+	bool draining; /* leaving: the driver drains its queue, then deposed */
 	uint64_t gen; /* bumps on every elected / deposed */
-	enum lead_phase phase;
+	enum lead_phase phase; /* set only by lead_phase_set (election_lead.c) */
 	bool reconciling; /* a reconcile of this term is queued or running */
 	bool status_existed;
 	bool status_is_done;

@@ -41,10 +41,11 @@ static const char *lead_phase_name(enum lead_phase p)
 }
 
 /* lead_phase_legal - the transitions of the leader's machine: a term starts
- * at NONE (or VERIFY, the check before it, which a session loss may cut
- * short) and goes RESTRICT -> WAIT -> RECONCILE (retried in backoff) ->
- * IDLE <-> PERIODIC; any phase may end the term (NONE). Every phase past
- * VERIFY belongs to a term: only while leading. */
+ * from NONE (or VERIFY, the check before it, which a session loss may cut
+ * short) in RESTRICT, WAIT or RECONCILE, as the status found decides, and
+ * goes on RESTRICT -> WAIT -> RECONCILE (again after a failure) -> IDLE <->
+ * PERIODIC; any phase may end the term (NONE). Every phase past VERIFY
+ * belongs to a term: only while leading. */
 static bool lead_phase_legal(const struct election *e, enum lead_phase from, enum lead_phase to)
 {
 	bool term_start = from == LP_NONE || from == LP_VERIFY;
