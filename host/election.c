@@ -13,7 +13,7 @@
  *   info, forget).
  * - election_mirror.c: the local copy of [P/N/election/, P/N/status] kept by
  *   one range and one watch: members with counts per release, candidates,
- *   status; the published {min, max} release.
+ *   status; the published {min, max} release; election_members().
  * - election_records.c: the Member and ReconcilerStatus records (decode
  *   hostile bytes, encode) and the readiness rule.
  * - election_lead.c: the leader's status/reconcile machine (the reference
