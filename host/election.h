@@ -199,20 +199,4 @@ size_t election_members(struct election *e, struct election_member *out, size_t 
 int election_forget(struct election *e, const char *node_id, void (*done)(void *ud, int err),
                     void *ud, char *err, size_t err_len);
 
-/* election_decode_member - a P/N/members/<id> value (hostile bytes) -> its
- * release. Returns 0, or -EBADMSG (does not unpack / no release);
- * *ret_release untouched then. */
-int election_decode_member(const void *buf, size_t len, struct release *ret_release);
-
-/* election_decode_status - a P/N/status value (hostile bytes) -> state (any
- * value: like the seed's proto3, an unknown state is kept; only the releases
- * decide compatibility), version and minimum compatible release. Returns 0,
- * or -EBADMSG (does not unpack, a release missing); outputs untouched then. */
-int election_decode_status(const void *buf, size_t len, int *ret_state, struct release *ret_version,
-                           struct release *ret_min_compatible);
-
-/* readiness (the seed's WaitReady rule) for a status and a plugin's releases */
-bool election_status_ready(const struct plugin_releases *local, bool present,
-                           struct release status_version, struct release status_min_compatible);
-
 #endif

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "election.h"
+#include "election_internal.h"
 #include "hosts.h"
 #include "invariants.h"
 #include "leasehold.pb-c.h"

@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "election.h"
+#include "election_internal.h"
 #include "partition.h"
 
 static struct pcluster C;

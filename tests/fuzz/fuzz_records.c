@@ -4,7 +4,7 @@
  * (P/roles/<id>) on hostile bytes.
  *
  * Member and ReconcilerStatus go through the host's own decoders,
- * election_decode_member / election_decode_status (host/election.h), which
+ * election_decode_member / election_decode_status (host/election_internal.h), which
  * the election's mirror uses; the target checks they agree with a raw
  * protobuf-c unpack and survive a pack/unpack round trip of anything accepted.
  * NodeRoles goes through the host's own public decoder, roles_decode
@@ -24,7 +24,7 @@
 
 #include "fuzz.h"
 #include "leasehold.pb-c.h"
-#include "election.h"
+#include "election_internal.h"
 #include "roles.h"
 
 static volatile size_t g_sink;

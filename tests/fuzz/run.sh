@@ -63,10 +63,10 @@ libs_gateway=("${json_libs[@]}")
 maxlen_gateway=16384
 # roles_decode lives in roles.c, which links the etcd client;
 curl_libs=($(pc --libs libcurl)); [ ${#curl_libs[@]} -gt 0 ] || curl_libs=(-lcurl)
-# election_decode_* live in election.c (with the session it uses)
+# election_decode_* live in election_records.c (with the session it uses)
 srcs_records=("$build/proto/leasehold.pb-c.c" "$src/host/roles.c" "$src/host/etcd.c"
               "$src/host/etcd_json.c" "$src/host/loop.c" "$src/host/log.c"
-              "$src/host/election.c" "$src/host/session.c" "$src/host/release.c")
+              "$src/host/election_records.c" "$src/host/session.c" "$src/host/release.c")
 libs_records=("${pb_libs[@]}" "${json_libs[@]}" "${curl_libs[@]}")
 maxlen_records=4096
 srcs_descriptor=("$src/host/loader.c" "$src/host/release.c")

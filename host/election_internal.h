@@ -1,0 +1,324 @@
+/*
+ * election_internal.h - what the pieces of the election share (not for the
+ * daemon: host/election.h is the API). The reading guide at the top of
+ * election.c names each file and what it holds.
+ *
+ * Threading: everything here runs on the loop thread only (etcd replies,
+ * watch events, timers and driver callbacks all arrive there).
+ * Ownership: struct election owns every string, buffer, timer and etcd call
+ * it points to; the driver (dops, drv), the loop, the etcd client and the
+ * session are borrowed. Contexts handed to a driver or to the etcd client
+ * (struct drv_ctx, struct fenced_ctx) may outlive the election: they carry a
+ * magic number, checked when they come back through a callback.
+ * Errors: functions returning int give 0 or -errno.
+ */
+#ifndef LH_ELECTION_INTERNAL_H
+#define LH_ELECTION_INTERNAL_H
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "election.h"
+#include "leasehold.pb-c.h"
+
+#define ST_WORKING LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING
+#define ST_DONE LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE
+
+/* Magic numbers of objects a pointer to which comes back through a callback
+ * (Varnish's CHECK_OBJ): a stale or foreign pointer stops at the assert
+ * instead of being used. Cleared when the object is freed. */
+#define ELECTION_MAGIC 0x454c4543u   /* struct election */
+#define DRV_CTX_MAGIC 0x44525643u    /* struct drv_ctx (election_lead.c) */
+#define FENCED_CTX_MAGIC 0x46454e43u /* struct fenced_ctx (election_fence.c) */
+#define FORGET_CTX_MAGIC 0x46524743u /* struct forget_ctx (election.c) */
+#define ELECTION_CHECK_OBJ(p, m) assert((p) != NULL && (p)->magic == (m))
+
+struct member_ent {
+	struct member_ent *next;
+	char *node_id;
+	struct release release;
+	bool valid; /* false: the record exists but does not decode (release unknown) */
+	int64_t mod_rev; /* the record's mod_revision as mirrored */
+};
+
+struct member_map {
+	struct member_ent **buckets;
+	size_t n_buckets, n;
+	size_t n_invalid; /* entries whose record does not decode */
+};
+
+struct relcount {
+	struct release release;
+	size_t count;
+};
+
+struct candidate {
+	char *key;
+	char *node_id;
+	int64_t create_rev;
+};
+
+struct status_rec {
+	bool present;
+	bool valid;
+	int state;
+	struct release version;
+	struct release min_compatible;
+};
+
+/* the leader's status/reconcile machine (election_lead.c); changed only by
+ * lead_phase_set there, which logs and asserts every transition. LP_NONE
+ * while not leading (LP_VERIFY also while the check before a term runs). */
+enum lead_phase {
+	LP_NONE,
+	LP_VERIFY,      /* re-check our key + read status (one txn) */
+	LP_RESTRICT,    /* waiting for every member >= min_compatible, then write */
+	LP_WAIT,        /* reconcile_wait */
+	LP_RECONCILE,   /* initial reconcile (with backoff) */
+	LP_IDLE,        /* periodic reconcile timer armed */
+	LP_PERIODIC,    /* periodic reconcile running */
+};
+
+/* the control etcd call in flight (e->op, e->call): exactly one at a time,
+ * started by election_op_start and ended by election_op_done */
+enum op_kind { OP_NONE, OP_SYNC, OP_MEMBER_PUT, OP_MEMBER_DEL, OP_CAMPAIGN, OP_RESIGN, OP_LEAD };
+
+struct election {
+	uint32_t magic; /* ELECTION_MAGIC while allocated */
+	struct loop *loop;
+	struct etcd_client *etcd;
+	struct session *sess;
+	char *prefix, *name, *node_id;
+	struct plugin_releases rel;
+	uint64_t reconcile_wait_ns, reconcile_interval_ns;
+	void (*on_change)(void *);
+	void *on_change_ud;
+
+	/* keys */
+	char *k_members;     /* P/N/members/ */
+	char *k_member_self; /* P/N/members/<node> */
+	char *k_election;    /* P/N/election/ */
+	char *k_status;      /* P/N/status */
+	char *k_data;        /* P/N/data/ */
+	uint8_t *k_watch_end; /* P/N/status\0 */
+	size_t k_watch_end_len;
+	uint8_t *k_members_end;
+	size_t k_members_end_len;
+	char my_key[512]; /* P/N/election/<lease hex>: prefix <= 200, name <= 63 */
+
+	/* driver */
+	const struct driver_ops *dops;
+	void *drv;
+	struct driver_host dhost;
+	struct {
+		bool pending;
+		const struct driver_ops *ops;
+		void *drv;
+		struct plugin_releases rel;
+		void (*done)(void *);
+		void *ud;
+	} swap;
+
+	/* mirror: kept by election_mirror.c, read everywhere */
+	bool synced;
+	bool ever_synced; /* a resync (after compaction) does not end leadership */
+	int64_t rev;
+	struct member_map members;
+	struct relcount *rc;
+	size_t n_rc, cap_rc;
+	struct candidate *cands;
+	size_t n_cands, cap_cands;
+	struct status_rec status;
+	struct releases releases; /* published */
+	int64_t members_rev; /* revision of the last member event seen (or the sync) */
+	struct etcd_watch *watch;
+	struct loop_timer *sync_timer;
+	uint64_t sync_backoff;
+
+	/* session + control path (election.c): op says which control call is
+	 * in flight, call is its handle; both set together or both clear */
+	int64_t lease;
+	/* our member record (persistent, bound to no lease): member_placed says
+	 * it is in etcd holding member_release, as written by us at member_rev
+	 * or found there at sync; false while unknown or absent */
+	bool member_placed;
+	struct release member_release;
+	int64_t member_rev;
+	/* readiness is only claimed from a view read while the current session
+	 * holds: the session's lease when the mirror's last full read was sent
+	 * (0 = none); after a session loss the mirror is read again */
+	int64_t view_lease;
+	int64_t sync_lease; /* the lease when the read in flight was sent */
+	int64_t my_rev; /* create_revision of our election key (the fencing token), 0 = none */
+	/* our own writes to our election key (campaign, resign): the revision
+	 * of the last one whose outcome we know, and whether one since has an
+	 * unknown outcome (until a linearizable answer about the key) */
+	int64_t key_wrev;
+	bool key_wunknown;
+	bool resign_publishes;          /* the resign in flight also puts our member record */
+	bool resign_drops_member;       /* ... or deletes it (leaving for good) */
+	struct release resign_release;  /* ... with this (incoming) release */
+	enum op_kind op;
+	struct etcd_call *call;
+	struct loop_timer *retry_timer;
+	uint64_t retry_backoff;
+	bool held, stopping, failed;
+	char *hold_reason, *fail_reason;
+	void (*stop_done)(void *);
+	bool (*stop_last)(void *); /* election_stop_revoking */
+	bool stop_leave;           /* the stop leaves the membership for good */
+	void *stop_ud;
+	enum election_state state_reported;
+	char not_ready_buf[160]; /* election_get_info's not_ready text */
+
+	/* leadership: leading and draining change only in election_lead.c
+	 * (elect, election_begin_leave, election_depose); leading implies
+	 * my_rev != 0, draining implies leading (election_assert_invariants) */
+	bool leading;
+	bool draining; /* leaving: the driver drains its queue, then deposed */
+	uint64_t gen; /* bumps on every elected / deposed */
+	enum lead_phase phase; /* set only by lead_phase_set (election_lead.c) */
+	bool reconciling; /* a reconcile of this term is queued or running */
+	bool status_existed;
+	bool status_is_done;
+	struct release restrict_version, restrict_min_compatible;
+	int64_t restrict_tried_rev;
+	bool restrict_logged;
+	bool restrict_logged_invalid;
+	struct release restrict_logged_min;
+	uint8_t *pending_status; /* bytes of a status write in flight */
+	size_t pending_status_len;
+	int pending_status_state;
+	bool pending_readback;
+	struct loop_timer *lead_timer;
+	uint64_t lead_backoff;
+	uint64_t lead_log_after;
+
+	/* stats */
+	uint64_t reconcile_count;
+	bool reconcile_last_ok;
+	char *reconcile_last_error;
+	int64_t reconcile_last_at;
+	uint64_t status_writes;
+	struct fenced_ctx *fenced; /* plugin txns in flight */
+	struct drv_ctx *drv_ctxs;  /* driver callbacks not yet called */
+};
+
+/* ---- election.c: the controller ---- */
+
+/* election_step - the level-triggered controller: compares what is with what
+ * should be and starts at most one control call; then reports the state and
+ * calls on_change. Every event ends here. */
+void election_step(struct election *e);
+
+/* election_op_start - a control etcd call of kind op is about to start
+ * (asserts none is in flight). election_op_done - it answered, failed to
+ * start or was cancelled. */
+void election_op_start(struct election *e, enum op_kind op);
+void election_op_done(struct election *e);
+
+/* election_retry_later - a control call failed with err: log it (what = the
+ * action) and step again after the retry backoff, which doubles. */
+void election_retry_later(struct election *e, const char *what, int err);
+
+/* election_want_campaign - we should hold an election key now */
+bool election_want_campaign(const struct election *e);
+
+/* election_assert_invariants - what must hold whenever the controller runs
+ * (leading implies my_rev != 0, draining implies leading, ...) */
+void election_assert_invariants(const struct election *e);
+
+/* ---- election_mirror.c: the local copy of [P/N/election/, P/N/status] ---- */
+
+/* election_sync_start - read the range (the one control call OP_SYNC), then
+ * watch it from the next revision; retried on the sync timer. */
+void election_sync_start(struct election *e);
+/* election_on_sync_timer - the sync timer's callback (ud = the election) */
+void election_on_sync_timer(struct loop_timer *t, void *ud);
+/* election_view_refresh - the session changed: read the mirror again before
+ * vouching for readiness */
+void election_view_refresh(struct election *e);
+/* election_publish - recompute e->releases from the member counts; tells a
+ * leading, not draining driver when they changed */
+void election_publish(struct election *e);
+/* election_cand_lowest - the candidate that leads (lowest create_revision),
+ * or NULL; borrowed until the mirror changes */
+const struct candidate *election_cand_lowest(const struct election *e);
+/* election_cand_of_node - node_id holds an election key in the mirror */
+bool election_cand_of_node(const struct election *e, const char *node_id);
+/* election_member_find - node_id's member entry, or NULL; borrowed until the
+ * mirror changes */
+const struct member_ent *election_member_find(const struct election *e, const char *node_id);
+/* election_mirror_free - free the members and candidates (election_free) */
+void election_mirror_free(struct election *e);
+
+/* ---- election_records.c: records in etcd and the readiness rule ---- */
+
+/* election_decode_member - a P/N/members/<id> value (hostile bytes) -> its
+ * release. Returns 0, or -EBADMSG (does not unpack / no release);
+ * *ret_release untouched then. */
+int election_decode_member(const void *buf, size_t len, struct release *ret_release);
+
+/* election_decode_status - a P/N/status value (hostile bytes) -> state (any
+ * value: like the reference algorithm's proto3, an unknown state is kept;
+ * only the releases decide compatibility), version and minimum compatible
+ * release. Returns 0, or -EBADMSG (does not unpack, a release missing);
+ * outputs untouched then. */
+int election_decode_status(const void *buf, size_t len, int *ret_state, struct release *ret_version,
+                           struct release *ret_min_compatible);
+
+/* election_status_ready - readiness (the reference algorithm's WaitReady
+ * rule) for a status and a plugin's releases */
+bool election_status_ready(const struct plugin_releases *local, bool present,
+                           struct release status_version, struct release status_min_compatible);
+
+/* election_status_decode - hostile bytes -> *ret (always filled): present,
+ * and valid only when it decodes */
+void election_status_decode(const uint8_t *v, size_t len, struct status_rec *ret);
+/* election_status_equal - s is present, valid and says exactly this */
+bool election_status_equal(const struct status_rec *s, int state, struct release v,
+                           struct release m);
+/* election_status_encode / election_member_encode - the value to write;
+ * *ret (malloc'd, the caller frees it) and *ret_len are set on success only.
+ * Returns 0 or -ENOMEM. */
+int election_status_encode(int state, struct release v, struct release mcr, uint8_t **ret,
+                           size_t *ret_len);
+int election_member_encode(const struct election *e, struct release rel, uint8_t **ret,
+                           size_t *ret_len);
+/* election_not_ready_reason - why this node may not serve now (a static
+ * string or buf), or NULL when it may */
+const char *election_not_ready_reason(struct election *e, char *buf, size_t len);
+
+/* ---- election_lead.c: the leader's status/reconcile protocol ---- */
+
+/* election_become_leader - our key is the lowest in the mirror: verify it
+ * (from the mirror or with one read txn, OP_LEAD), then elect */
+void election_become_leader(struct election *e);
+/* election_lead_step - the next leader action, if none is in flight */
+void election_lead_step(struct election *e);
+/* election_begin_leave - leave leadership gracefully: drain the driver, then
+ * deposed (at once without a driver) */
+void election_begin_leave(struct election *e);
+/* election_depose - leadership ends (no-op when not leading). graceful:
+ * called after the driver drained. Cancels a leader call in flight. */
+void election_depose(struct election *e, bool graceful, const char *why);
+/* election_on_lead_timer - the lead timer's callback (ud = the election) */
+void election_on_lead_timer(struct loop_timer *t, void *ud);
+/* election_drv_ctxs_orphan - election_free: the driver callbacks still owed
+ * no longer reach e (they only free their context) */
+void election_drv_ctxs_orphan(struct election *e);
+
+/* ---- election_fence.c: the plugin's fenced writes ---- */
+
+/* election_fenced_txn - driver_host.fenced_txn (ctx = the election): the
+ * plugin's txn under the fence of our election key. See driver.h. */
+int election_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmps,
+                        const struct etcd_op *success, size_t n_success,
+                        const struct etcd_op *failure, size_t n_failure, etcd_cb cb, void *ud);
+/* election_fenced_orphan - election_free: the plugin txns still in flight
+ * answer -ESTALE without touching e */
+void election_fenced_orphan(struct election *e);
+
+#endif
