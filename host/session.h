@@ -9,8 +9,20 @@
  *   send time + TTL; past safe_until we can no longer be sure we hold it, and
  *   the session reports `lost` even if etcd is unreachable. margin =
  *   min(1 s, TTL/5).
- * - After `lost`, the old lease is revoked best-effort and a new one granted
- *   (backoff 100 ms doubling to 2 s); `up` reports the new lease.
+ * - After `lost`, a new lease is granted (backoff 100 ms doubling to
+ *   min(2 s, TTL/3)); `up` reports the new lease. Meanwhile the old lease is
+ *   revoked until etcd confirms it gone (revoked, or "not found": expired),
+ *   again every attempt time after a failure: our election key under it
+ *   would otherwise stay the lowest and block every campaign until etcd
+ *   expires the lease, and etcd renews every lease by a full TTL when it
+ *   elects a new raft leader. Keys of ours written under the new lease are
+ *   not touched by that revocation (a put moves a key to the new lease).
+ * - Every request's time is derived from the TTL, none uses the client's
+ *   default: each attempt gets TTL/6 (at most 2 s) and is sent with
+ *   "refuse when leaderless"; an unanswered or "unavailable" attempt is sent
+ *   again on the next endpoint (etcd_call_opts). Per request: keepalive until
+ *   safe_until (at least TTL/3), grant TTL, revoke of a lost lease TTL/3 per
+ *   try, session_revoke TTL.
  * - All callbacks run on the loop thread.
  */
 #ifndef LH_SESSION_H
