@@ -399,3 +399,10 @@ int64_t session_ttl(const struct session *s)
 {
 	return s->granted_ttl;
 }
+
+uint32_t session_request_timeout_ms(const struct session *s)
+{
+	int64_t ttl = s->granted_ttl ? s->granted_ttl : s->ttl_s;
+	uint64_t ms = (uint64_t)ttl * 1000 / 3;
+	return ms < 1000 ? 1000 : ms > 5000 ? 5000 : (uint32_t)ms;
+}

@@ -61,5 +61,13 @@ int64_t session_lease(const struct session *s);
 /* loop_now() time until which the lease is provably held (0 when down) */
 uint64_t session_safe_until(const struct session *s);
 int64_t session_ttl(const struct session *s);
+/* session_request_timeout_ms - the deadline for a request made on behalf of
+ * the lease by others (a leader's fenced write): TTL/3 (the keepalive period),
+ * at least 1 s, at most 5 s (the client's default). A request that lands on
+ * a member whose raft leader just died waits there for etcd's own timeout
+ * (about 7 s) even once a new raft leader exists; an answer that late is of
+ * no use to the term that asked (by then the session may be lost), while the
+ * caller, told "outcome unknown" earlier, reads back or tries again. */
+uint32_t session_request_timeout_ms(const struct session *s);
 
 #endif
