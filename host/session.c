@@ -119,7 +119,7 @@ static void on_old_revoked(struct etcd_client *c, int err, const struct etcd_res
 static void old_lease_revoke(struct old_lease *o)
 {
 	struct session *s = o->s;
-	struct etcd_call_opts opts = req_opts(s->ttl_s, (uint64_t)s->ttl_s * 1000 / 3);
+	struct etcd_call_opts opts = req_opts(s->ttl_s, (uint64_t)s->ttl_s * 1000);
 	if (etcd_lease_revoke(s->etcd, o->id, &opts, on_old_revoked, o, &o->call) < 0)
 		loop_timer_arm_in(o->retry, (uint64_t)attempt_ms(s->ttl_s) * LOOP_NS_PER_MS);
 }
@@ -264,6 +264,11 @@ static void on_grant(struct etcd_client *c, int err, const struct etcd_response 
 	set_safe(s, s->sent_at, r->ttl);
 	schedule_keepalive(s);
 	log_info("session", "lease %" PRIx64 " granted, ttl %" PRId64 " s", (uint64_t)s->lease, r->ttl);
+	/* etcd answers again: a lost lease waiting for its next try goes now
+	 * (its key is the one our new campaign waits behind) */
+	for (struct old_lease *o = s->old; o; o = o->next)
+		if (!o->call)
+			loop_timer_arm_in(o->retry, 0);
 	s->ops.up(s->ud, s->lease);
 }
 
@@ -404,5 +409,5 @@ uint32_t session_request_timeout_ms(const struct session *s)
 {
 	int64_t ttl = s->granted_ttl ? s->granted_ttl : s->ttl_s;
 	uint64_t ms = (uint64_t)ttl * 1000 / 3;
-	return ms < 1000 ? 1000 : ms > 5000 ? 5000 : (uint32_t)ms;
+	return ms < 1000 ? 1000 : ms > 2000 ? 2000 : (uint32_t)ms;
 }

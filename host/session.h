@@ -21,8 +21,9 @@
  *   default: each attempt gets TTL/6 (at most 2 s) and is sent with
  *   "refuse when leaderless"; an unanswered or "unavailable" attempt is sent
  *   again on the next endpoint (etcd_call_opts). Per request: keepalive until
- *   safe_until (at least TTL/3), grant TTL, revoke of a lost lease TTL/3 per
- *   try, session_revoke TTL.
+ *   safe_until (at least TTL/3), grant TTL, revoke of a lost lease TTL per
+ *   try (tried again one attempt time later, or at once when a grant
+ *   succeeds), session_revoke TTL.
  * - All callbacks run on the loop thread.
  */
 #ifndef LH_SESSION_H
@@ -63,11 +64,12 @@ uint64_t session_safe_until(const struct session *s);
 int64_t session_ttl(const struct session *s);
 /* session_request_timeout_ms - the deadline for a request made on behalf of
  * the lease by others (a leader's fenced write): TTL/3 (the keepalive period),
- * at least 1 s, at most 5 s (the client's default). A request that lands on
- * a member whose raft leader just died waits there for etcd's own timeout
- * (about 7 s) even once a new raft leader exists; an answer that late is of
- * no use to the term that asked (by then the session may be lost), while the
- * caller, told "outcome unknown" earlier, reads back or tries again. */
+ * at least 1 s, at most 2 s. A request that lands on a member whose raft
+ * leader just died waits there for etcd's own timeout (about 7 s) even once
+ * a new raft leader exists (within 1-2 election timeouts, 1 s by default);
+ * an answer that late is of no use to the term that asked (by then the
+ * session may be lost), while the caller, told "outcome unknown" earlier,
+ * reads back or tries again. */
 uint32_t session_request_timeout_ms(const struct session *s);
 
 #endif
