@@ -75,6 +75,14 @@ static struct etcd_call_opts req_opts(int64_t ttl, uint64_t total_ms)
 	                               .require_leader = true};
 }
 
+/* a grant or the revocation of a lost lease: the TTL, at most 10 s (a
+ * failed one is simply asked again) */
+static uint64_t retried_request_ms(int64_t ttl)
+{
+	uint64_t ms = (uint64_t)ttl * 1000;
+	return ms > 10000 ? 10000 : ms;
+}
+
 static uint64_t max_backoff_ns(int64_t ttl)
 {
 	uint64_t third = (uint64_t)ttl * LOOP_NS_PER_S / 3;
@@ -119,7 +127,7 @@ static void on_old_revoked(struct etcd_client *c, int err, const struct etcd_res
 static void old_lease_revoke(struct old_lease *o)
 {
 	struct session *s = o->s;
-	struct etcd_call_opts opts = req_opts(s->ttl_s, (uint64_t)s->ttl_s * 1000);
+	struct etcd_call_opts opts = req_opts(s->ttl_s, retried_request_ms(s->ttl_s));
 	if (etcd_lease_revoke(s->etcd, o->id, &opts, on_old_revoked, o, &o->call) < 0)
 		loop_timer_arm_in(o->retry, (uint64_t)attempt_ms(s->ttl_s) * LOOP_NS_PER_MS);
 }
@@ -276,7 +284,7 @@ static void grant(struct session *s)
 {
 	s->state = S_GRANTING;
 	s->sent_at = loop_now();
-	struct etcd_call_opts o = req_opts(s->ttl_s, (uint64_t)s->ttl_s * 1000);
+	struct etcd_call_opts o = req_opts(s->ttl_s, retried_request_ms(s->ttl_s));
 	int r = etcd_lease_grant(s->etcd, s->ttl_s, &o, on_grant, s, &s->call);
 	if (r < 0) {
 		s->state = S_IDLE;
@@ -357,8 +365,10 @@ void session_revoke(struct session *s, void (*done)(void *ud, int err), void *ud
 		return;
 	}
 	s->state = S_REVOKING;
-	/* past one TTL without a keepalive the lease is gone anyway */
-	struct etcd_call_opts o = req_opts(s->granted_ttl, (uint64_t)s->granted_ttl * 1000);
+	/* two attempts, at least 2 s: a shutdown does not wait long for an
+	 * etcd it cannot reach (the lease and its keys then expire) */
+	uint64_t two = 2 * (uint64_t)attempt_ms(s->granted_ttl);
+	struct etcd_call_opts o = req_opts(s->granted_ttl, two < 2000 ? 2000 : two);
 	int r = etcd_lease_revoke(s->etcd, s->lease, &o, on_revoke, s, &s->call);
 	if (r < 0) {
 		s->state = S_CLOSED;

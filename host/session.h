@@ -21,9 +21,9 @@
  *   default: each attempt gets TTL/6 (at most 2 s) and is sent with
  *   "refuse when leaderless"; an unanswered or "unavailable" attempt is sent
  *   again on the next endpoint (etcd_call_opts). Per request: keepalive until
- *   safe_until (at least TTL/3), grant TTL, revoke of a lost lease TTL per
- *   try (tried again one attempt time later, or at once when a grant
- *   succeeds), session_revoke TTL.
+ *   safe_until (at least TTL/3); grant TTL, at most 10 s; revoke of a lost
+ *   lease the same per try (tried again one attempt time later, or at once
+ *   when a grant succeeds); session_revoke two attempts, at least 2 s.
  * - All callbacks run on the loop thread.
  */
 #ifndef LH_SESSION_H

@@ -11,13 +11,14 @@
  *
  * Per trial: SIGKILL etcd's raft leader, then wait (deadline) for exactly
  * one host to lead, the plugin to reconcile again, and the invariant checker
- * over the whole etcd history (no overlap, fence, status monotone). The dead
- * time is the longest stretch without a fenced write (the plugin reconciles
- * every 100 ms) from the kill until a TTL after it (see dead_time()). Every lease a host lost on the way
- * must have been revoked (etcd confirmed it gone), not left to expire. The goal is TTL + 1 s (make bench
- * measures it); the test asserts a generous bound only: requests that hang
- * for the etcd client's default 5 s (a grant or a revoke sent into the
- * leaderless window) take it far past that bound.
+ * over the whole etcd history (no overlap, fence, status monotone). Every
+ * lease a host lost on the way must have been revoked (etcd confirmed it
+ * gone), not left to expire. The dead time is the longest stretch without a
+ * fenced write (the plugin reconciles every 100 ms) from the kill until a
+ * TTL after it (see dead_time()). Its goal is TTL + 1 s (make bench measures
+ * it); the test asserts a generous bound only: requests that hang for the
+ * etcd client's default 5 s (a grant or a revoke sent into the leaderless
+ * window) take it far past that bound.
  */
 #include "config.h"
 
