@@ -4,7 +4,8 @@
 # commit, the table). Env: CC, CFLAGS (the project's plugin flags), ETCD,
 # ETCDCTL; LH_BENCH_QUICK=1 for a smoke run (few trials; RESULTS.md is then
 # written to BUILDDIR/bench/RESULTS-quick.md instead); LH_BENCH_HANDOVER=1 runs
-# figure 1 only (to BUILDDIR/bench/RESULTS-handover.md).
+# figure 1 only (to BUILDDIR/bench/RESULTS-handover.md); LH_BENCH_CRASH=1
+# figures 2 and 8 only (to BUILDDIR/bench/RESULTS-crash.md).
 set -eu
 build=$1
 src=$2
@@ -34,6 +35,7 @@ for n in a b c; do cc_plugin "idle-$n.so" "idle-$n" 1 0; done
 results=$src/bench/RESULTS.md
 [ "${LH_BENCH_QUICK:-0}" = 1 ] && results=$build/bench/RESULTS-quick.md
 [ "${LH_BENCH_HANDOVER:-0}" = 1 ] && results=$build/bench/RESULTS-handover.md
+[ "${LH_BENCH_CRASH:-0}" = 1 ] && results=$build/bench/RESULTS-crash.md
 table=$build/bench/table.md
 commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
 # (the previous RESULTS.md, rewritten by every run, does not count)
@@ -51,7 +53,7 @@ ETCD=$ETCD ETCDCTL=$ETCDCTL LH_BUILDDIR=$build "$build/bench/lh-bench" "$out" "$
 	echo "- commit: $commit$dirty"
 	echo "- machine: $(uname -srm), $(nproc) CPUs ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)), $(awk '/MemTotal/ {printf "%.1f GB", $2/1048576}' /proc/meminfo) RAM"
 	echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (the machine may be shared: other builds/tests running make figures noisier)"
-	echo "- etcd: $($ETCD --version 2>/dev/null | head -1), one member on loopback; etcdctl: $($ETCDCTL version 2>/dev/null | head -1)"
+	echo "- etcd: $($ETCD --version 2>/dev/null | head -1), one member on loopback (figure 8: three); etcdctl: $($ETCDCTL version 2>/dev/null | head -1)"
 	echo "- build: CFLAGS $CFLAGS (no sanitizers)"
 	echo
 	echo "All intervals are CLOCK_MONOTONIC; plugin-side instants are taken inside"

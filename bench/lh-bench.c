@@ -50,6 +50,7 @@
 #include "loader.h"
 #include "plugin_instance.h"
 #include "plugins/fakehost.h"
+#include "raftleader.h"
 #include "testutil.h"
 
 /* ---------------------------------------------------------------- utils */
@@ -693,6 +694,112 @@ static void failover(const char *prefix, const char *ttl, int sig, int n, struct
 	stop_host(A);
 	stop_host(B);
 	kw_stop(&kw);
+}
+
+/* -------------------------- figure 8: etcd's raft leader killed */
+
+/* Writes (W, any node) whose txn was called at or after t0, in arrival
+ * order: the longest stretch without one, from t0 up to the first that
+ * came `until` or later after t0 (then done). */
+struct w_after {
+	size_t from;
+	uint64_t t0, until;
+	uint64_t prev, longest;
+	bool done;
+};
+
+static bool p_w_after(void *arg)
+{
+	struct w_after *q = arg;
+	for (; !q->done && q->from < g_nev; q->from++) {
+		const struct ev *e = &g_ev[q->from];
+		if (e->type != 'W' || (uint64_t)e->b < q->t0)
+			continue;
+		uint64_t prev = q->prev ? q->prev : q->t0;
+		if (e->t > prev && e->t - prev > q->longest)
+			q->longest = e->t - prev;
+		if (e->t > q->prev)
+			q->prev = e->t;
+		q->done = e->t >= q->t0 + q->until;
+	}
+	return q->done;
+}
+
+/* two hosts on a 3-member etcd with etcd's default raft timing (heartbeat
+ * 100 ms, election timeout 1 s), each with all three endpoints, a's list
+ * starting at member 0, b's at member 1; the plugin writes every 100 ms.
+ * Trial k moves etcd's raft leadership to member k % 2 (the first endpoint
+ * of a, then of b), waits a random part of the keepalive period TTL/3 (as
+ * figure 2), SIGKILLs that member, and takes the dead time: the longest
+ * stretch without an acknowledged fenced write (txn called after the kill,
+ * any host) from the kill up to the first write acknowledged a TTL or more
+ * after it (every lease valid at the kill is past its local deadline by
+ * then: that write was made under a lease renewed after the kill). The
+ * member is restarted before the next trial. */
+static void raft_leader_kill(const char *prefix, const char *ttl, int n, struct samples *out)
+{
+	static const char *const raft_defaults[] = {"--heartbeat-interval", "100",
+	                                            "--election-timeout", "1000", NULL};
+	struct harness_etcd *h = NULL;
+	if (harness_etcd_start(3, raft_defaults, &h) < 0) {
+		note("raft leader kill %s: cannot start a 3-member etcd", prefix);
+		return;
+	}
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s%s", g_base, prefix);
+	CHECK(mkdir(dir, 0755) == 0);
+	static struct host hs[2][2];
+	static int used;
+	struct host *H = hs[used++];
+	const char *args[] = {"--prefix", prefix, "--ttl", ttl, "--reconcile-wait", "0",
+	                      "--reconcile-interval", "100ms", "--log-level", "info", NULL};
+	size_t from = g_nev;
+	for (int i = 0; i < 2; i++) {
+		char urls[512];
+		snprintf(urls, sizeof(urls), "%s,%s,%s", harness_etcd_url(h, i),
+		         harness_etcd_url(h, (i + 1) % 3), harness_etcd_url(h, (i + 2) % 3));
+		host_setup(&H[i], dir, i ? "b" : "a");
+		install(&H[i], "bench-1.0.0.so", "bench.so");
+		host_start(&H[i], urls, args);
+	}
+	if (wait_ev(from, 'W', NULL, "bench", NULL, 0, false, 30000) < 0) {
+		note("raft leader kill %s: nobody wrote", prefix);
+		goto out;
+	}
+	long period_ms = strtol(ttl, NULL, 10) * 1000 / 3;
+	for (int t = 0; t < n; t++) {
+		int victim = t % 2;
+		if (harness_raft_move_leader(h, victim, 20000) < 0) {
+			note("raft leader kill %s: trial %d: raft leadership did not move", prefix, t);
+			break;
+		}
+		/* a leader writes again (after the move, after the last restart) */
+		struct w_after q = {.from = g_nev, .t0 = mono()};
+		if (!wait_for(p_w_after, &q, 30000)) {
+			note("raft leader kill %s: trial %d: no write before the kill", prefix, t);
+			break;
+		}
+		int delay = (int)(((uint64_t)rand() * (uint64_t)period_ms) / ((uint64_t)RAND_MAX + 1));
+		wait_for(p_never, NULL, delay);
+		long ttl_ms = strtol(ttl, NULL, 10) * 1000;
+		q = (struct w_after){.from = g_nev, .t0 = mono(), .until = (uint64_t)ttl_ms * 1000000ull};
+		CHECK_OK(harness_etcd_kill(h, victim));
+		if (!wait_for(p_w_after, &q, 60000)) {
+			note("raft leader kill %s: trial %d: no write within 60 s of the kill", prefix, t);
+			host_dump_log(&H[0]);
+			host_dump_log(&H[1]);
+			break;
+		}
+		s_add(out, (double)q.longest / 1e6);
+		if (harness_etcd_restart(h, victim) < 0) {
+			note("raft leader kill %s: trial %d: member %d did not come back", prefix, t, victim);
+			break;
+		}
+	}
+out:
+	stop_host(&H[0]);
+	stop_host(&H[1]);
+	harness_etcd_free(h);
 }
 
 /* put latency through the host's own etcd client (the floor) */
@@ -1700,6 +1807,10 @@ int main(int argc, char **argv)
 	fprintf(g_md, "| # | figure (timed from → to) | n | median | min | max | reference, same run | goal | met |\n");
 	fprintf(g_md, "|---|---|---|---|---|---|---|---|---|\n");
 
+	/* LH_BENCH_CRASH=1: figures 2 and 8 only (iterating on failover) */
+	bool crash_only = getenv("LH_BENCH_CRASH") && strcmp(getenv("LH_BENCH_CRASH"), "1") == 0;
+	char ref[256], goal[128];
+	if (!crash_only) {
 	/* ---- 1: graceful handover ---- */
 	struct samples el = {0}, wr = {0}, ref_el = {0}, floor = {0}, e2w = {0}, idle_put = {0},
 	               raw = {0}, raw_ev = {0}, e2call = {0};
@@ -1712,7 +1823,6 @@ int main(int argc, char **argv)
 	raw_handover(n_main, &raw, &raw_ev);
 	note("1e: the revocation sent → the DELETE read by the watcher: med %.3g (%.3g–%.3g) ms",
 	     s_med(&raw_ev), s_min(&raw_ev), s_max(&raw_ev));
-	char ref[256], goal[128];
 	double ref_med = s_med(&ref_el), floor_med = s_med(&floor);
 	fmt_ref(ref, sizeof(ref), &ref_el, "ms", "`etcdctl elect` SIGINT leader → waiter prints");
 	snprintf(goal, sizeof(goal), "≤ etcdctl median (%.3g ms)", ref_med);
@@ -1736,9 +1846,11 @@ int main(int argc, char **argv)
 		fclose(g_md);
 		return 0;
 	}
+	} /* figure 1 */
 	/* ---- 7 (started now, runs beside figure 2) ---- */
 	static struct idle I;
-	idle_start(&I, 60);
+	if (!crash_only)
+		idle_start(&I, 60);
 
 	/* ---- 2: crash failover ---- */
 	int lfd2, lfd10;
@@ -1759,6 +1871,34 @@ int main(int argc, char **argv)
 	else
 		snprintf(what10, sizeof(what10), "crash failover, --ttl 10: same events");
 	row("2", what10, &f10, "ms", ref, "≤ 10500 ms", s_max(&f10) <= 10500 ? "yes (max)" : s_med(&f10) <= 10500 ? "median yes, max **no**" : "**no**");
+
+	/* ---- 8: etcd's raft leader killed, beside figure 2 ---- */
+	struct samples r2 = {0}, r10 = {0};
+	raft_leader_kill("/b8t2", "2", n_main, &r2);
+	raft_leader_kill("/b8t10", "10", n_t10, &r10);
+	for (int i = 0; i < 2; i++) {
+		struct samples *rk = i ? &r10 : &r2, *hk = i ? &f10 : &f2;
+		int ttl_s = i ? 10 : 2;
+		double goal_ms = ttl_s * 1000.0 + 1000.0;
+		char what[300];
+		snprintf(what, sizeof(what),
+		         "etcd's raft leader killed, --ttl %d (3-member etcd, etcd's default raft timing, "
+		         "2 hosts, reconcile every 100 ms): dead time, the longest stretch without an "
+		         "acknowledged fenced write from kill(SIGKILL) of the raft leader to a TTL after it",
+		         ttl_s);
+		snprintf(ref, sizeof(ref),
+		         "host SIGKILL failover at --ttl %d (figure 2, this run): med %.4g ms; ratio of "
+		         "medians %.2f", ttl_s, s_med(hk), hk->n ? s_med(rk) / s_med(hk) : 0.0);
+		snprintf(goal, sizeof(goal), "≤ TTL + 1 s (%.0f ms)", goal_ms);
+		row("8", what, rk, "ms", ref, goal,
+		    rk->n && s_max(rk) <= goal_ms ? "yes (max)" : rk->n && s_med(rk) <= goal_ms ? "median yes, max **no**" : "**no**");
+	}
+	if (crash_only) {
+		note("lh-bench: figures 2 and 8 only (LH_BENCH_CRASH=1), %.1f s",
+		     ms_between(t_begin, mono()) / 1000.0);
+		fclose(g_md);
+		return 0;
+	}
 
 	/* ---- 7: finish ---- */
 	if (!wait_for(p_flag, &I.done, 120000))

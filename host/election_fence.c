@@ -163,7 +163,10 @@ int election_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmp
 	f->cb = cb;
 	f->ud = ud;
 	f->n_failure = n_failure;
-	r = etcd_txn(e->etcd, all, n_cmps + 1, success, n_success, fail, n_failure + 1, NULL,
+	/* a write sent into etcd's leaderless window must not hold the worker,
+	 * and with it the next term, for the client's default 5 s */
+	struct etcd_call_opts o = {.timeout_ms = session_request_timeout_ms(e->sess)};
+	r = etcd_txn(e->etcd, all, n_cmps + 1, success, n_success, fail, n_failure + 1, &o,
 	             on_fenced, f, NULL);
 	if (r == 0) {
 		f->next = e->fenced;

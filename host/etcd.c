@@ -98,6 +98,9 @@ struct etcd_call {
 	etcd_cb cb;
 	void *ud;
 	uint64_t deadline;
+	uint64_t attempt_ns;	 /* 0: one attempt to the deadline (etcd_call_opts) */
+	bool require_leader;
+	size_t unavailable_tries; /* "unavailable" answers already moved on from */
 	bool reauthed;
 	struct etcd_call *prev, *next; /* c->calls */
 };
@@ -432,7 +435,10 @@ static int xfer_send(struct xfer *x)
 		uint64_t now = loop_now();
 		if (now >= call->deadline)
 			return -ETIMEDOUT;
-		timeout_ms = (long)((call->deadline - now + LOOP_NS_PER_MS - 1) / LOOP_NS_PER_MS);
+		uint64_t left = call->deadline - now;
+		if (call->attempt_ns && call->attempt_ns < left)
+			left = call->attempt_ns;
+		timeout_ms = (long)((left + LOOP_NS_PER_MS - 1) / LOOP_NS_PER_MS);
 		if (timeout_ms < 1)
 			timeout_ms = 1;
 	}
@@ -453,6 +459,11 @@ static int xfer_send(struct xfer *x)
 		goto fail;
 	x->headers = h;
 	if (!(h = curl_slist_append(x->headers, "Expect:")))
+		goto fail;
+	/* the gateway passes Grpc-Metadata-* headers on as gRPC metadata;
+	 * etcd's "hasleader" metadata makes a leaderless member refuse at once */
+	if (x->kind == XFER_CALL && ((struct etcd_call *)(void *)x)->require_leader &&
+	    !(h = curl_slist_append(x->headers, "Grpc-Metadata-hasleader: true")))
 		goto fail;
 	if (c->token && !x->is_auth) {
 		size_t al = strlen(c->token) + sizeof("Authorization: ");
@@ -573,6 +584,10 @@ static struct etcd_call *call_alloc(struct etcd_client *c, const char *kind, con
 	call->ud = ud;
 	uint32_t t = o && o->timeout_ms ? o->timeout_ms : c->request_timeout_ms;
 	call->deadline = loop_now() + ms_to_ns(t);
+	if (o) {
+		call->attempt_ns = ms_to_ns(o->attempt_timeout_ms);
+		call->require_leader = o->require_leader;
+	}
 	return call;
 }
 
@@ -825,6 +840,23 @@ static void auth_call_done(struct etcd_call *call, CURLcode rc, CURL *e, long ht
 	auth_done(c, err);
 }
 
+/* retry_elsewhere - for a call with attempts (etcd_call_opts): its attempt
+ * went unanswered (unavailable false) or was answered "unavailable": move
+ * the client on and send the call again while its deadline and its budget
+ * allow. True when it was sent again (the call lives on). */
+static bool retry_elsewhere(struct etcd_call *call, bool unavailable)
+{
+	struct xfer *x = &call->x;
+	struct etcd_client *c = x->c;
+	if (!call->attempt_ns || x->is_auth || loop_now() >= call->deadline)
+		return false;
+	if (unavailable && ++call->unavailable_tries >= c->n_endpoints)
+		return false;
+	advance_endpoint(x);
+	xfer_detach(x);
+	return xfer_send(x) == 0;
+}
+
 static void call_on_done(struct etcd_call *call, CURLcode rc)
 {
 	struct xfer *x = &call->x;
@@ -863,6 +895,8 @@ static void call_on_done(struct etcd_call *call, CURLcode rc)
 		auth_call_done(call, rc, e, http);
 		return;
 	}
+	if (rc == CURLE_OPERATION_TIMEDOUT && retry_elsewhere(call, false))
+		return;
 	xfer_detach(x);
 	if (rc != CURLE_OK) {
 		call_finish(call, curl_to_errno(x, rc), NULL);
@@ -877,6 +911,13 @@ static void call_on_done(struct etcd_call *call, CURLcode rc)
 		err = -EIO;
 	} else if (err == -EBADMSG && http / 100 != 2)
 		err = -EIO; /* e.g. an HTML 404 from something that is not etcd */
+	if (err == -EAGAIN && eresp && retry_elsewhere(call, true)) {
+		log_debug("etcd", "%s on %s: %s; trying %s", x->path, c->endpoints[x->ep],
+		          eresp->error_message ? eresp->error_message : "unavailable",
+		          c->endpoints[c->cur_ep]);
+		etcd_response_free(eresp);
+		return;
+	}
 	if (eresp && c->user && !call->reauthed &&
 	    is_invalid_token(eresp->grpc_code, eresp->error_message)) {
 		/* expired/revoked token: authenticate again and retry once */

@@ -17,7 +17,9 @@
  *   UNKNOWN outcome (-ETIMEDOUT): the caller reads back before retrying a write.
  * - Endpoints: requests go to the current endpoint; on a connection failure
  *   (refused, reset before any byte was sent, DNS) the request is retried on the
- *   next endpoint within the same deadline. Other failures are not retried.
+ *   next endpoint within the same deadline. Other failures are not retried,
+ *   except for calls that ask for it (etcd_call_opts.attempt_timeout_ms): a
+ *   silent or "unavailable" member then moves them on too.
  * - Auth: with a user configured, the client authenticates (auth/authenticate)
  *   before the first request, sends the raw token in "Authorization:", and on
  *   an "invalid auth token" answer re-authenticates once and retries the call.
@@ -225,7 +227,26 @@ typedef void (*etcd_cb)(struct etcd_client *c, int err, const struct etcd_respon
 
 /* Per-call options; NULL = defaults. */
 struct etcd_call_opts {
-	uint32_t timeout_ms; /* 0 = client default */
+	uint32_t timeout_ms; /* the call's deadline; 0 = client default */
+	/* 0: one attempt may use the whole deadline. Else each attempt gets at
+	 * most this long; an attempt that got no answer by then, or that the
+	 * member answered "unavailable" (gRPC 14: no raft leader, request timed
+	 * out in raft), moves the client to the next endpoint and is sent again
+	 * there while the deadline allows (an "unavailable" answer: once per
+	 * other endpoint; a silent attempt: until the deadline, on the same
+	 * endpoint too when there is only one). Why: a member whose raft leader
+	 * just died holds a write until etcd's own request timeout (about 7 s)
+	 * even after a new raft leader exists, while the same request sent again
+	 * is answered at once. Only for requests that may be applied twice
+	 * (keepalive, revoke, reads; a grant whose first attempt did land leaves
+	 * an unused lease that expires by itself). */
+	uint32_t attempt_timeout_ms;
+	/* ask the member to refuse the request at once ("no leader", -EAGAIN,
+	 * gRPC metadata hasleader=true) instead of queueing it while it has no
+	 * raft leader (a member cut off from the majority has none for as long
+	 * as the partition lasts); with attempt_timeout_ms the call then moves
+	 * on to another endpoint. */
+	bool require_leader;
 };
 
 /* etcd_call - handle of a call in flight; cancel it with etcd_call_cancel

@@ -1,3 +1,6 @@
+/*
+ * session.c - see session.h for the design notes.
+ */
 #include "config.h"
 
 #include <errno.h>
@@ -8,6 +11,20 @@
 #include "session.h"
 
 enum sess_state { S_IDLE, S_GRANTING, S_UP, S_REVOKING, S_CLOSED };
+
+/* leases lost locally that etcd has not yet confirmed gone; more than this
+ * many means etcd answers grants but never revokes: the oldest is left to
+ * its TTL */
+#define MAX_OLD_LEASES 8
+
+/* A lost lease being revoked until etcd confirms (revoked or not found). */
+struct old_lease {
+	struct session *s;
+	int64_t id;
+	struct etcd_call *call;
+	struct loop_timer *retry;
+	struct old_lease *next;
+};
 
 struct session {
 	struct loop *loop;
@@ -25,6 +42,8 @@ struct session {
 	struct loop_timer *renew_timer;    /* next keepalive / next grant attempt */
 	struct loop_timer *deadline_timer; /* safe_until */
 	uint64_t backoff_ns;
+	struct old_lease *old; /* newest first */
+	size_t n_old;
 
 	void (*revoke_done)(void *, int);
 	void *revoke_ud;
@@ -36,16 +55,122 @@ static uint64_t margin_ns(int64_t ttl)
 	return m > LOOP_NS_PER_S ? LOOP_NS_PER_S : m;
 }
 
-static void grant(struct session *s);
-
-static void ignore_reply(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+/* One attempt of a session request: long enough for a loaded etcd, short
+ * enough that a request stuck on a member whose raft leader just died is
+ * sent again (elsewhere) well inside the TTL. etcd elects a new raft leader
+ * within 1-2 election timeouts (1 s by default), so more than 2 s per
+ * attempt buys nothing even at a long TTL. */
+static uint32_t attempt_ms(int64_t ttl)
 {
-	(void)c;
-	(void)err;
-	(void)r;
-	(void)ud;
+	uint64_t ms = (uint64_t)ttl * 1000 / 6;
+	return ms > 2000 ? 2000 : (uint32_t)ms;
 }
+
+/* the options of a session request: deadline total_ms, attempts and
+ * "refuse when leaderless" as above */
+static struct etcd_call_opts req_opts(int64_t ttl, uint64_t total_ms)
+{
+	return (struct etcd_call_opts){.timeout_ms = (uint32_t)total_ms,
+	                               .attempt_timeout_ms = attempt_ms(ttl),
+	                               .require_leader = true};
+}
+
+/* a grant or the revocation of a lost lease: the TTL, at most 10 s (a
+ * failed one is simply asked again) */
+static uint64_t retried_request_ms(int64_t ttl)
+{
+	uint64_t ms = (uint64_t)ttl * 1000;
+	return ms > 10000 ? 10000 : ms;
+}
+
+static uint64_t max_backoff_ns(int64_t ttl)
+{
+	uint64_t third = (uint64_t)ttl * LOOP_NS_PER_S / 3;
+	return third < 2 * LOOP_NS_PER_S ? third : 2 * LOOP_NS_PER_S;
+}
+
+static void grant(struct session *s);
 static void keepalive(struct session *s);
+static void old_lease_revoke(struct old_lease *o);
+
+static void old_lease_free(struct old_lease *o)
+{
+	struct session *s = o->s;
+	for (struct old_lease **pp = &s->old; *pp; pp = &(*pp)->next)
+		if (*pp == o) {
+			*pp = o->next;
+			s->n_old--;
+			break;
+		}
+	etcd_call_cancel(o->call);
+	loop_timer_free(o->retry);
+	free(o);
+}
+
+static void on_old_revoked(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+{
+	struct old_lease *o = ud;
+	(void)c;
+	(void)r;
+	o->call = NULL;
+	if (err == 0 || err == -ENOENT) {
+		log_info("session", "lost lease %" PRIx64 " is gone from etcd (%s), with its keys",
+		         (uint64_t)o->id, err == 0 ? "revoked" : "expired");
+		old_lease_free(o);
+		return;
+	}
+	log_debug("session", "revoking lost lease %" PRIx64 " failed: %s; again in %" PRIu32 " ms",
+	          (uint64_t)o->id, etcd_strerror(err), attempt_ms(o->s->ttl_s));
+	loop_timer_arm_in(o->retry, (uint64_t)attempt_ms(o->s->ttl_s) * LOOP_NS_PER_MS);
+}
+
+static void old_lease_revoke(struct old_lease *o)
+{
+	struct session *s = o->s;
+	struct etcd_call_opts opts = req_opts(s->ttl_s, retried_request_ms(s->ttl_s));
+	if (etcd_lease_revoke(s->etcd, o->id, &opts, on_old_revoked, o, &o->call) < 0)
+		loop_timer_arm_in(o->retry, (uint64_t)attempt_ms(s->ttl_s) * LOOP_NS_PER_MS);
+}
+
+static void on_old_retry(struct loop_timer *t, void *ud)
+{
+	struct old_lease *o = ud;
+	(void)t;
+	if (!o->call)
+		old_lease_revoke(o);
+}
+
+/* revoke_lost - revoke a lease we no longer hold until etcd confirms: its
+ * election key would otherwise stay the lowest one and block the election
+ * until etcd expires it, and etcd renews every lease when it elects a new
+ * raft leader (the very fault that makes us lose it) */
+static void revoke_lost(struct session *s, int64_t id)
+{
+	if (s->n_old >= MAX_OLD_LEASES) {
+		struct old_lease *last = s->old;
+		while (last->next)
+			last = last->next;
+		log_warn("session", "lost lease %" PRIx64 " left to expire by itself: etcd has not "
+		         "confirmed %zu revocations", (uint64_t)last->id, s->n_old);
+		old_lease_free(last);
+	}
+	struct old_lease *o = calloc(1, sizeof(*o));
+	if (o && loop_timer_new(s->loop, on_old_retry, o, &o->retry) < 0) {
+		free(o);
+		o = NULL;
+	}
+	if (!o) {
+		log_warn("session", "lost lease %" PRIx64 " left to expire by itself: out of memory",
+		         (uint64_t)id);
+		return;
+	}
+	o->s = s;
+	o->id = id;
+	o->next = s->old;
+	s->old = o;
+	s->n_old++;
+	old_lease_revoke(o);
+}
 
 static void go_lost(struct session *s, const char *why)
 {
@@ -57,8 +182,8 @@ static void go_lost(struct session *s, const char *why)
 	s->safe_until = 0;
 	s->lease = 0;
 	log_warn("session", "lease %" PRIx64 " lost: %s", (uint64_t)old, why);
-	if (old) /* best effort: free the old lease's keys now rather than at its TTL */
-		etcd_lease_revoke(s->etcd, old, NULL, ignore_reply, NULL, NULL);
+	if (old)
+		revoke_lost(s, old);
 	s->ops.lost(s->ud, old, why);
 	if (s->state == S_IDLE) {
 		s->backoff_ns = 100 * LOOP_NS_PER_MS;
@@ -100,10 +225,10 @@ static void on_keepalive(struct etcd_client *c, int err, const struct etcd_respo
 		return;
 	}
 	if (err < 0) {
-		/* transient: retry soon, the deadline timer guards safety */
+		/* transient (every endpoint tried): again soon, the deadline
+		 * timer guards safety */
 		log_debug("session", "keepalive failed: %s", etcd_strerror(err));
-		uint64_t retry = 200 * LOOP_NS_PER_MS;
-		loop_timer_arm_in(s->renew_timer, retry);
+		loop_timer_arm_in(s->renew_timer, 100 * LOOP_NS_PER_MS);
 		return;
 	}
 	s->granted_ttl = r->ttl;
@@ -114,10 +239,13 @@ static void on_keepalive(struct etcd_client *c, int err, const struct etcd_respo
 static void keepalive(struct session *s)
 {
 	s->sent_at = loop_now();
-	struct etcd_call_opts o = {.timeout_ms = (uint32_t)(s->granted_ttl * 1000 / 3)};
+	/* no use waiting past the deadline: the lease counts as lost then */
+	uint64_t left_ms = s->safe_until > s->sent_at ? (s->safe_until - s->sent_at) / LOOP_NS_PER_MS : 0;
+	uint64_t third_ms = (uint64_t)s->granted_ttl * 1000 / 3;
+	struct etcd_call_opts o = req_opts(s->granted_ttl, left_ms > third_ms ? left_ms : third_ms);
 	int r = etcd_lease_keepalive(s->etcd, s->lease, &o, on_keepalive, s, &s->call);
 	if (r < 0)
-		loop_timer_arm_in(s->renew_timer, 200 * LOOP_NS_PER_MS);
+		loop_timer_arm_in(s->renew_timer, 100 * LOOP_NS_PER_MS);
 }
 
 static void on_grant(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
@@ -133,8 +261,8 @@ static void on_grant(struct etcd_client *c, int err, const struct etcd_response 
 		         s->backoff_ns / LOOP_NS_PER_MS);
 		s->state = S_IDLE;
 		loop_timer_arm_in(s->renew_timer, s->backoff_ns);
-		s->backoff_ns = s->backoff_ns * 2 > 2 * LOOP_NS_PER_S ? 2 * LOOP_NS_PER_S
-		                                                       : s->backoff_ns * 2;
+		uint64_t cap = max_backoff_ns(s->ttl_s);
+		s->backoff_ns = s->backoff_ns * 2 > cap ? cap : s->backoff_ns * 2;
 		return;
 	}
 	s->state = S_UP;
@@ -144,6 +272,11 @@ static void on_grant(struct etcd_client *c, int err, const struct etcd_response 
 	set_safe(s, s->sent_at, r->ttl);
 	schedule_keepalive(s);
 	log_info("session", "lease %" PRIx64 " granted, ttl %" PRId64 " s", (uint64_t)s->lease, r->ttl);
+	/* etcd answers again: a lost lease waiting for its next try goes now
+	 * (its key is the one our new campaign waits behind) */
+	for (struct old_lease *o = s->old; o; o = o->next)
+		if (!o->call)
+			loop_timer_arm_in(o->retry, 0);
 	s->ops.up(s->ud, s->lease);
 }
 
@@ -151,7 +284,8 @@ static void grant(struct session *s)
 {
 	s->state = S_GRANTING;
 	s->sent_at = loop_now();
-	int r = etcd_lease_grant(s->etcd, s->ttl_s, NULL, on_grant, s, &s->call);
+	struct etcd_call_opts o = req_opts(s->ttl_s, retried_request_ms(s->ttl_s));
+	int r = etcd_lease_grant(s->etcd, s->ttl_s, &o, on_grant, s, &s->call);
 	if (r < 0) {
 		s->state = S_IDLE;
 		loop_timer_arm_in(s->renew_timer, s->backoff_ns);
@@ -231,7 +365,10 @@ void session_revoke(struct session *s, void (*done)(void *ud, int err), void *ud
 		return;
 	}
 	s->state = S_REVOKING;
-	struct etcd_call_opts o = {.timeout_ms = 2000};
+	/* two attempts, at least 2 s: a shutdown does not wait long for an
+	 * etcd it cannot reach (the lease and its keys then expire) */
+	uint64_t two = 2 * (uint64_t)attempt_ms(s->granted_ttl);
+	struct etcd_call_opts o = req_opts(s->granted_ttl, two < 2000 ? 2000 : two);
 	int r = etcd_lease_revoke(s->etcd, s->lease, &o, on_revoke, s, &s->call);
 	if (r < 0) {
 		s->state = S_CLOSED;
@@ -245,6 +382,8 @@ void session_free(struct session *s)
 	if (!s)
 		return;
 	etcd_call_cancel(s->call);
+	while (s->old)
+		old_lease_free(s->old);
 	loop_timer_free(s->renew_timer);
 	loop_timer_free(s->deadline_timer);
 	free(s);
@@ -274,4 +413,11 @@ uint64_t session_safe_until(const struct session *s)
 int64_t session_ttl(const struct session *s)
 {
 	return s->granted_ttl;
+}
+
+uint32_t session_request_timeout_ms(const struct session *s)
+{
+	int64_t ttl = s->granted_ttl ? s->granted_ttl : s->ttl_s;
+	uint64_t ms = (uint64_t)ttl * 1000 / 3;
+	return ms < 1000 ? 1000 : ms > 2000 ? 2000 : (uint32_t)ms;
 }

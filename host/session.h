@@ -9,8 +9,21 @@
  *   send time + TTL; past safe_until we can no longer be sure we hold it, and
  *   the session reports `lost` even if etcd is unreachable. margin =
  *   min(1 s, TTL/5).
- * - After `lost`, the old lease is revoked best-effort and a new one granted
- *   (backoff 100 ms doubling to 2 s); `up` reports the new lease.
+ * - After `lost`, a new lease is granted (backoff 100 ms doubling to
+ *   min(2 s, TTL/3)); `up` reports the new lease. Meanwhile the old lease is
+ *   revoked until etcd confirms it gone (revoked, or "not found": expired),
+ *   again every attempt time after a failure: our election key under it
+ *   would otherwise stay the lowest and block every campaign until etcd
+ *   expires the lease, and etcd renews every lease by a full TTL when it
+ *   elects a new raft leader. Keys of ours written under the new lease are
+ *   not touched by that revocation (a put moves a key to the new lease).
+ * - Every request's time is derived from the TTL, none uses the client's
+ *   default: each attempt gets TTL/6 (at most 2 s) and is sent with
+ *   "refuse when leaderless"; an unanswered or "unavailable" attempt is sent
+ *   again on the next endpoint (etcd_call_opts). Per request: keepalive until
+ *   safe_until (at least TTL/3); grant TTL, at most 10 s; revoke of a lost
+ *   lease the same per try (tried again one attempt time later, or at once
+ *   when a grant succeeds); session_revoke two attempts, at least 2 s.
  * - All callbacks run on the loop thread.
  */
 #ifndef LH_SESSION_H
@@ -49,5 +62,14 @@ int64_t session_lease(const struct session *s);
 /* loop_now() time until which the lease is provably held (0 when down) */
 uint64_t session_safe_until(const struct session *s);
 int64_t session_ttl(const struct session *s);
+/* session_request_timeout_ms - the deadline for a request made on behalf of
+ * the lease by others (a leader's fenced write): TTL/3 (the keepalive period),
+ * at least 1 s, at most 2 s. A request that lands on a member whose raft
+ * leader just died waits there for etcd's own timeout (about 7 s) even once
+ * a new raft leader exists (within 1-2 election timeouts, 1 s by default);
+ * an answer that late is of no use to the term that asked (by then the
+ * session may be lost), while the caller, told "outcome unknown" earlier,
+ * reads back or tries again. */
+uint32_t session_request_timeout_ms(const struct session *s);
 
 #endif

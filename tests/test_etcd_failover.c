@@ -3,6 +3,9 @@
  * member in use is stopped, calls move to the next endpoint within their
  * deadline and a running watch resumes there without losing or repeating
  * an event. With no endpoint reachable a call fails with -ECONNREFUSED.
+ * A call with attempts (etcd_call_opts) moves on from a member that takes
+ * the request and stays silent; "require leader" makes a leaderless member
+ * refuse at once.
  */
 #include "test_etcd_common.c"
 
@@ -185,6 +188,87 @@ static void test_failover_hung_member_watch_idle(void)
 	free(r);
 }
 
+/* timed_grant - a lease grant with opts o; returns err, *ret_ms its time */
+static int timed_grant(struct etcd_client *c, const struct etcd_call_opts *o, uint64_t *ret_ms)
+{
+	struct res x = {0};
+	uint64_t t0 = loop_now();
+	CHECK_OK(etcd_lease_grant(c, 2, o, res_cb, &x, NULL));
+	res_wait(L, &x, WAIT_MS);
+	*ret_ms = (loop_now() - t0) / LOOP_NS_PER_MS;
+	int err = x.err;
+	res_clear(&x);
+	return err;
+}
+
+static void test_failover_silent_member_attempts(void)
+{
+	/* SIGSTOP member 0: the kernel still accepts and takes the request,
+	 * nothing answers. A call with attempts moves on to member 1 after
+	 * one attempt; a call without them waits for its whole deadline */
+	const char *eps[3] = {harness_etcd_url(H, 0), harness_etcd_url(H, 1),
+			      harness_etcd_url(H, 2)};
+	struct etcd_client *c = client_for(L, eps, 3, NULL, NULL);
+	put_retry(c, "silent/warm"); /* a kept-alive connection to member 0 */
+	CHECK_STR_EQ(etcd_client_endpoint(c), eps[0]);
+	CHECK_OK(kill(harness_etcd_pid(H, 0), SIGSTOP));
+	uint64_t ms_plain, ms_attempts;
+	struct etcd_call_opts plain = {.timeout_ms = 1500};
+	int e_plain = timed_grant(c, &plain, &ms_plain);
+	CHECK_STR_EQ(etcd_client_endpoint(c), eps[0]);
+	struct etcd_call_opts attempts = {.timeout_ms = 5000, .attempt_timeout_ms = 300,
+					  .require_leader = true};
+	int e_attempts = timed_grant(c, &attempts, &ms_attempts);
+	const char *now_ep = etcd_client_endpoint(c);
+	CHECK_OK(kill(harness_etcd_pid(H, 0), SIGCONT));
+	fprintf(stderr, "silent member: plain call %s after %" PRIu64 " ms, with attempts %s after %" PRIu64 " ms\n",
+		etcd_strerror(e_plain), ms_plain, e_attempts ? etcd_strerror(e_attempts) : "ok",
+		ms_attempts);
+	CHECK_INT_EQ(e_plain, -ETIMEDOUT);
+	CHECK(ms_plain >= 1500);
+	/* member 0 may have led raft: 1 and 2 elect another within the deadline */
+	CHECK_OK(e_attempts);
+	CHECK(strcmp(now_ep, eps[0]) != 0);
+	etcd_client_free(c);
+}
+
+/* member0_leaderless - member 0 answers "no leader" to a require_leader request */
+static bool member0_leaderless(struct etcd_client *c)
+{
+	uint64_t ms;
+	struct etcd_call_opts o = {.timeout_ms = 2000, .require_leader = true};
+	return timed_grant(c, &o, &ms) == -EAGAIN;
+}
+
+static void test_failover_leaderless_member_refuses(void)
+{
+	/* members 1 and 2 frozen: member 0 loses its raft leader (election
+	 * timeout 500 ms in the harness) and never gets one. A request that
+	 * requires a leader is refused at once; one with attempts tries each
+	 * endpoint once (here both are member 0) and gives up, it does not
+	 * spin until its deadline */
+	const char *eps[2] = {harness_etcd_url(H, 0), harness_etcd_url(H, 0)};
+	struct etcd_client *c = client_for(L, eps, 2, NULL, NULL);
+	put_retry(c, "leaderless/warm");
+	CHECK_OK(kill(harness_etcd_pid(H, 1), SIGSTOP));
+	CHECK_OK(kill(harness_etcd_pid(H, 2), SIGSTOP));
+	uint64_t t0 = loop_now();
+	bool leaderless = false;
+	while (!leaderless && loop_now() - t0 < 15 * LOOP_NS_PER_S)
+		leaderless = member0_leaderless(c);
+	uint64_t ms;
+	struct etcd_call_opts o = {.timeout_ms = 5000, .attempt_timeout_ms = 1000,
+				   .require_leader = true};
+	int err = leaderless ? timed_grant(c, &o, &ms) : 0;
+	CHECK_OK(kill(harness_etcd_pid(H, 1), SIGCONT));
+	CHECK_OK(kill(harness_etcd_pid(H, 2), SIGCONT));
+	CHECK(leaderless);
+	fprintf(stderr, "leaderless member: %s after %" PRIu64 " ms\n", etcd_strerror(err), ms);
+	CHECK_INT_EQ(err, -EAGAIN);
+	CHECK(ms < 1000); /* refused, not held until an attempt or the deadline ran out */
+	etcd_client_free(c);
+}
+
 int main(void)
 {
 	debug_from_env();
@@ -196,6 +280,8 @@ int main(void)
 	RUN(test_failover_dead_first_endpoint);
 	RUN(test_failover_stop_connected_member);
 	RUN(test_failover_hung_member_watch_idle);
+	RUN(test_failover_silent_member_attempts);
+	RUN(test_failover_leaderless_member_refuses);
 	loop_free(L);
 	harness_etcd_free(H);
 	return 0;
