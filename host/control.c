@@ -261,6 +261,8 @@ static int reply_plugins(struct reply *rp, const struct control_plugin *src, siz
 		d->p.error = pb_str(rp, s->error);
 		d->p.held_back = pb_str(rp, s->held_back);
 		d->p.fencing_token = s->fencing_token;
+		d->p.callback = pb_str(rp, s->callback);
+		d->p.callback_ms = s->callback_ms;
 		rp->pp[i] = &d->p;
 	}
 	rp->r.plugins = rp->pp;

@@ -57,6 +57,8 @@ struct control_plugin {
 	const char *error;                /* failed / refused: why (else NULL) */
 	const char *held_back;            /* standby reason (else NULL) */
 	int64_t fencing_token;            /* while leading, else 0 */
+	const char *callback;             /* the callback running now, or NULL */
+	uint64_t callback_ms;             /* ... running for this long */
 };
 
 struct control_member {

@@ -397,6 +397,10 @@ static json_object *json_plugin(const Plugin *p)
 	json_object_object_add(o, "error", json_str_or_null(p->error));
 	json_object_object_add(o, "held_back", json_str_or_null(p->held_back));
 	json_object_object_add(o, "fencing_token", json_object_new_int64(p->fencing_token));
+	bool running = p->callback && p->callback[0];
+	json_object_object_add(o, "callback", json_str_or_null(running ? p->callback : NULL));
+	json_object_object_add(o, "callback_ms",
+			       json_object_new_int64(running ? clamp_u64(p->callback_ms) : 0));
 	return o;
 }
 
@@ -539,6 +543,15 @@ static void plugin_cells(const Plugin *p, char (*buf)[CELL])
 		snprintf(buf[6], CELL, "-");
 	snprintf(buf[7], CELL, "%" PRIu64, rc ? rc->count : 0);
 	err = p->error && p->error[0] ? p->error : rc ? rc->last_error : NULL;
+	if (p->callback && p->callback[0]) {
+		/* a running callback first: a hung one is what the operator looks for */
+		char h[CELL], cb[CELL];
+		snprintf(h, sizeof(h), "in %s since %" PRIu64 " s%s%s",
+			 clean(p->callback, cb, sizeof(cb), true), p->callback_ms / 1000,
+			 err && err[0] ? "; " : "", err && err[0] ? err : "");
+		clean(h, buf[8], 61, true);
+		return;
+	}
 	if ((!err || !err[0]) && p->held_back && p->held_back[0]) {
 		/* no error to show: say why it does not campaign (standby) */
 		char h[CELL];
@@ -643,6 +656,11 @@ static int cmd_status(const Response *r, bool json)
 	printf("error:         %s\n", clean(p->error, b1, sizeof(b1), true));
 	printf("held back:     %s\n", clean(p->held_back, b1, sizeof(b1), true));
 	printf("fencing token: %" PRId64 "\n", p->fencing_token);
+	if (p->callback && p->callback[0])
+		printf("callback:      in %s since %" PRIu64 " s\n",
+		       clean(p->callback, b1, sizeof(b1), true), p->callback_ms / 1000);
+	else
+		printf("callback:      -\n");
 	return EXIT_OK;
 }
 
