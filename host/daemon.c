@@ -78,6 +78,7 @@ struct daemon {
 	struct control *ctl;
 	struct roles *roles;
 	struct entry *entries;
+	struct retiring *retiring; /* replaced instances still stopping */
 	char private_dir[512];
 	char control_url[512];
 	int sigfd;
@@ -215,10 +216,40 @@ static void entry_free(struct entry *e)
 
 /* ---- reload / load ---- */
 
+/* an instance replaced by a hot reload, until its stop completed: it may
+ * never complete (a thread-mode callback stuck for good); then the
+ * teardown frees it (plugin_instance_free leaves such a thread behind) */
+struct retiring {
+	struct retiring *next;
+	struct daemon *d;
+	struct plugin_instance *pi;
+};
+
 static void on_old_stopped(void *ud)
 {
-	struct plugin_instance *old = ud;
-	plugin_instance_free(old);
+	struct retiring *r = ud;
+	for (struct retiring **pp = &r->d->retiring; *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	}
+	plugin_instance_free(r->pi);
+	free(r);
+}
+
+static void retire(struct daemon *d, struct plugin_instance *old)
+{
+	struct retiring *r = calloc(1, sizeof(*r));
+	if (!r) {
+		plugin_instance_free(old); /* out of memory: synchronously */
+		return;
+	}
+	r->d = d;
+	r->pi = old;
+	r->next = d->retiring;
+	d->retiring = r;
+	plugin_instance_stop(old, on_old_stopped, r);
 }
 
 struct swap_ctx {
@@ -235,7 +266,7 @@ static void on_swapped(void *ud)
 		e->pending_swap = NULL;
 	/* the election no longer uses the old instance: let it run fini */
 	if (s->old)
-		plugin_instance_stop(s->old, on_old_stopped, s->old);
+		retire(e->d, s->old);
 	free(s);
 	/* a failure of the outgoing instance does not stick to its healthy successor */
 	if (completed && e->el && e->pi && plugin_instance_state(e->pi) == PLUGIN_INSTANCE_READY) {
@@ -1049,6 +1080,12 @@ out:
 		struct entry *e = d->entries;
 		d->entries = e->next;
 		entry_free(e);
+	}
+	while (d->retiring) {
+		struct retiring *ret = d->retiring;
+		d->retiring = ret->next;
+		plugin_instance_free(ret->pi);
+		free(ret);
 	}
 	session_free(d->sess);
 	roles_free(d->roles);

@@ -656,11 +656,10 @@ static int cmd_status(const Response *r, bool json)
 	printf("error:         %s\n", clean(p->error, b1, sizeof(b1), true));
 	printf("held back:     %s\n", clean(p->held_back, b1, sizeof(b1), true));
 	printf("fencing token: %" PRId64 "\n", p->fencing_token);
+	/* only while one runs: the usual output stays as it was */
 	if (p->callback && p->callback[0])
 		printf("callback:      in %s since %" PRIu64 " s\n",
 		       clean(p->callback, b1, sizeof(b1), true), p->callback_ms / 1000);
-	else
-		printf("callback:      -\n");
 	return EXIT_OK;
 }
 

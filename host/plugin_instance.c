@@ -2453,7 +2453,9 @@ void plugin_instance_free(struct plugin_instance *pi)
 		return;
 	}
 	if (pi->thread_running) {
-		if (!pi->broken && pi->hsock_open)
+		/* an overrunning callback would only make this wait its full
+		 * timeout for acks that cannot come */
+		if (!pi->broken && pi->hsock_open && !pi->overrun)
 			stop_sync(pi);
 		/* wake a worker still blocked on its socket (only after a failure) */
 		if (pi->wsock_open) {
@@ -2465,7 +2467,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 		 * worker state and the plugin's code stay until the process exits. */
 		struct timespec until;
 		clock_gettime(CLOCK_MONOTONIC, &until); /* a wall-clock step must not cut it short */
-		int ms = sync_wait_ms(SYNC_KILL_WAIT_MS);
+		int ms = pi->overrun ? 0 : sync_wait_ms(SYNC_KILL_WAIT_MS);
 		until.tv_sec += ms / 1000;
 		until.tv_nsec += (long)(ms % 1000) * 1000000L;
 		if (until.tv_nsec >= 1000000000L) {

@@ -15,7 +15,9 @@
  *    again (only ours: a symlink and a foreign file stay);
  *  - process isolation, SIGSEGV in the first reconcile of a term (handed
  *    over in one batch with on_elected and the replay): the failure names
- *    reconcile.
+ *    reconcile;
+ *  - a shutdown that times out names the plugin and the callback it waited
+ *    on.
  */
 #include "config.h"
 
@@ -286,6 +288,32 @@ static void test_stale_private_copies_removed_at_start(void)
 	CHECK_OK(host_wait(&C, 20000));
 }
 
+/* ---- the shutdown timeout names what it waited for ---- */
+
+static void test_shutdown_timeout_names_plugin_and_callback(void)
+{
+	static struct host S;
+	static const char *hang[] = {"LH_STUCK_1_0_0=hang:fini", NULL};
+	host_setup(&S, harness_dir(g_etcd), "s");
+	install(&S, "1.0.0");
+	const char *const *base = args("/lhtos", "thread", "2s");
+	const char *a[40];
+	size_t k = 0;
+	for (; base[k]; k++)
+		a[k] = base[k];
+	a[k++] = "--callback-timeout";
+	a[k++] = "fini=none"; /* the shutdown timeout (3 s) is what ends it */
+	a[k] = NULL;
+	host_start_env(&S, harness_etcd_urls(g_etcd), a, hang);
+	host_wait_control(&S, 20000);
+	wait_ctl(&S, "status", "state:         leading", 20000);
+	host_signal(&S, SIGTERM);
+	CHECK_OK(host_wait(&S, 20000));
+	CHECK_INT_EQ(S.exit_status, 1);
+	wait_log(&S, "shutdown did not finish in time", 1000);
+	wait_log(&S, "plugin stuck: still waiting for its callback fini (running for ", 1000);
+}
+
 /* ---- process isolation: the callback that really ran ---- */
 
 static void test_process_crash_in_first_reconcile_names_reconcile(void)
@@ -331,6 +359,7 @@ int main(void)
 	RUN(test_thread_exit_in_reconcile_names_plugin_and_callback);
 	RUN(test_stale_private_copies_removed_at_start);
 	RUN(test_process_crash_in_first_reconcile_names_reconcile);
+	RUN(test_shutdown_timeout_names_plugin_and_callback);
 
 	obs_free(g_obs);
 	tu_fini(&T);
