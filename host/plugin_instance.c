@@ -1870,6 +1870,34 @@ static void on_child_exit(struct loop_io *io, int fd, uint32_t events, void *use
 	}
 }
 
+/* Thread mode: a stop would wait for a callback that overran its limit,
+ * maybe forever. Complete the stop now and abandon the thread: every
+ * pending event is settled here (a late acknowledgement is then dropped as
+ * unexpected), and plugin_instance_free leaves the thread behind with the
+ * plugin's code loaded (it is never dlclosed under a running thread). */
+static void stop_abandoning(struct plugin_instance *pi)
+{
+	log_warn(pi->log_comp, "stopping without waiting for the overrunning callback: its "
+	         "thread is left behind, the plugin's code stays loaded");
+	pi->leading = false;
+	for (struct event *ev = sent_take_all(pi), *next; ev; ev = next) {
+		next = ev->next;
+		event_complete_cancelled(pi, ev, -EIO, "the plugin instance was stopped");
+		free(ev);
+	}
+	while (pi->q_head) {
+		struct event *q = pi->q_head;
+		pi->q_head = q->next;
+		pi->stats.queued--;
+		event_complete_cancelled(pi, q, -ECANCELED, "the plugin instance was stopped");
+		free(q);
+	}
+	pi->q_tail = NULL;
+	loop_timer_disarm(pi->cb_timer);
+	maybe_drained(pi);
+	stopped_now(pi);
+}
+
 static void on_cb_timer(struct loop_timer *t, void *userdata)
 {
 	struct plugin_instance *pi = userdata;
@@ -1908,6 +1936,8 @@ static void on_cb_timer(struct loop_timer *t, void *userdata)
 	pi->overrun = true;
 	report_failure(pi, reason);
 	maybe_drained(pi);
+	if (pi->stop_requested)
+		stop_abandoning(pi);
 }
 
 /* nng pipe callback (an nng thread): accept only the child we spawned */
@@ -2322,6 +2352,10 @@ void plugin_instance_stop(struct plugin_instance *pi, plugin_instance_stopped_fn
 	bool alive = pi->process ? pi->bus_up : (pi->thread_running && !pi->broken);
 	if (!alive) {
 		finish_stop(pi);
+		return;
+	}
+	if (pi->overrun) {
+		stop_abandoning(pi);
 		return;
 	}
 	struct event *ev = event_new(EV_FINI);

@@ -48,9 +48,11 @@
  *   leadership events until the callback returns (as in process mode while
  *   restarting), then reports on_recovered and carries on. A drain
  *   completes at once while a callback overruns (the callback is abandoned,
- *   not waited for), so a hot reload proceeds; the instance that ran it is
- *   freed (dlclosed) only once its thread returned (stop/free; free() leaves
- *   a thread still stuck behind with the plugin's code loaded).
+ *   not waited for), so a hot reload proceeds. stop() of an instance whose
+ *   callback overran (before or during the stop: a stuck fini) completes
+ *   without waiting for it: pending events are settled, `stopped` follows,
+ *   and free() leaves the thread behind with the plugin's code loaded
+ *   (never dlclosed under a running thread).
  * - Timeouts per callback kind (PLUGIN_CALLBACK_*): callback_timeout_kind_ms
  *   overrides callback_timeout_ms per kind. The running callback is read
  *   from the worker's activity page (worker.h), not guessed from the bus:

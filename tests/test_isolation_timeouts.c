@@ -129,24 +129,38 @@ static bool p_exited(void *arg)
 static struct host A, B;
 static struct observer *g_obs;
 
-static void test_thread_hung_reconcile_times_out_and_hands_over(void)
+/* `stuck` leads with reconcile hung, `other` joins: the CLI shows the hung
+ * callback, and `other` leads within the limit + TTL (+ slack for load) */
+static void hung_reconcile_hands_over(struct host *stuck, struct host *other,
+                                      struct observer *obs, const char *prefix,
+                                      const char *isolation, int limit_ms)
 {
 	static const char *hang[] = {"LH_STUCK_1_0_0=hang:reconcile", NULL};
-	install(&A, "1.0.0");
-	install(&B, "1.0.0");
-	host_start_env(&A, harness_etcd_urls(g_etcd), args("/lhto", "thread", "2s"), hang);
-	obs_wait_leader(g_obs, "a", 20000);
+	char limit[32], want[128];
+	snprintf(limit, sizeof(limit), "%dms", limit_ms);
+	install(stuck, "1.0.0");
+	install(other, "1.0.0");
+	host_start_env(stuck, harness_etcd_urls(g_etcd), args(prefix, isolation, limit), hang);
+	obs_wait_leader(obs, stuck->node, 20000);
 	uint64_t t0 = loop_now();
-	/* the CLI names the hung callback (it keeps running: a thread cannot
-	 * be stopped, so this holds before and after the timeout) */
-	wait_ctl(&A, "status", "callback:      in reconcile since ", 10000);
-	wait_ctl(&A, "plugins", "in reconcile since ", 10000);
-	host_start(&B, harness_etcd_urls(g_etcd), args("/lhto", "thread", "2s"));
-	obs_wait_leader(g_obs, "b", TIMEOUT_MS + TTL_S * 1000 + 10000);
-	fprintf(stderr, "b leads %llu ms after a was elected (timeout %d ms + ttl %d s)\n",
-	        (unsigned long long)((loop_now() - t0) / LOOP_NS_PER_MS), TIMEOUT_MS, TTL_S);
-	wait_log(&A, "plugin stuck: callback reconcile exceeded its timeout of 2000 ms", 5000);
-	CHECK(host_alive(&A));
+	wait_ctl(stuck, "status", "callback:      in reconcile since ", limit_ms);
+	host_start(other, harness_etcd_urls(g_etcd), args(prefix, isolation, limit));
+	obs_wait_leader(obs, other->node, limit_ms + TTL_S * 1000 + 10000);
+	fprintf(stderr, "%s leads %llu ms after %s was elected (limit %d ms, ttl %d s)\n",
+	        other->node, (unsigned long long)((loop_now() - t0) / LOOP_NS_PER_MS), stuck->node,
+	        limit_ms, TTL_S);
+	snprintf(want, sizeof(want),
+	         "plugin stuck: callback reconcile exceeded its timeout of %d ms", limit_ms);
+	wait_log(stuck, want, 5000);
+	CHECK(host_alive(stuck));
+}
+
+static void test_thread_hung_reconcile_times_out_and_hands_over(void)
+{
+	hung_reconcile_hands_over(&A, &B, g_obs, "/lhto", "thread", TIMEOUT_MS);
+	/* a thread cannot be stopped: the callback is still shown, in the
+	 * table too, next to the reason */
+	wait_ctl(&A, "plugins", "in reconcile since ", 5000);
 	wait_ctl(&A, "status", "error:         plugin worker failed: callback reconcile exceeded", 5000);
 }
 
@@ -176,26 +190,14 @@ static void test_hot_reload_proceeds_past_a_stuck_instance(void)
 static void test_process_hung_reconcile_killed_and_hands_over(void)
 {
 	static struct host P, Q;
-	static const char *hang[] = {"LH_STUCK_1_0_0=hang:reconcile", NULL};
 	struct observer *obs =
 	    obs_new(&T, "/lhtop", PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
 	host_setup(&P, harness_dir(g_etcd), "p");
 	host_setup(&Q, harness_dir(g_etcd), "q");
-	install(&P, "1.0.0");
-	install(&Q, "1.0.0");
 	/* a longer limit than in thread mode: the CLI must see the callback
 	 * before the worker is killed */
-	host_start_env(&P, harness_etcd_urls(g_etcd), args("/lhtop", "process", "6s"), hang);
-	obs_wait_leader(obs, "p", 20000);
-	uint64_t t0 = loop_now();
-	wait_ctl(&P, "status", "callback:      in reconcile since ", 5000);
-	host_start(&Q, harness_etcd_urls(g_etcd), args("/lhtop", "process", "6s"));
-	obs_wait_leader(obs, "q", 6000 + TTL_S * 1000 + 10000);
-	fprintf(stderr, "q leads %llu ms after p was elected (timeout 6000 ms + ttl %d s)\n",
-	        (unsigned long long)((loop_now() - t0) / LOOP_NS_PER_MS), TTL_S);
-	wait_log(&P, "callback reconcile exceeded its timeout of 6000 ms", 5000);
-	wait_log(&P, "plugin worker (pid ", 5000);
-	CHECK(host_alive(&P));
+	hung_reconcile_hands_over(&P, &Q, obs, "/lhtop", "process", 6000);
+	wait_log(&P, ": plugin worker (pid ", 5000);
 	host_signal(&P, SIGTERM);
 	host_signal(&Q, SIGTERM);
 	CHECK_OK(host_wait(&P, 20000));
@@ -312,6 +314,21 @@ static void test_shutdown_timeout_names_plugin_and_callback(void)
 	CHECK_INT_EQ(S.exit_status, 1);
 	wait_log(&S, "shutdown did not finish in time", 1000);
 	wait_log(&S, "plugin stuck: still waiting for its callback fini (running for ", 1000);
+
+	/* with a limit on fini below the shutdown timeout, the stuck thread is
+	 * abandoned at the limit and the shutdown ends cleanly */
+	long from = host_log_size(&S);
+	a[k - 1] = "fini=500ms";
+	host_start_env(&S, harness_etcd_urls(g_etcd), a, hang);
+	host_wait_control(&S, 20000);
+	wait_ctl(&S, "status", "state:         leading", 20000);
+	host_signal(&S, SIGTERM);
+	CHECK_OK(host_wait(&S, 20000));
+	CHECK_INT_EQ(S.exit_status, 0);
+	CHECK(host_log_count(&S, from, "callback fini exceeded its timeout of 500 ms") == 1);
+	CHECK(host_log_count(&S, from, "stopping without waiting for the overrunning callback") ==
+	      1);
+	CHECK(host_log_count(&S, from, "shutdown did not finish in time") == 0);
 }
 
 /* ---- process isolation: the callback that really ran ---- */
