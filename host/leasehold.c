@@ -49,9 +49,10 @@ static void usage(FILE *f)
 	        "  --exit-linger DUR         after a graceful shutdown's revocation, stay idle this\n"
 	        "                            long before tearing down, out of the successor's way\n"
 	        "                            (default 100ms; 0 = none)\n"
-	        "  --isolation MODE          thread (default): each plugin on a worker thread;\n"
-	        "                            process: each plugin in a child process, so a crash\n"
-	        "                            or hang is contained and the worker restarted\n"
+	        "  --isolation MODE          process (default): each plugin in a leasehold-worker\n"
+	        "                            child process, so a crash or hang is contained and\n"
+	        "                            the worker restarted; thread: each plugin on a worker\n"
+	        "                            thread of the daemon (a crash takes the daemon down)\n"
 	        "  --plugin-isolation NAME=MODE\n"
 	        "                            isolation for plugin NAME only (repeatable)\n"
 	        "  --callback-timeout [NAME:][KIND=]DUR\n"
@@ -136,6 +137,7 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct daemon_config cfg = {
+		.isolation = PLUGIN_ISOLATION_PROCESS, /* docs/operations: "Which isolation" */
 		.prefix = "/leasehold",
 		.ttl_s = 10,
 		.reconcile_wait_ns = 5 * 1000000000ull,
