@@ -1608,8 +1608,11 @@ bool plugin_instance_running(const struct plugin_instance *pi, const char **ret_
 	worker_activity_read(a, &snap);
 	if (!snap.seq)
 		return false;
+	/* a worker process writes the page: a value from the future is not
+	 * believed */
+	uint64_t now = loop_now();
 	*ret_callback = worker_callback_name(snap.kind);
-	*ret_since_ns = snap.since_ns;
+	*ret_since_ns = snap.since_ns <= now ? snap.since_ns : now;
 	return true;
 }
 
@@ -1849,12 +1852,14 @@ static void on_child_exit(struct loop_io *io, int fd, uint32_t events, void *use
 		 * died may never have left it (a batch's on_elected and replay
 		 * look pending while reconcile ran) */
 		struct worker_activity_snapshot snap = {0, 0, 0};
+		uint64_t now = loop_now();
 		if (pi->activity_page)
 			worker_activity_read(pi->activity_page, &snap);
 		if (snap.seq)
 			fmt(reason, sizeof(reason), "plugin worker (pid %ld) %s during %s (after %llu ms)",
 			    (long)c->pid, what, worker_callback_name(snap.kind),
-			    (unsigned long long)((loop_now() - snap.since_ns) / LOOP_NS_PER_MS));
+			    (unsigned long long)((now > snap.since_ns ? now - snap.since_ns : 0) /
+			                         LOOP_NS_PER_MS));
 		else
 			fmt(reason, sizeof(reason), "plugin worker (pid %ld) %s outside any callback",
 			    (long)c->pid, what);

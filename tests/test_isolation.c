@@ -36,6 +36,7 @@
 #include "check.h"
 #include "files.h"
 #include "crashy.h"
+#include "callback_timeout.h"
 #include "fakehost.h"
 #include "loader.h"
 #include "plugin_instance.h"
@@ -434,6 +435,48 @@ static void t_free_without_stop_runs_fini(uint32_t mode)
 	CHECK_INT_EQ(get_i(&s->n), 5);
 	check_line(s, 3, "deposed api_token=0");
 	check_line(s, 4, "fini");
+}
+
+/* --callback-timeout: parsing (hostile: operator input) and precedence */
+static void test_callback_timeout_rules(void)
+{
+	struct callback_timeout_rule r[8];
+	uint32_t ms[PLUGIN_CALLBACKS];
+	char err[200];
+	static const char *const bad[] = {"", "=5s", "reconcile=", "reconcile=5x", "bogus=5s",
+	                                  "Bad Name:reconcile=5s", ":reconcile=5s", "x:=5s",
+	                                  "reconcile=-1s", "reconcile=0.1ms", "x:y:reconcile=1s",
+	                                  "reconcile=99999999h"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		if (callback_timeout_parse(bad[i], &r[0], err, sizeof(err)) != -EINVAL) {
+			fprintf(stderr, "accepted \"%s\"\n", bad[i]);
+			exit(1);
+		}
+		CHECK(err[0] != 0);
+	}
+	/* defaults: reconcile 5 min, init 60 s, the notifications 15 s */
+	callback_timeout_resolve(NULL, 0, "x", ms);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_RECONCILE], 300000);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_INIT], 60000);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_ON_ELECTED], 15000);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_FINI], 15000);
+	/* most specific wins, whatever the order */
+	const char *const good[] = {"x:reconcile=7s", "x:all=3s", "reconcile=2m", "1s",
+	                            "y:fini=none"};
+	for (size_t i = 0; i < 5; i++)
+		CHECK_OK(callback_timeout_parse(good[i], &r[i], err, sizeof(err)));
+	callback_timeout_resolve(r, 5, "x", ms);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_RECONCILE], 7000);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_INIT], 3000);
+	callback_timeout_resolve(r, 5, "y", ms);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_RECONCILE], 120000);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_INIT], 1000);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_FINI], PLUGIN_TIMEOUT_NONE);
+	/* within a level the last one wins */
+	CHECK_OK(callback_timeout_parse("reconcile=9s", &r[5], err, sizeof(err)));
+	callback_timeout_resolve(r, 6, "z", ms);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_RECONCILE], 9000);
 }
 
 static void test_driver_both_modes(void)
@@ -878,6 +921,7 @@ int main(void)
 	CHECK_OK(fakehost_new(L, PREFIX, &FH));
 	CHECK_OK(loop_io_add(L, g_fifo, EPOLLIN, on_notify, NULL, &g_fio));
 
+	RUN(test_callback_timeout_rules);
 	RUN(test_driver_both_modes);
 	RUN(test_process_segfault_in_reconcile_contained);
 	RUN(test_process_abort_in_reconcile_contained);
