@@ -133,8 +133,9 @@
  *    called.
  * 4. While failed (state RECOVERING): elected() and releases_changed() are
  *    ignored; reconcile() completes with -EIO; deposed() works; drain()
- *    completes as soon as no callback runs (process: at once); stop() and
- *    free() work (a pending restart is cancelled).
+ *    completes at once (process: the worker is gone; thread: the callback
+ *    that overran is not waited for); stop() and free() work (a pending
+ *    restart is cancelled; thread: without waiting for that callback).
  */
 #ifndef LH_PLUGIN_INSTANCE_H
 #define LH_PLUGIN_INSTANCE_H
