@@ -229,6 +229,8 @@ static int reply_plugins(struct reply *rp, const struct control_plugin *src, siz
 		d->p.held_back = pb_str(rp, s->held_back);
 		d->p.fencing_token = s->fencing_token;
 		d->p.superseded_by = pb_str(rp, s->superseded_by);
+		d->p.callback = pb_str(rp, s->callback);
+		d->p.callback_ms = s->callback_ms;
 		rp->pp[i] = &d->p;
 	}
 	rp->r.plugins = rp->pp;

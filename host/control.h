@@ -69,6 +69,8 @@ struct control_plugin {
 	/* state superseded: the file that runs the same plugin name instead (a
 	 * newer release, see plugindir_prefer), else NULL */
 	const char *superseded_by;
+	const char *callback;             /* the callback running now, or NULL */
+	uint64_t callback_ms;             /* ... running for this long */
 };
 
 struct control_member {

@@ -258,7 +258,7 @@ static bool plugin_ok(const Leasehold__Control__Plugin *p)
 {
 	if (!p || !str_ok(p->name) || !str_ok(p->file) || !str_ok(p->state) || !str_ok(p->leader) ||
 	    !str_ok(p->error) || !str_ok(p->held_back) || !str_ok(p->superseded_by) ||
-	    !str_ok(p->not_ready))
+	    !str_ok(p->not_ready) || !str_ok(p->callback))
 		return false;
 	if (p->status && (!str_ok(p->status->state)))
 		return false;

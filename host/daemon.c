@@ -46,7 +46,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "callback_timeout.h"
 #include "control.h"
+#include "crash_report.h"
 #include "daemon.h"
 #include "election.h"
 #include "etcd.h"
@@ -104,6 +106,7 @@ struct daemon {
 	struct roles *roles;
 	struct entry *entries;
 	struct pfile *files;
+	struct retiring *retiring; /* replaced instances still stopping */
 	char private_dir[512];
 	char control_url[512];
 	int sigfd;
@@ -272,10 +275,40 @@ static void entry_free(struct entry *e)
 
 /* ---- reload / load ---- */
 
+/* an instance replaced by a hot reload, until its stop completed: it may
+ * never complete (a thread-mode callback stuck for good); then the
+ * teardown frees it (plugin_instance_free leaves such a thread behind) */
+struct retiring {
+	struct retiring *next;
+	struct daemon *d;
+	struct plugin_instance *pi;
+};
+
 static void on_old_stopped(void *ud)
 {
-	struct plugin_instance *old = ud;
-	plugin_instance_free(old);
+	struct retiring *r = ud;
+	for (struct retiring **pp = &r->d->retiring; *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	}
+	plugin_instance_free(r->pi);
+	free(r);
+}
+
+static void retire(struct daemon *d, struct plugin_instance *old)
+{
+	struct retiring *r = calloc(1, sizeof(*r));
+	if (!r) {
+		plugin_instance_free(old); /* out of memory: synchronously */
+		return;
+	}
+	r->d = d;
+	r->pi = old;
+	r->next = d->retiring;
+	d->retiring = r;
+	plugin_instance_stop(old, on_old_stopped, r);
 }
 
 struct swap_ctx {
@@ -292,7 +325,7 @@ static void on_swapped(void *ud)
 		e->pending_swap = NULL;
 	/* the election no longer uses the old instance: let it run fini */
 	if (s->old)
-		plugin_instance_stop(s->old, on_old_stopped, s->old);
+		retire(e->d, s->old);
 	free(s);
 	/* a failure of the outgoing instance does not stick to its healthy successor */
 	if (completed && e->el && e->pi && plugin_instance_state(e->pi) == PLUGIN_INSTANCE_READY) {
@@ -538,11 +571,12 @@ static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 		.on_init = on_init,
 		.userdata = e,
 		.isolation = isolation,
-		.callback_timeout_ms = d->cfg->callback_timeout_ms,
 		.on_failed = on_worker_failed,
 		.on_recovered = on_worker_recovered,
 		.worker_path = d->cfg->worker_path,
 	};
+	callback_timeout_resolve(d->cfg->cb_timeouts, d->cfg->n_cb_timeouts, lp->name,
+	                         pcfg.callback_timeout_kind_ms);
 	uint64_t hash = lp->content_hash;
 	r = plugin_instance_new(lp, d->loop, election_driver_host(e->el), d->cfg->node_id, &pcfg,
 	                        &e->next_pi);
@@ -889,6 +923,29 @@ static void begin_shutdown(struct daemon *d, const char *why)
 	maybe_finish_shutdown(d);
 }
 
+/* what an entry that did not stop in time waits for, in one line */
+static void log_stuck_entry(const struct entry *e)
+{
+	struct plugin_instance *const pis[] = {e->pi, e->pending_swap ? e->pending_swap->old : NULL};
+	const char *cb;
+	uint64_t since;
+	if (e->gone)
+		return;
+	for (size_t i = 0; i < sizeof(pis) / sizeof(pis[0]); i++) {
+		if (pis[i] && plugin_instance_running(pis[i], &cb, &since)) {
+			uint64_t now = loop_now();
+			log_error("daemon", "plugin %s: still waiting for its callback %s (running for "
+			          "%" PRIu64 " s)",
+			          e->name[0] ? e->name : e->file, cb,
+			          now > since ? (now - since) / LOOP_NS_PER_S : 0);
+			return;
+		}
+	}
+	log_error("daemon", "plugin %s: still waiting for %s", e->name[0] ? e->name : e->file,
+	          e->el && !e->el_stopped ? "its election to stop (drain, resign)"
+	                                  : "its worker to stop (fini)");
+}
+
 static void on_shutdown_deadline(struct loop_timer *t, void *ud)
 {
 	(void)t;
@@ -898,6 +955,8 @@ static void on_shutdown_deadline(struct loop_timer *t, void *ud)
 		return;
 	}
 	log_error("daemon", "shutdown did not finish in time; exiting (keys expire with the lease)");
+	for (struct entry *e = d->entries; e; e = e->next)
+		log_stuck_entry(e);
 	plugin_instance_hurry();
 	d->exit_code = 1;
 	loop_quit(d->loop, 1);
@@ -968,6 +1027,9 @@ static void fill_plugin(struct entry *e, struct control_plugin *p)
 		p->held_back = i.held_back;
 		p->fencing_token = i.fencing_token;
 	}
+	uint64_t since, now = loop_now();
+	if (e->pi && plugin_instance_running(e->pi, &p->callback, &since))
+		p->callback_ms = now > since ? (now - since) / LOOP_NS_PER_MS : 0;
 }
 
 /* fill_file - the row of a file that is not what an entry runs: refused,
@@ -1263,9 +1325,19 @@ static int make_private_dir(struct daemon *d)
 	}
 	snprintf(d->private_dir, sizeof(d->private_dir), "%s/plugins.%ld", rt, (long)getpid());
 	int r = loader_private_dir_prepare(d->private_dir, err, sizeof(err));
-	if (r < 0)
+	if (r < 0) {
 		log_error("daemon", "%s", err);
-	return r;
+		return r;
+	}
+	/* what a daemon that crashed (or was SIGKILLed) left behind */
+	int n = loader_remove_stale(rt, d->private_dir);
+	if (n > 0)
+		log_info("daemon", "removed %d stale private plugin file(s) left in %s by a daemon "
+		         "that did not exit cleanly", n, rt);
+	else if (n < 0)
+		log_warn("daemon", "cannot look for stale private plugin copies in %s: %s", rt,
+		         strerror(-n));
+	return 0;
 }
 
 int daemon_run(const struct daemon_config *cfg)
@@ -1288,6 +1360,9 @@ int daemon_run(const struct daemon_config *cfg)
 		goto out;
 	if (make_private_dir(d) < 0)
 		goto out;
+	/* thread isolation: a plugin that crashes the daemon says so first */
+	if ((r = crash_report_install("the daemon dies with it (thread isolation)")) < 0)
+		log_warn("daemon", "cannot install the crash reporter: %s", strerror(-r));
 
 	struct etcd_config ec = {
 		.endpoints = cfg->endpoints,
@@ -1352,6 +1427,12 @@ out:
 		struct pfile *pf = d->files;
 		d->files = pf->next;
 		pfile_free(pf);
+	}
+	while (d->retiring) {
+		struct retiring *ret = d->retiring;
+		d->retiring = ret->next;
+		plugin_instance_free(ret->pi);
+		free(ret);
 	}
 	session_free(d->sess);
 	roles_free(d->roles);

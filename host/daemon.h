@@ -10,6 +10,8 @@
 
 #include "log.h"
 
+struct callback_timeout_rule;
+
 struct daemon_config {
 	const char *const *endpoints;
 	size_t n_endpoints;
@@ -31,7 +33,10 @@ struct daemon_config {
 	const char *const *iso_names;
 	const uint32_t *iso_modes;
 	size_t n_iso;
-	uint32_t callback_timeout_ms; /* 0 = no limit */
+	/* --callback-timeout rules, applied over callback_timeout_defaults_ms
+	 * (callback_timeout.h) */
+	const struct callback_timeout_rule *cb_timeouts;
+	size_t n_cb_timeouts;
 	const char *worker_path;      /* process mode: leasehold-worker; NULL = default */
 };
 

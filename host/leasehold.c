@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "callback_timeout.h"
 #include "daemon.h"
 #include "log.h"
 #include "plugin_instance.h"
@@ -48,14 +49,21 @@ static void usage(FILE *f)
 	        "  --exit-linger DUR         after a graceful shutdown's revocation, stay idle this\n"
 	        "                            long before tearing down, out of the successor's way\n"
 	        "                            (default 100ms; 0 = none)\n"
-	        "  --isolation MODE          thread (default): each plugin on a worker thread;\n"
-	        "                            process: each plugin in a child process, so a crash\n"
-	        "                            or hang is contained and the worker restarted\n"
+	        "  --isolation MODE          process (default): each plugin in a leasehold-worker\n"
+	        "                            child process, so a crash or hang is contained and\n"
+	        "                            the worker restarted; thread: each plugin on a worker\n"
+	        "                            thread of the daemon (a crash takes the daemon down)\n"
 	        "  --plugin-isolation NAME=MODE\n"
 	        "                            isolation for plugin NAME only (repeatable)\n"
-	        "  --callback-timeout DUR    a plugin callback running longer is a failure: the\n"
-	        "                            plugin is deposed (process mode: killed, restarted);\n"
-	        "                            default: no limit\n"
+	        "  --callback-timeout [NAME:][KIND=]DUR\n"
+	        "                            how long a plugin callback may run (repeatable);\n"
+	        "                            past it the plugin is deposed (process mode: its worker\n"
+	        "                            is killed and restarted; thread mode: failed until the\n"
+	        "                            callback returns). KIND: init, on_elected,\n"
+	        "                            on_releases_changed, reconcile, on_deposed, fini or\n"
+	        "                            all (the default); NAME: one plugin only; DUR 0 or\n"
+	        "                            none = no limit. Defaults: reconcile 5m, init 60s,\n"
+	        "                            the others 15s\n"
 	        "  --worker PATH             process mode: the leasehold-worker program\n"
 	        "\n"
 	        "operation:\n"
@@ -129,6 +137,7 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct daemon_config cfg = {
+		.isolation = PLUGIN_ISOLATION_PROCESS, /* docs/operations: "Which isolation" */
 		.prefix = "/leasehold",
 		.ttl_s = 10,
 		.reconcile_wait_ns = 5 * 1000000000ull,
@@ -141,6 +150,8 @@ int main(int argc, char **argv)
 	const char *roles[64];
 	size_t n_roles = 0;
 	const char *iso_names[64];
+	struct callback_timeout_rule cb_timeouts[64];
+	size_t n_cb_timeouts = 0;
 	uint32_t iso_modes[64];
 	size_t n_iso = 0;
 	int c;
@@ -224,11 +235,13 @@ int main(int argc, char **argv)
 				return bad("--isolation must be thread or process", optarg);
 			break;
 		case OPT_CALLBACK_TIMEOUT: {
-			uint64_t ns;
-			if (parse_duration(optarg, &ns) < 0 || ns < 1000000 ||
-			    ns / 1000000 > UINT32_MAX)
-				return bad("bad --callback-timeout duration (>= 1ms)", optarg);
-			cfg.callback_timeout_ms = (uint32_t)(ns / 1000000);
+			char why[160];
+			if (n_cb_timeouts >= 64)
+				return bad("at most 64 --callback-timeout flags", optarg);
+			if (callback_timeout_parse(optarg, &cb_timeouts[n_cb_timeouts], why,
+			                           sizeof(why)) < 0)
+				return bad(why, optarg);
+			n_cb_timeouts++;
 			break;
 		}
 		case OPT_WORKER:
@@ -306,6 +319,8 @@ int main(int argc, char **argv)
 		return bad("--etcd needs at least one URL", etcd);
 	}
 	cfg.iso_names = iso_names;
+	cfg.cb_timeouts = cb_timeouts;
+	cfg.n_cb_timeouts = n_cb_timeouts;
 	cfg.iso_modes = iso_modes;
 	cfg.n_iso = n_iso;
 	cfg.roles_seed = roles;

@@ -444,6 +444,10 @@ static json_object *json_plugin(const Plugin *p)
 	json_object_object_add(o, "fencing_token", json_object_new_int64(p->fencing_token));
 	json_object_object_add(o, "superseded_by", json_str_or_null(p->superseded_by));
 	json_object_object_add(o, "not_ready", json_str_or_null(p->not_ready));
+	bool running = p->callback && p->callback[0];
+	json_object_object_add(o, "callback", json_str_or_null(running ? p->callback : NULL));
+	json_object_object_add(o, "callback_ms",
+			       json_object_new_int64(running ? clamp_u64(p->callback_ms) : 0));
 	return o;
 }
 
@@ -597,6 +601,15 @@ static void plugin_cells(const Plugin *p, char (*buf)[CELL])
 		snprintf(buf[6], CELL, "-");
 	snprintf(buf[7], CELL, "%" PRIu64, rc ? rc->count : 0);
 	err = p->error && p->error[0] ? p->error : rc ? rc->last_error : NULL;
+	if (p->callback && p->callback[0]) {
+		/* a running callback first: a hung one is what the operator looks for */
+		char h[CELL], cb[CELL];
+		snprintf(h, sizeof(h), "in %s since %" PRIu64 " s%s%s",
+			 clean(p->callback, cb, sizeof(cb), true), p->callback_ms / 1000,
+			 err && err[0] ? "; " : "", err && err[0] ? err : "");
+		clean(h, buf[8], 61, true);
+		return;
+	}
 	if ((!err || !err[0]) && p->held_back && p->held_back[0]) {
 		/* no error to show: say why it does not campaign (standby) */
 		char h[CELL];
@@ -713,6 +726,10 @@ static int cmd_status(const Response *r, bool json)
 	if (p->superseded_by && p->superseded_by[0])
 		printf("superseded by: %s\n", clean(p->superseded_by, b1, sizeof(b1), true));
 	printf("fencing token: %" PRId64 "\n", p->fencing_token);
+	/* only while one runs: the usual output stays as it was */
+	if (p->callback && p->callback[0])
+		printf("callback:      in %s since %" PRIu64 " s\n",
+		       clean(p->callback, b1, sizeof(b1), true), p->callback_ms / 1000);
 	return EXIT_OK;
 }
 

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -655,4 +657,125 @@ fail:
 	free(buf);
 	loader_close(p);
 	return r;
+}
+
+/* ---- stale private copies ---- */
+
+/* s is 1..n decimal digits up to `end` (exclusive); *ret its value */
+static bool digits(const char *s, const char *end, unsigned long long *ret)
+{
+	unsigned long long v = 0;
+	if (s >= end || end - s > 19)
+		return false;
+	for (const char *p = s; p < end; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		v = v * 10 + (unsigned long long)(*p - '0');
+	}
+	*ret = v;
+	return true;
+}
+
+/* name is one of ours for process `pid`: "<base>.<pid>.<n>.so" (a private
+ * copy, loader_open) or "w<pid>.<n>.<g>.sock" (a worker bus socket,
+ * plugin_instance.c); *ret_socket tells which */
+static bool stale_name(const char *name, unsigned long long pid, bool *ret_socket)
+{
+	size_t len = strlen(name);
+	unsigned long long v;
+	const char *end = name + len;
+	if (len > 5 && strcmp(end - 5, ".sock") == 0 && name[0] == 'w') {
+		const char *a = name + 1, *b = strchr(a, '.');
+		const char *c = b ? strchr(b + 1, '.') : NULL;
+		if (!b || !c || !digits(a, b, &v) || v != pid || !digits(b + 1, c, &v) ||
+		    !digits(c + 1, end - 5, &v))
+			return false;
+		*ret_socket = true;
+		return true;
+	}
+	if (len > 3 && strcmp(end - 3, ".so") == 0) {
+		/* from the end: ".so", then <n>, then <pid>, then a non-empty base */
+		const char *n_end = end - 3, *n = n_end;
+		while (n > name && n[-1] != '.')
+			n--;
+		if (n <= name + 1 || !digits(n, n_end, &v))
+			return false;
+		const char *p_end = n - 1, *p = p_end;
+		while (p > name && p[-1] != '.')
+			p--;
+		if (p <= name + 1 || !digits(p, p_end, &v) || v != pid)
+			return false;
+		*ret_socket = false;
+		return true;
+	}
+	return false;
+}
+
+/* remove our stale files from the directory dfd (of process pid); count */
+static int remove_stale_files(int dfd, unsigned long long pid)
+{
+	int n = 0, fd = dup(dfd);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!dir) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	for (struct dirent *de; (de = readdir(dir)) != NULL;) {
+		struct stat st;
+		bool sock;
+		if (!stale_name(de->d_name, pid, &sock) ||
+		    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_uid != geteuid() ||
+		    (sock ? !S_ISSOCK(st.st_mode) : !S_ISREG(st.st_mode)))
+			continue;
+		if (unlinkat(dfd, de->d_name, 0) == 0)
+			n++;
+	}
+	closedir(dir);
+	return n;
+}
+
+int loader_remove_stale(const char *runtime_dir, const char *own_dir)
+{
+	const char *own_base = own_dir ? strrchr(own_dir, '/') : NULL;
+	own_base = own_base ? own_base + 1 : own_dir;
+	int rfd = open(runtime_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (rfd < 0)
+		return -errno;
+	int fd = dup(rfd);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!dir) {
+		int r = -errno;
+		if (fd >= 0)
+			close(fd);
+		close(rfd);
+		return r;
+	}
+	int removed = 0;
+	for (struct dirent *de; (de = readdir(dir)) != NULL;) {
+		unsigned long long pid;
+		const char *name = de->d_name;
+		if (strncmp(name, "plugins.", 8) != 0 || !digits(name + 8, name + strlen(name), &pid) ||
+		    pid == 0 || pid > INT_MAX)
+			continue;
+		bool own = own_base && strcmp(name, own_base) == 0;
+		/* alive (or not ours to ask: EPERM): its files are in use */
+		if (!own && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+			continue;
+		struct stat st;
+		int dfd = openat(rfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0)
+			continue;
+		if (fstat(dfd, &st) < 0 || st.st_uid != geteuid()) {
+			close(dfd);
+			continue;
+		}
+		removed += remove_stale_files(dfd, pid);
+		close(dfd);
+		if (!own)
+			unlinkat(rfd, name, AT_REMOVEDIR); /* fails, and stays, if not empty */
+	}
+	closedir(dir);
+	close(rfd);
+	return removed;
 }

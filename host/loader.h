@@ -81,6 +81,21 @@ struct loader_plugin {
  * Returns 0 or -errno with a message in err (may be NULL). */
 int loader_private_dir_prepare(const char *path, char *err, size_t err_len);
 
+/* loader_remove_stale - remove what daemons that died without cleaning up
+ * left in `runtime_dir`: for each private directory "plugins.<PID>" of a
+ * process that no longer exists, and for own_dir (this process's private
+ * directory: a daemon that had the same pid before, as in a container where
+ * it is always pid 1, may have left files there), the private copies
+ * "<base>.<PID>.<N>.so" and worker sockets "w<PID>.<N>.<G>.sock" with that
+ * directory's PID; then the dead process's directory itself if it is empty.
+ * Only entries owned by the euid are touched: directories that are real
+ * directories, copies that are regular files, sockets that are sockets
+ * (lstat semantics: a symlink is never followed nor removed); anything else
+ * stays. A directory of a live process other than own_dir is never
+ * touched. Call it before the first loader_open into own_dir. Returns the
+ * number of files removed, or -errno when runtime_dir cannot be read. */
+int loader_remove_stale(const char *runtime_dir, const char *own_dir);
+
 /* loader_open - load `file` (a plain name, no '/') from `plugin_dir`, copying
  * it into `private_dir` (see loader_private_dir_prepare).
  * On success returns 0 and *ret_plugin owns the loaded plugin (free with

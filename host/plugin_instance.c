@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -128,7 +129,18 @@ static int nng_to_errno(int rv)
  * Host half
  * ====================================================================== */
 
-enum ev_kind { EV_INIT, EV_ELECTED, EV_RELEASES, EV_RECONCILE, EV_DEPOSED, EV_FINI };
+/* the callback each event runs: the values of enum worker_callback */
+enum ev_kind {
+	EV_INIT = WORKER_CB_INIT,
+	EV_ELECTED = WORKER_CB_ON_ELECTED,
+	EV_RELEASES = WORKER_CB_ON_RELEASES_CHANGED,
+	EV_RECONCILE = WORKER_CB_RECONCILE,
+	EV_DEPOSED = WORKER_CB_ON_DEPOSED,
+	EV_FINI = WORKER_CB_FINI,
+};
+_Static_assert(PLUGIN_CALLBACKS == WORKER_CALLBACKS && PLUGIN_CALLBACK_RECONCILE == EV_RECONCILE &&
+                   PLUGIN_CALLBACK_FINI == EV_FINI,
+               "plugin_instance.h's callback kinds are worker.h's");
 
 struct event {
 	struct event *next;
@@ -221,6 +233,10 @@ struct plugin_instance {
 	pid_t expect_pid;
 	bool attached; /* under pid_mu: expect_pid's bus connection was accepted */
 	char *worker_path, *runtime_dir, *worker_stderr;
+	/* process mode: the children's activity page (worker.h), shared memory
+	 * that outlives a dead child; -1 / NULL in thread mode */
+	int activity_fd;
+	struct worker_activity *activity_page;
 	struct loop_timer *cb_timer;      /* callback timeout, child exit grace */
 	struct loop_timer *restart_timer; /* backoff */
 	struct loop_timer *attach_timer;  /* WORKER_ATTACH_TIMEOUT_MS after a spawn */
@@ -345,7 +361,8 @@ static void on_defer(struct loop_timer *t, void *userdata)
 
 static void maybe_drained(struct plugin_instance *pi)
 {
-	if (!pi->drains || pi->q_head || pi->sent_head)
+	/* an overrunning callback (thread mode) is abandoned, not waited for */
+	if (!pi->drains || (!pi->overrun && (pi->q_head || pi->sent_head)))
 		return;
 	/* oldest first */
 	struct drain_waiter *rev = NULL;
@@ -595,8 +612,13 @@ static void head_started(struct plugin_instance *pi)
 	}
 	pi->stats.callback_since_ns = loop_now();
 	pi->sent_head->sent_ns = pi->stats.callback_since_ns;
-	if (pi->cfg.callback_timeout_ms && !pi->stop_after_reap)
-		loop_timer_arm_in(pi->cb_timer, (uint64_t)pi->cfg.callback_timeout_ms * LOOP_NS_PER_MS);
+	uint32_t limit = plugin_instance_callback_timeout_ms(pi, pi->sent_head->kind);
+	if (pi->stop_after_reap)
+		return;
+	if (limit)
+		loop_timer_arm_in(pi->cb_timer, (uint64_t)limit * LOOP_NS_PER_MS);
+	else
+		loop_timer_disarm(pi->cb_timer);
 }
 
 static void sent_push(struct plugin_instance *pi, struct event *ev)
@@ -1565,21 +1587,41 @@ static void on_readable(struct loop_io *io, int fd, uint32_t events, void *userd
 
 static const char *ev_name(enum ev_kind k)
 {
-	switch (k) {
-	case EV_INIT:
-		return "init";
-	case EV_ELECTED:
-		return "on_elected";
-	case EV_RELEASES:
-		return "on_releases_changed";
-	case EV_RECONCILE:
-		return "reconcile";
-	case EV_DEPOSED:
-		return "on_deposed";
-	case EV_FINI:
-		return "fini";
-	}
-	return "?";
+	return worker_callback_name((unsigned)k);
+}
+
+uint32_t plugin_instance_callback_timeout_ms(const struct plugin_instance *pi, unsigned kind)
+{
+	uint32_t v = kind < PLUGIN_CALLBACKS ? pi->cfg.callback_timeout_kind_ms[kind] : 0;
+	if (v == PLUGIN_TIMEOUT_NONE)
+		return 0;
+	return v ? v : pi->cfg.callback_timeout_ms;
+}
+
+/* the live worker's activity page, or NULL (no worker, thread gone) */
+static const struct worker_activity *live_activity(const struct plugin_instance *pi)
+{
+	if (pi->process)
+		return pi->cur && pi->bus_up ? pi->activity_page : NULL;
+	return pi->w && pi->thread_running ? worker_activity(pi->w) : NULL;
+}
+
+bool plugin_instance_running(const struct plugin_instance *pi, const char **ret_callback,
+                             uint64_t *ret_since_ns)
+{
+	const struct worker_activity *a = live_activity(pi);
+	struct worker_activity_snapshot snap;
+	if (!a)
+		return false;
+	worker_activity_read(a, &snap);
+	if (!snap.seq)
+		return false;
+	/* a worker process writes the page: a value from the future is not
+	 * believed */
+	uint64_t now = loop_now();
+	*ret_callback = worker_callback_name(snap.kind);
+	*ret_since_ns = snap.since_ns <= now ? snap.since_ns : now;
+	return true;
 }
 
 static uint64_t exit_grace_ns(const struct plugin_instance *pi)
@@ -1815,12 +1857,21 @@ static void on_child_exit(struct loop_io *io, int fd, uint32_t events, void *use
 	}
 	if (c->current) {
 		char reason[400];
-		if (pi->sent_head)
-			fmt(reason, sizeof(reason), "plugin worker (pid %ld) %s during %s", (long)c->pid,
-			    what, ev_name(pi->sent_head->kind));
+		/* the page, not the sent list: acks the child queued before it
+		 * died may never have left it (a batch's on_elected and replay
+		 * look pending while reconcile ran) */
+		struct worker_activity_snapshot snap = {0, 0, 0};
+		uint64_t now = loop_now();
+		if (pi->activity_page)
+			worker_activity_read(pi->activity_page, &snap);
+		if (snap.seq)
+			fmt(reason, sizeof(reason), "plugin worker (pid %ld) %s during %s (after %llu ms)",
+			    (long)c->pid, what, worker_callback_name(snap.kind),
+			    (unsigned long long)((now > snap.since_ns ? now - snap.since_ns : 0) /
+			                         LOOP_NS_PER_MS));
 		else
-			fmt(reason, sizeof(reason), "plugin worker (pid %ld) %s while idle", (long)c->pid,
-			    what);
+			fmt(reason, sizeof(reason), "plugin worker (pid %ld) %s outside any callback",
+			    (long)c->pid, what);
 		gen_lost(pi, reason);
 	} else if (status != 0) {
 		log_debug(pi->log_comp, "former plugin worker (pid %ld) %s", (long)c->pid, what);
@@ -1831,6 +1882,34 @@ static void on_child_exit(struct loop_io *io, int fd, uint32_t events, void *use
 		loop_timer_disarm(pi->cb_timer);
 		stopped_now(pi);
 	}
+}
+
+/* Thread mode: a stop would wait for a callback that overran its limit,
+ * maybe forever. Complete the stop now and abandon the thread: every
+ * pending event is settled here (a late acknowledgement is then dropped as
+ * unexpected), and plugin_instance_free leaves the thread behind with the
+ * plugin's code loaded (it is never dlclosed under a running thread). */
+static void stop_abandoning(struct plugin_instance *pi)
+{
+	log_warn(pi->log_comp, "stopping without waiting for the overrunning callback: its "
+	         "thread is left behind, the plugin's code stays loaded");
+	pi->leading = false;
+	for (struct event *ev = sent_take_all(pi), *next; ev; ev = next) {
+		next = ev->next;
+		event_complete_cancelled(pi, ev, -EIO, "the plugin instance was stopped");
+		free(ev);
+	}
+	while (pi->q_head) {
+		struct event *q = pi->q_head;
+		pi->q_head = q->next;
+		pi->stats.queued--;
+		event_complete_cancelled(pi, q, -ECANCELED, "the plugin instance was stopped");
+		free(q);
+	}
+	pi->q_tail = NULL;
+	loop_timer_disarm(pi->cb_timer);
+	maybe_drained(pi);
+	stopped_now(pi);
 }
 
 static void on_cb_timer(struct loop_timer *t, void *userdata)
@@ -1850,19 +1929,29 @@ static void on_cb_timer(struct loop_timer *t, void *userdata)
 	if (!ev || pi->overrun)
 		return;
 	pi->stats.callback_timeouts++;
+	uint32_t limit = plugin_instance_callback_timeout_ms(pi, ev->kind);
+	const char *cb = ev_name(ev->kind);
+	uint64_t since = ev->sent_ns;
+	if (!plugin_instance_running(pi, &cb, &since))
+		cb = ev_name(ev->kind);
+	unsigned long long ran_ms = (unsigned long long)((loop_now() - since) / LOOP_NS_PER_MS);
 	if (pi->process) {
-		fmt(reason, sizeof(reason), "callback %s exceeded %u ms: plugin worker (pid %ld) killed",
-		    ev_name(ev->kind), pi->cfg.callback_timeout_ms,
-		    (long)(pi->cur ? pi->cur->pid : 0));
+		fmt(reason, sizeof(reason),
+		    "callback %s exceeded its timeout of %u ms (running for %llu ms): plugin worker "
+		    "(pid %ld) killed",
+		    cb, limit, ran_ms, (long)(pi->cur ? pi->cur->pid : 0));
 		gen_lost(pi, reason);
 		return;
 	}
 	fmt(reason, sizeof(reason),
-	    "callback %s exceeded %u ms (thread isolation: it cannot be stopped; the plugin resumes "
-	    "when it returns)",
-	    ev_name(ev->kind), pi->cfg.callback_timeout_ms);
+	    "callback %s exceeded its timeout of %u ms (running for %llu ms; thread isolation: it "
+	    "cannot be stopped, the plugin stays failed until it returns)",
+	    cb, limit, ran_ms);
 	pi->overrun = true;
 	report_failure(pi, reason);
+	maybe_drained(pi);
+	if (pi->stop_requested)
+		stop_abandoning(pi);
 }
 
 /* the current worker's bus connection was not accepted in time (see
@@ -1962,7 +2051,7 @@ static int spawn_worker(struct plugin_instance *pi, pid_t *ret_pid)
 		(char *)"leasehold-worker", (char *)"--url", pi->url, (char *)"--plugin",
 		pi->lp->copy_path, (char *)"--dev", dev, (char *)"--ino", ino, (char *)"--name",
 		pi->lp->name, (char *)"--parent", parent, (char *)"--txn-timeout-ms", txn,
-		(char *)"--log-level", lvl, NULL,
+		(char *)"--log-level", lvl, (char *)"--activity-fd", (char *)"3", NULL,
 	};
 	r = -posix_spawn_file_actions_init(&fa);
 	if (r < 0)
@@ -1988,7 +2077,8 @@ static int spawn_worker(struct plugin_instance *pi, pid_t *ret_pid)
 	    (r = -posix_spawn_file_actions_addopen(&fa, 2, pi->worker_stderr,
 	                                           O_WRONLY | O_CREAT | O_APPEND, 0600)) < 0)
 		goto cleanup;
-	if ((r = -posix_spawn_file_actions_adddup2(&fa, 2, 1)) < 0)
+	if ((r = -posix_spawn_file_actions_adddup2(&fa, 2, 1)) < 0 ||
+	    (r = -posix_spawn_file_actions_adddup2(&fa, pi->activity_fd, 3)) < 0)
 		goto cleanup;
 	r = -posix_spawn(&pid, pi->worker_path, &fa, &attr, argv, environ);
 	if (r == 0)
@@ -2008,6 +2098,7 @@ static int gen_start(struct plugin_instance *pi)
 	int r = 0, rv;
 
 	pi->gen++;
+	memset(pi->activity_page, 0, sizeof(*pi->activity_page)); /* nothing of the last child */
 	fmt(pi->url, sizeof(pi->url), "ipc://%s/w%ld.%u.%llu.sock", pi->runtime_dir, (long)getpid(),
 	    pi->instance_id, (unsigned long long)pi->gen);
 	if (strlen(pi->url) - 6 >= 108) /* sizeof(sun_path) */
@@ -2166,6 +2257,18 @@ static int process_prepare(struct plugin_instance *pi)
 		return -ENOMEM;
 	if (pi->cfg.worker_stderr && !(pi->worker_stderr = strdup(pi->cfg.worker_stderr)))
 		return -ENOMEM;
+	/* the children's activity page; posix_spawn's dup2 makes it fd 3 of
+	 * the child, without MFD_CLOEXEC's effect there */
+	pi->activity_fd = memfd_create("leasehold-activity", MFD_CLOEXEC);
+	if (pi->activity_fd < 0)
+		return -errno;
+	if (ftruncate(pi->activity_fd, (off_t)sizeof(*pi->activity_page)) < 0)
+		return -errno;
+	void *m = mmap(NULL, sizeof(*pi->activity_page), PROT_READ | PROT_WRITE, MAP_SHARED,
+	               pi->activity_fd, 0);
+	if (m == MAP_FAILED)
+		return -errno;
+	pi->activity_page = m;
 	return 0;
 }
 
@@ -2187,6 +2290,7 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 	if (!pi->cfg.txn_timeout_ms)
 		pi->cfg.txn_timeout_ms = DEFAULT_TXN_TIMEOUT_MS;
 	pi->rfd = pi->sfd = -1;
+	pi->activity_fd = -1;
 	pi->stats.last_exit_status = -1;
 	pi->instance_id = atomic_fetch_add(&g_instance_counter, 1u);
 	snprintf(pi->log_comp, sizeof(pi->log_comp), "plugin %s", lp->name);
@@ -2290,6 +2394,10 @@ void plugin_instance_stop(struct plugin_instance *pi, plugin_instance_stopped_fn
 	bool alive = pi->process ? pi->bus_up : (pi->thread_running && !pi->broken);
 	if (!alive) {
 		finish_stop(pi);
+		return;
+	}
+	if (pi->overrun) {
+		stop_abandoning(pi);
 		return;
 	}
 	struct event *ev = event_new(EV_FINI);
@@ -2421,7 +2529,9 @@ void plugin_instance_free(struct plugin_instance *pi)
 		return;
 	}
 	if (pi->thread_running) {
-		if (!pi->broken && pi->hsock_open)
+		/* an overrunning callback would only make this wait its full
+		 * timeout for acks that cannot come */
+		if (!pi->broken && pi->hsock_open && !pi->overrun)
 			stop_sync(pi);
 		/* wake a worker still blocked on its socket (only after a failure) */
 		if (pi->wsock_open) {
@@ -2433,7 +2543,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 		 * worker state and the plugin's code stay until the process exits. */
 		struct timespec until;
 		clock_gettime(CLOCK_MONOTONIC, &until); /* a wall-clock step must not cut it short */
-		int ms = sync_wait_ms(SYNC_KILL_WAIT_MS);
+		int ms = pi->overrun ? 0 : sync_wait_ms(SYNC_KILL_WAIT_MS);
 		until.tv_sec += ms / 1000;
 		until.tv_nsec += (long)(ms % 1000) * 1000000L;
 		if (until.tv_nsec >= 1000000000L) {
@@ -2517,6 +2627,10 @@ void plugin_instance_free(struct plugin_instance *pi)
 			g_left_behind = lb;
 		}
 	}
+	if (pi->activity_page)
+		munmap(pi->activity_page, sizeof(*pi->activity_page));
+	if (pi->activity_fd >= 0)
+		close(pi->activity_fd);
 	free(pi->worker_path);
 	free(pi->runtime_dir);
 	free(pi->worker_stderr);

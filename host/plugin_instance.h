@@ -42,10 +42,22 @@
  *   restarted worker counts as another failure. A crash during the FIRST
  *   init is reported through on_init (err -EIO) instead, with no restart.
  *   Messages the child sent just before dying are read first, best effort.
- * - Callback timeout (thread mode). The callback cannot be killed: the
- *   instance reports on_failed("callback X exceeded N ms"), refuses new
+ * - Callback timeout (thread mode). The callback cannot be killed (a
+ *   thread cannot be stopped safely: it may hold locks, be inside libc):
+ *   the instance reports on_failed("callback X exceeded N ms"), refuses new
  *   leadership events until the callback returns (as in process mode while
- *   restarting), then reports on_recovered and carries on.
+ *   restarting), then reports on_recovered and carries on. A drain
+ *   completes at once while a callback overruns (the callback is abandoned,
+ *   not waited for), so a hot reload proceeds. stop() of an instance whose
+ *   callback overran (before or during the stop: a stuck fini) completes
+ *   without waiting for it: pending events are settled, `stopped` follows,
+ *   and free() leaves the thread behind with the plugin's code loaded
+ *   (never dlclosed under a running thread).
+ * - Timeouts per callback kind (PLUGIN_CALLBACK_*): callback_timeout_kind_ms
+ *   overrides callback_timeout_ms per kind. The running callback is read
+ *   from the worker's activity page (worker.h), not guessed from the bus:
+ *   plugin_instance_running() and the crash reason of a worker process name
+ *   the callback that really ran.
  * - Events: every event carries a sequence number and is acknowledged by the
  *   worker (EventDone, with the callback's return value and error text).
  *   Events are handed to the worker one at a time (plugin_instance_stats:
@@ -121,12 +133,14 @@
  *    called.
  * 4. While failed (state RECOVERING): elected() and releases_changed() are
  *    ignored; reconcile() completes with -EIO; deposed() works; drain()
- *    completes as soon as no callback runs (process: at once); stop() and
- *    free() work (a pending restart is cancelled).
+ *    completes at once (process: the worker is gone; thread: the callback
+ *    that overran is not waited for); stop() and free() work (a pending
+ *    restart is cancelled; thread: without waiting for that callback).
  */
 #ifndef LH_PLUGIN_INSTANCE_H
 #define LH_PLUGIN_INSTANCE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -147,6 +161,18 @@ enum plugin_instance_state {
 	 * process mode restarts it, thread mode waits for the callback */
 	PLUGIN_INSTANCE_RECOVERING = 5,
 };
+
+/* callback kinds, the indexes of plugin_instance_config.callback_timeout_kind_ms
+ * (the same values as enum worker_callback) */
+#define PLUGIN_CALLBACK_INIT 0u
+#define PLUGIN_CALLBACK_ON_ELECTED 1u
+#define PLUGIN_CALLBACK_ON_RELEASES_CHANGED 2u
+#define PLUGIN_CALLBACK_RECONCILE 3u
+#define PLUGIN_CALLBACK_ON_DEPOSED 4u
+#define PLUGIN_CALLBACK_FINI 5u
+#define PLUGIN_CALLBACKS 6u
+/* callback_timeout_kind_ms: this kind has no limit */
+#define PLUGIN_TIMEOUT_NONE UINT32_MAX
 
 /* plugin_instance_config.isolation */
 #define PLUGIN_ISOLATION_THREAD 0u
@@ -213,6 +239,9 @@ struct plugin_instance_config {
 	uint32_t restart_max_ms; /* cap of the doubling; 0 = 30000 */
 	uint32_t exit_grace_ms;  /* after fini: wait this long for the child to exit, then
 	                            SIGKILL; 0 = 5000 */
+	/* per callback kind (PLUGIN_CALLBACK_*): 0 = callback_timeout_ms,
+	 * PLUGIN_TIMEOUT_NONE = no limit, else the limit in ms */
+	uint32_t callback_timeout_kind_ms[PLUGIN_CALLBACKS];
 };
 
 /* plugin_instance_new - start a worker thread for the loaded plugin lp and
@@ -269,6 +298,15 @@ enum plugin_instance_state plugin_instance_state(const struct plugin_instance *p
 const struct loader_plugin *plugin_instance_plugin(const struct plugin_instance *pi);
 /* a snapshot of the counters */
 void plugin_instance_get_stats(const struct plugin_instance *pi, struct plugin_instance_stats *ret);
+/* plugin_instance_running - the callback the plugin's worker runs right now
+ * (as the worker itself published it): returns true with *ret_callback
+ * ("reconcile", static) and *ret_since_ns (loop_now() time it began), or
+ * false when none runs (or the worker is down). */
+bool plugin_instance_running(const struct plugin_instance *pi, const char **ret_callback,
+                             uint64_t *ret_since_ns);
+/* plugin_instance_callback_timeout_ms - the limit that applies to callback
+ * kind (PLUGIN_CALLBACK_*), 0 = none */
+uint32_t plugin_instance_callback_timeout_ms(const struct plugin_instance *pi, unsigned kind);
 /* queued + in flight */
 uint64_t plugin_instance_pending(const struct plugin_instance *pi);
 /* the bus URL (borrowed), e.g. "inproc://leasehold-123-4-reconciler" or, in

@@ -15,6 +15,7 @@
 
 #include <nng/nng.h>
 
+#include "crash_report.h"
 #include "log.h"
 #include "loop.h"
 #include "proto/bus.pb-c.h"
@@ -57,6 +58,10 @@ struct worker {
 	ToWorker *stash[STASH_MAX];
 	unsigned stash_head, stash_n;
 	bool term_skipped; /* this term's on_elected was skipped: skip the rest */
+	struct worker_activity own_activity;
+	struct worker_activity *activity; /* own_activity or the owner's page */
+	/* crash_report lines, one per callback kind, prepared by worker_new */
+	char crash_who[WORKER_CALLBACKS][LH_PLUGIN_NAME_MAX + 48];
 	char errmsg[512];
 	char txn_error[512];
 };
@@ -64,6 +69,91 @@ struct worker {
 static struct worker *ctx_worker(struct lh_ctx *ctx)
 {
 	return (struct worker *)(void *)ctx;
+}
+
+static const char *const g_callback_names[WORKER_CALLBACKS] = {
+	[WORKER_CB_INIT] = "init",
+	[WORKER_CB_ON_ELECTED] = "on_elected",
+	[WORKER_CB_ON_RELEASES_CHANGED] = "on_releases_changed",
+	[WORKER_CB_RECONCILE] = "reconcile",
+	[WORKER_CB_ON_DEPOSED] = "on_deposed",
+	[WORKER_CB_FINI] = "fini",
+};
+
+const char *worker_callback_name(unsigned kind)
+{
+	return kind < WORKER_CALLBACKS ? g_callback_names[kind] : "?";
+}
+
+int worker_callback_parse(const char *name, unsigned *ret)
+{
+	for (unsigned k = 0; name && k < WORKER_CALLBACKS; k++) {
+		if (strcmp(name, g_callback_names[k]) == 0) {
+			*ret = k;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+void worker_activity_read(const struct worker_activity *a, struct worker_activity_snapshot *ret)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		uint64_t g1 = atomic_load_explicit(&a->gen, memory_order_acquire);
+		if (g1 & 1)
+			continue;
+		ret->seq = atomic_load_explicit(&a->seq, memory_order_relaxed);
+		ret->kind = atomic_load_explicit(&a->kind, memory_order_relaxed);
+		ret->since_ns = atomic_load_explicit(&a->since_ns, memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&a->gen, memory_order_relaxed) == g1)
+			return;
+	}
+	*ret = (struct worker_activity_snapshot){0, 0, 0};
+}
+
+/* publish (seq != 0) or clear (seq == 0) the running callback */
+static void activity_set(struct worker *w, uint64_t seq, unsigned kind)
+{
+	struct worker_activity *a = w->activity;
+	uint64_t g = atomic_load_explicit(&a->gen, memory_order_relaxed);
+	atomic_store_explicit(&a->gen, g + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&a->seq, seq, memory_order_relaxed);
+	atomic_store_explicit(&a->kind, kind, memory_order_relaxed);
+	atomic_store_explicit(&a->since_ns, seq ? loop_now() : 0, memory_order_relaxed);
+	atomic_store_explicit(&a->gen, g + 2, memory_order_release);
+}
+
+void worker_set_activity(struct worker *w, struct worker_activity *a)
+{
+	w->activity = a ? a : &w->own_activity;
+}
+
+const struct worker_activity *worker_activity(const struct worker *w)
+{
+	return w->activity;
+}
+
+/* the callback kind of a bus event, or -1 */
+static int event_callback(const Event *ev)
+{
+	switch (ev->kind_case) {
+	case LEASEHOLD__BUS__EVENT__KIND_INIT:
+		return WORKER_CB_INIT;
+	case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
+		return WORKER_CB_ON_ELECTED;
+	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:
+		return WORKER_CB_ON_RELEASES_CHANGED;
+	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
+		return WORKER_CB_RECONCILE;
+	case LEASEHOLD__BUS__EVENT__KIND_DEPOSED:
+		return WORKER_CB_ON_DEPOSED;
+	case LEASEHOLD__BUS__EVENT__KIND_FINI:
+		return WORKER_CB_FINI;
+	default:
+		return -1;
+	}
 }
 
 static bool on_worker(const struct worker *w)
@@ -568,6 +658,11 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		snprintf(w->errmsg, sizeof(w->errmsg), "plugin not initialised");
 		return -EIO;
 	}
+	int cb = event_callback(ev);
+	if (cb >= 0) {
+		activity_set(w, ev->seq ? ev->seq : UINT64_MAX, (unsigned)cb);
+		crash_report_enter(w->crash_who[cb]);
+	}
 	w->in_callback = true;
 	switch (ev->kind_case) {
 	case LEASEHOLD__BUS__EVENT__KIND_INIT:
@@ -630,6 +725,10 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		break;
 	}
 	w->in_callback = false;
+	if (cb >= 0) {
+		crash_report_leave();
+		activity_set(w, 0, 0);
+	}
 	free(w->result);
 	w->result = NULL;
 	if (err > 0 || err < -4095)
@@ -737,6 +836,10 @@ int worker_new(const struct lh_plugin *desc, nng_socket sock, uint32_t txn_timeo
 	w->api.data_prefix = api_data_prefix;
 	w->desc = *desc;
 	w->sock = sock;
+	w->activity = &w->own_activity;
+	for (unsigned k = 0; k < WORKER_CALLBACKS; k++)
+		snprintf(w->crash_who[k], sizeof(w->crash_who[k]), "plugin %.*s, callback %s",
+		         LH_PLUGIN_NAME_MAX, desc->name ? desc->name : "?", g_callback_names[k]);
 	w->txn_timeout_ms = txn_timeout_ms ? txn_timeout_ms : 30000u;
 	*ret_w = w;
 	return 0;

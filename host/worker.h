@@ -19,10 +19,18 @@
  *   message is answered with a ProtocolError and dropped.
  * - worker_run() returns after FINI was acknowledged or when the socket is
  *   closed (the host went away).
+ * - Activity: before each callback the worker publishes which one runs
+ *   (seq, kind, start time) in a struct worker_activity, and clears it
+ *   after. The host reads it without the bus: to show "in reconcile since
+ *   42 s", and, in process isolation, to name the callback that really ran
+ *   when the child died (the page is shared memory that outlives the
+ *   child; acknowledgements the child queued just before it died may never
+ *   reach the host). It also publishes the crash line (crash_report.h).
  */
 #ifndef LH_WORKER_H
 #define LH_WORKER_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <nng/nng.h>
@@ -30,6 +38,43 @@
 #include <leasehold/plugin.h>
 
 struct worker;
+
+/* The plugin callbacks, in the order of the SDK's descriptor. */
+enum worker_callback {
+	WORKER_CB_INIT = 0,
+	WORKER_CB_ON_ELECTED = 1,
+	WORKER_CB_ON_RELEASES_CHANGED = 2,
+	WORKER_CB_RECONCILE = 3,
+	WORKER_CB_ON_DEPOSED = 4,
+	WORKER_CB_FINI = 5,
+};
+#define WORKER_CALLBACKS 6
+
+/* worker_callback_name - "init", "on_elected", ... ("?" when out of range) */
+const char *worker_callback_name(unsigned kind);
+/* worker_callback_parse - the inverse; 0 or -EINVAL (*ret untouched) */
+int worker_callback_parse(const char *name, unsigned *ret);
+
+/* What the worker's thread is doing; written only by that thread, read by
+ * anyone (another thread, or the host through shared memory): a seqlock. */
+struct worker_activity {
+	_Atomic uint64_t gen;      /* odd while being written */
+	_Atomic uint64_t seq;      /* Event.seq of the running callback; 0 = none */
+	_Atomic uint32_t kind;     /* enum worker_callback, when seq != 0 */
+	_Atomic uint64_t since_ns; /* loop_now() (CLOCK_BOOTTIME) when it began */
+};
+
+/* a consistent copy of a struct worker_activity */
+struct worker_activity_snapshot {
+	uint64_t seq; /* 0 = no callback runs */
+	uint32_t kind;
+	uint64_t since_ns;
+};
+
+/* worker_activity_read - copy a consistent state of *a (retries while the
+ * worker writes; gives up after a bounded number of tries and then reports
+ * "no callback"). Never blocks. */
+void worker_activity_read(const struct worker_activity *a, struct worker_activity_snapshot *ret);
 
 /* Exit codes of the leasehold-worker program (process isolation). The host
  * turns them into a failure reason. */
@@ -48,6 +93,14 @@ struct worker;
  * Returns 0 and *ret_w (free with worker_free) or -ENOMEM (untouched). */
 int worker_new(const struct lh_plugin *desc, nng_socket sock, uint32_t txn_timeout_ms,
 	       struct worker **ret_w);
+
+/* worker_set_activity - publish the activity in *a (e.g. shared memory)
+ * instead of the worker's own struct; call before worker_run. a is borrowed
+ * and must outlive the worker. */
+void worker_set_activity(struct worker *w, struct worker_activity *a);
+/* worker_activity - where the worker publishes its activity (borrowed,
+ * lives as long as w or as the page given to worker_set_activity). */
+const struct worker_activity *worker_activity(const struct worker *w);
 
 /* worker_run - serve events on the calling thread until FINI was answered
  * (returns 0) or the socket failed / was closed (returns -ECANCELED). The

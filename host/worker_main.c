@@ -5,7 +5,7 @@
  *
  *   leasehold-worker --url ipc://DIR/wPID.N.G.sock --plugin PRIVATE_COPY
  *                    --dev DEV --ino INO --name NAME --parent PID
- *                    [--txn-timeout-ms N] [--log-level 0..3]
+ *                    [--txn-timeout-ms N] [--log-level 0..3] [--activity-fd 3]
  *
  * Design notes
  * - Started by plugin_instance.c with posix_spawn: own process group,
@@ -21,8 +21,13 @@
  *   goes away (its socket closes: the pipe is removed) the worker socket is
  *   closed and the process exits; after FINI the process waits for that (the
  *   host closes after reading the ack), so the ack is never lost.
+ * - --activity-fd: a shared memory file (memfd) of the host's, mapped here;
+ *   the worker publishes the running callback in it (worker.h), so the host
+ *   knows which callback ran when this process died, whatever messages
+ *   were still unsent.
  * - Exit codes: WORKER_EXIT_* (worker.h). A crash of the plugin is what it
- *   is: the host sees the signal through its pidfd.
+ *   is: the host sees the signal through its pidfd; this process writes
+ *   one line naming the plugin and the callback first (crash_report.h).
  */
 #include "config.h"
 
@@ -38,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -46,6 +52,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/pair1/pair.h>
 
+#include "crash_report.h"
 #include "loader.h"
 #include "log.h"
 #include "worker.h"
@@ -61,6 +68,7 @@ struct args {
 	long parent;
 	unsigned long txn_timeout_ms;
 	long log_level;
+	long activity_fd; /* -1 = none */
 };
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -88,6 +96,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 	a->txn_timeout_ms = 30000;
 	a->log_level = LOG_LVL_INFO;
 	a->parent = -1;
+	a->activity_fd = -1;
 	for (int i = 1; i < argc; i += 2) {
 		const char *k = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!val)
@@ -108,6 +117,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->txn_timeout_ms = (unsigned long)v;
 		else if (strcmp(k, "--log-level") == 0 && parse_ull(val, LOG_LVL_DEBUG, &v) == 0)
 			a->log_level = (long)v;
+		else if (strcmp(k, "--activity-fd") == 0 && parse_ull(val, 3, &v) == 0 && v == 3)
+			a->activity_fd = (long)v;
 		else
 			return -EINVAL;
 	}
@@ -243,16 +254,31 @@ int main(int argc, char **argv)
 	if (parse_args(argc, argv, &a) < 0) {
 		fprintf(stderr, "usage: leasehold-worker --url URL --plugin FILE --dev N --ino N "
 				"--name NAME --parent PID [--txn-timeout-ms N] [--log-level 0-3]\n"
+				"       [--activity-fd 3]\n"
 				"(started by the leasehold daemon for process isolation)\n");
 		return WORKER_EXIT_USAGE;
 	}
 	if ((long)getppid() != a.parent)
 		return WORKER_EXIT_PARENT;
 	/* nothing of the daemon's (sockets, etcd connections) stays open here */
-	if (close_range(3, ~0u, 0) < 0) {
-		for (int fd = 3; fd < 1024; fd++)
+	int first_closed = a.activity_fd == 3 ? 4 : 3;
+	if (close_range((unsigned)first_closed, ~0u, 0) < 0) {
+		for (int fd = first_closed; fd < 1024; fd++)
 			close(fd);
 	}
+	struct worker_activity *activity = NULL;
+	if (a.activity_fd >= 0) {
+		void *m = mmap(NULL, sizeof(*activity), PROT_READ | PROT_WRITE, MAP_SHARED,
+		               (int)a.activity_fd, 0);
+		close((int)a.activity_fd);
+		if (m == MAP_FAILED) {
+			fprintf(stderr, "leasehold-worker: cannot map the activity page: %s\n",
+			        strerror(errno));
+			return WORKER_EXIT_USAGE;
+		}
+		activity = m;
+	}
+	crash_report_install("the worker process dies; the host restarts it (process isolation)");
 	log_set_level((enum log_level)a.log_level);
 	char tag[LH_PLUGIN_NAME_MAX + 32];
 	snprintf(tag, sizeof(tag), "worker %s[%ld]", a.name, (long)getpid());
@@ -281,6 +307,7 @@ int main(int argc, char **argv)
 		code = WORKER_EXIT_NOMEM;
 		goto out_sock;
 	}
+	worker_set_activity(w, activity);
 	if (pthread_create(&t, NULL, worker_thread, w) != 0) {
 		code = WORKER_EXIT_NOMEM;
 		goto out_sock;

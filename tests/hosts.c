@@ -869,9 +869,12 @@ int host_private_copies(const struct host *h)
 	if (!d)
 		return 0;
 	int n = 0;
-	for (struct dirent *de; (de = readdir(d)) != NULL;)
-		if (de->d_name[0] != '.')
+	for (struct dirent *de; (de = readdir(d)) != NULL;) {
+		size_t len = strlen(de->d_name);
+		/* copies only: process isolation keeps its worker sockets here too */
+		if (de->d_name[0] != '.' && len > 3 && strcmp(de->d_name + len - 3, ".so") == 0)
 			n++;
+	}
 	closedir(d);
 	return n;
 }

@@ -182,7 +182,8 @@ long host_wait_state(const struct host *h, const char *plugin, const char *state
 /* host_alive - h's process still runs (an exit is collected into
  * h->exit_status and h->pid cleared) */
 bool host_alive(struct host *h);
-/* host_private_copies - files in h's private plugin dir (<dir>/run/plugins.<pid>) */
+/* host_private_copies - plugin copies (*.so) in h's private plugin dir
+ * (<dir>/run/plugins.<pid>) */
 int host_private_copies(const struct host *h);
 /* host_mapped_copies - distinct private plugin copies mapped in h's process
  * (/proc/<pid>/maps), i.e. plugin instances loaded */

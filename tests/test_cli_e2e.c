@@ -211,8 +211,12 @@ static void check_plugin_json(json_object *p, const struct host *h, const struct
 	CHECK_JNULL(p, "error");
 	CHECK_JNULL(p, "held_back");
 	CHECK_JNULL(p, "superseded_by");
+	/* ready: no reason; the running callback: present (null while none runs) */
+	CHECK_JNULL(p, "not_ready");
+	CHECK(json_object_object_get_ex(p, "callback", NULL));
+	CHECK(json_object_object_get_ex(p, "callback_ms", NULL));
 	/* exactly the documented fields */
-	CHECK_INT_EQ(json_object_object_length(p), 13);
+	CHECK_INT_EQ(json_object_object_length(p), 16);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "releases")), 4);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "status")), 3);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "reconcile")), 4);

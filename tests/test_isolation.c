@@ -36,6 +36,7 @@
 #include "check.h"
 #include "files.h"
 #include "crashy.h"
+#include "callback_timeout.h"
 #include "fakehost.h"
 #include "loader.h"
 #include "plugin_instance.h"
@@ -436,6 +437,48 @@ static void t_free_without_stop_runs_fini(uint32_t mode)
 	check_line(s, 4, "fini");
 }
 
+/* --callback-timeout: parsing (hostile: operator input) and precedence */
+static void test_callback_timeout_rules(void)
+{
+	struct callback_timeout_rule r[8];
+	uint32_t ms[PLUGIN_CALLBACKS];
+	char err[200];
+	static const char *const bad[] = {"", "=5s", "reconcile=", "reconcile=5x", "bogus=5s",
+	                                  "Bad Name:reconcile=5s", ":reconcile=5s", "x:=5s",
+	                                  "reconcile=-1s", "reconcile=0.1ms", "x:y:reconcile=1s",
+	                                  "reconcile=99999999h"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		if (callback_timeout_parse(bad[i], &r[0], err, sizeof(err)) != -EINVAL) {
+			fprintf(stderr, "accepted \"%s\"\n", bad[i]);
+			exit(1);
+		}
+		CHECK(err[0] != 0);
+	}
+	/* defaults: reconcile 5 min, init 60 s, the notifications 15 s */
+	callback_timeout_resolve(NULL, 0, "x", ms);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_RECONCILE], 300000);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_INIT], 60000);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_ON_ELECTED], 15000);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_FINI], 15000);
+	/* most specific wins, whatever the order */
+	const char *const good[] = {"x:reconcile=7s", "x:all=3s", "reconcile=2m", "1s",
+	                            "y:fini=none"};
+	for (size_t i = 0; i < 5; i++)
+		CHECK_OK(callback_timeout_parse(good[i], &r[i], err, sizeof(err)));
+	callback_timeout_resolve(r, 5, "x", ms);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_RECONCILE], 7000);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_INIT], 3000);
+	callback_timeout_resolve(r, 5, "y", ms);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_RECONCILE], 120000);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_INIT], 1000);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_FINI], PLUGIN_TIMEOUT_NONE);
+	/* within a level the last one wins */
+	CHECK_OK(callback_timeout_parse("reconcile=9s", &r[5], err, sizeof(err)));
+	callback_timeout_resolve(r, 6, "z", ms);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_RECONCILE], 9000);
+}
+
 static void test_driver_both_modes(void)
 {
 	for (uint32_t mode = 0; mode <= PLUGIN_ISOLATION_PROCESS; mode++) {
@@ -562,7 +605,8 @@ static void test_process_hang_past_timeout_killed(void)
 	reconcile_ok(&b); /* the loop is not blocked */
 	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE));
 	CHECK(loop_now() - t0 >= 300 * LOOP_NS_PER_MS);
-	check_contains(a.reason, "callback reconcile exceeded 300 ms: plugin worker (pid ");
+	check_contains(a.reason, "callback reconcile exceeded its timeout of 300 ms (running for ");
+	check_contains(a.reason, " ms): plugin worker (pid ");
 	check_contains(a.reason, ") killed");
 	CHECK_OK(loop_run_until(L, &r1.done, DEADLINE));
 	CHECK_INT_EQ(r1.err, -EIO);
@@ -595,7 +639,7 @@ static void test_process_restart_backoff_grows(void)
 	SET(sa, crash, CRASHY_ABORT);
 	kill(plugin_instance_worker_pid(a.pi), SIGKILL);
 	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE));
-	check_contains(a.reason, "was killed by signal 9 (SIGKILL) while idle");
+	check_contains(a.reason, "was killed by signal 9 (SIGKILL) outside any callback");
 	for (int k = 2; k <= 5; k++) {
 		wait_ge(&sa->inits, k);
 		reconcile_ok(&b); /* the healthy one keeps working */
@@ -776,8 +820,9 @@ static void test_thread_hang_reported_then_resumes(void)
 	plugin_instance_reconcile(a.pi, on_reconciled, &r2);
 	wait_i(&sa->in_reconcile, 1);
 	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE));
-	CHECK_STR_EQ(a.reason, "callback reconcile exceeded 200 ms (thread isolation: it cannot be "
-			       "stopped; the plugin resumes when it returns)");
+	check_contains(a.reason, "callback reconcile exceeded its timeout of 200 ms (running for ");
+	check_contains(a.reason, "thread isolation: it cannot be stopped, the plugin stays failed "
+				 "until it returns)");
 	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_RECOVERING);
 	/* the owner deposed in on_failed: the queued one was dropped */
 	CHECK_OK(loop_run_until(L, &r2.done, DEADLINE));
@@ -876,6 +921,7 @@ int main(void)
 	CHECK_OK(fakehost_new(L, PREFIX, &FH));
 	CHECK_OK(loop_io_add(L, g_fifo, EPOLLIN, on_notify, NULL, &g_fio));
 
+	RUN(test_callback_timeout_rules);
 	RUN(test_driver_both_modes);
 	RUN(test_process_segfault_in_reconcile_contained);
 	RUN(test_process_abort_in_reconcile_contained);

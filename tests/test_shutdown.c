@@ -35,9 +35,11 @@ static struct tu T;
 static struct observer *g_rec, *g_good;
 static struct host A, B;
 
+/* thread isolation: test_slow_drain_does_not_hold_back_the_other_plugin
+ * checks that a thread stuck in a callback is left behind at exit */
 static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
                                    "--reconcile-interval", "1h", "--shutdown-timeout", "20s",
-                                   "--log-level", "debug", NULL};
+                                   "--isolation", "thread", "--log-level", "debug", NULL};
 
 static void install_both(struct host *h)
 {
