@@ -66,6 +66,8 @@ static const char *const *args(const char *prefix, const char *isolation, const 
 	a[k++] = isolation;
 	a[k++] = "--worker";
 	a[k++] = g_worker;
+	a[k++] = "--log-level";
+	a[k++] = "debug";
 	a[k] = NULL;
 	return a;
 }
