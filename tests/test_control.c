@@ -171,9 +171,9 @@ static int op_members(void *ud, const char *name, struct control_member *out, si
 		      size_t *ret_total)
 {
 	static const struct control_member m[3] = {
-	    {"node-a", {1, 1, 0}, true},
-	    {"node-b", {1, 0, 0}, false},
-	    {"node-c", {1, 1, 0}, false},
+	    {"node-a", {1, 1, 0}, true, true},
+	    {"node-b", {1, 0, 0}, false, false},
+	    {"node-c", {1, 1, 0}, false, true},
 	};
 	(void)ud;
 	if (strcmp(name, "reconciler") != 0)
@@ -956,13 +956,13 @@ static void test_cli_members(void)
 	json_object *a, *m;
 
 	CHECK_INT_EQ(run(&out, &err, "members", "reconciler", NULL), 0);
-	CHECK_STR_EQ(out, "+ Node: node-a ----+--------+\n"
-			  "| NODE   | RELEASE | LEADER |\n"
-			  "+--------+---------+--------+\n"
-			  "| node-a | 1.1.0   | yes    |\n"
-			  "| node-b | 1.0.0   | no     |\n"
-			  "| node-c | 1.1.0   | no     |\n"
-			  "+--------+---------+--------+\n");
+	CHECK_STR_EQ(out, "+ Node: node-a ----+--------+-------------+\n"
+			  "| NODE   | RELEASE | LEADER | CAMPAIGNING |\n"
+			  "+--------+---------+--------+-------------+\n"
+			  "| node-a | 1.1.0   | yes    | yes         |\n"
+			  "| node-b | 1.0.0   | no     | no          |\n"
+			  "| node-c | 1.1.0   | no     | yes         |\n"
+			  "+--------+---------+--------+-------------+\n");
 	free(out);
 	free(err);
 
@@ -978,7 +978,9 @@ static void test_cli_members(void)
 	CHECK_STR_EQ(jstr(m, "node"), "node-b");
 	CHECK_STR_EQ(jstr(m, "release"), "1.0.0");
 	CHECK(!jbool(m, "leader"));
+	CHECK(!jbool(m, "campaigning"));
 	m = json_object_array_get_idx(a, 2);
+	CHECK(jbool(m, "campaigning"));
 	CHECK_STR_EQ(jstr(m, "node"), "node-c");
 	CHECK(!jbool(m, "leader"));
 	json_object_put(a);
