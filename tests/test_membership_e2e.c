@@ -52,31 +52,16 @@ static bool p_no_member(void *a)
 	return !member_record(a);
 }
 
-/* any key of the prefix still bound to lease */
 static int64_t g_lease;
 static bool p_lease_gone(void *a)
 {
 	(void)a;
-	struct etcd_kv **kvs;
-	size_t n = tu_list(&T, PFX "/", &kvs);
-	bool bound = false;
-	for (size_t i = 0; i < n; i++)
-		bound = bound || kvs[i]->lease == g_lease;
-	tu_list_free(kvs, n);
-	return !bound;
+	return tu_keys_of_lease(&T, PFX "/", g_lease) == 0;
 }
 
-/* the lease of node's election key (0: it does not campaign) */
 static int64_t election_lease(const char *node)
 {
-	struct etcd_kv **kvs;
-	size_t n = tu_list(&T, PFX "/" PLUGIN "/election/", &kvs);
-	int64_t l = 0;
-	for (size_t i = 0; i < n; i++)
-		if (kvs[i]->value_len == strlen(node) && memcmp(kvs[i]->value, node, strlen(node)) == 0)
-			l = kvs[i]->lease;
-	tu_list_free(kvs, n);
-	return l;
+	return tu_election_lease(&T, PFX, PLUGIN, node);
 }
 
 static bool p_campaigns(void *a)

@@ -47,30 +47,14 @@ static void install_both(struct host *h)
 	host_install_file(h, built_test_plugin("good"), "good.so", 0644);
 }
 
-/* keys under PFX whose etcd lease is `lease` */
 static size_t keys_of_lease(int64_t lease)
 {
-	struct etcd_kv **kvs;
-	size_t n = tu_list(&T, PFX "/", &kvs), k = 0;
-	for (size_t i = 0; i < n; i++)
-		k += kvs[i]->lease == lease;
-	tu_list_free(kvs, n);
-	return k;
+	return tu_keys_of_lease(&T, PFX "/", lease);
 }
 
-/* the lease of node's election key of plugin (0 when it does not campaign) */
 static int64_t election_lease(const char *plugin, const char *node)
 {
-	char pfx[128];
-	snprintf(pfx, sizeof(pfx), PFX "/%s/election/", plugin);
-	struct etcd_kv **kvs;
-	size_t n = tu_list(&T, pfx, &kvs);
-	int64_t l = 0;
-	for (size_t i = 0; i < n; i++)
-		if (kvs[i]->value_len == strlen(node) && memcmp(kvs[i]->value, node, strlen(node)) == 0)
-			l = kvs[i]->lease;
-	tu_list_free(kvs, n);
-	return l;
+	return tu_election_lease(&T, PFX, plugin, node);
 }
 
 /* whether node's member record of plugin exists, and bound to no lease */

@@ -254,3 +254,27 @@ void tu_wait(struct tu *t, bool (*pred)(void *), void *arg, int timeout_ms, cons
 		}
 	}
 }
+
+size_t tu_keys_of_lease(struct tu *t, const char *prefix, int64_t lease)
+{
+	struct etcd_kv **kvs;
+	size_t n = tu_list(t, prefix, &kvs), k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += kvs[i]->lease == lease;
+	tu_list_free(kvs, n);
+	return k;
+}
+
+int64_t tu_election_lease(struct tu *t, const char *prefix, const char *plugin, const char *node)
+{
+	char pfx[256];
+	snprintf(pfx, sizeof(pfx), "%s/%s/election/", prefix, plugin);
+	struct etcd_kv **kvs;
+	size_t n = tu_list(t, pfx, &kvs);
+	int64_t l = 0;
+	for (size_t i = 0; i < n; i++)
+		if (kvs[i]->value_len == strlen(node) && memcmp(kvs[i]->value, node, strlen(node)) == 0)
+			l = kvs[i]->lease;
+	tu_list_free(kvs, n);
+	return l;
+}

@@ -37,6 +37,12 @@ uint8_t *tu_get(struct tu *t, const char *key, size_t *ret_len);
 size_t tu_list(struct tu *t, const char *prefix, struct etcd_kv ***ret);
 void tu_list_free(struct etcd_kv **kvs, size_t n);
 
+/* tu_keys_of_lease - how many keys under prefix are bound to lease */
+size_t tu_keys_of_lease(struct tu *t, const char *prefix, int64_t lease);
+/* tu_election_lease - the lease of node's election key of plugin under
+ * prefix (0: node does not campaign) */
+int64_t tu_election_lease(struct tu *t, const char *prefix, const char *plugin, const char *node);
+
 /* records */
 int64_t tu_put_member(struct tu *t, const char *prefix, const char *plugin, const char *node,
                       struct release r);
