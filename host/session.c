@@ -114,6 +114,9 @@ static void on_keepalive(struct etcd_client *c, int err, const struct etcd_respo
 static void keepalive(struct session *s)
 {
 	s->sent_at = loop_now();
+	/* the schedule of keepalives is observable in a debug log (the HTTP
+	 * load test checks it) */
+	log_debug("session", "keepalive sent for lease %" PRIx64, (uint64_t)s->lease);
 	struct etcd_call_opts o = {.timeout_ms = (uint32_t)(s->granted_ttl * 1000 / 3)};
 	int r = etcd_lease_keepalive(s->etcd, s->lease, &o, on_keepalive, s, &s->call);
 	if (r < 0)
