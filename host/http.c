@@ -11,9 +11,11 @@
 #include <nng/supplemental/http/http.h>
 
 #include "http.h"
+#include "http_guard.h"
 #include "loop.h"
 
 struct http_server {
+	struct http_guard *guard;
 	nng_http_server *srv;
 	nng_url *url;
 	uint64_t stale_after_ns;
@@ -36,27 +38,32 @@ void http_snapshot_free(struct http_snapshot *s)
 	free(s);
 }
 
-int http_parse_addr(const char *addr, char *url, size_t url_len)
+int http_parse_addr(const char *addr, char *host, size_t host_len, char *port, size_t port_len)
 {
 	if (!addr)
 		return -EINVAL;
 	const char *colon = strrchr(addr, ':');
 	if (!colon || colon == addr)
 		return -EINVAL;
-	if (addr[0] == '[' && colon[-1] != ']')
-		return -EINVAL; /* "[::1" or an IPv6 address without brackets */
-	if (addr[0] != '[' && memchr(addr, ':', (size_t)(colon - addr)))
-		return -EINVAL;
+	const char *h = addr;
+	size_t hl = (size_t)(colon - addr);
+	if (addr[0] == '[') { /* [v6]:port */
+		if (colon[-1] != ']' || hl < 3)
+			return -EINVAL;
+		h++;
+		hl -= 2;
+	} else if (memchr(addr, ':', hl)) {
+		return -EINVAL; /* an IPv6 address needs brackets */
+	}
 	const char *p = colon + 1;
 	size_t nd = strspn(p, "0123456789");
-	if (nd == 0 || nd > 5 || p[nd] != 0)
+	if (nd == 0 || nd > 5 || p[nd] != 0 || strtoul(p, NULL, 10) > 65535)
 		return -EINVAL;
-	unsigned long port = strtoul(p, NULL, 10);
-	if (port > 65535)
+	if (hl + 1 > host_len || nd + 1 > port_len)
 		return -EINVAL;
-	int n = snprintf(url, url_len, "http://%.*s:%lu", (int)(colon - addr), addr, port);
-	if (n < 0 || (size_t)n >= url_len)
-		return -EINVAL;
+	memcpy(host, h, hl);
+	host[hl] = 0;
+	memcpy(port, p, nd + 1);
 	return 0;
 }
 
@@ -257,11 +264,19 @@ static int add_handler(struct http_server *s, const char *path, void (*cb)(nng_a
 	return 0;
 }
 
+static int backend_port(nng_http_server *srv)
+{
+	nng_sockaddr sa;
+	if (nng_http_server_get_addr(srv, &sa) != 0 || sa.s_family != NNG_AF_INET)
+		return -1;
+	return ntohs(sa.s_in.sa_port);
+}
+
 int http_server_new(const char *addr, uint64_t stale_after_ns, struct http_server **ret,
                     char *err, size_t err_len)
 {
-	char url[300];
-	if (http_parse_addr(addr, url, sizeof(url)) < 0) {
+	char host[256], port[8];
+	if (http_parse_addr(addr, host, sizeof(host), port, sizeof(port)) < 0) {
 		snprintf(err, err_len, "bad address '%s' (expected ADDR:PORT, [IPV6]:PORT)", addr);
 		return -EINVAL;
 	}
@@ -270,7 +285,8 @@ int http_server_new(const char *addr, uint64_t stale_after_ns, struct http_serve
 		return -ENOMEM;
 	s->stale_after_ns = stale_after_ns;
 	pthread_mutex_init(&s->mu, NULL);
-	int rv = nng_url_parse(&s->url, url);
+	/* nng listens on loopback only; the guard takes the public address */
+	int rv = nng_url_parse(&s->url, "http://127.0.0.1:0");
 	if (rv == 0)
 		rv = nng_http_server_hold(&s->srv, s->url);
 	if (rv == 0)
@@ -284,9 +300,17 @@ int http_server_new(const char *addr, uint64_t stale_after_ns, struct http_serve
 	if (rv == 0)
 		rv = nng_http_server_start(s->srv);
 	if (rv != 0) {
-		snprintf(err, err_len, "%s: %s", url, nng_strerror(rv));
+		snprintf(err, err_len, "nng's HTTP server: %s", nng_strerror(rv));
 		http_server_free(s);
 		return nng_to_errno(rv);
+	}
+	int bport = backend_port(s->srv);
+	int r = bport > 0 ? http_guard_new(host, port, bport, NULL, &s->guard, err, err_len) : -EIO;
+	if (r < 0) {
+		if (bport <= 0)
+			snprintf(err, err_len, "nng's HTTP server has no port");
+		http_server_free(s);
+		return r;
 	}
 	*ret = s;
 	return 0;
@@ -294,14 +318,7 @@ int http_server_new(const char *addr, uint64_t stale_after_ns, struct http_serve
 
 int http_server_port(struct http_server *s)
 {
-	nng_sockaddr sa;
-	if (nng_http_server_get_addr(s->srv, &sa) != 0)
-		return -1;
-	if (sa.s_family == NNG_AF_INET)
-		return ntohs(sa.s_in.sa_port);
-	if (sa.s_family == NNG_AF_INET6)
-		return ntohs(sa.s_in6.sa_port);
-	return -1;
+	return http_guard_port(s->guard);
 }
 
 void http_server_publish(struct http_server *s, struct http_snapshot *snap)
@@ -318,6 +335,7 @@ void http_server_free(struct http_server *s)
 {
 	if (!s)
 		return;
+	http_guard_free(s->guard); /* first: no new request reaches nng */
 	if (s->srv) {
 		/* stop waits for handlers in progress; release frees the handlers */
 		nng_http_server_stop(s->srv);

@@ -16,15 +16,12 @@
  *   time, and a snapshot older than stale_after_ns makes /healthz, /readyz
  *   and /leader answer 503 ("event loop stalled"), because a node whose loop
  *   does not run cannot vouch for anything it published earlier.
- * - Hostile input: only GET (and HEAD, which nng maps to GET) reaches a
- *   handler; nng answers other methods on known paths 405, unknown paths
- *   404, and malformed request lines or headers 400 (or closes the
- *   connection). Names after /readyz/ and /leader/ are only compared with
- *   the snapshot's names, never used otherwise.
- * - Limits of nng 1.5.2's server (read in its source): it has no deadline
- *   for reading a request, so a slow client keeps its connection (and a
- *   thread-free nng aio) until it finishes or disconnects; it costs memory
- *   in nng, never loop time.
+ * - Hostile input: the public address belongs to a front (http_guard.h)
+ *   that bounds size, shape, time and number of requests and passes nng a
+ *   minimal request line only. Behind it, only GET (and HEAD, which nng
+ *   maps to GET) reaches a handler; nng answers other methods on known
+ *   paths 405 and unknown paths 404. Names after /readyz/ and /leader/ are
+ *   only compared with the snapshot's names, never used otherwise.
  */
 #ifndef LH_HTTP_H
 #define LH_HTTP_H
@@ -61,10 +58,10 @@ struct http_snapshot {
 /* http_snapshot_free - free a snapshot and what it holds. Accepts NULL. */
 void http_snapshot_free(struct http_snapshot *s);
 
-/* http_parse_addr - "ADDR:PORT" (IPv4 dotted quad or a host name, "[v6]")
- * into the URL nng listens on ("http://ADDR:PORT"). Returns 0, or -EINVAL
- * (no port, port not 0..65535, empty address, or does not fit url_len). */
-int http_parse_addr(const char *addr, char *url, size_t url_len);
+/* http_parse_addr - "ADDR:PORT" (a name, an IPv4 address, or "[IPV6]")
+ * into host (brackets removed) and port (digits). Returns 0, or -EINVAL (no
+ * port, port not 0..65535, empty address, or does not fit). */
+int http_parse_addr(const char *addr, char *host, size_t host_len, char *port, size_t port_len);
 
 /* http_server_new - listen on addr ("ADDR:PORT", see http_parse_addr) and
  * start serving. Until the first publish every probe answers 503 ("starting")

@@ -211,10 +211,10 @@ int main(int argc, char **argv)
 			cfg.control_url = strcmp(optarg, "none") == 0 ? "" : optarg;
 			break;
 		case OPT_HTTP: {
-			char url[300];
+			char host[256], port[8];
 			if (strcmp(optarg, "none") == 0)
 				cfg.http_addr = "";
-			else if (http_parse_addr(optarg, url, sizeof(url)) < 0)
+			else if (http_parse_addr(optarg, host, sizeof(host), port, sizeof(port)) < 0)
 				return bad("bad --http address (ADDR:PORT, [IPV6]:PORT or none)", optarg);
 			else
 				cfg.http_addr = optarg;

@@ -133,6 +133,21 @@ int http_raw(int port, const void *req, size_t len, int timeout_ms)
 	return (int)strtol(buf + 9, NULL, 10);
 }
 
+int http_open_partial(int port, const char *partial)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    send(fd, partial, strlen(partial), MSG_NOSIGNAL) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int http_metric(const char *text, const char *series, double *ret_value)
 {
 	size_t n = strlen(series);

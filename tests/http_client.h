@@ -31,6 +31,10 @@ long http_status(int port, const char *path);
  * connection failed. */
 int http_raw(int port, const void *req, size_t len, int timeout_ms);
 
+/* http_open_partial - connect to 127.0.0.1:port and send `partial` (an
+ * unfinished request); returns the open fd (the caller closes it) or -1 */
+int http_open_partial(int port, const char *partial);
+
 /* http_metric - the value of the sample line that starts with `series`
  * (e.g. "leasehold_is_leader{plugin=\"reconciler\"}") in an exposition;
  * returns 0 and *ret_value, or -1 when absent */

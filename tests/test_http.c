@@ -238,13 +238,7 @@ static void test_stale_snapshot_fails_probes(void)
 	http_server_free(s);
 }
 
-/* ---- the flood ---- */
-
-struct flood {
-	int port;
-	long until_ms;
-	atomic_long ok, failed;
-};
+/* ---- hostile input ---- */
 
 static long mono_ms(void)
 {
@@ -252,6 +246,73 @@ static long mono_ms(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+
+static int raw(const char *req, int timeout_ms)
+{
+	return http_raw(PA, req, strlen(req), timeout_ms);
+}
+
+static void test_hostile_input(void)
+{
+	char *big = malloc(20001);
+	CHECK(big != NULL);
+	CHECK_INT_EQ(raw("GARBAGE\r\n\r\n", 5000), 400);
+	CHECK_INT_EQ(raw("GET /healthz HTTP/2.0\r\n\r\n", 5000), 505);
+	CHECK_INT_EQ(raw("GET healthz HTTP/1.1\r\n\r\n", 5000), 400);
+	CHECK_INT_EQ(raw("GET /healthz HTTP/1.1\r\nHost: x\r\n\x01\x02\r\n\r\n", 5000), 400);
+	CHECK_INT_EQ(raw("GET /healthz HTTP/1.1\r\nBad Name: x\r\n\r\n", 5000), 400);
+	CHECK_INT_EQ(http_raw(PA, "GET /\0x HTTP/1.1\r\n\r\n", 20, 5000), 400);
+	/* oversized: a long header, a long target, too many header lines */
+	memset(big, 'a', 20000);
+	big[20000] = 0;
+	char *req = malloc(20100);
+	CHECK(req != NULL);
+	snprintf(req, 20100, "GET /healthz HTTP/1.1\r\nX: %s\r\n\r\n", big);
+	CHECK_INT_EQ(raw(req, 5000), 431);
+	snprintf(req, 20100, "GET /%s HTTP/1.1\r\n\r\n", big);
+	CHECK_INT_EQ(raw(req, 5000), 431);
+	size_t off = (size_t)snprintf(req, 20100, "GET /healthz HTTP/1.1\r\n");
+	for (int i = 0; i < 100; i++)
+		off += (size_t)snprintf(req + off, 20100 - off, "X-%d: y\r\n", i);
+	snprintf(req + off, 20100 - off, "\r\n");
+	CHECK_INT_EQ(raw(req, 5000), 431);
+	free(req);
+	free(big);
+	/* a body is not read: the answer comes from the request line */
+	CHECK_INT_EQ(raw("POST /healthz HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", 5000), 405);
+	CHECK_INT_EQ(raw("GET /healthz HTTP/1.0\n\n", 5000), 200);
+
+	/* a slow client: its head does not complete within 5 s -> 408, closed */
+	long t0 = mono_ms();
+	CHECK_INT_EQ(raw("GET /healthz HTTP/1.1\r\nHost: x\r\n", 15000), 408);
+	long took = mono_ms() - t0;
+	CHECK(took >= 4500 && took < 15000);
+
+	/* many idle connections: past 64, new ones are refused at once; the
+	 * others are cut off by the head deadline, and the endpoint recovers */
+	enum { IDLE = 70 };
+	struct http_reply r;
+	int fds[IDLE];
+	for (int i = 0; i < IDLE; i++)
+		fds[i] = http_open_partial(PA, "GET /healthz HTTP/1.1\r\n");
+	CHECK_INT_EQ(raw("GET /healthz HTTP/1.1\r\n\r\n", 5000), 503);
+	for (int i = 0; i < IDLE; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	wait_answer(PA, "/healthz", 200, "ok", 10000);
+	CHECK_INT_EQ(http_request(PA, NULL, "/leader/reconciler", 5000, &r) > 0, 1);
+	http_reply_free(&r);
+	CHECK(host_alive(&A));
+}
+
+/* ---- the flood ---- */
+
+struct flood {
+	int port;
+	long until_ms;
+	atomic_long ok, failed;
+};
 
 static void *flood_thread(void *arg)
 {
@@ -357,6 +418,7 @@ int main(void)
 
 	RUN(test_stale_snapshot_fails_probes);
 	RUN(test_probes_and_metrics);
+	RUN(test_hostile_input);
 	RUN(test_flood_keeps_keepalives);
 
 	obs_free(g_obs);
