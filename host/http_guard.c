@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "http_guard.h"
+#include "http_head.h"
 
 #define MAX_RESPONSE (16u << 20) /* an answer of nng larger than this is cut off */
 #define BACKEND_TIMEOUT_MS 2000
@@ -81,64 +82,6 @@ static void conn_refuse(struct http_guard *g, struct conn *c, int status, const 
 {
 	say(c->fd, status, reason);
 	conn_close(g, c);
-}
-
-static bool is_tchar(char ch)
-{
-	return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-	       (ch && strchr("!#$%&'*+-.^_`|~", ch));
-}
-
-/* parse_head - validate the head (NUL-terminated, complete) and write the
- * request to pass on into req. Returns 0, or the status to refuse with. */
-static int parse_head(const struct http_guard *g, char *head, char *req, size_t req_len)
-{
-	char *eol = strchr(head, '\n');
-	if (!eol)
-		return 400;
-	size_t line_len = (size_t)(eol - head);
-	if (line_len && head[line_len - 1] == '\r')
-		line_len--;
-	head[line_len] = 0;
-	/* METHOD SP TARGET SP VERSION */
-	char *sp1 = strchr(head, ' ');
-	if (!sp1 || sp1 == head || sp1 - head > 16)
-		return 400;
-	for (char *p = head; p < sp1; p++)
-		if (!is_tchar(*p))
-			return 400;
-	char *target = sp1 + 1;
-	char *sp2 = strchr(target, ' ');
-	if (!sp2 || target[0] != '/' || sp2 - target > 1024)
-		return 400;
-	for (char *p = target; p < sp2; p++)
-		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
-			return 400;
-	const char *version = sp2 + 1;
-	if (strcmp(version, "HTTP/1.1") != 0 && strcmp(version, "HTTP/1.0") != 0)
-		return strncmp(version, "HTTP/", 5) == 0 ? 505 : 400;
-	/* header lines: counted and shaped, then dropped */
-	unsigned lines = 0;
-	for (char *l = eol + 1; *l && *l != '\r' && *l != '\n';) {
-		char *e = strchr(l, '\n');
-		if (!e)
-			return 400;
-		if (++lines > g->lim.max_lines)
-			return 431;
-		char *colon = memchr(l, ':', (size_t)(e - l));
-		if (!colon || colon == l)
-			return 400;
-		for (char *p = l; p < colon; p++)
-			if (!is_tchar(*p))
-				return 400;
-		for (char *p = colon + 1; p < e; p++)
-			if ((unsigned char)*p < 0x20 && *p != '\t' && !(*p == '\r' && p + 1 == e))
-				return 400;
-		l = e + 1;
-	}
-	int n = snprintf(req, req_len, "%.*s %.*s HTTP/1.1\r\nHost: leasehold\r\nConnection: close\r\n\r\n",
-	                 (int)(sp1 - head), head, (int)(sp2 - target), target);
-	return n > 0 && (size_t)n < req_len ? 0 : 400;
 }
 
 /* the blocking loopback round trip to nng: the whole answer, or NULL */
@@ -212,7 +155,7 @@ static void conn_answer(struct http_guard *g, struct conn *c)
 {
 	char req[1200];
 	c->head[c->head_len] = 0;
-	int status = parse_head(g, c->head, req, sizeof(req));
+	int status = http_head_parse(c->head, g->lim.max_lines, req, sizeof(req));
 	if (status) {
 		conn_refuse(g, c, status, status == 431   ? "Request Header Fields Too Large"
 		                          : status == 505 ? "HTTP Version Not Supported"
