@@ -395,6 +395,7 @@ static void on_init(void *ud, int err, const char *msg)
 				e->pending_swap->old = e->pi;
 			}
 			e->pending_swap = s;
+			plugin_metrics_retire(&e->pm, e->pi);
 			e->pi = pi;
 			e->hash = e->next_hash;
 			apply_roles(e); /* the new release may need another role */
@@ -1267,6 +1268,7 @@ static void publish(struct daemon *d)
 		if (e->el) {
 			i = &infos[k];
 			election_get_info(e->el, i);
+			plugin_metrics_observe(&e->pm, i);
 			size_t m = election_members(e->el, members + mused, total_members - mused);
 			m = m > total_members - mused ? total_members - mused : m;
 			pv[k].members = members + mused;
@@ -1281,8 +1283,8 @@ static void publish(struct daemon *d)
 			struct plugin_instance_stats st;
 			plugin_instance_get_stats(e->pi, &st);
 			pv[k].has_instance_stats = true;
-			pv[k].worker_restarts = st.worker_restarts;
-			pv[k].callback_timeouts = st.callback_timeouts;
+			pv[k].worker_restarts = e->pm.retired_worker_restarts + st.worker_restarts;
+			pv[k].callback_timeouts = e->pm.retired_callback_timeouts + st.callback_timeouts;
 		}
 		k++;
 	}

@@ -9,6 +9,7 @@
 #include "daemon_metrics.h"
 #include "leasehold/plugin.h"
 #include "loop.h"
+#include "plugin_instance.h"
 
 static const char *const op_names[HM_N_OPS] = {
 	"range", "put", "deleterange", "txn", "lease_grant", "lease_keepalive", "lease_revoke",
@@ -117,6 +118,14 @@ void plugin_metrics_fini(struct plugin_metrics *pm)
 		pm->drivers = d->next;
 		free(d);
 	}
+}
+
+void plugin_metrics_retire(struct plugin_metrics *pm, const struct plugin_instance *pi)
+{
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(pi, &st);
+	pm->retired_worker_restarts += st.worker_restarts;
+	pm->retired_callback_timeouts += st.callback_timeouts;
 }
 
 void plugin_metrics_observe(struct plugin_metrics *pm, const struct election_info *i)
@@ -412,10 +421,10 @@ void daemon_metrics_render(struct metrics_text *t, const struct host_metrics_vie
 	                 "Unix time of the last reconcile that succeeded on this node.",
 	                 v_last_success);
 	per_plugin_gauge(t, pv, n, "leasehold_worker_restarts_total", "counter",
-	                 "Plugin workers restarted after a failure (the running instance's).",
+	                 "Plugin workers restarted after a failure.",
 	                 v_restarts);
 	per_plugin_gauge(t, pv, n, "leasehold_callback_timeouts_total", "counter",
-	                 "Plugin callbacks that overran --callback-timeout (the running instance's).",
+	                 "Plugin callbacks that overran --callback-timeout.",
 	                 v_cb_timeouts);
 
 	metrics_family(t, "leasehold_reconciles_total", "counter",

@@ -62,6 +62,8 @@ struct plugin_metrics {
 	struct driver_host host;      /* what the plugin instance is given */
 	const struct driver_host *inner_host; /* the election's */
 	struct plugin_metrics_driver *drivers; /* every driver wrapped (freed with pm) */
+	/* counters of instances replaced by a hot reload */
+	uint64_t retired_worker_restarts, retired_callback_timeouts;
 };
 
 /* plugin_metrics_init - zero pm, set up histograms. */
@@ -73,6 +75,10 @@ void plugin_metrics_fini(struct plugin_metrics *pm);
  * each term. Valid while pm lives. */
 const struct driver_host *plugin_metrics_host(struct plugin_metrics *pm,
                                               const struct driver_host *inner);
+/* plugin_metrics_retire - pi is being replaced (hot reload): keep its
+ * counters so the plugin's stay monotonic. */
+struct plugin_instance;
+void plugin_metrics_retire(struct plugin_metrics *pm, const struct plugin_instance *pi);
 /* plugin_metrics_observe - after any change of the election: counts terms
  * won and leader changes from the state seen. */
 void plugin_metrics_observe(struct plugin_metrics *pm, const struct election_info *i);
@@ -92,7 +98,7 @@ struct plugin_metrics_view {
 	const struct election_member *members; /* n_members of them */
 	size_t n_members;
 	bool has_instance_stats;
-	uint64_t worker_restarts, callback_timeouts; /* of the running instance */
+	uint64_t worker_restarts, callback_timeouts; /* retired + running instance's */
 };
 
 /* What the daemon knows of itself at render time. */

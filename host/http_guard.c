@@ -295,7 +295,7 @@ static int listen_on(struct http_guard *g, const char *host, const char *port, c
 	struct addrinfo *ai = NULL;
 	int rc = getaddrinfo(host, port, &hints, &ai);
 	if (rc != 0) {
-		snprintf(err, err_len, "%s: %s", host, gai_strerror(rc));
+		snprintf(err, err_len, "cannot resolve '%s': %s", host, gai_strerror(rc));
 		return -EINVAL;
 	}
 	int r = -EADDRNOTAVAIL;
@@ -323,7 +323,7 @@ static int listen_on(struct http_guard *g, const char *host, const char *port, c
 	}
 	freeaddrinfo(ai);
 	if (r < 0)
-		snprintf(err, err_len, "%s:%s: %s", host, port, strerror(-r));
+		snprintf(err, err_len, "%s", strerror(-r));
 	return r;
 }
 
