@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,60 +285,75 @@ const struct driver_ops plugin_metrics_driver_ops = {
 
 /* ---- rendering ---- */
 
-static void per_plugin_gauge(struct metrics_text *t, const struct plugin_metrics_view *pv,
-                             size_t n, const char *name, const char *type, const char *help,
-                             double (*value)(const struct plugin_metrics_view *, bool *))
+static double v_is_leader(const struct plugin_metrics_view *p)
 {
-	metrics_family(t, name, type, help);
-	for (size_t k = 0; k < n; k++) {
-		bool have = true;
-		double v = value(&pv[k], &have);
-		if (!have)
-			continue;
-		struct metrics_label l[] = {{"plugin", pv[k].name}};
-		metrics_sample(t, name, l, 1, v);
-	}
-}
-
-static double v_is_leader(const struct plugin_metrics_view *p, bool *have)
-{
-	(void)have;
 	return p->info && p->info->state == ELECTION_LEADING;
 }
-static double v_ready(const struct plugin_metrics_view *p, bool *have)
+static double v_ready(const struct plugin_metrics_view *p)
 {
-	(void)have;
 	return p->info && p->info->ready;
 }
-static double v_terms(const struct plugin_metrics_view *p, bool *have)
+static double v_terms(const struct plugin_metrics_view *p)
 {
-	(void)have;
 	return (double)p->pm->terms_won;
 }
-static double v_changes(const struct plugin_metrics_view *p, bool *have)
+static double v_changes(const struct plugin_metrics_view *p)
 {
-	(void)have;
 	return (double)p->pm->leader_changes;
 }
-static double v_token(const struct plugin_metrics_view *p, bool *have)
+static double v_token(const struct plugin_metrics_view *p)
 {
-	(void)have;
 	return p->info ? (double)p->info->fencing_token : 0;
 }
-static double v_last_success(const struct plugin_metrics_view *p, bool *have)
+static double v_last_success(const struct plugin_metrics_view *p)
 {
-	*have = p->pm->last_success_unix_ns != 0;
-	return (double)p->pm->last_success_unix_ns / 1e9;
+	return p->pm->last_success_unix_ns ? (double)p->pm->last_success_unix_ns / 1e9 : NAN;
 }
-static double v_restarts(const struct plugin_metrics_view *p, bool *have)
+static double v_restarts(const struct plugin_metrics_view *p)
 {
-	*have = p->has_instance_stats;
-	return (double)p->worker_restarts;
+	return p->has_instance_stats ? (double)p->worker_restarts : NAN;
 }
-static double v_cb_timeouts(const struct plugin_metrics_view *p, bool *have)
+static double v_cb_timeouts(const struct plugin_metrics_view *p)
 {
-	*have = p->has_instance_stats;
-	return (double)p->callback_timeouts;
+	return p->has_instance_stats ? (double)p->callback_timeouts : NAN;
+}
+
+/* the per-plugin families of one sample each (value NaN: no sample) */
+struct plugin_family {
+	const char *name, *type, *help;
+	double (*value)(const struct plugin_metrics_view *p);
+};
+
+static const struct plugin_family plugin_families[] = {
+	{"leasehold_is_leader", "gauge", "1 while this node leads the plugin.", v_is_leader},
+	{"leasehold_ready", "gauge",
+	 "1 while this node may serve the plugin (the readiness rule, from a view it can vouch for).",
+	 v_ready},
+	{"leasehold_terms_won_total", "counter", "Terms this node won (it became the leader).",
+	 v_terms},
+	{"leasehold_leader_changes_total", "counter",
+	 "Changes of the leader (to another node) this node observed.", v_changes},
+	{"leasehold_fencing_token", "gauge",
+	 "The fencing token of this node's current term (0 when not leading).", v_token},
+	{"leasehold_last_successful_reconcile_timestamp_seconds", "gauge",
+	 "Unix time of the last reconcile that succeeded on this node.", v_last_success},
+	{"leasehold_worker_restarts_total", "counter", "Plugin workers restarted after a failure.",
+	 v_restarts},
+	{"leasehold_callback_timeouts_total", "counter",
+	 "Plugin callbacks that overran --callback-timeout.", v_cb_timeouts},
+};
+
+static void per_plugin_family(struct metrics_text *t, const struct plugin_metrics_view *pv,
+                              size_t n, const struct plugin_family *f)
+{
+	metrics_family(t, f->name, f->type, f->help);
+	for (size_t k = 0; k < n; k++) {
+		double v = f->value(&pv[k]);
+		if (isnan(v))
+			continue;
+		struct metrics_label l[] = {{"plugin", pv[k].name}};
+		metrics_sample(t, f->name, l, 1, v);
+	}
 }
 
 static void render_members(struct metrics_text *t, const struct plugin_metrics_view *pv, size_t n)
@@ -406,26 +422,8 @@ void daemon_metrics_render(struct metrics_text *t, const struct host_metrics_vie
 		metrics_sample(t, "leasehold_etcd_errors_total", l, 1, (double)hm->etcd_errors[i]);
 	}
 
-	per_plugin_gauge(t, pv, n, "leasehold_is_leader", "gauge",
-	                 "1 while this node leads the plugin.", v_is_leader);
-	per_plugin_gauge(t, pv, n, "leasehold_ready", "gauge",
-	                 "1 while this node may serve the plugin (the readiness rule, from a view it can vouch for).",
-	                 v_ready);
-	per_plugin_gauge(t, pv, n, "leasehold_terms_won_total", "counter",
-	                 "Terms this node won (it became the leader).", v_terms);
-	per_plugin_gauge(t, pv, n, "leasehold_leader_changes_total", "counter",
-	                 "Changes of the leader (to another node) this node observed.", v_changes);
-	per_plugin_gauge(t, pv, n, "leasehold_fencing_token", "gauge",
-	                 "The fencing token of this node's current term (0 when not leading).", v_token);
-	per_plugin_gauge(t, pv, n, "leasehold_last_successful_reconcile_timestamp_seconds", "gauge",
-	                 "Unix time of the last reconcile that succeeded on this node.",
-	                 v_last_success);
-	per_plugin_gauge(t, pv, n, "leasehold_worker_restarts_total", "counter",
-	                 "Plugin workers restarted after a failure.",
-	                 v_restarts);
-	per_plugin_gauge(t, pv, n, "leasehold_callback_timeouts_total", "counter",
-	                 "Plugin callbacks that overran --callback-timeout.",
-	                 v_cb_timeouts);
+	for (size_t f = 0; f < N_OF(plugin_families); f++)
+		per_plugin_family(t, pv, n, &plugin_families[f]);
 
 	metrics_family(t, "leasehold_reconciles_total", "counter",
 	               "Reconciles on this node by result (ok, failed, cancelled before they ran).");

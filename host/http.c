@@ -84,6 +84,18 @@ static int nng_to_errno(int rv)
 	}
 }
 
+/* finish - hand res to nng (rv 0) or drop it and fail the request */
+static void finish(nng_aio *aio, nng_http_res *res, int rv)
+{
+	if (rv != 0) {
+		nng_http_res_free(res);
+		nng_aio_finish(aio, rv);
+		return;
+	}
+	nng_aio_set_output(aio, 0, res);
+	nng_aio_finish(aio, 0);
+}
+
 /* reply - finish a handler's aio with status and a text body (copied) */
 static void reply(nng_aio *aio, uint16_t status, const char *ctype, const char *body, size_t len)
 {
@@ -97,13 +109,7 @@ static void reply(nng_aio *aio, uint16_t status, const char *ctype, const char *
 		rv = nng_http_res_set_header(res, "Cache-Control", "no-store");
 	if (rv == 0)
 		rv = nng_http_res_copy_data(res, body, len);
-	if (rv != 0) {
-		nng_http_res_free(res);
-		nng_aio_finish(aio, rv);
-		return;
-	}
-	nng_aio_set_output(aio, 0, res);
-	nng_aio_finish(aio, 0);
+	finish(aio, res, rv);
 }
 
 static void reply_line(nng_aio *aio, uint16_t status, const char *line)
@@ -154,13 +160,7 @@ static void on_metrics(nng_aio *aio)
 	}
 	if (rv == 0)
 		rv = nng_http_res_set_header(res, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-	if (rv != 0) {
-		nng_http_res_free(res);
-		nng_aio_finish(aio, rv);
-		return;
-	}
-	nng_aio_set_output(aio, 0, res);
-	nng_aio_finish(aio, 0);
+	finish(aio, res, rv);
 }
 
 static void on_healthz(nng_aio *aio)
