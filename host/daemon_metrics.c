@@ -98,6 +98,35 @@ const struct etcd_observer_ops host_metrics_etcd_observer = {
 
 /* ---- per plugin ---- */
 
+/* A completion context in flight (a fenced txn, a reconcile). Kept on the
+ * plugin's list: an instance or an etcd client freed with work in flight
+ * never calls back (plugin_instance.h, etcd.h), and what never calls back
+ * is freed by plugin_metrics_fini. */
+struct plugin_metrics_pending {
+	struct plugin_metrics_pending *prev, *next;
+	struct plugin_metrics *pm;
+};
+
+static void pending_link(struct plugin_metrics *pm, struct plugin_metrics_pending *p)
+{
+	p->pm = pm;
+	p->prev = NULL;
+	p->next = pm->pending;
+	if (pm->pending)
+		pm->pending->prev = p;
+	pm->pending = p;
+}
+
+static void pending_unlink(struct plugin_metrics_pending *p)
+{
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		p->pm->pending = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+}
+
 struct plugin_metrics_driver {
 	struct plugin_metrics_driver *next;
 	struct plugin_metrics *pm;
@@ -114,6 +143,11 @@ void plugin_metrics_init(struct plugin_metrics *pm)
 
 void plugin_metrics_fini(struct plugin_metrics *pm)
 {
+	while (pm->pending) {
+		struct plugin_metrics_pending *p = pm->pending;
+		pending_unlink(p);
+		free(p); /* the first member of every context */
+	}
 	while (pm->drivers) {
 		struct plugin_metrics_driver *d = pm->drivers;
 		pm->drivers = d->next;
@@ -149,7 +183,7 @@ void plugin_metrics_observe(struct plugin_metrics *pm, const struct election_inf
 }
 
 struct txn_ctx {
-	struct plugin_metrics *pm;
+	struct plugin_metrics_pending link; /* first */
 	uint64_t term;
 	etcd_cb cb;
 	void *ud;
@@ -158,7 +192,8 @@ struct txn_ctx {
 static void on_fenced_txn(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct txn_ctx *t = ud;
-	struct plugin_metrics *pm = t->pm;
+	struct plugin_metrics *pm = t->link.pm;
+	pending_unlink(&t->link);
 	if (err == 0 && r && r->succeeded && pm->first_write_pending && pm->term == t->term) {
 		pm->first_write_pending = false;
 		metrics_hist_observe(&pm->first_write, (double)(loop_now() - pm->elected_at) / 1e9);
@@ -182,11 +217,14 @@ static int metered_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t
 	struct txn_ctx *t = malloc(sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	*t = (struct txn_ctx){pm, pm->term, cb, ud};
+	*t = (struct txn_ctx){.term = pm->term, .cb = cb, .ud = ud};
+	pending_link(pm, &t->link);
 	int r = in->fenced_txn(in->ctx, cmps, n_cmps, success, n_success, failure, n_failure,
 	                       on_fenced_txn, t);
-	if (r < 0)
+	if (r < 0) {
+		pending_unlink(&t->link);
 		free(t);
+	}
 	return r;
 }
 
@@ -223,7 +261,7 @@ static void md_releases_changed(void *drv, const struct releases *r)
 }
 
 struct reconcile_ctx {
-	struct plugin_metrics *pm;
+	struct plugin_metrics_pending link; /* first */
 	uint64_t started;
 	driver_reconcile_done_fn done;
 	void *done_ud;
@@ -232,7 +270,8 @@ struct reconcile_ctx {
 static void on_reconciled(void *ud, int err, const char *msg)
 {
 	struct reconcile_ctx *rc = ud;
-	struct plugin_metrics *pm = rc->pm;
+	struct plugin_metrics *pm = rc->link.pm;
+	pending_unlink(&rc->link);
 	if (err == -ECANCELED) {
 		pm->reconciles[2]++;
 	} else {
@@ -259,7 +298,8 @@ static void md_reconcile(void *drv, driver_reconcile_done_fn done, void *done_ud
 		d->ops->reconcile(d->drv, done, done_ud);
 		return;
 	}
-	*rc = (struct reconcile_ctx){d->pm, loop_now(), done, done_ud};
+	*rc = (struct reconcile_ctx){.started = loop_now(), .done = done, .done_ud = done_ud};
+	pending_link(d->pm, &rc->link);
 	d->ops->reconcile(d->drv, on_reconciled, rc);
 }
 

@@ -62,6 +62,7 @@ struct plugin_metrics {
 	struct driver_host host;      /* what the plugin instance is given */
 	const struct driver_host *inner_host; /* the election's */
 	struct plugin_metrics_driver *drivers; /* every driver wrapped (freed with pm) */
+	struct plugin_metrics_pending *pending; /* completions in flight (daemon_metrics.c) */
 	/* counters of instances replaced by a hot reload */
 	uint64_t retired_worker_restarts, retired_callback_timeouts;
 };

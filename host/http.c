@@ -213,7 +213,7 @@ static void plugin_probe(nng_aio *aio, const char *prefix, bool leader)
 	const char *why = stale_reason(s, tmp, sizeof(tmp));
 	for (size_t i = 0; s->snap && i < s->snap->n_plugins; i++) {
 		const struct http_plugin_state *p = &s->snap->plugins[i];
-		if (strcmp(p->name, name) != 0)
+		if (!p->name || strcmp(p->name, name) != 0) /* NULL: out of memory when published */
 			continue;
 		bool yes = leader ? p->leader : p->ready;
 		const char *no = leader ? p->not_leader : p->not_ready;

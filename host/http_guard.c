@@ -225,7 +225,7 @@ static void accept_all(struct http_guard *g)
 		struct conn *c = calloc(1, sizeof(*c));
 		char *head = malloc(g->lim.max_head + 1);
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-		if (!c || !head || (ev.data.ptr = c, epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)) {
+		if (!c || !head || epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 			free(c);
 			free(head);
 			close(fd);

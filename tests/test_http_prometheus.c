@@ -275,6 +275,15 @@ static void test_prometheus_sees_the_handover(void)
 	struct seen b_leads = {-3, 1};
 	tu_wait(&T, p_seen, &b_leads, 30000, "Prometheus: b leads, a is gone");
 	lint(PB, promtool);
+	/* b saw the leader change from a to itself and won one term */
+	struct http_reply r;
+	CHECK_INT_EQ(http_request(PB, NULL, "/metrics", 5000, &r), 200);
+	double changes = -1, terms = -1;
+	CHECK_OK(http_metric(r.body, "leasehold_leader_changes_total{plugin=\"reconciler\"}", &changes));
+	CHECK_OK(http_metric(r.body, "leasehold_terms_won_total{plugin=\"reconciler\"}", &terms));
+	http_reply_free(&r);
+	CHECK(changes == 1);
+	CHECK(terms == 1);
 }
 
 int main(void)
