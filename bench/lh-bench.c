@@ -1689,7 +1689,7 @@ static void scale(int n_members, int n_runs, int n_events, struct scale_res *res
 	const char *argv[] = {"valgrind", "--tool=callgrind", cgout, "-q",
 	                      built_binary("leasehold"), "--etcd", harness_etcd_urls(g_etcd),
 	                      "--node-id", node, "--plugin-dir", h->plugin_dir, "--runtime-dir", rt,
-	                      "--control", ctl, "--prefix", prefix, "--ttl", "10",
+	                      "--control", ctl, "--http", "none", "--prefix", prefix, "--ttl", "10",
 	                      "--reconcile-wait", "0", "--reconcile-interval", "1h", NULL};
 	from = g_nev;
 	pid_t vp = fork();

@@ -50,8 +50,10 @@
 #include "control.h"
 #include "crash_report.h"
 #include "daemon.h"
+#include "daemon_metrics.h"
 #include "election.h"
 #include "etcd.h"
+#include "http.h"
 #include "leasehold.pb-c.h"
 #include "loader.h"
 #include "log.h"
@@ -94,6 +96,7 @@ struct entry {
 	struct swap_ctx *pending_swap; /* a hot reload the election has not completed */
 	bool gone;         /* stopped, waiting to be freed */
 	bool el_stopped;   /* its election stopped (removal or shutdown) */
+	struct plugin_metrics pm; /* lives as long as the election */
 };
 
 struct daemon {
@@ -127,6 +130,13 @@ struct daemon {
 	uint64_t deadline_at; /* loop time the shutdown timeout ends */
 	bool lingering; /* all done; idle until the linger ends, then tear down */
 	int exit_code;
+	/* the HTTP endpoint (http.h): a snapshot published on change (at most
+	 * every PUBLISH_MIN_NS) and every PUBLISH_PERIOD_NS */
+	struct http_server *http;
+	struct host_metrics hm;
+	struct loop_timer *publish;
+	uint64_t publish_at; /* when the publish timer fires next */
+	char session_lost_why[200];
 };
 
 static void request_select(struct daemon *d);
@@ -173,11 +183,14 @@ static struct plugin_releases releases_of(const struct loader_plugin *lp)
 	                                lp->min_compatible_release};
 }
 
+static void publish_soon(struct daemon *d);
+
 static void notify(void *ud)
 {
 	struct daemon *d = ud;
 	if (d->ctl)
 		control_notify(d->ctl);
+	publish_soon(d);
 }
 
 /* the entry whose instance came from `file` (or last tried it) */
@@ -266,6 +279,7 @@ static void entry_free(struct entry *e)
 	plugin_instance_free(e->next_pi);
 	plugin_instance_free(e->pi);
 	election_free(e->el);
+	plugin_metrics_fini(&e->pm); /* the election no longer calls its drivers */
 	free(e->next_file);
 	free(e->error);
 	free(e->hold_reason);
@@ -338,6 +352,17 @@ static void on_swapped(void *ud)
 	}
 }
 
+/* the election drives pi through the metering driver (daemon_metrics.h) */
+static void metered_set_driver(struct entry *e, struct plugin_instance *pi,
+                               const struct plugin_releases *rel, void (*done)(void *ud), void *ud)
+{
+	struct plugin_metrics_driver *md = plugin_metrics_driver(&e->pm, &plugin_instance_driver_ops, pi);
+	if (md)
+		election_set_driver(e->el, &plugin_metrics_driver_ops, md, rel, done, ud);
+	else /* out of memory: unmetered rather than not at all */
+		election_set_driver(e->el, &plugin_instance_driver_ops, pi, rel, done, ud);
+}
+
 static void on_init(void *ud, int err, const char *msg)
 {
 	struct entry *e = ud;
@@ -385,7 +410,7 @@ static void on_init(void *ud, int err, const char *msg)
 			e->pi = pi;
 			e->hash = e->next_hash;
 			apply_roles(e); /* hold first: never register without the role */
-			election_set_driver(e->el, &plugin_instance_driver_ops, pi, &rel, NULL, NULL);
+			metered_set_driver(e, pi, &rel, NULL, NULL);
 		} else {
 			log_info("daemon", "plugin %s: hot reload to %s from %s", e->name,
 			         release_format(lp->release, rb, sizeof(rb)), e->file);
@@ -404,10 +429,11 @@ static void on_init(void *ud, int err, const char *msg)
 				e->pending_swap->old = e->pi;
 			}
 			e->pending_swap = s;
+			plugin_metrics_retire(&e->pm, e->pi);
 			e->pi = pi;
 			e->hash = e->next_hash;
 			apply_roles(e); /* the new release may need another role */
-			election_set_driver(e->el, &plugin_instance_driver_ops, pi, &rel, on_swapped, s);
+			metered_set_driver(e, pi, &rel, on_swapped, s);
 		}
 	}
 out:
@@ -539,6 +565,8 @@ static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 	}
 	if (!e) {
 		e = calloc(1, sizeof(*e));
+		if (e)
+			plugin_metrics_init(&e->pm);
 		if (!e || !(e->file = strdup(pf->file))) {
 			free(e);
 			log_error("daemon", "out of memory");
@@ -578,7 +606,8 @@ static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 	callback_timeout_resolve(d->cfg->cb_timeouts, d->cfg->n_cb_timeouts, lp->name,
 	                         pcfg.callback_timeout_kind_ms);
 	uint64_t hash = lp->content_hash;
-	r = plugin_instance_new(lp, d->loop, election_driver_host(e->el), d->cfg->node_id, &pcfg,
+	r = plugin_instance_new(lp, d->loop, plugin_metrics_host(&e->pm, election_driver_host(e->el)),
+	                        d->cfg->node_id, &pcfg,
 	                        &e->next_pi);
 	if (r < 0) {
 		snprintf(buf, sizeof(buf), "cannot start a worker for '%s': %s", lp->name, strerror(-r));
@@ -806,7 +835,7 @@ static void on_session_lost(void *ud, int64_t old, const char *why)
 {
 	struct daemon *d = ud;
 	(void)old;
-	(void)why;
+	snprintf(d->session_lost_why, sizeof(d->session_lost_why), "%s", why ? why : "?");
 	for (struct entry *e = d->entries; e; e = e->next)
 		if (e->el)
 			election_session_lost(e->el);
@@ -1296,6 +1325,164 @@ static const struct control_ops ctl_ops = {
 	.roles_clear = ctl_roles_clear,
 };
 
+/* ---- the HTTP endpoint's snapshot (http.h) ---- */
+
+#define PUBLISH_PERIOD_NS (1 * LOOP_NS_PER_S)
+#define PUBLISH_MIN_NS (50 * LOOP_NS_PER_MS) /* coalesces a burst of changes */
+/* /healthz fails when no snapshot came for this long: several missed
+ * periods, so a loaded machine does not fail it, while a wedged loop does */
+#define PUBLISH_STALE_NS (5 * LOOP_NS_PER_S)
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static void publish_plugin(struct entry *e, const struct election_info *i,
+                           struct http_plugin_state *ps)
+{
+	char buf[300];
+	ps->name = strdup(e->name);
+	ps->ready = i && i->ready;
+	ps->leader = i && i->state == ELECTION_LEADING;
+	if (!ps->ready)
+		ps->not_ready = dup_or_null(!i ? (e->error ? e->error : "loading")
+		                               : i->not_ready ? i->not_ready : "not ready");
+	if (!ps->leader) {
+		if (i && i->leader)
+			snprintf(buf, sizeof(buf), "not the leader: %s leads (this node: %s)", i->leader,
+			         election_state_name(i->state));
+		else
+			snprintf(buf, sizeof(buf), "not the leader: no leader known (this node: %s)",
+			         i ? election_state_name(i->state) : "loading");
+		ps->not_leader = strdup(buf);
+	}
+}
+
+/* publish - build the answer set from the live state and hand it over */
+static void publish(struct daemon *d)
+{
+	size_t n = 0;
+	for (struct entry *e = d->entries; e; e = e->next)
+		n += !e->gone && e->name[0];
+	struct http_snapshot *snap = calloc(1, sizeof(*snap));
+	struct http_plugin_state *ps = calloc(n ? n : 1, sizeof(*ps));
+	struct plugin_metrics_view *pv = calloc(n ? n : 1, sizeof(*pv));
+	struct election_info *infos = calloc(n ? n : 1, sizeof(*infos));
+	struct election_member *members = NULL;
+	struct metrics_text t = {0};
+	if (!snap || !ps || !pv || !infos)
+		goto fail;
+	snap->plugins = ps;
+	ps = NULL;
+	size_t k = 0, total_members = 0;
+	for (struct entry *e = d->entries; e; e = e->next)
+		if (!e->gone && e->name[0] && e->el)
+			total_members += election_members(e->el, NULL, 0);
+	members = calloc(total_members ? total_members : 1, sizeof(*members));
+	if (!members)
+		goto fail;
+	size_t mused = 0;
+	for (struct entry *e = d->entries; e && k < n; e = e->next) {
+		if (e->gone || !e->name[0])
+			continue;
+		struct election_info *i = NULL;
+		if (e->el) {
+			i = &infos[k];
+			election_get_info(e->el, i);
+			plugin_metrics_observe(&e->pm, i);
+			size_t m = election_members(e->el, members + mused, total_members - mused);
+			m = m > total_members - mused ? total_members - mused : m;
+			pv[k].members = members + mused;
+			pv[k].n_members = m;
+			mused += m;
+		}
+		publish_plugin(e, i, &snap->plugins[k]);
+		pv[k].name = e->name;
+		pv[k].info = i;
+		pv[k].pm = &e->pm;
+		if (e->pi) {
+			struct plugin_instance_stats st;
+			plugin_instance_get_stats(e->pi, &st);
+			pv[k].has_instance_stats = true;
+			pv[k].worker_restarts = e->pm.retired_worker_restarts + st.worker_restarts;
+			pv[k].callback_timeouts = e->pm.retired_callback_timeouts + st.callback_timeouts;
+		}
+		k++;
+	}
+	snap->n_plugins = k;
+	uint64_t now = loop_now(), safe = session_safe_until(d->sess);
+	struct host_metrics_view hv = {
+		.hm = &d->hm,
+		.session_up = session_is_up(d->sess),
+		.lease_remaining_s = safe > now ? (double)(safe - now) / 1e9 : 0,
+	};
+	daemon_metrics_render(&t, &hv, pv, k);
+	if (metrics_text_take(&t, &snap->metrics, &snap->metrics_len) < 0)
+		goto fail;
+	snap->healthy = hv.session_up;
+	if (!snap->healthy) {
+		char buf[300];
+		snprintf(buf, sizeof(buf), "no etcd session%s%s", d->session_lost_why[0] ? ": " : "",
+		         d->session_lost_why);
+		snap->unhealthy = strdup(buf);
+	}
+	http_server_publish(d->http, snap);
+	snap = NULL;
+fail:
+	/* on failure the previous snapshot ages: /healthz says so after a while */
+	free(members);
+	free(infos);
+	free(pv);
+	free(ps);
+	http_snapshot_free(snap);
+}
+
+static void on_publish(struct loop_timer *t, void *ud)
+{
+	struct daemon *d = ud;
+	publish(d);
+	d->publish_at = loop_now() + PUBLISH_PERIOD_NS;
+	loop_timer_arm_at(t, d->publish_at);
+}
+
+/* after a change: publish within PUBLISH_MIN_NS, and observe the change */
+static void publish_soon(struct daemon *d)
+{
+	for (struct entry *e = d->entries; e; e = e->next)
+		if (e->el) {
+			struct election_info i;
+			election_get_info(e->el, &i);
+			plugin_metrics_observe(&e->pm, &i);
+		}
+	if (!d->http)
+		return;
+	uint64_t at = loop_now() + PUBLISH_MIN_NS;
+	if (d->publish_at > at) {
+		d->publish_at = at;
+		loop_timer_arm_at(d->publish, at);
+	}
+}
+
+/* start_http - the endpoint of --http (none: "") */
+static int start_http(struct daemon *d)
+{
+	const char *addr = d->cfg->http_addr ? d->cfg->http_addr : HTTP_DEFAULT_ADDR;
+	if (!*addr)
+		return 0;
+	char err[400] = "";
+	int r = http_server_new(addr, PUBLISH_STALE_NS, &d->http, err, sizeof(err));
+	if (r < 0) {
+		log_error("daemon", "cannot serve HTTP on %s: %s", addr, *err ? err : strerror(-r));
+		return r;
+	}
+	if ((r = loop_timer_new(d->loop, on_publish, d, &d->publish)) < 0)
+		return r;
+	log_info("daemon", "metrics and probes at http://%s (port %d)", addr, http_server_port(d->http));
+	on_publish(d->publish, d);
+	return 0;
+}
+
 /* ---- run ---- */
 
 static int setup_signals(struct daemon *d)
@@ -1377,6 +1564,8 @@ int daemon_run(const struct daemon_config *cfg)
 		log_error("daemon", "cannot create the etcd client: %s", strerror(-r));
 		goto out;
 	}
+	host_metrics_init(&d->hm);
+	etcd_client_set_observer(d->etcd, &host_metrics_etcd_observer, &d->hm);
 	if ((r = roles_new(d->loop, d->etcd, cfg->prefix, cfg->node_id, cfg->roles_seed,
 	                   cfg->n_roles_seed, on_roles_changed, d, &d->roles)) < 0) {
 		log_error("daemon", "cannot set up roles: %s", strerror(-r));
@@ -1403,6 +1592,8 @@ int daemon_run(const struct daemon_config *cfg)
 		          strerror(-r));
 		goto out;
 	}
+	if (start_http(d) < 0)
+		goto out;
 	log_info("daemon", "node %s, etcd %s, prefix %s, plugins from %s, ttl %" PRId64 " s",
 	         cfg->node_id, etcd_client_endpoint(d->etcd), cfg->prefix, cfg->plugin_dir,
 	         cfg->ttl_s);
@@ -1416,6 +1607,8 @@ int daemon_run(const struct daemon_config *cfg)
 	r = loop_run(d->loop);
 	code = r < 0 ? 1 : r;
 out:
+	http_server_free(d->http); /* first: no handler reads the state being freed */
+	loop_timer_free(d->publish);
 	plugindir_free(d->pd);
 	control_free(d->ctl);
 	while (d->entries) {

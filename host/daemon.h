@@ -21,6 +21,7 @@ struct daemon_config {
 	const char *plugin_dir;
 	const char *runtime_dir; /* private plugin copies live in <runtime_dir>/plugins.<pid> */
 	const char *control_url; /* NULL = default; "" = no control socket */
+	const char *http_addr;   /* --http ADDR:PORT; NULL = HTTP_DEFAULT_ADDR; "" = none */
 	int64_t ttl_s;
 	uint64_t reconcile_wait_ns;
 	uint64_t reconcile_interval_ns;

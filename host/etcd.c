@@ -101,6 +101,7 @@ struct etcd_call {
 	uint64_t attempt_ns;	 /* 0: one attempt to the deadline (etcd_call_opts) */
 	bool require_leader;
 	size_t unavailable_tries; /* "unavailable" answers already moved on from */
+	uint64_t started; /* loop_now() at the call, for the observer */
 	bool reauthed;
 	struct etcd_call *prev, *next; /* c->calls */
 };
@@ -153,6 +154,8 @@ struct etcd_client {
 	CURL *pool[EASY_POOL_MAX];
 	size_t n_pool;
 	bool processing;
+	const struct etcd_observer_ops *observer;
+	void *observer_ud;
 };
 
 static void client_process(struct etcd_client *c);
@@ -583,7 +586,8 @@ static struct etcd_call *call_alloc(struct etcd_client *c, const char *kind, con
 	call->cb = cb;
 	call->ud = ud;
 	uint32_t t = o && o->timeout_ms ? o->timeout_ms : c->request_timeout_ms;
-	call->deadline = loop_now() + ms_to_ns(t);
+	call->started = loop_now();
+	call->deadline = call->started + ms_to_ns(t);
 	if (o) {
 		call->attempt_ns = ms_to_ns(o->attempt_timeout_ms);
 		call->require_leader = o->require_leader;
@@ -723,8 +727,11 @@ static void drop_token(struct etcd_client *c, uint64_t gen)
 /* call_finish - run the callback (if any) and free the call. */
 static void call_finish(struct etcd_call *call, int err, const struct etcd_response *resp)
 {
+	struct etcd_client *c = call->x.c;
 	call_unlink(call);
 	xfer_release(&call->x);
+	if (c->observer)
+		c->observer->call_done(c->observer_ud, call->kind, err, loop_now() - call->started);
 	if (call->cb)
 		call->cb(call->x.c, err, resp, call->ud);
 	free(call);
@@ -1142,6 +1149,12 @@ const char *etcd_client_endpoint(const struct etcd_client *c)
 	return c->endpoints[c->cur_ep];
 }
 
+void etcd_client_set_observer(struct etcd_client *c, const struct etcd_observer_ops *ops, void *ud)
+{
+	c->observer = ops;
+	c->observer_ud = ud;
+}
+
 uint64_t etcd_client_auth_count(const struct etcd_client *c)
 {
 	return c->n_auth;
@@ -1350,6 +1363,8 @@ static void watch_end(struct etcd_watch *w, int err, int64_t revision)
 	loop_timer_disarm(w->idle);
 	w->state = W_DONE;
 	w->pending = false;
+	if (err < 0 && err != -ECANCELED && w->x.c->observer)
+		w->x.c->observer->watch_ended(w->x.c->observer_ud, err);
 	w->in_cb = true;
 	w->cb(w, err, revision, NULL, 0, w->ud);
 	w->in_cb = false;

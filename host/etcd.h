@@ -97,6 +97,20 @@ int etcd_client_new(struct loop *l, const struct etcd_config *cfg, struct etcd_c
  * calls are NOT run. Watches must have been cancelled first. Accepts NULL. */
 void etcd_client_free(struct etcd_client *c);
 
+/* An observer of the client's traffic (metrics). Both run on the loop.
+ * call_done: every call that ends (not a cancelled one), before its callback:
+ * op is its kind ("range", "put", "deleterange", "txn", "lease_grant",
+ * "lease_keepalive", "lease_revoke", "lease_timetolive", "compact"; static),
+ * err its result, elapsed_ns from the call to its end. watch_ended: a watch
+ * ended for good with err (compaction, a refusal): its owner resyncs. */
+struct etcd_observer_ops {
+	void (*call_done)(void *ud, const char *op, int err, uint64_t elapsed_ns);
+	void (*watch_ended)(void *ud, int err);
+};
+/* etcd_client_set_observer - ops (static) and ud (borrowed, must outlive
+ * the client or be cleared); NULL ops clears. */
+void etcd_client_set_observer(struct etcd_client *c, const struct etcd_observer_ops *ops, void *ud);
+
 /* etcd_client_endpoint - the endpoint currently in use (borrowed). */
 const char *etcd_client_endpoint(const struct etcd_client *c);
 

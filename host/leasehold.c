@@ -15,6 +15,7 @@
 
 #include "callback_timeout.h"
 #include "daemon.h"
+#include "http.h"
 #include "log.h"
 #include "plugin_instance.h"
 #include "roles.h"
@@ -69,6 +70,8 @@ static void usage(FILE *f)
 	        "operation:\n"
 	        "  --control URL             control socket (default ipc://$XDG_RUNTIME_DIR/leasehold.sock,\n"
 	        "                            else ipc:///run/leasehold/control.sock; \"none\" disables it)\n"
+	        "  --http ADDR:PORT          metrics and probes over HTTP (default " HTTP_DEFAULT_ADDR ";\n"
+	        "                            \"none\" disables it)\n"
 	        "  --log-level LEVEL         error|warn|info|debug (default info)\n"
 	        "  -h, --help                this help\n"
 	        "  -V, --version             the version\n"
@@ -100,6 +103,7 @@ enum {
 	OPT_CALLBACK_TIMEOUT,
 	OPT_WORKER,
 	OPT_PLUGIN_ISOLATION,
+	OPT_HTTP,
 };
 
 static int bad(const char *msg, const char *arg)
@@ -126,6 +130,7 @@ int main(int argc, char **argv)
 		{"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN},
 		{"exit-linger", required_argument, NULL, OPT_EXIT_LINGER},
 		{"control", required_argument, NULL, OPT_CONTROL},
+		{"http", required_argument, NULL, OPT_HTTP},
 		{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 		{"role", required_argument, NULL, OPT_ROLE},
 		{"isolation", required_argument, NULL, OPT_ISOLATION},
@@ -216,6 +221,16 @@ int main(int argc, char **argv)
 		case OPT_CONTROL:
 			cfg.control_url = strcmp(optarg, "none") == 0 ? "" : optarg;
 			break;
+		case OPT_HTTP: {
+			char host[256], port[8];
+			if (strcmp(optarg, "none") == 0)
+				cfg.http_addr = "";
+			else if (http_parse_addr(optarg, host, sizeof(host), port, sizeof(port)) < 0)
+				return bad("bad --http address (ADDR:PORT, [IPV6]:PORT or none)", optarg);
+			else
+				cfg.http_addr = optarg;
+			break;
+		}
 		case OPT_LOG_LEVEL: {
 			enum log_level lvl;
 			if (log_parse_level(optarg, &lvl) < 0)

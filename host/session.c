@@ -239,6 +239,9 @@ static void on_keepalive(struct etcd_client *c, int err, const struct etcd_respo
 static void keepalive(struct session *s)
 {
 	s->sent_at = loop_now();
+	/* the schedule of keepalives is observable in a debug log (the HTTP
+	 * load test checks it) */
+	log_debug("session", "keepalive sent for lease %" PRIx64, (uint64_t)s->lease);
 	/* no use waiting past the deadline: the lease counts as lost then */
 	uint64_t left_ms = s->safe_until > s->sent_at ? (s->safe_until - s->sent_at) / LOOP_NS_PER_MS : 0;
 	uint64_t third_ms = (uint64_t)s->granted_ttl * 1000 / 3;

@@ -67,7 +67,7 @@ start_host() { # n
   local n=$1
   mkdir -p "$work/h$n/plugins"
   "$build/leasehold" --etcd "$etcd_url" --node-id "node$n" --plugin-dir "$work/h$n/plugins" \
-    --runtime-dir "$work/h$n/run" --control "ipc://$work/h$n/ctl.sock" \
+    --runtime-dir "$work/h$n/run" --control "ipc://$work/h$n/ctl.sock" --http none \
     --ttl 5 --reconcile-wait 500ms --reconcile-interval 30s >"$work/h$n.log" 2>&1 &
   pids+=($!)
 }

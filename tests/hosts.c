@@ -135,6 +135,10 @@ static void spawn_host(struct host *h, const char *urls, const char *const *extr
 	argv[a++] = rt;
 	argv[a++] = "--control";
 	argv[a++] = h->control;
+	/* hosts share the machine: no default HTTP port (a test that wants the
+	 * endpoint passes --http, which comes later and wins) */
+	argv[a++] = "--http";
+	argv[a++] = "none";
 	for (const char *const *p = extra; p && *p && a < 54; p++)
 		argv[a++] = *p;
 	argv[a] = NULL;

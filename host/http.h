@@ -1,0 +1,84 @@
+/*
+ * http.h - the daemon's HTTP endpoint for metrics and probes, served by
+ * nng's HTTP server: GET /metrics, /healthz, /readyz/NAME, /leader/NAME.
+ *
+ * Design notes
+ * - nng runs the handlers on its own threads; the daemon's state lives on
+ *   the loop thread, which must never wait for a client. So the two meet
+ *   only in a snapshot: the loop builds a complete answer set (the metrics
+ *   text, health, and per plugin ready/leader with reasons) and hands it to
+ *   http_server_publish(), which swaps it in under a mutex held for a
+ *   pointer swap; a handler copies what it needs from the current snapshot
+ *   under the same mutex and answers without touching the loop. A flood of
+ *   requests costs nng's threads and a mutex held for a memcpy, never a
+ *   keepalive.
+ * - A wedged loop stops publishing: every snapshot carries its loop_now()
+ *   time, and a snapshot older than stale_after_ns makes /healthz, /readyz
+ *   and /leader answer 503 ("event loop stalled"), because a node whose loop
+ *   does not run cannot vouch for anything it published earlier.
+ * - Hostile input: the public address belongs to a front (http_guard.h)
+ *   that bounds size, shape, time and number of requests and passes nng a
+ *   minimal request line only. Behind it, only GET (and HEAD, which nng
+ *   maps to GET) reaches a handler; nng answers other methods on known
+ *   paths 405 and unknown paths 404. Names after /readyz/ and /leader/ are
+ *   only compared with the snapshot's names, never used otherwise.
+ */
+#ifndef LH_HTTP_H
+#define LH_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct http_server;
+
+/* the default of --http: see docs (outside the fully allocated Prometheus
+ * exporter range 9100-9999 and the ephemeral port ranges) */
+#define HTTP_DEFAULT_ADDR "127.0.0.1:8379"
+
+struct http_plugin_state {
+	char *name;         /* owned by the snapshot */
+	bool ready;         /* may serve (election_info.ready) */
+	char *not_ready;    /* why not, or NULL when ready */
+	bool leader;        /* this node leads the plugin */
+	char *not_leader;   /* why not (e.g. "leader is node-b"), or NULL */
+};
+
+/* One answer set. Everything is owned by the snapshot once published. */
+struct http_snapshot {
+	char *metrics; /* text exposition 0.0.4, NUL-terminated */
+	size_t metrics_len;
+	bool healthy;
+	char *unhealthy; /* one line: why not healthy, NULL when healthy */
+	struct http_plugin_state *plugins;
+	size_t n_plugins;
+	uint64_t published_at; /* loop_now(); set by http_server_publish */
+};
+
+/* http_snapshot_free - free a snapshot and what it holds. Accepts NULL. */
+void http_snapshot_free(struct http_snapshot *s);
+
+/* http_parse_addr - "ADDR:PORT" (a name, an IPv4 address, or "[IPV6]")
+ * into host (brackets removed) and port (digits). Returns 0, or -EINVAL (no
+ * port, port not 0..65535, empty address, or does not fit). */
+int http_parse_addr(const char *addr, char *host, size_t host_len, char *port, size_t port_len);
+
+/* http_server_new - listen on addr ("ADDR:PORT", see http_parse_addr) and
+ * start serving. Until the first publish every probe answers 503 ("starting")
+ * and /metrics 503. stale_after_ns: see the design notes. On failure returns
+ * -errno (-EADDRINUSE, -EINVAL, ...) with a message in err. */
+int http_server_new(const char *addr, uint64_t stale_after_ns, struct http_server **ret,
+                    char *err, size_t err_len);
+
+/* http_server_port - the TCP port bound (useful with port 0). */
+int http_server_port(struct http_server *s);
+
+/* http_server_publish - make snap the current answer set (takes ownership
+ * of snap; the previous one is freed). Any thread; the loop in the daemon. */
+void http_server_publish(struct http_server *s, struct http_snapshot *snap);
+
+/* http_server_free - stop serving (waits for handlers in progress), free.
+ * Accepts NULL. */
+void http_server_free(struct http_server *s);
+
+#endif
