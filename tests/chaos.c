@@ -39,7 +39,10 @@
  *   (400 ms after the gap began: a leader writes every 300 ms); a kind's
  *   dead time is the longest gap put down to one of its faults. This
  *   attributes a stretch to the fault that began it, even when later
- *   faults fall inside it. It is measured by the runner's clock at
+ *   faults fall inside it. Stretches that begin while the rollout stands
+ *   still (a member on 1.0.0, another on 1.1.0 or newer: by the protocol no
+ *   leader reconciles until the old member is upgraded) are reported apart,
+ *   as "rollout under way". It is measured by the runner's clock at
  *   the pace of its loop (20 ms), and a step that blocks the runner (an etcd
  *   member's restart waits for it to be healthy) makes the records it
  *   missed look later. Reported per fault kind, never asserted: speed
@@ -110,6 +113,10 @@ static const char *const KIND_NAME[F_KINDS] = {
 struct fault {
 	enum fault_kind kind;
 	uint64_t at; /* loop_now() of the injection */
+	/* the rollout stood still before or after it: a 1.1.0-or-newer leader
+	 * does not reconcile while a 1.0.0 member remains (the design's
+	 * protocol, step 4), whatever the fault */
+	bool rollout_waits;
 };
 
 static struct {
@@ -237,6 +244,18 @@ static void check_hosts_alive(void)
 
 /* ---- faults ---- */
 
+/* some member runs 1.0.0 while another runs a release whose minimum
+ * compatible release is 1.1.0: no leader may reconcile until it is upgraded */
+static bool rollout_waits(void)
+{
+	bool old = false, new = false;
+	for (int i = 0; i < N_HOSTS; i++) {
+		old |= G.rel[i] == 0;
+		new |= G.rel[i] > 0;
+	}
+	return old && new;
+}
+
 static void note_fault(enum fault_kind k)
 {
 	if (G.n_faults == G.cap_faults) {
@@ -244,7 +263,7 @@ static void note_fault(enum fault_kind k)
 		G.faults = realloc(G.faults, G.cap_faults * sizeof(*G.faults));
 		CHECK(G.faults != NULL);
 	}
-	G.faults[G.n_faults++] = (struct fault){k, loop_now()};
+	G.faults[G.n_faults++] = (struct fault){k, loop_now(), rollout_waits()};
 }
 
 static void say(enum fault_kind k, const char *target, const char *fmt, ...)
@@ -360,6 +379,10 @@ static void one_fault(void)
 {
 	enum fault_kind k = (enum fault_kind)rng_range(0, F_KINDS - 1);
 	int i = rng_range(0, N_HOSTS - 1);
+	/* while the rollout stands still nobody writes, and faults test less:
+	 * move it on more often (one draw in three is a reload then) */
+	if (rng_range(0, 2) == 0 && rollout_waits())
+		k = F_RELOAD;
 	if (k == F_RELOAD && !any_host_behind())
 		k = F_KILL; /* nothing left to roll forward */
 	note_fault(k);
@@ -391,6 +414,7 @@ static void one_fault(void)
 		break;
 	}
 	check_hosts_alive();
+	G.faults[G.n_faults - 1].rollout_waits |= rollout_waits();
 }
 
 /* ---- the end ---- */
@@ -487,11 +511,7 @@ static void check_no_old_writes(void)
 static void settle(void)
 {
 	check_hosts_alive();
-	/* the last fault's dead time ends with the next write */
 	size_t n = G.n_writes;
-	uint64_t t = loop_now();
-	while (G.n_writes == n && ms_since(t) < SETTLE_MS)
-		pump();
 	for (int i = 0; i < N_HOSTS; i++) {
 		if (G.rel[i] == NEWEST)
 			continue;
@@ -500,6 +520,11 @@ static void settle(void)
 		G.rel[i] = NEWEST;
 		host_install_plugin(&G.c.host[i], RELEASES[NEWEST], "reconciler.so");
 	}
+	/* the last fault's dead time ends with the next write (a stalled
+	 * rollout moves on once the last 1.0.0 host is reloaded) */
+	uint64_t t = loop_now();
+	while (G.n_writes == n && ms_since(t) < SETTLE_MS)
+		pump();
 	struct release newest;
 	CHECK_OK(release_parse(RELEASES[NEWEST], &newest));
 	for (int i = 0; i < N_HOSTS; i++)
@@ -526,10 +551,14 @@ static long fault_of_gap(uint64_t a)
 
 static void report_dead_time(uint64_t chaos_end)
 {
-	long worst[F_KINDS] = {0};
-	size_t count[F_KINDS] = {0};
-	for (size_t f = 0; f < G.n_faults; f++)
-		count[G.faults[f].kind]++;
+	long worst[F_KINDS] = {0}, worst_rollout = 0;
+	size_t count[F_KINDS] = {0}, count_rollout = 0;
+	for (size_t f = 0; f < G.n_faults; f++) {
+		if (G.faults[f].rollout_waits)
+			count_rollout++;
+		else
+			count[G.faults[f].kind]++;
+	}
 	/* every gap between consecutive records from the first fault until
 	 * the first record after the chaos */
 	for (size_t w = 0; w + 1 < G.n_writes; w++) {
@@ -541,15 +570,22 @@ static void report_dead_time(uint64_t chaos_end)
 			continue;
 		long gap = (long)((b - a) / LOOP_NS_PER_MS);
 		enum fault_kind k = G.faults[f].kind;
-		if (gap > worst[k])
+		if (G.faults[f].rollout_waits) {
+			if (gap > worst_rollout)
+				worst_rollout = gap;
+		} else if (gap > worst[k]) {
 			worst[k] = gap;
+		}
 	}
 	for (int k = 0; k < F_KINDS; k++)
 		if (count[k])
 			printf("chaos: dead time %-26s %6ld ms (longest, %zu faults)\n",
 			       KIND_NAME[k], worst[k], count[k]);
 		else
-			printf("chaos: dead time %-26s      - (not drawn)\n", KIND_NAME[k]);
+			printf("chaos: dead time %-26s      - (none outside a waiting rollout)\n", KIND_NAME[k]);
+	printf("chaos: dead time %-26s %6ld ms (longest, %zu faults while a 1.0.0 member "
+	       "held the rollout: no reconcile by design)\n",
+	       "rollout under way", worst_rollout, count_rollout);
 }
 
 /* ---- parameters ---- */
