@@ -161,11 +161,20 @@ static double secs_since_start(void)
 	return (double)(loop_now() - G.t0) / (double)LOOP_NS_PER_S;
 }
 
-static void violation(const char *what, const char *node)
+/* a violation: printed, counted, and the log tail of h dumped (h may be NULL) */
+static void violation(struct host *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void violation(struct host *h, const char *fmt, ...)
 {
+	char what[200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
 	G.violations++;
 	fprintf(stderr, "chaos: VIOLATION at +%.1f s: %s%s%s\n", secs_since_start(), what,
-		node ? " on " : "", node ? node : "");
+		h ? " on " : "", h ? h->node : "");
+	if (h)
+		host_dump_log(h);
 }
 
 /* ---- the loop, with the journal's arrival times noted ---- */
@@ -233,11 +242,7 @@ static void check_hosts_alive(void)
 		struct host *h = &G.c.host[i];
 		if (host_alive(h))
 			continue;
-		char what[96];
-		snprintf(what, sizeof(what), "the daemon exited by itself (status %d)",
-			 h->exit_status);
-		violation(what, h->node);
-		host_dump_log(h);
+		violation(h, "the daemon exited by itself (status %d)", h->exit_status);
 		start_host(i);
 	}
 }
@@ -295,20 +300,16 @@ static void fault_signal_restart(enum fault_kind k, int i)
 		say(k, h->node, ", down %d ms", down_ms);
 		host_signal(h, SIGKILL);
 		if (!wait_exit(i, 10000))
-			violation("SIGKILL did not end the daemon within 10 s", h->node);
+			violation(h, "SIGKILL did not end the daemon within 10 s");
 	} else {
 		say(k, h->node, ", down %d ms after it exited", down_ms);
 		host_signal(h, SIGTERM);
 		if (!wait_exit(i, 30000)) {
-			violation("SIGTERM did not end the daemon within 30 s", h->node);
+			violation(h, "SIGTERM did not end the daemon within 30 s");
 			host_signal(h, SIGKILL);
 			CHECK(wait_exit(i, 10000));
 		} else if (h->exit_status != 0) {
-			char what[96];
-			snprintf(what, sizeof(what), "SIGTERM ended the daemon with status %d",
-				 h->exit_status);
-			violation(what, h->node);
-			host_dump_log(h);
+			violation(h, "SIGTERM ended the daemon with status %d", h->exit_status);
 		}
 	}
 	run_for(down_ms);
@@ -351,7 +352,7 @@ static void fault_etcd(int m)
 	int err = harness_etcd_restart(G.c.etcd, m);
 	if (err < 0) {
 		fprintf(stderr, "chaos: etcd member %d: %s\n", m, strerror(-err));
-		violation("an etcd member did not come back", NULL);
+		violation(NULL, "an etcd member did not come back");
 	}
 }
 
@@ -451,7 +452,7 @@ static void check_one_leader(void)
 	} while (ms_since(t) < 20000);
 	fprintf(stderr, "chaos: %d hosts say they lead (%s), the observer sees %s\n", leading,
 		names, seen ? seen : "none");
-	violation("not exactly one leader at the end", NULL);
+	violation(NULL, "not exactly one leader at the end");
 }
 
 /* the value's "release=x.y.z" field into buf ("" when absent) */
@@ -474,7 +475,6 @@ static void check_no_old_writes(void)
 	struct release newest;
 	CHECK_OK(release_parse(RELEASES[NEWEST], &newest));
 	int64_t done_rev = 0;
-	size_t old = 0;
 	for (size_t i = 0; i < h.n; i++) {
 		const struct inv_event *e = &h.ev[i];
 		if (e->del)
@@ -490,20 +490,16 @@ static void check_no_old_writes(void)
 			continue;
 		char rel[16];
 		journal_release(e, rel, sizeof(rel));
-		if (strcmp(rel, RELEASES[NEWEST]) != 0) {
-			fprintf(stderr,
-				"chaos: journal record %s (release %s) at revision %" PRId64
-				", after the rollout completed at revision %" PRId64 "\n",
-				e->key, rel, e->rev, done_rev);
-			old++;
-		}
+		if (strcmp(rel, RELEASES[NEWEST]) != 0)
+			violation(NULL,
+				  "journal record %s of release %s at revision %" PRId64
+				  ", after the rollout completed at revision %" PRId64,
+				  e->key, rel, e->rev, done_rev);
 	}
 	if (!done_rev)
-		violation("no status DONE at the newest release in the history", NULL);
+		violation(NULL, "no status DONE at the newest release in the history");
 	else
 		fprintf(stderr, "chaos: the rollout completed at revision %" PRId64 "\n", done_rev);
-	for (size_t i = 0; i < old; i++)
-		violation("a journal record of an old release after the rollout completed", NULL);
 	inv_history_free(&h);
 }
 
