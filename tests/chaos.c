@@ -272,7 +272,7 @@ static void note_fault(enum fault_kind k)
 }
 
 static void say(enum fault_kind k, const char *target, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static void say(enum fault_kind k, const char *target, const char *fmt, ...)
 {
 	char rest[160];
@@ -578,7 +578,8 @@ static void report_dead_time(uint64_t chaos_end)
 			printf("chaos: dead time %-26s %6ld ms (longest, %zu faults)\n",
 			       KIND_NAME[k], worst[k], count[k]);
 		else
-			printf("chaos: dead time %-26s      - (none outside a waiting rollout)\n", KIND_NAME[k]);
+			printf("chaos: dead time %-26s      - (none outside a waiting rollout)\n",
+			       KIND_NAME[k]);
 	printf("chaos: dead time %-26s %6ld ms (longest, %zu faults while a 1.0.0 member "
 	       "held the rollout: no reconcile by design)\n",
 	       "rollout under way", worst_rollout, count_rollout);
