@@ -947,3 +947,32 @@ long host_log_ms_after(const struct host *h, long from, const char *needle, long
 	free(s);
 	return r;
 }
+
+pid_t host_worker_pid(pid_t daemon)
+{
+	DIR *d = opendir("/proc");
+	CHECK(d != NULL);
+	struct dirent *de;
+	pid_t found = 0;
+	while ((de = readdir(d))) {
+		char path[300], buf[512];
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = 0;
+		/* pid (comm) state ppid ... */
+		char *rp = strrchr(buf, ')');
+		int ppid = 0;
+		if (!rp || sscanf(rp + 2, "%*c %d", &ppid) != 1 || ppid != daemon)
+			continue;
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (strstr(buf, "(leasehold-work") && *end == 0 && pid > 0)
+			found = (pid_t)pid;
+	}
+	closedir(d);
+	return found;
+}

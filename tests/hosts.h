@@ -195,6 +195,9 @@ size_t host_log_count(const struct host *h, long from, const char *needle);
  * ref_ms (a wall_ms_of_day() taken by the test), in ms (negative when the
  * line is older); LONG_MIN when there is no such line */
 long host_log_ms_after(const struct host *h, long from, const char *needle, long ref_ms);
+/* host_worker_pid - the leasehold-worker child (--isolation process) of
+ * daemon pid `daemon`, found in /proc; 0 when it has none right now */
+pid_t host_worker_pid(pid_t daemon);
 /* wall_ms_of_day - CLOCK_REALTIME as ms since midnight UTC (the log's clock) */
 long wall_ms_of_day(void);
 

@@ -22,13 +22,18 @@ static long ms_since(uint64_t t0)
 
 void pc_init(struct pcluster *c, int n_hosts)
 {
+	pc_init_cluster(c, "lhpart", n_hosts, 1);
+}
+
+void pc_init_cluster(struct pcluster *c, const char *tag, int n_hosts, int etcd_members)
+{
 	CHECK(n_hosts > 0 && n_hosts <= PC_MAX_HOSTS);
 	memset(c, 0, sizeof(*c));
 	/* first: the hub must be entered before etcd or any socket exists */
-	c->net = netns_new_or_skip("lhpart");
+	c->net = netns_new_or_skip(tag);
 	/* etcd listens on every address of the hub, which holds only the
 	 * test's own addresses: loopback and the hub side of each pair */
-	CHECK_OK(harness_etcd_start_listen(1, "0.0.0.0", NULL, &c->etcd));
+	CHECK_OK(harness_etcd_start_listen(etcd_members, "0.0.0.0", NULL, &c->etcd));
 	tu_init(&c->t, harness_etcd_urls(c->etcd));
 	c->obs = obs_new(&c->t, PC_PREFIX, PC_PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
 	c->jw = jwatch_new(&c->t, PC_PREFIX, PC_PLUGIN, 1);
@@ -49,7 +54,14 @@ void pc_init(struct pcluster *c, int n_hosts)
 void pc_start(struct pcluster *c, int i, const char *release, const char *const *envp,
 	      const char *interval)
 {
-	const char *const args[] = {"--prefix",
+	pc_start_args(c, i, release, envp, interval, NULL);
+}
+
+void pc_start_args(struct pcluster *c, int i, const char *release, const char *const *envp,
+		   const char *interval, const char *const *extra)
+{
+	enum { MAX_EXTRA = 16 };
+	const char *args[11 + MAX_EXTRA + 1] = {"--prefix",
 				    PC_PREFIX,
 				    "--ttl",
 				    "2",
@@ -60,6 +72,12 @@ void pc_start(struct pcluster *c, int i, const char *release, const char *const 
 				    "--log-level",
 				    "debug",
 				    NULL};
+	size_t n = 10;
+	for (size_t k = 0; extra && extra[k]; k++) {
+		CHECK(k < MAX_EXTRA);
+		args[n++] = extra[k];
+	}
+	args[n] = NULL;
 	host_install_plugin(&c->host[i], release, "reconciler.so");
 	host_start_env(&c->host[i], c->urls[i], args, envp);
 }

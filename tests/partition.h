@@ -55,11 +55,19 @@ struct pcluster {
  * namespaces (not started), observer and journal watch from revision 1.
  * Exits the test on failure. */
 void pc_init(struct pcluster *c, int n_hosts);
+/* pc_init_cluster - pc_init with namespaces tagged `tag` (see netns_new) and
+ * an etcd of etcd_members (1 or 3) members; every host is given the URLs of
+ * all of them */
+void pc_init_cluster(struct pcluster *c, const char *tag, int n_hosts, int etcd_members);
 /* pc_start - install the example plugin of `release` on host i and start
  * it; envp as for host_start_env (may be NULL); interval: its
  * --reconcile-interval (NULL: 300ms) */
 void pc_start(struct pcluster *c, int i, const char *release, const char *const *envp,
 	      const char *interval);
+/* pc_start_args - pc_start with extra daemon arguments (NULL-terminated, at
+ * most 16; NULL: none), e.g. {"--isolation", "process", ...} */
+void pc_start_args(struct pcluster *c, int i, const char *release, const char *const *envp,
+		   const char *interval, const char *const *extra);
 /* pc_start_all - start every host on release (default interval), wait for
  * all members, status DONE at release and a leader */
 void pc_start_all(struct pcluster *c, const char *release);

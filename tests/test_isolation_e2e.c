@@ -10,7 +10,6 @@
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,39 +40,11 @@ static const char *const *args(void)
 	return a;
 }
 
-/* the leasehold-worker child of daemon `pid` (0 if none) */
-static pid_t worker_of(pid_t pid)
-{
-	DIR *d = opendir("/proc");
-	CHECK(d != NULL);
-	struct dirent *de;
-	pid_t found = 0;
-	while ((de = readdir(d))) {
-		char path[300], buf[512];
-		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
-		FILE *f = fopen(path, "r");
-		if (!f)
-			continue;
-		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-		fclose(f);
-		buf[n] = 0;
-		/* pid (comm) state ppid ... */
-		char *rp = strrchr(buf, ')');
-		int ppid = 0;
-		if (!rp || sscanf(rp + 2, "%*c %d", &ppid) != 1 || ppid != pid)
-			continue;
-		if (strstr(buf, "(leasehold-work"))
-			found = (pid_t)atoi(de->d_name);
-	}
-	closedir(d);
-	return found;
-}
-
 static struct host *g_h;
 static bool p_worker(void *a)
 {
 	(void)a;
-	return worker_of(g_h->pid) != 0;
+	return host_worker_pid(g_h->pid) != 0;
 }
 
 static const char *g_state;
@@ -144,7 +115,7 @@ static void test_per_plugin_isolation_flag(void)
 
 static void test_worker_crash_deposes_at_once_and_recovers(void)
 {
-	pid_t w = worker_of(A.pid);
+	pid_t w = host_worker_pid(A.pid);
 	CHECK(w > 0);
 	uint64_t t0 = loop_now();
 	CHECK(kill(w, SIGKILL) == 0);
@@ -156,7 +127,7 @@ static void test_worker_crash_deposes_at_once_and_recovers(void)
 	CHECK(kill(A.pid, 0) == 0);
 	g_h = &A;
 	tu_wait(&T, p_worker, NULL, 10000, "a's worker restarted");
-	CHECK(worker_of(A.pid) != w);
+	CHECK(host_worker_pid(A.pid) != w);
 	wait_state(&A, "state:         campaigning", 10000, "a campaigns again after recovery");
 	obs_wait_members(g_obs, 2, 10000);
 }

@@ -1,0 +1,670 @@
+/*
+ * chaos - a seeded randomized fault runner: a 3-member etcd and four
+ * leasehold hosts (example plugin), each host in its own network namespace
+ * (tests/partition.h), random faults for a while, then everything healed,
+ * rolled forward to the newest release and checked.
+ *
+ * Design notes
+ * - One seed (CHAOS_SEED, random when empty; printed first) drives every
+ *   choice: the fault kind, its target, how long it is held, the pause
+ *   before the next one, the release a reload goes to. Faults run one after
+ *   the other, each healed before the next, for CHAOS_SECONDS (default 60).
+ *   The same seed gives the same sequence of faults; what the daemons do in
+ *   between depends on the machine's timing and cannot be replayed exactly.
+ * - Faults: SIGKILL (then restart), SIGSTOP for longer than the TTL (then
+ *   SIGCONT), SIGTERM (the daemon must exit 0; then restart), the host's
+ *   link down, its packets from or to etcd dropped (nftables), an etcd
+ *   member SIGKILLed and restarted, a hot reload forward (the example plugin
+ *   of a newer release dropped into the host's plugin dir: 1.0.0, 1.1.0,
+ *   1.2.0), and SIGKILL of the plugin worker of a host in process isolation
+ *   (hosts c and d run --isolation process).
+ * - Releases: every host starts on 1.0.0. A host that is restarted runs the
+ *   release it had, or the newest once any reload happened (the rollout has
+ *   begun): a host is never restarted backwards, and after the chaos every
+ *   host still older is reloaded to the newest, so that with every member
+ *   record at 1.2.0 the rollout can complete. Every host that was stopped is
+ *   restarted: with persistent member records a host left down would hold
+ *   the rollout back forever.
+ * - A host that exits without being told to, a SIGTERM that does not end the
+ *   daemon with status 0, an etcd member that does not come back: each is a
+ *   violation (printed), and the host is started again so the run goes on.
+ * - Checks at the end: every member registered at 1.2.0, status DONE
+ *   1.2.0, exactly one host says it leads and it is the observer's leader,
+ *   the invariant checker over the whole etcd history (tests/invariants.h),
+ *   and no journal record of an older release after the first status DONE
+ *   1.2.0 (the rollout completed).
+ * - Dead time: the runner notes when it sees each journal record (the
+ *   plugin's fenced write). Each gap between two consecutive records is
+ *   put down to the last fault injected before the next record was due
+ *   (400 ms after the gap began: a leader writes every 300 ms); a kind's
+ *   dead time is the longest gap put down to one of its faults. This
+ *   attributes a stretch to the fault that began it, even when later
+ *   faults fall inside it. Stretches that begin while the rollout stands
+ *   still (a member on 1.0.0, another on 1.1.0 or newer: by the protocol no
+ *   leader reconciles until the old member is upgraded) are reported apart,
+ *   as "rollout under way". It is measured by the runner's clock at
+ *   the pace of its loop (20 ms), and a step that blocks the runner (an etcd
+ *   member's restart waits for it to be healthy) makes the records it
+ *   missed look later. Reported per fault kind, never asserted: speed
+ *   belongs in `make bench`.
+ * - Output: the seed, one line per fault, the invariant checker's lines,
+ *   then `chaos: N faults, M writes, K terms, V violations` and the dead time
+ *   per fault kind. Exit 0 when V is 0, 1 otherwise (the host logs dumped),
+ *   77 when namespaces cannot be made here (not root, no ip/nft).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "election.h"
+#include "leasehold.pb-c.h"
+#include "partition.h"
+
+#define N_HOSTS 4
+#define FIRST_ISOLATED 2 /* hosts c and d run their plugin in a worker process */
+#define N_ETCD 3
+#define DEFAULT_SECONDS 60
+/* how long the end state may take to converge on a loaded machine */
+#define SETTLE_MS 90000
+/* a leader writes every 300 ms (--reconcile-interval); a fault injected
+ * within this long after a record is the cause of the stretch that follows */
+#define WRITE_DUE_MS 400
+
+static const char *const RELEASES[] = {"1.0.0", "1.1.0", "1.2.0"};
+#define N_RELEASES ((int)(sizeof(RELEASES) / sizeof(RELEASES[0])))
+#define NEWEST (N_RELEASES - 1)
+
+enum fault_kind {
+	F_KILL,
+	F_STOP,
+	F_TERM,
+	F_LINK_DOWN,
+	F_DROP_FROM_ETCD,
+	F_DROP_TO_ETCD,
+	F_ETCD_KILL,
+	F_RELOAD,
+	F_WORKER_KILL,
+	F_KINDS
+};
+
+static const char *const KIND_NAME[F_KINDS] = {
+    [F_KILL] = "SIGKILL",
+    [F_STOP] = "SIGSTOP past the TTL",
+    [F_TERM] = "SIGTERM",
+    [F_LINK_DOWN] = "link down",
+    [F_DROP_FROM_ETCD] = "packets from etcd dropped",
+    [F_DROP_TO_ETCD] = "packets to etcd dropped",
+    [F_ETCD_KILL] = "etcd member killed",
+    [F_RELOAD] = "hot reload forward",
+    [F_WORKER_KILL] = "plugin worker killed",
+};
+
+struct fault {
+	enum fault_kind kind;
+	uint64_t at; /* loop_now() of the injection */
+	/* the rollout stood still before or after it: a 1.1.0-or-newer leader
+	 * does not reconcile while a 1.0.0 member remains (the design's
+	 * protocol, step 4), whatever the fault */
+	bool rollout_waits;
+};
+
+static struct {
+	struct pcluster c;
+	uint64_t rng;
+	unsigned long long seed;
+	long seconds;
+	int rel[N_HOSTS]; /* index into RELEASES: what the host runs (its plugin dir) */
+	bool rollout_begun;
+	uint64_t t0;
+	uint64_t *write_at; /* when the runner saw each journal record */
+	size_t n_writes, cap_writes;
+	struct fault *faults;
+	size_t n_faults, cap_faults;
+	int violations;
+	char worker[1024];
+} G;
+
+/* ---- the seeded generator (splitmix64: small, and the same everywhere) ---- */
+
+static uint64_t rng_next(void)
+{
+	uint64_t z = (G.rng += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* uniform in [lo, hi] */
+static int rng_range(int lo, int hi)
+{
+	return lo + (int)(rng_next() % (uint64_t)(hi - lo + 1));
+}
+
+static long ms_since(uint64_t t)
+{
+	return (long)((loop_now() - t) / LOOP_NS_PER_MS);
+}
+
+static double secs_since_start(void)
+{
+	return (double)(loop_now() - G.t0) / (double)LOOP_NS_PER_S;
+}
+
+/* a violation: printed, counted, and the log tail of h dumped (h may be NULL) */
+static void violation(struct host *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void violation(struct host *h, const char *fmt, ...)
+{
+	char what[200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	G.violations++;
+	fprintf(stderr, "chaos: VIOLATION at +%.1f s: %s%s%s\n", secs_since_start(), what,
+		h ? " on " : "", h ? h->node : "");
+	if (h)
+		host_dump_log(h);
+}
+
+/* ---- the loop, with the journal's arrival times noted ---- */
+
+static void note_writes(void)
+{
+	const struct jrec *r;
+	size_t n = jwatch_records(G.c.jw, &r);
+	uint64_t now = loop_now();
+	while (G.n_writes < n) {
+		if (G.n_writes == G.cap_writes) {
+			G.cap_writes = G.cap_writes ? 2 * G.cap_writes : 1024;
+			G.write_at = realloc(G.write_at, G.cap_writes * sizeof(*G.write_at));
+			CHECK(G.write_at != NULL);
+		}
+		G.write_at[G.n_writes++] = now;
+	}
+}
+
+static void pump(void)
+{
+	loop_run_once(G.c.t.loop, 20);
+	note_writes();
+}
+
+/* the length of a fault or of a pause: a parameter, never a wait for an event */
+static void run_for(int ms)
+{
+	uint64_t t = loop_now();
+	while (ms_since(t) < ms)
+		pump();
+}
+
+/* ---- hosts ---- */
+
+static const char *const *host_args(int i)
+{
+	static const char *iso[] = {"--isolation", "process", "--worker", G.worker, NULL};
+	return i >= FIRST_ISOLATED ? iso : NULL;
+}
+
+static void start_host(int i)
+{
+	if (G.rollout_begun)
+		G.rel[i] = NEWEST;
+	pc_start_args(&G.c, i, RELEASES[G.rel[i]], NULL, NULL, host_args(i));
+}
+
+/* run the loop until host i has exited or timeout_ms passed; true when it exited */
+static bool wait_exit(int i, int timeout_ms)
+{
+	uint64_t t = loop_now();
+	while (host_alive(&G.c.host[i])) {
+		if (ms_since(t) >= timeout_ms)
+			return false;
+		pump();
+	}
+	return true;
+}
+
+/* a host that ended without being told to is a violation; start it again */
+static void check_hosts_alive(void)
+{
+	for (int i = 0; i < N_HOSTS; i++) {
+		struct host *h = &G.c.host[i];
+		if (host_alive(h))
+			continue;
+		violation(h, "the daemon exited by itself (status %d)", h->exit_status);
+		start_host(i);
+	}
+}
+
+/* ---- faults ---- */
+
+/* some member runs 1.0.0 while another runs a release whose minimum
+ * compatible release is 1.1.0: no leader may reconcile until it is upgraded */
+static bool rollout_waits(void)
+{
+	bool old = false, new = false;
+	for (int i = 0; i < N_HOSTS; i++) {
+		old |= G.rel[i] == 0;
+		new |= G.rel[i] > 0;
+	}
+	return old && new;
+}
+
+static void note_fault(enum fault_kind k)
+{
+	if (G.n_faults == G.cap_faults) {
+		G.cap_faults = G.cap_faults ? 2 * G.cap_faults : 64;
+		G.faults = realloc(G.faults, G.cap_faults * sizeof(*G.faults));
+		CHECK(G.faults != NULL);
+	}
+	G.faults[G.n_faults++] = (struct fault){k, loop_now(), rollout_waits()};
+}
+
+static void say(enum fault_kind k, const char *target, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void say(enum fault_kind k, const char *target, const char *fmt, ...)
+{
+	char rest[160];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(rest, sizeof(rest), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "chaos: +%.1f s fault %zu: %s on %s%s\n", secs_since_start(), G.n_faults,
+		KIND_NAME[k], target, rest);
+}
+
+static bool any_host_behind(void)
+{
+	for (int i = 0; i < N_HOSTS; i++)
+		if (G.rel[i] < NEWEST)
+			return true;
+	return false;
+}
+
+static void fault_signal_restart(enum fault_kind k, int i)
+{
+	struct host *h = &G.c.host[i];
+	int down_ms = rng_range(0, 3000);
+	if (k == F_KILL) {
+		say(k, h->node, ", down %d ms", down_ms);
+		host_signal(h, SIGKILL);
+		if (!wait_exit(i, 10000))
+			violation(h, "SIGKILL did not end the daemon within 10 s");
+	} else {
+		say(k, h->node, ", down %d ms after it exited", down_ms);
+		host_signal(h, SIGTERM);
+		if (!wait_exit(i, 30000)) {
+			violation(h, "SIGTERM did not end the daemon within 30 s");
+			host_signal(h, SIGKILL);
+			CHECK(wait_exit(i, 10000));
+		} else if (h->exit_status != 0) {
+			violation(h, "SIGTERM ended the daemon with status %d", h->exit_status);
+		}
+	}
+	run_for(down_ms);
+	start_host(i);
+}
+
+static void fault_stop(int i)
+{
+	struct host *h = &G.c.host[i];
+	int ms = PC_TTL_MS + rng_range(500, 3000);
+	say(F_STOP, h->node, ", stopped %d ms", ms);
+	host_signal(h, SIGSTOP);
+	run_for(ms);
+	host_signal(h, SIGCONT);
+}
+
+static void fault_network(enum fault_kind k, int i)
+{
+	static const enum pc_fault how[] = {
+	    [F_LINK_DOWN] = PC_LINK_DOWN,
+	    [F_DROP_FROM_ETCD] = PC_DROP_FROM_ETCD,
+	    [F_DROP_TO_ETCD] = PC_DROP_TO_ETCD,
+	};
+	struct host *h = &G.c.host[i];
+	int ms = rng_range(500, 5000);
+	say(k, h->node, ", held %d ms", ms);
+	pc_fault(&G.c, h, how[k]);
+	run_for(ms);
+	pc_heal(&G.c, h);
+}
+
+static void fault_etcd(int m)
+{
+	int ms = rng_range(500, 4000);
+	char target[32];
+	snprintf(target, sizeof(target), "member %d", m);
+	say(F_ETCD_KILL, target, ", down %d ms", ms);
+	CHECK_OK(harness_etcd_kill(G.c.etcd, m));
+	run_for(ms);
+	int err = harness_etcd_restart(G.c.etcd, m);
+	if (err < 0) {
+		fprintf(stderr, "chaos: etcd member %d: %s\n", m, strerror(-err));
+		violation(NULL, "an etcd member did not come back");
+	}
+}
+
+/* i: a host that is behind; to: a newer release */
+static void fault_reload(int i, int to)
+{
+	struct host *h = &G.c.host[i];
+	say(F_RELOAD, h->node, ", %s -> %s", RELEASES[G.rel[i]], RELEASES[to]);
+	G.rel[i] = to;
+	G.rollout_begun = true;
+	host_install_plugin(h, RELEASES[to], "reconciler.so");
+}
+
+static void fault_worker(int i)
+{
+	struct host *h = &G.c.host[i];
+	pid_t w = h->pid > 0 ? host_worker_pid(h->pid) : 0;
+	say(F_WORKER_KILL, h->node, w ? "" : " (no worker running right now: nothing killed)");
+	if (w > 0 && kill(w, SIGKILL) != 0)
+		fprintf(stderr, "chaos: kill worker %d: %s\n", (int)w, strerror(errno));
+}
+
+/* one fault, chosen, injected, held and healed */
+static void one_fault(void)
+{
+	enum fault_kind k = (enum fault_kind)rng_range(0, F_KINDS - 1);
+	int i = rng_range(0, N_HOSTS - 1);
+	/* while the rollout stands still nobody writes, and faults test less:
+	 * move it on more often (one draw in three is a reload then) */
+	if (rng_range(0, 2) == 0 && rollout_waits())
+		k = F_RELOAD;
+	if (k == F_RELOAD && !any_host_behind())
+		k = F_KILL; /* nothing left to roll forward */
+	note_fault(k);
+	switch (k) {
+	case F_KILL:
+	case F_TERM:
+		fault_signal_restart(k, i);
+		break;
+	case F_STOP:
+		fault_stop(i);
+		break;
+	case F_LINK_DOWN:
+	case F_DROP_FROM_ETCD:
+	case F_DROP_TO_ETCD:
+		fault_network(k, i);
+		break;
+	case F_ETCD_KILL:
+		fault_etcd(rng_range(0, N_ETCD - 1));
+		break;
+	case F_RELOAD:
+		while (G.rel[i] == NEWEST)
+			i = (i + 1) % N_HOSTS;
+		fault_reload(i, rng_range(G.rel[i] + 1, NEWEST));
+		break;
+	case F_WORKER_KILL:
+		fault_worker(FIRST_ISOLATED + i % (N_HOSTS - FIRST_ISOLATED));
+		break;
+	case F_KINDS:
+		break;
+	}
+	check_hosts_alive();
+	G.faults[G.n_faults - 1].rollout_waits |= rollout_waits();
+}
+
+/* ---- the end ---- */
+
+/* exactly one host says it leads, and it is the one the observer sees */
+static void check_one_leader(void)
+{
+	uint64_t t = loop_now();
+	char names[N_HOSTS * 4] = "";
+	int leading;
+	const char *seen;
+	do {
+		pump();
+		seen = obs_leader(G.c.obs);
+		leading = 0;
+		names[0] = 0;
+		const char *the = NULL;
+		for (int i = 0; i < N_HOSTS; i++) {
+			char st[32];
+			host_plugin_state(&G.c.host[i], PC_PLUGIN, st, sizeof(st), NULL);
+			if (strcmp(st, "leading") == 0) {
+				leading++;
+				the = G.c.host[i].node;
+				strncat(names, the, sizeof(names) - strlen(names) - 2);
+				strcat(names, " ");
+			}
+		}
+		if (leading == 1 && seen && strcmp(seen, the) == 0) {
+			fprintf(stderr, "chaos: one leader at the end: %s\n", the);
+			return;
+		}
+		/* a deposed host's own view may lag its loss by a loop turn:
+		 * look again for a while before calling it a violation */
+	} while (ms_since(t) < 20000);
+	fprintf(stderr, "chaos: %d hosts say they lead (%s), the observer sees %s\n", leading,
+		names, seen ? seen : "none");
+	violation(NULL, "not exactly one leader at the end");
+}
+
+/* the value's "release=x.y.z" field into buf ("" when absent) */
+static void journal_release(const struct inv_event *e, char *buf, size_t len)
+{
+	const char *p = strstr((const char *)e->val, "release=");
+	buf[0] = 0;
+	if (p)
+		snprintf(buf, len, "%.*s", (int)strcspn(p + 8, " "), p + 8);
+}
+
+/* no journal record of an older release after the first status DONE at the newest */
+static void check_no_old_writes(void)
+{
+	struct inv_history h;
+	inv_history_load(&G.c.t, PC_PREFIX, &h);
+	char status_key[128], journal[128];
+	snprintf(status_key, sizeof(status_key), "%s/%s/status", PC_PREFIX, PC_PLUGIN);
+	snprintf(journal, sizeof(journal), "%s/%s/data/journal/", PC_PREFIX, PC_PLUGIN);
+	struct release newest;
+	CHECK_OK(release_parse(RELEASES[NEWEST], &newest));
+	int64_t done_rev = 0;
+	for (size_t i = 0; i < h.n; i++) {
+		const struct inv_event *e = &h.ev[i];
+		if (e->del)
+			continue;
+		int state;
+		struct release v, m;
+		if (!done_rev && strcmp(e->key, status_key) == 0 &&
+		    election_decode_status(e->val, e->val_len, &state, &v, &m) == 0 &&
+		    state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE &&
+		    release_cmp(v, newest) == 0)
+			done_rev = e->rev;
+		if (!done_rev || strncmp(e->key, journal, strlen(journal)) != 0)
+			continue;
+		char rel[16];
+		journal_release(e, rel, sizeof(rel));
+		if (strcmp(rel, RELEASES[NEWEST]) != 0)
+			violation(NULL,
+				  "journal record %s of release %s at revision %" PRId64
+				  ", after the rollout completed at revision %" PRId64,
+				  e->key, rel, e->rev, done_rev);
+	}
+	if (!done_rev)
+		violation(NULL, "no status DONE at the newest release in the history");
+	else
+		fprintf(stderr, "chaos: the rollout completed at revision %" PRId64 "\n", done_rev);
+	inv_history_free(&h);
+}
+
+/* heal, roll forward, converge */
+static void settle(void)
+{
+	check_hosts_alive();
+	size_t n = G.n_writes;
+	for (int i = 0; i < N_HOSTS; i++) {
+		if (G.rel[i] == NEWEST)
+			continue;
+		fprintf(stderr, "chaos: rolling %s forward %s -> %s\n", G.c.host[i].node,
+			RELEASES[G.rel[i]], RELEASES[NEWEST]);
+		G.rel[i] = NEWEST;
+		host_install_plugin(&G.c.host[i], RELEASES[NEWEST], "reconciler.so");
+	}
+	/* the last fault's dead time ends with the next write (a stalled
+	 * rollout moves on once the last 1.0.0 host is reloaded) */
+	uint64_t t = loop_now();
+	while (G.n_writes == n && ms_since(t) < SETTLE_MS)
+		pump();
+	struct release newest;
+	CHECK_OK(release_parse(RELEASES[NEWEST], &newest));
+	for (int i = 0; i < N_HOSTS; i++)
+		obs_wait_member_release(G.c.obs, G.c.host[i].node, newest, SETTLE_MS);
+	obs_wait_status_done(G.c.obs, newest, SETTLE_MS);
+	struct host *L = pc_wait_leader_other(&G.c, NULL, SETTLE_MS);
+	jwatch_wait(G.c.jw, L->node, jwatch_count(G.c.jw, L->node, 0) + 2, SETTLE_MS,
+		    "the leader reconciles at the end");
+	note_writes();
+	check_hosts_alive();
+}
+
+/* the fault a dead stretch starting at `a` (a journal record) belongs to:
+ * the last one injected before the next record was due (a fault injected
+ * right after a record stops the next one), or -1 when none was */
+static long fault_of_gap(uint64_t a)
+{
+	long f = -1;
+	for (size_t i = 0; i < G.n_faults; i++)
+		if (G.faults[i].at <= a + WRITE_DUE_MS * LOOP_NS_PER_MS)
+			f = (long)i;
+	return f;
+}
+
+static void report_dead_time(uint64_t chaos_end)
+{
+	long worst[F_KINDS] = {0}, worst_rollout = 0;
+	size_t count[F_KINDS] = {0}, count_rollout = 0;
+	for (size_t f = 0; f < G.n_faults; f++) {
+		if (G.faults[f].rollout_waits)
+			count_rollout++;
+		else
+			count[G.faults[f].kind]++;
+	}
+	/* every gap between consecutive records from the first fault until
+	 * the first record after the chaos */
+	for (size_t w = 0; w + 1 < G.n_writes; w++) {
+		uint64_t a = G.write_at[w], b = G.write_at[w + 1];
+		if (a > chaos_end)
+			break;
+		long f = fault_of_gap(a);
+		if (f < 0)
+			continue;
+		long gap = (long)((b - a) / LOOP_NS_PER_MS);
+		enum fault_kind k = G.faults[f].kind;
+		if (G.faults[f].rollout_waits) {
+			if (gap > worst_rollout)
+				worst_rollout = gap;
+		} else if (gap > worst[k]) {
+			worst[k] = gap;
+		}
+	}
+	for (int k = 0; k < F_KINDS; k++)
+		if (count[k])
+			printf("chaos: dead time %-26s %6ld ms (longest, %zu faults)\n",
+			       KIND_NAME[k], worst[k], count[k]);
+		else
+			printf("chaos: dead time %-26s      - (none outside a waiting rollout)\n",
+			       KIND_NAME[k]);
+	printf("chaos: dead time %-26s %6ld ms (longest, %zu faults while a 1.0.0 member "
+	       "held the rollout: no reconcile by design)\n",
+	       "rollout under way", worst_rollout, count_rollout);
+}
+
+/* ---- parameters ---- */
+
+static void read_parameters(void)
+{
+	const char *s = getenv("CHAOS_SEED");
+	if (s && *s) {
+		char *end;
+		errno = 0;
+		G.seed = strtoull(s, &end, 0);
+		if (errno || *end) {
+			fprintf(stderr, "chaos: CHAOS_SEED=%s is not a number\n", s);
+			exit(99);
+		}
+	} else {
+		uint64_t r;
+		if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+			r = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+		/* short enough to retype */
+		G.seed = r % 1000000000ULL;
+	}
+	G.rng = G.seed;
+	G.seconds = DEFAULT_SECONDS;
+	s = getenv("CHAOS_SECONDS");
+	if (s && *s) {
+		char *end;
+		errno = 0;
+		G.seconds = strtol(s, &end, 10);
+		if (errno || *end || G.seconds < 1) {
+			fprintf(stderr, "chaos: CHAOS_SECONDS=%s is not a positive number\n", s);
+			exit(99);
+		}
+	}
+	const char *b = getenv("LH_BUILDDIR");
+	snprintf(G.worker, sizeof(G.worker), "%s/leasehold-worker", b && *b ? b : ".");
+}
+
+int main(void)
+{
+	read_parameters();
+	/* stdout is the test's log too: keep the lines in order with stderr */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("chaos: seed %llu, %ld s (again: make chaos SEED=%llu SECONDS=%ld)\n", G.seed,
+	       G.seconds, G.seed, G.seconds);
+
+	pc_init_cluster(&G.c, "lhchaos", N_HOSTS, N_ETCD);
+	for (int i = 0; i < N_HOSTS; i++)
+		start_host(i);
+	obs_wait_members(G.c.obs, N_HOSTS, 30000);
+	obs_wait_status_done(G.c.obs, REL(1, 0, 0), 30000);
+	pc_wait_leader_other(&G.c, NULL, 30000);
+	jwatch_wait(G.c.jw, NULL, 1, 30000, "the first leader reconciles");
+
+	G.t0 = loop_now();
+	while (ms_since(G.t0) < G.seconds * 1000) {
+		one_fault();
+		run_for(rng_range(0, 1500));
+	}
+	uint64_t chaos_end = loop_now();
+	fprintf(stderr, "chaos: +%.1f s all faults healed; converging\n", secs_since_start());
+
+	settle();
+	check_one_leader();
+	struct inv_stats st;
+	memset(&st, 0, sizeof(st));
+	int v = inv_check_all(&G.c.t, PC_PREFIX, PC_PLUGIN, &st);
+	G.violations += v;
+	check_no_old_writes();
+
+	printf("chaos: %zu faults, %zu writes, %zu terms, %d violations\n", G.n_faults, st.journal,
+	       st.terms, G.violations);
+	report_dead_time(chaos_end);
+	if (G.violations) {
+		hosts_dump_logs();
+		printf("chaos: FAILED with seed %llu (again: make chaos SEED=%llu SECONDS=%ld)\n",
+		       G.seed, G.seed, G.seconds);
+		return 1;
+	}
+	pc_stop_all(&G.c);
+	pc_fini(&G.c);
+	free(G.write_at);
+	free(G.faults);
+	return 0;
+}
