@@ -385,7 +385,7 @@ static void test_watch_members(void)
 	node_start(&n, 1, (struct plugin_releases){{0, 0, 3}, {0, 0, 1}, {0, 0, 1}}, 10, false);
 	expect_releases(&n, "0.0.2", "10000.0.0", rev);
 	CHECK_INT_EQ(info_of(&n).releases.n_members, 5);
-	/* a1's record becomes garbage: treated as absent (the seed's "no longer a controller") */
+	/* a1's record becomes garbage: treated as absent (the reference algorithm's "no longer a controller") */
 	rev = tu_put(&T, PFX "/" PLUGIN "/members/a1", "not a proto \x01\x02", 15);
 	expect_releases(&n, "0.0.2", "10000.0.0", rev);
 	CHECK_INT_EQ(info_of(&n).releases.n_members, 4);
