@@ -68,6 +68,7 @@
 
 #include "check.h"
 #include "election.h"
+#include "election_internal.h"
 #include "leasehold.pb-c.h"
 #include "partition.h"
 
