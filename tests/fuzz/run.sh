@@ -76,7 +76,10 @@ srcs_control=("$src/host/control_codec.c" "$src/host/control_wire.c" "$src/host/
 libs_control=("${pb_libs[@]}")
 maxlen_control=8192
 # (etcd_json.c: the etcd error texts a failed txn carries to the plugin)
-srcs_bus=("$src/host/plugin_instance.c" "$src/host/loader.c" "$src/host/loop.c" "$src/host/log.c"
+srcs_bus=("$src/host/plugin_instance.c" "$src/host/plugin_instance_queue.c"
+          "$src/host/plugin_instance_txn.c" "$src/host/plugin_instance_recv.c"
+          "$src/host/plugin_instance_timeout.c" "$src/host/plugin_instance_process.c"
+          "$src/host/loader.c" "$src/host/loop.c" "$src/host/log.c"
           "$src/host/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c"
           "$src/host/etcd_json.c")
 # the worker half moved to its own file (process isolation)
