@@ -65,6 +65,8 @@ maxlen_gateway=16384
 curl_libs=($(pc --libs libcurl)); [ ${#curl_libs[@]} -gt 0 ] || curl_libs=(-lcurl)
 # election_decode_* live in election_records.c (with the session it uses)
 srcs_records=("$build/proto/leasehold.pb-c.c" "$src/host/roles.c" "$src/host/etcd.c"
+              "$src/host/etcd_transport.c" "$src/host/etcd_auth.c" "$src/host/etcd_call.c"
+              "$src/host/etcd_watch.c"
               "$src/host/etcd_json.c" "$src/host/loop.c" "$src/host/log.c"
               "$src/host/election_records.c" "$src/host/session.c" "$src/host/release.c")
 libs_records=("${pb_libs[@]}" "${json_libs[@]}" "${curl_libs[@]}")
