@@ -712,7 +712,7 @@ static bool digits(const char *s, const char *end, unsigned long long *ret)
 
 /* name is one of ours for process `pid`: "<base>.<pid>.<n>.so" (a private
  * copy, loader_open) or "w<pid>.<n>.<g>.sock" (a worker bus socket,
- * plugin_instance.c); *ret_socket tells which */
+ * plugin_instance_process.c); *ret_socket tells which */
 static bool stale_name(const char *name, unsigned long long pid, bool *ret_socket)
 {
 	size_t len = strlen(name);
