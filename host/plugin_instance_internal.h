@@ -48,17 +48,6 @@
 #define LOG_COMPONENT_MAX 80
 #define PIPELINE_MAX 5 /* events handed to the worker at once (may_send) */
 
-typedef Leasehold__Bus__ToWorker ToWorker;
-typedef Leasehold__Bus__ToHost ToHost;
-typedef Leasehold__Bus__Event Event;
-typedef Leasehold__Bus__EventDone EventDone;
-typedef Leasehold__Bus__TxnRequest TxnRequest;
-typedef Leasehold__Bus__TxnReply TxnReply;
-typedef Leasehold__Bus__Op BusOp;
-typedef Leasehold__Bus__Compare BusCompare;
-typedef Leasehold__Bus__OpResult BusOpResult;
-typedef Leasehold__Bus__Kv BusKv;
-
 /* the callback each event runs: the values of enum worker_callback */
 enum ev_kind {
 	EV_INIT = WORKER_CB_INIT,
