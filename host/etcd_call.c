@@ -224,9 +224,7 @@ int etcd_range(struct etcd_client *c, const struct etcd_op *op, const struct etc
 {
 	char *body = NULL;
 	int r = etcd_json_range_req(op, &body);
-	if (r < 0)
-		return r;
-	return call_start(c, "range", "/v3/kv/range", body, o, cb, ud, ret_call);
+	return r < 0 ? r : call_start(c, "range", "/v3/kv/range", body, o, cb, ud, ret_call);
 }
 
 int etcd_put(struct etcd_client *c, const struct etcd_op *op, const struct etcd_call_opts *o,
@@ -234,9 +232,7 @@ int etcd_put(struct etcd_client *c, const struct etcd_op *op, const struct etcd_
 {
 	char *body = NULL;
 	int r = etcd_json_put_req(op, &body);
-	if (r < 0)
-		return r;
-	return call_start(c, "put", "/v3/kv/put", body, o, cb, ud, ret_call);
+	return r < 0 ? r : call_start(c, "put", "/v3/kv/put", body, o, cb, ud, ret_call);
 }
 
 int etcd_delete(struct etcd_client *c, const struct etcd_op *op, const struct etcd_call_opts *o,
@@ -244,9 +240,9 @@ int etcd_delete(struct etcd_client *c, const struct etcd_op *op, const struct et
 {
 	char *body = NULL;
 	int r = etcd_json_delete_req(op, &body);
-	if (r < 0)
-		return r;
-	return call_start(c, "deleterange", "/v3/kv/deleterange", body, o, cb, ud, ret_call);
+	return r < 0
+		   ? r
+		   : call_start(c, "deleterange", "/v3/kv/deleterange", body, o, cb, ud, ret_call);
 }
 
 int etcd_txn(struct etcd_client *c, const struct etcd_compare *cmps, size_t n_cmps,
@@ -256,9 +252,7 @@ int etcd_txn(struct etcd_client *c, const struct etcd_compare *cmps, size_t n_cm
 {
 	char *body = NULL;
 	int r = etcd_json_txn_req(cmps, n_cmps, success, n_success, failure, n_failure, &body);
-	if (r < 0)
-		return r;
-	return call_start(c, "txn", "/v3/kv/txn", body, o, cb, ud, ret_call);
+	return r < 0 ? r : call_start(c, "txn", "/v3/kv/txn", body, o, cb, ud, ret_call);
 }
 
 int etcd_lease_grant(struct etcd_client *c, int64_t ttl_s, const struct etcd_call_opts *o,
@@ -268,9 +262,8 @@ int etcd_lease_grant(struct etcd_client *c, int64_t ttl_s, const struct etcd_cal
 	if (ttl_s <= 0)
 		return -EINVAL;
 	int r = etcd_json_int_req("TTL", ttl_s, &body);
-	if (r < 0)
-		return r;
-	return call_start(c, "lease_grant", "/v3/lease/grant", body, o, cb, ud, ret_call);
+	return r < 0 ? r
+		     : call_start(c, "lease_grant", "/v3/lease/grant", body, o, cb, ud, ret_call);
 }
 
 int etcd_lease_keepalive(struct etcd_client *c, int64_t lease_id, const struct etcd_call_opts *o,
@@ -278,9 +271,9 @@ int etcd_lease_keepalive(struct etcd_client *c, int64_t lease_id, const struct e
 {
 	char *body = NULL;
 	int r = etcd_json_int_req("ID", lease_id, &body);
-	if (r < 0)
-		return r;
-	return call_start(c, "lease_keepalive", "/v3/lease/keepalive", body, o, cb, ud, ret_call);
+	return r < 0 ? r
+		     : call_start(c, "lease_keepalive", "/v3/lease/keepalive", body, o, cb, ud,
+				  ret_call);
 }
 
 int etcd_lease_revoke(struct etcd_client *c, int64_t lease_id, const struct etcd_call_opts *o,
@@ -288,9 +281,8 @@ int etcd_lease_revoke(struct etcd_client *c, int64_t lease_id, const struct etcd
 {
 	char *body = NULL;
 	int r = etcd_json_int_req("ID", lease_id, &body);
-	if (r < 0)
-		return r;
-	return call_start(c, "lease_revoke", "/v3/lease/revoke", body, o, cb, ud, ret_call);
+	return r < 0 ? r
+		     : call_start(c, "lease_revoke", "/v3/lease/revoke", body, o, cb, ud, ret_call);
 }
 
 int etcd_lease_timetolive(struct etcd_client *c, int64_t lease_id, bool with_keys,
@@ -299,9 +291,9 @@ int etcd_lease_timetolive(struct etcd_client *c, int64_t lease_id, bool with_key
 {
 	char *body = NULL;
 	int r = etcd_json_timetolive_req(lease_id, with_keys, &body);
-	if (r < 0)
-		return r;
-	return call_start(c, "lease_timetolive", "/v3/lease/timetolive", body, o, cb, ud, ret_call);
+	return r < 0 ? r
+		     : call_start(c, "lease_timetolive", "/v3/lease/timetolive", body, o, cb, ud,
+				  ret_call);
 }
 
 int etcd_compact(struct etcd_client *c, int64_t revision, bool physical,
@@ -311,7 +303,5 @@ int etcd_compact(struct etcd_client *c, int64_t revision, bool physical,
 	if (revision <= 0)
 		return -EINVAL;
 	int r = etcd_json_compact_req(revision, physical, &body);
-	if (r < 0)
-		return r;
-	return call_start(c, "compact", "/v3/kv/compaction", body, o, cb, ud, ret_call);
+	return r < 0 ? r : call_start(c, "compact", "/v3/kv/compaction", body, o, cb, ud, ret_call);
 }
