@@ -1,7 +1,8 @@
 /*
  * bus_msg.h - small helpers shared by both ends of the host <-> worker bus
- * (plugin_instance.c on the host loop, worker.c on the worker): protobuf-c
- * bytes fields and packing a message into an nng message.
+ * (plugin_instance*.c on the host loop, worker.c on the worker): short names
+ * of the bus messages, protobuf-c bytes fields and packing a message into an
+ * nng message.
  */
 #ifndef LH_BUS_MSG_H
 #define LH_BUS_MSG_H
@@ -11,11 +12,24 @@
 #include <nng/nng.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "proto/bus.pb-c.h"
+
 /* The version of the bus protocol (proto/bus.proto), exchanged at INIT and
  * checked by both sides: they must speak the same one. 2: the Events batch
  * and the check itself (1 was never sent: its peers send 0). Raise it with
  * every change an older peer would misread. */
 #define LH_BUS_VERSION 2u
+
+typedef Leasehold__Bus__ToWorker ToWorker;
+typedef Leasehold__Bus__ToHost ToHost;
+typedef Leasehold__Bus__Event Event;
+typedef Leasehold__Bus__EventDone EventDone;
+typedef Leasehold__Bus__TxnRequest TxnRequest;
+typedef Leasehold__Bus__TxnReply TxnReply;
+typedef Leasehold__Bus__Op BusOp;
+typedef Leasehold__Bus__Compare BusCompare;
+typedef Leasehold__Bus__OpResult BusOpResult;
+typedef Leasehold__Bus__Kv BusKv;
 
 /* bus_bin - a bytes field viewing p[0..len) (borrowed, not copied) */
 ProtobufCBinaryData bus_bin(const void *p, size_t len);

@@ -1,13 +1,23 @@
 /*
- * etcd_internal.h - private glue between the etcd client (etcd.c) and its JSON
- * codec (etcd_json.c). Not for use outside host/etcd*.c and their tests.
+ * etcd_internal.h - private glue between the pieces of the etcd client
+ * (etcd.c and the files its reading guide names) and its JSON codec
+ * (etcd_json.c). Not for use outside host/etcd*.c and their tests.
  *
- * Every builder returns 0 and a malloc'd, NUL-terminated JSON text in *ret
- * (the caller frees it), or -EINVAL / -ENOMEM with *ret untouched.
+ * Threading: the client runs on its loop's thread only.
+ * Ownership: struct etcd_client owns its calls, watches, sockets, easy
+ * handles and the token; a call or watch owns its struct xfer (embedded).
+ * Calls and watches come back through curl (CURLINFO_PRIVATE), through loop
+ * timers and from the user (cancel): they carry a magic number, checked
+ * there (Varnish's CHECK_OBJ), and cleared when they are freed.
+ *
+ * Every JSON builder returns 0 and a malloc'd, NUL-terminated JSON text in
+ * *ret (the caller frees it), or -EINVAL / -ENOMEM with *ret untouched.
  */
 #ifndef LH_ETCD_INTERNAL_H
 #define LH_ETCD_INTERNAL_H
 
+#include <assert.h>
+#include <curl/curl.h>
 #include <json-c/json.h>
 
 #include "etcd.h"
@@ -63,5 +73,180 @@ int etcd_json_auth_token(const char *body, size_t len, char **ret_token);
 /* etcd_json_watch_msg_from_object - as etcd_json_parse_watch, from a parsed
  * object (borrowed). */
 int etcd_json_watch_msg_from_object(json_object *root, struct etcd_watch_msg **ret);
+
+/* ---- the client (etcd.c, etcd_transport.c, etcd_auth.c, etcd_call.c,
+ * etcd_watch.c) ---- */
+
+#define ETCD_CALL_MAGIC 0x45434c4cu  /* struct etcd_call */
+#define ETCD_WATCH_MAGIC 0x45575443u /* struct etcd_watch */
+#define ETCD_CHECK_OBJ(p, m) assert((p) != NULL && (p)->magic == (m))
+
+#define DEFAULT_REQUEST_TIMEOUT_MS 5000u
+#define DEFAULT_CONNECT_TIMEOUT_MS 1000u
+#define DEFAULT_MAX_RESPONSE (64u * 1024u * 1024u)
+#define WATCH_BACKOFF_MIN_MS 50u
+#define WATCH_BACKOFF_MAX_MS 2000u
+#define EASY_POOL_MAX 8
+
+struct sock {
+	struct loop_io *io;
+	struct etcd_client *c;
+	curl_socket_t fd;
+	struct sock *prev, *next;
+};
+
+struct buf {
+	char *data;
+	size_t len, cap;
+};
+
+enum xfer_kind { XFER_CALL, XFER_WATCH };
+
+/* One HTTP POST. Owned by its call or watch. */
+struct xfer {
+	enum xfer_kind kind;
+	struct etcd_client *c;
+	CURL *easy; /* non-NULL while attached to the multi handle */
+	struct curl_slist *headers;
+	const char *path; /* static string */
+	char *body;	  /* owned */
+	struct buf resp;
+	bool oversize;
+	bool is_auth;		      /* the authenticate call: never waits for a token */
+	bool waiting_auth;	      /* on c's auth wait list */
+	size_t ep;		      /* endpoint of the current attempt */
+	size_t ep_tries;	      /* attempts that failed to connect */
+	char errbuf[CURL_ERROR_SIZE]; /* libcurl's text for the last failure */
+	uint64_t token_gen;	      /* token generation sent with the current attempt */
+	struct xfer *wprev, *wnext;   /* auth wait list */
+};
+
+struct etcd_call {
+	struct xfer x;	  /* first: a struct xfer of kind XFER_CALL is its call */
+	unsigned magic;	  /* ETCD_CALL_MAGIC while the call lives */
+	const char *kind; /* etcd_json_parse_response kind; static */
+	etcd_cb cb;
+	void *ud;
+	uint64_t deadline;
+	uint64_t started; /* loop_now() at the call, for the observer */
+	uint64_t attempt_ns; /* 0: one attempt to the deadline (etcd_call_opts) */
+	bool require_leader;
+	size_t unavailable_tries; /* "unavailable" answers already moved on from */
+	bool reauthed;
+	struct etcd_call *prev, *next; /* c->calls */
+};
+
+enum watch_state { W_CONNECTING, W_BACKOFF, W_DONE };
+
+struct etcd_watch {
+	struct xfer x;	/* first: a struct xfer of kind XFER_WATCH is its watch */
+	unsigned magic; /* ETCD_WATCH_MAGIC while the watch lives */
+	uint8_t *key, *range_end;
+	size_t key_len, range_end_len;
+	unsigned flags;
+	etcd_watch_cb cb;
+	void *ud;
+	enum watch_state state;
+	int64_t next_rev; /* resume from here; 0 = "now" (not known yet) */
+	int64_t last_rev; /* etcd_watch_revision() */
+	bool created;
+	bool pending;	   /* raw bytes wait in x.resp */
+	bool stream_ended; /* the transfer finished; reconnect after draining */
+	bool in_cb;
+	bool cancelled;
+	bool reauthed; /* an invalid-token answer already dropped the token */
+	uint32_t backoff_ms;
+	struct json_tokener *tok;
+	size_t tok_bytes; /* bytes fed to tok since the last complete message */
+	struct loop_timer *timer;
+	struct loop_timer *idle;	/* progress-notify idle detection, or NULL */
+	struct etcd_watch *prev, *next; /* c->watches */
+};
+
+struct etcd_client {
+	struct loop *loop;
+	CURLM *multi;
+	struct loop_timer *curl_timer;
+	struct loop_timer *kick_timer; /* after kick(): reap cancelled watches, completions */
+	struct sock *socks;
+	char **endpoints;
+	size_t n_endpoints, cur_ep;
+	char *cacert, *cert, *key, *user, *password;
+	uint32_t request_timeout_ms, connect_timeout_ms;
+	size_t max_response_bytes;
+	uint32_t watch_idle_timeout_ms;
+	char *token;
+	uint64_t token_gen;
+	uint64_t n_auth;
+	struct etcd_call *auth_call;
+	struct xfer *wait_head, *wait_tail;
+	struct etcd_call *calls;
+	struct etcd_watch *watches;
+	CURL *pool[EASY_POOL_MAX];
+	size_t n_pool;
+	bool processing;
+	const struct etcd_observer_ops *observer;
+	void *observer_ud;
+};
+
+static inline uint64_t ms_to_ns(uint64_t ms)
+{
+	return ms * LOOP_NS_PER_MS;
+}
+
+/* etcd_transport.c: curl multi on the loop, the easy handle pool, one
+ * attempt of a transfer, endpoint failover, dispatch of what curl finished */
+void etcd_buf_reset(struct buf *b);
+int etcd_sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp);
+int etcd_timer_cb(CURLM *multi, long timeout_ms, void *userp);
+void etcd_curl_timer_fired(struct loop_timer *t, void *userdata);
+/* kick_timer: reap cancelled watches, then dispatch */
+void etcd_kick_fired(struct loop_timer *t, void *userdata);
+/* remove x's easy from the multi handle (if attached) */
+void etcd_xfer_detach(struct xfer *x);
+/* detach, leave the auth wait list, free the body and the response */
+void etcd_xfer_release(struct xfer *x);
+/* start one attempt of x on the client's current endpoint; 0 or -errno (x
+ * is then not attached) */
+int etcd_xfer_send(struct xfer *x);
+/* refused, unresolvable, or nothing sent before it failed */
+bool etcd_is_connect_failure(CURL *e, CURLcode rc);
+int etcd_curl_to_errno(struct xfer *x, CURLcode rc);
+/* the endpoint of x failed: move the client on (once) */
+void etcd_advance_endpoint(struct xfer *x);
+/* the ONLY place user callbacks run: deliver buffered watch bytes, finish
+ * what curl finished; not reentrant (a nested call returns at once) */
+void etcd_client_process(struct etcd_client *c);
+
+/* etcd_auth.c: the token, the authenticate call, the wait list */
+void etcd_wait_push(struct xfer *x);
+void etcd_wait_unlink(struct xfer *x);
+/* send the authenticate call unless one is in flight */
+int etcd_auth_start(struct etcd_client *c);
+/* the authenticate call ended with err: release the waiters */
+void etcd_auth_done(struct etcd_client *c, int err);
+void etcd_auth_call_done(struct etcd_call *call, CURLcode rc, CURL *e, long http);
+/* send now, or wait for a token (failures go to the owner) */
+void etcd_xfer_submit(struct xfer *x);
+bool etcd_is_invalid_token(int grpc_code, const char *msg);
+/* forget the token a transfer was sent with (once per token) */
+void etcd_drop_token(struct etcd_client *c, uint64_t gen);
+
+/* etcd_call.c: calls with their attempt/endpoint retries, the KV, txn,
+ * lease and compaction API */
+struct etcd_call *etcd_call_alloc(struct etcd_client *c, const char *kind, const char *path,
+				  char *body, const struct etcd_call_opts *o, etcd_cb cb, void *ud);
+void etcd_call_free(struct etcd_call *call);
+void etcd_call_unlink(struct etcd_call *call);
+/* run the callback (if any) and free the call */
+void etcd_call_finish(struct etcd_call *call, int err, const struct etcd_response *resp);
+void etcd_call_on_done(struct etcd_call *call, CURLcode rc);
+
+/* etcd_watch.c: watch streams */
+void etcd_watch_destroy(struct etcd_watch *w);
+/* parse and deliver the buffered stream bytes; may free w */
+void etcd_watch_drain(struct etcd_watch *w);
+void etcd_watch_on_done(struct etcd_watch *w, CURLcode rc);
+void etcd_watch_schedule_reconnect(struct etcd_watch *w);
 
 #endif

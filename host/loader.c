@@ -490,35 +490,26 @@ void loader_close(struct loader_plugin *p)
 	free(p);
 }
 
-int loader_open(const char *plugin_dir, const char *file, const char *private_dir,
-                struct loader_plugin **ret_plugin, char *err, size_t err_len)
+/* loader_open, step 1: open plugin_dir/file without following links, check
+ * the directory chain, the file's owner, mode and size, read it whole and
+ * check that it is an ELF shared object of this machine. Fills p's identity
+ * (dev, ino, size, content hash); *ret_buf (p->file_size bytes) is the
+ * caller's. */
+static int read_checked(const char *plugin_dir, const char *file, struct loader_plugin *p,
+                        uint8_t **ret_buf, char *err, size_t err_len)
 {
-	struct loader_plugin *p = NULL;
 	uint8_t *buf = NULL;
-	int dirfd = -1, fd = -1, pfd = -1, cfd = -1, r;
-	char copy_name[NAME_MAX + 1];
-
-	if (!file || !loader_is_candidate(file)) {
-		seterr(err, err_len, "invalid plugin file name \"%s\" (want NAME.so, no '/', no leading dot)",
-		       file ? file : "");
-		return -EINVAL;
-	}
-	p = calloc(1, sizeof(*p));
-	if (!p || !(p->file = strdup(file))) {
-		r = -ENOMEM;
-		seterr(err, err_len, "out of memory");
-		goto fail;
-	}
+	int dirfd = -1, fd = -1, r;
 
 	dirfd = open(plugin_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0) {
 		r = -errno;
 		seterr(err, err_len, "cannot open plugin directory %s: %s", plugin_dir, strerror(-r));
-		goto fail;
+		goto out;
 	}
 	r = check_dir_chain(dirfd, plugin_dir, err, err_len);
 	if (r < 0)
-		goto fail;
+		goto out;
 
 	fd = openat(dirfd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
@@ -527,55 +518,74 @@ int loader_open(const char *plugin_dir, const char *file, const char *private_di
 			seterr(err, err_len, "%s is a symbolic link (refused)", file);
 		else
 			seterr(err, err_len, "cannot open %s: %s", file, strerror(-r));
-		goto fail;
+		goto out;
 	}
 	struct stat st;
 	if (fstat(fd, &st) < 0) {
 		r = -errno;
 		seterr(err, err_len, "cannot stat %s: %s", file, strerror(-r));
-		goto fail;
+		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		r = -EPERM;
 		seterr(err, err_len, "%s is not a regular file", file);
-		goto fail;
+		goto out;
 	}
 	r = check_owner_mode(&st, false, "plugin file", file, err, err_len);
 	if (r < 0)
-		goto fail;
+		goto out;
 	if (st.st_size <= 0 || (uint64_t)st.st_size > LOADER_MAX_FILE_SIZE) {
 		r = st.st_size <= 0 ? -ENOEXEC : -EFBIG;
 		seterr(err, err_len, "%s has an unreasonable size (%lld bytes)", file,
 		       (long long)st.st_size);
-		goto fail;
+		goto out;
 	}
 	r = read_all(fd, (size_t)st.st_size, &buf);
 	if (r < 0) {
 		seterr(err, err_len, "cannot read %s: %s", file,
 		       r == -EIO ? "it changed size while being read" : strerror(-r));
-		goto fail;
+		goto out;
 	}
 	r = check_elf(buf, (size_t)st.st_size, err, err_len);
 	if (r < 0)
-		goto fail;
+		goto out;
 	p->dev = st.st_dev;
 	p->ino = st.st_ino;
 	p->file_size = st.st_size;
 	p->content_hash = fnv1a(buf, (size_t)st.st_size);
+	*ret_buf = buf;
+	buf = NULL;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (dirfd >= 0)
+		close(dirfd);
+	free(buf);
+	return r;
+}
 
-	/* the private copy */
+/* loader_open, step 2: write buf[len] to a fresh private copy in
+ * private_dir (owned by us, closed to others), named after file, the pid
+ * and a counter; sets p->copy_path (loader_close removes the copy, also
+ * when a later step fails). */
+static int copy_private(const char *private_dir, const char *file, const uint8_t *buf, size_t len,
+                        struct loader_plugin *p, char *err, size_t err_len)
+{
+	char copy_name[NAME_MAX + 1];
+	int pfd, cfd = -1, r;
+
 	pfd = open(private_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (pfd < 0) {
 		r = -errno;
 		seterr(err, err_len, "cannot open private directory %s: %s", private_dir, strerror(-r));
-		goto fail;
+		return r;
 	}
 	struct stat pst;
 	if (fstat(pfd, &pst) < 0 || pst.st_uid != geteuid() || (pst.st_mode & 077) != 0) {
 		r = -EPERM;
 		seterr(err, err_len, "private directory %s must be owned by uid %u and not accessible to others",
 		       private_dir, (unsigned)geteuid());
-		goto fail;
+		goto out;
 	}
 	size_t base_len = strlen(file) - 3;
 	if (base_len > 200)
@@ -587,7 +597,7 @@ int loader_open(const char *plugin_dir, const char *file, const char *private_di
 		r = -errno;
 		seterr(err, err_len, "cannot create private copy %s/%s: %s", private_dir, copy_name,
 		       strerror(-r));
-		goto fail;
+		goto out;
 	}
 	size_t plen = strlen(private_dir) + 1 + strlen(copy_name) + 1;
 	p->copy_path = malloc(plen);
@@ -595,36 +605,42 @@ int loader_open(const char *plugin_dir, const char *file, const char *private_di
 		r = -ENOMEM;
 		unlinkat(pfd, copy_name, 0);
 		seterr(err, err_len, "out of memory");
-		goto fail;
+		goto out;
 	}
 	snprintf(p->copy_path, plen, "%s/%s", private_dir, copy_name);
-	r = write_all(cfd, buf, (size_t)st.st_size);
+	r = write_all(cfd, buf, len);
 	if (r == 0 && close(cfd) < 0)
 		r = -errno;
 	cfd = -1;
-	if (r < 0) {
+	if (r < 0)
 		seterr(err, err_len, "cannot write private copy %s: %s", p->copy_path, strerror(-r));
-		goto fail;
-	}
+out:
+	if (cfd >= 0)
+		close(cfd);
+	close(pfd);
+	return r;
+}
 
+/* loader_open, step 3: dlopen the private copy, find the descriptor, check
+ * it (ABI, size, callbacks, releases) and fill p's fields from it. */
+static int dlopen_copy(struct loader_plugin *p, char *err, size_t err_len)
+{
 	dlerror();
 	p->handle = dlopen(p->copy_path, RTLD_NOW | RTLD_LOCAL);
 	if (!p->handle) {
 		const char *de = dlerror();
-		r = -ENOEXEC;
 		seterr(err, err_len, "dlopen failed: %s", de ? de : "unknown error");
-		goto fail;
+		return -ENOEXEC;
 	}
 	dlerror();
 	void *sym = dlsym(p->handle, LH_PLUGIN_SYMBOL);
 	if (!sym) {
-		r = -ENOENT;
 		seterr(err, err_len, "missing symbol %s (not a leasehold plugin)", LH_PLUGIN_SYMBOL);
-		goto fail;
+		return -ENOENT;
 	}
-	r = check_symbol(p->handle, sym, &p->desc, err, err_len);
+	int r = check_symbol(p->handle, sym, &p->desc, err, err_len);
 	if (r < 0)
-		goto fail;
+		return r;
 	snprintf(p->name, sizeof(p->name), "%s", p->desc.name);
 	snprintf(p->role, sizeof(p->role), "%s", p->desc.role ? p->desc.role : "");
 	p->abi_minor = p->desc.abi_minor;
@@ -637,23 +653,41 @@ int loader_open(const char *plugin_dir, const char *file, const char *private_di
 	p->min_compatible_release = (struct release){p->desc.min_compatible_release.major,
 	                                             p->desc.min_compatible_release.minor,
 	                                             p->desc.min_compatible_release.patch};
+	return 0;
+}
 
+int loader_open(const char *plugin_dir, const char *file, const char *private_dir,
+                struct loader_plugin **ret_plugin, char *err, size_t err_len)
+{
+	struct loader_plugin *p = NULL;
+	uint8_t *buf = NULL;
+	int r;
+
+	if (!file || !loader_is_candidate(file)) {
+		seterr(err, err_len, "invalid plugin file name \"%s\" (want NAME.so, no '/', no leading dot)",
+		       file ? file : "");
+		return -EINVAL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p || !(p->file = strdup(file))) {
+		r = -ENOMEM;
+		seterr(err, err_len, "out of memory");
+		goto fail;
+	}
+	r = read_checked(plugin_dir, file, p, &buf, err, err_len);
+	if (r < 0)
+		goto fail;
+	r = copy_private(private_dir, file, buf, (size_t)p->file_size, p, err, err_len);
+	if (r < 0)
+		goto fail;
+	r = dlopen_copy(p, err, err_len);
+	if (r < 0)
+		goto fail;
 	free(buf);
-	close(pfd);
-	close(fd);
-	close(dirfd);
 	*ret_plugin = p;
 	return 0;
 
 fail:
-	if (cfd >= 0)
-		close(cfd);
-	if (pfd >= 0)
-		close(pfd);
-	if (fd >= 0)
-		close(fd);
-	if (dirfd >= 0)
-		close(dirfd);
 	free(buf);
 	loader_close(p);
 	return r;
@@ -678,7 +712,7 @@ static bool digits(const char *s, const char *end, unsigned long long *ret)
 
 /* name is one of ours for process `pid`: "<base>.<pid>.<n>.so" (a private
  * copy, loader_open) or "w<pid>.<n>.<g>.sock" (a worker bus socket,
- * plugin_instance.c); *ret_socket tells which */
+ * plugin_instance_process.c); *ret_socket tells which */
 static bool stale_name(const char *name, unsigned long long pid, bool *ret_socket)
 {
 	size_t len = strlen(name);

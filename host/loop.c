@@ -7,7 +7,6 @@
  * - Freed io watchers are unlinked from epoll at once but their memory is
  *   kept on a graveyard list until the current dispatch batch ends, because
  *   epoll may already have handed us an event pointing at them.
- * - An eventfd lets other threads wake the loop (loop_wake).
  * - Timers fire from a timerfd on CLOCK_BOOTTIME armed at the earliest
  *   deadline (absolute): epoll_wait's own timeout runs on CLOCK_MONOTONIC,
  *   which stops during suspend, so a lease deadline would fire late after a
@@ -21,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,7 +46,6 @@ struct loop_timer {
 
 struct loop {
 	int epfd;
-	int wakefd;
 	int tfd;             /* timerfd (CLOCK_BOOTTIME) for the earliest timer */
 	uint64_t tfd_armed;  /* deadline it is armed for, 0 = disarmed */
 	struct loop_timer **heap;
@@ -71,18 +68,13 @@ int loop_new(struct loop **ret_loop)
 	if (!l)
 		return -ENOMEM;
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
-	l->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	l->tfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
 	struct epoll_event tev = {.events = EPOLLIN, .data.ptr = l};
-	if (l->epfd < 0 || l->wakefd < 0 || l->tfd < 0 ||
-	    epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) < 0 ||
+	if (l->epfd < 0 || l->tfd < 0 ||
 	    epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->tfd, &tev) < 0) {
 		int r = -errno;
 		if (l->epfd >= 0)
 			close(l->epfd);
-		if (l->wakefd >= 0)
-			close(l->wakefd);
 		if (l->tfd >= 0)
 			close(l->tfd);
 		free(l);
@@ -110,7 +102,6 @@ void loop_free(struct loop *l)
 		l->heap[i]->heap_idx = SIZE_MAX;
 	free(l->heap);
 	close(l->epfd);
-	close(l->wakefd);
 	close(l->tfd);
 	free(l);
 }
@@ -323,12 +314,6 @@ int loop_run_once(struct loop *l, int timeout_ms)
 	n += run_timers(l);
 	for (int i = 0; i < k; i++) {
 		struct loop_io *io = evs[i].data.ptr;
-		if (!io) {
-			uint64_t v;
-			while (read(l->wakefd, &v, sizeof(v)) > 0)
-				;
-			continue;
-		}
 		if ((void *)io == (void *)l) {
 			uint64_t v;
 			if (read(l->tfd, &v, sizeof(v)) < 0) {
@@ -364,11 +349,6 @@ void loop_quit(struct loop *l, int code)
 	l->quit_code = code;
 }
 
-bool loop_quitting(const struct loop *l)
-{
-	return l->quit;
-}
-
 int loop_run_until(struct loop *l, const bool *flag, uint64_t deadline)
 {
 	while (!*flag) {
@@ -381,11 +361,4 @@ int loop_run_until(struct loop *l, const bool *flag, uint64_t deadline)
 			return r;
 	}
 	return 0;
-}
-
-void loop_wake(struct loop *l)
-{
-	uint64_t one = 1;
-	ssize_t w = write(l->wakefd, &one, sizeof(one));
-	(void)w;
 }

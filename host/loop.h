@@ -2,8 +2,7 @@
  * loop.h - the host's single event loop: fds (epoll), timers, deferred calls.
  *
  * Design notes
- * - One loop per thread that owns it; nothing here is thread-safe except
- *   loop_wake(), which another thread may call to interrupt loop_run_once().
+ * - One loop per thread that owns it; nothing here is thread-safe.
  * - Time is CLOCK_BOOTTIME in nanoseconds (loop_now()): it keeps counting
  *   through suspend and is immune to wall-clock steps, which is what lease
  *   deadlines need.
@@ -68,14 +67,10 @@ int loop_run_once(struct loop *l, int timeout_ms);
 /* loop_run - dispatch until loop_quit() is called; returns its code. */
 int loop_run(struct loop *l);
 void loop_quit(struct loop *l, int code);
-bool loop_quitting(const struct loop *l);
 
 /* loop_run_until - dispatch until *flag becomes true or `deadline` (loop_now
  * time) passes. Returns 0 when the flag was set, -ETIMEDOUT otherwise. Used by
  * tests and the CLI to wait for one event with a deadline. */
 int loop_run_until(struct loop *l, const bool *flag, uint64_t deadline);
-
-/* loop_wake - thread-safe: interrupt a loop_run_once() in progress. */
-void loop_wake(struct loop *l);
 
 #endif

@@ -315,13 +315,4 @@ const char *plugin_instance_bus_url(const struct plugin_instance *pi);
 /* the live worker child (process mode), 0 if none (thread mode, restarting) */
 pid_t plugin_instance_worker_pid(const struct plugin_instance *pi);
 
-/* For tests and fuzzing: handle `len` bytes exactly as if they had come from
- * the worker (bytes are only read). Returns 0 when they were accepted, else
- * the -errno they were rejected with (-EBADMSG undecodable, -EPROTO
- * unexpected). */
-int plugin_instance_inject_from_worker(struct plugin_instance *pi, const void *buf, size_t len);
-/* For tests: send raw bytes to the worker on the real socket (non-blocking,
- * queued). Returns 0 or -errno. */
-int plugin_instance_send_raw_to_worker(struct plugin_instance *pi, const void *buf, size_t len);
-
 #endif

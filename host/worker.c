@@ -27,18 +27,6 @@
 #define MAX_VALUE_LEN (16u * 1024u * 1024u)
 #define STASH_MAX 16u /* events received ahead (the host has at most 5 in flight) */
 
-typedef Leasehold__Bus__ToWorker ToWorker;
-typedef Leasehold__Bus__ToHost ToHost;
-typedef Leasehold__Bus__Event Event;
-typedef Leasehold__Bus__EventDone EventDone;
-typedef Leasehold__Bus__TxnRequest TxnRequest;
-typedef Leasehold__Bus__TxnReply TxnReply;
-typedef Leasehold__Bus__Op BusOp;
-typedef Leasehold__Bus__Compare BusCompare;
-typedef Leasehold__Bus__OpResult BusOpResult;
-typedef Leasehold__Bus__Kv BusKv;
-
-
 struct worker {
 	struct lh_ctx ctx; /* first: the plugin's context pointer is &w->ctx */
 	struct lh_host_api api;
@@ -737,7 +725,7 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 }
 
 /* should_skip - the host hands the start of a term over in one go (on_elected,
- * the replay, the first reconcile; plugin_instance.c may_send). When the term
+ * the replay, the first reconcile; plugin_instance_queue.c may_send). When the term
  * already ended behind them, they are answered without running, as the host
  * would have dropped them had they still been queued there; a term whose
  * on_elected was skipped gets no on_deposed either. */

@@ -28,7 +28,7 @@
 #include "fakehost.h"
 #include "loader.h"
 #include "bus_msg.h"
-#include "plugin_instance.h"
+#include "plugin_instance_internal.h"
 #include "proto/bus.pb-c.h"
 #include "recorder.h"
 #include "worker.h"

@@ -272,7 +272,8 @@ static void test_newer_file_next_to_the_running_one_takes_over(void)
 	CHECK_INT_EQ(json_object_get_int64(jget(p, "fencing_token")), g_token);
 	json_object_put(p);
 	CHECK_INT_EQ(member_rev(), rev);
-	log_has(mark, "stopping", false);
+	/* the daemon stops a plugin with "...; stopping NAME" */
+	log_has(mark, "; stopping", false);
 	CHECK_INT_EQ(host_ctl(&A, &o, "plugins", NULL), 0);
 	CHECK_INT_EQ(ctl_table_rows(o.out), 1);
 	ctl_out_free(&o);
@@ -286,7 +287,7 @@ static void test_removing_the_running_file_hands_over(void)
 	remove_file("reconciler-1.1.0.so");
 	wait_runs("reconciler.so", "1.0.0", REL(1, 0, 0), "the hand-over to reconciler.so");
 	log_has(mark, "plugin reconciler: hot reload to 1.0.0 from reconciler.so", true);
-	log_has(mark, "stopping", false);
+	log_has(mark, "; stopping", false);
 	CHECK(member_rev() > 0);
 }
 

@@ -41,7 +41,7 @@
 #include "loader.h"
 #include "log.h"
 #include "loop.h"
-#include "plugin_instance.h"
+#include "plugin_instance_internal.h"
 #include "recorder.h"
 
 static struct loop *g_loop;

@@ -65,6 +65,8 @@ maxlen_gateway=16384
 curl_libs=($(pc --libs libcurl)); [ ${#curl_libs[@]} -gt 0 ] || curl_libs=(-lcurl)
 # election_decode_* live in election_records.c (with the session it uses)
 srcs_records=("$build/proto/leasehold.pb-c.c" "$src/host/roles.c" "$src/host/etcd.c"
+              "$src/host/etcd_transport.c" "$src/host/etcd_auth.c" "$src/host/etcd_call.c"
+              "$src/host/etcd_watch.c"
               "$src/host/etcd_json.c" "$src/host/loop.c" "$src/host/log.c"
               "$src/host/election_records.c" "$src/host/session.c" "$src/host/release.c")
 libs_records=("${pb_libs[@]}" "${json_libs[@]}" "${curl_libs[@]}")
@@ -79,11 +81,15 @@ srcs_http=("$src/host/http_head.c")
 libs_http=()
 maxlen_http=16384
 # (etcd_json.c: the etcd error texts a failed txn carries to the plugin)
-srcs_bus=("$src/host/plugin_instance.c" "$src/host/loader.c" "$src/host/loop.c" "$src/host/log.c"
+srcs_bus=("$src/host/plugin_instance.c" "$src/host/plugin_instance_queue.c"
+          "$src/host/plugin_instance_txn.c" "$src/host/plugin_instance_recv.c"
+          "$src/host/plugin_instance_timeout.c" "$src/host/plugin_instance_process.c"
+          "$src/host/loader.c" "$src/host/loop.c" "$src/host/log.c"
           "$src/host/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c"
           "$src/host/etcd_json.c")
 # the worker half moved to its own file (process isolation)
-[ -f "$src/host/worker.c" ] && srcs_bus+=("$src/host/worker.c" "$src/host/bus_msg.c")
+[ -f "$src/host/worker.c" ] && srcs_bus+=("$src/host/worker.c" "$src/host/bus_msg.c"
+                                     "$src/host/crash_report.c")
 libs_bus=(-lnng "${pb_libs[@]}" "${json_libs[@]}" -lpthread -ldl)
 maxlen_bus=4096
 

@@ -1,0 +1,298 @@
+/*
+ * plugin_instance_internal.h - what the pieces of a plugin instance share
+ * (not for the daemon: host/plugin_instance.h is the API). The reading guide
+ * at the top of plugin_instance.c names each file and what it holds.
+ *
+ * Threading: everything here runs on the loop thread, except where a
+ * comment says otherwise (on_pipe_add runs on an nng thread and touches only
+ * what pid_mu guards; the worker thread owns struct worker and shares
+ * nothing mutable with the host half: everything crosses the bus).
+ * Ownership: struct plugin_instance owns its events, completions, queued
+ * messages, timers, sockets and children; struct pending_txn is owned by the
+ * etcd call it rides on (freed by on_txn_done) and only points back to the
+ * instance while the instance wants the answer.
+ * Errors: functions returning int give 0 or -errno.
+ */
+#ifndef LH_PLUGIN_INSTANCE_INTERNAL_H
+#define LH_PLUGIN_INSTANCE_INTERNAL_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <nng/nng.h>
+
+#include "bus_msg.h"
+#include "etcd.h"
+#include "plugin_instance.h"
+#include "proto/bus.pb-c.h"
+#include "worker.h"
+
+#define DEFAULT_TXN_TIMEOUT_MS 30000u
+#define MAX_TXN_OPS 1024u
+#define SYNC_STOP_TIMEOUT_MS 10000
+#define HURRY_WAIT_MS 200 /* every synchronous wait after plugin_instance_hurry() */
+#define DEFAULT_RESTART_MIN_MS 100u
+#define DEFAULT_RESTART_MAX_MS 30000u
+#define DEFAULT_EXIT_GRACE_MS 5000u
+/* a spawned worker must have its bus connection accepted within this. With
+ * nng up to 1.5.2 (Debian 12; fixed in 1.6.0 by nng #1518) a local client
+ * that connects to the worker's bus socket and hangs up before the SP
+ * handshake breaks the listener: the worker's own connection is then never
+ * accepted and, without this deadline, the plugin never comes back. */
+#define WORKER_ATTACH_TIMEOUT_MS 10000u
+#define SYNC_KILL_WAIT_MS 2000
+#define LOG_COMPONENT_MAX 80
+#define PIPELINE_MAX 5 /* events handed to the worker at once (may_send) */
+
+/* the callback each event runs: the values of enum worker_callback */
+enum ev_kind {
+	EV_INIT = WORKER_CB_INIT,
+	EV_ELECTED = WORKER_CB_ON_ELECTED,
+	EV_RELEASES = WORKER_CB_ON_RELEASES_CHANGED,
+	EV_RECONCILE = WORKER_CB_RECONCILE,
+	EV_DEPOSED = WORKER_CB_ON_DEPOSED,
+	EV_FINI = WORKER_CB_FINI,
+};
+_Static_assert(PLUGIN_CALLBACKS == WORKER_CALLBACKS && PLUGIN_CALLBACK_RECONCILE == EV_RECONCILE &&
+		   PLUGIN_CALLBACK_FINI == EV_FINI,
+	       "plugin_instance.h's callback kinds are worker.h's");
+
+struct event {
+	struct event *next;
+	enum ev_kind kind;
+	uint64_t seq;
+	uint64_t sent_ns; /* loop_now() when handed to the worker */
+	uint64_t term;	  /* pi->term when queued: txns of its callback are fenced on it */
+	bool behind;	  /* handed over while others were in flight */
+	int64_t token;
+	struct releases rel;
+	driver_reconcile_done_fn done;
+	void *done_ud;
+};
+
+enum comp_kind { COMP_RECONCILE, COMP_DRAIN, COMP_INIT, COMP_STOPPED, COMP_FAILED, COMP_RECOVERED };
+
+struct completion {
+	struct completion *next;
+	enum comp_kind kind;
+	void (*fn)(void);
+	void *ud;
+	int err;
+	char *msg;
+};
+
+struct outmsg {
+	struct outmsg *next;
+	nng_msg *msg;
+};
+
+struct drain_waiter {
+	struct drain_waiter *next;
+	driver_drain_done_fn fn;
+	void *ud;
+};
+
+struct pending_txn {
+	unsigned magic; /* PENDING_TXN_MAGIC */
+	struct pending_txn *next;
+	struct plugin_instance *pi; /* NULL once the instance is gone */
+	uint64_t id;
+};
+
+/* one spawned leasehold-worker process, until it is reaped */
+struct child {
+	struct child *next;
+	struct plugin_instance *pi;
+	pid_t pid;
+	int pidfd;
+	struct loop_io *io;
+	bool current; /* the live generation's child (not yet given up) */
+};
+
+struct plugin_instance {
+	struct loader_plugin *lp;
+	struct loop *loop;
+	struct driver_host host;
+	char *data_prefix;
+	size_t prefix_len;
+	char *node_id;
+	struct plugin_instance_config cfg;
+	char url[128];
+	char log_comp[LOG_COMPONENT_MAX];
+
+	nng_socket hsock, wsock;
+	bool hsock_open, wsock_open;
+	int rfd, sfd;
+	struct loop_io *rio, *sio;
+
+	struct worker *w;
+	pthread_t thread;
+	bool thread_running; /* created and not joined */
+	bool broken;	     /* bus failed: nothing more can be delivered */
+
+	/* containment */
+	bool process;		/* process isolation */
+	bool bus_up;		/* a worker generation is connected (thread: always) */
+	bool init_reported;	/* on_init was pushed */
+	bool failed_reported;	/* on_failed pushed, on_recovered not yet */
+	bool overrun;		/* thread mode: the in-flight callback overran */
+	bool stop_after_reap;	/* finish the stop once the child is reaped */
+	uint64_t gen;		/* worker generations started */
+	uint64_t up_since;	/* loop_now() when the current worker finished init */
+	uint64_t backoff_ms;	/* delay of the next restart */
+	struct child *children; /* spawned, not reaped */
+	struct child *cur;	/* the live generation's child or NULL */
+	pthread_mutex_t pid_mu; /* guards expect_pid (read by nng's pipe callback) */
+	unsigned instance_id;
+	dev_t copy_dev; /* identity of lp->copy_path, checked by the child */
+	ino_t copy_ino;
+	pid_t expect_pid;
+	bool attached; /* under pid_mu: expect_pid's bus connection was accepted */
+	char *worker_path, *runtime_dir, *worker_stderr;
+	/* process mode: the children's activity page (worker.h), shared memory
+	 * that outlives a dead child; -1 / NULL in thread mode */
+	int activity_fd;
+	struct worker_activity *activity_page;
+	struct loop_timer *cb_timer;	  /* callback timeout, child exit grace */
+	struct loop_timer *restart_timer; /* backoff */
+	struct loop_timer *attach_timer;  /* WORKER_ATTACH_TIMEOUT_MS after a spawn */
+
+	enum plugin_instance_state state; /* changed only by pi_state_set */
+	bool leading;
+	bool term_elected_sent;
+	uint64_t term; /* leadership terms begun (elected()) */
+	/* may_send: 1 = the last event handed over is an on_elected, 2 = it is
+	 * that on_elected's replay; 0 = anything else */
+	unsigned term_start;
+	struct releases last_rel;
+	uint64_t next_seq;
+
+	struct event *q_head, *q_tail;
+	struct event *sent_head, *sent_tail; /* handed to the worker, not yet acknowledged */
+	unsigned n_sent;
+	struct outmsg *out_head, *out_tail;
+	bool cork; /* send_nng queues without flushing; on_defer flushes */
+	struct completion *c_head, *c_tail;
+	struct drain_waiter *drains;
+	struct pending_txn *txns;
+	struct loop_timer *defer;
+	plugin_instance_stopped_fn stopped;
+	void *stopped_ud;
+	bool stop_requested;
+	bool dispatching;    /* on_defer is calling completions */
+	bool free_requested; /* plugin_instance_free was called meanwhile */
+	bool need_break;     /* a send failed: mark_broken from the timer */
+	char break_why[128];
+
+	struct plugin_instance_stats stats;
+	char init_error[512];
+};
+
+/* Magic number of struct pending_txn, whose pointer comes back through an
+ * etcd callback (Varnish's CHECK_OBJ): a stale or foreign pointer stops at
+ * the assert instead of being used. Cleared when it is freed. */
+#define PENDING_TXN_MAGIC 0x50545843u
+#define PI_CHECK_OBJ(p, m) assert((p) != NULL && (p)->magic == (m))
+
+/* ---- plugin_instance.c: lifecycle and what the owner is told ---- */
+
+/* pi_state_set - the one place pi->state changes: logs the transition at
+ * debug and asserts that it is legal (see the table there). Setting the
+ * current state again is a no-op. */
+void pi_state_set(struct plugin_instance *pi, enum plugin_instance_state to);
+/* every synchronous wait: normal, or short once plugin_instance_hurry() ran */
+int pi_sync_wait_ms(int normal);
+/* snprintf that may truncate on purpose */
+void pi_fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(printf, 3, 4)));
+int pi_nng_to_errno(int rv);
+void pi_note_error(struct plugin_instance *pi, int err, const char *msg);
+/* the worker is lost or a callback overran: count, and tell the owner once
+ * per outage (on_failed) */
+void pi_report_failure(struct plugin_instance *pi, const char *reason);
+/* a (restarted) worker finished init, or an overrunning callback returned */
+void pi_worker_recovered(struct plugin_instance *pi);
+/* the stop is complete: state STOPPED, stopped() is pushed */
+void pi_stopped_now(struct plugin_instance *pi);
+/* fini ran or can never run: end the worker (join the thread, or close the
+ * bus and wait for the child, bounded), then pi_stopped_now */
+void pi_finish_stop(struct plugin_instance *pi);
+
+/* ---- plugin_instance_queue.c: event queue, completions, sending, driver ops ---- */
+
+/* completions run from pi->defer only, never inside the call that caused them */
+void pi_completion_push(struct plugin_instance *pi, enum comp_kind kind, void (*fn)(void), void *ud,
+			int err, const char *msg);
+void pi_completion_free(struct completion *c);
+void pi_on_defer(struct loop_timer *t, void *userdata);
+/* run the drain waiters once nothing is queued or in flight */
+void pi_maybe_drained(struct plugin_instance *pi);
+int pi_send_to_worker(struct plugin_instance *pi, const ProtobufCMessage *m);
+/* a reconcile's done(err, msg) through a completion; other kinds: nothing */
+void pi_event_complete_cancelled(struct plugin_instance *pi, struct event *ev, int err,
+				 const char *msg);
+struct event *pi_event_new(enum ev_kind kind);
+void pi_enqueue(struct plugin_instance *pi, struct event *ev);
+/* the bus message for evs[0..n) (caller owns it); NULL on ENOMEM */
+nng_msg *pi_events_msg(const struct plugin_instance *pi, struct event *const *evs, size_t n);
+void pi_sent_push(struct plugin_instance *pi, struct event *ev);
+struct event *pi_sent_unlink_head(struct plugin_instance *pi);
+/* the acknowledged head of the sent list (the worker answers in order) */
+struct event *pi_sent_pop(struct plugin_instance *pi);
+/* the whole sent list, for settling it (the worker is gone or failed) */
+struct event *pi_sent_take_all(struct plugin_instance *pi);
+/* hand queued events to the worker, as far as may_send allows */
+void pi_pump(struct plugin_instance *pi);
+/* drop queued leadership events (deposed, stop, failure) */
+void pi_drop_queued(struct plugin_instance *pi, int err, const char *msg);
+/* the bus failed: contain it (process mode) or fail the instance (thread) */
+void pi_mark_broken(struct plugin_instance *pi, const char *why);
+
+/* ---- plugin_instance_txn.c: the plugin's txns, fenced, to etcd ---- */
+
+void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req);
+/* the txns in flight in etcd are no longer answered to this worker:
+ * on_txn_done frees each when etcd answers */
+void pi_txns_orphan(struct plugin_instance *pi);
+
+/* ---- plugin_instance_recv.c: messages from the worker ---- */
+
+void pi_on_readable(struct loop_io *io, int fd, uint32_t events, void *userdata);
+
+/* ---- plugin_instance_timeout.c: callback timeouts, the running callback ---- */
+
+void pi_on_cb_timer(struct loop_timer *t, void *userdata);
+/* thread mode: stop now, leaving an overrunning callback's thread behind */
+void pi_stop_abandoning(struct plugin_instance *pi);
+
+/* ---- plugin_instance_process.c: worker processes (process isolation) ---- */
+
+/* resolve and check what the child needs */
+int pi_process_prepare(struct plugin_instance *pi);
+/* a fresh bus and a fresh child, then INIT */
+int pi_gen_start(struct plugin_instance *pi);
+/* close the current generation's bus; nothing is completed here */
+void pi_gen_close(struct plugin_instance *pi);
+/* the current worker is gone or must go: settle, report, restart */
+void pi_gen_lost(struct plugin_instance *pi, const char *reason);
+void pi_on_restart(struct loop_timer *t, void *userdata);
+void pi_on_attach_timer(struct loop_timer *t, void *userdata);
+uint64_t pi_exit_grace_ns(const struct plugin_instance *pi);
+void pi_child_kill(const struct child *c);
+void pi_child_free(struct child *c);
+
+/* ---- test and fuzz hooks ---- */
+
+/* For tests and fuzzing: handle `len` bytes exactly as if they had come from
+ * the worker (bytes are only read). Returns 0 when they were accepted, else
+ * the -errno they were rejected with (-EBADMSG undecodable, -EPROTO
+ * unexpected). */
+int plugin_instance_inject_from_worker(struct plugin_instance *pi, const void *buf, size_t len);
+/* For tests: send raw bytes to the worker on the real socket (non-blocking,
+ * queued). Returns 0 or -errno. */
+int plugin_instance_send_raw_to_worker(struct plugin_instance *pi, const void *buf, size_t len);
+
+#endif

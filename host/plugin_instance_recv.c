@@ -1,0 +1,222 @@
+/*
+ * plugin_instance_recv.c - receiving from the worker (hostile input: a
+ * worker process may be anything): acks settle the head of the sent list,
+ * txn requests go to plugin_instance_txn.c, log lines and protocol errors
+ * are logged. Reading guide: plugin_instance.c.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "plugin_instance_internal.h"
+
+static void handle_done(struct plugin_instance *pi, const EventDone *d)
+{
+	struct event *ev = pi_sent_pop(pi);
+	assert(ev); /* the caller matched the ack to the head of the sent list */
+	char msg[512];
+	int err = (d->err <= 0 && d->err > -4096) ? d->err : -EIO;
+	snprintf(msg, sizeof(msg), "%.*s", (int)(d->message.len > 511 ? 511 : d->message.len),
+		 d->message.data ? (const char *)d->message.data : "");
+	bool other_release = ev->kind == EV_INIT && err == 0 && d->bus_version != LH_BUS_VERSION;
+	if (other_release) {
+		/* a worker of another release: it would misread what follows */
+		err = -EPROTO;
+		snprintf(msg, sizeof(msg),
+			 "the plugin worker speaks bus version %u, this host %u (leasehold-worker "
+			 "and leasehold must come from the same release)",
+			 d->bus_version, LH_BUS_VERSION);
+	}
+	/* the worker skipped a term event a later on_deposed made moot: as if it
+	 * had been dropped here (only these kinds can be skipped) */
+	bool skipped = d->skipped && (ev->kind == EV_ELECTED || ev->kind == EV_RELEASES ||
+				      ev->kind == EV_RECONCILE || ev->kind == EV_DEPOSED);
+	if (skipped) {
+		pi->stats.dropped++;
+		if (ev->kind == EV_RECONCILE)
+			pi->stats.reconciles_cancelled++;
+	} else
+		pi->stats.delivered++;
+	if (err < 0 && !skipped)
+		pi_note_error(pi, err, msg);
+	if (pi->overrun) {
+		/* thread mode: the callback that overran has returned */
+		assert(!pi->process); /* a worker process that overruns is killed */
+		pi->overrun = false;
+		log_warn(pi->log_comp, "the overrunning callback returned after %llu ms",
+			 (unsigned long long)((loop_now() - ev->sent_ns) / LOOP_NS_PER_MS));
+		if (ev->kind != EV_INIT || pi->init_reported)
+			pi_worker_recovered(pi);
+	}
+	if (ev->kind == EV_INIT && pi->init_reported) {
+		/* process mode: a restarted worker */
+		if (err < 0) {
+			char reason[640];
+			pi_fmt(reason, sizeof(reason), "init failed after a restart: %s%s%s",
+			       strerror(-err), msg[0] ? ": " : "", msg);
+			free(ev);
+			if (other_release) {
+				/* the worker program was replaced (a package upgrade
+				 * under a running host): every restart would start
+				 * the same one. Final: no more restarts, and the
+				 * owner hears the new reason. */
+				pi_state_set(pi, PLUGIN_INSTANCE_FAILED);
+				pi_gen_lost(pi, reason);
+				if (pi->cfg.on_failed && !pi->stop_requested)
+					pi_completion_push(pi, COMP_FAILED,
+							   (void (*)(void))pi->cfg.on_failed,
+							   pi->cfg.userdata, -EIO, reason);
+				return;
+			}
+			pi_gen_lost(pi, reason);
+			return;
+		}
+		pi->up_since = loop_now();
+		pi_worker_recovered(pi);
+		free(ev);
+		pi_pump(pi);
+		return;
+	}
+	switch (ev->kind) {
+	case EV_INIT:
+		pi->init_reported = true;
+		pi->up_since = loop_now();
+		if (err < 0) {
+			pi_fmt(pi->init_error, sizeof(pi->init_error), "init failed: %s%s%s",
+			       strerror(-err), msg[0] ? ": " : "", msg);
+			log_error(pi->log_comp, "%s", pi->init_error);
+			if (pi->state == PLUGIN_INSTANCE_STARTING)
+				pi_state_set(pi, PLUGIN_INSTANCE_FAILED);
+			pi->leading = false;
+			pi_drop_queued(pi, -EIO, pi->init_error);
+		} else if (pi->state == PLUGIN_INSTANCE_STARTING) {
+			pi_state_set(pi, PLUGIN_INSTANCE_READY);
+		}
+		if (pi->cfg.on_init)
+			pi_completion_push(pi, COMP_INIT, (void (*)(void))pi->cfg.on_init,
+					   pi->cfg.userdata, err, err < 0 ? pi->init_error : "");
+		break;
+	case EV_RECONCILE:
+		if (skipped) {
+			err = -ECANCELED;
+			snprintf(msg, sizeof(msg), "dropped: leadership was lost before it ran");
+		} else if (err < 0)
+			pi->stats.reconciles_failed++;
+		else
+			pi->stats.reconciles_ok++;
+		pi_completion_push(pi, COMP_RECONCILE, (void (*)(void))ev->done, ev->done_ud, err,
+				   msg);
+		break;
+	case EV_ELECTED:
+	case EV_RELEASES:
+	case EV_DEPOSED:
+		if (err < 0 && !skipped)
+			log_warn(pi->log_comp, "%s failed: %s%s%s",
+				 ev->kind == EV_ELECTED	   ? "on_elected"
+				 : ev->kind == EV_RELEASES ? "on_releases_changed"
+							   : "on_deposed",
+				 strerror(-err), msg[0] ? ": " : "", msg);
+		break;
+	case EV_FINI:
+		free(ev);
+		pi_finish_stop(pi);
+		pi_pump(pi);
+		return;
+	}
+	free(ev);
+	pi_pump(pi);
+}
+
+static int handle_bytes(struct plugin_instance *pi, const void *buf, size_t len)
+{
+	ToHost *th = leasehold__bus__to_host__unpack(NULL, len, buf);
+	int r = 0;
+	if (!th) {
+		pi->stats.bad_messages++;
+		log_debug(pi->log_comp, "undecodable bus message (%zu bytes) dropped", len);
+		return -EBADMSG;
+	}
+	if ((th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_DONE && !th->done) ||
+	    (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_TXN && !th->txn) ||
+	    (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_LOG && !th->log) ||
+	    (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_PROTOCOL_ERROR && !th->protocol_error)) {
+		pi->stats.bad_messages++;
+		leasehold__bus__to_host__free_unpacked(th, NULL);
+		return -EBADMSG;
+	}
+	switch (th->msg_case) {
+	case LEASEHOLD__BUS__TO_HOST__MSG_DONE:
+		if (!pi->sent_head || th->done->seq != pi->sent_head->seq) {
+			pi->stats.bad_messages++;
+			log_debug(pi->log_comp, "ack for seq %llu, expected %llu: dropped",
+				  (unsigned long long)th->done->seq,
+				  (unsigned long long)(pi->sent_head ? pi->sent_head->seq : 0));
+			r = -EPROTO;
+			break;
+		}
+		handle_done(pi, th->done);
+		break;
+	case LEASEHOLD__BUS__TO_HOST__MSG_TXN:
+		pi_handle_txn(pi, th->txn);
+		break;
+	case LEASEHOLD__BUS__TO_HOST__MSG_LOG: {
+		uint32_t lvl = th->log->level > LH_LOG_DEBUG ? LH_LOG_DEBUG : th->log->level;
+		size_t n = th->log->message.len > 1024 ? 1024 : th->log->message.len;
+		pi->stats.log_messages++;
+		log_msg((enum log_level)lvl, pi->log_comp, "%.*s", (int)n,
+			th->log->message.data ? (const char *)th->log->message.data : "");
+		break;
+	}
+	case LEASEHOLD__BUS__TO_HOST__MSG_PROTOCOL_ERROR: {
+		size_t n =
+		    th->protocol_error->message.len > 256 ? 256 : th->protocol_error->message.len;
+		pi->stats.worker_rejected++;
+		log_warn(pi->log_comp, "worker rejected a bus message: %.*s", (int)n,
+			 th->protocol_error->message.data
+			     ? (const char *)th->protocol_error->message.data
+			     : "");
+		break;
+	}
+	default:
+		pi->stats.bad_messages++;
+		r = -EPROTO;
+		break;
+	}
+	leasehold__bus__to_host__free_unpacked(th, NULL);
+	return r;
+}
+
+void pi_on_readable(struct loop_io *io, int fd, uint32_t events, void *userdata)
+{
+	struct plugin_instance *pi = userdata;
+	(void)io;
+	(void)fd;
+	(void)events;
+	for (int i = 0; i < 256; i++) { /* bounded: let other watchers run */
+		nng_msg *msg;
+		if (!pi->hsock_open)
+			return; /* the generation ended while handling a message */
+		int rv = nng_recvmsg(pi->hsock, &msg, NNG_FLAG_NONBLOCK);
+		if (rv == NNG_EAGAIN)
+			return;
+		if (rv != 0) {
+			pi_mark_broken(pi, nng_strerror(rv));
+			if (pi->rio) {
+				loop_io_free(pi->rio);
+				pi->rio = NULL;
+			}
+			return;
+		}
+		handle_bytes(pi, nng_msg_body(msg), nng_msg_len(msg));
+		nng_msg_free(msg);
+	}
+}
+
+int plugin_instance_inject_from_worker(struct plugin_instance *pi, const void *buf, size_t len)
+{
+	return handle_bytes(pi, buf, len);
+}

@@ -1,0 +1,376 @@
+/*
+ * plugin_instance_txn.c - txn bridging: a plugin's txn request (keys
+ * relative to its data prefix; hostile input) becomes a fenced etcd txn
+ * through driver_host.fenced_txn, and its answer goes back to the worker
+ * with the prefix stripped. Reading guide: plugin_instance.c.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "plugin_instance_internal.h"
+
+/* ---- txn bridging ---- */
+
+static void reply_txn(struct plugin_instance *pi, uint64_t id, int err, const char *msg,
+		      const struct etcd_response *resp);
+
+/* full key = prefix + rel; *ret owned by the caller */
+static uint8_t *full_key(const struct plugin_instance *pi, ProtobufCBinaryData rel, size_t *ret_len)
+{
+	size_t n = pi->prefix_len + rel.len;
+	uint8_t *k = malloc(n + 1);
+	if (!k)
+		return NULL;
+	memcpy(k, pi->data_prefix, pi->prefix_len);
+	if (rel.len)
+		memcpy(k + pi->prefix_len, rel.data, rel.len);
+	k[n] = 0;
+	*ret_len = n;
+	return k;
+}
+
+/* range_end for a prefix: increment the last byte below 0xff, drop the rest */
+static uint8_t *prefix_end(const uint8_t *key, size_t len, size_t *ret_len)
+{
+	while (len > 0 && key[len - 1] == 0xff)
+		len--;
+	if (len == 0)
+		return NULL; /* cannot happen: the data prefix is never all 0xff */
+	uint8_t *e = malloc(len);
+	if (!e)
+		return NULL;
+	memcpy(e, key, len);
+	e[len - 1]++;
+	*ret_len = len;
+	return e;
+}
+
+struct keybag {
+	uint8_t **p;
+	size_t n, cap;
+};
+
+static uint8_t *bag_keep(struct keybag *b, uint8_t *p)
+{
+	if (!p)
+		return NULL;
+	if (b->n == b->cap) {
+		size_t c = b->cap ? b->cap * 2 : 16;
+		uint8_t **np = realloc(b->p, c * sizeof(*np));
+		if (!np) {
+			free(p);
+			return NULL;
+		}
+		b->p = np;
+		b->cap = c;
+	}
+	b->p[b->n++] = p;
+	return p;
+}
+
+static void bag_free(struct keybag *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		free(b->p[i]);
+	free(b->p);
+}
+
+static int convert_ops(struct plugin_instance *pi, BusOp **in, size_t n, struct etcd_op *out,
+		       struct keybag *bag, const char **why)
+{
+	for (size_t i = 0; i < n; i++) {
+		const BusOp *o = in[i];
+		struct etcd_op *e = &out[i];
+		uint32_t allowed = LH_F_PREFIX;
+		memset(e, 0, sizeof(*e));
+		switch (o->type) {
+		case LH_OP_RANGE:
+			e->type = ETCD_OP_RANGE;
+			allowed |= LH_F_KEYS_ONLY | LH_F_COUNT_ONLY;
+			break;
+		case LH_OP_PUT:
+			e->type = ETCD_OP_PUT;
+			allowed = LH_F_PREV_KV;
+			break;
+		case LH_OP_DELETE:
+			e->type = ETCD_OP_DELETE;
+			allowed |= LH_F_PREV_KV;
+			break;
+		default:
+			*why = "unknown op type";
+			return -EINVAL;
+		}
+		if (o->flags & ~allowed) {
+			*why = "op flags not allowed";
+			return -EINVAL;
+		}
+		size_t klen = 0, elen = 0;
+		uint8_t *k = bag_keep(bag, full_key(pi, o->key, &klen));
+		if (!k)
+			return -ENOMEM;
+		e->key = k;
+		e->key_len = klen;
+		if (o->flags & LH_F_PREFIX) {
+			uint8_t *end = bag_keep(bag, prefix_end(k, klen, &elen));
+			if (!end)
+				return -ENOMEM;
+			e->range_end = end;
+			e->range_end_len = elen;
+		}
+		e->value = o->value.data;
+		e->value_len = o->value.len;
+		e->limit = o->limit < 0 ? 0 : o->limit;
+		e->prev_kv = (o->flags & LH_F_PREV_KV) != 0;
+		e->keys_only = (o->flags & LH_F_KEYS_ONLY) != 0;
+		e->count_only = (o->flags & LH_F_COUNT_ONLY) != 0;
+	}
+	return 0;
+}
+
+static void txn_unlink(struct plugin_instance *pi, struct pending_txn *pt)
+{
+	struct pending_txn **pp = &pi->txns;
+	while (*pp && *pp != pt)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = pt->next;
+}
+
+static void on_txn_done(struct etcd_client *c, int err, const struct etcd_response *resp,
+			void *userdata)
+{
+	struct pending_txn *pt = userdata;
+	PI_CHECK_OBJ(pt, PENDING_TXN_MAGIC);
+	struct plugin_instance *pi = pt->pi;
+	(void)c;
+	if (pi) {
+		txn_unlink(pi, pt);
+		if (err < 0) {
+			char msg[512];
+			snprintf(msg, sizeof(msg), "%s%s%s", etcd_strerror(err),
+				 resp && resp->error_message ? ": " : "",
+				 resp && resp->error_message ? resp->error_message : "");
+			reply_txn(pi, pt->id, err, msg, NULL);
+		} else {
+			reply_txn(pi, pt->id, 0, NULL, resp);
+		}
+	}
+	pt->magic = 0;
+	free(pt);
+}
+
+void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
+{
+	struct keybag bag = {NULL, 0, 0};
+	struct etcd_compare *cmps = NULL;
+	struct etcd_op *succ = NULL, *fail = NULL;
+	const char *why = NULL;
+	char msg[512];
+	int r;
+
+	pi->stats.txns++;
+	if (!pi->sent_head) {
+		reply_txn(pi, req->id, -EPERM, "txn outside a callback", NULL);
+		return;
+	}
+	if (!pi->leading || !pi->host.fenced_txn) {
+		reply_txn(pi, req->id, -ESTALE,
+			  "not leading: this node does not hold the plugin's election, txn refused",
+			  NULL);
+		return;
+	}
+	if (pi->sent_head->term != pi->term) {
+		/* a callback of an earlier term (deposed, then elected again
+		 * while it ran): the current fence is not its own */
+		reply_txn(pi, req->id, -ESTALE,
+			  "the term this callback belongs to has ended; txn refused", NULL);
+		return;
+	}
+	if (req->n_compares > MAX_TXN_OPS || req->n_success > MAX_TXN_OPS ||
+	    req->n_failure > MAX_TXN_OPS) {
+		reply_txn(pi, req->id, -E2BIG, "too many ops in one txn", NULL);
+		return;
+	}
+	cmps = calloc(req->n_compares ? req->n_compares : 1, sizeof(*cmps));
+	succ = calloc(req->n_success ? req->n_success : 1, sizeof(*succ));
+	fail = calloc(req->n_failure ? req->n_failure : 1, sizeof(*fail));
+	if (!cmps || !succ || !fail) {
+		r = -ENOMEM;
+		goto refuse;
+	}
+	for (size_t i = 0; i < req->n_compares; i++) {
+		const BusCompare *bc = req->compares[i];
+		struct etcd_compare *e = &cmps[i];
+		if (bc->target > LH_CMP_VALUE || bc->result > LH_CMP_NOT_EQUAL ||
+		    (bc->flags & ~LH_F_PREFIX)) {
+			why = "bad compare target, result or flags";
+			r = -EINVAL;
+			goto refuse;
+		}
+		static const enum etcd_cmp_target targets[] = {ETCD_CMP_VERSION, ETCD_CMP_CREATE,
+							       ETCD_CMP_MOD, ETCD_CMP_VALUE};
+		static const enum etcd_cmp_result results[] = {ETCD_CMP_EQUAL, ETCD_CMP_GREATER,
+							       ETCD_CMP_LESS, ETCD_CMP_NOT_EQUAL};
+		e->target = targets[bc->target];
+		e->result = results[bc->result];
+		size_t klen = 0, elen = 0;
+		uint8_t *k = bag_keep(&bag, full_key(pi, bc->key, &klen));
+		if (!k) {
+			r = -ENOMEM;
+			goto refuse;
+		}
+		e->key = k;
+		e->key_len = klen;
+		if (bc->flags & LH_F_PREFIX) {
+			uint8_t *end = bag_keep(&bag, prefix_end(k, klen, &elen));
+			if (!end) {
+				r = -ENOMEM;
+				goto refuse;
+			}
+			e->range_end = end;
+			e->range_end_len = elen;
+		}
+		e->number = bc->number;
+		e->value = bc->value.data;
+		e->value_len = bc->value.len;
+	}
+	r = convert_ops(pi, req->success, req->n_success, succ, &bag, &why);
+	if (r < 0)
+		goto refuse;
+	r = convert_ops(pi, req->failure, req->n_failure, fail, &bag, &why);
+	if (r < 0)
+		goto refuse;
+
+	struct pending_txn *pt = calloc(1, sizeof(*pt));
+	if (!pt) {
+		r = -ENOMEM;
+		goto refuse;
+	}
+	pt->magic = PENDING_TXN_MAGIC;
+	pt->pi = pi;
+	pt->id = req->id;
+	pt->next = pi->txns;
+	pi->txns = pt;
+	r = pi->host.fenced_txn(pi->host.ctx, cmps, req->n_compares, succ, req->n_success, fail,
+				req->n_failure, on_txn_done, pt);
+	if (r < 0) {
+		txn_unlink(pi, pt);
+		free(pt);
+		why = r == -ESTALE  ? "not leading: the election refused the txn"
+		      : r == -EPERM ? "a key lies outside the plugin's data prefix"
+				    : NULL;
+		goto refuse;
+	}
+	goto out;
+refuse:
+	snprintf(msg, sizeof(msg), "txn refused: %s", why ? why : strerror(-r));
+	reply_txn(pi, req->id, r, msg, NULL);
+out:
+	bag_free(&bag);
+	free(cmps);
+	free(succ);
+	free(fail);
+}
+
+static bool strip_prefix(const struct plugin_instance *pi, const struct etcd_kv *kv)
+{
+	return kv->key && kv->key_len >= pi->prefix_len &&
+	       memcmp(kv->key, pi->data_prefix, pi->prefix_len) == 0;
+}
+
+static void reply_txn(struct plugin_instance *pi, uint64_t id, int err, const char *msg,
+		      const struct etcd_response *resp)
+{
+	TxnReply rep = LEASEHOLD__BUS__TXN_REPLY__INIT;
+	BusOpResult *ors = NULL, **orp = NULL;
+	BusKv *kvs = NULL, **kvp = NULL;
+	rep.id = id;
+	rep.err = err;
+	if (err < 0) {
+		pi->stats.txn_errors++;
+		rep.message = bus_bin_str(msg);
+	} else if (resp) {
+		size_t n = resp->n_responses, n_kv = 0;
+		for (size_t i = 0; i < n; i++) {
+			const struct etcd_response *r = &resp->responses[i];
+			n_kv += r->op_type == ETCD_OP_RANGE ? r->n_kvs : r->n_prev_kvs;
+		}
+		ors = calloc(n ? n : 1, sizeof(*ors));
+		orp = calloc(n ? n : 1, sizeof(*orp));
+		kvs = calloc(n_kv ? n_kv : 1, sizeof(*kvs));
+		kvp = calloc(n_kv ? n_kv : 1, sizeof(*kvp));
+		if (!ors || !orp || !kvs || !kvp) {
+			rep.err = -ENOMEM;
+			rep.message = bus_bin_str("out of memory");
+			pi->stats.txn_errors++;
+			goto send;
+		}
+		rep.succeeded = resp->succeeded;
+		rep.revision = resp->header.revision;
+		rep.n_results = n;
+		rep.results = orp;
+		size_t ki = 0;
+		for (size_t i = 0; i < n; i++) {
+			const struct etcd_response *r = &resp->responses[i];
+			BusOpResult *o = &ors[i];
+			leasehold__bus__op_result__init(o);
+			orp[i] = o;
+			o->type = r->op_type == ETCD_OP_RANGE ? LH_OP_RANGE
+				  : r->op_type == ETCD_OP_PUT ? LH_OP_PUT
+							      : LH_OP_DELETE;
+			o->more = r->more;
+			o->count = r->count;
+			o->deleted = r->deleted;
+			const struct etcd_kv *src =
+			    r->op_type == ETCD_OP_RANGE ? r->kvs : r->prev_kvs;
+			size_t ns = r->op_type == ETCD_OP_RANGE ? r->n_kvs : r->n_prev_kvs;
+			o->kvs = &kvp[ki];
+			for (size_t k = 0; k < ns; k++) {
+				const struct etcd_kv *kv = &src[k];
+				if (!strip_prefix(pi, kv)) {
+					log_debug(pi->log_comp,
+						  "txn result key outside the data prefix dropped");
+					continue;
+				}
+				BusKv *b = &kvs[ki];
+				leasehold__bus__kv__init(b);
+				b->key =
+				    bus_bin(kv->key + pi->prefix_len, kv->key_len - pi->prefix_len);
+				b->value = bus_bin(kv->value, kv->value ? kv->value_len : 0);
+				b->create_revision = kv->create_revision;
+				b->mod_revision = kv->mod_revision;
+				b->version = kv->version;
+				kvp[ki++] = b;
+				o->n_kvs++;
+			}
+		}
+	}
+send:;
+	ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
+	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY;
+	tw.txn_reply = &rep;
+	int r = pi_send_to_worker(pi, &tw.base);
+	if (r < 0 && r != -EPIPE)
+		log_error(pi->log_comp, "cannot answer a txn request: %s", strerror(-r));
+	free(ors);
+	free(orp);
+	free(kvs);
+	free(kvp);
+}
+
+void pi_txns_orphan(struct plugin_instance *pi)
+{
+	for (struct pending_txn *pt = pi->txns; pt;) {
+		struct pending_txn *next = pt->next;
+		PI_CHECK_OBJ(pt, PENDING_TXN_MAGIC);
+		pt->pi = NULL; /* freed by on_txn_done when etcd answers */
+		pt->next = NULL;
+		pt = next;
+	}
+	pi->txns = NULL;
+}
