@@ -16,6 +16,7 @@
 #include "callback_timeout.h"
 #include "daemon.h"
 #include "http.h"
+#include "lh_install_dirs.h"
 #include "log.h"
 #include "plugin_instance.h"
 #include "roles.h"
@@ -39,7 +40,8 @@ static void usage(FILE *f)
 	        "\n"
 	        "node and plugins:\n"
 	        "  --node-id ID              this node's id (default: the host name)\n"
-	        "  --plugin-dir DIR          where plugin .so files are dropped (required)\n"
+	        "  --plugin-dir DIR          where plugin .so files are dropped\n"
+	        "                            (default " LH_PLUGINDIR ")\n"
 	        "  --runtime-dir DIR         private plugin copies (default $XDG_RUNTIME_DIR/leasehold,\n"
 	        "                            else /run/leasehold)\n"
 	        "  --role ROLE               seed this node's roles (repeatable); used only when\n"
@@ -289,7 +291,7 @@ int main(int argc, char **argv)
 	if (optind < argc)
 		return bad("unexpected argument", argv[optind]);
 	if (!cfg.plugin_dir)
-		return bad("--plugin-dir is required", "");
+		cfg.plugin_dir = LH_PLUGINDIR; /* configure --with-plugindir */
 	if (!cfg.node_id) {
 		if (gethostname(hostname, sizeof(hostname) - 1) < 0 || !hostname[0])
 			return bad("cannot determine the host name; use --node-id", "");
