@@ -752,9 +752,11 @@ static struct request *verb_start(struct control *c, struct control_conn *conn, 
 /* verb_failed - the op refused at once (done never runs) */
 static void verb_failed(struct request *rq, struct reply *rp, int r, const char *err)
 {
+	/* a refusal (paused, not synced) is no failed operation */
 	reply_error(rp,
-		    r == -ENOENT ? LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND
-				 : LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+		    r == -ENOENT			 ? LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND
+		    : r == -EBUSY || r == -EAGAIN ? LEASEHOLD__CONTROL__CODE__CODE_BUSY
+						 : LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 		    "%s", err[0] ? err : strerror(-r));
 	request_free(rq);
 }

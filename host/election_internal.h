@@ -215,6 +215,7 @@ struct election {
 	char *paused_by;
 	int64_t paused_at;
 	bool resume_reconcile; /* the pause ended while leading: reconcile in full */
+	bool pause_logged;     /* this term said that the pause holds its reconcile */
 	int64_t request_rev;   /* mod_revision of the request record, 0 = none */
 	int64_t served_rev;    /* the request revision last served (from the record) */
 	bool served_ok;

@@ -90,6 +90,7 @@ static void lead_reset(struct election *e)
 	 * reconcile (it covers every request seen) */
 	e->resume_reconcile = false;
 	e->served_pending = false;
+	e->pause_logged = false;
 }
 
 void election_depose(struct election *e, bool graceful, const char *why)
@@ -639,8 +640,14 @@ void election_lead_step(struct election *e)
 	case LP_RECONCILE:
 		if (e->reconciling || loop_timer_armed(e->lead_timer))
 			return; /* running, or in backoff */
-		if (!election_control_may_reconcile(e))
-			return; /* paused: the resume steps again */
+		if (!election_control_may_reconcile(e)) {
+			/* paused: the resume steps again */
+			if (!e->pause_logged)
+				log_info("election", "%s: paused: no reconcile starts until resumed "
+				         "(leaseholdctl resume %s)", e->name, e->name);
+			e->pause_logged = true;
+			return;
+		}
 		start_reconcile(e, false);
 		return;
 	case LP_IDLE:
