@@ -657,6 +657,18 @@ static void on_term_written(struct etcd_client *cl, int err, const struct etcd_r
 	log_debug("election", "%s: term %" PRId64 " recorded in the history", e->name, e->my_rev);
 }
 
+/* term_is_ours - the record at our term's key is the one we wrote (an
+ * earlier attempt whose answer was lost); anything else there is replaced */
+static bool term_is_ours(const struct election *e, const struct etcd_kv *kv)
+{
+	Leasehold__Term *t = leasehold__term__unpack(NULL, kv->value_len, kv->value);
+	bool ours = t && t->fencing_token == e->my_rev && t->node &&
+	            strcmp(t->node, e->node_id) == 0;
+	if (t)
+		leasehold__term__free_unpacked(t, NULL);
+	return ours;
+}
+
 static void on_term_read(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
 {
 	(void)cl;
@@ -677,7 +689,7 @@ static void on_term_read(struct etcd_client *cl, int err, const struct etcd_resp
 	for (size_t i = 0; i < r->n_kvs; i++) {
 		const struct etcd_kv *kv = &r->kvs[i];
 		if (kv->key_len == strlen(mine) && memcmp(kv->key, mine, kv->key_len) == 0)
-			have_mine = true;
+			have_mine = term_is_ours(e, kv);
 		else if (kv->key_len <= strlen(mine) && memcmp(kv->key, mine, kv->key_len) < 0)
 			prev = kv;
 	}

@@ -10,11 +10,13 @@
  *  - the term history names why each term ended: shutdown (SIGTERM),
  *    lease-lost (SIGKILL past the TTL, recorded by the successor),
  *    newer-release, reload (hot reload on the leader);
- *  - garbage in the pause, served and history records;
+ *  - garbage in the pause, served and history records; the history is
+ *    trimmed to its last 100 terms;
  * the invariant checker after each scenario.
  */
 #include "config.h"
 
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +115,14 @@ static size_t records_between(int64_t from, int64_t to)
 		if (r[i].rev > from && r[i].rev < to)
 			k++;
 	return k;
+}
+
+static bool p_key_exists(void *key)
+{
+	size_t len;
+	uint8_t *v = tu_get(&T, key, &len);
+	free(v);
+	return v != NULL;
 }
 
 static void check_invariants(void)
@@ -297,7 +307,11 @@ static void test_history(void)
 	/* hot reload on the leader */
 	install_variant(&B, "1.1.0");
 	p = ctl_wait_plugin(&B, PLUGIN, pl_leading_not, &token, 15000, "b leads after the reload");
+	char key[128];
+	snprintf(key, sizeof(key), K_TERMS "%020" PRId64,
+	         json_object_get_int64(jget(p, "fencing_token")));
 	json_object_put(p);
+	tu_wait(&T, p_key_exists, key, 10000, "b's new term recorded");
 
 	struct ctl_out o;
 	CHECK_INT_EQ(host_ctl(&A, &o, "history", PLUGIN, "--json", NULL), 0);
@@ -374,19 +388,56 @@ static void test_garbage_records(void)
 	CHECK(!json_object_get_boolean(jget(last, "valid")));
 	CHECK_INT_EQ(json_object_get_int64(jget(last, "token")), 1);
 	json_object_put(a);
-	/* a new term beside it: b stops and a takes over */
+	/* fill the history up to its bound with undecodable records older than
+	 * every term: the next term start trims the oldest */
+	struct etcd_kv **kvs;
+	size_t n = tu_list(&T, K_TERMS, &kvs);
+	tu_list_free(kvs, n);
+	for (int tok = 2; n < 100; tok++) {
+		char key[128];
+		size_t len;
+		snprintf(key, sizeof(key), K_TERMS "%020d", tok);
+		uint8_t *v = tu_get(&T, key, &len);
+		if (!v) {
+			tu_put(&T, key, "\xff", 1);
+			n++;
+		}
+		free(v);
+	}
+	/* a new term beside them: a campaigns again with a new key (a token
+	 * above every record), b stops and a takes over */
+	host_signal(&A, SIGTERM);
+	CHECK_OK(host_wait(&A, 15000));
+	host_start(&A, harness_etcd_urls(g_etcd), ARGS);
 	tu_wait(&T, p_campaigns, (char *)"a", 15000, "a campaigns with 1.1.0");
+	p = ctl_plugin_json(&B, PLUGIN);
+	int64_t b_token = json_object_get_int64(jget(p, "fencing_token"));
+	json_object_put(p);
+	CHECK(b_token > 0);
 	host_signal(&B, SIGTERM);
 	CHECK_OK(host_wait(&B, 15000));
 	obs_wait_leader(g_obs, "a", 15000);
 	p = ctl_wait_plugin(&A, PLUGIN, pl_leading_not, &(int64_t){0}, 15000, "a leads");
+	char key[128];
+	snprintf(key, sizeof(key), K_TERMS "%020" PRId64,
+	         json_object_get_int64(jget(p, "fencing_token")));
 	json_object_put(p);
+	tu_wait(&T, p_key_exists, key, 10000, "a's term recorded");
 	CHECK_INT_EQ(host_ctl(&A, &o, "history", PLUGIN, "--json", NULL), 0);
 	a = json_tokener_parse(o.out);
 	ctl_out_free(&o);
-	CHECK(a && json_object_array_length(a) == 8);
+	CHECK(a && json_object_array_length(a) == 100);
 	term_is(a, 0, "a", NULL);
-	term_is(a, 1, "b", "shutdown");
+	/* b's term (older than the filler records by token) ended on SIGTERM */
+	bool found = false;
+	for (size_t i = 0; i < json_object_array_length(a); i++)
+		if (json_object_get_int64(jget(json_object_array_get_idx(a, i), "token")) == b_token) {
+			term_is(a, i, "b", "shutdown");
+			found = true;
+		}
+	CHECK(found);
+	/* the oldest (token 1) went */
+	CHECK(json_object_get_int64(jget(json_object_array_get_idx(a, 99), "token")) > 1);
 	json_object_put(a);
 	check_invariants();
 }
