@@ -417,6 +417,10 @@ void election_step(struct election *e)
 		election_publish(e);
 		if (done)
 			done(ud);
+		/* the owner may have stepped us from done (election_recover):
+		 * a control call it started is the one in flight */
+		if (e->op != OP_NONE)
+			goto report;
 	}
 	/* 3. member record */
 	if (want_member(e) && (!e->member_placed ||
