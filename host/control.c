@@ -794,31 +794,6 @@ static void history_done(void *done_ctx, int err, const char *msg,
 	reply_fini(&rp);
 }
 
-static bool do_history(struct control *c, struct control_conn *conn, struct reply *rp,
-		       const Leasehold__Control__Request *req)
-{
-	char err[256] = "";
-	struct request *rq;
-	int r;
-
-	if (!c->ops->history) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
-			    "history is not supported by this daemon");
-		return false;
-	}
-	rq = verb_start(c, conn, rp, req);
-	if (!rq)
-		return false;
-	r = c->ops->history(c->ud, req->name, history_done, rq, err, sizeof(err));
-	rq->in_op = false;
-	err[sizeof(err) - 1] = '\0';
-	if (r < 0) {
-		verb_failed(rq, rp, r, err);
-		return false;
-	}
-	return true;
-}
-
 /* reconcile_answer - a parked reconcile request whose plugin p (NULL: gone)
  * may have served it: fill rp and return true when it is answered */
 static bool reconcile_answer(const struct request *rq, const struct control_plugin *p,
@@ -869,22 +844,29 @@ static void reconcile_done(void *done_ctx, int err, const char *msg, int64_t rev
 	reply_fini(&rp);
 }
 
-static bool do_reconcile(struct control *c, struct control_conn *conn, struct reply *rp,
-			 const Leasehold__Control__Request *req)
+/* do_verb - a reconcile request or a history read (the decoder checked the
+ * name); true when answered later by reconcile_done / history_done */
+static bool do_verb(struct control *c, struct control_conn *conn, struct reply *rp,
+		    const Leasehold__Control__Request *req)
 {
+	bool history = req->kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
 	char err[256] = "";
 	struct request *rq;
 	int r;
 
-	if (!c->ops->reconcile) {
+	if (history ? !c->ops->history : !c->ops->reconcile) {
 		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
-			    "reconcile requests are not supported by this daemon");
+			    "%s is not supported by this daemon",
+			    history ? "history" : "reconcile");
 		return false;
 	}
 	rq = verb_start(c, conn, rp, req);
 	if (!rq)
 		return false;
-	r = c->ops->reconcile(c->ud, req->name, reconcile_done, rq, err, sizeof(err));
+	if (history)
+		r = c->ops->history(c->ud, req->name, history_done, rq, err, sizeof(err));
+	else
+		r = c->ops->reconcile(c->ud, req->name, reconcile_done, rq, err, sizeof(err));
 	rq->in_op = false;
 	err[sizeof(err) - 1] = '\0';
 	if (r < 0) {
@@ -1060,12 +1042,10 @@ static void on_request(void *ud, struct control_conn *conn, const uint8_t *buf, 
 				goto done; /* answered by async_done */
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_RECONCILE:
-			if (do_reconcile(c, conn, &rp, req))
-				goto done; /* answered by reconcile_done / control_notify */
-			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_HISTORY:
-			if (do_history(c, conn, &rp, req))
-				goto done; /* answered by history_done */
+			if (do_verb(c, conn, &rp, req))
+				goto done; /* answered by reconcile_done (then control_notify)
+					      or history_done */
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
 			do_leave(c, &rp);

@@ -1272,18 +1272,6 @@ static int ctl_members_forget(void *ud, const char *name, const char *node, cont
 	return r;
 }
 
-/* the running election of plugin name, or NULL with the reason in err */
-static struct election *verb_election(struct daemon *d, const char *name, char *err,
-                                      size_t err_len)
-{
-	struct entry *e = find_name(d, name);
-	if (!e || !e->el || e->removing || e->gone) {
-		snprintf(err, err_len, "no plugin named '%s' runs on this node", name);
-		return NULL;
-	}
-	return e->el;
-}
-
 /* what a verb's etcd write carries back to the control server */
 struct verb_op {
 	control_done_fn done;
@@ -1292,11 +1280,25 @@ struct verb_op {
 	void *done_ctx;
 };
 
-static struct verb_op *verb_op_new(void *done_ctx)
+/* verb_start - the running election of plugin name and a verb_op for its
+ * answer; NULL with the reason in err (-ENOENT or -ENOMEM in *ret_err) */
+static struct verb_op *verb_start(struct daemon *d, const char *name, void *done_ctx,
+                                  struct election **ret_el, int *ret_err, char *err,
+                                  size_t err_len)
 {
+	struct entry *e = find_name(d, name);
+	if (!e || !e->el || e->removing || e->gone) {
+		snprintf(err, err_len, "no plugin named '%s' runs on this node", name);
+		*ret_err = -ENOENT;
+		return NULL;
+	}
 	struct verb_op *o = calloc(1, sizeof(*o));
-	if (o)
-		o->done_ctx = done_ctx;
+	if (!o) {
+		*ret_err = -ENOMEM;
+		return NULL;
+	}
+	o->done_ctx = done_ctx;
+	*ret_el = e->el;
 	return o;
 }
 
@@ -1310,14 +1312,13 @@ static void on_paused(void *ud, int err)
 static int ctl_pause(void *ud, const char *name, bool pause, control_done_fn done, void *done_ctx,
                      char *err, size_t err_len)
 {
-	struct election *el = verb_election(ud, name, err, err_len);
-	if (!el)
-		return -ENOENT;
-	struct verb_op *o = verb_op_new(done_ctx);
+	struct election *el;
+	int r;
+	struct verb_op *o = verb_start(ud, name, done_ctx, &el, &r, err, err_len);
 	if (!o)
-		return -ENOMEM;
+		return r;
 	o->done = done;
-	int r = election_pause(el, pause, on_paused, o, err, err_len);
+	r = election_pause(el, pause, on_paused, o, err, err_len);
 	if (r < 0)
 		free(o);
 	return r;
@@ -1333,14 +1334,13 @@ static void on_reconcile_requested(void *ud, int err, int64_t rev)
 static int ctl_reconcile(void *ud, const char *name, control_rev_fn done, void *done_ctx,
                          char *err, size_t err_len)
 {
-	struct election *el = verb_election(ud, name, err, err_len);
-	if (!el)
-		return -ENOENT;
-	struct verb_op *o = verb_op_new(done_ctx);
+	struct election *el;
+	int r;
+	struct verb_op *o = verb_start(ud, name, done_ctx, &el, &r, err, err_len);
 	if (!o)
-		return -ENOMEM;
+		return r;
 	o->done_rev = done;
-	int r = election_request_reconcile(el, on_reconcile_requested, o, err, err_len);
+	r = election_request_reconcile(el, on_reconcile_requested, o, err, err_len);
 	if (r < 0)
 		free(o);
 	return r;
@@ -1373,14 +1373,13 @@ static void on_history(void *ud, int err, const struct election_term *terms, siz
 static int ctl_history(void *ud, const char *name, control_history_fn done, void *done_ctx,
                        char *err, size_t err_len)
 {
-	struct election *el = verb_election(ud, name, err, err_len);
-	if (!el)
-		return -ENOENT;
-	struct verb_op *o = verb_op_new(done_ctx);
+	struct election *el;
+	int r;
+	struct verb_op *o = verb_start(ud, name, done_ctx, &el, &r, err, err_len);
 	if (!o)
-		return -ENOMEM;
+		return r;
 	o->done_hist = done;
-	int r = election_history(el, on_history, o);
+	r = election_history(el, on_history, o);
 	if (r < 0) {
 		snprintf(err, err_len, "%s", etcd_strerror(r));
 		free(o);

@@ -21,6 +21,9 @@
  *   and read-back, drain and depose; its phase changes only in
  *   lead_phase_set.
  * - election_fence.c: the plugin's fenced writes (driver_host.fenced_txn).
+ * - election_control.c: the operator's records: the pause, reconcile
+ *   requests and their acknowledgement (mirrored with the rest of the
+ *   range), and the term history (outside it, read on demand).
  */
 #include "config.h"
 

@@ -27,6 +27,10 @@
  *     newer release appeared / reload / stop / role removed
  *        -> drain the plugin's queue (the running reconcile finishes), then
  *           deposed, then our election key is deleted.
+ * - Operator records (election_control.c): P/N/paused and
+ *   P/N/reconcile-request / reconcile-served lie inside the watched range;
+ *   while paused no reconcile starts (the leader keeps leading). The term
+ *   history P/N/term-history/<token> lies outside it (read on demand).
  * - Every write made while leading is a txn comparing our election key's
  *   create_revision (the fencing token). A write that times out has an unknown
  *   outcome: it is resolved by reading back before anything else is written.

@@ -773,6 +773,7 @@ static int cmd_status(const Response *r, bool json)
 	if (p->superseded_by && p->superseded_by[0])
 		printf("superseded by: %s\n", clean(p->superseded_by, b1, sizeof(b1), true));
 	printf("fencing token: %" PRId64 "\n", p->fencing_token);
+	/* only while paused: the usual output stays as it was */
 	if (p->paused) {
 		const char *pat = fmt_time(p->paused_at, tb, sizeof(tb));
 		char by[CELL];
@@ -781,8 +782,7 @@ static int cmd_status(const Response *r, bool json)
 		else
 			printf("paused:        yes (by %s%s%s)\n", clean(p->paused_by, by, sizeof(by), true),
 			       pat ? " at " : "", pat ? pat : "");
-	} else
-		printf("paused:        no\n");
+	}
 	if (p->reconcile_requested)
 		printf("requested:     reconcile request %" PRId64 ", last served %" PRId64 "\n",
 		       p->reconcile_requested, p->reconcile_served);
