@@ -210,8 +210,11 @@ bool election_control_apply(struct election *e, const struct etcd_kv *kv, bool d
 
 void election_control_sync_begin(struct election *e)
 {
+	/* records absent from the full read are gone (the pause: at the end,
+	 * so that it is never seen to end and start again) */
 	e->pause_seen = false;
 	e->request_rev = 0;
+	e->served_rev = 0;
 }
 
 void election_control_sync_end(struct election *e)
@@ -245,8 +248,10 @@ void election_control_reconcile_started(struct election *e)
 
 void election_control_reconcile_finished(struct election *e, int err, const char *msg)
 {
+	/* a retry of the same request (a failed first reconcile of the term
+	 * is retried with backoff) replaces the result still to be written */
 	if (e->request_covered <= e->served_rev ||
-	    (e->served_pending && e->request_covered <= e->served_pending_rev))
+	    (e->served_pending && e->request_covered < e->served_pending_rev))
 		return;
 	e->served_pending = true;
 	e->served_pending_rev = e->request_covered;
