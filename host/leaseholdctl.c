@@ -11,9 +11,11 @@
  * - Everything printed from the daemon goes through clean(): control bytes
  *   never reach the terminal. --json output is built with json-c.
  * - Exit codes: 0 ok, 1 the operation ran and did not succeed (wait-ready
- *   timed out, reload failed, a roles write failed in etcd), 2 anything else
+ *   timed out, reload failed, a roles, pause or resume write failed in etcd,
+ *   a requested reconcile failed or was not served in time), 2 anything else
  *   (usage, unknown plugin, invalid node or role name, a daemon without
- *   roles support, protocol error), and one code per reason the daemon
+ *   roles support, a reconcile request while paused, protocol error), and
+ *   one code per reason the daemon
  *   could not be asked, so that scripts can tell them apart: 3 no socket
  *   file, 4 connection refused (a stale socket file), 5 permission denied,
  *   6 refused by the daemon (another uid, too many connections), 7 no
@@ -211,7 +213,7 @@ static void print_help(FILE *out)
 		"                 Default: $LEASEHOLD_CONTROL, else\n"
 		"                 ipc://$XDG_RUNTIME_DIR/leasehold.sock, else\n"
 		"                 ipc:///run/leasehold/control.sock (here: %s)\n"
-		"  --json         JSON output (plugins, status, members, roles list)\n"
+		"  --json         JSON output (plugins, status, members, roles list, history)\n"
 		"  --timeout S    wait-ready (default 60), reconcile (default 30): give up\n"
 		"                 after S seconds\n"
 		"  -h, --help     this help; after a command, that command's help\n"
