@@ -501,9 +501,12 @@ static int term_end_reason(const struct election *e, const char **ret_detail)
 		*ret_detail = e->fail_reason;
 		return LEASEHOLD__TERM__END_REASON__END_PLUGIN_FAILED;
 	}
+	/* election_stop (no lease revocation follows): the plugin is removed
+	 * from this node; election_stop_revoking: the daemon shuts down (for
+	 * good with `leaseholdctl leave`) */
 	if (e->stopping)
-		return e->stop_leave ? LEASEHOLD__TERM__END_REASON__END_PLUGIN_REMOVED
-		                     : LEASEHOLD__TERM__END_REASON__END_SHUTDOWN;
+		return e->stop_leave && !e->stop_last ? LEASEHOLD__TERM__END_REASON__END_PLUGIN_REMOVED
+		                                      : LEASEHOLD__TERM__END_REASON__END_SHUTDOWN;
 	if (e->swap.pending)
 		return LEASEHOLD__TERM__END_REASON__END_RELOAD;
 	if (e->held) {
