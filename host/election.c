@@ -418,12 +418,14 @@ void election_step(struct election *e)
 		e->rel = e->swap.rel;
 		memset(&e->swap, 0, sizeof(e->swap));
 		election_publish(e);
-		if (done)
+		if (done) {
+			/* the owner may call back into us (election_recover steps):
+			 * that step ran to the end, so start over rather than go on
+			 * with what this one decided before */
 			done(ud);
-		/* the owner may have stepped us from done (election_recover):
-		 * a control call it started is the one in flight */
-		if (e->op != OP_NONE)
-			goto report;
+			election_step(e);
+			return;
+		}
 	}
 	/* 3. member record */
 	if (want_member(e) && (!e->member_placed ||
