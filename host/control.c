@@ -27,6 +27,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -64,6 +65,7 @@ struct request {
 	/* async (roles_set / roles_clear / members_forget) */
 	int kind;			   /* the request's kind */
 	char plugin[CONTROL_NAME_MAX + 1]; /* members_forget: the plugin */
+	int64_t rev;	 /* parked reconcile: the request's revision */
 	bool in_op;	 /* the op has not returned yet */
 	bool early_done; /* done() ran while in_op: the result below */
 	int early_err;
@@ -111,6 +113,9 @@ struct reply {
 	Leasehold__Control__RoleEntry *roles;
 	Leasehold__Control__RoleEntry **rolep;
 	char **rstr; /* every entry's role names, one flat array */
+	Leasehold__Control__Term *terms;
+	Leasehold__Control__Release *trel;
+	Leasehold__Control__Term **termp;
 	char *owned[16];
 	size_t n_owned;
 	char msg[512];
@@ -132,6 +137,9 @@ static void reply_fini(struct reply *rp)
 	free(rp->roles);
 	free(rp->rolep);
 	free(rp->rstr);
+	free(rp->terms);
+	free(rp->trel);
+	free(rp->termp);
 	for (size_t i = 0; i < rp->n_owned; i++)
 		free(rp->owned[i]);
 }
@@ -231,6 +239,12 @@ static int reply_plugins(struct reply *rp, const struct control_plugin *src, siz
 		d->p.superseded_by = pb_str(rp, s->superseded_by);
 		d->p.callback = pb_str(rp, s->callback);
 		d->p.callback_ms = s->callback_ms;
+		d->p.paused = s->paused;
+		d->p.pause_error = pb_str(rp, s->pause_error);
+		d->p.paused_by = pb_str(rp, s->paused_by);
+		d->p.paused_at = s->paused_at;
+		d->p.reconcile_requested = s->reconcile_requested;
+		d->p.reconcile_served = s->reconcile_served;
 		rp->pp[i] = &d->p;
 	}
 	rp->r.plugins = rp->pp;
@@ -304,6 +318,36 @@ static int reply_roles(struct reply *rp, const struct control_role_entry *src, s
 	return 0;
 }
 
+/* reply_terms - put n history terms into the reply. 0 or -ENOMEM. */
+static int reply_terms(struct reply *rp, const struct control_term *src, size_t n)
+{
+	if (n == 0)
+		return 0;
+	rp->terms = calloc(n, sizeof(*rp->terms));
+	rp->trel = calloc(n, sizeof(*rp->trel));
+	rp->termp = calloc(n, sizeof(*rp->termp));
+	if (!rp->terms || !rp->trel || !rp->termp)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		Leasehold__Control__Term *d = &rp->terms[i];
+		leasehold__control__term__init(d);
+		d->node = pb_str(rp, src[i].node);
+		pb_release(&rp->trel[i], src[i].release);
+		d->release = &rp->trel[i];
+		d->fencing_token = src[i].token;
+		d->start_revision = src[i].start_rev;
+		d->start_unix = src[i].start_unix;
+		d->end_revision = src[i].end_rev;
+		d->end_unix = src[i].end_unix;
+		d->end_reason = pb_str(rp, src[i].end_reason);
+		d->end_detail = pb_str(rp, src[i].end_detail);
+		d->invalid = src[i].invalid;
+		rp->termp[i] = d;
+	}
+	rp->r.terms = rp->termp;
+	rp->r.n_terms = n;
+	return 0;
+}
 
 /* ---- answering -------------------------------------------------------- */
 
@@ -559,6 +603,11 @@ static void async_result(const struct request *rq, struct reply *rp, int err, co
 	if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET)
 		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 			    "cannot forget node '%s' of plugin '%s': %s", rq->name, rq->plugin, why);
+	else if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE ||
+		 rq->kind == LEASEHOLD__CONTROL__KIND__KIND_RESUME)
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "cannot %s plugin '%s': %s",
+			    rq->kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE ? "pause" : "resume",
+			    rq->plugin, why);
 	else
 		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 			    "cannot %s the roles of node '%s': %s",
@@ -611,8 +660,12 @@ static bool do_async(struct control *c, struct control_conn *conn, struct reply 
 	struct request *rq;
 	int r;
 
+	bool pause = kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE ||
+		     kind == LEASEHOLD__CONTROL__KIND__KIND_RESUME;
+
 	if ((kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR && !c->ops->roles_clear) ||
 	    (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET && !c->ops->roles_set) ||
+	    (pause && !c->ops->pause) ||
 	    (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET && !c->ops->members_forget)) {
 		reply_not_supported(rp);
 		return false;
@@ -636,6 +689,9 @@ static bool do_async(struct control *c, struct control_conn *conn, struct reply 
 	if (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET)
 		r = c->ops->members_forget(c->ud, req->name, req->node, async_done, rq, err,
 					   sizeof(err));
+	else if (pause)
+		r = c->ops->pause(c->ud, req->name, kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE,
+				  async_done, rq, err, sizeof(err));
 	else if (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR)
 		r = c->ops->roles_clear(c->ud, req->node, async_done, rq, err, sizeof(err));
 	else
@@ -645,7 +701,7 @@ static bool do_async(struct control *c, struct control_conn *conn, struct reply 
 	err[sizeof(err) - 1] = '\0';
 	if (r < 0) {
 		/* done() never runs (a stashed early one is ignored) */
-		if (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET)
+		if (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET || pause)
 			reply_error(rp,
 				    r == -ENOENT ? LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND
 						 : LEASEHOLD__CONTROL__CODE__CODE_FAILED,
@@ -661,6 +717,160 @@ static bool do_async(struct control *c, struct control_conn *conn, struct reply 
 	if (rq->early_done) {
 		async_result(rq, rp, rq->early_err, rq->early_msg);
 		request_free(rq);
+		return false;
+	}
+	return true;
+}
+
+/* verb_start - a request of kind for plugin NAME that waits for the
+ * daemon's done() (reconcile, history); NULL with the reply in rp */
+static struct request *verb_start(struct control *c, struct control_conn *conn, struct reply *rp,
+				  const Leasehold__Control__Request *req)
+{
+	struct request *rq;
+
+	if (c->n_async >= CONTROL_MAX_ASYNC) {
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY,
+			    "too many etcd requests in progress");
+		return NULL;
+	}
+	rq = request_new(c, conn);
+	if (!rq) {
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+		return NULL;
+	}
+	snprintf(rq->name, sizeof(rq->name), "%s", req->name);
+	snprintf(rq->plugin, sizeof(rq->plugin), "%s", req->name);
+	rq->kind = req->kind;
+	rq->timeout_ms = req->timeout_ms;
+	rq->state = R_ASYNC;
+	rq->in_op = true;
+	c->n_async++;
+	return rq;
+}
+
+/* verb_failed - the op refused at once (done never runs) */
+static void verb_failed(struct request *rq, struct reply *rp, int r, const char *err)
+{
+	/* a refusal (paused, not synced) is no failed operation */
+	reply_error(rp,
+		    r == -ENOENT			 ? LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND
+		    : r == -EBUSY || r == -EAGAIN ? LEASEHOLD__CONTROL__CODE__CODE_BUSY
+						 : LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+		    "%s", err[0] ? err : strerror(-r));
+	request_free(rq);
+}
+
+/* verb_reply - send rp for an async rq (its client may be gone) and free it */
+static void verb_reply(struct request *rq, struct reply *rp)
+{
+	struct control *c = rq->c;
+	bool was_busy = c->busy;
+
+	c->busy = true;
+	if (rq->conn)
+		send_reply(c, rq->conn, rp);
+	request_free(rq);
+	if (!was_busy)
+		run_deferred_notify(c);
+}
+
+static void history_done(void *done_ctx, int err, const char *msg,
+			 const struct control_term *terms, size_t n)
+{
+	struct request *rq = done_ctx;
+	struct reply rp;
+
+	/* control.h: never before the op returned */
+	assert(rq->state == R_ASYNC && !rq->in_op);
+	reply_init(&rp);
+	if (err < 0)
+		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+			    "cannot read the history of plugin '%s': %s", rq->plugin,
+			    msg && msg[0] ? msg : strerror(-err));
+	else if (reply_terms(&rp, terms, n) < 0)
+		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+	verb_reply(rq, &rp);
+	reply_fini(&rp);
+}
+
+/* reconcile_answer - a parked reconcile request whose plugin p (NULL: gone)
+ * may have served it: fill rp and return true when it is answered */
+static bool reconcile_answer(const struct request *rq, const struct control_plugin *p,
+			     struct reply *rp)
+{
+	if (!p) {
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND,
+			    "plugin '%s' went away", rq->name);
+		return true;
+	}
+	if (p->reconcile_served < rq->rev)
+		return false;
+	if (!p->reconcile_served_ok)
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+			    "the leader's reconcile failed: %s",
+			    p->reconcile_served_error ? p->reconcile_served_error : "(no message)");
+	rp->r.revision = rq->rev;
+	return true;
+}
+
+static void reconcile_done(void *done_ctx, int err, const char *msg, int64_t rev)
+{
+	struct request *rq = done_ctx;
+	struct control *c = rq->c;
+	struct reply rp;
+
+	assert(rq->state == R_ASYNC && !rq->in_op);
+	if (err == 0 && rq->timeout_ms > 0 && rq->conn && c->n_parked < CONTROL_MAX_PARKED) {
+		/* recorded: wait for the leader (control_notify, the timer) */
+		c->n_async--;
+		rq->state = R_PARKED;
+		c->n_parked++;
+		rq->rev = rev;
+		loop_timer_arm_in(rq->timer, (uint64_t)rq->timeout_ms * LOOP_NS_PER_MS);
+		control_notify(c);
+		return;
+	}
+	reply_init(&rp);
+	if (err < 0)
+		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+			    "cannot request a reconcile of plugin '%s': %s", rq->plugin,
+			    msg && msg[0] ? msg : strerror(-err));
+	else if (rq->timeout_ms > 0)
+		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY, "too many waiting requests");
+	else
+		rp.r.revision = rev;
+	verb_reply(rq, &rp);
+	reply_fini(&rp);
+}
+
+/* do_verb - a reconcile request or a history read (the decoder checked the
+ * name); true when answered later by reconcile_done / history_done */
+static bool do_verb(struct control *c, struct control_conn *conn, struct reply *rp,
+		    const Leasehold__Control__Request *req)
+{
+	bool history = req->kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
+	char err[256] = "";
+	struct request *rq;
+	int r;
+
+	if (history ? !c->ops->history : !c->ops->reconcile) {
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
+			    "%s is not supported by this daemon",
+			    history ? "history" : "reconcile");
+		return false;
+	}
+	rq = verb_start(c, conn, rp, req);
+	if (!rq)
+		return false;
+	if (history)
+		r = c->ops->history(c->ud, req->name, history_done, rq, err, sizeof(err));
+	else
+		r = c->ops->reconcile(c->ud, req->name, reconcile_done, rq, err, sizeof(err));
+	rq->in_op = false;
+	err[sizeof(err) - 1] = '\0';
+	if (r < 0) {
+		verb_failed(rq, rp, r, err);
 		return false;
 	}
 	return true;
@@ -764,9 +974,17 @@ static void request_timer_cb(struct loop_timer *t, void *userdata)
 	if (fetch_plugins(c, &n) == 0)
 		p = find_plugin(c, n, rq->name);
 	const char *why = p && p->not_ready ? p->not_ready : NULL;
-	reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
-		    "plugin '%s' not ready after %" PRIu32 " ms%s%s", rq->name, rq->timeout_ms,
-		    why ? ": " : "", why ? why : "");
+	if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_RECONCILE)
+		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
+			    "the leader of plugin '%s' did not serve reconcile request %" PRId64
+			    " within %" PRIu32 " ms (the request stays; a leader serves it when "
+			    "one leads)%s",
+			    rq->name, rq->rev, rq->timeout_ms,
+			    p && p->paused ? ": the plugin is paused" : "");
+	else
+		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
+			    "plugin '%s' not ready after %" PRIu32 " ms%s%s", rq->name,
+			    rq->timeout_ms, why ? ": " : "", why ? why : "");
 	request_unpark(c, rq, &rp);
 	reply_fini(&rp);
 	run_deferred_notify(c);
@@ -818,8 +1036,16 @@ static void on_request(void *ud, struct control_conn *conn, const uint8_t *buf, 
 		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET:
 		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR:
 		case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET:
+		case LEASEHOLD__CONTROL__KIND__KIND_PAUSE:
+		case LEASEHOLD__CONTROL__KIND__KIND_RESUME:
 			if (do_async(c, conn, &rp, req))
 				goto done; /* answered by async_done */
+			break;
+		case LEASEHOLD__CONTROL__KIND__KIND_RECONCILE:
+		case LEASEHOLD__CONTROL__KIND__KIND_HISTORY:
+			if (do_verb(c, conn, &rp, req))
+				goto done; /* answered by reconcile_done (then control_notify)
+					      or history_done */
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
 			do_leave(c, &rp);
@@ -918,6 +1144,13 @@ void control_notify(struct control *c)
 			if (rq->state != R_PARKED)
 				continue;
 			p = find_plugin(c, n, rq->name);
+			if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_RECONCILE) {
+				reply_init(&rp);
+				if (reconcile_answer(rq, p, &rp))
+					request_unpark(c, rq, &rp);
+				reply_fini(&rp);
+				continue;
+			}
 			if (p && !p->ready)
 				continue;
 			reply_init(&rp);

@@ -71,6 +71,24 @@ struct control_plugin {
 	const char *superseded_by;
 	const char *callback;             /* the callback running now, or NULL */
 	uint64_t callback_ms;             /* ... running for this long */
+	bool paused;                      /* the cluster-wide pause holds */
+	const char *pause_error;          /* its record does not decode, or NULL */
+	const char *paused_by;            /* who paused, or NULL */
+	int64_t paused_at;                /* unix seconds, 0 = unknown */
+	int64_t reconcile_requested;      /* last request's revision, 0 = none */
+	int64_t reconcile_served;         /* last request revision the leader served */
+	bool reconcile_served_ok;         /* ... and whether that reconcile succeeded */
+	const char *reconcile_served_error;
+};
+
+/* one term of a plugin's history (control_history_fn); strings borrowed */
+struct control_term {
+	const char *node;
+	struct release release;
+	int64_t token, start_rev, start_unix, end_rev, end_unix;
+	const char *end_reason; /* "" while the term lasts */
+	const char *end_detail;
+	bool invalid; /* the record does not decode */
 };
 
 struct control_member {
@@ -83,6 +101,12 @@ struct control_member {
 /* completion of an asynchronous op: err 0 or -errno, msg (may be NULL) a
  * one-line explanation; borrowed for the call */
 typedef void (*control_done_fn)(void *done_ctx, int err, const char *msg);
+
+/* completion of a reconcile request: rev is the request's etcd revision */
+typedef void (*control_rev_fn)(void *done_ctx, int err, const char *msg, int64_t rev);
+/* completion of a history read: n terms, newest first (borrowed for the call) */
+typedef void (*control_history_fn)(void *done_ctx, int err, const char *msg,
+                                   const struct control_term *terms, size_t n);
 
 /* one node's roles record (leaseholdctl roles list) */
 struct control_role_entry {
@@ -132,6 +156,22 @@ struct control_ops {
 	 * the shutdown was started (it runs after the reply is sent), or -errno
 	 * with the reason in err. */
 	int (*leave)(void *ud, char *err, size_t err_len);
+
+	/* ---- operator verbs; NULL = "not supported" ---- */
+	/* pause - pause (pause true) or resume plugin NAME cluster-wide. As
+	 * members_forget (-ENOENT: no such plugin). */
+	int (*pause)(void *ud, const char *name, bool pause, control_done_fn done, void *done_ctx,
+	             char *err, size_t err_len);
+	/* reconcile - record a reconcile request for plugin NAME's leader. 0
+	 * when started: done() runs exactly once later, never before the op
+	 * returns; or -errno at once with the reason in err (-ENOENT no such
+	 * plugin, -EBUSY paused, -EAGAIN not synced). The server then waits
+	 * until control_plugin.reconcile_served reaches the revision. */
+	int (*reconcile)(void *ud, const char *name, control_rev_fn done, void *done_ctx, char *err,
+	                 size_t err_len);
+	/* history - read plugin NAME's term history; as reconcile */
+	int (*history)(void *ud, const char *name, control_history_fn done, void *done_ctx,
+	               char *err, size_t err_len);
 };
 
 /* control_new - listen on url ("ipc://PATH" or "/path"); the socket file

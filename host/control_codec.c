@@ -86,13 +86,17 @@ static bool kind_needs_name(int kind)
 	return kind == LEASEHOLD__CONTROL__KIND__KIND_STATUS ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY ||
-	       kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET;
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_RESUME ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_RECONCILE ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
 }
 
 static bool kind_known(int kind)
 {
 	return kind >= LEASEHOLD__CONTROL__KIND__KIND_PLUGINS &&
-	       kind <= LEASEHOLD__CONTROL__KIND__KIND_LEAVE;
+	       kind <= LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
 }
 
 static bool kind_is_roles_write(int kind)
@@ -264,7 +268,14 @@ static bool plugin_ok(const Leasehold__Control__Plugin *p)
 		return false;
 	if (p->reconcile && !str_ok(p->reconcile->last_error))
 		return false;
+	if (!str_ok(p->pause_error) || !str_ok(p->paused_by))
+		return false;
 	return true;
+}
+
+static bool term_ok(const Leasehold__Control__Term *t)
+{
+	return t && str_ok(t->node) && str_ok(t->end_reason) && str_ok(t->end_detail);
 }
 
 static bool role_entry_ok(const Leasehold__Control__RoleEntry *e)
@@ -299,6 +310,9 @@ int control_codec_response_decode(const void *buf, size_t len,
 			goto bad;
 	for (size_t i = 0; i < resp->n_roles; i++)
 		if (!role_entry_ok(resp->roles[i]))
+			goto bad;
+	for (size_t i = 0; i < resp->n_terms; i++)
+		if (!term_ok(resp->terms[i]))
 			goto bad;
 	*ret_resp = resp;
 	return 0;
@@ -361,6 +375,14 @@ const char *control_codec_kind_str(int kind)
 		return "members-forget";
 	case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
 		return "leave";
+	case LEASEHOLD__CONTROL__KIND__KIND_PAUSE:
+		return "pause";
+	case LEASEHOLD__CONTROL__KIND__KIND_RESUME:
+		return "resume";
+	case LEASEHOLD__CONTROL__KIND__KIND_RECONCILE:
+		return "reconcile";
+	case LEASEHOLD__CONTROL__KIND__KIND_HISTORY:
+		return "history";
 	default:
 		return "?";
 	}

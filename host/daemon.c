@@ -1055,6 +1055,14 @@ static void fill_plugin(struct entry *e, struct control_plugin *p)
 		p->reconcile_last_at = i.reconcile_last_at;
 		p->held_back = i.held_back;
 		p->fencing_token = i.fencing_token;
+		p->paused = i.paused;
+		p->pause_error = i.pause_error;
+		p->paused_by = i.paused_by;
+		p->paused_at = i.paused_at;
+		p->reconcile_requested = i.reconcile_requested;
+		p->reconcile_served = i.reconcile_served;
+		p->reconcile_served_ok = i.reconcile_served_ok;
+		p->reconcile_served_error = i.reconcile_served_error;
 	}
 	uint64_t since, now = loop_now();
 	if (e->pi && plugin_instance_running(e->pi, &p->callback, &since))
@@ -1293,6 +1301,121 @@ static int ctl_members_forget(void *ud, const char *name, const char *node, cont
 	return r;
 }
 
+/* what a verb's etcd write carries back to the control server */
+struct verb_op {
+	control_done_fn done;
+	control_rev_fn done_rev;
+	control_history_fn done_hist;
+	void *done_ctx;
+};
+
+/* verb_start - the running election of plugin name and a verb_op for its
+ * answer; NULL with the reason in err (-ENOENT or -ENOMEM in *ret_err) */
+static struct verb_op *verb_start(struct daemon *d, const char *name, void *done_ctx,
+                                  struct election **ret_el, int *ret_err, char *err,
+                                  size_t err_len)
+{
+	struct entry *e = find_name(d, name);
+	if (!e || !e->el || e->removing || e->gone) {
+		snprintf(err, err_len, "no plugin named '%s' runs on this node", name);
+		*ret_err = -ENOENT;
+		return NULL;
+	}
+	struct verb_op *o = calloc(1, sizeof(*o));
+	if (!o) {
+		*ret_err = -ENOMEM;
+		return NULL;
+	}
+	o->done_ctx = done_ctx;
+	*ret_el = e->el;
+	return o;
+}
+
+static void on_paused(void *ud, int err)
+{
+	struct verb_op *o = ud;
+	o->done(o->done_ctx, err, err < 0 ? etcd_strerror(err) : NULL);
+	free(o);
+}
+
+static int ctl_pause(void *ud, const char *name, bool pause, control_done_fn done, void *done_ctx,
+                     char *err, size_t err_len)
+{
+	struct election *el;
+	int r;
+	struct verb_op *o = verb_start(ud, name, done_ctx, &el, &r, err, err_len);
+	if (!o)
+		return r;
+	o->done = done;
+	r = election_pause(el, pause, on_paused, o, err, err_len);
+	if (r < 0)
+		free(o);
+	return r;
+}
+
+static void on_reconcile_requested(void *ud, int err, int64_t rev)
+{
+	struct verb_op *o = ud;
+	o->done_rev(o->done_ctx, err, err < 0 ? etcd_strerror(err) : NULL, rev);
+	free(o);
+}
+
+static int ctl_reconcile(void *ud, const char *name, control_rev_fn done, void *done_ctx,
+                         char *err, size_t err_len)
+{
+	struct election *el;
+	int r;
+	struct verb_op *o = verb_start(ud, name, done_ctx, &el, &r, err, err_len);
+	if (!o)
+		return r;
+	o->done_rev = done;
+	r = election_request_reconcile(el, on_reconcile_requested, o, err, err_len);
+	if (r < 0)
+		free(o);
+	return r;
+}
+
+static void on_history(void *ud, int err, const struct election_term *terms, size_t n)
+{
+	struct verb_op *o = ud;
+	struct control_term *out = n ? calloc(n, sizeof(*out)) : NULL;
+	if (n && !out) {
+		err = -ENOMEM;
+		n = 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		out[i] = (struct control_term){.node = terms[i].node,
+		                               .release = terms[i].release,
+		                               .token = terms[i].token,
+		                               .start_rev = terms[i].start_rev,
+		                               .start_unix = terms[i].start_unix,
+		                               .end_rev = terms[i].end_rev,
+		                               .end_unix = terms[i].end_unix,
+		                               .end_reason = terms[i].end_reason,
+		                               .end_detail = terms[i].end_detail,
+		                               .invalid = !terms[i].valid};
+	o->done_hist(o->done_ctx, err, err < 0 ? etcd_strerror(err) : NULL, out, n);
+	free(out);
+	free(o);
+}
+
+static int ctl_history(void *ud, const char *name, control_history_fn done, void *done_ctx,
+                       char *err, size_t err_len)
+{
+	struct election *el;
+	int r;
+	struct verb_op *o = verb_start(ud, name, done_ctx, &el, &r, err, err_len);
+	if (!o)
+		return r;
+	o->done_hist = done;
+	r = election_history(el, on_history, o);
+	if (r < 0) {
+		snprintf(err, err_len, "%s", etcd_strerror(r));
+		free(o);
+	}
+	return r;
+}
+
 static void on_leave_later(struct loop_timer *t, void *ud)
 {
 	(void)t;
@@ -1323,6 +1446,9 @@ static const struct control_ops ctl_ops = {
 	.roles_list = ctl_roles_list,
 	.roles_set = ctl_roles_set,
 	.roles_clear = ctl_roles_clear,
+	.pause = ctl_pause,
+	.reconcile = ctl_reconcile,
+	.history = ctl_history,
 };
 
 /* ---- the HTTP endpoint's snapshot (http.h) ---- */

@@ -21,6 +21,9 @@
  *   and read-back, drain and depose; its phase changes only in
  *   lead_phase_set.
  * - election_fence.c: the plugin's fenced writes (driver_host.fenced_txn).
+ * - election_control.c: the operator's records: the pause, reconcile
+ *   requests and their acknowledgement (mirrored with the rest of the
+ *   range), and the term history (outside it, read on demand).
  */
 #include "config.h"
 
@@ -247,6 +250,8 @@ static void on_resign(struct etcd_client *c, int err, const struct etcd_response
 		return;
 	}
 	key_write_known(e, r->header.revision);
+	if (r->succeeded)
+		election_term_end_written(e);
 	if (r->succeeded && e->resign_publishes) {
 		/* the member record carries the incoming release already */
 		e->member_release = e->resign_release;
@@ -293,10 +298,11 @@ static void resign(struct election *e)
 	size_t kl = strlen(e->my_key);
 	struct etcd_compare cmp = {.target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL,
 	                           .key = e->my_key, .key_len = kl, .number = e->my_rev};
-	struct etcd_op ops[2] = {{.type = ETCD_OP_DELETE, .key = e->my_key, .key_len = kl}};
+	struct etcd_op ops[3] = {{.type = ETCD_OP_DELETE, .key = e->my_key, .key_len = kl}};
 	size_t n_ops = 1;
-	uint8_t *v = NULL;
+	uint8_t *v = NULL, *term = NULL;
 	size_t vlen = 0;
+	char term_key[512];
 	e->resign_publishes = false;
 	if (e->swap.pending && e->member_placed &&
 	    election_member_encode(e, e->swap.rel.release, &v, &vlen) == 0) {
@@ -312,9 +318,13 @@ static void resign(struct election *e)
 		n_ops = 2;
 		e->resign_drops_member = true;
 	}
+	/* the end of the term we led, at the revision our key goes */
+	if (election_term_end_op(e, &ops[n_ops], &term, term_key, sizeof(term_key)))
+		n_ops++;
 	election_op_start(e, OP_RESIGN);
 	int r = etcd_txn(e->etcd, &cmp, 1, ops, n_ops, NULL, 0, NULL, on_resign, e, &e->call);
 	free(v);
+	free(term);
 	if (r < 0) {
 		election_op_done(e);
 		e->resign_publishes = false;
@@ -391,6 +401,8 @@ void election_step(struct election *e)
 			election_begin_leave(e);
 			return;
 		}
+		if (e->term_end_call)
+			goto report; /* the end of our term is being recorded */
 		if (e->lease && e->my_rev && !left_to_revoke(e)) {
 			resign(e);
 			goto report;
@@ -512,7 +524,9 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 		goto fail;
 	memcpy(e->k_watch_end, e->k_status, e->k_watch_end_len - 1);
 	e->k_members_end_len = etcd_prefix_end(e->k_members, strlen(e->k_members), e->k_members_end);
-	r = loop_timer_new(l, election_on_sync_timer, e, &e->sync_timer);
+	r = election_control_init(e);
+	if (r == 0)
+		r = loop_timer_new(l, election_on_sync_timer, e, &e->sync_timer);
 	if (r == 0)
 		r = loop_timer_new(l, on_retry_timer, e, &e->retry_timer);
 	if (r == 0)
@@ -610,8 +624,10 @@ void election_stop_revoking(struct election *e, bool leave, bool (*last)(void *u
  * the resign txn deletes it together with the key. */
 static bool left_to_revoke(struct election *e)
 {
+	/* the end of a term we led is recorded while the plugin drains
+	 * (election_term_leaving); when that failed, the resign txn carries it */
 	if (!e->stopping || !e->stop_last || e->stop_leave || e->swap.pending ||
-	    !e->stop_last(e->stop_ud))
+	    (e->term_end_pending && e->term_end_token == e->my_rev) || !e->stop_last(e->stop_ud))
 		return false;
 	log_info("election", "%s: leaving our election key to the lease revocation", e->name);
 	e->my_rev = 0;
@@ -683,6 +699,7 @@ void election_free(struct election *e)
 	loop_timer_free(e->retry_timer);
 	loop_timer_free(e->lead_timer);
 	election_mirror_free(e);
+	election_control_free(e);
 	free(e->pending_status);
 	free(e->reconcile_last_error);
 	free(e->hold_reason);
@@ -737,6 +754,14 @@ void election_get_info(struct election *e, struct election_info *ret)
 		ret->held_back = "a newer release is present";
 	else if (!e->lease)
 		ret->held_back = "no etcd session";
+	ret->paused = e->paused;
+	ret->pause_error = e->pause_error[0] ? e->pause_error : NULL;
+	ret->paused_by = e->paused_by;
+	ret->paused_at = e->paused_at;
+	ret->reconcile_requested = e->request_rev;
+	ret->reconcile_served = e->served_rev;
+	ret->reconcile_served_ok = e->served_ok;
+	ret->reconcile_served_error = e->served_error;
 }
 
 

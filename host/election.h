@@ -27,6 +27,10 @@
  *     newer release appeared / reload / stop / role removed
  *        -> drain the plugin's queue (the running reconcile finishes), then
  *           deposed, then our election key is deleted.
+ * - Operator records (election_control.c): P/N/paused and
+ *   P/N/reconcile-request / reconcile-served lie inside the watched range;
+ *   while paused no reconcile starts (the leader keeps leading). The term
+ *   history P/N/term-history/<token> lies outside it (read on demand).
  * - Every write made while leading is a txn comparing our election key's
  *   create_revision (the fencing token). A write that times out has an unknown
  *   outcome: it is resolved by reading back before anything else is written.
@@ -103,6 +107,15 @@ struct election_info {
 	int64_t fencing_token;     /* our key's create_revision while leading, else 0 */
 	uint64_t status_writes;    /* status records written by this node */
 	const char *held_back;     /* why standby although eligible otherwise, or NULL */
+	/* operator records (election_control.c), as mirrored */
+	bool paused;               /* P/N/paused exists (also when it does not decode) */
+	const char *pause_error;   /* the pause record does not decode: why, else NULL */
+	const char *paused_by;     /* node that wrote it, or NULL */
+	int64_t paused_at;         /* unix time (s) of the pause, 0 = unknown */
+	int64_t reconcile_requested; /* mod_revision of P/N/reconcile-request, 0 = none */
+	int64_t reconcile_served;  /* the request revision the leader last served, 0 = none */
+	bool reconcile_served_ok;
+	const char *reconcile_served_error; /* NULL if none */
 };
 
 /* election_new - create the protocol for one plugin. cfg strings are copied.
@@ -198,5 +211,49 @@ size_t election_members(struct election *e, struct election_member *out, size_t 
  * may run after election_free (it touches no election). */
 int election_forget(struct election *e, const char *node_id, void (*done)(void *ud, int err),
                     void *ud, char *err, size_t err_len);
+
+/* ---- operator verbs (election_control.c) ---- */
+
+/* election_pause - pause (true) or resume (false) the plugin cluster-wide:
+ * put or delete P/N/paused (not fenced: any node running the plugin may).
+ * Returns 0 when started: done(ud, err) then runs exactly once on the loop,
+ * never before election_pause returns, and may run after election_free (it
+ * touches no election); or -errno with the reason in err. */
+int election_pause(struct election *e, bool pause, void (*done)(void *ud, int err), void *ud,
+                   char *err, size_t err_len);
+
+/* election_request_reconcile - ask the leader, wherever it runs, for one
+ * reconcile: put P/N/reconcile-request. Refused (-EBUSY, reason in err)
+ * while the plugin is paused, -EAGAIN before the first read from etcd.
+ * Returns 0 when started: done(ud, err, rev) runs as for election_pause,
+ * rev being the request's revision: it is served once
+ * election_info.reconcile_served >= rev. */
+int election_request_reconcile(struct election *e, void (*done)(void *ud, int err, int64_t rev),
+                               void *ud, char *err, size_t err_len);
+
+/* One term of the plugin's leadership history (strings borrowed for the
+ * callback only). */
+struct election_term {
+	bool valid;          /* false: the record does not decode (only token is known) */
+	const char *node;
+	struct release release;
+	int64_t token;       /* fencing token (the leader's election key's create_revision) */
+	int64_t start_rev;   /* revision the record was created at */
+	int64_t start_unix;
+	int64_t end_rev;     /* revision its end was recorded at, 0 = not ended */
+	int64_t end_unix;
+	const char *end_reason; /* "" while not ended; see election_term_end_name */
+	const char *end_detail; /* "" if none */
+};
+/* election_term_end_name - the end reason's name (proto Term.EndReason) */
+const char *election_term_end_name(int reason);
+
+/* election_history - read the term history (P/N/term-history/, at most 100
+ * records) from etcd; done(ud, err, terms, n) runs once on the loop, newest
+ * term first, never before election_history returns; it may run after
+ * election_free. Returns 0 or -errno. */
+int election_history(struct election *e,
+                     void (*done)(void *ud, int err, const struct election_term *terms, size_t n),
+                     void *ud);
 
 #endif

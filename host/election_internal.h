@@ -33,6 +33,11 @@
 #define DRV_CTX_MAGIC 0x44525643u    /* struct drv_ctx (election_lead.c) */
 #define FENCED_CTX_MAGIC 0x46454e43u /* struct fenced_ctx (election_fence.c) */
 #define FORGET_CTX_MAGIC 0x46524743u /* struct forget_ctx (election.c) */
+#define VERB_CTX_MAGIC 0x56455242u   /* struct verb_ctx (election_control.c) */
+#define TERM_CTX_MAGIC 0x5445524du   /* struct term_ctx (election_control.c) */
+
+/* the term history keeps this many terms (the newest) */
+#define ELECTION_HISTORY_MAX 100
 #define ELECTION_CHECK_OBJ(p, m) assert((p) != NULL && (p)->magic == (m))
 
 struct member_ent {
@@ -84,6 +89,8 @@ enum lead_phase {
 /* the control etcd call in flight (e->op, e->call): exactly one at a time,
  * started by election_op_start and ended by election_op_done */
 enum op_kind { OP_NONE, OP_SYNC, OP_MEMBER_PUT, OP_MEMBER_DEL, OP_CAMPAIGN, OP_RESIGN, OP_LEAD };
+
+struct term_ctx;
 
 struct election {
 	uint32_t magic; /* ELECTION_MAGIC while allocated */
@@ -195,6 +202,40 @@ struct election {
 	struct loop_timer *lead_timer;
 	uint64_t lead_backoff;
 	uint64_t lead_log_after;
+
+	/* operator records (election_control.c): pause and reconcile requests,
+	 * mirrored from [P/N/election/, P/N/status]; the term history */
+	char *k_paused;  /* P/N/paused */
+	char *k_request; /* P/N/reconcile-request */
+	char *k_served;  /* P/N/reconcile-served */
+	char *k_terms;   /* P/N/term-history/ (outside the watched range) */
+	bool paused;
+	bool pause_seen; /* the sync in progress saw the pause record */
+	char pause_error[96];
+	char *paused_by;
+	int64_t paused_at;
+	bool resume_reconcile; /* the pause ended while leading: reconcile in full */
+	bool pause_logged;     /* this term said that the pause holds its reconcile */
+	int64_t request_rev;   /* mod_revision of the request record, 0 = none */
+	int64_t served_rev;    /* the request revision last served (from the record) */
+	bool served_ok;
+	char *served_error;
+	int64_t request_covered; /* the request revision the running reconcile covers */
+	bool served_pending;     /* a served record to write (fenced) */
+	int64_t served_pending_rev;
+	bool served_pending_ok;
+	char *served_pending_error;
+	/* the term history: the start record write in flight, and the end of
+	 * the last term this node led, written in its resign txn */
+	struct term_ctx *term;
+	struct term_ctx *term_end_call; /* the end record written ahead of a revocation */
+	int64_t term_end_written_token;  /* the term whose end is recorded */
+	struct loop_timer *term_timer;
+	int64_t term_start_unix;
+	bool term_end_pending;
+	int64_t term_end_token;
+	int term_end_reason;
+	char term_end_detail[128];
 
 	/* stats */
 	uint64_t reconcile_count;
@@ -320,5 +361,52 @@ int election_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmp
 /* election_fenced_orphan - election_free: the plugin txns still in flight
  * answer -ESTALE without touching e */
 void election_fenced_orphan(struct election *e);
+
+/* ---- election_control.c: operator records (pause, reconcile requests,
+ * term history) ---- */
+
+/* election_control_init - keys and timer (election_new); 0 or -ENOMEM.
+ * election_control_free - election_free's part. */
+int election_control_init(struct election *e);
+void election_control_free(struct election *e);
+/* election_control_apply - a mirrored key: true when it is one of ours
+ * (P/N/paused, P/N/reconcile-request, P/N/reconcile-served), applied */
+bool election_control_apply(struct election *e, const struct etcd_kv *kv, bool del);
+/* election_control_sync_begin / _end - around a full read of the range:
+ * records absent from it are gone */
+void election_control_sync_begin(struct election *e);
+void election_control_sync_end(struct election *e);
+/* election_control_may_reconcile - no pause holds back a new reconcile */
+bool election_control_may_reconcile(const struct election *e);
+/* election_control_reconcile_wanted - leading and idle: an operator's
+ * request or the end of a pause asks for a reconcile now */
+bool election_control_reconcile_wanted(const struct election *e);
+/* election_control_reconcile_started / _finished - a reconcile of this term
+ * starts (it covers the requests seen so far) / finished with err, msg */
+void election_control_reconcile_started(struct election *e);
+void election_control_reconcile_finished(struct election *e, int err, const char *msg);
+/* election_control_write_served - the leader's next served record, if
+ * one is pending and no control call is in flight: starts it (OP_LEAD) and
+ * returns true */
+bool election_control_write_served(struct election *e);
+/* election_term_begin - a term of ours started (elect): record its start
+ * (and the end of an earlier term that has none) */
+void election_term_begin(struct election *e);
+/* election_term_end - our term ends (depose): remember why, for the resign
+ * txn (election_term_end_op) */
+void election_term_end(struct election *e);
+/* election_term_end_op - the resign txn's put of our last term's ended
+ * record into *ret_op (value malloc'd into *ret_buf; the caller frees it).
+ * Returns true when there is one for our key of token my_rev. */
+bool election_term_end_op(struct election *e, struct etcd_op *ret_op, uint8_t **ret_buf,
+                          char *key_buf, size_t key_len);
+/* election_term_end_written - the resign txn that carried it succeeded */
+void election_term_end_written(struct election *e);
+/* election_term_leaving - a graceful leave starts (drain): on a stop whose
+ * lease revocation deletes our key (election_stop_revoking), record the
+ * end of our term now, fenced, while the plugin drains; the controller
+ * waits for it (e->term_end_call) before leaving the key to the revocation,
+ * and the resign txn carries it when it failed */
+void election_term_leaving(struct election *e);
 
 #endif

@@ -86,12 +86,18 @@ static void lead_reset(struct election *e)
 	free(e->pending_status);
 	e->pending_status = NULL;
 	e->pending_readback = false;
+	/* a request seen but not served is served by the next term's first
+	 * reconcile (it covers every request seen) */
+	e->resume_reconcile = false;
+	e->served_pending = false;
+	e->pause_logged = false;
 }
 
 void election_depose(struct election *e, bool graceful, const char *why)
 {
 	if (!e->leading)
 		return;
+	election_term_end(e);
 	e->leading = false;
 	e->draining = false;
 	e->gen++;
@@ -206,6 +212,7 @@ void election_begin_leave(struct election *e)
 	e->draining = true;
 	/* no new lead steps while draining */
 	loop_timer_disarm(e->lead_timer);
+	election_term_leaving(e);
 	e->dops->drain(e->drv, on_drained, d);
 }
 
@@ -226,6 +233,8 @@ static void elect(struct election *e, const struct status_rec *status)
 	e->gen++;
 	e->lead_backoff = 100 * LOOP_NS_PER_MS;
 	log_info("election", "%s: elected (fencing token %" PRId64 ")", e->name, e->my_rev);
+	e->request_covered = 0;
+	election_term_begin(e);
 	e->dops->elected(e->drv, e->my_rev, &e->releases);
 	lead_decide(e, &s);
 }
@@ -498,6 +507,7 @@ static void on_reconciled(void *ud, int err, const char *msg)
 	if (!current)
 		return;
 	e->reconciling = false;
+	election_control_reconcile_finished(e, err, msg);
 	if (err == 0) {
 		if (!periodic)
 			log_info("election", "%s: initial reconcile succeeded", e->name);
@@ -541,6 +551,7 @@ static void start_reconcile(struct election *e, bool periodic)
 	rc->periodic = periodic;
 	lead_phase_set(e, periodic ? LP_PERIODIC : LP_RECONCILE);
 	e->reconciling = true;
+	election_control_reconcile_started(e);
 	e->dops->reconcile(e->drv, on_reconciled, rc);
 }
 
@@ -554,7 +565,11 @@ void election_on_lead_timer(struct loop_timer *t, void *ud)
 	if (e->phase == LP_WAIT)
 		lead_phase_set(e, LP_RECONCILE);
 	else if (e->phase == LP_IDLE && !e->reconciling) {
-		start_reconcile(e, true);
+		/* paused: no periodic reconcile; the resume asks for one */
+		if (election_control_may_reconcile(e))
+			start_reconcile(e, true);
+		else
+			loop_timer_arm_in(e->lead_timer, e->reconcile_interval_ns);
 		return;
 	}
 	election_step(e);
@@ -625,12 +640,26 @@ void election_lead_step(struct election *e)
 	case LP_RECONCILE:
 		if (e->reconciling || loop_timer_armed(e->lead_timer))
 			return; /* running, or in backoff */
+		if (!election_control_may_reconcile(e)) {
+			/* paused: the resume steps again */
+			if (!e->pause_logged)
+				log_info("election", "%s: paused: no reconcile starts until resumed "
+				         "(leaseholdctl resume %s)", e->name, e->name);
+			e->pause_logged = true;
+			return;
+		}
 		start_reconcile(e, false);
 		return;
 	case LP_IDLE:
 		if (e->pending_status) {
 			write_status(e, false);
 			return;
+		}
+		if (election_control_write_served(e))
+			return;
+		if (!e->reconciling && election_control_reconcile_wanted(e)) {
+			loop_timer_disarm(e->lead_timer);
+			start_reconcile(e, true);
 		}
 		return;
 	case LP_NONE:

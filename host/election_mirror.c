@@ -3,7 +3,8 @@
  * P/N/status] range: one range read, then one watch from the next revision
  * (again after a compaction or a session change). It holds the member map
  * with its counts per release (the reference algorithm's releaseCount), the
- * candidates (election keys) and the status, all at revision e->rev, and
+ * candidates (election keys), the status and the operator's records
+ * (election_control.c), all at revision e->rev, and
  * publishes {min, max} release to a leading driver.
  */
 #include "config.h"
@@ -355,7 +356,7 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 				log_warn("election", "%s: status record is not a valid ReconcilerStatus; treated as absent",
 				         e->name);
 		}
-	} else {
+	} else if (!election_control_apply(e, kv, del)) {
 		log_debug("election", "%s: ignoring key outside the layout", e->name);
 	}
 }
@@ -429,8 +430,10 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 	e->n_rc = 0;
 	cands_clear(e);
 	memset(&e->status, 0, sizeof(e->status));
+	election_control_sync_begin(e);
 	for (size_t i = 0; i < r->n_kvs; i++)
 		mirror_apply(e, &r->kvs[i], false);
+	election_control_sync_end(e);
 	e->rev = r->header.revision;
 	e->members_rev = r->header.revision;
 	/* our record may have gone while we were not watching */

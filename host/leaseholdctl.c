@@ -11,9 +11,11 @@
  * - Everything printed from the daemon goes through clean(): control bytes
  *   never reach the terminal. --json output is built with json-c.
  * - Exit codes: 0 ok, 1 the operation ran and did not succeed (wait-ready
- *   timed out, reload failed, a roles write failed in etcd), 2 anything else
+ *   timed out, reload failed, a roles, pause or resume write failed in etcd,
+ *   a requested reconcile failed or was not served in time), 2 anything else
  *   (usage, unknown plugin, invalid node or role name, a daemon without
- *   roles support, protocol error), and one code per reason the daemon
+ *   roles support, a reconcile request while paused, protocol error), and
+ *   one code per reason the daemon
  *   could not be asked, so that scripts can tell them apart: 3 no socket
  *   file, 4 connection refused (a stale socket file), 5 permission denied,
  *   6 refused by the daemon (another uid, too many connections), 7 no
@@ -56,6 +58,7 @@
 /* roles set/clear: the daemon answers once etcd has (5 s deadline by default) */
 #define CTL_WRITE_TIMEOUT_MS 30000
 #define CTL_WAIT_DEFAULT_S 60.0
+#define CTL_RECONCILE_DEFAULT_S 30.0
 #define CTL_WAIT_MARGIN_MS 5000
 #define CTL_WAIT_MAX_S 4000000.0 /* keeps timeout_ms (uint32) + margin in range */
 #define CELL 96			 /* widest table cell, bytes */
@@ -150,6 +153,37 @@ static const struct command commands[] = {
     {"roles clear", 1, 1, false, false, false, "roles clear NODE", "delete a node's roles record",
      "Delete node NODE's roles record: the node then holds no roles. A node\n"
      "without a record is not an error. Exit 1 when the delete failed.\n"},
+    {"pause", 1, 1, false, false, false, "pause NAME", "pause a plugin cluster-wide",
+     "Pause plugin NAME on every node (maintenance mode, stored in etcd at\n"
+     "P/NAME/paused, so it survives leader changes and restarts): the leader\n"
+     "keeps leading but starts no reconcile (a running one finishes); readiness\n"
+     "is not affected. 'plugins' and 'status' show it. Any node that runs the\n"
+     "plugin may pause it. Exit 0 once etcd stored it, 1 when the write failed.\n"},
+    {"resume", 1, 1, false, false, false, "resume NAME", "end a plugin's pause",
+     "End plugin NAME's pause (delete P/NAME/paused, whatever it holds): the\n"
+     "leader reconciles at once, then as usual. Resuming a plugin that is not\n"
+     "paused is not an error. Exit 0 once etcd stored it, 1 when it failed.\n"},
+    {"reconcile", 1, 1, false, true, false, "reconcile NAME [--timeout S]",
+     "ask the leader for a reconcile now",
+     "Ask plugin NAME's leader, wherever it runs, for one reconcile now (a\n"
+     "request record in etcd, P/NAME/reconcile-request). Requests that come while\n"
+     "one is queued or running are served by one more reconcile. Waits until the\n"
+     "leader has served the request: a reconcile that started after it finished\n"
+     "(default 30 s; --timeout 0 returns once the request is recorded). Refused\n"
+     "while the plugin is paused.\n"
+     "Exit 0 served (the reconcile succeeded), 1 the reconcile failed, the\n"
+     "request could not be written, or --timeout passed (the request stays and\n"
+     "is served when a leader can), 2 refused (unknown plugin, paused).\n"},
+    {"history", 1, 1, true, false, false, "history NAME [--json]",
+     "a plugin's leadership terms",
+     "Show plugin NAME's last (at most 100) leadership terms, newest first:\n"
+     "fencing token, node, release, start and end (etcd revision, UTC time) and\n"
+     "why the term ended: shutdown, newer-release, reload, role-removed,\n"
+     "plugin-removed, plugin-failed (with the failure), or lease-lost (the\n"
+     "leader's key went without a resign: lease expired or session lost; recorded\n"
+     "by the successor). An empty end: the term lasts.\n"
+     "--json prints an array of {\"token\", \"node\", \"release\", \"start_revision\",\n"
+     "\"start\", \"end_revision\", \"end\", \"end_reason\", \"end_detail\", \"valid\"}.\n"},
     {"version", 0, 0, false, false, false, "version", "client and daemon versions",
      "Print leaseholdctl's version and the daemon's version, node id and protocol.\n"},
     {"help", 0, 2, false, false, false, "help [COMMAND]", "show help",
@@ -179,14 +213,16 @@ static void print_help(FILE *out)
 		"                 Default: $LEASEHOLD_CONTROL, else\n"
 		"                 ipc://$XDG_RUNTIME_DIR/leasehold.sock, else\n"
 		"                 ipc:///run/leasehold/control.sock (here: %s)\n"
-		"  --json         JSON output (plugins, status, members, roles list)\n"
-		"  --timeout S    wait-ready: give up after S seconds (default 60)\n"
+		"  --json         JSON output (plugins, status, members, roles list, history)\n"
+		"  --timeout S    wait-ready (default 60), reconcile (default 30): give up\n"
+		"                 after S seconds\n"
 		"  -h, --help     this help; after a command, that command's help\n"
 		"  --version      print leaseholdctl's version\n"
 		"\nExit codes:\n"
 		"  0  success (wait-ready: the plugin is ready)\n"
 		"  1  the daemon answered but the operation did not succeed\n"
-		"     (wait-ready timed out, reload failed, roles set/clear failed)\n"
+		"     (wait-ready timed out, reload failed, roles set/clear failed,\n"
+		"     pause/resume failed, reconcile failed or not served in time)\n"
 		"  2  error: bad usage, unknown plugin, invalid node or role name,\n"
 		"     protocol error, the daemon closed the connection\n"
 		"  3  no socket file: the daemon is not running (or another --control)\n"
@@ -448,6 +484,14 @@ static json_object *json_plugin(const Plugin *p)
 	json_object_object_add(o, "callback", json_str_or_null(running ? p->callback : NULL));
 	json_object_object_add(o, "callback_ms",
 			       json_object_new_int64(running ? clamp_u64(p->callback_ms) : 0));
+	json_object_object_add(o, "paused", json_object_new_boolean(p->paused));
+	json_object_object_add(o, "paused_by", json_str_or_null(p->paused_by));
+	const char *pat = fmt_time(p->paused_at, tb, sizeof(tb));
+	json_object_object_add(o, "paused_at", pat ? json_object_new_string(pat) : NULL);
+	json_object_object_add(o, "pause_error", json_str_or_null(p->pause_error));
+	json_object_object_add(o, "reconcile_requested",
+			       json_object_new_int64(p->reconcile_requested));
+	json_object_object_add(o, "reconcile_served", json_object_new_int64(p->reconcile_served));
 	return o;
 }
 
@@ -587,6 +631,11 @@ static void plugin_cells(const Plugin *p, char (*buf)[CELL])
 	else
 		snprintf(buf[1], CELL, "-");
 	clean(p->state, buf[2], CELL, true);
+	if (p->paused) {
+		/* the pause is cluster-wide and changes what a leader does */
+		size_t l = strlen(buf[2]);
+		snprintf(buf[2] + l, CELL - l, ", paused");
+	}
 	clean(p->leader, buf[3], CELL, true);
 	snprintf(buf[4], CELL, "%s", p->ready ? "yes" : "no");
 	if (r && r->members > 0)
@@ -726,6 +775,19 @@ static int cmd_status(const Response *r, bool json)
 	if (p->superseded_by && p->superseded_by[0])
 		printf("superseded by: %s\n", clean(p->superseded_by, b1, sizeof(b1), true));
 	printf("fencing token: %" PRId64 "\n", p->fencing_token);
+	/* only while paused: the usual output stays as it was */
+	if (p->paused) {
+		const char *pat = fmt_time(p->paused_at, tb, sizeof(tb));
+		char by[CELL];
+		if (p->pause_error && p->pause_error[0])
+			printf("paused:        yes: %s\n", clean(p->pause_error, b1, sizeof(b1), true));
+		else
+			printf("paused:        yes (by %s%s%s)\n", clean(p->paused_by, by, sizeof(by), true),
+			       pat ? " at " : "", pat ? pat : "");
+	}
+	if (p->reconcile_requested)
+		printf("requested:     reconcile request %" PRId64 ", last served %" PRId64 "\n",
+		       p->reconcile_requested, p->reconcile_served);
 	/* only while one runs: the usual output stays as it was */
 	if (p->callback && p->callback[0])
 		printf("callback:      in %s since %" PRIu64 " s\n",
@@ -857,6 +919,86 @@ static int cmd_roles_list(const Response *r, bool json)
 
 /* check_roles_args - roles set/clear: NODE [ROLE...] as the daemon will
  * check them. Returns EXIT_OK or EXIT_ERR (printed). */
+#define HCOLS 7
+
+static int cmd_history(const Response *r, const char *name, bool json)
+{
+	static const char *const hdr[HCOLS] = {"TOKEN", "NODE", "RELEASE", "START",
+					       "END", "ENDED BY", "DETAIL"};
+	static const bool right[HCOLS] = {true, false, false, false, false, false, false};
+	char title[CELL + 16], nb[CELL], tb[64];
+
+	if (json) {
+		json_object *a = json_object_new_array();
+		for (size_t i = 0; i < r->n_terms; i++) {
+			const Leasehold__Control__Term *t = r->terms[i];
+			json_object *o = json_object_new_object();
+			json_object_object_add(o, "token", json_object_new_int64(t->fencing_token));
+			json_object_object_add(o, "node", json_str_or_null(t->node));
+			json_object_object_add(o, "release", t->invalid ? NULL : json_release(t->release));
+			json_object_object_add(o, "start_revision",
+					       json_object_new_int64(t->start_revision));
+			const char *at = fmt_time(t->start_unix, tb, sizeof(tb));
+			json_object_object_add(o, "start", at ? json_object_new_string(at) : NULL);
+			json_object_object_add(o, "end_revision",
+					       json_object_new_int64(t->end_revision));
+			at = fmt_time(t->end_unix, tb, sizeof(tb));
+			json_object_object_add(o, "end", at ? json_object_new_string(at) : NULL);
+			json_object_object_add(o, "end_reason", json_str_or_null(t->end_reason));
+			json_object_object_add(o, "end_detail", json_str_or_null(t->end_detail));
+			json_object_object_add(o, "valid", json_object_new_boolean(!t->invalid));
+			json_object_array_add(a, o);
+		}
+		print_json(a);
+		json_object_put(a);
+		return EXIT_OK;
+	}
+	char(*buf)[CELL] = r->n_terms ? calloc(r->n_terms * HCOLS, sizeof(*buf)) : NULL;
+	const char **cells = r->n_terms ? calloc(r->n_terms * HCOLS, sizeof(*cells)) : NULL;
+	if (r->n_terms && (!buf || !cells)) {
+		free(buf);
+		free(cells);
+		fprintf(stderr, "leaseholdctl: out of memory\n");
+		return EXIT_ERR;
+	}
+	for (size_t i = 0; i < r->n_terms; i++) {
+		const Leasehold__Control__Term *t = r->terms[i];
+		char(*c)[CELL] = &buf[i * HCOLS];
+		const char *at;
+		snprintf(c[0], CELL, "%" PRId64, t->fencing_token);
+		if (t->invalid) {
+			snprintf(c[1], CELL, "-");
+			snprintf(c[2], CELL, "-");
+			snprintf(c[3], CELL, "-");
+			snprintf(c[4], CELL, "-");
+			snprintf(c[5], CELL, "-");
+			snprintf(c[6], CELL, "the record does not decode");
+		} else {
+			clean(t->node, c[1], CELL, true);
+			fmt_release(t->release, c[2], CELL);
+			at = fmt_time(t->start_unix, tb, sizeof(tb));
+			snprintf(c[3], CELL, "%s (rev %" PRId64 ")", at ? at : "-", t->start_revision);
+			at = fmt_time(t->end_unix, tb, sizeof(tb));
+			if (t->end_revision)
+				snprintf(c[4], CELL, "%s (rev %" PRId64 ")", at ? at : "-",
+					 t->end_revision);
+			else
+				snprintf(c[4], CELL, "-");
+			clean(t->end_reason, c[5], CELL, true);
+			clean(t->end_detail, c[6], 61, true);
+		}
+		for (size_t k = 0; k < HCOLS; k++)
+			cells[i * HCOLS + k] = c[k];
+	}
+	snprintf(title, sizeof(title), "Plugin: %s", clean(name, nb, sizeof(nb), true));
+	print_table(title, hdr, right, HCOLS, cells, r->n_terms);
+	if (r->n_terms == 0)
+		printf("(no terms recorded)\n");
+	free(buf);
+	free(cells);
+	return EXIT_OK;
+}
+
 static int check_roles_args(const struct command *cmd, const char *const *args, size_t n)
 {
 	char b[CELL];
@@ -1043,7 +1185,21 @@ int main(int argc, char **argv)
 		kind = LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET;
 	else if (strcmp(cmd->name, "leave") == 0)
 		kind = LEASEHOLD__CONTROL__KIND__KIND_LEAVE;
-	else {
+	else if (strcmp(cmd->name, "pause") == 0)
+		kind = LEASEHOLD__CONTROL__KIND__KIND_PAUSE;
+	else if (strcmp(cmd->name, "resume") == 0)
+		kind = LEASEHOLD__CONTROL__KIND__KIND_RESUME;
+	else if (strcmp(cmd->name, "history") == 0)
+		kind = LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
+	else if (strcmp(cmd->name, "reconcile") == 0) {
+		kind = LEASEHOLD__CONTROL__KIND__KIND_RECONCILE;
+		timeout_ms = (uint32_t)(CTL_RECONCILE_DEFAULT_S * 1000);
+		if (o.has_timeout && parse_timeout(o.timeout, &timeout_ms) < 0)
+			return usage_error(cmd, "invalid --timeout '%s' (seconds, >= 0)",
+					   o.timeout);
+		/* the request's own etcd write, then the wait */
+		recv_timeout = (int64_t)timeout_ms + CTL_WRITE_TIMEOUT_MS;
+	} else {
 		kind = LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY;
 		timeout_ms = (uint32_t)(CTL_WAIT_DEFAULT_S * 1000);
 		if (o.has_timeout && parse_timeout(o.timeout, &timeout_ms) < 0)
@@ -1061,6 +1217,10 @@ int main(int argc, char **argv)
 		recv_timeout = CTL_WRITE_TIMEOUT_MS;
 		r = control_codec_forget_request_encode(name, o.args[1], &req, &req_len);
 	} else {
+		if (kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE ||
+		    kind == LEASEHOLD__CONTROL__KIND__KIND_RESUME ||
+		    kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY)
+			recv_timeout = CTL_WRITE_TIMEOUT_MS;
 		r = control_codec_request_encode(kind, roles ? NULL : name, timeout_ms, &req,
 						 &req_len);
 	}
@@ -1085,12 +1245,17 @@ int main(int argc, char **argv)
 	if (ret != EXIT_OK) {
 		if (timed_out && (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET ||
 				  kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR ||
-				  kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET))
+				  kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET ||
+				  kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE ||
+				  kind == LEASEHOLD__CONTROL__KIND__KIND_RESUME))
 			fprintf(stderr,
 				"leaseholdctl: the write may or may not have happened; check "
 				"with 'leaseholdctl %s'\n",
 				kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET ? "members NAME"
-										       : "roles list");
+				: kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET ||
+						kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR
+				    ? "roles list"
+				    : "status NAME");
 		return ret;
 	}
 	ret = check_code(resp, roles);
@@ -1134,6 +1299,28 @@ int main(int argc, char **argv)
 			       clean(o.args[1], n, sizeof(n), false));
 			break;
 		}
+		case LEASEHOLD__CONTROL__KIND__KIND_PAUSE:
+		case LEASEHOLD__CONTROL__KIND__KIND_RESUME: {
+			char b[CELL];
+			printf(kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE
+				   ? "plugin %s: paused cluster-wide (the leader starts no reconcile)\n"
+				   : "plugin %s: resumed (the leader reconciles now)\n",
+			       clean(name, b, sizeof(b), false));
+			break;
+		}
+		case LEASEHOLD__CONTROL__KIND__KIND_RECONCILE: {
+			char b[CELL];
+			if (timeout_ms == 0)
+				printf("plugin %s: reconcile requested (revision %" PRId64 ")\n",
+				       clean(name, b, sizeof(b), false), resp->revision);
+			else
+				printf("plugin %s: reconcile request %" PRId64 " served by the leader\n",
+				       clean(name, b, sizeof(b), false), resp->revision);
+			break;
+		}
+		case LEASEHOLD__CONTROL__KIND__KIND_HISTORY:
+			ret = cmd_history(resp, name, o.json);
+			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
 			printf("leaving: the daemon drains, deletes this node's member records and "
 			       "exits\n");

@@ -215,8 +215,15 @@ static void check_plugin_json(json_object *p, const struct host *h, const struct
 	CHECK_JNULL(p, "not_ready");
 	CHECK(json_object_object_get_ex(p, "callback", NULL));
 	CHECK(json_object_object_get_ex(p, "callback_ms", NULL));
+	/* the operator's records (docs/pending/ops.md): not paused, no request */
+	CHECK(json_object_get_boolean(jget(p, "paused")) == false);
+	CHECK_JNULL(p, "paused_by");
+	CHECK_JNULL(p, "paused_at");
+	CHECK_JNULL(p, "pause_error");
+	CHECK(json_object_object_get_ex(p, "reconcile_requested", NULL));
+	CHECK(json_object_object_get_ex(p, "reconcile_served", NULL));
 	/* exactly the documented fields */
-	CHECK_INT_EQ(json_object_object_length(p), 16);
+	CHECK_INT_EQ(json_object_object_length(p), 22);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "releases")), 4);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "status")), 3);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "reconcile")), 4);
