@@ -415,15 +415,19 @@ static void on_init(void *ud, int err, const char *msg)
 		e->file = file;
 		file = NULL;
 		if (!e->pi) {
-			log_info("daemon", "plugin %s %s loaded from %s", e->name,
-			         release_format(lp->release, rb, sizeof(rb)), e->file);
+			release_format(lp->release, rb, sizeof(rb));
+			const struct log_field f[] = {{"release", rb, false}, {"file", e->file, false}};
+			log_msg_fields(LOG_LVL_INFO, "daemon", e->name, f, 2, "plugin %s %s loaded from %s",
+			               e->name, rb, e->file);
 			e->pi = pi;
 			e->hash = e->next_hash;
 			apply_roles(e); /* hold first: never register without the role */
 			metered_set_driver(e, pi, &rel, NULL, NULL);
 		} else {
-			log_info("daemon", "plugin %s: hot reload to %s from %s", e->name,
-			         release_format(lp->release, rb, sizeof(rb)), e->file);
+			release_format(lp->release, rb, sizeof(rb));
+			const struct log_field f[] = {{"release", rb, false}, {"file", e->file, false}};
+			log_msg_fields(LOG_LVL_INFO, "daemon", e->name, f, 2,
+			               "plugin %s: hot reload to %s from %s", e->name, rb, e->file);
 			struct swap_ctx *s = calloc(1, sizeof(*s));
 			if (!s) {
 				plugin_instance_free(pi);
