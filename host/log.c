@@ -16,6 +16,7 @@
 static _Atomic int g_level = LOG_LVL_INFO;
 static _Atomic int g_format = -1;  /* -1: not decided yet ($LEASEHOLD_LOG_FORMAT) */
 static _Atomic int g_journal = -1; /* -1: not decided yet (JOURNAL_STREAM) */
+static _Atomic int g_fd = STDERR_FILENO;
 static char g_prefix[64];
 
 void log_set_level(enum log_level lvl)
@@ -88,9 +89,14 @@ bool log_stderr_is_journal(void)
 	if (!s || sscanf(s, "%llu:%llu%n", &dev, &ino, &end) != 2 || s[end] != '\0')
 		return false;
 	struct stat st;
-	if (fstat(STDERR_FILENO, &st) < 0)
+	if (fstat(atomic_load(&g_fd), &st) < 0)
 		return false;
 	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+void log_set_fd(int fd)
+{
+	atomic_store(&g_fd, fd);
 }
 
 static bool journal_on(void)
@@ -320,7 +326,7 @@ static void vlog(enum log_level lvl, const char *component, const char *plugin,
 	};
 	clock_gettime(CLOCK_REALTIME, &l.time);
 	size_t len = log_format_line(line, sizeof(line), &l);
-	ssize_t w = write(STDERR_FILENO, line, len);
+	ssize_t w = write(atomic_load(&g_fd), line, len);
 	(void)w;
 }
 

@@ -44,8 +44,12 @@ enum log_format log_get_format(void);
 /* log_set_journal - force the journal conventions on or off (default: on
  * when JOURNAL_STREAM names stderr, see log_stderr_is_journal). */
 void log_set_journal(bool on);
-/* log_stderr_is_journal - JOURNAL_STREAM ("DEV:INO") matches fstat(2). */
+/* log_stderr_is_journal - JOURNAL_STREAM ("DEV:INO") names the fd the
+ * logger writes to (fstat). */
 bool log_stderr_is_journal(void);
+/* log_set_fd - write lines to fd instead of stderr (not owned; the caller
+ * keeps it open while anything may log). See stderr_relay.h. */
+void log_set_fd(int fd);
 
 /* A field of a structured message, shown in JSON only (the text line says
  * it in the message). value is a string; number = true writes it unquoted

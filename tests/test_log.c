@@ -11,7 +11,9 @@
  *  - a real daemon (real etcd, the example plugin) with --log-format json
  *    writes nothing but JSON lines, the election's fencing token as a
  *    number and the loaded release; with JOURNAL_STREAM naming its stderr
- *    it writes priority prefixes and no time; a bad --log-format exits 2.
+ *    it writes priority prefixes and no time; a bad --log-format exits 2;
+ *  - a plugin's own stdout/stderr in a leasehold-worker is relayed as log
+ *    lines with its name, also what it wrote just before it crashed.
  */
 #include "config.h"
 
@@ -332,6 +334,47 @@ static void test_daemon_journal_and_bad_flag(void)
 	CHECK(host_log_count(&b, 0, "--log-format must be text or json") == 1);
 }
 
+struct log_wait {
+	const struct host *h;
+	const char *needle;
+};
+
+static bool log_has(struct json_object *p, const void *arg)
+{
+	(void)p;
+	const struct log_wait *w = arg;
+	return host_log_count(w->h, 0, w->needle) > 0;
+}
+
+/* process mode: what the plugin writes to stdout/stderr itself comes out as
+ * log lines with its name, the last words of a crash included */
+static void test_worker_stray_output_prefixed(void)
+{
+	struct host h;
+	host_setup(&h, harness_dir(g_etcd), "noisy");
+	host_install_file(&h, built_test_plugin("noisy"), "noisy.so", 0644);
+	const char *const args[] = {"--prefix", "/lhlognoisy", "--ttl", "5", "--isolation",
+	                            "process", NULL};
+	const char *const env[] = {"LH_NOISY_ABORT=1", NULL};
+	host_start_env(&h, harness_etcd_urls(g_etcd), args, env);
+	static const char *const lines[] = {
+		"plugin noisy: noisy says hello on stderr",
+		"plugin noisy: noisy says hello on stdout",
+		"plugin noisy: noisy last words? without a newline",
+	};
+	for (size_t i = 0; i < 3; i++) {
+		struct log_wait w = {&h, lines[i]};
+		json_object_put(ctl_wait_plugin(&h, "noisy", log_has, &w, 60000, lines[i]));
+	}
+	host_signal(&h, SIGTERM);
+	CHECK_OK(host_wait(&h, 30000));
+	/* every one of them prefixed (the worker restarts: several times) */
+	CHECK_INT_EQ(host_log_count(&h, 0, "noisy says hello on stderr"),
+	             host_log_count(&h, 0, lines[0]));
+	CHECK_INT_EQ(host_log_count(&h, 0, "noisy last words"), host_log_count(&h, 0, lines[2]));
+	CHECK(host_log_count(&h, 0, "INFO  worker noisy[") > 0);
+}
+
 int main(void)
 {
 	log_set_journal(false);
@@ -342,6 +385,7 @@ int main(void)
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
 	RUN(test_daemon_json);
 	RUN(test_daemon_journal_and_bad_flag);
+	RUN(test_worker_stray_output_prefixed);
 	harness_etcd_free(g_etcd);
 	return 0;
 }
