@@ -1114,9 +1114,10 @@ static void on_watchdog(struct loop_timer *t, void *ud)
 static int sd_setup(struct daemon *d)
 {
 	int r = sdnotify_from_env(&d->sd, &d->watchdog_ns);
-	if (r < 0) {
-		log_error("daemon", "NOTIFY_SOCKET is not a usable socket address: %s", strerror(-r));
-		return r;
+	if (r < 0) { /* a manager that set it waits in vain; a stray one is harmless */
+		log_warn("daemon", "NOTIFY_SOCKET is not a usable socket address (%s); not notifying",
+		         strerror(-r));
+		return 0;
 	}
 	if (!d->sd)
 		return 0;

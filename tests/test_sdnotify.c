@@ -14,6 +14,7 @@
  *  - SIGTERM: STOPPING=1, then a clean exit;
  *  - WATCHDOG_PID of another process: no pings; the variables are not passed
  *    on to the plugin workers (process isolation);
+ *  - a NOTIFY_SOCKET that is no address is warned about and ignored;
  *  - the WATCHDOG_USEC/WATCHDOG_PID parser refuses garbage.
  */
 #include "config.h"
@@ -275,6 +276,21 @@ static void test_abstract_socket_other_watchdog_pid(void)
 	close(fd);
 }
 
+/* a NOTIFY_SOCKET that is no address: a warning, and the daemon runs */
+static void test_bad_notify_socket_is_harmless(void)
+{
+	struct host c;
+	host_setup(&c, harness_dir(g_etcd), "c");
+	const char *const env[] = {"NOTIFY_SOCKET=relative/notify", "WATCHDOG_USEC=100000", NULL};
+	const char *const args[] = {"--prefix", PFX "c", "--ttl", "5", NULL};
+	host_start_env(&c, harness_etcd_urls(g_etcd), args, env);
+	host_wait_control(&c, 30000);
+	CHECK(host_log_count(&c, 0, "NOTIFY_SOCKET is not a usable socket address") == 1);
+	host_signal(&c, SIGTERM);
+	CHECK_OK(host_wait(&c, 30000));
+	CHECK_INT_EQ(c.exit_status, 0);
+}
+
 static void test_watchdog_env_parser(void)
 {
 	CHECK_INT_EQ(sdnotify_watchdog_interval("1000000", NULL, 42), 500000000ull);
@@ -310,6 +326,7 @@ int main(void)
 	host_setup(&B, harness_dir(g_etcd), "b");
 	RUN(test_ready_status_watchdog_reload_stop);
 	RUN(test_abstract_socket_other_watchdog_pid);
+	RUN(test_bad_notify_socket_is_harmless);
 	harness_etcd_free(g_etcd);
 	return 0;
 }
