@@ -1879,6 +1879,9 @@ int daemon_run(const struct daemon_config *cfg)
 out:
 	http_server_free(d->http); /* first: no handler reads the state being freed */
 	loop_timer_free(d->publish);
+	/* nothing is reported while the parts go (sd_report reads them) */
+	sdnotify_free(d->sd);
+	d->sd = NULL;
 	plugindir_free(d->pd);
 	control_free(d->ctl);
 	while (d->entries) {
@@ -1905,7 +1908,6 @@ out:
 	loop_timer_free(d->leave_timer);
 	loop_timer_free(d->shutdown_deadline);
 	loop_timer_free(d->watchdog);
-	sdnotify_free(d->sd);
 	loop_free(d->loop);
 	if (d->sigfd >= 0)
 		close(d->sigfd);
