@@ -5,7 +5,8 @@
 # relay runs too) is traced with strace -f through start, readiness, a
 # reload (SIGHUP) and a graceful shutdown, and every system call it and its
 # children made must pass the unit's SystemCallFilter= (@system-service
-# minus @privileged) as this machine's systemd-analyze expands the groups. Skipped (77) without strace or
+# minus @privileged) as this machine's systemd-analyze expands the groups,
+# and every socket's address family its RestrictAddressFamilies=. Skipped (77) without strace or
 # systemd-analyze.
 set -u
 b=${LH_BUILDDIR:-.}
@@ -103,6 +104,16 @@ comm -23 "$tmp/service" "$tmp/privileged" >"$tmp/allowed"
 bad=$(comm -23 "$tmp/used" "$tmp/allowed")
 echo "$(wc -l <"$tmp/used") distinct system calls, $(wc -l <"$tmp/allowed") allowed by the unit"
 [ -n "$bad" ] && fail "system calls the unit's filter ($allow ~$deny) refuses: $(echo $bad)"
+# and the address families of the sockets it made
+families=$(sed -n 's/^[0-9][0-9]* *socket(\(AF_[A-Z0-9]*\).*/\1/p' "$tmp/trace" | sort -u)
+unit_families=$(sed -n 's/^RestrictAddressFamilies=//p' "$unit")
+for f in $families; do
+	case " $unit_families " in
+	*" $f "*) ;;
+	*) fail "socket family $f is not in RestrictAddressFamilies=$unit_families" ;;
+	esac
+done
+echo "socket families used: $(echo $families)"
 [ "$(wc -l <"$tmp/used")" -gt 20 ] || fail "too few system calls traced: is strace working?"
 echo "ok - every system call is allowed by SystemCallFilter=$allow ~$deny"
 exit 0
