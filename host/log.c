@@ -219,7 +219,9 @@ static void put_member(struct out *o, const char *key, const char *value, bool n
 	if (number) {
 		const char *d = value[0] == '-' ? value + 1 : value;
 		size_t vl = strlen(value);
-		number = *d && strspn(d, "0123456789") == strlen(d) && vl <= 20;
+		/* JSON's integer grammar: no leading zeros */
+		number = *d && strspn(d, "0123456789") == strlen(d) && (d[0] != '0' || !d[1]) &&
+		         vl <= 20;
 		if (number) {
 			if (room(o, kl + vl + 4, reserve)) {
 				put(o, ",\"", 2);

@@ -93,10 +93,11 @@ static void test_json(void)
 {
 	char buf[1024];
 	const struct log_field f[] = {{"token", "42", true}, {"release", "1.2.3", false},
-	                              {"odd", "12x", true}, {"neg", "-7", true}};
+	                              {"odd", "12x", true}, {"neg", "-7", true},
+	                              {"zeros", "007", true}, {"zero", "0", true}};
 	struct log_line l = {.time = T0, .level = LOG_LVL_INFO, .format = LOG_FORMAT_JSON,
 	                     .prefix = "node\"1", .component = "election", .plugin = "rec",
-	                     .fields = f, .n_fields = 4,
+	                     .fields = f, .n_fields = 6,
 	                     .message = "quote\" backslash\\ nl\n tab\t ctl\x1f del\x7f \xc3\xa9"};
 	size_t n = log_format_line(buf, sizeof(buf), &l);
 	struct json_object *o = parse_line(buf, n);
@@ -112,6 +113,9 @@ static void test_json(void)
 	CHECK_INT_EQ(json_object_get_int64(v), 42);
 	CHECK(json_object_object_get_ex(o, "neg", &v) && json_object_get_int64(v) == -7);
 	CHECK(json_object_object_get_ex(o, "odd", &v) && json_object_is_type(v, json_type_string));
+	CHECK_STR_EQ(jfield(o, "zeros"), "007"); /* a string: JSON has no leading zeros */
+	CHECK(json_object_object_get_ex(o, "zeros", &v) && json_object_is_type(v, json_type_string));
+	CHECK(json_object_object_get_ex(o, "zero", &v) && json_object_is_type(v, json_type_int));
 	CHECK_STR_EQ(jfield(o, "release"), "1.2.3");
 	json_object_put(o);
 
