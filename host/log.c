@@ -99,6 +99,11 @@ void log_set_fd(int fd)
 	atomic_store(&g_fd, fd);
 }
 
+int log_get_fd(void)
+{
+	return atomic_load(&g_fd);
+}
+
 static bool journal_on(void)
 {
 	int j = atomic_load(&g_journal);

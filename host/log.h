@@ -50,6 +50,8 @@ bool log_stderr_is_journal(void);
 /* log_set_fd - write lines to fd instead of stderr (not owned; the caller
  * keeps it open while anything may log). See stderr_relay.h. */
 void log_set_fd(int fd);
+/* log_get_fd - the fd lines go to (async-signal-safe: for crash reports) */
+int log_get_fd(void);
 
 /* A field of a structured message, shown in JSON only (the text line says
  * it in the message). value is a string; number = true writes it unquoted

@@ -254,7 +254,7 @@ static void test_daemon_json(void)
 	host_setup(&h, harness_dir(g_etcd), "j");
 	host_install_plugin(&h, "1.0.0", "reconciler.so");
 	const char *const args[] = {"--prefix", "/lhlogj", "--log-format", "json", "--ttl", "5",
-	                            NULL};
+	                            "--isolation", "thread", NULL};
 	host_start(&h, harness_etcd_urls(g_etcd), args);
 	host_wait_state(&h, "reconciler", "leading", true, 60000);
 	host_signal(&h, SIGTERM);

@@ -54,7 +54,7 @@ ctl="ipc://$tmp/run/control.sock"
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
 	strace -f -qq -o "$tmp/trace" "$b/leasehold" --etcd "http://127.0.0.1:$cport" \
 	--plugin-dir "$tmp/plugins" --runtime-dir "$tmp/run" --control "$ctl" --ttl 5 \
-	--plugin-isolation good=process --plugin-isolation noisy=process \
+	--isolation thread --plugin-isolation good=process --plugin-isolation noisy=process \
 	--worker "$b/leasehold-worker" --log-format json >"$tmp/daemon.log" 2>&1 &
 strace_pid=$!
 # the daemon is strace's child: signals go to it, not to strace
