@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "crash_report.h"
+#include "log.h"
 
 #define LINE_MAX_BYTES 512
 
@@ -70,7 +71,8 @@ static void write_line(const char *who, const char *what)
 	put(buf, &len, g_consequence);
 	buf[len++] = '\n';
 	for (size_t off = 0; off < len;) {
-		ssize_t n = write(STDERR_FILENO, buf + off, len - off);
+		/* the logger's fd: in a worker, stderr is the relay's pipe */
+		ssize_t n = write(log_get_fd(), buf + off, len - off);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)

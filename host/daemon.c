@@ -61,6 +61,7 @@
 #include "plugin_instance.h"
 #include "plugindir.h"
 #include "roles.h"
+#include "sdnotify.h"
 #include "session.h"
 
 struct daemon;
@@ -137,12 +138,20 @@ struct daemon {
 	struct loop_timer *publish;
 	uint64_t publish_at; /* when the publish timer fires next */
 	char session_lost_why[200];
+	/* systemd (see sd_report): NULL sd when not started with NOTIFY_SOCKET */
+	struct sdnotify *sd;
+	struct loop_timer *watchdog; /* WATCHDOG=1 every watchdog_ns, from the loop */
+	uint64_t watchdog_ns;
+	bool sd_ready;      /* READY=1 sent since the start or the last reload */
+	bool sd_started;    /* READY=1 sent once */
+	char sd_status[160]; /* the STATUS= last sent */
 };
 
 static void request_select(struct daemon *d);
 static void entry_remove(struct entry *e);
 static void maybe_finish_shutdown(struct daemon *d);
 static bool is_last_election(void *ud);
+static void sd_report(struct daemon *d);
 
 int parse_duration(const char *s, uint64_t *ret_ns)
 {
@@ -191,6 +200,7 @@ static void notify(void *ud)
 	if (d->ctl)
 		control_notify(d->ctl);
 	publish_soon(d);
+	sd_report(d);
 }
 
 /* the entry whose instance came from `file` (or last tried it) */
@@ -405,15 +415,19 @@ static void on_init(void *ud, int err, const char *msg)
 		e->file = file;
 		file = NULL;
 		if (!e->pi) {
-			log_info("daemon", "plugin %s %s loaded from %s", e->name,
-			         release_format(lp->release, rb, sizeof(rb)), e->file);
+			release_format(lp->release, rb, sizeof(rb));
+			const struct log_field f[] = {{"release", rb, false}, {"file", e->file, false}};
+			log_msg_fields(LOG_LVL_INFO, "daemon", e->name, f, 2, "plugin %s %s loaded from %s",
+			               e->name, rb, e->file);
 			e->pi = pi;
 			e->hash = e->next_hash;
 			apply_roles(e); /* hold first: never register without the role */
 			metered_set_driver(e, pi, &rel, NULL, NULL);
 		} else {
-			log_info("daemon", "plugin %s: hot reload to %s from %s", e->name,
-			         release_format(lp->release, rb, sizeof(rb)), e->file);
+			release_format(lp->release, rb, sizeof(rb));
+			const struct log_field f[] = {{"release", rb, false}, {"file", e->file, false}};
+			log_msg_fields(LOG_LVL_INFO, "daemon", e->name, f, 2,
+			               "plugin %s: hot reload to %s from %s", e->name, rb, e->file);
 			struct swap_ctx *s = calloc(1, sizeof(*s));
 			if (!s) {
 				plugin_instance_free(pi);
@@ -818,6 +832,7 @@ static void on_later(struct loop_timer *t, void *ud)
 	}
 	if (d->select_pending && !d->shutting_down)
 		select_all(d);
+	sd_report(d); /* a rescan that found nothing new completes a reload here */
 }
 
 /* ---- session ---- */
@@ -937,6 +952,8 @@ static void begin_shutdown(struct daemon *d, const char *why)
 	}
 	log_info("daemon", "%s: shutting down (drain, resign, revoke)", why);
 	d->shutting_down = true;
+	sdnotify_send(d->sd, "STOPPING=1");
+	sd_report(d);
 	uint64_t t = d->cfg->shutdown_timeout_ns ? d->cfg->shutdown_timeout_ns : 30 * LOOP_NS_PER_S;
 	d->deadline_at = loop_now() + t;
 	loop_timer_arm_in(d->shutdown_deadline, t);
@@ -991,6 +1008,132 @@ static void on_shutdown_deadline(struct loop_timer *t, void *ud)
 	loop_quit(d->loop, 1);
 }
 
+/* ---- systemd: readiness, status, reload, watchdog (sdnotify.h) ---- */
+
+/* synced - READY=1's condition: the etcd session holds a lease, the plugin
+ * directory's last scan has been acted on (every file probed, the choice
+ * made), every chosen plugin has either initialised or failed, and the election of every
+ * running plugin has read its state from etcd (no longer `loading`). A
+ * plugin that failed to load does not hold readiness back: it is reported
+ * (STATUS=, leaseholdctl) and waits for new bytes. */
+static bool synced(struct daemon *d)
+{
+	if (!session_is_up(d->sess) || d->rescan_pending || d->select_pending)
+		return false;
+	for (struct entry *e = d->entries; e; e = e->next) {
+		if (e->gone || e->removing)
+			continue;
+		if (e->next_pi || (!e->pi && !e->failed))
+			return false; /* still loading */
+		if (e->pi && e->el) {
+			struct election_info i;
+			election_get_info(e->el, &i);
+			if (i.state == ELECTION_LOADING)
+				return false;
+		}
+	}
+	return true;
+}
+
+/* the one-line summary for STATUS=, e.g. "3 plugins, leading 1, etcd ok" */
+static void sd_summary(struct daemon *d, char *buf, size_t len)
+{
+	size_t running = 0, leading = 0, failed = 0;
+	for (struct entry *e = d->entries; e; e = e->next) {
+		if (e->gone || e->removing)
+			continue;
+		if (e->failed)
+			failed++;
+		if (!e->pi)
+			continue;
+		running++;
+		if (e->el) {
+			struct election_info i;
+			election_get_info(e->el, &i);
+			leading += i.state == ELECTION_LEADING;
+		}
+	}
+	char f[32] = "";
+	if (failed)
+		snprintf(f, sizeof(f), ", %zu failed", failed);
+	snprintf(buf, len, "%s%zu plugin%s, leading %zu%s, etcd %s",
+	         d->shutting_down ? "stopping: "
+	         : d->sd_ready   ? ""
+	         : d->sd_started ? "reloading: "
+	                         : "starting: ",
+	         running,
+	         running == 1 ? "" : "s", leading, f,
+	         session_is_up(d->sess) ? "ok" : "no session");
+}
+
+/* sd_report - after any change: READY=1 once synced (again after a reload),
+ * STATUS= when the summary changed. */
+static void sd_report(struct daemon *d)
+{
+	if (!d->sd || !d->sess)
+		return;
+	bool ready = !d->sd_ready && !d->shutting_down && synced(d);
+	if (ready) {
+		d->sd_ready = d->sd_started = true;
+		log_info("daemon", "synced with etcd: ready");
+	}
+	char status[sizeof(d->sd_status)], msg[sizeof(status) + 32];
+	sd_summary(d, status, sizeof(status));
+	if (!ready && strcmp(status, d->sd_status) == 0)
+		return;
+	snprintf(d->sd_status, sizeof(d->sd_status), "%s", status);
+	/* one datagram: systemd shows the summary of the state it enters */
+	snprintf(msg, sizeof(msg), "%sSTATUS=%s", ready ? "READY=1\n" : "", status);
+	sdnotify_send(d->sd, msg);
+}
+
+/* sd_reloading - SIGHUP: systemd's reload protocol (RELOADING=1 with the
+ * CLOCK_MONOTONIC time, then READY=1 once the rescan has been acted on) */
+static void sd_reloading(struct daemon *d)
+{
+	if (!d->sd || d->shutting_down)
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	char msg[64];
+	snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%llu",
+	         (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000);
+	sdnotify_send(d->sd, msg);
+	d->sd_ready = false;
+}
+
+/* the watchdog pings come from a loop timer, so that a wedged loop stops
+ * them and systemd restarts the daemon */
+static void on_watchdog(struct loop_timer *t, void *ud)
+{
+	struct daemon *d = ud;
+	sdnotify_send(d->sd, "WATCHDOG=1");
+	loop_timer_arm_in(t, d->watchdog_ns);
+}
+
+static int sd_setup(struct daemon *d)
+{
+	int r = sdnotify_from_env(&d->sd, &d->watchdog_ns);
+	if (r < 0) { /* a manager that set it waits in vain; a stray one is harmless */
+		log_warn("daemon", "NOTIFY_SOCKET is not a usable socket address (%s); not notifying",
+		         strerror(-r));
+		return 0;
+	}
+	if (!d->sd)
+		return 0;
+	if (d->watchdog_ns) {
+		if ((r = loop_timer_new(d->loop, on_watchdog, d, &d->watchdog)) < 0)
+			return r;
+		loop_timer_arm_in(d->watchdog, 0);
+	}
+	if (d->watchdog_ns)
+		log_info("daemon", "systemd notification on; watchdog ping every %llu ms",
+		         (unsigned long long)(d->watchdog_ns / LOOP_NS_PER_MS));
+	else
+		log_info("daemon", "systemd notification on; no watchdog");
+	return 0;
+}
+
 static void on_signal(struct loop_io *io, int fd, uint32_t events, void *ud)
 {
 	(void)io;
@@ -1000,6 +1143,7 @@ static void on_signal(struct loop_io *io, int fd, uint32_t events, void *ud)
 	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
 			log_info("daemon", "SIGHUP: rescanning %s", d->cfg->plugin_dir);
+			sd_reloading(d);
 			d->rescan_pending = true;
 			loop_timer_arm_in(d->later, 0);
 		} else
@@ -1671,7 +1815,7 @@ int daemon_run(const struct daemon_config *cfg)
 	    (r = loop_timer_new(d->loop, on_shutdown_deadline, d, &d->shutdown_deadline)) < 0 ||
 	    (r = loop_timer_new(d->loop, on_leave_later, d, &d->leave_timer)) < 0)
 		goto out;
-	if (make_private_dir(d) < 0)
+	if (make_private_dir(d) < 0 || sd_setup(d) < 0)
 		goto out;
 	/* thread isolation: a plugin that crashes the daemon says so first */
 	if ((r = crash_report_install("the daemon dies with it (thread isolation)")) < 0)
@@ -1735,6 +1879,9 @@ int daemon_run(const struct daemon_config *cfg)
 out:
 	http_server_free(d->http); /* first: no handler reads the state being freed */
 	loop_timer_free(d->publish);
+	/* nothing is reported while the parts go (sd_report reads them) */
+	sdnotify_free(d->sd);
+	d->sd = NULL;
 	plugindir_free(d->pd);
 	control_free(d->ctl);
 	while (d->entries) {
@@ -1760,6 +1907,7 @@ out:
 	loop_timer_free(d->later);
 	loop_timer_free(d->leave_timer);
 	loop_timer_free(d->shutdown_deadline);
+	loop_timer_free(d->watchdog);
 	loop_free(d->loop);
 	if (d->sigfd >= 0)
 		close(d->sigfd);

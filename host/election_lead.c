@@ -106,7 +106,9 @@ void election_depose(struct election *e, bool graceful, const char *why)
 		election_op_done(e);
 	}
 	lead_reset(e);
-	log_info("election", "%s: %s leadership: %s", e->name, graceful ? "leaving" : "lost", why);
+	const struct log_field f[] = {{"reason", why, false}};
+	log_msg_fields(LOG_LVL_INFO, "election", e->name, f, 1, "%s: %s leadership: %s", e->name,
+	               graceful ? "leaving" : "lost", why);
 	if (e->dops)
 		e->dops->deposed(e->drv);
 }
@@ -232,7 +234,11 @@ static void elect(struct election *e, const struct status_rec *status)
 	e->leading = true;
 	e->gen++;
 	e->lead_backoff = 100 * LOOP_NS_PER_MS;
-	log_info("election", "%s: elected (fencing token %" PRId64 ")", e->name, e->my_rev);
+	char tok[24];
+	snprintf(tok, sizeof(tok), "%" PRId64, e->my_rev);
+	const struct log_field f[] = {{"token", tok, true}};
+	log_msg_fields(LOG_LVL_INFO, "election", e->name, f, 1, "%s: elected (fencing token %s)",
+	               e->name, tok);
 	e->request_covered = 0;
 	election_term_begin(e);
 	e->dops->elected(e->drv, e->my_rev, &e->releases);

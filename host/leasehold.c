@@ -75,6 +75,8 @@ static void usage(FILE *f)
 	        "  --http ADDR:PORT          metrics and probes over HTTP (default " HTTP_DEFAULT_ADDR ";\n"
 	        "                            \"none\" disables it)\n"
 	        "  --log-level LEVEL         error|warn|info|debug (default info)\n"
+	        "  --log-format FORMAT       text (default) or json: one JSON object per line;\n"
+	        "                            also $LEASEHOLD_LOG_FORMAT\n"
 	        "  -h, --help                this help\n"
 	        "  -V, --version             the version\n"
 	        "\n"
@@ -106,12 +108,41 @@ enum {
 	OPT_WORKER,
 	OPT_PLUGIN_ISOLATION,
 	OPT_HTTP,
+	OPT_LOG_FORMAT,
 };
 
 static int bad(const char *msg, const char *arg)
 {
 	fprintf(stderr, "leasehold: %s: '%s'\nTry 'leasehold --help'.\n", msg, arg ? arg : "");
 	return 2;
+}
+
+/* the first line: what runs and how it was asked to (the flags; secrets
+ * never come as flags: the etcd password is read from the environment) */
+static void log_startup(int argc, char **argv, const struct daemon_config *cfg)
+{
+	char flags[1024] = "", abi[16];
+	size_t n = 0;
+	for (int i = 1; i < argc && n < sizeof(flags); i++) {
+		int w = snprintf(flags + n, sizeof(flags) - n, "%s%s", i > 1 ? " " : "", argv[i]);
+		if (w < 0)
+			break;
+		n += (size_t)w;
+	}
+	snprintf(abi, sizeof(abi), "%u.%u", LH_PLUGIN_ABI_MAJOR, LH_PLUGIN_ABI_MINOR);
+	const char *iso = cfg->isolation == PLUGIN_ISOLATION_PROCESS ? "process" : "thread";
+	const struct log_field f[] = {
+		{"version", PACKAGE_VERSION, false},
+		{"abi", abi, false},
+		{"isolation", iso, false},
+		{"flags", flags, false},
+	};
+	log_msg_fields(LOG_LVL_INFO, "daemon", NULL, f, sizeof(f) / sizeof(f[0]),
+	               "leasehold %s starting: plugin ABI %s, isolation %s%s, log format %s%s, "
+	               "flags: %s",
+	               PACKAGE_VERSION, abi, iso, cfg->n_iso ? " (with per-plugin overrides)" : "",
+	               log_get_format() == LOG_FORMAT_JSON ? "json" : "text",
+	               log_stderr_is_journal() ? " (journal)" : "", flags);
 }
 
 int main(int argc, char **argv)
@@ -139,6 +170,7 @@ int main(int argc, char **argv)
 		{"callback-timeout", required_argument, NULL, OPT_CALLBACK_TIMEOUT},
 		{"worker", required_argument, NULL, OPT_WORKER},
 		{"plugin-isolation", required_argument, NULL, OPT_PLUGIN_ISOLATION},
+		{"log-format", required_argument, NULL, OPT_LOG_FORMAT},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -238,6 +270,15 @@ int main(int argc, char **argv)
 			if (log_parse_level(optarg, &lvl) < 0)
 				return bad("--log-level must be error, warn, info or debug", optarg);
 			log_set_level(lvl);
+			break;
+		}
+		case OPT_LOG_FORMAT: {
+			enum log_format fmt;
+			if (log_parse_format(optarg, &fmt) < 0)
+				return bad("--log-format must be text or json", optarg);
+			log_set_format(fmt);
+			/* the plugin workers this process starts write the same format */
+			setenv(LOG_FORMAT_ENV, optarg, 1);
 			break;
 		}
 		case OPT_ROLE:
@@ -345,6 +386,7 @@ int main(int argc, char **argv)
 	cfg.endpoints = eps;
 	cfg.n_endpoints = n;
 	log_set_prefix(cfg.node_id);
+	log_startup(argc, argv, &cfg);
 	int code = daemon_run(&cfg);
 	free(eps_buf);
 	return code;

@@ -55,6 +55,7 @@
 #include "crash_report.h"
 #include "loader.h"
 #include "log.h"
+#include "stderr_relay.h"
 #include "worker.h"
 
 #define COMP "worker"
@@ -283,6 +284,11 @@ int main(int argc, char **argv)
 	char tag[LH_PLUGIN_NAME_MAX + 32];
 	snprintf(tag, sizeof(tag), "worker %s[%ld]", a.name, (long)getpid());
 	log_set_prefix(tag);
+	char comp[LH_PLUGIN_NAME_MAX + 16];
+	snprintf(comp, sizeof(comp), "plugin %s", a.name);
+	if ((rv = stderr_relay_start(comp)) < 0)
+		log_warn(COMP, "cannot relay the plugin's own stderr (it stays unprefixed): %s",
+		         strerror(-rv));
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&g_cv, &ca);

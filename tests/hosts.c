@@ -937,8 +937,11 @@ long host_log_ms_after(const struct host *h, long from, const char *needle, long
 		const char *line = hit;
 		while (line > s && line[-1] != '\n')
 			line--;
-		int hh, mm, ss, ms, end = 0;
-		if (sscanf(line, "%2d:%2d:%2d.%3d%n", &hh, &mm, &ss, &ms, &end) == 4 && end == 12) {
+		/* the text format's RFC 3339 UTC time: 2026-01-02T03:04:05.678Z */
+		int y, mo, dd, hh, mm, ss, ms, end = 0;
+		if (sscanf(line, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ%n", &y, &mo, &dd, &hh, &mm, &ss, &ms,
+			   &end) == 7 &&
+		    end == 24) {
 			long t = ((long)hh * 3600 + mm * 60 + ss) * 1000 + ms;
 			long d = ((t - ref_ms) % 86400000 + 86400000) % 86400000;
 			r = d > 43200000 ? d - 86400000 : d;

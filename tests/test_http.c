@@ -331,11 +331,12 @@ static void *flood_thread(void *arg)
 	return NULL;
 }
 
-/* "HH:MM:SS.mmm" at the start of a log line -> ms of the day, -1 if none */
+/* the RFC 3339 time at the start of a log line ("2026-01-02T03:04:05.678Z")
+ * -> ms of the day, -1 if none */
 static long line_ms(const char *l)
 {
-	int h, m, s, ms;
-	if (sscanf(l, "%2d:%2d:%2d.%3d", &h, &m, &s, &ms) != 4)
+	int y, mo, d, h, m, s, ms;
+	if (sscanf(l, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &y, &mo, &d, &h, &m, &s, &ms) != 7)
 		return -1;
 	return ((h * 60L + m) * 60 + s) * 1000 + ms;
 }
