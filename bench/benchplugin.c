@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * benchplugin.c - a leasehold plugin that reports its callbacks, for
  * `make bench` (bench/lh-bench.c). Not installed; built by bench/bench.sh.

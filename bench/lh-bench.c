@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lh-bench - the driver of `make bench` (see bench/README.md).
  *

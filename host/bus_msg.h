@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bus_msg.h - small helpers shared by both ends of the host <-> worker bus
  * (plugin_instance*.c on the host loop, worker.c on the worker): short names

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * callback_timeout.c - see callback_timeout.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * callback_timeout.h - how long each plugin callback may run, by callback
  * kind and plugin: the production defaults and the operator's rules

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * control.h - the control socket server (leaseholdctl <-> leasehold): an
  * AF_UNIX stream socket served on the loop (control_transport.h: why it is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * control_client.c - one control request from the client side (see
  * control_client.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * control_client.h - the client side of the control socket (leaseholdctl,
  * tests): one request, one reply, on a fresh connection, within a deadline.

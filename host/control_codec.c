@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * control_codec.c - validation of control messages (see control_codec.h).
  *

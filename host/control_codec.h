@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * control_codec.h - the control protocol's shared rules (proto/control.proto):
  * limits, request validation, response validation and helpers used by both

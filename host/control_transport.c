@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * control_transport.c - the control socket on the loop (see
  * control_transport.h for the design notes).

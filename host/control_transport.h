@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * control_transport.h - the control socket itself: a listening AF_UNIX
  * stream socket served on the daemon's loop, carrying control_wire.h frames.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * control_wire.c - control socket framing (see control_wire.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * control_wire.h - the control socket's framing (leaseholdctl <-> leasehold)
  * and the rules for naming the socket.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * crash_report.h - one log line when a plugin takes its process down from
  * inside a callback: a fatal signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE,

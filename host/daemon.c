@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * daemon.c - composition of the host (see daemon.h).
  *

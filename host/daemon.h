@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * daemon.h - the leasehold host: one etcd session, the plugin directory, one
  * election + plugin instance per plugin, the control socket, signals.

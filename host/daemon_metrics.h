@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * daemon_metrics.h - the leasehold_ metric families of one host: what the
  * daemon counts (etcd requests and errors, watch resyncs; per plugin terms,

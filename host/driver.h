@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * driver.h - the seam between the election protocol (election.c) and what
  * it drives: a loaded plugin instance (plugin_instance.c, over the nng bus)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * election.c - the controller of the election and its public API; see
  * election.h for the design notes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * election.h - the version-aware election and status protocol for ONE plugin
  * on this node (a port of Monogon's reconciler election/status, generalised).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * election_control.c - the operator's records of one plugin: the pause
  * (P/N/paused), reconcile requests (P/N/reconcile-request, answered by the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * election_fence.c - the plugin's writes (driver_host.fenced_txn): a txn
  * under P/N/data/ only, sent with one more compare, our election key's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * election_internal.h - what the pieces of the election share (not for the
  * daemon: host/election.h is the API). The reading guide at the top of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * election_lead.c - the leader's side of the protocol (the reference
  * algorithm's lead()): verify our key before a term, elect, decide on the

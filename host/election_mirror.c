@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * election_mirror.c - the local copy of the plugin's [P/N/election/,
  * P/N/status] range: one range read, then one watch from the next revision

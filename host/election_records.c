@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * election_records.c - the records the election reads and writes in etcd
  * (proto/leasehold.proto: Member under P/N/members/, ReconcilerStatus at

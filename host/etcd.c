@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * etcd.c - the asynchronous etcd v3 client: libcurl multi on the host loop.
  * This file: creating and freeing a client, and its accessors.

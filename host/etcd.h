@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * etcd.h - an asynchronous etcd v3 client over the JSON gateway (/v3/...),
  * built on libcurl's multi interface and driven by the host's loop (loop.h).

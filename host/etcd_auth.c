@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * etcd_auth.c - authentication of the etcd client: a transfer that needs a
  * token and has none waits on the client's wait list; a single

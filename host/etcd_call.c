@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * etcd_call.c - calls of the etcd client: a deadline for the whole call,
  * connection failures retried on the next endpoint (once per endpoint),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * etcd_internal.h - private glue between the pieces of the etcd client
  * (etcd.c and the files its reading guide names) and its JSON codec

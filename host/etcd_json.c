@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * etcd_json.c - the etcd v3 JSON gateway codec: request bodies out, responses
  * and watch messages in. Pure (no I/O, no logging above debug): fuzzed.

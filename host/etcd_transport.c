@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * etcd_transport.c - the etcd client's transport: libcurl multi driven by
  * the host loop (sockets and the timer curl asks for), the pool of idle

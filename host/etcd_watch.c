@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * etcd_watch.c - watch streams of the etcd client: bytes parsed across
  * chunk boundaries, delivery that resumes without duplicates, reconnect

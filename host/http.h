@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * http.h - the daemon's HTTP endpoint for metrics and probes, served by
  * nng's HTTP server: GET /metrics, /healthz, /readyz/NAME, /leader/NAME.

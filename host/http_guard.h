@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * http_guard.h - the public side of the HTTP endpoint: a front that takes
  * connections on --http ADDR:PORT, reads each request head under strict

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * http_head.h - the check of an HTTP/1.x request head (hostile bytes) that
  * the front of the HTTP endpoint (http_guard.h) makes before anything

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leasehold - the host daemon: holds this node's etcd session, loads
  * reconciler plugins from --plugin-dir and runs their version-aware

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leaseholdctl.c - the operator's CLI: talks to the local leasehold daemon
  * over its control socket (control_client.h, proto/control.proto).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * log.h - the host's logger. One line per message on stderr, in one of two
  * formats:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * loop.h - the host's single event loop: fds (epoll), timers, deferred calls.
  *

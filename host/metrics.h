@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * metrics.h - Prometheus text exposition (format 0.0.4): fixed-bucket
  * histograms and the rendering of metric families into one text buffer.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * plugin_instance.c - a plugin instance's lifecycle: new, stop, free (with
  * the synchronous shutdown free() falls back to), the thread-mode worker,

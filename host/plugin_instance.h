@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * plugin_instance.h - one loaded plugin running on its own worker (a thread
  * of the daemon, or a `leasehold-worker` child process when isolation is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * plugin_instance_internal.h - what the pieces of a plugin instance share
  * (not for the daemon: host/plugin_instance.h is the API). The reading guide

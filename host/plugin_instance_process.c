@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * plugin_instance_process.c - process isolation: worker generations (a
  * fresh bus and child each), posix_spawn of leasehold-worker, reaping

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * plugin_instance_queue.c - the event queue between the election (driver
  * ops) and the plugin's worker: what may go to the worker and when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * plugin_instance_recv.c - receiving from the worker (hostile input: a
  * worker process may be anything): acks settle the head of the sent list,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * plugin_instance_timeout.c - callback timeouts and activity: the limit of
  * each callback kind, the callback the worker runs right now (its activity

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * plugin_instance_txn.c - txn bridging: a plugin's txn request (keys
  * relative to its data prefix; hostile input) becomes a fenced etcd txn

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * plugindir.c - see plugindir.h for the design notes.
  */

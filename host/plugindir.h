@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * plugindir.h - watch the plugin directory (--plugin-dir) and tell the owner
  * which plugin files appeared, were replaced or went away. It loads nothing:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * release.h - plugin releases "major.minor.patch" and release summaries.
  */

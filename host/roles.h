@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * roles.h - node roles from etcd (the roleserve seed): P/roles/<node-id>
  * holds a NodeRoles message; a plugin that declares a role runs its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sdnotify.h - systemd's service notification protocol (sd_notify(3)),
  * spoken directly: one AF_UNIX datagram of "KEY=VALUE\n..." lines to the

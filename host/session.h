@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * session.h - the node's etcd session: one lease, kept alive by one POST per
  * renewal at TTL/3, and a LOCAL deadline.

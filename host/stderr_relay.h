@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stderr_relay.h - a plugin's stray output, prefixed with its name.
  *

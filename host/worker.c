@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * worker.c - see worker.h. Moved out of plugin_instance.c so that the worker
  * thread (thread isolation) and the leasehold-worker child process (process

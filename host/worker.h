@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * worker.h - the worker half of a plugin instance: the loop that receives
  * events over an nng pair1 socket (proto/bus.proto), calls the plugin and

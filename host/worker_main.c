@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * worker_main.c - `leasehold-worker`: the child process of process
  * isolation. It loads ONE plugin from the daemon's private copy and runs the

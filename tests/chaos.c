@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * chaos - a seeded randomized fault runner: a 3-member etcd and four
  * leasehold hosts (example plugin), each host in its own network namespace

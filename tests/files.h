@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * files.h - file helpers for tests (header-only: each test program includes
  * it once).

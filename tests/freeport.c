@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lh-freeport - print N free TCP ports on 127.0.0.1 (for the demo script).
  * Each port is found by binding port 0; all are held until all are found, so
  * the N ports are distinct. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * harness.h - a real etcd (Debian's etcd-server) for tests: one member or a
  * 3-member cluster on free loopback ports in a private temp dir.

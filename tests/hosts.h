@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * hosts.h - real `leasehold` processes for end-to-end tests: each host gets
  * its own plugin dir, runtime dir and control socket under a temp dir; its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * http_client.h - small blocking HTTP helpers for the tests of the daemon's
  * HTTP endpoint: libcurl requests and raw-socket exchanges (for input no

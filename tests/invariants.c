@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * invariants.c - see invariants.h for the design notes.
  */

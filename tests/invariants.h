@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * invariants.h - the fault suite's invariant checker over the FULL etcd
  * history of a prefix, for the example plugin ("reconciler").

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lagproxy.c - see lagproxy.h.
  *

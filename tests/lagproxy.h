@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lagproxy.h - an in-process TCP proxy for tests that makes one etcd client
  * lag: it forwards 127.0.0.1:<free port> to one etcd URL (plain http) and

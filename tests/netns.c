@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * netns.c - a private network of namespaces for fault tests (see netns.h).
  */

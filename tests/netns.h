@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * netns.h - a private network for fault tests: etcd and the test program in
  * a "hub" network namespace, each leasehold host in a namespace of its own,

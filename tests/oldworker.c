@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * oldworker.c - stands in for a leasehold-worker of an older release, for
  * test_isolation: it takes the command line the host gives a worker, dials

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * partition.c - the partition tests' fixture (see partition.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * partition.h - the partition tests' fixture: a real etcd and the test in a
  * hub network namespace, each leasehold host (example plugin) in its own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * raftleader.c - see raftleader.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * raftleader.h - etcd's own raft leadership in a harness cluster, seen and
  * moved through the JSON gateway's maintenance calls

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_bus.c - a plugin instance (worker thread + nng pair1 bus + protobuf-c)
  * driving the real "recorder" test plugin, with a fake driver_host answering

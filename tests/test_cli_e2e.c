@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_cli_e2e - leaseholdctl against real `leasehold` daemons (real etcd,
  * the real example plugin): the plugins table and its JSON field by field on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_control.c - the control socket server and the leaseholdctl binary.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_control_hostile.c - a real leasehold daemon's control socket against
  * clients that do not play by the rules: connect and close, garbage, half a

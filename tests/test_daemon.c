@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_daemon - real `leasehold` processes with the real example plugin
  * against a real etcd: one leader among two hosts, graceful handover on

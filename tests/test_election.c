@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_election - the version-aware election and status protocol against a
  * real etcd, ported scenario by scenario from Monogon's reconciler tests

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_election_lag - an election must never elect a node on an election key
  * that is already gone while another node leads, also when that node's watch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_etcd_auth.c - username/password auth against a real etcd with auth
  * enabled and simple tokens that expire after 2 s (--auth-token-ttl 2):

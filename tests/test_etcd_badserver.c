@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_etcd_badserver.c - the client against hostile HTTP servers (a tiny
  * server thread on a free loopback port serving canned bytes) and against a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_etcd_codec.c - the gateway JSON codec without a server: request bodies
  * byte for byte, strict base64, every response kind, error bodies, watch

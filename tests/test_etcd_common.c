@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_etcd_common.c - helpers shared by the etcd client tests. Not a test of
  * its own: each tests/test_etcd_*.c #includes it (static helpers, one

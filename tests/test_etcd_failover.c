@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_etcd_failover.c - endpoint failover on a 3-member cluster: when the
  * member in use is stopped, calls move to the next endpoint within their

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_etcd_kv.c - the etcd client's unary calls against a real etcd:
  * range (prefix, limit, sort, count_only, keys_only, revision), put (lease,

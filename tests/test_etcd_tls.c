@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_etcd_tls.c - the etcd client over https against a real etcd with a
  * throwaway PKI (harness_etcd_start_tls; certs made by the openssl CLI).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_etcd_watch.c - streaming watch against a real etcd (progress notify
  * every 1 s): ordered events with prev_kv, a txn's events in one response, progress

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_faults_clock - the wall clock of the leader is stepped by +5 h and
  * -5 h while it leads: its lease deadline and keepalives run on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_faults_cluster - a 3-member etcd cluster; hosts get all three
  * endpoints (--etcd url0,url1,url2) and talk to the first.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_faults_etcd - etcd itself goes away (single member).
  *

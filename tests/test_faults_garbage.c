@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_faults_garbage - hostile records written into etcd while hosts lead.
  *

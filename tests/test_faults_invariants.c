@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_faults_invariants - the invariant checker can fail: fabricated
  * histories with two tokens interleaved, one token from two nodes, a record

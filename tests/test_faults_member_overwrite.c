@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_faults_member_overwrite - garbage written over the member record of a
  * LIVE node that still runs the old release, while the new release's leader

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_faults_raftleader - etcd loses its raft leader (SIGKILL) under three
  * hosts at --ttl 2, with etcd's default raft timing (heartbeat 100 ms,

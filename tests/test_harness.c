@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The harness itself: real etcd members start healthy on free ports, survive
  * a restart, form a 3-member cluster that tolerates one member down. */
 #include "config.h"

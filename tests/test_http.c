@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_http - the daemon's HTTP endpoint (metrics and probes) with real
  * daemons, a real etcd, the example plugin and libcurl as the client:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_http_prometheus - Debian's Prometheus scrapes two real hosts (real
  * etcd, the example plugin) every second, and the test asks Prometheus's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_isolation.c - plugin workers in a child process (--isolation process)
  * and in a thread, driving the "crashy" test plugin whose state lives in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_isolation_e2e - `leasehold --isolation process` with real daemons, a
  * real etcd and the example plugin:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_isolation_timeouts - hung and crashing plugins in real daemons (real
  * etcd, real dlopen of the "stuck" test plugin, leasehold-worker children):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_loader.c - the plugin loader against real .so files built by make:
  * every refusal case with its exact message, a good load, and hot reload

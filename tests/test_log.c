@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_log - the log line formats (host/log.h):
  *  - text: RFC 3339 UTC time with milliseconds, level, node, component,

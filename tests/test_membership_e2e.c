@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_membership_e2e - membership that outlives the lease, with real
  * daemons, a real etcd and leaseholdctl:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_operator_e2e - the operator verbs with real daemons, a real etcd and
  * leaseholdctl:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_partition_follower - a host that does not lead is cut off from etcd
  * (its link goes down) for longer than its TTL, then healed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_partition_leader - the leader is cut off from etcd (the hub side of
  * its veth goes down) for longer than its TTL, then the link comes back.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_partition_old_member - issue 16 part 1: a node still on an old
  * release, cut off from etcd, must keep blocking an incompatible status,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_partition_oneway - one-way cuts between the leader and etcd, made
  * with nftables inside the leader's own network namespace.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_partition_reload - the leader is cut off from etcd (link down) in
  * the middle of a hot reload to a newer release.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_plugin_example.c - the example reconciler.so (both releases, real
  * dlopen, real bus) against the fake fenced-txn host: desired keys, release

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_plugindir.c - the plugin-directory watcher: initial scan, inotify
  * reports for write-then-rename, close_write, delete and move-away, burst

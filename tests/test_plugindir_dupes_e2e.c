@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_plugindir_dupes_e2e - several files in the plugin directory provide
  * one plugin name (a real `leasehold`, real etcd, the example plugin built

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_plugindir_e2e - the plugin directory of running `leasehold` daemons
  * (real etcd, the real example plugin, the check-only test plugins), seen

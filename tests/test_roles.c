@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_roles - roles from etcd drive which plugins a node runs (the
  * roleserve seed), with real hosts, a real etcd and a role-bound build of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_sdnotify - the daemon speaks systemd's notification protocol to a
  * NOTIFY_SOCKET of the test's own (an AF_UNIX datagram socket in the test's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shutdown - how a host leaves on SIGTERM, with real daemons, a real
  * etcd and two plugins per host ("reconciler", the example plugin, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * testutil.h - blocking helpers for tests on top of the async etcd client:
  * each call runs the loop until its callback fired or a deadline passed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * reconciler.c - the example leasehold plugin "reconciler".
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leasehold/plugin.h - the SDK for leasehold reconciler plugins.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz.h - shared by the fuzz targets (tests/fuzz/fuzz_*.c) and the replay
  * runner (tests/fuzz/replay.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_bus.c - bus messages from a plugin worker (proto/bus.proto) as the
  * host decodes them: plugin_instance_inject_from_worker() on a live plugin

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_control.c - the control protocol decoders (host/control_codec.h):
  * control_codec_request_decode (what the daemon's control socket decodes

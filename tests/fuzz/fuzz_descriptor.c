@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_descriptor.c - loader_validate_descriptor (host/loader.h) on arbitrary
  * bytes as the plugin descriptor, avail = the input size.

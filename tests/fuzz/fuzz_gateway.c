@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_gateway.c - the etcd JSON gateway decoders (host/etcd_json.c) on
  * hostile bodies: etcd_json_parse_response for every kind,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_http.c - the request-head check of the HTTP endpoint's front
  * (host/http_head.h), which sees every byte a client sends before nng does.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_records.c - records read back from etcd (proto/leasehold.proto):
  * Member (P/N/members/<id>), ReconcilerStatus (P/N/status) and NodeRoles

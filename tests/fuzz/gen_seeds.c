@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * gen_seeds.c - writes the binary seed inputs (packed protobufs) of the
  * records, bus and control corpora. Not part of the build; run.sh compiles

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * replay.c - main() for the make-check build of a fuzz target: feeds every
  * file of the target's seed corpus and regressions directory to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bad.c - test plugins that the loader must refuse, one per -D flag:
  *   BAD_NO_SYMBOL, BAD_MAGIC, BAD_MAJOR, BAD_MINOR, BAD_SIZE_SMALL,

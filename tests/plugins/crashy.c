@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * crashy.c - a test plugin that records its callbacks in shared memory and
  * can crash (SIGSEGV), abort, exit or hang on demand. See crashy.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * crashy.h - shared between the "crashy" test plugin and test_isolation.c.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fakehost.h - a fake struct driver_host for plugin tests: fenced txns run
  * against an in-memory key-value store, answered from the loop (a 0 ms

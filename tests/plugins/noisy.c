@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * noisy.c - a test plugin "noisy" that writes to stdout and stderr directly
  * instead of logging through the host: in init, one line on stderr, one on

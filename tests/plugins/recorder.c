@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * recorder.c - a test plugin that records every callback in a trace the test
  * reads, and lets the test hold a reconcile (a condition variable) to model

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * recorder.h - shared between the "recorder" test plugin and the tests that
  * load it (the test finds the state with dlsym(handle, "recorder_get")).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stuck.c - a test plugin for real daemons that hangs or crashes in a
  * chosen callback, chosen per release by an environment variable, so one
