@@ -27,10 +27,13 @@
  *   keeps running and the reason is kept for the CLI (state `failed` only
  *   when nothing runs).
  * - Shutdown (SIGTERM/SIGINT): every election is stopped (drain, deposed,
- *   election key and member record deleted in one txn; the last election to
- *   stop leaves its keys to the revocation instead), then the lease is
- *   revoked while every instance stops (fini), then the loop ends. A second
- *   signal or the shutdown timeout skips the waiting.
+ *   election key deleted; the last election to stop leaves it to the
+ *   revocation instead; the member records stay unless the node leaves for
+ *   good, `leaseholdctl leave`), then the lease is revoked while every
+ *   instance stops (fini), then the loop ends. A second signal or the
+ *   shutdown timeout skips the waiting.
+ * - Files: the records shared with the control ops are in
+ *   daemon_internal.h; the control socket's ops are in daemon_control.c.
  */
 #include "config.h"
 
@@ -65,90 +68,10 @@
 #include "sdnotify.h"
 #include "session.h"
 
-struct daemon;
+#include "daemon_internal.h"
 
-/* one candidate file of the plugin directory, as last probed */
-struct pfile {
-	struct pfile *next;
-	char *file;
-	char name[LH_PLUGIN_NAME_MAX + 1]; /* "" when the last probe failed */
-	struct release release;
-	uint64_t hash;
-	struct loader_plugin *lp; /* probed, not yet given to an instance (or closed) */
-	char *error;      /* why it was refused or failed init, else NULL */
-	bool ok;          /* the last probe succeeded */
-	bool init_failed; /* these bytes failed init: no candidate until they change */
-};
 
-struct entry {
-	struct entry *next;
-	struct daemon *d;
-	char *file;
-	char name[LH_PLUGIN_NAME_MAX + 1];
-	struct election *el;
-	struct plugin_instance *pi;      /* running: the election's driver */
-	struct plugin_instance *next_pi; /* initialising */
-	char *next_file; /* the file next_pi came from */
-	uint64_t next_hash;
-	uint64_t hash; /* content hash of pi's file */
-	char *error;   /* last refusal / failure, for the CLI */
-	bool failed;   /* nothing runs because of `error` */
-	bool removing;
-	char *hold_reason; /* role hold applied to the election, or NULL */
-	struct swap_ctx *pending_swap; /* a hot reload the election has not completed */
-	bool gone;         /* stopped, waiting to be freed */
-	bool el_stopped;   /* its election stopped (removal or shutdown) */
-	struct plugin_metrics pm; /* lives as long as the election */
-};
-
-struct daemon {
-	const struct daemon_config *cfg;
-	struct loop *loop;
-	struct etcd_client *etcd;
-	struct session *sess;
-	struct plugindir *pd;
-	struct control *ctl;
-	struct roles *roles;
-	struct entry *entries;
-	struct pfile *files;
-	struct retiring *retiring; /* replaced instances still stopping */
-	char private_dir[512];
-	char control_url[512];
-	int sigfd;
-	struct loop_io *sig_io;
-	struct loop_timer *later;    /* deferred work: rescans, reloads, frees */
-	struct loop_timer *shutdown_deadline; /* also ends the exit linger */
-	bool rescan_pending;
-	bool select_pending; /* choose the file per plugin name at the next `later` */
-	bool shutting_down;
-	/* the shutdown leaves every plugin's membership for good (the node is
-	 * decommissioned); an ordinary one keeps the member records, so the
-	 * node keeps counting with its releases while it is down */
-	bool leaving;
-	struct loop_timer *leave_timer; /* starts a `leaseholdctl leave` shutdown */
-	bool revoking;
-	bool revoked; /* the revocation answered (either way) */
-	bool revoke_failed;
-	uint64_t deadline_at; /* loop time the shutdown timeout ends */
-	bool lingering; /* all done; idle until the linger ends, then tear down */
-	int exit_code;
-	/* the HTTP endpoint (http.h): a snapshot published on change (at most
-	 * every PUBLISH_MIN_NS) and every PUBLISH_PERIOD_NS */
-	struct http_server *http;
-	struct host_metrics hm;
-	struct loop_timer *publish;
-	uint64_t publish_at; /* when the publish timer fires next */
-	char session_lost_why[200];
-	/* systemd (see sd_report): NULL sd when not started with NOTIFY_SOCKET */
-	struct sdnotify *sd;
-	struct loop_timer *watchdog; /* WATCHDOG=1 every watchdog_ns, from the loop */
-	uint64_t watchdog_ns;
-	bool sd_ready;      /* READY=1 sent since the start or the last reload */
-	bool sd_started;    /* READY=1 sent once */
-	char sd_status[160]; /* the STATUS= last sent */
-};
-
-static void request_select(struct daemon *d);
+void daemon_request_select(struct daemon *d);
 static void entry_remove(struct entry *e);
 static void maybe_finish_shutdown(struct daemon *d);
 static bool is_last_election(void *ud);
@@ -195,7 +118,7 @@ static struct plugin_releases releases_of(const struct loader_plugin *lp)
 
 static void publish_soon(struct daemon *d);
 
-static void notify(void *ud)
+void daemon_notify(void *ud)
 {
 	struct daemon *d = ud;
 	if (d->ctl)
@@ -205,7 +128,7 @@ static void notify(void *ud)
 }
 
 /* the entry whose instance came from `file` (or last tried it) */
-static struct entry *find_file(struct daemon *d, const char *file)
+struct entry *daemon_find_file(struct daemon *d, const char *file)
 {
 	for (struct entry *e = d->entries; e; e = e->next)
 		if (!e->gone && strcmp(e->file, file) == 0)
@@ -213,7 +136,7 @@ static struct entry *find_file(struct daemon *d, const char *file)
 	return NULL;
 }
 
-static struct pfile *find_pfile(struct daemon *d, const char *file)
+struct pfile *daemon_find_pfile(struct daemon *d, const char *file)
 {
 	for (struct pfile *pf = d->files; pf; pf = pf->next)
 		if (strcmp(pf->file, file) == 0)
@@ -235,7 +158,7 @@ static void pfile_free(struct pfile *pf)
 	free(pf);
 }
 
-static struct entry *find_name(struct daemon *d, const char *name)
+struct entry *daemon_find_name(struct daemon *d, const char *name)
 {
 	for (struct entry *e = d->entries; e; e = e->next)
 		if (!e->gone && e->name[0] && strcmp(e->name, name) == 0)
@@ -282,7 +205,7 @@ static void on_roles_changed(void *ud)
 	for (struct entry *e = d->entries; e; e = e->next)
 		if (!e->gone && !e->removing)
 			apply_roles(e);
-	notify(d);
+	daemon_notify(d);
 }
 
 static void entry_free(struct entry *e)
@@ -401,7 +324,7 @@ static void on_init(void *ud, int err, const char *msg)
 			e->failed = true;
 		/* these bytes are out of the choice until they change or an
 		 * operator asks for them (reload) */
-		struct pfile *pf = find_pfile(d, file);
+		struct pfile *pf = daemon_find_pfile(d, file);
 		if (pf && pf->ok && pf->hash == e->next_hash) {
 			pf->init_failed = true;
 			pfile_set_error(pf, buf);
@@ -453,8 +376,8 @@ static void on_init(void *ud, int err, const char *msg)
 	}
 out:
 	free(file);
-	notify(d);
-	request_select(d); /* what changed meanwhile was left for now */
+	daemon_notify(d);
+	daemon_request_select(d); /* what changed meanwhile was left for now */
 }
 
 /* on_worker_failed - the plugin crashed, exited, was killed or overran
@@ -472,7 +395,7 @@ static void on_worker_failed(void *ud, const char *reason)
 	set_error(e, buf);
 	if (e->el)
 		election_fail(e->el, buf);
-	notify(e->d);
+	daemon_notify(e->d);
 }
 
 static void on_worker_recovered(void *ud)
@@ -482,7 +405,7 @@ static void on_worker_recovered(void *ud)
 	set_error(e, NULL);
 	if (e->el)
 		election_recover(e->el);
-	notify(e->d);
+	daemon_notify(e->d);
 }
 
 static int entry_make_election(struct entry *e, const struct loader_plugin *lp)
@@ -495,7 +418,7 @@ static int entry_make_election(struct entry *e, const struct loader_plugin *lp)
 		.releases = releases_of(lp),
 		.reconcile_wait_ns = d->cfg->reconcile_wait_ns,
 		.reconcile_interval_ns = d->cfg->reconcile_interval_ns,
-		.on_change = notify,
+		.on_change = daemon_notify,
 		.on_change_ud = d,
 	};
 	int r = election_new(d->loop, d->etcd, d->sess, &cfg, &e->el);
@@ -507,16 +430,16 @@ static int entry_make_election(struct entry *e, const struct loader_plugin *lp)
 
 /* ---- the plugin directory: probe files, choose one file per plugin name ---- */
 
-/* file_probe - read pf's descriptor again (loader_open) and keep the loaded
+/* daemon_file_probe - read pf's descriptor again (loader_open) and keep the loaded
  * plugin in pf->lp for the next selection (select_all closes what it does
  * not use). Returns 0, or -errno when the file is refused: the reason is
  * logged and kept in pf->error, and for the file of a running instance also
  * in its entry's error (that instance keeps running). */
-static int file_probe(struct daemon *d, struct pfile *pf)
+int daemon_file_probe(struct daemon *d, struct pfile *pf)
 {
 	char err[LOADER_ERR_MAX], buf[LOADER_ERR_MAX + 128];
 	struct loader_plugin *lp = NULL;
-	struct entry *runs = find_file(d, pf->file);
+	struct entry *runs = daemon_find_file(d, pf->file);
 	if (runs && !runs->pi)
 		runs = NULL;
 	loader_close(pf->lp);
@@ -574,8 +497,8 @@ static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 	char name[LH_PLUGIN_NAME_MAX + 1];
 	int r;
 	snprintf(name, sizeof(name), "%s", pf->name);
-	if (!pf->lp && (file_probe(d, pf) < 0 || strcmp(pf->name, name) != 0)) {
-		request_select(d); /* the file changed since it was chosen */
+	if (!pf->lp && (daemon_file_probe(d, pf) < 0 || strcmp(pf->name, name) != 0)) {
+		daemon_request_select(d); /* the file changed since it was chosen */
 		return;
 	}
 	if (!e) {
@@ -635,7 +558,7 @@ static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 		free(e->file);
 		e->file = shown;
 	}
-	notify(d);
+	daemon_notify(d);
 	return;
 refuse:
 	log_error("daemon", "cannot load plugin file %s: %s", pf->file, buf);
@@ -647,7 +570,7 @@ refuse:
 	pfile_set_error(pf, buf);
 	free(file);
 	free(shown);
-	notify(d);
+	daemon_notify(d);
 }
 
 /* select_name - apply the rule (plugindir_prefer) to the files that provide
@@ -655,10 +578,10 @@ refuse:
  * another file or to new bytes, or a graceful stop when no file is left. */
 static void select_name(struct daemon *d, const char *name)
 {
-	struct entry *e = find_name(d, name);
+	struct entry *e = daemon_find_name(d, name);
 	if (e && (e->removing || e->next_pi))
 		return; /* chosen again once it stopped or initialised */
-	struct pfile *cur = e ? find_pfile(d, e->file) : NULL;
+	struct pfile *cur = e ? daemon_find_pfile(d, e->file) : NULL;
 	bool cur_present = cur != NULL;
 	if (cur && cur->ok && strcmp(cur->name, name) != 0)
 		cur = NULL; /* the file provides another plugin now */
@@ -709,16 +632,16 @@ static void select_all(struct daemon *d)
 		if (!e->gone)
 			select_name(d, e->name);
 	for (struct pfile *pf = d->files; pf; pf = pf->next)
-		if (pf->ok && !find_name(d, pf->name))
+		if (pf->ok && !daemon_find_name(d, pf->name))
 			select_name(d, pf->name);
 	for (struct pfile *pf = d->files; pf; pf = pf->next) {
 		loader_close(pf->lp); /* probes nobody chose */
 		pf->lp = NULL;
 	}
-	notify(d);
+	daemon_notify(d);
 }
 
-static void request_select(struct daemon *d)
+void daemon_request_select(struct daemon *d)
 {
 	if (d->shutting_down)
 		return;
@@ -736,8 +659,8 @@ static void on_removed_pi_stopped(void *ud)
 	e->pi = NULL;
 	e->gone = true;
 	loop_timer_arm_in(d->later, 0); /* free it outside any callback chain */
-	request_select(d);              /* another file of the name may be waiting */
-	notify(d);
+	daemon_request_select(d);              /* another file of the name may be waiting */
+	daemon_notify(d);
 	maybe_finish_shutdown(d);
 }
 
@@ -782,7 +705,7 @@ static void on_plugindir(void *ud, enum plugindir_event ev, const char *file)
 		          d->cfg->plugin_dir);
 		return;
 	}
-	struct pfile *pf = find_pfile(d, file);
+	struct pfile *pf = daemon_find_pfile(d, file);
 	if (ev == PLUGINDIR_REMOVED) {
 		if (pf) {
 			struct pfile **pp = &d->files;
@@ -790,8 +713,8 @@ static void on_plugindir(void *ud, enum plugindir_event ev, const char *file)
 				pp = &(*pp)->next;
 			*pp = pf->next;
 			pfile_free(pf);
-			request_select(d);
-			notify(d);
+			daemon_request_select(d);
+			daemon_notify(d);
 		}
 		return;
 	}
@@ -807,9 +730,9 @@ static void on_plugindir(void *ud, enum plugindir_event ev, const char *file)
 			pp = &(*pp)->next;
 		*pp = pf;
 	}
-	(void)file_probe(d, pf); /* a refusal is logged and kept in pf->error */
-	request_select(d);
-	notify(d);
+	(void)daemon_file_probe(d, pf); /* a refusal is logged and kept in pf->error */
+	daemon_request_select(d);
+	daemon_notify(d);
 }
 
 static void on_later(struct loop_timer *t, void *ud)
@@ -844,7 +767,7 @@ static void on_session_up(void *ud, int64_t lease)
 	for (struct entry *e = d->entries; e; e = e->next)
 		if (e->el)
 			election_session_up(e->el, lease);
-	notify(d);
+	daemon_notify(d);
 }
 
 static void on_session_lost(void *ud, int64_t old, const char *why)
@@ -855,7 +778,7 @@ static void on_session_lost(void *ud, int64_t old, const char *why)
 	for (struct entry *e = d->entries; e; e = e->next)
 		if (e->el)
 			election_session_lost(e->el);
-	notify(d);
+	daemon_notify(d);
 }
 
 static const struct session_ops sess_ops = {.up = on_session_up, .lost = on_session_lost};
@@ -938,7 +861,7 @@ static void maybe_finish_shutdown(struct daemon *d)
 	}
 }
 
-static void begin_shutdown(struct daemon *d, const char *why)
+void daemon_begin_shutdown(struct daemon *d, const char *why)
 {
 	if (d->lingering) { /* everything is done: no need to hurry anything */
 		say_bye(d);
@@ -1148,453 +1071,9 @@ static void on_signal(struct loop_io *io, int fd, uint32_t events, void *ud)
 			d->rescan_pending = true;
 			loop_timer_arm_in(d->later, 0);
 		} else
-			begin_shutdown(d, si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+			daemon_begin_shutdown(d, si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
 	}
 }
-
-/* ---- control ops ---- */
-
-static const char *status_state_name(const struct election_info *i)
-{
-	if (!i->status_valid)
-		return "INVALID";
-	if (i->status_state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE)
-		return "DONE";
-	if (i->status_state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING)
-		return "WORKING";
-	return "UNKNOWN"; /* a state this release does not know; the releases still count */
-}
-
-static void fill_plugin(struct entry *e, struct control_plugin *p)
-{
-	memset(p, 0, sizeof(*p));
-	p->name = e->name[0] ? e->name : e->file;
-	p->file = e->file;
-	p->error = e->error;
-	const struct loader_plugin *lp = e->pi ? plugin_instance_plugin(e->pi) : NULL;
-	if (lp) {
-		p->release = lp->release;
-		p->has_release = true;
-	}
-	if (e->failed) {
-		p->state = "failed";
-	} else if (!e->pi) {
-		p->state = e->removing || e->gone ? "stopped" : "loading";
-	}
-	if (e->el) {
-		struct election_info i;
-		election_get_info(e->el, &i);
-		if (!p->state)
-			p->state = election_state_name(i.state);
-		p->leader = i.leader;
-		p->ready = i.ready;
-		p->not_ready = i.not_ready;
-		p->releases = i.releases;
-		p->status_present = i.status_present;
-		p->status_state = status_state_name(&i);
-		p->status_version = i.status_version;
-		p->status_min_compatible = i.status_min_compatible;
-		p->reconcile_count = i.reconcile_count;
-		p->reconcile_last_ok = i.reconcile_last_ok;
-		p->reconcile_last_error = i.reconcile_last_error;
-		p->reconcile_last_at = i.reconcile_last_at;
-		p->held_back = i.held_back;
-		p->fencing_token = i.fencing_token;
-		p->paused = i.paused;
-		p->pause_error = i.pause_error;
-		p->paused_by = i.paused_by;
-		p->paused_at = i.paused_at;
-		p->reconcile_requested = i.reconcile_requested;
-		p->reconcile_served = i.reconcile_served;
-		p->reconcile_served_ok = i.reconcile_served_ok;
-		p->reconcile_served_error = i.reconcile_served_error;
-	}
-	uint64_t since, now = loop_now();
-	if (e->pi && plugin_instance_running(e->pi, &p->callback, &since))
-		p->callback_ms = now > since ? (now - since) / LOOP_NS_PER_MS : 0;
-}
-
-/* fill_file - the row of a file that is not what an entry runs: refused,
- * failed init, being loaded, or superseded by the file that runs */
-static void fill_file(struct daemon *d, struct pfile *pf, struct control_plugin *p)
-{
-	memset(p, 0, sizeof(*p));
-	p->name = pf->name[0] ? pf->name : pf->file;
-	p->file = pf->file;
-	p->error = pf->error;
-	if (pf->ok) {
-		p->release = pf->release;
-		p->has_release = true;
-	}
-	struct entry *e = pf->name[0] ? find_name(d, pf->name) : NULL;
-	if (!pf->ok || pf->init_failed)
-		p->state = "failed";
-	else if (e && e->pi && !e->removing &&
-	         !(e->next_file && strcmp(e->next_file, pf->file) == 0)) {
-		p->state = "superseded";
-		p->superseded_by = e->file;
-	} else
-		p->state = "loading";
-}
-
-/* Rows: each plugin's entry (what runs) first, then the other files of the
- * same name, then the files no plugin name is known for. Lookups by plugin
- * name (status, wait-ready) take the first row of a name: the entry's. */
-static size_t ctl_plugins(void *ud, struct control_plugin *out, size_t max)
-{
-	struct daemon *d = ud;
-	size_t n = 0;
-	for (struct entry *e = d->entries; e; e = e->next) {
-		if (e->gone)
-			continue;
-		if (n < max)
-			fill_plugin(e, &out[n]);
-		n++;
-		if (d->shutting_down)
-			continue; /* nothing more will load: only what still stops */
-		for (struct pfile *pf = d->files; pf; pf = pf->next) {
-			if (strcmp(pf->name, e->name) != 0 || find_file(d, pf->file))
-				continue;
-			if (n < max)
-				fill_file(d, pf, &out[n]);
-			n++;
-		}
-	}
-	for (struct pfile *pf = d->files; pf && !d->shutting_down; pf = pf->next) {
-		if (find_file(d, pf->file) || (pf->name[0] && find_name(d, pf->name)))
-			continue;
-		if (n < max)
-			fill_file(d, pf, &out[n]);
-		n++;
-	}
-	return n;
-}
-
-static int ctl_members(void *ud, const char *name, struct control_member *out, size_t max,
-                       size_t *ret_total)
-{
-	struct daemon *d = ud;
-	struct entry *e = find_name(d, name);
-	if (!e || !e->el)
-		return -ENOENT;
-	struct election_member *tmp = max ? calloc(max, sizeof(*tmp)) : NULL;
-	if (max && !tmp)
-		return -ENOMEM;
-	size_t total = election_members(e->el, tmp, max);
-	for (size_t i = 0; i < total && i < max; i++) {
-		out[i].node_id = tmp[i].node_id;
-		out[i].release = tmp[i].release;
-		out[i].leader = tmp[i].leader;
-		out[i].campaigning = tmp[i].campaigning;
-	}
-	free(tmp);
-	*ret_total = total;
-	return 0;
-}
-
-/* reload NAME: a plugin name never contains '.', a plugin file name always
- * ends in ".so", so NAME with a dot is a file (probe that file again) and
- * NAME without one a plugin (probe every file that provides it and the file
- * its instance came from). Either way the bytes get a new chance even when
- * they failed init before, and the choice is made again. */
-static int ctl_reload(void *ud, const char *name, char *err, size_t err_len)
-{
-	struct daemon *d = ud;
-	if (!name || !*name) {
-		d->rescan_pending = true;
-		loop_timer_arm_in(d->later, 0);
-		return 0;
-	}
-	if (d->shutting_down)
-		return 0;
-	int r = 0;
-	if (strchr(name, '.')) {
-		struct pfile *pf = find_pfile(d, name);
-		if (!pf) {
-			snprintf(err, err_len, "unknown plugin file '%s'", name);
-			return -ENOENT;
-		}
-		pf->init_failed = false;
-		if ((r = file_probe(d, pf)) < 0)
-			snprintf(err, err_len, "%s", pf->error ? pf->error : strerror(-r));
-	} else {
-		struct entry *e = find_name(d, name);
-		bool found = e != NULL;
-		for (struct pfile *pf = d->files; pf; pf = pf->next) {
-			bool runs = e && strcmp(pf->file, e->file) == 0;
-			if (!runs && strcmp(pf->name, name) != 0)
-				continue;
-			found = true;
-			pf->init_failed = false;
-			int q = file_probe(d, pf);
-			if (q < 0 && runs) {
-				r = q;
-				snprintf(err, err_len, "%s", pf->error ? pf->error : strerror(-q));
-			}
-		}
-		if (!found) {
-			snprintf(err, err_len, "unknown plugin '%s'", name);
-			return -ENOENT;
-		}
-	}
-	request_select(d);
-	notify(d);
-	return r == -ENOENT ? -EIO : r; /* -ENOENT means "unknown plugin" to the CLI */
-}
-
-static const char *ctl_node_id(void *ud)
-{
-	return ((struct daemon *)ud)->cfg->node_id;
-}
-
-static size_t ctl_roles_list(void *ud, struct control_role_entry *out, size_t max)
-{
-	struct daemon *d = ud;
-	struct roles_entry *tmp = max ? calloc(max, sizeof(*tmp)) : NULL;
-	if (max && !tmp)
-		return 0;
-	size_t total = roles_entries(d->roles, tmp, max);
-	for (size_t i = 0; i < total && i < max; i++) {
-		out[i].node_id = tmp[i].node_id;
-		out[i].roles = tmp[i].roles;
-		out[i].n_roles = tmp[i].n_roles;
-		out[i].error = tmp[i].error;
-	}
-	free(tmp);
-	return total;
-}
-
-struct roles_op {
-	control_done_fn done;
-	void *done_ctx;
-};
-
-static void on_roles_written(void *ud, int err)
-{
-	struct roles_op *o = ud;
-	o->done(o->done_ctx, err, err < 0 ? etcd_strerror(err) : NULL);
-	free(o);
-}
-
-static int roles_op_start(struct daemon *d, const char *node, const char *const *roles, size_t n,
-                          bool clear, control_done_fn done, void *done_ctx, char *err,
-                          size_t err_len)
-{
-	struct roles_op *o = malloc(sizeof(*o));
-	if (!o)
-		return -ENOMEM;
-	o->done = done;
-	o->done_ctx = done_ctx;
-	int r = clear ? roles_clear(d->roles, node, on_roles_written, o)
-	              : roles_set(d->roles, node, roles, n, on_roles_written, o);
-	if (r < 0) {
-		free(o);
-		if (r == -EINVAL)
-			snprintf(err, err_len, "invalid node id or role name (roles: [a-z0-9_-], 1 to %d "
-			                       "characters, at most %d roles)",
-			         ROLES_NAME_MAX, ROLES_MAX);
-		else
-			snprintf(err, err_len, "%s", strerror(-r));
-	}
-	return r;
-}
-
-static int ctl_roles_set(void *ud, const char *node, const char *const *roles, size_t n,
-                         control_done_fn done, void *done_ctx, char *err, size_t err_len)
-{
-	return roles_op_start(ud, node, roles, n, false, done, done_ctx, err, err_len);
-}
-
-static int ctl_roles_clear(void *ud, const char *node, control_done_fn done, void *done_ctx,
-                           char *err, size_t err_len)
-{
-	return roles_op_start(ud, node, NULL, 0, true, done, done_ctx, err, err_len);
-}
-
-struct forget_op {
-	control_done_fn done;
-	void *done_ctx;
-};
-
-static void on_member_forgotten(void *ud, int err)
-{
-	struct forget_op *o = ud;
-	o->done(o->done_ctx, err,
-	        err == -ESTALE ? "the node registered again meanwhile (it is alive)"
-	        : err < 0      ? etcd_strerror(err)
-	                       : NULL);
-	free(o);
-}
-
-static int ctl_members_forget(void *ud, const char *name, const char *node, control_done_fn done,
-                              void *done_ctx, char *err, size_t err_len)
-{
-	struct daemon *d = ud;
-	struct entry *e = find_name(d, name);
-	if (!e || !e->el) {
-		snprintf(err, err_len, "no plugin named '%s' runs on this node", name);
-		return -ENOENT;
-	}
-	struct forget_op *o = malloc(sizeof(*o));
-	if (!o)
-		return -ENOMEM;
-	o->done = done;
-	o->done_ctx = done_ctx;
-	int r = election_forget(e->el, node, on_member_forgotten, o, err, err_len);
-	if (r < 0)
-		free(o);
-	return r;
-}
-
-/* what a verb's etcd write carries back to the control server */
-struct verb_op {
-	control_done_fn done;
-	control_rev_fn done_rev;
-	control_history_fn done_hist;
-	void *done_ctx;
-};
-
-/* verb_start - the running election of plugin name and a verb_op for its
- * answer; NULL with the reason in err (-ENOENT or -ENOMEM in *ret_err) */
-static struct verb_op *verb_start(struct daemon *d, const char *name, void *done_ctx,
-                                  struct election **ret_el, int *ret_err, char *err,
-                                  size_t err_len)
-{
-	struct entry *e = find_name(d, name);
-	if (!e || !e->el || e->removing || e->gone) {
-		snprintf(err, err_len, "no plugin named '%s' runs on this node", name);
-		*ret_err = -ENOENT;
-		return NULL;
-	}
-	struct verb_op *o = calloc(1, sizeof(*o));
-	if (!o) {
-		*ret_err = -ENOMEM;
-		return NULL;
-	}
-	o->done_ctx = done_ctx;
-	*ret_el = e->el;
-	return o;
-}
-
-static void on_paused(void *ud, int err)
-{
-	struct verb_op *o = ud;
-	o->done(o->done_ctx, err, err < 0 ? etcd_strerror(err) : NULL);
-	free(o);
-}
-
-static int ctl_pause(void *ud, const char *name, bool pause, control_done_fn done, void *done_ctx,
-                     char *err, size_t err_len)
-{
-	struct election *el;
-	int r;
-	struct verb_op *o = verb_start(ud, name, done_ctx, &el, &r, err, err_len);
-	if (!o)
-		return r;
-	o->done = done;
-	r = election_pause(el, pause, on_paused, o, err, err_len);
-	if (r < 0)
-		free(o);
-	return r;
-}
-
-static void on_reconcile_requested(void *ud, int err, int64_t rev)
-{
-	struct verb_op *o = ud;
-	o->done_rev(o->done_ctx, err, err < 0 ? etcd_strerror(err) : NULL, rev);
-	free(o);
-}
-
-static int ctl_reconcile(void *ud, const char *name, control_rev_fn done, void *done_ctx,
-                         char *err, size_t err_len)
-{
-	struct election *el;
-	int r;
-	struct verb_op *o = verb_start(ud, name, done_ctx, &el, &r, err, err_len);
-	if (!o)
-		return r;
-	o->done_rev = done;
-	r = election_request_reconcile(el, on_reconcile_requested, o, err, err_len);
-	if (r < 0)
-		free(o);
-	return r;
-}
-
-static void on_history(void *ud, int err, const struct election_term *terms, size_t n)
-{
-	struct verb_op *o = ud;
-	struct control_term *out = n ? calloc(n, sizeof(*out)) : NULL;
-	if (n && !out) {
-		err = -ENOMEM;
-		n = 0;
-	}
-	for (size_t i = 0; i < n; i++)
-		out[i] = (struct control_term){.node = terms[i].node,
-		                               .release = terms[i].release,
-		                               .token = terms[i].token,
-		                               .start_rev = terms[i].start_rev,
-		                               .start_unix = terms[i].start_unix,
-		                               .end_rev = terms[i].end_rev,
-		                               .end_unix = terms[i].end_unix,
-		                               .end_reason = terms[i].end_reason,
-		                               .end_detail = terms[i].end_detail,
-		                               .invalid = !terms[i].valid};
-	o->done_hist(o->done_ctx, err, err < 0 ? etcd_strerror(err) : NULL, out, n);
-	free(out);
-	free(o);
-}
-
-static int ctl_history(void *ud, const char *name, control_history_fn done, void *done_ctx,
-                       char *err, size_t err_len)
-{
-	struct election *el;
-	int r;
-	struct verb_op *o = verb_start(ud, name, done_ctx, &el, &r, err, err_len);
-	if (!o)
-		return r;
-	o->done_hist = done;
-	r = election_history(el, on_history, o);
-	if (r < 0) {
-		snprintf(err, err_len, "%s", etcd_strerror(r));
-		free(o);
-	}
-	return r;
-}
-
-static void on_leave_later(struct loop_timer *t, void *ud)
-{
-	(void)t;
-	begin_shutdown(ud, "leaving the cluster (leaseholdctl leave)");
-}
-
-static int ctl_leave(void *ud, char *err, size_t err_len)
-{
-	struct daemon *d = ud;
-	if (d->shutting_down) {
-		snprintf(err, err_len, "the daemon is already shutting down");
-		return -EALREADY;
-	}
-	log_warn("daemon", "leaving every plugin's membership for good, then shutting down");
-	d->leaving = true;
-	/* after this request's reply: the shutdown frees the control server */
-	loop_timer_arm_in(d->leave_timer, 0);
-	return 0;
-}
-
-static const struct control_ops ctl_ops = {
-	.members_forget = ctl_members_forget,
-	.leave = ctl_leave,
-	.plugins = ctl_plugins,
-	.members = ctl_members,
-	.reload = ctl_reload,
-	.node_id = ctl_node_id,
-	.roles_list = ctl_roles_list,
-	.roles_set = ctl_roles_set,
-	.roles_clear = ctl_roles_clear,
-	.pause = ctl_pause,
-	.reconcile = ctl_reconcile,
-	.history = ctl_history,
-};
 
 /* ---- the HTTP endpoint's snapshot (http.h) ---- */
 
@@ -1814,7 +1293,7 @@ int daemon_run(const struct daemon_config *cfg)
 	}
 	if ((r = loop_timer_new(d->loop, on_later, d, &d->later)) < 0 ||
 	    (r = loop_timer_new(d->loop, on_shutdown_deadline, d, &d->shutdown_deadline)) < 0 ||
-	    (r = loop_timer_new(d->loop, on_leave_later, d, &d->leave_timer)) < 0)
+	    (r = loop_timer_new(d->loop, daemon_on_leave_later, d, &d->leave_timer)) < 0)
 		goto out;
 	if (make_private_dir(d) < 0 || sd_setup(d) < 0)
 		goto out;
@@ -1851,7 +1330,7 @@ int daemon_run(const struct daemon_config *cfg)
 		const char *url = cfg->control_url;
 		if (!url)
 			url = control_default_url(d->control_url, sizeof(d->control_url));
-		if ((r = control_new(d->loop, url, &ctl_ops, d, &d->ctl, err, sizeof(err))) < 0) {
+		if ((r = control_new(d->loop, url, &daemon_control_ops, d, &d->ctl, err, sizeof(err))) < 0) {
 			log_error("daemon", "cannot open the control socket %s: %s", url,
 			          *err ? err : strerror(-r));
 			goto out;

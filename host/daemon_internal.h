@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_internal.h - what the daemon's files share: the daemon, its
+ * plugin entries (one per plugin name, with the election) and plugin files
+ * (one per file in the plugin directory), and the few functions the
+ * control ops (daemon_control.c) call in the composition (daemon.c).
+ *
+ * Threading: everything here is used on the loop thread only.
+ */
+#ifndef LH_DAEMON_INTERNAL_H
+#define LH_DAEMON_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "control.h"
+#include "daemon.h"
+#include "daemon_metrics.h"
+#include "election.h"
+#include "etcd.h"
+#include "http.h"
+#include "loader.h"
+#include "loop.h"
+#include "plugin_instance.h"
+#include "plugindir.h"
+#include "roles.h"
+#include "session.h"
+
+struct daemon;
+
+/* one candidate file of the plugin directory, as last probed */
+struct pfile {
+	struct pfile *next;
+	char *file;
+	char name[LH_PLUGIN_NAME_MAX + 1]; /* "" when the last probe failed */
+	struct release release;
+	uint64_t hash;
+	struct loader_plugin *lp; /* probed, not yet given to an instance (or closed) */
+	char *error;      /* why it was refused or failed init, else NULL */
+	bool ok;          /* the last probe succeeded */
+	bool init_failed; /* these bytes failed init: no candidate until they change */
+};
+
+struct entry {
+	struct entry *next;
+	struct daemon *d;
+	char *file;
+	char name[LH_PLUGIN_NAME_MAX + 1];
+	struct election *el;
+	struct plugin_instance *pi;      /* running: the election's driver */
+	struct plugin_instance *next_pi; /* initialising */
+	char *next_file; /* the file next_pi came from */
+	uint64_t next_hash;
+	uint64_t hash; /* content hash of pi's file */
+	char *error;   /* last refusal / failure, for the CLI */
+	bool failed;   /* nothing runs because of `error` */
+	bool removing;
+	char *hold_reason; /* role hold applied to the election, or NULL */
+	struct swap_ctx *pending_swap; /* a hot reload the election has not completed */
+	bool gone;         /* stopped, waiting to be freed */
+	bool el_stopped;   /* its election stopped (removal or shutdown) */
+	struct plugin_metrics pm; /* lives as long as the election */
+};
+
+struct daemon {
+	const struct daemon_config *cfg;
+	struct loop *loop;
+	struct etcd_client *etcd;
+	struct session *sess;
+	struct plugindir *pd;
+	struct control *ctl;
+	struct roles *roles;
+	struct entry *entries;
+	struct pfile *files;
+	struct retiring *retiring; /* replaced instances still stopping */
+	char private_dir[512];
+	char control_url[512];
+	int sigfd;
+	struct loop_io *sig_io;
+	struct loop_timer *later;    /* deferred work: rescans, reloads, frees */
+	struct loop_timer *shutdown_deadline; /* also ends the exit linger */
+	bool rescan_pending;
+	bool select_pending; /* choose the file per plugin name at the next `later` */
+	bool shutting_down;
+	/* the shutdown leaves every plugin's membership for good (the node is
+	 * decommissioned); an ordinary one keeps the member records, so the
+	 * node keeps counting with its releases while it is down */
+	bool leaving;
+	struct loop_timer *leave_timer; /* starts a `leaseholdctl leave` shutdown */
+	bool revoking;
+	bool revoked; /* the revocation answered (either way) */
+	bool revoke_failed;
+	uint64_t deadline_at; /* loop time the shutdown timeout ends */
+	bool lingering; /* all done; idle until the linger ends, then tear down */
+	int exit_code;
+	/* the HTTP endpoint (http.h): a snapshot published on change (at most
+	 * every PUBLISH_MIN_NS) and every PUBLISH_PERIOD_NS */
+	struct http_server *http;
+	struct host_metrics hm;
+	struct loop_timer *publish;
+	uint64_t publish_at; /* when the publish timer fires next */
+	char session_lost_why[200];
+	/* systemd (see sd_report): NULL sd when not started with NOTIFY_SOCKET */
+	struct sdnotify *sd;
+	struct loop_timer *watchdog; /* WATCHDOG=1 every watchdog_ns, from the loop */
+	uint64_t watchdog_ns;
+	bool sd_ready;      /* READY=1 sent since the start or the last reload */
+	bool sd_started;    /* READY=1 sent once */
+	char sd_status[160]; /* the STATUS= last sent */
+};
+
+/* the control socket's ops over the daemon (daemon_control.c); ud is the
+ * daemon */
+extern const struct control_ops daemon_control_ops;
+
+/* lookups: the entry running plugin `name`, the entry whose instance came
+ * from `file`, the plugin directory's record of `file`; NULL when none */
+struct entry *daemon_find_name(struct daemon *d, const char *name);
+struct entry *daemon_find_file(struct daemon *d, const char *file);
+struct pfile *daemon_find_pfile(struct daemon *d, const char *file);
+/* daemon_file_probe - read pf's file again (checks, descriptor); 0 or
+ * -errno with the reason kept in pf */
+int daemon_file_probe(struct daemon *d, struct pfile *pf);
+/* daemon_request_select - make the choice among the files of each plugin
+ * name again, after the current loop iteration */
+void daemon_request_select(struct daemon *d);
+/* daemon_notify - something observable changed (control long polls, HTTP
+ * snapshot, systemd status); ud is the daemon */
+void daemon_notify(void *ud);
+/* daemon_begin_shutdown - the graceful shutdown (drain, resign, revoke);
+ * why is logged */
+void daemon_begin_shutdown(struct daemon *d, const char *why);
+/* daemon_on_leave_later - the timer that starts a `leaseholdctl leave`
+ * shutdown after its reply was sent (ud is the daemon) */
+void daemon_on_leave_later(struct loop_timer *t, void *ud);
+
+#endif
