@@ -1899,9 +1899,7 @@ static void test_server_connection_limits(void)
 		CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
 	}
 	if (rl.rlim_cur < 2 * CONTROL_MAX_CONNS + 128) {
-		printf("# skipped the connection limit: RLIMIT_NOFILE %lu is too low\n",
-		       (unsigned long)rl.rlim_cur);
-		return;
+		SKIP_CASE("RLIMIT_NOFILE is too low for the connection limit");
 	}
 	fds = calloc(CONTROL_MAX_CONNS, sizeof(*fds));
 	CHECK(fds);
@@ -2103,8 +2101,7 @@ static void test_server_refuses_other_uid(void)
 	int res;
 
 	if (geteuid() != 0) {
-		printf("# skipped: needs root to run a peer as uid 65534\n");
-		return;
+		SKIP_CASE("needs root to run a peer as uid 65534");
 	}
 	CHECK(chmod(S.dir, 0711) == 0);
 	/* mode 0600 keeps other users out at connect() already */
@@ -2383,5 +2380,5 @@ int main(void)
 	RUN(test_server_parked_client_gone);
 	RUN(test_server_second_on_same_path);
 	server_stop();
-	return 0;
+	return CHECK_EXIT();
 }

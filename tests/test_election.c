@@ -1238,5 +1238,5 @@ int main(void)
 	RUN(test_ready_needs_session);
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -531,5 +531,5 @@ int main(int argc, char **argv)
 		RUN(test_stale_adoption);
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -175,5 +175,5 @@ int main(void)
 	RUN(test_auth_token_expires_reauthenticates);
 	loop_free(L);
 	harness_etcd_free(H);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -500,5 +500,5 @@ int main(void)
 	RUN(test_bad_watch_stream);
 	RUN(test_bad_watch_refused_keeps_retrying);
 	loop_free(L);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -447,5 +447,5 @@ int main(void)
 	RUN(test_codec_watch_messages);
 	RUN(test_codec_hostile_mutations);
 	RUN(test_codec_helpers);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -285,5 +285,5 @@ int main(void)
 	RUN(test_failover_leaderless_member_refuses);
 	loop_free(L);
 	harness_etcd_free(H);
-	return 0;
+	return CHECK_EXIT();
 }

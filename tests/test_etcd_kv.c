@@ -535,5 +535,5 @@ int main(void)
 	etcd_client_free(C);
 	loop_free(L);
 	harness_etcd_free(H);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -354,5 +354,5 @@ int main(void)
 	RUN(test_cca_missing_cert_or_key_file_fails_cleanly);
 	harness_etcd_free(HC);
 	loop_free(L);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -331,5 +331,5 @@ int main(void)
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);
 	free(g_big);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -306,5 +306,5 @@ int main(void)
 	RUN(test_lost_or_wrong_desired_keys_trip_desired);
 	RUN(test_malformed_journal_record_trips_overlap);
 	RUN(test_real_etcd_history_is_checked);
-	return 0;
+	return CHECK_EXIT();
 }

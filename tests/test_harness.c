@@ -60,5 +60,5 @@ int main(void)
 	RUN(test_single_member_restart);
 	RUN(test_version_is_the_chosen_series);
 	RUN(test_three_members_one_down);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -308,5 +308,5 @@ int main(void)
 	obs_free(g_obs);
 	tu_fini(&T);
 	curl_global_cleanup();
-	return 0;
+	return CHECK_EXIT();
 }

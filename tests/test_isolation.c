@@ -942,5 +942,5 @@ int main(void)
 	loop_free(L);
 	munmap(S, sizeof(*S));
 	nng_fini();
-	return 0;
+	return CHECK_EXIT();
 }

@@ -543,5 +543,5 @@ int main(void)
 	RUN(test_refuse_bad_names_and_missing);
 	RUN(test_private_dir_checks);
 
-	return 0;
+	return CHECK_EXIT();
 }

@@ -392,5 +392,5 @@ int main(void)
 	RUN(test_daemon_journal_and_bad_flag);
 	RUN(test_worker_stray_output_prefixed);
 	harness_etcd_free(g_etcd);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -530,5 +530,5 @@ int main(void)
 	obs_free(g_obs);
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -45,5 +45,5 @@ int main(void)
 	RUN(test_new_leader_link_down_past_ttl_then_healed);
 	pc_stop_all(&C);
 	pc_fini(&C);
-	return 0;
+	return CHECK_EXIT();
 }

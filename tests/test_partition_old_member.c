@@ -156,5 +156,5 @@ int main(void)
 	RUN(test_healed_then_upgraded);
 	pc_stop_all(&C);
 	pc_fini(&C);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -47,5 +47,5 @@ int main(void)
 	RUN(test_packets_to_etcd_dropped_at_the_leader);
 	pc_stop_all(&C);
 	pc_fini(&C);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -121,5 +121,5 @@ int main(void)
 	RUN(test_leader_cut_off_during_a_reload);
 	pc_stop_all(&C);
 	pc_fini(&C);
-	return 0;
+	return CHECK_EXIT();
 }

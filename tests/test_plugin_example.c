@@ -197,5 +197,5 @@ int main(void)
 	fakehost_free(FH);
 	loop_free(L);
 	nng_fini();
-	return 0;
+	return CHECK_EXIT();
 }

@@ -330,5 +330,5 @@ int main(void)
 	RUN(test_burst_over_a_second_gives_a_handful);
 	RUN(test_dir_gone);
 	loop_free(L);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -564,5 +564,5 @@ int main(void)
 		fprintf(stderr, "%d EXPECT check(s) failed (see above)\n", g_expect_failures);
 		return 1;
 	}
-	return 0;
+	return CHECK_EXIT();
 }

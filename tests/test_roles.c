@@ -356,5 +356,5 @@ int main(void)
 	session_free(g_sess);
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);
-	return 0;
+	return CHECK_EXIT();
 }

@@ -329,5 +329,5 @@ int main(void)
 	RUN(test_abstract_socket_other_watchdog_pid);
 	RUN(test_bad_notify_socket_is_harmless);
 	harness_etcd_free(g_etcd);
-	return 0;
+	return CHECK_EXIT();
 }
