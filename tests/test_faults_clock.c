@@ -29,6 +29,7 @@
 #include <json-c/json.h>
 
 #include "check.h"
+#include "faultsuite.h"
 #include "harness.h"
 #include "hosts.h"
 #include "invariants.h"
@@ -37,11 +38,7 @@
 #define PFX "/lhf"
 #define PLUGIN "reconciler"
 
-static struct harness_etcd *g_etcd;
-static struct tu T;
-static struct observer *g_obs;
-static struct jwatch *g_jw;
-static struct host A, B;
+static struct fault_suite F;
 static char g_rc[700];
 
 static const char *const HOST_ARGS[] = {
@@ -98,7 +95,7 @@ static void wait_offset_seen(long offset_s)
 {
 	char what[64];
 	snprintf(what, sizeof(what), "a's reconcile time at real time %+ld s", offset_s);
-	struct json_object *p = ctl_wait_plugin(&A, PLUGIN, p_last_at, &offset_s, 5000, what);
+	struct json_object *p = ctl_wait_plugin(&F.a, PLUGIN, p_last_at, &offset_s, 5000, what);
 	fprintf(stderr, "a's wall clock now reads %s (offset %+ld s)\n",
 		jstr(p, "reconcile.last_at"), offset_s);
 	json_object_put(p);
@@ -108,17 +105,17 @@ static void wait_offset_seen(long offset_s)
 static void hold_and_watch(int64_t tok, int ms)
 {
 	uint64_t t0 = loop_now();
-	size_t n0 = jwatch_count(g_jw, "a", tok);
+	size_t n0 = jwatch_count(F.jw, "a", tok);
 	while ((loop_now() - t0) / LOOP_NS_PER_MS < (uint64_t)ms) {
-		const char *l = obs_leader(g_obs);
+		const char *l = obs_leader(F.obs);
 		CHECK(l && strcmp(l, "a") == 0);
-		loop_run_once(T.loop, 50);
+		loop_run_once(F.t.loop, 50);
 	}
-	size_t n1 = jwatch_count(g_jw, "a", tok);
+	size_t n1 = jwatch_count(F.jw, "a", tok);
 	fprintf(stderr, "  %zu more reconciles by a under token %" PRId64 " in %d ms\n", n1 - n0,
 		tok, ms);
 	CHECK(n1 >= n0 + 3);
-	CHECK_INT_EQ(jwatch_count(g_jw, NULL, 0), jwatch_count(g_jw, "a", tok));
+	CHECK_INT_EQ(jwatch_count(F.jw, NULL, 0), jwatch_count(F.jw, "a", tok));
 }
 
 static void test_wall_clock_steps_do_not_matter(void)
@@ -129,7 +126,7 @@ static void test_wall_clock_steps_do_not_matter(void)
 				"(or set LH_LIBFAKETIME to libfaketime.so.1)\n");
 		exit(99);
 	}
-	snprintf(g_rc, sizeof(g_rc), "%s/faketime.rc", harness_dir(g_etcd));
+	snprintf(g_rc, sizeof(g_rc), "%s/faketime.rc", harness_dir(F.etcd));
 	set_offset("+0");
 	const char *asan = getenv("ASAN_OPTIONS");
 	char preload[600], rc[760], asan_env[1100];
@@ -140,19 +137,19 @@ static void test_wall_clock_steps_do_not_matter(void)
 	const char *const env[] = {preload,  rc,  "FAKETIME_NO_CACHE=1", "DONT_FAKE_MONOTONIC=1",
 				   asan_env, NULL};
 
-	host_install_plugin(&A, "1.0.0", "reconciler.so");
-	host_install_plugin(&B, "1.0.0", "reconciler.so");
-	host_start_env(&A, harness_etcd_urls(g_etcd), HOST_ARGS, env);
-	obs_wait_leader(g_obs, "a", 15000);
-	host_start(&B, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_members(g_obs, 2, 15000);
-	obs_wait_status_done(g_obs, REL(1, 0, 0), 15000);
-	jwatch_wait(g_jw, "a", 2, 10000, "a reconciles");
+	host_install_plugin(&F.a, "1.0.0", "reconciler.so");
+	host_install_plugin(&F.b, "1.0.0", "reconciler.so");
+	host_start_env(&F.a, harness_etcd_urls(F.etcd), HOST_ARGS, env);
+	obs_wait_leader(F.obs, "a", 15000);
+	host_start(&F.b, harness_etcd_urls(F.etcd), HOST_ARGS);
+	obs_wait_members(F.obs, 2, 15000);
+	obs_wait_status_done(F.obs, REL(1, 0, 0), 15000);
+	jwatch_wait(F.jw, "a", 2, 10000, "a reconciles");
 	wait_offset_seen(0);
 	char st[32];
 	int64_t tok;
-	CHECK_STR_EQ(host_plugin_state(&A, PLUGIN, st, sizeof(st), &tok), "leading");
-	long mark = host_log_size(&A);
+	CHECK_STR_EQ(host_plugin_state(&F.a, PLUGIN, st, sizeof(st), &tok), "leading");
+	long mark = host_log_size(&F.a);
 
 	set_offset("+5h");
 	wait_offset_seen(5 * 3600);
@@ -167,43 +164,29 @@ static void test_wall_clock_steps_do_not_matter(void)
 	hold_and_watch(tok, 1000);
 
 	int64_t tok_after;
-	CHECK_STR_EQ(host_plugin_state(&A, PLUGIN, st, sizeof(st), &tok_after), "leading");
+	CHECK_STR_EQ(host_plugin_state(&F.a, PLUGIN, st, sizeof(st), &tok_after), "leading");
 	CHECK_INT_EQ(tok_after, tok);
-	CHECK_STR_EQ(host_plugin_state(&B, PLUGIN, st, sizeof(st), NULL), "campaigning");
+	CHECK_STR_EQ(host_plugin_state(&F.b, PLUGIN, st, sizeof(st), NULL), "campaigning");
 	/* no lease loss, no leadership change, no new lease in a's log */
-	size_t lost = host_log_count(&A, mark, "lost");
-	size_t elected = host_log_count(&A, mark, "elected");
-	size_t granted = host_log_count(&A, mark, "granted");
+	size_t lost = host_log_count(&F.a, mark, "lost");
+	size_t elected = host_log_count(&F.a, mark, "elected");
+	size_t granted = host_log_count(&F.a, mark, "granted");
 	if (lost || elected || granted) {
-		fprintf(stderr, "a's log after the first step:\n%s\n", host_log_since(&A, mark));
+		fprintf(stderr, "a's log after the first step:\n%s\n", host_log_since(&F.a, mark));
 		CHECK_INT_EQ(lost, 0);
 		CHECK_INT_EQ(elected, 0);
 		CHECK_INT_EQ(granted, 0);
 	}
-	CHECK_INT_EQ(jwatch_count(g_jw, "b", 0), 0);
-	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+	CHECK_INT_EQ(jwatch_count(F.jw, "b", 0), 0);
+	CHECK_INT_EQ(inv_check_all(&F.t, PFX, PLUGIN, NULL), 0);
 }
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	g_jw = jwatch_new(&T, PFX, PLUGIN, 1);
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
+	fs_setup(&F, 1, PFX, PLUGIN, HOST_ARGS, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
 
 	RUN(test_wall_clock_steps_do_not_matter);
 
-	host_signal(&A, SIGTERM);
-	host_signal(&B, SIGTERM);
-	CHECK_OK(host_wait(&A, 15000));
-	CHECK_OK(host_wait(&B, 15000));
-	CHECK_INT_EQ(A.exit_status, 0);
-	CHECK_INT_EQ(B.exit_status, 0);
-	jwatch_free(g_jw);
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	fs_finish(&F);
 	return CHECK_EXIT();
 }

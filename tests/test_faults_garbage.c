@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "faultsuite.h"
 #include "harness.h"
 #include "hosts.h"
 #include "invariants.h"
@@ -45,11 +46,7 @@
 #define K(x) PFX "/" PLUGIN "/" x
 #define MIB (1024 * 1024)
 
-static struct harness_etcd *g_etcd;
-static struct tu T;
-static struct observer *g_obs;
-static struct jwatch *g_jw;
-static struct host A, B;
+static struct fault_suite F;
 static uint8_t *g_big; /* 1 MiB of hostile bytes */
 
 static const char *const HOST_ARGS[] = {
@@ -101,132 +98,125 @@ static size_t status_bytes(int state, struct release v, struct release m, bool u
 
 static void both_alive(void)
 {
-	CHECK(host_alive(&A));
-	CHECK(host_alive(&B));
+	CHECK(host_alive(&F.a));
+	CHECK(host_alive(&F.b));
 }
 
 /* a leads and keeps reconciling under token tok for a while */
 static void leader_keeps_going(const char *node, int64_t tok)
 {
-	size_t n = jwatch_count(g_jw, node, tok);
-	jwatch_wait(g_jw, node, jwatch_count(g_jw, node, 0) + 3, 5000,
+	size_t n = jwatch_count(F.jw, node, tok);
+	jwatch_wait(F.jw, node, jwatch_count(F.jw, node, 0) + 3, 5000,
 		    "the leader keeps reconciling");
-	CHECK(jwatch_count(g_jw, node, tok) >= n + 3);
-	CHECK_STR_EQ(obs_leader(g_obs), node);
+	CHECK(jwatch_count(F.jw, node, tok) >= n + 3);
+	CHECK_STR_EQ(obs_leader(F.obs), node);
 }
 
 static void test_start_two_hosts(void)
 {
-	host_install_plugin(&A, "1.0.0", "reconciler.so");
-	host_install_plugin(&B, "1.0.0", "reconciler.so");
-	host_start(&A, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_leader(g_obs, "a", 15000);
-	host_start(&B, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_members(g_obs, 2, 15000);
-	obs_wait_status_done(g_obs, REL(1, 0, 0), 15000);
-	jwatch_wait(g_jw, "a", 1, 10000, "a reconciles");
+	fs_start_two_hosts(&F, "1.0.0", REL(1, 0, 0));
 }
 
 static void test_garbage_members_and_foreign_keys(void)
 {
 	char st[32];
 	int64_t tok;
-	CHECK_STR_EQ(host_plugin_state(&A, PLUGIN, st, sizeof(st), &tok), "leading");
-	long ma = host_log_size(&A), mb = host_log_size(&B);
+	CHECK_STR_EQ(host_plugin_state(&F.a, PLUGIN, st, sizeof(st), &tok), "leading");
+	long ma = host_log_size(&F.a), mb = host_log_size(&F.b);
 	uint8_t buf[256];
 	size_t n;
 
-	tu_put(&T, K("members/zz"), GARBAGE, sizeof(GARBAGE));
-	tu_put(&T, K("members/yy"), g_big, MIB);
+	tu_put(&F.t, K("members/zz"), GARBAGE, sizeof(GARBAGE));
+	tu_put(&F.t, K("members/yy"), g_big, MIB);
 	n = member_bytes("xx", REL(1, 0, 0), false, buf);
-	tu_put(&T, K("members/xx"), buf, n - 2); /* truncated */
-	tu_put(&T, K("members/bin\x01\x7f\xff"), GARBAGE, sizeof(GARBAGE));
-	tu_put(&T, K("members/"), GARBAGE, sizeof(GARBAGE));
+	tu_put(&F.t, K("members/xx"), buf, n - 2); /* truncated */
+	tu_put(&F.t, K("members/bin\x01\x7f\xff"), GARBAGE, sizeof(GARBAGE));
+	tu_put(&F.t, K("members/"), GARBAGE, sizeof(GARBAGE));
 	n = member_bytes("q", REL(1, 0, 0), false, buf);
-	tu_put(&T, K("members/q/r"), buf, n);
+	tu_put(&F.t, K("members/q/r"), buf, n);
 	/* valid with unknown fields: a member of release 1.0.0 */
 	n = member_bytes("ww", REL(1, 0, 0), true, buf);
-	tu_put(&T, K("members/ww"), buf, n);
+	tu_put(&F.t, K("members/ww"), buf, n);
 	/* keys outside the layout, inside the watched range and outside it */
-	tu_put(&T, K("junk"), GARBAGE, sizeof(GARBAGE));
-	tu_put(&T, K("members"), GARBAGE, sizeof(GARBAGE));
-	tu_put(&T, K("nonsense/deep/key"), g_big, MIB);
-	tu_put(&T, K("election"), GARBAGE, sizeof(GARBAGE));
-	tu_put(&T, K("status/extra"), GARBAGE, sizeof(GARBAGE));
-	tu_put(&T, K("statusx"), GARBAGE, sizeof(GARBAGE));
-	tu_put(&T, K("data/junk"), GARBAGE, sizeof(GARBAGE));
-	tu_put(&T, PFX "/zzz", g_big, MIB);
-	tu_put(&T, PFX "/" PLUGIN, GARBAGE, sizeof(GARBAGE));
+	tu_put(&F.t, K("junk"), GARBAGE, sizeof(GARBAGE));
+	tu_put(&F.t, K("members"), GARBAGE, sizeof(GARBAGE));
+	tu_put(&F.t, K("nonsense/deep/key"), g_big, MIB);
+	tu_put(&F.t, K("election"), GARBAGE, sizeof(GARBAGE));
+	tu_put(&F.t, K("status/extra"), GARBAGE, sizeof(GARBAGE));
+	tu_put(&F.t, K("statusx"), GARBAGE, sizeof(GARBAGE));
+	tu_put(&F.t, K("data/junk"), GARBAGE, sizeof(GARBAGE));
+	tu_put(&F.t, PFX "/zzz", g_big, MIB);
+	tu_put(&F.t, PFX "/" PLUGIN, GARBAGE, sizeof(GARBAGE));
 
 	/* a, b and ww count; the invalid ones are not members (release unknown) */
-	obs_wait_members(g_obs, 3, 5000);
+	obs_wait_members(F.obs, 3, 5000);
 	leader_keeps_going("a", tok);
 	both_alive();
-	for (struct host *h = &A; h; h = h == &A ? &B : NULL) {
-		size_t c = host_log_count(h, h == &A ? ma : mb,
+	for (struct host *h = &F.a; h; h = h == &F.a ? &F.b : NULL) {
+		size_t c = host_log_count(h, h == &F.a ? ma : mb,
 					  "is not a valid Member; its release is unknown");
 		fprintf(stderr, "%s logged %zu invalid member records\n", h->node, c);
 		CHECK(c >= 4); /* zz, yy, xx, bin.. */
 	}
 	/* the CLI copes with the hostile ids */
 	struct ctl_out o;
-	CHECK_INT_EQ(host_ctl(&A, &o, "members", PLUGIN, "--json", NULL), 0);
+	CHECK_INT_EQ(host_ctl(&F.a, &o, "members", PLUGIN, "--json", NULL), 0);
 	CHECK(strstr(o.out, "\"ww\"") != NULL);
 	CHECK(strstr(o.out, "\"zz\"") == NULL);
 	ctl_out_free(&o);
-	CHECK_INT_EQ(host_ctl(&B, &o, "plugins", NULL), 0);
+	CHECK_INT_EQ(host_ctl(&F.b, &o, "plugins", NULL), 0);
 	ctl_out_free(&o);
 
-	tu_del(&T, K("members/ww"));
-	obs_wait_members(g_obs, 2, 5000);
+	tu_del(&F.t, K("members/ww"));
+	obs_wait_members(F.obs, 2, 5000);
 	/* undecodable member records (release unknown) would block any later
 	 * incompatible status change, fail safe: clean them up */
-	tu_del(&T, K("members/zz"));
-	tu_del(&T, K("members/yy"));
-	tu_del(&T, K("members/xx"));
-	tu_del(&T, K("members/bin\x01\x7f\xff"));
+	tu_del(&F.t, K("members/zz"));
+	tu_del(&F.t, K("members/yy"));
+	tu_del(&F.t, K("members/xx"));
+	tu_del(&F.t, K("members/bin\x01\x7f\xff"));
 	leader_keeps_going("a", tok);
-	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+	CHECK_INT_EQ(inv_check_all(&F.t, PFX, PLUGIN, NULL), 0);
 }
 
 static void test_garbage_status_is_absent_on_next_election(void)
 {
 	char st[32];
 	int64_t tok;
-	CHECK_STR_EQ(host_plugin_state(&A, PLUGIN, st, sizeof(st), &tok), "leading");
-	long ma = host_log_size(&A), mb = host_log_size(&B);
+	CHECK_STR_EQ(host_plugin_state(&F.a, PLUGIN, st, sizeof(st), &tok), "leading");
+	long ma = host_log_size(&F.a), mb = host_log_size(&F.b);
 	uint8_t buf[256];
 	size_t n;
 
 	/* valid with unknown fields: still DONE 1.0.0 for everyone */
 	n = status_bytes(LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE, REL(1, 0, 0),
 			 REL(1, 0, 0), true, buf);
-	tu_put(&T, K("status"), buf, n);
-	tu_put(&T, K("status"), g_big, MIB);
-	tu_put(&T, K("status"), buf, n - sizeof(UNKNOWN) - 3); /* truncated */
-	tu_put(&T, K("status"), GARBAGE, sizeof(GARBAGE));
+	tu_put(&F.t, K("status"), buf, n);
+	tu_put(&F.t, K("status"), g_big, MIB);
+	tu_put(&F.t, K("status"), buf, n - sizeof(UNKNOWN) - 3); /* truncated */
+	tu_put(&F.t, K("status"), GARBAGE, sizeof(GARBAGE));
 	leader_keeps_going("a", tok); /* the leader does not act on it mid-term */
 	both_alive();
-	CHECK(host_log_count(&A, ma, "status record is not a valid ReconcilerStatus") >= 3);
-	CHECK(host_log_count(&B, mb, "status record is not a valid ReconcilerStatus") >= 3);
+	CHECK(host_log_count(&F.a, ma, "status record is not a valid ReconcilerStatus") >= 3);
+	CHECK(host_log_count(&F.b, mb, "status record is not a valid ReconcilerStatus") >= 3);
 
 	/* a new election: b reads the garbage as absent, reconciles, writes DONE */
-	size_t b_before = jwatch_count(g_jw, "b", 0);
-	host_signal(&A, SIGTERM);
-	obs_wait_leader(g_obs, "b", 3000);
-	CHECK_OK(host_wait(&A, 15000));
-	CHECK_INT_EQ(A.exit_status, 0);
-	jwatch_wait(g_jw, "b", b_before + 1, 5000, "b reconciles first");
-	obs_wait_status_done(g_obs, REL(1, 0, 0), 5000);
-	CHECK(host_log_count(&B, mb, "status record is not valid; treated as absent") >= 1);
-	CHECK(host_log_count(&B, mb, "no status yet; reconciling first") >= 1);
+	size_t b_before = jwatch_count(F.jw, "b", 0);
+	host_signal(&F.a, SIGTERM);
+	obs_wait_leader(F.obs, "b", 3000);
+	CHECK_OK(host_wait(&F.a, 15000));
+	CHECK_INT_EQ(F.a.exit_status, 0);
+	jwatch_wait(F.jw, "b", b_before + 1, 5000, "b reconciles first");
+	obs_wait_status_done(F.obs, REL(1, 0, 0), 5000);
+	CHECK(host_log_count(&F.b, mb, "status record is not valid; treated as absent") >= 1);
+	CHECK(host_log_count(&F.b, mb, "no status yet; reconciling first") >= 1);
 	/* the status write came after b's first reconcile of this term */
 	int state;
 	struct release v, m;
-	CHECK(tu_get_status(&T, PFX, PLUGIN, &state, &v, &m));
-	host_start(&A, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_members(g_obs, 2, 15000);
-	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+	CHECK(tu_get_status(&F.t, PFX, PLUGIN, &state, &v, &m));
+	host_start(&F.a, harness_etcd_urls(F.etcd), HOST_ARGS);
+	obs_wait_members(F.obs, 2, 15000);
+	CHECK_INT_EQ(inv_check_all(&F.t, PFX, PLUGIN, NULL), 0);
 }
 
 /* the status stays DONE 1.0.0 (format v1) and a does not reconcile for ms */
@@ -234,20 +224,20 @@ static void restricted_wait_holds(int ms, size_t a_records, const char *why)
 {
 	uint64_t t0 = loop_now();
 	while ((loop_now() - t0) / LOOP_NS_PER_MS < (uint64_t)ms) {
-		loop_run_once(T.loop, 50);
+		loop_run_once(F.t.loop, 50);
 		int state;
 		struct release v, m;
-		CHECK(tu_get_status(&T, PFX, PLUGIN, &state, &v, &m));
+		CHECK(tu_get_status(&F.t, PFX, PLUGIN, &state, &v, &m));
 		if (state != LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE ||
 		    release_cmp(v, REL(1, 0, 0)) != 0 || release_cmp(m, REL(1, 0, 0)) != 0 ||
-		    jwatch_count(g_jw, "a", 0) != a_records) {
+		    jwatch_count(F.jw, "a", 0) != a_records) {
 			fprintf(stderr, "the restricted-status wait ended although %s\n", why);
 			hosts_dump_logs();
 			exit(1);
 		}
 	}
 	size_t len;
-	uint8_t *schema = tu_get(&T, K("data/config/schema"), &len);
+	uint8_t *schema = tu_get(&F.t, K("data/config/schema"), &len);
 	CHECK_STR_EQ((char *)schema, "reconciler/v1");
 	free(schema);
 }
@@ -256,50 +246,50 @@ static void test_garbage_members_and_the_restricted_wait(void)
 {
 	/* b leads 1.0.0; a moves to 1.1.0 (incompatible) and takes over, but
 	 * must wait for b (1.0.0) before it writes the restricted status */
-	long ma = host_log_size(&A);
-	host_wait_state(&A, PLUGIN, "campaigning", true, 15000);
-	size_t a_before = jwatch_count(g_jw, "a", 0);
-	host_install_plugin(&A, "1.1.0", "reconciler.so");
-	obs_wait_member_release(g_obs, "a", REL(1, 1, 0), 10000);
-	obs_wait_leader(g_obs, "a", 5000);
-	host_wait_state(&A, PLUGIN, "leading", true, 5000);
+	long ma = host_log_size(&F.a);
+	host_wait_state(&F.a, PLUGIN, "campaigning", true, 15000);
+	size_t a_before = jwatch_count(F.jw, "a", 0);
+	host_install_plugin(&F.a, "1.1.0", "reconciler.so");
+	obs_wait_member_release(F.obs, "a", REL(1, 1, 0), 10000);
+	obs_wait_leader(F.obs, "a", 5000);
+	host_wait_state(&F.a, PLUGIN, "leading", true, 5000);
 	uint64_t t0 = loop_now();
-	while (host_log_count(&A, ma, "waiting for members below 1.1.0") == 0) {
+	while (host_log_count(&F.a, ma, "waiting for members below 1.1.0") == 0) {
 		CHECK((loop_now() - t0) / LOOP_NS_PER_MS < 5000);
-		loop_run_once(T.loop, 50);
+		loop_run_once(F.t.loop, 50);
 	}
 	/* records of nodes nobody knows: undecodable ones, a valid 1.1.0 one
 	 * and a valid 1.0.0 one, both with unknown fields (no lease: they stay) */
 	uint8_t buf[256];
 	size_t n = member_bytes("zz2", REL(1, 1, 0), false, buf);
-	tu_put(&T, K("members/zz2"), buf, n - 1);
-	tu_put(&T, K("members/zz3"), GARBAGE, sizeof(GARBAGE));
-	tu_put(&T, K("members/zz4"), g_big, MIB);
+	tu_put(&F.t, K("members/zz2"), buf, n - 1);
+	tu_put(&F.t, K("members/zz3"), GARBAGE, sizeof(GARBAGE));
+	tu_put(&F.t, K("members/zz4"), g_big, MIB);
 	n = member_bytes("zz5", REL(1, 1, 0), true, buf);
-	tu_put(&T, K("members/zz5"), buf, n);
+	tu_put(&F.t, K("members/zz5"), buf, n);
 	n = member_bytes("zz6", REL(1, 0, 0), true, buf);
-	tu_put(&T, K("members/zz6"), buf, n);
+	tu_put(&F.t, K("members/zz6"), buf, n);
 	/* none of them unblocks it: b still runs 1.0.0 */
 	restricted_wait_holds(2000, a_before, "b still runs 1.0.0 (garbage records appeared)");
 	/* b upgrades; the readable 1.0.0 record with unknown fields still blocks */
-	host_install_plugin(&B, "1.1.0", "reconciler.so");
-	obs_wait_member_release(g_obs, "b", REL(1, 1, 0), 10000);
+	host_install_plugin(&F.b, "1.1.0", "reconciler.so");
+	obs_wait_member_release(F.obs, "b", REL(1, 1, 0), 10000);
 	restricted_wait_holds(1500, a_before,
 			      "members/zz6 (release 1.0.0, unknown fields) is still there");
 	/* the old and the unreadable records go: the wait ends (the readable
 	 * 1.1.0 record with unknown fields does not block) */
-	tu_del(&T, K("members/zz6"));
-	tu_del(&T, K("members/zz2"));
-	tu_del(&T, K("members/zz3"));
-	tu_del(&T, K("members/zz4"));
-	long ms = obs_wait_status_done(g_obs, REL(1, 1, 0), 10000);
+	tu_del(&F.t, K("members/zz6"));
+	tu_del(&F.t, K("members/zz2"));
+	tu_del(&F.t, K("members/zz3"));
+	tu_del(&F.t, K("members/zz4"));
+	long ms = obs_wait_status_done(F.obs, REL(1, 1, 0), 10000);
 	fprintf(stderr, "DONE 1.1.0 %ld ms after the last old record went\n", ms);
 	size_t len;
-	uint8_t *schema = tu_get(&T, K("data/config/schema"), &len);
+	uint8_t *schema = tu_get(&F.t, K("data/config/schema"), &len);
 	CHECK_STR_EQ((char *)schema, "reconciler/v2");
 	free(schema);
 	both_alive();
-	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+	CHECK_INT_EQ(inv_check_all(&F.t, PFX, PLUGIN, NULL), 0);
 }
 
 int main(void)
@@ -308,28 +298,14 @@ int main(void)
 	CHECK(g_big != NULL);
 	for (size_t i = 0; i < MIB; i++)
 		g_big[i] = (uint8_t)(i * 131 + 7);
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	g_jw = jwatch_new(&T, PFX, PLUGIN, 1);
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
+	fs_setup(&F, 1, PFX, PLUGIN, HOST_ARGS, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
 
 	RUN(test_start_two_hosts);
 	RUN(test_garbage_members_and_foreign_keys);
 	RUN(test_garbage_status_is_absent_on_next_election);
 	RUN(test_garbage_members_and_the_restricted_wait);
 
-	host_signal(&A, SIGTERM);
-	host_signal(&B, SIGTERM);
-	CHECK_OK(host_wait(&A, 15000));
-	CHECK_OK(host_wait(&B, 15000));
-	CHECK_INT_EQ(A.exit_status, 0);
-	CHECK_INT_EQ(B.exit_status, 0);
-	jwatch_free(g_jw);
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	fs_finish(&F);
 	free(g_big);
 	return CHECK_EXIT();
 }

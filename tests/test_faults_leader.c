@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "faultsuite.h"
 #include "harness.h"
 #include "hosts.h"
 #include "invariants.h"
@@ -32,88 +33,62 @@
 #define PFX "/lhf"
 #define PLUGIN "reconciler"
 
-static struct harness_etcd *g_etcd;
-static struct tu T;
-static struct observer *g_obs;
-static struct jwatch *g_jw;
-static struct host A, B;
+static struct fault_suite F;
 
 static const char *const HOST_ARGS[] = {
     "--prefix", PFX,	       "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval",
     "300ms",	"--log-level", "debug", NULL};
 
-static struct host *by_node(const char *n)
-{
-	return strcmp(n, A.node) == 0 ? &A : &B;
-}
-
-static struct host *other(const struct host *h)
-{
-	return h == &A ? &B : &A;
-}
-
-static void check_invariants(void)
-{
-	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
-}
-
 static void test_start_two_hosts(void)
 {
-	host_install_plugin(&A, "1.0.0", "reconciler.so");
-	host_install_plugin(&B, "1.0.0", "reconciler.so");
-	host_start(&A, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_leader(g_obs, "a", 15000);
-	host_start(&B, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_members(g_obs, 2, 15000);
-	obs_wait_status_done(g_obs, REL(1, 0, 0), 15000);
-	jwatch_wait(g_jw, "a", 1, 10000, "a reconciles");
-	CHECK_STR_EQ(obs_leader(g_obs), "a");
+	fs_start_two_hosts(&F, "1.0.0", REL(1, 0, 0));
+	CHECK_STR_EQ(obs_leader(F.obs), "a");
 }
 
 static void test_sigkill_leader_fails_over(void)
 {
-	struct host *L = by_node(obs_leader(g_obs)), *O = other(L);
-	size_t o_before = jwatch_count(g_jw, O->node, 0);
+	struct host *L = fs_by_node(&F, obs_leader(F.obs)), *O = fs_other(&F, L);
+	size_t o_before = jwatch_count(F.jw, O->node, 0);
 	uint64_t t0 = loop_now();
 	host_signal(L, SIGKILL);
 	CHECK_OK(host_wait(L, 5000));
 	/* ttl 2 s: the other leads within ttl + 2 s */
-	long ms = obs_wait_leader(g_obs, O->node, 4000);
+	long ms = obs_wait_leader(F.obs, O->node, 4000);
 	fprintf(stderr, "SIGKILL: %s leads after %ld ms\n", O->node, ms);
-	jwatch_wait(g_jw, O->node, o_before + 1, 5000, "the new leader reconciles");
+	jwatch_wait(F.jw, O->node, o_before + 1, 5000, "the new leader reconciles");
 	fprintf(stderr, "SIGKILL: first reconcile of %s %llu ms after the kill\n", O->node,
 		(unsigned long long)((loop_now() - t0) / LOOP_NS_PER_MS));
 	/* the killed host comes back as a candidate */
-	host_start(L, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_members(g_obs, 2, 15000);
+	host_start(L, harness_etcd_urls(F.etcd), HOST_ARGS);
+	obs_wait_members(F.obs, 2, 15000);
 	host_wait_state(L, PLUGIN, "campaigning", true, 15000);
-	CHECK_STR_EQ(obs_leader(g_obs), O->node);
-	check_invariants();
+	CHECK_STR_EQ(obs_leader(F.obs), O->node);
+	fs_check_invariants(&F);
 }
 
 static void test_sigstop_leader_is_fenced_and_rejoins(void)
 {
-	struct host *L = by_node(obs_leader(g_obs)), *O = other(L);
+	struct host *L = fs_by_node(&F, obs_leader(F.obs)), *O = fs_other(&F, L);
 	char st[32];
 	int64_t old_token;
 	CHECK_STR_EQ(host_plugin_state(L, PLUGIN, st, sizeof(st), &old_token), "leading");
 	CHECK(old_token > 0);
-	jwatch_wait(g_jw, L->node, jwatch_count(g_jw, L->node, 0) + 1, 5000,
+	jwatch_wait(F.jw, L->node, jwatch_count(F.jw, L->node, 0) + 1, 5000,
 		    "the leader reconciles");
-	size_t o_before = jwatch_count(g_jw, O->node, 0);
+	size_t o_before = jwatch_count(F.jw, O->node, 0);
 	long log_mark = host_log_size(L);
 
 	uint64_t t0 = loop_now();
 	host_signal(L, SIGSTOP);
 	/* the lease expires on etcd (>= TTL after the last keepalive), then the
 	 * other host wins */
-	long ms = obs_wait_leader(g_obs, O->node, 6000);
+	long ms = obs_wait_leader(F.obs, O->node, 6000);
 	fprintf(stderr, "SIGSTOP: %s leads after %ld ms\n", O->node, ms);
 	CHECK(ms >= 1000); /* not before the lease could have expired */
-	jwatch_wait(g_jw, O->node, o_before + 1, 5000, "the new leader reconciles");
+	jwatch_wait(F.jw, O->node, o_before + 1, 5000, "the new leader reconciles");
 	/* the new leader's first record */
 	const struct jrec *r;
-	size_t n = jwatch_records(g_jw, &r);
+	size_t n = jwatch_records(F.jw, &r);
 	int64_t first_new = 0, new_token = 0;
 	for (size_t i = 0; i < n && !first_new; i++)
 		if (strcmp(r[i].node, O->node) == 0 && r[i].token > old_token) {
@@ -123,19 +98,19 @@ static void test_sigstop_leader_is_fenced_and_rejoins(void)
 	CHECK(first_new > 0);
 	/* keep it frozen a while longer: frozen for more than 2 TTLs in all */
 	while ((loop_now() - t0) / LOOP_NS_PER_MS < 4000)
-		loop_run_once(T.loop, 50);
-	size_t l_records_before = jwatch_count(g_jw, L->node, old_token);
+		loop_run_once(F.t.loop, 50);
+	size_t l_records_before = jwatch_count(F.jw, L->node, old_token);
 	host_signal(L, SIGCONT);
 
 	/* it steps down and rejoins as a candidate behind the new leader */
 	long back = host_wait_state(L, PLUGIN, "campaigning", true, 10000);
 	fprintf(stderr, "SIGCONT: %s campaigning again after %ld ms\n", L->node, back);
-	jwatch_wait(g_jw, O->node, jwatch_count(g_jw, O->node, 0) + 2, 5000,
+	jwatch_wait(F.jw, O->node, jwatch_count(F.jw, O->node, 0) + 2, 5000,
 		    "the new leader keeps reconciling");
-	CHECK_STR_EQ(obs_leader(g_obs), O->node);
+	CHECK_STR_EQ(obs_leader(F.obs), O->node);
 
 	/* the old leader wrote nothing after the new leader's first record */
-	n = jwatch_records(g_jw, &r);
+	n = jwatch_records(F.jw, &r);
 	for (size_t i = 0; i < n; i++)
 		if (r[i].token == old_token && r[i].rev > first_new) {
 			fprintf(stderr,
@@ -145,7 +120,7 @@ static void test_sigstop_leader_is_fenced_and_rejoins(void)
 				L->node, old_token, r[i].rev, first_new, new_token);
 			CHECK(!"a stale leader's write got through");
 		}
-	CHECK_INT_EQ(jwatch_count(g_jw, L->node, old_token), l_records_before);
+	CHECK_INT_EQ(jwatch_count(F.jw, L->node, old_token), l_records_before);
 
 	/* its log: leadership lost by the local deadline or on the first
 	 * keepalive answer */
@@ -167,31 +142,17 @@ static void test_sigstop_leader_is_fenced_and_rejoins(void)
 	fprintf(stderr, "SIGCONT: %s says: %.*s (%.*s)\n", L->node, (int)strcspn(lost, "\n"), lost,
 		(int)strcspn(why, "\n"), why);
 	free(log);
-	check_invariants();
+	fs_check_invariants(&F);
 }
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	g_jw = jwatch_new(&T, PFX, PLUGIN, 1);
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
+	fs_setup(&F, 1, PFX, PLUGIN, HOST_ARGS, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
 
 	RUN(test_start_two_hosts);
 	RUN(test_sigkill_leader_fails_over);
 	RUN(test_sigstop_leader_is_fenced_and_rejoins);
 
-	host_signal(&A, SIGTERM);
-	host_signal(&B, SIGTERM);
-	CHECK_OK(host_wait(&A, 15000));
-	CHECK_OK(host_wait(&B, 15000));
-	CHECK_INT_EQ(A.exit_status, 0);
-	CHECK_INT_EQ(B.exit_status, 0);
-	jwatch_free(g_jw);
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	fs_finish(&F);
 	return CHECK_EXIT();
 }

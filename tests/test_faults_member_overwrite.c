@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "faultsuite.h"
 #include "harness.h"
 #include "hosts.h"
 #include "invariants.h"
@@ -36,11 +37,7 @@
 #define K(x) PFX "/" PLUGIN "/" x
 #define DONE LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE
 
-static struct harness_etcd *g_etcd;
-static struct tu T;
-static struct observer *g_obs;
-static struct jwatch *g_jw;
-static struct host A, B;
+static struct fault_suite F;
 
 static const char *const HOST_ARGS[] = {
     "--prefix", PFX,	       "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval",
@@ -50,39 +47,39 @@ static const uint8_t GARBAGE[] = {0xff, 0xfe, 'g', 'a', 'r', 'b', 0x00, 0x01, 0x
 
 static void test_garbage_over_live_old_member_keeps_the_wait(void)
 {
-	host_install_plugin(&A, "1.0.0", "reconciler.so");
-	host_install_plugin(&B, "1.0.0", "reconciler.so");
-	host_start(&B, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_leader(g_obs, "b", 15000);
-	host_start(&A, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_members(g_obs, 2, 15000);
-	obs_wait_status_done(g_obs, REL(1, 0, 0), 15000);
-	jwatch_wait(g_jw, "b", 1, 10000, "b reconciles");
+	host_install_plugin(&F.a, "1.0.0", "reconciler.so");
+	host_install_plugin(&F.b, "1.0.0", "reconciler.so");
+	host_start(&F.b, harness_etcd_urls(F.etcd), HOST_ARGS);
+	obs_wait_leader(F.obs, "b", 15000);
+	host_start(&F.a, harness_etcd_urls(F.etcd), HOST_ARGS);
+	obs_wait_members(F.obs, 2, 15000);
+	obs_wait_status_done(F.obs, REL(1, 0, 0), 15000);
+	jwatch_wait(F.jw, "b", 1, 10000, "b reconciles");
 
 	/* a moves to 1.1.0 and leads, waiting for b (1.0.0) */
-	long ma = host_log_size(&A);
-	host_wait_state(&A, PLUGIN, "campaigning", true, 15000);
-	host_install_plugin(&A, "1.1.0", "reconciler.so");
-	obs_wait_member_release(g_obs, "a", REL(1, 1, 0), 10000);
-	obs_wait_leader(g_obs, "a", 5000);
+	long ma = host_log_size(&F.a);
+	host_wait_state(&F.a, PLUGIN, "campaigning", true, 15000);
+	host_install_plugin(&F.a, "1.1.0", "reconciler.so");
+	obs_wait_member_release(F.obs, "a", REL(1, 1, 0), 10000);
+	obs_wait_leader(F.obs, "a", 5000);
 	uint64_t t0 = loop_now();
-	while (host_log_count(&A, ma, "waiting for members below 1.1.0") == 0) {
+	while (host_log_count(&F.a, ma, "waiting for members below 1.1.0") == 0) {
 		CHECK((loop_now() - t0) / LOOP_NS_PER_MS < 5000);
-		loop_run_once(T.loop, 50);
+		loop_run_once(F.t.loop, 50);
 	}
-	size_t a_before = jwatch_count(g_jw, "a", 0);
+	size_t a_before = jwatch_count(F.jw, "a", 0);
 
 	/* garbage over b's live record; b keeps running 1.0.0 */
-	int64_t rev = tu_put(&T, K("members/b"), GARBAGE, sizeof(GARBAGE));
+	int64_t rev = tu_put(&F.t, K("members/b"), GARBAGE, sizeof(GARBAGE));
 	fprintf(stderr, "garbage written over members/b at revision %" PRId64 "\n", rev);
 	t0 = loop_now();
 	while ((loop_now() - t0) / LOOP_NS_PER_MS < 3000) {
-		loop_run_once(T.loop, 50);
+		loop_run_once(F.t.loop, 50);
 		int state;
 		struct release v, m;
-		CHECK(tu_get_status(&T, PFX, PLUGIN, &state, &v, &m));
+		CHECK(tu_get_status(&F.t, PFX, PLUGIN, &state, &v, &m));
 		if (state != DONE || release_cmp(v, REL(1, 0, 0)) != 0 ||
-		    release_cmp(m, REL(1, 0, 0)) != 0 || jwatch_count(g_jw, "a", 0) != a_before) {
+		    release_cmp(m, REL(1, 0, 0)) != 0 || jwatch_count(F.jw, "a", 0) != a_before) {
 			char vb[RELEASE_STRLEN], mb[RELEASE_STRLEN];
 			fprintf(
 			    stderr,
@@ -96,42 +93,30 @@ static void test_garbage_over_live_old_member_keeps_the_wait(void)
 			    "data\n",
 			    (loop_now() - t0) / LOOP_NS_PER_MS, state == DONE ? "DONE" : "WORKING",
 			    release_format(v, vb, sizeof(vb)), release_format(m, mb, sizeof(mb)),
-			    jwatch_count(g_jw, "a", 0) - a_before);
+			    jwatch_count(F.jw, "a", 0) - a_before);
 			hosts_dump_logs();
 			exit(1);
 		}
 	}
 	size_t len;
-	uint8_t *schema = tu_get(&T, K("data/config/schema"), &len);
+	uint8_t *schema = tu_get(&F.t, K("data/config/schema"), &len);
 	CHECK_STR_EQ((char *)schema, "reconciler/v1");
 	free(schema);
-	CHECK(host_alive(&A) && host_alive(&B));
+	CHECK(host_alive(&F.a) && host_alive(&F.b));
 
 	/* b really upgrades: the migration completes */
-	host_install_plugin(&B, "1.1.0", "reconciler.so");
-	obs_wait_member_release(g_obs, "b", REL(1, 1, 0), 10000);
-	obs_wait_status_done(g_obs, REL(1, 1, 0), 10000);
-	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+	host_install_plugin(&F.b, "1.1.0", "reconciler.so");
+	obs_wait_member_release(F.obs, "b", REL(1, 1, 0), 10000);
+	obs_wait_status_done(F.obs, REL(1, 1, 0), 10000);
+	CHECK_INT_EQ(inv_check_all(&F.t, PFX, PLUGIN, NULL), 0);
 }
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	g_jw = jwatch_new(&T, PFX, PLUGIN, 1);
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
+	fs_setup(&F, 1, PFX, PLUGIN, HOST_ARGS, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
 
 	RUN(test_garbage_over_live_old_member_keeps_the_wait);
 
-	host_signal(&A, SIGTERM);
-	host_signal(&B, SIGTERM);
-	CHECK_OK(host_wait(&A, 15000));
-	CHECK_OK(host_wait(&B, 15000));
-	jwatch_free(g_jw);
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	fs_finish(&F);
 	return CHECK_EXIT();
 }

@@ -23,6 +23,7 @@
 #include <json-c/json.h>
 
 #include "check.h"
+#include "faultsuite.h"
 #include "harness.h"
 #include "hosts.h"
 #include "invariants.h"
@@ -31,31 +32,15 @@
 #define PFX "/lhf"
 #define PLUGIN "reconciler"
 
-static struct harness_etcd *g_etcd;
-static struct tu T;
-static struct observer *g_obs;
-static struct jwatch *g_jw;
-static struct host A, B;
+static struct fault_suite F;
 
 static const char *const HOST_ARGS[] = {
     "--prefix", PFX,	       "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval",
     "300ms",	"--log-level", "debug", NULL};
 
-static uint64_t ms_since(uint64_t t0)
-{
-	return (loop_now() - t0) / LOOP_NS_PER_MS;
-}
-
 static void test_start_two_hosts(void)
 {
-	host_install_plugin(&A, "1.1.0", "reconciler.so");
-	host_install_plugin(&B, "1.1.0", "reconciler.so");
-	host_start(&A, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_leader(g_obs, "a", 15000);
-	host_start(&B, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_members(g_obs, 2, 15000);
-	obs_wait_status_done(g_obs, REL(1, 1, 0), 15000);
-	jwatch_wait(g_jw, "a", 1, 10000, "a reconciles");
+	fs_start_two_hosts(&F, "1.1.0", REL(1, 1, 0));
 }
 
 static bool p_settled(struct json_object *p, const void *arg)
@@ -69,9 +54,9 @@ static bool p_settled(struct json_object *p, const void *arg)
 
 static void test_plugin_replaced_100_times_in_a_second(void)
 {
-	long mark = host_log_size(&A);
+	long mark = host_log_size(&F.a);
 	const struct jrec *r;
-	size_t j0 = jwatch_records(g_jw, &r);
+	size_t j0 = jwatch_records(F.jw, &r);
 	uint64_t t0 = loop_now();
 	/* paced over ~1 s: mostly ~1-5 ms apart (the 50 ms debounce keeps being
 	 * pushed back), with a 55 ms pause after every 11th
@@ -79,57 +64,57 @@ static void test_plugin_replaced_100_times_in_a_second(void)
 	 * intermediate releases, reloads arriving while the previous one is
 	 * still draining */
 	for (int i = 0; i < 100; i++) {
-		host_install_plugin(&A, i % 2 == 0 ? "1.0.0" : "1.1.0", "reconciler.so");
+		host_install_plugin(&F.a, i % 2 == 0 ? "1.0.0" : "1.1.0", "reconciler.so");
 		uint64_t tp = loop_now();
 		int pause = i % 11 == 10 ? 55 : 1;
-		while (ms_since(tp) < (uint64_t)pause)
-			loop_run_once(T.loop, pause);
+		while (fs_ms_since(tp) < (uint64_t)pause)
+			loop_run_once(F.t.loop, pause);
 	}
-	uint64_t churn = ms_since(t0);
+	uint64_t churn = fs_ms_since(t0);
 	fprintf(stderr, "100 replacements took %" PRIu64 " ms\n", churn);
 	CHECK(churn < 1500);
 	/* the watcher reports a name at most 10 x 50 ms after its first event:
 	 * past that, the last rename has been seen (a documented bound, not a
 	 * guess) */
 	uint64_t tq = loop_now();
-	while (ms_since(tq) < 600)
-		loop_run_once(T.loop, 50);
+	while (fs_ms_since(tq) < 600)
+		loop_run_once(F.t.loop, 50);
 
 	/* settles on 1.1.0 */
 	struct json_object *p =
-	    ctl_wait_plugin(&A, PLUGIN, p_settled, NULL, 15000, "a settled on 1.1.0");
+	    ctl_wait_plugin(&F.a, PLUGIN, p_settled, NULL, 15000, "a settled on 1.1.0");
 	json_object_put(p);
-	obs_wait_member_release(g_obs, "a", REL(1, 1, 0), 10000);
-	obs_wait_members(g_obs, 2, 10000);
+	obs_wait_member_release(F.obs, "a", REL(1, 1, 0), 10000);
+	obs_wait_members(F.obs, 2, 10000);
 	/* exactly one instance: one plugin, one private copy, one mapped copy */
 	uint64_t t1 = loop_now();
-	while (host_private_copies(&A) != 1 || host_mapped_copies(&A) != 1) {
-		if (ms_since(t1) > 10000) {
+	while (host_private_copies(&F.a) != 1 || host_mapped_copies(&F.a) != 1) {
+		if (fs_ms_since(t1) > 10000) {
 			fprintf(stderr, "a has %d private copies, %d mapped\n",
-				host_private_copies(&A), host_mapped_copies(&A));
+				host_private_copies(&F.a), host_mapped_copies(&F.a));
 			hosts_dump_logs();
 			exit(1);
 		}
-		loop_run_once(T.loop, 50);
+		loop_run_once(F.t.loop, 50);
 	}
-	struct json_object *all = ctl_plugins_json(&A);
+	struct json_object *all = ctl_plugins_json(&F.a);
 	CHECK_INT_EQ(json_object_array_length(all), 1);
 	json_object_put(all);
 	fprintf(stderr,
 		"settled %" PRIu64 " ms after the churn; a logged %zu hot reloads, %zu "
 		"refusals\n",
-		ms_since(t0) - churn, host_log_count(&A, mark, "hot reload to"),
-		host_log_count(&A, mark, "refusing"));
+		fs_ms_since(t0) - churn, host_log_count(&F.a, mark, "hot reload to"),
+		host_log_count(&F.a, mark, "refusing"));
 
 	/* someone leads and reconciles under 1.1.0; status never left 1.1.0 */
-	const char *l = obs_leader(g_obs);
+	const char *l = obs_leader(F.obs);
 	CHECK(l != NULL);
 	char leader[32];
 	snprintf(leader, sizeof(leader), "%s", l);
-	jwatch_wait(g_jw, leader, jwatch_count(g_jw, leader, 0) + 2, 10000,
+	jwatch_wait(F.jw, leader, jwatch_count(F.jw, leader, 0) + 2, 10000,
 		    "the leader reconciles after the churn");
-	obs_wait_status_done(g_obs, REL(1, 1, 0), 1000);
-	size_t n = jwatch_records(g_jw, &r);
+	obs_wait_status_done(F.obs, REL(1, 1, 0), 1000);
+	size_t n = jwatch_records(F.jw, &r);
 	for (size_t i = j0; i < n; i++)
 		if (strcmp(r[i].release, "1.1.0") != 0) {
 			fprintf(stderr,
@@ -137,8 +122,8 @@ static void test_plugin_replaced_100_times_in_a_second(void)
 				r[i].rev, r[i].node, r[i].release);
 			CHECK(!"a 1.0.0 instance reconciled while 1.1.0 was present");
 		}
-	CHECK(host_alive(&A) && host_alive(&B));
-	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+	CHECK(host_alive(&F.a) && host_alive(&F.b));
+	CHECK_INT_EQ(inv_check_all(&F.t, PFX, PLUGIN, NULL), 0);
 }
 
 /* a byte-different copy of the 1.1.0 build (same release, new content hash:
@@ -167,97 +152,83 @@ static void install_variant(struct host *h, int n)
 static void test_second_reload_while_the_leader_drains(void)
 {
 	/* only a, with reconciles that take 800 ms */
-	host_signal(&B, SIGTERM);
-	CHECK_OK(host_wait(&B, 10000));
-	host_signal(&A, SIGTERM);
-	CHECK_OK(host_wait(&A, 10000));
-	host_install_plugin(&A, "1.1.0", "reconciler.so");
+	host_signal(&F.b, SIGTERM);
+	CHECK_OK(host_wait(&F.b, 10000));
+	host_signal(&F.a, SIGTERM);
+	CHECK_OK(host_wait(&F.a, 10000));
+	host_install_plugin(&F.a, "1.1.0", "reconciler.so");
 	/* back-to-back 800 ms reconciles: a reconcile is (nearly) always running */
 	static const char *const env[] = {"LH_EXAMPLE_DELAY_MS=800", NULL};
 	static const char *const slow_args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait",
 	                                        "0", "--reconcile-interval", "1ms", "--log-level",
 	                                        "debug", NULL};
-	host_start_env(&A, harness_etcd_urls(g_etcd), slow_args, env);
-	obs_wait_leader(g_obs, "a", 15000);
-	jwatch_wait(g_jw, "a", jwatch_count(g_jw, "a", 0) + 1, 10000, "a reconciles slowly");
-	long mark = host_log_size(&A);
-	install_variant(&A, 1);
+	host_start_env(&F.a, harness_etcd_urls(F.etcd), slow_args, env);
+	obs_wait_leader(F.obs, "a", 15000);
+	jwatch_wait(F.jw, "a", jwatch_count(F.jw, "a", 0) + 1, 10000, "a reconciles slowly");
+	long mark = host_log_size(&F.a);
+	install_variant(&F.a, 1);
 	uint64_t t0 = loop_now();
-	while (host_log_count(&A, mark, "hot reload to") < 1) {
-		CHECK(ms_since(t0) < 10000);
-		loop_run_once(T.loop, 5);
+	while (host_log_count(&F.a, mark, "hot reload to") < 1) {
+		CHECK(fs_ms_since(t0) < 10000);
+		loop_run_once(F.t.loop, 5);
 	}
 	/* the first swap now waits for the running 800 ms reconcile */
-	install_variant(&A, 2);
-	while (host_log_count(&A, mark, "hot reload to") < 2) {
-		CHECK(ms_since(t0) < 10000);
-		loop_run_once(T.loop, 5);
+	install_variant(&F.a, 2);
+	while (host_log_count(&F.a, mark, "hot reload to") < 2) {
+		CHECK(fs_ms_since(t0) < 10000);
+		loop_run_once(F.t.loop, 5);
 	}
 	/* a works again under the newest instance: new reconciles arrive */
-	size_t before = jwatch_count(g_jw, "a", 0);
-	jwatch_wait(g_jw, "a", before + 2, 15000, "a reconciles after two quick reloads");
+	size_t before = jwatch_count(F.jw, "a", 0);
+	jwatch_wait(F.jw, "a", before + 2, 15000, "a reconciles after two quick reloads");
 	struct json_object *p =
-	    ctl_wait_plugin(&A, PLUGIN, p_settled, NULL, 10000, "a settled on 1.1.0");
+	    ctl_wait_plugin(&F.a, PLUGIN, p_settled, NULL, 10000, "a settled on 1.1.0");
 	json_object_put(p);
 	uint64_t t1 = loop_now();
-	while (host_mapped_copies(&A) != 1) {
-		if (ms_since(t1) > 10000) {
-			fprintf(stderr, "a has %d mapped copies\n", host_mapped_copies(&A));
+	while (host_mapped_copies(&F.a) != 1) {
+		if (fs_ms_since(t1) > 10000) {
+			fprintf(stderr, "a has %d mapped copies\n", host_mapped_copies(&F.a));
 			hosts_dump_logs();
 			exit(1);
 		}
-		loop_run_once(T.loop, 50);
+		loop_run_once(F.t.loop, 50);
 	}
-	CHECK(host_alive(&A));
-	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+	CHECK(host_alive(&F.a));
+	CHECK_INT_EQ(inv_check_all(&F.t, PFX, PLUGIN, NULL), 0);
 	/* b back for the next scenario */
-	host_start(&B, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_members(g_obs, 2, 15000);
+	host_start(&F.b, harness_etcd_urls(F.etcd), HOST_ARGS);
+	obs_wait_members(F.obs, 2, 15000);
 }
 
 static void test_plugin_removed_while_leading(void)
 {
-	const char *l = obs_leader(g_obs);
+	const char *l = obs_leader(F.obs);
 	CHECK(l != NULL);
-	struct host *L = strcmp(l, "a") == 0 ? &A : &B, *O = L == &A ? &B : &A;
+	struct host *L = strcmp(l, "a") == 0 ? &F.a : &F.b, *O = L == &F.a ? &F.b : &F.a;
 	host_wait_state(L, PLUGIN, "leading", true, 5000);
 	char path[700];
 	CHECK(unlink(host_plugin_path(L, "reconciler.so", path, sizeof(path))) == 0);
-	long ms = obs_wait_leader(g_obs, O->node, 1000);
+	long ms = obs_wait_leader(F.obs, O->node, 1000);
 	fprintf(stderr, "plugin file removed on %s: %s leads after %ld ms\n", L->node, O->node, ms);
-	obs_wait_members(g_obs, 1, 5000);
-	jwatch_wait(g_jw, O->node, jwatch_count(g_jw, O->node, 0) + 1, 5000,
+	obs_wait_members(F.obs, 1, 5000);
+	jwatch_wait(F.jw, O->node, jwatch_count(F.jw, O->node, 0) + 1, 5000,
 		    "the new leader reconciles");
 	struct json_object *p = ctl_plugin_json(L, PLUGIN);
 	const char *st = p ? jstr(p, "state") : NULL;
 	CHECK(!p || (st && strcmp(st, "stopped") == 0));
 	json_object_put(p);
-	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+	CHECK_INT_EQ(inv_check_all(&F.t, PFX, PLUGIN, NULL), 0);
 }
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 1, 0), REL(1, 0, 0), REL(1, 1, 0));
-	g_jw = jwatch_new(&T, PFX, PLUGIN, 1);
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
+	fs_setup(&F, 1, PFX, PLUGIN, HOST_ARGS, REL(1, 1, 0), REL(1, 0, 0), REL(1, 1, 0));
 
 	RUN(test_start_two_hosts);
 	RUN(test_plugin_replaced_100_times_in_a_second);
 	RUN(test_second_reload_while_the_leader_drains);
 	RUN(test_plugin_removed_while_leading);
 
-	host_signal(&A, SIGTERM);
-	host_signal(&B, SIGTERM);
-	CHECK_OK(host_wait(&A, 15000));
-	CHECK_OK(host_wait(&B, 15000));
-	CHECK_INT_EQ(A.exit_status, 0);
-	CHECK_INT_EQ(B.exit_status, 0);
-	jwatch_free(g_jw);
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	fs_finish(&F);
 	return CHECK_EXIT();
 }
