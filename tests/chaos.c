@@ -506,7 +506,7 @@ static void check_no_old_writes(void)
 }
 
 /* heal, roll forward, converge */
-static void settle(void)
+static void converge(void)
 {
 	check_hosts_alive();
 	size_t n = G.n_writes;
@@ -647,7 +647,7 @@ int main(void)
 	uint64_t chaos_end = loop_now();
 	fprintf(stderr, "chaos: +%.1f s all faults healed; converging\n", secs_since_start());
 
-	settle();
+	converge();
 	check_one_leader();
 	struct inv_stats st;
 	memset(&st, 0, sizeof(st));
