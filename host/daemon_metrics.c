@@ -334,6 +334,10 @@ static double v_ready(const struct plugin_metrics_view *p)
 {
 	return p->info && p->info->ready;
 }
+static double v_paused(const struct plugin_metrics_view *p)
+{
+	return p->info && p->info->paused;
+}
 static double v_terms(const struct plugin_metrics_view *p)
 {
 	return (double)p->pm->terms_won;
@@ -370,6 +374,9 @@ static const struct plugin_family plugin_families[] = {
 	{"leasehold_ready", "gauge",
 	 "1 while this node may serve the plugin (the readiness rule, from a view it can vouch for).",
 	 v_ready},
+	{"leasehold_paused", "gauge",
+	 "1 while the plugin is paused cluster-wide (leaseholdctl pause), as this node mirrors it.",
+	 v_paused},
 	{"leasehold_terms_won_total", "counter", "Terms this node won (it became the leader).",
 	 v_terms},
 	{"leasehold_leader_changes_total", "counter",

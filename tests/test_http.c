@@ -190,6 +190,18 @@ static void test_probes_and_metrics(void)
 	CHECK(metric(PB, "leasehold_fencing_token{plugin=\"reconciler\"}") == 0);
 	CHECK(metric(PB, "leasehold_terms_won_total{plugin=\"reconciler\"}") == 0);
 
+	/* a cluster-wide pause shows on both nodes, and ends on both */
+	struct ctl_out o;
+	CHECK(metric(PA, "leasehold_paused{plugin=\"reconciler\"}") == 0);
+	CHECK_INT_EQ(host_ctl(&B, &o, "pause", "reconciler", NULL), 0);
+	ctl_out_free(&o);
+	wait_metric(PA, "leasehold_paused{plugin=\"reconciler\"}", 1, 5000);
+	wait_metric(PB, "leasehold_paused{plugin=\"reconciler\"}", 1, 5000);
+	CHECK_INT_EQ(host_ctl(&A, &o, "resume", "reconciler", NULL), 0);
+	ctl_out_free(&o);
+	wait_metric(PA, "leasehold_paused{plugin=\"reconciler\"}", 0, 5000);
+	wait_metric(PB, "leasehold_paused{plugin=\"reconciler\"}", 0, 5000);
+
 	/* etcd goes away: the session is lost within the TTL; health says so */
 	CHECK_OK(harness_etcd_stop(g_etcd, 0));
 	wait_answer(PA, "/healthz", 503, "no etcd session", 10000);
