@@ -37,6 +37,7 @@
 #include <json-c/json.h>
 
 #include "check.h"
+#include "testutil.h"
 #include "control.h"
 #include "control_client.h"
 #include "control_codec.h"
@@ -694,13 +695,8 @@ static Response *raw_call(const void *buf, size_t len)
 /* raw_connect - a connected stream socket to path (exits on failure). */
 static int raw_connect(const char *path)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
+	int fd = tu_unix_connect(path);
 	CHECK(fd >= 0);
-	CHECK(strlen(path) < sizeof(sa.sun_path));
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
 	return fd;
 }
 

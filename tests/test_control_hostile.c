@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "testutil.h"
 #include "harness.h"
 #include "hosts.h"
 
@@ -94,22 +95,6 @@ static unsigned long long cpu_ticks(pid_t pid)
 	return ut + st;
 }
 
-/* raw_connect - a connected AF_UNIX stream socket to path, or -errno. */
-static int raw_connect(const char *path)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	CHECK(fd >= 0);
-	CHECK(strlen(path) < sizeof(sa.sun_path));
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int r = -errno;
-		close(fd);
-		return r;
-	}
-	return fd;
-}
 
 static void raw_send(int fd, const void *buf, size_t len)
 {
@@ -181,7 +166,7 @@ static void expect_healthy(const char *after)
 
 static void test_connect_and_close(void)
 {
-	int fd = raw_connect(g_path);
+	int fd = tu_unix_connect(g_path);
 	CHECK(fd >= 0);
 	close(fd);
 	expect_healthy("connect+close");
@@ -190,13 +175,13 @@ static void test_connect_and_close(void)
 static void test_garbage_bytes(void)
 {
 	static const uint8_t garbage[] = "GET / HTTP/1.0\r\n\r\n\xff\xfe\x00\x01";
-	int fd = raw_connect(g_path);
+	int fd = tu_unix_connect(g_path);
 	CHECK(fd >= 0);
 	raw_send(fd, garbage, sizeof(garbage));
 	CHECK(closed_by_peer(fd, 5000)); /* not a control client: closed at once */
 	close(fd);
 	/* and garbage followed by a close */
-	fd = raw_connect(g_path);
+	fd = tu_unix_connect(g_path);
 	CHECK(fd >= 0);
 	raw_send(fd, garbage, sizeof(garbage));
 	close(fd);
@@ -207,7 +192,7 @@ static void test_half_header_then_silence(void)
 {
 	static const uint8_t sp_half[4] = {0, 'S', 'P', 0}; /* half an nng SP header */
 	static const uint8_t lh_half[5] = {'L', 'H', 'C', '1', 0};
-	int fd_sp = raw_connect(g_path), fd_lh = raw_connect(g_path);
+	int fd_sp = tu_unix_connect(g_path), fd_lh = tu_unix_connect(g_path);
 	long t0 = now_ms();
 
 	CHECK(fd_sp >= 0 && fd_lh >= 0);
@@ -234,20 +219,20 @@ static void test_client_leaves_unanswered(void)
 	hdr[6] = (uint8_t)(len >> 8);
 	hdr[7] = (uint8_t)len;
 	/* a request sent, the connection closed before the answer */
-	fd = raw_connect(g_path);
+	fd = tu_unix_connect(g_path);
 	CHECK(fd >= 0);
 	raw_send(fd, hdr, sizeof(hdr));
 	raw_send(fd, req, len);
 	close(fd);
 	/* half a request body, then gone */
-	fd = raw_connect(g_path);
+	fd = tu_unix_connect(g_path);
 	CHECK(fd >= 0);
 	raw_send(fd, hdr, sizeof(hdr));
 	raw_send(fd, req, len / 2);
 	close(fd);
 	/* the daemon frozen while a client gives up (leaseholdctl's timeout) */
 	kill(A.pid, SIGSTOP);
-	fd = raw_connect(g_path); /* queued in the backlog */
+	fd = tu_unix_connect(g_path); /* queued in the backlog */
 	CHECK(fd >= 0);
 	close(fd);
 	kill(A.pid, SIGCONT);
@@ -262,7 +247,7 @@ static void test_burst_200(void)
 	size_t n_kept = 0;
 
 	for (int i = 0; i < 200; i++) {
-		int fd = raw_connect(g_path);
+		int fd = tu_unix_connect(g_path);
 		CHECK(fd >= 0);
 		switch (i % 3) {
 		case 0:
@@ -460,7 +445,7 @@ static void stray_on_next_socket(int ifd, const char *dir, bool half)
 			/* between bind() and listen() a connect is refused: retry
 			 * until the deadline (a loaded machine can take a while
 			 * from one to the other) */
-			while ((fd = raw_connect(path)) == -ECONNREFUSED && now_ms() < deadline)
+			while ((fd = tu_unix_connect(path)) == -ECONNREFUSED && now_ms() < deadline)
 				sched_yield();
 			if (fd < 0)
 				fprintf(stderr, "stray connect to %s: %s\n", path, strerror(-fd));

@@ -57,6 +57,10 @@ bool tu_get_status(struct tu *t, const char *prefix, const char *plugin, int *re
  * timeout_ms. */
 void tu_wait(struct tu *t, bool (*pred)(void *), void *arg, int timeout_ms, const char *what);
 
+/* tu_unix_connect - a connected AF_UNIX stream socket to path, or -errno
+ * (the control socket tests' raw client). */
+int tu_unix_connect(const char *path);
+
 #define REL(a, b, c) ((struct release){(a), (b), (c)})
 
 #endif
