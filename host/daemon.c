@@ -26,14 +26,10 @@
  * - A load or init failure never touches what runs: the previous instance
  *   keeps running and the reason is kept for the CLI (state `failed` only
  *   when nothing runs).
- * - Shutdown (SIGTERM/SIGINT): every election is stopped (drain, deposed,
- *   election key deleted; the last election to stop leaves it to the
- *   revocation instead; the member records stay unless the node leaves for
- *   good, `leaseholdctl leave`), then the lease is revoked while every
- *   instance stops (fini), then the loop ends. A second signal or the
- *   shutdown timeout skips the waiting.
- * - Files: the records shared with the control ops are in
- *   daemon_internal.h; the control socket's ops are in daemon_control.c.
+ * - Files: the records shared by the daemon's files are in
+ *   daemon_internal.h; the control socket's ops are in daemon_control.c,
+ *   the shutdown in daemon_shutdown.c, systemd's notify protocol in
+ *   daemon_systemd.c and the HTTP endpoint's snapshot in daemon_http.c.
  */
 #include "config.h"
 
@@ -71,11 +67,6 @@
 #include "daemon_internal.h"
 
 
-void daemon_request_select(struct daemon *d);
-static void entry_remove(struct entry *e);
-static void maybe_finish_shutdown(struct daemon *d);
-static bool is_last_election(void *ud);
-static void sd_report(struct daemon *d);
 
 int parse_duration(const char *s, uint64_t *ret_ns)
 {
@@ -116,15 +107,13 @@ static struct plugin_releases releases_of(const struct loader_plugin *lp)
 	                                lp->min_compatible_release};
 }
 
-static void publish_soon(struct daemon *d);
-
 void daemon_notify(void *ud)
 {
 	struct daemon *d = ud;
 	if (d->ctl)
 		control_notify(d->ctl);
-	publish_soon(d);
-	sd_report(d);
+	daemon_publish_soon(d);
+	daemon_sd_report(d);
 }
 
 /* the entry whose instance came from `file` (or last tried it) */
@@ -258,11 +247,6 @@ static void retire(struct daemon *d, struct plugin_instance *old)
 	d->retiring = r;
 	plugin_instance_stop(old, on_old_stopped, r);
 }
-
-struct swap_ctx {
-	struct entry *e;
-	struct plugin_instance *old; /* the instance to retire once the swap is done */
-};
 
 static void on_swapped(void *ud)
 {
@@ -610,7 +594,7 @@ static void select_name(struct daemon *d, const char *name)
 				         e->file, name);
 			else
 				log_info("daemon", "plugin file %s removed; stopping %s", e->file, name);
-			entry_remove(e);
+			daemon_entry_remove(e);
 		}
 		return;
 	}
@@ -661,21 +645,21 @@ static void on_removed_pi_stopped(void *ud)
 	loop_timer_arm_in(d->later, 0); /* free it outside any callback chain */
 	daemon_request_select(d);              /* another file of the name may be waiting */
 	daemon_notify(d);
-	maybe_finish_shutdown(d);
+	daemon_maybe_finish_shutdown(d);
 }
 
 static void on_removed_el_stopped(void *ud)
 {
 	struct entry *e = ud;
 	e->el_stopped = true;
-	maybe_finish_shutdown(e->d); /* the lease can go before the plugins' fini */
+	daemon_maybe_finish_shutdown(e->d); /* the lease can go before the plugins' fini */
 	if (e->pi)
 		plugin_instance_stop(e->pi, on_removed_pi_stopped, e);
 	else
 		on_removed_pi_stopped(e);
 }
 
-static void entry_remove(struct entry *e)
+void daemon_entry_remove(struct entry *e)
 {
 	if (e->removing || e->gone)
 		return;
@@ -688,7 +672,7 @@ static void entry_remove(struct entry *e)
 		e->next_file = NULL;
 	}
 	if (e->el && e->d->shutting_down)
-		election_stop_revoking(e->el, e->d->leaving, is_last_election, on_removed_el_stopped, e);
+		election_stop_revoking(e->el, e->d->leaving, daemon_is_last_election, on_removed_el_stopped, e);
 	else if (e->el)
 		election_stop(e->el, on_removed_el_stopped, e);
 	else
@@ -756,7 +740,7 @@ static void on_later(struct loop_timer *t, void *ud)
 	}
 	if (d->select_pending && !d->shutting_down)
 		select_all(d);
-	sd_report(d); /* a rescan that found nothing new completes a reload here */
+	daemon_sd_report(d); /* a rescan that found nothing new completes a reload here */
 }
 
 /* ---- session ---- */
@@ -783,281 +767,6 @@ static void on_session_lost(void *ud, int64_t old, const char *why)
 
 static const struct session_ops sess_ops = {.up = on_session_up, .lost = on_session_lost};
 
-/* ---- shutdown ---- */
-
-static void on_revoked(void *ud, int err)
-{
-	struct daemon *d = ud;
-	if (err < 0)
-		log_warn("daemon", "revoking the lease failed: %s (it and its keys expire by themselves)",
-		         etcd_strerror(err));
-	else
-		log_info("daemon", "lease revoked");
-	d->revoked = true;
-	d->revoke_failed = err < 0;
-	maybe_finish_shutdown(d);
-}
-
-/* elections_stopped - every election of the host but skip's (may be NULL)
- * has stopped */
-static bool elections_stopped(const struct daemon *d, const struct entry *skip)
-{
-	for (const struct entry *e = d->entries; e; e = e->next)
-		if (e != skip && !e->gone && e->el && !e->el_stopped)
-			return false;
-	return true;
-}
-
-/* is_last_election - election_stop_revoking's question for entry ud */
-static bool is_last_election(void *ud)
-{
-	const struct entry *me = ud;
-	return elections_stopped(me->d, me);
-}
-
-/* the end of a clean shutdown */
-static void say_bye(struct daemon *d)
-{
-	log_info("daemon", "bye");
-	loop_quit(d->loop, d->exit_code);
-}
-
-/* Shutdown ends in two steps: once every election stopped, the lease is
- * revoked (the plugins may still be running fini: they no longer lead);
- * once every plugin stopped too and the revocation answered, the loop ends. */
-static void maybe_finish_shutdown(struct daemon *d)
-{
-	if (!d->shutting_down)
-		return;
-	bool all = true;
-	for (struct entry *e = d->entries; e; e = e->next)
-		all = all && e->gone;
-	if (!d->revoking && elections_stopped(d, NULL)) {
-		d->revoking = true;
-		session_revoke(d->sess, on_revoked, d);
-		return; /* may have answered at once: it calls us again */
-	}
-	if (all && d->revoked && !d->lingering) {
-		uint64_t now = loop_now(), linger = d->cfg->exit_linger_ns;
-		/* the linger fits inside --shutdown-timeout; it is pointless when
-		 * the keys were not revoked (the successor waits for the TTL) */
-		if (d->deadline_at <= now || d->revoke_failed)
-			linger = 0;
-		else if (linger > d->deadline_at - now)
-			linger = d->deadline_at - now;
-		if (!linger) {
-			say_bye(d);
-			return;
-		}
-		/* The successor is taking over right now, through etcd; this
-		 * host's teardown (plugins unloaded, sockets and connections
-		 * closed, the process exit) is milliseconds of CPU and of etcd
-		 * work that would compete with it on a shared machine. Nothing
-		 * is left to do here, so wait quietly first. */
-		d->lingering = true;
-		log_info("daemon", "done; lingering %llu ms before the teardown",
-		         (unsigned long long)(linger / LOOP_NS_PER_MS));
-		loop_timer_arm_in(d->shutdown_deadline, linger);
-	}
-}
-
-void daemon_begin_shutdown(struct daemon *d, const char *why)
-{
-	if (d->lingering) { /* everything is done: no need to hurry anything */
-		say_bye(d);
-		return;
-	}
-	if (d->shutting_down) {
-		log_warn("daemon", "second signal: exiting without waiting");
-		plugin_instance_hurry();
-		d->exit_code = 1;
-		loop_quit(d->loop, 1);
-		return;
-	}
-	log_info("daemon", "%s: shutting down (drain, resign, revoke)", why);
-	d->shutting_down = true;
-	sdnotify_send(d->sd, "STOPPING=1");
-	sd_report(d);
-	uint64_t t = d->cfg->shutdown_timeout_ns ? d->cfg->shutdown_timeout_ns : 30 * LOOP_NS_PER_S;
-	d->deadline_at = loop_now() + t;
-	loop_timer_arm_in(d->shutdown_deadline, t);
-	for (struct entry *e = d->entries; e; e = e->next) {
-		if (e->removing || e->gone)
-			continue;
-		if (!e->el && !e->pi) {
-			e->gone = true;
-			continue;
-		}
-		entry_remove(e);
-	}
-	maybe_finish_shutdown(d);
-}
-
-/* what an entry that did not stop in time waits for, in one line */
-static void log_stuck_entry(const struct entry *e)
-{
-	struct plugin_instance *const pis[] = {e->pi, e->pending_swap ? e->pending_swap->old : NULL};
-	const char *cb;
-	uint64_t since;
-	if (e->gone)
-		return;
-	for (size_t i = 0; i < sizeof(pis) / sizeof(pis[0]); i++) {
-		if (pis[i] && plugin_instance_running(pis[i], &cb, &since)) {
-			uint64_t now = loop_now();
-			log_error("daemon", "plugin %s: still waiting for its callback %s (running for "
-			          "%" PRIu64 " s)",
-			          e->name[0] ? e->name : e->file, cb,
-			          now > since ? (now - since) / LOOP_NS_PER_S : 0);
-			return;
-		}
-	}
-	log_error("daemon", "plugin %s: still waiting for %s", e->name[0] ? e->name : e->file,
-	          e->el && !e->el_stopped ? "its election to stop (drain, resign)"
-	                                  : "its worker to stop (fini)");
-}
-
-static void on_shutdown_deadline(struct loop_timer *t, void *ud)
-{
-	(void)t;
-	struct daemon *d = ud;
-	if (d->lingering) {
-		say_bye(d);
-		return;
-	}
-	log_error("daemon", "shutdown did not finish in time; exiting (keys expire with the lease)");
-	for (struct entry *e = d->entries; e; e = e->next)
-		log_stuck_entry(e);
-	plugin_instance_hurry();
-	d->exit_code = 1;
-	loop_quit(d->loop, 1);
-}
-
-/* ---- systemd: readiness, status, reload, watchdog (sdnotify.h) ---- */
-
-/* synced - READY=1's condition: the etcd session holds a lease, the plugin
- * directory's last scan has been acted on (every file probed, the choice
- * made), every chosen plugin has either initialised or failed, and the election of every
- * running plugin has read its state from etcd (no longer `loading`). A
- * plugin that failed to load does not hold readiness back: it is reported
- * (STATUS=, leaseholdctl) and waits for new bytes. */
-static bool synced(struct daemon *d)
-{
-	if (!session_is_up(d->sess) || d->rescan_pending || d->select_pending)
-		return false;
-	for (struct entry *e = d->entries; e; e = e->next) {
-		if (e->gone || e->removing)
-			continue;
-		if (e->next_pi || (!e->pi && !e->failed))
-			return false; /* still loading */
-		if (e->pi && e->el) {
-			struct election_info i;
-			election_get_info(e->el, &i);
-			if (i.state == ELECTION_LOADING)
-				return false;
-		}
-	}
-	return true;
-}
-
-/* the one-line summary for STATUS=, e.g. "3 plugins, leading 1, etcd ok" */
-static void sd_summary(struct daemon *d, char *buf, size_t len)
-{
-	size_t running = 0, leading = 0, failed = 0;
-	for (struct entry *e = d->entries; e; e = e->next) {
-		if (e->gone || e->removing)
-			continue;
-		if (e->failed)
-			failed++;
-		if (!e->pi)
-			continue;
-		running++;
-		if (e->el) {
-			struct election_info i;
-			election_get_info(e->el, &i);
-			leading += i.state == ELECTION_LEADING;
-		}
-	}
-	char f[32] = "";
-	if (failed)
-		snprintf(f, sizeof(f), ", %zu failed", failed);
-	snprintf(buf, len, "%s%zu plugin%s, leading %zu%s, etcd %s",
-	         d->shutting_down ? "stopping: "
-	         : d->sd_ready   ? ""
-	         : d->sd_started ? "reloading: "
-	                         : "starting: ",
-	         running,
-	         running == 1 ? "" : "s", leading, f,
-	         session_is_up(d->sess) ? "ok" : "no session");
-}
-
-/* sd_report - after any change: READY=1 once synced (again after a reload),
- * STATUS= when the summary changed. */
-static void sd_report(struct daemon *d)
-{
-	if (!d->sd || !d->sess)
-		return;
-	bool ready = !d->sd_ready && !d->shutting_down && synced(d);
-	if (ready) {
-		d->sd_ready = d->sd_started = true;
-		log_info("daemon", "synced with etcd: ready");
-	}
-	char status[sizeof(d->sd_status)], msg[sizeof(status) + 32];
-	sd_summary(d, status, sizeof(status));
-	if (!ready && strcmp(status, d->sd_status) == 0)
-		return;
-	snprintf(d->sd_status, sizeof(d->sd_status), "%s", status);
-	/* one datagram: systemd shows the summary of the state it enters */
-	snprintf(msg, sizeof(msg), "%sSTATUS=%s", ready ? "READY=1\n" : "", status);
-	sdnotify_send(d->sd, msg);
-}
-
-/* sd_reloading - SIGHUP: systemd's reload protocol (RELOADING=1 with the
- * CLOCK_MONOTONIC time, then READY=1 once the rescan has been acted on) */
-static void sd_reloading(struct daemon *d)
-{
-	if (!d->sd || d->shutting_down)
-		return;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	char msg[64];
-	snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%llu",
-	         (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000);
-	sdnotify_send(d->sd, msg);
-	d->sd_ready = false;
-}
-
-/* the watchdog pings come from a loop timer, so that a wedged loop stops
- * them and systemd restarts the daemon */
-static void on_watchdog(struct loop_timer *t, void *ud)
-{
-	struct daemon *d = ud;
-	sdnotify_send(d->sd, "WATCHDOG=1");
-	loop_timer_arm_in(t, d->watchdog_ns);
-}
-
-static int sd_setup(struct daemon *d)
-{
-	int r = sdnotify_from_env(&d->sd, &d->watchdog_ns);
-	if (r < 0) { /* a manager that set it waits in vain; a stray one is harmless */
-		log_warn("daemon", "NOTIFY_SOCKET is not a usable socket address (%s); not notifying",
-		         strerror(-r));
-		return 0;
-	}
-	if (!d->sd)
-		return 0;
-	if (d->watchdog_ns) {
-		if ((r = loop_timer_new(d->loop, on_watchdog, d, &d->watchdog)) < 0)
-			return r;
-		loop_timer_arm_in(d->watchdog, 0);
-	}
-	if (d->watchdog_ns)
-		log_info("daemon", "systemd notification on; watchdog ping every %llu ms",
-		         (unsigned long long)(d->watchdog_ns / LOOP_NS_PER_MS));
-	else
-		log_info("daemon", "systemd notification on; no watchdog");
-	return 0;
-}
-
 static void on_signal(struct loop_io *io, int fd, uint32_t events, void *ud)
 {
 	(void)io;
@@ -1067,170 +776,12 @@ static void on_signal(struct loop_io *io, int fd, uint32_t events, void *ud)
 	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
 			log_info("daemon", "SIGHUP: rescanning %s", d->cfg->plugin_dir);
-			sd_reloading(d);
+			daemon_sd_reloading(d);
 			d->rescan_pending = true;
 			loop_timer_arm_in(d->later, 0);
 		} else
 			daemon_begin_shutdown(d, si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
 	}
-}
-
-/* ---- the HTTP endpoint's snapshot (http.h) ---- */
-
-#define PUBLISH_PERIOD_NS (1 * LOOP_NS_PER_S)
-#define PUBLISH_MIN_NS (50 * LOOP_NS_PER_MS) /* coalesces a burst of changes */
-/* /healthz fails when no snapshot came for this long: several missed
- * periods, so a loaded machine does not fail it, while a wedged loop does */
-#define PUBLISH_STALE_NS (5 * LOOP_NS_PER_S)
-
-static char *dup_or_null(const char *s)
-{
-	return s ? strdup(s) : NULL;
-}
-
-static void publish_plugin(struct entry *e, const struct election_info *i,
-                           struct http_plugin_state *ps)
-{
-	char buf[300];
-	ps->name = strdup(e->name);
-	ps->ready = i && i->ready;
-	ps->leader = i && i->state == ELECTION_LEADING;
-	if (!ps->ready)
-		ps->not_ready = dup_or_null(!i ? (e->error ? e->error : "loading")
-		                               : i->not_ready ? i->not_ready : "not ready");
-	if (!ps->leader) {
-		if (i && i->leader)
-			snprintf(buf, sizeof(buf), "not the leader: %s leads (this node: %s)", i->leader,
-			         election_state_name(i->state));
-		else
-			snprintf(buf, sizeof(buf), "not the leader: no leader known (this node: %s)",
-			         i ? election_state_name(i->state) : "loading");
-		ps->not_leader = strdup(buf);
-	}
-}
-
-/* publish - build the answer set from the live state and hand it over */
-static void publish(struct daemon *d)
-{
-	size_t n = 0;
-	for (struct entry *e = d->entries; e; e = e->next)
-		n += !e->gone && e->name[0];
-	struct http_snapshot *snap = calloc(1, sizeof(*snap));
-	struct http_plugin_state *ps = calloc(n ? n : 1, sizeof(*ps));
-	struct plugin_metrics_view *pv = calloc(n ? n : 1, sizeof(*pv));
-	struct election_info *infos = calloc(n ? n : 1, sizeof(*infos));
-	struct election_member *members = NULL;
-	struct metrics_text t = {0};
-	if (!snap || !ps || !pv || !infos)
-		goto fail;
-	snap->plugins = ps;
-	ps = NULL;
-	size_t k = 0, total_members = 0;
-	for (struct entry *e = d->entries; e; e = e->next)
-		if (!e->gone && e->name[0] && e->el)
-			total_members += election_members(e->el, NULL, 0);
-	members = calloc(total_members ? total_members : 1, sizeof(*members));
-	if (!members)
-		goto fail;
-	size_t mused = 0;
-	for (struct entry *e = d->entries; e && k < n; e = e->next) {
-		if (e->gone || !e->name[0])
-			continue;
-		struct election_info *i = NULL;
-		if (e->el) {
-			i = &infos[k];
-			election_get_info(e->el, i);
-			plugin_metrics_observe(&e->pm, i);
-			size_t m = election_members(e->el, members + mused, total_members - mused);
-			m = m > total_members - mused ? total_members - mused : m;
-			pv[k].members = members + mused;
-			pv[k].n_members = m;
-			mused += m;
-		}
-		publish_plugin(e, i, &snap->plugins[k]);
-		pv[k].name = e->name;
-		pv[k].info = i;
-		pv[k].pm = &e->pm;
-		if (e->pi) {
-			struct plugin_instance_stats st;
-			plugin_instance_get_stats(e->pi, &st);
-			pv[k].has_instance_stats = true;
-			pv[k].worker_restarts = e->pm.retired_worker_restarts + st.worker_restarts;
-			pv[k].callback_timeouts = e->pm.retired_callback_timeouts + st.callback_timeouts;
-		}
-		k++;
-	}
-	snap->n_plugins = k;
-	uint64_t now = loop_now(), safe = session_safe_until(d->sess);
-	struct host_metrics_view hv = {
-		.hm = &d->hm,
-		.session_up = session_is_up(d->sess),
-		.lease_remaining_s = safe > now ? (double)(safe - now) / 1e9 : 0,
-	};
-	daemon_metrics_render(&t, &hv, pv, k);
-	if (metrics_text_take(&t, &snap->metrics, &snap->metrics_len) < 0)
-		goto fail;
-	snap->healthy = hv.session_up;
-	if (!snap->healthy) {
-		char buf[300];
-		snprintf(buf, sizeof(buf), "no etcd session%s%s", d->session_lost_why[0] ? ": " : "",
-		         d->session_lost_why);
-		snap->unhealthy = strdup(buf);
-	}
-	http_server_publish(d->http, snap);
-	snap = NULL;
-fail:
-	/* on failure the previous snapshot ages: /healthz says so after a while */
-	free(members);
-	free(infos);
-	free(pv);
-	free(ps);
-	http_snapshot_free(snap);
-}
-
-static void on_publish(struct loop_timer *t, void *ud)
-{
-	struct daemon *d = ud;
-	publish(d);
-	d->publish_at = loop_now() + PUBLISH_PERIOD_NS;
-	loop_timer_arm_at(t, d->publish_at);
-}
-
-/* after a change: publish within PUBLISH_MIN_NS, and observe the change */
-static void publish_soon(struct daemon *d)
-{
-	for (struct entry *e = d->entries; e; e = e->next)
-		if (e->el) {
-			struct election_info i;
-			election_get_info(e->el, &i);
-			plugin_metrics_observe(&e->pm, &i);
-		}
-	if (!d->http)
-		return;
-	uint64_t at = loop_now() + PUBLISH_MIN_NS;
-	if (d->publish_at > at) {
-		d->publish_at = at;
-		loop_timer_arm_at(d->publish, at);
-	}
-}
-
-/* start_http - the endpoint of --http (none: "") */
-static int start_http(struct daemon *d)
-{
-	const char *addr = d->cfg->http_addr ? d->cfg->http_addr : HTTP_DEFAULT_ADDR;
-	if (!*addr)
-		return 0;
-	char err[400] = "";
-	int r = http_server_new(addr, PUBLISH_STALE_NS, &d->http, err, sizeof(err));
-	if (r < 0) {
-		log_error("daemon", "cannot serve HTTP on %s: %s", addr, *err ? err : strerror(-r));
-		return r;
-	}
-	if ((r = loop_timer_new(d->loop, on_publish, d, &d->publish)) < 0)
-		return r;
-	log_info("daemon", "metrics and probes at http://%s (port %d)", addr, http_server_port(d->http));
-	on_publish(d->publish, d);
-	return 0;
 }
 
 /* ---- run ---- */
@@ -1292,10 +843,10 @@ int daemon_run(const struct daemon_config *cfg)
 		goto out;
 	}
 	if ((r = loop_timer_new(d->loop, on_later, d, &d->later)) < 0 ||
-	    (r = loop_timer_new(d->loop, on_shutdown_deadline, d, &d->shutdown_deadline)) < 0 ||
+	    (r = loop_timer_new(d->loop, daemon_on_shutdown_deadline, d, &d->shutdown_deadline)) < 0 ||
 	    (r = loop_timer_new(d->loop, daemon_on_leave_later, d, &d->leave_timer)) < 0)
 		goto out;
-	if (make_private_dir(d) < 0 || sd_setup(d) < 0)
+	if (make_private_dir(d) < 0 || daemon_sd_setup(d) < 0)
 		goto out;
 	/* thread isolation: a plugin that crashes the daemon says so first */
 	if ((r = crash_report_install("the daemon dies with it (thread isolation)")) < 0)
@@ -1342,7 +893,7 @@ int daemon_run(const struct daemon_config *cfg)
 		          strerror(-r));
 		goto out;
 	}
-	if (start_http(d) < 0)
+	if (daemon_start_http(d) < 0)
 		goto out;
 	log_info("daemon", "node %s, etcd %s, prefix %s, plugins from %s, ttl %" PRId64 " s",
 	         cfg->node_id, etcd_client_endpoint(d->etcd), cfg->prefix, cfg->plugin_dir,

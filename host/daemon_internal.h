@@ -110,6 +110,12 @@ struct daemon {
 	char sd_status[160]; /* the STATUS= last sent */
 };
 
+/* a hot reload the election has not completed yet (daemon.c) */
+struct swap_ctx {
+	struct entry *e;
+	struct plugin_instance *old; /* the instance to retire once the swap is done */
+};
+
 /* the control socket's ops over the daemon (daemon_control.c); ud is the
  * daemon */
 extern const struct control_ops daemon_control_ops;
@@ -134,5 +140,37 @@ void daemon_begin_shutdown(struct daemon *d, const char *why);
 /* daemon_on_leave_later - the timer that starts a `leaseholdctl leave`
  * shutdown after its reply was sent (ud is the daemon) */
 void daemon_on_leave_later(struct loop_timer *t, void *ud);
+
+/* daemon_entry_remove - stop e's election and instance gracefully and free
+ * it once both stopped (plugin removed, or the shutdown) (daemon.c) */
+void daemon_entry_remove(struct entry *e);
+
+/* ---- the shutdown (daemon_shutdown.c) ---- */
+/* daemon_maybe_finish_shutdown - take the shutdown's next step if the one
+ * before completed: revoke once every election stopped, end the loop once
+ * every plugin stopped and the revocation answered */
+void daemon_maybe_finish_shutdown(struct daemon *d);
+/* daemon_is_last_election - election_stop_revoking's question: is entry ud
+ * the last of the host's elections still running? */
+bool daemon_is_last_election(void *ud);
+/* daemon_on_shutdown_deadline - the --shutdown-timeout timer (also ends the
+ * linger); ud is the daemon */
+void daemon_on_shutdown_deadline(struct loop_timer *t, void *ud);
+
+/* ---- systemd (daemon_systemd.c) ---- */
+/* daemon_sd_setup - notify and watchdog when NOTIFY_SOCKET is set; 0 or -errno */
+int daemon_sd_setup(struct daemon *d);
+/* daemon_sd_report - after any change: READY=1 once synced, STATUS= when
+ * the summary changed */
+void daemon_sd_report(struct daemon *d);
+/* daemon_sd_reloading - SIGHUP: RELOADING=1 (READY=1 follows when synced) */
+void daemon_sd_reloading(struct daemon *d);
+
+/* ---- the HTTP endpoint's snapshot (daemon_http.c) ---- */
+/* daemon_start_http - serve --http (nothing for ""); 0 or -errno (logged) */
+int daemon_start_http(struct daemon *d);
+/* daemon_publish_soon - a change: publish a new snapshot within
+ * PUBLISH_MIN_NS, and let the metrics observe it */
+void daemon_publish_soon(struct daemon *d);
 
 #endif

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_http.c - what the HTTP endpoint (http.h) serves: a snapshot of
+ * health, readiness, leadership and the metrics text, built on the loop
+ * from the live state and handed to the server thread, on change (at most
+ * every PUBLISH_MIN_NS) and every PUBLISH_PERIOD_NS. The server never reads
+ * live state, so a flood of requests cannot delay the loop. Loop thread
+ * only.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon_metrics.h"
+#include "election.h"
+#include "http.h"
+#include "log.h"
+#include "loop.h"
+#include "session.h"
+
+#include "daemon_internal.h"
+
+#define PUBLISH_PERIOD_NS (1 * LOOP_NS_PER_S)
+#define PUBLISH_MIN_NS (50 * LOOP_NS_PER_MS) /* coalesces a burst of changes */
+/* /healthz fails when no snapshot came for this long: several missed
+ * periods, so a loaded machine does not fail it, while a wedged loop does */
+#define PUBLISH_STALE_NS (5 * LOOP_NS_PER_S)
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static void publish_plugin(struct entry *e, const struct election_info *i,
+                           struct http_plugin_state *ps)
+{
+	char buf[300];
+	ps->name = strdup(e->name);
+	ps->ready = i && i->ready;
+	ps->leader = i && i->state == ELECTION_LEADING;
+	if (!ps->ready)
+		ps->not_ready = dup_or_null(!i ? (e->error ? e->error : "loading")
+		                               : i->not_ready ? i->not_ready : "not ready");
+	if (!ps->leader) {
+		if (i && i->leader)
+			snprintf(buf, sizeof(buf), "not the leader: %s leads (this node: %s)", i->leader,
+			         election_state_name(i->state));
+		else
+			snprintf(buf, sizeof(buf), "not the leader: no leader known (this node: %s)",
+			         i ? election_state_name(i->state) : "loading");
+		ps->not_leader = strdup(buf);
+	}
+}
+
+/* publish - build the answer set from the live state and hand it over */
+static void publish(struct daemon *d)
+{
+	size_t n = 0;
+	for (struct entry *e = d->entries; e; e = e->next)
+		n += !e->gone && e->name[0];
+	struct http_snapshot *snap = calloc(1, sizeof(*snap));
+	struct http_plugin_state *ps = calloc(n ? n : 1, sizeof(*ps));
+	struct plugin_metrics_view *pv = calloc(n ? n : 1, sizeof(*pv));
+	struct election_info *infos = calloc(n ? n : 1, sizeof(*infos));
+	struct election_member *members = NULL;
+	struct metrics_text t = {0};
+	if (!snap || !ps || !pv || !infos)
+		goto fail;
+	snap->plugins = ps;
+	ps = NULL;
+	size_t k = 0, total_members = 0;
+	for (struct entry *e = d->entries; e; e = e->next)
+		if (!e->gone && e->name[0] && e->el)
+			total_members += election_members(e->el, NULL, 0);
+	members = calloc(total_members ? total_members : 1, sizeof(*members));
+	if (!members)
+		goto fail;
+	size_t mused = 0;
+	for (struct entry *e = d->entries; e && k < n; e = e->next) {
+		if (e->gone || !e->name[0])
+			continue;
+		struct election_info *i = NULL;
+		if (e->el) {
+			i = &infos[k];
+			election_get_info(e->el, i);
+			plugin_metrics_observe(&e->pm, i);
+			size_t m = election_members(e->el, members + mused, total_members - mused);
+			m = m > total_members - mused ? total_members - mused : m;
+			pv[k].members = members + mused;
+			pv[k].n_members = m;
+			mused += m;
+		}
+		publish_plugin(e, i, &snap->plugins[k]);
+		pv[k].name = e->name;
+		pv[k].info = i;
+		pv[k].pm = &e->pm;
+		if (e->pi) {
+			struct plugin_instance_stats st;
+			plugin_instance_get_stats(e->pi, &st);
+			pv[k].has_instance_stats = true;
+			pv[k].worker_restarts = e->pm.retired_worker_restarts + st.worker_restarts;
+			pv[k].callback_timeouts = e->pm.retired_callback_timeouts + st.callback_timeouts;
+		}
+		k++;
+	}
+	snap->n_plugins = k;
+	uint64_t now = loop_now(), safe = session_safe_until(d->sess);
+	struct host_metrics_view hv = {
+		.hm = &d->hm,
+		.session_up = session_is_up(d->sess),
+		.lease_remaining_s = safe > now ? (double)(safe - now) / 1e9 : 0,
+	};
+	daemon_metrics_render(&t, &hv, pv, k);
+	if (metrics_text_take(&t, &snap->metrics, &snap->metrics_len) < 0)
+		goto fail;
+	snap->healthy = hv.session_up;
+	if (!snap->healthy) {
+		char buf[300];
+		snprintf(buf, sizeof(buf), "no etcd session%s%s", d->session_lost_why[0] ? ": " : "",
+		         d->session_lost_why);
+		snap->unhealthy = strdup(buf);
+	}
+	http_server_publish(d->http, snap);
+	snap = NULL;
+fail:
+	/* on failure the previous snapshot ages: /healthz says so after a while */
+	free(members);
+	free(infos);
+	free(pv);
+	free(ps);
+	http_snapshot_free(snap);
+}
+
+static void on_publish(struct loop_timer *t, void *ud)
+{
+	struct daemon *d = ud;
+	publish(d);
+	d->publish_at = loop_now() + PUBLISH_PERIOD_NS;
+	loop_timer_arm_at(t, d->publish_at);
+}
+
+/* after a change: publish within PUBLISH_MIN_NS, and observe the change */
+void daemon_publish_soon(struct daemon *d)
+{
+	for (struct entry *e = d->entries; e; e = e->next)
+		if (e->el) {
+			struct election_info i;
+			election_get_info(e->el, &i);
+			plugin_metrics_observe(&e->pm, &i);
+		}
+	if (!d->http)
+		return;
+	uint64_t at = loop_now() + PUBLISH_MIN_NS;
+	if (d->publish_at > at) {
+		d->publish_at = at;
+		loop_timer_arm_at(d->publish, at);
+	}
+}
+
+/* start_http - the endpoint of --http (none: "") */
+int daemon_start_http(struct daemon *d)
+{
+	const char *addr = d->cfg->http_addr ? d->cfg->http_addr : HTTP_DEFAULT_ADDR;
+	if (!*addr)
+		return 0;
+	char err[400] = "";
+	int r = http_server_new(addr, PUBLISH_STALE_NS, &d->http, err, sizeof(err));
+	if (r < 0) {
+		log_error("daemon", "cannot serve HTTP on %s: %s", addr, *err ? err : strerror(-r));
+		return r;
+	}
+	if ((r = loop_timer_new(d->loop, on_publish, d, &d->publish)) < 0)
+		return r;
+	log_info("daemon", "metrics and probes at http://%s (port %d)", addr, http_server_port(d->http));
+	on_publish(d->publish, d);
+	return 0;
+}
