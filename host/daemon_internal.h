@@ -142,8 +142,23 @@ void daemon_begin_shutdown(struct daemon *d, const char *why);
 void daemon_on_leave_later(struct loop_timer *t, void *ud);
 
 /* daemon_entry_remove - stop e's election and instance gracefully and free
- * it once both stopped (plugin removed, or the shutdown) (daemon.c) */
+ * it once both stopped (plugin removed, or the shutdown) (daemon_files.c) */
 void daemon_entry_remove(struct entry *e);
+
+/* daemon_apply_roles - hold a role-bound plugin's election back unless
+ * this node holds its role (daemon.c) */
+void daemon_apply_roles(struct entry *e);
+
+/* ---- the plugin files and entries (daemon_files.c) ---- */
+/* daemon_on_plugindir - the plugin directory's reports (plugindir.h); ud is
+ * the daemon */
+void daemon_on_plugindir(void *ud, enum plugindir_event ev, const char *file);
+/* daemon_on_later - the deferred work after a loop iteration: rescans, the
+ * choice of files, frees; ud is the daemon */
+void daemon_on_later(struct loop_timer *t, void *ud);
+/* daemon_files_free - free every entry, file record and retiring instance
+ * (the teardown, after the loop ended) */
+void daemon_files_free(struct daemon *d);
 
 /* ---- the shutdown (daemon_shutdown.c) ---- */
 /* daemon_maybe_finish_shutdown - take the shutdown's next step if the one

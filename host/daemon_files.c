@@ -1,0 +1,641 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_files.c - from the plugin directory to what runs: the files'
+ * probes, the choice of one file per plugin name, loading, hot reload
+ * (the election swaps the instance), failure and recovery of workers, and
+ * the removal of a plugin. Loop thread only.
+ *
+ * Design notes
+ * - Two kinds of records. A `pfile` per candidate FILE in --plugin-dir holds
+ *   what the last probe (loader_open) of the file said: plugin name,
+ *   release, content hash, or why it was refused. An `entry` per plugin NAME
+ *   holds what runs: one election, which lives as long as the entry, and the
+ *   plugin instances that come and go under it (hot reload =
+ *   election_set_driver with the new instance; the election drains the old
+ *   one, deposes it, deletes our key, publishes the new release in the
+ *   member record and rejoins). e->file is the file the running instance
+ *   came from (or, while nothing runs, the file last tried).
+ * - Which file runs is decided by plugindir_prefer() (newest release, the
+ *   running file on a tie, else the first file name) over the files whose
+ *   last probe succeeded and whose bytes did not fail init. The running
+ *   instance stands for its file as long as that file is present and has
+ *   no good new bytes, so a broken replacement never stops what runs. A
+ *   directory event only probes the file; the decision runs from the
+ *   `later` timer, after the whole batch of reports (the start-up scan is
+ *   one such batch): the choice never depends on the order of the reports.
+ *   A change of choice is a hot reload of the entry to the chosen file; no
+ *   file left for a name stops its entry gracefully; the other files of the
+ *   name are shown as `superseded`.
+ * - A load or init failure never touches what runs: the previous instance
+ *   keeps running and the reason is kept for the CLI (state `failed` only
+ *   when nothing runs).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "callback_timeout.h"
+#include "crash_report.h"
+#include "election.h"
+#include "loader.h"
+#include "log.h"
+#include "loop.h"
+#include "plugin_instance.h"
+#include "plugindir.h"
+#include "roles.h"
+
+#include "daemon_internal.h"
+
+static void set_error(struct entry *e, const char *msg)
+{
+	free(e->error);
+	e->error = msg ? strdup(msg) : NULL;
+}
+
+static struct plugin_releases releases_of(const struct loader_plugin *lp)
+{
+	return (struct plugin_releases){lp->release, lp->min_reconciler_release,
+	                                lp->min_compatible_release};
+}
+
+static void pfile_set_error(struct pfile *pf, const char *msg)
+{
+	free(pf->error);
+	pf->error = msg ? strdup(msg) : NULL;
+}
+
+static void pfile_free(struct pfile *pf)
+{
+	loader_close(pf->lp);
+	free(pf->error);
+	free(pf->file);
+	free(pf);
+}
+
+static void entry_free(struct entry *e)
+{
+	plugin_instance_free(e->next_pi);
+	plugin_instance_free(e->pi);
+	election_free(e->el);
+	plugin_metrics_fini(&e->pm); /* the election no longer calls its drivers */
+	free(e->next_file);
+	free(e->error);
+	free(e->hold_reason);
+	free(e->file);
+	free(e);
+}
+
+/* an instance replaced by a hot reload, until its stop completed: it may
+ * never complete (a thread-mode callback stuck for good); then the
+ * teardown frees it (plugin_instance_free leaves such a thread behind) */
+struct retiring {
+	struct retiring *next;
+	struct daemon *d;
+	struct plugin_instance *pi;
+};
+
+static void on_old_stopped(void *ud)
+{
+	struct retiring *r = ud;
+	for (struct retiring **pp = &r->d->retiring; *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	}
+	plugin_instance_free(r->pi);
+	free(r);
+}
+
+static void retire(struct daemon *d, struct plugin_instance *old)
+{
+	struct retiring *r = calloc(1, sizeof(*r));
+	if (!r) {
+		plugin_instance_free(old); /* out of memory: synchronously */
+		return;
+	}
+	r->d = d;
+	r->pi = old;
+	r->next = d->retiring;
+	d->retiring = r;
+	plugin_instance_stop(old, on_old_stopped, r);
+}
+
+static void on_swapped(void *ud)
+{
+	struct swap_ctx *s = ud;
+	struct entry *e = s->e;
+	bool completed = e->pending_swap == s; /* else superseded by a newer reload */
+	if (completed)
+		e->pending_swap = NULL;
+	/* the election no longer uses the old instance: let it run fini */
+	if (s->old)
+		retire(e->d, s->old);
+	free(s);
+	/* a failure of the outgoing instance does not stick to its healthy successor */
+	if (completed && e->el && e->pi && plugin_instance_state(e->pi) == PLUGIN_INSTANCE_READY) {
+		struct election_info i;
+		election_get_info(e->el, &i);
+		if (i.state == ELECTION_FAILED) {
+			set_error(e, NULL);
+			election_recover(e->el);
+		}
+	}
+}
+
+/* the election drives pi through the metering driver (daemon_metrics.h) */
+static void metered_set_driver(struct entry *e, struct plugin_instance *pi,
+                               const struct plugin_releases *rel, void (*done)(void *ud), void *ud)
+{
+	struct plugin_metrics_driver *md = plugin_metrics_driver(&e->pm, &plugin_instance_driver_ops, pi);
+	if (md)
+		election_set_driver(e->el, &plugin_metrics_driver_ops, md, rel, done, ud);
+	else /* out of memory: unmetered rather than not at all */
+		election_set_driver(e->el, &plugin_instance_driver_ops, pi, rel, done, ud);
+}
+
+static void on_init(void *ud, int err, const char *msg)
+{
+	struct entry *e = ud;
+	struct daemon *d = e->d;
+	struct plugin_instance *pi = e->next_pi;
+	char *file = e->next_file; /* owned here */
+	e->next_pi = NULL;
+	e->next_file = NULL;
+	if (!pi) {
+		free(file);
+		return;
+	}
+	const struct loader_plugin *lp = plugin_instance_plugin(pi);
+	if (err < 0) {
+		char buf[640];
+		const char *why = msg && *msg ? msg : strerror(-err);
+		/* the instance's message usually says "init failed" itself */
+		bool said = strncmp(why, "init failed", strlen("init failed")) == 0;
+		snprintf(buf, sizeof(buf), "%s: %s%s", file, said ? "" : "init failed: ", why);
+		log_error("daemon", "%s%s", buf, e->pi ? "; the previous instance keeps running" : "");
+		/* another file's failure shows on that file's row, not on what runs */
+		if (!e->pi || strcmp(file, e->file) == 0)
+			set_error(e, buf);
+		if (!e->pi)
+			e->failed = true;
+		/* these bytes are out of the choice until they change or an
+		 * operator asks for them (reload) */
+		struct pfile *pf = daemon_find_pfile(d, file);
+		if (pf && pf->ok && pf->hash == e->next_hash) {
+			pf->init_failed = true;
+			pfile_set_error(pf, buf);
+		}
+		plugin_instance_free(pi);
+	} else {
+		char rb[RELEASE_STRLEN];
+		struct plugin_releases rel = releases_of(lp);
+		set_error(e, NULL);
+		e->failed = false;
+		free(e->file);
+		e->file = file;
+		file = NULL;
+		if (!e->pi) {
+			release_format(lp->release, rb, sizeof(rb));
+			const struct log_field f[] = {{"release", rb, false}, {"file", e->file, false}};
+			log_msg_fields(LOG_LVL_INFO, "daemon", e->name, f, 2, "plugin %s %s loaded from %s",
+			               e->name, rb, e->file);
+			e->pi = pi;
+			e->hash = e->next_hash;
+			daemon_apply_roles(e); /* hold first: never register without the role */
+			metered_set_driver(e, pi, &rel, NULL, NULL);
+		} else {
+			release_format(lp->release, rb, sizeof(rb));
+			const struct log_field f[] = {{"release", rb, false}, {"file", e->file, false}};
+			log_msg_fields(LOG_LVL_INFO, "daemon", e->name, f, 2,
+			               "plugin %s: hot reload to %s from %s", e->name, rb, e->file);
+			struct swap_ctx *s = calloc(1, sizeof(*s));
+			if (!s) {
+				plugin_instance_free(pi);
+				goto out;
+			}
+			s->e = e;
+			s->old = e->pi;
+			if (e->pending_swap) {
+				/* a swap is still pending: the election keeps using the
+				 * instance that one would have retired; the superseded
+				 * instance (never used) is the one to retire now */
+				s->old = e->pending_swap->old;
+				e->pending_swap->old = e->pi;
+			}
+			e->pending_swap = s;
+			plugin_metrics_retire(&e->pm, e->pi);
+			e->pi = pi;
+			e->hash = e->next_hash;
+			daemon_apply_roles(e); /* the new release may need another role */
+			metered_set_driver(e, pi, &rel, on_swapped, s);
+		}
+	}
+out:
+	free(file);
+	daemon_notify(d);
+	daemon_request_select(d); /* what changed meanwhile was left for now */
+}
+
+/* on_worker_failed - the plugin crashed, exited, was killed or overran
+ * --callback-timeout: give up its leadership at once (no drain: it cannot
+ * be waited for) and show why; the instance restarts its worker itself. */
+static void on_worker_failed(void *ud, const char *reason)
+{
+	struct entry *e = ud;
+	char buf[600];
+	snprintf(buf, sizeof(buf), "plugin worker failed: %s", reason ? reason : "?");
+	bool final = e->pi && plugin_instance_state(e->pi) == PLUGIN_INSTANCE_FAILED;
+	log_error("daemon", "%s: %s; %s", e->name, buf,
+	          final ? "not restarting it (restart leasehold with a matching leasehold-worker)"
+	                : "restarting it with backoff");
+	set_error(e, buf);
+	if (e->el)
+		election_fail(e->el, buf);
+	daemon_notify(e->d);
+}
+
+static void on_worker_recovered(void *ud)
+{
+	struct entry *e = ud;
+	log_info("daemon", "%s: plugin worker recovered", e->name);
+	set_error(e, NULL);
+	if (e->el)
+		election_recover(e->el);
+	daemon_notify(e->d);
+}
+
+static int entry_make_election(struct entry *e, const struct loader_plugin *lp)
+{
+	struct daemon *d = e->d;
+	struct election_config cfg = {
+		.prefix = d->cfg->prefix,
+		.name = lp->name,
+		.node_id = d->cfg->node_id,
+		.releases = releases_of(lp),
+		.reconcile_wait_ns = d->cfg->reconcile_wait_ns,
+		.reconcile_interval_ns = d->cfg->reconcile_interval_ns,
+		.on_change = daemon_notify,
+		.on_change_ud = d,
+	};
+	int r = election_new(d->loop, d->etcd, d->sess, &cfg, &e->el);
+	if (r < 0)
+		return r;
+	snprintf(e->name, sizeof(e->name), "%s", lp->name);
+	return election_start(e->el);
+}
+
+/* ---- the plugin directory: probe files, choose one file per plugin name ---- */
+
+/* daemon_file_probe - read pf's descriptor again (loader_open) and keep the loaded
+ * plugin in pf->lp for the next selection (select_all closes what it does
+ * not use). Returns 0, or -errno when the file is refused: the reason is
+ * logged and kept in pf->error, and for the file of a running instance also
+ * in its entry's error (that instance keeps running). */
+int daemon_file_probe(struct daemon *d, struct pfile *pf)
+{
+	char err[LOADER_ERR_MAX], buf[LOADER_ERR_MAX + 128];
+	struct loader_plugin *lp = NULL;
+	struct entry *runs = daemon_find_file(d, pf->file);
+	if (runs && !runs->pi)
+		runs = NULL;
+	loader_close(pf->lp);
+	pf->lp = NULL;
+	int r = loader_open(d->cfg->plugin_dir, pf->file, d->private_dir, &lp, err, sizeof(err));
+	if (r < 0) {
+		snprintf(buf, sizeof(buf), "%s", err);
+		goto refuse;
+	}
+	if (runs && strcmp(runs->name, lp->name) != 0) {
+		/* the running instance would lose the file it stands for */
+		snprintf(buf, sizeof(buf),
+		         "%s now declares plugin '%s' instead of '%s'; remove the file and add it again",
+		         pf->file, lp->name, runs->name);
+		r = -EINVAL;
+		goto refuse;
+	}
+	if (strcmp(lp->name, "roles") == 0) {
+		snprintf(buf, sizeof(buf), "plugin name 'roles' is reserved (%s/roles/ holds node roles)",
+		         d->cfg->prefix);
+		r = -EINVAL;
+		goto refuse;
+	}
+	if (!pf->ok || pf->hash != lp->content_hash || strcmp(pf->name, lp->name) != 0)
+		pf->init_failed = false; /* new bytes get a new chance */
+	if (!pf->init_failed)
+		pfile_set_error(pf, NULL);
+	pf->ok = true;
+	snprintf(pf->name, sizeof(pf->name), "%s", lp->name);
+	pf->release = lp->release;
+	pf->hash = lp->content_hash;
+	pf->lp = lp;
+	if (runs && runs->hash == lp->content_hash)
+		set_error(runs, NULL); /* what runs is what the file holds (again) */
+	return 0;
+refuse:
+	log_error("daemon", "refusing plugin file %s: %s%s", pf->file, buf,
+	          runs ? "; the previous instance keeps running" : "");
+	loader_close(lp);
+	pf->ok = false;
+	pf->init_failed = false;
+	pf->name[0] = 0;
+	pfile_set_error(pf, buf);
+	if (runs)
+		set_error(runs, buf);
+	return r;
+}
+
+/* entry_load - start an instance from pf for entry e (a new entry when e is
+ * NULL); on_init completes it. A failure is logged and shown; what runs
+ * keeps running. */
+static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
+{
+	char buf[LOADER_ERR_MAX + 128];
+	char name[LH_PLUGIN_NAME_MAX + 1];
+	int r;
+	snprintf(name, sizeof(name), "%s", pf->name);
+	if (!pf->lp && (daemon_file_probe(d, pf) < 0 || strcmp(pf->name, name) != 0)) {
+		daemon_request_select(d); /* the file changed since it was chosen */
+		return;
+	}
+	if (!e) {
+		e = calloc(1, sizeof(*e));
+		if (e)
+			plugin_metrics_init(&e->pm);
+		if (!e || !(e->file = strdup(pf->file))) {
+			free(e);
+			log_error("daemon", "out of memory");
+			return;
+		}
+		e->d = d;
+		snprintf(e->name, sizeof(e->name), "%s", name);
+		struct entry **pp = &d->entries;
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = e;
+	}
+	struct loader_plugin *lp = pf->lp;
+	char *file = strdup(pf->file), *shown = e->pi ? NULL : strdup(pf->file);
+	if (!file || (!e->pi && !shown)) {
+		r = -ENOMEM;
+		snprintf(buf, sizeof(buf), "out of memory");
+		goto refuse;
+	}
+	if (!e->el && (r = entry_make_election(e, lp)) < 0) {
+		snprintf(buf, sizeof(buf), "cannot start the election for '%s': %s", lp->name,
+		         strerror(-r));
+		goto refuse;
+	}
+	uint32_t isolation = d->cfg->isolation;
+	for (size_t i = 0; i < d->cfg->n_iso; i++)
+		if (strcmp(d->cfg->iso_names[i], lp->name) == 0)
+			isolation = d->cfg->iso_modes[i];
+	struct plugin_instance_config pcfg = {
+		.on_init = on_init,
+		.userdata = e,
+		.isolation = isolation,
+		.on_failed = on_worker_failed,
+		.on_recovered = on_worker_recovered,
+		.worker_path = d->cfg->worker_path,
+	};
+	callback_timeout_resolve(d->cfg->cb_timeouts, d->cfg->n_cb_timeouts, lp->name,
+	                         pcfg.callback_timeout_kind_ms);
+	uint64_t hash = lp->content_hash;
+	r = plugin_instance_new(lp, d->loop, plugin_metrics_host(&e->pm, election_driver_host(e->el)),
+	                        d->cfg->node_id, &pcfg,
+	                        &e->next_pi);
+	if (r < 0) {
+		snprintf(buf, sizeof(buf), "cannot start a worker for '%s': %s", lp->name, strerror(-r));
+		goto refuse;
+	}
+	pf->lp = NULL; /* the instance's now */
+	e->next_hash = hash;
+	e->next_file = file;
+	if (shown) { /* nothing runs: the entry shows the file it loads */
+		free(e->file);
+		e->file = shown;
+	}
+	daemon_notify(d);
+	return;
+refuse:
+	log_error("daemon", "cannot load plugin file %s: %s", pf->file, buf);
+	set_error(e, buf);
+	if (!e->pi)
+		e->failed = true;
+	/* out of the choice until the file changes: no retry loop */
+	pf->init_failed = true;
+	pfile_set_error(pf, buf);
+	free(file);
+	free(shown);
+	daemon_notify(d);
+}
+
+/* select_name - apply the rule (plugindir_prefer) to the files that provide
+ * plugin `name` and start what it asks for: a first load, a hot reload to
+ * another file or to new bytes, or a graceful stop when no file is left. */
+static void select_name(struct daemon *d, const char *name)
+{
+	struct entry *e = daemon_find_name(d, name);
+	if (e && (e->removing || e->next_pi))
+		return; /* chosen again once it stopped or initialised */
+	struct pfile *cur = e ? daemon_find_pfile(d, e->file) : NULL;
+	bool cur_present = cur != NULL;
+	if (cur && cur->ok && strcmp(cur->name, name) != 0)
+		cur = NULL; /* the file provides another plugin now */
+	struct pfile *best = NULL;
+	struct plugindir_candidate bc = {0};
+	for (struct pfile *pf = d->files; pf; pf = pf->next) {
+		if (!pf->ok || pf->init_failed || strcmp(pf->name, name) != 0)
+			continue;
+		struct plugindir_candidate c = {pf->file, pf->release, e && pf == cur};
+		if (!best || plugindir_prefer(&c, &bc) > 0) {
+			best = pf;
+			bc = c;
+		}
+	}
+	/* the running instance stands for its file while the file is there
+	 * without good new bytes: a broken replacement never stops it */
+	if (e && e->pi && cur && !(cur->ok && !cur->init_failed && cur->hash != e->hash)) {
+		struct plugindir_candidate rc = {e->file, plugin_instance_plugin(e->pi)->release, true};
+		if (!best || plugindir_prefer(&rc, &bc) >= 0)
+			return;
+	}
+	if (!best) {
+		if (e && (e->pi || !cur)) {
+			if (cur_present)
+				log_info("daemon", "plugin file %s no longer provides %s; stopping it",
+				         e->file, name);
+			else
+				log_info("daemon", "plugin file %s removed; stopping %s", e->file, name);
+			daemon_entry_remove(e);
+		}
+		return;
+	}
+	if (e && e->pi && best != cur) {
+		char rb[RELEASE_STRLEN];
+		log_info("daemon", "plugin %s: loading %s (%s) to supersede %s%s", name, best->file,
+		         release_format(best->release, rb, sizeof(rb)), e->file,
+		         cur_present ? "" : " (removed)");
+	}
+	entry_load(d, e, best);
+}
+
+/* select_all - choose for every plugin name; runs from `later`, after a
+ * batch of directory reports */
+static void select_all(struct daemon *d)
+{
+	d->select_pending = false;
+	for (struct entry *e = d->entries; e; e = e->next)
+		if (!e->gone)
+			select_name(d, e->name);
+	for (struct pfile *pf = d->files; pf; pf = pf->next)
+		if (pf->ok && !daemon_find_name(d, pf->name))
+			select_name(d, pf->name);
+	for (struct pfile *pf = d->files; pf; pf = pf->next) {
+		loader_close(pf->lp); /* probes nobody chose */
+		pf->lp = NULL;
+	}
+	daemon_notify(d);
+}
+
+void daemon_request_select(struct daemon *d)
+{
+	if (d->shutting_down)
+		return;
+	d->select_pending = true;
+	loop_timer_arm_in(d->later, 0);
+}
+
+/* ---- removal / stop ---- */
+
+static void on_removed_pi_stopped(void *ud)
+{
+	struct entry *e = ud;
+	struct daemon *d = e->d;
+	plugin_instance_free(e->pi);
+	e->pi = NULL;
+	e->gone = true;
+	loop_timer_arm_in(d->later, 0); /* free it outside any callback chain */
+	daemon_request_select(d);              /* another file of the name may be waiting */
+	daemon_notify(d);
+	daemon_maybe_finish_shutdown(d);
+}
+
+static void on_removed_el_stopped(void *ud)
+{
+	struct entry *e = ud;
+	e->el_stopped = true;
+	daemon_maybe_finish_shutdown(e->d); /* the lease can go before the plugins' fini */
+	if (e->pi)
+		plugin_instance_stop(e->pi, on_removed_pi_stopped, e);
+	else
+		on_removed_pi_stopped(e);
+}
+
+void daemon_entry_remove(struct entry *e)
+{
+	if (e->removing || e->gone)
+		return;
+	e->removing = true;
+	/* an instance still initialising is abandoned */
+	if (e->next_pi) {
+		plugin_instance_free(e->next_pi);
+		e->next_pi = NULL;
+		free(e->next_file);
+		e->next_file = NULL;
+	}
+	if (e->el && e->d->shutting_down)
+		election_stop_revoking(e->el, e->d->leaving, daemon_is_last_election, on_removed_el_stopped, e);
+	else if (e->el)
+		election_stop(e->el, on_removed_el_stopped, e);
+	else
+		on_removed_el_stopped(e);
+}
+
+void daemon_on_plugindir(void *ud, enum plugindir_event ev, const char *file)
+{
+	struct daemon *d = ud;
+	if (d->shutting_down)
+		return;
+	if (ev == PLUGINDIR_DIR_GONE) {
+		log_error("daemon", "plugin directory %s went away; its plugins were stopped",
+		          d->cfg->plugin_dir);
+		return;
+	}
+	struct pfile *pf = daemon_find_pfile(d, file);
+	if (ev == PLUGINDIR_REMOVED) {
+		if (pf) {
+			struct pfile **pp = &d->files;
+			while (*pp != pf)
+				pp = &(*pp)->next;
+			*pp = pf->next;
+			pfile_free(pf);
+			daemon_request_select(d);
+			daemon_notify(d);
+		}
+		return;
+	}
+	if (!pf) {
+		pf = calloc(1, sizeof(*pf));
+		if (!pf || !(pf->file = strdup(file))) {
+			free(pf);
+			log_error("daemon", "out of memory");
+			return;
+		}
+		struct pfile **pp = &d->files;
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = pf;
+	}
+	(void)daemon_file_probe(d, pf); /* a refusal is logged and kept in pf->error */
+	daemon_request_select(d);
+	daemon_notify(d);
+}
+
+void daemon_on_later(struct loop_timer *t, void *ud)
+{
+	(void)t;
+	struct daemon *d = ud;
+	for (struct entry **pp = &d->entries; *pp;) {
+		struct entry *e = *pp;
+		if (e->gone && !d->shutting_down) {
+			*pp = e->next;
+			entry_free(e);
+			continue;
+		}
+		pp = &e->next;
+	}
+	if (d->rescan_pending && !d->shutting_down) {
+		d->rescan_pending = false;
+		int r = plugindir_scan(d->pd);
+		if (r < 0)
+			log_error("daemon", "cannot scan %s: %s", d->cfg->plugin_dir, strerror(-r));
+	}
+	if (d->select_pending && !d->shutting_down)
+		select_all(d);
+	daemon_sd_report(d); /* a rescan that found nothing new completes a reload here */
+}
+
+void daemon_files_free(struct daemon *d)
+{
+	while (d->entries) {
+		struct entry *e = d->entries;
+		d->entries = e->next;
+		entry_free(e);
+	}
+	while (d->files) {
+		struct pfile *pf = d->files;
+		d->files = pf->next;
+		pfile_free(pf);
+	}
+	while (d->retiring) {
+		struct retiring *ret = d->retiring;
+		d->retiring = ret->next;
+		plugin_instance_free(ret->pi);
+		free(ret);
+	}
+}
