@@ -66,7 +66,9 @@ struct request {
 	/* async (roles_set / roles_clear / members_forget) */
 	int kind;			   /* the request's kind */
 	char plugin[CONTROL_NAME_MAX + 1]; /* members_forget: the plugin */
-	int64_t rev;	 /* parked reconcile: the request's revision */
+	int64_t rev;	 /* parked reconcile, switchover: the request's revision */
+	char target[CONTROL_NODE_MAX + 1]; /* switchover: the target ("" = any) */
+	char from[CONTROL_NODE_MAX + 1];   /* ... and the leader it asked to leave */
 	bool in_op;	 /* the op has not returned yet */
 	bool early_done; /* done() ran while in_op: the result below */
 	int early_err;
@@ -845,6 +847,97 @@ static void reconcile_done(void *done_ctx, int err, const char *msg, int64_t rev
 	reply_fini(&rp);
 }
 
+/* switchover_answer - a parked switchover request whose plugin p (NULL:
+ * gone) may have a new leader: fill rp and return true when it is answered
+ * (the leader is what was asked, or the request ended without that) */
+static bool switchover_answer(const struct request *rq, const struct control_plugin *p,
+			      struct reply *rp)
+{
+	if (!p) {
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND,
+			    "plugin '%s' went away", rq->name);
+		return true;
+	}
+	bool led = p->leader && p->leader[0];
+	bool done = led && (rq->target[0] ? strcmp(p->leader, rq->target) == 0
+					  : strcmp(p->leader, rq->from) != 0);
+	if (!done && p->switchover_ended_rev < rq->rev)
+		return false;
+	if (!done)
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+			    "the switchover of plugin '%s' ended without %s%s taking over (leader "
+			    "now: %s)",
+			    rq->name, rq->target[0] ? "node " : "another node",
+			    rq->target[0] ? rq->target : "", led ? p->leader : "none");
+	rp->r.revision = rq->rev;
+	rp->r.leader = pb_str(rp, p->leader);
+	return true;
+}
+
+static void switchover_done(void *done_ctx, int err, const char *msg, int64_t rev,
+			    const char *from)
+{
+	struct request *rq = done_ctx;
+	struct control *c = rq->c;
+	struct reply rp;
+
+	assert(rq->state == R_ASYNC && !rq->in_op);
+	if (err == 0 && rq->conn && c->n_parked < CONTROL_MAX_PARKED) {
+		/* recorded: wait for the new leader (control_notify, the timer
+		 * a little after the request's own end) */
+		c->n_async--;
+		rq->state = R_PARKED;
+		c->n_parked++;
+		rq->rev = rev;
+		snprintf(rq->from, sizeof(rq->from), "%s", from ? from : "");
+		loop_timer_arm_in(rq->timer,
+				  ((uint64_t)rq->timeout_ms + 2000) * LOOP_NS_PER_MS);
+		control_notify(c);
+		return;
+	}
+	reply_init(&rp);
+	if (err < 0)
+		/* refused on the state read (a reason) or etcd failed */
+		reply_error(&rp,
+			    err == -EBUSY || err == -EALREADY || err == -ESRCH || err == -EAGAIN ||
+				    err == -ECHILD
+				? LEASEHOLD__CONTROL__CODE__CODE_BUSY
+				: LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+			    "%s", msg && msg[0] ? msg : strerror(-err));
+	else
+		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY, "too many waiting requests");
+	verb_reply(rq, &rp);
+	reply_fini(&rp);
+}
+
+/* do_switchover - a switchover request; true when answered later */
+static bool do_switchover(struct control *c, struct control_conn *conn, struct reply *rp,
+			  const Leasehold__Control__Request *req)
+{
+	char err[256] = "";
+	struct request *rq;
+	int r;
+
+	if (!c->ops->switchover) {
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
+			    "switchover is not supported by this daemon");
+		return false;
+	}
+	rq = verb_start(c, conn, rp, req);
+	if (!rq)
+		return false;
+	snprintf(rq->target, sizeof(rq->target), "%s", req->node ? req->node : "");
+	r = c->ops->switchover(c->ud, req->name, rq->target[0] ? rq->target : NULL, req->timeout_ms,
+			       switchover_done, rq, err, sizeof(err));
+	rq->in_op = false;
+	err[sizeof(err) - 1] = '\0';
+	if (r < 0) {
+		verb_failed(rq, rp, r, err);
+		return false;
+	}
+	return true;
+}
+
 /* do_verb - a reconcile request or a history read (the decoder checked the
  * name); true when answered later by reconcile_done / history_done */
 static bool do_verb(struct control *c, struct control_conn *conn, struct reply *rp,
@@ -982,6 +1075,11 @@ static void request_timer_cb(struct loop_timer *t, void *userdata)
 			    "one leads)%s",
 			    rq->name, rq->rev, rq->timeout_ms,
 			    p && p->paused ? ": the plugin is paused" : "");
+	else if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER)
+		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
+			    "the switchover of plugin '%s' did not complete within %" PRIu32
+			    " ms (leader now: %s)",
+			    rq->name, rq->timeout_ms, p && p->leader ? p->leader : "unknown");
 	else
 		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
 			    "plugin '%s' not ready after %" PRIu32 " ms%s%s", rq->name,
@@ -1047,6 +1145,10 @@ static void on_request(void *ud, struct control_conn *conn, const uint8_t *buf, 
 			if (do_verb(c, conn, &rp, req))
 				goto done; /* answered by reconcile_done (then control_notify)
 					      or history_done */
+			break;
+		case LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER:
+			if (do_switchover(c, conn, &rp, req))
+				goto done; /* answered by switchover_done, then control_notify */
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
 			do_leave(c, &rp);
@@ -1145,6 +1247,13 @@ void control_notify(struct control *c)
 			if (rq->state != R_PARKED)
 				continue;
 			p = find_plugin(c, n, rq->name);
+			if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER) {
+				reply_init(&rp);
+				if (switchover_answer(rq, p, &rp))
+					request_unpark(c, rq, &rp);
+				reply_fini(&rp);
+				continue;
+			}
 			if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_RECONCILE) {
 				reply_init(&rp);
 				if (reconcile_answer(rq, p, &rp))

@@ -36,6 +36,7 @@
 #define FORGET_CTX_MAGIC 0x46524743u /* struct forget_ctx (election.c) */
 #define VERB_CTX_MAGIC 0x56455242u   /* struct verb_ctx (election_control.c) */
 #define TERM_CTX_MAGIC 0x5445524du   /* struct term_ctx (election_control.c) */
+#define HANDOVER_CTX_MAGIC 0x484e4443u /* struct handover_ctx (election_switchover.c) */
 
 /* the term history keeps this many terms (the newest) */
 #define ELECTION_HISTORY_MAX 100
@@ -92,6 +93,18 @@ enum lead_phase {
 enum op_kind { OP_NONE, OP_SYNC, OP_MEMBER_PUT, OP_MEMBER_DEL, OP_CAMPAIGN, OP_RESIGN, OP_LEAD };
 
 struct term_ctx;
+struct handover_ctx;
+
+/* the switchover request as mirrored from P/N/handover (proto Switchover) */
+struct handover_rec {
+	bool present;
+	bool valid; /* false: it does not decode (ignored until it goes) */
+	bool seen;  /* the sync in progress saw it */
+	int64_t rev; /* its mod_revision: the request's id */
+	char requester[129], from[129], to[129]; /* printable copies; to "" = any */
+	int64_t from_token, to_token;
+	bool priority;
+};
 
 struct election {
 	uint32_t magic; /* ELECTION_MAGIC while allocated */
@@ -235,6 +248,14 @@ struct election {
 	int64_t term_start_unix;
 	bool term_end_pending;
 	int64_t term_end_token;
+	/* the switchover request (election_switchover.c), mirrored with the
+	 * rest of the watched range */
+	char *k_handover; /* P/N/handover */
+	struct handover_rec handover;
+	int64_t handover_ended_rev;  /* the last request seen to go (its rev) */
+	struct handover_ctx *handover_call; /* the new leader's delete in flight */
+	int64_t handover_del_tried;  /* the request revision that delete was for */
+	char handover_detail[320];
 	int term_end_reason;
 	char term_end_detail[128];
 
@@ -409,5 +430,29 @@ void election_term_end_written(struct election *e);
  * waits for it (e->term_end_call) before leaving the key to the revocation,
  * and the resign txn carries it when it failed */
 void election_term_leaving(struct election *e);
+
+/* ---- election_switchover.c: the switchover request (P/N/handover) ---- */
+
+/* election_switchover_init - keys (election_new); 0 or -ENOMEM.
+ * election_switchover_free - election_free's part (a delete in flight is
+ * cancelled). */
+int election_switchover_init(struct election *e);
+void election_switchover_free(struct election *e);
+/* election_switchover_apply - a mirrored key: true when it is P/N/handover */
+bool election_switchover_apply(struct election *e, const struct etcd_kv *kv, bool del);
+/* election_switchover_sync_begin / _end - around a full read of the range */
+void election_switchover_sync_begin(struct election *e);
+void election_switchover_sync_end(struct election *e);
+/* election_switchover_resign - a switchover in flight wants our election
+ * key gone: we lead and it asks us to hand over, or it names a target and
+ * our key is ahead of the target's. The leader drains first (the graceful
+ * path); either way the node campaigns again at once, behind the target. */
+bool election_switchover_resign(const struct election *e);
+/* election_switchover_detail - the term history's end detail of a term
+ * ended by the switchover (a string in e) */
+const char *election_switchover_detail(struct election *e);
+/* election_switchover_step - leading: when we are what the request asked
+ * for, delete it (fenced, compared on its revision) */
+void election_switchover_step(struct election *e);
 
 #endif

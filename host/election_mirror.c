@@ -357,7 +357,7 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 				log_warn("election", "%s: status record is not a valid ReconcilerStatus; treated as absent",
 				         e->name);
 		}
-	} else if (!election_control_apply(e, kv, del)) {
+	} else if (!election_control_apply(e, kv, del) && !election_switchover_apply(e, kv, del)) {
 		log_debug("election", "%s: ignoring key outside the layout", e->name);
 	}
 }
@@ -432,9 +432,11 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 	cands_clear(e);
 	memset(&e->status, 0, sizeof(e->status));
 	election_control_sync_begin(e);
+	election_switchover_sync_begin(e);
 	for (size_t i = 0; i < r->n_kvs; i++)
 		mirror_apply(e, &r->kvs[i], false);
 	election_control_sync_end(e);
+	election_switchover_sync_end(e);
 	e->rev = r->header.revision;
 	e->members_rev = r->header.revision;
 	/* our record may have gone while we were not watching */
