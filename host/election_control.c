@@ -518,10 +518,8 @@ static int term_end_reason(struct election *e, const char **ret_detail)
 	}
 	if (release_less(e->rel.release, e->releases.max))
 		return LEASEHOLD__TERM__END_REASON__END_NEWER_RELEASE;
-	if (election_switchover_resign(e)) {
-		*ret_detail = election_switchover_detail(e);
+	if ((*ret_detail = election_switchover_ended_us(e)))
 		return LEASEHOLD__TERM__END_REASON__END_SWITCHOVER;
-	}
 	return LEASEHOLD__TERM__END_REASON__END_LEASE_LOST;
 }
 

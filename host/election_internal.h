@@ -256,6 +256,9 @@ struct election {
 	struct handover_ctx *handover_call; /* the new leader's delete in flight */
 	int64_t handover_del_tried;  /* the request revision that delete was for */
 	char handover_detail[320];
+	/* the key (token) we began to give up for a switchover: the handover
+	 * completes (resign) even when the request ends meanwhile */
+	int64_t handover_leaving;
 	int term_end_reason;
 	char term_end_detail[128];
 
@@ -448,9 +451,13 @@ void election_switchover_sync_end(struct election *e);
  * our key is ahead of the target's. The leader drains first (the graceful
  * path); either way the node campaigns again at once, behind the target. */
 bool election_switchover_resign(const struct election *e);
-/* election_switchover_detail - the term history's end detail of a term
- * ended by the switchover (a string in e) */
-const char *election_switchover_detail(struct election *e);
+/* election_switchover_leaving - a graceful leave starts (drain): when a
+ * switchover asked for it, remember that (and why, for the term history),
+ * so the handover completes even if the request ends while we drain.
+ * election_switchover_ended_us - the term of our key ends by a switchover:
+ * the term history's end detail (a string in e), else NULL */
+void election_switchover_leaving(struct election *e);
+const char *election_switchover_ended_us(struct election *e);
 /* election_switchover_step - leading: when we are what the request asked
  * for, delete it (fenced, compared on its revision) */
 void election_switchover_step(struct election *e);

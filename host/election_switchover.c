@@ -165,6 +165,8 @@ static bool active(const struct election *e)
 bool election_switchover_resign(const struct election *e)
 {
 	const struct handover_rec *h = &e->handover;
+	if (e->my_rev && e->my_rev == e->handover_leaving)
+		return true;
 	if (!e->my_rev || !active(e))
 		return false;
 	bool self_from = strcmp(e->node_id, h->from) == 0 && e->my_rev == h->from_token;
@@ -173,15 +175,24 @@ bool election_switchover_resign(const struct election *e)
 	return strcmp(e->node_id, h->to) != 0 && e->my_rev < h->to_token;
 }
 
-const char *election_switchover_detail(struct election *e)
+void election_switchover_leaving(struct election *e)
 {
 	const struct handover_rec *h = &e->handover;
+	if (!e->my_rev || e->my_rev == e->handover_leaving || !election_switchover_resign(e))
+		return;
+	e->handover_leaving = e->my_rev;
 	if (h->priority)
 		snprintf(e->handover_detail, sizeof(e->handover_detail),
 		         "priority: %s has a higher priority", h->to);
 	else
 		snprintf(e->handover_detail, sizeof(e->handover_detail), "requested by %s, to %s",
 		         h->requester[0] ? h->requester : "?", h->to[0] ? h->to : "any other node");
+}
+
+const char *election_switchover_ended_us(struct election *e)
+{
+	if (!e->my_rev || e->my_rev != e->handover_leaving)
+		return NULL;
 	return e->handover_detail;
 }
 
@@ -201,14 +212,19 @@ static void on_deleted(struct etcd_client *cl, int err, const struct etcd_respon
 		return;
 	}
 	if (r->succeeded)
-		log_info("election", "%s: switchover done: this node leads", e->name);
+		log_info("election", "%s: switchover request ended: this node leads", e->name);
 }
 
 void election_switchover_step(struct election *e)
 {
 	const struct handover_rec *h = &e->handover;
 	if (!e->leading || e->draining || !h->present || !h->valid || e->handover_call ||
-	    e->handover_del_tried == h->rev || !satisfied(e))
+	    e->handover_del_tried == h->rev)
+		return;
+	/* done as asked, or over: the target's key went (it died or lost its
+	 * session) and a normal election made us leader */
+	bool over = h->to[0] && strcmp(h->to, e->node_id) != 0 && !target_campaigns(e);
+	if (!satisfied(e) && !over)
 		return;
 	const struct candidate *low = election_cand_lowest(e);
 	if (!low || low->create_rev != e->my_rev)
