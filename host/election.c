@@ -137,6 +137,7 @@ static void member_put(struct election *e)
 	struct release prev_rel = e->member_release;
 	e->member_placed = true;
 	e->member_release = e->rel.release;
+	e->member_priority = e->priority;
 	int r = etcd_put(e->etcd, &op, NULL, on_member_put, e, &e->call);
 	free(v);
 	if (r < 0) {
@@ -258,6 +259,7 @@ static void on_resign(struct etcd_client *c, int err, const struct etcd_response
 	if (r->succeeded && e->resign_publishes) {
 		/* the member record carries the incoming release already */
 		e->member_release = e->resign_release;
+		e->member_priority = e->priority;
 		e->member_placed = true;
 	}
 	if (r->succeeded && e->resign_drops_member) {
@@ -432,7 +434,8 @@ void election_step(struct election *e)
 	}
 	/* 3. member record */
 	if (want_member(e) && (!e->member_placed ||
-	                       release_cmp(e->member_release, e->rel.release) != 0)) {
+	                       release_cmp(e->member_release, e->rel.release) != 0 ||
+	                       e->member_priority != e->priority)) {
 		member_put(e);
 		goto report;
 	}
@@ -507,6 +510,7 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 	e->name = strdup(cfg->name);
 	e->node_id = strdup(cfg->node_id);
 	e->rel = cfg->releases;
+	e->priority = cfg->priority;
 	e->reconcile_wait_ns = cfg->reconcile_wait_ns;
 	e->on_change = cfg->on_change;
 	e->on_change_ud = cfg->on_change_ud;

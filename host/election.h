@@ -77,6 +77,10 @@ struct election_config {
 	struct plugin_releases releases;
 	uint64_t reconcile_wait_ns;     /* wait after election when a status existed */
 	uint64_t reconcile_interval_ns; /* periodic reconcile */
+	/* this node's candidate priority (published in its member record; a
+	 * leader hands over once to a candidate of the newest release with a
+	 * strictly higher one) */
+	int32_t priority;
 	/* on_change - called (on the loop) after anything observable may have
 	 * changed: state, status, readiness, members. May be NULL. */
 	void (*on_change)(void *ud);

@@ -37,6 +37,7 @@
 #define VERB_CTX_MAGIC 0x56455242u   /* struct verb_ctx (election_control.c) */
 #define TERM_CTX_MAGIC 0x5445524du   /* struct term_ctx (election_control.c) */
 #define HANDOVER_CTX_MAGIC 0x484e4443u /* struct handover_ctx (election_switchover.c) */
+#define PRIORITY_CTX_MAGIC 0x50524943u /* struct priority_ctx (election_switchover.c) */
 
 /* the term history keeps this many terms (the newest) */
 #define ELECTION_HISTORY_MAX 100
@@ -47,6 +48,7 @@ struct member_ent {
 	char *node_id;
 	struct release release;
 	bool valid; /* false: the record exists but does not decode (release unknown) */
+	int32_t priority; /* the node's candidate priority (0 from an older host) */
 	int64_t mod_rev; /* the record's mod_revision as mirrored */
 };
 
@@ -94,6 +96,7 @@ enum op_kind { OP_NONE, OP_SYNC, OP_MEMBER_PUT, OP_MEMBER_DEL, OP_CAMPAIGN, OP_R
 
 struct term_ctx;
 struct handover_ctx;
+struct priority_ctx;
 
 /* the switchover request as mirrored from P/N/handover (proto Switchover) */
 struct handover_rec {
@@ -166,7 +169,16 @@ struct election {
 	 * or found there at sync; false while unknown or absent */
 	bool member_placed;
 	struct release member_release;
+	int32_t member_priority; /* the priority our placed record holds */
 	int64_t member_rev;
+	int32_t priority; /* ours (election_config) */
+	/* the priority handover this node asked for as leader: to this
+	 * candidate key (create_revision), asked once per key */
+	int64_t priority_asked_rev;
+	struct priority_ctx *priority_call;
+	/* the term (e->gen) an operator's switchover to us began: the
+	 * priority rule does not undo it */
+	uint64_t priority_skip_gen;
 	/* readiness is only claimed from a view read while the current session
 	 * holds: the session's lease when the mirror's last full read was sent
 	 * (0 = none); after a session loss the mirror is read again */
@@ -323,9 +335,11 @@ void election_mirror_free(struct election *e);
 /* ---- election_records.c: records in etcd and the readiness rule ---- */
 
 /* election_decode_member - a P/N/members/<id> value (hostile bytes) -> its
- * release. Returns 0, or -EBADMSG (does not unpack / no release);
- * *ret_release untouched then. */
-int election_decode_member(const void *buf, size_t len, struct release *ret_release);
+ * release and (ret_priority may be NULL) the node's candidate priority (0
+ * in a record of an older host). Returns 0, or -EBADMSG (does not unpack /
+ * no release); outputs untouched then. */
+int election_decode_member(const void *buf, size_t len, struct release *ret_release,
+                           int32_t *ret_priority);
 
 /* election_decode_status - a P/N/status value (hostile bytes) -> state (any
  * value: like the reference algorithm's proto3, an unknown state is kept;
@@ -459,7 +473,9 @@ bool election_switchover_resign(const struct election *e);
 void election_switchover_leaving(struct election *e);
 const char *election_switchover_ended_us(struct election *e);
 /* election_switchover_step - leading: when we are what the request asked
- * for, delete it (fenced, compared on its revision) */
+ * for, delete it (fenced, compared on its revision); with no request in
+ * flight, hand over once to a candidate of the newest release with a
+ * strictly higher priority (a request like `switchover --to` of our own) */
 void election_switchover_step(struct election *e);
 
 #endif

@@ -23,6 +23,14 @@
  * - The new leader deletes the record (fenced, compared on its revision)
  *   once it leads as asked, so "a record exists" means "a switchover is in
  *   flight" for the next request.
+ * - Priority: a leader that sees a candidate (an election key) whose member
+ *   record holds the leader's own release, the newest, and a strictly
+ *   higher priority than the leader's writes a switchover to the highest
+ *   such candidate (lowest key among equals), once per candidate key. The
+ *   handover only ever goes up in priority, so it cannot go back and
+ *   forth; equal priorities never move leadership. Not while paused (a
+ *   pause holds leadership where it is), and not in a term an operator's
+ *   switchover began (the rule does not undo the operator).
  */
 #include "config.h"
 
@@ -35,6 +43,11 @@
 #include "election_internal.h"
 #include "log.h"
 #include "switchover.h"
+
+struct priority_ctx {
+	uint32_t magic; /* PRIORITY_CTX_MAGIC */
+	struct election *e; /* NULL once the election is freed */
+};
 
 struct handover_ctx {
 	uint32_t magic; /* HANDOVER_CTX_MAGIC */
@@ -65,6 +78,8 @@ void election_switchover_free(struct election *e)
 		etcd_call_cancel(e->handover_call->call);
 		handover_ctx_free(e->handover_call);
 	}
+	if (e->priority_call)
+		e->priority_call->e = NULL; /* its answer only frees it */
 	free(e->k_handover);
 }
 
@@ -215,9 +230,75 @@ static void on_deleted(struct etcd_client *cl, int err, const struct etcd_respon
 		log_info("election", "%s: switchover request ended: this node leads", e->name);
 }
 
+static void on_priority_requested(void *ud, int err, const char *msg, int64_t rev,
+                                  const char *from)
+{
+	(void)from;
+	struct priority_ctx *c = ud;
+	ELECTION_CHECK_OBJ(c, PRIORITY_CTX_MAGIC);
+	struct election *e = c->e;
+	c->magic = 0;
+	free(c);
+	if (!e)
+		return;
+	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	e->priority_call = NULL;
+	if (err < 0)
+		log_info("election", "%s: no handover to the candidate of higher priority: %s", e->name,
+		         msg ? msg : etcd_strerror(err));
+	else
+		log_info("election", "%s: handing over to a candidate of higher priority (request %"
+		         PRId64 ")", e->name, rev);
+}
+
+/* priority_step - the leader's priority rule (see the design notes) */
+static void priority_step(struct election *e)
+{
+	if (!e->leading || e->draining || !e->synced || e->handover.present || e->paused ||
+	    e->priority_call || e->priority_skip_gen == e->gen ||
+	    release_less(e->rel.release, e->releases.max))
+		return;
+	const struct candidate *best = NULL;
+	int32_t best_p = e->priority;
+	for (size_t i = 0; i < e->n_cands; i++) {
+		const struct candidate *c = &e->cands[i];
+		if (strcmp(c->node_id, e->node_id) == 0)
+			continue;
+		const struct member_ent *m = election_member_find(e, c->node_id);
+		if (!m || !m->valid || release_cmp(m->release, e->rel.release) != 0)
+			continue;
+		if (m->priority > best_p ||
+		    (best && m->priority == best_p && c->create_rev < best->create_rev)) {
+			best = c;
+			best_p = m->priority;
+		}
+	}
+	if (!best || best->create_rev == e->priority_asked_rev)
+		return;
+	struct priority_ctx *pc = calloc(1, sizeof(*pc));
+	if (!pc)
+		return;
+	pc->magic = PRIORITY_CTX_MAGIC;
+	pc->e = e;
+	struct switchover_request rq = {.prefix = e->prefix, .name = e->name,
+	                                .requester = e->node_id, .to = best->node_id,
+	                                .timeout_ms = SWITCHOVER_TIMEOUT_DEFAULT_MS,
+	                                .priority = true};
+	e->priority_asked_rev = best->create_rev;
+	if (switchover_request_start(e->etcd, &rq, on_priority_requested, pc) < 0) {
+		pc->magic = 0;
+		free(pc);
+		return;
+	}
+	e->priority_call = pc;
+	log_info("election", "%s: candidate %s has priority %" PRId32 " > ours (%" PRId32 "): "
+	         "handing over once", e->name, best->node_id, best_p, e->priority);
+}
+
 void election_switchover_step(struct election *e)
 {
 	const struct handover_rec *h = &e->handover;
+	priority_step(e);
 	if (!e->leading || e->draining || !h->present || !h->valid || e->handover_call ||
 	    e->handover_del_tried == h->rev)
 		return;
@@ -242,6 +323,8 @@ void election_switchover_step(struct election *e)
 	};
 	struct etcd_op del = {.type = ETCD_OP_DELETE, .key = e->k_handover,
 	                      .key_len = strlen(e->k_handover)};
+	if (!h->priority && strcmp(h->to, e->node_id) == 0)
+		e->priority_skip_gen = e->gen;
 	e->handover_call = c;
 	e->handover_del_tried = h->rev;
 	if (etcd_txn(e->etcd, cmps, 2, &del, 1, NULL, 0, NULL, on_deleted, c, &c->call) < 0) {
