@@ -797,16 +797,25 @@ static void history_done(void *done_ctx, int err, const char *msg,
 	reply_fini(&rp);
 }
 
+/* parked_plugin_gone - a parked request's plugin p went away (p NULL):
+ * fill rp and return true */
+static bool parked_plugin_gone(const struct request *rq, const struct control_plugin *p,
+			       struct reply *rp)
+{
+	if (p)
+		return false;
+	reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "plugin '%s' went away",
+		    rq->name);
+	return true;
+}
+
 /* reconcile_answer - a parked reconcile request whose plugin p (NULL: gone)
  * may have served it: fill rp and return true when it is answered */
 static bool reconcile_answer(const struct request *rq, const struct control_plugin *p,
 			     struct reply *rp)
 {
-	if (!p) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND,
-			    "plugin '%s' went away", rq->name);
+	if (parked_plugin_gone(rq, p, rp))
 		return true;
-	}
 	if (p->reconcile_served < rq->rev)
 		return false;
 	if (!p->reconcile_served_ok)
@@ -853,11 +862,8 @@ static void reconcile_done(void *done_ctx, int err, const char *msg, int64_t rev
 static bool switchover_answer(const struct request *rq, const struct control_plugin *p,
 			      struct reply *rp)
 {
-	if (!p) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND,
-			    "plugin '%s' went away", rq->name);
+	if (parked_plugin_gone(rq, p, rp))
 		return true;
-	}
 	bool led = p->leader && p->leader[0];
 	bool done = led && (rq->target[0] ? strcmp(p->leader, rq->target) == 0
 					  : strcmp(p->leader, rq->from) != 0);
@@ -910,56 +916,34 @@ static void switchover_done(void *done_ctx, int err, const char *msg, int64_t re
 	reply_fini(&rp);
 }
 
-/* do_switchover - a switchover request; true when answered later */
-static bool do_switchover(struct control *c, struct control_conn *conn, struct reply *rp,
-			  const Leasehold__Control__Request *req)
-{
-	char err[256] = "";
-	struct request *rq;
-	int r;
-
-	if (!c->ops->switchover) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
-			    "switchover is not supported by this daemon");
-		return false;
-	}
-	rq = verb_start(c, conn, rp, req);
-	if (!rq)
-		return false;
-	snprintf(rq->target, sizeof(rq->target), "%s", req->node ? req->node : "");
-	r = c->ops->switchover(c->ud, req->name, rq->target[0] ? rq->target : NULL, req->timeout_ms,
-			       switchover_done, rq, err, sizeof(err));
-	rq->in_op = false;
-	err[sizeof(err) - 1] = '\0';
-	if (r < 0) {
-		verb_failed(rq, rp, r, err);
-		return false;
-	}
-	return true;
-}
-
-/* do_verb - a reconcile request or a history read (the decoder checked the
- * name); true when answered later by reconcile_done / history_done */
+/* do_verb - a reconcile request, a history read or a switchover request
+ * (the decoder checked the name); true when answered later by
+ * reconcile_done / history_done / switchover_done */
 static bool do_verb(struct control *c, struct control_conn *conn, struct reply *rp,
 		    const Leasehold__Control__Request *req)
 {
 	bool history = req->kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
+	bool switchover = req->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER;
 	char err[256] = "";
 	struct request *rq;
 	int r;
 
-	if (history ? !c->ops->history : !c->ops->reconcile) {
+	if (history ? !c->ops->history : switchover ? !c->ops->switchover : !c->ops->reconcile) {
 		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
 			    "%s is not supported by this daemon",
-			    history ? "history" : "reconcile");
+			    history ? "history" : switchover ? "switchover" : "reconcile");
 		return false;
 	}
 	rq = verb_start(c, conn, rp, req);
 	if (!rq)
 		return false;
-	if (history)
+	if (history) {
 		r = c->ops->history(c->ud, req->name, history_done, rq, err, sizeof(err));
-	else
+	} else if (switchover) {
+		snprintf(rq->target, sizeof(rq->target), "%s", req->node ? req->node : "");
+		r = c->ops->switchover(c->ud, req->name, rq->target[0] ? rq->target : NULL,
+				       req->timeout_ms, switchover_done, rq, err, sizeof(err));
+	} else
 		r = c->ops->reconcile(c->ud, req->name, reconcile_done, rq, err, sizeof(err));
 	rq->in_op = false;
 	err[sizeof(err) - 1] = '\0';
@@ -1142,13 +1126,10 @@ static void on_request(void *ud, struct control_conn *conn, const uint8_t *buf, 
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_RECONCILE:
 		case LEASEHOLD__CONTROL__KIND__KIND_HISTORY:
-			if (do_verb(c, conn, &rp, req))
-				goto done; /* answered by reconcile_done (then control_notify)
-					      or history_done */
-			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER:
-			if (do_switchover(c, conn, &rp, req))
-				goto done; /* answered by switchover_done, then control_notify */
+			if (do_verb(c, conn, &rp, req))
+				goto done; /* answered by reconcile_done or switchover_done
+					      (then control_notify) or history_done */
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
 			do_leave(c, &rp);

@@ -19,6 +19,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -77,6 +78,22 @@ static void finish(struct sw_ctx *c, int err, const char *msg)
 {
 	c->done(c->ud, err, msg, err == 0 ? c->rev : 0, c->from);
 	ctx_free(c);
+}
+
+/* fail - an etcd call of c failed or could not be sent: answer with why */
+static void fail(struct sw_ctx *c, const char *what, int err)
+{
+	char msg[256];
+	snprintf(msg, sizeof(msg), "cannot %s: %s", what, etcd_strerror(err));
+	finish(c, err, msg);
+}
+
+/* ctx_of - the context an etcd callback carries back (checked) */
+static struct sw_ctx *ctx_of(void *ud)
+{
+	struct sw_ctx *c = ud;
+	assert(c != NULL && c->magic == SWITCHOVER_CTX_MAGIC);
+	return c;
 }
 
 static bool kv_is(const struct etcd_kv *kv, const char *k)
@@ -247,14 +264,10 @@ static int check(struct sw_ctx *c, const struct etcd_response *range,
 static void on_read(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
 {
 	(void)cl;
-	struct sw_ctx *c = ud;
-	if (!c || c->magic != SWITCHOVER_CTX_MAGIC)
-		return;
+	struct sw_ctx *c = ctx_of(ud);
 	char msg[512];
 	if (err < 0 || r->n_responses < 1) {
-		snprintf(msg, sizeof(msg), "cannot read plugin '%s' from etcd: %s", c->name,
-		         etcd_strerror(err < 0 ? err : -EBADMSG));
-		finish(c, err < 0 ? err : -EBADMSG, msg);
+		fail(c, "read the plugin's state from etcd", err < 0 ? err : -EBADMSG);
 		return;
 	}
 	int rc = check(c, &r->responses[0], r->n_responses > 1 ? &r->responses[1] : NULL, msg,
@@ -265,24 +278,16 @@ static void on_read(struct etcd_client *cl, int err, const struct etcd_response 
 	}
 	int64_t ttl = (c->timeout_ms + 999) / 1000;
 	rc = etcd_lease_grant(c->etcd, ttl, NULL, on_granted, c, NULL);
-	if (rc < 0) {
-		snprintf(msg, sizeof(msg), "cannot grant the switchover's lease: %s",
-		         etcd_strerror(rc));
-		finish(c, rc, msg);
-	}
+	if (rc < 0)
+		fail(c, "grant the switchover's lease", rc);
 }
 
 static void on_granted(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
 {
 	(void)cl;
-	struct sw_ctx *c = ud;
-	if (!c || c->magic != SWITCHOVER_CTX_MAGIC)
-		return;
-	char msg[256];
+	struct sw_ctx *c = ctx_of(ud);
 	if (err < 0) {
-		snprintf(msg, sizeof(msg), "cannot grant the switchover's lease: %s",
-		         etcd_strerror(err));
-		finish(c, err, msg);
+		fail(c, "grant the switchover's lease", err);
 		return;
 	}
 	c->lease = r->lease_id;
@@ -327,26 +332,20 @@ static void on_granted(struct etcd_client *cl, int err, const struct etcd_respon
 	                      .lease = c->lease};
 	int rc = etcd_txn(c->etcd, cmps, nc, &put, 1, NULL, 0, NULL, on_written, c, NULL);
 	if (rc < 0) {
-		snprintf(msg, sizeof(msg), "cannot write the switchover request: %s",
-		         etcd_strerror(rc));
 		etcd_lease_revoke(c->etcd, c->lease, NULL, on_revoked, NULL, NULL);
-		finish(c, rc, msg);
+		fail(c, "write the switchover request", rc);
 	}
 }
 
 static void on_written(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
 {
 	(void)cl;
-	struct sw_ctx *c = ud;
-	if (!c || c->magic != SWITCHOVER_CTX_MAGIC)
-		return;
+	struct sw_ctx *c = ctx_of(ud);
 	char msg[256];
 	if (err < 0) {
 		/* the outcome is unknown: the record, if written, expires with
 		 * its lease; the caller's wait tells what happened */
-		snprintf(msg, sizeof(msg), "cannot write the switchover request: %s",
-		         etcd_strerror(err));
-		finish(c, err, msg);
+		fail(c, "write the switchover request", err);
 		return;
 	}
 	if (!r->succeeded) {

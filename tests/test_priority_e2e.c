@@ -35,14 +35,7 @@ static struct host D, E, F, G;
 
 static bool p_campaigns(void *node)
 {
-	struct etcd_kv **kvs;
-	size_t n = tu_list(&T, PFX "/" PLUGIN "/election/", &kvs);
-	bool found = false;
-	for (size_t i = 0; i < n; i++)
-		found = found || (kvs[i]->value_len == strlen(node) &&
-		                  memcmp(kvs[i]->value, node, strlen(node)) == 0);
-	tu_list_free(kvs, n);
-	return found;
+	return tu_election_lease(&T, PFX, PLUGIN, node) != 0;
 }
 
 static void start(struct host *h, const char *p1, const char *p2)

@@ -52,14 +52,7 @@ static const char *const SLOW[] = {"LH_EXAMPLE_DELAY_MS=6000", NULL};
 
 static bool p_campaigns(void *node)
 {
-	struct etcd_kv **kvs;
-	size_t n = tu_list(&T, PFX "/" PLUGIN "/election/", &kvs);
-	bool found = false;
-	for (size_t i = 0; i < n; i++)
-		found = found || (kvs[i]->value_len == strlen(node) &&
-		                  memcmp(kvs[i]->value, node, strlen(node)) == 0);
-	tu_list_free(kvs, n);
-	return found;
+	return tu_election_lease(&T, PFX, PLUGIN, node) != 0;
 }
 
 static bool p_key_exists(void *key)
