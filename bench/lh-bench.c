@@ -11,7 +11,8 @@
  *
  * Usage: lh-bench PLUGIN_DIR OUT_MD   (env: ETCD, ETCDCTL, LH_BUILDDIR,
  * LH_BENCH_T10 = trials at ttl 10, LH_BENCH_QUICK=1 for a fast smoke run,
- * LH_BENCH_HANDOVER=1 for figure 1 only)
+ * LH_BENCH_HANDOVER=1 for figure 1 only, LH_BENCH_SWITCHOVER=1 for figure 9
+ * only)
  * PLUGIN_DIR holds bench-1.<k>.0.so (k = 0..20, min_compatible 1.0.0) and
  * idle-{a,b,c}.so. The table goes to OUT_MD, details to stdout.
  */
@@ -52,6 +53,7 @@
 #include "plugin_instance.h"
 #include "plugins/fakehost.h"
 #include "raftleader.h"
+#include "switchover.h"
 #include "testutil.h"
 
 /* ---------------------------------------------------------------- utils */
@@ -694,6 +696,107 @@ static void failover(const char *prefix, const char *ttl, int sig, int n, struct
 	}
 	stop_host(A);
 	stop_host(B);
+	kw_stop(&kw);
+}
+
+/* ------------------------------------------------ figure 9: switchover */
+
+static uint64_t g_sw_ack; /* mono() when the request's txn was acknowledged */
+static int g_sw_err = 1;  /* 1 = no answer yet */
+
+static void on_sw_done(void *ud, int err, const char *msg, int64_t rev, const char *from)
+{
+	(void)ud;
+	(void)rev;
+	(void)from;
+	g_sw_ack = mono();
+	g_sw_err = err;
+	if (err < 0)
+		note("switchover refused: %s", msg ? msg : "?");
+}
+
+static bool p_sw_done(void *arg)
+{
+	(void)arg;
+	return g_sw_err != 1;
+}
+
+static bool p_key_absent(void *key)
+{
+	size_t len;
+	uint8_t *v = tu_get(&T, key, &len);
+	free(v);
+	return v == NULL;
+}
+
+/* two hosts on prefix; n trials of a switchover to the host that does not
+ * lead, requested the way `leaseholdctl switchover --to` has its daemon do
+ * it (switchover_request_start, here on the bench's own etcd client):
+ * from the request's txn acknowledged to the target's on_elected and to its
+ * first fenced write acknowledged. */
+static void switchover_fig(const char *prefix, int n, struct samples *elected,
+                           struct samples *write)
+{
+	char dir[600], epfx[128], hkey[128];
+	snprintf(dir, sizeof(dir), "%s%s", g_base, prefix);
+	CHECK(mkdir(dir, 0755) == 0);
+	snprintf(epfx, sizeof(epfx), "%s/bench/election/", prefix);
+	snprintf(hkey, sizeof(hkey), "%s/bench/%s", prefix, SWITCHOVER_KEY);
+	struct kwatch kw;
+	kw_start(&kw, epfx);
+	static struct host A, B;
+	host_setup(&A, dir, "a");
+	host_setup(&B, dir, "b");
+	install(&A, "bench-1.0.0.so", "bench.so");
+	install(&B, "bench-1.0.0.so", "bench.so");
+	size_t from = g_nev;
+	start_host(&A, prefix, "10");
+	if (wait_ev(from, 'W', "a", "bench", NULL, 0, false, 30000) < 0) {
+		note("switchover %s: host a never wrote", prefix);
+		return;
+	}
+	start_host(&B, prefix, "10");
+	if (!kw_wait(&kw, 2, 30000)) {
+		note("switchover %s: host b never campaigned", prefix);
+		return;
+	}
+	struct host *hs[2] = {&A, &B};
+	for (int t = 0; t < n; t++) {
+		struct host *L = leader_of(hs, 2, "bench", NULL);
+		if (!L) {
+			note("switchover %s: no leader before trial %d", prefix, t);
+			break;
+		}
+		struct host *O = L == &A ? &B : &A;
+		wait_for(p_never, NULL, 20); /* from a quiet etcd, like figure 1 */
+		from = g_nev;
+		g_sw_err = 1;
+		struct switchover_request rq = {.prefix = prefix, .name = "bench",
+		                                .requester = "lh-bench", .to = O->node,
+		                                .timeout_ms = 30000};
+		CHECK_OK(switchover_request_start(T.etcd, &rq, on_sw_done, NULL));
+		if (!wait_for(p_sw_done, NULL, 10000) || g_sw_err < 0) {
+			note("switchover %s: trial %d: the request failed", prefix, t);
+			break;
+		}
+		long ke = wait_ev(from, 'E', O->node, "bench", NULL, 0, false, 60000);
+		if (ke < 0) {
+			note("switchover %s: trial %d: no on_elected on %s", prefix, t, O->node);
+			host_dump_log(O);
+			break;
+		}
+		long kw2 = wait_ev(from, 'W', O->node, "bench", NULL, g_ev[ke].a, true, 60000);
+		s_add(elected, ms_between(g_sw_ack, g_ev[ke].t));
+		if (kw2 >= 0)
+			s_add(write, ms_between(g_sw_ack, g_ev[kw2].t));
+		/* the old leader campaigns again, the new one ended the request */
+		if (!kw_wait(&kw, 2, 30000) || !wait_for(p_key_absent, hkey, 30000)) {
+			note("switchover %s: trial %d: did not settle", prefix, t);
+			break;
+		}
+	}
+	stop_host(&A);
+	stop_host(&B);
 	kw_stop(&kw);
 }
 
@@ -1771,6 +1874,32 @@ static void fmt_ref(char *buf, size_t len, struct samples *s, const char *unit, 
 		snprintf(buf, len, "%s: no data", what);
 }
 
+/* figure 9: a switchover to a chosen node beside the graceful (SIGTERM)
+ * handover of figure 1, measured again in the same stretch of the run;
+ * goal: within 1.5 times */
+static void figure9(int n)
+{
+	struct samples sel = {0}, swr = {0}, tel = {0}, twr = {0};
+	switchover_fig("/b9s", n, &sel, &swr);
+	failover("/b9t", "10", SIGTERM, n, &tel, &twr, NULL, NULL, NULL);
+	char ref[256], goal[128];
+	double re = s_med(&tel), rw = s_med(&twr);
+	fmt_ref(ref, sizeof(ref), &tel, "ms", "SIGTERM of the leader → on_elected (as 1a, this run)");
+	snprintf(goal, sizeof(goal), "≤ 1.5 × (%.3g ms); ratio %.2f", 1.5 * re,
+	         sel.n && re > 0 ? s_med(&sel) / re : 0.0);
+	row("9", "switchover --to the other host: the request's txn acknowledged → the target's plugin enters on_elected",
+	    &sel, "ms", ref, goal, sel.n && s_med(&sel) <= 1.5 * re ? "yes" : "**no**");
+	fmt_ref(ref, sizeof(ref), &twr, "ms", "SIGTERM → first fenced txn acknowledged (as 1b, this run)");
+	snprintf(goal, sizeof(goal), "≤ 1.5 × (%.3g ms); ratio %.2f", 1.5 * rw,
+	         swr.n && rw > 0 ? s_med(&swr) / rw : 0.0);
+	row("9", "switchover --to: the request's txn acknowledged → the target's first fenced txn acknowledged",
+	    &swr, "ms", ref, goal, swr.n && s_med(&swr) <= 1.5 * rw ? "yes" : "**no**");
+	free(sel.v);
+	free(swr.v);
+	free(tel.v);
+	free(twr.v);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "--echo") == 0)
@@ -1808,6 +1937,16 @@ int main(int argc, char **argv)
 	fprintf(g_md, "| # | figure (timed from → to) | n | median | min | max | reference, same run | goal | met |\n");
 	fprintf(g_md, "|---|---|---|---|---|---|---|---|---|\n");
 
+	/* LH_BENCH_SWITCHOVER=1: figure 9 only */
+	bool switchover_only =
+		getenv("LH_BENCH_SWITCHOVER") && strcmp(getenv("LH_BENCH_SWITCHOVER"), "1") == 0;
+	if (switchover_only) {
+		figure9(n_main);
+		note("lh-bench: figure 9 only (LH_BENCH_SWITCHOVER=1), %.1f s",
+		     ms_between(t_begin, mono()) / 1000.0);
+		fclose(g_md);
+		return 0;
+	}
 	/* LH_BENCH_CRASH=1: figures 2 and 8 only (iterating on failover) */
 	bool crash_only = getenv("LH_BENCH_CRASH") && strcmp(getenv("LH_BENCH_CRASH"), "1") == 0;
 	char ref[256], goal[128];
@@ -1995,6 +2134,7 @@ int main(int argc, char **argv)
 		free(one.v);
 	}
 
+	figure9(n_main);
 	note("lh-bench: total %.1f s", ms_between(t_begin, mono()) / 1000.0);
 	fprintf(g_md, "\nTotal bench time: %.0f s.\n", ms_between(t_begin, mono()) / 1000.0);
 	fclose(g_md);

@@ -66,7 +66,9 @@ struct request {
 	/* async (roles_set / roles_clear / members_forget) */
 	int kind;			   /* the request's kind */
 	char plugin[CONTROL_NAME_MAX + 1]; /* members_forget: the plugin */
-	int64_t rev;	 /* parked reconcile: the request's revision */
+	int64_t rev;	 /* parked reconcile, switchover: the request's revision */
+	char target[CONTROL_NODE_MAX + 1]; /* switchover: the target ("" = any) */
+	char from[CONTROL_NODE_MAX + 1];   /* ... and the leader it asked to leave */
 	bool in_op;	 /* the op has not returned yet */
 	bool early_done; /* done() ran while in_op: the result below */
 	int early_err;
@@ -795,16 +797,25 @@ static void history_done(void *done_ctx, int err, const char *msg,
 	reply_fini(&rp);
 }
 
+/* parked_plugin_gone - a parked request's plugin p went away (p NULL):
+ * fill rp and return true */
+static bool parked_plugin_gone(const struct request *rq, const struct control_plugin *p,
+			       struct reply *rp)
+{
+	if (p)
+		return false;
+	reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "plugin '%s' went away",
+		    rq->name);
+	return true;
+}
+
 /* reconcile_answer - a parked reconcile request whose plugin p (NULL: gone)
  * may have served it: fill rp and return true when it is answered */
 static bool reconcile_answer(const struct request *rq, const struct control_plugin *p,
 			     struct reply *rp)
 {
-	if (!p) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND,
-			    "plugin '%s' went away", rq->name);
+	if (parked_plugin_gone(rq, p, rp))
 		return true;
-	}
 	if (p->reconcile_served < rq->rev)
 		return false;
 	if (!p->reconcile_served_ok)
@@ -845,28 +856,94 @@ static void reconcile_done(void *done_ctx, int err, const char *msg, int64_t rev
 	reply_fini(&rp);
 }
 
-/* do_verb - a reconcile request or a history read (the decoder checked the
- * name); true when answered later by reconcile_done / history_done */
+/* switchover_answer - a parked switchover request whose plugin p (NULL:
+ * gone) may have a new leader: fill rp and return true when it is answered
+ * (the leader is what was asked, or the request ended without that) */
+static bool switchover_answer(const struct request *rq, const struct control_plugin *p,
+			      struct reply *rp)
+{
+	if (parked_plugin_gone(rq, p, rp))
+		return true;
+	bool led = p->leader && p->leader[0];
+	bool done = led && (rq->target[0] ? strcmp(p->leader, rq->target) == 0
+					  : strcmp(p->leader, rq->from) != 0);
+	if (!done && p->switchover_ended_rev < rq->rev)
+		return false;
+	if (!done)
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+			    "the switchover of plugin '%s' ended without %s%s taking over (leader "
+			    "now: %s)",
+			    rq->name, rq->target[0] ? "node " : "another node",
+			    rq->target[0] ? rq->target : "", led ? p->leader : "none");
+	rp->r.revision = rq->rev;
+	rp->r.leader = pb_str(rp, p->leader);
+	return true;
+}
+
+static void switchover_done(void *done_ctx, int err, const char *msg, int64_t rev,
+			    const char *from)
+{
+	struct request *rq = done_ctx;
+	struct control *c = rq->c;
+	struct reply rp;
+
+	assert(rq->state == R_ASYNC && !rq->in_op);
+	if (err == 0 && rq->conn && c->n_parked < CONTROL_MAX_PARKED) {
+		/* recorded: wait for the new leader (control_notify, the timer
+		 * a little after the request's own end) */
+		c->n_async--;
+		rq->state = R_PARKED;
+		c->n_parked++;
+		rq->rev = rev;
+		snprintf(rq->from, sizeof(rq->from), "%s", from ? from : "");
+		loop_timer_arm_in(rq->timer,
+				  ((uint64_t)rq->timeout_ms + 2000) * LOOP_NS_PER_MS);
+		control_notify(c);
+		return;
+	}
+	reply_init(&rp);
+	if (err < 0)
+		/* refused on the state read (a reason) or etcd failed */
+		reply_error(&rp,
+			    err == -EBUSY || err == -EALREADY || err == -ESRCH || err == -EAGAIN ||
+				    err == -ECHILD
+				? LEASEHOLD__CONTROL__CODE__CODE_BUSY
+				: LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+			    "%s", msg && msg[0] ? msg : strerror(-err));
+	else
+		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY, "too many waiting requests");
+	verb_reply(rq, &rp);
+	reply_fini(&rp);
+}
+
+/* do_verb - a reconcile request, a history read or a switchover request
+ * (the decoder checked the name); true when answered later by
+ * reconcile_done / history_done / switchover_done */
 static bool do_verb(struct control *c, struct control_conn *conn, struct reply *rp,
 		    const Leasehold__Control__Request *req)
 {
 	bool history = req->kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
+	bool switchover = req->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER;
 	char err[256] = "";
 	struct request *rq;
 	int r;
 
-	if (history ? !c->ops->history : !c->ops->reconcile) {
+	if (history ? !c->ops->history : switchover ? !c->ops->switchover : !c->ops->reconcile) {
 		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
 			    "%s is not supported by this daemon",
-			    history ? "history" : "reconcile");
+			    history ? "history" : switchover ? "switchover" : "reconcile");
 		return false;
 	}
 	rq = verb_start(c, conn, rp, req);
 	if (!rq)
 		return false;
-	if (history)
+	if (history) {
 		r = c->ops->history(c->ud, req->name, history_done, rq, err, sizeof(err));
-	else
+	} else if (switchover) {
+		snprintf(rq->target, sizeof(rq->target), "%s", req->node ? req->node : "");
+		r = c->ops->switchover(c->ud, req->name, rq->target[0] ? rq->target : NULL,
+				       req->timeout_ms, switchover_done, rq, err, sizeof(err));
+	} else
 		r = c->ops->reconcile(c->ud, req->name, reconcile_done, rq, err, sizeof(err));
 	rq->in_op = false;
 	err[sizeof(err) - 1] = '\0';
@@ -982,6 +1059,11 @@ static void request_timer_cb(struct loop_timer *t, void *userdata)
 			    "one leads)%s",
 			    rq->name, rq->rev, rq->timeout_ms,
 			    p && p->paused ? ": the plugin is paused" : "");
+	else if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER)
+		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
+			    "the switchover of plugin '%s' did not complete within %" PRIu32
+			    " ms (leader now: %s)",
+			    rq->name, rq->timeout_ms, p && p->leader ? p->leader : "unknown");
 	else
 		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
 			    "plugin '%s' not ready after %" PRIu32 " ms%s%s", rq->name,
@@ -1044,9 +1126,10 @@ static void on_request(void *ud, struct control_conn *conn, const uint8_t *buf, 
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_RECONCILE:
 		case LEASEHOLD__CONTROL__KIND__KIND_HISTORY:
+		case LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER:
 			if (do_verb(c, conn, &rp, req))
-				goto done; /* answered by reconcile_done (then control_notify)
-					      or history_done */
+				goto done; /* answered by reconcile_done or switchover_done
+					      (then control_notify) or history_done */
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
 			do_leave(c, &rp);
@@ -1145,6 +1228,13 @@ void control_notify(struct control *c)
 			if (rq->state != R_PARKED)
 				continue;
 			p = find_plugin(c, n, rq->name);
+			if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER) {
+				reply_init(&rp);
+				if (switchover_answer(rq, p, &rp))
+					request_unpark(c, rq, &rp);
+				reply_fini(&rp);
+				continue;
+			}
 			if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_RECONCILE) {
 				reply_init(&rp);
 				if (reconcile_answer(rq, p, &rp))

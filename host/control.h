@@ -80,6 +80,10 @@ struct control_plugin {
 	int64_t reconcile_served;         /* last request revision the leader served */
 	bool reconcile_served_ok;         /* ... and whether that reconcile succeeded */
 	const char *reconcile_served_error;
+	/* the switchover request as mirrored: its revision (0 = none in
+	 * flight) and the revision of the last one seen to end */
+	int64_t switchover_rev;
+	int64_t switchover_ended_rev;
 };
 
 /* one term of a plugin's history (control_history_fn); strings borrowed */
@@ -108,6 +112,11 @@ typedef void (*control_rev_fn)(void *done_ctx, int err, const char *msg, int64_t
 /* completion of a history read: n terms, newest first (borrowed for the call) */
 typedef void (*control_history_fn)(void *done_ctx, int err, const char *msg,
                                    const struct control_term *terms, size_t n);
+
+/* completion of a switchover request: rev is the request's etcd revision,
+ * from the leader it asks to hand over (borrowed for the call) */
+typedef void (*control_switchover_fn)(void *done_ctx, int err, const char *msg, int64_t rev,
+                                      const char *from);
 
 /* one node's roles record (leaseholdctl roles list) */
 struct control_role_entry {
@@ -173,6 +182,15 @@ struct control_ops {
 	/* history - read plugin NAME's term history; as reconcile */
 	int (*history)(void *ud, const char *name, control_history_fn done, void *done_ctx,
 	               char *err, size_t err_len);
+	/* switchover - ask plugin NAME's leader to hand over (to node `to`, or
+	 * NULL: any other candidate); the request ends by itself after
+	 * timeout_ms. 0 when started: done() runs exactly once later, never
+	 * before the op returns, err < 0 being a refusal or a failed write with
+	 * the reason in msg; or -errno at once with the reason in err (-ENOENT
+	 * no such plugin). The server then waits until control_plugin.leader
+	 * is what was asked, or the request ended (switchover_ended_rev). */
+	int (*switchover)(void *ud, const char *name, const char *to, uint32_t timeout_ms,
+	                  control_switchover_fn done, void *done_ctx, char *err, size_t err_len);
 };
 
 /* control_new - listen on url ("ipc://PATH" or "/path"); the socket file

@@ -91,13 +91,14 @@ static bool kind_needs_name(int kind)
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_RESUME ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_RECONCILE ||
-	       kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER;
 }
 
 static bool kind_known(int kind)
 {
 	return kind >= LEASEHOLD__CONTROL__KIND__KIND_PLUGINS &&
-	       kind <= LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
+	       kind <= LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER;
 }
 
 static bool kind_is_roles_write(int kind)
@@ -188,6 +189,12 @@ int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control
 		r = -EINVAL;
 		goto fail;
 	}
+	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER &&
+	    ((req->node && req->node[0] && !control_codec_node_ok(req->node)) || req->n_roles)) {
+		why = "invalid switchover target (1..128 printable ASCII characters, no '/')";
+		r = -EINVAL;
+		goto fail;
+	}
 	*ret_req = req;
 	return 0;
 fail:
@@ -237,6 +244,21 @@ int control_codec_roles_request_encode(Leasehold__Control__Kind kind, const char
 	req.node = (char *)node;
 	req.roles = (char **)roles; /* pack only reads */
 	req.n_roles = n;
+	return request_pack(&req, ret_buf, ret_len);
+}
+
+int control_codec_switchover_request_encode(const char *name, const char *to, uint32_t timeout_ms,
+					    uint8_t **ret_buf, size_t *ret_len)
+{
+	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
+
+	if (!name)
+		return -EINVAL;
+	req.protocol = CONTROL_PROTOCOL;
+	req.kind = LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER;
+	req.name = (char *)name;
+	req.node = (char *)(to ? to : "");
+	req.timeout_ms = timeout_ms;
 	return request_pack(&req, ret_buf, ret_len);
 }
 
@@ -301,7 +323,7 @@ int control_codec_response_decode(const void *buf, size_t len,
 	}
 	if ((int)resp->code < LEASEHOLD__CONTROL__CODE__CODE_OK ||
 	    (int)resp->code > LEASEHOLD__CONTROL__CODE__CODE_REFUSED || !str_ok(resp->message) ||
-	    !str_ok(resp->node) || !str_ok(resp->daemon_version))
+	    !str_ok(resp->node) || !str_ok(resp->daemon_version) || !str_ok(resp->leader))
 		goto bad;
 	for (size_t i = 0; i < resp->n_plugins; i++)
 		if (!plugin_ok(resp->plugins[i]))
@@ -384,6 +406,8 @@ const char *control_codec_kind_str(int kind)
 		return "reconcile";
 	case LEASEHOLD__CONTROL__KIND__KIND_HISTORY:
 		return "history";
+	case LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER:
+		return "switchover";
 	default:
 		return "?";
 	}

@@ -88,6 +88,13 @@ int control_codec_roles_request_encode(Leasehold__Control__Kind kind, const char
 int control_codec_forget_request_encode(const char *name, const char *node, uint8_t **ret_buf,
 					size_t *ret_len);
 
+/* control_codec_switchover_request_encode - pack a SWITCHOVER request
+ * (plugin name, target node or NULL for any, timeout) into a malloc'd
+ * buffer (caller frees *ret_buf); not validated here. Returns 0 or
+ * -ENOMEM/-EINVAL (NULL name). */
+int control_codec_switchover_request_encode(const char *name, const char *to, uint32_t timeout_ms,
+					    uint8_t **ret_buf, size_t *ret_len);
+
 /* control_codec_response_decode - unpack and validate a reply (known code,
  * bounded strings, releases present where required, role entries present). On success *ret_resp
  * owns the message (free with leasehold__control__response__free_unpacked).

@@ -12,6 +12,7 @@
 #include "log.h"
 
 struct callback_timeout_rule;
+struct priority_rule;
 
 struct daemon_config {
 	const char *const *endpoints;
@@ -39,6 +40,9 @@ struct daemon_config {
 	 * (callback_timeout.h) */
 	const struct callback_timeout_rule *cb_timeouts;
 	size_t n_cb_timeouts;
+	/* --priority rules (priority.h), borrowed */
+	const struct priority_rule *priorities;
+	size_t n_priorities;
 	const char *worker_path;      /* process mode: leasehold-worker; NULL = default */
 };
 

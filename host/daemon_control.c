@@ -16,6 +16,7 @@
 #include "daemon_internal.h"
 #include "leasehold.pb-c.h"
 #include "log.h"
+#include "switchover.h"
 
 
 static const char *status_state_name(const struct election_info *i)
@@ -72,6 +73,8 @@ static void fill_plugin(struct entry *e, struct control_plugin *p)
 		p->reconcile_served = i.reconcile_served;
 		p->reconcile_served_ok = i.reconcile_served_ok;
 		p->reconcile_served_error = i.reconcile_served_error;
+		p->switchover_rev = i.switchover_rev;
+		p->switchover_ended_rev = i.switchover_ended_rev;
 	}
 	uint64_t since, now = loop_now();
 	if (e->pi && plugin_instance_running(e->pi, &p->callback, &since))
@@ -315,6 +318,7 @@ struct verb_op {
 	control_done_fn done;
 	control_rev_fn done_rev;
 	control_history_fn done_hist;
+	control_switchover_fn done_sw;
 	void *done_ctx;
 };
 
@@ -425,6 +429,46 @@ static int ctl_history(void *ud, const char *name, control_history_fn done, void
 	return r;
 }
 
+static void on_switchover_requested(void *ud, int err, const char *msg, int64_t rev,
+                                    const char *from)
+{
+	struct verb_op *o = ud;
+	o->done_sw(o->done_ctx, err, msg, rev, from);
+	free(o);
+}
+
+static int ctl_switchover(void *ud, const char *name, const char *to, uint32_t timeout_ms,
+                          control_switchover_fn done, void *done_ctx, char *err, size_t err_len)
+{
+	struct daemon *d = ud;
+	struct election *el;
+	int r;
+	struct verb_op *o = verb_start(d, name, done_ctx, &el, &r, err, err_len);
+	if (!o)
+		return r;
+	o->done_sw = done;
+	struct entry *e = daemon_find_name(d, name);
+	const struct loader_plugin *lp = e && e->pi ? plugin_instance_plugin(e->pi) : NULL;
+	struct switchover_request rq = {
+		.prefix = d->cfg->prefix,
+		.name = name,
+		.requester = d->cfg->node_id,
+		.to = to,
+		.role = lp ? lp->role : NULL,
+		.timeout_ms = timeout_ms,
+	};
+	r = switchover_request_start(d->etcd, &rq, on_switchover_requested, o);
+	if (r < 0) {
+		if (r == -EINVAL)
+			snprintf(err, err_len, "invalid switchover: the timeout must be %u to %u ms",
+			         SWITCHOVER_TIMEOUT_MIN_MS, SWITCHOVER_TIMEOUT_MAX_MS);
+		else
+			snprintf(err, err_len, "%s", etcd_strerror(r));
+		free(o);
+	}
+	return r;
+}
+
 void daemon_on_leave_later(struct loop_timer *t, void *ud)
 {
 	(void)t;
@@ -458,5 +502,6 @@ const struct control_ops daemon_control_ops = {
 	.pause = ctl_pause,
 	.reconcile = ctl_reconcile,
 	.history = ctl_history,
+	.switchover = ctl_switchover,
 };
 

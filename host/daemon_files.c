@@ -46,6 +46,7 @@
 #include "loop.h"
 #include "plugin_instance.h"
 #include "plugindir.h"
+#include "priority.h"
 #include "roles.h"
 
 #include "daemon_internal.h"
@@ -279,6 +280,7 @@ static int entry_make_election(struct entry *e, const struct loader_plugin *lp)
 		.releases = releases_of(lp),
 		.reconcile_wait_ns = d->cfg->reconcile_wait_ns,
 		.reconcile_interval_ns = d->cfg->reconcile_interval_ns,
+		.priority = priority_resolve(d->cfg->priorities, d->cfg->n_priorities, lp->name),
 		.on_change = daemon_notify,
 		.on_change_ud = d,
 	};

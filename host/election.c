@@ -25,6 +25,8 @@
  * - election_control.c: the operator's records: the pause, reconcile
  *   requests and their acknowledgement (mirrored with the rest of the
  *   range), and the term history (outside it, read on demand).
+ * - election_switchover.c: a switchover request (mirrored too): who gives
+ *   up its election key for it, and its deletion by the new leader.
  */
 #include "config.h"
 
@@ -135,6 +137,7 @@ static void member_put(struct election *e)
 	struct release prev_rel = e->member_release;
 	e->member_placed = true;
 	e->member_release = e->rel.release;
+	e->member_priority = e->priority;
 	int r = etcd_put(e->etcd, &op, NULL, on_member_put, e, &e->call);
 	free(v);
 	if (r < 0) {
@@ -256,6 +259,7 @@ static void on_resign(struct etcd_client *c, int err, const struct etcd_response
 	if (r->succeeded && e->resign_publishes) {
 		/* the member record carries the incoming release already */
 		e->member_release = e->resign_release;
+		e->member_priority = e->priority;
 		e->member_placed = true;
 	}
 	if (r->succeeded && e->resign_drops_member) {
@@ -345,7 +349,7 @@ bool election_want_campaign(const struct election *e)
 	 * was overwritten puts it back without leaving */
 	bool member_ok = e->member_placed && release_cmp(e->member_release, e->rel.release) == 0;
 	return want_member(e) && (member_ok || e->leading) && e->ever_synced &&
-	       !release_less(e->rel.release, e->releases.max);
+	       !release_less(e->rel.release, e->releases.max) && !election_switchover_resign(e);
 }
 
 /* ---- the controller ---- */
@@ -430,7 +434,8 @@ void election_step(struct election *e)
 	}
 	/* 3. member record */
 	if (want_member(e) && (!e->member_placed ||
-	                       release_cmp(e->member_release, e->rel.release) != 0)) {
+	                       release_cmp(e->member_release, e->rel.release) != 0 ||
+	                       e->member_priority != e->priority)) {
 		member_put(e);
 		goto report;
 	}
@@ -467,8 +472,10 @@ void election_step(struct election *e)
 			goto report;
 	}
 	/* 7. lead */
-	if (e->leading)
+	if (e->leading) {
 		election_lead_step(e);
+		election_switchover_step(e);
+	}
 report:
 	election_assert_invariants(e);
 	enum election_state s = current_state(e);
@@ -503,6 +510,7 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 	e->name = strdup(cfg->name);
 	e->node_id = strdup(cfg->node_id);
 	e->rel = cfg->releases;
+	e->priority = cfg->priority;
 	e->reconcile_wait_ns = cfg->reconcile_wait_ns;
 	e->on_change = cfg->on_change;
 	e->on_change_ud = cfg->on_change_ud;
@@ -526,6 +534,8 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 	memcpy(e->k_watch_end, e->k_status, e->k_watch_end_len - 1);
 	e->k_members_end_len = etcd_prefix_end(e->k_members, strlen(e->k_members), e->k_members_end);
 	r = election_control_init(e);
+	if (r == 0)
+		r = election_switchover_init(e);
 	if (r == 0)
 		r = loop_timer_new(l, election_on_sync_timer, e, &e->sync_timer);
 	if (r == 0)
@@ -701,6 +711,7 @@ void election_free(struct election *e)
 	loop_timer_free(e->lead_timer);
 	election_mirror_free(e);
 	election_control_free(e);
+	election_switchover_free(e);
 	free(e->pending_status);
 	free(e->reconcile_last_error);
 	free(e->hold_reason);
@@ -763,6 +774,9 @@ void election_get_info(struct election *e, struct election_info *ret)
 	ret->reconcile_served = e->served_rev;
 	ret->reconcile_served_ok = e->served_ok;
 	ret->reconcile_served_error = e->served_error;
+	ret->switchover_rev = e->handover.present ? e->handover.rev : 0;
+	ret->switchover_to = e->handover.present && e->handover.to[0] ? e->handover.to : NULL;
+	ret->switchover_ended_rev = e->handover_ended_rev;
 }
 
 

@@ -32,6 +32,9 @@
  *   P/N/reconcile-request / reconcile-served lie inside the watched range;
  *   while paused no reconcile starts (the leader keeps leading). The term
  *   history P/N/term-history/<token> lies outside it (read on demand).
+ * - A switchover request P/N/handover (election_switchover.c, written by
+ *   switchover.c) lies inside the watched range too: the leader it names
+ *   leaves gracefully, candidates ahead of its target resign their keys.
  * - Every write made while leading is a txn comparing our election key's
  *   create_revision (the fencing token). A write that times out has an unknown
  *   outcome: it is resolved by reading back before anything else is written.
@@ -74,6 +77,10 @@ struct election_config {
 	struct plugin_releases releases;
 	uint64_t reconcile_wait_ns;     /* wait after election when a status existed */
 	uint64_t reconcile_interval_ns; /* periodic reconcile */
+	/* this node's candidate priority (published in its member record; a
+	 * leader hands over once to a candidate of the newest release with a
+	 * strictly higher one) */
+	int32_t priority;
 	/* on_change - called (on the loop) after anything observable may have
 	 * changed: state, status, readiness, members. May be NULL. */
 	void (*on_change)(void *ud);
@@ -117,6 +124,10 @@ struct election_info {
 	int64_t reconcile_served;  /* the request revision the leader last served, 0 = none */
 	bool reconcile_served_ok;
 	const char *reconcile_served_error; /* NULL if none */
+	/* the switchover request (P/N/handover) as mirrored */
+	int64_t switchover_rev;       /* its revision, 0 = none in flight */
+	const char *switchover_to;    /* its target, NULL = any other node (or none) */
+	int64_t switchover_ended_rev; /* the revision of the last request seen to end */
 };
 
 /* election_new - create the protocol for one plugin. cfg strings are copied.

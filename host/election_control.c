@@ -456,6 +456,8 @@ const char *election_term_end_name(int reason)
 		return "plugin-failed";
 	case LEASEHOLD__TERM__END_REASON__END_PLUGIN_REMOVED:
 		return "plugin-removed";
+	case LEASEHOLD__TERM__END_REASON__END_SWITCHOVER:
+		return "switchover";
 	}
 	return "unknown";
 }
@@ -495,7 +497,7 @@ static int term_encode(const struct election *e, int64_t token, int end_reason,
 }
 
 /* term_end_reason - why our term ends, from what the controller knows */
-static int term_end_reason(const struct election *e, const char **ret_detail)
+static int term_end_reason(struct election *e, const char **ret_detail)
 {
 	*ret_detail = NULL;
 	if (e->failed) {
@@ -516,6 +518,8 @@ static int term_end_reason(const struct election *e, const char **ret_detail)
 	}
 	if (release_less(e->rel.release, e->releases.max))
 		return LEASEHOLD__TERM__END_REASON__END_NEWER_RELEASE;
+	if ((*ret_detail = election_switchover_ended_us(e)))
+		return LEASEHOLD__TERM__END_REASON__END_SWITCHOVER;
 	return LEASEHOLD__TERM__END_REASON__END_LEASE_LOST;
 }
 

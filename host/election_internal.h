@@ -36,6 +36,8 @@
 #define FORGET_CTX_MAGIC 0x46524743u /* struct forget_ctx (election.c) */
 #define VERB_CTX_MAGIC 0x56455242u   /* struct verb_ctx (election_control.c) */
 #define TERM_CTX_MAGIC 0x5445524du   /* struct term_ctx (election_control.c) */
+#define HANDOVER_CTX_MAGIC 0x484e4443u /* struct handover_ctx (election_switchover.c) */
+#define PRIORITY_CTX_MAGIC 0x50524943u /* struct priority_ctx (election_switchover.c) */
 
 /* the term history keeps this many terms (the newest) */
 #define ELECTION_HISTORY_MAX 100
@@ -46,6 +48,7 @@ struct member_ent {
 	char *node_id;
 	struct release release;
 	bool valid; /* false: the record exists but does not decode (release unknown) */
+	int32_t priority; /* the node's candidate priority (0 from an older host) */
 	int64_t mod_rev; /* the record's mod_revision as mirrored */
 };
 
@@ -92,6 +95,19 @@ enum lead_phase {
 enum op_kind { OP_NONE, OP_SYNC, OP_MEMBER_PUT, OP_MEMBER_DEL, OP_CAMPAIGN, OP_RESIGN, OP_LEAD };
 
 struct term_ctx;
+struct handover_ctx;
+struct priority_ctx;
+
+/* the switchover request as mirrored from P/N/handover (proto Switchover) */
+struct handover_rec {
+	bool present;
+	bool valid; /* false: it does not decode (ignored until it goes) */
+	bool seen;  /* the sync in progress saw it */
+	int64_t rev; /* its mod_revision: the request's id */
+	char requester[129], from[129], to[129]; /* printable copies; to "" = any */
+	int64_t from_token, to_token;
+	bool priority;
+};
 
 struct election {
 	uint32_t magic; /* ELECTION_MAGIC while allocated */
@@ -153,7 +169,16 @@ struct election {
 	 * or found there at sync; false while unknown or absent */
 	bool member_placed;
 	struct release member_release;
+	int32_t member_priority; /* the priority our placed record holds */
 	int64_t member_rev;
+	int32_t priority; /* ours (election_config) */
+	/* the priority handover this node asked for as leader: to this
+	 * candidate key (create_revision), asked once per key */
+	int64_t priority_asked_rev;
+	struct priority_ctx *priority_call;
+	/* the term (e->gen) an operator's switchover to us began: the
+	 * priority rule does not undo it */
+	uint64_t priority_skip_gen;
 	/* readiness is only claimed from a view read while the current session
 	 * holds: the session's lease when the mirror's last full read was sent
 	 * (0 = none); after a session loss the mirror is read again */
@@ -235,6 +260,17 @@ struct election {
 	int64_t term_start_unix;
 	bool term_end_pending;
 	int64_t term_end_token;
+	/* the switchover request (election_switchover.c), mirrored with the
+	 * rest of the watched range */
+	char *k_handover; /* P/N/handover */
+	struct handover_rec handover;
+	int64_t handover_ended_rev;  /* the last request seen to go (its rev) */
+	struct handover_ctx *handover_call; /* the new leader's delete in flight */
+	int64_t handover_del_tried;  /* the request revision that delete was for */
+	char handover_detail[320];
+	/* the key (token) we began to give up for a switchover: the handover
+	 * completes (resign) even when the request ends meanwhile */
+	int64_t handover_leaving;
 	int term_end_reason;
 	char term_end_detail[128];
 
@@ -299,9 +335,11 @@ void election_mirror_free(struct election *e);
 /* ---- election_records.c: records in etcd and the readiness rule ---- */
 
 /* election_decode_member - a P/N/members/<id> value (hostile bytes) -> its
- * release. Returns 0, or -EBADMSG (does not unpack / no release);
- * *ret_release untouched then. */
-int election_decode_member(const void *buf, size_t len, struct release *ret_release);
+ * release and (ret_priority may be NULL) the node's candidate priority (0
+ * in a record of an older host). Returns 0, or -EBADMSG (does not unpack /
+ * no release); outputs untouched then. */
+int election_decode_member(const void *buf, size_t len, struct release *ret_release,
+                           int32_t *ret_priority);
 
 /* election_decode_status - a P/N/status value (hostile bytes) -> state (any
  * value: like the reference algorithm's proto3, an unknown state is kept;
@@ -409,5 +447,35 @@ void election_term_end_written(struct election *e);
  * waits for it (e->term_end_call) before leaving the key to the revocation,
  * and the resign txn carries it when it failed */
 void election_term_leaving(struct election *e);
+
+/* ---- election_switchover.c: the switchover request (P/N/handover) ---- */
+
+/* election_switchover_init - keys (election_new); 0 or -ENOMEM.
+ * election_switchover_free - election_free's part (a delete in flight is
+ * cancelled). */
+int election_switchover_init(struct election *e);
+void election_switchover_free(struct election *e);
+/* election_switchover_apply - a mirrored key: true when it is P/N/handover */
+bool election_switchover_apply(struct election *e, const struct etcd_kv *kv, bool del);
+/* election_switchover_sync_begin / _end - around a full read of the range */
+void election_switchover_sync_begin(struct election *e);
+void election_switchover_sync_end(struct election *e);
+/* election_switchover_resign - a switchover in flight wants our election
+ * key gone: we lead and it asks us to hand over, or it names a target and
+ * our key is ahead of the target's. The leader drains first (the graceful
+ * path); either way the node campaigns again at once, behind the target. */
+bool election_switchover_resign(const struct election *e);
+/* election_switchover_leaving - a graceful leave starts (drain): when a
+ * switchover asked for it, remember that (and why, for the term history),
+ * so the handover completes even if the request ends while we drain.
+ * election_switchover_ended_us - the term of our key ends by a switchover:
+ * the term history's end detail (a string in e), else NULL */
+void election_switchover_leaving(struct election *e);
+const char *election_switchover_ended_us(struct election *e);
+/* election_switchover_step - leading: when we are what the request asked
+ * for, delete it (fenced, compared on its revision); with no request in
+ * flight, hand over once to a candidate of the newest release with a
+ * strictly higher priority (a request like `switchover --to` of our own) */
+void election_switchover_step(struct election *e);
 
 #endif

@@ -207,6 +207,7 @@ static void on_drained(void *ud)
 void election_begin_leave(struct election *e)
 {
 	assert(e->leading && !e->draining);
+	election_switchover_leaving(e);
 	struct drv_ctx *d = e->dops ? drv_ctx_new(e) : NULL;
 	if (!d) {
 		election_depose(e, true, "leaving");

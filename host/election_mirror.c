@@ -112,9 +112,10 @@ static void rc_add(struct election *e, struct release r, int delta)
 /* member_ent_fill - x's record as mirrored now: counted under release *r, or
  * among the undecodable ones (r == NULL) */
 static void member_ent_fill(struct election *e, struct member_ent *x, const struct release *r,
-                            int64_t mod_rev)
+                            int32_t priority, int64_t mod_rev)
 {
 	x->mod_rev = mod_rev;
+	x->priority = r ? priority : 0;
 	x->valid = r != NULL;
 	if (r) {
 		x->release = *r;
@@ -129,7 +130,7 @@ static void member_ent_fill(struct election *e, struct member_ent *x, const stru
  * neither for min nor for max, but it blocks the restricted-status wait (its
  * node may run an old release), fail safe. */
 static void member_set(struct election *e, const char *id, size_t len, bool present,
-                       const struct release *r, int64_t mod_rev)
+                       const struct release *r, int32_t priority, int64_t mod_rev)
 {
 	struct member_map *m = &e->members;
 	struct member_ent **pp = member_slot(m, id, len);
@@ -140,7 +141,7 @@ static void member_set(struct election *e, const char *id, size_t len, bool pres
 		else
 			m->n_invalid--;
 		if (present) {
-			member_ent_fill(e, x, r, mod_rev);
+			member_ent_fill(e, x, r, priority, mod_rev);
 			return;
 		}
 		*pp = x->next;
@@ -165,7 +166,7 @@ static void member_set(struct election *e, const char *id, size_t len, bool pres
 	x->next = NULL;
 	*pp = x;
 	m->n++;
-	member_ent_fill(e, x, r, mod_rev);
+	member_ent_fill(e, x, r, priority, mod_rev);
 }
 
 const struct member_ent *election_member_find(const struct election *e, const char *node_id)
@@ -288,7 +289,7 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 		}
 		bool self = strlen(e->node_id) == idlen && memcmp(e->node_id, id, idlen) == 0;
 		if (del) {
-			member_set(e, id, idlen, false, NULL, 0);
+			member_set(e, id, idlen, false, NULL, 0, 0);
 			/* our own record deleted behind our back (an operator's
 			 * `members forget` of a node that is in fact alive): we still
 			 * run the plugin, so we are still a member; put it again */
@@ -297,12 +298,13 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 			return;
 		}
 		struct release r;
-		bool ok = election_decode_member(kv->value, kv->value_len, &r) == 0;
+		int32_t prio = 0;
+		bool ok = election_decode_member(kv->value, kv->value_len, &r, &prio) == 0;
 		if (!ok)
 			log_warn("election", "%s: member record %.*s is not a valid Member; its release is "
 			         "unknown (it blocks an incompatible status change until fixed or deleted)",
 			         e->name, (int)(idlen > 64 ? 64 : idlen), id);
-		member_set(e, id, idlen, true, ok ? &r : NULL, kv->mod_revision);
+		member_set(e, id, idlen, true, ok ? &r : NULL, prio, kv->mod_revision);
 		/* our own record, left by an earlier run of this node or by a put
 		 * whose outcome was unknown: it exists; step() updates, keeps or
 		 * deletes it. One bound to a lease (written by a host of the
@@ -312,11 +314,13 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 		    kv->mod_revision > e->member_rev) {
 			e->member_placed = true;
 			e->member_release = r;
+			e->member_priority = prio;
 			e->member_rev = kv->mod_revision;
 		}
 		/* our own record overwritten by someone else: put ours again */
 		if (self && e->member_placed && kv->mod_revision > e->member_rev &&
-		    (!ok || kv->lease != 0 || release_cmp(r, e->member_release) != 0))
+		    (!ok || kv->lease != 0 || release_cmp(r, e->member_release) != 0 ||
+		     prio != e->member_priority))
 			e->member_placed = false;
 	} else if (has_prefix(kv, e->k_election, &pl)) {
 		if (kv->key_len == pl || memchr(kv->key, '\0', kv->key_len)) {
@@ -357,7 +361,7 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 				log_warn("election", "%s: status record is not a valid ReconcilerStatus; treated as absent",
 				         e->name);
 		}
-	} else if (!election_control_apply(e, kv, del)) {
+	} else if (!election_control_apply(e, kv, del) && !election_switchover_apply(e, kv, del)) {
 		log_debug("election", "%s: ignoring key outside the layout", e->name);
 	}
 }
@@ -432,9 +436,11 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 	cands_clear(e);
 	memset(&e->status, 0, sizeof(e->status));
 	election_control_sync_begin(e);
+	election_switchover_sync_begin(e);
 	for (size_t i = 0; i < r->n_kvs; i++)
 		mirror_apply(e, &r->kvs[i], false);
 	election_control_sync_end(e);
+	election_switchover_sync_end(e);
 	e->rev = r->header.revision;
 	e->members_rev = r->header.revision;
 	/* our record may have gone while we were not watching */

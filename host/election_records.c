@@ -53,12 +53,15 @@ int election_decode_status(const void *buf, size_t len, int *ret_state, struct r
 	return r;
 }
 
-int election_decode_member(const void *buf, size_t len, struct release *ret_release)
+int election_decode_member(const void *buf, size_t len, struct release *ret_release,
+                           int32_t *ret_priority)
 {
 	Leasehold__Member *m = leasehold__member__unpack(NULL, len, buf);
 	if (!m)
 		return -EBADMSG;
 	int r = release_from_pb(m->release, ret_release) ? 0 : -EBADMSG;
+	if (r == 0 && ret_priority)
+		*ret_priority = m->priority;
 	leasehold__member__free_unpacked(m, NULL);
 	return r;
 }
@@ -101,6 +104,7 @@ int election_member_encode(const struct election *e, struct release rel, uint8_t
 	m.node_id = e->node_id;
 	m.release = &pr;
 	m.host_version = (char *)PACKAGE_VERSION;
+	m.priority = e->priority;
 	size_t n = leasehold__member__get_packed_size(&m);
 	uint8_t *b = malloc(n ? n : 1);
 	if (!b)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "callback_timeout.h"
+#include "priority.h"
 #include "daemon.h"
 #include "http.h"
 #include "lh_install_dirs.h"
@@ -59,6 +60,10 @@ static void usage(FILE *f)
 	        "                            thread of the daemon (a crash takes the daemon down)\n"
 	        "  --plugin-isolation NAME=MODE\n"
 	        "                            isolation for plugin NAME only (repeatable)\n"
+	        "  --priority [NAME=]N       this node's candidate priority (default 0), for\n"
+	        "                            plugin NAME only with NAME= (repeatable): a leader\n"
+	        "                            hands over once to a candidate of the newest release\n"
+	        "                            with a strictly higher priority; equal ones never\n"
 	        "  --callback-timeout [NAME:][KIND=]DUR\n"
 	        "                            how long a plugin callback may run (repeatable);\n"
 	        "                            past it the plugin is deposed (process mode: its worker\n"
@@ -106,6 +111,7 @@ enum {
 	OPT_ROLE,
 	OPT_ISOLATION,
 	OPT_CALLBACK_TIMEOUT,
+	OPT_PRIORITY,
 	OPT_WORKER,
 	OPT_PLUGIN_ISOLATION,
 	OPT_HTTP,
@@ -169,6 +175,7 @@ int main(int argc, char **argv)
 		{"role", required_argument, NULL, OPT_ROLE},
 		{"isolation", required_argument, NULL, OPT_ISOLATION},
 		{"callback-timeout", required_argument, NULL, OPT_CALLBACK_TIMEOUT},
+		{"priority", required_argument, NULL, OPT_PRIORITY},
 		{"worker", required_argument, NULL, OPT_WORKER},
 		{"plugin-isolation", required_argument, NULL, OPT_PLUGIN_ISOLATION},
 		{"log-format", required_argument, NULL, OPT_LOG_FORMAT},
@@ -192,6 +199,8 @@ int main(int argc, char **argv)
 	const char *iso_names[64];
 	struct callback_timeout_rule cb_timeouts[64];
 	size_t n_cb_timeouts = 0;
+	struct priority_rule priorities[64];
+	size_t n_priorities = 0;
 	uint32_t iso_modes[64];
 	size_t n_iso = 0;
 	int c;
@@ -303,6 +312,15 @@ int main(int argc, char **argv)
 			n_cb_timeouts++;
 			break;
 		}
+		case OPT_PRIORITY: {
+			char why[160];
+			if (n_priorities >= 64)
+				return bad("at most 64 --priority flags", optarg);
+			if (priority_parse(optarg, &priorities[n_priorities], why, sizeof(why)) < 0)
+				return bad(why, optarg);
+			n_priorities++;
+			break;
+		}
 		case OPT_WORKER:
 			cfg.worker_path = optarg;
 			break;
@@ -380,6 +398,8 @@ int main(int argc, char **argv)
 	cfg.iso_names = iso_names;
 	cfg.cb_timeouts = cb_timeouts;
 	cfg.n_cb_timeouts = n_cb_timeouts;
+	cfg.priorities = priorities;
+	cfg.n_priorities = n_priorities;
 	cfg.iso_modes = iso_modes;
 	cfg.n_iso = n_iso;
 	cfg.roles_seed = roles;

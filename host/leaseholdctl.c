@@ -44,6 +44,7 @@
 #include "control_client.h"
 #include "control_codec.h"
 #include "control_wire.h"
+#include "ctl_switchover.h"
 
 #define EXIT_OK 0
 #define EXIT_NOTOK 1
@@ -79,6 +80,7 @@ struct opts {
 	size_t n_args;
 	bool json, help, version, has_timeout, yes;
 	const char *timeout;
+	const char *to; /* switchover --to */
 };
 
 struct command {
@@ -185,6 +187,25 @@ static const struct command commands[] = {
      "by the successor). An empty end: the term lasts.\n"
      "--json prints an array of {\"token\", \"node\", \"release\", \"start_revision\",\n"
      "\"start\", \"end_revision\", \"end\", \"end_reason\", \"end_detail\", \"valid\"}.\n"},
+    {"switchover", 1, 1, true, true, false, "switchover NAME [--to NODE] [--timeout DUR]",
+     "hand a plugin's leadership over now",
+     "Ask plugin NAME's leader, wherever it runs, to hand over gracefully (as on\n"
+     "SIGTERM: its queue drains, its term ends, it keeps running and campaigns\n"
+     "again). With --to NODE, NODE becomes the leader: candidates ahead of it give\n"
+     "up their place until it leads, it goes, or the timeout passes (then a\n"
+     "normal election). The request is a record in etcd (P/NAME/handover) that\n"
+     "expires after the timeout. Refused, before anything changes, when the plugin\n"
+     "is paused, another switchover is in flight, there is no leader, no other\n"
+     "node campaigns (without --to), or NODE leads already, lacks the plugin's\n"
+     "role, does not run the plugin, runs an older release than the newest, or\n"
+     "does not campaign (its plugin failed, it is held back, or it is down).\n"
+     "Waits until the leader changed as asked, the request ended, or DUR passed\n"
+     "(seconds, or with a unit: 1500ms, 30s, 2m; 2 s to 1 h; default 30 s).\n"
+     "--json prints {\"plugin\", \"to\", \"switched\", \"leader\", \"revision\",\n"
+     "\"error\"}.\n"
+     "Exit 0 the switchover happened (NODE leads; without --to another node\n"
+     "leads), 1 it did not (it ended or timed out without that, or the request\n"
+     "could not be written), 2 refused (the reason is printed) or usage error.\n"},
     {"version", 0, 0, false, false, false, "version", "client and daemon versions",
      "Print leaseholdctl's version and the daemon's version, node id and protocol.\n"},
     {"help", 0, 2, false, false, false, "help [COMMAND]", "show help",
@@ -214,18 +235,22 @@ static void print_help(FILE *out)
 		"                 Default: $LEASEHOLD_CONTROL, else\n"
 		"                 ipc://$XDG_RUNTIME_DIR/leasehold.sock, else\n"
 		"                 ipc:///run/leasehold/control.sock (here: %s)\n"
-		"  --json         JSON output (plugins, status, members, roles list, history)\n"
-		"  --timeout S    wait-ready (default 60), reconcile (default 30): give up\n"
-		"                 after S seconds\n"
+		"  --json         JSON output (plugins, status, members, roles list, history,\n"
+		"                 switchover)\n"
+		"  --timeout S    wait-ready (default 60), reconcile (default 30), switchover\n"
+		"                 (default 30, also 1500ms, 30s, 2m): give up after S seconds\n"
+		"  --to NODE      switchover: the node that is to lead\n"
 		"  -h, --help     this help; after a command, that command's help\n"
 		"  --version      print leaseholdctl's version\n"
 		"\nExit codes:\n"
 		"  0  success (wait-ready: the plugin is ready)\n"
 		"  1  the daemon answered but the operation did not succeed\n"
 		"     (wait-ready timed out, reload failed, roles set/clear failed,\n"
-		"     pause/resume failed, reconcile failed or not served in time)\n"
+		"     pause/resume failed, reconcile failed or not served in time,\n"
+		"     switchover did not happen)\n"
 		"  2  error: bad usage, unknown plugin, invalid node or role name,\n"
-		"     protocol error, the daemon closed the connection\n"
+		"     a refused switchover or reconcile, protocol error, the daemon\n"
+		"     closed the connection\n"
 		"  3  no socket file: the daemon is not running (or another --control)\n"
 		"  4  connection refused: a stale socket file, its daemon is gone\n"
 		"  5  permission denied: run as root or as the daemon's user\n"
@@ -285,6 +310,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		if (!only_positional && a[0] == '-' && a[1] != '\0') {
 			if (strcmp(a, "--") == 0) {
 				only_positional = true;
+			} else if (strcmp(a, "--to") == 0 && i + 1 < argc) {
+				o->to = argv[++i];
+			} else if (strncmp(a, "--to=", 5) == 0) {
+				o->to = a + 5;
 			} else if (strcmp(a, "--control") == 0 || strcmp(a, "--timeout") == 0) {
 				if (i + 1 >= argc) {
 					usage_error(find_command(o->cmd), "option %s needs a value",
@@ -1139,6 +1168,11 @@ int main(int argc, char **argv)
 		return usage_error(cmd, "%s does not take --json", cmd->name);
 	if (o.has_timeout && !cmd->timeout)
 		return usage_error(cmd, "%s does not take --timeout", cmd->name);
+	if (o.to && strcmp(cmd->name, "switchover") != 0)
+		return usage_error(cmd, "%s does not take --to", cmd->name);
+	if (o.to && !control_codec_node_ok(o.to))
+		return usage_error(cmd, "invalid node id for --to (1..128 printable ASCII "
+				   "characters, no '/')");
 	if (o.yes && !cmd->confirm)
 		return usage_error(cmd, "%s does not take --yes", cmd->name);
 	if (cmd->confirm && !o.yes) {
@@ -1192,7 +1226,13 @@ int main(int argc, char **argv)
 		kind = LEASEHOLD__CONTROL__KIND__KIND_RESUME;
 	else if (strcmp(cmd->name, "history") == 0)
 		kind = LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
-	else if (strcmp(cmd->name, "reconcile") == 0) {
+	else if (strcmp(cmd->name, "switchover") == 0) {
+		kind = LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER;
+		if (ctl_switchover_parse_timeout(o.has_timeout ? o.timeout : NULL, &timeout_ms) < 0)
+			return usage_error(cmd, "invalid --timeout '%s' (2s to 1h: 30, 30s, 1500ms, 2m)",
+					   o.timeout);
+		recv_timeout = (int64_t)timeout_ms + CTL_SWITCHOVER_MARGIN_MS;
+	} else if (strcmp(cmd->name, "reconcile") == 0) {
 		kind = LEASEHOLD__CONTROL__KIND__KIND_RECONCILE;
 		timeout_ms = (uint32_t)(CTL_RECONCILE_DEFAULT_S * 1000);
 		if (o.has_timeout && parse_timeout(o.timeout, &timeout_ms) < 0)
@@ -1214,6 +1254,8 @@ int main(int argc, char **argv)
 		recv_timeout = CTL_WRITE_TIMEOUT_MS;
 		r = control_codec_roles_request_encode(kind, name, o.args + 1, o.n_args - 1, &req,
 						       &req_len);
+	} else if (kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER) {
+		r = ctl_switchover_encode(name, o.to, timeout_ms, &req, &req_len);
 	} else if (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET) {
 		recv_timeout = CTL_WRITE_TIMEOUT_MS;
 		r = control_codec_forget_request_encode(name, o.args[1], &req, &req_len);
@@ -1259,7 +1301,11 @@ int main(int argc, char **argv)
 				    : "status NAME");
 		return ret;
 	}
-	ret = check_code(resp, roles);
+	if (kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER &&
+	    resp->code != LEASEHOLD__CONTROL__CODE__CODE_REFUSED)
+		ret = ctl_switchover_result(resp, name, o.to, o.json);
+	else
+		ret = check_code(resp, roles);
 	if (ret == EXIT_OK) {
 		switch (kind) {
 		case LEASEHOLD__CONTROL__KIND__KIND_PLUGINS:

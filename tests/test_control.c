@@ -1960,6 +1960,24 @@ static void test_server_invalid_fields(void)
 	CHECK(len <= sizeof(raw));
 	leasehold__control__request__pack(&req, raw);
 	expect_code(raw_call(raw, len), LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST);
+	/* a switchover to a node id that is no node id; one with roles */
+	CHECK_OK(control_codec_switchover_request_encode("x", "a/b", 30000, &buf, &len));
+	expect_code(raw_call(buf, len), LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST);
+	free(buf);
+	req.protocol = CONTROL_PROTOCOL;
+	req.kind = LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER;
+	req.name = (char *)"x";
+	char *one_role[] = {(char *)"r"};
+	req.roles = one_role;
+	req.n_roles = 1;
+	len = leasehold__control__request__get_packed_size(&req);
+	CHECK(len <= sizeof(raw));
+	leasehold__control__request__pack(&req, raw);
+	expect_code(raw_call(raw, len), LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST);
+	/* a valid switchover to a daemon without the op */
+	CHECK_OK(control_codec_switchover_request_encode("x", NULL, 30000, &buf, &len));
+	expect_code(raw_call(buf, len), LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND);
+	free(buf);
 	/* the status of a plugin that does not exist */
 	expect_code(raw_request(LEASEHOLD__CONTROL__KIND__KIND_STATUS, "nope", 0),
 		    LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND);

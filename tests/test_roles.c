@@ -6,7 +6,8 @@
  *  - without the role a host holds the plugin back (standby, with the reason)
  *    and registers no member; the first node and later nodes take the same path;
  *  - assigning the role joins membership and election, without a restart;
- *  - removing the role from the leader hands leadership over within 1 s, with
+ *  - removing the role from the leader hands leadership over within 1 s (the
+ *    term history says role-removed; a switchover to it is refused), with
  *    no overlap of reconciles (journal);
  *  - moving the role moves membership;
  *  - garbage in a roles key is an error shown by the CLI, never a crash;
@@ -251,6 +252,15 @@ static void test_removing_the_role_from_the_leader_hands_over(void)
 	        (unsigned long long)((loop_now() - t0) / LOOP_NS_PER_MS));
 	const char *other = strcmp(g_old_leader, "a") == 0 ? "b" : "a";
 	wait_members("old leader's member record removed", 1, other);
+	/* the term history says why; a switchover to the node without the
+	 * role is refused with that reason */
+	struct host *oh = strcmp(other, "a") == 0 ? &H[0] : &H[1];
+	char out[16384], to[64];
+	CHECK_INT_EQ(ctl(oh, out, sizeof(out), "history", PLUGIN, NULL), 0);
+	CHECK(strstr(out, "role-removed") != NULL);
+	snprintf(to, sizeof(to), "--to=%s", g_old_leader);
+	CHECK_INT_EQ(ctl(oh, out, sizeof(out), "switchover", PLUGIN, to), 2);
+	CHECK(strstr(out, "lacks role 'controller', which plugin 'reconciler' needs") != NULL);
 	check_journal();
 }
 

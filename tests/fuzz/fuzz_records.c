@@ -90,7 +90,7 @@ static uint8_t *pack_known(ProtobufCMessage *m, size_t *ret_len)
 static void fuzz_member(const uint8_t *v, size_t len)
 {
 	struct release rel = {0};
-	int r = election_decode_member(v, len, &rel);
+	int r = election_decode_member(v, len, &rel, NULL);
 	FUZZ_CHECK(r == 0 || r == -EBADMSG);
 	Leasehold__Member *m = leasehold__member__unpack(NULL, len, v);
 	FUZZ_CHECK((r == 0) == (m != NULL && m->release != NULL));
@@ -104,7 +104,7 @@ static void fuzz_member(const uint8_t *v, size_t len)
 	size_t n;
 	uint8_t *buf = pack_known(&m->base, &n);
 	struct release rel2 = {0};
-	FUZZ_CHECK(election_decode_member(buf, n, &rel2) == r);
+	FUZZ_CHECK(election_decode_member(buf, n, &rel2, NULL) == r);
 	FUZZ_CHECK(r != 0 || release_cmp(rel, rel2) == 0);
 	free(buf);
 	leasehold__member__free_unpacked(m, NULL);

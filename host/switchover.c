@@ -1,0 +1,434 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * switchover.c - request a switchover (see switchover.h).
+ *
+ * Design notes
+ * - Three etcd calls: one read txn (the plugin's watched range
+ *   [P/N/election/, P/N/status] and, when a target and a role are named,
+ *   P/roles/<target>), a lease grant (TTL = the timeout), and the write txn.
+ * - The check runs on that read; the write compares what the check relied
+ *   on, so it holds at the write's revision or nothing is written: no
+ *   request record (two requests at once: one wins), no pause record, the
+ *   leader's election key with the create_revision read, and the target's
+ *   key and member record as read. A failed compare is a refusal ("changed
+ *   under the request") and the lease is revoked.
+ * - Decoders take hostile bytes: a member record that does not decode
+ *   counts as "release unknown" (the target is refused), a candidate key
+ *   without a lease is no candidate, a roles record that does not decode
+ *   holds no role.
+ */
+#include "config.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "leasehold.pb-c.h"
+#include "release.h"
+#include "roles.h"
+#include "switchover.h"
+
+#define SWITCHOVER_CTX_MAGIC 0x53574f56u
+
+struct sw_ctx {
+	uint32_t magic; /* SWITCHOVER_CTX_MAGIC */
+	struct etcd_client *etcd;
+	switchover_done_fn done;
+	void *ud;
+	char *k_range, *k_handover, *k_paused, *k_members, *k_roles;
+	uint8_t k_range_end[600];
+	size_t k_range_end_len;
+	char *name, *requester, *to, *role;
+	uint32_t timeout_ms;
+	bool priority;
+	/* what the check found (the write compares it) */
+	char from[160];
+	char leader_key[600];
+	int64_t leader_token;
+	char to_key[600];
+	int64_t to_token;
+	int64_t to_member_mod;
+	int64_t lease;
+	int64_t rev;
+};
+
+static void ctx_free(struct sw_ctx *c)
+{
+	if (!c)
+		return;
+	free(c->k_range);
+	free(c->k_handover);
+	free(c->k_paused);
+	free(c->k_members);
+	free(c->k_roles);
+	free(c->name);
+	free(c->requester);
+	free(c->to);
+	free(c->role);
+	c->magic = 0;
+	free(c);
+}
+
+/* finish - answer once and free */
+static void finish(struct sw_ctx *c, int err, const char *msg)
+{
+	c->done(c->ud, err, msg, err == 0 ? c->rev : 0, c->from);
+	ctx_free(c);
+}
+
+/* fail - an etcd call of c failed or could not be sent: answer with why */
+static void fail(struct sw_ctx *c, const char *what, int err)
+{
+	char msg[256];
+	snprintf(msg, sizeof(msg), "cannot %s: %s", what, etcd_strerror(err));
+	finish(c, err, msg);
+}
+
+/* ctx_of - the context an etcd callback carries back (checked) */
+static struct sw_ctx *ctx_of(void *ud)
+{
+	struct sw_ctx *c = ud;
+	assert(c != NULL && c->magic == SWITCHOVER_CTX_MAGIC);
+	return c;
+}
+
+static bool kv_is(const struct etcd_kv *kv, const char *k)
+{
+	return kv->key_len == strlen(k) && memcmp(kv->key, k, kv->key_len) == 0;
+}
+
+static bool kv_under(const struct etcd_kv *kv, const char *p)
+{
+	size_t n = strlen(p);
+	return kv->key_len > n && memcmp(kv->key, p, n) == 0;
+}
+
+/* a copy of kv's value as a printable string (hostile bytes) */
+static void value_str(const struct etcd_kv *kv, char *buf, size_t len)
+{
+	size_t n = kv->value_len < len - 1 ? kv->value_len : len - 1;
+	for (size_t i = 0; i < n; i++) {
+		char ch = (char)kv->value[i];
+		buf[i] = ch >= 0x20 && ch < 0x7f ? ch : '?';
+	}
+	buf[n] = '\0';
+}
+
+static bool member_release(const struct etcd_kv *kv, struct release *ret)
+{
+	Leasehold__Member *m = leasehold__member__unpack(NULL, kv->value_len, kv->value);
+	bool ok = m && m->release;
+	if (ok)
+		*ret = (struct release){m->release->major, m->release->minor, m->release->patch};
+	if (m)
+		leasehold__member__free_unpacked(m, NULL);
+	return ok;
+}
+
+static bool has_role(const struct etcd_response *roles, const char *node, const char *role)
+{
+	if (!roles || roles->n_kvs != 1)
+		return false;
+	char **v = NULL, err[128];
+	size_t n = 0;
+	if (roles_decode(roles->kvs[0].value, roles->kvs[0].value_len, node, &v, &n, err,
+	                 sizeof(err)) < 0)
+		return false;
+	bool has = false;
+	for (size_t i = 0; i < n; i++)
+		has = has || strcmp(v[i], role) == 0;
+	roles_strv_free(v, n);
+	return has;
+}
+
+static void on_written(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud);
+static void on_revoked(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
+{
+	(void)cl;
+	(void)err;
+	(void)r;
+	(void)ud; /* an unused lease that is not revoked expires by itself */
+}
+
+static void on_granted(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud);
+
+/* check - the refusals, on the state read; 0 or -errno with the reason */
+static int check(struct sw_ctx *c, const struct etcd_response *range,
+                 const struct etcd_response *roles, char *msg, size_t len)
+{
+	const struct etcd_kv *lead = NULL, *to_cand = NULL, *to_member = NULL;
+	size_t n_cands = 0;
+	struct release max = {0, 0, 0};
+	bool any_member = false;
+	size_t el_len = strlen(c->k_range);
+	for (size_t i = 0; i < range->n_kvs; i++) {
+		const struct etcd_kv *kv = &range->kvs[i];
+		if (kv_is(kv, c->k_paused)) {
+			snprintf(msg, len, "plugin '%s' is paused: a pause holds leadership where it "
+			         "is; resume it first (leaseholdctl resume %s)", c->name, c->name);
+			return -EBUSY;
+		}
+		if (kv_is(kv, c->k_handover)) {
+			char who[160] = "?";
+			Leasehold__Switchover *s =
+				leasehold__switchover__unpack(NULL, kv->value_len, kv->value);
+			if (s && s->to_node && s->to_node[0])
+				snprintf(who, sizeof(who), "to %.128s", s->to_node);
+			else if (s)
+				snprintf(who, sizeof(who), "to any other node");
+			if (s)
+				leasehold__switchover__free_unpacked(s, NULL);
+			snprintf(msg, len, "another switchover of plugin '%s' is in flight (%s, "
+			         "revision %" PRId64 "); it ends when done or at its timeout",
+			         c->name, who, kv->mod_revision);
+			return -EBUSY;
+		}
+		if (kv_under(kv, c->k_range) && kv->key_len > el_len && kv->lease != 0) {
+			n_cands++;
+			if (!lead || kv->create_revision < lead->create_revision)
+				lead = kv;
+			if (c->to && kv->value_len == strlen(c->to) &&
+			    memcmp(kv->value, c->to, kv->value_len) == 0)
+				to_cand = kv;
+		} else if (kv_under(kv, c->k_members)) {
+			struct release rel;
+			if (member_release(kv, &rel)) {
+				if (!any_member || release_less(max, rel))
+					max = rel;
+				any_member = true;
+			}
+			if (c->to && kv->key_len == strlen(c->k_members) + strlen(c->to) &&
+			    memcmp(kv->key + strlen(c->k_members), c->to, strlen(c->to)) == 0)
+				to_member = kv;
+		}
+	}
+	if (!lead) {
+		snprintf(msg, len, "plugin '%s' has no leader now: nothing to switch over", c->name);
+		return -EAGAIN;
+	}
+	value_str(lead, c->from, sizeof(c->from));
+	snprintf(c->leader_key, sizeof(c->leader_key), "%.*s", (int)lead->key_len,
+	         (const char *)lead->key);
+	c->leader_token = lead->create_revision;
+	if (!c->to) {
+		if (n_cands < 2) {
+			snprintf(msg, len, "no other node campaigns for plugin '%s': a switchover "
+			         "would elect %s again", c->name, c->from);
+			return -ECHILD;
+		}
+		return 0;
+	}
+	if (strcmp(c->from, c->to) == 0) {
+		snprintf(msg, len, "node %s leads plugin '%s' already", c->to, c->name);
+		return -EALREADY;
+	}
+	if (c->role && c->role[0] && !has_role(roles, c->to, c->role)) {
+		snprintf(msg, len, "node %s lacks role '%s', which plugin '%s' needs", c->to, c->role,
+		         c->name);
+		return -ESRCH;
+	}
+	struct release rel;
+	if (!to_member) {
+		snprintf(msg, len, "node %s does not run plugin '%s' (it is no member)", c->to,
+		         c->name);
+		return -ESRCH;
+	}
+	if (!member_release(to_member, &rel)) {
+		snprintf(msg, len, "node %s's member record of plugin '%s' does not decode", c->to,
+		         c->name);
+		return -ESRCH;
+	}
+	if (release_less(rel, max)) {
+		char a[RELEASE_STRLEN], b[RELEASE_STRLEN];
+		snprintf(msg, len, "node %s runs release %s of plugin '%s', older than the newest "
+		         "(%s): it may not lead", c->to, release_format(rel, a, sizeof(a)), c->name,
+		         release_format(max, b, sizeof(b)));
+		return -ESRCH;
+	}
+	if (!to_cand) {
+		snprintf(msg, len, "node %s does not campaign for plugin '%s' (its plugin failed, it "
+		         "is held back, or it is down)", c->to, c->name);
+		return -ESRCH;
+	}
+	snprintf(c->to_key, sizeof(c->to_key), "%.*s", (int)to_cand->key_len,
+	         (const char *)to_cand->key);
+	c->to_token = to_cand->create_revision;
+	c->to_member_mod = to_member->mod_revision;
+	return 0;
+}
+
+static void on_read(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
+{
+	(void)cl;
+	struct sw_ctx *c = ctx_of(ud);
+	char msg[512];
+	if (err < 0 || r->n_responses < 1) {
+		fail(c, "read the plugin's state from etcd", err < 0 ? err : -EBADMSG);
+		return;
+	}
+	int rc = check(c, &r->responses[0], r->n_responses > 1 ? &r->responses[1] : NULL, msg,
+	               sizeof(msg));
+	if (rc < 0) {
+		finish(c, rc, msg);
+		return;
+	}
+	int64_t ttl = (c->timeout_ms + 999) / 1000;
+	rc = etcd_lease_grant(c->etcd, ttl, NULL, on_granted, c, NULL);
+	if (rc < 0)
+		fail(c, "grant the switchover's lease", rc);
+}
+
+static void on_granted(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
+{
+	(void)cl;
+	struct sw_ctx *c = ctx_of(ud);
+	if (err < 0) {
+		fail(c, "grant the switchover's lease", err);
+		return;
+	}
+	c->lease = r->lease_id;
+	Leasehold__Switchover s = LEASEHOLD__SWITCHOVER__INIT;
+	s.requester = c->requester;
+	s.from_node = c->from;
+	s.from_token = c->leader_token;
+	s.to_node = c->to ? c->to : (char *)"";
+	s.to_token = c->to_token;
+	s.at_unix = (int64_t)time(NULL);
+	s.timeout_ms = c->timeout_ms;
+	s.priority = c->priority;
+	uint8_t buf[1024];
+	size_t n = leasehold__switchover__get_packed_size(&s);
+	if (n > sizeof(buf)) {
+		finish(c, -EINVAL, "the switchover record is too large");
+		return;
+	}
+	leasehold__switchover__pack(&s, buf);
+	struct etcd_compare cmps[5];
+	char member_key[600];
+	size_t nc = 0;
+	cmps[nc++] = (struct etcd_compare){.target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL,
+	                                   .key = c->k_handover, .key_len = strlen(c->k_handover)};
+	cmps[nc++] = (struct etcd_compare){.target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL,
+	                                   .key = c->k_paused, .key_len = strlen(c->k_paused)};
+	cmps[nc++] = (struct etcd_compare){.target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL,
+	                                   .key = c->leader_key, .key_len = strlen(c->leader_key),
+	                                   .number = c->leader_token};
+	if (c->to) {
+		cmps[nc++] = (struct etcd_compare){.target = ETCD_CMP_CREATE,
+		                                   .result = ETCD_CMP_EQUAL, .key = c->to_key,
+		                                   .key_len = strlen(c->to_key),
+		                                   .number = c->to_token};
+		snprintf(member_key, sizeof(member_key), "%s%s", c->k_members, c->to);
+		cmps[nc++] = (struct etcd_compare){.target = ETCD_CMP_MOD, .result = ETCD_CMP_EQUAL,
+		                                   .key = member_key, .key_len = strlen(member_key),
+		                                   .number = c->to_member_mod};
+	}
+	struct etcd_op put = {.type = ETCD_OP_PUT, .key = c->k_handover,
+	                      .key_len = strlen(c->k_handover), .value = buf, .value_len = n,
+	                      .lease = c->lease};
+	int rc = etcd_txn(c->etcd, cmps, nc, &put, 1, NULL, 0, NULL, on_written, c, NULL);
+	if (rc < 0) {
+		etcd_lease_revoke(c->etcd, c->lease, NULL, on_revoked, NULL, NULL);
+		fail(c, "write the switchover request", rc);
+	}
+}
+
+static void on_written(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
+{
+	(void)cl;
+	struct sw_ctx *c = ctx_of(ud);
+	char msg[256];
+	if (err < 0) {
+		/* the outcome is unknown: the record, if written, expires with
+		 * its lease; the caller's wait tells what happened */
+		fail(c, "write the switchover request", err);
+		return;
+	}
+	if (!r->succeeded) {
+		etcd_lease_revoke(c->etcd, c->lease, NULL, on_revoked, NULL, NULL);
+		snprintf(msg, sizeof(msg), "plugin '%s' changed while the switchover was requested "
+		         "(another switchover, a pause, or a leader change); try again", c->name);
+		finish(c, -EBUSY, msg);
+		return;
+	}
+	c->rev = r->header.revision;
+	finish(c, 0, NULL);
+}
+
+static char *join(const char *a, const char *b, const char *c)
+{
+	char *s = NULL;
+	if (asprintf(&s, "%s%s%s", a, b, c) < 0)
+		return NULL;
+	return s;
+}
+
+int switchover_request_start(struct etcd_client *etcd, const struct switchover_request *rq,
+                             switchover_done_fn done, void *ud)
+{
+	if (!etcd || !rq || !rq->prefix || !rq->name || !*rq->name || strchr(rq->name, '/') ||
+	    (rq->to && (!*rq->to || strchr(rq->to, '/') || strlen(rq->to) > 128)) || !done ||
+	    rq->timeout_ms < SWITCHOVER_TIMEOUT_MIN_MS || rq->timeout_ms > SWITCHOVER_TIMEOUT_MAX_MS)
+		return -EINVAL;
+	struct sw_ctx *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->magic = SWITCHOVER_CTX_MAGIC;
+	c->etcd = etcd;
+	c->done = done;
+	c->ud = ud;
+	c->timeout_ms = rq->timeout_ms;
+	c->priority = rq->priority;
+	size_t pl = strlen(rq->prefix);
+	while (pl > 0 && rq->prefix[pl - 1] == '/')
+		pl--;
+	char *p = strndup(rq->prefix, pl);
+	char *pn = p ? join(p, "/", rq->name) : NULL;
+	free(p);
+	int r = -ENOMEM;
+	if (!pn)
+		goto fail;
+	c->k_range = join(pn, "/election/", "");
+	c->k_handover = join(pn, "/", SWITCHOVER_KEY);
+	c->k_paused = join(pn, "/paused", "");
+	c->k_members = join(pn, "/members/", "");
+	char *status = join(pn, "/status", "");
+	c->name = strdup(rq->name);
+	c->requester = strdup(rq->requester ? rq->requester : "");
+	c->to = rq->to ? strdup(rq->to) : NULL;
+	c->role = rq->role && *rq->role ? strdup(rq->role) : NULL;
+	if (c->to && c->role) {
+		char *pr = strndup(rq->prefix, pl);
+		c->k_roles = pr ? join(pr, "/roles/", c->to) : NULL;
+		free(pr);
+	}
+	free(pn);
+	if (!c->k_range || !c->k_handover || !c->k_paused || !c->k_members || !status ||
+	    !c->name || !c->requester || (rq->to && !c->to) || (c->role && !c->k_roles) ||
+	    strlen(status) + 1 > sizeof(c->k_range_end)) {
+		free(status);
+		goto fail;
+	}
+	/* [P/N/election/, P/N/status] as the hosts watch it */
+	c->k_range_end_len = strlen(status) + 1;
+	memcpy(c->k_range_end, status, c->k_range_end_len);
+	free(status);
+	struct etcd_op ops[2] = {
+		{.type = ETCD_OP_RANGE, .key = c->k_range, .key_len = strlen(c->k_range),
+		 .range_end = c->k_range_end, .range_end_len = c->k_range_end_len},
+	};
+	size_t n_ops = 1;
+	if (c->k_roles)
+		ops[n_ops++] = (struct etcd_op){.type = ETCD_OP_RANGE, .key = c->k_roles,
+		                                .key_len = strlen(c->k_roles)};
+	r = etcd_txn(etcd, NULL, 0, ops, n_ops, NULL, 0, NULL, on_read, c, NULL);
+	if (r == 0)
+		return 0;
+fail:
+	ctx_free(c);
+	return r;
+}
