@@ -637,7 +637,7 @@ int daemon_options_reload(struct daemon_options *o)
 			continue;
 		any = true;
 		if (flag_attrs[i] & RUNTIME) {
-			log_info("config", "config: %s changed from %s to %s", flag_keys[i].name,
+			log_info("config", "%s changed from %s to %s", flag_keys[i].name,
 				 shown_or_default(o->shown[i]), shown_or_default(n->shown[i]));
 			runtime_changed = true;
 			char *s = n->shown[i];
@@ -645,7 +645,7 @@ int daemon_options_reload(struct daemon_options *o)
 			o->shown[i] = s;
 		} else {
 			log_warn("config",
-				 "config: %s changed from %s to %s in %s: needs a restart; the running "
+				 "%s changed from %s to %s in %s: needs a restart; the running "
 				 "value stays",
 				 flag_keys[i].name, shown_or_default(o->shown[i]),
 				 shown_or_default(n->shown[i]), path);
@@ -654,7 +654,7 @@ int daemon_options_reload(struct daemon_options *o)
 	if (runtime_changed)
 		take_runtime(o, n);
 	if (!any)
-		log_info("config", "config: re-read %s: no change", path);
+		log_info("config", "re-read %s: no change", path);
 	daemon_options_free(n);
 	return 0;
 }
