@@ -401,7 +401,7 @@ int config_file_decode(const char *path, const char *buf, size_t len,
 int config_file_load(const char *path, const struct config_schema *schema,
 		     struct config_file **ret, char *err, size_t err_len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), r; /* a FIFO must not block us */
 	struct stat st;
 	char *buf = NULL;
 	size_t len = 0;
@@ -411,8 +411,13 @@ int config_file_load(const char *path, const struct config_schema *schema,
 		snprintf(err, err_len, "%s: cannot open: %s", path, strerror(-r));
 		return r;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		r = fstat(fd, &st) < 0 ? -errno : -EINVAL;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		snprintf(err, err_len, "%s: %s", path, strerror(-r));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		r = -EINVAL;
 		snprintf(err, err_len, "%s: not a regular file", path);
 		goto out;
 	}

@@ -528,7 +528,7 @@ fail:
 	return r;
 }
 
-struct daemon_config *daemon_options_config(struct daemon_options *o)
+const struct daemon_config *daemon_options_config(const struct daemon_options *o)
 {
 	return &o->cfg;
 }

@@ -55,7 +55,7 @@ int daemon_options_parse(int argc, char **argv, const char *default_config,
 /* daemon_options_config - the daemon's configuration (owned by o; valid
  * until daemon_options_free). Its reload hook re-reads the file on SIGHUP
  * (daemon_options_reload). */
-struct daemon_config *daemon_options_config(struct daemon_options *o);
+const struct daemon_config *daemon_options_config(const struct daemon_options *o);
 
 /* daemon_options_apply_logging - set the log level and format the settings
  * ask for (and the format for the workers this process starts) */

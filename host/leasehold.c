@@ -7,12 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
-#include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "daemon.h"
 #include "daemon_options.h"
@@ -100,7 +95,7 @@ static void usage(FILE *f)
  * never come as flags: the etcd password is read from the environment) */
 static void log_startup(int argc, char **argv, const struct daemon_options *o)
 {
-	const struct daemon_config *cfg = daemon_options_config((struct daemon_options *)o);
+	const struct daemon_config *cfg = daemon_options_config(o);
 	const char *file = daemon_options_file(o);
 	char flags[1024] = "", abi[16];
 	size_t n = 0;
