@@ -106,6 +106,14 @@ plugindir=$(pkg-config --variable=plugindir leasehold-plugin)
 [ "$plugindir" = /etc/leasehold/plugins.d ] || fail "pkg-config plugindir is '$plugindir'"
 [ -d "$plugindir" ] || fail "$plugindir does not exist"
 leasehold --help | grep -qF "(default $plugindir)" || fail "leasehold's default --plugin-dir is not $plugindir"
+# the unit is installed, neither enabled nor started; the example
+# configuration is the conffile /etc/leasehold/leasehold.conf and is valid
+[ -f /lib/systemd/system/leasehold.service ] || fail "no /lib/systemd/system/leasehold.service"
+[ ! -e /etc/systemd/system/multi-user.target.wants/leasehold.service ] ||
+	fail "the package enabled leasehold.service"
+dpkg-query -W -f='${Conffiles}\n' leasehold | grep -q ' /etc/leasehold/leasehold.conf ' ||
+	fail "/etc/leasehold/leasehold.conf is not a conffile of the package"
+leasehold --check-config >/dev/null || fail "leasehold --check-config refuses the shipped configuration"
 # the SDK as installed builds the example's source
 cc -shared -fPIC -fvisibility=hidden $(pkg-config --cflags leasehold-plugin) \
 	-o "$work/reconciler-built.so" "$examples/reconciler.c" || fail "the example does not build against leasehold-dev"
@@ -127,17 +135,25 @@ wait_for "etcd healthy" 30 curl -fsS "$etcd_url/health"
 mkdir -m 0755 "$work/plugins"
 cp "$examples/reconciler-1.1.0.so" "$work/plugins/.reconciler.so"
 mv "$work/plugins/.reconciler.so" "$work/plugins/reconciler.so"
-control=ipc://$work/control.sock
-say "starting /usr/bin/leasehold with $examples/reconciler-1.1.0.so"
-/usr/bin/leasehold --etcd "$etcd_url" --node-id deb-check --prefix /deb-check \
-	--plugin-dir "$work/plugins" --runtime-dir "$work/run" --control "$control" \
-	>"$work/leasehold.log" 2>&1 &
+# configured by a file, as an operator does (leaseholdctl finds the control
+# socket from the same file)
+conf=$work/leasehold.conf
+cat >"$conf" <<EOC
+etcd: [$etcd_url]
+node-id: deb-check
+prefix: /deb-check
+plugin-dir: $work/plugins
+runtime-dir: $work/run
+control: ipc://$work/control.sock
+EOC
+say "starting /usr/bin/leasehold --config $conf with $examples/reconciler-1.1.0.so"
+/usr/bin/leasehold --config "$conf" >"$work/leasehold.log" 2>&1 &
 daemon_pid=$!
-wait_for "the control socket" 30 leaseholdctl --control "$control" version
-leaseholdctl --control "$control" wait-ready reconciler --timeout 60 ||
+wait_for "the control socket" 30 leaseholdctl --config "$conf" version
+leaseholdctl --config "$conf" wait-ready reconciler --timeout 60 ||
 	fail "leaseholdctl wait-ready reconciler exited $?"
 say "leaseholdctl wait-ready reconciler: ready"
-leaseholdctl --control "$control" plugins
+leaseholdctl --config "$conf" plugins
 worker=
 for child in $(pgrep -P "$daemon_pid"); do
 	[ "$(readlink "/proc/$child/exe" 2>/dev/null)" = /usr/libexec/leasehold/leasehold-worker ] && worker=$child

@@ -30,20 +30,20 @@ int callback_timeout_parse(const char *arg, struct callback_timeout_rule *ret, c
 	char buf[160];
 	if (!arg || snprintf(buf, sizeof(buf), "%s", arg) >= (int)sizeof(buf))
 		goto bad;
-	char *dur = buf, *eq = strchr(buf, '=');
+	char *dur = buf, *eq = strchr(buf, '='), *colon = strchr(buf, ':');
+	if (colon && (!eq || colon < eq)) { /* NAME: */
+		*colon = '\0';
+		if (!loader_name_valid(buf)) {
+			snprintf(err, err_len, "'%s' is not a plugin name", buf);
+			return -EINVAL;
+		}
+		memcpy(r.plugin, buf, strlen(buf) + 1); /* valid: at most 63 bytes */
+		dur = colon + 1;
+	}
 	if (eq) {
 		*eq = '\0';
+		char *kind = dur;
 		dur = eq + 1;
-		char *kind = buf, *colon = strchr(buf, ':');
-		if (colon) {
-			*colon = '\0';
-			kind = colon + 1;
-			if (!loader_name_valid(buf)) {
-				snprintf(err, err_len, "'%s' is not a plugin name", buf);
-				return -EINVAL;
-			}
-			memcpy(r.plugin, buf, strlen(buf) + 1); /* valid: at most 63 bytes */
-		}
 		unsigned k;
 		if (strcmp(kind, "all") == 0)
 			r.kind = CALLBACK_TIMEOUT_ALL;

@@ -1326,3 +1326,16 @@ const char *control_default_url(char *buf, size_t len)
 		snprintf(buf, len, "ipc:///run/leasehold/control.sock");
 	return buf;
 }
+
+const char *control_url_resolve(const char *flag, const char *from_file, char *buf, size_t len)
+{
+	const char *env = getenv("LEASEHOLD_CONTROL");
+
+	if (flag)
+		return flag;
+	if (env && *env)
+		return env;
+	if (from_file)
+		return from_file;
+	return control_default_url(buf, len);
+}

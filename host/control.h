@@ -223,4 +223,12 @@ void control_free(struct control *c);
  * /run/leasehold/control.sock, as "ipc://..." into buf. */
 const char *control_default_url(char *buf, size_t len);
 
+/* control_url_resolve - the control socket, resolved the same way by the
+ * daemon and by leaseholdctl: the flag (when not NULL), else
+ * $LEASEHOLD_CONTROL (when set and not empty), else the configuration
+ * file's `control` key (from_file, when not NULL), else
+ * control_default_url. Returns one of them (buf holds the default).
+ * "none" (no socket) is passed through for the caller to act on. */
+const char *control_url_resolve(const char *flag, const char *from_file, char *buf, size_t len);
+
 #endif

@@ -181,8 +181,10 @@ static void on_signal(struct loop_io *io, int fd, uint32_t events, void *ud)
 	struct signalfd_siginfo si;
 	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
-			log_info("daemon", "SIGHUP: rescanning %s", d->cfg->plugin_dir);
 			daemon_sd_reloading(d);
+			if (d->cfg->reload)
+				d->cfg->reload(d->cfg->reload_ud);
+			log_info("daemon", "SIGHUP: rescanning %s", d->cfg->plugin_dir);
 			d->rescan_pending = true;
 			loop_timer_arm_in(d->later, 0);
 		} else

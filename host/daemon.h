@@ -44,6 +44,13 @@ struct daemon_config {
 	const struct priority_rule *priorities;
 	size_t n_priorities;
 	const char *worker_path;      /* process mode: leasehold-worker; NULL = default */
+	/* SIGHUP, before the plugin directory is rescanned: re-read the
+	 * configuration (NULL = nothing to re-read). Loop thread; it may change
+	 * the runtime settings of this struct (isolation, iso_*, cb_timeouts,
+	 * shutdown_timeout_ns, exit_linger_ns), which the daemon reads when it
+	 * next uses them; returns 0 or -errno (refused, nothing changed). */
+	int (*reload)(void *ud);
+	void *reload_ud;
 };
 
 /* daemon_run - run until SIGTERM/SIGINT (graceful: drain, resign, revoke) and

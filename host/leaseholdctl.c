@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -45,6 +46,8 @@
 #include "control_codec.h"
 #include "control_wire.h"
 #include "ctl_switchover.h"
+#include "daemon_options.h"
+#include "lh_install_dirs.h"
 
 #define EXIT_OK 0
 #define EXIT_NOTOK 1
@@ -75,6 +78,7 @@ typedef Leasehold__Control__RoleEntry RoleEntry;
 
 struct opts {
 	const char *control;
+	const char *config; /* --config FILE: the daemon's configuration file */
 	const char *cmd;
 	const char *args[MAX_ARGS];
 	size_t n_args;
@@ -232,9 +236,12 @@ static void print_help(FILE *out)
 	fprintf(out,
 		"\nOptions (accepted before or after the command):\n"
 		"  --control URL  the daemon's control socket, ipc:///path (or a /path).\n"
-		"                 Default: $LEASEHOLD_CONTROL, else\n"
+		"                 Default: $LEASEHOLD_CONTROL, else the control key of\n"
+		"                 the daemon's configuration file, else\n"
 		"                 ipc://$XDG_RUNTIME_DIR/leasehold.sock, else\n"
 		"                 ipc:///run/leasehold/control.sock (here: %s)\n"
+		"  --config FILE  the daemon's configuration file (default\n"
+		"                 " LH_CONFIG_FILE ", when it exists)\n"
 		"  --json         JSON output (plugins, status, members, roles list, history,\n"
 		"                 switchover)\n"
 		"  --timeout S    wait-ready (default 60), reconcile (default 30), switchover\n"
@@ -300,6 +307,40 @@ static int usage_error(const struct command *cmd, const char *fmt, ...)
 	return EXIT_ERR;
 }
 
+/* find_control - the daemon's control socket, found as the daemon finds it
+ * (control_url_resolve): --control, $LEASEHOLD_CONTROL, the `control` key of
+ * the configuration file (--config FILE, else the default file when it
+ * exists), the built-in default. *ret_url is borrowed (argv, environment or
+ * buf). Returns EXIT_OK, or EXIT_ERR (printed) when the file cannot be read
+ * or the configured daemon has no control socket. */
+static int find_control(const struct opts *o, char *buf, size_t len, const char **ret_url)
+{
+	const char *flag = o->control && o->control[0] ? o->control : NULL;
+	const char *path = o->config;
+	const char *from_file = NULL;
+	char err[CONFIG_ERR_MAX + 64];
+
+	if (!path && access(LH_CONFIG_FILE, F_OK) == 0)
+		path = LH_CONFIG_FILE;
+	if (path && !flag) {
+		int r = daemon_options_file_control(path, buf, len, err, sizeof(err));
+		if (r < 0 && r != -ENOENT) {
+			fprintf(stderr, "leaseholdctl: %s\n", err);
+			return EXIT_ERR;
+		}
+		if (r == 0)
+			from_file = buf;
+	}
+	const char *url = control_url_resolve(flag, from_file, buf, len);
+	if (strcmp(url, "none") == 0) {
+		fprintf(stderr, "leaseholdctl: the daemon has no control socket (control: none%s%s)\n",
+			from_file == url ? " in " : "", from_file == url ? path : "");
+		return EXIT_ERR;
+	}
+	*ret_url = url;
+	return EXIT_OK;
+}
+
 /* parse_args - fill o; returns -1 (and prints) on a usage error. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
@@ -314,20 +355,25 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				o->to = argv[++i];
 			} else if (strncmp(a, "--to=", 5) == 0) {
 				o->to = a + 5;
-			} else if (strcmp(a, "--control") == 0 || strcmp(a, "--timeout") == 0) {
+			} else if (strcmp(a, "--control") == 0 || strcmp(a, "--timeout") == 0 ||
+				   strcmp(a, "--config") == 0) {
 				if (i + 1 >= argc) {
 					usage_error(find_command(o->cmd), "option %s needs a value",
 						    a);
 					return -1;
 				}
-				if (a[2] == 'c')
+				if (strcmp(a, "--control") == 0)
 					o->control = argv[++i];
+				else if (strcmp(a, "--config") == 0)
+					o->config = argv[++i];
 				else {
 					o->timeout = argv[++i];
 					o->has_timeout = true;
 				}
 			} else if (strncmp(a, "--control=", 10) == 0) {
 				o->control = a + 10;
+			} else if (strncmp(a, "--config=", 9) == 0) {
+				o->config = a + 9;
 			} else if (strncmp(a, "--timeout=", 10) == 0) {
 				o->timeout = a + 10;
 				o->has_timeout = true;
@@ -1190,11 +1236,8 @@ int main(int argc, char **argv)
 	if (strcmp(cmd->name, "members forget") == 0 && !control_codec_node_ok(o.args[1]))
 		return usage_error(cmd, "invalid node id (1..128 printable ASCII characters, no '/')");
 
-	url = o.control;
-	if (!url || !url[0])
-		url = getenv("LEASEHOLD_CONTROL");
-	if (!url || !url[0])
-		url = control_default_url(def, sizeof(def));
+	if ((ret = find_control(&o, def, sizeof(def), &url)) != EXIT_OK)
+		return ret;
 	if (url[0] == '/') {
 		snprintf(urlbuf, sizeof(urlbuf), "ipc://%s", url);
 		url = urlbuf;

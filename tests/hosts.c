@@ -116,6 +116,7 @@ static char **make_env(const char *const *envp)
 	return env;
 }
 
+/* spawn_host - urls NULL: only extra, no flags of h's (a config file test) */
 static void spawn_host(struct host *h, const char *urls, const char *const *extra,
 		       const char *const *envp)
 {
@@ -126,6 +127,8 @@ static void spawn_host(struct host *h, const char *urls, const char *const *extr
 	for (const char *const *p = h->exec_prefix; p && *p && a < 8; p++)
 		argv[a++] = *p;
 	argv[a++] = built_binary("leasehold");
+	if (!urls)
+		goto extra;
 	argv[a++] = "--etcd";
 	argv[a++] = urls;
 	argv[a++] = "--node-id";
@@ -140,6 +143,7 @@ static void spawn_host(struct host *h, const char *urls, const char *const *extr
 	 * endpoint passes --http, which comes later and wins) */
 	argv[a++] = "--http";
 	argv[a++] = "none";
+extra:
 	for (const char *const *p = extra; p && *p && a < 54; p++)
 		argv[a++] = *p;
 	argv[a] = NULL;
@@ -176,6 +180,11 @@ void host_start_env(struct host *h, const char *urls, const char *const *extra,
 		    const char *const *envp)
 {
 	spawn_host(h, urls, extra, envp);
+}
+
+void host_start_args(struct host *h, const char *const *args, const char *const *envp)
+{
+	spawn_host(h, NULL, args, envp);
 }
 
 void host_signal(struct host *h, int sig)
@@ -325,8 +334,10 @@ void ctl_spawn(struct ctl_proc *p, const char *control, const char *const *args)
 	int a = 0, po[2], pe[2];
 	memset(p, 0, sizeof(*p));
 	argv[a++] = built_binary("leaseholdctl");
-	argv[a++] = "--control";
-	argv[a++] = control;
+	if (control) {
+		argv[a++] = "--control";
+		argv[a++] = control;
+	}
 	for (const char *const *x = args; x && *x && a < 39; x++)
 		argv[a++] = *x;
 	argv[a] = NULL;

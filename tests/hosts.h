@@ -58,6 +58,10 @@ void host_dump_log(const struct host *h);
  * name. Exits the test on failure. */
 void host_start_env(struct host *h, const char *urls, const char *const *extra,
 		    const char *const *envp);
+/* host_start_args - start leasehold with exactly args (NULL-terminated)
+ * and envp as for host_start_env: none of h's flags (dirs, control socket,
+ * node id), which a configuration file may then give. */
+void host_start_args(struct host *h, const char *const *args, const char *const *envp);
 
 /* host_install_file - copy the file at src into the host's plugin dir as `as`
  * with mode `mode` (write to a temp name, then rename). */
@@ -94,7 +98,8 @@ struct ctl_proc {
 };
 
 /* ctl_spawn - start `leaseholdctl --control control args...` (args
- * NULL-terminated) with stdout/stderr captured. Exits the test on failure. */
+ * NULL-terminated; control NULL: no --control) with stdout/stderr captured.
+ * Exits the test on failure. */
 void ctl_spawn(struct ctl_proc *p, const char *control, const char *const *args);
 /* ctl_finish - collect p's output and exit status into o, waiting at most
  * timeout_ms; on timeout the process is killed and -ETIMEDOUT returned (o

@@ -16,12 +16,15 @@ for f in "$includedir/leasehold/plugin.h" "$pcdir/leasehold-plugin.pc" \
 	[ -f "$f" ] || bad "$f is missing"
 done
 [ -d "$plugindir" ] || bad "the plugin directory $plugindir is missing"
+# the example configuration, valid for the installed daemon
+"$bindir/leasehold" --config "$docdir/examples/leasehold.conf" --check-config >/dev/null ||
+	bad "the installed daemon refuses $docdir/examples/leasehold.conf"
 # nothing of the build or the tests: our directories hold exactly this
 [ ! -e "$pkglibdir" ] || bad "$pkglibdir exists (libtool archives or plugins installed as libraries)"
 listing() { (cd "$1" 2>/dev/null && find . -type f | LC_ALL=C sort | tr '\n' ' '); }
 want='./leasehold-worker '
 [ "$(listing "$pkglibexecdir")" = "$want" ] || bad "$pkglibexecdir holds: $(listing "$pkglibexecdir")"
-want='./LICENSE ./README.md ./docs/design.md ./docs/operations.md ./docs/plugin-guide.md ./examples/reconciler-1.0.0.so ./examples/reconciler-1.1.0.so ./examples/reconciler.c '
+want='./LICENSE ./README.md ./docs/design.md ./docs/operations.md ./docs/plugin-guide.md ./examples/leasehold.conf ./examples/reconciler-1.0.0.so ./examples/reconciler-1.1.0.so ./examples/reconciler.c '
 [ "$(listing "$docdir")" = "$want" ] || bad "$docdir holds: $(listing "$docdir")"
 # one plugin directory: the daemon's default is the .pc's plugindir
 # (DESTDIR is not part of either)

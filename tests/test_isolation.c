@@ -478,6 +478,11 @@ static void test_callback_timeout_rules(void)
 	CHECK_OK(callback_timeout_parse("reconcile=9s", &r[5], err, sizeof(err)));
 	callback_timeout_resolve(r, 6, "z", ms);
 	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_RECONCILE], 9000);
+	/* NAME:DUR: every kind of one plugin (a config file's per-plugin scalar) */
+	CHECK_OK(callback_timeout_parse("z:4s", &r[6], err, sizeof(err)));
+	callback_timeout_resolve(r, 7, "z", ms);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_FINI], 4000);
+	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_RECONCILE], 4000); /* this plugin beats every plugin */
 }
 
 static void test_driver_both_modes(void)

@@ -35,8 +35,9 @@ wait_for() {
 	done
 }
 
-set -- $("$b/tests/lh-freeport" 2)
-cport=$1 pport=$2
+# (the HTTP endpoint too: its default port may be taken on a shared machine)
+set -- $("$b/tests/lh-freeport" 3)
+cport=$1 pport=$2 hport=$3
 "$ETCD" --data-dir "$tmp/etcd" --name t \
 	--listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport" \
 	--listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
@@ -54,6 +55,7 @@ ctl="ipc://$tmp/run/control.sock"
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
 	strace -f -qq -o "$tmp/trace" "$b/leasehold" --etcd "http://127.0.0.1:$cport" \
 	--plugin-dir "$tmp/plugins" --runtime-dir "$tmp/run" --control "$ctl" --ttl 5 \
+	--http "127.0.0.1:$hport" \
 	--isolation thread --plugin-isolation good=process --plugin-isolation noisy=process \
 	--worker "$b/leasehold-worker" --log-format json >"$tmp/daemon.log" 2>&1 &
 strace_pid=$!

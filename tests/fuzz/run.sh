@@ -8,7 +8,7 @@
 #
 # BUILDDIR is a configured and built leasehold build tree: the generated
 # proto/*.pb-c.[ch] and config.h are taken from it. Targets: gateway records
-# descriptor bus control http (default: all). Environment: FUZZ_SECONDS (default
+# descriptor bus control http config (default: all). Environment: FUZZ_SECONDS (default
 # 20, per target), FUZZ_CC (default clang), FUZZ_JOBS (parallel fuzzing
 # processes per target, default 1). Work files, the growing corpora and crash
 # artifacts go to BUILDDIR/fuzz/; the seed corpora in the source tree are
@@ -53,7 +53,7 @@ if [ "${1:-}" = "--gen-seeds" ]; then
   exit 0
 fi
 
-all=(gateway records descriptor bus control http)
+all=(gateway records descriptor bus control http config)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
@@ -80,6 +80,9 @@ maxlen_control=8192
 srcs_http=("$src/host/http_head.c")
 libs_http=()
 maxlen_http=16384
+srcs_config=("$src/host/config_file.c")
+libs_config=(-lyaml)
+maxlen_config=8192
 # (etcd_json.c: the etcd error texts a failed txn carries to the plugin)
 srcs_bus=("$src/host/plugin_instance.c" "$src/host/plugin_instance_queue.c"
           "$src/host/plugin_instance_txn.c" "$src/host/plugin_instance_recv.c"

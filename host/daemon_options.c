@@ -1,0 +1,706 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_options.c - the daemon's flags and configuration file (see
+ * daemon_options.h).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "callback_timeout.h"
+#include "priority.h"
+#include "control.h"
+#include "control_wire.h"
+#include "daemon_options.h"
+#include "http.h"
+#include "lh_install_dirs.h"
+#include "log.h"
+#include "plugin_instance.h"
+#include "roles.h"
+
+/* The flags, the single source of the file's keys. X(ID, flag = key name,
+ * shape of the key in the file, attributes):
+ * - RUNTIME: a SIGHUP applies a changed value (see daemon_options_reload);
+ *   every other change waits for a restart;
+ * - NOARG: the flag takes no argument. */
+#define RUNTIME 1u
+#define NOARG 2u
+#define DAEMON_FLAGS(X)                                              \
+	X(ETCD, "etcd", CONFIG_KEY_JOINED, 0)                        \
+	X(CACERT, "etcd-cacert", CONFIG_KEY_SCALAR, 0)               \
+	X(CERT, "etcd-cert", CONFIG_KEY_SCALAR, 0)                   \
+	X(KEY, "etcd-key", CONFIG_KEY_SCALAR, 0)                     \
+	X(USER, "etcd-user", CONFIG_KEY_SCALAR, 0)                   \
+	X(PREFIX, "prefix", CONFIG_KEY_SCALAR, 0)                    \
+	X(TTL, "ttl", CONFIG_KEY_SCALAR, 0)                          \
+	X(NODE_ID, "node-id", CONFIG_KEY_SCALAR, 0)                  \
+	X(PLUGIN_DIR, "plugin-dir", CONFIG_KEY_SCALAR, 0)            \
+	X(RUNTIME_DIR, "runtime-dir", CONFIG_KEY_SCALAR, 0)          \
+	X(WAIT, "reconcile-wait", CONFIG_KEY_SCALAR, 0)              \
+	X(INTERVAL, "reconcile-interval", CONFIG_KEY_SCALAR, 0)      \
+	X(SHUTDOWN, "shutdown-timeout", CONFIG_KEY_SCALAR, RUNTIME)  \
+	X(EXIT_LINGER, "exit-linger", CONFIG_KEY_SCALAR, RUNTIME)    \
+	X(CONTROL, "control", CONFIG_KEY_SCALAR, 0)                  \
+	X(HTTP, "http", CONFIG_KEY_SCALAR, 0)                        \
+	X(LOG_LEVEL, "log-level", CONFIG_KEY_SCALAR, RUNTIME)        \
+	X(LOG_FORMAT, "log-format", CONFIG_KEY_SCALAR, 0)            \
+	X(ROLE, "role", CONFIG_KEY_REPEATED, 0)                      \
+	X(ISOLATION, "isolation", CONFIG_KEY_SCALAR, RUNTIME)        \
+	X(PLUGIN_ISOLATION, "plugin-isolation", CONFIG_KEY_RULES, RUNTIME) \
+	X(CALLBACK_TIMEOUT, "callback-timeout", CONFIG_KEY_RULES, RUNTIME) \
+	X(PRIORITY, "priority", CONFIG_KEY_RULES, 0)                 \
+	X(WORKER, "worker", CONFIG_KEY_SCALAR, 0)                    \
+	X(CONFIG, "config", CONFIG_KEY_NONE, 0)                      \
+	X(CHECK_CONFIG, "check-config", CONFIG_KEY_NONE, NOARG)      \
+	X(HELP, "help", CONFIG_KEY_NONE, NOARG)                      \
+	X(VERSION, "version", CONFIG_KEY_NONE, NOARG)
+
+#define AS_ENUM(id, name, kind, attr) F_##id,
+enum { DAEMON_FLAGS(AS_ENUM) N_FLAGS };
+#define AS_KEY(id, name, kind, attr) {name, kind},
+static const struct config_key flag_keys[N_FLAGS] = {DAEMON_FLAGS(AS_KEY)};
+#define AS_ATTR(id, name, kind, attr) attr,
+static const unsigned flag_attrs[N_FLAGS] = {DAEMON_FLAGS(AS_ATTR)};
+
+/* The keys of a `plugins: NAME:` section: each becomes --flag NAME<sep>ARG
+ * (config_file.h). A per-plugin setting is one row here plus its flag. */
+static const struct config_plugin_key plugin_keys[] = {
+	{"isolation", "plugin-isolation", '=', CONFIG_KEY_SCALAR},
+	{"callback-timeout", "callback-timeout", ':', CONFIG_KEY_RULES},
+	{"priority", "priority", '=', CONFIG_KEY_SCALAR},
+};
+
+static const struct config_schema schema = {
+	.keys = flag_keys,
+	.n_keys = N_FLAGS,
+	.plugin_keys = plugin_keys,
+	.n_plugin_keys = sizeof(plugin_keys) / sizeof(plugin_keys[0]),
+};
+
+#define MAX_LIST 64
+#define MAX_ENDPOINTS 16
+
+enum source { SRC_DEFAULT, SRC_FILE, SRC_FLAG };
+
+struct arg {
+	int id;
+	const char *value; /* borrowed from argv */
+};
+
+struct daemon_options {
+	struct daemon_config cfg;
+	const char *default_config;
+	const char *config_flag; /* --config, NULL = the default when it exists */
+	struct config_file *file;
+	struct arg *args; /* the flags with a key, in order, replayed on reload */
+	size_t n_args;
+
+	enum source src[N_FLAGS];
+	char *shown[N_FLAGS]; /* the values as given, ", "-joined (NULL = default) */
+	const char *flag_value[N_FLAGS], *file_value[N_FLAGS]; /* last of each source */
+
+	enum log_level log_level;
+	bool has_log_level;
+	bool env_log_format; /* $LEASEHOLD_LOG_FORMAT was set when the daemon started */
+	char hostname[256];
+	char runtime[512];
+	char control[4200];
+	char *etcd_buf;
+	const char *endpoints[MAX_ENDPOINTS];
+	const char *roles[MAX_LIST];
+	size_t n_roles;
+	char iso_name[MAX_LIST][LH_PLUGIN_NAME_MAX + 1];
+	const char *iso_names[MAX_LIST];
+	uint32_t iso_modes[MAX_LIST];
+	size_t n_iso;
+	struct callback_timeout_rule cb[MAX_LIST];
+	size_t n_cb;
+	struct priority_rule prio[MAX_LIST];
+	size_t n_prio;
+};
+
+const struct config_schema *daemon_options_schema(void)
+{
+	return &schema;
+}
+
+static int bad(char *why, size_t len, const char *msg, const char *arg)
+{
+	snprintf(why, len, "%s: '%s'", msg, arg);
+	return -EINVAL;
+}
+
+static int set_etcd(struct daemon_options *o, const char *v, char *why, size_t len)
+{
+	char *buf = strdup(v);
+	size_t n = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (char *p = buf; p && *p;) {
+		char *comma = strchr(p, ',');
+		if (comma)
+			*comma = '\0';
+		if (*p) {
+			if (strncmp(p, "http://", 7) != 0 && strncmp(p, "https://", 8) != 0) {
+				int r = bad(why, len, "--etcd endpoints must be http:// or https:// URLs", p);
+				free(buf);
+				return r;
+			}
+			if (n == MAX_ENDPOINTS) {
+				free(buf);
+				return bad(why, len, "--etcd takes at most 16 URLs", v);
+			}
+			o->endpoints[n++] = p;
+		}
+		p = comma ? comma + 1 : NULL;
+	}
+	if (n == 0) {
+		free(buf);
+		return bad(why, len, "--etcd needs at least one URL", v);
+	}
+	free(o->etcd_buf);
+	o->etcd_buf = buf;
+	o->cfg.endpoints = o->endpoints;
+	o->cfg.n_endpoints = n;
+	return 0;
+}
+
+static int set_plugin_isolation(struct daemon_options *o, const char *v, char *why, size_t len)
+{
+	const char *eq = strchr(v, '=');
+	size_t n = eq ? (size_t)(eq - v) : 0;
+	char name[LH_PLUGIN_NAME_MAX + 1];
+	uint32_t mode;
+
+	if (!eq || n == 0 || n > LH_PLUGIN_NAME_MAX || o->n_iso >= MAX_LIST)
+		return bad(why, len, "--plugin-isolation takes NAME=thread|process (at most 64)", v);
+	memcpy(name, v, n);
+	name[n] = '\0';
+	if (!roles_name_valid(name) || plugin_instance_parse_isolation(eq + 1, &mode) < 0)
+		return bad(why, len, "--plugin-isolation takes NAME=thread|process", v);
+	memcpy(o->iso_name[o->n_iso], name, n + 1);
+	o->iso_modes[o->n_iso++] = mode;
+	return 0;
+}
+
+/* apply - check flag id's argument v and set it; -EINVAL with why */
+static int apply(struct daemon_options *o, int id, const char *v, char *why, size_t len)
+{
+	struct daemon_config *c = &o->cfg;
+
+	switch (id) {
+	case F_ETCD:
+		return set_etcd(o, v, why, len);
+	case F_CACERT:
+		c->cacert = v;
+		return 0;
+	case F_CERT:
+		c->cert = v;
+		return 0;
+	case F_KEY:
+		c->key = v;
+		return 0;
+	case F_USER:
+		c->user = v;
+		return 0;
+	case F_PREFIX:
+		if (v[0] != '/' || strlen(v) > 200)
+			return bad(why, len, "--prefix must start with '/' (at most 200 bytes)", v);
+		c->prefix = v;
+		return 0;
+	case F_TTL: {
+		char *end;
+		errno = 0;
+		long long t = strtoll(v, &end, 10);
+		if (errno || *end || end == v || t < 2 || t > 3600)
+			return bad(why, len, "--ttl must be whole seconds between 2 and 3600", v);
+		c->ttl_s = t;
+		return 0;
+	}
+	case F_NODE_ID:
+		if (!*v || strchr(v, '/') || strlen(v) > 128)
+			return bad(why, len, "--node-id must be 1..128 bytes without '/'", v);
+		c->node_id = v;
+		return 0;
+	case F_PLUGIN_DIR:
+		c->plugin_dir = v;
+		return 0;
+	case F_RUNTIME_DIR:
+		c->runtime_dir = v;
+		return 0;
+	case F_WAIT:
+		if (parse_duration(v, &c->reconcile_wait_ns) < 0)
+			return bad(why, len, "bad --reconcile-wait duration", v);
+		return 0;
+	case F_INTERVAL:
+		if (parse_duration(v, &c->reconcile_interval_ns) < 0 ||
+		    c->reconcile_interval_ns < 1000000)
+			return bad(why, len, "bad --reconcile-interval duration (>= 1ms)", v);
+		return 0;
+	case F_SHUTDOWN:
+		if (parse_duration(v, &c->shutdown_timeout_ns) < 0)
+			return bad(why, len, "bad --shutdown-timeout duration", v);
+		return 0;
+	case F_EXIT_LINGER:
+		if (parse_duration(v, &c->exit_linger_ns) < 0 || c->exit_linger_ns > 60 * 1000000000ull)
+			return bad(why, len, "bad --exit-linger duration (0..60s)", v);
+		return 0;
+	case F_CONTROL: {
+		char path[4096];
+		if (strcmp(v, "none") != 0 && control_wire_path(v, path, sizeof(path)) < 0)
+			return bad(why, len, "--control must be ipc:///path, /path or none", v);
+		return 0; /* resolved at the end (control_url_resolve) */
+	}
+	case F_HTTP: {
+		char host[256], port[8];
+		if (strcmp(v, "none") == 0)
+			c->http_addr = "";
+		else if (http_parse_addr(v, host, sizeof(host), port, sizeof(port)) < 0)
+			return bad(why, len, "bad --http address (ADDR:PORT, [IPV6]:PORT or none)", v);
+		else
+			c->http_addr = v;
+		return 0;
+	}
+	case F_LOG_LEVEL:
+		if (log_parse_level(v, &o->log_level) < 0)
+			return bad(why, len, "--log-level must be error, warn, info or debug", v);
+		o->has_log_level = true;
+		return 0;
+	case F_LOG_FORMAT: {
+		enum log_format fmt;
+		if (log_parse_format(v, &fmt) < 0)
+			return bad(why, len, "--log-format must be text or json", v);
+		return 0; /* applied by daemon_options_apply_logging */
+	}
+	case F_ROLE:
+		if (o->n_roles >= MAX_LIST)
+			return bad(why, len, "at most 64 --role flags", v);
+		if (!roles_name_valid(v))
+			return bad(why, len, "--role must match [a-z0-9_-]{1,63}", v);
+		o->roles[o->n_roles++] = v;
+		return 0;
+	case F_ISOLATION:
+		if (plugin_instance_parse_isolation(v, &c->isolation) < 0)
+			return bad(why, len, "--isolation must be thread or process", v);
+		return 0;
+	case F_CALLBACK_TIMEOUT: {
+		char msg[160];
+		if (o->n_cb >= MAX_LIST)
+			return bad(why, len, "at most 64 --callback-timeout rules", v);
+		if (callback_timeout_parse(v, &o->cb[o->n_cb], msg, sizeof(msg)) < 0)
+			return bad(why, len, msg, v);
+		o->n_cb++;
+		return 0;
+	}
+	case F_PRIORITY: {
+		char msg[160];
+		if (o->n_prio >= MAX_LIST)
+			return bad(why, len, "at most 64 --priority flags", v);
+		if (priority_parse(v, &o->prio[o->n_prio], msg, sizeof(msg)) < 0)
+			return bad(why, len, msg, v);
+		o->n_prio++;
+		return 0;
+	}
+	case F_WORKER:
+		c->worker_path = v;
+		return 0;
+	case F_PLUGIN_ISOLATION:
+		return set_plugin_isolation(o, v, why, len);
+	default:
+		return bad(why, len, "not a setting", v);
+	}
+}
+
+/* note - record that flag id got v from src, for --check-config and the
+ * reload's comparison */
+static int note(struct daemon_options *o, int id, const char *v, enum source src)
+{
+	bool append = (flag_keys[id].kind == CONFIG_KEY_REPEATED ||
+		       flag_keys[id].kind == CONFIG_KEY_RULES) &&
+		      o->shown[id];
+	size_t n = (append ? strlen(o->shown[id]) + 2 : 0) + strlen(v) + 1;
+	char *s = malloc(n);
+
+	if (!s)
+		return -ENOMEM;
+	snprintf(s, n, "%s%s%s", append ? o->shown[id] : "", append ? ", " : "", v);
+	free(o->shown[id]);
+	o->shown[id] = s;
+	o->src[id] = src;
+	if (src == SRC_FLAG)
+		o->flag_value[id] = v;
+	else
+		o->file_value[id] = v;
+	return 0;
+}
+
+/* set - one setting from src: a flag's list replaces the file's */
+static int set(struct daemon_options *o, int id, const char *v, enum source src, char *why,
+	       size_t len)
+{
+	if (flag_keys[id].kind == CONFIG_KEY_REPEATED && src == SRC_FLAG && o->src[id] == SRC_FILE) {
+		o->n_roles = 0;
+		free(o->shown[id]);
+		o->shown[id] = NULL;
+	}
+	int r = apply(o, id, v, why, len);
+	if (r == 0)
+		r = note(o, id, v, src);
+	if (r == -ENOMEM)
+		snprintf(why, len, "out of memory");
+	return r;
+}
+
+static int find_flag(const char *name)
+{
+	for (int i = 0; i < N_FLAGS; i++)
+		if (strcmp(flag_keys[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+/* read_file - the configuration file this set uses, if any */
+static int read_file(struct daemon_options *o, char *err, size_t err_len)
+{
+	const char *path = o->config_flag;
+
+	if (!path) {
+		if (!o->default_config || access(o->default_config, F_OK) < 0)
+			return 0;
+		path = o->default_config;
+	}
+	return config_file_load(path, &schema, &o->file, err, err_len);
+}
+
+/* finish - the defaults and the environment after the file and the flags */
+static int finish(struct daemon_options *o, char *err, size_t err_len)
+{
+	struct daemon_config *c = &o->cfg;
+
+	if (!c->plugin_dir)
+		c->plugin_dir = LH_PLUGINDIR; /* configure --with-plugindir */
+	if (!c->node_id) {
+		if (gethostname(o->hostname, sizeof(o->hostname) - 1) < 0 || !o->hostname[0] ||
+		    strchr(o->hostname, '/')) {
+			snprintf(err, err_len, "leasehold: cannot determine the host name; use --node-id");
+			return -EINVAL;
+		}
+		c->node_id = o->hostname;
+	}
+	if (c->user)
+		c->password = getenv("LEASEHOLD_ETCD_PASSWORD");
+	if (c->user && !c->password) {
+		snprintf(err, err_len,
+			 "leasehold: --etcd-user needs LEASEHOLD_ETCD_PASSWORD in the environment: '%s'",
+			 c->user);
+		return -EINVAL;
+	}
+	if (!c->runtime_dir) {
+		const char *xdg = getenv("XDG_RUNTIME_DIR");
+		snprintf(o->runtime, sizeof(o->runtime), "%s/leasehold", xdg && *xdg ? xdg : "/run");
+		c->runtime_dir = o->runtime;
+	}
+	if (!c->n_endpoints) {
+		char why[64];
+		int r = set_etcd(o, "http://127.0.0.1:2379", why, sizeof(why));
+		if (r < 0) {
+			snprintf(err, err_len, "leasehold: out of memory");
+			return r;
+		}
+	}
+	const char *url = control_url_resolve(o->flag_value[F_CONTROL], o->file_value[F_CONTROL],
+					      o->control, sizeof(o->control));
+	c->control_url = strcmp(url, "none") == 0 ? "" : url;
+	for (size_t i = 0; i < o->n_iso; i++)
+		o->iso_names[i] = o->iso_name[i];
+	c->iso_names = o->iso_names;
+	c->iso_modes = o->iso_modes;
+	c->n_iso = o->n_iso;
+	c->cb_timeouts = o->cb;
+	c->n_cb_timeouts = o->n_cb;
+	c->priorities = o->prio;
+	c->n_priorities = o->n_prio;
+	c->roles_seed = o->roles;
+	c->n_roles_seed = o->n_roles;
+	return 0;
+}
+
+static int reload_hook(void *ud)
+{
+	return daemon_options_reload(ud);
+}
+
+static struct daemon_options *options_new(const char *default_config)
+{
+	struct daemon_options *o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	o->default_config = default_config;
+	o->cfg = (struct daemon_config){
+		.isolation = PLUGIN_ISOLATION_PROCESS, /* docs/operations: "Which isolation" */
+		.prefix = "/leasehold",
+		.ttl_s = 10,
+		.reconcile_wait_ns = 5 * 1000000000ull,
+		.reconcile_interval_ns = 30 * 1000000000ull,
+		.exit_linger_ns = 100 * 1000000ull,
+		.reload = reload_hook,
+		.reload_ud = o,
+	};
+	return o;
+}
+
+/* build - the file (if any), then the flags recorded in o->args, then the
+ * defaults; err gets one line */
+static int build(struct daemon_options *o, char *err, size_t err_len)
+{
+	char why[CONFIG_ERR_MAX];
+	int r = read_file(o, err, err_len);
+
+	if (r < 0)
+		return r == -EINVAL ? -EBADMSG : r;
+	for (size_t i = 0; o->file && i < o->file->n_settings; i++) {
+		const struct config_setting *s = &o->file->settings[i];
+		int id = find_flag(s->flag);
+		/* the environment beats the file where a variable exists */
+		if (id == F_LOG_FORMAT && o->env_log_format)
+			continue;
+		if (id < 0) {
+			snprintf(err, err_len, "%s:%u: %s: not a flag", o->file->path, s->line, s->flag);
+			return -EBADMSG;
+		}
+		if ((r = set(o, id, s->value, SRC_FILE, why, sizeof(why))) < 0) {
+			snprintf(err, err_len, "%s:%u: %s: %s", o->file->path, s->line, s->key, why);
+			return -EBADMSG;
+		}
+	}
+	for (size_t i = 0; i < o->n_args; i++) {
+		if ((r = set(o, o->args[i].id, o->args[i].value, SRC_FLAG, why, sizeof(why))) < 0) {
+			snprintf(err, err_len, "leasehold: %s", why);
+			return -EINVAL;
+		}
+	}
+	return finish(o, err, err_len);
+}
+
+int daemon_options_parse(int argc, char **argv, const char *default_config,
+			 struct daemon_options **ret, enum daemon_options_action *ret_action,
+			 char *err, size_t err_len)
+{
+	struct option opts[N_FLAGS + 1];
+	enum daemon_options_action action = DAEMON_OPTIONS_RUN;
+	struct daemon_options *o = options_new(default_config);
+	int c, r = -EINVAL;
+
+	if (!o || !(o->args = calloc((size_t)argc + 1, sizeof(*o->args)))) {
+		snprintf(err, err_len, "leasehold: out of memory");
+		daemon_options_free(o);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < N_FLAGS; i++)
+		opts[i] = (struct option){flag_keys[i].name,
+					  flag_attrs[i] & NOARG ? no_argument : required_argument, NULL,
+					  i == F_HELP ? 'h' : i == F_VERSION ? 'V' : 256 + i};
+	opts[N_FLAGS] = (struct option){NULL, 0, NULL, 0};
+	const char *env_fmt = getenv(LOG_FORMAT_ENV);
+	o->env_log_format = env_fmt && *env_fmt;
+	optind = 0; /* a fresh scan (glibc) */
+	opterr = 1;
+	while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
+		if (c == 'h' || c == 'V') {
+			action = c == 'h' ? DAEMON_OPTIONS_HELP : DAEMON_OPTIONS_VERSION;
+			*ret = o;
+			*ret_action = action;
+			return 0;
+		}
+		if (c < 256 || c >= 256 + N_FLAGS) {
+			err[0] = '\0'; /* getopt said what is wrong */
+			goto fail;
+		}
+		if (c - 256 == F_CHECK_CONFIG)
+			action = DAEMON_OPTIONS_CHECK;
+		else if (c - 256 == F_CONFIG)
+			o->config_flag = optarg;
+		else
+			o->args[o->n_args++] = (struct arg){c - 256, optarg};
+	}
+	if (optind < argc) {
+		snprintf(err, err_len, "leasehold: unexpected argument: '%s'", argv[optind]);
+		goto fail;
+	}
+	if ((r = build(o, err, err_len)) < 0)
+		goto fail;
+	*ret = o;
+	*ret_action = action;
+	return 0;
+fail:
+	daemon_options_free(o);
+	return r;
+}
+
+const struct daemon_config *daemon_options_config(const struct daemon_options *o)
+{
+	return &o->cfg;
+}
+
+const char *daemon_options_file(const struct daemon_options *o)
+{
+	return o->file ? o->file->path : "";
+}
+
+void daemon_options_apply_logging(const struct daemon_options *o)
+{
+	if (o->has_log_level)
+		log_set_level(o->log_level);
+	const char *fmt_text = o->flag_value[F_LOG_FORMAT];
+	if (!fmt_text && o->src[F_LOG_FORMAT] == SRC_FILE)
+		fmt_text = o->file_value[F_LOG_FORMAT];
+	enum log_format fmt;
+	if (fmt_text && log_parse_format(fmt_text, &fmt) == 0) {
+		log_set_format(fmt);
+		/* the plugin workers this process starts write the same format */
+		setenv(LOG_FORMAT_ENV, fmt_text, 1);
+	}
+}
+
+void daemon_options_print(const struct daemon_options *o, FILE *f)
+{
+	fprintf(f, "# leasehold: the effective settings (%s%s)\n",
+		o->file ? "configuration file " : "no configuration file",
+		o->file ? o->file->path : "");
+	for (int i = 0; i < N_FLAGS; i++) {
+		if (!o->shown[i])
+			continue;
+		bool list = flag_keys[i].kind == CONFIG_KEY_REPEATED ||
+			    flag_keys[i].kind == CONFIG_KEY_RULES;
+		/* YAML's single-quoted style: only ' needs escaping */
+		fprintf(f, "%s: %s'", flag_keys[i].name, list ? "[" : "");
+		for (const char *p = o->shown[i]; *p; p++) {
+			if (list && p[0] == ',' && p[1] == ' ') {
+				fputs("', '", f);
+				p++;
+			} else if (*p == '\'')
+				fputs("''", f);
+			else
+				fputc(*p, f);
+		}
+		fprintf(f, "'%s%s\n", list ? "]" : "",
+			o->src[i] == SRC_FLAG ? "  # from a flag" : "");
+	}
+}
+
+static const char *shown_or_default(const char *s)
+{
+	return s ? s : "(default)";
+}
+
+static bool same(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* take_runtime - the settings a SIGHUP applies, from n into o */
+static void take_runtime(struct daemon_options *o, const struct daemon_options *n)
+{
+	o->cfg.shutdown_timeout_ns = n->cfg.shutdown_timeout_ns;
+	o->cfg.exit_linger_ns = n->cfg.exit_linger_ns;
+	o->cfg.isolation = n->cfg.isolation;
+	memcpy(o->iso_name, n->iso_name, sizeof(o->iso_name));
+	memcpy(o->iso_modes, n->iso_modes, sizeof(o->iso_modes));
+	o->n_iso = o->cfg.n_iso = n->n_iso;
+	for (size_t i = 0; i < o->n_iso; i++)
+		o->iso_names[i] = o->iso_name[i];
+	memcpy(o->cb, n->cb, sizeof(o->cb));
+	o->n_cb = o->cfg.n_cb_timeouts = n->n_cb;
+	o->log_level = n->has_log_level ? n->log_level : LOG_LVL_INFO;
+	o->has_log_level = true;
+	log_set_level(o->log_level);
+}
+
+int daemon_options_reload(struct daemon_options *o)
+{
+	struct daemon_options *n = options_new(o->default_config);
+	char err[CONFIG_ERR_MAX + 64];
+	int r;
+
+	if (!n) {
+		log_error("config", "cannot re-read the configuration: out of memory");
+		return -ENOMEM;
+	}
+	n->config_flag = o->config_flag;
+	n->env_log_format = o->env_log_format;
+	n->args = o->args; /* borrowed for the build */
+	n->n_args = o->n_args;
+	r = build(n, err, sizeof(err));
+	n->args = NULL;
+	if (r < 0) {
+		log_error("config", "%s; the configuration is refused as a whole, the running "
+				    "settings stay",
+			  err);
+		daemon_options_free(n);
+		return r;
+	}
+	const char *path = n->file ? n->file->path : "(no file)";
+	bool runtime_changed = false, any = false;
+	for (int i = 0; i < N_FLAGS; i++) {
+		if (same(o->shown[i], n->shown[i]))
+			continue;
+		any = true;
+		if (flag_attrs[i] & RUNTIME) {
+			log_info("config", "%s changed from %s to %s", flag_keys[i].name,
+				 shown_or_default(o->shown[i]), shown_or_default(n->shown[i]));
+			runtime_changed = true;
+			char *s = n->shown[i];
+			n->shown[i] = o->shown[i];
+			o->shown[i] = s;
+		} else {
+			log_warn("config",
+				 "%s changed from %s to %s in %s: needs a restart; the running "
+				 "value stays",
+				 flag_keys[i].name, shown_or_default(o->shown[i]),
+				 shown_or_default(n->shown[i]), path);
+		}
+	}
+	if (runtime_changed)
+		take_runtime(o, n);
+	if (!any)
+		log_info("config", "re-read %s: no change", path);
+	daemon_options_free(n);
+	return 0;
+}
+
+void daemon_options_free(struct daemon_options *o)
+{
+	if (!o)
+		return;
+	for (int i = 0; i < N_FLAGS; i++)
+		free(o->shown[i]);
+	config_file_free(o->file);
+	free(o->etcd_buf);
+	free(o->args);
+	free(o);
+}
+
+int daemon_options_file_control(const char *path, char *buf, size_t len, char *err,
+				size_t err_len)
+{
+	struct config_file *cf;
+	int r = config_file_load(path, &schema, &cf, err, err_len);
+
+	if (r < 0)
+		return r;
+	r = -ENOENT;
+	for (size_t i = 0; i < cf->n_settings; i++)
+		if (strcmp(cf->settings[i].flag, flag_keys[F_CONTROL].name) == 0) {
+			snprintf(buf, len, "%s", cf->settings[i].value);
+			r = 0;
+		}
+	config_file_free(cf);
+	return r;
+}
