@@ -18,8 +18,10 @@
 /* The version of the bus protocol (proto/bus.proto), exchanged at INIT and
  * checked by both sides: they must speak the same one. 2: the Events batch
  * and the check itself (1 was never sent: its peers send 0). Raise it with
- * every change an older peer would misread. */
-#define LH_BUS_VERSION 2u
+ * every change an older peer would misread. 3: ABI 1.2 watches (read grants
+ * in INIT, watches in its answer, WatchEvents, RangeRequest,
+ * RequestReconcile). */
+#define LH_BUS_VERSION 3u
 
 typedef Leasehold__Bus__ToWorker ToWorker;
 typedef Leasehold__Bus__ToHost ToHost;

@@ -40,6 +40,11 @@ struct daemon_config {
 	const struct callback_timeout_rule *cb_timeouts;
 	size_t n_cb_timeouts;
 	const char *worker_path;      /* process mode: leasehold-worker; NULL = default */
+	/* --plugin-read NAME=PREFIX: plugin read_names[i] may watch and range
+	 * the full etcd keys starting with read_prefixes[i] */
+	const char *const *read_names;
+	const char *const *read_prefixes;
+	size_t n_read;
 };
 
 /* daemon_run - run until SIGTERM/SIGINT (graceful: drain, resign, revoke) and

@@ -69,6 +69,9 @@ static void usage(FILE *f)
 	        "                            none = no limit. Defaults: reconcile 5m, init 60s,\n"
 	        "                            the others 15s\n"
 	        "  --worker PATH             process mode: the leasehold-worker program\n"
+	        "  --plugin-read NAME=PREFIX grant plugin NAME read access (watch, range) to the\n"
+	        "                            etcd keys starting with PREFIX outside its own\n"
+	        "                            P/NAME/data/ (repeatable; default: none)\n"
 	        "\n"
 	        "operation:\n"
 	        "  --control URL             control socket (default ipc://$XDG_RUNTIME_DIR/leasehold.sock,\n"
@@ -110,6 +113,7 @@ enum {
 	OPT_PLUGIN_ISOLATION,
 	OPT_HTTP,
 	OPT_LOG_FORMAT,
+	OPT_PLUGIN_READ,
 };
 
 static int bad(const char *msg, const char *arg)
@@ -172,6 +176,7 @@ int main(int argc, char **argv)
 		{"worker", required_argument, NULL, OPT_WORKER},
 		{"plugin-isolation", required_argument, NULL, OPT_PLUGIN_ISOLATION},
 		{"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+		{"plugin-read", required_argument, NULL, OPT_PLUGIN_READ},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -194,6 +199,8 @@ int main(int argc, char **argv)
 	size_t n_cb_timeouts = 0;
 	uint32_t iso_modes[64];
 	size_t n_iso = 0;
+	const char *read_names[64], *read_prefixes[64];
+	size_t n_read = 0;
 	int c;
 	while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
 		switch (c) {
@@ -319,6 +326,21 @@ int main(int argc, char **argv)
 			iso_names[n_iso++] = optarg;
 			break;
 		}
+		case OPT_PLUGIN_READ: {
+			char *eq = strchr(optarg, '=');
+			if (!eq || n_read >= 64)
+				return bad("--plugin-read takes NAME=PREFIX (at most 64)", optarg);
+			*eq = '\0';
+			if (!roles_name_valid(optarg) || !eq[1]) {
+				*eq = '=';
+				return bad("--plugin-read takes NAME=PREFIX with a plugin name and a "
+				           "non-empty etcd key prefix",
+				           optarg);
+			}
+			read_names[n_read] = optarg;
+			read_prefixes[n_read++] = eq + 1;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -382,6 +404,9 @@ int main(int argc, char **argv)
 	cfg.n_cb_timeouts = n_cb_timeouts;
 	cfg.iso_modes = iso_modes;
 	cfg.n_iso = n_iso;
+	cfg.read_names = read_names;
+	cfg.read_prefixes = read_prefixes;
+	cfg.n_read = n_read;
 	cfg.roles_seed = roles;
 	cfg.n_roles_seed = n_roles;
 	cfg.endpoints = eps;
