@@ -37,12 +37,13 @@
 
 #include <nng/nng.h>
 
+#include "bus_msg.h"
 #include "check.h"
 #include "files.h"
 #include "harness.h"
 #include "lagproxy.h"
 #include "loader.h"
-#include "plugin_instance.h"
+#include "plugin_instance_internal.h"
 #include "plugin_watch.h"
 #include "testutil.h"
 
@@ -639,6 +640,67 @@ static void t_abi_1_1(uint32_t mode)
 	stop_and_free(&in);
 }
 
+/* hostile WatchEvents sent straight to the worker: the worker refuses each
+ * (no callback runs), answers, and the instance works on */
+static void send_watch_events(struct plugin_instance *pi, uint32_t watch_id, uint32_t type,
+			      bool with_kv, uint32_t flags)
+{
+	Leasehold__Bus__WatchEvent we = LEASEHOLD__BUS__WATCH_EVENT__INIT, *wp = &we;
+	BusKv kv = LEASEHOLD__BUS__KV__INIT;
+	kv.key = bus_bin_str("in/evil");
+	we.type = type;
+	we.kv = with_kv ? &kv : NULL;
+	Leasehold__Bus__WatchEvents wes = LEASEHOLD__BUS__WATCH_EVENTS__INIT;
+	wes.watch_id = watch_id;
+	wes.flags = flags;
+	wes.n_events = 1;
+	wes.events = &wp;
+	Event ev = LEASEHOLD__BUS__EVENT__INIT;
+	ev.seq = 1000;
+	ev.kind_case = LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS;
+	ev.watch_events = &wes;
+	ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
+	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
+	tw.event = &ev;
+	uint8_t buf[512];
+	size_t n = leasehold__bus__to_worker__pack(&tw, buf);
+	CHECK_OK(plugin_instance_send_raw_to_worker(pi, buf, n));
+}
+
+static bool bad_acks(void *arg)
+{
+	struct plugin_instance_stats st;
+	plugin_instance_get_stats(arg, &st);
+	return st.bad_messages >= 4;
+}
+
+static void t_garbage_watch_events(uint32_t mode)
+{
+	fprintf(stderr, "  mode %s\n", mode_name(mode));
+	tu_del_prefix(&T, PREFIX);
+	trace_reset();
+	struct inst in;
+	start(&in, "watcher.so", mode, NULL, 0, 0);
+	int64_t rev = tu_put(&T, PREFIX "in/ok", "1", 1);
+	plugin_instance_elected(in.pi, 11, &REL); /* the worker leads: it decodes them */
+	struct rdone rd = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	wait_rev(rev);
+	send_watch_events(in.pi, 7, LH_WATCH_PUT, true, 0);	   /* no such watch */
+	send_watch_events(in.pi, 0, 9, true, 0);		   /* no such type */
+	send_watch_events(in.pi, 0, LH_WATCH_PUT, false, 0);	   /* no kv */
+	send_watch_events(in.pi, 0, LH_WATCH_PUT, true, 0x100u); /* unknown flag */
+	/* each is answered (an ack the host did not expect: counted, dropped) */
+	tu_wait(&T, bad_acks, in.pi, WAIT_MS, "the worker's answers to the garbage");
+	rev = tu_put(&T, PREFIX "in/after", "2", 1);
+	wait_rev(rev); /* the instance works on */
+	char *t = trace_read();
+	CHECK(strstr(t, "evil") == NULL); /* the plugin saw none of it */
+	free(t);
+	plugin_instance_deposed(in.pi);
+	stop_and_free(&in);
+}
+
 static void install(const char *name)
 {
 	char src[PATH_MAX], dst[PATH_MAX];
@@ -678,6 +740,7 @@ int main(void)
 		RUN_ARG(t_overflow, mode);
 		RUN_ARG(t_grants, mode);
 		RUN_ARG(t_abi_1_1, mode);
+		RUN_ARG(t_garbage_watch_events, mode);
 	}
 	RUN(t_compaction);
 
