@@ -282,6 +282,7 @@ static void event_fill(const struct plugin_instance *pi, const struct event *ev,
 		be->init.bus_version = LH_BUS_VERSION;
 		be->init.read_grants = pi->grants;
 		be->init.n_read_grants = pi->n_grants;
+		be->init.no_watches = pi->host.etcd == NULL;
 		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_INIT;
 		be->e.init = &be->init;
 		break;

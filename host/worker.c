@@ -55,6 +55,7 @@ struct worker {
 	char txn_error[512];
 	/* ABI 1.2 watches: the grants from INIT, the watches init registered */
 	bool in_init;
+	bool no_watches; /* the host offers none (INIT) */
 	ProtobufCBinaryData *grants; /* copies */
 	size_t n_grants;
 	struct worker_watch {
@@ -692,6 +693,10 @@ static int32_t api_watch(struct lh_ctx *ctx, const void *prefix, uint64_t prefix
 		txn_fail(w, "watch: bad flags 0x%x or prefix", flags);
 		return -EINVAL;
 	}
+	if (w->no_watches) {
+		txn_fail(w, "this host offers no watches");
+		return -ENOTSUP;
+	}
 	if (w->n_watches >= LH_WATCH_MAX) {
 		txn_fail(w, "watch: more than %u watches", LH_WATCH_MAX);
 		return -ENOSPC;
@@ -727,6 +732,10 @@ static int32_t api_range(struct lh_ctx *ctx, const void *key, uint64_t key_len, 
 	    key_len > MAX_KEY_LEN || (key_len && !key) || ((flags & LH_F_ABSOLUTE) && !key_len)) {
 		txn_fail(w, "range: bad flags 0x%x, key or ret_result", flags);
 		return -EINVAL;
+	}
+	if (w->no_watches) {
+		txn_fail(w, "this host offers no range reads");
+		return -ENOTSUP;
 	}
 	if ((flags & LH_F_ABSOLUTE) && !worker_granted(w, key, (size_t)key_len)) {
 		refuse_ungranted(w, "range", key, (size_t)key_len);
@@ -859,6 +868,7 @@ static int take_grants(struct worker *w, const Leasehold__Bus__Init *in)
 		free(w->grants[i].data);
 	free(w->grants);
 	w->n_grants = 0;
+	w->no_watches = in->no_watches;
 	w->grants = calloc(in->n_read_grants ? in->n_read_grants : 1, sizeof(*w->grants));
 	if (!w->grants)
 		return -ENOMEM;

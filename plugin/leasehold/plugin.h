@@ -345,6 +345,7 @@ struct lh_host_api {
 	 *             outside init / from another thread
 	 *   -EINVAL   unknown flags, prefix NULL with a length, longer than 4 KiB
 	 *   -ENOSPC   more than LH_WATCH_MAX watches
+	 *   -ENOTSUP  this host offers no watches (an embedding without etcd)
 	 * Watches live as long as the instance (a hot reload's new instance
 	 * registers its own). Events go to on_watch_events; a plugin that
 	 * registers a watch without that callback is refused at init (-EINVAL). */
@@ -362,6 +363,7 @@ struct lh_host_api {
 	 *   -EPERM      outside a callback, or an ungranted absolute key
 	 *   -EINVAL     bad flags
 	 *   -EMSGSIZE   the answer is larger than 512 KiB: use limit and page
+	 *   -ENOTSUP    this host offers no range reads
 	 *   -ETIMEDOUT, -ECANCELED, etcd errors as for txn */
 	int32_t (*range)(struct lh_ctx *ctx, const void *key, uint64_t key_len, uint32_t flags,
 	                 int64_t limit, const struct lh_op_result **ret_result);
