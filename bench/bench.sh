@@ -5,7 +5,8 @@
 # ETCDCTL; LH_BENCH_QUICK=1 for a smoke run (few trials; RESULTS.md is then
 # written to BUILDDIR/bench/RESULTS-quick.md instead); LH_BENCH_HANDOVER=1 runs
 # figure 1 only (to BUILDDIR/bench/RESULTS-handover.md); LH_BENCH_CRASH=1
-# figures 2 and 8 only (to BUILDDIR/bench/RESULTS-crash.md).
+# figures 2 and 8 only (to BUILDDIR/bench/RESULTS-crash.md); LH_BENCH_WATCH=1
+# figures 9-11 only (to BUILDDIR/bench/RESULTS-watch.md).
 set -eu
 build=$1
 src=$2
@@ -36,6 +37,7 @@ results=$src/bench/RESULTS.md
 [ "${LH_BENCH_QUICK:-0}" = 1 ] && results=$build/bench/RESULTS-quick.md
 [ "${LH_BENCH_HANDOVER:-0}" = 1 ] && results=$build/bench/RESULTS-handover.md
 [ "${LH_BENCH_CRASH:-0}" = 1 ] && results=$build/bench/RESULTS-crash.md
+[ "${LH_BENCH_WATCH:-0}" = 1 ] && results=$build/bench/RESULTS-watch.md
 table=$build/bench/table.md
 commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
 # (the previous RESULTS.md, rewritten by every run, does not count)
