@@ -53,7 +53,7 @@ int callback_timeout_parse(const char *arg, struct callback_timeout_rule *ret, c
 		else {
 			snprintf(err, err_len,
 			         "'%s' is not a callback (init, on_elected, on_releases_changed, "
-			         "reconcile, on_deposed, fini or all)",
+			         "reconcile, on_deposed, fini, on_watch_events or all)",
 			         kind);
 			return -EINVAL;
 		}

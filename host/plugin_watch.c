@@ -31,6 +31,9 @@ struct one_watch {
 	struct loop_timer *retry;
 	uint32_t backoff_ms;
 	bool resync_next; /* the next snapshot starts with LH_WATCH_RESYNC */
+	int64_t snap_rev;  /* the snapshot being read: its revision R, 0 before its first page */
+	uint8_t *page_from; /* the next page's first key, NULL = the prefix */
+	size_t page_from_len;
 };
 
 struct plugin_watch {
@@ -246,19 +249,29 @@ nomem:
 	lost(o, "out of memory", false);
 }
 
+static void read_page(struct one_watch *o);
+
 static void on_range(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
 {
 	struct one_watch *o = ud;
 	struct plugin_watch *pw = o->pw;
 	(void)c;
 	o->range = NULL;
-	if (err < 0 || !resp || resp->more) {
-		log_warn(pw->log_comp, "watch %u: the snapshot read failed: %s; retrying in %u ms",
-			 o->id, err < 0 ? etcd_strerror(err) : "incomplete answer", o->backoff_ms);
-		retry_later(o);
+	if (err < 0 || !resp || (resp->more && resp->n_kvs == 0)) {
+		char why[160];
+		snprintf(why, sizeof(why), "the snapshot read failed: %s",
+			 err < 0 ? etcd_strerror(err) : "bad answer");
+		if (o->snap_rev) /* pages of it may have been delivered: start over */
+			lost(o, why, err == -ERANGE);
+		else {
+			log_warn(pw->log_comp, "watch %u: %s; retrying in %u ms", o->id, why,
+				 o->backoff_ms);
+			retry_later(o);
+		}
 		return;
 	}
-	int64_t rev = resp->header.revision;
+	if (!o->snap_rev)
+		o->snap_rev = resp->header.revision; /* the first page fixes R */
 	uint32_t first = o->resync_next ? LH_WATCH_RESYNC : 0;
 	struct plugin_watch_batch *b = NULL;
 	size_t i = 0;
@@ -275,14 +288,32 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 				goto nomem;
 			}
 		}
-		b->revision = rev;
-		if (i == resp->n_kvs)
+		b->revision = o->snap_rev;
+		if (i == resp->n_kvs && !resp->more)
 			b->flags |= LH_WATCH_SYNCED;
-		queue_push(pw, b);
+		if (b->n || (b->flags & (LH_WATCH_SYNCED | LH_WATCH_RESYNC)))
+			queue_push(pw, b);
+		else
+			plugin_watch_batch_free(b);
+		o->resync_next = false; /* said once, in the first batch */
 	} while (i < resp->n_kvs);
-	o->resync_next = false;
+	if (resp->more) {
+		/* the next page at the same revision, from after the last key */
+		const struct etcd_kv *last = &resp->kvs[resp->n_kvs - 1];
+		uint8_t *from = malloc(last->key_len + 1);
+		if (!from)
+			goto nomem;
+		memcpy(from, last->key, last->key_len);
+		from[last->key_len] = 0; /* the next key after it */
+		free(o->page_from);
+		o->page_from = from;
+		o->page_from_len = last->key_len + 1;
+		pw->ready(pw->ud);
+		read_page(o);
+		return;
+	}
 	pw->stats.snapshots++;
-	int r = etcd_watch_start(pw->etcd, o->prefix, o->len, o->end, o->end_len, rev + 1,
+	int r = etcd_watch_start(pw->etcd, o->prefix, o->len, o->end, o->end_len, o->snap_rev + 1,
 				 (o->flags & LH_WATCH_PREV_KV) ? ETCD_WATCH_PREV_KV : 0, on_watch, o,
 				 &o->w);
 	if (r < 0) {
@@ -294,22 +325,36 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 	pw->ready(pw->ud);
 	return;
 nomem:
-	queue_drop(pw, o->id);
-	log_error(pw->log_comp, "watch %u: out of memory building the snapshot", o->id);
-	retry_later(o);
+	lost(o, "out of memory building the snapshot", false);
+}
+
+/* one page of the snapshot: from page_from (the prefix at first) to the
+ * prefix's end, at the first page's revision */
+static void read_page(struct one_watch *o)
+{
+	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = o->page_from ? o->page_from : o->prefix,
+			     .key_len = o->page_from ? o->page_from_len : o->len,
+			     .range_end = o->end, .range_end_len = o->end_len,
+			     .limit = PLUGIN_WATCH_PAGE_KEYS, .revision = o->snap_rev};
+	int r = etcd_range(o->pw->etcd, &op, NULL, on_range, o, &o->range);
+	if (r < 0) {
+		o->range = NULL;
+		if (o->snap_rev)
+			lost(o, "cannot read the next snapshot page", false);
+		else {
+			log_warn(o->pw->log_comp, "watch %u: cannot read the snapshot: %s", o->id,
+				 strerror(-r));
+			retry_later(o);
+		}
+	}
 }
 
 static void begin_snapshot(struct one_watch *o)
 {
-	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = o->prefix, .key_len = o->len,
-			     .range_end = o->end, .range_end_len = o->end_len};
-	int r = etcd_range(o->pw->etcd, &op, NULL, on_range, o, &o->range);
-	if (r < 0) {
-		o->range = NULL;
-		log_warn(o->pw->log_comp, "watch %u: cannot read the snapshot: %s", o->id,
-			 strerror(-r));
-		retry_later(o);
-	}
+	o->snap_rev = 0;
+	free(o->page_from);
+	o->page_from = NULL;
+	read_page(o);
 }
 
 static void on_retry(struct loop_timer *t, void *ud)
@@ -411,6 +456,7 @@ void plugin_watch_free(struct plugin_watch *pw)
 		loop_timer_free(pw->w[i]->retry);
 		free(pw->w[i]->prefix);
 		free(pw->w[i]->end);
+		free(pw->w[i]->page_from);
 		free(pw->w[i]);
 	}
 	free(pw);

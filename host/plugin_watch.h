@@ -6,12 +6,14 @@
  *
  * Design notes
  * - Leader-gated. Nothing runs between terms: plugin_watch_start (the term
- *   began) reads each prefix (one linearizable range: its header revision is
- *   R) and then watches it from R+1 (etcd_watch.c resumes a dropped stream
- *   from the last revision it delivered), so snapshot and live events meet
- *   with no gap and no duplicate. plugin_watch_stop (the term ended) cancels
- *   every read and watch and drops what is queued. A standby therefore holds
- *   nothing and pays one range per prefix when it is elected.
+ *   began) reads each prefix (linearizable range pages of
+ *   PLUGIN_WATCH_PAGE_KEYS keys: the first page's header revision is R, the
+ *   later pages are read at R) and then watches it from R+1 (etcd_watch.c
+ *   resumes a dropped stream from the last revision it delivered), so
+ *   snapshot and live events meet with no gap and no duplicate.
+ *   plugin_watch_stop (the term ended) cancels every read and watch and
+ *   drops what is queued. A standby therefore holds nothing and pays one
+ *   read of each prefix when it is elected.
  * - Batches. The snapshot is cut into batches of at most
  *   PLUGIN_WATCH_BATCH_EVENTS events / PLUGIN_WATCH_BATCH_BYTES bytes, all
  *   flagged LH_WATCH_SNAPSHOT, the last one LH_WATCH_SYNCED (an empty prefix
@@ -27,8 +29,10 @@
  *   silent loss. A failed range is retried after a backoff (100 ms doubling
  *   to 2 s).
  * - The snapshot itself is not bounded by queue_max (it is as large as the
- *   prefix); its one range answer is bounded by the etcd client's
- *   max_response_bytes (64 MiB by default).
+ *   prefix). It is read in pages, each handed on as batches before the next
+ *   is asked for, so the host never holds one answer for the whole prefix;
+ *   a page that fails (compaction of R included) starts the snapshot over,
+ *   flagged RESYNC when earlier pages may have been delivered.
  * Threading: the loop thread only. Ownership: the watch owns its calls,
  *   watches, timers and queued batches; a batch taken with plugin_watch_take
  *   is the caller's (plugin_watch_batch_free).
@@ -48,6 +52,7 @@
 #define PLUGIN_WATCH_QUEUE_MAX 10000u        /* default queue_max: live events */
 #define PLUGIN_WATCH_BATCH_EVENTS 256u       /* events per batch at most */
 #define PLUGIN_WATCH_BATCH_BYTES (256u << 10) /* key + value bytes per batch (soft) */
+#define PLUGIN_WATCH_PAGE_KEYS 1000          /* keys per snapshot range page */
 
 struct plugin_watch;
 

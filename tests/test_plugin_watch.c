@@ -400,6 +400,42 @@ static bool writer_done(void *arg)
 	return ((struct writer *)arg)->done;
 }
 
+struct done_flag {
+	bool done;
+	int err;
+};
+
+static void on_txn_put(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+{
+	struct done_flag *d = ud;
+	(void)c;
+	(void)r;
+	d->err = err;
+	d->done = true;
+}
+
+/* n keys <prefix><i 4 digits> = "p", 100 per txn */
+static void put_many(const char *prefix, int n)
+{
+	static char keys[100][96];
+	struct etcd_op ops[100];
+	for (int i = 0; i < n; i += 100) {
+		int m = n - i < 100 ? n - i : 100;
+		for (int j = 0; j < m; j++) {
+			snprintf(keys[j], sizeof(keys[j]), "%s%04d", prefix, i + j);
+			ops[j] = (struct etcd_op){.type = ETCD_OP_PUT, .key = keys[j],
+						  .key_len = strlen(keys[j]), .value = "p",
+						  .value_len = 1};
+		}
+		struct done_flag d = {false, 0};
+		CHECK_OK(etcd_txn(T.etcd, NULL, 0, ops, (size_t)m, NULL, 0, NULL, on_txn_put, &d,
+				  NULL));
+		while (!d.done)
+			CHECK(loop_run_once(T.loop, 1000) >= 0);
+		CHECK_OK(d.err);
+	}
+}
+
 static const char *mode_name(uint32_t mode)
 {
 	return mode == PLUGIN_ISOLATION_PROCESS ? "process" : "thread";
@@ -412,11 +448,7 @@ static void t_boundary(uint32_t mode)
 	fprintf(stderr, "  mode %s\n", mode_name(mode));
 	tu_del_prefix(&T, PREFIX);
 	trace_reset();
-	for (int i = 0; i < 30; i++) {
-		char k[64];
-		snprintf(k, sizeof(k), PREFIX "in/pre%02d", i);
-		tu_put(&T, k, "p", 1);
-	}
+	put_many(PREFIX "in/pre", 2500); /* the snapshot is read in 3 pages */
 	setenv("LH_WATCHER_REQ", "1", 1);
 	struct inst in;
 	start(&in, "watcher.so", mode, NULL, 0, 0);
@@ -433,6 +465,7 @@ static void t_boundary(uint32_t mode)
 	struct rdone rd = {0};
 	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
 	tu_wait(&T, writer_done, &w, WAIT_MS, "the writer");
+	wait_trace("batch 0 3 ", 1); /* the snapshot's synced marker */
 	wait_rev(w.revs[w.total - 1]);
 	CHECK(rd.done && rd.err == 0);
 
@@ -462,7 +495,8 @@ static void t_boundary(uint32_t mode)
 	struct rdone rd2 = {0};
 	plugin_instance_reconcile(in.pi, on_reconciled, &rd2);
 	wait_trace("elected 2", 1);
-	wait_rev(between); /* term 2's snapshot */
+	wait_trace("batch 0 3 ", 2); /* term 2's synced snapshot */
+	wait_rev(between);
 	n_live = replay_term(2, m, &R, live, 1024, NULL);
 	check_model_is_etcd(m);
 	CHECK_INT_EQ(g_requests, req); /* snapshots ask for nothing */
