@@ -272,6 +272,24 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 	}
 	if (!o->snap_rev)
 		o->snap_rev = resp->header.revision; /* the first page fixes R */
+	if (resp->more) {
+		/* ask for the next page (same revision, from after the last key)
+		 * first: etcd reads it while this one becomes batches */
+		const struct etcd_kv *last = &resp->kvs[resp->n_kvs - 1];
+		uint8_t *from = malloc(last->key_len + 1);
+		if (!from) {
+			lost(o, "out of memory building the snapshot", false);
+			return;
+		}
+		memcpy(from, last->key, last->key_len);
+		from[last->key_len] = 0; /* the next key after it */
+		free(o->page_from);
+		o->page_from = from;
+		o->page_from_len = last->key_len + 1;
+		read_page(o);
+		if (!o->range)
+			return; /* it failed and started over */
+	}
 	uint32_t first = o->resync_next ? LH_WATCH_RESYNC : 0;
 	struct plugin_watch_batch *b = NULL;
 	size_t i = 0;
@@ -297,19 +315,8 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 			plugin_watch_batch_free(b);
 		o->resync_next = false; /* said once, in the first batch */
 	} while (i < resp->n_kvs);
-	if (resp->more) {
-		/* the next page at the same revision, from after the last key */
-		const struct etcd_kv *last = &resp->kvs[resp->n_kvs - 1];
-		uint8_t *from = malloc(last->key_len + 1);
-		if (!from)
-			goto nomem;
-		memcpy(from, last->key, last->key_len);
-		from[last->key_len] = 0; /* the next key after it */
-		free(o->page_from);
-		o->page_from = from;
-		o->page_from_len = last->key_len + 1;
+	if (resp->more) { /* the next page is on its way */
 		pw->ready(pw->ud);
-		read_page(o);
 		return;
 	}
 	pw->stats.snapshots++;
