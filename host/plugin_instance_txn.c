@@ -338,14 +338,9 @@ void pi_reply_txn(struct plugin_instance *pi, uint64_t id, int err, const char *
 						  "txn result key outside the data prefix dropped");
 					continue;
 				}
-				BusKv *b = &kvs[ki];
-				leasehold__bus__kv__init(b);
-				b->key = bus_bin(kv->key + strip, kv->key_len - strip);
-				b->value = bus_bin(kv->value, kv->value ? kv->value_len : 0);
-				b->create_revision = kv->create_revision;
-				b->mod_revision = kv->mod_revision;
-				b->version = kv->version;
-				kvp[ki++] = b;
+				bus_kv_from_etcd(&kvs[ki], kv, strip);
+				kvp[ki] = &kvs[ki];
+				ki++;
 				o->n_kvs++;
 			}
 		}

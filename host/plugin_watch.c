@@ -471,16 +471,6 @@ void plugin_watch_free(struct plugin_watch *pw)
 
 /* ---- the bus form ---- */
 
-static void kv_to_bus(const struct etcd_kv *kv, size_t strip, BusKv *b)
-{
-	leasehold__bus__kv__init(b);
-	b->key = bus_bin(kv->key + strip, kv->key_len - strip);
-	b->value = bus_bin(kv->value, kv->value ? kv->value_len : 0);
-	b->create_revision = kv->create_revision;
-	b->mod_revision = kv->mod_revision;
-	b->version = kv->version;
-}
-
 nng_msg *plugin_watch_batch_msg(const struct plugin_watch_batch *b, uint64_t seq)
 {
 	size_t n = b->n;
@@ -494,11 +484,11 @@ nng_msg *plugin_watch_batch_msg(const struct plugin_watch_batch *b, uint64_t seq
 		const struct plugin_watch_event *e = &b->evs[i];
 		leasehold__bus__watch_event__init(&we[i]);
 		we[i].type = e->type;
-		kv_to_bus(e->kv, b->strip, &kvs[2 * i]);
+		bus_kv_from_etcd(&kvs[2 * i], e->kv, b->strip);
 		we[i].kv = &kvs[2 * i];
 		/* a previous kv has the same key, so the same strip applies */
 		if (e->prev && e->prev->key_len >= b->strip) {
-			kv_to_bus(e->prev, b->strip, &kvs[2 * i + 1]);
+			bus_kv_from_etcd(&kvs[2 * i + 1], e->prev, b->strip);
 			we[i].prev_kv = &kvs[2 * i + 1];
 		}
 		wp[i] = &we[i];

@@ -411,6 +411,28 @@ static BusOp *fill_ops(const struct lh_op *ops, uint32_t n, BusOp *store, BusOp 
 	return store;
 }
 
+/* copy a bus kv into *kv, its bytes (NUL-terminated) at *bytes */
+static void kv_from_bus(const BusKv *b, struct lh_kv *kv, uint8_t **bytes)
+{
+	uint8_t *p = *bytes;
+	if (b->key.len)
+		memcpy(p, b->key.data, b->key.len);
+	p[b->key.len] = 0;
+	kv->key = p;
+	kv->key_len = b->key.len;
+	p += b->key.len + 1;
+	if (b->value.len)
+		memcpy(p, b->value.data, b->value.len);
+	p[b->value.len] = 0;
+	kv->value = p;
+	kv->value_len = b->value.len;
+	p += b->value.len + 1;
+	kv->create_revision = b->create_revision;
+	kv->mod_revision = b->mod_revision;
+	kv->version = b->version;
+	*bytes = p;
+}
+
 /* Turn a TxnReply into the plugin's result, in one allocation. */
 static int build_result(struct worker *w, const TxnReply *rep, const struct lh_txn_result **ret)
 {
@@ -444,25 +466,8 @@ static int build_result(struct worker *w, const TxnReply *rep, const struct lh_t
 		ors[i].deleted = r->deleted;
 		ors[i].kvs = kvs;
 		ors[i].n_kvs = r->n_kvs;
-		for (size_t k = 0; k < r->n_kvs; k++) {
-			const BusKv *b = r->kvs[k];
-			struct lh_kv *kv = kvs++;
-			if (b->key.len)
-				memcpy(bytes, b->key.data, b->key.len);
-			bytes[b->key.len] = 0;
-			kv->key = bytes;
-			kv->key_len = b->key.len;
-			bytes += b->key.len + 1;
-			if (b->value.len)
-				memcpy(bytes, b->value.data, b->value.len);
-			bytes[b->value.len] = 0;
-			kv->value = bytes;
-			kv->value_len = b->value.len;
-			bytes += b->value.len + 1;
-			kv->create_revision = b->create_revision;
-			kv->mod_revision = b->mod_revision;
-			kv->version = b->version;
-		}
+		for (size_t k = 0; k < r->n_kvs; k++)
+			kv_from_bus(r->kvs[k], kvs++, &bytes);
 	}
 	free(w->result);
 	w->result = mem;
@@ -794,28 +799,6 @@ static int32_t api_request_reconcile(struct lh_ctx *ctx)
 	th.request_reconcile = &rr;
 	worker_send(w, &th.base);
 	return 0;
-}
-
-/* copy a bus kv into *kv, its bytes (NUL-terminated) at *bytes */
-static void kv_from_bus(const BusKv *b, struct lh_kv *kv, uint8_t **bytes)
-{
-	uint8_t *p = *bytes;
-	if (b->key.len)
-		memcpy(p, b->key.data, b->key.len);
-	p[b->key.len] = 0;
-	kv->key = p;
-	kv->key_len = b->key.len;
-	p += b->key.len + 1;
-	if (b->value.len)
-		memcpy(p, b->value.data, b->value.len);
-	p[b->value.len] = 0;
-	kv->value = p;
-	kv->value_len = b->value.len;
-	p += b->value.len + 1;
-	kv->create_revision = b->create_revision;
-	kv->mod_revision = b->mod_revision;
-	kv->version = b->version;
-	*bytes = p;
 }
 
 /* the plugin's view of a WatchEvents (hostile: checked), in one allocation

@@ -163,7 +163,7 @@ static void test_example_descriptors(void)
 	CHECK(a->min_reconciler_release.major == 1 && a->min_reconciler_release.minor == 0);
 	CHECK(a->min_compatible_release.major == 1 && a->min_compatible_release.minor == 0);
 	CHECK(a->desc.init && a->desc.on_elected && a->desc.on_releases_changed &&
-	      a->desc.reconcile && a->desc.on_deposed && a->desc.fini);
+	      a->desc.reconcile && a->desc.on_deposed && a->desc.fini && a->desc.on_watch_events);
 	install("plugins/reconciler-1.1.0.so", "reconciler-next.so", 0755);
 	struct loader_plugin *b = load_ok("reconciler-next.so");
 	CHECK(b->release.major == 1 && b->release.minor == 1 && b->release.patch == 0);
