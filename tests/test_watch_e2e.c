@@ -10,7 +10,9 @@
  *     writes go on meanwhile, then it comes back;
  *   - a hot reload of every host to release 1.1.0 (the outputs' format
  *     changes from v1 to v2 on the way);
- *   - a compaction of the whole history in the middle of the writes.
+ *   - a compaction that forces a resync: the history is compacted past the
+ *     leader's last input event and etcd restarts, so the leader's watch
+ *     resumes from a compacted revision.
  * At the end:
  *   - every input's last value is reflected in its output, in the v2 format,
  *     and no output exists without its input (deleted inputs included);
@@ -47,6 +49,7 @@ static struct tu T;
 static struct observer *g_obs;
 static struct host A, B, C;
 static struct host *const HOSTS[] = {&A, &B, &C};
+
 
 static const char *const ARGS_THREAD[] = {
     "--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval", "10m",
@@ -181,6 +184,12 @@ static bool led_by_other(void *arg)
 static void restart(struct host *h)
 {
 	host_start(h, harness_etcd_urls(g_etcd), args_of(h));
+}
+
+static bool writer_stalled(void *arg)
+{
+	(void)arg;
+	return W.stalled;
 }
 
 static void on_compacted(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
@@ -320,20 +329,43 @@ int main(void)
 	restart(l);
 	wait_writes(2600);
 
-	int64_t rev = W.last_rev;
+	/* the compaction that forces a resync: the writer pauses, a few
+	 * revisions pass outside the inputs, the history is compacted to the
+	 * newest one and etcd restarts: the leader's watch resumes from the
+	 * revision after the last input change, now compacted (-ERANGE), and
+	 * the plugin gets a fresh snapshot flagged resync */
+	l = leader();
+	CHECK(l != NULL);
+	writer_allow(2800);
+	wait_writes(2800);
+	tu_wait(&T, writer_stalled, NULL, 30000, "the writer to pause");
+	int64_t rev = 0;
+	for (int i = 0; i < 3; i++)
+		rev = tu_put(&T, PFX "/elsewhere", "x", 1);
 	tu_wait(&T, history_reaches, &rev, 30000, "the history recorder");
-	fprintf(stderr, "--- compaction at revision %" PRId64 " (write %d)\n", rev, W.next);
+	fprintf(stderr, "--- compaction at revision %" PRId64 " (write %d), etcd restarted, leader %s\n",
+		rev, W.next, l->node);
 	bool compacted = false;
 	CHECK_OK(etcd_compact(T.etcd, rev, true, NULL, on_compacted, &compacted, NULL));
-	writer_allow(N_WRITES);
 	while (!compacted)
 		CHECK(loop_run_once(T.loop, 1000) >= 0);
+	long log_from = host_log_size(l);
+	CHECK_OK(harness_etcd_stop(g_etcd, 0));
+	CHECK_OK(harness_etcd_restart(g_etcd, 0));
+	writer_allow(N_WRITES);
 
 	wait_writes(N_WRITES);
 	obs_wait_status_done(g_obs, REL(1, 1, 0), 60000);
 	if (!outputs_converged(NULL))
 		tu_wait(&T, outputs_converged, NULL, 60000, "every input reflected in its output");
 	CHECK(outputs_converged((void *)1));
+	/* the leader resynced (unless it lost its term across the restart:
+	 * then the next leader's snapshot was read after the compaction) */
+	size_t resyncs = host_log_count(l, log_from, "lost: compacted");
+	struct host *now = leader();
+	fprintf(stderr, "  %s: %zu watch resync(s) after the compaction; leader now %s\n", l->node,
+		resyncs, now ? now->node : "(none)");
+	CHECK(resyncs >= 1 || now != l);
 
 	/* the invariant checker over the recorded history */
 	int64_t head = tu_put(&T, PFX "/zz-end", "1", 1);
