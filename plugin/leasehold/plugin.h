@@ -89,7 +89,25 @@
  *   it (in on_elected and the replay, while the host restricts the status
  *   record or runs the reconcile wait) txn fails with -EAGAIN: the reconciled
  *   state may change only once the status says it may. Do the work in
- *   reconcile.
+ *   reconcile. In on_watch_events (ABI 1.2): a term's watch batches come
+ *   only after its first reconcile returned, so txn is accepted there as in
+ *   reconcile, except while a failed reconcile waits for its retry (the
+ *   host's backoff): -EAGAIN then.
+ * - Watches (ABI 1.2). A plugin registers key prefixes in init (api->watch):
+ *   relative ones under its own P/N/data/ always, absolute ones elsewhere
+ *   only where the operator granted the plugin read access (`leasehold
+ *   --plugin-read NAME=PREFIX`). Events reach on_watch_events only while
+ *   this node leads, per term and per watch in this order: the snapshot of
+ *   every key under the prefix at one revision R (LH_WATCH_SNAPSHOT batches,
+ *   the last one also LH_WATCH_SYNCED, even for an empty prefix), then every
+ *   change from R+1 on in revision order: no gap, no duplicate. A lost watch
+ *   (compaction, a failed etcd member, the host's queue of undelivered
+ *   events overflowing because the plugin is slow: more than 10,000 live
+ *   events waiting) is never silent: the next batch of that watch is a
+ *   fresh snapshot flagged LH_WATCH_RESYNC (drop what you cached for it).
+ *   What is queued when leadership ends is dropped; the next term starts
+ *   with a fresh snapshot. A standby holds nothing: the snapshot is read
+ *   from etcd when its term begins.
  */
 #ifndef LEASEHOLD_PLUGIN_H
 #define LEASEHOLD_PLUGIN_H
