@@ -6,7 +6,8 @@
 # written to BUILDDIR/bench/RESULTS-quick.md instead); LH_BENCH_HANDOVER=1 runs
 # figure 1 only (to BUILDDIR/bench/RESULTS-handover.md); LH_BENCH_CRASH=1
 # figures 2 and 8 only (to BUILDDIR/bench/RESULTS-crash.md); LH_BENCH_SWITCHOVER=1
-# figure 9 only (to BUILDDIR/bench/RESULTS-switchover.md).
+# figure 9 only (to BUILDDIR/bench/RESULTS-switchover.md); LH_BENCH_WATCH=1
+# figures 10-12 only (to BUILDDIR/bench/RESULTS-watch.md).
 set -eu
 build=$1
 src=$2
@@ -38,6 +39,7 @@ results=$src/bench/RESULTS.md
 [ "${LH_BENCH_HANDOVER:-0}" = 1 ] && results=$build/bench/RESULTS-handover.md
 [ "${LH_BENCH_CRASH:-0}" = 1 ] && results=$build/bench/RESULTS-crash.md
 [ "${LH_BENCH_SWITCHOVER:-0}" = 1 ] && results=$build/bench/RESULTS-switchover.md
+[ "${LH_BENCH_WATCH:-0}" = 1 ] && results=$build/bench/RESULTS-watch.md
 table=$build/bench/table.md
 commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
 # (the previous RESULTS.md, rewritten by every run, does not count)

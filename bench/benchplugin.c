@@ -20,6 +20,13 @@
  * fenced txn (like plugin/example/reconciler.c); LH_BENCH_NOWRITE=1 makes
  * it a no-op (bus round-trip measurement).
  *
+ * Watches (ABI 1.2), with LH_BENCH_WATCH=1: init watches in/ (relative).
+ * on_watch_events reports B at its entry (a = batch flags, b = the first
+ * event's mod_revision, 0 if none) and, for a synced batch, S (a = the
+ * snapshot's events so far). With LH_BENCH_WATCH_WRITE=1 every event
+ * in/<k> = "v<n>" is answered with a fenced put out/<k> = "v<n>", reported
+ * as O after etcd acknowledged it (a = n, b = CLOCK_MONOTONIC before txn).
+ *
  * Compile-time identity (every field a plain number / a string):
  *   -DBENCH_NAME='"bench"' -DBENCH_MAJOR=1 -DBENCH_MINOR=0 -DBENCH_PATCH=0
  *   -DBENCH_MC_MAJOR=1 -DBENCH_MC_MINOR=0 -DBENCH_MC_PATCH=0 (min_compatible)
@@ -69,6 +76,8 @@ struct bstate {
 	int fd;
 	struct sockaddr_un to;
 	int nowrite;
+	int watch_write;
+	uint64_t snapshot_events;
 	int64_t token;
 	uint64_t counter;
 	/* reports of a term's start, held until its first reconcile returns:
@@ -134,7 +143,15 @@ static int32_t b_init(struct lh_ctx *ctx)
 	}
 	const char *nw = getenv("LH_BENCH_NOWRITE");
 	st->nowrite = nw && strcmp(nw, "1") == 0;
+	const char *ww = getenv("LH_BENCH_WATCH_WRITE");
+	st->watch_write = ww && strcmp(ww, "1") == 0;
 	ctx->user = st;
+	const char *w = getenv("LH_BENCH_WATCH");
+	if (w && strcmp(w, "1") == 0 && LH_HOST_HAS(ctx->host, watch)) {
+		int32_t r = ctx->host->watch(ctx, "in/", 3, 0);
+		if (r < 0)
+			return r;
+	}
 	report(ctx, 'I', t, 0, 0);
 	return 0;
 }
@@ -191,6 +208,37 @@ static int32_t journal_write(struct lh_ctx *ctx, struct bstate *st)
 	return 0;
 }
 
+static int32_t b_on_watch_events(struct lh_ctx *ctx, const struct lh_watch_batch *b)
+{
+	uint64_t t = mono_ns();
+	struct bstate *st = ctx->user;
+	report(ctx, 'B', t, b->flags, b->n_events ? b->events[0].kv.mod_revision : 0);
+	if (b->flags & LH_WATCH_RESYNC)
+		st->snapshot_events = 0;
+	if (b->flags & LH_WATCH_SNAPSHOT)
+		st->snapshot_events += b->n_events;
+	if (b->flags & LH_WATCH_SYNCED) {
+		report(ctx, 'S', mono_ns(), (int64_t)st->snapshot_events, 0);
+		st->snapshot_events = 0;
+	}
+	for (uint64_t i = 0; st->watch_write && i < b->n_events; i++) {
+		const struct lh_watch_event *e = &b->events[i];
+		char key[160];
+		int kl = snprintf(key, sizeof(key), "out/%s", (const char *)e->kv.key + 3);
+		struct lh_op put = {.type = e->type == LH_WATCH_DELETE ? LH_OP_DELETE : LH_OP_PUT,
+		                    .key = key, .key_len = (uint64_t)kl, .value = e->kv.value,
+		                    .value_len = e->kv.value_len};
+		const struct lh_txn_result *res;
+		uint64_t t_call = mono_ns();
+		int32_t r = ctx->host->txn(ctx, NULL, 0, &put, 1, NULL, 0, &res);
+		if (r < 0)
+			return r;
+		long n = e->kv.value_len > 1 ? strtol((const char *)e->kv.value + 1, NULL, 10) : -1;
+		report(ctx, 'O', mono_ns(), n, (int64_t)t_call);
+	}
+	return 0;
+}
+
 static void b_on_deposed(struct lh_ctx *ctx)
 {
 	struct bstate *st = ctx->user;
@@ -223,4 +271,5 @@ LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
 	.reconcile = b_reconcile,
 	.on_deposed = b_on_deposed,
 	.fini = b_fini,
+	.on_watch_events = b_on_watch_events,
 };

@@ -1900,6 +1900,307 @@ static void figure9(int n)
 	free(twr.v);
 }
 
+/* ------------------------------------ figures 10-12: watches (ABI 1.2) */
+
+/* a bare JSON-gateway watch client on its own thread: timestamps every read
+ * that carries events (the reference of figure 10) */
+struct bare_watch {
+	struct raw_conn c;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int events; /* reads with events so far */
+	uint64_t t_last;
+	bool quit, dead;
+};
+
+static void *bare_watch_thread(void *arg)
+{
+	struct bare_watch *bw = arg;
+	char buf[8192];
+	for (;;) {
+		ssize_t r = read(bw->c.fd, buf, sizeof(buf) - 1);
+		uint64_t t = mono();
+		pthread_mutex_lock(&bw->mu);
+		bool quit = bw->quit;
+		if (!quit && r > 0) {
+			buf[r] = '\0';
+			if (strstr(buf, "\"events\"")) {
+				bw->events++;
+				bw->t_last = t;
+			}
+		} else if (!quit && !(r < 0 && (errno == EAGAIN || errno == EINTR)))
+			bw->dead = true;
+		pthread_cond_broadcast(&bw->cv);
+		pthread_mutex_unlock(&bw->mu);
+		if (quit || bw->dead)
+			return NULL;
+	}
+}
+
+/* the moment the bare client read its n-th event message, 0 on timeout */
+static uint64_t bare_wait(struct bare_watch *bw, int n)
+{
+	struct timespec dl;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += 5;
+	pthread_mutex_lock(&bw->mu);
+	while (bw->events < n && !bw->dead &&
+	       pthread_cond_timedwait(&bw->cv, &bw->mu, &dl) == 0)
+		;
+	uint64_t t = bw->events >= n ? bw->t_last : 0;
+	pthread_mutex_unlock(&bw->mu);
+	return t;
+}
+
+static void start_watch_host(struct host *h, const char *prefix, bool write)
+{
+	setenv("LH_BENCH_WATCH", "1", 1);
+	setenv("LH_BENCH_WATCH_WRITE", write ? "1" : "0", 1);
+	start_host(h, prefix, "10");
+	unsetenv("LH_BENCH_WATCH");
+	unsetenv("LH_BENCH_WATCH_WRITE");
+}
+
+/* figure 10: a put acknowledged → the leader's on_watch_events entered,
+ * beside a bare JSON-gateway watch client timing the same puts */
+static void watch_latency(int n, struct samples *plugin, struct samples *bare,
+                          struct samples *plugin_ack)
+{
+	static struct host h;
+	static struct bare_watch bw;
+	const char *url = harness_etcd_url(g_etcd, 0);
+	host_setup(&h, g_base, "w9");
+	install(&h, "bench-1.0.0.so", "bench.so");
+	size_t from = g_nev;
+	start_watch_host(&h, "/b9", false);
+	if (wait_ev(from, 'S', "w9", "bench", NULL, 0, false, 30000) < 0) {
+		note("figure 10: the host never synced its watch");
+		stop_host(&h);
+		return;
+	}
+	memset(&bw, 0, sizeof(bw));
+	pthread_mutex_init(&bw.mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&bw.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_t th;
+	/* /b9/bench/data/in/ .. /b9/bench/data/in0 */
+	if (!raw_open(&bw.c, url) ||
+	    !raw_send(&bw.c, "/v3/watch",
+	              "{\"create_request\":{\"key\":\"L2I5L2JlbmNoL2RhdGEvaW4v\","
+	              "\"range_end\":\"L2I5L2JlbmNoL2RhdGEvaW4w\"}}") ||
+	    !raw_watch_created(&bw.c) || pthread_create(&th, NULL, bare_watch_thread, &bw) != 0) {
+		note("figure 10: the bare watch client could not start");
+		stop_host(&h);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		char val[32];
+		snprintf(val, sizeof(val), "v%d", i);
+		size_t f = g_nev;
+		uint64_t t0 = mono();
+		int64_t rev = tu_put(&T, "/b9/bench/data/in/k", val, strlen(val));
+		uint64_t t1 = mono();
+		uint64_t tb = bare_wait(&bw, i + 1);
+		long k = -1;
+		for (size_t from2 = f;; from2 = (size_t)k + 1) {
+			k = wait_ev(from2, 'B', "w9", "bench", NULL, 0, false, 5000);
+			if (k < 0 || g_ev[k].b == rev)
+				break;
+		}
+		if (k < 0 || !tb) {
+			note("figure 10: trial %d lost (plugin %ld, bare %" PRIu64 ")", i, k, tb);
+			continue;
+		}
+		s_add(plugin, ms_between(t0, g_ev[k].t));
+		s_add(bare, ms_between(t0, tb));
+		s_add(plugin_ack, ((double)g_ev[k].t - (double)t1) / 1e6);
+	}
+	pthread_mutex_lock(&bw.mu);
+	bw.quit = true;
+	pthread_mutex_unlock(&bw.mu);
+	shutdown(bw.c.fd, SHUT_RDWR);
+	pthread_join(th, NULL);
+	raw_close(&bw.c);
+	stop_host(&h);
+}
+
+struct txn_done {
+	bool done;
+	int err;
+};
+
+static void on_fill(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+{
+	(void)c;
+	(void)r;
+	struct txn_done *d = ud;
+	d->err = err;
+	d->done = true;
+}
+
+static bool p_txn_done(void *arg)
+{
+	return ((struct txn_done *)arg)->done;
+}
+
+/* n keys of `size` bytes under prefix, 100 puts per txn */
+static void fill(const char *prefix, int n, size_t size)
+{
+	char *val = malloc(size);
+	CHECK(val);
+	memset(val, 'x', size);
+	static char keys[100][96];
+	struct etcd_op ops[100];
+	for (int i = 0; i < n; i += 100) {
+		int m = n - i < 100 ? n - i : 100;
+		for (int j = 0; j < m; j++) {
+			snprintf(keys[j], sizeof(keys[j]), "%sk%06d", prefix, i + j);
+			ops[j] = (struct etcd_op){.type = ETCD_OP_PUT, .key = keys[j],
+			                          .key_len = strlen(keys[j]), .value = val,
+			                          .value_len = size};
+		}
+		struct txn_done d = {0};
+		CHECK_OK(etcd_txn(T.etcd, NULL, 0, ops, (size_t)m, NULL, 0, NULL, on_fill, &d, NULL));
+		CHECK(wait_for(p_txn_done, &d, 30000));
+		CHECK_OK(d.err);
+	}
+	free(val);
+}
+
+static void on_ref_range(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+{
+	(void)c;
+	struct txn_done *d = ud;
+	d->err = err < 0 ? err : (int)r->n_kvs;
+	d->done = true;
+}
+
+/* figure 11: a fresh host elected over 10,000 keys of 1 KiB: on_elected →
+ * the synced marker, and the host's memory; reference: the same range by
+ * the host's etcd client alone */
+static void snapshot_replay(int n, struct samples *replay, struct samples *rss,
+                            struct samples *worker_rss, struct samples *ref)
+{
+	static struct host h;
+	fill("/b10/bench/data/in/", 10000, 1024);
+	host_setup(&h, g_base, "w10");
+	install(&h, "bench-1.0.0.so", "bench.so");
+	for (int i = 0; i < n; i++) {
+		size_t from = g_nev;
+		start_watch_host(&h, "/b10", false);
+		long e = wait_ev(from, 'E', "w10", "bench", NULL, 0, false, 30000);
+		long s = e < 0 ? -1 : wait_ev((size_t)e, 'S', "w10", "bench", NULL, 10000, true, 60000);
+		if (s < 0) {
+			note("figure 11: trial %d: no synced marker with 10,000 events", i);
+		} else {
+			s_add(replay, ms_between(g_ev[e].t, g_ev[s].t));
+			s_add(rss, (double)proc_status_kb(h.pid, "VmHWM") / 1024.0);
+			pid_t w = host_worker_pid(h.pid);
+			if (w > 0)
+				s_add(worker_rss, (double)proc_status_kb(w, "VmHWM") / 1024.0);
+		}
+		stop_host(&h);
+		struct txn_done d = {0};
+		static const char k[] = "/b10/bench/data/in/", end[] = "/b10/bench/data/in0";
+		struct etcd_op op = {.type = ETCD_OP_RANGE, .key = k, .key_len = sizeof(k) - 1,
+		                     .range_end = end, .range_end_len = sizeof(end) - 1};
+		uint64_t t0 = mono();
+		CHECK_OK(etcd_range(T.etcd, &op, NULL, on_ref_range, &d, NULL));
+		CHECK(wait_for(p_txn_done, &d, 30000));
+		if (d.err == 10000)
+			s_add(ref, ms_between(t0, mono()));
+	}
+}
+
+/* figure 12: an input changed 1 ms after SIGTERM of the leader → its output
+ * written by the new leader; beside it, in the same trials, SIGTERM → the new
+ * leader's on_elected */
+static void change_in_handover(int n, struct samples *out, struct samples *elected)
+{
+	static struct host hs[2];
+	host_setup(&hs[0], g_base, "w11a");
+	host_setup(&hs[1], g_base, "w11b");
+	for (int i = 0; i < 2; i++) {
+		install(&hs[i], "bench-1.0.0.so", "bench.so");
+		start_watch_host(&hs[i], "/b11", true);
+	}
+	tu_put(&T, "/b11/bench/data/in/x", "v0", 2);
+	for (int i = 0; i < n; i++) {
+		/* the leader: the node of the last on_elected */
+		long e = -1;
+		for (long k = (long)g_nev - 1; k >= 0 && e < 0; k--)
+			if (g_ev[k].type == 'E' && strncmp(g_ev[k].node, "w11", 3) == 0)
+				e = k;
+		if (e < 0 && (e = wait_ev(0, 'E', NULL, "bench", NULL, 0, false, 30000)) < 0)
+			break;
+		struct host *l = strcmp(g_ev[e].node, "w11a") == 0 ? &hs[0] : &hs[1];
+		struct host *o = l == &hs[0] ? &hs[1] : &hs[0];
+		/* the other host is up and synced as a standby: its I came */
+		if (wait_ev(0, 'I', o->node, "bench", NULL, 0, false, 30000) < 0)
+			break;
+		size_t from = g_nev;
+		char val[32];
+		int v = 1000 + i;
+		snprintf(val, sizeof(val), "v%d", v);
+		host_signal(l, SIGTERM);
+		uint64_t t_kill = mono();
+		struct timespec at = {.tv_sec = (time_t)((t_kill + 1000000) / 1000000000ull),
+		                      .tv_nsec = (long)((t_kill + 1000000) % 1000000000ull)};
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL); /* the schedule */
+		tu_put(&T, "/b11/bench/data/in/x", val, strlen(val));
+		uint64_t t_ack = mono();
+		long k = wait_ev(from, 'O', o->node, "bench", NULL, v, true, 10000);
+		long ke = wait_ev(from, 'E', o->node, "bench", NULL, 0, false, 1000);
+		if (k < 0)
+			note("figure 12: trial %d: the new leader %s never wrote v%d", i, o->node, v);
+		else
+			s_add(out, ms_between(t_ack, g_ev[k].t));
+		if (ke >= 0)
+			s_add(elected, ms_between(t_kill, g_ev[ke].t));
+		host_wait(l, 20000);
+		size_t fi = g_nev;
+		start_watch_host(l, "/b11", true);
+		wait_ev(fi, 'I', l->node, "bench", NULL, 0, false, 30000);
+	}
+	stop_host(&hs[0]);
+	stop_host(&hs[1]);
+}
+
+static void watch_figures(bool quick)
+{
+	char ref[256], goal[128], what[300];
+	struct samples p = {0}, b = {0}, pa = {0};
+	watch_latency(quick ? 50 : 500, &p, &b, &pa);
+	double p99 = s_q(&p, 0.99), b99 = s_q(&b, 0.99);
+	snprintf(ref, sizeof(ref), "bare JSON-gateway watch client, same puts: p50 %.3g, p99 %.3g ms",
+	         s_q(&b, 0.5), b99);
+	snprintf(goal, sizeof(goal), "p99 ≤ 2 × bare (%.3g ms)", 2 * b99);
+	snprintf(what, sizeof(what), "watch event: put sent → leader's on_watch_events entered (p50 %.3g, p99 %.3g ms; ratio of p99s %.2f; from the put's ack: p50 %.3g, p99 %.3g ms)",
+	         s_q(&p, 0.5), p99, p99 / b99, s_q(&pa, 0.5), s_q(&pa, 0.99));
+	row("10", what, &p, "ms", ref, goal, p99 <= 2 * b99 ? "yes" : "**no**");
+
+	struct samples r = {0}, rss = {0}, wrss = {0}, rr = {0};
+	snapshot_replay(quick ? 2 : 10, &r, &rss, &wrss, &rr);
+	fmt_ref(ref, sizeof(ref), &rr, "ms", "one range of the 10,000 keys by the host's etcd client");
+	row("11", "snapshot replay at election, 10,000 keys of 1 KiB: on_elected entered → the synced marker's on_watch_events",
+	    &r, "ms", ref, "< 300 ms", r.n && s_max(&r) < 300 ? "yes (max)" : "**no**");
+	fmt_ref(ref, sizeof(ref), &wrss, "MB", "the plugin's worker process, VmHWM");
+	row("11", "snapshot replay: host (daemon) VmHWM after the synced marker", &rss, "MB", ref,
+	    "< 64 MB", rss.n && s_max(&rss) < 64 ? "yes (max)" : "**no**");
+
+	struct samples o = {0}, el = {0};
+	change_in_handover(quick ? 3 : 20, &o, &el);
+	fmt_ref(ref, sizeof(ref), &el, "ms", "same trials: SIGTERM → the new leader's on_elected");
+	row("12", "an input changed 1 ms after SIGTERM of the leader: its put acknowledged → the output written by the new leader (fenced txn acknowledged)",
+	    &o, "ms", ref, "< 50 ms", o.n && s_max(&o) < 50 ? "yes (max)" : "**no**");
+	struct samples *all[] = {&p, &b, &pa, &r, &rss, &wrss, &rr, &o, &el};
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		free(all[i]->v);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "--echo") == 0)
@@ -1943,6 +2244,15 @@ int main(int argc, char **argv)
 	if (switchover_only) {
 		figure9(n_main);
 		note("lh-bench: figure 9 only (LH_BENCH_SWITCHOVER=1), %.1f s",
+		     ms_between(t_begin, mono()) / 1000.0);
+		fclose(g_md);
+		return 0;
+	}
+	/* LH_BENCH_WATCH=1: figures 10-12 only (watches) */
+	if (getenv("LH_BENCH_WATCH") && strcmp(getenv("LH_BENCH_WATCH"), "1") == 0) {
+		unsetenv("LH_BENCH_WATCH"); /* per host, set by start_watch_host */
+		watch_figures(g_quick);
+		note("lh-bench: figures 10-12 only (LH_BENCH_WATCH=1), %.1f s",
 		     ms_between(t_begin, mono()) / 1000.0);
 		fclose(g_md);
 		return 0;
@@ -2135,6 +2445,9 @@ int main(int argc, char **argv)
 	}
 
 	figure9(n_main);
+	/* ---- 10-12: watches ---- */
+	watch_figures(g_quick);
+
 	note("lh-bench: total %.1f s", ms_between(t_begin, mono()) / 1000.0);
 	fprintf(g_md, "\nTotal bench time: %.0f s.\n", ms_between(t_begin, mono()) / 1000.0);
 	fclose(g_md);

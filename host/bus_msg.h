@@ -18,8 +18,10 @@
 /* The version of the bus protocol (proto/bus.proto), exchanged at INIT and
  * checked by both sides: they must speak the same one. 2: the Events batch
  * and the check itself (1 was never sent: its peers send 0). Raise it with
- * every change an older peer would misread. */
-#define LH_BUS_VERSION 2u
+ * every change an older peer would misread. 3: ABI 1.2 watches (read grants
+ * in INIT, watches in its answer, WatchEvents, RangeRequest,
+ * RequestReconcile). */
+#define LH_BUS_VERSION 3u
 
 typedef Leasehold__Bus__ToWorker ToWorker;
 typedef Leasehold__Bus__ToHost ToHost;
@@ -36,6 +38,10 @@ typedef Leasehold__Bus__Kv BusKv;
 ProtobufCBinaryData bus_bin(const void *p, size_t len);
 /* bus_bin_str - a bytes field viewing the string s (NULL = empty) */
 ProtobufCBinaryData bus_bin_str(const char *s);
+/* bus_kv_from_etcd - b views kv (borrowed) without the first `strip` bytes
+ * of its key (the caller checked that the key is that long) */
+struct etcd_kv;
+void bus_kv_from_etcd(BusKv *b, const struct etcd_kv *kv, size_t strip);
 /* bus_pack_msg - pack m into a new nng message (caller owns it); NULL on ENOMEM */
 nng_msg *bus_pack_msg(const ProtobufCMessage *m);
 

@@ -21,6 +21,7 @@ const uint32_t callback_timeout_defaults_ms[PLUGIN_CALLBACKS] = {
 	[PLUGIN_CALLBACK_RECONCILE] = 5u * 60u * 1000u,
 	[PLUGIN_CALLBACK_ON_DEPOSED] = 15u * 1000u,
 	[PLUGIN_CALLBACK_FINI] = 15u * 1000u,
+	[PLUGIN_CALLBACK_ON_WATCH_EVENTS] = 60u * 1000u,
 };
 
 int callback_timeout_parse(const char *arg, struct callback_timeout_rule *ret, char *err,
@@ -52,7 +53,7 @@ int callback_timeout_parse(const char *arg, struct callback_timeout_rule *ret, c
 		else {
 			snprintf(err, err_len,
 			         "'%s' is not a callback (init, on_elected, on_releases_changed, "
-			         "reconcile, on_deposed, fini or all)",
+			         "reconcile, on_deposed, fini, on_watch_events or all)",
 			         kind);
 			return -EINVAL;
 		}

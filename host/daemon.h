@@ -44,6 +44,11 @@ struct daemon_config {
 	const struct priority_rule *priorities;
 	size_t n_priorities;
 	const char *worker_path;      /* process mode: leasehold-worker; NULL = default */
+	/* --plugin-read NAME=PREFIX: plugin read_names[i] may watch and range
+	 * the full etcd keys starting with read_prefixes[i] */
+	const char *const *read_names;
+	const char *const *read_prefixes;
+	size_t n_read;
 	/* SIGHUP, before the plugin directory is rescanned: re-read the
 	 * configuration (NULL = nothing to re-read). Loop thread; it may change
 	 * the runtime settings of this struct (isolation, iso_*, cb_timeouts,

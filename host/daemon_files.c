@@ -406,6 +406,11 @@ static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 	};
 	callback_timeout_resolve(d->cfg->cb_timeouts, d->cfg->n_cb_timeouts, lp->name,
 	                         pcfg.callback_timeout_kind_ms);
+	const char *grants[64]; /* --plugin-read of this plugin (copied by the instance) */
+	for (size_t i = 0; i < d->cfg->n_read && pcfg.n_read_grants < 64; i++)
+		if (strcmp(d->cfg->read_names[i], lp->name) == 0)
+			grants[pcfg.n_read_grants++] = d->cfg->read_prefixes[i];
+	pcfg.read_grants = grants;
 	uint64_t hash = lp->content_hash;
 	r = plugin_instance_new(lp, d->loop, plugin_metrics_host(&e->pm, election_driver_host(e->el)),
 	                        d->cfg->node_id, &pcfg,

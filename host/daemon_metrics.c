@@ -229,12 +229,19 @@ static int metered_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t
 	return r;
 }
 
+static void metered_request_reconcile(void *ctx)
+{
+	struct plugin_metrics *pm = ctx;
+	pm->inner_host->request_reconcile(pm->inner_host->ctx);
+}
+
 const struct driver_host *plugin_metrics_host(struct plugin_metrics *pm,
                                               const struct driver_host *inner)
 {
 	pm->inner_host = inner;
 	pm->host = (struct driver_host){.ctx = pm, .fenced_txn = metered_fenced_txn,
-	                                .data_prefix = inner->data_prefix};
+	                                .data_prefix = inner->data_prefix, .etcd = inner->etcd,
+	                                .request_reconcile = inner->request_reconcile ? metered_request_reconcile : NULL};
 	return &pm->host;
 }
 

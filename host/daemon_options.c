@@ -55,6 +55,7 @@
 	X(PLUGIN_ISOLATION, "plugin-isolation", CONFIG_KEY_RULES, RUNTIME) \
 	X(CALLBACK_TIMEOUT, "callback-timeout", CONFIG_KEY_RULES, RUNTIME) \
 	X(PRIORITY, "priority", CONFIG_KEY_RULES, 0)                 \
+	X(PLUGIN_READ, "plugin-read", CONFIG_KEY_RULES, 0)           \
 	X(WORKER, "worker", CONFIG_KEY_SCALAR, 0)                    \
 	X(CONFIG, "config", CONFIG_KEY_NONE, 0)                      \
 	X(CHECK_CONFIG, "check-config", CONFIG_KEY_NONE, NOARG)      \
@@ -74,6 +75,7 @@ static const struct config_plugin_key plugin_keys[] = {
 	{"isolation", "plugin-isolation", '=', CONFIG_KEY_SCALAR},
 	{"callback-timeout", "callback-timeout", ':', CONFIG_KEY_RULES},
 	{"priority", "priority", '=', CONFIG_KEY_SCALAR},
+	{"read", "plugin-read", '=', CONFIG_KEY_REPEATED},
 };
 
 static const struct config_schema schema = {
@@ -123,6 +125,9 @@ struct daemon_options {
 	size_t n_cb;
 	struct priority_rule prio[MAX_LIST];
 	size_t n_prio;
+	char read_name[MAX_LIST][LH_PLUGIN_NAME_MAX + 1];
+	const char *read_names[MAX_LIST], *read_prefixes[MAX_LIST];
+	size_t n_read;
 };
 
 const struct config_schema *daemon_options_schema(void)
@@ -187,6 +192,25 @@ static int set_plugin_isolation(struct daemon_options *o, const char *v, char *w
 		return bad(why, len, "--plugin-isolation takes NAME=thread|process", v);
 	memcpy(o->iso_name[o->n_iso], name, n + 1);
 	o->iso_modes[o->n_iso++] = mode;
+	return 0;
+}
+
+/* set_plugin_read - --plugin-read NAME=PREFIX: a read grant for plugin NAME */
+static int set_plugin_read(struct daemon_options *o, const char *v, char *why, size_t len)
+{
+	const char *eq = strchr(v, '=');
+	size_t n = eq ? (size_t)(eq - v) : 0;
+
+	if (!eq || n == 0 || n > LH_PLUGIN_NAME_MAX || o->n_read >= MAX_LIST)
+		return bad(why, len, "--plugin-read takes NAME=PREFIX (at most 64)", v);
+	memcpy(o->read_name[o->n_read], v, n);
+	o->read_name[o->n_read][n] = '\0';
+	if (!roles_name_valid(o->read_name[o->n_read]) || !eq[1])
+		return bad(why, len,
+			   "--plugin-read takes NAME=PREFIX with a plugin name and a non-empty "
+			   "etcd key prefix",
+			   v);
+	o->read_prefixes[o->n_read++] = eq + 1;
 	return 0;
 }
 
@@ -313,6 +337,8 @@ static int apply(struct daemon_options *o, int id, const char *v, char *why, siz
 		return 0;
 	case F_PLUGIN_ISOLATION:
 		return set_plugin_isolation(o, v, why, len);
+	case F_PLUGIN_READ:
+		return set_plugin_read(o, v, why, len);
 	default:
 		return bad(why, len, "not a setting", v);
 	}
@@ -427,6 +453,11 @@ static int finish(struct daemon_options *o, char *err, size_t err_len)
 	c->n_cb_timeouts = o->n_cb;
 	c->priorities = o->prio;
 	c->n_priorities = o->n_prio;
+	for (size_t i = 0; i < o->n_read; i++)
+		o->read_names[i] = o->read_name[i];
+	c->read_names = o->read_names;
+	c->read_prefixes = o->read_prefixes;
+	c->n_read = o->n_read;
 	c->roles_seed = o->roles;
 	c->n_roles_seed = o->n_roles;
 	return 0;

@@ -64,6 +64,16 @@ struct driver_host {
 	/* the full etcd prefix the plugin may write under, "P/N/data/" (borrowed,
 	 * valid while the election lives) */
 	const char *data_prefix;
+	/* ABI 1.2 (may be NULL/unset: the plugin's watches, range reads and
+	 * reconcile requests are then refused) */
+	/* the client for the plugin's unfenced reads and leader-gated watches
+	 * (borrowed, valid while the election lives) */
+	struct etcd_client *etcd;
+	/* request_reconcile - the plugin asks for one more reconcile of this term:
+	 * coalesced with any queued one and with a pending `leaseholdctl
+	 * reconcile` (at most one follows the running one). Ignored when not
+	 * leading. Never blocks. */
+	void (*request_reconcile)(void *ctx);
 };
 
 #endif

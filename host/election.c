@@ -548,6 +548,8 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 	e->dhost.ctx = e;
 	e->dhost.fenced_txn = election_fenced_txn;
 	e->dhost.data_prefix = e->k_data;
+	e->dhost.etcd = e->etcd;
+	e->dhost.request_reconcile = election_plugin_request_reconcile;
 	e->releases.min = e->releases.max = e->rel.release;
 	*ret = e;
 	return 0;

@@ -237,13 +237,26 @@ bool election_control_reconcile_wanted(const struct election *e)
 {
 	if (e->paused)
 		return false;
-	return e->resume_reconcile ||
+	return e->resume_reconcile || e->plugin_request ||
 	       (e->request_rev > e->served_rev && e->request_rev > e->request_covered);
+}
+
+void election_plugin_request_reconcile(void *ctx)
+{
+	struct election *e = ctx;
+	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	if (!e->leading)
+		return;
+	/* one flag: any number of requests before the next reconcile starts
+	 * are one request (coalesced with a pending operator request too) */
+	e->plugin_request = true;
+	election_step(e);
 }
 
 void election_control_reconcile_started(struct election *e)
 {
 	e->resume_reconcile = false;
+	e->plugin_request = false;
 	e->request_covered = e->request_rev;
 }
 

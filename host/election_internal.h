@@ -241,6 +241,7 @@ struct election {
 	char *paused_by;
 	int64_t paused_at;
 	bool resume_reconcile; /* the pause ended while leading: reconcile in full */
+	bool plugin_request;   /* the plugin asked for a reconcile (request_reconcile) */
 	bool pause_logged;     /* this term said that the pause holds its reconcile */
 	int64_t request_rev;   /* mod_revision of the request record, 0 = none */
 	int64_t served_rev;    /* the request revision last served (from the record) */
@@ -394,6 +395,9 @@ void election_drv_ctxs_orphan(struct election *e);
 
 /* election_fenced_txn - driver_host.fenced_txn (ctx = the election): the
  * plugin's txn under the fence of our election key. See driver.h. */
+/* election_plugin_request_reconcile - driver_host.request_reconcile (ctx =
+ * the election; election_control.c) */
+void election_plugin_request_reconcile(void *ctx);
 int election_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmps,
                         const struct etcd_op *success, size_t n_success,
                         const struct etcd_op *failure, size_t n_failure, etcd_cb cb, void *ud);

@@ -90,6 +90,7 @@ static void lead_reset(struct election *e)
 	/* a request seen but not served is served by the next term's first
 	 * reconcile (it covers every request seen) */
 	e->resume_reconcile = false;
+	e->plugin_request = false;
 	e->served_pending = false;
 	e->pause_logged = false;
 }

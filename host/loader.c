@@ -387,6 +387,8 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 	/* fields of a minor the plugin does not declare are absent, whatever its size */
 	if (minor < 1 || size < LH_PLUGIN_SIZE_1_1)
 		desc.role = NULL;
+	if (minor < 2 || size < LH_PLUGIN_SIZE_1_2_WATCH)
+		desc.on_watch_events = NULL;
 
 	if (desc.name && !in_object(desc.name, object_base)) {
 		seterr(err, err_len, "plugin name does not point into the plugin");
@@ -468,6 +470,7 @@ static int check_symbol(void *handle, const void *sym, struct lh_plugin *ret_des
 		{"reconcile", (const void *)ret_desc->reconcile},
 		{"on_deposed", (const void *)ret_desc->on_deposed},
 		{"fini", (const void *)ret_desc->fini},
+		{"on_watch_events", (const void *)ret_desc->on_watch_events},
 	};
 	for (size_t i = 0; i < sizeof(cbs) / sizeof(cbs[0]); i++) {
 		if (!in_object(cbs[i].p, base)) {

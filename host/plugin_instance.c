@@ -312,6 +312,10 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 		goto fail;
 	}
 	pi->prefix_len = strlen(pi->data_prefix);
+	if ((r = pi_watch_init(pi, cfg)) < 0)
+		goto fail;
+	pi->cfg.read_grants = NULL; /* copied: never kept */
+	pi->cfg.n_read_grants = 0;
 	pi->host.data_prefix = pi->data_prefix;
 	if (pi->prefix_len == 0 || (cfg && cfg->isolation > PLUGIN_ISOLATION_PROCESS)) {
 		r = -EINVAL; /* an empty prefix would give the plugin all of etcd */
@@ -483,7 +487,7 @@ static int sync_hand_over(struct plugin_instance *pi, enum ev_kind kind)
 	ev->seq = ++pi->next_seq;
 	int r = sync_send(pi, pi_events_msg(pi, &ev, 1));
 	if (r < 0) {
-		free(ev);
+		pi_event_free(ev);
 		return r;
 	}
 	pi->stats.messages++;
@@ -518,6 +522,7 @@ static void stop_sync(struct plugin_instance *pi)
 	 * so a callback waiting for a txn has it in its stash when it returns. */
 	int r = !fini_out && deposed_owed ? sync_hand_over(pi, EV_DEPOSED) : 0;
 	pi->leading = false;
+	pi_watch_stop(pi);
 	pi->term_elected_sent = false;
 	/* txns in flight in etcd will never be answered through the loop now */
 	for (struct pending_txn *pt = pi->txns; pt; pt = pt->next) {
@@ -599,11 +604,11 @@ void plugin_instance_free(struct plugin_instance *pi)
 	while (pi->q_head) {
 		struct event *ev = pi->q_head;
 		pi->q_head = ev->next;
-		free(ev);
+		pi_event_free(ev);
 	}
 	for (struct event *ev = pi_sent_take_all(pi), *next; ev; ev = next) {
 		next = ev->next;
-		free(ev);
+		pi_event_free(ev);
 	}
 	while (pi->out_head) {
 		struct outmsg *o = pi->out_head;
@@ -642,6 +647,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 	free(pi->worker_path);
 	free(pi->runtime_dir);
 	free(pi->worker_stderr);
+	pi_watch_free(pi);
 	free(pi->data_prefix);
 	free(pi->node_id);
 	pthread_mutex_destroy(&pi->pid_mu);

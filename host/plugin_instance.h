@@ -171,7 +171,8 @@ enum plugin_instance_state {
 #define PLUGIN_CALLBACK_RECONCILE 3u
 #define PLUGIN_CALLBACK_ON_DEPOSED 4u
 #define PLUGIN_CALLBACK_FINI 5u
-#define PLUGIN_CALLBACKS 6u
+#define PLUGIN_CALLBACK_ON_WATCH_EVENTS 6u
+#define PLUGIN_CALLBACKS 7u
 /* callback_timeout_kind_ms: this kind has no limit */
 #define PLUGIN_TIMEOUT_NONE UINT32_MAX
 
@@ -243,6 +244,12 @@ struct plugin_instance_config {
 	/* per callback kind (PLUGIN_CALLBACK_*): 0 = callback_timeout_ms,
 	 * PLUGIN_TIMEOUT_NONE = no limit, else the limit in ms */
 	uint32_t callback_timeout_kind_ms[PLUGIN_CALLBACKS];
+	/* ABI 1.2 watches: the full etcd prefixes outside P/N/data/ the operator
+	 * granted this plugin read access to (--plugin-read; copied); the bound
+	 * of undelivered live watch events (0 = PLUGIN_WATCH_QUEUE_MAX) */
+	const char *const *read_grants;
+	size_t n_read_grants;
+	uint32_t watch_queue_max;
 };
 
 /* plugin_instance_new - start a worker thread for the loaded plugin lp and
@@ -315,5 +322,9 @@ uint64_t plugin_instance_pending(const struct plugin_instance *pi);
 const char *plugin_instance_bus_url(const struct plugin_instance *pi);
 /* the live worker child (process mode), 0 if none (thread mode, restarting) */
 pid_t plugin_instance_worker_pid(const struct plugin_instance *pi);
+/* plugin_instance_watch_stats - the counters of the plugin's watches
+ * (plugin_watch.h); false (ret zeroed) when it registered none */
+struct plugin_watch_stats;
+bool plugin_instance_watch_stats(const struct plugin_instance *pi, struct plugin_watch_stats *ret);
 
 #endif

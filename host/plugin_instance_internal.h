@@ -29,6 +29,7 @@
 #include "bus_msg.h"
 #include "etcd.h"
 #include "plugin_instance.h"
+#include "plugin_watch.h"
 #include "proto/bus.pb-c.h"
 #include "worker.h"
 
@@ -57,6 +58,7 @@ enum ev_kind {
 	EV_RECONCILE = WORKER_CB_RECONCILE,
 	EV_DEPOSED = WORKER_CB_ON_DEPOSED,
 	EV_FINI = WORKER_CB_FINI,
+	EV_WATCH = WORKER_CB_ON_WATCH_EVENTS,
 };
 _Static_assert(PLUGIN_CALLBACKS == WORKER_CALLBACKS && PLUGIN_CALLBACK_RECONCILE == EV_RECONCILE &&
 		   PLUGIN_CALLBACK_FINI == EV_FINI,
@@ -73,6 +75,7 @@ struct event {
 	struct releases rel;
 	driver_reconcile_done_fn done;
 	void *done_ud;
+	struct plugin_watch_batch *batch; /* EV_WATCH: owned */
 };
 
 enum comp_kind { COMP_RECONCILE, COMP_DRAIN, COMP_INIT, COMP_STOPPED, COMP_FAILED, COMP_RECOVERED };
@@ -102,6 +105,7 @@ struct pending_txn {
 	struct pending_txn *next;
 	struct plugin_instance *pi; /* NULL once the instance is gone */
 	uint64_t id;
+	bool absolute; /* a range of full keys (ABI 1.2) */
 };
 
 /* one spawned leasehold-worker process, until it is reaped */
@@ -191,6 +195,12 @@ struct plugin_instance {
 
 	struct plugin_instance_stats stats;
 	char init_error[512];
+
+	/* ABI 1.2 watches (plugin_instance_watch.c) */
+	ProtobufCBinaryData *grants; /* the read grants (copies), for INIT and checks */
+	size_t n_grants;
+	struct plugin_watch *watch; /* the watches init registered, or NULL */
+	bool term_reconciled;	    /* this term's first reconcile was handed over */
 };
 
 /* Magic number of struct pending_txn, whose pointer comes back through an
@@ -258,6 +268,35 @@ void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req);
 /* the txns in flight in etcd are no longer answered to this worker:
  * on_txn_done frees each when etcd answers */
 void pi_txns_orphan(struct plugin_instance *pi);
+
+/* the reply to a txn or range request: resp NULL with err < 0; keys are
+ * stripped of the data prefix unless absolute (then they must lie in a grant) */
+void pi_reply_txn(struct plugin_instance *pi, uint64_t id, int err, const char *msg,
+		  const struct etcd_response *resp, bool absolute);
+void pi_txn_unlink(struct plugin_instance *pi, struct pending_txn *pt);
+
+/* ---- plugin_instance_watch.c: ABI 1.2 watches, range reads, reconcile requests ---- */
+
+/* copy cfg's grants (at new); free them (at free) */
+int pi_watch_init(struct plugin_instance *pi, const struct plugin_instance_config *cfg);
+void pi_watch_free(struct plugin_instance *pi);
+/* INIT's answer: take the watches it registered (checked again: a relative
+ * one under the data prefix, an absolute one inside a grant). 0, or -EPERM /
+ * -ENOTSUP / -ENOMEM with the reason in msg. */
+int pi_watch_setup(struct plugin_instance *pi, const EventDone *d, char *msg, size_t len);
+/* a term begins (elected) / the instance stops leading (any path) */
+void pi_watch_term_start(struct plugin_instance *pi);
+void pi_watch_stop(struct plugin_instance *pi);
+/* pi_pump: queue the next watch batch as an EV_WATCH event when one may go
+ * (leading, the term's first reconcile handed over, nothing else queued or
+ * in flight) */
+void pi_watch_feed(struct plugin_instance *pi);
+/* free an event and what it owns */
+void pi_event_free(struct event *ev);
+void pi_handle_range(struct plugin_instance *pi, const Leasehold__Bus__RangeRequest *req);
+void pi_handle_request_reconcile(struct plugin_instance *pi);
+/* is the full key k[0..len) (or, for a prefix, everything under it) granted? */
+bool pi_granted(const struct plugin_instance *pi, const void *k, size_t len);
 
 /* ---- plugin_instance_recv.c: messages from the worker ---- */
 

@@ -178,6 +178,7 @@ void pi_gen_lost(struct plugin_instance *pi, const char *reason)
 	else
 		pi_report_failure(pi, reason); /* on_failed first, then the completions */
 	pi->leading = false; /* a dead worker gets no on_deposed; a new one starts fresh */
+	pi_watch_stop(pi);
 	pi->term_elected_sent = false;
 	for (struct event *next; ev; ev = next) {
 		next = ev->next;
@@ -195,7 +196,7 @@ void pi_gen_lost(struct plugin_instance *pi, const char *reason)
 				pi_completion_push(pi, COMP_INIT, (void (*)(void))pi->cfg.on_init,
 						   pi->cfg.userdata, -EIO, pi->init_error);
 		}
-		free(ev);
+		pi_event_free(ev);
 	}
 	/* nothing queued can reach this worker; a FINI is settled by finish_stop */
 	while (pi->q_head) {
@@ -206,7 +207,7 @@ void pi_gen_lost(struct plugin_instance *pi, const char *reason)
 			pi->stats.dropped++;
 			pi_event_complete_cancelled(pi, q, -EIO, reason);
 		}
-		free(q);
+		pi_event_free(q);
 	}
 	pi->q_tail = NULL;
 	if (pi->stop_requested)

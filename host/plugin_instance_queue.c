@@ -280,6 +280,9 @@ static void event_fill(const struct plugin_instance *pi, const struct event *ev,
 		be->init.node_id = bus_bin_str(pi->node_id);
 		be->init.data_prefix = bus_bin_str(pi->data_prefix);
 		be->init.bus_version = LH_BUS_VERSION;
+		be->init.read_grants = pi->grants;
+		be->init.n_read_grants = pi->n_grants;
+		be->init.no_watches = pi->host.etcd == NULL;
 		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_INIT;
 		be->e.init = &be->init;
 		break;
@@ -306,6 +309,8 @@ static void event_fill(const struct plugin_instance *pi, const struct event *ev,
 		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_FINI;
 		be->e.fini = &be->fini;
 		break;
+	case EV_WATCH: /* sent alone, by plugin_watch_batch_msg */
+		break;
 	}
 }
 
@@ -317,6 +322,8 @@ nng_msg *pi_events_msg(const struct plugin_instance *pi, struct event *const *ev
 	Event *ptrs[PIPELINE_MAX];
 	if (n == 0 || n > PIPELINE_MAX)
 		return NULL;
+	if (evs[0]->kind == EV_WATCH) /* may_send: a watch batch goes alone */
+		return n == 1 ? plugin_watch_batch_msg(evs[0]->batch, evs[0]->seq) : NULL;
 	for (size_t i = 0; i < n; i++) {
 		event_fill(pi, evs[i], &be[i]);
 		ptrs[i] = &be[i].e;
@@ -423,6 +430,7 @@ static bool may_send(const struct plugin_instance *pi, const struct event *ev)
 		return pi->term_start == 2;
 	case EV_INIT:
 	case EV_ELECTED:
+	case EV_WATCH:
 		break;
 	}
 	return false;
@@ -436,6 +444,9 @@ static bool may_send(const struct plugin_instance *pi, const struct event *ev)
  * and settled. */
 void pi_pump(struct plugin_instance *pi)
 {
+	if (!pi->leading)
+		pi_watch_stop(pi);
+	pi_watch_feed(pi);
 	while (pi->q_head && !pi->broken && pi->bus_up && may_send(pi, pi->q_head)) {
 		struct event *evs[PIPELINE_MAX];
 		size_t n = 0;
@@ -452,6 +463,8 @@ void pi_pump(struct plugin_instance *pi)
 			ev->next = NULL;
 			ev->seq = pi->next_seq + n + 1;
 			ev->behind = pi->sent_head != NULL;
+			if (ev->kind == EV_RECONCILE && ev->term == pi->term)
+				pi->term_reconciled = true; /* watch batches may follow */
 			pi->term_start = ev->kind == EV_ELECTED				  ? 1
 					 : ev->kind == EV_RELEASES && pi->term_start == 1 ? 2
 											  : 0;
@@ -477,7 +490,7 @@ void pi_pump(struct plugin_instance *pi)
 				pi_event_complete_cancelled(
 				    pi, evs[i], r, "cannot send the event to the plugin worker");
 				pi->stats.dropped++;
-				free(evs[i]);
+				pi_event_free(evs[i]);
 			}
 			if (elected) /* the rest of the term must not go alone */
 				pi_drop_queued(pi, r,
@@ -486,6 +499,7 @@ void pi_pump(struct plugin_instance *pi)
 		}
 		pi->next_seq += n;
 		pi->stats.messages++;
+		/* n == 1 only: the next batch when this one is acknowledged */
 		for (size_t i = 0; i < n; i++)
 			if (evs[i]->kind == EV_ELECTED)
 				pi->term_elected_sent = true;
@@ -500,7 +514,7 @@ void pi_pump(struct plugin_instance *pi)
 			pi->stats.queued--;
 			pi->stats.dropped++;
 			pi_event_complete_cancelled(pi, ev, -EIO, "the plugin worker is gone");
-			free(ev);
+			pi_event_free(ev);
 		}
 		pi->q_tail = NULL;
 	}
@@ -510,16 +524,18 @@ void pi_pump(struct plugin_instance *pi)
 /* drop queued leadership events (deposed, stop, failure) */
 void pi_drop_queued(struct plugin_instance *pi, int err, const char *msg)
 {
+	pi_watch_stop(pi); /* what the watches hold is dropped with the rest */
 	struct event **pp = &pi->q_head;
 	pi->q_tail = NULL;
 	while (*pp) {
 		struct event *ev = *pp;
-		if (ev->kind == EV_ELECTED || ev->kind == EV_RELEASES || ev->kind == EV_RECONCILE) {
+		if (ev->kind == EV_ELECTED || ev->kind == EV_RELEASES || ev->kind == EV_RECONCILE ||
+		    ev->kind == EV_WATCH) {
 			*pp = ev->next;
 			pi->stats.queued--;
 			pi->stats.dropped++;
 			pi_event_complete_cancelled(pi, ev, err, msg);
-			free(ev);
+			pi_event_free(ev);
 			continue;
 		}
 		pi->q_tail = ev;
@@ -552,7 +568,7 @@ void pi_mark_broken(struct plugin_instance *pi, const char *why)
 		if (ev->kind != EV_FINI && ev->kind != EV_INIT)
 			pi->stats.dropped++;
 		fini_sent |= ev->kind == EV_FINI;
-		free(ev);
+		pi_event_free(ev);
 	}
 	if (fini_sent) {
 		pi_finish_stop(pi);
@@ -618,6 +634,7 @@ void plugin_instance_elected(struct plugin_instance *pi, int64_t fencing_token,
 	pi->leading = true;
 	pi->term_elected_sent = false;
 	pi->term++;
+	pi_watch_term_start(pi);
 	e1->term = e2->term = pi->term;
 	pi->last_rel = *r;
 	e1->token = fencing_token;

@@ -35,7 +35,10 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 	/* the worker skipped a term event a later on_deposed made moot: as if it
 	 * had been dropped here (only these kinds can be skipped) */
 	bool skipped = d->skipped && (ev->kind == EV_ELECTED || ev->kind == EV_RELEASES ||
-				      ev->kind == EV_RECONCILE || ev->kind == EV_DEPOSED);
+				      ev->kind == EV_RECONCILE || ev->kind == EV_DEPOSED ||
+				      ev->kind == EV_WATCH);
+	if (ev->kind == EV_INIT && err == 0 && !other_release)
+		err = pi_watch_setup(pi, d, msg, sizeof(msg));
 	if (skipped) {
 		pi->stats.dropped++;
 		if (ev->kind == EV_RECONCILE)
@@ -59,7 +62,7 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 			char reason[640];
 			pi_fmt(reason, sizeof(reason), "init failed after a restart: %s%s%s",
 			       strerror(-err), msg[0] ? ": " : "", msg);
-			free(ev);
+			pi_event_free(ev);
 			if (other_release) {
 				/* the worker program was replaced (a package upgrade
 				 * under a running host): every restart would start
@@ -78,7 +81,7 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 		}
 		pi->up_since = loop_now();
 		pi_worker_recovered(pi);
-		free(ev);
+		pi_event_free(ev);
 		pi_pump(pi);
 		return;
 	}
@@ -112,6 +115,12 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 		pi_completion_push(pi, COMP_RECONCILE, (void (*)(void))ev->done, ev->done_ud, err,
 				   msg);
 		break;
+	case EV_WATCH:
+		if (err < 0 && !skipped)
+			log_warn(pi->log_comp, "on_watch_events failed: %s%s%s (the batch is not "
+					       "delivered again)",
+				 strerror(-err), msg[0] ? ": " : "", msg);
+		break;
 	case EV_ELECTED:
 	case EV_RELEASES:
 	case EV_DEPOSED:
@@ -123,12 +132,12 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 				 strerror(-err), msg[0] ? ": " : "", msg);
 		break;
 	case EV_FINI:
-		free(ev);
+		pi_event_free(ev);
 		pi_finish_stop(pi);
 		pi_pump(pi);
 		return;
 	}
-	free(ev);
+	pi_event_free(ev);
 	pi_pump(pi);
 }
 
@@ -144,7 +153,8 @@ static int handle_bytes(struct plugin_instance *pi, const void *buf, size_t len)
 	if ((th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_DONE && !th->done) ||
 	    (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_TXN && !th->txn) ||
 	    (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_LOG && !th->log) ||
-	    (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_PROTOCOL_ERROR && !th->protocol_error)) {
+	    (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_PROTOCOL_ERROR && !th->protocol_error) ||
+	    (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_RANGE && !th->range)) {
 		pi->stats.bad_messages++;
 		leasehold__bus__to_host__free_unpacked(th, NULL);
 		return -EBADMSG;
@@ -163,6 +173,12 @@ static int handle_bytes(struct plugin_instance *pi, const void *buf, size_t len)
 		break;
 	case LEASEHOLD__BUS__TO_HOST__MSG_TXN:
 		pi_handle_txn(pi, th->txn);
+		break;
+	case LEASEHOLD__BUS__TO_HOST__MSG_RANGE:
+		pi_handle_range(pi, th->range);
+		break;
+	case LEASEHOLD__BUS__TO_HOST__MSG_REQUEST_RECONCILE:
+		pi_handle_request_reconcile(pi);
 		break;
 	case LEASEHOLD__BUS__TO_HOST__MSG_LOG: {
 		uint32_t lvl = th->log->level > LH_LOG_DEBUG ? LH_LOG_DEBUG : th->log->level;

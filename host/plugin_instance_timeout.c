@@ -64,17 +64,18 @@ void pi_stop_abandoning(struct plugin_instance *pi)
 	log_warn(pi->log_comp, "stopping without waiting for the overrunning callback: its "
 			       "thread is left behind, the plugin's code stays loaded");
 	pi->leading = false;
+	pi_watch_stop(pi);
 	for (struct event *ev = pi_sent_take_all(pi), *next; ev; ev = next) {
 		next = ev->next;
 		pi_event_complete_cancelled(pi, ev, -EIO, "the plugin instance was stopped");
-		free(ev);
+		pi_event_free(ev);
 	}
 	while (pi->q_head) {
 		struct event *q = pi->q_head;
 		pi->q_head = q->next;
 		pi->stats.queued--;
 		pi_event_complete_cancelled(pi, q, -ECANCELED, "the plugin instance was stopped");
-		free(q);
+		pi_event_free(q);
 	}
 	pi->q_tail = NULL;
 	loop_timer_disarm(pi->cb_timer);

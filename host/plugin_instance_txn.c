@@ -17,8 +17,6 @@
 
 /* ---- txn bridging ---- */
 
-static void reply_txn(struct plugin_instance *pi, uint64_t id, int err, const char *msg,
-		      const struct etcd_response *resp);
 
 /* full key = prefix + rel; *ret owned by the caller */
 static uint8_t *full_key(const struct plugin_instance *pi, ProtobufCBinaryData rel, size_t *ret_len)
@@ -133,7 +131,7 @@ static int convert_ops(struct plugin_instance *pi, BusOp **in, size_t n, struct 
 	return 0;
 }
 
-static void txn_unlink(struct plugin_instance *pi, struct pending_txn *pt)
+void pi_txn_unlink(struct plugin_instance *pi, struct pending_txn *pt)
 {
 	struct pending_txn **pp = &pi->txns;
 	while (*pp && *pp != pt)
@@ -150,15 +148,15 @@ static void on_txn_done(struct etcd_client *c, int err, const struct etcd_respon
 	struct plugin_instance *pi = pt->pi;
 	(void)c;
 	if (pi) {
-		txn_unlink(pi, pt);
+		pi_txn_unlink(pi, pt);
 		if (err < 0) {
 			char msg[512];
 			snprintf(msg, sizeof(msg), "%s%s%s", etcd_strerror(err),
 				 resp && resp->error_message ? ": " : "",
 				 resp && resp->error_message ? resp->error_message : "");
-			reply_txn(pi, pt->id, err, msg, NULL);
+			pi_reply_txn(pi, pt->id, err, msg, NULL, false);
 		} else {
-			reply_txn(pi, pt->id, 0, NULL, resp);
+			pi_reply_txn(pi, pt->id, 0, NULL, resp, false);
 		}
 	}
 	pt->magic = 0;
@@ -176,25 +174,25 @@ void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 
 	pi->stats.txns++;
 	if (!pi->sent_head) {
-		reply_txn(pi, req->id, -EPERM, "txn outside a callback", NULL);
+		pi_reply_txn(pi, req->id, -EPERM, "txn outside a callback", NULL, false);
 		return;
 	}
 	if (!pi->leading || !pi->host.fenced_txn) {
-		reply_txn(pi, req->id, -ESTALE,
-			  "not leading: this node does not hold the plugin's election, txn refused",
-			  NULL);
+		pi_reply_txn(pi, req->id, -ESTALE,
+			     "not leading: this node does not hold the plugin's election, txn refused",
+			     NULL, false);
 		return;
 	}
 	if (pi->sent_head->term != pi->term) {
 		/* a callback of an earlier term (deposed, then elected again
 		 * while it ran): the current fence is not its own */
-		reply_txn(pi, req->id, -ESTALE,
-			  "the term this callback belongs to has ended; txn refused", NULL);
+		pi_reply_txn(pi, req->id, -ESTALE,
+			     "the term this callback belongs to has ended; txn refused", NULL, false);
 		return;
 	}
 	if (req->n_compares > MAX_TXN_OPS || req->n_success > MAX_TXN_OPS ||
 	    req->n_failure > MAX_TXN_OPS) {
-		reply_txn(pi, req->id, -E2BIG, "too many ops in one txn", NULL);
+		pi_reply_txn(pi, req->id, -E2BIG, "too many ops in one txn", NULL, false);
 		return;
 	}
 	cmps = calloc(req->n_compares ? req->n_compares : 1, sizeof(*cmps));
@@ -260,7 +258,7 @@ void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 	r = pi->host.fenced_txn(pi->host.ctx, cmps, req->n_compares, succ, req->n_success, fail,
 				req->n_failure, on_txn_done, pt);
 	if (r < 0) {
-		txn_unlink(pi, pt);
+		pi_txn_unlink(pi, pt);
 		free(pt);
 		why = r == -ESTALE  ? "not leading: the election refused the txn"
 		      : r == -EPERM ? "a key lies outside the plugin's data prefix"
@@ -270,7 +268,7 @@ void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 	goto out;
 refuse:
 	snprintf(msg, sizeof(msg), "txn refused: %s", why ? why : strerror(-r));
-	reply_txn(pi, req->id, r, msg, NULL);
+	pi_reply_txn(pi, req->id, r, msg, NULL, false);
 out:
 	bag_free(&bag);
 	free(cmps);
@@ -284,9 +282,10 @@ static bool strip_prefix(const struct plugin_instance *pi, const struct etcd_kv 
 	       memcmp(kv->key, pi->data_prefix, pi->prefix_len) == 0;
 }
 
-static void reply_txn(struct plugin_instance *pi, uint64_t id, int err, const char *msg,
-		      const struct etcd_response *resp)
+void pi_reply_txn(struct plugin_instance *pi, uint64_t id, int err, const char *msg,
+		  const struct etcd_response *resp, bool absolute)
 {
+	size_t strip = absolute ? 0 : pi->prefix_len;
 	TxnReply rep = LEASEHOLD__BUS__TXN_REPLY__INIT;
 	BusOpResult *ors = NULL, **orp = NULL;
 	BusKv *kvs = NULL, **kvp = NULL;
@@ -333,20 +332,15 @@ static void reply_txn(struct plugin_instance *pi, uint64_t id, int err, const ch
 			o->kvs = &kvp[ki];
 			for (size_t k = 0; k < ns; k++) {
 				const struct etcd_kv *kv = &src[k];
-				if (!strip_prefix(pi, kv)) {
+				if (absolute ? !pi_granted(pi, kv->key, kv->key_len)
+					     : !strip_prefix(pi, kv)) {
 					log_debug(pi->log_comp,
 						  "txn result key outside the data prefix dropped");
 					continue;
 				}
-				BusKv *b = &kvs[ki];
-				leasehold__bus__kv__init(b);
-				b->key =
-				    bus_bin(kv->key + pi->prefix_len, kv->key_len - pi->prefix_len);
-				b->value = bus_bin(kv->value, kv->value ? kv->value_len : 0);
-				b->create_revision = kv->create_revision;
-				b->mod_revision = kv->mod_revision;
-				b->version = kv->version;
-				kvp[ki++] = b;
+				bus_kv_from_etcd(&kvs[ki], kv, strip);
+				kvp[ki] = &kvs[ki];
+				ki++;
 				o->n_kvs++;
 			}
 		}

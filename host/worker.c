@@ -53,6 +53,18 @@ struct worker {
 	char crash_who[WORKER_CALLBACKS][LH_PLUGIN_NAME_MAX + 48];
 	char errmsg[512];
 	char txn_error[512];
+	/* ABI 1.2 watches: the grants from INIT, the watches init registered */
+	bool in_init;
+	bool no_watches; /* the host offers none (INIT) */
+	ProtobufCBinaryData *grants; /* copies */
+	size_t n_grants;
+	struct worker_watch {
+		uint8_t *prefix; /* full key */
+		size_t len;
+		uint32_t flags;
+	} watches[LH_WATCH_MAX];
+	unsigned n_watches;
+	void *batch_mem; /* the running on_watch_events' batch (one allocation) */
 };
 
 static struct worker *ctx_worker(struct lh_ctx *ctx)
@@ -67,6 +79,7 @@ static const char *const g_callback_names[WORKER_CALLBACKS] = {
 	[WORKER_CB_RECONCILE] = "reconcile",
 	[WORKER_CB_ON_DEPOSED] = "on_deposed",
 	[WORKER_CB_FINI] = "fini",
+	[WORKER_CB_ON_WATCH_EVENTS] = "on_watch_events",
 };
 
 const char *worker_callback_name(unsigned kind)
@@ -140,6 +153,8 @@ static int event_callback(const Event *ev)
 		return WORKER_CB_ON_DEPOSED;
 	case LEASEHOLD__BUS__EVENT__KIND_FINI:
 		return WORKER_CB_FINI;
+	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS:
+		return WORKER_CB_ON_WATCH_EVENTS;
 	default:
 		return -1;
 	}
@@ -396,6 +411,28 @@ static BusOp *fill_ops(const struct lh_op *ops, uint32_t n, BusOp *store, BusOp 
 	return store;
 }
 
+/* copy a bus kv into *kv, its bytes (NUL-terminated) at *bytes */
+static void kv_from_bus(const BusKv *b, struct lh_kv *kv, uint8_t **bytes)
+{
+	uint8_t *p = *bytes;
+	if (b->key.len)
+		memcpy(p, b->key.data, b->key.len);
+	p[b->key.len] = 0;
+	kv->key = p;
+	kv->key_len = b->key.len;
+	p += b->key.len + 1;
+	if (b->value.len)
+		memcpy(p, b->value.data, b->value.len);
+	p[b->value.len] = 0;
+	kv->value = p;
+	kv->value_len = b->value.len;
+	p += b->value.len + 1;
+	kv->create_revision = b->create_revision;
+	kv->mod_revision = b->mod_revision;
+	kv->version = b->version;
+	*bytes = p;
+}
+
 /* Turn a TxnReply into the plugin's result, in one allocation. */
 static int build_result(struct worker *w, const TxnReply *rep, const struct lh_txn_result **ret)
 {
@@ -429,25 +466,8 @@ static int build_result(struct worker *w, const TxnReply *rep, const struct lh_t
 		ors[i].deleted = r->deleted;
 		ors[i].kvs = kvs;
 		ors[i].n_kvs = r->n_kvs;
-		for (size_t k = 0; k < r->n_kvs; k++) {
-			const BusKv *b = r->kvs[k];
-			struct lh_kv *kv = kvs++;
-			if (b->key.len)
-				memcpy(bytes, b->key.data, b->key.len);
-			bytes[b->key.len] = 0;
-			kv->key = bytes;
-			kv->key_len = b->key.len;
-			bytes += b->key.len + 1;
-			if (b->value.len)
-				memcpy(bytes, b->value.data, b->value.len);
-			bytes[b->value.len] = 0;
-			kv->value = bytes;
-			kv->value_len = b->value.len;
-			bytes += b->value.len + 1;
-			kv->create_revision = b->create_revision;
-			kv->mod_revision = b->mod_revision;
-			kv->version = b->version;
-		}
+		for (size_t k = 0; k < r->n_kvs; k++)
+			kv_from_bus(r->kvs[k], kvs++, &bytes);
 	}
 	free(w->result);
 	w->result = mem;
@@ -614,6 +634,239 @@ out:
 	return r;
 }
 
+/* ---- ABI 1.2: watch, range, request_reconcile ---- */
+
+#define MAX_WATCH_PREFIX 4096u
+
+static bool bytes_start(const void *k, size_t len, const void *prefix, size_t plen)
+{
+	return len >= plen && (plen == 0 || memcmp(k, prefix, plen) == 0);
+}
+
+/* does a grant cover the full key k (a key, or a prefix: every key under it)? */
+static bool worker_granted(const struct worker *w, const void *k, size_t len)
+{
+	for (size_t i = 0; i < w->n_grants; i++)
+		if (bytes_start(k, len, w->grants[i].data, w->grants[i].len))
+			return true;
+	return false;
+}
+
+/* the full key for a plugin key (relative unless absolute); NULL on ENOMEM */
+static uint8_t *worker_full_key(const struct worker *w, const void *k, size_t len, bool absolute,
+                                size_t *ret_len)
+{
+	size_t pl = absolute ? 0 : strlen(w->data_prefix);
+	uint8_t *f = malloc(pl + len + 1);
+	if (!f)
+		return NULL;
+	memcpy(f, w->data_prefix, pl);
+	if (len)
+		memcpy(f + pl, k, len);
+	f[pl + len] = 0;
+	*ret_len = pl + len;
+	return f;
+}
+
+static void refuse_ungranted(struct worker *w, const char *what, const void *k, size_t len)
+{
+	char shown[200];
+	size_t n = len < sizeof(shown) - 1 ? len : sizeof(shown) - 1;
+	for (size_t i = 0; i < n; i++) {
+		char c = ((const char *)k)[i];
+		shown[i] = (c >= 0x20 && c < 0x7f) ? c : '?';
+	}
+	shown[n] = 0;
+	txn_fail(w, "%s of \"%s\" refused: not granted (outside %s; the operator grants read "
+	         "access with leasehold --plugin-read %s=PREFIX)",
+	         what, shown, w->data_prefix, w->desc.name ? w->desc.name : "NAME");
+	api_log(&w->ctx, LH_LOG_ERROR, w->txn_error);
+}
+
+static int32_t api_watch(struct lh_ctx *ctx, const void *prefix, uint64_t prefix_len,
+                         uint32_t flags)
+{
+	struct worker *w = ctx_worker(ctx);
+	if (!on_worker(w) || !w->in_init) {
+		if (on_worker(w))
+			txn_fail(w, "watch may be called only from init");
+		return -EPERM;
+	}
+	w->txn_error[0] = 0;
+	if ((flags & ~(LH_WATCH_ABSOLUTE | LH_WATCH_PREV_KV)) || (prefix_len && !prefix) ||
+	    prefix_len > MAX_WATCH_PREFIX || ((flags & LH_WATCH_ABSOLUTE) && prefix_len == 0)) {
+		txn_fail(w, "watch: bad flags 0x%x or prefix", flags);
+		return -EINVAL;
+	}
+	if (w->no_watches) {
+		txn_fail(w, "this host offers no watches");
+		return -ENOTSUP;
+	}
+	if (w->n_watches >= LH_WATCH_MAX) {
+		txn_fail(w, "watch: more than %u watches", LH_WATCH_MAX);
+		return -ENOSPC;
+	}
+	bool absolute = (flags & LH_WATCH_ABSOLUTE) != 0;
+	if (absolute && !worker_granted(w, prefix, (size_t)prefix_len)) {
+		refuse_ungranted(w, "watch", prefix, (size_t)prefix_len);
+		return -EPERM;
+	}
+	struct worker_watch *ww = &w->watches[w->n_watches];
+	ww->prefix = worker_full_key(w, prefix, (size_t)prefix_len, absolute, &ww->len);
+	if (!ww->prefix) {
+		txn_fail(w, "out of memory");
+		return -ENOMEM;
+	}
+	ww->flags = flags;
+	return (int32_t)w->n_watches++;
+}
+
+static ToWorker *wait_txn_reply(struct worker *w, uint64_t id, int *err);
+static int build_result(struct worker *w, const TxnReply *rep, const struct lh_txn_result **ret);
+
+static int32_t api_range(struct lh_ctx *ctx, const void *key, uint64_t key_len, uint32_t flags,
+                         int64_t limit, const struct lh_op_result **ret_result)
+{
+	struct worker *w = ctx_worker(ctx);
+	if (!on_worker(w))
+		return -EPERM;
+	w->txn_error[0] = 0;
+	free(w->result);
+	w->result = NULL;
+	if (!ret_result || (flags & ~(LH_F_PREFIX | LH_F_KEYS_ONLY | LH_F_COUNT_ONLY | LH_F_ABSOLUTE)) ||
+	    key_len > MAX_KEY_LEN || (key_len && !key) || ((flags & LH_F_ABSOLUTE) && !key_len)) {
+		txn_fail(w, "range: bad flags 0x%x, key or ret_result", flags);
+		return -EINVAL;
+	}
+	if (w->no_watches) {
+		txn_fail(w, "this host offers no range reads");
+		return -ENOTSUP;
+	}
+	if ((flags & LH_F_ABSOLUTE) && !worker_granted(w, key, (size_t)key_len)) {
+		refuse_ungranted(w, "range", key, (size_t)key_len);
+		return -EPERM;
+	}
+	Leasehold__Bus__RangeRequest req = LEASEHOLD__BUS__RANGE_REQUEST__INIT;
+	req.id = ++w->last_txn_id;
+	req.key = bus_bin(key, (size_t)key_len);
+	req.flags = flags;
+	req.limit = limit < 0 ? 0 : limit;
+	ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
+	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_RANGE;
+	th.range = &req;
+	nng_msg *msg = bus_pack_msg(&th.base);
+	if (!msg) {
+		txn_fail(w, "out of memory");
+		return -ENOMEM;
+	}
+	if (nng_sendmsg(w->sock, msg, 0) != 0) {
+		nng_msg_free(msg);
+		txn_fail(w, "bus closed: the instance is shutting down");
+		return -ECANCELED;
+	}
+	int r = 0;
+	ToWorker *tw = wait_txn_reply(w, req.id, &r);
+	if (!tw) {
+		txn_fail(w, r == -ETIMEDOUT ? "range: no answer from the host in time"
+		                            : "bus closed: the instance is shutting down");
+		return r;
+	}
+	const TxnReply *rep = tw->txn_reply;
+	const struct lh_txn_result *res = NULL;
+	if (rep->err != 0) {
+		r = (rep->err < 0 && rep->err > -4096) ? rep->err : -EIO;
+		txn_fail(w, "%.*s", (int)(rep->message.len > 500 ? 500 : rep->message.len),
+		         rep->message.data ? (const char *)rep->message.data : "");
+	} else if (rep->n_results != 1 || (r = build_result(w, rep, &res)) < 0) {
+		r = r < 0 ? r : -EBADMSG;
+		txn_fail(w, "bad range reply from the host");
+	} else
+		*ret_result = &res->results[0];
+	leasehold__bus__to_worker__free_unpacked(tw, NULL);
+	return r;
+}
+
+static int32_t api_request_reconcile(struct lh_ctx *ctx)
+{
+	struct worker *w = ctx_worker(ctx);
+	if (!on_worker(w))
+		return -EPERM;
+	if (!w->token)
+		return -ESTALE;
+	Leasehold__Bus__RequestReconcile rr = LEASEHOLD__BUS__REQUEST_RECONCILE__INIT;
+	ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
+	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_REQUEST_RECONCILE;
+	th.request_reconcile = &rr;
+	worker_send(w, &th.base);
+	return 0;
+}
+
+/* the plugin's view of a WatchEvents (hostile: checked), in one allocation
+ * kept in w->batch_mem until the callback returns */
+static int watch_batch_build(struct worker *w, const Leasehold__Bus__WatchEvents *we,
+                             struct lh_watch_batch *ret)
+{
+	if (we->watch_id >= w->n_watches ||
+	    (we->flags & ~(LH_WATCH_SNAPSHOT | LH_WATCH_SYNCED | LH_WATCH_RESYNC)))
+		return -EBADMSG;
+	size_t n = we->n_events, n_prev = 0, n_bytes = 0;
+	for (size_t i = 0; i < n; i++) {
+		const Leasehold__Bus__WatchEvent *e = we->events[i];
+		if (!e->kv || e->type > LH_WATCH_DELETE)
+			return -EBADMSG;
+		n_bytes += e->kv->key.len + e->kv->value.len + 2;
+		if (e->prev_kv) {
+			n_prev++;
+			n_bytes += e->prev_kv->key.len + e->prev_kv->value.len + 2;
+		}
+	}
+	char *mem = calloc(1, n * sizeof(struct lh_watch_event) + n_prev * sizeof(struct lh_kv) +
+	                          n_bytes + 1);
+	if (!mem)
+		return -ENOMEM;
+	struct lh_watch_event *evs = (struct lh_watch_event *)(void *)mem;
+	struct lh_kv *prev = (struct lh_kv *)(void *)(evs + n);
+	uint8_t *bytes = (uint8_t *)(prev + n_prev);
+	for (size_t i = 0; i < n; i++) {
+		const Leasehold__Bus__WatchEvent *e = we->events[i];
+		evs[i].type = e->type;
+		kv_from_bus(e->kv, &evs[i].kv, &bytes);
+		if (e->prev_kv) {
+			kv_from_bus(e->prev_kv, prev, &bytes);
+			evs[i].prev_kv = prev++;
+		}
+	}
+	free(w->batch_mem);
+	w->batch_mem = mem;
+	*ret = (struct lh_watch_batch){we->watch_id, we->flags, we->revision, evs, n};
+	return 0;
+}
+
+/* INIT's grants, copied */
+static int take_grants(struct worker *w, const Leasehold__Bus__Init *in)
+{
+	if (in->n_read_grants > 256)
+		return -E2BIG;
+	for (size_t i = 0; i < w->n_grants; i++) /* an INIT after a failed one */
+		free(w->grants[i].data);
+	free(w->grants);
+	w->n_grants = 0;
+	w->no_watches = in->no_watches;
+	w->grants = calloc(in->n_read_grants ? in->n_read_grants : 1, sizeof(*w->grants));
+	if (!w->grants)
+		return -ENOMEM;
+	for (size_t i = 0; i < in->n_read_grants; i++) {
+		ProtobufCBinaryData g = in->read_grants[i];
+		if (g.len == 0 || g.len > MAX_WATCH_PREFIX)
+			continue; /* an empty grant would grant everything: never */
+		if (!(w->grants[w->n_grants].data = malloc(g.len)))
+			return -ENOMEM;
+		memcpy(w->grants[w->n_grants].data, g.data, g.len);
+		w->grants[w->n_grants++].len = g.len;
+	}
+	return 0;
+}
+
 static char *dup_bin(ProtobufCBinaryData b)
 {
 	char *s = malloc(b.len + 1);
@@ -671,11 +924,21 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		free(w->data_prefix);
 		w->node_id = dup_bin(ev->init->node_id);
 		w->data_prefix = dup_bin(ev->init->data_prefix);
-		if (!w->node_id || !w->data_prefix) {
-			err = -ENOMEM;
+		if (!w->node_id || !w->data_prefix || (err = take_grants(w, ev->init)) < 0) {
+			err = err < 0 ? err : -ENOMEM;
 			break;
 		}
+		w->in_init = true;
 		err = d->init ? d->init(&w->ctx) : 0;
+		w->in_init = false;
+		if (err == 0 && w->n_watches && !d->on_watch_events) {
+			snprintf(w->errmsg, sizeof(w->errmsg),
+			         "init registered %u watch(es) but the plugin has no on_watch_events",
+			         w->n_watches);
+			if (d->fini) /* init succeeded: fini undoes it */
+				d->fini(&w->ctx);
+			err = -EINVAL;
+		}
 		w->initialized = err == 0;
 		break;
 	case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
@@ -697,6 +960,17 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
 		err = d->reconcile(&w->ctx);
 		break;
+	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS: {
+		struct lh_watch_batch b;
+		err = watch_batch_build(w, ev->watch_events, &b);
+		if (err < 0)
+			snprintf(w->errmsg, sizeof(w->errmsg), "bad watch batch from the host");
+		else
+			err = d->on_watch_events ? d->on_watch_events(&w->ctx, &b) : 0;
+		free(w->batch_mem);
+		w->batch_mem = NULL;
+		break;
+	}
 	case LEASEHOLD__BUS__EVENT__KIND_DEPOSED:
 		w->token = 0; /* no longer leading, also during on_deposed */
 		if (d->on_deposed)
@@ -736,6 +1010,9 @@ static bool should_skip(struct worker *w, const Event *ev)
 	case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
 		w->term_skipped = term_ends_ahead(w);
 		return w->term_skipped;
+	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS:
+		/* nothing of a watch runs once its term is over */
+		return w->term_skipped || !w->token || term_ends_ahead(w);
 	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:
 	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
 		if (w->term_skipped)
@@ -787,8 +1064,18 @@ int worker_run(struct worker *w)
 		done.err = err;
 		done.skipped = skipped;
 		done.message = bus_bin_str(w->errmsg);
-		if (tw->event->kind_case == LEASEHOLD__BUS__EVENT__KIND_INIT)
+		Leasehold__Bus__WatchSpec specs[LH_WATCH_MAX], *spec_ptrs[LH_WATCH_MAX];
+		if (tw->event->kind_case == LEASEHOLD__BUS__EVENT__KIND_INIT) {
 			done.bus_version = LH_BUS_VERSION;
+			for (unsigned i = 0; err == 0 && i < w->n_watches; i++) {
+				leasehold__bus__watch_spec__init(&specs[i]);
+				specs[i].prefix = bus_bin(w->watches[i].prefix, w->watches[i].len);
+				specs[i].flags = w->watches[i].flags;
+				spec_ptrs[i] = &specs[i];
+			}
+			done.n_watches = err == 0 ? w->n_watches : 0;
+			done.watches = spec_ptrs;
+		}
 		ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
 		th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_DONE;
 		th.done = &done;
@@ -823,6 +1110,9 @@ int worker_new(const struct lh_plugin *desc, nng_socket sock, uint32_t txn_timeo
 	w->api.fencing_token = api_fencing_token;
 	w->api.node_id = api_node_id;
 	w->api.data_prefix = api_data_prefix;
+	w->api.watch = api_watch;
+	w->api.range = api_range;
+	w->api.request_reconcile = api_request_reconcile;
 	w->desc = *desc;
 	w->sock = sock;
 	w->activity = &w->own_activity;
@@ -843,5 +1133,11 @@ void worker_free(struct worker *w)
 	free(w->node_id);
 	free(w->data_prefix);
 	free(w->result);
+	free(w->batch_mem);
+	for (size_t i = 0; i < w->n_grants; i++)
+		free(w->grants[i].data);
+	free(w->grants);
+	for (unsigned i = 0; i < w->n_watches; i++)
+		free(w->watches[i].prefix);
 	free(w);
 }

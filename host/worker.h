@@ -48,8 +48,9 @@ enum worker_callback {
 	WORKER_CB_RECONCILE = 3,
 	WORKER_CB_ON_DEPOSED = 4,
 	WORKER_CB_FINI = 5,
+	WORKER_CB_ON_WATCH_EVENTS = 6, /* ABI 1.2 */
 };
-#define WORKER_CALLBACKS 6
+#define WORKER_CALLBACKS 7
 
 /* worker_callback_name - "init", "on_elected", ... ("?" when out of range) */
 const char *worker_callback_name(unsigned kind);

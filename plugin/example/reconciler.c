@@ -1,49 +1,48 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * reconciler.c - the example leasehold plugin "reconciler".
+ * reconciler.c - the example leasehold plugin "reconciler": a small but real
+ * controller. Everything lives under its data prefix (P/reconciler/data/):
+ *   desired/<name>   INPUT: desired objects, written by anyone (a value each)
+ *   out/<name>       OUTPUT: each object's materialized form, in this
+ *                    release's format: 1.0.x v1 "value=<v>",
+ *                    1.1.0+ v2 {"value":"<v>","format":2}
+ *   config/schema, config/items/<i>   state the plugin owns (LH_EXAMPLE_ITEMS
+ *                    items, default 3, in the release's format)
+ *   journal/<token 16 hex>-<n 8 digits> = "node=.. token=.. release=.. items=.."
+ *                    one record in EVERY txn that writes, so the invariant
+ *                    checker (tests/invariants.c) can prove that no two
+ *                    leaders ever wrote concurrently
  *
- * It keeps a small desired state under its data prefix (P/reconciler/data/):
- *   config/schema        the schema this release writes ("reconciler/v1" or
- *                        "reconciler/v2")
- *   config/items/<i>     LH_EXAMPLE_ITEMS entries (default 3) in the release's
- *                        format: v1 "item=<i>;state=ready"
- *                                 v2 {"item":<i>,"state":"ready","format":2}
- * Each reconcile reads config/, writes what differs (and deletes items that
- * should not exist), and appends a journal record in the SAME txn:
- *   journal/<fencing token, 16 hex>-<counter, 8 digits>
- *       = "node=<id> token=<token> release=<x.y.z> items=<n>"
- * The txn compares that the record does not exist yet, and the host adds the
- * leadership fence, so an invariant checker can later verify that no two
- * leaders reconciled concurrently: every record of one token comes from one
- * node, and tokens only grow along the etcd revisions of the records.
+ * How it works (ABI 1.2; the informer pattern, leader-gated):
+ * - init registers a watch of desired/. While this node leads, on_watch_events
+ *   gets the snapshot of every input (the cache is refilled; a RESYNC batch
+ *   empties it first), then each change; every change (and the end of a
+ *   snapshot) asks for a reconcile: request_reconcile coalesces them.
+ * - reconcile converges: config/ as before, then, once the cache is synced,
+ *   out/ to the cache: missing or stale outputs written, outputs whose input
+ *   is gone deleted, in fenced txns of at most CHUNK ops plus the journal
+ *   record. Not synced yet (the term's first reconcile comes before the
+ *   snapshot): the outputs wait; deleting then would delete what is merely
+ *   not seen yet.
+ * - on_deposed drops the cache: a standby holds nothing; the next term
+ *   starts from a fresh snapshot.
  *
- * Releases (compile time, each a plain number):
- *   -DLH_EXAMPLE_RELEASE_MAJOR=1 -DLH_EXAMPLE_RELEASE_MINOR=1 -DLH_EXAMPLE_RELEASE_PATCH=0
- * 1.0.x writes format v1. 1.1.0 and later write format v2, which 1.0.x
- * consumers cannot read: an incompatible change, so such a build declares
- * min_compatible_release 1.1.0 (nothing older may serve once it has
- * reconciled). min_reconciler_release stays 1.0.0 (a 1.1 consumer can still
- * serve state written by a 1.0 reconciler: it reads v1 too).
- *
- * Role (ABI 1.1): built with -DLH_EXAMPLE_ROLE='"controller"' the plugin runs
- * only on nodes holding that role (the tests build such a variant).
- *
- * Test knobs, read once in init from the environment:
- *   LH_EXAMPLE_ITEMS=N        number of items (0..1000, default 3)
- *   LH_EXAMPLE_FAIL_FIRST=N   the first N reconciles fail with -EAGAIN
- *   LH_EXAMPLE_DELAY_MS=N     each reconcile waits N ms first (0..600000),
- *                             simulating slow work; the wait is a poll() on
- *                             no fds, the plugin's own thread only
+ * Releases: -DLH_EXAMPLE_RELEASE_{MAJOR,MINOR,PATCH}. 1.1.0 writes v2, which
+ * 1.0.x consumers cannot read: min_compatible_release 1.1.0.
+ * Role (ABI 1.1): -DLH_EXAMPLE_ROLE='"controller"'.
+ * Test knobs (environment, read in init): LH_EXAMPLE_ITEMS=N (0..1000),
+ * LH_EXAMPLE_FAIL_FIRST=N (the first N reconciles fail with -EAGAIN),
+ * LH_EXAMPLE_DELAY_MS=N (each reconcile first waits N ms: slow work).
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <leasehold/plugin.h>
 
@@ -56,64 +55,350 @@
 #ifndef LH_EXAMPLE_RELEASE_PATCH
 #define LH_EXAMPLE_RELEASE_PATCH 0
 #endif
-
 #define FORMAT_V2 (LH_EXAMPLE_RELEASE_MAJOR > 1 || LH_EXAMPLE_RELEASE_MINOR >= 1)
 #define MAX_ITEMS 1000u
+#define CHUNK 100u  /* writes per txn (the host allows 128 ops) */
+#define VAL_MAX 512 /* bytes of an output value */
 
-struct state {
-	uint32_t items;
-	uint32_t fail_first;
-	uint32_t delay_ms;
-	uint64_t reconciles; /* attempts so far */
-	int64_t token;       /* current term */
-	uint64_t journal_counter;
+struct obj { /* one desired object: the cache entry */
+	char *name, *value;
 };
 
-/* env var as an unsigned number in [0, max], def when unset or invalid */
+struct state {
+	uint32_t items, fail_first, delay_ms;
+	uint64_t reconciles, journal_counter;
+	int64_t token; /* the current term's, 0 when not leading */
+	struct obj *cache; /* sorted by name */
+	size_t n, cap;
+	bool synced; /* the cache holds a complete snapshot of desired/ */
+};
+
 static uint32_t env_u32(const char *name, uint32_t def, uint32_t max)
 {
 	const char *s = getenv(name);
-	if (!s || !*s)
-		return def;
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(s, &end, 10);
-	if (errno || *end || s[0] == '-' || v > max)
-		return def;
-	return (uint32_t)v;
+	char *end = NULL;
+	unsigned long v = s && *s && s[0] != '-' ? strtoul(s, &end, 10) : ULONG_MAX;
+	return (v == ULONG_MAX || !end || *end || v > max) ? def : (uint32_t)v;
 }
 
-static void wait_ms(uint32_t ms)
+static void cache_clear(struct state *st)
 {
-	struct timespec now, end;
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_sec += ms / 1000;
-	end.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (end.tv_nsec >= 1000000000L) {
-		end.tv_sec++;
-		end.tv_nsec -= 1000000000L;
+	for (size_t i = 0; i < st->n; i++) {
+		free(st->cache[i].name);
+		free(st->cache[i].value);
 	}
-	for (;;) {
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		int64_t left = (int64_t)(end.tv_sec - now.tv_sec) * 1000 +
-		               (end.tv_nsec - now.tv_nsec) / 1000000L;
-		if (left <= 0)
-			return;
-		poll(NULL, 0, (int)left);
+	st->n = 0;
+	st->synced = false;
+}
+
+/* index of name, or where it would go (*found false) */
+static size_t cache_find(const struct state *st, const char *name, bool *found)
+{
+	size_t lo = 0, hi = st->n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(st->cache[mid].name, name);
+		if (c == 0) {
+			*found = true;
+			return mid;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
+	*found = false;
+	return lo;
+}
+
+static int cache_apply(struct state *st, const char *name, const char *value, bool del)
+{
+	bool found;
+	size_t i = cache_find(st, name, &found);
+	if (del || found) {
+		if (!found)
+			return 0;
+		free(st->cache[i].value);
+		if (!del)
+			return (st->cache[i].value = strdup(value)) ? 0 : -ENOMEM;
+		free(st->cache[i].name);
+		memmove(&st->cache[i], &st->cache[i + 1], (st->n - i - 1) * sizeof(*st->cache));
+		st->n--;
+		return 0;
+	}
+	if (st->n == st->cap) {
+		size_t c = st->cap ? st->cap * 2 : 64;
+		struct obj *nc = realloc(st->cache, c * sizeof(*nc));
+		if (!nc)
+			return -ENOMEM;
+		st->cache = nc;
+		st->cap = c;
+	}
+	struct obj o = {strdup(name), strdup(value)};
+	if (!o.name || !o.value) {
+		free(o.name);
+		free(o.value);
+		return -ENOMEM;
+	}
+	memmove(&st->cache[i + 1], &st->cache[i], (st->n - i) * sizeof(*st->cache));
+	st->cache[i] = o;
+	st->n++;
+	return 0;
+}
+
+/* the release-specific materialized form of an input value */
+static int materialize(const char *in, char *out, size_t len)
+{
+#if FORMAT_V2
+	size_t o = 0;
+	int n = snprintf(out, len, "{\"value\":\"");
+	for (o = (size_t)n; *in && o + 8 < len; in++) { /* JSON string escaping */
+		unsigned char c = (unsigned char)*in;
+		o += (size_t)(c < 0x20 || c == '"' || c == '\\' ? snprintf(out + o, len - o, "\\u%04x", c)
+							       : snprintf(out + o, len - o, "%c", c));
+	}
+	return (int)o + snprintf(out + o, len - o, "\",\"format\":2}");
+#else
+	return snprintf(out, len, "value=%s", in);
+#endif
+}
+
+static int item_value(uint32_t i, char *buf, size_t len)
+{
+#if FORMAT_V2
+	return snprintf(buf, len, "{\"item\":%u,\"state\":\"ready\",\"format\":2}", i);
+#else
+	return snprintf(buf, len, "item=%u;state=ready", i);
+#endif
+}
+
+/* fenced_write - ops[0..n) plus this term's next journal record, in one txn
+ * that only runs if the record does not exist yet (the host adds the fence) */
+static int32_t fenced_write(struct lh_ctx *ctx, struct lh_op *ops, uint32_t n)
+{
+	struct state *st = ctx->user;
+	const struct lh_host_api *h = ctx->host;
+	const struct lh_txn_result *res;
+	char jkey[64], jval[256];
+	int64_t token = h->fencing_token(ctx);
+	int jkl = snprintf(jkey, sizeof(jkey), "journal/%016" PRIx64 "-%08" PRIu64, (uint64_t)token,
+	                   st->journal_counter++);
+	int jvl = snprintf(jval, sizeof(jval), "node=%s token=%" PRId64 " release=%d.%d.%d items=%u",
+	                   h->node_id(ctx), token, LH_EXAMPLE_RELEASE_MAJOR, LH_EXAMPLE_RELEASE_MINOR,
+	                   LH_EXAMPLE_RELEASE_PATCH, st->items);
+	ops[n++] = (struct lh_op){.type = LH_OP_PUT, .key = jkey, .key_len = (uint64_t)jkl,
+	                          .value = jval, .value_len = (uint64_t)jvl};
+	struct lh_compare fresh = {.target = LH_CMP_CREATE, .result = LH_CMP_EQUAL, .key = jkey,
+	                           .key_len = (uint64_t)jkl, .number = 0};
+	int32_t r = h->txn(ctx, &fresh, 1, ops, n, NULL, 0, &res);
+	if (r < 0) {
+		lh_set_errorf(ctx, "writing: %s", h->last_error(ctx));
+		return r;
+	}
+	if (!res->succeeded) { /* the record exists (a retry) or the fence failed */
+		ctx->host->set_error(ctx, "txn compare failed (journal record exists or not leading)");
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+/* the write batch of one reconcile: keys and values copied (a range result
+ * dies at the next call), flushed every CHUNK ops */
+struct batch {
+	struct lh_op ops[CHUNK + 1];
+	char keys[CHUNK][160], vals[CHUNK][VAL_MAX];
+	uint32_t n;
+};
+
+static int32_t batch_add(struct lh_ctx *ctx, struct batch *b, uint32_t type, const char *key,
+                         const char *val, int vlen)
+{
+	if (b->n == CHUNK) {
+		int32_t r = fenced_write(ctx, b->ops, b->n);
+		b->n = 0;
+		if (r < 0)
+			return r;
+	}
+	snprintf(b->keys[b->n], sizeof(b->keys[0]), "%s", key);
+	if (val)
+		memcpy(b->vals[b->n], val, (size_t)vlen);
+	b->ops[b->n] = (struct lh_op){.type = type, .key = b->keys[b->n], .key_len = strlen(key),
+	                              .value = b->vals[b->n], .value_len = val ? (uint64_t)vlen : 0};
+	b->n++;
+	return 0;
+}
+
+/* read every key under a relative prefix, as the leader: a txn (fenced) */
+static int32_t read_prefix(struct lh_ctx *ctx, const char *prefix, const struct lh_op_result **ret)
+{
+	const struct lh_txn_result *res;
+	struct lh_op rd = {.type = LH_OP_RANGE, .flags = LH_F_PREFIX, .key = prefix,
+	                   .key_len = strlen(prefix)};
+	int32_t r = ctx->host->txn(ctx, NULL, 0, &rd, 1, NULL, 0, &res);
+	if (r < 0)
+		lh_set_errorf(ctx, "reading %s: %s", prefix, ctx->host->last_error(ctx));
+	else if (res->n_results != 1)
+		r = -EIO;
+	else
+		*ret = &res->results[0];
+	return r;
+}
+
+static int32_t converge_config(struct lh_ctx *ctx, struct batch *b)
+{
+	struct state *st = ctx->user;
+	const struct lh_op_result *res;
+	char want[VAL_MAX], key[64];
+#if FORMAT_V2
+	static const char schema[] = "reconciler/v2";
+#else
+	static const char schema[] = "reconciler/v1";
+#endif
+	int32_t r = read_prefix(ctx, "config/", &res);
+	if (r < 0)
+		return r;
+	bool schema_ok = false, *ok = calloc(st->items + 1, sizeof(*ok));
+	if (!ok)
+		return -ENOMEM;
+	for (uint64_t k = 0; k < res->n_kvs && r == 0; k++) {
+		const char *name = (const char *)res->kvs[k].key, *v = (const char *)res->kvs[k].value;
+		const char *num = strncmp(name, "config/items/", 13) == 0 ? name + 13 : "";
+		char *end = NULL;
+		/* a canonical index: digits, no leading zero */
+		unsigned long i = num[0] >= '0' && num[0] <= '9' && (num[0] != '0' || !num[1])
+		                      ? strtoul(num, &end, 10) : ULONG_MAX;
+		if (strcmp(name, "config/schema") == 0)
+			schema_ok = strcmp(v, schema) == 0;
+		else if (i < st->items && end && !*end) /* a wanted item: right format? */
+			ok[i] = item_value((uint32_t)i, want, sizeof(want)) > 0 && strcmp(v, want) == 0;
+		else if (num[0] || strcmp(name, "config/items/") == 0) /* should not exist */
+			r = batch_add(ctx, b, LH_OP_DELETE, name, NULL, 0);
+	}
+	if (!schema_ok && r == 0)
+		r = batch_add(ctx, b, LH_OP_PUT, "config/schema", schema, (int)sizeof(schema) - 1);
+	for (uint32_t i = 0; i < st->items && r == 0; i++) {
+		if (ok[i])
+			continue;
+		snprintf(key, sizeof(key), "config/items/%u", i);
+		r = batch_add(ctx, b, LH_OP_PUT, key, want, item_value(i, want, sizeof(want)));
+	}
+	free(ok);
+	return r;
+}
+
+/* out/ to the cache: the caller checked that the cache is synced */
+static int32_t converge_outputs(struct lh_ctx *ctx, struct batch *b)
+{
+	struct state *st = ctx->user;
+	const struct lh_op_result *res;
+	char want[VAL_MAX], key[160];
+	int32_t r = read_prefix(ctx, "out/", &res);
+	if (r < 0)
+		return r;
+	bool *done = calloc(st->n + 1, sizeof(*done));
+	if (!done)
+		return -ENOMEM;
+	/* res lives until the next txn: take what it says first */
+	struct { char name[160]; bool del; } *todo = calloc(res->n_kvs + 1, sizeof(*todo));
+	size_t n_todo = 0;
+	for (uint64_t k = 0; todo && k < res->n_kvs; k++) {
+		const char *name = (const char *)res->kvs[k].key + 4;
+		bool found;
+		size_t i = cache_find(st, name, &found);
+		int wl = found ? materialize(st->cache[i].value, want, sizeof(want)) : 0;
+		if (found)
+			done[i] = true;
+		if (!found || strcmp((const char *)res->kvs[k].value, want) != 0 || wl >= VAL_MAX) {
+			snprintf(todo[n_todo].name, sizeof(todo[0].name), "%s", name);
+			todo[n_todo++].del = !found;
+		}
+	}
+	for (size_t t = 0; todo && t < n_todo && r == 0; t++) {
+		snprintf(key, sizeof(key), "out/%s", todo[t].name);
+		bool found;
+		size_t i = cache_find(st, todo[t].name, &found);
+		r = todo[t].del ? batch_add(ctx, b, LH_OP_DELETE, key, NULL, 0)
+		                : batch_add(ctx, b, LH_OP_PUT, key, want,
+		                            materialize(st->cache[i].value, want, sizeof(want)));
+	}
+	for (size_t i = 0; todo && i < st->n && r == 0; i++) {
+		if (done[i])
+			continue;
+		snprintf(key, sizeof(key), "out/%s", st->cache[i].name);
+		r = batch_add(ctx, b, LH_OP_PUT, key, want,
+		              materialize(st->cache[i].value, want, sizeof(want)));
+	}
+	r = todo ? r : -ENOMEM;
+	free(todo);
+	free(done);
+	return r;
+}
+
+static int32_t rc_reconcile(struct lh_ctx *ctx)
+{
+	struct state *st = ctx->user;
+	st->reconciles++;
+	if (st->delay_ms)
+		poll(NULL, 0, (int)st->delay_ms); /* slow work, on the plugin's own thread */
+	if (st->reconciles <= st->fail_first) {
+		lh_set_errorf(ctx, "failing on purpose (attempt %" PRIu64 " of %u, LH_EXAMPLE_FAIL_FIRST)",
+		              st->reconciles, st->fail_first);
+		return -EAGAIN;
+	}
+	struct batch *b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	int32_t r = converge_config(ctx, b);
+	if (r == 0 && st->synced)
+		r = converge_outputs(ctx, b);
+	if (r == 0) /* the rest, and the journal record even when nothing changed */
+		r = fenced_write(ctx, b->ops, b->n);
+	free(b);
+	return r;
+}
+
+static int32_t rc_on_watch_events(struct lh_ctx *ctx, const struct lh_watch_batch *wb)
+{
+	struct state *st = ctx->user;
+	lh_logf(ctx, LH_LOG_DEBUG, "watch batch: %" PRIu64 " event(s), flags 0x%x, revision %" PRId64,
+	        wb->n_events, wb->flags, wb->revision);
+	if (wb->flags & LH_WATCH_RESYNC) /* the watch was lost: start over */
+		cache_clear(st);
+	for (uint64_t i = 0; i < wb->n_events; i++) {
+		const struct lh_watch_event *e = &wb->events[i];
+		const char *name = (const char *)e->kv.key + 8; /* "desired/" */
+		if (cache_apply(st, name, (const char *)e->kv.value, e->type == LH_WATCH_DELETE) < 0) {
+			ctx->host->set_error(ctx, "out of memory");
+			cache_clear(st); /* never act on a cache with holes */
+			return -ENOMEM;
+		}
+	}
+	if (wb->flags & LH_WATCH_SYNCED)
+		st->synced = true;
+	return st->synced ? ctx->host->request_reconcile(ctx) : 0;
 }
 
 static int32_t rc_init(struct lh_ctx *ctx)
 {
 	struct state *st = calloc(1, sizeof(*st));
-	if (!st) {
-		ctx->host->set_error(ctx, "out of memory");
+	if (!st)
 		return -ENOMEM;
-	}
 	st->items = env_u32("LH_EXAMPLE_ITEMS", 3, MAX_ITEMS);
-	st->fail_first = env_u32("LH_EXAMPLE_FAIL_FIRST", 0, UINT32_MAX);
+	st->fail_first = env_u32("LH_EXAMPLE_FAIL_FIRST", 0, UINT32_MAX - 1);
 	st->delay_ms = env_u32("LH_EXAMPLE_DELAY_MS", 0, 600000);
 	ctx->user = st;
+	/* (the plugin's cluster configuration, P/reconciler/config, is the place
+	 * for settings such as the input prefix; until then it is fixed) */
+	if (LH_HOST_HAS(ctx->host, watch)) {
+		int32_t r = ctx->host->watch(ctx, "desired/", 8, 0);
+		if (r == -ENOTSUP) /* a host without etcd (tests): config/ only */
+			lh_logf(ctx, LH_LOG_INFO, "no watches here: outputs are not maintained");
+		else if (r < 0) {
+			lh_set_errorf(ctx, "watch desired/: %s", ctx->host->last_error(ctx));
+			free(st);
+			return r;
+		}
+	}
 	lh_logf(ctx, LH_LOG_INFO, "reconciler %d.%d.%d ready (format v%d, %u items)",
 	        LH_EXAMPLE_RELEASE_MAJOR, LH_EXAMPLE_RELEASE_MINOR, LH_EXAMPLE_RELEASE_PATCH,
 	        FORMAT_V2 ? 2 : 1, st->items);
@@ -123,8 +408,8 @@ static int32_t rc_init(struct lh_ctx *ctx)
 static int32_t rc_on_elected(struct lh_ctx *ctx, int64_t token)
 {
 	struct state *st = ctx->user;
-	st->token = token;
 	st->journal_counter = 0;
+	st->token = token;
 	lh_logf(ctx, LH_LOG_INFO, "leading with fencing token %" PRId64, token);
 	return 0;
 }
@@ -137,161 +422,20 @@ static int32_t rc_on_releases_changed(struct lh_ctx *ctx, const struct lh_releas
 	return 0;
 }
 
-static int item_value(uint32_t i, char *buf, size_t len)
-{
-#if FORMAT_V2
-	return snprintf(buf, len, "{\"item\":%u,\"state\":\"ready\",\"format\":2}", i);
-#else
-	return snprintf(buf, len, "item=%u;state=ready", i);
-#endif
-}
-
-/* is the item index i (from a key "config/items/<i>") wanted? */
-static bool parse_item_key(const struct lh_kv *kv, uint32_t *ret_i)
-{
-	static const char pfx[] = "config/items/";
-	size_t pl = sizeof(pfx) - 1;
-	if (kv->key_len <= pl || kv->key_len > pl + 10 || memcmp(kv->key, pfx, pl) != 0)
-		return false;
-	uint64_t v = 0;
-	for (size_t k = pl; k < kv->key_len; k++) {
-		if (kv->key[k] < '0' || kv->key[k] > '9')
-			return false;
-		v = v * 10 + (uint64_t)(kv->key[k] - '0');
-	}
-	if (v > UINT32_MAX || (kv->key_len > pl + 1 && kv->key[pl] == '0'))
-		return false;
-	*ret_i = (uint32_t)v;
-	return true;
-}
-
-#define MAX_OPS (MAX_ITEMS * 2 + 8)
-
-static int32_t rc_reconcile(struct lh_ctx *ctx)
-{
-	struct state *st = ctx->user;
-	const struct lh_host_api *h = ctx->host;
-	const struct lh_txn_result *res;
-	int32_t r;
-
-	st->reconciles++;
-	if (st->delay_ms)
-		wait_ms(st->delay_ms);
-	if (st->reconciles <= st->fail_first) {
-		lh_set_errorf(ctx, "failing on purpose (attempt %" PRIu64 " of %u, LH_EXAMPLE_FAIL_FIRST)",
-		              st->reconciles, st->fail_first);
-		return -EAGAIN;
-	}
-
-	/* 1. read what is there */
-	struct lh_op rd = {.type = LH_OP_RANGE, .flags = LH_F_PREFIX, .key = "config/", .key_len = 7};
-	r = h->txn(ctx, NULL, 0, &rd, 1, NULL, 0, &res);
-	if (r < 0) {
-		lh_set_errorf(ctx, "reading config/: %s", h->last_error(ctx));
-		return r;
-	}
-	if (res->n_results != 1) {
-		lh_set_errorf(ctx, "reading config/: unexpected result");
-		return -EIO;
-	}
-
-	/* 2. compute the differences (values are copied: res dies at the next txn) */
-#if FORMAT_V2
-	static const char schema[] = "reconciler/v2";
-#else
-	static const char schema[] = "reconciler/v1";
-#endif
-	bool *have_ok = calloc(st->items ? st->items : 1, sizeof(*have_ok));
-	struct lh_op *ops = calloc(MAX_OPS, sizeof(*ops));
-	char (*keys)[32] = calloc(MAX_OPS, sizeof(*keys));
-	char (*vals)[64] = calloc(MAX_OPS, sizeof(*vals));
-	char jkey[64], jval[256];
-	uint32_t n = 0;
-	bool schema_ok = false;
-	if (!have_ok || !ops || !keys || !vals) {
-		r = -ENOMEM;
-		ctx->host->set_error(ctx, "out of memory");
-		goto out;
-	}
-	for (uint64_t k = 0; k < res->results[0].n_kvs; k++) {
-		const struct lh_kv *kv = &res->results[0].kvs[k];
-		uint32_t i;
-		char want[64];
-		if (kv->key_len == 13 && memcmp(kv->key, "config/schema", 13) == 0) {
-			schema_ok = kv->value_len == sizeof(schema) - 1 &&
-			            memcmp(kv->value, schema, kv->value_len) == 0;
-		} else if (parse_item_key(kv, &i) && i < st->items) {
-			int wl = item_value(i, want, sizeof(want));
-			have_ok[i] = wl > 0 && kv->value_len == (uint64_t)wl &&
-			             memcmp(kv->value, want, (size_t)wl) == 0;
-		} else if (kv->key_len < sizeof(keys[0]) && kv->key_len > 13 &&
-		           memcmp(kv->key, "config/items/", 13) == 0 && n < MAX_OPS - 2) {
-			/* an item that should not exist */
-			memcpy(keys[n], kv->key, kv->key_len);
-			ops[n] = (struct lh_op){.type = LH_OP_DELETE, .key = keys[n], .key_len = kv->key_len};
-			n++;
-		}
-	}
-	if (!schema_ok) {
-		ops[n++] = (struct lh_op){.type = LH_OP_PUT, .key = "config/schema", .key_len = 13,
-		                          .value = schema, .value_len = sizeof(schema) - 1};
-	}
-	for (uint32_t i = 0; i < st->items && n < MAX_OPS - 1; i++) {
-		if (have_ok[i])
-			continue;
-		int kl = snprintf(keys[n], sizeof(keys[n]), "config/items/%u", i);
-		int vl = item_value(i, vals[n], sizeof(vals[n]));
-		ops[n] = (struct lh_op){.type = LH_OP_PUT, .key = keys[n], .key_len = (uint64_t)kl,
-		                        .value = vals[n], .value_len = (uint64_t)vl};
-		n++;
-	}
-
-	/* 3. the journal record, in the same txn */
-	int64_t token = h->fencing_token(ctx);
-	uint64_t counter = st->journal_counter;
-	int jkl = snprintf(jkey, sizeof(jkey), "journal/%016" PRIx64 "-%08" PRIu64, (uint64_t)token,
-	                   counter);
-	int jvl = snprintf(jval, sizeof(jval), "node=%s token=%" PRId64 " release=%d.%d.%d items=%u",
-	                   h->node_id(ctx), token, LH_EXAMPLE_RELEASE_MAJOR, LH_EXAMPLE_RELEASE_MINOR,
-	                   LH_EXAMPLE_RELEASE_PATCH, st->items);
-	ops[n++] = (struct lh_op){.type = LH_OP_PUT, .key = jkey, .key_len = (uint64_t)jkl,
-	                          .value = jval, .value_len = (uint64_t)jvl};
-	struct lh_compare fresh = {.target = LH_CMP_CREATE, .result = LH_CMP_EQUAL, .key = jkey,
-	                           .key_len = (uint64_t)jkl, .number = 0};
-	r = h->txn(ctx, &fresh, 1, ops, n, NULL, 0, &res);
-	if (r < 0) {
-		lh_set_errorf(ctx, "writing: %s", h->last_error(ctx));
-		goto out;
-	}
-	if (!res->succeeded) {
-		/* the record exists (a retry after an unknown outcome) or we lost the
-		 * fence: skip the counter and let the host retry */
-		st->journal_counter++;
-		r = -EAGAIN;
-		ctx->host->set_error(ctx, "txn compare failed (journal record exists or not leading)");
-		goto out;
-	}
-	st->journal_counter++;
-	lh_logf(ctx, LH_LOG_DEBUG, "reconciled: %u ops, journal %s", n, jkey);
-	r = 0;
-out:
-	free(have_ok);
-	free(ops);
-	free(keys);
-	free(vals);
-	return r;
-}
-
 static void rc_on_deposed(struct lh_ctx *ctx)
 {
 	struct state *st = ctx->user;
+	cache_clear(st); /* a standby holds nothing */
 	lh_logf(ctx, LH_LOG_INFO, "no longer leading (token %" PRId64 ")", st->token);
 	st->token = 0;
 }
 
 static void rc_fini(struct lh_ctx *ctx)
 {
-	free(ctx->user);
+	struct state *st = ctx->user;
+	cache_clear(st);
+	free(st->cache);
+	free(st);
 	ctx->user = NULL;
 }
 
@@ -300,11 +444,7 @@ LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
 	.name = "reconciler",
 	.release = {LH_EXAMPLE_RELEASE_MAJOR, LH_EXAMPLE_RELEASE_MINOR, LH_EXAMPLE_RELEASE_PATCH},
 	.min_reconciler_release = {1, 0, 0},
-#if FORMAT_V2
-	.min_compatible_release = {1, 1, 0},
-#else
-	.min_compatible_release = {1, 0, 0},
-#endif
+	.min_compatible_release = {1, FORMAT_V2 ? 1 : 0, 0},
 	.init = rc_init,
 	.on_elected = rc_on_elected,
 	.on_releases_changed = rc_on_releases_changed,
@@ -314,4 +454,5 @@ LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
 #ifdef LH_EXAMPLE_ROLE
 	.role = LH_EXAMPLE_ROLE, /* e.g. -DLH_EXAMPLE_ROLE='"controller"' */
 #endif
+	.on_watch_events = rc_on_watch_events,
 };

@@ -44,7 +44,10 @@
  *   globals are per copy, never shared between the two.
  * - Ordering. init first (once). Then, per leadership term:
  *       on_elected(token) -> on_releases_changed(replay) -> any of
- *       { on_releases_changed, reconcile } -> on_deposed
+ *       { on_releases_changed, reconcile, on_watch_events } -> on_deposed
+ *   (ABI 1.2) on_watch_events of a term come only after the term's first
+ *   reconcile returned: per watch the snapshot (ending with the synced
+ *   marker), then live events; see "Watches" below.
  *   The replay right after on_elected hands over the release summary the host
  *   has cached, so a plugin never starts leading blind. Events reach the
  *   plugin ONLY while its node leads: after on_deposed nothing but the next
@@ -86,7 +89,25 @@
  *   it (in on_elected and the replay, while the host restricts the status
  *   record or runs the reconcile wait) txn fails with -EAGAIN: the reconciled
  *   state may change only once the status says it may. Do the work in
- *   reconcile.
+ *   reconcile. In on_watch_events (ABI 1.2): a term's watch batches come
+ *   only after its first reconcile returned, so txn is accepted there as in
+ *   reconcile, except while a failed reconcile waits for its retry (the
+ *   host's backoff): -EAGAIN then.
+ * - Watches (ABI 1.2). A plugin registers key prefixes in init (api->watch):
+ *   relative ones under its own P/N/data/ always, absolute ones elsewhere
+ *   only where the operator granted the plugin read access (`leasehold
+ *   --plugin-read NAME=PREFIX`). Events reach on_watch_events only while
+ *   this node leads, per term and per watch in this order: the snapshot of
+ *   every key under the prefix at one revision R (LH_WATCH_SNAPSHOT batches,
+ *   the last one also LH_WATCH_SYNCED, even for an empty prefix), then every
+ *   change from R+1 on in revision order: no gap, no duplicate. A lost watch
+ *   (compaction, a failed etcd member, the host's queue of undelivered
+ *   events overflowing because the plugin is slow: more than 10,000 live
+ *   events waiting) is never silent: the next batch of that watch is a
+ *   fresh snapshot flagged LH_WATCH_RESYNC (drop what you cached for it).
+ *   What is queued when leadership ends is dropped; the next term starts
+ *   with a fresh snapshot. A standby holds nothing: the snapshot is read
+ *   from etcd when its term begins.
  */
 #ifndef LEASEHOLD_PLUGIN_H
 #define LEASEHOLD_PLUGIN_H
@@ -104,7 +125,7 @@ extern "C" {
 
 #define LH_PLUGIN_MAGIC 0x4c48u /* 'L' 'H' */
 #define LH_PLUGIN_ABI_MAJOR 1u
-#define LH_PLUGIN_ABI_MINOR 1u
+#define LH_PLUGIN_ABI_MINOR 2u
 #define LH_PLUGIN_MAGIC_MAJOR ((LH_PLUGIN_MAGIC << 16) | LH_PLUGIN_ABI_MAJOR)
 /* the name of the one exported descriptor symbol */
 #define LH_PLUGIN_SYMBOL "leasehold_plugin"
@@ -150,6 +171,7 @@ struct lh_releases {
 #define LH_F_KEYS_ONLY 0x2u  /* range: return keys without values */
 #define LH_F_COUNT_ONLY 0x4u /* range: return only the count */
 #define LH_F_PREV_KV 0x8u    /* put/delete: return the previous key-values */
+#define LH_F_ABSOLUTE 0x10u  /* api->range (ABI 1.2): the key is a full etcd key */
 
 /* lh_compare.target */
 #define LH_CMP_VERSION 0u
@@ -229,6 +251,45 @@ struct lh_txn_result {
 	uint64_t n_results;
 };
 
+/* ---- ABI 1.2: watches ---- */
+
+/* api->watch flags */
+#define LH_WATCH_ABSOLUTE 0x1u /* the prefix is a full etcd key (needs a grant) */
+#define LH_WATCH_PREV_KV 0x2u  /* live events carry the previous value */
+/* at most this many watches per plugin */
+#define LH_WATCH_MAX 16u
+
+/* lh_watch_event.type */
+#define LH_WATCH_PUT 0u
+#define LH_WATCH_DELETE 1u
+
+/* lh_watch_batch.flags */
+#define LH_WATCH_SNAPSHOT 0x1u /* the events are the snapshot at `revision` (all puts) */
+#define LH_WATCH_SYNCED 0x2u   /* the snapshot is complete: live events follow */
+#define LH_WATCH_RESYNC 0x4u   /* the first batch of a fresh snapshot after the watch
+                                  was lost: drop what you cached for this watch first */
+
+/* One change. kv.key is relative to the data prefix for a relative watch and
+ * the full key for an absolute one (NUL-terminated as in struct lh_kv). A
+ * DELETE has an empty value and mod_revision = the deletion's revision.
+ * prev_kv is NULL unless the watch asked for it (LH_WATCH_PREV_KV) and etcd
+ * still had it; snapshot events have none. */
+struct lh_watch_event {
+	uint32_t type; /* LH_WATCH_PUT / LH_WATCH_DELETE */
+	uint32_t reserved;
+	struct lh_kv kv;
+	const struct lh_kv *prev_kv;
+};
+
+/* A batch of events of ONE watch, in etcd revision order. */
+struct lh_watch_batch {
+	uint32_t watch_id; /* as returned by api->watch */
+	uint32_t flags;    /* LH_WATCH_SNAPSHOT / SYNCED / RESYNC */
+	int64_t revision;  /* snapshot: its revision R; live: the last event's revision */
+	const struct lh_watch_event *events;
+	uint64_t n_events; /* may be 0 (a synced marker of an empty prefix) */
+};
+
 struct lh_ctx;
 
 /*
@@ -286,6 +347,53 @@ struct lh_host_api {
 	 * "/leasehold/reconciler/data/" (host-owned, valid for the instance's
 	 * life). For logging and for systems outside etcd; txn keys stay relative. */
 	const char *(*data_prefix)(struct lh_ctx *ctx);
+
+	/* ---- ABI 1.2: watches (test with LH_HOST_HAS before calling) ---- */
+
+	/* watch - from init ONLY: register a watch of every key starting with
+	 * prefix[0..prefix_len). flags: LH_WATCH_ABSOLUTE (the prefix is a full
+	 * etcd key; it must lie inside a read grant of the operator's), else the
+	 * prefix is relative to the data prefix ("" = all of P/N/data/);
+	 * LH_WATCH_PREV_KV (live events carry the previous value). The prefix is
+	 * copied. Returns the watch id (>= 0, the index in registration order,
+	 * as lh_watch_batch.watch_id) or a negative errno, with api->last_error()
+	 * saying why (and a line in the host's log):
+	 *   -EPERM    an absolute prefix no grant covers ("not granted: start
+	 *             leasehold with --plugin-read NAME=PREFIX"), or called
+	 *             outside init / from another thread
+	 *   -EINVAL   unknown flags, prefix NULL with a length, longer than 4 KiB
+	 *   -ENOSPC   more than LH_WATCH_MAX watches
+	 *   -ENOTSUP  this host offers no watches (an embedding without etcd)
+	 * Watches live as long as the instance (a hot reload's new instance
+	 * registers its own). Events go to on_watch_events; a plugin that
+	 * registers a watch without that callback is refused at init (-EINVAL). */
+	int32_t (*watch)(struct lh_ctx *ctx, const void *prefix, uint64_t prefix_len,
+	                 uint32_t flags);
+
+	/* range - a linearizable read through the host (not fenced: it writes
+	 * nothing; it works on any node, from any callback including init).
+	 * key is relative to the data prefix, or a full key with LH_F_ABSOLUTE
+	 * (then inside a read grant, else -EPERM); flags LH_F_PREFIX,
+	 * LH_F_KEYS_ONLY, LH_F_COUNT_ONLY; limit 0 = no limit. Synchronous.
+	 * Returns 0 and *ret_result (host-owned, valid until the next txn/range
+	 * call or the end of the callback; keys as given: relative, or full for
+	 * an absolute range) or a negative errno (api->last_error() says why):
+	 *   -EPERM      outside a callback, or an ungranted absolute key
+	 *   -EINVAL     bad flags
+	 *   -EMSGSIZE   the answer is larger than 512 KiB: use limit and page
+	 *   -ENOTSUP    this host offers no range reads
+	 *   -ETIMEDOUT, -ECANCELED, etcd errors as for txn */
+	int32_t (*range)(struct lh_ctx *ctx, const void *key, uint64_t key_len, uint32_t flags,
+	                 int64_t limit, const struct lh_op_result **ret_result);
+
+	/* request_reconcile - ask for one more reconcile of this term, from any
+	 * callback. Coalesced: while one is queued or running, any number of
+	 * requests make at most one more follow (a `leaseholdctl reconcile NAME`
+	 * pending at the same moment is served by that same reconcile). Never
+	 * blocks. Returns 0 when noted, -ESTALE when this node does not lead,
+	 * -EPERM outside a callback. The host answers nothing back: the
+	 * reconcile comes as any reconcile does (retried with backoff on error). */
+	int32_t (*request_reconcile)(struct lh_ctx *ctx);
 };
 
 /* LH_HOST_HAS(api, field) - the host's table has `field` and it is set. */
@@ -347,6 +455,18 @@ struct lh_plugin {
 	 * (P/roles/<node-id>, see leaseholdctl roles). Read only when abi_minor >= 1
 	 * and size covers it. */
 	const char *role;
+
+	/* ---- ABI 1.2: watch (read only when abi_minor >= 2 and size covers it) ---- */
+	/* on_watch_events - a batch of one watch's events (host-owned, valid
+	 * during the call). Only while leading, after the term's first reconcile
+	 * (see "Watches" and "When writes are accepted" above); runs on the
+	 * worker thread like every callback, never concurrently with another.
+	 * Per watch: snapshot batches (LH_WATCH_SNAPSHOT), the last one also
+	 * LH_WATCH_SYNCED, then live batches; LH_WATCH_RESYNC starts a fresh
+	 * snapshot. A failure (negative errno) is logged and counted; the events
+	 * are NOT delivered again (ask for a reconcile, or return and let the
+	 * periodic reconcile catch up). Required when a watch is registered. */
+	int32_t (*on_watch_events)(struct lh_ctx *ctx, const struct lh_watch_batch *batch);
 	/* ---- append new fields below, bump LH_PLUGIN_ABI_MINOR ---- */
 };
 
@@ -357,6 +477,10 @@ extern const struct lh_plugin leasehold_plugin;
 #define LH_PLUGIN_HEADER_INIT \
 	.magic_major = LH_PLUGIN_MAGIC_MAJOR, .abi_minor = LH_PLUGIN_ABI_MINOR, \
 	.size = (uint32_t)sizeof(struct lh_plugin)
+
+/* The size of the ABI 1.2 watch part (1.1 + on_watch_events). */
+#define LH_PLUGIN_SIZE_1_2_WATCH \
+	(offsetof(struct lh_plugin, on_watch_events) + sizeof(void (*)(void)))
 
 /* The size of the ABI 1.1 descriptor (1.0 + role). */
 #define LH_PLUGIN_SIZE_1_1 (offsetof(struct lh_plugin, role) + sizeof(const char *))

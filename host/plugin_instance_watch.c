@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * plugin_instance_watch.c - the ABI 1.2 parts of a plugin instance: the
+ * read grants handed to the worker at INIT, the watches INIT's answer
+ * registers (plugin_watch.c does the etcd side), when a watch batch may go
+ * to the worker, the plugin's range reads and reconcile requests.
+ * Reading guide: plugin_instance.c.
+ *
+ * Why watch batches wait for the term's first reconcile: before it the
+ * election refuses the plugin's writes (-EAGAIN, the status protocol), so a
+ * watch callback could only observe. Batches go one at a time and only when
+ * nothing else is queued or in flight, so a leadership event (on_deposed, a
+ * reconcile, a release change) never waits behind a long snapshot.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <leasehold/plugin.h>
+
+#include "log.h"
+#include "plugin_instance_internal.h"
+
+#define RANGE_REPLY_MAX (512u << 10) /* below nng's default 1 MiB message limit */
+
+int pi_watch_init(struct plugin_instance *pi, const struct plugin_instance_config *cfg)
+{
+	size_t n = cfg ? cfg->n_read_grants : 0;
+	if (n == 0)
+		return 0;
+	pi->grants = calloc(n, sizeof(*pi->grants));
+	if (!pi->grants)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const char *g = cfg->read_grants[i];
+		if (!g || !g[0])
+			return -EINVAL; /* an empty grant would grant all of etcd */
+		if (!(pi->grants[i].data = (uint8_t *)strdup(g)))
+			return -ENOMEM;
+		pi->grants[i].len = strlen(g);
+		pi->n_grants++;
+	}
+	return 0;
+}
+
+void pi_watch_free(struct plugin_instance *pi)
+{
+	plugin_watch_free(pi->watch);
+	pi->watch = NULL;
+	for (size_t i = 0; i < pi->n_grants; i++)
+		free(pi->grants[i].data);
+	free(pi->grants);
+	pi->grants = NULL;
+	pi->n_grants = 0;
+}
+
+bool pi_granted(const struct plugin_instance *pi, const void *k, size_t len)
+{
+	for (size_t i = 0; k && i < pi->n_grants; i++)
+		if (len >= pi->grants[i].len && memcmp(k, pi->grants[i].data, pi->grants[i].len) == 0)
+			return true;
+	return false;
+}
+
+static void on_watch_ready(void *ud)
+{
+	struct plugin_instance *pi = ud;
+	loop_timer_arm_in(pi->defer, 0); /* pi_on_defer pumps */
+}
+
+int pi_watch_setup(struct plugin_instance *pi, const EventDone *d, char *msg, size_t len)
+{
+	/* a restarted worker (process mode) registers its watches again */
+	plugin_watch_free(pi->watch);
+	pi->watch = NULL;
+	if (d->n_watches == 0)
+		return 0;
+	if (!pi->host.etcd) {
+		snprintf(msg, len, "this host offers no watches to the plugin");
+		return -ENOTSUP;
+	}
+	if (d->n_watches > LH_WATCH_MAX) {
+		snprintf(msg, len, "the plugin registered %zu watches (at most %u)", d->n_watches,
+			 LH_WATCH_MAX);
+		return -ENOSPC;
+	}
+	int r = plugin_watch_new(pi->loop, pi->host.etcd, pi->log_comp, pi->cfg.watch_queue_max,
+				 on_watch_ready, pi, &pi->watch);
+	for (size_t i = 0; r == 0 && i < d->n_watches; i++) {
+		const Leasehold__Bus__WatchSpec *ws = d->watches[i];
+		bool absolute = ws && (ws->flags & LH_WATCH_ABSOLUTE);
+		bool under_data = ws && ws->prefix.len >= pi->prefix_len &&
+				  memcmp(ws->prefix.data, pi->data_prefix, pi->prefix_len) == 0;
+		if (!ws || (ws->flags & ~(LH_WATCH_ABSOLUTE | LH_WATCH_PREV_KV)) ||
+		    (absolute ? !pi_granted(pi, ws->prefix.data, ws->prefix.len) : !under_data)) {
+			snprintf(msg, len, "watch %zu of the plugin is outside its data prefix and "
+					   "its read grants: refused",
+				 i);
+			r = -EPERM;
+			break;
+		}
+		r = plugin_watch_add(pi->watch, ws->prefix.data, ws->prefix.len, ws->flags,
+				     absolute ? 0 : pi->prefix_len);
+		if (r < 0)
+			snprintf(msg, len, "cannot register watch %zu: %s", i, strerror(-r));
+	}
+	if (r < 0) {
+		plugin_watch_free(pi->watch);
+		pi->watch = NULL;
+		return r;
+	}
+	log_info(pi->log_comp, "%zu watch(es) registered; delivered only while this node leads",
+		 d->n_watches);
+	return 0;
+}
+
+void pi_watch_term_start(struct plugin_instance *pi)
+{
+	pi->term_reconciled = false;
+	if (pi->watch)
+		plugin_watch_start(pi->watch);
+}
+
+void pi_watch_stop(struct plugin_instance *pi)
+{
+	if (pi->watch)
+		plugin_watch_stop(pi->watch);
+}
+
+void pi_event_free(struct event *ev)
+{
+	if (!ev)
+		return;
+	plugin_watch_batch_free(ev->batch);
+	free(ev);
+}
+
+void pi_watch_feed(struct plugin_instance *pi)
+{
+	if (!pi->watch || !pi->leading || !pi->term_reconciled || pi->q_head || pi->sent_head ||
+	    pi->broken || !pi->bus_up || pi->stop_requested || pi->overrun)
+		return;
+	struct plugin_watch_batch *b = plugin_watch_take(pi->watch);
+	if (!b)
+		return;
+	struct event *ev = pi_event_new(EV_WATCH);
+	if (!ev) {
+		/* cannot deliver it: the watch must start over, never lose it */
+		log_error(pi->log_comp, "out of memory: watch batch dropped, the watch restarts");
+		plugin_watch_batch_free(b);
+		pi_watch_term_start(pi);
+		pi->term_reconciled = true;
+		return;
+	}
+	ev->batch = b;
+	ev->term = pi->term;
+	pi_enqueue(pi, ev);
+}
+
+/* ---- range reads ---- */
+
+static void on_range_done(struct etcd_client *c, int err, const struct etcd_response *resp,
+			  void *userdata)
+{
+	struct pending_txn *pt = userdata;
+	PI_CHECK_OBJ(pt, PENDING_TXN_MAGIC);
+	struct plugin_instance *pi = pt->pi;
+	(void)c;
+	if (pi) {
+		pi_txn_unlink(pi, pt);
+		size_t bytes = 0;
+		for (size_t i = 0; resp && i < resp->n_kvs; i++)
+			bytes += resp->kvs[i].key_len + resp->kvs[i].value_len + 32;
+		if (err < 0 || !resp) {
+			char msg[512];
+			snprintf(msg, sizeof(msg), "range: %s%s%s", etcd_strerror(err),
+				 resp && resp->error_message ? ": " : "",
+				 resp && resp->error_message ? resp->error_message : "");
+			pi_reply_txn(pi, pt->id, err < 0 ? err : -EIO, msg, NULL, false);
+		} else if (bytes > RANGE_REPLY_MAX) {
+			pi_reply_txn(pi, pt->id, -EMSGSIZE,
+				     "range: the answer is larger than 512 KiB; use a limit", NULL,
+				     false);
+		} else {
+			/* the reply form of a txn with one range result */
+			struct etcd_response inner = *resp, outer;
+			memset(&outer, 0, sizeof(outer));
+			inner.op_type = ETCD_OP_RANGE;
+			outer.header = resp->header;
+			outer.succeeded = true;
+			outer.responses = &inner;
+			outer.n_responses = 1;
+			pi_reply_txn(pi, pt->id, 0, NULL, &outer, pt->absolute);
+		}
+	}
+	pt->magic = 0;
+	free(pt);
+}
+
+void pi_handle_range(struct plugin_instance *pi, const Leasehold__Bus__RangeRequest *req)
+{
+	bool absolute = (req->flags & LH_F_ABSOLUTE) != 0;
+	if (!pi->sent_head) {
+		pi_reply_txn(pi, req->id, -EPERM, "range outside a callback", NULL, false);
+		return;
+	}
+	if (!pi->host.etcd) {
+		pi_reply_txn(pi, req->id, -ENOTSUP, "this host offers no range reads", NULL, false);
+		return;
+	}
+	if (req->flags & ~(LH_F_PREFIX | LH_F_KEYS_ONLY | LH_F_COUNT_ONLY | LH_F_ABSOLUTE) ||
+	    (absolute && req->key.len == 0) || req->key.len > 65536) {
+		pi_reply_txn(pi, req->id, -EINVAL, "range: bad flags or key", NULL, false);
+		return;
+	}
+	size_t klen = (absolute ? 0 : pi->prefix_len) + req->key.len;
+	uint8_t *key = malloc(klen + 1), *end = malloc(klen + 1);
+	struct pending_txn *pt = calloc(1, sizeof(*pt));
+	int r = -ENOMEM;
+	if (!key || !end || !pt)
+		goto refuse;
+	memcpy(key, absolute ? "" : pi->data_prefix, absolute ? 0 : pi->prefix_len);
+	if (req->key.len)
+		memcpy(key + klen - req->key.len, req->key.data, req->key.len);
+	if (absolute && !pi_granted(pi, key, klen)) {
+		r = -EPERM;
+		char shown[160];
+		snprintf(shown, sizeof(shown), "range of an absolute key outside the plugin's read "
+					       "grants refused (--plugin-read)");
+		log_warn(pi->log_comp, "%s", shown);
+		pi_reply_txn(pi, req->id, r, shown, NULL, false);
+		goto out;
+	}
+	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = key, .key_len = klen,
+			     .limit = req->limit < 0 ? 0 : req->limit,
+			     .keys_only = (req->flags & LH_F_KEYS_ONLY) != 0,
+			     .count_only = (req->flags & LH_F_COUNT_ONLY) != 0};
+	if (req->flags & LH_F_PREFIX) {
+		op.range_end = end;
+		op.range_end_len = etcd_prefix_end(key, klen, end);
+	}
+	pt->magic = PENDING_TXN_MAGIC;
+	pt->pi = pi;
+	pt->id = req->id;
+	pt->absolute = absolute;
+	pt->next = pi->txns;
+	pi->txns = pt;
+	r = etcd_range(pi->host.etcd, &op, NULL, on_range_done, pt, NULL);
+	if (r < 0) {
+		pi_txn_unlink(pi, pt);
+		goto refuse;
+	}
+	pt = NULL; /* the call's now */
+	goto out;
+refuse:;
+	char msg[128];
+	snprintf(msg, sizeof(msg), "range refused: %s", strerror(-r));
+	pi_reply_txn(pi, req->id, r, msg, NULL, false);
+out:
+	free(key);
+	free(end);
+	free(pt);
+}
+
+void pi_handle_request_reconcile(struct plugin_instance *pi)
+{
+	/* only from a callback of the current term on the leading node */
+	if (!pi->leading || !pi->sent_head || pi->sent_head->term != pi->term ||
+	    !pi->host.request_reconcile) {
+		log_debug(pi->log_comp, "reconcile request outside the current term ignored");
+		return;
+	}
+	pi->host.request_reconcile(pi->host.ctx);
+}
+
+bool plugin_instance_watch_stats(const struct plugin_instance *pi, struct plugin_watch_stats *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	if (!pi->watch)
+		return false;
+	plugin_watch_get_stats(pi->watch, ret);
+	return true;
+}
