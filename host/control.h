@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "loop.h"
+#include "node_record.h"
 #include "release.h"
 
 struct control;
@@ -80,6 +81,9 @@ struct control_plugin {
 	int64_t reconcile_served;         /* last request revision the leader served */
 	bool reconcile_served_ok;         /* ... and whether that reconcile succeeded */
 	const char *reconcile_served_error;
+	/* mod_revision of P/N/config, 0 = none or unknown (the daemon that
+	 * mirrors the configuration record fills it) */
+	int64_t config_revision;
 };
 
 /* one term of a plugin's history (control_history_fn); strings borrowed */
@@ -97,6 +101,10 @@ struct control_member {
 	struct release release;
 	bool leader;
 	bool campaigning; /* holds an election key now */
+	bool no_member_record; /* the node has a state record only */
+	bool local;       /* this daemon's node */
+	const struct node_record *record; /* its state record, or NULL */
+	bool record_invalid;              /* a record exists but does not decode */
 };
 
 /* completion of an asynchronous op: err 0 or -errno, msg (may be NULL) a

@@ -150,6 +150,10 @@ static int ctl_members(void *ud, const char *name, struct control_member *out, s
 		out[i].release = tmp[i].release;
 		out[i].leader = tmp[i].leader;
 		out[i].campaigning = tmp[i].campaigning;
+		out[i].no_member_record = !tmp[i].member;
+		out[i].local = strcmp(tmp[i].node_id, d->cfg->node_id) == 0;
+		out[i].record = tmp[i].record;
+		out[i].record_invalid = tmp[i].record_invalid;
 	}
 	free(tmp);
 	*ret_total = total;

@@ -439,6 +439,8 @@ void election_step(struct election *e)
 		goto report;
 	}
 	/* 4. stop complete */
+	if (e->stopping && !e->leading && !e->my_rev && election_nodes_busy(e))
+		goto report; /* our state record goes first */
 	if (e->stopping && !e->leading && !e->my_rev) {
 		if (e->watch) {
 			etcd_watch_cancel(e->watch);
@@ -471,6 +473,7 @@ void election_step(struct election *e)
 		election_lead_step(e);
 report:
 	election_assert_invariants(e);
+	election_nodes_update(e);
 	enum election_state s = current_state(e);
 	if (s != e->state_reported) {
 		log_debug("election", "%s: state %s -> %s", e->name, election_state_name(e->state_reported),
@@ -526,6 +529,8 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 	memcpy(e->k_watch_end, e->k_status, e->k_watch_end_len - 1);
 	e->k_members_end_len = etcd_prefix_end(e->k_members, strlen(e->k_members), e->k_members_end);
 	r = election_control_init(e);
+	if (r == 0)
+		r = election_nodes_init(e);
 	if (r == 0)
 		r = loop_timer_new(l, election_on_sync_timer, e, &e->sync_timer);
 	if (r == 0)
@@ -701,6 +706,7 @@ void election_free(struct election *e)
 	loop_timer_free(e->lead_timer);
 	election_mirror_free(e);
 	election_control_free(e);
+	election_nodes_free(e);
 	free(e->pending_status);
 	free(e->reconcile_last_error);
 	free(e->hold_reason);

@@ -45,6 +45,7 @@
 #include "driver.h"
 #include "etcd.h"
 #include "loop.h"
+#include "node_record.h"
 #include "release.h"
 #include "session.h"
 
@@ -196,8 +197,18 @@ struct election_member {
 	/* it holds an election key now (alive, newest release); a member that
 	 * does not may be standby on an older release, down or cut off */
 	bool campaigning;
+	/* false: the node publishes a state record (P/N/nodes/<id>) but has no
+	 * member record (held back by a missing role, or leaving); release
+	 * is then the record's */
+	bool member;
+	/* its state record as mirrored (borrowed like node_id), NULL = none:
+	 * the node's lease is gone (down or cut off) or it has not written one */
+	const struct node_record *record;
+	bool record_invalid; /* a record exists but does not decode */
 };
-/* election_members - fills up to max entries, returns the total count */
+/* election_members - fills up to max entries, returns the total count:
+ * every member (valid record), then every node that has a state record but
+ * no member record */
 size_t election_members(struct election *e, struct election_member *out, size_t max);
 
 /* election_forget - an operator removes node_id's member record: the node is

@@ -23,6 +23,7 @@
 
 #include "election.h"
 #include "leasehold.pb-c.h"
+#include "node_record.h"
 
 #define ST_WORKING LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING
 #define ST_DONE LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE
@@ -36,6 +37,7 @@
 #define FORGET_CTX_MAGIC 0x46524743u /* struct forget_ctx (election.c) */
 #define VERB_CTX_MAGIC 0x56455242u   /* struct verb_ctx (election_control.c) */
 #define TERM_CTX_MAGIC 0x5445524du   /* struct term_ctx (election_control.c) */
+#define NODE_CTX_MAGIC 0x4e4f4443u   /* struct node_ctx (election_nodes.c) */
 
 /* the term history keeps this many terms (the newest) */
 #define ELECTION_HISTORY_MAX 100
@@ -92,6 +94,15 @@ enum lead_phase {
 enum op_kind { OP_NONE, OP_SYNC, OP_MEMBER_PUT, OP_MEMBER_DEL, OP_CAMPAIGN, OP_RESIGN, OP_LEAD };
 
 struct term_ctx;
+struct node_ctx;
+
+/* a mirrored P/N/nodes/<node-id> record (election_nodes.c) */
+struct node_ent {
+	char *node_id;
+	bool valid; /* false: the record does not decode */
+	struct node_record rec;
+	int64_t mod_rev;
+};
 
 struct election {
 	uint32_t magic; /* ELECTION_MAGIC while allocated */
@@ -237,6 +248,24 @@ struct election {
 	int64_t term_end_token;
 	int term_end_reason;
 	char term_end_detail[128];
+
+	/* per-node state records (election_nodes.c): every node's, as
+	 * mirrored from [P/N/election/, P/N/status]; our own record as it
+	 * should be (node_want, NULL = none) and as last written (bound to
+	 * node_written_lease); at most one write in flight */
+	char *k_nodes;     /* P/N/nodes/ */
+	char *k_node_self; /* P/N/nodes/<node> */
+	struct node_ent *nodes;
+	size_t n_nodes, cap_nodes;
+	char *node_want, *node_written;
+	size_t node_want_len, node_written_len;
+	int64_t node_written_lease;
+	struct node_ctx *node_call;
+	struct loop_timer *node_timer;
+	uint64_t node_backoff;
+	enum election_state node_state; /* the state node_since belongs to */
+	int64_t node_since;
+	uint64_t node_writes; /* records written by this node (tests, stats) */
 
 	/* stats */
 	uint64_t reconcile_count;
@@ -409,5 +438,28 @@ void election_term_end_written(struct election *e);
  * waits for it (e->term_end_call) before leaving the key to the revocation,
  * and the resign txn carries it when it failed */
 void election_term_leaving(struct election *e);
+
+/* ---- election_nodes.c: per-node state records (P/N/nodes/<node-id>) ---- */
+
+/* election_nodes_init - keys and timer (election_new); 0 or -ENOMEM.
+ * election_nodes_free - election_free's part (cancels a write in flight). */
+int election_nodes_init(struct election *e);
+void election_nodes_free(struct election *e);
+/* election_nodes_apply - a mirrored key: true when it lies under P/N/nodes/
+ * (then applied: hostile bytes, an undecodable record is kept as invalid) */
+bool election_nodes_apply(struct election *e, const struct etcd_kv *kv, bool del);
+/* election_nodes_clear - before a full read of the range */
+void election_nodes_clear(struct election *e);
+/* election_nodes_update - compute our record from the current state (end
+ * of every election_step); when it differs from what etcd holds, a write is
+ * scheduled after a short coalescing delay, so a burst of changes costs
+ * one write */
+void election_nodes_update(struct election *e);
+/* election_nodes_busy - a stop that leaves for good waits for the deletion
+ * of our record (a shutdown leaves it to the lease revocation) */
+bool election_nodes_busy(struct election *e);
+/* election_node_find - node_id's mirrored record, or NULL; borrowed until
+ * the mirror changes */
+const struct node_ent *election_node_find(const struct election *e, const char *node_id);
 
 #endif

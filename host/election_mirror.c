@@ -357,7 +357,7 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 				log_warn("election", "%s: status record is not a valid ReconcilerStatus; treated as absent",
 				         e->name);
 		}
-	} else if (!election_control_apply(e, kv, del)) {
+	} else if (!election_control_apply(e, kv, del) && !election_nodes_apply(e, kv, del)) {
 		log_debug("election", "%s: ignoring key outside the layout", e->name);
 	}
 }
@@ -432,6 +432,7 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 	cands_clear(e);
 	memset(&e->status, 0, sizeof(e->status));
 	election_control_sync_begin(e);
+	election_nodes_clear(e);
 	for (size_t i = 0; i < r->n_kvs; i++)
 		mirror_apply(e, &r->kvs[i], false);
 	election_control_sync_end(e);
@@ -529,8 +530,29 @@ size_t election_members(struct election *e, struct election_member *out, size_t 
 				out[k].release = x->release;
 				out[k].leader = low && strcmp(low->node_id, x->node_id) == 0;
 				out[k].campaigning = election_cand_of_node(e, x->node_id);
+				out[k].member = true;
+				const struct node_ent *n = election_node_find(e, x->node_id);
+				out[k].record = n && n->valid ? &n->rec : NULL;
+				out[k].record_invalid = n && !n->valid;
 			}
 			k++;
 		}
+	/* nodes that publish a state but hold no (valid) member record */
+	for (size_t i = 0; i < e->n_nodes; i++) {
+		const struct node_ent *n = &e->nodes[i];
+		const struct member_ent *x = election_member_find(e, n->node_id);
+		if ((x && x->valid) || !n->valid)
+			continue;
+		if (k < max) {
+			out[k].node_id = n->node_id;
+			out[k].release = n->rec.release;
+			out[k].leader = low && strcmp(low->node_id, n->node_id) == 0;
+			out[k].campaigning = election_cand_of_node(e, n->node_id);
+			out[k].member = false;
+			out[k].record = &n->rec;
+			out[k].record_invalid = false;
+		}
+		k++;
+	}
 	return k;
 }

@@ -611,7 +611,7 @@ static void test_error_paths(void)
 	static const char *const u4[] = {"wait-ready", PLUGIN, "--timeout", "soon", NULL};
 	static const char *const u5[] = {"wait-ready", PLUGIN, "--timeout", "-1", NULL};
 	static const char *const u6[] = {"reload", "--json", NULL};
-	static const char *const u7[] = {"plugins", "--timeout", "3", NULL};
+	static const char *const u7[] = {"plugins", "--timeout", "0", NULL};
 	static const char *const u8[] = {"plugins", "--bogus", NULL};
 	static const char *const u9[] = {"wait-ready", PLUGIN, "--timeout", NULL};
 	usage_fails("unknown command", u1);
@@ -620,7 +620,7 @@ static void test_error_paths(void)
 	usage_fails("bad timeout", u4);
 	usage_fails("negative timeout", u5);
 	usage_fails("--json on reload", u6);
-	usage_fails("--timeout on plugins", u7);
+	usage_fails("--timeout 0 on plugins", u7);
 	usage_fails("unknown option", u8);
 	usage_fails("option without value", u9);
 	static const char *const none[] = {NULL};

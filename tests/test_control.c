@@ -938,7 +938,14 @@ static void test_cli_status(void)
 			  "last error:    -\n"
 			  "error:         -\n"
 			  "held back:     -\n"
-			  "fencing token: 77\n");
+			  "fencing token: 77\n"
+			  "+ Nodes -+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n"
+			  "| NODE   | RELEASE | LEADER | CAMPAIGNING | STATE | READY | LAST RECONCILE | REASON                            | LOCAL |\n"
+			  "+--------+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n"
+			  "| node-a | 1.1.0   | yes    | yes         | down  | -     | -              | no state record (no live session) |       |\n"
+			  "| node-b | 1.0.0   | no     | no          | down  | -     | -              | no state record (no live session) |       |\n"
+			  "| node-c | 1.1.0   | no     | yes         | down  | -     | -              | no state record (no live session) |       |\n"
+			  "+--------+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n");
 	free(out);
 	free(err);
 
@@ -957,13 +964,13 @@ static void test_cli_members(void)
 	json_object *a, *m;
 
 	CHECK_INT_EQ(run(&out, &err, "members", "reconciler", NULL), 0);
-	CHECK_STR_EQ(out, "+ Node: node-a ----+--------+-------------+\n"
-			  "| NODE   | RELEASE | LEADER | CAMPAIGNING |\n"
-			  "+--------+---------+--------+-------------+\n"
-			  "| node-a | 1.1.0   | yes    | yes         |\n"
-			  "| node-b | 1.0.0   | no     | no          |\n"
-			  "| node-c | 1.1.0   | no     | yes         |\n"
-			  "+--------+---------+--------+-------------+\n");
+	CHECK_STR_EQ(out, "+ Node: node-a ----+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n"
+			  "| NODE   | RELEASE | LEADER | CAMPAIGNING | STATE | READY | LAST RECONCILE | REASON                            | LOCAL |\n"
+			  "+--------+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n"
+			  "| node-a | 1.1.0   | yes    | yes         | down  | -     | -              | no state record (no live session) |       |\n"
+			  "| node-b | 1.0.0   | no     | no          | down  | -     | -              | no state record (no live session) |       |\n"
+			  "| node-c | 1.1.0   | no     | yes         | down  | -     | -              | no state record (no live session) |       |\n"
+			  "+--------+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n");
 	free(out);
 	free(err);
 
