@@ -94,8 +94,12 @@ static const struct command commands[] = {
      "left (a node that is down or cut off still counts, with its last release).\n"
      "Columns: node id, plugin release, leader, campaigning (it holds an election\n"
      "key now: alive and of the newest release; a member that does not is on an\n"
-     "older release, down or cut off).\n"
-     "--json prints an array of {\"node\", \"release\", \"leader\", \"campaigning\"}.\n"},
+     "older release, down or cut off), then what the node publishes itself\n"
+     "(P/NAME/nodes/NODE, bound to its lease): STATE (\"down\" without a record:\n"
+     "its lease is gone), READY, LAST RECONCILE, REASON, LOCAL (* = this node).\n"
+     "-o json prints an array of {\"node\", \"release\", \"leader\", \"campaigning\",\n"
+     "\"local\", \"member\", \"state\", \"reason\", \"since\", \"ready\", \"not_ready\",\n"
+     "\"last_reconcile\": null or {\"at\", \"ok\", \"error\"}, \"state_record\"}.\n"},
     {"members forget", 2, 2, false, false, true, "members forget NAME NODE --yes",
      "remove a node that is gone for good",
      "Remove node NODE from plugin NAME's membership. Its release then no longer\n"
@@ -203,9 +207,13 @@ static void print_help(FILE *out)
 		"                 Default: $LEASEHOLD_CONTROL, else\n"
 		"                 ipc://$XDG_RUNTIME_DIR/leasehold.sock, else\n"
 		"                 ipc:///run/leasehold/control.sock (here: %s)\n"
-		"  --json         JSON output (plugins, status, members, roles list, history)\n"
+		"  -o, --output table|json\n"
+		"                 output format of plugins, status, members, roles list,\n"
+		"                 history (default table)\n"
+		"  --json         the same as -o json\n"
 		"  --timeout S    wait-ready (default 60), reconcile (default 30): give up\n"
-		"                 after S seconds\n"
+		"                 after S seconds; every other command: the deadline of\n"
+		"                 the whole call (default 10 s, 30 s for etcd writes)\n"
 		"  -h, --help     this help; after a command, that command's help\n"
 		"  --version      print leaseholdctl's version\n"
 		"\nExit codes:\n"

@@ -224,7 +224,7 @@ static void check_plugin_json(json_object *p, const struct host *h, const struct
 	CHECK(json_object_object_get_ex(p, "reconcile_requested", NULL));
 	CHECK(json_object_object_get_ex(p, "reconcile_served", NULL));
 	/* exactly the documented fields */
-	CHECK_INT_EQ(json_object_object_length(p), 22);
+	CHECK_INT_EQ(json_object_object_length(p), 24);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "releases")), 4);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "status")), 3);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "reconcile")), 4);
@@ -331,7 +331,7 @@ static void check_members(const struct host *h, const struct host *L)
 	int leaders = 0, seen_a = 0, seen_b = 0;
 	for (size_t i = 0; i < 2; i++) {
 		json_object *m = json_object_array_get_idx(a, i);
-		CHECK_INT_EQ(json_object_object_length(m), 4);
+		CHECK_INT_EQ(json_object_object_length(m), 13);
 		CHECK(jbool(m, "campaigning")); /* both hosts run 1.0.0 and campaign */
 		const char *node = jstr(m, "node");
 		CHECK(node != NULL);
