@@ -438,6 +438,52 @@ static int reply_pack(struct control *c, struct reply *rp, uint8_t **ret_buf, si
 	return 0;
 }
 
+int control_answer_pack(const struct control_answer *a, uint8_t **ret_buf, size_t *ret_len)
+{
+	struct reply rp;
+	int r = 0;
+	reply_init(&rp);
+	if (a->code != LEASEHOLD__CONTROL__CODE__CODE_OK) {
+		reply_error(&rp, (Leasehold__Control__Code)a->code, "%s",
+			    a->message ? a->message : "");
+	} else {
+		if (r == 0)
+			r = reply_plugins(&rp, a->plugins, a->n_plugins);
+		for (size_t i = 0; r == 0 && a->plugin_nodes && i < a->n_plugins; i++) {
+			if (build_members(&rp, a->plugin_nodes[i], a->n_plugin_nodes[i],
+					  &rp.pp[i]->nodes) < 0)
+				r = -ENOMEM;
+			else
+				rp.pp[i]->n_nodes = a->n_plugin_nodes[i];
+		}
+		if (r == 0)
+			r = reply_members(&rp, a->members, a->n_members);
+		if (r == 0)
+			r = reply_roles(&rp, a->roles, a->n_roles);
+		if (r == 0)
+			r = reply_terms(&rp, a->terms, a->n_terms);
+		rp.r.revision = a->revision;
+	}
+	if (r == 0) {
+		rp.r.protocol = CONTROL_PROTOCOL;
+		rp.r.node = pb_str(&rp, a->node);
+		rp.r.daemon_version = (char *)PACKAGE_VERSION;
+		if (!rp.r.message)
+			rp.r.message = (char *)"";
+		size_t len = leasehold__control__response__get_packed_size(&rp.r);
+		uint8_t *buf = malloc(len ? len : 1);
+		if (!buf) {
+			r = -ENOMEM;
+		} else {
+			leasehold__control__response__pack(&rp.r, buf);
+			*ret_buf = buf;
+			*ret_len = len;
+		}
+	}
+	reply_fini(&rp);
+	return r;
+}
+
 /* send_reply - answer conn's request with rp. */
 static void send_reply(struct control *c, struct control_conn *conn, struct reply *rp)
 {

@@ -183,6 +183,33 @@ struct control_ops {
 	               char *err, size_t err_len);
 };
 
+/* What a reply carries, for a client that answers a request itself
+ * (leaseholdctl in observer mode builds, from etcd, the Response the daemon
+ * would send, so the printers are shared). Every array may be NULL when its
+ * count is 0; plugin_nodes/n_plugin_nodes: the node rows of plugin i (both
+ * NULL: none). code: a Leasehold__Control__Code; message when not OK. */
+struct control_answer {
+	const char *node;
+	int code;
+	const char *message;
+	const struct control_plugin *plugins;
+	size_t n_plugins;
+	const struct control_member *const *plugin_nodes;
+	const size_t *n_plugin_nodes;
+	const struct control_member *members;
+	size_t n_members;
+	const struct control_role_entry *roles;
+	size_t n_roles;
+	const struct control_term *terms;
+	size_t n_terms;
+	int64_t revision;
+};
+
+/* control_answer_pack - a as a packed Response, exactly as the server packs
+ * its replies. *ret_buf (malloc'd, the caller frees it) and *ret_len are set
+ * on success only. 0 or -ENOMEM. */
+int control_answer_pack(const struct control_answer *a, uint8_t **ret_buf, size_t *ret_len);
+
 /* control_new - listen on url ("ipc://PATH" or "/path"); the socket file
  * gets mode 0600 (its directory is created, 0755, if missing) and PATH.lock
  * is held while the server lives. On success *ret owns the server (free

@@ -18,17 +18,6 @@
 #include "log.h"
 
 
-static const char *status_state_name(const struct election_info *i)
-{
-	if (!i->status_valid)
-		return "INVALID";
-	if (i->status_state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE)
-		return "DONE";
-	if (i->status_state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING)
-		return "WORKING";
-	return "UNKNOWN"; /* a state this release does not know; the releases still count */
-}
-
 static void fill_plugin(struct entry *e, struct control_plugin *p)
 {
 	memset(p, 0, sizeof(*p));
@@ -55,7 +44,7 @@ static void fill_plugin(struct entry *e, struct control_plugin *p)
 		p->not_ready = i.not_ready;
 		p->releases = i.releases;
 		p->status_present = i.status_present;
-		p->status_state = status_state_name(&i);
+		p->status_state = election_status_state_name(i.status_valid, i.status_state);
 		p->status_version = i.status_version;
 		p->status_min_compatible = i.status_min_compatible;
 		p->reconcile_count = i.reconcile_count;

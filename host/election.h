@@ -60,6 +60,9 @@ enum election_state {
 	ELECTION_STOPPED = 5,
 };
 const char *election_state_name(enum election_state s);
+/* election_status_state_name - a status record's state as the CLI shows
+ * it: "DONE", "WORKING", "UNKNOWN" (a newer state), "INVALID" (!valid) */
+const char *election_status_state_name(bool valid, int state);
 
 /* The three releases a plugin declares. */
 struct plugin_releases {
@@ -243,6 +246,17 @@ int election_pause(struct election *e, bool pause, void (*done)(void *ud, int er
 int election_request_reconcile(struct election *e, void (*done)(void *ud, int err, int64_t rev),
                                void *ud, char *err, size_t err_len);
 
+/* The same verbs without an election, for a client that is no member
+ * (leaseholdctl in observer mode): plugin name under prefix, the records
+ * naming `by` as the requester. As above; election_request_reconcile_at
+ * checks nothing (the caller checks the pause first). */
+int election_pause_at(struct etcd_client *c, const char *prefix, const char *name,
+                      const char *by, bool pause, void (*done)(void *ud, int err), void *ud,
+                      char *err, size_t err_len);
+int election_request_reconcile_at(struct etcd_client *c, const char *prefix, const char *name,
+                                  const char *by, void (*done)(void *ud, int err, int64_t rev),
+                                  void *ud, char *err, size_t err_len);
+
 /* One term of the plugin's leadership history (strings borrowed for the
  * callback only). */
 struct election_term {
@@ -267,5 +281,11 @@ const char *election_term_end_name(int reason);
 int election_history(struct election *e,
                      void (*done)(void *ud, int err, const struct election_term *terms, size_t n),
                      void *ud);
+/* election_history_at - the same for plugin name under prefix (observer
+ * mode) */
+int election_history_at(struct etcd_client *c, const char *prefix, const char *name,
+                        void (*done)(void *ud, int err, const struct election_term *terms,
+                                     size_t n),
+                        void *ud);
 
 #endif

@@ -322,6 +322,9 @@ bool election_cand_of_node(const struct election *e, const char *node_id);
 /* election_member_find - node_id's member entry, or NULL; borrowed until the
  * mirror changes */
 const struct member_ent *election_member_find(const struct election *e, const char *node_id);
+/* election_candidate_key_ok - kv (under a prefix of pl bytes) is a live
+ * campaign: named exactly after the lease it is bound to, in lower-case hex */
+bool election_candidate_key_ok(const struct etcd_kv *kv, size_t pl);
 /* election_mirror_free - free the members and candidates (election_free) */
 void election_mirror_free(struct election *e);
 

@@ -262,7 +262,7 @@ static bool has_prefix(const struct etcd_kv *kv, const char *p, size_t *ret_plen
 }
 
 /* candidate_key_ok - P/N/election/<lease hex> bound to that very lease */
-static bool candidate_key_ok(const struct etcd_kv *kv, size_t pl)
+bool election_candidate_key_ok(const struct etcd_kv *kv, size_t pl)
 {
 	/* exactly the name a host gives its key: the lease in lower-case hex
 	 * without padding ("0x1f", " 1f" or "001f" bound to someone's live
@@ -323,7 +323,7 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 			log_debug("election", "%s: ignoring key outside the layout", e->name);
 			return;
 		}
-		if (!del && !candidate_key_ok(kv, pl)) {
+		if (!del && !election_candidate_key_ok(kv, pl)) {
 			/* not a live campaign: no lease, or a name that is not its lease
 			 * (it would otherwise block the election forever) */
 			log_warn("election", "%s: ignoring election key without a matching lease", e->name);

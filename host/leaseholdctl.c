@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -45,6 +46,7 @@
 #include "control_codec.h"
 #include "control_wire.h"
 #include "ctl.h"
+#include "ctl_observer.h"
 #include "ctl_views.h"
 
 
@@ -68,7 +70,38 @@ struct opts {
 	size_t n_args;
 	bool json, help, version, has_timeout, yes;
 	const char *timeout;
+	/* observer mode (ctl_observer.h): answered from etcd when etcd is set */
+	struct ctl_etcd_opts etcd;
+	const char *from_revision, *to_revision; /* watch */
 };
+
+/* the options that take a value: --NAME VALUE or --NAME=VALUE */
+static const char **value_option(struct opts *o, const char *a, size_t *ret_len)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} vo[] = {
+	    {"--control", offsetof(struct opts, control)},
+	    {"--timeout", offsetof(struct opts, timeout)},
+	    {"--etcd", offsetof(struct opts, etcd.endpoints)},
+	    {"--etcd-cacert", offsetof(struct opts, etcd.cacert)},
+	    {"--etcd-cert", offsetof(struct opts, etcd.cert)},
+	    {"--etcd-key", offsetof(struct opts, etcd.key)},
+	    {"--etcd-user", offsetof(struct opts, etcd.user)},
+	    {"--prefix", offsetof(struct opts, etcd.prefix)},
+	    {"--from-revision", offsetof(struct opts, from_revision)},
+	    {"--to-revision", offsetof(struct opts, to_revision)},
+	};
+	for (size_t i = 0; i < sizeof(vo) / sizeof(vo[0]); i++) {
+		size_t n = strlen(vo[i].name);
+		if (strncmp(a, vo[i].name, n) == 0 && (a[n] == '\0' || a[n] == '=')) {
+			*ret_len = n;
+			return (const char **)((char *)o + vo[i].off);
+		}
+	}
+	return NULL;
+}
 
 struct command {
 	const char *name;
@@ -178,6 +211,21 @@ static const struct command commands[] = {
      "by the successor). An empty end: the term lasts.\n"
      "--json prints an array of {\"token\", \"node\", \"release\", \"start_revision\",\n"
      "\"start\", \"end_revision\", \"end\", \"end_reason\", \"end_detail\", \"valid\"}.\n"},
+    {"watch", 0, 1, true, true, false, "watch [NAME] [-o json]",
+     "stream the cluster's changes (reads etcd)",
+     "Print every change of plugin NAME (or of every plugin) as it happens, one line\n"
+     "each, in etcd revision order, each change once, until interrupted: the leader,\n"
+     "each node's state record (state, readiness, last reconcile), members joining,\n"
+     "leaving or changing release, the status record, pause and resume, terms\n"
+     "beginning and ending, reconcile requests, configuration changes.\n"
+     "A line: REVISION PLUGIN: what changed. -o json prints one JSON object per line:\n"
+     "{\"revision\", \"plugin\", \"kind\": leader|node|member|status|pause|history|\n"
+     "reconcile|config, and the fields of that kind} (see leaseholdctl(1)).\n"
+     "Reads etcd directly, so it needs --etcd (observer mode).\n"
+     "--from-revision R replays the changes after revision R first (etcd must still\n"
+     "hold them); --to-revision R ends once every change up to R was printed;\n"
+     "--timeout S ends after S seconds. Exit 0 when it ended so, 1 when the watch\n"
+     "failed (e.g. the revision was compacted).\n"},
     {"version", 0, 0, false, false, false, "version", "client and daemon versions",
      "Print leaseholdctl's version and the daemon's version, node id and protocol.\n"},
     {"help", 0, 2, false, false, false, "help [COMMAND]", "show help",
@@ -196,8 +244,10 @@ static const struct command *find_command(const char *name)
 static void print_help(FILE *out)
 {
 	char def[512];
-	fprintf(out, "Usage: leaseholdctl [--control URL] COMMAND [ARGS] [OPTIONS]\n\n"
-		     "Operate the local leasehold daemon through its control socket.\n\n"
+	fprintf(out, "Usage: leaseholdctl [--control URL] COMMAND [ARGS] [OPTIONS]\n"
+		     "       leaseholdctl --etcd URL[,URL] [etcd options] COMMAND [ARGS] [OPTIONS]\n\n"
+		     "Operate the local leasehold daemon through its control socket, or (observer\n"
+		     "mode, --etcd) read and steer the cluster straight from etcd.\n\n"
 		     "Commands:\n");
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		fprintf(out, "  %-30s %s\n", commands[i].synopsis, commands[i].summary);
@@ -215,6 +265,18 @@ static void print_help(FILE *out)
 		"                 after S seconds; every other command: the deadline of\n"
 		"                 the whole call (default 10 s, 30 s for etcd writes)\n"
 		"  -h, --help     this help; after a command, that command's help\n"
+		"\nObserver mode (no daemon, no plugin on this machine):\n"
+		"  --etcd URL[,URL]   answer from etcd: plugins, status, members, history,\n"
+		"                     roles list, watch, pause, resume, reconcile; the\n"
+		"                     daemon-only commands (reload, wait-ready, leave,\n"
+		"                     roles set/clear, members forget) are refused\n"
+		"  --etcd-cacert FILE, --etcd-cert FILE, --etcd-key FILE\n"
+		"                     TLS: CA bundle, client certificate and key (PEM)\n"
+		"  --etcd-user NAME   etcd user; the password comes from\n"
+		"                     $LEASEHOLD_ETCD_PASSWORD, else it is asked on the terminal\n"
+		"  --prefix PREFIX    the daemons' --prefix (default /leasehold)\n"
+		"  --from-revision R, --to-revision R\n"
+		"                     watch: replay from after R / end after R\n"
 		"  --version      print leaseholdctl's version\n"
 		"\nExit codes:\n"
 		"  0  success (wait-ready: the plugin is ready)\n"
@@ -276,29 +338,26 @@ static int usage_error(const struct command *cmd, const char *fmt, ...)
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	bool only_positional = false;
+	const char **slot;
+	size_t nl;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!only_positional && a[0] == '-' && a[1] != '\0') {
 			if (strcmp(a, "--") == 0) {
 				only_positional = true;
-			} else if (strcmp(a, "--control") == 0 || strcmp(a, "--timeout") == 0) {
-				if (i + 1 >= argc) {
+			} else if ((slot = value_option(o, a, &nl)) != NULL) {
+				if (a[nl] == '=') {
+					*slot = a + nl + 1;
+				} else if (i + 1 >= argc) {
 					usage_error(find_command(o->cmd), "option %s needs a value",
 						    a);
 					return -1;
+				} else {
+					*slot = argv[++i];
 				}
-				if (a[2] == 'c')
-					o->control = argv[++i];
-				else {
-					o->timeout = argv[++i];
+				if (slot == &o->timeout)
 					o->has_timeout = true;
-				}
-			} else if (strncmp(a, "--control=", 10) == 0) {
-				o->control = a + 10;
-			} else if (strncmp(a, "--timeout=", 10) == 0) {
-				o->timeout = a + 10;
-				o->has_timeout = true;
 			} else if (strcmp(a, "--json") == 0) {
 				o->json = true;
 			} else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 ||
@@ -429,6 +488,14 @@ static int check_code(const Response *r, bool roles)
 	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_OK)
 		return EXIT_OK;
 	ctl_clean(r->message, m, sizeof(m), false);
+	if (!r->node || !r->node[0]) {
+		/* answered from etcd (observer mode): no daemon, no node */
+		fprintf(stderr, "leaseholdctl: %s\n", m);
+		return r->code == LEASEHOLD__CONTROL__CODE__CODE_FAILED ||
+				       r->code == LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT
+			       ? EXIT_NOTOK
+			       : EXIT_ERR;
+	}
 	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_REFUSED) {
 		fprintf(stderr, "leaseholdctl: refused by the daemon: %s\n", m);
 		return EXIT_REFUSED;
@@ -491,6 +558,65 @@ static int parse_timeout(const char *s, uint32_t *ret_ms)
 	if ((double)*ret_ms < v)
 		(*ret_ms)++; /* round up: never wait less than asked */
 	return 0;
+}
+
+/* observer_call - the request answered from etcd (ctl_observer.h) */
+static int observer_call(const struct opts *o, const uint8_t *req, size_t req_len,
+			 int64_t timeout_ms, Response **ret_resp)
+{
+	Leasehold__Control__Request *rq;
+	struct ctl_observer *ob;
+	const char *why;
+	int ret;
+
+	if (control_codec_request_decode(req, req_len, &rq, &why) < 0) {
+		fprintf(stderr, "leaseholdctl: %s\n", why);
+		return EXIT_ERR;
+	}
+	ret = ctl_observer_open(&o->etcd, &ob);
+	if (ret == EXIT_OK) {
+		ret = ctl_observer_call(ob, rq, timeout_ms, ret_resp);
+		ctl_observer_close(ob);
+	}
+	leasehold__control__request__free_unpacked(rq, NULL);
+	return ret;
+}
+
+static int parse_revision(const char *s, int64_t *ret)
+{
+	char *end = NULL;
+	errno = 0;
+	long long v = s ? strtoll(s, &end, 10) : 0;
+	if (!s || !s[0] || errno || !end || *end || v <= 0)
+		return -EINVAL;
+	*ret = (int64_t)v;
+	return 0;
+}
+
+/* cmd_watch - `watch [NAME]`: needs etcd (observer mode) */
+static int cmd_watch(const struct opts *o, const struct command *cmd, const char *name)
+{
+	int64_t from = 0, to = 0;
+	uint32_t ms = 0;
+	struct ctl_observer *ob;
+
+	if (!o->etcd.endpoints) {
+		fprintf(stderr, "leaseholdctl: watch reads etcd directly: give --etcd URL (and the "
+				"TLS and auth options of your etcd; see leaseholdctl help watch)\n");
+		return EXIT_ERR;
+	}
+	if (o->from_revision && parse_revision(o->from_revision, &from) < 0)
+		return usage_error(cmd, "invalid --from-revision '%s'", o->from_revision);
+	if (o->to_revision && parse_revision(o->to_revision, &to) < 0)
+		return usage_error(cmd, "invalid --to-revision '%s'", o->to_revision);
+	if (o->has_timeout && parse_timeout(o->timeout, &ms) < 0)
+		return usage_error(cmd, "invalid --timeout '%s' (seconds, >= 0)", o->timeout);
+	int ret = ctl_observer_open(&o->etcd, &ob);
+	if (ret != EXIT_OK)
+		return ret;
+	ret = ctl_observer_watch(ob, name, o->json, from, to, ms);
+	ctl_observer_close(ob);
+	return ret;
 }
 
 int main(int argc, char **argv)
@@ -609,6 +735,21 @@ int main(int argc, char **argv)
 	if (strcmp(cmd->name, "members forget") == 0 && !control_codec_node_ok(o.args[1]))
 		return usage_error(cmd, "invalid node id (1..128 printable ASCII characters, no '/')");
 
+	if (!o.etcd.endpoints && (o.etcd.cacert || o.etcd.cert || o.etcd.key || o.etcd.user ||
+				  o.etcd.prefix))
+		return usage_error(cmd, "--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and "
+					"--prefix need --etcd (observer mode)");
+	if ((o.from_revision || o.to_revision) && strcmp(cmd->name, "watch") != 0)
+		return usage_error(cmd, "--from-revision and --to-revision are for watch");
+	if (o.etcd.endpoints && o.control)
+		return usage_error(cmd, "--control and --etcd exclude each other");
+	if (strcmp(cmd->name, "watch") == 0)
+		return cmd_watch(&o, cmd, name);
+	if (o.etcd.endpoints && strcmp(cmd->name, "version") == 0) {
+		printf("leaseholdctl %s (observer mode: no daemon asked)\n", PACKAGE_VERSION);
+		return EXIT_OK;
+	}
+
 	url = o.control;
 	if (!url || !url[0])
 		url = getenv("LEASEHOLD_CONTROL");
@@ -703,7 +844,10 @@ int main(int argc, char **argv)
 		}
 		recv_timeout = ms;
 	}
-	ret = call(url, req, req_len, recv_timeout, &resp, &timed_out);
+	if (o.etcd.endpoints)
+		ret = observer_call(&o, req, req_len, recv_timeout, &resp);
+	else
+		ret = call(url, req, req_len, recv_timeout, &resp, &timed_out);
 	free(req);
 	if (ret != EXIT_OK) {
 		if (timed_out && (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET ||

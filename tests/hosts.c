@@ -325,8 +325,10 @@ void ctl_spawn(struct ctl_proc *p, const char *control, const char *const *args)
 	int a = 0, po[2], pe[2];
 	memset(p, 0, sizeof(*p));
 	argv[a++] = built_binary("leaseholdctl");
-	argv[a++] = "--control";
-	argv[a++] = control;
+	if (control) { /* NULL: observer mode (the args carry --etcd) */
+		argv[a++] = "--control";
+		argv[a++] = control;
+	}
 	for (const char *const *x = args; x && *x && a < 39; x++)
 		argv[a++] = *x;
 	argv[a] = NULL;

@@ -94,7 +94,8 @@ struct ctl_proc {
 };
 
 /* ctl_spawn - start `leaseholdctl --control control args...` (args
- * NULL-terminated) with stdout/stderr captured. Exits the test on failure. */
+ * NULL-terminated; control NULL: no --control) with stdout/stderr captured.
+ * Exits the test on failure. */
 void ctl_spawn(struct ctl_proc *p, const char *control, const char *const *args);
 /* ctl_finish - collect p's output and exit status into o, waiting at most
  * timeout_ms; on timeout the process is killed and -ETIMEDOUT returned (o
