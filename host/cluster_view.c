@@ -44,15 +44,12 @@ static bool node_under(const char *s, size_t n, const char *dir, const char **re
 	return true;
 }
 
+/* keep - a printable copy of s[0..n) (no NUL in it) owned by the view */
 static char *keep(struct cluster_view *v, const char *s, size_t n)
 {
-	char *d = malloc(n + 1);
-	if (!d)
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		d[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
-	d[n] = '\0';
-	v->strs[v->n_strs++] = d;
+	char *d = election_dup_printable(s, n);
+	if (d)
+		v->strs[v->n_strs++] = d;
 	return d;
 }
 

@@ -15,6 +15,7 @@
 
 #include "cluster_view.h"
 #include "control_codec.h"
+#include "control_terms.h"
 #include "ctl_observer.h"
 #include "election.h"
 #include "leasehold.pb-c.h"
@@ -461,18 +462,28 @@ static int answer_views(struct ctl_observer *ob, const Leasehold__Control__Reque
 	return r;
 }
 
-/* exists - plugin name has records (a member or a node state record) */
-static int exists(struct ctl_observer *ob, const char *name, uint64_t deadline,
-                  struct cluster_view **ret_view)
+/* require_plugin - plugin name's view (it has a member or a node state
+ * record): EXIT_OK with *ret_view (free with cluster_view_free); else the
+ * exit code, having answered NOT_FOUND into *ret_resp or printed the etcd
+ * error */
+static int require_plugin(struct ctl_observer *ob, const char *name, uint64_t deadline,
+                          struct cluster_view **ret_view, Response **ret_resp)
 {
 	struct cluster_view **vs = NULL;
 	size_t n = 0;
+	char msg[512];
 	int r = views(ob, name, deadline, &vs, &n);
 	if (r < 0)
-		return r;
-	*ret_view = n ? vs[0] : NULL;
+		return etcd_failed(r);
+	if (n == 0) {
+		free(vs);
+		snprintf(msg, sizeof(msg), "no plugin named '%s' in etcd under %s", name, ob->prefix);
+		r = refuse(LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, msg, ret_resp);
+		return r == EXIT_OK ? EXIT_NOTOK : r; /* an answer, not a view */
+	}
+	*ret_view = vs[0];
 	free(vs);
-	return 0;
+	return EXIT_OK;
 }
 
 static void on_done(void *ud, int err)
@@ -507,22 +518,10 @@ static void on_history(void *ud, int err, const struct election_term *t, size_t 
 	h->err = err;
 	if (err < 0)
 		return;
-	h->terms = calloc(n ? n : 1, sizeof(*h->terms));
-	if (!h->terms) {
+	if (control_terms_from(t, n, &h->terms) < 0) {
 		h->err = -ENOMEM;
 		return;
 	}
-	for (size_t i = 0; i < n; i++)
-		h->terms[i] = (struct control_term){.node = t[i].node,
-		                                    .release = t[i].release,
-		                                    .token = t[i].token,
-		                                    .start_rev = t[i].start_rev,
-		                                    .start_unix = t[i].start_unix,
-		                                    .end_rev = t[i].end_rev,
-		                                    .end_unix = t[i].end_unix,
-		                                    .end_reason = t[i].end_reason,
-		                                    .end_detail = t[i].end_detail,
-		                                    .invalid = !t[i].valid};
 	/* the strings live for this callback only: pack now */
 	h->a.code = LEASEHOLD__CONTROL__CODE__CODE_OK;
 	h->a.terms = h->terms;
@@ -536,14 +535,9 @@ static int answer_history(struct ctl_observer *ob, const char *name, uint64_t de
                           Response **ret_resp)
 {
 	struct cluster_view *v = NULL;
-	int r = exists(ob, name, deadline, &v);
-	if (r < 0)
-		return etcd_failed(r);
-	if (!v) {
-		char msg[512];
-		snprintf(msg, sizeof(msg), "no plugin named '%s' in etcd under %s", name, ob->prefix);
-		return refuse(LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, msg, ret_resp);
-	}
+	int r = require_plugin(ob, name, deadline, &v, ret_resp);
+	if (r != EXIT_OK)
+		return *ret_resp ? EXIT_OK : r;
 	cluster_view_free(v);
 	struct hist_wait h = {0};
 	r = election_history_at(ob->etcd, ob->prefix, name, on_history, &h);
@@ -634,13 +628,9 @@ static int answer_pause(struct ctl_observer *ob, const char *name, bool pause,
 {
 	struct cluster_view *v = NULL;
 	char err[256] = "", msg[512];
-	int r = exists(ob, name, deadline, &v);
-	if (r < 0)
-		return etcd_failed(r);
-	if (!v) {
-		snprintf(msg, sizeof(msg), "no plugin named '%s' in etcd under %s", name, ob->prefix);
-		return refuse(LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, msg, ret_resp);
-	}
+	int r = require_plugin(ob, name, deadline, &v, ret_resp);
+	if (r != EXIT_OK)
+		return *ret_resp ? EXIT_OK : r;
 	cluster_view_free(v);
 	struct wait w = {0};
 	r = election_pause_at(ob->etcd, ob->prefix, name, ob->by, pause, on_done, &w, err,
@@ -699,13 +689,9 @@ static int answer_reconcile(struct ctl_observer *ob, const char *name, uint32_t 
 {
 	struct cluster_view *v = NULL;
 	char err[256] = "", msg[600];
-	int r = exists(ob, name, deadline, &v);
-	if (r < 0)
-		return etcd_failed(r);
-	if (!v) {
-		snprintf(msg, sizeof(msg), "no plugin named '%s' in etcd under %s", name, ob->prefix);
-		return refuse(LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, msg, ret_resp);
-	}
+	int r = require_plugin(ob, name, deadline, &v, ret_resp);
+	if (r != EXIT_OK)
+		return *ret_resp ? EXIT_OK : r;
 	bool paused = v->plugin.paused;
 	cluster_view_free(v);
 	if (paused) {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control_terms.h"
 #include "daemon_internal.h"
 #include "leasehold.pb-c.h"
 #include "log.h"
@@ -133,7 +134,7 @@ static int ctl_members(void *ud, const char *name, struct control_member *out, s
 	struct election_member *tmp = max ? calloc(max, sizeof(*tmp)) : NULL;
 	if (max && !tmp)
 		return -ENOMEM;
-	size_t total = election_members(e->el, tmp, max);
+	size_t total = election_rows(e->el, tmp, max);
 	for (size_t i = 0; i < total && i < max; i++) {
 		out[i].node_id = tmp[i].node_id;
 		out[i].release = tmp[i].release;
@@ -380,22 +381,11 @@ static int ctl_reconcile(void *ud, const char *name, control_rev_fn done, void *
 static void on_history(void *ud, int err, const struct election_term *terms, size_t n)
 {
 	struct verb_op *o = ud;
-	struct control_term *out = n ? calloc(n, sizeof(*out)) : NULL;
-	if (n && !out) {
+	struct control_term *out = NULL;
+	if (control_terms_from(terms, n, &out) < 0) {
 		err = -ENOMEM;
 		n = 0;
 	}
-	for (size_t i = 0; i < n; i++)
-		out[i] = (struct control_term){.node = terms[i].node,
-		                               .release = terms[i].release,
-		                               .token = terms[i].token,
-		                               .start_rev = terms[i].start_rev,
-		                               .start_unix = terms[i].start_unix,
-		                               .end_rev = terms[i].end_rev,
-		                               .end_unix = terms[i].end_unix,
-		                               .end_reason = terms[i].end_reason,
-		                               .end_detail = terms[i].end_detail,
-		                               .invalid = !terms[i].valid};
 	o->done_hist(o->done_ctx, err, err < 0 ? etcd_strerror(err) : NULL, out, n);
 	free(out);
 	free(o);

@@ -209,10 +209,13 @@ struct election_member {
 	const struct node_record *record;
 	bool record_invalid; /* a record exists but does not decode */
 };
-/* election_members - fills up to max entries, returns the total count:
- * every member (valid record), then every node that has a state record but
- * no member record */
+/* election_members - every member (a valid member record): fills up to max
+ * entries, returns the total count */
 size_t election_members(struct election *e, struct election_member *out, size_t max);
+/* election_rows - the cluster view's rows: the members, then every node
+ * that has a state record but no member record (member false); as
+ * election_members */
+size_t election_rows(struct election *e, struct election_member *out, size_t max);
 
 /* election_forget - an operator removes node_id's member record: the node is
  * gone for good and must no longer hold back an incompatible status change.

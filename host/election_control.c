@@ -126,8 +126,7 @@ static bool key_is(const struct etcd_kv *kv, const char *k)
 	return kv->key_len == strlen(k) && memcmp(kv->key, k, kv->key_len) == 0;
 }
 
-/* printable ASCII only: these strings reach the CLI and the log */
-static char *dup_printable(const char *s, size_t max)
+char *election_dup_printable(const char *s, size_t max)
 {
 	size_t n = s ? strnlen(s, max) : 0;
 	char *d = malloc(n + 1);
@@ -168,7 +167,7 @@ static void apply_pause(struct election *e, const struct etcd_kv *kv, bool del)
 		         "the pause record does not decode (treated as paused)");
 		log_warn("election", "%s: %s", e->name, e->pause_error);
 	} else {
-		e->paused_by = dup_printable(p->node, 128);
+		e->paused_by = election_dup_printable(p->node, 128);
 		e->paused_at = p->at_unix;
 		leasehold__pause__free_unpacked(p, NULL);
 	}
@@ -191,7 +190,7 @@ static void apply_served(struct election *e, const struct etcd_kv *kv, bool del)
 	e->served_rev = s->request_revision;
 	e->served_ok = s->ok;
 	free(e->served_error);
-	e->served_error = s->error && *s->error ? dup_printable(s->error, 256) : NULL;
+	e->served_error = s->error && *s->error ? election_dup_printable(s->error, 256) : NULL;
 	leasehold__reconcile_served__free_unpacked(s, NULL);
 }
 
@@ -877,7 +876,7 @@ static void on_history(struct etcd_client *cl, int err, const struct etcd_respon
 		if (!p || !p->release)
 			continue;
 		t->valid = true;
-		strs[2 * i] = dup_printable(p->node, 128);
+		strs[2 * i] = election_dup_printable(p->node, 128);
 		t->node = strs[2 * i] ? strs[2 * i] : "";
 		t->release = (struct release){p->release->major, p->release->minor, p->release->patch};
 		t->token = p->fencing_token;
@@ -886,7 +885,7 @@ static void on_history(struct etcd_client *cl, int err, const struct etcd_respon
 			t->end_rev = kv->mod_revision;
 			t->end_unix = p->end_unix;
 			t->end_reason = election_term_end_name(p->end_reason);
-			strs[2 * i + 1] = dup_printable(p->end_detail, 256);
+			strs[2 * i + 1] = election_dup_printable(p->end_detail, 256);
 			t->end_detail = strs[2 * i + 1] ? strs[2 * i + 1] : "";
 		}
 	}

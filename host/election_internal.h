@@ -398,6 +398,10 @@ void election_fenced_orphan(struct election *e);
 /* ---- election_control.c: operator records (pause, reconcile requests,
  * term history) ---- */
 
+/* election_dup_printable - a copy of s (at most max bytes; NULL = "") with
+ * every byte that is not printable ASCII replaced by '?': these strings
+ * reach the CLI and the log. malloc'd, NULL when out of memory. */
+char *election_dup_printable(const char *s, size_t max);
 /* election_control_init - keys and timer (election_new); 0 or -ENOMEM.
  * election_control_free - election_free's part. */
 int election_control_init(struct election *e);

@@ -537,6 +537,13 @@ size_t election_members(struct election *e, struct election_member *out, size_t 
 			}
 			k++;
 		}
+	return k;
+}
+
+size_t election_rows(struct election *e, struct election_member *out, size_t max)
+{
+	const struct candidate *low = election_cand_lowest(e);
+	size_t k = election_members(e, out, max);
 	/* nodes that publish a state but hold no (valid) member record */
 	for (size_t i = 0; i < e->n_nodes; i++) {
 		const struct node_ent *n = &e->nodes[i];
