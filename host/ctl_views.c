@@ -114,6 +114,17 @@ static void print_table(const char *title, const char *const *hdr, const bool *r
 		printf("%s\n", border);
 }
 
+/* title_of - a table's title: the answering daemon's node, or (observer
+ * mode: no daemon, no node) where the answer came from */
+static void title_of(const Response *r, char *buf, size_t len)
+{
+	char nb[CELL];
+	if (r->node && r->node[0])
+		snprintf(buf, len, "Node: %s", ctl_clean(r->node, nb, sizeof(nb), true));
+	else
+		snprintf(buf, len, "Cluster (from etcd)");
+}
+
 static json_object *json_str_or_null(const char *s)
 {
 	return (s && s[0]) ? json_object_new_string(s) : NULL;
@@ -271,7 +282,7 @@ int ctl_view_plugins(const Response *r, bool json)
 					       "STATUS", "RECONCILES", "LAST ERROR"};
 	static const bool right[PCOLS] = {false, false, false, false, false,
 					  false, false, true,  false};
-	char title[CELL + 16], nb[CELL];
+	char title[CELL + 16];
 	char(*buf)[CELL] = NULL;
 	const char **cells = NULL;
 
@@ -298,7 +309,7 @@ int ctl_view_plugins(const Response *r, bool json)
 		for (size_t c = 0; c < PCOLS; c++)
 			cells[i * PCOLS + c] = buf[i * PCOLS + c];
 	}
-	snprintf(title, sizeof(title), "Node: %s", ctl_clean(r->node, nb, sizeof(nb), true));
+	title_of(r, title, sizeof(title));
 	print_table(title, hdr, right, PCOLS, cells, r->n_plugins);
 	if (r->n_plugins == 0)
 		printf("(no plugins loaded)\n");
@@ -504,7 +515,7 @@ static int print_nodes(const char *title, Member *const *ms, size_t n)
 
 int ctl_view_members(const Response *r, bool json)
 {
-	char title[CELL + 16], nb[CELL];
+	char title[CELL + 16];
 
 	if (json) {
 		json_object *a = json_object_new_array();
@@ -514,7 +525,7 @@ int ctl_view_members(const Response *r, bool json)
 		json_object_put(a);
 		return EXIT_OK;
 	}
-	snprintf(title, sizeof(title), "Node: %s", ctl_clean(r->node, nb, sizeof(nb), true));
+	title_of(r, title, sizeof(title));
 	int ret = print_nodes(title, r->members, r->n_members);
 	if (ret == EXIT_OK && r->n_members == 0)
 		printf("(no members)\n");
@@ -544,7 +555,7 @@ int ctl_view_roles_list(const Response *r, bool json)
 {
 	static const char *const hdr[3] = {"NODE", "ROLES", "ERROR"};
 	static const bool right[3] = {false, false, false};
-	char title[CELL + 16], nb[CELL];
+	char title[CELL + 16];
 	char(*buf)[CELL] = NULL;
 	const char **cells = NULL;
 
@@ -582,7 +593,7 @@ int ctl_view_roles_list(const Response *r, bool json)
 		for (size_t c = 0; c < 3; c++)
 			cells[i * 3 + c] = buf[i * 3 + c];
 	}
-	snprintf(title, sizeof(title), "Node: %s", ctl_clean(r->node, nb, sizeof(nb), true));
+	title_of(r, title, sizeof(title));
 	print_table(title, hdr, right, 3, cells, r->n_roles);
 	if (r->n_roles == 0)
 		printf("(no roles records)\n");

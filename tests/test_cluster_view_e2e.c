@@ -240,6 +240,56 @@ static void test_written_on_change_only(void)
 	ctl_out_free(&o2);
 }
 
+/* watch, live: started before the changes, it prints each once, in order */
+static void test_watch_live(void)
+{
+	const char *args[] = {"--etcd", harness_etcd_urls(g_etcd), "--prefix", PFX, "watch",
+	                      PLUGIN, "-o", "json", NULL};
+	struct ctl_proc p;
+	struct ctl_out o;
+	ctl_spawn(&p, NULL, args);
+	uint64_t t0 = loop_now();
+	while (!p.err || !strstr(p.err, "watching")) {
+		CHECK(ctl_running_for(&p, 100));
+		CHECK((loop_now() - t0) / LOOP_NS_PER_MS < 15000);
+	}
+	CHECK_INT_EQ(host_ctl(&A, &o, "pause", PLUGIN, NULL), 0);
+	ctl_out_free(&o);
+	CHECK_INT_EQ(host_ctl(&B, &o, "resume", PLUGIN, NULL), 0);
+	ctl_out_free(&o);
+	t0 = loop_now();
+	while (!p.out || !strstr(p.out, "\"paused\":false")) {
+		CHECK(ctl_running_for(&p, 100));
+		CHECK((loop_now() - t0) / LOOP_NS_PER_MS < 15000);
+	}
+	kill(p.pid, SIGINT);
+	CHECK_OK(ctl_finish(&p, &o, 10000));
+	fprintf(stderr, "%s", o.out);
+	int pauses = 0, resumes = 0;
+	int64_t last = 0;
+	for (char *l = o.out; l && *l;) {
+		char *nl = strchr(l, '\n');
+		CHECK(nl != NULL);
+		*nl = '\0';
+		json_object *j = json_tokener_parse(l);
+		CHECK(j != NULL);
+		int64_t rev = json_object_get_int64(jget(j, "revision"));
+		CHECK(rev >= last);
+		last = rev;
+		if (strcmp(jstr(j, "kind"), "pause") == 0) {
+			if (json_object_get_boolean(jget(j, "paused")))
+				pauses++;
+			else
+				resumes++;
+			CHECK(pauses == 1 && resumes <= 1); /* the pause first, each once */
+		}
+		json_object_put(j);
+		l = nl + 1;
+	}
+	CHECK_INT_EQ(resumes, 1);
+	ctl_out_free(&o);
+}
+
 static void test_record_goes_with_the_lease(void)
 {
 	host_signal(&B, SIGKILL);
@@ -264,6 +314,7 @@ int main(void)
 
 	RUN(test_cluster_view);
 	RUN(test_written_on_change_only);
+	RUN(test_watch_live);
 	RUN(test_record_goes_with_the_lease);
 
 	host_signal(&A, SIGTERM);
