@@ -259,7 +259,7 @@ static void print_help(FILE *out)
 		"                 ipc:///run/leasehold/control.sock (here: %s)\n"
 		"  -o, --output table|json\n"
 		"                 output format of plugins, status, members, roles list,\n"
-		"                 history (default table)\n"
+		"                 history, watch (default table)\n"
 		"  --json         the same as -o json\n"
 		"  --timeout S    wait-ready (default 60), reconcile (default 30): give up\n"
 		"                 after S seconds; every other command: the deadline of\n"

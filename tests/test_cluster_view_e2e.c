@@ -7,6 +7,8 @@
  * - the records are written only when they change: an event that changes
  *   no node's state costs no write (etcd's revision moves by exactly the
  *   event's own put), a pause changes exactly the leader's record, once;
+ * - watch, started before a pause and a resume, prints each change once,
+ *   in revision order (JSON lines), until interrupted;
  * - a node's record vanishes with its lease (SIGKILL past the TTL), and the
  *   view shows that node as down.
  */
