@@ -623,6 +623,17 @@ out:
 	return EXIT_OK;
 }
 
+/* settle - a call started with result r (0, or -errno when it did not
+ * start): its outcome once w is done, -ETIMEDOUT past the deadline */
+static int settle(struct ctl_observer *ob, int r, struct wait *w, uint64_t deadline)
+{
+	if (r < 0)
+		return r;
+	if (run(ob, w, deadline) < 0)
+		return -ETIMEDOUT;
+	return w->err;
+}
+
 static int answer_pause(struct ctl_observer *ob, const char *name, bool pause,
                         uint64_t deadline, Response **ret_resp)
 {
@@ -633,12 +644,9 @@ static int answer_pause(struct ctl_observer *ob, const char *name, bool pause,
 		return *ret_resp ? EXIT_OK : r;
 	cluster_view_free(v);
 	struct wait w = {0};
-	r = election_pause_at(ob->etcd, ob->prefix, name, ob->by, pause, on_done, &w, err,
-	                      sizeof(err));
-	if (r == 0 && run(ob, &w, deadline) < 0)
-		r = -ETIMEDOUT;
-	else if (r == 0)
-		r = w.err;
+	r = settle(ob, election_pause_at(ob->etcd, ob->prefix, name, ob->by, pause, on_done, &w,
+	                                 err, sizeof(err)),
+	           &w, deadline);
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "cannot %s plugin '%s': %s%s", pause ? "pause" : "resume",
 		         name, err[0] ? err : etcd_strerror(r),
@@ -700,12 +708,9 @@ static int answer_reconcile(struct ctl_observer *ob, const char *name, uint32_t 
 		return refuse(LEASEHOLD__CONTROL__CODE__CODE_BUSY, msg, ret_resp);
 	}
 	struct wait w = {0};
-	r = election_request_reconcile_at(ob->etcd, ob->prefix, name, ob->by, on_done_rev, &w, err,
-	                                  sizeof(err));
-	if (r == 0 && run(ob, &w, deadline) < 0)
-		r = -ETIMEDOUT;
-	else if (r == 0)
-		r = w.err;
+	r = settle(ob, election_request_reconcile_at(ob->etcd, ob->prefix, name, ob->by,
+	                                             on_done_rev, &w, err, sizeof(err)),
+	           &w, deadline);
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "cannot request a reconcile of plugin '%s': %s", name,
 		         err[0] ? err : etcd_strerror(r));
