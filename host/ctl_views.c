@@ -275,6 +275,8 @@ static void plugin_cells(const Plugin *p, char (*buf)[CELL])
 	ctl_clean(err, buf[8], 61, true);
 }
 
+static int print_cluster(const Response *r);
+
 int ctl_view_plugins(const Response *r, bool json)
 {
 	static const char *const hdr[PCOLS] = {"NAME",	 "RELEASE",    "STATE",
@@ -315,7 +317,7 @@ int ctl_view_plugins(const Response *r, bool json)
 		printf("(no plugins loaded)\n");
 	free(buf);
 	free(cells);
-	return EXIT_OK;
+	return print_cluster(r);
 }
 
 static int print_nodes(const char *title, Member *const *ms, size_t n);
@@ -508,6 +510,42 @@ static int print_nodes(const char *title, Member *const *ms, size_t n)
 			cells[i * MCOLS + c] = buf[i * MCOLS + c];
 	}
 	print_table(title, hdr, right, MCOLS, cells, n);
+	free(buf);
+	free(cells);
+	return EXIT_OK;
+}
+
+/* print_cluster - after the plugins table, one row per node of each
+ * plugin (a blank line apart); nothing when no plugin has node rows */
+static int print_cluster(const Response *r)
+{
+	static const char *const hdr[MCOLS + 1] = {
+	    "PLUGIN", "NODE",  "RELEASE",	 "LEADER", "CAMPAIGNING",
+	    "STATE",  "READY", "LAST RECONCILE", "REASON", "LOCAL"};
+	static const bool right[MCOLS + 1] = {false};
+	size_t n = 0, k = 0;
+	for (size_t i = 0; i < r->n_plugins; i++)
+		n += r->plugins[i]->n_nodes;
+	if (n == 0)
+		return EXIT_OK;
+	char(*buf)[CELL] = calloc(n * (MCOLS + 1), sizeof(*buf));
+	const char **cells = calloc(n * (MCOLS + 1), sizeof(*cells));
+	if (!buf || !cells) {
+		free(buf);
+		free(cells);
+		fprintf(stderr, "leaseholdctl: out of memory\n");
+		return EXIT_ERR;
+	}
+	for (size_t i = 0; i < r->n_plugins; i++)
+		for (size_t j = 0; j < r->plugins[i]->n_nodes; j++, k++) {
+			char(*c)[CELL] = &buf[k * (MCOLS + 1)];
+			ctl_clean(r->plugins[i]->name, c[0], CELL, true);
+			member_cells(r->plugins[i]->nodes[j], c + 1);
+			for (size_t x = 0; x <= MCOLS; x++)
+				cells[k * (MCOLS + 1) + x] = c[x];
+		}
+	printf("\n");
+	print_table("Nodes", hdr, right, MCOLS + 1, cells, n);
 	free(buf);
 	free(cells);
 	return EXIT_OK;

@@ -116,8 +116,10 @@ struct command {
 static const struct command commands[] = {
     {"plugins", 0, 0, true, false, false, "plugins [--json]", "list every plugin",
      "List every plugin of this node's daemon: release, election state, leader,\n"
-     "readiness, member releases (min..max), status record, reconciles.\n"
-     "--json prints a JSON array with one object per plugin.\n"},
+     "readiness, member releases (min..max), status record, reconciles; then the\n"
+     "cluster: one row per node of each plugin, as 'members' prints them.\n"
+     "--json prints a JSON array with one object per plugin (its node rows in\n"
+     "\"nodes\").\n"},
     {"status", 1, 1, true, false, false, "status NAME [--json]", "one plugin in detail",
      "Show one plugin in detail (key: value lines, or one JSON object).\n"
      "NAME is a plugin name (the file that runs it), or a file name in the\n"

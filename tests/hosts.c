@@ -540,6 +540,8 @@ int ctl_table_rows(const char *out)
 		const char *nl = strchr(l, '\n');
 		if (l[0] == '|')
 			n++;
+		else if (l[0] != '+' && n > 0)
+			break; /* the first table ended (plugins prints its nodes next) */
 		l = nl ? nl + 1 : NULL;
 	}
 	return n > 0 ? n - 1 : 0;

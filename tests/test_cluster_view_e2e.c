@@ -178,6 +178,15 @@ static void test_cluster_view(void)
 	CHECK_STR_EQ(ctl_table_cell(o.out, "b", "LOCAL", cell, sizeof(cell)), "*");
 	CHECK_STR_EQ(ctl_table_cell(o.out, "a", "READY", cell, sizeof(cell)), "yes");
 	ctl_out_free(&o);
+	/* plugins: its table, then one row per node of each plugin */
+	CHECK_INT_EQ(host_ctl(&A, &o, "plugins", NULL), 0);
+	fprintf(stderr, "%s", o.out);
+	CHECK_INT_EQ(ctl_table_rows(o.out), 1);
+	const char *nodes = strstr(o.out, "\n+ Nodes ");
+	CHECK(nodes != NULL);
+	CHECK_INT_EQ(ctl_table_rows(nodes + 1), 2);
+	CHECK(strstr(nodes, "| " PLUGIN " | a    | 1.0.0   | yes    | yes         | leading "));
+	ctl_out_free(&o);
 	/* status carries the same rows: "nodes" in JSON, a table in text */
 	json_object *p = ctl_plugin_json(&A, PLUGIN);
 	CHECK_INT_EQ(json_object_array_length(jget(p, "nodes")), 2);

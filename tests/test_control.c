@@ -782,7 +782,22 @@ static const char expected_table[] =
     "| broken     | -       | failed  | -      | no    | -            | -             |          0 "
     "| ABI major 2, host expects 1 |\n"
     "+------------+---------+---------+--------+-------+--------------+---------------+------------"
-    "+-----------------------------+\n";
+    "+-----------------------------+\n"
+    "\n"
+    "+ Nodes -----+--------+---------+--------+-------------+-------+-------+----------------+------"
+    "-----------------------------+-------+\n"
+    "| PLUGIN     | NODE   | RELEASE | LEADER | CAMPAIGNING | STATE | READY | LAST RECONCILE | "
+    "REASON                            | LOCAL |\n"
+    "+------------+--------+---------+--------+-------------+-------+-------+----------------+------"
+    "-----------------------------+-------+\n"
+    "| reconciler | node-a | 1.1.0   | yes    | yes         | down  | -     | -              | no "
+    "state record (no live session) |       |\n"
+    "| reconciler | node-b | 1.0.0   | no     | no          | down  | -     | -              | no "
+    "state record (no live session) |       |\n"
+    "| reconciler | node-c | 1.1.0   | no     | yes         | down  | -     | -              | no "
+    "state record (no live session) |       |\n"
+    "+------------+--------+---------+--------+-------------+-------+-------+----------------+------"
+    "-----------------------------+-------+\n";
 
 static void test_cli_plugins_table(void)
 {
