@@ -104,15 +104,21 @@ struct pb_plugin {
 	Leasehold__Control__Reconcile rc;
 };
 
+/* Storage for n Member messages (a members reply, or a plugin's nodes). */
+struct pb_members {
+	Leasehold__Control__Member *m;
+	Leasehold__Control__Release *rel, *nrel;
+	Leasehold__Control__NodeState *ns;
+	Leasehold__Control__Member **mp;
+	size_t n;
+};
+
 /* A reply under construction; strings are borrowed from the ops (valid until
  * we return to the loop) or owned copies listed in `owned`. */
 struct reply {
 	Leasehold__Control__Response r;
 	struct pb_plugin *plugins;
 	Leasehold__Control__Plugin **pp;
-	Leasehold__Control__Member *members;
-	Leasehold__Control__Release *mrel;
-	Leasehold__Control__Member **mp;
 	Leasehold__Control__RoleEntry *roles;
 	Leasehold__Control__RoleEntry **rolep;
 	char **rstr; /* every entry's role names, one flat array */
@@ -121,6 +127,8 @@ struct reply {
 	Leasehold__Control__Term **termp;
 	char *owned[16];
 	size_t n_owned;
+	struct pb_members **mlists; /* the node rows of each plugin (nodes) */
+	size_t n_mlists;
 	char msg[512];
 };
 
@@ -134,9 +142,6 @@ static void reply_fini(struct reply *rp)
 {
 	free(rp->plugins);
 	free(rp->pp);
-	free(rp->members);
-	free(rp->mrel);
-	free(rp->mp);
 	free(rp->roles);
 	free(rp->rolep);
 	free(rp->rstr);
@@ -145,6 +150,18 @@ static void reply_fini(struct reply *rp)
 	free(rp->termp);
 	for (size_t i = 0; i < rp->n_owned; i++)
 		free(rp->owned[i]);
+	for (size_t i = 0; i < rp->n_mlists; i++) {
+		struct pb_members *l = rp->mlists[i];
+		if (!l)
+			continue;
+		free(l->m);
+		free(l->rel);
+		free(l->nrel);
+		free(l->ns);
+		free(l->mp);
+		free(l);
+	}
+	free(rp->mlists);
 }
 
 /* pb_str - a string for the wire: "" for NULL, cut to CONTROL_STRING_MAX. */
@@ -248,6 +265,7 @@ static int reply_plugins(struct reply *rp, const struct control_plugin *src, siz
 		d->p.paused_at = s->paused_at;
 		d->p.reconcile_requested = s->reconcile_requested;
 		d->p.reconcile_served = s->reconcile_served;
+		d->p.config_revision = s->config_revision;
 		rp->pp[i] = &d->p;
 	}
 	rp->r.plugins = rp->pp;
@@ -255,25 +273,70 @@ static int reply_plugins(struct reply *rp, const struct control_plugin *src, siz
 	return 0;
 }
 
-static int reply_members(struct reply *rp, const struct control_member *src, size_t n)
+/* build_members - n Member messages from src, owned by the reply (freed by
+ * reply_fini). *ret_mp: the pointer array (NULL when n is 0). 0/-ENOMEM. */
+static int build_members(struct reply *rp, const struct control_member *src, size_t n,
+			 Leasehold__Control__Member ***ret_mp)
 {
+	*ret_mp = NULL;
 	if (n == 0)
 		return 0;
-	rp->members = calloc(n, sizeof(*rp->members));
-	rp->mrel = calloc(n, sizeof(*rp->mrel));
-	rp->mp = calloc(n, sizeof(*rp->mp));
-	if (!rp->members || !rp->mrel || !rp->mp)
+	struct pb_members **ls = realloc(rp->mlists, (rp->n_mlists + 1) * sizeof(*ls));
+	if (!ls)
+		return -ENOMEM;
+	rp->mlists = ls;
+	struct pb_members *l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	rp->mlists[rp->n_mlists++] = l;
+	l->m = calloc(n, sizeof(*l->m));
+	l->rel = calloc(n, sizeof(*l->rel));
+	l->nrel = calloc(n, sizeof(*l->nrel));
+	l->ns = calloc(n, sizeof(*l->ns));
+	l->mp = calloc(n, sizeof(*l->mp));
+	if (!l->m || !l->rel || !l->nrel || !l->ns || !l->mp)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		leasehold__control__member__init(&rp->members[i]);
-		rp->members[i].node = pb_str(rp, src[i].node_id);
-		pb_release(&rp->mrel[i], src[i].release);
-		rp->members[i].release = &rp->mrel[i];
-		rp->members[i].leader = src[i].leader;
-		rp->members[i].campaigning = src[i].campaigning;
-		rp->mp[i] = &rp->members[i];
+		Leasehold__Control__Member *m = &l->m[i];
+		leasehold__control__member__init(m);
+		m->node = pb_str(rp, src[i].node_id);
+		pb_release(&l->rel[i], src[i].release);
+		m->release = &l->rel[i];
+		m->leader = src[i].leader;
+		m->campaigning = src[i].campaigning;
+		m->local = src[i].local;
+		m->no_member_record = src[i].no_member_record;
+		m->node_state_invalid = src[i].record_invalid;
+		const struct node_record *nr = src[i].record;
+		if (nr) {
+			Leasehold__Control__NodeState *ns = &l->ns[i];
+			leasehold__control__node_state__init(ns);
+			pb_release(&l->nrel[i], nr->release);
+			ns->release = &l->nrel[i];
+			ns->state = pb_str(rp, nr->state);
+			ns->reason = pb_str(rp, nr->reason);
+			ns->since = nr->since;
+			ns->ready = nr->ready;
+			ns->not_ready = pb_str(rp, nr->not_ready);
+			ns->reconcile_at = nr->reconcile_at;
+			ns->reconcile_ok = nr->reconcile_ok;
+			ns->reconcile_error = pb_str(rp, nr->reconcile_error);
+			m->node_state = ns;
+		}
+		l->mp[i] = m;
 	}
-	rp->r.members = rp->mp;
+	l->n = n;
+	*ret_mp = l->mp;
+	return 0;
+}
+
+static int reply_members(struct reply *rp, const struct control_member *src, size_t n)
+{
+	Leasehold__Control__Member **mp;
+	int r = build_members(rp, src, n, &mp);
+	if (r < 0)
+		return r;
+	rp->r.members = mp;
 	rp->r.n_members = n;
 	return 0;
 }
@@ -377,6 +440,52 @@ static int reply_pack(struct control *c, struct reply *rp, uint8_t **ret_buf, si
 	return 0;
 }
 
+int control_answer_pack(const struct control_answer *a, uint8_t **ret_buf, size_t *ret_len)
+{
+	struct reply rp;
+	int r = 0;
+	reply_init(&rp);
+	if (a->code != LEASEHOLD__CONTROL__CODE__CODE_OK) {
+		reply_error(&rp, (Leasehold__Control__Code)a->code, "%s",
+			    a->message ? a->message : "");
+	} else {
+		if (r == 0)
+			r = reply_plugins(&rp, a->plugins, a->n_plugins);
+		for (size_t i = 0; r == 0 && a->plugin_nodes && i < a->n_plugins; i++) {
+			if (build_members(&rp, a->plugin_nodes[i], a->n_plugin_nodes[i],
+					  &rp.pp[i]->nodes) < 0)
+				r = -ENOMEM;
+			else
+				rp.pp[i]->n_nodes = a->n_plugin_nodes[i];
+		}
+		if (r == 0)
+			r = reply_members(&rp, a->members, a->n_members);
+		if (r == 0)
+			r = reply_roles(&rp, a->roles, a->n_roles);
+		if (r == 0)
+			r = reply_terms(&rp, a->terms, a->n_terms);
+		rp.r.revision = a->revision;
+	}
+	if (r == 0) {
+		rp.r.protocol = CONTROL_PROTOCOL;
+		rp.r.node = pb_str(&rp, a->node);
+		rp.r.daemon_version = (char *)PACKAGE_VERSION;
+		if (!rp.r.message)
+			rp.r.message = (char *)"";
+		size_t len = leasehold__control__response__get_packed_size(&rp.r);
+		uint8_t *buf = malloc(len ? len : 1);
+		if (!buf) {
+			r = -ENOMEM;
+		} else {
+			leasehold__control__response__pack(&rp.r, buf);
+			*ret_buf = buf;
+			*ret_len = len;
+		}
+	}
+	reply_fini(&rp);
+	return r;
+}
+
 /* send_reply - answer conn's request with rp. */
 static void send_reply(struct control *c, struct control_conn *conn, struct reply *rp)
 {
@@ -432,38 +541,15 @@ static const struct control_plugin *find_plugin(const struct control *c, size_t 
 }
 
 
-static void do_plugins(struct control *c, struct reply *rp)
-{
-	size_t n;
-	if (fetch_plugins(c, &n) < 0 || reply_plugins(rp, c->pbuf, n) < 0)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
-}
-
-static void do_status(struct control *c, struct reply *rp, const char *name)
-{
-	const struct control_plugin *p;
-	size_t n;
-	if (fetch_plugins(c, &n) < 0) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
-		return;
-	}
-	p = find_plugin(c, n, name);
-	if (!p)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "no plugin named '%s'",
-			    name);
-	else if (reply_plugins(rp, p, 1) < 0)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
-}
-
-static void do_members(struct control *c, struct reply *rp, const char *name)
+/* fetch_members - ask the daemon for plugin name's rows into c->mbuf:
+ * 0 (*ret_n rows), -ENOENT, -ENOTSUP, -ENOMEM or -EAGAIN. */
+static int fetch_members(struct control *c, const char *name, size_t *ret_n)
 {
 	size_t total = 0;
 	int r = -ENOTSUP;
 
-	if (!c->ops->members) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "members are not available");
-		return;
-	}
+	if (!c->ops->members)
+		return -ENOTSUP;
 	for (int attempt = 0; attempt < 4; attempt++) {
 		total = 0;
 		r = c->ops->members(c->ud, name, c->mbuf, c->mcap, &total);
@@ -479,7 +565,61 @@ static void do_members(struct control *c, struct reply *rp, const char *name)
 		c->mcap = cap;
 		r = -EAGAIN;
 	}
-	if (r == -ENOENT)
+	*ret_n = total;
+	return r;
+}
+
+/* attach_nodes - every plugin of the reply gets its node rows (a file row
+ * that runs no plugin has none). 0 or -ENOMEM. */
+static int attach_nodes(struct control *c, struct reply *rp)
+{
+	for (size_t i = 0; i < rp->r.n_plugins; i++) {
+		Leasehold__Control__Plugin *p = rp->r.plugins[i];
+		size_t n = 0;
+		int r = fetch_members(c, p->name, &n);
+		if (r == -ENOMEM)
+			return r;
+		if (r < 0)
+			continue;
+		if (build_members(rp, c->mbuf, n, &p->nodes) < 0)
+			return -ENOMEM;
+		p->n_nodes = n;
+	}
+	return 0;
+}
+
+static void do_plugins(struct control *c, struct reply *rp)
+{
+	size_t n;
+	if (fetch_plugins(c, &n) < 0 || reply_plugins(rp, c->pbuf, n) < 0 ||
+	    attach_nodes(c, rp) < 0)
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+}
+
+static void do_status(struct control *c, struct reply *rp, const char *name)
+{
+	const struct control_plugin *p;
+	size_t n;
+	if (fetch_plugins(c, &n) < 0) {
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+		return;
+	}
+	p = find_plugin(c, n, name);
+	if (!p)
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "no plugin named '%s'",
+			    name);
+	else if (reply_plugins(rp, p, 1) < 0 || attach_nodes(c, rp) < 0)
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+}
+
+static void do_members(struct control *c, struct reply *rp, const char *name)
+{
+	size_t total = 0;
+	int r = fetch_members(c, name, &total);
+
+	if (r == -ENOTSUP)
+		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "members are not available");
+	else if (r == -ENOENT)
 		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "no plugin named '%s'",
 			    name);
 	else if (r < 0)

@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "loop.h"
+#include "node_record.h"
 #include "release.h"
 
 struct control;
@@ -84,6 +85,9 @@ struct control_plugin {
 	 * flight) and the revision of the last one seen to end */
 	int64_t switchover_rev;
 	int64_t switchover_ended_rev;
+	/* mod_revision of P/N/config, 0 = none or unknown (the daemon that
+	 * mirrors the configuration record fills it) */
+	int64_t config_revision;
 };
 
 /* one term of a plugin's history (control_history_fn); strings borrowed */
@@ -101,6 +105,10 @@ struct control_member {
 	struct release release;
 	bool leader;
 	bool campaigning; /* holds an election key now */
+	bool no_member_record; /* the node has a state record only */
+	bool local;       /* this daemon's node */
+	const struct node_record *record; /* its state record, or NULL */
+	bool record_invalid;              /* a record exists but does not decode */
 };
 
 /* completion of an asynchronous op: err 0 or -errno, msg (may be NULL) a
@@ -192,6 +200,33 @@ struct control_ops {
 	int (*switchover)(void *ud, const char *name, const char *to, uint32_t timeout_ms,
 	                  control_switchover_fn done, void *done_ctx, char *err, size_t err_len);
 };
+
+/* What a reply carries, for a client that answers a request itself
+ * (leaseholdctl in observer mode builds, from etcd, the Response the daemon
+ * would send, so the printers are shared). Every array may be NULL when its
+ * count is 0; plugin_nodes/n_plugin_nodes: the node rows of plugin i (both
+ * NULL: none). code: a Leasehold__Control__Code; message when not OK. */
+struct control_answer {
+	const char *node;
+	int code;
+	const char *message;
+	const struct control_plugin *plugins;
+	size_t n_plugins;
+	const struct control_member *const *plugin_nodes;
+	const size_t *n_plugin_nodes;
+	const struct control_member *members;
+	size_t n_members;
+	const struct control_role_entry *roles;
+	size_t n_roles;
+	const struct control_term *terms;
+	size_t n_terms;
+	int64_t revision;
+};
+
+/* control_answer_pack - a as a packed Response, exactly as the server packs
+ * its replies. *ret_buf (malloc'd, the caller frees it) and *ret_len are set
+ * on success only. 0 or -ENOMEM. */
+int control_answer_pack(const struct control_answer *a, uint8_t **ret_buf, size_t *ret_len);
 
 /* control_new - listen on url ("ipc://PATH" or "/path"); the socket file
  * gets mode 0600 (its directory is created, 0755, if missing) and PATH.lock

@@ -13,22 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control_terms.h"
 #include "daemon_internal.h"
 #include "leasehold.pb-c.h"
 #include "log.h"
 #include "switchover.h"
 
-
-static const char *status_state_name(const struct election_info *i)
-{
-	if (!i->status_valid)
-		return "INVALID";
-	if (i->status_state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE)
-		return "DONE";
-	if (i->status_state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING)
-		return "WORKING";
-	return "UNKNOWN"; /* a state this release does not know; the releases still count */
-}
 
 static void fill_plugin(struct entry *e, struct control_plugin *p)
 {
@@ -56,7 +46,7 @@ static void fill_plugin(struct entry *e, struct control_plugin *p)
 		p->not_ready = i.not_ready;
 		p->releases = i.releases;
 		p->status_present = i.status_present;
-		p->status_state = status_state_name(&i);
+		p->status_state = election_status_state_name(i.status_valid, i.status_state);
 		p->status_version = i.status_version;
 		p->status_min_compatible = i.status_min_compatible;
 		p->reconcile_count = i.reconcile_count;
@@ -147,12 +137,16 @@ static int ctl_members(void *ud, const char *name, struct control_member *out, s
 	struct election_member *tmp = max ? calloc(max, sizeof(*tmp)) : NULL;
 	if (max && !tmp)
 		return -ENOMEM;
-	size_t total = election_members(e->el, tmp, max);
+	size_t total = election_rows(e->el, tmp, max);
 	for (size_t i = 0; i < total && i < max; i++) {
 		out[i].node_id = tmp[i].node_id;
 		out[i].release = tmp[i].release;
 		out[i].leader = tmp[i].leader;
 		out[i].campaigning = tmp[i].campaigning;
+		out[i].no_member_record = !tmp[i].member;
+		out[i].local = strcmp(tmp[i].node_id, d->cfg->node_id) == 0;
+		out[i].record = tmp[i].record;
+		out[i].record_invalid = tmp[i].record_invalid;
 	}
 	free(tmp);
 	*ret_total = total;
@@ -391,22 +385,11 @@ static int ctl_reconcile(void *ud, const char *name, control_rev_fn done, void *
 static void on_history(void *ud, int err, const struct election_term *terms, size_t n)
 {
 	struct verb_op *o = ud;
-	struct control_term *out = n ? calloc(n, sizeof(*out)) : NULL;
-	if (n && !out) {
+	struct control_term *out = NULL;
+	if (control_terms_from(terms, n, &out) < 0) {
 		err = -ENOMEM;
 		n = 0;
 	}
-	for (size_t i = 0; i < n; i++)
-		out[i] = (struct control_term){.node = terms[i].node,
-		                               .release = terms[i].release,
-		                               .token = terms[i].token,
-		                               .start_rev = terms[i].start_rev,
-		                               .start_unix = terms[i].start_unix,
-		                               .end_rev = terms[i].end_rev,
-		                               .end_unix = terms[i].end_unix,
-		                               .end_reason = terms[i].end_reason,
-		                               .end_detail = terms[i].end_detail,
-		                               .invalid = !terms[i].valid};
 	o->done_hist(o->done_ctx, err, err < 0 ? etcd_strerror(err) : NULL, out, n);
 	free(out);
 	free(o);

@@ -444,6 +444,8 @@ void election_step(struct election *e)
 		goto report;
 	}
 	/* 4. stop complete */
+	if (e->stopping && !e->leading && !e->my_rev && election_nodes_busy(e))
+		goto report; /* our state record goes first */
 	if (e->stopping && !e->leading && !e->my_rev) {
 		if (e->watch) {
 			etcd_watch_cancel(e->watch);
@@ -478,6 +480,7 @@ void election_step(struct election *e)
 	}
 report:
 	election_assert_invariants(e);
+	election_nodes_update(e);
 	enum election_state s = current_state(e);
 	if (s != e->state_reported) {
 		log_debug("election", "%s: state %s -> %s", e->name, election_state_name(e->state_reported),
@@ -536,6 +539,8 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 	r = election_control_init(e);
 	if (r == 0)
 		r = election_switchover_init(e);
+	if (r == 0)
+		r = election_nodes_init(e);
 	if (r == 0)
 		r = loop_timer_new(l, election_on_sync_timer, e, &e->sync_timer);
 	if (r == 0)
@@ -714,6 +719,7 @@ void election_free(struct election *e)
 	election_mirror_free(e);
 	election_control_free(e);
 	election_switchover_free(e);
+	election_nodes_free(e);
 	free(e->pending_status);
 	free(e->reconcile_last_error);
 	free(e->hold_reason);

@@ -48,6 +48,7 @@
 #include "driver.h"
 #include "etcd.h"
 #include "loop.h"
+#include "node_record.h"
 #include "release.h"
 #include "session.h"
 
@@ -62,6 +63,9 @@ enum election_state {
 	ELECTION_STOPPED = 5,
 };
 const char *election_state_name(enum election_state s);
+/* election_status_state_name - a status record's state as the CLI shows
+ * it: "DONE", "WORKING", "UNKNOWN" (a newer state), "INVALID" (!valid) */
+const char *election_status_state_name(bool valid, int state);
 
 /* The three releases a plugin declares. */
 struct plugin_releases {
@@ -207,9 +211,22 @@ struct election_member {
 	/* it holds an election key now (alive, newest release); a member that
 	 * does not may be standby on an older release, down or cut off */
 	bool campaigning;
+	/* false: the node publishes a state record (P/N/nodes/<id>) but has no
+	 * member record (held back by a missing role, or leaving); release
+	 * is then the record's */
+	bool member;
+	/* its state record as mirrored (borrowed like node_id), NULL = none:
+	 * the node's lease is gone (down or cut off) or it has not written one */
+	const struct node_record *record;
+	bool record_invalid; /* a record exists but does not decode */
 };
-/* election_members - fills up to max entries, returns the total count */
+/* election_members - every member (a valid member record): fills up to max
+ * entries, returns the total count */
 size_t election_members(struct election *e, struct election_member *out, size_t max);
+/* election_rows - the cluster view's rows: the members, then every node
+ * that has a state record but no member record (member false); as
+ * election_members */
+size_t election_rows(struct election *e, struct election_member *out, size_t max);
 
 /* election_forget - an operator removes node_id's member record: the node is
  * gone for good and must no longer hold back an incompatible status change.
@@ -243,6 +260,17 @@ int election_pause(struct election *e, bool pause, void (*done)(void *ud, int er
 int election_request_reconcile(struct election *e, void (*done)(void *ud, int err, int64_t rev),
                                void *ud, char *err, size_t err_len);
 
+/* The same verbs without an election, for a client that is no member
+ * (leaseholdctl in observer mode): plugin name under prefix, the records
+ * naming `by` as the requester. As above; election_request_reconcile_at
+ * checks nothing (the caller checks the pause first). */
+int election_pause_at(struct etcd_client *c, const char *prefix, const char *name,
+                      const char *by, bool pause, void (*done)(void *ud, int err), void *ud,
+                      char *err, size_t err_len);
+int election_request_reconcile_at(struct etcd_client *c, const char *prefix, const char *name,
+                                  const char *by, void (*done)(void *ud, int err, int64_t rev),
+                                  void *ud, char *err, size_t err_len);
+
 /* One term of the plugin's leadership history (strings borrowed for the
  * callback only). */
 struct election_term {
@@ -267,5 +295,11 @@ const char *election_term_end_name(int reason);
 int election_history(struct election *e,
                      void (*done)(void *ud, int err, const struct election_term *terms, size_t n),
                      void *ud);
+/* election_history_at - the same for plugin name under prefix (observer
+ * mode) */
+int election_history_at(struct etcd_client *c, const char *prefix, const char *name,
+                        void (*done)(void *ud, int err, const struct election_term *terms,
+                                     size_t n),
+                        void *ud);
 
 #endif

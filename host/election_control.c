@@ -126,8 +126,7 @@ static bool key_is(const struct etcd_kv *kv, const char *k)
 	return kv->key_len == strlen(k) && memcmp(kv->key, k, kv->key_len) == 0;
 }
 
-/* printable ASCII only: these strings reach the CLI and the log */
-static char *dup_printable(const char *s, size_t max)
+char *election_dup_printable(const char *s, size_t max)
 {
 	size_t n = s ? strnlen(s, max) : 0;
 	char *d = malloc(n + 1);
@@ -168,7 +167,7 @@ static void apply_pause(struct election *e, const struct etcd_kv *kv, bool del)
 		         "the pause record does not decode (treated as paused)");
 		log_warn("election", "%s: %s", e->name, e->pause_error);
 	} else {
-		e->paused_by = dup_printable(p->node, 128);
+		e->paused_by = election_dup_printable(p->node, 128);
 		e->paused_at = p->at_unix;
 		leasehold__pause__free_unpacked(p, NULL);
 	}
@@ -191,7 +190,7 @@ static void apply_served(struct election *e, const struct etcd_kv *kv, bool del)
 	e->served_rev = s->request_revision;
 	e->served_ok = s->ok;
 	free(e->served_error);
-	e->served_error = s->error && *s->error ? dup_printable(s->error, 256) : NULL;
+	e->served_error = s->error && *s->error ? election_dup_printable(s->error, 256) : NULL;
 	leasehold__reconcile_served__free_unpacked(s, NULL);
 }
 
@@ -366,11 +365,14 @@ static struct verb_ctx *verb_new(void *ud)
 	return v;
 }
 
-int election_pause(struct election *e, bool pause, void (*done)(void *ud, int err), void *ud,
-                   char *err, size_t err_len)
+int election_pause_at(struct etcd_client *c, const char *prefix, const char *name,
+                      const char *by, bool pause, void (*done)(void *ud, int err), void *ud,
+                      char *err, size_t err_len)
 {
-	struct verb_ctx *v = verb_new(ud);
+	char *key = key_join(prefix, name, "paused");
+	struct verb_ctx *v = key ? verb_new(ud) : NULL;
 	if (!v) {
+		free(key);
 		snprintf(err, err_len, "out of memory");
 		return -ENOMEM;
 	}
@@ -378,31 +380,77 @@ int election_pause(struct election *e, bool pause, void (*done)(void *ud, int er
 	int r;
 	if (pause) {
 		Leasehold__Pause p = LEASEHOLD__PAUSE__INIT;
-		p.node = e->node_id;
+		p.node = (char *)by;
 		p.at_unix = (int64_t)time(NULL);
 		uint8_t buf[256];
 		size_t n = leasehold__pause__get_packed_size(&p);
 		if (n > sizeof(buf)) {
 			free(v);
+			free(key);
 			snprintf(err, err_len, "node id too long");
 			return -EINVAL;
 		}
 		leasehold__pause__pack(&p, buf);
-		struct etcd_op op = {.type = ETCD_OP_PUT, .key = e->k_paused,
-		                     .key_len = strlen(e->k_paused), .value = buf, .value_len = n};
-		r = etcd_put(e->etcd, &op, NULL, on_verb, v, NULL);
+		struct etcd_op op = {.type = ETCD_OP_PUT, .key = key, .key_len = strlen(key),
+		                     .value = buf, .value_len = n};
+		r = etcd_put(c, &op, NULL, on_verb, v, NULL);
 	} else {
-		struct etcd_op op = {.type = ETCD_OP_DELETE, .key = e->k_paused,
-		                     .key_len = strlen(e->k_paused)};
-		r = etcd_delete(e->etcd, &op, NULL, on_verb, v, NULL);
+		struct etcd_op op = {.type = ETCD_OP_DELETE, .key = key, .key_len = strlen(key)};
+		r = etcd_delete(c, &op, NULL, on_verb, v, NULL);
 	}
+	free(key);
 	if (r < 0) {
 		free(v);
 		snprintf(err, err_len, "%s", etcd_strerror(r));
 		return r;
 	}
-	log_warn("election", "%s: %s on an operator's request", e->name,
-	         pause ? "pausing (cluster-wide)" : "resuming (cluster-wide)");
+	return 0;
+}
+
+int election_pause(struct election *e, bool pause, void (*done)(void *ud, int err), void *ud,
+                   char *err, size_t err_len)
+{
+	int r = election_pause_at(e->etcd, e->prefix, e->name, e->node_id, pause, done, ud, err,
+	                          err_len);
+	if (r == 0)
+		log_warn("election", "%s: %s on an operator's request", e->name,
+		         pause ? "pausing (cluster-wide)" : "resuming (cluster-wide)");
+	return r;
+}
+
+int election_request_reconcile_at(struct etcd_client *c, const char *prefix, const char *name,
+                                  const char *by, void (*done)(void *ud, int err, int64_t rev),
+                                  void *ud, char *err, size_t err_len)
+{
+	char *key = key_join(prefix, name, "reconcile-request");
+	struct verb_ctx *v = key ? verb_new(ud) : NULL;
+	if (!v) {
+		free(key);
+		snprintf(err, err_len, "out of memory");
+		return -ENOMEM;
+	}
+	v->done_rev = done;
+	Leasehold__ReconcileRequest q = LEASEHOLD__RECONCILE_REQUEST__INIT;
+	q.node = (char *)by;
+	q.at_unix = (int64_t)time(NULL);
+	uint8_t buf[256];
+	size_t n = leasehold__reconcile_request__get_packed_size(&q);
+	if (n > sizeof(buf)) {
+		free(v);
+		free(key);
+		snprintf(err, err_len, "node id too long");
+		return -EINVAL;
+	}
+	leasehold__reconcile_request__pack(&q, buf);
+	struct etcd_op op = {.type = ETCD_OP_PUT, .key = key, .key_len = strlen(key), .value = buf,
+	                     .value_len = n};
+	int r = etcd_put(c, &op, NULL, on_verb, v, NULL);
+	free(key);
+	if (r < 0) {
+		free(v);
+		snprintf(err, err_len, "%s", etcd_strerror(r));
+		return r;
+	}
 	return 0;
 }
 
@@ -419,33 +467,11 @@ int election_request_reconcile(struct election *e, void (*done)(void *ud, int er
 		         "resume %s`", e->name, e->name);
 		return -EBUSY;
 	}
-	struct verb_ctx *v = verb_new(ud);
-	if (!v) {
-		snprintf(err, err_len, "out of memory");
-		return -ENOMEM;
-	}
-	v->done_rev = done;
-	Leasehold__ReconcileRequest q = LEASEHOLD__RECONCILE_REQUEST__INIT;
-	q.node = e->node_id;
-	q.at_unix = (int64_t)time(NULL);
-	uint8_t buf[256];
-	size_t n = leasehold__reconcile_request__get_packed_size(&q);
-	if (n > sizeof(buf)) {
-		free(v);
-		snprintf(err, err_len, "node id too long");
-		return -EINVAL;
-	}
-	leasehold__reconcile_request__pack(&q, buf);
-	struct etcd_op op = {.type = ETCD_OP_PUT, .key = e->k_request, .key_len = strlen(e->k_request),
-	                     .value = buf, .value_len = n};
-	int r = etcd_put(e->etcd, &op, NULL, on_verb, v, NULL);
-	if (r < 0) {
-		free(v);
-		snprintf(err, err_len, "%s", etcd_strerror(r));
-		return r;
-	}
-	log_info("election", "%s: reconcile requested by an operator", e->name);
-	return 0;
+	int r = election_request_reconcile_at(e->etcd, e->prefix, e->name, e->node_id, done, ud,
+	                                      err, err_len);
+	if (r == 0)
+		log_info("election", "%s: reconcile requested by an operator", e->name);
+	return r;
 }
 
 /* ---- the term history ---- */
@@ -867,7 +893,7 @@ static void on_history(struct etcd_client *cl, int err, const struct etcd_respon
 		if (!p || !p->release)
 			continue;
 		t->valid = true;
-		strs[2 * i] = dup_printable(p->node, 128);
+		strs[2 * i] = election_dup_printable(p->node, 128);
 		t->node = strs[2 * i] ? strs[2 * i] : "";
 		t->release = (struct release){p->release->major, p->release->minor, p->release->patch};
 		t->token = p->fencing_token;
@@ -876,7 +902,7 @@ static void on_history(struct etcd_client *cl, int err, const struct etcd_respon
 			t->end_rev = kv->mod_revision;
 			t->end_unix = p->end_unix;
 			t->end_reason = election_term_end_name(p->end_reason);
-			strs[2 * i + 1] = dup_printable(p->end_detail, 256);
+			strs[2 * i + 1] = election_dup_printable(p->end_detail, 256);
 			t->end_detail = strs[2 * i + 1] ? strs[2 * i + 1] : "";
 		}
 	}
@@ -894,21 +920,38 @@ static void on_history(struct etcd_client *cl, int err, const struct etcd_respon
 	free(v);
 }
 
+int election_history_at(struct etcd_client *c, const char *prefix, const char *name,
+                        void (*done)(void *ud, int err, const struct election_term *terms,
+                                     size_t n),
+                        void *ud)
+{
+	char *key = key_join(prefix, name, "term-history/");
+	struct verb_ctx *v = key ? verb_new(ud) : NULL;
+	if (!v) {
+		free(key);
+		return -ENOMEM;
+	}
+	v->done_hist = done;
+	uint8_t end[512];
+	size_t kl = strlen(key);
+	if (kl > sizeof(end)) {
+		free(key);
+		free(v);
+		return -EINVAL;
+	}
+	size_t el = etcd_prefix_end(key, kl, end);
+	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = key, .key_len = kl,
+	                     .range_end = end, .range_end_len = el};
+	int r = etcd_range(c, &op, NULL, on_history, v, NULL);
+	free(key);
+	if (r < 0)
+		free(v);
+	return r;
+}
+
 int election_history(struct election *e,
                      void (*done)(void *ud, int err, const struct election_term *terms, size_t n),
                      void *ud)
 {
-	struct verb_ctx *v = verb_new(ud);
-	if (!v)
-		return -ENOMEM;
-	v->done_hist = done;
-	uint8_t end[512];
-	size_t kl = strlen(e->k_terms);
-	size_t el = etcd_prefix_end(e->k_terms, kl, end);
-	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = e->k_terms, .key_len = kl,
-	                     .range_end = end, .range_end_len = el};
-	int r = etcd_range(e->etcd, &op, NULL, on_history, v, NULL);
-	if (r < 0)
-		free(v);
-	return r;
+	return election_history_at(e->etcd, e->prefix, e->name, done, ud);
 }

@@ -23,6 +23,7 @@
 
 #include "election.h"
 #include "leasehold.pb-c.h"
+#include "node_record.h"
 
 #define ST_WORKING LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING
 #define ST_DONE LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE
@@ -38,6 +39,7 @@
 #define TERM_CTX_MAGIC 0x5445524du   /* struct term_ctx (election_control.c) */
 #define HANDOVER_CTX_MAGIC 0x484e4443u /* struct handover_ctx (election_switchover.c) */
 #define PRIORITY_CTX_MAGIC 0x50524943u /* struct priority_ctx (election_switchover.c) */
+#define NODE_CTX_MAGIC 0x4e4f4443u   /* struct node_ctx (election_nodes.c) */
 
 /* the term history keeps this many terms (the newest) */
 #define ELECTION_HISTORY_MAX 100
@@ -107,6 +109,16 @@ struct handover_rec {
 	char requester[129], from[129], to[129]; /* printable copies; to "" = any */
 	int64_t from_token, to_token;
 	bool priority;
+};
+
+struct node_ctx;
+
+/* a mirrored P/N/nodes/<node-id> record (election_nodes.c) */
+struct node_ent {
+	char *node_id;
+	bool valid; /* false: the record does not decode */
+	struct node_record rec;
+	int64_t mod_rev;
 };
 
 struct election {
@@ -275,6 +287,24 @@ struct election {
 	int term_end_reason;
 	char term_end_detail[128];
 
+	/* per-node state records (election_nodes.c): every node's, as
+	 * mirrored from [P/N/election/, P/N/status]; our own record as it
+	 * should be (node_want, NULL = none) and as last written (bound to
+	 * node_written_lease); at most one write in flight */
+	char *k_nodes;     /* P/N/nodes/ */
+	char *k_node_self; /* P/N/nodes/<node> */
+	struct node_ent *nodes;
+	size_t n_nodes, cap_nodes;
+	char *node_want, *node_written;
+	size_t node_want_len, node_written_len;
+	int64_t node_written_lease;
+	struct node_ctx *node_call;
+	struct loop_timer *node_timer;
+	uint64_t node_backoff;
+	enum election_state node_state; /* the state node_since belongs to */
+	int64_t node_since;
+	uint64_t node_writes; /* records written by this node (tests, stats) */
+
 	/* stats */
 	uint64_t reconcile_count;
 	bool reconcile_last_ok;
@@ -330,6 +360,9 @@ bool election_cand_of_node(const struct election *e, const char *node_id);
 /* election_member_find - node_id's member entry, or NULL; borrowed until the
  * mirror changes */
 const struct member_ent *election_member_find(const struct election *e, const char *node_id);
+/* election_candidate_key_ok - kv (under a prefix of pl bytes) is a live
+ * campaign: named exactly after the lease it is bound to, in lower-case hex */
+bool election_candidate_key_ok(const struct etcd_kv *kv, size_t pl);
 /* election_mirror_free - free the members and candidates (election_free) */
 void election_mirror_free(struct election *e);
 
@@ -408,6 +441,10 @@ void election_fenced_orphan(struct election *e);
 /* ---- election_control.c: operator records (pause, reconcile requests,
  * term history) ---- */
 
+/* election_dup_printable - a copy of s (at most max bytes; NULL = "") with
+ * every byte that is not printable ASCII replaced by '?': these strings
+ * reach the CLI and the log. malloc'd, NULL when out of memory. */
+char *election_dup_printable(const char *s, size_t max);
 /* election_control_init - keys and timer (election_new); 0 or -ENOMEM.
  * election_control_free - election_free's part. */
 int election_control_init(struct election *e);
@@ -481,5 +518,27 @@ const char *election_switchover_ended_us(struct election *e);
  * flight, hand over once to a candidate of the newest release with a
  * strictly higher priority (a request like `switchover --to` of our own) */
 void election_switchover_step(struct election *e);
+/* ---- election_nodes.c: per-node state records (P/N/nodes/<node-id>) ---- */
+
+/* election_nodes_init - keys and timer (election_new); 0 or -ENOMEM.
+ * election_nodes_free - election_free's part (cancels a write in flight). */
+int election_nodes_init(struct election *e);
+void election_nodes_free(struct election *e);
+/* election_nodes_apply - a mirrored key: true when it lies under P/N/nodes/
+ * (then applied: hostile bytes, an undecodable record is kept as invalid) */
+bool election_nodes_apply(struct election *e, const struct etcd_kv *kv, bool del);
+/* election_nodes_clear - before a full read of the range */
+void election_nodes_clear(struct election *e);
+/* election_nodes_update - compute our record from the current state (end
+ * of every election_step); when it differs from what etcd holds, a write is
+ * scheduled after a short coalescing delay, so a burst of changes costs
+ * one write */
+void election_nodes_update(struct election *e);
+/* election_nodes_busy - a stop that leaves for good waits for the deletion
+ * of our record (a shutdown leaves it to the lease revocation) */
+bool election_nodes_busy(struct election *e);
+/* election_node_find - node_id's mirrored record, or NULL; borrowed until
+ * the mirror changes */
+const struct node_ent *election_node_find(const struct election *e, const char *node_id);
 
 #endif

@@ -263,7 +263,7 @@ static bool has_prefix(const struct etcd_kv *kv, const char *p, size_t *ret_plen
 }
 
 /* candidate_key_ok - P/N/election/<lease hex> bound to that very lease */
-static bool candidate_key_ok(const struct etcd_kv *kv, size_t pl)
+bool election_candidate_key_ok(const struct etcd_kv *kv, size_t pl)
 {
 	/* exactly the name a host gives its key: the lease in lower-case hex
 	 * without padding ("0x1f", " 1f" or "001f" bound to someone's live
@@ -327,7 +327,7 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 			log_debug("election", "%s: ignoring key outside the layout", e->name);
 			return;
 		}
-		if (!del && !candidate_key_ok(kv, pl)) {
+		if (!del && !election_candidate_key_ok(kv, pl)) {
 			/* not a live campaign: no lease, or a name that is not its lease
 			 * (it would otherwise block the election forever) */
 			log_warn("election", "%s: ignoring election key without a matching lease", e->name);
@@ -361,7 +361,8 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 				log_warn("election", "%s: status record is not a valid ReconcilerStatus; treated as absent",
 				         e->name);
 		}
-	} else if (!election_control_apply(e, kv, del) && !election_switchover_apply(e, kv, del)) {
+	} else if (!election_control_apply(e, kv, del) && !election_switchover_apply(e, kv, del) &&
+	           !election_nodes_apply(e, kv, del)) {
 		log_debug("election", "%s: ignoring key outside the layout", e->name);
 	}
 }
@@ -437,6 +438,7 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 	memset(&e->status, 0, sizeof(e->status));
 	election_control_sync_begin(e);
 	election_switchover_sync_begin(e);
+	election_nodes_clear(e);
 	for (size_t i = 0; i < r->n_kvs; i++)
 		mirror_apply(e, &r->kvs[i], false);
 	election_control_sync_end(e);
@@ -535,8 +537,36 @@ size_t election_members(struct election *e, struct election_member *out, size_t 
 				out[k].release = x->release;
 				out[k].leader = low && strcmp(low->node_id, x->node_id) == 0;
 				out[k].campaigning = election_cand_of_node(e, x->node_id);
+				out[k].member = true;
+				const struct node_ent *n = election_node_find(e, x->node_id);
+				out[k].record = n && n->valid ? &n->rec : NULL;
+				out[k].record_invalid = n && !n->valid;
 			}
 			k++;
 		}
+	return k;
+}
+
+size_t election_rows(struct election *e, struct election_member *out, size_t max)
+{
+	const struct candidate *low = election_cand_lowest(e);
+	size_t k = election_members(e, out, max);
+	/* nodes that publish a state but hold no (valid) member record */
+	for (size_t i = 0; i < e->n_nodes; i++) {
+		const struct node_ent *n = &e->nodes[i];
+		const struct member_ent *x = election_member_find(e, n->node_id);
+		if ((x && x->valid) || !n->valid)
+			continue;
+		if (k < max) {
+			out[k].node_id = n->node_id;
+			out[k].release = n->rec.release;
+			out[k].leader = low && strcmp(low->node_id, n->node_id) == 0;
+			out[k].campaigning = election_cand_of_node(e, n->node_id);
+			out[k].member = false;
+			out[k].record = &n->rec;
+			out[k].record_invalid = false;
+		}
+		k++;
+	}
 	return k;
 }

@@ -164,3 +164,14 @@ const char *election_not_ready_reason(struct election *e, char *buf, size_t len)
 	}
 	return NULL;
 }
+
+const char *election_status_state_name(bool valid, int state)
+{
+	if (!valid)
+		return "INVALID";
+	if (state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE)
+		return "DONE";
+	if (state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING)
+		return "WORKING";
+	return "UNKNOWN"; /* a state this release does not know; the releases still count */
+}

@@ -9,7 +9,7 @@
  *   CTL_WAIT_MARGIN_MS for wait-ready, whose answer the daemon holds back
  *   until the plugin is ready or the timeout passes. The request is never
  *   re-sent.
- * - Everything printed from the daemon goes through clean(): control bytes
+ * - Everything printed from the daemon goes through ctl_clean(): control bytes
  *   never reach the terminal. --json output is built with json-c.
  * - Exit codes: 0 ok, 1 the operation ran and did not succeed (wait-ready
  *   timed out, reload failed, a roles, pause or resume write failed in etcd,
@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -48,16 +49,10 @@
 #include "ctl_switchover.h"
 #include "daemon_options.h"
 #include "lh_install_dirs.h"
+#include "ctl.h"
+#include "ctl_observer.h"
+#include "ctl_views.h"
 
-#define EXIT_OK 0
-#define EXIT_NOTOK 1
-#define EXIT_ERR 2
-/* the daemon could not be asked; each reason its own code (see --help) */
-#define EXIT_NO_SOCKET 3
-#define EXIT_STALE 4
-#define EXIT_DENIED 5
-#define EXIT_REFUSED 6
-#define EXIT_TIMEOUT 7
 
 #define CTL_TIMEOUT_MS 10000
 /* roles set/clear: the daemon answers once etcd has (5 s deadline by default) */
@@ -66,11 +61,7 @@
 #define CTL_RECONCILE_DEFAULT_S 30.0
 #define CTL_WAIT_MARGIN_MS 5000
 #define CTL_WAIT_MAX_S 4000000.0 /* keeps timeout_ms (uint32) + margin in range */
-#define CELL 96			 /* widest table cell, bytes */
 
-typedef Leasehold__Control__Response Response;
-typedef Leasehold__Control__Plugin Plugin;
-typedef Leasehold__Control__RoleEntry RoleEntry;
 
 /* roles set NODE ROLE...: the subcommand, the node and the roles, plus one
  * more so that "too many roles" is reported as such */
@@ -85,7 +76,40 @@ struct opts {
 	bool json, help, version, has_timeout, yes;
 	const char *timeout;
 	const char *to; /* switchover --to */
+	/* observer mode (ctl_observer.h): answered from etcd when etcd is set */
+	struct ctl_etcd_opts etcd;
+	const char *from_revision, *to_revision; /* watch */
 };
+
+/* the options that take a value: --NAME VALUE or --NAME=VALUE */
+static const char **value_option(struct opts *o, const char *a, size_t *ret_len)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} vo[] = {
+	    {"--control", offsetof(struct opts, control)},
+	    {"--config", offsetof(struct opts, config)},
+	    {"--to", offsetof(struct opts, to)},
+	    {"--timeout", offsetof(struct opts, timeout)},
+	    {"--etcd", offsetof(struct opts, etcd.endpoints)},
+	    {"--etcd-cacert", offsetof(struct opts, etcd.cacert)},
+	    {"--etcd-cert", offsetof(struct opts, etcd.cert)},
+	    {"--etcd-key", offsetof(struct opts, etcd.key)},
+	    {"--etcd-user", offsetof(struct opts, etcd.user)},
+	    {"--prefix", offsetof(struct opts, etcd.prefix)},
+	    {"--from-revision", offsetof(struct opts, from_revision)},
+	    {"--to-revision", offsetof(struct opts, to_revision)},
+	};
+	for (size_t i = 0; i < sizeof(vo) / sizeof(vo[0]); i++) {
+		size_t n = strlen(vo[i].name);
+		if (strncmp(a, vo[i].name, n) == 0 && (a[n] == '\0' || a[n] == '=')) {
+			*ret_len = n;
+			return (const char **)((char *)o + vo[i].off);
+		}
+	}
+	return NULL;
+}
 
 struct command {
 	const char *name;
@@ -100,8 +124,10 @@ struct command {
 static const struct command commands[] = {
     {"plugins", 0, 0, true, false, false, "plugins [--json]", "list every plugin",
      "List every plugin of this node's daemon: release, election state, leader,\n"
-     "readiness, member releases (min..max), status record, reconciles.\n"
-     "--json prints a JSON array with one object per plugin.\n"},
+     "readiness, member releases (min..max), status record, reconciles; then the\n"
+     "cluster: one row per node of each plugin, as 'members' prints them.\n"
+     "--json prints a JSON array with one object per plugin (its node rows in\n"
+     "\"nodes\").\n"},
     {"status", 1, 1, true, false, false, "status NAME [--json]", "one plugin in detail",
      "Show one plugin in detail (key: value lines, or one JSON object).\n"
      "NAME is a plugin name (the file that runs it), or a file name in the\n"
@@ -111,8 +137,12 @@ static const struct command commands[] = {
      "left (a node that is down or cut off still counts, with its last release).\n"
      "Columns: node id, plugin release, leader, campaigning (it holds an election\n"
      "key now: alive and of the newest release; a member that does not is on an\n"
-     "older release, down or cut off).\n"
-     "--json prints an array of {\"node\", \"release\", \"leader\", \"campaigning\"}.\n"},
+     "older release, down or cut off), then what the node publishes itself\n"
+     "(P/NAME/nodes/NODE, bound to its lease): STATE (\"down\" without a record:\n"
+     "its lease is gone), READY, LAST RECONCILE, REASON, LOCAL (* = this node).\n"
+     "-o json prints an array of {\"node\", \"release\", \"leader\", \"campaigning\",\n"
+     "\"local\", \"member\", \"state\", \"reason\", \"since\", \"ready\", \"not_ready\",\n"
+     "\"last_reconcile\": null or {\"at\", \"ok\", \"error\"}, \"state_record\"}.\n"},
     {"members forget", 2, 2, false, false, true, "members forget NAME NODE --yes",
      "remove a node that is gone for good",
      "Remove node NODE from plugin NAME's membership. Its release then no longer\n"
@@ -210,6 +240,21 @@ static const struct command commands[] = {
      "Exit 0 the switchover happened (NODE leads; without --to another node\n"
      "leads), 1 it did not (it ended or timed out without that, or the request\n"
      "could not be written), 2 refused (the reason is printed) or usage error.\n"},
+    {"watch", 0, 1, true, true, false, "watch [NAME] [-o json]",
+     "stream the cluster's changes (reads etcd)",
+     "Print every change of plugin NAME (or of every plugin) as it happens, one line\n"
+     "each, in etcd revision order, each change once, until interrupted: the leader,\n"
+     "each node's state record (state, readiness, last reconcile), members joining,\n"
+     "leaving or changing release, the status record, pause and resume, terms\n"
+     "beginning and ending, reconcile requests, configuration changes.\n"
+     "A line: REVISION PLUGIN: what changed. -o json prints one JSON object per line:\n"
+     "{\"revision\", \"plugin\", \"kind\": leader|node|member|status|pause|history|\n"
+     "reconcile|config, and the fields of that kind} (see leaseholdctl(1)).\n"
+     "Reads etcd directly, so it needs --etcd (observer mode).\n"
+     "--from-revision R replays the changes after revision R first (etcd must still\n"
+     "hold them); --to-revision R ends once every change up to R was printed;\n"
+     "--timeout S ends after S seconds. Exit 0 when it ended so, 1 when the watch\n"
+     "failed (e.g. the revision was compacted).\n"},
     {"version", 0, 0, false, false, false, "version", "client and daemon versions",
      "Print leaseholdctl's version and the daemon's version, node id and protocol.\n"},
     {"help", 0, 2, false, false, false, "help [COMMAND]", "show help",
@@ -228,8 +273,10 @@ static const struct command *find_command(const char *name)
 static void print_help(FILE *out)
 {
 	char def[512];
-	fprintf(out, "Usage: leaseholdctl [--control URL] COMMAND [ARGS] [OPTIONS]\n\n"
-		     "Operate the local leasehold daemon through its control socket.\n\n"
+	fprintf(out, "Usage: leaseholdctl [--control URL] COMMAND [ARGS] [OPTIONS]\n"
+		     "       leaseholdctl --etcd URL[,URL] [etcd options] COMMAND [ARGS] [OPTIONS]\n\n"
+		     "Operate the local leasehold daemon through its control socket, or (observer\n"
+		     "mode, --etcd) read and steer the cluster straight from etcd.\n\n"
 		     "Commands:\n");
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		fprintf(out, "  %-30s %s\n", commands[i].synopsis, commands[i].summary);
@@ -242,12 +289,28 @@ static void print_help(FILE *out)
 		"                 ipc:///run/leasehold/control.sock (here: %s)\n"
 		"  --config FILE  the daemon's configuration file (default\n"
 		"                 " LH_CONFIG_FILE ", when it exists)\n"
-		"  --json         JSON output (plugins, status, members, roles list, history,\n"
-		"                 switchover)\n"
+		"  -o, --output table|json\n"
+		"                 output format of plugins, status, members, roles list,\n"
+		"                 history, switchover, watch (default table)\n"
+		"  --json         the same as -o json\n"
 		"  --timeout S    wait-ready (default 60), reconcile (default 30), switchover\n"
-		"                 (default 30, also 1500ms, 30s, 2m): give up after S seconds\n"
+		"                 (default 30, also 1500ms, 30s, 2m): give up after S\n"
+		"                 seconds; every other command: the deadline of the whole\n"
+		"                 call (default 10 s, 30 s for etcd writes)\n"
 		"  --to NODE      switchover: the node that is to lead\n"
 		"  -h, --help     this help; after a command, that command's help\n"
+		"\nObserver mode (no daemon, no plugin on this machine):\n"
+		"  --etcd URL[,URL]   answer from etcd: plugins, status, members, history,\n"
+		"                     roles list, watch, pause, resume, reconcile; the\n"
+		"                     daemon-only commands (reload, wait-ready, leave,\n"
+		"                     roles set/clear, members forget) are refused\n"
+		"  --etcd-cacert FILE, --etcd-cert FILE, --etcd-key FILE\n"
+		"                     TLS: CA bundle, client certificate and key (PEM)\n"
+		"  --etcd-user NAME   etcd user; the password comes from\n"
+		"                     $LEASEHOLD_ETCD_PASSWORD, else it is asked on the terminal\n"
+		"  --prefix PREFIX    the daemons' --prefix (default /leasehold)\n"
+		"  --from-revision R, --to-revision R\n"
+		"                     watch: replay from after R / end after R\n"
 		"  --version      print leaseholdctl's version\n"
 		"\nExit codes:\n"
 		"  0  success (wait-ready: the plugin is ready)\n"
@@ -345,40 +408,46 @@ static int find_control(const struct opts *o, char *buf, size_t len, const char 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	bool only_positional = false;
+	const char **slot;
+	size_t nl;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!only_positional && a[0] == '-' && a[1] != '\0') {
 			if (strcmp(a, "--") == 0) {
 				only_positional = true;
-			} else if (strcmp(a, "--to") == 0 && i + 1 < argc) {
-				o->to = argv[++i];
-			} else if (strncmp(a, "--to=", 5) == 0) {
-				o->to = a + 5;
-			} else if (strcmp(a, "--control") == 0 || strcmp(a, "--timeout") == 0 ||
-				   strcmp(a, "--config") == 0) {
-				if (i + 1 >= argc) {
+			} else if ((slot = value_option(o, a, &nl)) != NULL) {
+				if (a[nl] == '=') {
+					*slot = a + nl + 1;
+				} else if (i + 1 >= argc) {
 					usage_error(find_command(o->cmd), "option %s needs a value",
 						    a);
 					return -1;
+				} else {
+					*slot = argv[++i];
 				}
-				if (strcmp(a, "--control") == 0)
-					o->control = argv[++i];
-				else if (strcmp(a, "--config") == 0)
-					o->config = argv[++i];
-				else {
-					o->timeout = argv[++i];
+				if (slot == &o->timeout)
 					o->has_timeout = true;
-				}
-			} else if (strncmp(a, "--control=", 10) == 0) {
-				o->control = a + 10;
-			} else if (strncmp(a, "--config=", 9) == 0) {
-				o->config = a + 9;
-			} else if (strncmp(a, "--timeout=", 10) == 0) {
-				o->timeout = a + 10;
-				o->has_timeout = true;
 			} else if (strcmp(a, "--json") == 0) {
 				o->json = true;
+			} else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 ||
+				   strncmp(a, "--output=", 9) == 0) {
+				const char *v = a[2] == 'o' && a[8] == '=' ? a + 9 : NULL;
+				if (!v && i + 1 >= argc) {
+					usage_error(find_command(o->cmd), "option %s needs a value (table or json)", a);
+					return -1;
+				}
+				if (!v)
+					v = argv[++i];
+				if (strcmp(v, "json") == 0)
+					o->json = true;
+				else if (strcmp(v, "table") == 0)
+					o->json = false;
+				else {
+					usage_error(find_command(o->cmd),
+						    "unknown output format '%s' (table or json)", v);
+					return -1;
+				}
 			} else if (strcmp(a, "--yes") == 0 || strcmp(a, "-y") == 0) {
 				o->yes = true;
 			} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -401,181 +470,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		}
 	}
 	return 0;
-}
-
-/* ---- output helpers ---------------------------------------------------- */
-
-/* clean - s as printable ASCII into buf (other bytes become '?'), cut to
- * len - 1 bytes with "..." when longer; "-" for NULL/empty when dash.
- * Returns buf. */
-static const char *clean(const char *s, char *buf, size_t len, bool dash)
-{
-	size_t n = 0, slen;
-
-	if (len == 0)
-		return "";
-	if (!s || !s[0]) {
-		snprintf(buf, len, "%s", dash ? "-" : "");
-		return buf;
-	}
-	slen = strlen(s);
-	for (; s[n] && n + 1 < len; n++) {
-		unsigned char ch = (unsigned char)s[n];
-		buf[n] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
-	}
-	buf[n] = '\0';
-	if (n < slen && len >= 4)
-		memcpy(buf + len - 4, "...", 4);
-	return buf;
-}
-
-static char *fmt_release(const Leasehold__Control__Release *r, char *buf, size_t len)
-{
-	return release_format(control_codec_release(r), buf, len);
-}
-
-/* fmt_time - unix seconds as RFC 3339 UTC; NULL for 0. */
-static const char *fmt_time(int64_t t, char *buf, size_t len)
-{
-	struct tm tm;
-	time_t tt = (time_t)t;
-	if (t <= 0 || !gmtime_r(&tt, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		return NULL;
-	return buf;
-}
-
-/* print_table - patronictl-style box table; cells is nrows*ncol strings;
- * right[] marks right-aligned columns. title goes into the top border. */
-static void print_table(const char *title, const char *const *hdr, const bool *right, size_t ncol,
-			const char *const *cells, size_t nrows)
-{
-	size_t width[16] = {0};
-	char border[16 * (CELL + 3) + 2];
-	size_t pos = 0;
-
-	for (size_t c = 0; c < ncol; c++) {
-		width[c] = strlen(hdr[c]);
-		for (size_t r = 0; r < nrows; r++) {
-			size_t l = strlen(cells[r * ncol + c]);
-			if (l > width[c])
-				width[c] = l;
-		}
-	}
-	border[pos++] = '+';
-	for (size_t c = 0; c < ncol; c++) {
-		memset(border + pos, '-', width[c] + 2);
-		pos += width[c] + 2;
-		border[pos++] = '+';
-	}
-	border[pos] = '\0';
-
-	if (title) {
-		char top[sizeof(border)];
-		int n = snprintf(top, sizeof(top), "+ %s ", title);
-		if (n > 0 && (size_t)n + 1 < pos) {
-			memcpy(top + n, border + n, pos - (size_t)n + 1);
-			printf("%s\n", top);
-		} else {
-			printf("%s\n%s\n", title, border);
-		}
-	} else {
-		printf("%s\n", border);
-	}
-	printf("|");
-	for (size_t c = 0; c < ncol; c++)
-		printf(" %-*s |", (int)width[c], hdr[c]);
-	printf("\n%s\n", border);
-	for (size_t r = 0; r < nrows; r++) {
-		printf("|");
-		for (size_t c = 0; c < ncol; c++)
-			printf(right[c] ? " %*s |" : " %-*s |", (int)width[c], cells[r * ncol + c]);
-		printf("\n");
-	}
-	if (nrows > 0)
-		printf("%s\n", border);
-}
-
-static json_object *json_str_or_null(const char *s)
-{
-	return (s && s[0]) ? json_object_new_string(s) : NULL;
-}
-
-static json_object *json_release(const Leasehold__Control__Release *r)
-{
-	char b[RELEASE_STRLEN];
-	return r ? json_object_new_string(fmt_release(r, b, sizeof(b))) : NULL;
-}
-
-static int64_t clamp_u64(uint64_t v)
-{
-	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
-}
-
-/* json_plugin - the documented per-plugin object (see README). */
-static json_object *json_plugin(const Plugin *p)
-{
-	json_object *o = json_object_new_object(), *rs, *st = NULL, *rc;
-	char tb[64];
-	const Leasehold__Control__Releases *r = p->releases;
-	const Leasehold__Control__Reconcile *c = p->reconcile;
-
-	json_object_object_add(o, "name", json_object_new_string(p->name));
-	json_object_object_add(o, "file", json_str_or_null(p->file));
-	json_object_object_add(o, "release", json_release(p->release));
-	json_object_object_add(o, "state", json_object_new_string(p->state));
-	json_object_object_add(o, "leader", json_str_or_null(p->leader));
-	json_object_object_add(o, "ready", json_object_new_boolean(p->ready));
-
-	rs = json_object_new_object();
-	bool have = r && r->members > 0;
-	json_object_object_add(rs, "min", have ? json_release(r->min) : NULL);
-	json_object_object_add(rs, "max", have ? json_release(r->max) : NULL);
-	json_object_object_add(rs, "revision", json_object_new_int64(r ? r->revision : 0));
-	json_object_object_add(rs, "members", json_object_new_int64(r ? clamp_u64(r->members) : 0));
-	json_object_object_add(o, "releases", rs);
-
-	if (p->status) {
-		st = json_object_new_object();
-		json_object_object_add(st, "state", json_object_new_string(p->status->state));
-		json_object_object_add(st, "version", json_release(p->status->version));
-		json_object_object_add(st, "minimum_compatible_release",
-				       json_release(p->status->minimum_compatible_release));
-	}
-	json_object_object_add(o, "status", st);
-
-	rc = json_object_new_object();
-	json_object_object_add(rc, "count", json_object_new_int64(c ? clamp_u64(c->count) : 0));
-	json_object_object_add(rc, "last_ok", json_object_new_boolean(c && c->last_ok));
-	json_object_object_add(rc, "last_error", json_str_or_null(c ? c->last_error : NULL));
-	const char *at = c ? fmt_time(c->last_at, tb, sizeof(tb)) : NULL;
-	json_object_object_add(rc, "last_at", at ? json_object_new_string(at) : NULL);
-	json_object_object_add(o, "reconcile", rc);
-
-	json_object_object_add(o, "error", json_str_or_null(p->error));
-	json_object_object_add(o, "held_back", json_str_or_null(p->held_back));
-	json_object_object_add(o, "fencing_token", json_object_new_int64(p->fencing_token));
-	json_object_object_add(o, "superseded_by", json_str_or_null(p->superseded_by));
-	json_object_object_add(o, "not_ready", json_str_or_null(p->not_ready));
-	bool running = p->callback && p->callback[0];
-	json_object_object_add(o, "callback", json_str_or_null(running ? p->callback : NULL));
-	json_object_object_add(o, "callback_ms",
-			       json_object_new_int64(running ? clamp_u64(p->callback_ms) : 0));
-	json_object_object_add(o, "paused", json_object_new_boolean(p->paused));
-	json_object_object_add(o, "paused_by", json_str_or_null(p->paused_by));
-	const char *pat = fmt_time(p->paused_at, tb, sizeof(tb));
-	json_object_object_add(o, "paused_at", pat ? json_object_new_string(pat) : NULL);
-	json_object_object_add(o, "pause_error", json_str_or_null(p->pause_error));
-	json_object_object_add(o, "reconcile_requested",
-			       json_object_new_int64(p->reconcile_requested));
-	json_object_object_add(o, "reconcile_served", json_object_new_int64(p->reconcile_served));
-	return o;
-}
-
-static void print_json(json_object *o)
-{
-	printf("%s\n",
-	       json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-						     JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
 /* ---- the call ---------------------------------------------------------- */
@@ -663,14 +557,22 @@ static int check_code(const Response *r, bool roles)
 
 	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_OK)
 		return EXIT_OK;
-	clean(r->message, m, sizeof(m), false);
+	ctl_clean(r->message, m, sizeof(m), false);
+	if (!r->node || !r->node[0]) {
+		/* answered from etcd (observer mode): no daemon, no node */
+		fprintf(stderr, "leaseholdctl: %s\n", m);
+		return r->code == LEASEHOLD__CONTROL__CODE__CODE_FAILED ||
+				       r->code == LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT
+			       ? EXIT_NOTOK
+			       : EXIT_ERR;
+	}
 	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_REFUSED) {
 		fprintf(stderr, "leaseholdctl: refused by the daemon: %s\n", m);
 		return EXIT_REFUSED;
 	}
 	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND) {
 		fprintf(stderr, "leaseholdctl: %s (node %s)\n", m,
-			clean(r->node, n, sizeof(n), true));
+			ctl_clean(r->node, n, sizeof(n), true));
 		return EXIT_ERR;
 	}
 	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND && roles) {
@@ -690,391 +592,6 @@ static int check_code(const Response *r, bool roles)
 	return EXIT_ERR;
 }
 
-/* ---- commands ---------------------------------------------------------- */
-
-#define PCOLS 9
-
-static void plugin_cells(const Plugin *p, char (*buf)[CELL])
-{
-	char a[RELEASE_STRLEN], b[RELEASE_STRLEN], t[32];
-	const Leasehold__Control__Releases *r = p->releases;
-	const Leasehold__Control__Reconcile *rc = p->reconcile;
-	const char *err;
-
-	clean(p->name, buf[0], CELL, true);
-	if (p->release)
-		fmt_release(p->release, buf[1], CELL);
-	else
-		snprintf(buf[1], CELL, "-");
-	clean(p->state, buf[2], CELL, true);
-	if (p->paused) {
-		/* the pause is cluster-wide and changes what a leader does */
-		size_t l = strlen(buf[2]);
-		snprintf(buf[2] + l, CELL - l, ", paused");
-	}
-	clean(p->leader, buf[3], CELL, true);
-	snprintf(buf[4], CELL, "%s", p->ready ? "yes" : "no");
-	if (r && r->members > 0)
-		snprintf(buf[5], CELL, "%s..%s", fmt_release(r->min, a, sizeof(a)),
-			 fmt_release(r->max, b, sizeof(b)));
-	else
-		snprintf(buf[5], CELL, "-");
-	if (p->status)
-		snprintf(buf[6], CELL, "%s %s", clean(p->status->state, t, sizeof(t), true),
-			 fmt_release(p->status->version, a, sizeof(a)));
-	else
-		snprintf(buf[6], CELL, "-");
-	snprintf(buf[7], CELL, "%" PRIu64, rc ? rc->count : 0);
-	err = p->error && p->error[0] ? p->error : rc ? rc->last_error : NULL;
-	if (p->callback && p->callback[0]) {
-		/* a running callback first: a hung one is what the operator looks for */
-		char h[CELL], cb[CELL];
-		snprintf(h, sizeof(h), "in %s since %" PRIu64 " s%s%s",
-			 clean(p->callback, cb, sizeof(cb), true), p->callback_ms / 1000,
-			 err && err[0] ? "; " : "", err && err[0] ? err : "");
-		clean(h, buf[8], 61, true);
-		return;
-	}
-	if ((!err || !err[0]) && p->held_back && p->held_back[0]) {
-		/* no error to show: say why it does not campaign (standby) */
-		char h[CELL];
-		snprintf(h, sizeof(h), "held: %s", p->held_back);
-		clean(h, buf[8], 61, true);
-		return;
-	}
-	if ((!err || !err[0]) && p->superseded_by && p->superseded_by[0]) {
-		/* a file that does not run: name the file and the one that does */
-		char h[CELL];
-		snprintf(h, sizeof(h), "%s superseded by %s", p->file, p->superseded_by);
-		clean(h, buf[8], 61, true);
-		return;
-	}
-	clean(err, buf[8], 61, true);
-}
-
-static int cmd_plugins(const Response *r, bool json)
-{
-	static const char *const hdr[PCOLS] = {"NAME",	 "RELEASE",    "STATE",
-					       "LEADER", "READY",      "MEMBERS",
-					       "STATUS", "RECONCILES", "LAST ERROR"};
-	static const bool right[PCOLS] = {false, false, false, false, false,
-					  false, false, true,  false};
-	char title[CELL + 16], nb[CELL];
-	char(*buf)[CELL] = NULL;
-	const char **cells = NULL;
-
-	if (json) {
-		json_object *a = json_object_new_array();
-		for (size_t i = 0; i < r->n_plugins; i++)
-			json_object_array_add(a, json_plugin(r->plugins[i]));
-		print_json(a);
-		json_object_put(a);
-		return EXIT_OK;
-	}
-	if (r->n_plugins > 0) {
-		buf = calloc(r->n_plugins * PCOLS, sizeof(*buf));
-		cells = calloc(r->n_plugins * PCOLS, sizeof(*cells));
-		if (!buf || !cells) {
-			free(buf);
-			free(cells);
-			fprintf(stderr, "leaseholdctl: out of memory\n");
-			return EXIT_ERR;
-		}
-	}
-	for (size_t i = 0; i < r->n_plugins; i++) {
-		plugin_cells(r->plugins[i], &buf[i * PCOLS]);
-		for (size_t c = 0; c < PCOLS; c++)
-			cells[i * PCOLS + c] = buf[i * PCOLS + c];
-	}
-	snprintf(title, sizeof(title), "Node: %s", clean(r->node, nb, sizeof(nb), true));
-	print_table(title, hdr, right, PCOLS, cells, r->n_plugins);
-	if (r->n_plugins == 0)
-		printf("(no plugins loaded)\n");
-	free(buf);
-	free(cells);
-	return EXIT_OK;
-}
-
-static int cmd_status(const Response *r, bool json)
-{
-	char b1[CONTROL_STRING_MAX + 1], a[RELEASE_STRLEN], b[RELEASE_STRLEN], c[RELEASE_STRLEN];
-	char tb[64];
-	const Plugin *p;
-	const Leasehold__Control__Releases *rs;
-	const Leasehold__Control__Reconcile *rc;
-
-	if (r->n_plugins != 1) {
-		fprintf(stderr, "leaseholdctl: invalid reply (expected one plugin)\n");
-		return EXIT_ERR;
-	}
-	p = r->plugins[0];
-	if (json) {
-		json_object *o = json_plugin(p);
-		print_json(o);
-		json_object_put(o);
-		return EXIT_OK;
-	}
-	rs = p->releases;
-	rc = p->reconcile;
-	printf("name:          %s\n", clean(p->name, b1, sizeof(b1), true));
-	printf("node:          %s\n", clean(r->node, b1, sizeof(b1), true));
-	printf("file:          %s\n", clean(p->file, b1, sizeof(b1), true));
-	printf("release:       %s\n", p->release ? fmt_release(p->release, a, sizeof(a)) : "-");
-	printf("state:         %s\n", clean(p->state, b1, sizeof(b1), true));
-	printf("leader:        %s\n", clean(p->leader, b1, sizeof(b1), true));
-	if (p->ready || !p->not_ready || !p->not_ready[0])
-		printf("ready:         %s\n", p->ready ? "yes" : "no");
-	else
-		printf("ready:         no: %s\n", clean(p->not_ready, b1, sizeof(b1), true));
-	if (rs && rs->members > 0)
-		printf("members:       %" PRIu64 " (%s..%s, revision %" PRId64 ")\n", rs->members,
-		       fmt_release(rs->min, a, sizeof(a)), fmt_release(rs->max, b, sizeof(b)),
-		       rs->revision);
-	else
-		printf("members:       0\n");
-	if (p->status)
-		printf("status:        %s %s (minimum compatible release %s)\n",
-		       clean(p->status->state, b1, sizeof(b1), true),
-		       fmt_release(p->status->version, a, sizeof(a)),
-		       fmt_release(p->status->minimum_compatible_release, c, sizeof(c)));
-	else
-		printf("status:        -\n");
-	const char *at = rc ? fmt_time(rc->last_at, tb, sizeof(tb)) : NULL;
-	if (rc && at)
-		printf("reconciles:    %" PRIu64 " (last %s at %s)\n", rc->count,
-		       rc->last_ok ? "ok" : "failed", at);
-	else
-		printf("reconciles:    %" PRIu64 "\n", rc ? rc->count : 0);
-	printf("last error:    %s\n", clean(rc ? rc->last_error : NULL, b1, sizeof(b1), true));
-	printf("error:         %s\n", clean(p->error, b1, sizeof(b1), true));
-	printf("held back:     %s\n", clean(p->held_back, b1, sizeof(b1), true));
-	if (p->superseded_by && p->superseded_by[0])
-		printf("superseded by: %s\n", clean(p->superseded_by, b1, sizeof(b1), true));
-	printf("fencing token: %" PRId64 "\n", p->fencing_token);
-	/* only while paused: the usual output stays as it was */
-	if (p->paused) {
-		const char *pat = fmt_time(p->paused_at, tb, sizeof(tb));
-		char by[CELL];
-		if (p->pause_error && p->pause_error[0])
-			printf("paused:        yes: %s\n", clean(p->pause_error, b1, sizeof(b1), true));
-		else
-			printf("paused:        yes (by %s%s%s)\n", clean(p->paused_by, by, sizeof(by), true),
-			       pat ? " at " : "", pat ? pat : "");
-	}
-	if (p->reconcile_requested)
-		printf("requested:     reconcile request %" PRId64 ", last served %" PRId64 "\n",
-		       p->reconcile_requested, p->reconcile_served);
-	/* only while one runs: the usual output stays as it was */
-	if (p->callback && p->callback[0])
-		printf("callback:      in %s since %" PRIu64 " s\n",
-		       clean(p->callback, b1, sizeof(b1), true), p->callback_ms / 1000);
-	return EXIT_OK;
-}
-
-static int cmd_members(const Response *r, bool json)
-{
-	static const char *const hdr[4] = {"NODE", "RELEASE", "LEADER", "CAMPAIGNING"};
-	static const bool right[4] = {false, false, false, false};
-	char title[CELL + 16], nb[CELL];
-	char(*buf)[CELL] = NULL;
-	const char **cells = NULL;
-
-	if (json) {
-		json_object *a = json_object_new_array();
-		for (size_t i = 0; i < r->n_members; i++) {
-			json_object *o = json_object_new_object();
-			json_object_object_add(o, "node",
-					       json_object_new_string(r->members[i]->node));
-			json_object_object_add(o, "release", json_release(r->members[i]->release));
-			json_object_object_add(o, "leader",
-					       json_object_new_boolean(r->members[i]->leader));
-			json_object_object_add(o, "campaigning",
-					       json_object_new_boolean(r->members[i]->campaigning));
-			json_object_array_add(a, o);
-		}
-		print_json(a);
-		json_object_put(a);
-		return EXIT_OK;
-	}
-	if (r->n_members > 0) {
-		buf = calloc(r->n_members * 4, sizeof(*buf));
-		cells = calloc(r->n_members * 4, sizeof(*cells));
-		if (!buf || !cells) {
-			free(buf);
-			free(cells);
-			fprintf(stderr, "leaseholdctl: out of memory\n");
-			return EXIT_ERR;
-		}
-	}
-	for (size_t i = 0; i < r->n_members; i++) {
-		clean(r->members[i]->node, buf[i * 4], CELL, true);
-		fmt_release(r->members[i]->release, buf[i * 4 + 1], CELL);
-		snprintf(buf[i * 4 + 2], CELL, "%s", r->members[i]->leader ? "yes" : "no");
-		snprintf(buf[i * 4 + 3], CELL, "%s", r->members[i]->campaigning ? "yes" : "no");
-		for (size_t c = 0; c < 4; c++)
-			cells[i * 4 + c] = buf[i * 4 + c];
-	}
-	snprintf(title, sizeof(title), "Node: %s", clean(r->node, nb, sizeof(nb), true));
-	print_table(title, hdr, right, 4, cells, r->n_members);
-	if (r->n_members == 0)
-		printf("(no members)\n");
-	free(buf);
-	free(cells);
-	return EXIT_OK;
-}
-
-/* role_list - an entry's roles as "a,b,c" (cleaned, cut to len - 1 bytes
- * with "..."), "-" for none. Returns buf. */
-static const char *role_list(const RoleEntry *e, char *buf, size_t len)
-{
-	char tmp[CELL * 2];
-	size_t pos = 0;
-
-	for (size_t i = 0; i < e->n_roles && pos + 1 < sizeof(tmp); i++) {
-		int n = snprintf(tmp + pos, sizeof(tmp) - pos, "%s%s", i ? "," : "", e->roles[i]);
-		if (n < 0)
-			break;
-		pos += (size_t)n;
-		if (pos >= sizeof(tmp))
-			pos = sizeof(tmp) - 1;
-	}
-	tmp[pos] = '\0';
-	return clean(tmp, buf, len, true);
-}
-
-static int cmd_roles_list(const Response *r, bool json)
-{
-	static const char *const hdr[3] = {"NODE", "ROLES", "ERROR"};
-	static const bool right[3] = {false, false, false};
-	char title[CELL + 16], nb[CELL];
-	char(*buf)[CELL] = NULL;
-	const char **cells = NULL;
-
-	if (json) {
-		json_object *a = json_object_new_array();
-		for (size_t i = 0; i < r->n_roles; i++) {
-			const RoleEntry *e = r->roles[i];
-			json_object *o = json_object_new_object(), *ra = json_object_new_array();
-			json_object_object_add(o, "node", json_object_new_string(e->node));
-			for (size_t k = 0; k < e->n_roles; k++)
-				json_object_array_add(ra, json_object_new_string(e->roles[k]));
-			json_object_object_add(o, "roles", ra);
-			json_object_object_add(o, "error", json_str_or_null(e->error));
-			json_object_array_add(a, o);
-		}
-		print_json(a);
-		json_object_put(a);
-		return EXIT_OK;
-	}
-	if (r->n_roles > 0) {
-		buf = calloc(r->n_roles * 3, sizeof(*buf));
-		cells = calloc(r->n_roles * 3, sizeof(*cells));
-		if (!buf || !cells) {
-			free(buf);
-			free(cells);
-			fprintf(stderr, "leaseholdctl: out of memory\n");
-			return EXIT_ERR;
-		}
-	}
-	for (size_t i = 0; i < r->n_roles; i++) {
-		const RoleEntry *e = r->roles[i];
-		clean(e->node, buf[i * 3], CELL, true);
-		role_list(e, buf[i * 3 + 1], CELL);
-		clean(e->error, buf[i * 3 + 2], CELL, true);
-		for (size_t c = 0; c < 3; c++)
-			cells[i * 3 + c] = buf[i * 3 + c];
-	}
-	snprintf(title, sizeof(title), "Node: %s", clean(r->node, nb, sizeof(nb), true));
-	print_table(title, hdr, right, 3, cells, r->n_roles);
-	if (r->n_roles == 0)
-		printf("(no roles records)\n");
-	free(buf);
-	free(cells);
-	return EXIT_OK;
-}
-
-/* check_roles_args - roles set/clear: NODE [ROLE...] as the daemon will
- * check them. Returns EXIT_OK or EXIT_ERR (printed). */
-#define HCOLS 7
-
-static int cmd_history(const Response *r, const char *name, bool json)
-{
-	static const char *const hdr[HCOLS] = {"TOKEN", "NODE", "RELEASE", "START",
-					       "END", "ENDED BY", "DETAIL"};
-	static const bool right[HCOLS] = {true, false, false, false, false, false, false};
-	char title[CELL + 16], nb[CELL], tb[64];
-
-	if (json) {
-		json_object *a = json_object_new_array();
-		for (size_t i = 0; i < r->n_terms; i++) {
-			const Leasehold__Control__Term *t = r->terms[i];
-			json_object *o = json_object_new_object();
-			json_object_object_add(o, "token", json_object_new_int64(t->fencing_token));
-			json_object_object_add(o, "node", json_str_or_null(t->node));
-			json_object_object_add(o, "release", t->invalid ? NULL : json_release(t->release));
-			json_object_object_add(o, "start_revision",
-					       json_object_new_int64(t->start_revision));
-			const char *at = fmt_time(t->start_unix, tb, sizeof(tb));
-			json_object_object_add(o, "start", at ? json_object_new_string(at) : NULL);
-			json_object_object_add(o, "end_revision",
-					       json_object_new_int64(t->end_revision));
-			at = fmt_time(t->end_unix, tb, sizeof(tb));
-			json_object_object_add(o, "end", at ? json_object_new_string(at) : NULL);
-			json_object_object_add(o, "end_reason", json_str_or_null(t->end_reason));
-			json_object_object_add(o, "end_detail", json_str_or_null(t->end_detail));
-			json_object_object_add(o, "valid", json_object_new_boolean(!t->invalid));
-			json_object_array_add(a, o);
-		}
-		print_json(a);
-		json_object_put(a);
-		return EXIT_OK;
-	}
-	char(*buf)[CELL] = r->n_terms ? calloc(r->n_terms * HCOLS, sizeof(*buf)) : NULL;
-	const char **cells = r->n_terms ? calloc(r->n_terms * HCOLS, sizeof(*cells)) : NULL;
-	if (r->n_terms && (!buf || !cells)) {
-		free(buf);
-		free(cells);
-		fprintf(stderr, "leaseholdctl: out of memory\n");
-		return EXIT_ERR;
-	}
-	for (size_t i = 0; i < r->n_terms; i++) {
-		const Leasehold__Control__Term *t = r->terms[i];
-		char(*c)[CELL] = &buf[i * HCOLS];
-		const char *at;
-		snprintf(c[0], CELL, "%" PRId64, t->fencing_token);
-		if (t->invalid) {
-			snprintf(c[1], CELL, "-");
-			snprintf(c[2], CELL, "-");
-			snprintf(c[3], CELL, "-");
-			snprintf(c[4], CELL, "-");
-			snprintf(c[5], CELL, "-");
-			snprintf(c[6], CELL, "the record does not decode");
-		} else {
-			clean(t->node, c[1], CELL, true);
-			fmt_release(t->release, c[2], CELL);
-			at = fmt_time(t->start_unix, tb, sizeof(tb));
-			snprintf(c[3], CELL, "%s (rev %" PRId64 ")", at ? at : "-", t->start_revision);
-			at = fmt_time(t->end_unix, tb, sizeof(tb));
-			if (t->end_revision)
-				snprintf(c[4], CELL, "%s (rev %" PRId64 ")", at ? at : "-",
-					 t->end_revision);
-			else
-				snprintf(c[4], CELL, "-");
-			clean(t->end_reason, c[5], CELL, true);
-			clean(t->end_detail, c[6], 61, true);
-		}
-		for (size_t k = 0; k < HCOLS; k++)
-			cells[i * HCOLS + k] = c[k];
-	}
-	snprintf(title, sizeof(title), "Plugin: %s", clean(name, nb, sizeof(nb), true));
-	print_table(title, hdr, right, HCOLS, cells, r->n_terms);
-	if (r->n_terms == 0)
-		printf("(no terms recorded)\n");
-	free(buf);
-	free(cells);
-	return EXIT_OK;
-}
-
 static int check_roles_args(const struct command *cmd, const char *const *args, size_t n)
 {
 	char b[CELL];
@@ -1085,11 +602,11 @@ static int check_roles_args(const struct command *cmd, const char *const *args, 
 		return usage_error(cmd,
 				   "invalid node id '%s' (1 to %d printable ASCII characters, no "
 				   "'/')",
-				   clean(args[0], b, sizeof(b), false), CONTROL_NODE_MAX);
+				   ctl_clean(args[0], b, sizeof(b), false), CONTROL_NODE_MAX);
 	if (control_codec_roles_check(args + 1, n - 1, &bad, &why) < 0) {
 		if (bad >= n - 1)
 			return usage_error(cmd, "%s", why);
-		return usage_error(cmd, "%s: '%s'", why, clean(args[1 + bad], b, sizeof(b), false));
+		return usage_error(cmd, "%s: '%s'", why, ctl_clean(args[1 + bad], b, sizeof(b), false));
 	}
 	return EXIT_OK;
 }
@@ -1111,6 +628,65 @@ static int parse_timeout(const char *s, uint32_t *ret_ms)
 	if ((double)*ret_ms < v)
 		(*ret_ms)++; /* round up: never wait less than asked */
 	return 0;
+}
+
+/* observer_call - the request answered from etcd (ctl_observer.h) */
+static int observer_call(const struct opts *o, const uint8_t *req, size_t req_len,
+			 int64_t timeout_ms, Response **ret_resp)
+{
+	Leasehold__Control__Request *rq;
+	struct ctl_observer *ob;
+	const char *why;
+	int ret;
+
+	if (control_codec_request_decode(req, req_len, &rq, &why) < 0) {
+		fprintf(stderr, "leaseholdctl: %s\n", why);
+		return EXIT_ERR;
+	}
+	ret = ctl_observer_open(&o->etcd, &ob);
+	if (ret == EXIT_OK) {
+		ret = ctl_observer_call(ob, rq, timeout_ms, ret_resp);
+		ctl_observer_close(ob);
+	}
+	leasehold__control__request__free_unpacked(rq, NULL);
+	return ret;
+}
+
+static int parse_revision(const char *s, int64_t *ret)
+{
+	char *end = NULL;
+	errno = 0;
+	long long v = s ? strtoll(s, &end, 10) : 0;
+	if (!s || !s[0] || errno || !end || *end || v <= 0)
+		return -EINVAL;
+	*ret = (int64_t)v;
+	return 0;
+}
+
+/* cmd_watch - `watch [NAME]`: needs etcd (observer mode) */
+static int cmd_watch(const struct opts *o, const struct command *cmd, const char *name)
+{
+	int64_t from = 0, to = 0;
+	uint32_t ms = 0;
+	struct ctl_observer *ob;
+
+	if (!o->etcd.endpoints) {
+		fprintf(stderr, "leaseholdctl: watch reads etcd directly: give --etcd URL (and the "
+				"TLS and auth options of your etcd; see leaseholdctl help watch)\n");
+		return EXIT_ERR;
+	}
+	if (o->from_revision && parse_revision(o->from_revision, &from) < 0)
+		return usage_error(cmd, "invalid --from-revision '%s'", o->from_revision);
+	if (o->to_revision && parse_revision(o->to_revision, &to) < 0)
+		return usage_error(cmd, "invalid --to-revision '%s'", o->to_revision);
+	if (o->has_timeout && parse_timeout(o->timeout, &ms) < 0)
+		return usage_error(cmd, "invalid --timeout '%s' (seconds, >= 0)", o->timeout);
+	int ret = ctl_observer_open(&o->etcd, &ob);
+	if (ret != EXIT_OK)
+		return ret;
+	ret = ctl_observer_watch(ob, name, o->json, from, to, ms);
+	ctl_observer_close(ob);
+	return ret;
 }
 
 int main(int argc, char **argv)
@@ -1153,7 +729,7 @@ int main(int argc, char **argv)
 			char b[CELL];
 			return usage_error(NULL,
 					   "unknown roles subcommand '%s' (list, set or clear)",
-					   clean(o.args[0], b, sizeof(b), false));
+					   ctl_clean(o.args[0], b, sizeof(b), false));
 		}
 		memmove(o.args, o.args + 1, (o.n_args - 1) * sizeof(o.args[0]));
 		o.n_args--;
@@ -1212,8 +788,6 @@ int main(int argc, char **argv)
 	}
 	if (o.json && !cmd->json)
 		return usage_error(cmd, "%s does not take --json", cmd->name);
-	if (o.has_timeout && !cmd->timeout)
-		return usage_error(cmd, "%s does not take --timeout", cmd->name);
 	if (o.to && strcmp(cmd->name, "switchover") != 0)
 		return usage_error(cmd, "%s does not take --to", cmd->name);
 	if (o.to && !control_codec_node_ok(o.to))
@@ -1236,7 +810,24 @@ int main(int argc, char **argv)
 	if (strcmp(cmd->name, "members forget") == 0 && !control_codec_node_ok(o.args[1]))
 		return usage_error(cmd, "invalid node id (1..128 printable ASCII characters, no '/')");
 
-	if ((ret = find_control(&o, def, sizeof(def), &url)) != EXIT_OK)
+	if (!o.etcd.endpoints && (o.etcd.cacert || o.etcd.cert || o.etcd.key || o.etcd.user ||
+				  o.etcd.prefix))
+		return usage_error(cmd, "--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and "
+					"--prefix need --etcd (observer mode)");
+	if ((o.from_revision || o.to_revision) && strcmp(cmd->name, "watch") != 0)
+		return usage_error(cmd, "--from-revision and --to-revision are for watch");
+	if (o.etcd.endpoints && o.control)
+		return usage_error(cmd, "--control and --etcd exclude each other");
+	if (strcmp(cmd->name, "watch") == 0)
+		return cmd_watch(&o, cmd, name);
+	if (o.etcd.endpoints && strcmp(cmd->name, "version") == 0) {
+		printf("leaseholdctl %s (observer mode: no daemon asked)\n", PACKAGE_VERSION);
+		return EXIT_OK;
+	}
+
+	if (o.etcd.endpoints)
+		url = ""; /* observer mode: no daemon is asked */
+	else if ((ret = find_control(&o, def, sizeof(def), &url)) != EXIT_OK)
 		return ret;
 	if (url[0] == '/') {
 		snprintf(urlbuf, sizeof(urlbuf), "ipc://%s", url);
@@ -1319,14 +910,26 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"leaseholdctl: note: no ROLE given: node %s will hold no roles (its record "
 			"stays; 'roles clear' deletes it)\n",
-			clean(name, b, sizeof(b), false));
+			ctl_clean(name, b, sizeof(b), false));
 	}
 	if (kind == LEASEHOLD__CONTROL__KIND__KIND_VERSION) {
 		/* the client's own version needs no daemon */
 		printf("leaseholdctl %s\n", PACKAGE_VERSION);
 		fflush(stdout);
 	}
-	ret = call(url, req, req_len, recv_timeout, &resp, &timed_out);
+	if (o.has_timeout && !cmd->timeout) {
+		/* every other command: --timeout bounds the whole call */
+		uint32_t ms;
+		if (parse_timeout(o.timeout, &ms) < 0 || ms == 0) {
+			free(req);
+			return usage_error(cmd, "invalid --timeout '%s' (seconds, > 0)", o.timeout);
+		}
+		recv_timeout = ms;
+	}
+	if (o.etcd.endpoints)
+		ret = observer_call(&o, req, req_len, recv_timeout, &resp);
+	else
+		ret = call(url, req, req_len, recv_timeout, &resp, &timed_out);
 	free(req);
 	if (ret != EXIT_OK) {
 		if (timed_out && (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET ||
@@ -1352,13 +955,13 @@ int main(int argc, char **argv)
 	if (ret == EXIT_OK) {
 		switch (kind) {
 		case LEASEHOLD__CONTROL__KIND__KIND_PLUGINS:
-			ret = cmd_plugins(resp, o.json);
+			ret = ctl_view_plugins(resp, o.json);
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_STATUS:
-			ret = cmd_status(resp, o.json);
+			ret = ctl_view_status(resp, o.json);
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS:
-			ret = cmd_members(resp, o.json);
+			ret = ctl_view_members(resp, o.json);
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY:
 			printf("%s is ready\n", name);
@@ -1367,26 +970,26 @@ int main(int argc, char **argv)
 			printf("reload requested: %s\n", name ? name : "all plugins");
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_LIST:
-			ret = cmd_roles_list(resp, o.json);
+			ret = ctl_view_roles_list(resp, o.json);
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET: {
 			char b[CELL], l[CELL];
 			RoleEntry e = LEASEHOLD__CONTROL__ROLE_ENTRY__INIT;
 			e.roles = (char **)(o.args + 1);
 			e.n_roles = o.n_args - 1;
-			printf("node %s: roles set to %s\n", clean(name, b, sizeof(b), false),
-			       e.n_roles ? role_list(&e, l, sizeof(l)) : "(none)");
+			printf("node %s: roles set to %s\n", ctl_clean(name, b, sizeof(b), false),
+			       e.n_roles ? ctl_role_list(&e, l, sizeof(l)) : "(none)");
 			break;
 		}
 		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR: {
 			char b[CELL];
-			printf("node %s: roles record deleted\n", clean(name, b, sizeof(b), false));
+			printf("node %s: roles record deleted\n", ctl_clean(name, b, sizeof(b), false));
 			break;
 		}
 		case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET: {
 			char b[CELL], n[CELL];
-			printf("plugin %s: node %s forgotten\n", clean(name, b, sizeof(b), false),
-			       clean(o.args[1], n, sizeof(n), false));
+			printf("plugin %s: node %s forgotten\n", ctl_clean(name, b, sizeof(b), false),
+			       ctl_clean(o.args[1], n, sizeof(n), false));
 			break;
 		}
 		case LEASEHOLD__CONTROL__KIND__KIND_PAUSE:
@@ -1395,21 +998,21 @@ int main(int argc, char **argv)
 			printf(kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE
 				   ? "plugin %s: paused cluster-wide (the leader starts no reconcile)\n"
 				   : "plugin %s: resumed (the leader reconciles now)\n",
-			       clean(name, b, sizeof(b), false));
+			       ctl_clean(name, b, sizeof(b), false));
 			break;
 		}
 		case LEASEHOLD__CONTROL__KIND__KIND_RECONCILE: {
 			char b[CELL];
 			if (timeout_ms == 0)
 				printf("plugin %s: reconcile requested (revision %" PRId64 ")\n",
-				       clean(name, b, sizeof(b), false), resp->revision);
+				       ctl_clean(name, b, sizeof(b), false), resp->revision);
 			else
 				printf("plugin %s: reconcile request %" PRId64 " served by the leader\n",
-				       clean(name, b, sizeof(b), false), resp->revision);
+				       ctl_clean(name, b, sizeof(b), false), resp->revision);
 			break;
 		}
 		case LEASEHOLD__CONTROL__KIND__KIND_HISTORY:
-			ret = cmd_history(resp, name, o.json);
+			ret = ctl_view_history(resp, name, o.json);
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
 			printf("leaving: the daemon drains, deletes this node's member records and "
@@ -1418,8 +1021,8 @@ int main(int argc, char **argv)
 		case LEASEHOLD__CONTROL__KIND__KIND_VERSION: {
 			char v[CELL], n[CELL];
 			printf("leasehold %s (node %s, protocol %" PRIu32 ")\n",
-			       clean(resp->daemon_version, v, sizeof(v), true),
-			       clean(resp->node, n, sizeof(n), true), resp->protocol);
+			       ctl_clean(resp->daemon_version, v, sizeof(v), true),
+			       ctl_clean(resp->node, n, sizeof(n), true), resp->protocol);
 			break;
 		}
 		default:

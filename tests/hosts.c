@@ -334,7 +334,7 @@ void ctl_spawn(struct ctl_proc *p, const char *control, const char *const *args)
 	int a = 0, po[2], pe[2];
 	memset(p, 0, sizeof(*p));
 	argv[a++] = built_binary("leaseholdctl");
-	if (control) {
+	if (control) { /* NULL: observer mode (the args carry --etcd) */
 		argv[a++] = "--control";
 		argv[a++] = control;
 	}
@@ -549,6 +549,8 @@ int ctl_table_rows(const char *out)
 		const char *nl = strchr(l, '\n');
 		if (l[0] == '|')
 			n++;
+		else if (l[0] != '+' && n > 0)
+			break; /* the first table ended (plugins prints its nodes next) */
 		l = nl ? nl + 1 : NULL;
 	}
 	return n > 0 ? n - 1 : 0;

@@ -129,7 +129,7 @@ void hosts_dump_logs(void);
  * column. */
 const char *ctl_table_cell(const char *out, const char *row, const char *column, char *buf,
 			   size_t len);
-/* ctl_table_rows - number of data rows of the table in out */
+/* ctl_table_rows - number of data rows of the (first) table in out */
 int ctl_table_rows(const char *out);
 
 /* ---- an observer: an election that never campaigns, fed by its own watch,

@@ -224,7 +224,7 @@ static void check_plugin_json(json_object *p, const struct host *h, const struct
 	CHECK(json_object_object_get_ex(p, "reconcile_requested", NULL));
 	CHECK(json_object_object_get_ex(p, "reconcile_served", NULL));
 	/* exactly the documented fields */
-	CHECK_INT_EQ(json_object_object_length(p), 22);
+	CHECK_INT_EQ(json_object_object_length(p), 24);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "releases")), 4);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "status")), 3);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "reconcile")), 4);
@@ -331,7 +331,7 @@ static void check_members(const struct host *h, const struct host *L)
 	int leaders = 0, seen_a = 0, seen_b = 0;
 	for (size_t i = 0; i < 2; i++) {
 		json_object *m = json_object_array_get_idx(a, i);
-		CHECK_INT_EQ(json_object_object_length(m), 4);
+		CHECK_INT_EQ(json_object_object_length(m), 13);
 		CHECK(jbool(m, "campaigning")); /* both hosts run 1.0.0 and campaign */
 		const char *node = jstr(m, "node");
 		CHECK(node != NULL);
@@ -611,7 +611,7 @@ static void test_error_paths(void)
 	static const char *const u4[] = {"wait-ready", PLUGIN, "--timeout", "soon", NULL};
 	static const char *const u5[] = {"wait-ready", PLUGIN, "--timeout", "-1", NULL};
 	static const char *const u6[] = {"reload", "--json", NULL};
-	static const char *const u7[] = {"plugins", "--timeout", "3", NULL};
+	static const char *const u7[] = {"plugins", "--timeout", "0", NULL};
 	static const char *const u8[] = {"plugins", "--bogus", NULL};
 	static const char *const u9[] = {"wait-ready", PLUGIN, "--timeout", NULL};
 	usage_fails("unknown command", u1);
@@ -620,7 +620,7 @@ static void test_error_paths(void)
 	usage_fails("bad timeout", u4);
 	usage_fails("negative timeout", u5);
 	usage_fails("--json on reload", u6);
-	usage_fails("--timeout on plugins", u7);
+	usage_fails("--timeout 0 on plugins", u7);
 	usage_fails("unknown option", u8);
 	usage_fails("option without value", u9);
 	static const char *const none[] = {NULL};

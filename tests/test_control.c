@@ -778,7 +778,22 @@ static const char expected_table[] =
     "| broken     | -       | failed  | -      | no    | -            | -             |          0 "
     "| ABI major 2, host expects 1 |\n"
     "+------------+---------+---------+--------+-------+--------------+---------------+------------"
-    "+-----------------------------+\n";
+    "+-----------------------------+\n"
+    "\n"
+    "+ Nodes -----+--------+---------+--------+-------------+-------+-------+----------------+------"
+    "-----------------------------+-------+\n"
+    "| PLUGIN     | NODE   | RELEASE | LEADER | CAMPAIGNING | STATE | READY | LAST RECONCILE | "
+    "REASON                            | LOCAL |\n"
+    "+------------+--------+---------+--------+-------------+-------+-------+----------------+------"
+    "-----------------------------+-------+\n"
+    "| reconciler | node-a | 1.1.0   | yes    | yes         | down  | -     | -              | no "
+    "state record (no live session) |       |\n"
+    "| reconciler | node-b | 1.0.0   | no     | no          | down  | -     | -              | no "
+    "state record (no live session) |       |\n"
+    "| reconciler | node-c | 1.1.0   | no     | yes         | down  | -     | -              | no "
+    "state record (no live session) |       |\n"
+    "+------------+--------+---------+--------+-------------+-------+-------+----------------+------"
+    "-----------------------------+-------+\n";
 
 static void test_cli_plugins_table(void)
 {
@@ -934,7 +949,14 @@ static void test_cli_status(void)
 			  "last error:    -\n"
 			  "error:         -\n"
 			  "held back:     -\n"
-			  "fencing token: 77\n");
+			  "fencing token: 77\n"
+			  "+ Nodes -+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n"
+			  "| NODE   | RELEASE | LEADER | CAMPAIGNING | STATE | READY | LAST RECONCILE | REASON                            | LOCAL |\n"
+			  "+--------+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n"
+			  "| node-a | 1.1.0   | yes    | yes         | down  | -     | -              | no state record (no live session) |       |\n"
+			  "| node-b | 1.0.0   | no     | no          | down  | -     | -              | no state record (no live session) |       |\n"
+			  "| node-c | 1.1.0   | no     | yes         | down  | -     | -              | no state record (no live session) |       |\n"
+			  "+--------+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n");
 	free(out);
 	free(err);
 
@@ -953,13 +975,13 @@ static void test_cli_members(void)
 	json_object *a, *m;
 
 	CHECK_INT_EQ(run(&out, &err, "members", "reconciler", NULL), 0);
-	CHECK_STR_EQ(out, "+ Node: node-a ----+--------+-------------+\n"
-			  "| NODE   | RELEASE | LEADER | CAMPAIGNING |\n"
-			  "+--------+---------+--------+-------------+\n"
-			  "| node-a | 1.1.0   | yes    | yes         |\n"
-			  "| node-b | 1.0.0   | no     | no          |\n"
-			  "| node-c | 1.1.0   | no     | yes         |\n"
-			  "+--------+---------+--------+-------------+\n");
+	CHECK_STR_EQ(out, "+ Node: node-a ----+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n"
+			  "| NODE   | RELEASE | LEADER | CAMPAIGNING | STATE | READY | LAST RECONCILE | REASON                            | LOCAL |\n"
+			  "+--------+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n"
+			  "| node-a | 1.1.0   | yes    | yes         | down  | -     | -              | no state record (no live session) |       |\n"
+			  "| node-b | 1.0.0   | no     | no          | down  | -     | -              | no state record (no live session) |       |\n"
+			  "| node-c | 1.1.0   | no     | yes         | down  | -     | -              | no state record (no live session) |       |\n"
+			  "+--------+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n");
 	free(out);
 	free(err);
 

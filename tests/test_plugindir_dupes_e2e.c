@@ -240,10 +240,16 @@ static void test_newer_file_next_to_the_running_one_takes_over(void)
 	/* the reproduction: x-1.1.0.so dropped next to x.so ... */
 	long mark = host_log_size(&A);
 	host_install_plugin(&A, "1.1.0", "reconciler-1.1.0.so");
-	g_token = wait_runs("reconciler-1.1.0.so", "1.1.0", REL(1, 1, 0),
-			    "the hot reload to reconciler-1.1.0.so");
+	wait_runs("reconciler-1.1.0.so", "1.1.0", REL(1, 1, 0),
+		  "the hot reload to reconciler-1.1.0.so");
 	wait_superseded("reconciler.so", "1.0.0", "reconciler-1.1.0.so");
 	obs_wait_status_done(g_obs, REL(1, 1, 0), 15000);
+	/* the token of the new instance's term: it leads once its status is
+	 * written (right after the reload it may still be campaigning, 0) */
+	json_object *lead = ctl_plugin_json(&A, PLUGIN);
+	g_token = json_object_get_int64(jget(lead, "fencing_token"));
+	json_object_put(lead);
+	CHECK(g_token > 0);
 	log_has(mark, "plugin reconciler: hot reload to 1.1.0 from reconciler-1.1.0.so", true);
 	log_has(mark, "refusing", false);
 

@@ -233,6 +233,18 @@ static void check_log_has(const struct host *h, long mark, const char *what)
 	free(log);
 }
 
+struct log_want {
+	const struct host *h;
+	long mark;
+	const char *what;
+};
+
+static bool p_log_has(void *arg)
+{
+	const struct log_want *w = arg;
+	return host_log_count(w->h, w->mark, w->what) > 0;
+}
+
 static void remove_file(struct host *h, const char *file)
 {
 	char path[700];
@@ -496,7 +508,10 @@ static void test_removing_the_leaders_file_stops_it_gracefully(void)
 	obs_wait_members(g_obs, 1, 5000);
 	CHECK_INT_EQ(member_rev(L), 0);
 	check_log_has(L, mark, "plugin file reconciler.so removed; stopping reconciler");
-	check_log_has(L, mark, "plugin reconciler: no longer leading (token"); /* on_deposed ran */
+	/* on_deposed ran: the plugin's line reaches the log through the
+	 * worker, possibly after the successor is seen */
+	struct log_want lw = {L, mark, "plugin reconciler: no longer leading (token"};
+	tu_wait(&T, p_log_has, &lw, 10000, "the old leader's on_deposed line");
 
 	json_object *p = ctl_wait_plugin(L, PLUGIN, p_absent, NULL, 5000, "reconciler gone");
 	CHECK(p == NULL);

@@ -53,6 +53,11 @@ static size_t keys_of_lease(int64_t lease)
 	return tu_keys_of_lease(&T, PFX "/", lease);
 }
 
+static bool p_two_keys_of_lease(void *arg)
+{
+	return keys_of_lease(*(int64_t *)arg) == 2;
+}
+
 static int64_t election_lease(const char *plugin, const char *node)
 {
 	return tu_election_lease(&T, PFX, plugin, node);
@@ -98,7 +103,8 @@ static void test_single_plugin_leaves_by_one_revocation(void)
 	obs_wait_leader(g_rec, "b", 15000);
 	int64_t lease = election_lease("good", "a");
 	CHECK(lease != 0);
-	CHECK_INT_EQ(keys_of_lease(lease), 1); /* the election key */
+	/* the election key and the node state record (P/N/nodes/a) */
+	tu_wait(&T, p_two_keys_of_lease, &lease, 15000, "a's election key and state record");
 	CHECK(member_persists("good", "a"));
 
 	long from = host_log_size(&A);

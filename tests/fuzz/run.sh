@@ -53,7 +53,7 @@ if [ "${1:-}" = "--gen-seeds" ]; then
   exit 0
 fi
 
-all=(gateway records descriptor bus control http config)
+all=(gateway records descriptor bus control http config node_record)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
@@ -77,6 +77,9 @@ maxlen_descriptor=1024
 srcs_control=("$src/host/control_codec.c" "$src/host/control_wire.c" "$src/host/release.c" "$build/proto/control.pb-c.c")
 libs_control=("${pb_libs[@]}")
 maxlen_control=8192
+srcs_node_record=("$src/host/node_record.c" "$src/host/etcd_json.c" "$src/host/release.c")
+libs_node_record=("${json_libs[@]}")
+maxlen_node_record=8192
 srcs_http=("$src/host/http_head.c")
 libs_http=()
 maxlen_http=16384

@@ -1,0 +1,724 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctl_views.c - what leaseholdctl prints: the tables and the documented
+ * JSON objects of the read commands, built from control Response messages
+ * (proto/control.proto) whether they came from the daemon or were built
+ * from etcd in observer mode (ctl_observer.h). Every string from the
+ * daemon or etcd goes through ctl_clean(): control bytes never reach the
+ * terminal.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <json-c/json.h>
+
+#include "control_codec.h"
+#include "ctl.h"
+#include "ctl_views.h"
+
+/* ---- output helpers ---------------------------------------------------- */
+
+/* clean - s as printable ASCII into buf (other bytes become '?'), cut to
+ * len - 1 bytes with "..." when longer; "-" for NULL/empty when dash.
+ * Returns buf. */
+const char *ctl_clean(const char *s, char *buf, size_t len, bool dash)
+{
+	size_t n = 0, slen;
+
+	if (len == 0)
+		return "";
+	if (!s || !s[0]) {
+		snprintf(buf, len, "%s", dash ? "-" : "");
+		return buf;
+	}
+	slen = strlen(s);
+	for (; s[n] && n + 1 < len; n++) {
+		unsigned char ch = (unsigned char)s[n];
+		buf[n] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+	}
+	buf[n] = '\0';
+	if (n < slen && len >= 4)
+		memcpy(buf + len - 4, "...", 4);
+	return buf;
+}
+
+char *ctl_fmt_release(const Leasehold__Control__Release *r, char *buf, size_t len)
+{
+	return release_format(control_codec_release(r), buf, len);
+}
+
+/* fmt_time - unix seconds as RFC 3339 UTC; NULL for 0. */
+const char *ctl_fmt_time(int64_t t, char *buf, size_t len)
+{
+	struct tm tm;
+	time_t tt = (time_t)t;
+	if (t <= 0 || !gmtime_r(&tt, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		return NULL;
+	return buf;
+}
+
+/* print_table - patronictl-style box table; cells is nrows*ncol strings;
+ * right[] marks right-aligned columns. title goes into the top border. */
+static void print_table(const char *title, const char *const *hdr, const bool *right, size_t ncol,
+			const char *const *cells, size_t nrows)
+{
+	size_t width[16] = {0};
+	char border[16 * (CELL + 3) + 2];
+	size_t pos = 0;
+
+	for (size_t c = 0; c < ncol; c++) {
+		width[c] = strlen(hdr[c]);
+		for (size_t r = 0; r < nrows; r++) {
+			size_t l = strlen(cells[r * ncol + c]);
+			if (l > width[c])
+				width[c] = l;
+		}
+	}
+	border[pos++] = '+';
+	for (size_t c = 0; c < ncol; c++) {
+		memset(border + pos, '-', width[c] + 2);
+		pos += width[c] + 2;
+		border[pos++] = '+';
+	}
+	border[pos] = '\0';
+
+	if (title) {
+		char top[sizeof(border)];
+		int n = snprintf(top, sizeof(top), "+ %s ", title);
+		if (n > 0 && (size_t)n + 1 < pos) {
+			memcpy(top + n, border + n, pos - (size_t)n + 1);
+			printf("%s\n", top);
+		} else {
+			printf("%s\n%s\n", title, border);
+		}
+	} else {
+		printf("%s\n", border);
+	}
+	printf("|");
+	for (size_t c = 0; c < ncol; c++)
+		printf(" %-*s |", (int)width[c], hdr[c]);
+	printf("\n%s\n", border);
+	for (size_t r = 0; r < nrows; r++) {
+		printf("|");
+		for (size_t c = 0; c < ncol; c++)
+			printf(right[c] ? " %*s |" : " %-*s |", (int)width[c], cells[r * ncol + c]);
+		printf("\n");
+	}
+	if (nrows > 0)
+		printf("%s\n", border);
+}
+
+/* title_of - a table's title: the answering daemon's node, or (observer
+ * mode: no daemon, no node) where the answer came from */
+static void title_of(const Response *r, char *buf, size_t len)
+{
+	char nb[CELL];
+	if (r->node && r->node[0])
+		snprintf(buf, len, "Node: %s", ctl_clean(r->node, nb, sizeof(nb), true));
+	else
+		snprintf(buf, len, "Cluster (from etcd)");
+}
+
+static json_object *json_str_or_null(const char *s)
+{
+	return (s && s[0]) ? json_object_new_string(s) : NULL;
+}
+
+static json_object *json_release(const Leasehold__Control__Release *r)
+{
+	char b[RELEASE_STRLEN];
+	return r ? json_object_new_string(ctl_fmt_release(r, b, sizeof(b))) : NULL;
+}
+
+static int64_t clamp_u64(uint64_t v)
+{
+	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+/* json_plugin - the documented per-plugin object (see README). */
+static json_object *json_plugin(const Plugin *p)
+{
+	json_object *o = json_object_new_object(), *rs, *st = NULL, *rc;
+	char tb[64];
+	const Leasehold__Control__Releases *r = p->releases;
+	const Leasehold__Control__Reconcile *c = p->reconcile;
+
+	json_object_object_add(o, "name", json_object_new_string(p->name));
+	json_object_object_add(o, "file", json_str_or_null(p->file));
+	json_object_object_add(o, "release", json_release(p->release));
+	json_object_object_add(o, "state", json_object_new_string(p->state));
+	json_object_object_add(o, "leader", json_str_or_null(p->leader));
+	json_object_object_add(o, "ready", json_object_new_boolean(p->ready));
+
+	rs = json_object_new_object();
+	bool have = r && r->members > 0;
+	json_object_object_add(rs, "min", have ? json_release(r->min) : NULL);
+	json_object_object_add(rs, "max", have ? json_release(r->max) : NULL);
+	json_object_object_add(rs, "revision", json_object_new_int64(r ? r->revision : 0));
+	json_object_object_add(rs, "members", json_object_new_int64(r ? clamp_u64(r->members) : 0));
+	json_object_object_add(o, "releases", rs);
+
+	if (p->status) {
+		st = json_object_new_object();
+		json_object_object_add(st, "state", json_object_new_string(p->status->state));
+		json_object_object_add(st, "version", json_release(p->status->version));
+		json_object_object_add(st, "minimum_compatible_release",
+				       json_release(p->status->minimum_compatible_release));
+	}
+	json_object_object_add(o, "status", st);
+
+	rc = json_object_new_object();
+	json_object_object_add(rc, "count", json_object_new_int64(c ? clamp_u64(c->count) : 0));
+	json_object_object_add(rc, "last_ok", json_object_new_boolean(c && c->last_ok));
+	json_object_object_add(rc, "last_error", json_str_or_null(c ? c->last_error : NULL));
+	const char *at = c ? ctl_fmt_time(c->last_at, tb, sizeof(tb)) : NULL;
+	json_object_object_add(rc, "last_at", at ? json_object_new_string(at) : NULL);
+	json_object_object_add(o, "reconcile", rc);
+
+	json_object_object_add(o, "error", json_str_or_null(p->error));
+	json_object_object_add(o, "held_back", json_str_or_null(p->held_back));
+	json_object_object_add(o, "fencing_token", json_object_new_int64(p->fencing_token));
+	json_object_object_add(o, "superseded_by", json_str_or_null(p->superseded_by));
+	json_object_object_add(o, "not_ready", json_str_or_null(p->not_ready));
+	bool running = p->callback && p->callback[0];
+	json_object_object_add(o, "callback", json_str_or_null(running ? p->callback : NULL));
+	json_object_object_add(o, "callback_ms",
+			       json_object_new_int64(running ? clamp_u64(p->callback_ms) : 0));
+	json_object_object_add(o, "paused", json_object_new_boolean(p->paused));
+	json_object_object_add(o, "paused_by", json_str_or_null(p->paused_by));
+	const char *pat = ctl_fmt_time(p->paused_at, tb, sizeof(tb));
+	json_object_object_add(o, "paused_at", pat ? json_object_new_string(pat) : NULL);
+	json_object_object_add(o, "pause_error", json_str_or_null(p->pause_error));
+	json_object_object_add(o, "reconcile_requested",
+			       json_object_new_int64(p->reconcile_requested));
+	json_object_object_add(o, "reconcile_served", json_object_new_int64(p->reconcile_served));
+	json_object *nodes = json_object_new_array();
+	for (size_t i = 0; i < p->n_nodes; i++)
+		json_object_array_add(nodes, ctl_json_member(p->nodes[i]));
+	json_object_object_add(o, "nodes", nodes);
+	json_object_object_add(o, "config_revision", json_object_new_int64(p->config_revision));
+	return o;
+}
+
+void ctl_print_json(json_object *o)
+{
+	printf("%s\n",
+	       json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+						     JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+/* ---- commands ---------------------------------------------------------- */
+
+#define PCOLS 9
+
+static void plugin_cells(const Plugin *p, char (*buf)[CELL])
+{
+	char a[RELEASE_STRLEN], b[RELEASE_STRLEN], t[32];
+	const Leasehold__Control__Releases *r = p->releases;
+	const Leasehold__Control__Reconcile *rc = p->reconcile;
+	const char *err;
+
+	ctl_clean(p->name, buf[0], CELL, true);
+	if (p->release)
+		ctl_fmt_release(p->release, buf[1], CELL);
+	else
+		snprintf(buf[1], CELL, "-");
+	ctl_clean(p->state, buf[2], CELL, true);
+	if (p->paused) {
+		/* the pause is cluster-wide and changes what a leader does */
+		size_t l = strlen(buf[2]);
+		snprintf(buf[2] + l, CELL - l, ", paused");
+	}
+	ctl_clean(p->leader, buf[3], CELL, true);
+	snprintf(buf[4], CELL, "%s", p->ready ? "yes" : "no");
+	if (r && r->members > 0)
+		snprintf(buf[5], CELL, "%s..%s", ctl_fmt_release(r->min, a, sizeof(a)),
+			 ctl_fmt_release(r->max, b, sizeof(b)));
+	else
+		snprintf(buf[5], CELL, "-");
+	if (p->status)
+		snprintf(buf[6], CELL, "%s %s", ctl_clean(p->status->state, t, sizeof(t), true),
+			 ctl_fmt_release(p->status->version, a, sizeof(a)));
+	else
+		snprintf(buf[6], CELL, "-");
+	snprintf(buf[7], CELL, "%" PRIu64, rc ? rc->count : 0);
+	err = p->error && p->error[0] ? p->error : rc ? rc->last_error : NULL;
+	if (p->callback && p->callback[0]) {
+		/* a running callback first: a hung one is what the operator looks for */
+		char h[CELL], cb[CELL];
+		snprintf(h, sizeof(h), "in %s since %" PRIu64 " s%s%s",
+			 ctl_clean(p->callback, cb, sizeof(cb), true), p->callback_ms / 1000,
+			 err && err[0] ? "; " : "", err && err[0] ? err : "");
+		ctl_clean(h, buf[8], 61, true);
+		return;
+	}
+	if ((!err || !err[0]) && p->held_back && p->held_back[0]) {
+		/* no error to show: say why it does not campaign (standby) */
+		char h[CELL];
+		snprintf(h, sizeof(h), "held: %s", p->held_back);
+		ctl_clean(h, buf[8], 61, true);
+		return;
+	}
+	if ((!err || !err[0]) && p->superseded_by && p->superseded_by[0]) {
+		/* a file that does not run: name the file and the one that does */
+		char h[CELL];
+		snprintf(h, sizeof(h), "%s superseded by %s", p->file, p->superseded_by);
+		ctl_clean(h, buf[8], 61, true);
+		return;
+	}
+	ctl_clean(err, buf[8], 61, true);
+}
+
+static int print_cluster(const Response *r);
+
+int ctl_view_plugins(const Response *r, bool json)
+{
+	static const char *const hdr[PCOLS] = {"NAME",	 "RELEASE",    "STATE",
+					       "LEADER", "READY",      "MEMBERS",
+					       "STATUS", "RECONCILES", "LAST ERROR"};
+	static const bool right[PCOLS] = {false, false, false, false, false,
+					  false, false, true,  false};
+	char title[CELL + 16];
+	char(*buf)[CELL] = NULL;
+	const char **cells = NULL;
+
+	if (json) {
+		json_object *a = json_object_new_array();
+		for (size_t i = 0; i < r->n_plugins; i++)
+			json_object_array_add(a, json_plugin(r->plugins[i]));
+		ctl_print_json(a);
+		json_object_put(a);
+		return EXIT_OK;
+	}
+	if (r->n_plugins > 0) {
+		buf = calloc(r->n_plugins * PCOLS, sizeof(*buf));
+		cells = calloc(r->n_plugins * PCOLS, sizeof(*cells));
+		if (!buf || !cells) {
+			free(buf);
+			free(cells);
+			fprintf(stderr, "leaseholdctl: out of memory\n");
+			return EXIT_ERR;
+		}
+	}
+	for (size_t i = 0; i < r->n_plugins; i++) {
+		plugin_cells(r->plugins[i], &buf[i * PCOLS]);
+		for (size_t c = 0; c < PCOLS; c++)
+			cells[i * PCOLS + c] = buf[i * PCOLS + c];
+	}
+	title_of(r, title, sizeof(title));
+	print_table(title, hdr, right, PCOLS, cells, r->n_plugins);
+	if (r->n_plugins == 0)
+		printf("(no plugins loaded)\n");
+	free(buf);
+	free(cells);
+	return print_cluster(r);
+}
+
+static int print_nodes(const char *title, Member *const *ms, size_t n);
+
+int ctl_view_status(const Response *r, bool json)
+{
+	char b1[CONTROL_STRING_MAX + 1], a[RELEASE_STRLEN], b[RELEASE_STRLEN], c[RELEASE_STRLEN];
+	char tb[64];
+	const Plugin *p;
+	const Leasehold__Control__Releases *rs;
+	const Leasehold__Control__Reconcile *rc;
+
+	if (r->n_plugins != 1) {
+		fprintf(stderr, "leaseholdctl: invalid reply (expected one plugin)\n");
+		return EXIT_ERR;
+	}
+	p = r->plugins[0];
+	if (json) {
+		json_object *o = json_plugin(p);
+		ctl_print_json(o);
+		json_object_put(o);
+		return EXIT_OK;
+	}
+	rs = p->releases;
+	rc = p->reconcile;
+	printf("name:          %s\n", ctl_clean(p->name, b1, sizeof(b1), true));
+	printf("node:          %s\n", ctl_clean(r->node, b1, sizeof(b1), true));
+	printf("file:          %s\n", ctl_clean(p->file, b1, sizeof(b1), true));
+	printf("release:       %s\n", p->release ? ctl_fmt_release(p->release, a, sizeof(a)) : "-");
+	printf("state:         %s\n", ctl_clean(p->state, b1, sizeof(b1), true));
+	printf("leader:        %s\n", ctl_clean(p->leader, b1, sizeof(b1), true));
+	if (p->ready || !p->not_ready || !p->not_ready[0])
+		printf("ready:         %s\n", p->ready ? "yes" : "no");
+	else
+		printf("ready:         no: %s\n", ctl_clean(p->not_ready, b1, sizeof(b1), true));
+	if (rs && rs->members > 0)
+		printf("members:       %" PRIu64 " (%s..%s, revision %" PRId64 ")\n", rs->members,
+		       ctl_fmt_release(rs->min, a, sizeof(a)), ctl_fmt_release(rs->max, b, sizeof(b)),
+		       rs->revision);
+	else
+		printf("members:       0\n");
+	if (p->status)
+		printf("status:        %s %s (minimum compatible release %s)\n",
+		       ctl_clean(p->status->state, b1, sizeof(b1), true),
+		       ctl_fmt_release(p->status->version, a, sizeof(a)),
+		       ctl_fmt_release(p->status->minimum_compatible_release, c, sizeof(c)));
+	else
+		printf("status:        -\n");
+	const char *at = rc ? ctl_fmt_time(rc->last_at, tb, sizeof(tb)) : NULL;
+	if (rc && at)
+		printf("reconciles:    %" PRIu64 " (last %s at %s)\n", rc->count,
+		       rc->last_ok ? "ok" : "failed", at);
+	else
+		printf("reconciles:    %" PRIu64 "\n", rc ? rc->count : 0);
+	printf("last error:    %s\n", ctl_clean(rc ? rc->last_error : NULL, b1, sizeof(b1), true));
+	printf("error:         %s\n", ctl_clean(p->error, b1, sizeof(b1), true));
+	printf("held back:     %s\n", ctl_clean(p->held_back, b1, sizeof(b1), true));
+	if (p->superseded_by && p->superseded_by[0])
+		printf("superseded by: %s\n", ctl_clean(p->superseded_by, b1, sizeof(b1), true));
+	printf("fencing token: %" PRId64 "\n", p->fencing_token);
+	/* only while paused: the usual output stays as it was */
+	if (p->paused) {
+		const char *pat = ctl_fmt_time(p->paused_at, tb, sizeof(tb));
+		char by[CELL];
+		if (p->pause_error && p->pause_error[0])
+			printf("paused:        yes: %s\n", ctl_clean(p->pause_error, b1, sizeof(b1), true));
+		else
+			printf("paused:        yes (by %s%s%s)\n", ctl_clean(p->paused_by, by, sizeof(by), true),
+			       pat ? " at " : "", pat ? pat : "");
+	}
+	if (p->reconcile_requested)
+		printf("requested:     reconcile request %" PRId64 ", last served %" PRId64 "\n",
+		       p->reconcile_requested, p->reconcile_served);
+	/* only while one runs: the usual output stays as it was */
+	if (p->callback && p->callback[0])
+		printf("callback:      in %s since %" PRIu64 " s\n",
+		       ctl_clean(p->callback, b1, sizeof(b1), true), p->callback_ms / 1000);
+	/* only when there is one (P/N/config): the usual output stays as it was */
+	if (p->config_revision)
+		printf("config:        revision %" PRId64 "\n", p->config_revision);
+	if (p->n_nodes)
+		return print_nodes("Nodes", p->nodes, p->n_nodes);
+	return EXIT_OK;
+}
+
+json_object *ctl_json_member(const Member *m)
+{
+	char tb[64];
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "node", json_object_new_string(m->node));
+	json_object_object_add(o, "release", json_release(m->release));
+	json_object_object_add(o, "leader", json_object_new_boolean(m->leader));
+	json_object_object_add(o, "campaigning", json_object_new_boolean(m->campaigning));
+	/* the node's own state record (null fields when it has none) */
+	const Leasehold__Control__NodeState *ns = m->node_state;
+	json_object_object_add(o, "local", json_object_new_boolean(m->local));
+	json_object_object_add(o, "member", json_object_new_boolean(!m->no_member_record));
+	json_object_object_add(o, "state", ns ? json_object_new_string(ns->state) : NULL);
+	json_object_object_add(o, "reason", json_str_or_null(ns ? ns->reason : NULL));
+	const char *at = ns ? ctl_fmt_time(ns->since, tb, sizeof(tb)) : NULL;
+	json_object_object_add(o, "since", at ? json_object_new_string(at) : NULL);
+	json_object_object_add(o, "ready", ns ? json_object_new_boolean(ns->ready) : NULL);
+	json_object_object_add(o, "not_ready", json_str_or_null(ns ? ns->not_ready : NULL));
+	json_object *rc = NULL;
+	if (ns && ns->reconcile_at) {
+		rc = json_object_new_object();
+		at = ctl_fmt_time(ns->reconcile_at, tb, sizeof(tb));
+		json_object_object_add(rc, "at", at ? json_object_new_string(at) : NULL);
+		json_object_object_add(rc, "ok", json_object_new_boolean(ns->reconcile_ok));
+		json_object_object_add(rc, "error", json_str_or_null(ns->reconcile_error));
+	}
+	json_object_object_add(o, "last_reconcile", rc);
+	json_object_object_add(o, "state_record",
+			       json_object_new_string(ns ? "valid"
+						      : m->node_state_invalid ? "invalid"
+									      : "none"));
+	return o;
+}
+
+#define MCOLS 9
+
+/* member_cells - one node row: NODE, RELEASE, LEADER, CAMPAIGNING, STATE,
+ * READY, RECONCILED, REASON, LOCAL */
+static void member_cells(const Member *m, char (*c)[CELL])
+{
+	const Leasehold__Control__NodeState *ns = m->node_state;
+	char tb[64], why[CELL];
+
+	ctl_clean(m->node, c[0], CELL, true);
+	ctl_fmt_release(m->release, c[1], CELL);
+	snprintf(c[2], CELL, "%s", m->leader ? "yes" : "no");
+	snprintf(c[3], CELL, "%s", m->campaigning ? "yes" : "no");
+	if (ns) {
+		ctl_clean(ns->state, c[4], CELL, true);
+		snprintf(c[5], CELL, "%s", ns->ready ? "yes" : "no");
+		const char *at = ctl_fmt_time(ns->reconcile_at, tb, sizeof(tb));
+		if (at)
+			snprintf(c[6], CELL, "%s %s", at, ns->reconcile_ok ? "ok" : "failed");
+		else
+			snprintf(c[6], CELL, "-");
+		/* the most useful reason: why not campaigning/leading, else why not
+		 * ready, else the last reconcile's error */
+		const char *r = ns->reason && ns->reason[0] ? ns->reason
+				: !ns->ready && ns->not_ready && ns->not_ready[0] ? ns->not_ready
+				: !ns->reconcile_ok && ns->reconcile_at ? ns->reconcile_error
+									: NULL;
+		ctl_clean(r, c[7], 61, true);
+	} else {
+		/* no record: the node's lease is gone (down or cut off) */
+		snprintf(c[4], CELL, "%s", m->node_state_invalid ? "?" : "down");
+		snprintf(c[5], CELL, "-");
+		snprintf(c[6], CELL, "-");
+		snprintf(why, sizeof(why), "%s",
+			 m->node_state_invalid ? "its state record does not decode"
+					       : "no state record (no live session)");
+		ctl_clean(why, c[7], 61, true);
+	}
+	if (m->no_member_record) {
+		size_t l = strlen(c[7]);
+		snprintf(c[7] + l, CELL - l, "%s", l > 1 ? "; not a member" : "");
+		if (l <= 1)
+			snprintf(c[7], CELL, "not a member");
+	}
+	snprintf(c[8], CELL, "%s", m->local ? "*" : "");
+}
+
+/* print_nodes - the node rows as a table titled title */
+static int print_nodes(const char *title, Member *const *ms, size_t n)
+{
+	static const char *const hdr[MCOLS] = {"NODE",	"RELEASE",    "LEADER",
+					       "CAMPAIGNING", "STATE", "READY",
+					       "LAST RECONCILE", "REASON", "LOCAL"};
+	static const bool right[MCOLS] = {false};
+	char(*buf)[CELL] = NULL;
+	const char **cells = NULL;
+
+	if (n > 0) {
+		buf = calloc(n * MCOLS, sizeof(*buf));
+		cells = calloc(n * MCOLS, sizeof(*cells));
+		if (!buf || !cells) {
+			free(buf);
+			free(cells);
+			fprintf(stderr, "leaseholdctl: out of memory\n");
+			return EXIT_ERR;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		member_cells(ms[i], &buf[i * MCOLS]);
+		for (size_t c = 0; c < MCOLS; c++)
+			cells[i * MCOLS + c] = buf[i * MCOLS + c];
+	}
+	print_table(title, hdr, right, MCOLS, cells, n);
+	free(buf);
+	free(cells);
+	return EXIT_OK;
+}
+
+/* print_cluster - after the plugins table, one row per node of each
+ * plugin (a blank line apart); nothing when no plugin has node rows */
+static int print_cluster(const Response *r)
+{
+	static const char *const hdr[MCOLS + 1] = {
+	    "PLUGIN", "NODE",  "RELEASE",	 "LEADER", "CAMPAIGNING",
+	    "STATE",  "READY", "LAST RECONCILE", "REASON", "LOCAL"};
+	static const bool right[MCOLS + 1] = {false};
+	size_t n = 0, k = 0;
+	for (size_t i = 0; i < r->n_plugins; i++)
+		n += r->plugins[i]->n_nodes;
+	if (n == 0)
+		return EXIT_OK;
+	char(*buf)[CELL] = calloc(n * (MCOLS + 1), sizeof(*buf));
+	const char **cells = calloc(n * (MCOLS + 1), sizeof(*cells));
+	if (!buf || !cells) {
+		free(buf);
+		free(cells);
+		fprintf(stderr, "leaseholdctl: out of memory\n");
+		return EXIT_ERR;
+	}
+	for (size_t i = 0; i < r->n_plugins; i++)
+		for (size_t j = 0; j < r->plugins[i]->n_nodes; j++, k++) {
+			char(*c)[CELL] = &buf[k * (MCOLS + 1)];
+			ctl_clean(r->plugins[i]->name, c[0], CELL, true);
+			member_cells(r->plugins[i]->nodes[j], c + 1);
+			for (size_t x = 0; x <= MCOLS; x++)
+				cells[k * (MCOLS + 1) + x] = c[x];
+		}
+	printf("\n");
+	print_table("Nodes", hdr, right, MCOLS + 1, cells, n);
+	free(buf);
+	free(cells);
+	return EXIT_OK;
+}
+
+int ctl_view_members(const Response *r, bool json)
+{
+	char title[CELL + 16];
+
+	if (json) {
+		json_object *a = json_object_new_array();
+		for (size_t i = 0; i < r->n_members; i++)
+			json_object_array_add(a, ctl_json_member(r->members[i]));
+		ctl_print_json(a);
+		json_object_put(a);
+		return EXIT_OK;
+	}
+	title_of(r, title, sizeof(title));
+	int ret = print_nodes(title, r->members, r->n_members);
+	if (ret == EXIT_OK && r->n_members == 0)
+		printf("(no members)\n");
+	return ret;
+}
+
+/* role_list - an entry's roles as "a,b,c" (cleaned, cut to len - 1 bytes
+ * with "..."), "-" for none. Returns buf. */
+const char *ctl_role_list(const RoleEntry *e, char *buf, size_t len)
+{
+	char tmp[CELL * 2];
+	size_t pos = 0;
+
+	for (size_t i = 0; i < e->n_roles && pos + 1 < sizeof(tmp); i++) {
+		int n = snprintf(tmp + pos, sizeof(tmp) - pos, "%s%s", i ? "," : "", e->roles[i]);
+		if (n < 0)
+			break;
+		pos += (size_t)n;
+		if (pos >= sizeof(tmp))
+			pos = sizeof(tmp) - 1;
+	}
+	tmp[pos] = '\0';
+	return ctl_clean(tmp, buf, len, true);
+}
+
+int ctl_view_roles_list(const Response *r, bool json)
+{
+	static const char *const hdr[3] = {"NODE", "ROLES", "ERROR"};
+	static const bool right[3] = {false, false, false};
+	char title[CELL + 16];
+	char(*buf)[CELL] = NULL;
+	const char **cells = NULL;
+
+	if (json) {
+		json_object *a = json_object_new_array();
+		for (size_t i = 0; i < r->n_roles; i++) {
+			const RoleEntry *e = r->roles[i];
+			json_object *o = json_object_new_object(), *ra = json_object_new_array();
+			json_object_object_add(o, "node", json_object_new_string(e->node));
+			for (size_t k = 0; k < e->n_roles; k++)
+				json_object_array_add(ra, json_object_new_string(e->roles[k]));
+			json_object_object_add(o, "roles", ra);
+			json_object_object_add(o, "error", json_str_or_null(e->error));
+			json_object_array_add(a, o);
+		}
+		ctl_print_json(a);
+		json_object_put(a);
+		return EXIT_OK;
+	}
+	if (r->n_roles > 0) {
+		buf = calloc(r->n_roles * 3, sizeof(*buf));
+		cells = calloc(r->n_roles * 3, sizeof(*cells));
+		if (!buf || !cells) {
+			free(buf);
+			free(cells);
+			fprintf(stderr, "leaseholdctl: out of memory\n");
+			return EXIT_ERR;
+		}
+	}
+	for (size_t i = 0; i < r->n_roles; i++) {
+		const RoleEntry *e = r->roles[i];
+		ctl_clean(e->node, buf[i * 3], CELL, true);
+		ctl_role_list(e, buf[i * 3 + 1], CELL);
+		ctl_clean(e->error, buf[i * 3 + 2], CELL, true);
+		for (size_t c = 0; c < 3; c++)
+			cells[i * 3 + c] = buf[i * 3 + c];
+	}
+	title_of(r, title, sizeof(title));
+	print_table(title, hdr, right, 3, cells, r->n_roles);
+	if (r->n_roles == 0)
+		printf("(no roles records)\n");
+	free(buf);
+	free(cells);
+	return EXIT_OK;
+}
+
+/* check_roles_args - roles set/clear: NODE [ROLE...] as the daemon will
+ * check them. Returns EXIT_OK or EXIT_ERR (printed). */
+#define HCOLS 7
+
+int ctl_view_history(const Response *r, const char *name, bool json)
+{
+	static const char *const hdr[HCOLS] = {"TOKEN", "NODE", "RELEASE", "START",
+					       "END", "ENDED BY", "DETAIL"};
+	static const bool right[HCOLS] = {true, false, false, false, false, false, false};
+	char title[CELL + 16], nb[CELL], tb[64];
+
+	if (json) {
+		json_object *a = json_object_new_array();
+		for (size_t i = 0; i < r->n_terms; i++) {
+			const Leasehold__Control__Term *t = r->terms[i];
+			json_object *o = json_object_new_object();
+			json_object_object_add(o, "token", json_object_new_int64(t->fencing_token));
+			json_object_object_add(o, "node", json_str_or_null(t->node));
+			json_object_object_add(o, "release", t->invalid ? NULL : json_release(t->release));
+			json_object_object_add(o, "start_revision",
+					       json_object_new_int64(t->start_revision));
+			const char *at = ctl_fmt_time(t->start_unix, tb, sizeof(tb));
+			json_object_object_add(o, "start", at ? json_object_new_string(at) : NULL);
+			json_object_object_add(o, "end_revision",
+					       json_object_new_int64(t->end_revision));
+			at = ctl_fmt_time(t->end_unix, tb, sizeof(tb));
+			json_object_object_add(o, "end", at ? json_object_new_string(at) : NULL);
+			json_object_object_add(o, "end_reason", json_str_or_null(t->end_reason));
+			json_object_object_add(o, "end_detail", json_str_or_null(t->end_detail));
+			json_object_object_add(o, "valid", json_object_new_boolean(!t->invalid));
+			json_object_array_add(a, o);
+		}
+		ctl_print_json(a);
+		json_object_put(a);
+		return EXIT_OK;
+	}
+	char(*buf)[CELL] = r->n_terms ? calloc(r->n_terms * HCOLS, sizeof(*buf)) : NULL;
+	const char **cells = r->n_terms ? calloc(r->n_terms * HCOLS, sizeof(*cells)) : NULL;
+	if (r->n_terms && (!buf || !cells)) {
+		free(buf);
+		free(cells);
+		fprintf(stderr, "leaseholdctl: out of memory\n");
+		return EXIT_ERR;
+	}
+	for (size_t i = 0; i < r->n_terms; i++) {
+		const Leasehold__Control__Term *t = r->terms[i];
+		char(*c)[CELL] = &buf[i * HCOLS];
+		const char *at;
+		snprintf(c[0], CELL, "%" PRId64, t->fencing_token);
+		if (t->invalid) {
+			snprintf(c[1], CELL, "-");
+			snprintf(c[2], CELL, "-");
+			snprintf(c[3], CELL, "-");
+			snprintf(c[4], CELL, "-");
+			snprintf(c[5], CELL, "-");
+			snprintf(c[6], CELL, "the record does not decode");
+		} else {
+			ctl_clean(t->node, c[1], CELL, true);
+			ctl_fmt_release(t->release, c[2], CELL);
+			at = ctl_fmt_time(t->start_unix, tb, sizeof(tb));
+			snprintf(c[3], CELL, "%s (rev %" PRId64 ")", at ? at : "-", t->start_revision);
+			at = ctl_fmt_time(t->end_unix, tb, sizeof(tb));
+			if (t->end_revision)
+				snprintf(c[4], CELL, "%s (rev %" PRId64 ")", at ? at : "-",
+					 t->end_revision);
+			else
+				snprintf(c[4], CELL, "-");
+			ctl_clean(t->end_reason, c[5], CELL, true);
+			ctl_clean(t->end_detail, c[6], 61, true);
+		}
+		for (size_t k = 0; k < HCOLS; k++)
+			cells[i * HCOLS + k] = c[k];
+	}
+	snprintf(title, sizeof(title), "Plugin: %s", ctl_clean(name, nb, sizeof(nb), true));
+	print_table(title, hdr, right, HCOLS, cells, r->n_terms);
+	if (r->n_terms == 0)
+		printf("(no terms recorded)\n");
+	free(buf);
+	free(cells);
+	return EXIT_OK;
+}
+

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * node_record.c - encode and decode P/N/nodes/<node-id> (node_record.h).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "etcd_internal.h"
+#include "node_record.h"
+
+/* printable copy, cut to max bytes */
+static void put_printable(json_object *o, const char *key, const char *s, size_t max)
+{
+	char buf[NODE_RECORD_TEXT_MAX + NODE_RECORD_NODE_MAX + 2];
+	size_t n = s ? strnlen(s, max) : 0;
+	if (n >= sizeof(buf))
+		n = sizeof(buf) - 1;
+	for (size_t i = 0; i < n; i++)
+		buf[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+	buf[n] = '\0';
+	json_object_object_add(o, key, json_object_new_string(buf));
+}
+
+int node_record_encode(const struct node_record *r, char **ret, size_t *ret_len)
+{
+	char rel[RELEASE_STRLEN];
+	json_object *o = json_object_new_object();
+	if (!o)
+		return -ENOMEM;
+	json_object_object_add(o, "v", json_object_new_int(NODE_RECORD_VERSION));
+	put_printable(o, "node", r->node, NODE_RECORD_NODE_MAX);
+	json_object_object_add(o, "release",
+	                       json_object_new_string(release_format(r->release, rel, sizeof(rel))));
+	put_printable(o, "state", r->state, NODE_RECORD_STATE_MAX);
+	put_printable(o, "reason", r->reason, NODE_RECORD_TEXT_MAX);
+	json_object_object_add(o, "since", json_object_new_int64(r->since));
+	json_object_object_add(o, "ready", json_object_new_boolean(r->ready));
+	put_printable(o, "not_ready", r->ready ? "" : r->not_ready, NODE_RECORD_TEXT_MAX);
+	if (r->reconcile_at) {
+		json_object *rc = json_object_new_object();
+		json_object_object_add(rc, "at", json_object_new_int64(r->reconcile_at));
+		json_object_object_add(rc, "ok", json_object_new_boolean(r->reconcile_ok));
+		put_printable(rc, "error", r->reconcile_ok ? "" : r->reconcile_error,
+		              NODE_RECORD_TEXT_MAX);
+		json_object_object_add(o, "reconcile", rc);
+	}
+	size_t n = 0;
+	const char *s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
+	char *d = s ? strndup(s, n) : NULL;
+	json_object_put(o);
+	if (!d)
+		return -ENOMEM;
+	*ret = d;
+	*ret_len = n;
+	return 0;
+}
+
+/* get_str - field key of o: absent (optional) -> "", else a string of at
+ * most max printable ASCII bytes copied into out (max + 1 bytes) */
+static int get_str(json_object *o, const char *key, bool required, char *out, size_t max)
+{
+	json_object *v;
+	out[0] = '\0';
+	if (!json_object_object_get_ex(o, key, &v))
+		return required ? -EBADMSG : 0;
+	if (!json_object_is_type(v, json_type_string))
+		return -EBADMSG;
+	const char *s = json_object_get_string(v);
+	size_t n = (size_t)json_object_get_string_len(v);
+	if (n > max || strlen(s) != n)
+		return -EBADMSG;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] < 0x20 || s[i] >= 0x7f)
+			return -EBADMSG;
+	memcpy(out, s, n + 1);
+	return 0;
+}
+
+static int get_int(json_object *o, const char *key, bool required, int64_t min, int64_t *ret)
+{
+	json_object *v;
+	*ret = 0;
+	if (!json_object_object_get_ex(o, key, &v))
+		return required ? -EBADMSG : 0;
+	if (!json_object_is_type(v, json_type_int))
+		return -EBADMSG;
+	errno = 0;
+	int64_t x = json_object_get_int64(v);
+	if (errno != 0 || x < min)
+		return -EBADMSG;
+	*ret = x;
+	return 0;
+}
+
+static int get_bool(json_object *o, const char *key, bool *ret)
+{
+	json_object *v;
+	*ret = false;
+	if (!json_object_object_get_ex(o, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_boolean))
+		return -EBADMSG;
+	*ret = json_object_get_boolean(v);
+	return 0;
+}
+
+static bool state_word(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || *s == '-'))
+			return false;
+	return true;
+}
+
+int node_record_decode(const void *buf, size_t len, struct node_record *ret)
+{
+	struct node_record r;
+	json_object *o = NULL, *rc;
+	char rel[RELEASE_STRLEN];
+	int64_t v;
+
+	if (!buf || len == 0 || len > NODE_RECORD_MAX_BYTES || memchr(buf, '\0', len))
+		return -EBADMSG;
+	if (etcd_json_parse_object(buf, len, &o) < 0)
+		return -EBADMSG;
+	memset(&r, 0, sizeof(r));
+	int e = -EBADMSG;
+	if (!json_object_is_type(o, json_type_object))
+		goto out;
+	if (get_int(o, "v", true, 1, &v) < 0 || v > UINT32_MAX)
+		goto out;
+	r.version = (uint32_t)v;
+	if (get_str(o, "node", true, r.node, NODE_RECORD_NODE_MAX) < 0 || !r.node[0] ||
+	    strchr(r.node, '/'))
+		goto out;
+	if (get_str(o, "release", true, rel, sizeof(rel) - 1) < 0 ||
+	    release_parse(rel, &r.release) < 0)
+		goto out;
+	if (get_str(o, "state", true, r.state, NODE_RECORD_STATE_MAX) < 0 || !state_word(r.state))
+		goto out;
+	if (get_str(o, "reason", false, r.reason, NODE_RECORD_TEXT_MAX) < 0 ||
+	    get_int(o, "since", false, 0, &r.since) < 0 || get_bool(o, "ready", &r.ready) < 0 ||
+	    get_str(o, "not_ready", false, r.not_ready, NODE_RECORD_TEXT_MAX) < 0)
+		goto out;
+	if (json_object_object_get_ex(o, "reconcile", &rc)) {
+		if (!json_object_is_type(rc, json_type_object) ||
+		    get_int(rc, "at", true, 1, &r.reconcile_at) < 0 ||
+		    get_bool(rc, "ok", &r.reconcile_ok) < 0 ||
+		    get_str(rc, "error", false, r.reconcile_error, NODE_RECORD_TEXT_MAX) < 0)
+			goto out;
+	}
+	*ret = r;
+	e = 0;
+out:
+	json_object_put(o);
+	return e;
+}

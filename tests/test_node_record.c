@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_node_record.c - the per-node state record's codec on garbage
+ * (host/node_record.h): every malformed value is refused with -EBADMSG and
+ * leaves the output untouched; a record of a newer format (higher "v",
+ * unknown fields, an unknown state word) is read; what the encoder writes
+ * decodes to the same record, even from hostile strings.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "node_record.h"
+
+static int decode(const char *s, struct node_record *r)
+{
+	return node_record_decode(s, strlen(s), r);
+}
+
+static void test_garbage_refused(void)
+{
+	static const char *const bad[] = {
+		"",
+		"null",
+		"[]",
+		"42",
+		"{",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"leading\"} {}",
+		"{\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"leading\"}",        /* no v */
+		"{\"v\":0,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"leading\"}", /* v 0 */
+		"{\"v\":\"1\",\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"leading\"}",
+		"{\"v\":1,\"release\":\"1.0.0\",\"state\":\"leading\"}", /* no node */
+		"{\"v\":1,\"node\":\"\",\"release\":\"1.0.0\",\"state\":\"leading\"}",
+		"{\"v\":1,\"node\":\"a/b\",\"release\":\"1.0.0\",\"state\":\"leading\"}",
+		"{\"v\":1,\"node\":\"a\\u0001\",\"release\":\"1.0.0\",\"state\":\"leading\"}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0\",\"state\":\"leading\"}",
+		"{\"v\":1,\"node\":\"a\",\"release\":1,\"state\":\"leading\"}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\"}", /* no state */
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"Leading\"}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"\"}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"leading\",\"ready\":1}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"leading\",\"since\":-1}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"leading\",\"since\":1.5}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"leading\",\"reason\":[]}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"leading\",\"reconcile\":1}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"leading\",\"reconcile\":{}}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"leading\","
+		"\"reconcile\":{\"at\":5,\"ok\":\"yes\"}}",
+		"{\"v\":99999999999,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"leading\"}",
+	};
+	struct node_record r;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&r, 0x5a, sizeof(r));
+		int e = decode(bad[i], &r);
+		if (e != -EBADMSG)
+			fprintf(stderr, "accepted: %s\n", bad[i]);
+		CHECK_INT_EQ(e, -EBADMSG);
+		CHECK_INT_EQ(((unsigned char *)&r)[0], 0x5a); /* untouched */
+	}
+	/* an embedded NUL, an oversized value, NULL */
+	static const char nul[] = "{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\"}\0";
+	CHECK_INT_EQ(node_record_decode(nul, sizeof(nul), &r), -EBADMSG);
+	size_t big = NODE_RECORD_MAX_BYTES + 1;
+	char *b = malloc(big);
+	CHECK(b != NULL);
+	memset(b, ' ', big);
+	memcpy(b, "{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\"}", 48);
+	CHECK_INT_EQ(node_record_decode(b, big, &r), -EBADMSG);
+	CHECK_INT_EQ(node_record_decode(b, big - 1, &r), 0); /* the limit itself is fine */
+	free(b);
+	CHECK_INT_EQ(node_record_decode(NULL, 3, &r), -EBADMSG);
+	/* a string one byte over its limit */
+	char longer[NODE_RECORD_TEXT_MAX + 128];
+	char reason[NODE_RECORD_TEXT_MAX + 2];
+	memset(reason, 'r', sizeof(reason) - 1);
+	reason[sizeof(reason) - 1] = '\0';
+	snprintf(longer, sizeof(longer),
+		 "{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\",\"reason\":\"%s\"}",
+		 reason);
+	CHECK_INT_EQ(decode(longer, &r), -EBADMSG);
+}
+
+static void test_newer_format_read(void)
+{
+	struct node_record r;
+	CHECK_INT_EQ(decode("{\"v\":7,\"node\":\"n3\",\"release\":\"2.0.0\",\"state\":\"some-new-state\","
+			    "\"extra\":{\"x\":[1,2,3]}}",
+			    &r),
+		     0);
+	CHECK_INT_EQ(r.version, 7);
+	CHECK(strcmp(r.state, "some-new-state") == 0);
+	CHECK(!r.ready && r.reconcile_at == 0 && r.reason[0] == '\0');
+}
+
+static void test_round_trip(void)
+{
+	struct node_record r = {0}, d;
+	char *v;
+	size_t n;
+	r.version = 1;
+	snprintf(r.node, sizeof(r.node), "node-\x01\x7f");
+	r.release = (struct release){1, 2, 3};
+	snprintf(r.state, sizeof(r.state), "leading");
+	snprintf(r.reason, sizeof(r.reason), "paused \"by\" an operator\n");
+	r.since = 1764000000;
+	r.ready = false;
+	snprintf(r.not_ready, sizeof(r.not_ready), "no etcd session");
+	r.reconcile_at = 1764000001;
+	r.reconcile_ok = false;
+	memset(r.reconcile_error, 'e', sizeof(r.reconcile_error) - 1);
+	CHECK_INT_EQ(node_record_encode(&r, &v, &n), 0);
+	CHECK_INT_EQ(strlen(v), n);
+	CHECK_INT_EQ(node_record_decode(v, n, &d), 0);
+	CHECK(strcmp(d.node, "node-??") == 0); /* hostile bytes replaced */
+	CHECK(strcmp(d.reason, "paused \"by\" an operator?") == 0);
+	CHECK(strcmp(d.not_ready, "no etcd session") == 0);
+	CHECK(release_cmp(d.release, r.release) == 0);
+	CHECK(d.since == r.since && d.reconcile_at == r.reconcile_at && !d.reconcile_ok);
+	CHECK_INT_EQ(strlen(d.reconcile_error), NODE_RECORD_TEXT_MAX);
+	free(v);
+}
+
+int main(void)
+{
+	test_garbage_refused();
+	test_newer_format_read();
+	test_round_trip();
+	printf("test_node_record: ok\n");
+	return 0;
+}
