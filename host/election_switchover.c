@@ -323,7 +323,9 @@ void election_switchover_step(struct election *e)
 	};
 	struct etcd_op del = {.type = ETCD_OP_DELETE, .key = e->k_handover,
 	                      .key_len = strlen(e->k_handover)};
-	if (!h->priority && strcmp(h->to, e->node_id) == 0)
+	/* an operator's request we serve (to us, or to any node other than
+	 * the one it moved away from): the rule does not undo it this term */
+	if (!h->priority && !over)
 		e->priority_skip_gen = e->gen;
 	e->handover_call = c;
 	e->handover_del_tried = h->rev;
