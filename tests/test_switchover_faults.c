@@ -9,6 +9,8 @@
  *  - an operator's switchover without --to away from the node of highest
  *    priority: the node that takes over keeps its term (the priority rule
  *    does not undo the operator right away);
+ *  - a request record that does not decode and has no lease (it would
+ *    never end): the leader deletes it, switchovers work again;
  * the invariant checker after each scenario.
  */
 #include "config.h"
@@ -142,6 +144,24 @@ static void test_operator_not_undone_by_priority(void)
 	check_invariants();
 }
 
+static void test_stray_record(void)
+{
+	/* a record that does not decode and has no lease never expires: it
+	 * would refuse every switchover ("in flight") and hold the priority
+	 * rule for good. The leader deletes it and nothing else moves. */
+	char leader[32];
+	snprintf(leader, sizeof(leader), "%s", obs_leader(g_obs));
+	tu_put(&T, K_HANDOVER, "\xff\x01garbage", 9);
+	tu_wait(&T, p_handover_gone, NULL, 10000, "the leader deletes the stray record");
+	CHECK_STR_EQ(obs_leader(g_obs), leader);
+	/* switchovers work again */
+	struct ctl_out o;
+	CHECK_INT_EQ(host_ctl(&C, &o, "switchover", PLUGIN, "--to", "b", NULL), 0);
+	ctl_out_free(&o);
+	obs_wait_leader(g_obs, "b", 5000);
+	check_invariants();
+}
+
 int main(void)
 {
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
@@ -153,6 +173,7 @@ int main(void)
 
 	RUN(test_frozen_target);
 	RUN(test_operator_not_undone_by_priority);
+	RUN(test_stray_record);
 
 	struct host *hs[] = {&A, &B, &C};
 	for (size_t i = 0; i < 3; i++)
