@@ -63,6 +63,13 @@ enum election_state {
 };
 const char *election_state_name(enum election_state s);
 
+/* election_key_is_candidate - kv, a key under P/N/election/ (its first
+ * prefix_len bytes), is a live campaign: named by the lease it is bound to,
+ * in lower-case hex without padding, as every host names its key. Any
+ * other key there (hostile, or a tool's mistake) is no candidate: it would
+ * otherwise block the election while no node owns it. Hostile bytes. */
+bool election_key_is_candidate(const struct etcd_kv *kv, size_t prefix_len);
+
 /* The three releases a plugin declares. */
 struct plugin_releases {
 	struct release release;
