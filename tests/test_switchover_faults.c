@@ -11,6 +11,9 @@
  *    does not undo the operator right away);
  *  - a request record that does not decode and has no lease (it would
  *    never end): the leader deletes it, switchovers work again;
+ *  - an election key whose name is not its lease, older than every real
+ *    key: no host counts it, and neither may the request (it took it for
+ *    the leader and "succeeded" without moving anything);
  * the invariant checker after each scenario.
  */
 #include "config.h"
@@ -162,6 +165,46 @@ static void test_stray_record(void)
 	check_invariants();
 }
 
+/* an operator's switchover without --to from h: exit 0; the leader it
+ * reports into buf */
+static void switchover_any(const struct host *h, char *buf, size_t len)
+{
+	struct ctl_out o;
+	int st = host_ctl(h, &o, "switchover", PLUGIN, "--json", NULL);
+	if (st != 0)
+		fprintf(stderr, "switchover: exit %d: %s%s\n", st, o.out, o.err);
+	CHECK_INT_EQ(st, 0);
+	struct json_object *j = json_tokener_parse(o.out);
+	CHECK(j && jstr(j, "leader"));
+	snprintf(buf, len, "%s", jstr(j, "leader"));
+	json_object_put(j);
+	ctl_out_free(&o);
+	tu_wait(&T, p_handover_gone, NULL, 10000, "the request ended");
+}
+
+static void test_stray_election_key(void)
+{
+	/* an election key whose name is not its lease (hostile, or a tool's
+	 * mistake) is no candidate for any host: the mirrors ignore it. The
+	 * request must ignore it too: taken for the leader, it named a node
+	 * that does not lead, the real leader found the request "satisfied"
+	 * and deleted it, and the CLI said done while nothing moved. */
+	int64_t lease = tu_election_lease(&T, PFX, PLUGIN, "c");
+	CHECK(lease != 0);
+	tu_put_lease(&T, PFX "/" PLUGIN "/election/0001", "zz", 2, lease);
+	/* three switchovers in line: every node campaigns anew, behind it */
+	char was[32], now[32];
+	for (int i = 0; i < 3; i++)
+		switchover_any(&A, was, sizeof(was));
+	obs_wait_leader(g_obs, was, 5000);
+	switchover_any(&A, now, sizeof(now));
+	fprintf(stderr, "switchover with a stray election key: %s -> %s\n", was, now);
+	CHECK(strcmp(was, now) != 0);
+	obs_wait_leader(g_obs, now, 5000);
+	tu_del(&T, PFX "/" PLUGIN "/election/0001");
+	check_invariants();
+}
+
 int main(void)
 {
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
@@ -174,6 +217,7 @@ int main(void)
 	RUN(test_frozen_target);
 	RUN(test_operator_not_undone_by_priority);
 	RUN(test_stray_record);
+	RUN(test_stray_election_key);
 
 	struct host *hs[] = {&A, &B, &C};
 	for (size_t i = 0; i < 3; i++)
