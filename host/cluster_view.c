@@ -72,7 +72,7 @@ const char *cluster_view_leader(const char *prefix, const char *name,
 	for (size_t i = 0; i < n; i++) {
 		const char *s = suffix(base, bl, kvs[i], &sl);
 		if (!s || sl <= 9 || memcmp(s, "election/", 9) != 0 ||
-		    !election_candidate_key_ok(kvs[i], bl + 9))
+		    !election_key_is_candidate(kvs[i], bl + 9))
 			continue;
 		if (!best || kvs[i]->create_revision < best->create_revision)
 			best = kvs[i];
@@ -88,7 +88,7 @@ static bool candidate(const char *base, size_t bl, const struct etcd_kv *const *
 	for (size_t i = 0; i < n; i++) {
 		const char *s = suffix(base, bl, kvs[i], &sl);
 		if (s && sl > 9 && memcmp(s, "election/", 9) == 0 &&
-		    election_candidate_key_ok(kvs[i], bl + 9) && kvs[i]->value_len == strlen(node) &&
+		    election_key_is_candidate(kvs[i], bl + 9) && kvs[i]->value_len == strlen(node) &&
 		    memcmp(kvs[i]->value, node, kvs[i]->value_len) == 0)
 			return true;
 	}

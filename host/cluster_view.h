@@ -8,7 +8,7 @@
  * status) read at one revision, as the daemon's mirror reads them. Every
  * value is hostile: it goes through the daemon's own decoders
  * (election_decode_member, election_status_decode, node_record_decode,
- * election_candidate_key_ok), so an observer shows what a daemon would.
+ * election_key_is_candidate), so an observer shows what a daemon would.
  * Output: the control structs a daemon fills for its control socket
  * (control.h), so that control_answer_pack builds the same Response and
  * leaseholdctl prints it with the same printers. Fields that only a node

@@ -1005,8 +1005,15 @@ static bool switchover_answer(const struct request *rq, const struct control_plu
 	if (parked_plugin_gone(rq, p, rp))
 		return true;
 	bool led = p->leader && p->leader[0];
-	bool done = led && (rq->target[0] ? strcmp(p->leader, rq->target) == 0
-					  : strcmp(p->leader, rq->from) != 0);
+	/* p->leader is the lowest election key, not a node that was elected:
+	 * a frozen or dying target's key is the lowest once the others gave
+	 * way, yet it never leads. The new leader deletes the request once it
+	 * leads as asked: done is that end seen with the leader asked for
+	 * (which also keeps a mirror still behind the request from answering
+	 * with the leader before it) */
+	bool done = led && p->switchover_ended_rev >= rq->rev &&
+		    (rq->target[0] ? strcmp(p->leader, rq->target) == 0
+				   : strcmp(p->leader, rq->from) != 0);
 	if (!done && p->switchover_ended_rev < rq->rev)
 		return false;
 	if (!done)

@@ -195,8 +195,10 @@ struct control_ops {
 	 * timeout_ms. 0 when started: done() runs exactly once later, never
 	 * before the op returns, err < 0 being a refusal or a failed write with
 	 * the reason in msg; or -errno at once with the reason in err (-ENOENT
-	 * no such plugin). The server then waits until control_plugin.leader
-	 * is what was asked, or the request ended (switchover_ended_rev). */
+	 * no such plugin). The server then waits until the request ended
+	 * (switchover_ended_rev: the new leader deletes it once it leads as
+	 * asked, or it expired) and answers whether control_plugin.leader is
+	 * then what was asked. */
 	int (*switchover)(void *ud, const char *name, const char *to, uint32_t timeout_ms,
 	                  control_switchover_fn done, void *done_ctx, char *err, size_t err_len);
 };

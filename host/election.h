@@ -67,6 +67,13 @@ const char *election_state_name(enum election_state s);
  * it: "DONE", "WORKING", "UNKNOWN" (a newer state), "INVALID" (!valid) */
 const char *election_status_state_name(bool valid, int state);
 
+/* election_key_is_candidate - kv, a key under P/N/election/ (its first
+ * prefix_len bytes), is a live campaign: named by the lease it is bound to,
+ * in lower-case hex without padding, as every host names its key. Any
+ * other key there (hostile, or a tool's mistake) is no candidate: it would
+ * otherwise block the election while no node owns it. Hostile bytes. */
+bool election_key_is_candidate(const struct etcd_kv *kv, size_t prefix_len);
+
 /* The three releases a plugin declares. */
 struct plugin_releases {
 	struct release release;

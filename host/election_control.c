@@ -293,8 +293,16 @@ static void on_served_written(struct etcd_client *c, int err, const struct etcd_
 		election_step(e);
 		return;
 	}
-	if (e->served_pending_rev > e->served_rev)
+	if (e->served_pending_rev > e->served_rev) {
+		/* the outcome with the revision: this answer may come before the
+		 * watch shows the record, and a requester on this node reads
+		 * all three at once */
 		e->served_rev = e->served_pending_rev;
+		e->served_ok = e->served_pending_ok;
+		free(e->served_error);
+		e->served_error = e->served_pending_error ? election_dup_printable(e->served_pending_error, 256)
+		                                          : NULL;
+	}
 	e->served_pending = false;
 	election_step(e);
 }

@@ -106,6 +106,7 @@ struct handover_rec {
 	bool valid; /* false: it does not decode (ignored until it goes) */
 	bool seen;  /* the sync in progress saw it */
 	int64_t rev; /* its mod_revision: the request's id */
+	bool leased; /* bound to a lease: it ends by itself */
 	char requester[129], from[129], to[129]; /* printable copies; to "" = any */
 	int64_t from_token, to_token;
 	bool priority;
@@ -360,9 +361,6 @@ bool election_cand_of_node(const struct election *e, const char *node_id);
 /* election_member_find - node_id's member entry, or NULL; borrowed until the
  * mirror changes */
 const struct member_ent *election_member_find(const struct election *e, const char *node_id);
-/* election_candidate_key_ok - kv (under a prefix of pl bytes) is a live
- * campaign: named exactly after the lease it is bound to, in lower-case hex */
-bool election_candidate_key_ok(const struct etcd_kv *kv, size_t pl);
 /* election_mirror_free - free the members and candidates (election_free) */
 void election_mirror_free(struct election *e);
 
@@ -514,7 +512,8 @@ bool election_switchover_resign(const struct election *e);
 void election_switchover_leaving(struct election *e);
 const char *election_switchover_ended_us(struct election *e);
 /* election_switchover_step - leading: when we are what the request asked
- * for, delete it (fenced, compared on its revision); with no request in
+ * for, or it does not decode and has no lease (it would never end),
+ * delete it (fenced, compared on its revision); with no request in
  * flight, hand over once to a candidate of the newest release with a
  * strictly higher priority (a request like `switchover --to` of our own) */
 void election_switchover_step(struct election *e);

@@ -262,15 +262,14 @@ static bool has_prefix(const struct etcd_kv *kv, const char *p, size_t *ret_plen
 	return true;
 }
 
-/* candidate_key_ok - P/N/election/<lease hex> bound to that very lease */
-bool election_candidate_key_ok(const struct etcd_kv *kv, size_t pl)
+bool election_key_is_candidate(const struct etcd_kv *kv, size_t pl)
 {
 	/* exactly the name a host gives its key: the lease in lower-case hex
 	 * without padding ("0x1f", " 1f" or "001f" bound to someone's live
 	 * lease would otherwise block the election while no node owns it) */
 	char want[17];
 	int n = snprintf(want, sizeof(want), "%" PRIx64, (uint64_t)kv->lease);
-	return kv->lease > 0 && n > 0 && kv->key_len - pl == (size_t)n &&
+	return kv->lease > 0 && n > 0 && kv->key_len >= pl && kv->key_len - pl == (size_t)n &&
 	       memcmp(kv->key + pl, want, (size_t)n) == 0;
 }
 
@@ -327,7 +326,7 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 			log_debug("election", "%s: ignoring key outside the layout", e->name);
 			return;
 		}
-		if (!del && !election_candidate_key_ok(kv, pl)) {
+		if (!del && !election_key_is_candidate(kv, pl)) {
 			/* not a live campaign: no lease, or a name that is not its lease
 			 * (it would otherwise block the election forever) */
 			log_warn("election", "%s: ignoring election key without a matching lease", e->name);

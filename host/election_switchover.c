@@ -22,7 +22,9 @@
  *   lease's TTL is the timeout: the same moment for every host).
  * - The new leader deletes the record (fenced, compared on its revision)
  *   once it leads as asked, so "a record exists" means "a switchover is in
- *   flight" for the next request.
+ *   flight" for the next request. A record that does not decode is ignored
+ *   until it expires; one without a lease (not written by switchover.c)
+ *   would never expire, so the leader deletes it.
  * - Priority: a leader that sees a candidate (an election key) whose member
  *   record holds the leader's own release, the newest, and a strictly
  *   higher priority than the leader's writes a switchover to the highest
@@ -114,11 +116,12 @@ bool election_switchover_apply(struct election *e, const struct etcd_kv *kv, boo
 	h->present = true;
 	h->seen = true;
 	h->rev = kv->mod_revision;
+	h->leased = kv->lease != 0;
 	Leasehold__Switchover *s = leasehold__switchover__unpack(NULL, kv->value_len, kv->value);
 	if (!s || !s->from_node || !s->from_node[0] || s->from_token <= 0 ||
 	    (s->to_node && s->to_node[0] && s->to_token <= 0)) {
 		log_warn("election", "%s: the switchover record does not decode; ignored until it "
-		         "expires", e->name);
+		         "%s", e->name, h->leased ? "expires" : "is deleted (the leader deletes it)");
 	} else {
 		h->valid = true;
 		copy_printable(h->requester, sizeof(h->requester), s->requester);
@@ -299,13 +302,19 @@ void election_switchover_step(struct election *e)
 {
 	const struct handover_rec *h = &e->handover;
 	priority_step(e);
-	if (!e->leading || e->draining || !h->present || !h->valid || e->handover_call ||
+	if (!e->leading || e->draining || !h->present || e->handover_call ||
 	    e->handover_del_tried == h->rev)
 		return;
+	/* a record no host can act on that never ends by itself (switchover.c
+	 * binds every request to a lease): it would refuse every switchover
+	 * and hold the priority rule for good, so the leader deletes it */
+	bool stray = !h->valid && !h->leased;
+	if (!h->valid && !stray)
+		return; /* it expires */
 	/* done as asked, or over: the target's key went (it died or lost its
 	 * session) and a normal election made us leader */
-	bool over = h->to[0] && strcmp(h->to, e->node_id) != 0 && !target_campaigns(e);
-	if (!satisfied(e) && !over)
+	bool over = h->valid && h->to[0] && strcmp(h->to, e->node_id) != 0 && !target_campaigns(e);
+	if (!stray && !satisfied(e) && !over)
 		return;
 	const struct candidate *low = election_cand_lowest(e);
 	if (!low || low->create_rev != e->my_rev)
@@ -323,8 +332,13 @@ void election_switchover_step(struct election *e)
 	};
 	struct etcd_op del = {.type = ETCD_OP_DELETE, .key = e->k_handover,
 	                      .key_len = strlen(e->k_handover)};
-	if (!h->priority && strcmp(h->to, e->node_id) == 0)
+	/* an operator's request we serve (to us, or to any node other than
+	 * the one it moved away from): the rule does not undo it this term */
+	if (!h->priority && !over && !stray)
 		e->priority_skip_gen = e->gen;
+	if (stray)
+		log_warn("election", "%s: deleting the switchover record (revision %" PRId64 "): it "
+		         "does not decode and has no lease", e->name, h->rev);
 	e->handover_call = c;
 	e->handover_del_tried = h->rev;
 	if (etcd_txn(e->etcd, cmps, 2, &del, 1, NULL, 0, NULL, on_deleted, c, &c->call) < 0) {

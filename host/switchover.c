@@ -14,8 +14,8 @@
  *   under the request") and the lease is revoked.
  * - Decoders take hostile bytes: a member record that does not decode
  *   counts as "release unknown" (the target is refused), a candidate key
- *   without a lease is no candidate, a roles record that does not decode
- *   holds no role.
+ *   not named by its lease is no candidate (election_key_is_candidate, the
+ *   hosts' rule), a roles record that does not decode holds no role.
  */
 #include "config.h"
 
@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "leasehold.pb-c.h"
+#include "election.h"
 #include "release.h"
 #include "roles.h"
 #include "switchover.h"
@@ -187,7 +188,9 @@ static int check(struct sw_ctx *c, const struct etcd_response *range,
 			         c->name, who, kv->mod_revision);
 			return -EBUSY;
 		}
-		if (kv_under(kv, c->k_range) && kv->key_len > el_len && kv->lease != 0) {
+		/* a candidate as the hosts count one (a key named otherwise
+		 * is no leader for them, so none for the request either) */
+		if (kv_under(kv, c->k_range) && election_key_is_candidate(kv, el_len)) {
 			n_cands++;
 			if (!lead || kv->create_revision < lead->create_revision)
 				lead = kv;

@@ -145,9 +145,11 @@ static void test_refusals(void)
 	CHECK_INT_EQ(host_ctl(&C, &o, "resume", PLUGIN, NULL), 0);
 	ctl_out_free(&o);
 	tu_wait(&T, p_key_gone, (char *)PFX "/" PLUGIN "/paused", 5000, "resumed");
-	/* a record that does not decode: a request is in flight for a new
-	 * one, and no host acts on it */
-	tu_put(&T, K_HANDOVER, "\xff\x01garbage", 9);
+	/* a record that does not decode, bound to a lease (b's) as every
+	 * request is: a request is in flight for a new one until it expires,
+	 * and no host acts on it (test_switchover_faults: one without a
+	 * lease is deleted by the leader) */
+	tu_put_lease(&T, K_HANDOVER, "\xff\x01garbage", 9, tu_election_lease(&T, PFX, PLUGIN, "b"));
 	refused(&C, "another switchover of plugin 'reconciler' is in flight", "--to", "b", NULL);
 	tu_del(&T, K_HANDOVER);
 	CHECK_STR_EQ(obs_leader(g_obs), "a");

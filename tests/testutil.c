@@ -80,14 +80,19 @@ static void sync_wait(struct tu *t, struct sync_call *s, const char *what)
 	}
 }
 
-int64_t tu_put(struct tu *t, const char *key, const void *v, size_t len)
+int64_t tu_put_lease(struct tu *t, const char *key, const void *v, size_t len, int64_t lease)
 {
 	struct sync_call s = {0};
 	struct etcd_op op = {.type = ETCD_OP_PUT, .key = key, .key_len = strlen(key), .value = v,
-	                     .value_len = len};
+	                     .value_len = len, .lease = lease};
 	CHECK_OK(etcd_put(t->etcd, &op, NULL, on_sync, &s, NULL));
 	sync_wait(t, &s, "put");
 	return s.rev;
+}
+
+int64_t tu_put(struct tu *t, const char *key, const void *v, size_t len)
+{
+	return tu_put_lease(t, key, v, len, 0);
 }
 
 int64_t tu_del(struct tu *t, const char *key)

@@ -26,6 +26,8 @@ void tu_fini(struct tu *t);
 
 /* put/del/get; return the header revision; exit(1) on error */
 int64_t tu_put(struct tu *t, const char *key, const void *v, size_t len);
+/* tu_put_lease - tu_put bound to lease (0 = none) */
+int64_t tu_put_lease(struct tu *t, const char *key, const void *v, size_t len, int64_t lease);
 int64_t tu_del(struct tu *t, const char *key);
 /* tu_del_prefix - delete every key under prefix */
 int64_t tu_del_prefix(struct tu *t, const char *prefix);
