@@ -91,13 +91,17 @@ static bool kind_needs_name(int kind)
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_RESUME ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_RECONCILE ||
-	       kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
 }
 
 static bool kind_known(int kind)
 {
-	return kind >= LEASEHOLD__CONTROL__KIND__KIND_PLUGINS &&
-	       kind <= LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
+	return (kind >= LEASEHOLD__CONTROL__KIND__KIND_PLUGINS &&
+	        kind <= LEASEHOLD__CONTROL__KIND__KIND_HISTORY) ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
 }
 
 static bool kind_is_roles_write(int kind)
@@ -185,6 +189,17 @@ int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control
 		goto fail;
 	}
 	if (kind_takes_node((int)req->kind) && !node_request_ok(req, &why)) {
+		r = -EINVAL;
+		goto fail;
+	}
+	/* the document itself (JSON, the plugin's own check) is the daemon's to
+	 * judge; here only what no request may carry */
+	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET
+		? req->config_revision < 0
+		: req->config_document.len > 0 || req->config_revision != 0) {
+		why = req->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET
+			  ? "negative config revision"
+			  : "this request takes no configuration document";
 		r = -EINVAL;
 		goto fail;
 	}
@@ -384,6 +399,10 @@ const char *control_codec_kind_str(int kind)
 		return "reconcile";
 	case LEASEHOLD__CONTROL__KIND__KIND_HISTORY:
 		return "history";
+	case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET:
+		return "config-get";
+	case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET:
+		return "config-set";
 	default:
 		return "?";
 	}

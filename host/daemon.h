@@ -40,6 +40,11 @@ struct daemon_config {
 	const struct callback_timeout_rule *cb_timeouts;
 	size_t n_cb_timeouts;
 	const char *worker_path;      /* process mode: leasehold-worker; NULL = default */
+	/* --plugin-config NAME=FILE: node-local configuration files, read when an
+	 * instance of plugin NAME starts */
+	const char *const *plugin_config_names;
+	const char *const *plugin_config_files;
+	size_t n_plugin_configs;
 };
 
 /* daemon_run - run until SIGTERM/SIGINT (graceful: drain, resign, revoke) and

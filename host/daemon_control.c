@@ -73,6 +73,7 @@ static void fill_plugin(struct entry *e, struct control_plugin *p)
 		p->reconcile_served_ok = i.reconcile_served_ok;
 		p->reconcile_served_error = i.reconcile_served_error;
 	}
+	daemon_config_fill(e, p);
 	uint64_t since, now = loop_now();
 	if (e->pi && plugin_instance_running(e->pi, &p->callback, &since))
 		p->callback_ms = now > since ? (now - since) / LOOP_NS_PER_MS : 0;
@@ -458,5 +459,7 @@ const struct control_ops daemon_control_ops = {
 	.pause = ctl_pause,
 	.reconcile = ctl_reconcile,
 	.history = ctl_history,
+	.config_get = daemon_config_get,
+	.config_set = daemon_config_set,
 };
 

@@ -19,6 +19,7 @@
 #include "http.h"
 #include "lh_install_dirs.h"
 #include "log.h"
+#include "plugin_config_doc.h"
 #include "plugin_instance.h"
 #include "roles.h"
 
@@ -59,6 +60,9 @@ static void usage(FILE *f)
 	        "                            thread of the daemon (a crash takes the daemon down)\n"
 	        "  --plugin-isolation NAME=MODE\n"
 	        "                            isolation for plugin NAME only (repeatable)\n"
+	        "  --plugin-config NAME=FILE plugin NAME's node-local configuration: a JSON\n"
+	        "                            object of at most 32 KiB, read when the plugin\n"
+	        "                            starts (repeatable, once per plugin)\n"
 	        "  --callback-timeout [NAME:][KIND=]DUR\n"
 	        "                            how long a plugin callback may run (repeatable);\n"
 	        "                            past it the plugin is deposed (process mode: its worker\n"
@@ -110,6 +114,7 @@ enum {
 	OPT_PLUGIN_ISOLATION,
 	OPT_HTTP,
 	OPT_LOG_FORMAT,
+	OPT_PLUGIN_CONFIG,
 };
 
 static int bad(const char *msg, const char *arg)
@@ -172,6 +177,7 @@ int main(int argc, char **argv)
 		{"worker", required_argument, NULL, OPT_WORKER},
 		{"plugin-isolation", required_argument, NULL, OPT_PLUGIN_ISOLATION},
 		{"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+		{"plugin-config", required_argument, NULL, OPT_PLUGIN_CONFIG},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -194,6 +200,9 @@ int main(int argc, char **argv)
 	size_t n_cb_timeouts = 0;
 	uint32_t iso_modes[64];
 	size_t n_iso = 0;
+	char pc_names[64][LH_PLUGIN_NAME_MAX + 1];
+	const char *pc_name_ptrs[64], *pc_files[64];
+	size_t n_pc = 0;
 	int c;
 	while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
 		switch (c) {
@@ -319,6 +328,20 @@ int main(int argc, char **argv)
 			iso_names[n_iso++] = optarg;
 			break;
 		}
+		case OPT_PLUGIN_CONFIG: {
+			char why_pc[200];
+			if (n_pc >= 64)
+				return bad("--plugin-config: at most 64", optarg);
+			if (plugin_config_parse_flag(optarg, pc_names[n_pc], &pc_files[n_pc], why_pc,
+			                             sizeof(why_pc)) < 0)
+				return bad(why_pc, optarg);
+			pc_name_ptrs[n_pc] = pc_names[n_pc];
+			for (size_t i = 0; i < n_pc; i++)
+				if (strcmp(pc_names[i], pc_names[n_pc]) == 0)
+					return bad("--plugin-config names this plugin twice", optarg);
+			n_pc++;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -382,6 +405,9 @@ int main(int argc, char **argv)
 	cfg.n_cb_timeouts = n_cb_timeouts;
 	cfg.iso_modes = iso_modes;
 	cfg.n_iso = n_iso;
+	cfg.plugin_config_names = pc_name_ptrs;
+	cfg.plugin_config_files = pc_files;
+	cfg.n_plugin_configs = n_pc;
 	cfg.roles_seed = roles;
 	cfg.n_roles_seed = n_roles;
 	cfg.endpoints = eps;

@@ -44,6 +44,7 @@
 #include "control_client.h"
 #include "control_codec.h"
 #include "control_wire.h"
+#include "ctl_plugin_config.h"
 
 #define EXIT_OK 0
 #define EXIT_NOTOK 1
@@ -185,6 +186,12 @@ static const struct command commands[] = {
      "by the successor). An empty end: the term lasts.\n"
      "--json prints an array of {\"token\", \"node\", \"release\", \"start_revision\",\n"
      "\"start\", \"end_revision\", \"end\", \"end_reason\", \"end_detail\", \"valid\"}.\n"},
+    {"config get", 1, 1, true, false, false, "config get NAME [--json]",
+     "a plugin's cluster-wide configuration", CTL_CONFIG_GET_HELP},
+    {"config set", 2, 2, false, false, false, "config set NAME FILE|- [--revision R]",
+     "replace a plugin's configuration", CTL_CONFIG_SET_HELP},
+    {"config edit", 1, 1, false, false, false, "config edit NAME",
+     "edit a plugin's configuration", CTL_CONFIG_EDIT_HELP},
     {"version", 0, 0, false, false, false, "version", "client and daemon versions",
      "Print leaseholdctl's version and the daemon's version, node id and protocol.\n"},
     {"help", 0, 2, false, false, false, "help [COMMAND]", "show help",
@@ -215,6 +222,7 @@ static void print_help(FILE *out)
 		"                 ipc://$XDG_RUNTIME_DIR/leasehold.sock, else\n"
 		"                 ipc:///run/leasehold/control.sock (here: %s)\n"
 		"  --json         JSON output (plugins, status, members, roles list, history)\n"
+		"  --revision R   config set: write only over the configuration of revision R\n"
 		"  --timeout S    wait-ready (default 60), reconcile (default 30): give up\n"
 		"                 after S seconds\n"
 		"  -h, --help     this help; after a command, that command's help\n"
@@ -230,7 +238,8 @@ static void print_help(FILE *out)
 		"  4  connection refused: a stale socket file, its daemon is gone\n"
 		"  5  permission denied: run as root or as the daemon's user\n"
 		"  6  refused by the daemon: another uid, or too many connections\n"
-		"  7  no answer from the daemon in time\n",
+		"  7  no answer from the daemon in time\n"
+		"  8  config set/edit: the configuration changed since it was read\n",
 		control_default_url(def, sizeof(def)));
 }
 
@@ -1053,6 +1062,8 @@ int main(int argc, char **argv)
 	bool roles = false, roles_group = false, timed_out = false;
 	int ret, r;
 
+	if ((ret = ctl_config_main(argc, argv)) >= 0)
+		return ret;
 	if (parse_args(argc, argv, &o) < 0)
 		return EXIT_ERR;
 	if (o.cmd && strcmp(o.cmd, "roles") == 0) {
@@ -1341,4 +1352,29 @@ int main(int argc, char **argv)
 	if (fflush(stdout) != 0 && ret == EXIT_OK)
 		ret = EXIT_ERR;
 	return ret;
+}
+
+/* ---- for ctl_plugin_config.c (ctl_plugin_config.h) ---- */
+
+int ctl_call(const char *url, const uint8_t *req, size_t req_len, int64_t timeout_ms,
+	     Response **ret_resp, bool *ret_timed_out)
+{
+	return call(url, req, req_len, timeout_ms, ret_resp, ret_timed_out);
+}
+
+int ctl_check_code(const Response *r)
+{
+	return check_code(r, false);
+}
+
+const char *ctl_control_url(const char *opt, char *buf, size_t len)
+{
+	char def[4096];
+	const char *url = opt;
+	if (!url || !url[0])
+		url = getenv("LEASEHOLD_CONTROL");
+	if (!url || !url[0])
+		url = control_default_url(def, sizeof(def));
+	snprintf(buf, len, "%s%s", url[0] == '/' ? "ipc://" : "", url);
+	return buf;
 }

@@ -296,6 +296,11 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 	pi->host = *host;
 	if (cfg)
 		pi->cfg = *cfg;
+	pi->cfg.config = NULL; /* copied into pi->config below */
+	if (cfg && cfg->config && plugin_config_copy(&pi->config, cfg->config) < 0) {
+		free(pi);
+		return -ENOMEM;
+	}
 	/* borrowed strings of cfg are copied below (pi_process_prepare); never kept */
 	pi->cfg.worker_path = pi->cfg.runtime_dir = pi->cfg.worker_stderr = NULL;
 	if (!pi->cfg.txn_timeout_ms)
@@ -644,6 +649,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 	free(pi->worker_stderr);
 	free(pi->data_prefix);
 	free(pi->node_id);
+	plugin_config_clear(&pi->config);
 	pthread_mutex_destroy(&pi->pid_mu);
 	free(pi);
 }

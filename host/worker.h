@@ -48,8 +48,10 @@ enum worker_callback {
 	WORKER_CB_RECONCILE = 3,
 	WORKER_CB_ON_DEPOSED = 4,
 	WORKER_CB_FINI = 5,
+	WORKER_CB_ON_CONFIG_CHANGED = 6,
+	WORKER_CB_VALIDATE_CONFIG = 7,
 };
-#define WORKER_CALLBACKS 6
+#define WORKER_CALLBACKS 8
 
 /* worker_callback_name - "init", "on_elected", ... ("?" when out of range) */
 const char *worker_callback_name(unsigned kind);
