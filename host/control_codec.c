@@ -286,6 +286,8 @@ static bool plugin_ok(const Leasehold__Control__Plugin *p)
 		return false;
 	if (!str_ok(p->pause_error) || !str_ok(p->paused_by))
 		return false;
+	if (!str_ok(p->config_error))
+		return false;
 	return true;
 }
 
@@ -315,8 +317,10 @@ int control_codec_response_decode(const void *buf, size_t len,
 		return -EBADMSG;
 	}
 	if ((int)resp->code < LEASEHOLD__CONTROL__CODE__CODE_OK ||
-	    (int)resp->code > LEASEHOLD__CONTROL__CODE__CODE_REFUSED || !str_ok(resp->message) ||
-	    !str_ok(resp->node) || !str_ok(resp->daemon_version))
+	    ((int)resp->code > LEASEHOLD__CONTROL__CODE__CODE_REFUSED &&
+	     resp->code != LEASEHOLD__CONTROL__CODE__CODE_CONFLICT) ||
+	    !str_ok(resp->message) || !str_ok(resp->node) || !str_ok(resp->daemon_version) ||
+	    !str_ok(resp->config_error))
 		goto bad;
 	for (size_t i = 0; i < resp->n_plugins; i++)
 		if (!plugin_ok(resp->plugins[i]))
@@ -361,6 +365,8 @@ const char *control_codec_code_str(int code)
 		return "internal error";
 	case LEASEHOLD__CONTROL__CODE__CODE_REFUSED:
 		return "refused";
+	case LEASEHOLD__CONTROL__CODE__CODE_CONFLICT:
+		return "conflict";
 	default:
 		return "unknown error";
 	}

@@ -223,8 +223,12 @@ static int cmd_get(const char *url, const struct config_opts *o)
 	if (o->json) {
 		json_object *j = json_object_new_object();
 		json_object *cfg = NULL;
-		if (present && !bad)
-			cfg = json_tokener_parse((const char *)d->data ? (const char *)d->data : "");
+		if (present && !bad && d->len) {
+			struct json_tokener *tok = json_tokener_new_ex(PLUGIN_CONFIG_MAX_DEPTH);
+			if (tok)
+				cfg = json_tokener_parse_ex(tok, (const char *)d->data, (int)d->len);
+			json_tokener_free(tok);
+		}
 		json_object_object_add(j, "name", json_object_new_string(o->name));
 		json_object_object_add(j, "revision", json_object_new_int64(r->config_revision));
 		json_object_object_add(j, "config", cfg);

@@ -502,6 +502,8 @@ static json_object *json_plugin(const Plugin *p)
 	json_object_object_add(o, "reconcile_requested",
 			       json_object_new_int64(p->reconcile_requested));
 	json_object_object_add(o, "reconcile_served", json_object_new_int64(p->reconcile_served));
+	json_object_object_add(o, "config_revision", json_object_new_int64(p->config_revision));
+	json_object_object_add(o, "config_error", json_str_or_null(p->config_error));
 	return o;
 }
 
@@ -683,6 +685,13 @@ static void plugin_cells(const Plugin *p, char (*buf)[CELL])
 		clean(h, buf[8], 61, true);
 		return;
 	}
+	if ((!err || !err[0]) && p->config_error && p->config_error[0]) {
+		/* a bad document in etcd: the plugin runs on the last good one */
+		char h[CELL];
+		snprintf(h, sizeof(h), "config: %s", p->config_error);
+		clean(h, buf[8], 61, true);
+		return;
+	}
 	clean(err, buf[8], 61, true);
 }
 
@@ -798,6 +807,11 @@ static int cmd_status(const Response *r, bool json)
 	if (p->reconcile_requested)
 		printf("requested:     reconcile request %" PRId64 ", last served %" PRId64 "\n",
 		       p->reconcile_requested, p->reconcile_served);
+	if (p->config_revision || (p->config_error && p->config_error[0]))
+		printf("config:        revision %" PRId64 "%s%s\n", p->config_revision,
+		       p->config_error && p->config_error[0] ? "; error: " : "",
+		       p->config_error && p->config_error[0] ? clean(p->config_error, b1, sizeof(b1), true)
+							     : "");
 	/* only while one runs: the usual output stays as it was */
 	if (p->callback && p->callback[0])
 		printf("callback:      in %s since %" PRIu64 " s\n",

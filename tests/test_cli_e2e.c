@@ -224,7 +224,7 @@ static void check_plugin_json(json_object *p, const struct host *h, const struct
 	CHECK(json_object_object_get_ex(p, "reconcile_requested", NULL));
 	CHECK(json_object_object_get_ex(p, "reconcile_served", NULL));
 	/* exactly the documented fields */
-	CHECK_INT_EQ(json_object_object_length(p), 22);
+	CHECK_INT_EQ(json_object_object_length(p), 24);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "releases")), 4);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "status")), 3);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "reconcile")), 4);
