@@ -532,14 +532,6 @@ static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 		         strerror(-r));
 		goto refuse;
 	}
-	if (!daemon_config_ready(e)) {
-		/* init sees the cluster's configuration: load once P/N/config was
-		 * read (the mirror asks for the selection again) */
-		free(file);
-		free(shown);
-		daemon_notify(d);
-		return;
-	}
 	struct plugin_config pconf = {0};
 	if ((r = daemon_config_for_instance(e, &pconf, buf, sizeof(buf))) < 0)
 		goto refuse;
@@ -555,6 +547,9 @@ static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 		.on_recovered = on_worker_recovered,
 		.worker_path = d->cfg->worker_path,
 		.config = &pconf,
+		/* init sees the cluster's configuration: it waits until P/N/config
+		 * was read (daemon_plugin_config.c hands it over) */
+		.hold_init = !daemon_config_ready(e),
 	};
 	callback_timeout_resolve(d->cfg->cb_timeouts, d->cfg->n_cb_timeouts, lp->name,
 	                         pcfg.callback_timeout_kind_ms);

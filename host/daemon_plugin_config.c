@@ -7,8 +7,9 @@
  * get` / `config set`.
  *
  * Design notes
- * - An instance starts only once P/N/config was read (daemon.c entry_load
- *   waits for daemon_config_ready), so init sees the cluster's document.
+ * - An instance's init runs only once P/N/config was read (daemon.c
+ *   entry_load starts it with hold_init until daemon_config_ready), so init
+ *   sees the cluster's document.
  *   Afterwards a session loss or a resync keeps the last document read: a
  *   plugin keeps running on what it has.
  * - `config set` is checked here before anything is written: a JSON object
@@ -70,9 +71,7 @@ static void on_mirror_changed(void *ud)
 	if (!v.read)
 		return;
 	hand_over(e->pi, &v);
-	hand_over(e->next_pi, &v);
-	if (!e->pi && !e->next_pi)
-		daemon_request_select(e->d); /* a load waited for the first read */
+	hand_over(e->next_pi, &v); /* its init may have waited for this */
 	daemon_notify(e->d);
 }
 

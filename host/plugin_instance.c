@@ -297,6 +297,7 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 	if (cfg)
 		pi->cfg = *cfg;
 	pi->cfg.config = NULL; /* copied into pi->config below */
+	pi->init_held = cfg && cfg->hold_init;
 	if (cfg && cfg->config && plugin_config_copy(&pi->config, cfg->config) < 0) {
 		free(pi);
 		return -ENOMEM;
@@ -403,6 +404,7 @@ void plugin_instance_stop(struct plugin_instance *pi, plugin_instance_stopped_fn
 		return;
 	plugin_instance_deposed(pi);
 	pi->stop_requested = true;
+	pi->init_held = false; /* a held INIT goes (then fini): the queue must drain */
 	pi->stopped = stopped;
 	pi->stopped_ud = userdata;
 	pi_state_set(pi, PLUGIN_INSTANCE_STOPPING);

@@ -249,6 +249,9 @@ struct plugin_instance_config {
 	/* the plugin's configuration for its first INIT (copied; NULL = none);
 	 * later changes: plugin_instance_set_config */
 	const struct plugin_config *config;
+	/* INIT waits until the first plugin_instance_set_config (the owner has
+	 * not read the configuration yet); false = INIT goes at once */
+	bool hold_init;
 };
 
 /* plugin_instance_new - start a worker thread for the loaded plugin lp and
@@ -292,6 +295,7 @@ void plugin_instance_drain(struct plugin_instance *pi, driver_drain_done_fn done
  * leadership event (deposed() does not drop it). It waits behind the
  * running callback. Returns 0 or -ENOMEM (the previous state stays). */
 int plugin_instance_set_config(struct plugin_instance *pi, const struct plugin_config *c);
+/* (a first call releases an INIT held by cfg.hold_init: INIT then carries c) */
 
 /* plugin_instance_config - the configuration the instance hands over now
  * (borrowed, valid until the next plugin_instance_set_config) */

@@ -199,6 +199,7 @@ struct plugin_instance {
 	/* the configuration (ABI 1.2): INIT and on_config_changed carry it as
 	 * it is when they are sent */
 	struct plugin_config config;
+	bool init_held; /* cfg.hold_init until the first set_config */
 };
 
 /* Magic number of struct pending_txn, whose pointer comes back through an

@@ -444,6 +444,8 @@ struct event *pi_sent_take_all(struct plugin_instance *pi)
  * waits here can be merged or dropped exactly). */
 static bool may_send(const struct plugin_instance *pi, const struct event *ev)
 {
+	if (ev->kind == EV_INIT && pi->init_held)
+		return false; /* plugin_instance_set_config releases it */
 	if (!pi->sent_head)
 		return true;
 	switch (ev->kind) {
@@ -771,6 +773,12 @@ int plugin_instance_set_config(struct plugin_instance *pi, const struct plugin_c
 {
 	if (plugin_config_copy(&pi->config, c) < 0)
 		return -ENOMEM;
+	if (pi->init_held) {
+		/* INIT carries this configuration: nothing else to tell */
+		pi->init_held = false;
+		pi_pump(pi);
+		return 0;
+	}
 	if (!pi->lp->desc.on_config_changed || !config_accepting(pi))
 		return 0;
 	/* one waiting event carries the newest state when it is sent */

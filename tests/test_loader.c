@@ -303,7 +303,7 @@ static void test_refuse_bad_descriptors(void)
 		{"bad-magic", -EPROTO,
 		 "wrong descriptor magic 0x1234 (expected 0x4c48): not a leasehold plugin"},
 		{"bad-major", -EPROTO, "plugin ABI major 2 does not match the host's ABI major 1"},
-		{"bad-minor", -EPROTO, "plugin ABI minor 2 is newer than the host's ABI 1.1"},
+		{"bad-minor", -EPROTO, "plugin ABI minor 3 is newer than the host's ABI 1.2"},
 		{"bad-size-small", -EPROTO, small},
 		{"bad-size-big", -EPROTO, big},
 		{"bad-name-empty", -EINVAL, "plugin name is empty"},
