@@ -281,8 +281,15 @@ static void on_served_written(struct etcd_client *c, int err, const struct etcd_
 		election_step(e);
 		return;
 	}
-	if (e->served_pending_rev > e->served_rev)
+	if (e->served_pending_rev > e->served_rev) {
+		/* the outcome goes with the revision: a view taken before the
+		 * watch brings the record back must not pair this revision with
+		 * the previous outcome */
 		e->served_rev = e->served_pending_rev;
+		e->served_ok = e->served_pending_ok;
+		free(e->served_error);
+		e->served_error = e->served_pending_error ? strdup(e->served_pending_error) : NULL;
+	}
 	e->served_pending = false;
 	election_step(e);
 }
