@@ -327,9 +327,10 @@ struct lh_host_api {
 	/* ---- ABI 1.2: configuration (pconfig) ---- */
 	/* config - the plugin's configuration now: the cluster document with its
 	 * etcd revision and the node-local document (struct lh_config). Callable
-	 * from init on, in any callback; never NULL. Host-owned, valid until the
-	 * callback returns (copy what you keep). Outside a callback it returns
-	 * an empty configuration (both documents NULL). */
+	 * from init on, in any callback, on the callback's thread; never NULL;
+	 * never fails. Host-owned, valid until the callback returns (copy what
+	 * you keep). Outside a callback (another thread) it returns an empty
+	 * configuration (both documents NULL). */
 	const struct lh_config *(*config)(struct lh_ctx *ctx);
 };
 
@@ -406,7 +407,9 @@ struct lh_plugin {
 	 * waits are merged (the plugin sees the newest state, not every step);
 	 * never called with a state equal to the one it last saw. A cluster
 	 * document that is not a valid JSON object is never handed over: the
-	 * plugin keeps the last good one (flags has LH_CONFIG_F_CLUSTER_INVALID).
+	 * plugin is called once with its last good document and
+	 * LH_CONFIG_F_CLUSTER_INVALID in flags, and keeps that document. Runs on
+	 * the instance's worker like every callback.
 	 * Returns 0 or -errno (+ set_error): an error is logged and shown as the
 	 * plugin's last error; it changes nothing else (the state stays the new
 	 * one). Writes through txn follow the usual rule (leading, from the
