@@ -205,8 +205,12 @@ static void on_get(struct etcd_client *c, int err, const struct etcd_response *r
 	} else {
 		const struct etcd_kv *kv = &resp->kvs[0];
 		bool bad = plugin_config_doc_check(kv->value, kv->value_len, why, sizeof(why)) < 0;
-		cc->done(cc->done_ctx, 0, NULL, kv->value ? (const char *)kv->value : "",
-		         kv->value_len, kv->mod_revision, bad ? why : NULL);
+		/* a value written behind the CLI's back may be up to etcd's
+		 * request limit: the reply carries at most the bound (the error
+		 * says how large it is) */
+		size_t len = kv->value_len > PLUGIN_CONFIG_MAX ? PLUGIN_CONFIG_MAX : kv->value_len;
+		cc->done(cc->done_ctx, 0, NULL, kv->value ? (const char *)kv->value : "", len,
+		         kv->mod_revision, bad ? why : NULL);
 	}
 	call_free(cc);
 }

@@ -428,6 +428,18 @@ static void test_invalid_in_etcd(void)
 	for (int i = 0; i < 3; i++)
 		wait_log(hs[i], m[i], line, 1, 10000);
 
+	/* far over the bound behind the CLI's back: get shows its start */
+	size_t big = 100 * 1024;
+	char *junk = malloc(big);
+	CHECK(junk != NULL);
+	memset(junk, 'x', big);
+	tu_put(&T, KEY, junk, big);
+	free(junk);
+	CHECK_INT_EQ(host_ctl(&B, &o, "config", "get", PLUGIN, NULL), 1);
+	CHECK_INT_EQ(strlen(o.out), 32768 + 1);
+	CHECK(strstr(o.err, "102400 bytes, more than the 32768 allowed") != NULL);
+	ctl_out_free(&o);
+
 	/* deleted behind the CLI's back: absent */
 	tu_del(&T, KEY);
 	for (int i = 0; i < 3; i++) {
