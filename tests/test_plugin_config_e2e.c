@@ -58,26 +58,33 @@ struct log_want {
 	long from;
 	const char *needle;
 	size_t n;
+	uint64_t dump_at; /* loop_now() past which the logs are dumped once (0 = never) */
 };
 
 static bool p_logged(void *arg)
 {
-	const struct log_want *w = arg;
-	return host_log_count(w->h, w->from, w->needle) >= w->n;
+	struct log_want *w = arg;
+	if (host_log_count(w->h, w->from, w->needle) >= w->n)
+		return true;
+	if (w->dump_at && loop_now() > w->dump_at) {
+		w->dump_at = 0;
+		hosts_dump_logs(); /* about to time out: show why */
+	}
+	return false;
 }
 
 /* one of three hosts logged it */
 static bool p_any_logged(void *arg)
 {
-	const struct log_want *w = arg;
-	return p_logged((void *)(uintptr_t)&w[0]) || p_logged((void *)(uintptr_t)&w[1]) ||
-	       p_logged((void *)(uintptr_t)&w[2]);
+	struct log_want *w = arg;
+	return p_logged(&w[0]) || p_logged(&w[1]) || p_logged(&w[2]);
 }
 
 /* wait until needle occurs at least n times in h's log from byte from on */
 static void wait_log(const struct host *h, long from, const char *needle, size_t n, int timeout_ms)
 {
-	struct log_want w = {h, from, needle, n};
+	struct log_want w = {h, from, needle, n,
+	                     loop_now() + (uint64_t)(timeout_ms - 200) * LOOP_NS_PER_MS};
 	tu_wait(&T, p_logged, &w, timeout_ms, needle);
 }
 
@@ -186,8 +193,18 @@ static void test_set_get_reaches_every_node(void)
 	CHECK_INT_EQ(st, 0);
 	ctl_out_free(&o);
 	snprintf(line, sizeof(line), "CFG configured reconcile rev=%" PRId64 " flags=0", rev);
-	struct log_want any[3] = {{&A, ma, line, 1}, {&B, mb, line, 1}, {&C, mc, line, 1}};
+	struct log_want any[3] = {{&A, ma, line, 1, 0}, {&B, mb, line, 1, 0}, {&C, mc, line, 1, 0}};
 	tu_wait(&T, p_any_logged, any, 10000, line);
+
+	/* process isolation: a restarted worker's init starts from the
+	 * configuration as it is now, node-local document included */
+	pid_t w = host_worker_pid(C.pid);
+	CHECK(w > 0);
+	CHECK(kill(w, SIGKILL) == 0);
+	snprintf(line, sizeof(line), "CFG configured init rev=%" PRId64
+	         " flags=0 cluster={\"replicas\": 3}", rev);
+	wait_log(&C, mc, line, 1, 20000);
+	CHECK(host_log_count(&C, mc, "local={\"path\": \"/srv/c\"}") >= 2); /* changed, init (and a reconcile when C leads) */
 }
 
 static void test_set_refusals(void)
