@@ -67,11 +67,13 @@ static int fail(int code, const char *fmt, ...)
 
 static const char *help_of(const char *sub)
 {
+#define USAGE "Usage: leaseholdctl [--control URL] "
 	if (strcmp(sub, "get") == 0)
-		return "Usage: leaseholdctl [--control URL] config get NAME [--json]\n\n" CTL_CONFIG_GET_HELP;
+		return USAGE "config get NAME [--json]\n\n" CTL_CONFIG_GET_HELP;
 	if (strcmp(sub, "set") == 0)
-		return "Usage: leaseholdctl [--control URL] config set NAME FILE|- [--revision R]\n\n" CTL_CONFIG_SET_HELP;
-	return "Usage: leaseholdctl [--control URL] config edit NAME\n\n" CTL_CONFIG_EDIT_HELP;
+		return USAGE "config set NAME FILE|- [--revision R]\n\n" CTL_CONFIG_SET_HELP;
+	return USAGE "config edit NAME\n\n" CTL_CONFIG_EDIT_HELP;
+#undef USAGE
 }
 
 /* parse - argv as a config command: 1 it is one (o filled), 0 it is not,
@@ -87,8 +89,12 @@ static int parse(int argc, char **argv, struct config_opts *o)
 			if (strcmp(a, "--") == 0)
 				only_pos = true;
 			else if (strcmp(a, "--control") == 0 || strcmp(a, "--revision") == 0) {
-				if (i + 1 >= argc)
-					return is_config ? (fail(EXIT_ERR, "option %s needs a value", a), -1) : 0;
+				if (i + 1 >= argc) {
+					if (!is_config)
+						return 0; /* leaseholdctl.c reports it */
+					fail(EXIT_ERR, "option %s needs a value", a);
+					return -1;
+				}
 				if (a[2] == 'c')
 					o->control = argv[++i];
 				else
@@ -102,7 +108,8 @@ static int parse(int argc, char **argv, struct config_opts *o)
 			else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
 				o->help = true;
 			else if (is_config) {
-				fail(EXIT_ERR, "unknown option '%s' (see leaseholdctl help config %s)", a,
+				fail(EXIT_ERR,
+				     "unknown option '%s' (see leaseholdctl help config %s)", a,
 				     n > 1 ? pos[1] : "get");
 				return -1;
 			}
@@ -121,8 +128,8 @@ static int parse(int argc, char **argv, struct config_opts *o)
 		return 0;
 	if (n < 2 || (strcmp(pos[1], "get") && strcmp(pos[1], "set") && strcmp(pos[1], "edit"))) {
 		fail(EXIT_ERR, "config: want a subcommand: get, set or edit\n"
-		               "Usage: leaseholdctl config get NAME [--json] | set NAME FILE|- "
-		               "[--revision R] | edit NAME");
+			       "Usage: leaseholdctl config get NAME [--json] | set NAME FILE|- "
+			       "[--revision R] | edit NAME");
 		return -1;
 	}
 	o->sub = pos[1];
@@ -130,19 +137,22 @@ static int parse(int argc, char **argv, struct config_opts *o)
 		return 1;
 	size_t want = strcmp(o->sub, "set") == 0 ? 4 : 3;
 	if (n != want) {
-		fail(EXIT_ERR, "config %s: %s\n%s", o->sub, n < want ? "missing argument" : "unexpected argument",
-		     help_of(o->sub));
+		fail(EXIT_ERR, "config %s: %s\n%s", o->sub,
+		     n < want ? "missing argument" : "unexpected argument", help_of(o->sub));
 		return -1;
 	}
 	o->name = pos[2];
 	o->file = n > 3 ? pos[3] : NULL;
 	if (!loader_name_valid(o->name)) {
-		fail(EXIT_ERR, "invalid plugin name '%.64s' (allowed: [a-z0-9_-], 1 to %d characters)",
+		fail(EXIT_ERR,
+		     "invalid plugin name '%.64s' (allowed: [a-z0-9_-], 1 to %d characters)",
 		     o->name, LH_PLUGIN_NAME_MAX);
 		return -1;
 	}
-	if ((o->json && strcmp(o->sub, "get") != 0) || (o->revision && strcmp(o->sub, "set") != 0)) {
-		fail(EXIT_ERR, "config %s does not take %s", o->sub, o->json ? "--json" : "--revision");
+	if ((o->json && strcmp(o->sub, "get") != 0) ||
+	    (o->revision && strcmp(o->sub, "set") != 0)) {
+		fail(EXIT_ERR, "config %s does not take %s", o->sub,
+		     o->json ? "--json" : "--revision");
 		return -1;
 	}
 	return 1;
@@ -151,7 +161,7 @@ static int parse(int argc, char **argv, struct config_opts *o)
 /* ask - one config request; 0 with *ret_resp (an OK reply) or an exit code
  * (printed; *ret_resp set when the daemon answered, for the conflict) */
 static int ask(const char *url, Leasehold__Control__Kind kind, const char *name, const char *doc,
-               size_t len, int64_t rev, Response **ret_resp)
+	       size_t len, int64_t rev, Response **ret_resp)
 {
 	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
 	uint8_t *buf;
@@ -171,8 +181,10 @@ static int ask(const char *url, Leasehold__Control__Kind kind, const char *name,
 	free(buf);
 	if (r != EXIT_OK) {
 		if (timed_out && kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET)
-			fprintf(stderr, "leaseholdctl: the write may or may not have happened; check "
-			                "with 'leaseholdctl config get %s'\n", name);
+			fprintf(stderr,
+				"leaseholdctl: the write may or may not have happened; check "
+				"with 'leaseholdctl config get %s'\n",
+				name);
 		return r;
 	}
 	Response *resp = *ret_resp;
@@ -226,31 +238,34 @@ static int cmd_get(const char *url, const struct config_opts *o)
 		if (present && !bad && d->len) {
 			struct json_tokener *tok = json_tokener_new_ex(PLUGIN_CONFIG_MAX_DEPTH);
 			if (tok)
-				cfg = json_tokener_parse_ex(tok, (const char *)d->data, (int)d->len);
+				cfg =
+				    json_tokener_parse_ex(tok, (const char *)d->data, (int)d->len);
 			json_tokener_free(tok);
 		}
 		json_object_object_add(j, "name", json_object_new_string(o->name));
 		json_object_object_add(j, "revision", json_object_new_int64(r->config_revision));
 		json_object_object_add(j, "config", cfg);
-		json_object_object_add(j, "error", bad ? json_object_new_string(r->config_error) : NULL);
-		json_object_object_add(j, "text", bad ? json_object_new_string_len((const char *)d->data,
-		                                                                   (int)d->len)
-		                                      : NULL);
-		printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY |
-		                                                     JSON_C_TO_STRING_SPACED |
-		                                                     JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_object_add(j, "error",
+				       bad ? json_object_new_string(r->config_error) : NULL);
+		json_object_object_add(
+		    j, "text",
+		    bad ? json_object_new_string_len((const char *)d->data, (int)d->len) : NULL);
+		printf("%s\n", json_object_to_json_string_ext(
+				   j, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+					  JSON_C_TO_STRING_NOSLASHESCAPE));
 		json_object_put(j);
 	} else if (present) {
 		fwrite(d->data, 1, d->len, stdout);
 		if (d->len == 0 || d->data[d->len - 1] != '\n')
 			putchar('\n');
 		fprintf(stderr, "plugin %s: configuration revision %" PRId64 "\n", o->name,
-		        r->config_revision);
+			r->config_revision);
 	} else
 		fprintf(stderr, "plugin %s: no configuration (revision 0)\n", o->name);
 	if (bad) {
-		fprintf(stderr, "leaseholdctl: plugin %s: the stored configuration is not valid: %s\n",
-		        o->name, r->config_error);
+		fprintf(stderr,
+			"leaseholdctl: plugin %s: the stored configuration is not valid: %s\n",
+			o->name, r->config_error);
 		ret = EXIT_NOTOK;
 	}
 out:
@@ -295,7 +310,7 @@ static int cmd_set(const char *url, const struct config_opts *o)
 		long long v = strtoll(o->revision, &end, 10);
 		if (errno || !end || *end || end == o->revision || v < 0)
 			return fail(EXIT_ERR, "invalid --revision '%.32s' (an etcd revision, >= 0)",
-			            o->revision);
+				    o->revision);
 		rev = (int64_t)v;
 	}
 	if ((ret = read_doc(o->file, &doc, &len)) != EXIT_OK)
@@ -332,7 +347,7 @@ static int run_editor(const char *path)
 			return fail(EXIT_ERR, "waiting for the editor: %s", strerror(errno));
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 		return fail(EXIT_ERR, "the editor (%s) failed; nothing written (the edit is in %s)",
-		            ed, path);
+			    ed, path);
 	return EXIT_OK;
 }
 
@@ -370,7 +385,7 @@ static int cmd_edit(const char *url, const struct config_opts *o)
 	int ret;
 	if (!isatty(STDIN_FILENO))
 		return fail(EXIT_ERR, "config edit needs a terminal (stdin is not one); use "
-		                      "'config get' and 'config set' instead");
+				      "'config get' and 'config set' instead");
 	if ((ret = ask(url, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET, o->name, NULL, 0, 0, &r)) !=
 	    EXIT_OK) {
 		if (r)
@@ -382,10 +397,11 @@ static int cmd_edit(const char *url, const struct config_opts *o)
 	size_t start_len = rev ? r->config_document.len : strlen(start);
 	const char *tmp = getenv("TMPDIR");
 	snprintf(path, sizeof(path), "%s/leaseholdctl-%s-XXXXXX.json", tmp && *tmp ? tmp : "/tmp",
-	         o->name);
+		 o->name);
 	int fd = mkstemps(path, 5);
 	if (fd < 0 || write_all(fd, start ? start : "", start_len) < 0 || close(fd) < 0) {
-		ret = fail(EXIT_ERR, "cannot write a temporary file (%s): %s", path, strerror(errno));
+		ret =
+		    fail(EXIT_ERR, "cannot write a temporary file (%s): %s", path, strerror(errno));
 		leasehold__control__response__free_unpacked(r, NULL);
 		return ret;
 	}

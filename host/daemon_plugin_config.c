@@ -39,15 +39,15 @@
 
 /* with_cluster - c's local document and the mirror's cluster one into *ret */
 static int with_cluster(const struct plugin_config_view *v, const struct plugin_config *c,
-                        struct plugin_config *ret)
+			struct plugin_config *ret)
 {
 	struct plugin_config src = {
-		.cluster = (char *)(uintptr_t)v->doc,
-		.cluster_len = v->len,
-		.cluster_rev = v->rev,
-		.cluster_invalid = v->error != NULL,
-		.local = c ? c->local : NULL,
-		.local_len = c ? c->local_len : 0,
+	    .cluster = (char *)(uintptr_t)v->doc,
+	    .cluster_len = v->len,
+	    .cluster_rev = v->rev,
+	    .cluster_invalid = v->error != NULL,
+	    .local = c ? c->local : NULL,
+	    .local_len = c ? c->local_len : 0,
 	};
 	return plugin_config_copy(ret, &src);
 }
@@ -80,7 +80,7 @@ int daemon_config_entry_start(struct entry *e)
 	if (e->cfgm)
 		return 0;
 	int r = plugin_config_mirror_new(e->d->loop, e->d->etcd, e->d->cfg->prefix, e->name,
-	                                 on_mirror_changed, e, &e->cfgm);
+					 on_mirror_changed, e, &e->cfgm);
 	if (r < 0)
 		return r;
 	plugin_config_mirror_start(e->cfgm);
@@ -112,7 +112,7 @@ static const char *config_file_of(const struct daemon *d, const char *name)
 }
 
 int daemon_config_for_instance(struct entry *e, struct plugin_config *ret, char *err,
-                               size_t err_len)
+			       size_t err_len)
 {
 	struct plugin_config_view v;
 	struct plugin_config local = {0};
@@ -120,9 +120,11 @@ int daemon_config_for_instance(struct entry *e, struct plugin_config *ret, char 
 	char why[400];
 	int r;
 	if (file) {
-		r = plugin_config_doc_read_file(file, &local.local, &local.local_len, why, sizeof(why));
+		r = plugin_config_doc_read_file(file, &local.local, &local.local_len, why,
+						sizeof(why));
 		if (r < 0) {
-			snprintf(err, err_len, "node-local configuration (--plugin-config): %s", why);
+			snprintf(err, err_len, "node-local configuration (--plugin-config): %s",
+				 why);
 			return r;
 		}
 	}
@@ -163,8 +165,8 @@ static void call_free(struct config_call *cc)
 	free(cc);
 }
 
-static struct config_call *call_new(struct daemon *d, const char *name, const void *doc,
-                                    size_t len, control_config_fn done, void *done_ctx)
+static struct config_call *call_new(struct daemon *d, const char *name, const void *doc, size_t len,
+				    control_config_fn done, void *done_ctx)
 {
 	struct config_call *cc = calloc(1, sizeof(*cc) + len + 1);
 	if (!cc)
@@ -188,7 +190,7 @@ static int check_name(const char *name, char *err, size_t err_len)
 	if (loader_name_valid(name))
 		return 0;
 	snprintf(err, err_len, "invalid plugin name (allowed: [a-z0-9_-], 1 to %d characters)",
-	         LH_PLUGIN_NAME_MAX);
+		 LH_PLUGIN_NAME_MAX);
 	return -EINVAL;
 }
 
@@ -210,13 +212,13 @@ static void on_get(struct etcd_client *c, int err, const struct etcd_response *r
 		 * says how large it is) */
 		size_t len = kv->value_len > PLUGIN_CONFIG_MAX ? PLUGIN_CONFIG_MAX : kv->value_len;
 		cc->done(cc->done_ctx, 0, NULL, kv->value ? (const char *)kv->value : "", len,
-		         kv->mod_revision, bad ? why : NULL);
+			 kv->mod_revision, bad ? why : NULL);
 	}
 	call_free(cc);
 }
 
-int daemon_config_get(void *ud, const char *name, control_config_fn done, void *done_ctx,
-                      char *err, size_t err_len)
+int daemon_config_get(void *ud, const char *name, control_config_fn done, void *done_ctx, char *err,
+		      size_t err_len)
 {
 	struct daemon *d = ud;
 	int r = check_name(name, err, err_len);
@@ -243,24 +245,26 @@ static void on_written(struct etcd_client *c, int err, const struct etcd_respons
 	(void)c;
 	if (err < 0) {
 		snprintf(msg, sizeof(msg), "writing %s failed: %s%s", cc->key, etcd_strerror(err),
-		         err == -ETIMEDOUT ? " (the write may or may not have happened: check "
-		                             "with leaseholdctl config get)"
-		                           : "");
+			 err == -ETIMEDOUT ? " (the write may or may not have happened: check "
+					     "with leaseholdctl config get)"
+					   : "");
 		cc->done(cc->done_ctx, err, msg, NULL, 0, 0, NULL);
 	} else if (resp->succeeded) {
-		log_info("config", "plugin %s: configuration written at revision %" PRId64
-		         " (it replaced revision %" PRId64 ")",
-		         cc->name, resp->header.revision, cc->expect_rev);
+		log_info("config",
+			 "plugin %s: configuration written at revision %" PRId64
+			 " (it replaced revision %" PRId64 ")",
+			 cc->name, resp->header.revision, cc->expect_rev);
 		cc->done(cc->done_ctx, 0, NULL, NULL, 0, resp->header.revision, NULL);
 	} else {
 		int64_t now = 0;
 		if (resp->n_responses == 1 && resp->responses[0].n_kvs == 1)
 			now = resp->responses[0].kvs[0].mod_revision;
 		snprintf(msg, sizeof(msg),
-		         "plugin %s's configuration changed meanwhile: it is at revision %" PRId64
-		         ", this change was made from revision %" PRId64 "; nothing was written (read "
-		         "it again with leaseholdctl config get and retry)",
-		         cc->name, now, cc->expect_rev);
+			 "plugin %s's configuration changed meanwhile: it is at revision %" PRId64
+			 ", this change was made from revision %" PRId64
+			 "; nothing was written (read "
+			 "it again with leaseholdctl config get and retry)",
+			 cc->name, now, cc->expect_rev);
 		cc->done(cc->done_ctx, -ESTALE, msg, NULL, 0, now, NULL);
 	}
 	call_free(cc);
@@ -269,13 +273,18 @@ static void on_written(struct etcd_client *c, int err, const struct etcd_respons
 /* write_now - start the compare-and-put; 0, or -errno (cc untouched) */
 static int write_now(struct config_call *cc)
 {
-	struct etcd_compare cmp = {.target = ETCD_CMP_MOD, .result = ETCD_CMP_EQUAL,
-	                           .key = cc->key, .key_len = strlen(cc->key),
-	                           .number = cc->expect_rev};
-	struct etcd_op put = {.type = ETCD_OP_PUT, .key = cc->key, .key_len = strlen(cc->key),
-	                      .value = cc->doc, .value_len = cc->len};
-	struct etcd_op get = {.type = ETCD_OP_RANGE, .key = cc->key, .key_len = strlen(cc->key),
-	                      .keys_only = true};
+	struct etcd_compare cmp = {.target = ETCD_CMP_MOD,
+				   .result = ETCD_CMP_EQUAL,
+				   .key = cc->key,
+				   .key_len = strlen(cc->key),
+				   .number = cc->expect_rev};
+	struct etcd_op put = {.type = ETCD_OP_PUT,
+			      .key = cc->key,
+			      .key_len = strlen(cc->key),
+			      .value = cc->doc,
+			      .value_len = cc->len};
+	struct etcd_op get = {
+	    .type = ETCD_OP_RANGE, .key = cc->key, .key_len = strlen(cc->key), .keys_only = true};
 	struct etcd_call_opts o = {.timeout_ms = CONFIG_WRITE_TIMEOUT_MS};
 	return etcd_txn(cc->d->etcd, &cmp, 1, &put, 1, &get, 1, &o, on_written, cc, NULL);
 }
@@ -286,11 +295,11 @@ static void on_validated(void *ud, int err, const char *msg)
 	char buf[700];
 	if (err < 0) {
 		snprintf(buf, sizeof(buf), "plugin %s refused the configuration: %s", cc->name,
-		         msg && msg[0] ? msg : strerror(-err));
+			 msg && msg[0] ? msg : strerror(-err));
 		/* the plugin's answer on the document is a bad request; a worker
 		 * that went away is not */
-		cc->done(cc->done_ctx, err == -EIO || err == -ECANCELED ? err : -EINVAL, buf, NULL, 0,
-		         0, NULL);
+		cc->done(cc->done_ctx, err == -EIO || err == -ECANCELED ? err : -EINVAL, buf, NULL,
+			 0, 0, NULL);
 		call_free(cc);
 		return;
 	}
@@ -303,7 +312,7 @@ static void on_validated(void *ud, int err, const char *msg)
 }
 
 int daemon_config_set(void *ud, const char *name, const void *doc, size_t len, int64_t expect_rev,
-                      control_config_fn done, void *done_ctx, char *err, size_t err_len)
+		      control_config_fn done, void *done_ctx, char *err, size_t err_len)
 {
 	struct daemon *d = ud;
 	char why[256];
@@ -326,10 +335,12 @@ int daemon_config_set(void *ud, const char *name, const void *doc, size_t len, i
 		if (r == 0)
 			return 0; /* on_validated writes */
 		if (r != -EOPNOTSUPP) {
-			snprintf(err, err_len,
-			         "plugin %s runs here but cannot validate the configuration now (%s); "
-			         "try again",
-			         name, r == -EAGAIN ? "it is failed, restarting or stopping" : strerror(-r));
+			snprintf(
+			    err, err_len,
+			    "plugin %s runs here but cannot validate the configuration now (%s); "
+			    "try again",
+			    name,
+			    r == -EAGAIN ? "it is failed, restarting or stopping" : strerror(-r));
 			call_free(cc);
 			return r == -EAGAIN ? -EBUSY : r;
 		}

@@ -19,12 +19,13 @@ int plugin_config_doc_check(const void *buf, size_t len, char *err, size_t err_l
 {
 	if (len > PLUGIN_CONFIG_MAX) {
 		snprintf(err, err_len, "the document is %zu bytes, more than the %zu allowed", len,
-		         PLUGIN_CONFIG_MAX);
+			 PLUGIN_CONFIG_MAX);
 		return -EMSGSIZE;
 	}
 	if (len == 0 || memchr(buf, '\0', len)) {
-		snprintf(err, err_len, "%s", len ? "the document contains a NUL byte"
-		                                 : "the document is empty (want a JSON object)");
+		snprintf(err, err_len, "%s",
+			 len ? "the document contains a NUL byte"
+			     : "the document is empty (want a JSON object)");
 		return -EBADMSG;
 	}
 	struct json_tokener *tok = json_tokener_new_ex(PLUGIN_CONFIG_MAX_DEPTH);
@@ -41,8 +42,8 @@ int plugin_config_doc_check(const void *buf, size_t len, char *err, size_t err_l
 		snprintf(err, err_len, "not valid JSON: the document ends early");
 		r = -EBADMSG;
 	} else if (je != json_tokener_success) {
-		snprintf(err, err_len, "not valid JSON: %s at byte %zu", json_tokener_error_desc(je),
-		         end);
+		snprintf(err, err_len, "not valid JSON: %s at byte %zu",
+			 json_tokener_error_desc(je), end);
 		r = -EBADMSG;
 	} else if (!json_object_is_type(o, json_type_object)) {
 		snprintf(err, err_len, "not a JSON object (the document must be {...})");
@@ -51,8 +52,8 @@ int plugin_config_doc_check(const void *buf, size_t len, char *err, size_t err_l
 		const char *p = buf;
 		for (size_t i = end; i < len; i++) {
 			if (p[i] != ' ' && p[i] != '\t' && p[i] != '\n' && p[i] != '\r') {
-				snprintf(err, err_len, "not valid JSON: more after the object (byte %zu)",
-				         i);
+				snprintf(err, err_len,
+					 "not valid JSON: more after the object (byte %zu)", i);
 				r = -EBADMSG;
 				break;
 			}
@@ -64,7 +65,7 @@ int plugin_config_doc_check(const void *buf, size_t len, char *err, size_t err_l
 }
 
 int plugin_config_doc_read_file(const char *path, char **ret_doc, size_t *ret_len, char *err,
-                                size_t err_len)
+				size_t err_len)
 {
 	char why[256];
 	int r, fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -106,7 +107,8 @@ int plugin_config_doc_read_file(const char *path, char **ret_doc, size_t *ret_le
 	r = plugin_config_doc_check(buf, len, why, sizeof(why));
 	if (r < 0) {
 		if (r == -EMSGSIZE)
-			snprintf(err, err_len, "%s is larger than %zu bytes", path, PLUGIN_CONFIG_MAX);
+			snprintf(err, err_len, "%s is larger than %zu bytes", path,
+				 PLUGIN_CONFIG_MAX);
 		else
 			snprintf(err, err_len, "%s: %s", path, why);
 		free(buf);
@@ -119,13 +121,14 @@ int plugin_config_doc_read_file(const char *path, char **ret_doc, size_t *ret_le
 }
 
 int plugin_config_parse_flag(const char *arg, char *ret_name, const char **ret_file, char *err,
-                             size_t err_len)
+			     size_t err_len)
 {
 	const char *eq = arg ? strchr(arg, '=') : NULL;
 	char name[LH_PLUGIN_NAME_MAX + 2];
 	if (!eq || eq == arg || !eq[1]) {
 		snprintf(err, err_len,
-		         "--plugin-config wants NAME=FILE (e.g. reconciler=/etc/leasehold/reconciler.json)");
+			 "--plugin-config wants NAME=FILE (e.g. "
+			 "reconciler=/etc/leasehold/reconciler.json)");
 		return -EINVAL;
 	}
 	size_t n = (size_t)(eq - arg);
@@ -135,8 +138,9 @@ int plugin_config_parse_flag(const char *arg, char *ret_name, const char **ret_f
 	name[n] = 0;
 	if (!loader_name_valid(name)) {
 		snprintf(err, err_len,
-		         "--plugin-config: invalid plugin name (allowed: [a-z0-9_-], 1 to %d characters)",
-		         LH_PLUGIN_NAME_MAX);
+			 "--plugin-config: invalid plugin name (allowed: [a-z0-9_-], 1 to %d "
+			 "characters)",
+			 LH_PLUGIN_NAME_MAX);
 		return -EINVAL;
 	}
 	memcpy(ret_name, name, n + 1);

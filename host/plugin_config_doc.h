@@ -36,9 +36,9 @@
 struct plugin_config {
 	char *cluster; /* valid JSON object text, or NULL (no P/N/config) */
 	size_t cluster_len;
-	int64_t cluster_rev; /* its mod_revision, 0 when absent */
+	int64_t cluster_rev;  /* its mod_revision, 0 when absent */
 	bool cluster_invalid; /* etcd holds a bad document; cluster is the last good one */
-	char *local; /* the node-local document, or NULL */
+	char *local;	      /* the node-local document, or NULL */
 	size_t local_len;
 };
 
@@ -52,7 +52,7 @@ int plugin_config_doc_check(const void *buf, size_t len, char *err, size_t err_l
  * *ret_len bytes; the caller frees it), or -errno with one sentence naming
  * the file in err (*ret_doc untouched). */
 int plugin_config_doc_read_file(const char *path, char **ret_doc, size_t *ret_len, char *err,
-                                size_t err_len);
+				size_t err_len);
 
 /* plugin_config_parse_flag - the value of `--plugin-config NAME=FILE`:
  * NAME a plugin name ([a-z0-9_-]{1,63}), FILE a non-empty path. The one
@@ -61,7 +61,7 @@ int plugin_config_doc_read_file(const char *path, char **ret_doc, size_t *ret_le
  * ret_name[LH_PLUGIN_NAME_MAX + 1] and *ret_file pointing into arg (borrowed
  * as long as arg), or -EINVAL with a sentence in err (outputs untouched). */
 int plugin_config_parse_flag(const char *arg, char *ret_name, const char **ret_file, char *err,
-                             size_t err_len);
+			     size_t err_len);
 
 /* plugin_config_copy - *dst becomes a deep copy of src (dst's old contents
  * are freed only on success). Returns 0 or -ENOMEM. */

@@ -38,8 +38,10 @@ static void set_error(struct plugin_config_mirror *m, const char *why, int64_t r
 	m->error_rev = 0;
 	if (!why)
 		return;
-	snprintf(buf, sizeof(buf), "%s at revision %" PRId64 " is not a valid configuration: %s; "
-	         "the plugin keeps the last good one", m->key, rev, why);
+	snprintf(buf, sizeof(buf),
+		 "%s at revision %" PRId64 " is not a valid configuration: %s; "
+		 "the plugin keeps the last good one",
+		 m->key, rev, why);
 	m->error = strdup(buf);
 	m->error_rev = rev;
 }
@@ -66,16 +68,17 @@ static void apply(struct plugin_config_mirror *m, const struct etcd_kv *kv, bool
 	char why[256];
 	if (plugin_config_doc_check(kv->value, kv->value_len, why, sizeof(why)) < 0) {
 		if (m->error_rev != kv->mod_revision) /* once per bad revision, not per resync */
-			log_error("config", "plugin %s: %s at revision %" PRId64 " is not a valid "
-			          "configuration (%s); the plugin keeps the last good one",
-			          m->name, m->key, kv->mod_revision, why);
+			log_error("config",
+				  "plugin %s: %s at revision %" PRId64 " is not a valid "
+				  "configuration (%s); the plugin keeps the last good one",
+				  m->name, m->key, kv->mod_revision, why);
 		set_error(m, why, kv->mod_revision);
 		return;
 	}
 	char *d = malloc(kv->value_len + 1);
 	if (!d) {
 		log_error("config", "plugin %s: out of memory; keeping the previous configuration",
-		          m->name);
+			  m->name);
 		return;
 	}
 	memcpy(d, kv->value, kv->value_len);
@@ -96,7 +99,7 @@ static void retry_later(struct plugin_config_mirror *m)
 }
 
 static void on_watch(struct etcd_watch *w, int err, int64_t rev, const struct etcd_event *ev,
-                     size_t n, void *ud)
+		     size_t n, void *ud)
 {
 	struct plugin_config_mirror *m = ud;
 	(void)w;
@@ -104,7 +107,7 @@ static void on_watch(struct etcd_watch *w, int err, int64_t rev, const struct et
 	if (err < 0) {
 		/* compacted: read the key again (what it holds now is what counts) */
 		log_warn("config", "plugin %s: watch of %s ended (%s); reading it again", m->name,
-		         m->key, etcd_strerror(err));
+			 m->key, etcd_strerror(err));
 		etcd_watch_cancel(m->watch);
 		m->watch = NULL;
 		sync_start(m);
@@ -123,7 +126,7 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 	m->call = NULL;
 	if (err < 0) {
 		log_warn("config", "plugin %s: reading %s failed: %s; retrying", m->name, m->key,
-		         etcd_strerror(err));
+			 etcd_strerror(err));
 		retry_later(m);
 		return;
 	}
@@ -132,7 +135,7 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 	for (size_t i = 0; i < resp->n_kvs; i++)
 		apply(m, &resp->kvs[i], false);
 	int rc = etcd_watch_start(m->etcd, m->key, strlen(m->key), NULL, 0,
-	                          resp->header.revision + 1, 0, on_watch, m, &m->watch);
+				  resp->header.revision + 1, 0, on_watch, m, &m->watch);
 	if (rc < 0) {
 		retry_later(m);
 		return;
@@ -170,8 +173,8 @@ char *plugin_config_key(const char *prefix, const char *name)
 }
 
 int plugin_config_mirror_new(struct loop *l, struct etcd_client *etcd, const char *prefix,
-                             const char *name, void (*changed)(void *ud), void *ud,
-                             struct plugin_config_mirror **ret)
+			     const char *name, void (*changed)(void *ud), void *ud,
+			     struct plugin_config_mirror **ret)
 {
 	struct plugin_config_mirror *m = calloc(1, sizeof(*m));
 	if (!m)
@@ -220,11 +223,11 @@ void plugin_config_mirror_free(struct plugin_config_mirror *m)
 void plugin_config_mirror_get(const struct plugin_config_mirror *m, struct plugin_config_view *ret)
 {
 	*ret = (struct plugin_config_view){.read = m->read,
-	                                   .doc = m->doc,
-	                                   .len = m->len,
-	                                   .rev = m->rev,
-	                                   .error = m->error,
-	                                   .error_rev = m->error_rev};
+					   .doc = m->doc,
+					   .len = m->len,
+					   .rev = m->rev,
+					   .error = m->error,
+					   .error_rev = m->error_rev};
 }
 
 const char *plugin_config_mirror_key(const struct plugin_config_mirror *m)

@@ -33,20 +33,20 @@ struct plugin_config_mirror;
 /* What the mirror holds (borrowed: valid until the mirror changes, i.e. the
  * next loop iteration). */
 struct plugin_config_view {
-	bool read;          /* the key was read from etcd at least once */
-	const char *doc;    /* the good document, or NULL (absent) */
+	bool read;	 /* the key was read from etcd at least once */
+	const char *doc; /* the good document, or NULL (absent) */
 	size_t len;
-	int64_t rev;        /* its mod_revision, 0 when absent */
-	const char *error;  /* etcd holds a bad document: why (with its revision), else NULL */
-	int64_t error_rev;  /* the bad document's mod_revision, 0 when none */
+	int64_t rev;	   /* its mod_revision, 0 when absent */
+	const char *error; /* etcd holds a bad document: why (with its revision), else NULL */
+	int64_t error_rev; /* the bad document's mod_revision, 0 when none */
 };
 
 /* plugin_config_mirror_new - mirror P/N/config (prefix and name copied; etcd
  * and loop borrowed, they must outlive it). Nothing happens until _start.
  * Returns 0 and *ret (free with _free) or -errno. */
 int plugin_config_mirror_new(struct loop *l, struct etcd_client *etcd, const char *prefix,
-                             const char *name, void (*changed)(void *ud), void *ud,
-                             struct plugin_config_mirror **ret);
+			     const char *name, void (*changed)(void *ud), void *ud,
+			     struct plugin_config_mirror **ret);
 void plugin_config_mirror_start(struct plugin_config_mirror *m);
 /* plugin_config_mirror_free - cancel the read or watch in flight; accepts NULL */
 void plugin_config_mirror_free(struct plugin_config_mirror *m);

@@ -84,7 +84,7 @@ static bool p_any_logged(void *arg)
 static void wait_log(const struct host *h, long from, const char *needle, size_t n, int timeout_ms)
 {
 	struct log_want w = {h, from, needle, n,
-	                     loop_now() + (uint64_t)(timeout_ms - 200) * LOOP_NS_PER_MS};
+			     loop_now() + (uint64_t)(timeout_ms - 200) * LOOP_NS_PER_MS};
 	tu_wait(&T, p_logged, &w, timeout_ms, needle);
 }
 
@@ -129,8 +129,9 @@ static int64_t rev_of_output(const char *err)
 static int set_from(const struct host *h, const char *file, const char *revision, int64_t *ret_rev)
 {
 	struct ctl_out o;
-	int st = revision ? host_ctl(h, &o, "config", "set", PLUGIN, file, "--revision", revision, NULL)
-	                  : host_ctl(h, &o, "config", "set", PLUGIN, file, NULL);
+	int st = revision
+		     ? host_ctl(h, &o, "config", "set", PLUGIN, file, "--revision", revision, NULL)
+		     : host_ctl(h, &o, "config", "set", PLUGIN, file, NULL);
 	if (st == 0 && ret_rev)
 		*ret_rev = rev_of_output(o.out);
 	if (st != 0)
@@ -156,8 +157,8 @@ static void test_set_get_reaches_every_node(void)
 	CHECK_INT_EQ(set_from(&A, path_of("one.json"), NULL, &rev), 0);
 	CHECK(rev > 0);
 	CHECK_INT_EQ(stored_rev(), rev);
-	snprintf(line, sizeof(line), "CFG configured changed rev=%" PRId64 " flags=0 cluster={\"replicas\": 3}",
-	         rev);
+	snprintf(line, sizeof(line),
+		 "CFG configured changed rev=%" PRId64 " flags=0 cluster={\"replicas\": 3}", rev);
 	wait_log(&A, ma, line, 1, 10000);
 	wait_log(&B, mb, line, 1, 10000);
 	wait_log(&C, mc, line, 1, 10000);
@@ -174,7 +175,8 @@ static void test_set_get_reaches_every_node(void)
 	CHECK_INT_EQ(json_object_object_length(j), 5);
 	json_object *v;
 	CHECK(json_object_object_get_ex(j, "revision", &v) && json_object_get_int64(v) == rev);
-	CHECK(json_object_object_get_ex(j, "config", &v) && json_object_is_type(v, json_type_object));
+	CHECK(json_object_object_get_ex(j, "config", &v) &&
+	      json_object_is_type(v, json_type_object));
 	CHECK(json_object_object_get_ex(v, "replicas", &v) && json_object_get_int(v) == 3);
 	CHECK(json_object_object_get_ex(j, "error", &v) && v == NULL);
 	json_object_put(j);
@@ -183,7 +185,8 @@ static void test_set_get_reaches_every_node(void)
 	/* the views show the revision every node runs on */
 	json_object *p = ctl_plugin_json(&B, PLUGIN);
 	CHECK(p != NULL);
-	CHECK(json_object_object_get_ex(p, "config_revision", &v) && json_object_get_int64(v) == rev);
+	CHECK(json_object_object_get_ex(p, "config_revision", &v) &&
+	      json_object_get_int64(v) == rev);
 	json_object_put(p);
 	/* a reconcile (on the leader, wherever it runs) reads it through
 	 * api->config(); the CLI returns once the leader served the request */
@@ -201,10 +204,11 @@ static void test_set_get_reaches_every_node(void)
 	pid_t w = host_worker_pid(C.pid);
 	CHECK(w > 0);
 	CHECK(kill(w, SIGKILL) == 0);
-	snprintf(line, sizeof(line), "CFG configured init rev=%" PRId64
-	         " flags=0 cluster={\"replicas\": 3}", rev);
+	snprintf(line, sizeof(line),
+		 "CFG configured init rev=%" PRId64 " flags=0 cluster={\"replicas\": 3}", rev);
 	wait_log(&C, mc, line, 1, 20000);
-	CHECK(host_log_count(&C, mc, "local={\"path\": \"/srv/c\"}") >= 2); /* changed, init (and a reconcile when C leads) */
+	CHECK(host_log_count(&C, mc, "local={\"path\": \"/srv/c\"}") >=
+	      2); /* changed, init (and a reconcile when C leads) */
 }
 
 static void test_set_refusals(void)
@@ -255,9 +259,9 @@ static void test_concurrent_writes(void)
 	/* both read revision r0; alice writes first */
 	CHECK_INT_EQ(set_from(&A, path_of("alice.json"), rb, &r1), 0);
 	struct ctl_out o;
-	CHECK_INT_EQ(host_ctl(&B, &o, "config", "set", PLUGIN, path_of("bob.json"), "--revision", rb,
-	                      NULL),
-	             8);
+	CHECK_INT_EQ(
+	    host_ctl(&B, &o, "config", "set", PLUGIN, path_of("bob.json"), "--revision", rb, NULL),
+	    8);
 	CHECK(strstr(o.err, "changed meanwhile") != NULL);
 	CHECK(strstr(o.err, "nothing was written") != NULL);
 	ctl_out_free(&o);
@@ -277,7 +281,7 @@ static int run_edit(const struct host *h, const char *mode, const char *input, c
 {
 	char cmd[2048], outp[700], inp[700];
 	snprintf(cmd, sizeof(cmd), "%s --control %s config edit %s", built_binary("leaseholdctl"),
-	         h->control, PLUGIN);
+		 h->control, PLUGIN);
 	snprintf(outp, sizeof(outp), "%s/edit.out", g_dir);
 	snprintf(inp, sizeof(inp), "%s/edit.in", g_dir);
 	write_file(inp, input);
@@ -323,17 +327,17 @@ static void test_edit(void)
 	 * on how often it ran (editor.count) */
 	char script[4096];
 	snprintf(script, sizeof(script),
-	         "#!/bin/sh\n"
-	         "n=$(cat '%s/editor.count'); n=$((n+1)); echo $n > '%s/editor.count'\n"
-	         "case \"$CFG_MODE\" in\n"
-	         "edit) printf '{\"edited\": %%s}' $n > \"$1\" ;;\n"
-	         "badthengood) if [ $n = 1 ]; then printf '{bad' > \"$1\"; "
-	         "else printf '{\"fixed\": true}' > \"$1\"; fi ;;\n"
-	         "nochange) : ;;\n"
-	         "race) '%s' --control '%s' config set " PLUGIN " '%s/bob.json' >/dev/null 2>&1; "
-	         "printf '{\"mine\": 1}' > \"$1\" ;;\n"
-	         "esac\n",
-	         g_dir, g_dir, built_binary("leaseholdctl"), A.control, g_dir);
+		 "#!/bin/sh\n"
+		 "n=$(cat '%s/editor.count'); n=$((n+1)); echo $n > '%s/editor.count'\n"
+		 "case \"$CFG_MODE\" in\n"
+		 "edit) printf '{\"edited\": %%s}' $n > \"$1\" ;;\n"
+		 "badthengood) if [ $n = 1 ]; then printf '{bad' > \"$1\"; "
+		 "else printf '{\"fixed\": true}' > \"$1\"; fi ;;\n"
+		 "nochange) : ;;\n"
+		 "race) '%s' --control '%s' config set " PLUGIN " '%s/bob.json' >/dev/null 2>&1; "
+		 "printf '{\"mine\": 1}' > \"$1\" ;;\n"
+		 "esac\n",
+		 g_dir, g_dir, built_binary("leaseholdctl"), A.control, g_dir);
 	write_file(path_of("editor.sh"), script);
 	CHECK(chmod(path_of("editor.sh"), 0700) == 0);
 	setenv("EDITOR", path_of("editor.sh"), 1);
@@ -414,11 +418,11 @@ static void test_invalid_in_etcd(void)
 	const struct host *hs[3] = {&A, &B, &C};
 	int64_t bad = tu_put(&T, KEY, "{not json", 9);
 	CHECK(bad > good);
-	snprintf(line, sizeof(line), "CFG configured changed rev=%" PRId64 " flags=1 cluster={\"by\": \"bob\"}",
-	         good);
+	snprintf(line, sizeof(line),
+		 "CFG configured changed rev=%" PRId64 " flags=1 cluster={\"by\": \"bob\"}", good);
 	for (int i = 0; i < 3; i++) {
 		json_object *p = ctl_wait_plugin(hs[i], PLUGIN, p_config_error, NULL, 10000,
-		                                 "config_error shown");
+						 "config_error shown");
 		json_object_put(p);
 		/* the plugin keeps the last good one; told once that etcd holds a bad one */
 		wait_log(hs[i], m[i], line, 1, 10000);
@@ -440,8 +444,8 @@ static void test_invalid_in_etcd(void)
 	write_file(path_of("fix.json"), "{\"fixed\": 2}");
 	int64_t r = 0;
 	CHECK_INT_EQ(set_from(&A, path_of("fix.json"), NULL, &r), 0);
-	snprintf(line, sizeof(line), "CFG configured changed rev=%" PRId64 " flags=0 cluster={\"fixed\": 2}",
-	         r);
+	snprintf(line, sizeof(line),
+		 "CFG configured changed rev=%" PRId64 " flags=0 cluster={\"fixed\": 2}", r);
 	for (int i = 0; i < 3; i++)
 		wait_log(hs[i], m[i], line, 1, 10000);
 
@@ -460,9 +464,10 @@ static void test_invalid_in_etcd(void)
 	/* deleted behind the CLI's back: absent */
 	tu_del(&T, KEY);
 	for (int i = 0; i < 3; i++) {
-		wait_log(hs[i], m[i], "CFG configured changed rev=0 flags=0 cluster=(none)", 1, 10000);
+		wait_log(hs[i], m[i], "CFG configured changed rev=0 flags=0 cluster=(none)", 1,
+			 10000);
 		json_object_put(ctl_wait_plugin(hs[i], PLUGIN, p_config_rev0, NULL, 10000,
-		                                "config_revision 0"));
+						"config_revision 0"));
 	}
 }
 
@@ -476,7 +481,8 @@ static void test_abi_1_1_unaffected(void)
 	wait_log(&A, ma, "CFG configured11 reconcile", 1, 15000);
 	write_file(path_of("r11.json"), "{\"reject\": 1}");
 	/* no validate_config as far as the host knows: written as it is */
-	CHECK_INT_EQ(host_ctl(&A, &o, "config", "set", "configured11", path_of("r11.json"), NULL), 0);
+	CHECK_INT_EQ(host_ctl(&A, &o, "config", "set", "configured11", path_of("r11.json"), NULL),
+		     0);
 	ctl_out_free(&o);
 	/* a barrier through the plugin's worker: a reconcile after the change
 	 * (what the change would have queued ran before it) */
@@ -513,13 +519,13 @@ static void test_bad_local(void)
 	write_file(path_of("d-local.json"), "[\"not an object\"]");
 	char pc[800];
 	snprintf(pc, sizeof(pc), PLUGIN "=%s", path_of("d-local.json"));
-	const char *args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-interval", "1h",
-	                      "--plugin-config", pc, NULL};
+	const char *args[] = {"--prefix",	 PFX, "--ttl", "2", "--reconcile-interval", "1h",
+			      "--plugin-config", pc,  NULL};
 	host_install_file(&D, built_test_plugin("configured"), "configured.so", 0644);
 	host_start(&D, harness_etcd_urls(g_etcd), args);
 	host_wait_control(&D, 15000);
 	json_object_put(ctl_wait_plugin(&D, PLUGIN, p_failed_local, NULL, 15000,
-	                                "the node-local file's error"));
+					"the node-local file's error"));
 	CHECK_INT_EQ(host_log_count(&D, 0, "CFG configured init"), 0);
 	host_signal(&D, SIGTERM);
 	CHECK_OK(host_wait(&D, 15000));
@@ -528,7 +534,8 @@ static void test_bad_local(void)
 int main(void)
 {
 	if (access("/usr/bin/script", X_OK) != 0 && access("/bin/script", X_OK) != 0) {
-		fprintf(stderr, "SKIP: script(1) (util-linux) is needed for config edit's terminal\n");
+		fprintf(stderr,
+			"SKIP: script(1) (util-linux) is needed for config edit's terminal\n");
 		return 77;
 	}
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
@@ -541,11 +548,11 @@ int main(void)
 	write_file(path_of("c-local.json"), "{\"path\": \"/srv/c\"}");
 	char pc[800];
 	snprintf(pc, sizeof(pc), PLUGIN "=%s", path_of("c-local.json"));
-	const char *args_a[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-interval", "1h",
-	                        "--isolation", "thread", NULL};
+	const char *args_a[] = {"--prefix", PFX,	   "--ttl",  "2", "--reconcile-interval",
+				"1h",	    "--isolation", "thread", NULL};
 	const char *args_b[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-interval", "1h", NULL};
-	const char *args_c[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-interval", "1h",
-	                        "--plugin-config", pc, NULL};
+	const char *args_c[] = {"--prefix",	   PFX, "--ttl", "2", "--reconcile-interval", "1h",
+				"--plugin-config", pc,	NULL};
 	struct host *hs[3] = {&A, &B, &C};
 	const char *const *as[3] = {args_a, args_b, args_c};
 	for (int i = 0; i < 3; i++) {
@@ -556,8 +563,9 @@ int main(void)
 		host_wait_control(hs[i], 15000);
 	wait_log(&A, 0, "CFG configured init rev=0 flags=0 cluster=(none) local=(none)", 1, 15000);
 	wait_log(&B, 0, "CFG configured init rev=0 flags=0 cluster=(none) local=(none)", 1, 15000);
-	wait_log(&C, 0, "CFG configured init rev=0 flags=0 cluster=(none) local={\"path\": \"/srv/c\"}",
-	         1, 15000);
+	wait_log(&C, 0,
+		 "CFG configured init rev=0 flags=0 cluster=(none) local={\"path\": \"/srv/c\"}", 1,
+		 15000);
 
 	RUN(test_set_get_reaches_every_node);
 	RUN(test_set_refusals);

@@ -23,8 +23,8 @@
 static void log_config(struct lh_ctx *ctx, const char *where, const struct lh_config *c)
 {
 	lh_logf(ctx, LH_LOG_INFO, "CFG %s %s rev=%lld flags=%u cluster=%s local=%s", NAME, where,
-	        (long long)c->cluster_revision, c->flags, c->cluster ? c->cluster : "(none)",
-	        c->local ? c->local : "(none)");
+		(long long)c->cluster_revision, c->flags, c->cluster ? c->cluster : "(none)",
+		c->local ? c->local : "(none)");
 }
 
 static int32_t p_init(struct lh_ctx *ctx)
@@ -60,18 +60,18 @@ static int32_t p_validate(struct lh_ctx *ctx, const char *json, uint64_t len)
 
 LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
 #ifdef CONFIGURED_ABI_1_1
-	.magic_major = LH_PLUGIN_MAGIC_MAJOR,
-	.abi_minor = 1,
-	.size = (uint32_t)LH_PLUGIN_SIZE_1_1,
+    .magic_major = LH_PLUGIN_MAGIC_MAJOR,
+    .abi_minor = 1,
+    .size = (uint32_t)LH_PLUGIN_SIZE_1_1,
 #else
-	LH_PLUGIN_HEADER_INIT,
+    LH_PLUGIN_HEADER_INIT,
 #endif
-	.name = NAME,
-	.release = {1, 0, 0},
-	.min_reconciler_release = {1, 0, 0},
-	.min_compatible_release = {1, 0, 0},
-	.init = p_init,
-	.reconcile = p_reconcile,
-	.on_config_changed = p_changed,
-	.validate_config = p_validate,
+    .name = NAME,
+    .release = {1, 0, 0},
+    .min_reconciler_release = {1, 0, 0},
+    .min_compatible_release = {1, 0, 0},
+    .init = p_init,
+    .reconcile = p_reconcile,
+    .on_config_changed = p_changed,
+    .validate_config = p_validate,
 };
