@@ -265,6 +265,7 @@ static int reply_plugins(struct reply *rp, const struct control_plugin *src, siz
 		d->p.paused_at = s->paused_at;
 		d->p.reconcile_requested = s->reconcile_requested;
 		d->p.reconcile_served = s->reconcile_served;
+		d->p.config_error = pb_str(rp, s->config_error);
 		d->p.config_revision = s->config_revision;
 		rp->pp[i] = &d->p;
 	}
@@ -1101,6 +1102,68 @@ static bool do_verb(struct control *c, struct control_conn *conn, struct reply *
 	return true;
 }
 
+static void config_done(void *done_ctx, int err, const char *msg, const char *doc, size_t len,
+			int64_t rev, const char *doc_error)
+{
+	struct request *rq = done_ctx;
+	bool set = rq->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
+	struct reply rp;
+
+	assert(rq->state == R_ASYNC && !rq->in_op);
+	reply_init(&rp);
+	if (err == -ESTALE && set)
+		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_CONFLICT, "%s",
+			    msg && msg[0] ? msg : "the configuration changed meanwhile");
+	else if (err < 0)
+		reply_error(&rp,
+			    err == -EINVAL ? LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST
+					   : LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+			    "%s", msg && msg[0] ? msg : strerror(-err));
+	rp.r.config_revision = rev;
+	rp.r.config_document.data = (uint8_t *)(uintptr_t)doc;
+	rp.r.config_document.len = doc ? len : 0;
+	rp.r.config_error = pb_str(&rp, doc_error);
+	verb_reply(rq, &rp);
+	reply_fini(&rp);
+}
+
+/* do_config - a configuration read or write (pconfig); true when answered
+ * later by config_done */
+static bool do_config(struct control *c, struct control_conn *conn, struct reply *rp,
+		      const Leasehold__Control__Request *req)
+{
+	bool set = req->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
+	char err[512] = "";
+	struct request *rq;
+	int r;
+
+	if (set ? !c->ops->config_set : !c->ops->config_get) {
+		reply_not_supported(rp);
+		return false;
+	}
+	rq = verb_start(c, conn, rp, req);
+	if (!rq)
+		return false;
+	if (set)
+		r = c->ops->config_set(c->ud, req->name, req->config_document.data,
+				       req->config_document.len, req->config_revision, config_done,
+				       rq, err, sizeof(err));
+	else
+		r = c->ops->config_get(c->ud, req->name, config_done, rq, err, sizeof(err));
+	rq->in_op = false;
+	err[sizeof(err) - 1] = '\0';
+	if (r < 0) {
+		if (r == -EINVAL) {
+			reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST, "%s",
+				    err[0] ? err : strerror(-r));
+			request_free(rq);
+		} else
+			verb_failed(rq, rp, r, err);
+		return false;
+	}
+	return true;
+}
+
 /* do_leave - the node leaves every plugin's membership for good and shuts
  * down; answered before the shutdown starts */
 static void do_leave(struct control *c, struct reply *rp)
@@ -1280,6 +1343,11 @@ static void on_request(void *ud, struct control_conn *conn, const uint8_t *buf, 
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
 			do_leave(c, &rp);
+			break;
+		case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET:
+		case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET:
+			if (do_config(c, conn, &rp, req))
+				goto done; /* answered by config_done */
 			break;
 		default: /* excluded by the decoder */
 			reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,

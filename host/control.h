@@ -85,10 +85,19 @@ struct control_plugin {
 	 * flight) and the revision of the last one seen to end */
 	int64_t switchover_rev;
 	int64_t switchover_ended_rev;
-	/* mod_revision of P/N/config, 0 = none or unknown (the daemon that
-	 * mirrors the configuration record fills it) */
-	int64_t config_revision;
+	/* the cluster configuration as mirrored (pconfig) */
+	const char *config_error; /* etcd holds a bad document: why, else NULL */
+	int64_t config_revision;  /* the good document's revision, 0 = none */
 };
+
+/* completion of a configuration read or write (pconfig): err 0 or -errno
+ * (-ESTALE: config_set lost the race, rev is then the current revision),
+ * msg a one-line explanation or NULL; doc (len bytes, may be NULL: absent)
+ * the stored document of a read, rev its mod revision (a write: the new
+ * one), doc_error why the stored document is not valid (NULL: fine). All
+ * borrowed for the call. */
+typedef void (*control_config_fn)(void *done_ctx, int err, const char *msg, const char *doc,
+                                  size_t len, int64_t rev, const char *doc_error);
 
 /* one term of a plugin's history (control_history_fn); strings borrowed */
 struct control_term {
@@ -201,6 +210,23 @@ struct control_ops {
 	 * then what was asked. */
 	int (*switchover)(void *ud, const char *name, const char *to, uint32_t timeout_ms,
 	                  control_switchover_fn done, void *done_ctx, char *err, size_t err_len);
+
+	/* ---- plugin configuration (pconfig); NULL = "not supported" ---- */
+	/* config_get - read plugin NAME's cluster document from etcd (any
+	 * plugin name, loaded here or not). 0 when started: done() runs exactly
+	 * once later, never before the op returns; or -errno with the reason in
+	 * err. */
+	int (*config_get)(void *ud, const char *name, control_config_fn done, void *done_ctx,
+	                  char *err, size_t err_len);
+	/* config_set - make doc (len bytes, hostile) plugin NAME's cluster
+	 * document if its mod revision is still expect_rev (0: no document may
+	 * exist). Checked first (a JSON object within the bound: -EINVAL), then
+	 * by the plugin's validate_config when it is loaded here (-EINVAL with
+	 * its reason). As config_get; done's err -ESTALE when another write came
+	 * first. */
+	int (*config_set)(void *ud, const char *name, const void *doc, size_t len,
+	                  int64_t expect_rev, control_config_fn done, void *done_ctx, char *err,
+	                  size_t err_len);
 };
 
 /* What a reply carries, for a client that answers a request itself

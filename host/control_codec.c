@@ -92,13 +92,17 @@ static bool kind_needs_name(int kind)
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_RESUME ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_RECONCILE ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY ||
-	       kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER;
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
 }
 
 static bool kind_known(int kind)
 {
-	return kind >= LEASEHOLD__CONTROL__KIND__KIND_PLUGINS &&
-	       kind <= LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER;
+	return (kind >= LEASEHOLD__CONTROL__KIND__KIND_PLUGINS &&
+	        kind <= LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER) ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
 }
 
 static bool kind_is_roles_write(int kind)
@@ -192,6 +196,17 @@ int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control
 	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER &&
 	    ((req->node && req->node[0] && !control_codec_node_ok(req->node)) || req->n_roles)) {
 		why = "invalid switchover target (1..128 printable ASCII characters, no '/')";
+		r = -EINVAL;
+		goto fail;
+	}
+	/* the document itself (JSON, the plugin's own check) is the daemon's to
+	 * judge; here only what no request may carry */
+	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET
+		? req->config_revision < 0
+		: req->config_document.len > 0 || req->config_revision != 0) {
+		why = req->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET
+			  ? "negative config revision"
+			  : "this request takes no configuration document";
 		r = -EINVAL;
 		goto fail;
 	}
@@ -293,6 +308,8 @@ static bool plugin_ok(const Leasehold__Control__Plugin *p)
 		return false;
 	if (!str_ok(p->pause_error) || !str_ok(p->paused_by))
 		return false;
+	if (!str_ok(p->config_error))
+		return false;
 	return true;
 }
 
@@ -322,8 +339,10 @@ int control_codec_response_decode(const void *buf, size_t len,
 		return -EBADMSG;
 	}
 	if ((int)resp->code < LEASEHOLD__CONTROL__CODE__CODE_OK ||
-	    (int)resp->code > LEASEHOLD__CONTROL__CODE__CODE_REFUSED || !str_ok(resp->message) ||
-	    !str_ok(resp->node) || !str_ok(resp->daemon_version) || !str_ok(resp->leader))
+	    ((int)resp->code > LEASEHOLD__CONTROL__CODE__CODE_REFUSED &&
+	     resp->code != LEASEHOLD__CONTROL__CODE__CODE_CONFLICT) ||
+	    !str_ok(resp->message) || !str_ok(resp->node) || !str_ok(resp->daemon_version) ||
+	    !str_ok(resp->leader) || !str_ok(resp->config_error))
 		goto bad;
 	for (size_t i = 0; i < resp->n_plugins; i++)
 		if (!plugin_ok(resp->plugins[i]))
@@ -368,6 +387,8 @@ const char *control_codec_code_str(int code)
 		return "internal error";
 	case LEASEHOLD__CONTROL__CODE__CODE_REFUSED:
 		return "refused";
+	case LEASEHOLD__CONTROL__CODE__CODE_CONFLICT:
+		return "conflict";
 	default:
 		return "unknown error";
 	}
@@ -408,6 +429,10 @@ const char *control_codec_kind_str(int kind)
 		return "history";
 	case LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER:
 		return "switchover";
+	case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET:
+		return "config-get";
+	case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET:
+		return "config-set";
 	default:
 		return "?";
 	}

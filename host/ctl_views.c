@@ -203,6 +203,7 @@ static json_object *json_plugin(const Plugin *p)
 		json_object_array_add(nodes, ctl_json_member(p->nodes[i]));
 	json_object_object_add(o, "nodes", nodes);
 	json_object_object_add(o, "config_revision", json_object_new_int64(p->config_revision));
+	json_object_object_add(o, "config_error", json_str_or_null(p->config_error));
 	return o;
 }
 
@@ -269,6 +270,13 @@ static void plugin_cells(const Plugin *p, char (*buf)[CELL])
 		/* a file that does not run: name the file and the one that does */
 		char h[CELL];
 		snprintf(h, sizeof(h), "%s superseded by %s", p->file, p->superseded_by);
+		ctl_clean(h, buf[8], 61, true);
+		return;
+	}
+	if ((!err || !err[0]) && p->config_error && p->config_error[0]) {
+		/* a bad document in etcd: the plugin runs on the last good one */
+		char h[CELL];
+		snprintf(h, sizeof(h), "config: %s", p->config_error);
 		ctl_clean(h, buf[8], 61, true);
 		return;
 	}
@@ -396,8 +404,12 @@ int ctl_view_status(const Response *r, bool json)
 		printf("callback:      in %s since %" PRIu64 " s\n",
 		       ctl_clean(p->callback, b1, sizeof(b1), true), p->callback_ms / 1000);
 	/* only when there is one (P/N/config): the usual output stays as it was */
-	if (p->config_revision)
-		printf("config:        revision %" PRId64 "\n", p->config_revision);
+	if (p->config_revision || (p->config_error && p->config_error[0]))
+		printf("config:        revision %" PRId64 "%s%s\n", p->config_revision,
+		       p->config_error && p->config_error[0] ? "; error: " : "",
+		       p->config_error && p->config_error[0]
+			   ? ctl_clean(p->config_error, b1, sizeof(b1), true)
+			   : "");
 	if (p->n_nodes)
 		return print_nodes("Nodes", p->nodes, p->n_nodes);
 	return EXIT_OK;

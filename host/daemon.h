@@ -56,6 +56,11 @@ struct daemon_config {
 	 * next uses them; returns 0 or -errno (refused, nothing changed). */
 	int (*reload)(void *ud);
 	void *reload_ud;
+	/* --plugin-config NAME=FILE: node-local configuration files, read when an
+	 * instance of plugin NAME starts */
+	const char *const *plugin_config_names;
+	const char *const *plugin_config_files;
+	size_t n_plugin_configs;
 };
 
 /* daemon_run - run until SIGTERM/SIGINT (graceful: drain, resign, revoke) and

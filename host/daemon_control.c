@@ -66,6 +66,7 @@ static void fill_plugin(struct entry *e, struct control_plugin *p)
 		p->switchover_rev = i.switchover_rev;
 		p->switchover_ended_rev = i.switchover_ended_rev;
 	}
+	daemon_config_fill(e, p);
 	uint64_t since, now = loop_now();
 	if (e->pi && plugin_instance_running(e->pi, &p->callback, &since))
 		p->callback_ms = now > since ? (now - since) / LOOP_NS_PER_MS : 0;
@@ -486,5 +487,7 @@ const struct control_ops daemon_control_ops = {
 	.reconcile = ctl_reconcile,
 	.history = ctl_history,
 	.switchover = ctl_switchover,
+	.config_get = daemon_config_get,
+	.config_set = daemon_config_set,
 };
 

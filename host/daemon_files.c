@@ -82,6 +82,7 @@ static void entry_free(struct entry *e)
 	plugin_instance_free(e->next_pi);
 	plugin_instance_free(e->pi);
 	election_free(e->el);
+	daemon_config_entry_free(e);
 	plugin_metrics_fini(&e->pm); /* the election no longer calls its drivers */
 	free(e->next_file);
 	free(e->error);
@@ -288,6 +289,8 @@ static int entry_make_election(struct entry *e, const struct loader_plugin *lp)
 	if (r < 0)
 		return r;
 	snprintf(e->name, sizeof(e->name), "%s", lp->name);
+	if ((r = daemon_config_entry_start(e)) < 0)
+		return r;
 	return election_start(e->el);
 }
 
@@ -392,6 +395,9 @@ static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 		         strerror(-r));
 		goto refuse;
 	}
+	struct plugin_config pconf = {0};
+	if ((r = daemon_config_for_instance(e, &pconf, buf, sizeof(buf))) < 0)
+		goto refuse;
 	uint32_t isolation = d->cfg->isolation;
 	for (size_t i = 0; i < d->cfg->n_iso; i++)
 		if (strcmp(d->cfg->iso_names[i], lp->name) == 0)
@@ -403,6 +409,10 @@ static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 		.on_failed = on_worker_failed,
 		.on_recovered = on_worker_recovered,
 		.worker_path = d->cfg->worker_path,
+		.config = &pconf,
+		/* init sees the cluster's configuration: it waits until P/N/config
+		 * was read (daemon_plugin_config.c hands it over) */
+		.hold_init = !daemon_config_ready(e),
 	};
 	callback_timeout_resolve(d->cfg->cb_timeouts, d->cfg->n_cb_timeouts, lp->name,
 	                         pcfg.callback_timeout_kind_ms);
@@ -415,6 +425,7 @@ static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 	r = plugin_instance_new(lp, d->loop, plugin_metrics_host(&e->pm, election_driver_host(e->el)),
 	                        d->cfg->node_id, &pcfg,
 	                        &e->next_pi);
+	plugin_config_clear(&pconf);
 	if (r < 0) {
 		snprintf(buf, sizeof(buf), "cannot start a worker for '%s': %s", lp->name, strerror(-r));
 		goto refuse;

@@ -22,6 +22,7 @@
 #include "http.h"
 #include "loader.h"
 #include "loop.h"
+#include "plugin_config_mirror.h"
 #include "plugin_instance.h"
 #include "plugindir.h"
 #include "roles.h"
@@ -61,6 +62,9 @@ struct entry {
 	bool gone;         /* stopped, waiting to be freed */
 	bool el_stopped;   /* its election stopped (removal or shutdown) */
 	struct plugin_metrics pm; /* lives as long as the election */
+	/* P/N/config as this node mirrors it (daemon_plugin_config.c), lives as
+	 * long as the election; no instance starts before it was read once */
+	struct plugin_config_mirror *cfgm;
 };
 
 struct daemon {
@@ -137,6 +141,28 @@ void daemon_notify(void *ud);
 /* daemon_begin_shutdown - the graceful shutdown (drain, resign, revoke);
  * why is logged */
 void daemon_begin_shutdown(struct daemon *d, const char *why);
+/* ---- plugin configuration (daemon_plugin_config.c) ---- */
+
+/* daemon_config_entry_start - mirror P/N/config for e (its name is set);
+ * 0 or -errno. daemon_config_entry_free - entry_free's part. */
+int daemon_config_entry_start(struct entry *e);
+void daemon_config_entry_free(struct entry *e);
+/* daemon_config_ready - P/N/config was read once: an instance may start */
+bool daemon_config_ready(const struct entry *e);
+/* daemon_config_for_instance - what a new instance of e starts with: the
+ * cluster document as mirrored and the node-local one, read now from its
+ * --plugin-config file. 0 or -errno with one sentence in err (*ret is then
+ * empty). The caller clears *ret. */
+int daemon_config_for_instance(struct entry *e, struct plugin_config *ret, char *err,
+                               size_t err_len);
+/* daemon_config_fill - the configuration fields of e's row */
+void daemon_config_fill(struct entry *e, struct control_plugin *p);
+/* the control ops config_get / config_set (control.h); ud is the daemon */
+int daemon_config_get(void *ud, const char *name, control_config_fn done, void *done_ctx,
+                      char *err, size_t err_len);
+int daemon_config_set(void *ud, const char *name, const void *doc, size_t len, int64_t expect_rev,
+                      control_config_fn done, void *done_ctx, char *err, size_t err_len);
+
 /* daemon_on_leave_later - the timer that starts a `leaseholdctl leave`
  * shutdown after its reply was sent (ud is the daemon) */
 void daemon_on_leave_later(struct loop_timer *t, void *ud);

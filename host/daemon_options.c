@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "callback_timeout.h"
+#include "plugin_config_doc.h"
 #include "priority.h"
 #include "control.h"
 #include "control_wire.h"
@@ -56,6 +57,7 @@
 	X(CALLBACK_TIMEOUT, "callback-timeout", CONFIG_KEY_RULES, RUNTIME) \
 	X(PRIORITY, "priority", CONFIG_KEY_RULES, 0)                 \
 	X(PLUGIN_READ, "plugin-read", CONFIG_KEY_RULES, 0)           \
+	X(PLUGIN_CONFIG, "plugin-config", CONFIG_KEY_RULES, 0)       \
 	X(WORKER, "worker", CONFIG_KEY_SCALAR, 0)                    \
 	X(CONFIG, "config", CONFIG_KEY_NONE, 0)                      \
 	X(CHECK_CONFIG, "check-config", CONFIG_KEY_NONE, NOARG)      \
@@ -76,6 +78,7 @@ static const struct config_plugin_key plugin_keys[] = {
 	{"callback-timeout", "callback-timeout", ':', CONFIG_KEY_RULES},
 	{"priority", "priority", '=', CONFIG_KEY_SCALAR},
 	{"read", "plugin-read", '=', CONFIG_KEY_REPEATED},
+	{"config", "plugin-config", '=', CONFIG_KEY_SCALAR},
 };
 
 static const struct config_schema schema = {
@@ -128,6 +131,9 @@ struct daemon_options {
 	char read_name[MAX_LIST][LH_PLUGIN_NAME_MAX + 1];
 	const char *read_names[MAX_LIST], *read_prefixes[MAX_LIST];
 	size_t n_read;
+	char pc_name[MAX_LIST][LH_PLUGIN_NAME_MAX + 1];
+	const char *pc_names[MAX_LIST], *pc_files[MAX_LIST];
+	size_t n_pc;
 };
 
 const struct config_schema *daemon_options_schema(void)
@@ -211,6 +217,24 @@ static int set_plugin_read(struct daemon_options *o, const char *v, char *why, s
 			   "etcd key prefix",
 			   v);
 	o->read_prefixes[o->n_read++] = eq + 1;
+	return 0;
+}
+
+/* set_plugin_config - --plugin-config NAME=FILE: plugin NAME's node-local
+ * configuration file (read when an instance starts), once per plugin */
+static int set_plugin_config(struct daemon_options *o, const char *v, char *why, size_t len)
+{
+	char msg[200];
+
+	if (o->n_pc >= MAX_LIST)
+		return bad(why, len, "--plugin-config: at most 64", v);
+	if (plugin_config_parse_flag(v, o->pc_name[o->n_pc], &o->pc_files[o->n_pc], msg,
+				     sizeof(msg)) < 0)
+		return bad(why, len, msg, v);
+	for (size_t i = 0; i < o->n_pc; i++)
+		if (strcmp(o->pc_name[i], o->pc_name[o->n_pc]) == 0)
+			return bad(why, len, "--plugin-config names this plugin twice", v);
+	o->n_pc++;
 	return 0;
 }
 
@@ -339,6 +363,8 @@ static int apply(struct daemon_options *o, int id, const char *v, char *why, siz
 		return set_plugin_isolation(o, v, why, len);
 	case F_PLUGIN_READ:
 		return set_plugin_read(o, v, why, len);
+	case F_PLUGIN_CONFIG:
+		return set_plugin_config(o, v, why, len);
 	default:
 		return bad(why, len, "not a setting", v);
 	}
@@ -458,6 +484,11 @@ static int finish(struct daemon_options *o, char *err, size_t err_len)
 	c->read_names = o->read_names;
 	c->read_prefixes = o->read_prefixes;
 	c->n_read = o->n_read;
+	for (size_t i = 0; i < o->n_pc; i++)
+		o->pc_names[i] = o->pc_name[i];
+	c->plugin_config_names = o->pc_names;
+	c->plugin_config_files = o->pc_files;
+	c->n_plugin_configs = o->n_pc;
 	c->roles_seed = o->roles;
 	c->n_roles_seed = o->n_roles;
 	return 0;

@@ -52,6 +52,7 @@
 #include "ctl.h"
 #include "ctl_observer.h"
 #include "ctl_views.h"
+#include "ctl_plugin_config.h"
 
 
 #define CTL_TIMEOUT_MS 10000
@@ -255,6 +256,12 @@ static const struct command commands[] = {
      "hold them); --to-revision R ends once every change up to R was printed;\n"
      "--timeout S ends after S seconds. Exit 0 when it ended so, 1 when the watch\n"
      "failed (e.g. the revision was compacted).\n"},
+    {"config get", 1, 1, true, false, false, "config get NAME [--json]",
+     "a plugin's cluster-wide configuration", CTL_CONFIG_GET_HELP},
+    {"config set", 2, 2, false, false, false, "config set NAME FILE|- [--revision R]",
+     "replace a plugin's configuration", CTL_CONFIG_SET_HELP},
+    {"config edit", 1, 1, false, false, false, "config edit NAME",
+     "edit a plugin's configuration", CTL_CONFIG_EDIT_HELP},
     {"version", 0, 0, false, false, false, "version", "client and daemon versions",
      "Print leaseholdctl's version and the daemon's version, node id and protocol.\n"},
     {"help", 0, 2, false, false, false, "help [COMMAND]", "show help",
@@ -293,6 +300,7 @@ static void print_help(FILE *out)
 		"                 output format of plugins, status, members, roles list,\n"
 		"                 history, switchover, watch (default table)\n"
 		"  --json         the same as -o json\n"
+		"  --revision R   config set: write only over the configuration of revision R\n"
 		"  --timeout S    wait-ready (default 60), reconcile (default 30), switchover\n"
 		"                 (default 30, also 1500ms, 30s, 2m): give up after S\n"
 		"                 seconds; every other command: the deadline of the whole\n"
@@ -325,7 +333,8 @@ static void print_help(FILE *out)
 		"  4  connection refused: a stale socket file, its daemon is gone\n"
 		"  5  permission denied: run as root or as the daemon's user\n"
 		"  6  refused by the daemon: another uid, or too many connections\n"
-		"  7  no answer from the daemon in time\n",
+		"  7  no answer from the daemon in time\n"
+		"  8  config set/edit: the configuration changed since it was read\n",
 		control_default_url(def, sizeof(def)));
 }
 
@@ -376,10 +385,11 @@ static int usage_error(const struct command *cmd, const char *fmt, ...)
  * exists), the built-in default. *ret_url is borrowed (argv, environment or
  * buf). Returns EXIT_OK, or EXIT_ERR (printed) when the file cannot be read
  * or the configured daemon has no control socket. */
-static int find_control(const struct opts *o, char *buf, size_t len, const char **ret_url)
+static int find_control_of(const char *control, const char *config, char *buf, size_t len,
+			   const char **ret_url)
 {
-	const char *flag = o->control && o->control[0] ? o->control : NULL;
-	const char *path = o->config;
+	const char *flag = control && control[0] ? control : NULL;
+	const char *path = config;
 	const char *from_file = NULL;
 	char err[CONFIG_ERR_MAX + 64];
 
@@ -402,6 +412,11 @@ static int find_control(const struct opts *o, char *buf, size_t len, const char 
 	}
 	*ret_url = url;
 	return EXIT_OK;
+}
+
+static int find_control(const struct opts *o, char *buf, size_t len, const char **ret_url)
+{
+	return find_control_of(o->control, o->config, buf, len, ret_url);
 }
 
 /* parse_args - fill o; returns -1 (and prints) on a usage error. */
@@ -704,6 +719,8 @@ int main(int argc, char **argv)
 	bool roles = false, roles_group = false, timed_out = false;
 	int ret, r;
 
+	if ((ret = ctl_config_main(argc, argv)) >= 0)
+		return ret;
 	if (parse_args(argc, argv, &o) < 0)
 		return EXIT_ERR;
 	if (o.cmd && strcmp(o.cmd, "roles") == 0) {
@@ -1033,4 +1050,28 @@ int main(int argc, char **argv)
 	if (fflush(stdout) != 0 && ret == EXIT_OK)
 		ret = EXIT_ERR;
 	return ret;
+}
+
+/* ---- for ctl_plugin_config.c (ctl_plugin_config.h) ---- */
+
+int ctl_call(const char *url, const uint8_t *req, size_t req_len, int64_t timeout_ms,
+	     Response **ret_resp, bool *ret_timed_out)
+{
+	return call(url, req, req_len, timeout_ms, ret_resp, ret_timed_out);
+}
+
+int ctl_check_code(const Response *r)
+{
+	return check_code(r, false);
+}
+
+int ctl_control_url(const char *control, const char *config, char *buf, size_t len)
+{
+	char found[4096];
+	const char *url;
+	int r = find_control_of(control, config, found, sizeof(found), &url);
+	if (r != EXIT_OK)
+		return r;
+	snprintf(buf, len, "%s%s", url[0] == '/' ? "ipc://" : "", url);
+	return EXIT_OK;
 }

@@ -389,6 +389,11 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 		desc.role = NULL;
 	if (minor < 2 || size < LH_PLUGIN_SIZE_1_2_WATCH)
 		desc.on_watch_events = NULL;
+	/* ABI 1.2 configuration callbacks (pconfig) */
+	if (minor < 2 || size < LH_PLUGIN_SIZE_1_2_CONFIG) {
+		desc.on_config_changed = NULL;
+		desc.validate_config = NULL;
+	}
 
 	if (desc.name && !in_object(desc.name, object_base)) {
 		seterr(err, err_len, "plugin name does not point into the plugin");
@@ -471,6 +476,8 @@ static int check_symbol(void *handle, const void *sym, struct lh_plugin *ret_des
 		{"on_deposed", (const void *)ret_desc->on_deposed},
 		{"fini", (const void *)ret_desc->fini},
 		{"on_watch_events", (const void *)ret_desc->on_watch_events},
+		{"on_config_changed", (const void *)ret_desc->on_config_changed},
+		{"validate_config", (const void *)ret_desc->validate_config},
 	};
 	for (size_t i = 0; i < sizeof(cbs) / sizeof(cbs[0]); i++) {
 		if (!in_object(cbs[i].p, base)) {

@@ -296,6 +296,12 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 	pi->host = *host;
 	if (cfg)
 		pi->cfg = *cfg;
+	pi->cfg.config = NULL; /* copied into pi->config below */
+	pi->init_held = cfg && cfg->hold_init;
+	if (cfg && cfg->config && plugin_config_copy(&pi->config, cfg->config) < 0) {
+		free(pi);
+		return -ENOMEM;
+	}
 	/* borrowed strings of cfg are copied below (pi_process_prepare); never kept */
 	pi->cfg.worker_path = pi->cfg.runtime_dir = pi->cfg.worker_stderr = NULL;
 	if (!pi->cfg.txn_timeout_ms)
@@ -402,6 +408,7 @@ void plugin_instance_stop(struct plugin_instance *pi, plugin_instance_stopped_fn
 		return;
 	plugin_instance_deposed(pi);
 	pi->stop_requested = true;
+	pi->init_held = false; /* a held INIT goes (then fini): the queue must drain */
 	pi->stopped = stopped;
 	pi->stopped_ud = userdata;
 	pi_state_set(pi, PLUGIN_INSTANCE_STOPPING);
@@ -650,6 +657,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 	pi_watch_free(pi);
 	free(pi->data_prefix);
 	free(pi->node_id);
+	plugin_config_clear(&pi->config);
 	pthread_mutex_destroy(&pi->pid_mu);
 	free(pi);
 }

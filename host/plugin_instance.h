@@ -149,6 +149,7 @@
 #include "driver.h"
 #include "loader.h"
 #include "loop.h"
+#include "plugin_config_doc.h"
 
 struct plugin_instance;
 
@@ -172,7 +173,9 @@ enum plugin_instance_state {
 #define PLUGIN_CALLBACK_ON_DEPOSED 4u
 #define PLUGIN_CALLBACK_FINI 5u
 #define PLUGIN_CALLBACK_ON_WATCH_EVENTS 6u
-#define PLUGIN_CALLBACKS 7u
+#define PLUGIN_CALLBACK_ON_CONFIG_CHANGED 7u
+#define PLUGIN_CALLBACK_VALIDATE_CONFIG 8u
+#define PLUGIN_CALLBACKS 9u
 /* callback_timeout_kind_ms: this kind has no limit */
 #define PLUGIN_TIMEOUT_NONE UINT32_MAX
 
@@ -250,6 +253,12 @@ struct plugin_instance_config {
 	const char *const *read_grants;
 	size_t n_read_grants;
 	uint32_t watch_queue_max;
+	/* the plugin's configuration for its first INIT (copied; NULL = none);
+	 * later changes: plugin_instance_set_config */
+	const struct plugin_config *config;
+	/* INIT waits until the first plugin_instance_set_config (the owner has
+	 * not read the configuration yet); false = INIT goes at once */
+	bool hold_init;
 };
 
 /* plugin_instance_new - start a worker thread for the loaded plugin lp and
@@ -284,6 +293,31 @@ void plugin_instance_reconcile(struct plugin_instance *pi, driver_reconcile_done
                                void *done_ud);
 void plugin_instance_deposed(struct plugin_instance *pi);
 void plugin_instance_drain(struct plugin_instance *pi, driver_drain_done_fn done, void *done_ud);
+
+/* plugin_instance_set_config - the plugin's configuration changed (c is
+ * copied). Every INIT from now on (a restarted worker's too) carries it; an
+ * initialised plugin with on_config_changed (ABI 1.2) gets one call with the
+ * state as it is when the event reaches the front of the queue (changes
+ * that come meanwhile are merged into it), leading or not: it is no
+ * leadership event (deposed() does not drop it). It waits behind the
+ * running callback. Returns 0 or -ENOMEM (the previous state stays). */
+int plugin_instance_set_config(struct plugin_instance *pi, const struct plugin_config *c);
+/* (a first call releases an INIT held by cfg.hold_init: INIT then carries c) */
+
+/* plugin_instance_config - the configuration the instance hands over now
+ * (borrowed, valid until the next plugin_instance_set_config) */
+const struct plugin_config *plugin_instance_config(const struct plugin_instance *pi);
+
+/* plugin_instance_validate_config - ask the plugin's validate_config
+ * whether doc (len bytes, a checked JSON object, copied) may become its
+ * cluster document. Returns 0 when queued: done(done_ud, err, msg) runs
+ * exactly once on the loop (err 0 accepted, the plugin's -errno and reason,
+ * or -EIO / -ECANCELED when the worker went or the instance stopped first);
+ * -EOPNOTSUPP when the plugin has no validate_config (ABI < 1.2 or NULL),
+ * -EAGAIN while it is not initialised or is failed, -ENOMEM; done never
+ * runs then. */
+int plugin_instance_validate_config(struct plugin_instance *pi, const char *doc, size_t len,
+                                    driver_reconcile_done_fn done, void *done_ud);
 
 /* plugin_instance_stop - end leadership (as deposed()), drain, run fini on
  * the worker, join it; then stopped(userdata) runs on the loop (once). Call

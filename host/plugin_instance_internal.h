@@ -28,6 +28,7 @@
 
 #include "bus_msg.h"
 #include "etcd.h"
+#include "plugin_config_doc.h"
 #include "plugin_instance.h"
 #include "plugin_watch.h"
 #include "proto/bus.pb-c.h"
@@ -59,6 +60,8 @@ enum ev_kind {
 	EV_DEPOSED = WORKER_CB_ON_DEPOSED,
 	EV_FINI = WORKER_CB_FINI,
 	EV_WATCH = WORKER_CB_ON_WATCH_EVENTS,
+	EV_CONFIG = WORKER_CB_ON_CONFIG_CHANGED,   /* carries pi->config as sent */
+	EV_VALIDATE = WORKER_CB_VALIDATE_CONFIG,   /* carries doc; done(err, msg) */
 };
 _Static_assert(PLUGIN_CALLBACKS == WORKER_CALLBACKS && PLUGIN_CALLBACK_RECONCILE == EV_RECONCILE &&
 		   PLUGIN_CALLBACK_FINI == EV_FINI,
@@ -73,9 +76,11 @@ struct event {
 	bool behind;	  /* handed over while others were in flight */
 	int64_t token;
 	struct releases rel;
-	driver_reconcile_done_fn done;
+	driver_reconcile_done_fn done; /* EV_RECONCILE, EV_VALIDATE */
 	void *done_ud;
 	struct plugin_watch_batch *batch; /* EV_WATCH: owned */
+	size_t doc_len; /* EV_VALIDATE: the document (NUL after it), freed with the event */
+	char doc[];
 };
 
 enum comp_kind { COMP_RECONCILE, COMP_DRAIN, COMP_INIT, COMP_STOPPED, COMP_FAILED, COMP_RECOVERED };
@@ -201,6 +206,10 @@ struct plugin_instance {
 	size_t n_grants;
 	struct plugin_watch *watch; /* the watches init registered, or NULL */
 	bool term_reconciled;	    /* this term's first reconcile was handed over */
+	/* the configuration (ABI 1.2): INIT and on_config_changed carry it as
+	 * it is when they are sent */
+	struct plugin_config config;
+	bool init_held; /* cfg.hold_init until the first set_config */
 };
 
 /* Magic number of struct pending_txn, whose pointer comes back through an

@@ -188,6 +188,8 @@ void pi_gen_lost(struct plugin_instance *pi, const char *reason)
 			pi->stats.reconciles_failed++;
 			pi_completion_push(pi, COMP_RECONCILE, (void (*)(void))ev->done,
 					   ev->done_ud, -EIO, reason);
+		} else if (ev->kind == EV_VALIDATE) {
+			pi_event_complete_cancelled(pi, ev, -EIO, reason);
 		} else if (first_init && ev == sent) {
 			pi->init_reported = true;
 			pi_state_set(pi, PLUGIN_INSTANCE_FAILED);

@@ -203,6 +203,10 @@ void pi_event_complete_cancelled(struct plugin_instance *pi, struct event *ev, i
 		pi->stats.reconciles_cancelled++;
 		pi_completion_push(pi, COMP_RECONCILE, (void (*)(void))ev->done, ev->done_ud, err,
 				   msg);
+	} else if (ev->kind == EV_VALIDATE && ev->done) {
+		/* same signature as a reconcile's done */
+		pi_completion_push(pi, COMP_RECONCILE, (void (*)(void))ev->done, ev->done_ud, err,
+				   msg);
 	}
 }
 
@@ -260,7 +264,22 @@ struct bus_event {
 	Leasehold__Bus__Reconcile rec;
 	Leasehold__Bus__Deposed dep;
 	Leasehold__Bus__Fini fini;
+	Leasehold__Bus__Config cfg;
+	Leasehold__Bus__ConfigChanged cc;
+	Leasehold__Bus__ValidateConfig vc;
 };
+
+/* the bus form of c in *bc (pointers into c) */
+static void fill_bus_config(const struct plugin_config *c, Leasehold__Bus__Config *bc)
+{
+	leasehold__bus__config__init(bc);
+	bc->has_cluster = c->cluster != NULL;
+	bc->cluster = bus_bin(c->cluster, c->cluster ? c->cluster_len : 0);
+	bc->cluster_revision = c->cluster_rev;
+	bc->cluster_invalid = c->cluster_invalid;
+	bc->has_local = c->local != NULL;
+	bc->local = bus_bin(c->local, c->local ? c->local_len : 0);
+}
 
 /* ev's bus form in be (pointers into be and pi) */
 static void event_fill(const struct plugin_instance *pi, const struct event *ev,
@@ -273,6 +292,9 @@ static void event_fill(const struct plugin_instance *pi, const struct event *ev,
 	leasehold__bus__reconcile__init(&be->rec);
 	leasehold__bus__deposed__init(&be->dep);
 	leasehold__bus__fini__init(&be->fini);
+	leasehold__bus__config_changed__init(&be->cc);
+	leasehold__bus__validate_config__init(&be->vc);
+	fill_bus_config(&pi->config, &be->cfg);
 	be->e.seq = ev->seq;
 	be->e.behind = ev->behind;
 	switch (ev->kind) {
@@ -283,6 +305,7 @@ static void event_fill(const struct plugin_instance *pi, const struct event *ev,
 		be->init.read_grants = pi->grants;
 		be->init.n_read_grants = pi->n_grants;
 		be->init.no_watches = pi->host.etcd == NULL;
+		be->init.config = &be->cfg;
 		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_INIT;
 		be->e.init = &be->init;
 		break;
@@ -310,6 +333,15 @@ static void event_fill(const struct plugin_instance *pi, const struct event *ev,
 		be->e.fini = &be->fini;
 		break;
 	case EV_WATCH: /* sent alone, by plugin_watch_batch_msg */
+	case EV_CONFIG:
+		be->cc.config = &be->cfg;
+		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_CONFIG_CHANGED;
+		be->e.config_changed = &be->cc;
+		break;
+	case EV_VALIDATE:
+		be->vc.document = bus_bin(ev->doc, ev->doc_len);
+		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_VALIDATE_CONFIG;
+		be->e.validate_config = &be->vc;
 		break;
 	}
 }
@@ -418,6 +450,8 @@ struct event *pi_sent_take_all(struct plugin_instance *pi)
  * waits here can be merged or dropped exactly). */
 static bool may_send(const struct plugin_instance *pi, const struct event *ev)
 {
+	if (ev->kind == EV_INIT && pi->init_held)
+		return false; /* plugin_instance_set_config releases it */
 	if (!pi->sent_head)
 		return true;
 	switch (ev->kind) {
@@ -431,6 +465,8 @@ static bool may_send(const struct plugin_instance *pi, const struct event *ev)
 	case EV_INIT:
 	case EV_ELECTED:
 	case EV_WATCH:
+	case EV_CONFIG:
+	case EV_VALIDATE:
 		break;
 	}
 	return false;
@@ -739,6 +775,69 @@ const struct driver_ops plugin_instance_driver_ops = {
     .deposed = op_deposed,
     .drain = op_drain,
 };
+
+/* config_accepting - config and validation events may be queued: the
+ * instance is not stopping and its worker is not gone for good (a worker
+ * being restarted gets the configuration with its INIT) */
+static bool config_accepting(const struct plugin_instance *pi)
+{
+	return !pi->stop_requested && !pi->broken && pi->state != PLUGIN_INSTANCE_FAILED &&
+	       pi->state != PLUGIN_INSTANCE_STOPPING && pi->state != PLUGIN_INSTANCE_STOPPED;
+}
+
+int plugin_instance_set_config(struct plugin_instance *pi, const struct plugin_config *c)
+{
+	if (plugin_config_copy(&pi->config, c) < 0)
+		return -ENOMEM;
+	if (pi->init_held) {
+		/* INIT carries this configuration: nothing else to tell */
+		pi->init_held = false;
+		pi_pump(pi);
+		return 0;
+	}
+	if (!pi->lp->desc.on_config_changed || !config_accepting(pi))
+		return 0;
+	/* one waiting event carries the newest state when it is sent */
+	for (const struct event *ev = pi->q_head; ev; ev = ev->next)
+		if (ev->kind == EV_CONFIG)
+			return 0;
+	struct event *ev = pi_event_new(EV_CONFIG);
+	if (!ev) {
+		log_error(pi->log_comp, "out of memory: on_config_changed not delivered");
+		return -ENOMEM;
+	}
+	ev->term = pi->term;
+	pi_enqueue(pi, ev);
+	pi_pump(pi);
+	return 0;
+}
+
+const struct plugin_config *plugin_instance_config(const struct plugin_instance *pi)
+{
+	return &pi->config;
+}
+
+int plugin_instance_validate_config(struct plugin_instance *pi, const char *doc, size_t len,
+				    driver_reconcile_done_fn done, void *done_ud)
+{
+	if (!pi->lp->desc.validate_config)
+		return -EOPNOTSUPP;
+	if (!config_accepting(pi) || pi->state != PLUGIN_INSTANCE_READY || pi->overrun)
+		return -EAGAIN;
+	struct event *ev = calloc(1, sizeof(*ev) + len + 1);
+	if (!ev)
+		return -ENOMEM;
+	ev->kind = EV_VALIDATE;
+	memcpy(ev->doc, doc, len);
+	ev->doc[len] = 0;
+	ev->doc_len = len;
+	ev->done = done;
+	ev->done_ud = done_ud;
+	ev->term = pi->term;
+	pi_enqueue(pi, ev);
+	pi_pump(pi);
+	return 0;
+}
 
 int plugin_instance_send_raw_to_worker(struct plugin_instance *pi, const void *buf, size_t len)
 {

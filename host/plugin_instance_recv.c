@@ -45,7 +45,8 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 			pi->stats.reconciles_cancelled++;
 	} else
 		pi->stats.delivered++;
-	if (err < 0 && !skipped)
+	/* a refused validation is the operator's answer, not a plugin failure */
+	if (err < 0 && !skipped && ev->kind != EV_VALIDATE)
 		pi_note_error(pi, err, msg);
 	if (pi->overrun) {
 		/* thread mode: the callback that overran has returned */
@@ -130,6 +131,15 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 				 : ev->kind == EV_RELEASES ? "on_releases_changed"
 							   : "on_deposed",
 				 strerror(-err), msg[0] ? ": " : "", msg);
+		break;
+	case EV_CONFIG:
+		if (err < 0)
+			log_warn(pi->log_comp, "on_config_changed failed: %s%s%s", strerror(-err),
+				 msg[0] ? ": " : "", msg);
+		break;
+	case EV_VALIDATE:
+		pi_completion_push(pi, COMP_RECONCILE, (void (*)(void))ev->done, ev->done_ud, err,
+				   msg);
 		break;
 	case EV_FINI:
 		pi_event_free(ev);

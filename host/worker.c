@@ -21,6 +21,7 @@
 #include "loop.h"
 #include "proto/bus.pb-c.h"
 #include "bus_msg.h"
+#include "plugin_config_doc.h"
 #include "worker.h"
 
 #define MAX_TXN_OPS 1024u
@@ -65,6 +66,11 @@ struct worker {
 	} watches[LH_WATCH_MAX];
 	unsigned n_watches;
 	void *batch_mem; /* the running on_watch_events' batch (one allocation) */
+	/* the configuration api->config() returns (ABI 1.2): cfg points into
+	 * cfg_cluster / cfg_local, which the worker owns */
+	struct lh_config cfg;
+	char *cfg_cluster, *cfg_local;
+	bool validating; /* validate_config runs: it may not write */
 };
 
 static struct worker *ctx_worker(struct lh_ctx *ctx)
@@ -80,6 +86,8 @@ static const char *const g_callback_names[WORKER_CALLBACKS] = {
 	[WORKER_CB_ON_DEPOSED] = "on_deposed",
 	[WORKER_CB_FINI] = "fini",
 	[WORKER_CB_ON_WATCH_EVENTS] = "on_watch_events",
+	[WORKER_CB_ON_CONFIG_CHANGED] = "on_config_changed",
+	[WORKER_CB_VALIDATE_CONFIG] = "validate_config",
 };
 
 const char *worker_callback_name(unsigned kind)
@@ -155,6 +163,10 @@ static int event_callback(const Event *ev)
 		return WORKER_CB_FINI;
 	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS:
 		return WORKER_CB_ON_WATCH_EVENTS;
+	case LEASEHOLD__BUS__EVENT__KIND_CONFIG_CHANGED:
+		return WORKER_CB_ON_CONFIG_CHANGED;
+	case LEASEHOLD__BUS__EVENT__KIND_VALIDATE_CONFIG:
+		return WORKER_CB_VALIDATE_CONFIG;
 	default:
 		return -1;
 	}
@@ -356,6 +368,71 @@ static const char *api_data_prefix(struct lh_ctx *ctx)
 	return w->data_prefix ? w->data_prefix : "";
 }
 
+static const struct lh_config *api_config(struct lh_ctx *ctx)
+{
+	static const struct lh_config none = {sizeof(struct lh_config), 0, NULL, 0, 0, NULL, 0};
+	struct worker *w = ctx_worker(ctx);
+	return on_worker(w) ? &w->cfg : &none;
+}
+
+/* bus_doc - a document of a Config message (hostile): NULL when absent, a
+ * NUL-terminated copy when present; -EBADMSG when over the bound */
+static int bus_doc(bool has, ProtobufCBinaryData b, char **ret)
+{
+	*ret = NULL;
+	if (!has)
+		return 0;
+	if (b.len > PLUGIN_CONFIG_MAX || (b.len && memchr(b.data, '\0', b.len)))
+		return -EBADMSG;
+	char *d = malloc(b.len + 1);
+	if (!d)
+		return -ENOMEM;
+	if (b.len)
+		memcpy(d, b.data, b.len);
+	d[b.len] = 0;
+	*ret = d;
+	return 0;
+}
+
+static bool same_doc(const char *a, uint64_t al, const char *b, size_t bl)
+{
+	if (!a || !b)
+		return !a && !b;
+	return al == bl && memcmp(a, b, bl) == 0;
+}
+
+/* config_take - make c (hostile; NULL = no configuration) what api->config()
+ * returns. *ret_same: it equals what the plugin already has. Returns 0, or
+ * -EBADMSG / -ENOMEM with the reason in errmsg (the old state stays). */
+static int config_take(struct worker *w, const Leasehold__Bus__Config *c, bool *ret_same)
+{
+	char *cl = NULL, *lo = NULL;
+	int r;
+	if (c && ((r = bus_doc(c->has_cluster, c->cluster, &cl)) < 0 ||
+	          (r = bus_doc(c->has_local, c->local, &lo)) < 0)) {
+		free(cl);
+		snprintf(w->errmsg, sizeof(w->errmsg), "bad configuration from the host (over %zu "
+		         "bytes or a NUL byte)", PLUGIN_CONFIG_MAX);
+		return r;
+	}
+	struct lh_config n = {sizeof(struct lh_config), 0, cl, 0, 0, lo, 0};
+	if (c) {
+		n.cluster_len = cl ? c->cluster.len : 0;
+		n.cluster_revision = cl ? c->cluster_revision : 0;
+		n.flags = c->cluster_invalid ? LH_CONFIG_F_CLUSTER_INVALID : 0;
+		n.local_len = lo ? c->local.len : 0;
+	}
+	*ret_same = n.flags == w->cfg.flags && n.cluster_revision == w->cfg.cluster_revision &&
+	            same_doc(w->cfg.cluster, w->cfg.cluster_len, cl, n.cluster_len) &&
+	            same_doc(w->cfg.local, w->cfg.local_len, lo, n.local_len);
+	free(w->cfg_cluster);
+	free(w->cfg_local);
+	w->cfg_cluster = cl;
+	w->cfg_local = lo;
+	w->cfg = n;
+	return 0;
+}
+
 static void txn_fail(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void txn_fail(struct worker *w, const char *fmt, ...)
 {
@@ -529,6 +606,10 @@ static int32_t api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32
 	if (!on_worker(w))
 		return -EPERM; /* no safe place to put a message */
 	w->txn_error[0] = 0;
+	if (w->validating) {
+		txn_fail(w, "validate_config may not write");
+		return -EPERM;
+	}
 	free(w->result); /* the previous result ends here */
 	w->result = NULL;
 	if (!ret_result) {
@@ -928,6 +1009,9 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 			err = err < 0 ? err : -ENOMEM;
 			break;
 		}
+		bool same;
+		if ((err = config_take(w, ev->init->config, &same)) < 0)
+			break;
 		w->in_init = true;
 		err = d->init ? d->init(&w->ctx) : 0;
 		w->in_init = false;
@@ -976,6 +1060,26 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		if (d->on_deposed)
 			d->on_deposed(&w->ctx);
 		break;
+	case LEASEHOLD__BUS__EVENT__KIND_CONFIG_CHANGED: {
+		bool unchanged = false;
+		err = config_take(w, ev->config_changed->config, &unchanged);
+		if (err == 0 && !unchanged && d->on_config_changed)
+			err = d->on_config_changed(&w->ctx, &w->cfg);
+		break;
+	}
+	case LEASEHOLD__BUS__EVENT__KIND_VALIDATE_CONFIG: {
+		char *doc = NULL;
+		const ProtobufCBinaryData *b = &ev->validate_config->document;
+		if ((err = bus_doc(true, *b, &doc)) < 0) {
+			snprintf(w->errmsg, sizeof(w->errmsg), "bad document from the host");
+			break;
+		}
+		w->validating = true;
+		err = d->validate_config ? d->validate_config(&w->ctx, doc, b->len) : 0;
+		w->validating = false;
+		free(doc);
+		break;
+	}
 	case LEASEHOLD__BUS__EVENT__KIND_FINI:
 		if (w->initialized && d->fini)
 			d->fini(&w->ctx);
@@ -1113,6 +1217,8 @@ int worker_new(const struct lh_plugin *desc, nng_socket sock, uint32_t txn_timeo
 	w->api.watch = api_watch;
 	w->api.range = api_range;
 	w->api.request_reconcile = api_request_reconcile;
+	w->api.config = api_config;
+	w->cfg.size = sizeof(w->cfg);
 	w->desc = *desc;
 	w->sock = sock;
 	w->activity = &w->own_activity;
@@ -1139,5 +1245,7 @@ void worker_free(struct worker *w)
 	free(w->grants);
 	for (unsigned i = 0; i < w->n_watches; i++)
 		free(w->watches[i].prefix);
+	free(w->cfg_cluster);
+	free(w->cfg_local);
 	free(w);
 }

@@ -49,8 +49,10 @@ enum worker_callback {
 	WORKER_CB_ON_DEPOSED = 4,
 	WORKER_CB_FINI = 5,
 	WORKER_CB_ON_WATCH_EVENTS = 6, /* ABI 1.2 */
+	WORKER_CB_ON_CONFIG_CHANGED = 7, /* ABI 1.2 */
+	WORKER_CB_VALIDATE_CONFIG = 8, /* ABI 1.2 */
 };
-#define WORKER_CALLBACKS 7
+#define WORKER_CALLBACKS 9
 
 /* worker_callback_name - "init", "on_elected", ... ("?" when out of range) */
 const char *worker_callback_name(unsigned kind);

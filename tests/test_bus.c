@@ -29,6 +29,7 @@
 #include "fakehost.h"
 #include "loader.h"
 #include "bus_msg.h"
+#include "plugin_config_doc.h"
 #include "plugin_instance_internal.h"
 #include "proto/bus.pb-c.h"
 #include "recorder.h"
@@ -1308,6 +1309,181 @@ static void test_worker_takes_a_batch_in_order(void)
 	loader_close(lp);
 }
 
+/* ---- plugin configuration (ABI 1.2): the worker half on a raw socket,
+ * with the `configured` test plugin (it logs what it is given, one line per
+ * callback): INIT carries the configuration to init; a ConfigChanged equal
+ * to what the plugin has is answered without a call; a hostile Config (a
+ * document over PLUGIN_CONFIG_MAX, a NUL byte) is refused with -EBADMSG and
+ * the plugin keeps what it had; ValidateConfig reaches validate_config (a
+ * refusal with its reason), an oversized document there is refused too ---- */
+
+static nng_socket g_cfg_hs;
+
+static void send_tw(const Leasehold__Bus__ToWorker *tw)
+{
+	nng_msg *m = bus_pack_msg(&tw->base);
+	CHECK(m);
+	CHECK_INT_EQ(nng_sendmsg(g_cfg_hs, m, 0), 0);
+}
+
+/* one event with seq; body set by the caller through *ev */
+static void send_event(Leasehold__Bus__Event *ev)
+{
+	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
+	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
+	tw.event = ev;
+	send_tw(&tw);
+}
+
+/* the EventDone of seq; the plugin's log lines before it into logs */
+static int32_t wait_done(uint64_t seq, char *logs, size_t len, char *msg, size_t msg_len)
+{
+	logs[0] = 0;
+	for (;;) {
+		nng_msg *m;
+		CHECK_INT_EQ(nng_recvmsg(g_cfg_hs, &m, 0), 0);
+		Leasehold__Bus__ToHost *th =
+		    leasehold__bus__to_host__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+		nng_msg_free(m);
+		CHECK(th);
+		if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_LOG) {
+			size_t l = strlen(logs);
+			snprintf(logs + l, len - l, "%.*s\n", (int)th->log->message.len,
+			         (const char *)th->log->message.data);
+		} else if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_DONE) {
+			CHECK_INT_EQ(th->done->seq, seq);
+			int32_t err = th->done->err;
+			snprintf(msg, msg_len, "%.*s", (int)th->done->message.len,
+			         th->done->message.data ? (const char *)th->done->message.data : "");
+			leasehold__bus__to_host__free_unpacked(th, NULL);
+			return err;
+		} else
+			CHECK(!"unexpected message from the worker");
+		leasehold__bus__to_host__free_unpacked(th, NULL);
+	}
+}
+
+static void set_doc(ProtobufCBinaryData *b, const char *s, size_t len)
+{
+	b->data = (uint8_t *)(uintptr_t)s;
+	b->len = len;
+}
+
+static int32_t config_changed(uint64_t seq, const char *cluster, size_t clen, int64_t rev,
+                              char *logs, size_t len, char *msg, size_t msg_len)
+{
+	Leasehold__Bus__Config c = LEASEHOLD__BUS__CONFIG__INIT;
+	c.has_cluster = cluster != NULL;
+	set_doc(&c.cluster, cluster, cluster ? clen : 0);
+	c.cluster_revision = rev;
+	c.has_local = 1;
+	set_doc(&c.local, "{\"l\": 1}", 8);
+	Leasehold__Bus__ConfigChanged cc = LEASEHOLD__BUS__CONFIG_CHANGED__INIT;
+	cc.config = &c;
+	Leasehold__Bus__Event ev = LEASEHOLD__BUS__EVENT__INIT;
+	ev.seq = seq;
+	ev.kind_case = LEASEHOLD__BUS__EVENT__KIND_CONFIG_CHANGED;
+	ev.config_changed = &cc;
+	send_event(&ev);
+	return wait_done(seq, logs, len, msg, msg_len);
+}
+
+static int32_t validate(uint64_t seq, const char *doc, size_t dlen, char *logs, size_t len,
+                        char *msg, size_t msg_len)
+{
+	Leasehold__Bus__ValidateConfig vc = LEASEHOLD__BUS__VALIDATE_CONFIG__INIT;
+	set_doc(&vc.document, doc, dlen);
+	Leasehold__Bus__Event ev = LEASEHOLD__BUS__EVENT__INIT;
+	ev.seq = seq;
+	ev.kind_case = LEASEHOLD__BUS__EVENT__KIND_VALIDATE_CONFIG;
+	ev.validate_config = &vc;
+	send_event(&ev);
+	return wait_done(seq, logs, len, msg, msg_len);
+}
+
+static void test_worker_config_events(void)
+{
+	char err[LOADER_ERR_MAX], logs[8192], msg[600];
+	struct loader_plugin *lp;
+	CHECK_OK(loader_open(g_dir, "configured.so", g_private, &lp, err, sizeof(err)));
+	nng_socket ws;
+	CHECK_INT_EQ(nng_pair1_open(&g_cfg_hs), 0);
+	CHECK_INT_EQ(nng_pair1_open(&ws), 0);
+	nng_socket_set_ms(g_cfg_hs, NNG_OPT_RECVTIMEO, 10000);
+	CHECK_INT_EQ(nng_listen(g_cfg_hs, "inproc://lh-test-config-bus", NULL, 0), 0);
+	CHECK_INT_EQ(nng_dial(ws, "inproc://lh-test-config-bus", NULL, 0), 0);
+	struct wthread t = {NULL, -1};
+	CHECK_OK(worker_new(&lp->desc, ws, 10000, &t.w));
+	pthread_t th;
+	CHECK_INT_EQ(pthread_create(&th, NULL, worker_thread, &t), 0);
+
+	/* INIT with a configuration */
+	Leasehold__Bus__Config c = LEASEHOLD__BUS__CONFIG__INIT;
+	c.has_cluster = 1;
+	set_doc(&c.cluster, "{\"a\": 1}", 8);
+	c.cluster_revision = 5;
+	c.has_local = 1;
+	set_doc(&c.local, "{\"l\": 1}", 8);
+	Leasehold__Bus__Init init = LEASEHOLD__BUS__INIT__INIT;
+	set_doc(&init.node_id, "n1", 2);
+	set_doc(&init.data_prefix, "/p/configured/data/", 19);
+	init.bus_version = LH_BUS_VERSION;
+	init.config = &c;
+	Leasehold__Bus__Event ev = LEASEHOLD__BUS__EVENT__INIT;
+	ev.seq = 1;
+	ev.kind_case = LEASEHOLD__BUS__EVENT__KIND_INIT;
+	ev.init = &init;
+	send_event(&ev);
+	CHECK_INT_EQ(wait_done(1, logs, sizeof(logs), msg, sizeof(msg)), 0);
+	CHECK(strstr(logs, "CFG configured init rev=5 flags=0 cluster={\"a\": 1} local={\"l\": 1}"));
+
+	/* the same state again: no call */
+	CHECK_INT_EQ(config_changed(2, "{\"a\": 1}", 8, 5, logs, sizeof(logs), msg, sizeof(msg)), 0);
+	CHECK_STR_EQ(logs, "");
+
+	/* hostile documents: refused, the plugin keeps what it has */
+	size_t big = PLUGIN_CONFIG_MAX + 1;
+	char *b = malloc(big);
+	CHECK(b);
+	memset(b, ' ', big);
+	b[0] = '{';
+	b[big - 1] = '}';
+	CHECK_INT_EQ(config_changed(3, b, big, 6, logs, sizeof(logs), msg, sizeof(msg)), -EBADMSG);
+	CHECK(strstr(msg, "bad configuration from the host"));
+	CHECK_STR_EQ(logs, "");
+	CHECK_INT_EQ(config_changed(4, "{\"a\":\0 1}", 9, 6, logs, sizeof(logs), msg, sizeof(msg)),
+	             -EBADMSG);
+	CHECK_STR_EQ(logs, "");
+	CHECK_INT_EQ(validate(5, b, big, logs, sizeof(logs), msg, sizeof(msg)), -EBADMSG);
+	CHECK_STR_EQ(logs, "");
+	free(b);
+
+	/* a real change; then validation (refused, accepted) */
+	CHECK_INT_EQ(config_changed(6, "{\"a\": 2}", 8, 7, logs, sizeof(logs), msg, sizeof(msg)), 0);
+	CHECK(strstr(logs, "CFG configured changed rev=7 flags=0 cluster={\"a\": 2} local={\"l\": 1}"));
+	CHECK_INT_EQ(validate(7, "{\"reject\": 1}", 13, logs, sizeof(logs), msg, sizeof(msg)), -EINVAL);
+	CHECK_STR_EQ(msg, "the key 'reject' is not allowed here");
+	CHECK(strstr(logs, "CFG configured validate 13 bytes"));
+	CHECK_INT_EQ(validate(8, "{\"ok\": 1}", 9, logs, sizeof(logs), msg, sizeof(msg)), 0);
+	/* absent */
+	CHECK_INT_EQ(config_changed(9, NULL, 0, 0, logs, sizeof(logs), msg, sizeof(msg)), 0);
+	CHECK(strstr(logs, "CFG configured changed rev=0 flags=0 cluster=(none)"));
+
+	Leasehold__Bus__Fini fini = LEASEHOLD__BUS__FINI__INIT;
+	Leasehold__Bus__Event fe = LEASEHOLD__BUS__EVENT__INIT;
+	fe.seq = 10;
+	fe.kind_case = LEASEHOLD__BUS__EVENT__KIND_FINI;
+	fe.fini = &fini;
+	send_event(&fe);
+	CHECK_INT_EQ(wait_done(10, logs, sizeof(logs), msg, sizeof(msg)), 0);
+	CHECK_INT_EQ(pthread_join(th, NULL), 0);
+	CHECK_INT_EQ(t.rc, 0);
+	worker_free(t.w);
+	nng_close(g_cfg_hs);
+	nng_close(ws);
+	loader_close(lp);
+}
+
 int main(void)
 {
 	const char *b = getenv("LH_BUILDDIR");
@@ -1319,6 +1495,10 @@ int main(void)
 	char err[LOADER_ERR_MAX];
 	CHECK_OK(loader_private_dir_prepare(g_private, err, sizeof(err)));
 	install_recorder();
+	char cfg_src[PATH_MAX], cfg_dst[PATH_MAX];
+	snprintf(cfg_src, sizeof(cfg_src), "%s/tests/plugins/.libs/configured.so", g_build);
+	snprintf(cfg_dst, sizeof(cfg_dst), "%s/configured.so", g_dir);
+	test_copy_file(cfg_src, cfg_dst, 0644);
 
 	CHECK_OK(loop_new(&L));
 	CHECK_OK(fakehost_new(L, PREFIX, &FH));
@@ -1348,6 +1528,7 @@ int main(void)
 	RUN(test_txn_of_an_ended_term_is_refused);
 	RUN(test_stop_delivers_deposed_then_fini);
 	RUN(test_worker_skips_a_term_that_ended_ahead);
+	RUN(test_worker_config_events);
 	RUN(test_worker_takes_a_batch_in_order);
 	RUN(test_free_without_stop_runs_fini);
 	RUN(test_instance_new_failure_leaves_plugin);

@@ -223,8 +223,12 @@ static void check_plugin_json(json_object *p, const struct host *h, const struct
 	CHECK_JNULL(p, "pause_error");
 	CHECK(json_object_object_get_ex(p, "reconcile_requested", NULL));
 	CHECK(json_object_object_get_ex(p, "reconcile_served", NULL));
+	/* the cluster configuration (none written) and the cluster's rows */
+	CHECK(json_object_object_get_ex(p, "config_revision", NULL));
+	CHECK_JNULL(p, "config_error");
+	CHECK(json_object_object_get_ex(p, "nodes", NULL));
 	/* exactly the documented fields */
-	CHECK_INT_EQ(json_object_object_length(p), 24);
+	CHECK_INT_EQ(json_object_object_length(p), 25);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "releases")), 4);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "status")), 3);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "reconcile")), 4);

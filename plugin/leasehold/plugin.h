@@ -62,9 +62,18 @@
  *   else is called, not even fini). A failed reconcile is retried by the host
  *   with exponential backoff. Errors from on_elected / on_releases_changed
  *   are logged and counted; they do not end leadership.
- * - Optional callbacks: init, on_elected, on_releases_changed, on_deposed and
- *   fini may be NULL (treated as "nothing to do, success"). reconcile is
- *   required: a plugin without it is refused at load time.
+ * - Optional callbacks: init, on_elected, on_releases_changed, on_deposed,
+ *   fini, on_config_changed and validate_config may be NULL (treated as
+ *   "nothing to do, success"). reconcile is required: a plugin without it is
+ *   refused at load time.
+ * - Configuration (ABI 1.2). A plugin has a cluster-wide JSON document in
+ *   etcd (P/<name>/config) and a node-local one (leasehold --plugin-config),
+ *   readable through api->config() from init on, on every node. Changes
+ *   arrive through on_config_changed, on every node, leading or not, outside
+ *   the leadership order above (between any two callbacks; never dropped by
+ *   on_deposed). init runs only once the host has read P/<name>/config from
+ *   etcd, so a plugin never starts from a configuration it would be told
+ *   later was not the cluster's.
  * - Ownership. Every pointer the host passes into a callback (the context, the
  *   releases, results of txn calls, strings returned by the API) is owned by
  *   the host and valid only until that callback returns (a txn result: until
@@ -289,6 +298,33 @@ struct lh_watch_batch {
 	const struct lh_watch_event *events;
 	uint64_t n_events; /* may be 0 (a synced marker of an empty prefix) */
 };
+/*
+ * The plugin's configuration (ABI 1.2), as api->config() and
+ * on_config_changed hand it over. Two documents, each JSON text (an object)
+ * followed by a NUL byte not counted in its length:
+ * - cluster: the cluster-wide document in etcd at P/<name>/config, the same
+ *   on every node (so two leaders can never act on different settings).
+ *   Written with `leaseholdctl config set|edit`. NULL (length 0, revision 0)
+ *   while the key does not exist.
+ * - local: this node's own settings (paths, credentials files, local
+ *   endpoints), from the file given with `leasehold --plugin-config
+ *   NAME=FILE`, read when the instance starts. NULL when none was given.
+ * Host-owned; valid until the callback it was obtained in returns.
+ */
+struct lh_config {
+	uint32_t size;  /* sizeof(struct lh_config) as the host was built */
+	uint32_t flags; /* LH_CONFIG_F_* */
+	const char *cluster; /* the cluster document, or NULL */
+	uint64_t cluster_len;
+	int64_t cluster_revision; /* its etcd mod_revision; 0 when absent */
+	const char *local; /* the node-local document, or NULL */
+	uint64_t local_len;
+};
+
+/* lh_config.flags: etcd holds a cluster document that is not a valid JSON
+ * object (written behind leaseholdctl's back); `cluster` is still the last
+ * good one, and leaseholdctl shows the error */
+#define LH_CONFIG_F_CLUSTER_INVALID 0x1u
 
 struct lh_ctx;
 
@@ -394,6 +430,14 @@ struct lh_host_api {
 	 * -EPERM outside a callback. The host answers nothing back: the
 	 * reconcile comes as any reconcile does (retried with backoff on error). */
 	int32_t (*request_reconcile)(struct lh_ctx *ctx);
+	/* ---- ABI 1.2: configuration (pconfig) ---- */
+	/* config - the plugin's configuration now: the cluster document with its
+	 * etcd revision and the node-local document (struct lh_config). Callable
+	 * from init on, in any callback, on the callback's thread; never NULL;
+	 * never fails. Host-owned, valid until the callback returns (copy what
+	 * you keep). Outside a callback (another thread) it returns an empty
+	 * configuration (both documents NULL). */
+	const struct lh_config *(*config)(struct lh_ctx *ctx);
 };
 
 /* LH_HOST_HAS(api, field) - the host's table has `field` and it is set. */
@@ -467,6 +511,38 @@ struct lh_plugin {
 	 * are NOT delivered again (ask for a reconcile, or return and let the
 	 * periodic reconcile catch up). Required when a watch is registered. */
 	int32_t (*on_watch_events)(struct lh_ctx *ctx, const struct lh_watch_batch *batch);
+	/* ---- ABI 1.2: configuration (pconfig) ---- */
+	/* Both read only when abi_minor >= 2 and size covers them. */
+	/* on_config_changed - the cluster document (P/<name>/config) or the
+	 * node-local one changed; `config` is the new state (host-owned, valid
+	 * during the call; api->config() returns the same). Called on EVERY
+	 * node running the plugin, leading or not: configuration is state, not
+	 * a leadership event, so it is neither dropped by on_deposed nor
+	 * replayed by on_elected. Ordering: after init (init already sees the
+	 * configuration of its time through api->config()), in etcd revision
+	 * order, one at a time like every callback; changes that come while one
+	 * waits are merged (the plugin sees the newest state, not every step);
+	 * never called with a state equal to the one it last saw. A cluster
+	 * document that is not a valid JSON object is never handed over: the
+	 * plugin is called once with its last good document and
+	 * LH_CONFIG_F_CLUSTER_INVALID in flags, and keeps that document. Runs on
+	 * the instance's worker like every callback.
+	 * Returns 0 or -errno (+ set_error): an error is logged and shown as the
+	 * plugin's last error; it changes nothing else (the state stays the new
+	 * one). Writes through txn follow the usual rule (leading, from the
+	 * first reconcile of the term on). Optional. */
+	int32_t (*on_config_changed)(struct lh_ctx *ctx, const struct lh_config *config);
+	/* validate_config - may `json` (len bytes plus a NUL, a JSON object
+	 * already checked by the host; host-owned, valid during the call) become
+	 * the cluster document? Called by the host of the node where an
+	 * operator runs `leaseholdctl config set|edit`, if the plugin is loaded
+	 * there, before anything is written; on any node, leading or not, on the
+	 * plugin's worker like every callback (it waits for a running callback).
+	 * Must not write (txn fails with -EPERM) and should be quick: the
+	 * operator waits for it. Returns 0 to accept, or -errno (e.g. -EINVAL)
+	 * with a reason in set_error, which leaseholdctl shows; nothing is
+	 * written then. Optional (NULL: every JSON object is accepted). */
+	int32_t (*validate_config)(struct lh_ctx *ctx, const char *json, uint64_t len);
 	/* ---- append new fields below, bump LH_PLUGIN_ABI_MINOR ---- */
 };
 
@@ -481,6 +557,10 @@ extern const struct lh_plugin leasehold_plugin;
 /* The size of the ABI 1.2 watch part (1.1 + on_watch_events). */
 #define LH_PLUGIN_SIZE_1_2_WATCH \
 	(offsetof(struct lh_plugin, on_watch_events) + sizeof(void (*)(void)))
+/* The size of the ABI 1.2 descriptor's configuration block (1.1 + the
+ * watch callbacks + on_config_changed + validate_config). */
+#define LH_PLUGIN_SIZE_1_2_CONFIG \
+	(offsetof(struct lh_plugin, validate_config) + sizeof(void (*)(void)))
 
 /* The size of the ABI 1.1 descriptor (1.0 + role). */
 #define LH_PLUGIN_SIZE_1_1 (offsetof(struct lh_plugin, role) + sizeof(const char *))

@@ -203,6 +203,54 @@ static void control(void)
 	put("control", "resp_not_found", 1, &resp.base);
 }
 
+/* plugin configuration (ABI 1.2): a config set request, a config get
+ * reply, and the host's ConfigChanged / ValidateConfig events (the ToWorker
+ * half of the bus target) */
+static void pconfig(void)
+{
+	static const char doc[] = "{\"replicas\": 3}";
+	Leasehold__Control__Request rq = LEASEHOLD__CONTROL__REQUEST__INIT;
+	rq.protocol = 1;
+	rq.kind = LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
+	rq.name = (char *)"reconciler";
+	rq.config_document.data = (uint8_t *)doc;
+	rq.config_document.len = sizeof(doc) - 1;
+	rq.config_revision = 42;
+	put("control", "req_config_set", 0, &rq.base);
+	Leasehold__Control__Response resp = LEASEHOLD__CONTROL__RESPONSE__INIT;
+	resp.protocol = 1;
+	resp.config_document = rq.config_document;
+	resp.config_revision = 42;
+	resp.config_error = (char *)"";
+	put("control", "resp_config_get", 1, &resp.base);
+	resp.code = LEASEHOLD__CONTROL__CODE__CODE_CONFLICT;
+	resp.message = (char *)"changed meanwhile";
+	put("control", "resp_config_conflict", 1, &resp.base);
+
+	Leasehold__Bus__Config c = LEASEHOLD__BUS__CONFIG__INIT;
+	c.has_cluster = 1;
+	c.cluster = rq.config_document;
+	c.cluster_revision = 42;
+	c.has_local = 1;
+	c.local.data = (uint8_t *)"{}";
+	c.local.len = 2;
+	Leasehold__Bus__ConfigChanged cc = LEASEHOLD__BUS__CONFIG_CHANGED__INIT;
+	cc.config = &c;
+	Leasehold__Bus__Event ev = LEASEHOLD__BUS__EVENT__INIT;
+	ev.seq = 7;
+	ev.kind_case = LEASEHOLD__BUS__EVENT__KIND_CONFIG_CHANGED;
+	ev.config_changed = &cc;
+	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
+	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
+	tw.event = &ev;
+	put("bus", "to_worker_config_changed", -1, &tw.base);
+	Leasehold__Bus__ValidateConfig vc = LEASEHOLD__BUS__VALIDATE_CONFIG__INIT;
+	vc.document = rq.config_document;
+	ev.kind_case = LEASEHOLD__BUS__EVENT__KIND_VALIDATE_CONFIG;
+	ev.validate_config = &vc;
+	put("bus", "to_worker_validate_config", -1, &tw.base);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -213,5 +261,6 @@ int main(int argc, char **argv)
 	records();
 	bus();
 	control();
+	pconfig();
 	return 0;
 }

@@ -53,7 +53,7 @@ if [ "${1:-}" = "--gen-seeds" ]; then
   exit 0
 fi
 
-all=(gateway records descriptor bus control http config node_record)
+all=(gateway records descriptor bus control http config node_record plugin_config)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
@@ -80,6 +80,9 @@ maxlen_control=8192
 srcs_node_record=("$src/host/node_record.c" "$src/host/etcd_json.c" "$src/host/release.c")
 libs_node_record=("${json_libs[@]}")
 maxlen_node_record=8192
+srcs_plugin_config=("$src/host/plugin_config_doc.c" "$src/host/loader.c" "$src/host/release.c")
+libs_plugin_config=("${json_libs[@]}" -ldl)
+maxlen_plugin_config=40000
 srcs_http=("$src/host/http_head.c")
 libs_http=()
 maxlen_http=16384
@@ -92,7 +95,7 @@ srcs_bus=("$src/host/plugin_instance.c" "$src/host/plugin_instance_queue.c"
           "$src/host/plugin_instance_timeout.c" "$src/host/plugin_instance_process.c"
           "$src/host/loader.c" "$src/host/loop.c" "$src/host/log.c"
           "$src/host/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c"
-          "$src/host/etcd_json.c")
+          "$src/host/etcd_json.c" "$src/host/plugin_config_doc.c")
 # the worker half moved to its own file (process isolation)
 [ -f "$src/host/worker.c" ] && srcs_bus+=("$src/host/worker.c" "$src/host/bus_msg.c"
                                      "$src/host/crash_report.c")

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctl_plugin_config.h - leaseholdctl's `config get|set|edit` (plugin
+ * configuration, ABI 1.2), and what leaseholdctl.c offers it.
+ */
+#ifndef LH_CTL_PLUGIN_CONFIG_H
+#define LH_CTL_PLUGIN_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/control.pb-c.h"
+
+/* the exit code of a lost race: another write came first */
+#define CTL_EXIT_CONFLICT 8
+
+#define CTL_CONFIG_GET_HELP                                                          \
+	"Print plugin NAME's cluster-wide configuration, the JSON document in etcd\n" \
+	"at P/NAME/config, on stdout, and its etcd revision on stderr (as\n"          \
+	"'plugin NAME: configuration revision R'). No document: nothing on stdout,\n" \
+	"revision 0. A stored document that is not a valid JSON object (written\n"  \
+	"behind leaseholdctl's back) is printed as stored, with the error; exit 1.\n" \
+	"Works for any plugin name, running on this node or not.\n"                \
+	"--json prints {\"name\", \"revision\", \"config\" (the object or null),\n"     \
+	"\"error\" (null or why it is not valid), \"text\" (null, or the stored bytes\n" \
+	"when not valid)}.\n"
+#define CTL_CONFIG_SET_HELP                                                           \
+	"Replace plugin NAME's cluster-wide configuration with the JSON object in\n"   \
+	"FILE ('-': stdin; at most 32 KiB). Checked first: a JSON object, then the\n"  \
+	"plugin's own validate_config when the plugin runs on this node. Written\n"    \
+	"only if the stored document is still the one of revision R (--revision R,\n" \
+	"as 'config get' printed it; 0 = there must be none); without --revision,\n"   \
+	"the revision read just before the write. So two operators cannot overwrite\n" \
+	"each other blindly: the second gets exit 8 and nothing is written.\n"        \
+	"Exit 0 written, 1 the write failed, 2 refused (not a JSON object, the\n"      \
+	"plugin's validation), 8 the configuration changed since revision R.\n"
+#define CTL_CONFIG_EDIT_HELP                                                          \
+	"Edit plugin NAME's cluster-wide configuration in $VISUAL, else $EDITOR,\n"    \
+	"else vi (a copy in a private temporary file). Needs a terminal on stdin.\n"   \
+	"No change: nothing is written. Not a valid JSON object, or refused by the\n"  \
+	"plugin's validation: edit again or abort (the edit is kept in the file).\n"   \
+	"Written only if nobody changed the configuration since it was read (else\n"   \
+	"exit 8, the edit kept in the file). Exit codes as for config set.\n"
+
+/* ctl_config_main - `leaseholdctl [OPTIONS] config get|set|edit ...`: runs
+ * the command and returns its exit code, or -1 when argv is not a config
+ * command (leaseholdctl.c then goes on). */
+int ctl_config_main(int argc, char **argv);
+
+/* ---- from leaseholdctl.c ---- */
+
+/* ctl_call - one request/reply with the daemon at url: 0 (EXIT_OK) with
+ * *ret_resp (free with leasehold__control__response__free_unpacked), or
+ * the exit code of the failure (printed) */
+int ctl_call(const char *url, const uint8_t *req, size_t req_len, int64_t timeout_ms,
+             Leasehold__Control__Response **ret_resp, bool *ret_timed_out);
+/* ctl_check_code - a non-OK reply: print it, return the exit code (0 = OK) */
+int ctl_check_code(const Leasehold__Control__Response *r);
+/* ctl_control_url - the daemon's control socket as every command finds it
+ * (--control, $LEASEHOLD_CONTROL, the configuration file's control key,
+ * the default) into buf as a URL. EXIT_OK, or EXIT_ERR (printed). */
+int ctl_control_url(const char *control, const char *config, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_plugin_config.c - the daemon's side of plugin configuration (ABI
+ * 1.2): each plugin entry mirrors P/N/config (plugin_config_mirror.h) and
+ * hands every change to its instances; a new instance starts with the
+ * cluster document and its node-local file; and the control ops `config
+ * get` / `config set`.
+ *
+ * Design notes
+ * - An instance's init runs only once P/N/config was read (daemon.c
+ *   entry_load starts it with hold_init until daemon_config_ready), so init
+ *   sees the cluster's document.
+ *   Afterwards a session loss or a resync keeps the last document read: a
+ *   plugin keeps running on what it has.
+ * - `config set` is checked here before anything is written: a JSON object
+ *   within PLUGIN_CONFIG_MAX, then the plugin's validate_config when the
+ *   plugin runs on this node. The write is one txn comparing the key's mod
+ *   revision with the one the operator's copy came from (0: none may
+ *   exist), so of two operators editing the same revision exactly one
+ *   wins; the other gets -ESTALE and the current revision.
+ * - Everything runs on the loop thread.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon_internal.h"
+#include "log.h"
+#include "plugin_config_doc.h"
+
+/* the write of a config set waits this long for etcd */
+#define CONFIG_WRITE_TIMEOUT_MS 10000u
+
+/* ---- the mirror and the instances ---- */
+
+/* with_cluster - c's local document and the mirror's cluster one into *ret */
+static int with_cluster(const struct plugin_config_view *v, const struct plugin_config *c,
+			struct plugin_config *ret)
+{
+	struct plugin_config src = {
+	    .cluster = (char *)(uintptr_t)v->doc,
+	    .cluster_len = v->len,
+	    .cluster_rev = v->rev,
+	    .cluster_invalid = v->error != NULL,
+	    .local = c ? c->local : NULL,
+	    .local_len = c ? c->local_len : 0,
+	};
+	return plugin_config_copy(ret, &src);
+}
+
+static void hand_over(struct plugin_instance *pi, const struct plugin_config_view *v)
+{
+	struct plugin_config n = {0};
+	if (!pi)
+		return;
+	if (with_cluster(v, plugin_instance_config(pi), &n) < 0 ||
+	    plugin_instance_set_config(pi, &n) < 0)
+		log_error("config", "out of memory: a configuration change was not handed over");
+	plugin_config_clear(&n);
+}
+
+static void on_mirror_changed(void *ud)
+{
+	struct entry *e = ud;
+	struct plugin_config_view v;
+	plugin_config_mirror_get(e->cfgm, &v);
+	if (!v.read)
+		return;
+	hand_over(e->pi, &v);
+	hand_over(e->next_pi, &v); /* its init may have waited for this */
+	daemon_notify(e->d);
+}
+
+int daemon_config_entry_start(struct entry *e)
+{
+	if (e->cfgm)
+		return 0;
+	int r = plugin_config_mirror_new(e->d->loop, e->d->etcd, e->d->cfg->prefix, e->name,
+					 on_mirror_changed, e, &e->cfgm);
+	if (r < 0)
+		return r;
+	plugin_config_mirror_start(e->cfgm);
+	return 0;
+}
+
+void daemon_config_entry_free(struct entry *e)
+{
+	plugin_config_mirror_free(e->cfgm);
+	e->cfgm = NULL;
+}
+
+bool daemon_config_ready(const struct entry *e)
+{
+	struct plugin_config_view v;
+	if (!e->cfgm)
+		return false;
+	plugin_config_mirror_get(e->cfgm, &v);
+	return v.read;
+}
+
+/* config_file_of - plugin name's --plugin-config file, or NULL */
+static const char *config_file_of(const struct daemon *d, const char *name)
+{
+	for (size_t i = 0; i < d->cfg->n_plugin_configs; i++)
+		if (strcmp(d->cfg->plugin_config_names[i], name) == 0)
+			return d->cfg->plugin_config_files[i];
+	return NULL;
+}
+
+int daemon_config_for_instance(struct entry *e, struct plugin_config *ret, char *err,
+			       size_t err_len)
+{
+	struct plugin_config_view v;
+	struct plugin_config local = {0};
+	const char *file = config_file_of(e->d, e->name);
+	char why[400];
+	int r;
+	if (file) {
+		r = plugin_config_doc_read_file(file, &local.local, &local.local_len, why,
+						sizeof(why));
+		if (r < 0) {
+			snprintf(err, err_len, "node-local configuration (--plugin-config): %s",
+				 why);
+			return r;
+		}
+	}
+	plugin_config_mirror_get(e->cfgm, &v);
+	r = with_cluster(&v, &local, ret);
+	plugin_config_clear(&local);
+	if (r < 0)
+		snprintf(err, err_len, "out of memory");
+	return r;
+}
+
+void daemon_config_fill(struct entry *e, struct control_plugin *p)
+{
+	struct plugin_config_view v;
+	if (!e->cfgm)
+		return;
+	plugin_config_mirror_get(e->cfgm, &v);
+	p->config_error = v.error;
+	p->config_revision = v.rev;
+}
+
+/* ---- config get / config set ---- */
+
+struct config_call {
+	struct daemon *d;
+	control_config_fn done;
+	void *done_ctx;
+	char name[LH_PLUGIN_NAME_MAX + 1];
+	char *key;
+	int64_t expect_rev;
+	size_t len;
+	char doc[]; /* config set: the document, NUL after it */
+};
+
+static void call_free(struct config_call *cc)
+{
+	free(cc->key);
+	free(cc);
+}
+
+static struct config_call *call_new(struct daemon *d, const char *name, const void *doc, size_t len,
+				    control_config_fn done, void *done_ctx)
+{
+	struct config_call *cc = calloc(1, sizeof(*cc) + len + 1);
+	if (!cc)
+		return NULL;
+	cc->d = d;
+	cc->done = done;
+	cc->done_ctx = done_ctx;
+	snprintf(cc->name, sizeof(cc->name), "%s", name);
+	if (len)
+		memcpy(cc->doc, doc, len);
+	cc->len = len;
+	if (!(cc->key = plugin_config_key(d->cfg->prefix, name))) {
+		free(cc);
+		return NULL;
+	}
+	return cc;
+}
+
+static int check_name(const char *name, char *err, size_t err_len)
+{
+	if (loader_name_valid(name))
+		return 0;
+	snprintf(err, err_len, "invalid plugin name (allowed: [a-z0-9_-], 1 to %d characters)",
+		 LH_PLUGIN_NAME_MAX);
+	return -EINVAL;
+}
+
+static void on_get(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
+{
+	struct config_call *cc = ud;
+	char msg[300], why[256];
+	(void)c;
+	if (err < 0) {
+		snprintf(msg, sizeof(msg), "cannot read %s: %s", cc->key, etcd_strerror(err));
+		cc->done(cc->done_ctx, err, msg, NULL, 0, 0, NULL);
+	} else if (resp->n_kvs == 0) {
+		cc->done(cc->done_ctx, 0, NULL, NULL, 0, 0, NULL);
+	} else {
+		const struct etcd_kv *kv = &resp->kvs[0];
+		bool bad = plugin_config_doc_check(kv->value, kv->value_len, why, sizeof(why)) < 0;
+		/* a value written behind the CLI's back may be up to etcd's
+		 * request limit: the reply carries at most the bound (the error
+		 * says how large it is) */
+		size_t len = kv->value_len > PLUGIN_CONFIG_MAX ? PLUGIN_CONFIG_MAX : kv->value_len;
+		cc->done(cc->done_ctx, 0, NULL, kv->value ? (const char *)kv->value : "", len,
+			 kv->mod_revision, bad ? why : NULL);
+	}
+	call_free(cc);
+}
+
+int daemon_config_get(void *ud, const char *name, control_config_fn done, void *done_ctx, char *err,
+		      size_t err_len)
+{
+	struct daemon *d = ud;
+	int r = check_name(name, err, err_len);
+	if (r < 0)
+		return r;
+	struct config_call *cc = call_new(d, name, NULL, 0, done, done_ctx);
+	if (!cc) {
+		snprintf(err, err_len, "out of memory");
+		return -ENOMEM;
+	}
+	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = cc->key, .key_len = strlen(cc->key)};
+	r = etcd_range(d->etcd, &op, NULL, on_get, cc, NULL);
+	if (r < 0) {
+		snprintf(err, err_len, "cannot read %s: %s", cc->key, etcd_strerror(r));
+		call_free(cc);
+	}
+	return r;
+}
+
+static void on_written(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
+{
+	struct config_call *cc = ud;
+	char msg[400];
+	(void)c;
+	if (err < 0) {
+		snprintf(msg, sizeof(msg), "writing %s failed: %s%s", cc->key, etcd_strerror(err),
+			 err == -ETIMEDOUT ? " (the write may or may not have happened: check "
+					     "with leaseholdctl config get)"
+					   : "");
+		cc->done(cc->done_ctx, err, msg, NULL, 0, 0, NULL);
+	} else if (resp->succeeded) {
+		log_info("config",
+			 "plugin %s: configuration written at revision %" PRId64
+			 " (it replaced revision %" PRId64 ")",
+			 cc->name, resp->header.revision, cc->expect_rev);
+		cc->done(cc->done_ctx, 0, NULL, NULL, 0, resp->header.revision, NULL);
+	} else {
+		int64_t now = 0;
+		if (resp->n_responses == 1 && resp->responses[0].n_kvs == 1)
+			now = resp->responses[0].kvs[0].mod_revision;
+		snprintf(msg, sizeof(msg),
+			 "plugin %s's configuration changed meanwhile: it is at revision %" PRId64
+			 ", this change was made from revision %" PRId64
+			 "; nothing was written (read "
+			 "it again with leaseholdctl config get and retry)",
+			 cc->name, now, cc->expect_rev);
+		cc->done(cc->done_ctx, -ESTALE, msg, NULL, 0, now, NULL);
+	}
+	call_free(cc);
+}
+
+/* write_now - start the compare-and-put; 0, or -errno (cc untouched) */
+static int write_now(struct config_call *cc)
+{
+	struct etcd_compare cmp = {.target = ETCD_CMP_MOD,
+				   .result = ETCD_CMP_EQUAL,
+				   .key = cc->key,
+				   .key_len = strlen(cc->key),
+				   .number = cc->expect_rev};
+	struct etcd_op put = {.type = ETCD_OP_PUT,
+			      .key = cc->key,
+			      .key_len = strlen(cc->key),
+			      .value = cc->doc,
+			      .value_len = cc->len};
+	struct etcd_op get = {
+	    .type = ETCD_OP_RANGE, .key = cc->key, .key_len = strlen(cc->key), .keys_only = true};
+	struct etcd_call_opts o = {.timeout_ms = CONFIG_WRITE_TIMEOUT_MS};
+	return etcd_txn(cc->d->etcd, &cmp, 1, &put, 1, &get, 1, &o, on_written, cc, NULL);
+}
+
+static void on_validated(void *ud, int err, const char *msg)
+{
+	struct config_call *cc = ud;
+	char buf[700];
+	if (err < 0) {
+		snprintf(buf, sizeof(buf), "plugin %s refused the configuration: %s", cc->name,
+			 msg && msg[0] ? msg : strerror(-err));
+		/* the plugin's answer on the document is a bad request; a worker
+		 * that went away is not */
+		cc->done(cc->done_ctx, err == -EIO || err == -ECANCELED ? err : -EINVAL, buf, NULL,
+			 0, 0, NULL);
+		call_free(cc);
+		return;
+	}
+	int r = write_now(cc);
+	if (r < 0) {
+		snprintf(buf, sizeof(buf), "cannot write %s: %s", cc->key, etcd_strerror(r));
+		cc->done(cc->done_ctx, r, buf, NULL, 0, 0, NULL);
+		call_free(cc);
+	}
+}
+
+int daemon_config_set(void *ud, const char *name, const void *doc, size_t len, int64_t expect_rev,
+		      control_config_fn done, void *done_ctx, char *err, size_t err_len)
+{
+	struct daemon *d = ud;
+	char why[256];
+	int r = check_name(name, err, err_len);
+	if (r < 0)
+		return r;
+	if (plugin_config_doc_check(doc, len, why, sizeof(why)) < 0) {
+		snprintf(err, err_len, "refusing the configuration of plugin %s: %s", name, why);
+		return -EINVAL;
+	}
+	struct config_call *cc = call_new(d, name, doc, len, done, done_ctx);
+	if (!cc) {
+		snprintf(err, err_len, "out of memory");
+		return -ENOMEM;
+	}
+	cc->expect_rev = expect_rev;
+	struct entry *e = daemon_find_name(d, name);
+	if (e && e->pi) {
+		r = plugin_instance_validate_config(e->pi, cc->doc, len, on_validated, cc);
+		if (r == 0)
+			return 0; /* on_validated writes */
+		if (r != -EOPNOTSUPP) {
+			snprintf(
+			    err, err_len,
+			    "plugin %s runs here but cannot validate the configuration now (%s); "
+			    "try again",
+			    name,
+			    r == -EAGAIN ? "it is failed, restarting or stopping" : strerror(-r));
+			call_free(cc);
+			return r == -EAGAIN ? -EBUSY : r;
+		}
+	}
+	if ((r = write_now(cc)) < 0) {
+		snprintf(err, err_len, "cannot write %s: %s", cc->key, etcd_strerror(r));
+		call_free(cc);
+	}
+	return r;
+}
