@@ -102,6 +102,8 @@ static void publish(struct daemon *d)
 			pv[k].has_instance_stats = true;
 			pv[k].worker_restarts = e->pm.retired_worker_restarts + st.worker_restarts;
 			pv[k].callback_timeouts = e->pm.retired_callback_timeouts + st.callback_timeouts;
+			pv[k].bus_rtt = e->pm.retired_bus_rtt;
+			metrics_hist_add(&pv[k].bus_rtt, plugin_instance_bus_rtt(e->pi));
 		}
 		k++;
 	}

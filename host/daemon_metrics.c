@@ -140,6 +140,7 @@ void plugin_metrics_init(struct plugin_metrics *pm)
 	memset(pm, 0, sizeof(*pm));
 	metrics_hist_init(&pm->first_write, bounds_first_write, N_OF(bounds_first_write));
 	metrics_hist_init(&pm->reconcile_duration, bounds_reconcile, N_OF(bounds_reconcile));
+	metrics_hist_init(&pm->retired_bus_rtt, metrics_bounds_bus, metrics_n_bounds_bus);
 }
 
 void plugin_metrics_fini(struct plugin_metrics *pm)
@@ -162,6 +163,7 @@ void plugin_metrics_retire(struct plugin_metrics *pm, const struct plugin_instan
 	plugin_instance_get_stats(pi, &st);
 	pm->retired_worker_restarts += st.worker_restarts;
 	pm->retired_callback_timeouts += st.callback_timeouts;
+	metrics_hist_add(&pm->retired_bus_rtt, plugin_instance_bus_rtt(pi));
 }
 
 void plugin_metrics_observe(struct plugin_metrics *pm, const struct election_info *i)
@@ -235,13 +237,20 @@ static void metered_request_reconcile(void *ctx)
 	pm->inner_host->request_reconcile(pm->inner_host->ctx);
 }
 
+static bool metered_paused(void *ctx)
+{
+	struct plugin_metrics *pm = ctx;
+	return pm->inner_host->paused(pm->inner_host->ctx);
+}
+
 const struct driver_host *plugin_metrics_host(struct plugin_metrics *pm,
                                               const struct driver_host *inner)
 {
 	pm->inner_host = inner;
 	pm->host = (struct driver_host){.ctx = pm, .fenced_txn = metered_fenced_txn,
 	                                .data_prefix = inner->data_prefix, .etcd = inner->etcd,
-	                                .request_reconcile = inner->request_reconcile ? metered_request_reconcile : NULL};
+	                                .request_reconcile = inner->request_reconcile ? metered_request_reconcile : NULL,
+	                                .paused = inner->paused ? metered_paused : NULL};
 	return &pm->host;
 }
 
@@ -501,6 +510,15 @@ void daemon_metrics_render(struct metrics_text *t, const struct host_metrics_vie
 		struct metrics_label l[] = {{"plugin", pv[k].name}};
 		metrics_sample_hist(t, "leasehold_election_to_first_write_seconds", l, 1,
 		                    &pv[k].pm->first_write);
+	}
+	metrics_family(t, "leasehold_bus_round_trip_seconds", "histogram",
+	               "The host <-> plugin bus's share of an event's round trip (sent to the "
+	               "worker -> its answer, minus the worker's time on the event).");
+	for (size_t k = 0; k < n; k++) {
+		if (!pv[k].has_instance_stats)
+			continue;
+		struct metrics_label l[] = {{"plugin", pv[k].name}};
+		metrics_sample_hist(t, "leasehold_bus_round_trip_seconds", l, 1, &pv[k].bus_rtt);
 	}
 	render_members(t, pv, n);
 }

@@ -66,6 +66,7 @@ struct plugin_metrics {
 	struct plugin_metrics_pending *pending; /* completions in flight (daemon_metrics.c) */
 	/* counters of instances replaced by a hot reload */
 	uint64_t retired_worker_restarts, retired_callback_timeouts;
+	struct metrics_hist retired_bus_rtt; /* replaced instances' bus round trips */
 };
 
 /* plugin_metrics_init - zero pm, set up histograms. */
@@ -101,6 +102,7 @@ struct plugin_metrics_view {
 	size_t n_members;
 	bool has_instance_stats;
 	uint64_t worker_restarts, callback_timeouts; /* retired + running instance's */
+	struct metrics_hist bus_rtt;                 /* retired + running instance's */
 };
 
 /* What the daemon knows of itself at render time. */

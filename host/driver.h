@@ -22,6 +22,7 @@
 #ifndef LH_DRIVER_H
 #define LH_DRIVER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "etcd.h"
@@ -74,6 +75,11 @@ struct driver_host {
 	 * reconcile` (at most one follows the running one). Ignored when not
 	 * leading. Never blocks. */
 	void (*request_reconcile)(void *ctx);
+	/* paused - the plugin is paused cluster-wide (leaseholdctl pause): no
+	 * watch batch goes to the plugin meanwhile (its watches keep reading,
+	 * and a long pause ends in a resync, never a loss); the resume asks
+	 * for a full reconcile, after which delivery goes on. NULL = never. */
+	bool (*paused)(void *ctx);
 };
 
 #endif

@@ -555,6 +555,7 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 	e->dhost.data_prefix = e->k_data;
 	e->dhost.etcd = e->etcd;
 	e->dhost.request_reconcile = election_plugin_request_reconcile;
+	e->dhost.paused = election_plugin_paused;
 	e->releases.min = e->releases.max = e->rel.release;
 	*ret = e;
 	return 0;

@@ -240,6 +240,13 @@ bool election_control_reconcile_wanted(const struct election *e)
 	       (e->request_rev > e->served_rev && e->request_rev > e->request_covered);
 }
 
+bool election_plugin_paused(void *ctx)
+{
+	struct election *e = ctx;
+	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	return e->paused;
+}
+
 void election_plugin_request_reconcile(void *ctx)
 {
 	struct election *e = ctx;

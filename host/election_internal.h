@@ -429,6 +429,8 @@ void election_drv_ctxs_orphan(struct election *e);
 /* election_plugin_request_reconcile - driver_host.request_reconcile (ctx =
  * the election; election_control.c) */
 void election_plugin_request_reconcile(void *ctx);
+/* election_plugin_paused - driver_host.paused (ctx = the election) */
+bool election_plugin_paused(void *ctx);
 int election_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmps,
                         const struct etcd_op *success, size_t n_success,
                         const struct etcd_op *failure, size_t n_failure, etcd_cb cb, void *ud);

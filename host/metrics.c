@@ -17,6 +17,20 @@ const double metrics_bounds_request[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05
 const size_t metrics_n_bounds_request =
     sizeof(metrics_bounds_request) / sizeof(metrics_bounds_request[0]);
 
+const double metrics_bounds_bus[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                     0.005,   0.01,   0.025,   0.05,   0.1,   0.25};
+const size_t metrics_n_bounds_bus = sizeof(metrics_bounds_bus) / sizeof(metrics_bounds_bus[0]);
+
+void metrics_hist_add(struct metrics_hist *dst, const struct metrics_hist *src)
+{
+	if (dst->n_bounds != src->n_bounds)
+		return; /* different bounds do not add up: keep dst as it is */
+	for (size_t i = 0; i <= src->n_bounds && i <= METRICS_HIST_MAX_BUCKETS; i++)
+		dst->counts[i] += src->counts[i];
+	dst->sum += src->sum;
+	dst->count += src->count;
+}
+
 void metrics_hist_init(struct metrics_hist *h, const double *bounds, size_t n_bounds)
 {
 	memset(h, 0, sizeof(*h));

@@ -36,11 +36,16 @@ struct metrics_hist {
 /* bucket bounds (seconds) for etcd round trips and plugin callbacks */
 extern const double metrics_bounds_request[];
 extern const size_t metrics_n_bounds_request;
+/* bucket bounds (seconds) for the host <-> plugin bus (tens of us to ms) */
+extern const double metrics_bounds_bus[];
+extern const size_t metrics_n_bounds_bus;
 
 /* metrics_hist_init - an empty histogram over bounds (borrowed: static). */
 void metrics_hist_init(struct metrics_hist *h, const double *bounds, size_t n_bounds);
 /* metrics_hist_observe - count one value (seconds; negative counts as 0). */
 void metrics_hist_observe(struct metrics_hist *h, double v);
+/* metrics_hist_add - add src's counts and sum into dst (same bounds). */
+void metrics_hist_add(struct metrics_hist *dst, const struct metrics_hist *src);
 
 /* A growing text buffer. */
 struct metrics_text {

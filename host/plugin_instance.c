@@ -294,6 +294,7 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 	pthread_mutex_init(&pi->pid_mu, NULL);
 	pi->loop = l;
 	pi->host = *host;
+	metrics_hist_init(&pi->bus_rtt, metrics_bounds_bus, metrics_n_bounds_bus);
 	if (cfg)
 		pi->cfg = *cfg;
 	pi->cfg.config = NULL; /* copied into pi->config below */
@@ -675,6 +676,11 @@ const struct loader_plugin *plugin_instance_plugin(const struct plugin_instance 
 void plugin_instance_get_stats(const struct plugin_instance *pi, struct plugin_instance_stats *ret)
 {
 	*ret = pi->stats;
+}
+
+const struct metrics_hist *plugin_instance_bus_rtt(const struct plugin_instance *pi)
+{
+	return &pi->bus_rtt;
 }
 
 uint64_t plugin_instance_pending(const struct plugin_instance *pi)

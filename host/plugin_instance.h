@@ -147,6 +147,7 @@
 #include <sys/types.h>
 
 #include "driver.h"
+#include "metrics.h"
 #include "loader.h"
 #include "loop.h"
 #include "plugin_config_doc.h"
@@ -340,6 +341,9 @@ enum plugin_instance_state plugin_instance_state(const struct plugin_instance *p
 const struct loader_plugin *plugin_instance_plugin(const struct plugin_instance *pi);
 /* a snapshot of the counters */
 void plugin_instance_get_stats(const struct plugin_instance *pi, struct plugin_instance_stats *ret);
+/* plugin_instance_bus_rtt - the bus's share of the events' round trips
+ * (seconds; metrics.h), over the instance's life */
+const struct metrics_hist *plugin_instance_bus_rtt(const struct plugin_instance *pi);
 /* plugin_instance_running - the callback the plugin's worker runs right now
  * (as the worker itself published it): returns true with *ret_callback
  * ("reconcile", static) and *ret_since_ns (loop_now() time it began), or

@@ -28,6 +28,7 @@
 
 #include "bus_msg.h"
 #include "etcd.h"
+#include "metrics.h"
 #include "plugin_config_doc.h"
 #include "plugin_instance.h"
 #include "plugin_watch.h"
@@ -199,6 +200,9 @@ struct plugin_instance {
 	char break_why[128];
 
 	struct plugin_instance_stats stats;
+	/* the bus's own share of each event's round trip (sent -> done minus the
+	 * worker's time on it), for events sent while nothing was in flight */
+	struct metrics_hist bus_rtt;
 	char init_error[512];
 
 	/* ABI 1.2 watches (plugin_instance_watch.c) */

@@ -43,8 +43,17 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 		pi->stats.dropped++;
 		if (ev->kind == EV_RECONCILE)
 			pi->stats.reconciles_cancelled++;
-	} else
+	} else {
 		pi->stats.delivered++;
+		/* an event sent behind others started when its predecessor
+		 * ended, not when it was sent: no round trip to measure */
+		uint64_t now = loop_now();
+		if (!ev->behind && ev->sent_ns && now >= ev->sent_ns) {
+			uint64_t rt = now - ev->sent_ns;
+			rt = rt > d->callback_ns ? rt - d->callback_ns : 0;
+			metrics_hist_observe(&pi->bus_rtt, (double)rt / 1e9);
+		}
+	}
 	/* a refused validation is the operator's answer, not a plugin failure */
 	if (err < 0 && !skipped && ev->kind != EV_VALIDATE)
 		pi_note_error(pi, err, msg);

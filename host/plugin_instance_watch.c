@@ -143,6 +143,8 @@ void pi_watch_feed(struct plugin_instance *pi)
 	if (!pi->watch || !pi->leading || !pi->term_reconciled || pi->q_head || pi->sent_head ||
 	    pi->broken || !pi->bus_up || pi->stop_requested || pi->overrun)
 		return;
+	if (pi->host.paused && pi->host.paused(pi->host.ctx))
+		return; /* the resume's reconcile pumps the queue again */
 	struct plugin_watch_batch *b = plugin_watch_take(pi->watch);
 	if (!b)
 		return;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nng/nng.h>
 
@@ -1157,6 +1158,8 @@ int worker_run(struct worker *w)
 		}
 		bool stop = false;
 		w->errmsg[0] = 0;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		bool skipped = should_skip(w, tw->event);
 		int32_t err = -ECANCELED;
 		if (skipped)
@@ -1168,6 +1171,9 @@ int worker_run(struct worker *w)
 		done.err = err;
 		done.skipped = skipped;
 		done.message = bus_bin_str(w->errmsg);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		done.callback_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull +
+				   (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
 		Leasehold__Bus__WatchSpec specs[LH_WATCH_MAX], *spec_ptrs[LH_WATCH_MAX];
 		if (tw->event->kind_case == LEASEHOLD__BUS__EVENT__KIND_INIT) {
 			done.bus_version = LH_BUS_VERSION;

@@ -178,6 +178,8 @@ static void test_probes_and_metrics(void)
 	CHECK(metric(PA, "leasehold_etcd_request_duration_seconds_count{operation=\"lease_keepalive\"}") >= 0);
 	CHECK(metric(PA, "leasehold_etcd_request_duration_seconds_count{operation=\"txn\"}") >= 1);
 	CHECK(metric(PA, "leasehold_worker_restarts_total{plugin=\"reconciler\"}") == 0);
+	/* every answered event that went alone measures the bus once */
+	CHECK(metric(PA, "leasehold_bus_round_trip_seconds_count{plugin=\"reconciler\"}") >= 1);
 
 	/* a follower */
 	host_install_plugin(&B, "1.0.0", "reconciler.so");

@@ -21,7 +21,9 @@
  *   resyncs;
  * - grants: an absolute prefix without --plugin-read is refused in init with
  *   a clear error; with the grant it is accepted; a range outside is refused;
- * - ABI 1.1: a plugin built against the 1.1 header loads and reconciles.
+ * - ABI 1.1: a plugin built against the 1.1 header loads and reconciles;
+ * - pause: while the plugin is paused (driver_host.paused) no batch is
+ *   delivered; after the resume's reconcile the held change arrives.
  */
 #include "config.h"
 
@@ -75,8 +77,19 @@ static void count_request(void *ctx)
 	g_requests++;
 }
 
-static struct driver_host g_host = {
-    .fenced_txn = plain_txn, .data_prefix = PREFIX, .request_reconcile = count_request};
+/* the cluster-wide pause as the test plays it (driver_host.paused) */
+static bool g_paused;
+
+static bool test_paused(void *ctx)
+{
+	(void)ctx;
+	return g_paused;
+}
+
+static struct driver_host g_host = {.fenced_txn = plain_txn,
+				    .data_prefix = PREFIX,
+				    .request_reconcile = count_request,
+				    .paused = test_paused};
 
 /* ---- instances ---- */
 
@@ -506,6 +519,42 @@ static void t_boundary(uint32_t mode)
 	unsetenv("LH_WATCHER_REQ");
 }
 
+/* a pause holds watch batches back (the watch keeps reading); the resume's
+ * reconcile lets them go, nothing lost */
+static void t_paused(uint32_t mode)
+{
+	fprintf(stderr, "  mode %s\n", mode_name(mode));
+	tu_del_prefix(&T, PREFIX);
+	trace_reset();
+	struct inst in;
+	start(&in, "watcher.so", mode, NULL, 0, 0);
+	CHECK_INT_EQ(in.init_err, 0);
+	plugin_instance_elected(in.pi, 1, &REL);
+	struct rdone rd = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	wait_trace("batch 0 3 ", 1); /* synced */
+	int64_t before = tu_put(&T, PREFIX "in/before", "1", 1);
+	wait_rev(before);
+
+	g_paused = true;
+	int64_t during = tu_put(&T, PREFIX "in/during", "2", 1);
+	/* proving an absence: no batch may reach the plugin for a while */
+	uint64_t until = loop_now() + 600 * LOOP_NS_PER_MS;
+	while (loop_now() < until) {
+		CHECK(!trace_reached(&during));
+		loop_run_once(T.loop, 50);
+	}
+	g_paused = false;
+	/* the resume asks for a reconcile (the election's part); after it the
+	 * queued batch goes */
+	struct rdone rd2 = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &rd2);
+	wait_rev(during);
+	CHECK(rd2.done && rd2.err == 0);
+	plugin_instance_deposed(in.pi);
+	stop_and_free(&in);
+}
+
 static void t_overflow(uint32_t mode)
 {
 	fprintf(stderr, "  mode %s\n", mode_name(mode));
@@ -772,6 +821,7 @@ int main(void)
 	for (uint32_t mode = 0; mode <= PLUGIN_ISOLATION_PROCESS; mode++) {
 		RUN_ARG(t_boundary, mode);
 		RUN_ARG(t_overflow, mode);
+		RUN_ARG(t_paused, mode);
 		RUN_ARG(t_grants, mode);
 		RUN_ARG(t_abi_1_1, mode);
 		RUN_ARG(t_garbage_watch_events, mode);
