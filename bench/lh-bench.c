@@ -2,8 +2,8 @@
 /*
  * lh-bench - the driver of `make bench` (see bench/README.md).
  *
- * One loopback etcd (tests/harness.c), real `leasehold` processes
- * (tests/hosts.c) loading bench/benchplugin.c, which reports every callback
+ * One loopback etcd (tests/lib/harness.c), real `leasehold` processes
+ * (tests/lib/hosts.c) loading bench/benchplugin.c, which reports every callback
  * as a datagram carrying CLOCK_MONOTONIC at the callback's entry. The driver
  * takes its own CLOCK_MONOTONIC right before the action (kill(), the put),
  * so every interval is one clock, across processes. Waiting is always for an

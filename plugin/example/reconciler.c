@@ -10,7 +10,7 @@
  *                    items, default 3, in the release's format)
  *   journal/<token 16 hex>-<n 8 digits> = "node=.. token=.. release=.. items=.."
  *                    one record in EVERY txn that writes, so the invariant
- *                    checker (tests/invariants.c) can prove that no two
+ *                    checker (tests/lib/invariants.c) can prove that no two
  *                    leaders ever wrote concurrently
  *
  * How it works (ABI 1.2; the informer pattern, leader-gated):

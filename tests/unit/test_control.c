@@ -1180,7 +1180,7 @@ static void test_cli_env_control(void)
 
 /* Every reason the daemon cannot be asked has its own message and exit
  * code (3 no socket file, 4 stale socket, 7 no answer; 5 and 6 need another
- * uid: tests/test_control_hostile.c). */
+ * uid: tests/e2e/test_control_hostile.c). */
 static void test_cli_daemon_unreachable_exit_codes(void)
 {
 	char url[256], path[100], expect[512];

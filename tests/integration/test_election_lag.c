@@ -4,7 +4,7 @@
  * that is already gone while another node leads, also when that node's watch
  * stream lags behind etcd (its mirror still shows its own, deleted key as the
  * lowest). Node A's whole etcd client (session, calls, watch) goes through
- * an in-process proxy (tests/lagproxy.c) that holds A's watch bytes, holds
+ * an in-process proxy (tests/lib/lagproxy.c) that holds A's watch bytes, holds
  * A's replies, and cuts one txn reply; node B talks to etcd directly.
  *
  * Deterministic: no sleeps. Every step waits, with a deadline, for an event

@@ -36,7 +36,7 @@ void harness_etcd_free(struct harness_etcd *h);
 /* harness_etcd_start_listen - like harness_etcd_start, but each member
  * listens for clients on listen_ip (e.g. "0.0.0.0") at its client port; the
  * client URLs still name 127.0.0.1. Only for a private network namespace
- * (tests/netns.h), where every address is the test's own. */
+ * (tests/lib/netns.h), where every address is the test's own. */
 int harness_etcd_start_listen(int n_members, const char *listen_ip, const char *const *extra_args,
                               struct harness_etcd **ret);
 

@@ -22,7 +22,7 @@ struct host {
 	int exit_status; /* after host_wait: exit code, or 128+signal */
 	/* argv put before `leasehold ...` (NULL-terminated, borrowed; NULL =
 	 * none), e.g. {"/usr/sbin/ip", "netns", "exec", NAME, NULL} from
-	 * tests/netns.h; the wrapper must exec in place so that pid stays the
+	 * tests/lib/netns.h; the wrapper must exec in place so that pid stays the
 	 * daemon's */
 	const char *const *exec_prefix;
 };

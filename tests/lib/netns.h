@@ -13,7 +13,7 @@
  *   only: nothing of anyone else).
  * - netns_new moves the calling thread into the hub: call it first in
  *   main(), before any thread, socket or child exists. Everything started
- *   afterwards (etcd from tests/harness.h, the test's own etcd clients)
+ *   afterwards (etcd from tests/lib/harness.h, the test's own etcd clients)
  *   lives in the hub, where 127.0.0.1 is the hub's own loopback. The machine's
  *   root namespace gets no address, route or rule.
  * - Pair k joins host namespace k to the hub: 10.213.k.1/30 on the hub side
@@ -27,7 +27,7 @@
  *   what goes to it (NETNS_DROP_TO_HUB); netns_heal removes it and sets the
  *   link up.
  * - Cleanup always runs: netns_free, an atexit handler and, on a fatal
- *   signal, harness_at_fatal_signal (tests/harness.h) unmount and unlink
+ *   signal, harness_at_fatal_signal (tests/lib/harness.h) unmount and unlink
  *   every namespace of this process (what `ip netns del` does;
  *   async-signal-safe syscalls only), after the hosts and etcd were killed
  *   (their fixtures register later, so their cleanup runs first). A namespace

@@ -2,7 +2,7 @@
 /*
  * partition.h - the partition tests' fixture: a real etcd and the test in a
  * hub network namespace, each leasehold host (example plugin) in its own
- * namespace behind a veth pair (tests/netns.h), an observer and a journal
+ * namespace behind a veth pair (tests/lib/netns.h), an observer and a journal
  * watch on the test's loop, and the checks every partition scenario shares.
  *
  * Design notes

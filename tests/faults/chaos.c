@@ -2,7 +2,7 @@
 /*
  * chaos - a seeded randomized fault runner: a 3-member etcd and four
  * leasehold hosts (example plugin), each host in its own network namespace
- * (tests/partition.h), random faults for a while, then everything healed,
+ * (tests/lib/partition.h), random faults for a while, then everything healed,
  * rolled forward to the newest release and checked.
  *
  * Design notes
@@ -31,7 +31,7 @@
  *   violation (printed), and the host is started again so the run goes on.
  * - Checks at the end: every member registered at 1.2.0, status DONE
  *   1.2.0, exactly one host says it leads and it is the observer's leader,
- *   the invariant checker over the whole etcd history (tests/invariants.h),
+ *   the invariant checker over the whole etcd history (tests/lib/invariants.h),
  *   and no journal record of an older release after the first status DONE
  *   1.2.0 (the rollout completed).
  * - Dead time: the runner notes when it sees each journal record (the
