@@ -25,6 +25,7 @@
 #include <nng/protocol/pair1/pair.h>
 
 #include "check.h"
+#include "instance_fixture.h"
 #include "files.h"
 #include "fakehost.h"
 #include "loader.h"
@@ -168,56 +169,9 @@ static void start(struct inst *in, int32_t init_result, bool wait_init)
 	}
 }
 
-struct rdone {
-	bool done;
-	int err;
-	char msg[256];
-	int order;
-};
-static int g_order;
-
-static void on_reconciled(void *ud, int err, const char *msg)
-{
-	struct rdone *d = ud;
-	CHECK(!d->done); /* exactly once */
-	d->done = true;
-	d->err = err;
-	d->order = ++g_order;
-	snprintf(d->msg, sizeof(d->msg), "%s", msg ? msg : "");
-}
-
-struct ddone {
-	bool done;
-	int order;
-};
-
-static void on_drained(void *ud)
-{
-	struct ddone *d = ud;
-	CHECK(!d->done);
-	d->done = true;
-	d->order = ++g_order;
-}
-
-static void drain(struct plugin_instance *pi)
-{
-	struct ddone d = {false, 0};
-	plugin_instance_drain(pi, on_drained, &d);
-	CHECK(!d.done); /* never from inside the call */
-	CHECK_OK(loop_run_until(L, &d.done, DEADLINE));
-}
-
-static void on_stopped(void *ud)
-{
-	*(bool *)ud = true;
-}
-
 static void stop_and_free(struct inst *in)
 {
-	bool stopped = false;
-	plugin_instance_stop(in->pi, on_stopped, &stopped);
-	CHECK_OK(loop_run_until(L, &stopped, DEADLINE));
-	CHECK_INT_EQ(plugin_instance_state(in->pi), PLUGIN_INSTANCE_STOPPED);
+	ifx_stop(L, in->pi);
 	plugin_instance_free(in->pi);
 	in->pi = NULL;
 }
@@ -234,12 +188,12 @@ static void test_elected_then_replay_in_order(void)
 	fakehost_set_leading(FH, true);
 	/* through the driver_ops table, as election.c will call it */
 	plugin_instance_driver_ops.elected(in.pi, 42, &REL1);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	CHECK_INT_EQ(rec_count(in.rec), 3);
 	check_line(in.rec, 1, "elected 42 api_token=42");
 	check_line(in.rec, 2, "releases 1.0.0-1.1.0 rev=7 n=3");
 	plugin_instance_driver_ops.releases_changed(in.pi, &REL2);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	check_line(in.rec, 3, "releases 1.1.0-1.1.0 rev=9 n=3");
 	struct plugin_instance_stats st;
 	plugin_instance_get_stats(in.pi, &st);
@@ -258,13 +212,13 @@ static void test_reconcile_success_and_failure(void)
 	fakehost_set_leading(FH, true);
 	plugin_instance_elected(in.pi, 5, &REL1);
 	struct rdone a = {0}, b = {0};
-	plugin_instance_driver_ops.reconcile(in.pi, on_reconciled, &a);
+	plugin_instance_driver_ops.reconcile(in.pi, ifx_on_reconciled, &a);
 	CHECK(!a.done);
 	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
 	CHECK_INT_EQ(a.err, 0);
 	CHECK_STR_EQ(a.msg, "");
 	set_result(in.rec, -EIO, "boom", RECORDER_TXN_NONE);
-	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &b);
 	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
 	CHECK_INT_EQ(b.err, -EIO);
 	CHECK_STR_EQ(b.msg, "boom");
@@ -283,12 +237,12 @@ static void test_deposed_drops_queued_events(void)
 	start(&in, 0, true);
 	fakehost_set_leading(FH, true);
 	plugin_instance_elected(in.pi, 11, &REL1);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	set_hold(in.rec, 1);
 	struct rdone a = {0}, b = {0}, c = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
 	wait_in_reconcile(in.rec, 1);
-	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &b);
 	plugin_instance_releases_changed(in.pi, &REL2);
 
 	struct plugin_instance_stats st;
@@ -311,7 +265,7 @@ static void test_deposed_drops_queued_events(void)
 
 	/* not leading: nothing new gets in */
 	plugin_instance_releases_changed(in.pi, &REL2);
-	plugin_instance_reconcile(in.pi, on_reconciled, &c);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &c);
 	CHECK_OK(loop_run_until(L, &c.done, DEADLINE));
 	CHECK_INT_EQ(c.err, -ECANCELED);
 	CHECK_STR_EQ(c.msg, "not leading");
@@ -319,7 +273,7 @@ static void test_deposed_drops_queued_events(void)
 	set_hold(in.rec, 0);
 	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
 	CHECK_INT_EQ(a.err, 0);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	/* init, elected, replay, reconcile (held), deposed - nothing else */
 	CHECK_INT_EQ(rec_count(in.rec), 5);
 	check_line(in.rec, 3, "reconcile");
@@ -335,13 +289,13 @@ static void test_deposed_before_elected_delivered(void)
 	plugin_instance_elected(in.pi, 1, &REL1);
 	set_hold(in.rec, 1);
 	struct rdone a = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
 	wait_in_reconcile(in.rec, 1);
 	plugin_instance_deposed(in.pi);    /* queues on_deposed (term 1 was delivered) */
 	plugin_instance_elected(in.pi, 2, &REL2); /* queued behind it */
 	plugin_instance_deposed(in.pi);    /* term 2 never reached the plugin */
 	set_hold(in.rec, 0);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	CHECK(a.done && a.err == 0);
 	/* init, elected 1, replay, reconcile, deposed: no elected 2, no 2nd deposed */
 	CHECK_INT_EQ(rec_count(in.rec), 5);
@@ -349,7 +303,7 @@ static void test_deposed_before_elected_delivered(void)
 	check_line(in.rec, 4, "deposed api_token=0");
 	/* a new term is delivered normally */
 	plugin_instance_elected(in.pi, 3, &REL2);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	check_line(in.rec, 5, "elected 3 api_token=3");
 	check_line(in.rec, 6, "releases 1.1.0-1.1.0 rev=9 n=3");
 	stop_and_free(&in);
@@ -370,9 +324,9 @@ static void test_drain_waits_for_slow_reconcile_loop_keeps_running(void)
 	set_hold(in.rec, 1);
 	struct rdone a = {0};
 	struct ddone d = {false, 0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
 	wait_in_reconcile(in.rec, 1);
-	plugin_instance_drain(in.pi, on_drained, &d);
+	plugin_instance_drain(in.pi, ifx_on_drained, &d);
 
 	/* the loop is not blocked by the running reconcile: timers fire */
 	struct loop_timer *t;
@@ -395,7 +349,7 @@ static void test_drain_waits_for_slow_reconcile_loop_keeps_running(void)
 	CHECK(a.done);
 	CHECK(a.order < d.order); /* the reconcile completed before the drain */
 	/* draining an idle instance completes on the next iteration */
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	stop_and_free(&in);
 }
 
@@ -407,7 +361,7 @@ static void test_txn_through_bus_prefix_and_strip(void)
 	plugin_instance_elected(in.pi, 21, &REL1);
 	set_result(in.rec, 0, NULL, RECORDER_TXN_PUT_RANGE);
 	struct rdone a = {0}, b = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
 	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
 	CHECK_INT_EQ(a.err, 0);
 	/* the plugin wrote relative keys; the store has full keys */
@@ -420,7 +374,7 @@ static void test_txn_through_bus_prefix_and_strip(void)
 	check_line(in.rec, 5, "txn2 succeeded=1 n=1 [t0 a/j=v2 a/k=v1]");
 	check_line(in.rec, 6, "txn3 r=-22"); /* unknown op type: -EINVAL in the worker */
 	/* again: the compare fails now, the failure branch runs */
-	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &b);
 	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
 	check_line(in.rec, 8, "txn1 succeeded=0 n=1 [t0 a/k=v1]");
 	struct plugin_instance_stats st;
@@ -441,7 +395,7 @@ static void test_txn_errors_reach_the_plugin(void)
 	/* the election says: not leading */
 	fakehost_set_leading(FH, false);
 	struct rdone a = {0}, b = {0}, c = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
 	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
 	CHECK_INT_EQ(a.err, -ESTALE);
 	check_line(in.rec, 4, "txn1 err=-116 msg=txn refused: not leading: the election refused the txn");
@@ -450,14 +404,14 @@ static void test_txn_errors_reach_the_plugin(void)
 	/* etcd timed out */
 	fakehost_set_leading(FH, true);
 	fakehost_fail_next(FH, -ETIMEDOUT);
-	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &b);
 	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
 	CHECK_INT_EQ(b.err, -ETIMEDOUT);
 	check_line(in.rec, 6, "txn1 err=-110 msg=etcd: deadline passed, outcome unknown");
 
 	/* the host deposed the instance while the callback ran */
 	set_hold(in.rec, 1);
-	plugin_instance_reconcile(in.pi, on_reconciled, &c);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &c);
 	wait_in_reconcile(in.rec, 1);
 	plugin_instance_deposed(in.pi);
 	set_hold(in.rec, 0);
@@ -479,7 +433,7 @@ static void test_context_log_and_outside_thread(void)
 	plugin_instance_elected(in.pi, 0x1234, &REL1);
 	set_result(in.rec, 0, NULL, RECORDER_TXN_CONTEXT);
 	struct rdone a = {0}, b = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
 	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
 	check_line(in.rec, 4, "ctx token=4660 node=node-a prefix=" PREFIX " has_txn=1");
 	/* the log line travels the bus (one-way) before the ack */
@@ -488,7 +442,7 @@ static void test_context_log_and_outside_thread(void)
 	CHECK_INT_EQ(st.log_messages, 1);
 	/* the host API refuses calls from a thread of the plugin */
 	set_result(in.rec, 0, NULL, RECORDER_TXN_OUTSIDE);
-	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &b);
 	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
 	check_line(in.rec, 6, "outside txn r=-1"); /* -EPERM */
 	stop_and_free(&in);
@@ -507,7 +461,7 @@ static void test_hostile_bus_bytes(void)
 	start(&in, 0, true);
 	fakehost_set_leading(FH, true);
 	plugin_instance_elected(in.pi, 3, &REL1);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	struct plugin_instance_stats st0, st;
 	plugin_instance_get_stats(in.pi, &st0);
 
@@ -575,7 +529,7 @@ static void test_hostile_bus_bytes(void)
 	/* still fully working */
 	struct rdone a = {0};
 	set_result(in.rec, 0, NULL, RECORDER_TXN_NONE);
-	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
 	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
 	CHECK_INT_EQ(a.err, 0);
 	stop_and_free(&in);
@@ -587,13 +541,13 @@ static void test_in_flight_count(void)
 	start(&in, 0, true);
 	fakehost_set_leading(FH, true);
 	plugin_instance_elected(in.pi, 4, &REL1);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	CHECK_INT_EQ(plugin_instance_pending(in.pi), 0);
 	set_hold(in.rec, 1);
 	struct rdone r[4];
 	memset(r, 0, sizeof(r));
 	for (int i = 0; i < 4; i++)
-		plugin_instance_reconcile(in.pi, on_reconciled, &r[i]);
+		plugin_instance_reconcile(in.pi, ifx_on_reconciled, &r[i]);
 	wait_in_reconcile(in.rec, 1);
 	struct plugin_instance_stats st;
 	plugin_instance_get_stats(in.pi, &st);
@@ -601,7 +555,7 @@ static void test_in_flight_count(void)
 	CHECK_INT_EQ(st.queued, 3);
 	CHECK_INT_EQ(plugin_instance_pending(in.pi), 4);
 	set_hold(in.rec, 0);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	for (int i = 0; i < 4; i++)
 		CHECK(r[i].done && r[i].err == 0);
 	for (int i = 1; i < 4; i++)
@@ -620,13 +574,13 @@ static void test_init_failure(void)
 	CHECK_INT_EQ(plugin_instance_state(in.pi), PLUGIN_INSTANCE_FAILED);
 	plugin_instance_elected(in.pi, 9, &REL1); /* ignored */
 	struct rdone a = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
 	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
 	CHECK_INT_EQ(a.err, -EIO);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	struct recorder *rec = in.rec;
 	bool stopped = false;
-	plugin_instance_stop(in.pi, on_stopped, &stopped);
+	plugin_instance_stop(in.pi, ifx_on_stopped, &stopped);
 	CHECK_OK(loop_run_until(L, &stopped, DEADLINE));
 	CHECK_INT_EQ(rec_count(rec), 1); /* init only: no fini after a failed init */
 	plugin_instance_free(in.pi);
@@ -649,7 +603,7 @@ static void elect_and_hold_in_on_elected(struct inst *in, int64_t token, struct 
 	set_elected_txn(in->rec, 1);
 	plugin_instance_elected(in->pi, token, &REL1);
 	if (a)
-		plugin_instance_reconcile(in->pi, on_reconciled, a);
+		plugin_instance_reconcile(in->pi, ifx_on_reconciled, a);
 	if (loop_run_until(L, &queued, DEADLINE) < 0)
 		dump(in->rec);
 	CHECK(queued);
@@ -680,7 +634,7 @@ static void test_term_start_pipelined(void)
 	CHECK_INT_EQ(st.messages, m0 + 1);
 	/* a second reconcile does not go behind the first */
 	struct rdone b = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &b);
 	plugin_instance_get_stats(in.pi, &st);
 	CHECK_INT_EQ(st.in_flight, 3);
 	CHECK_INT_EQ(st.queued, 1);
@@ -716,7 +670,7 @@ static void test_deposed_skips_pipelined_term_start(void)
 	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
 	CHECK_INT_EQ(a.err, -ECANCELED);
 	CHECK_STR_EQ(a.msg, "dropped: leadership was lost before it ran");
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	CHECK_INT_EQ(rec_count(in.rec), 4);
 	check_line(in.rec, 1, "elected 9 api_token=9");
 	check_line(in.rec, 3, "deposed api_token=0");
@@ -727,7 +681,7 @@ static void test_deposed_skips_pipelined_term_start(void)
 	CHECK_INT_EQ(st.in_flight + st.queued, 0);
 	/* the next term is delivered normally */
 	plugin_instance_elected(in.pi, 10, &REL2);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	check_line(in.rec, 4, "elected 10 api_token=10");
 	check_line(in.rec, 5, "releases 1.1.0-1.1.0 rev=9 n=3");
 	stop_and_free(&in);
@@ -755,7 +709,7 @@ static void test_only_the_term_start_is_pipelined(void)
 	CHECK_INT_EQ(st.in_flight, 3); /* on_deposed went at once */
 	CHECK_INT_EQ(st.queued, 0);
 	release_elected(&in);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	CHECK_INT_EQ(rec_count(in.rec), 4);
 	check_line(in.rec, 1, "elected 8 api_token=8");
 	check_line(in.rec, 3, "deposed api_token=0");
@@ -792,7 +746,7 @@ static void test_free_after_deposed_still_deposes(void)
 	start(&in, 0, true);
 	fakehost_set_leading(FH, true);
 	plugin_instance_elected(in.pi, 13, &REL1);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	plugin_instance_deposed(in.pi);
 	void *keep = dlopen(in.lp->copy_path, RTLD_NOW | RTLD_NOLOAD);
 	CHECK(keep);
@@ -815,7 +769,7 @@ static void test_deposed_is_sent_from_the_loop(void)
 	start(&in, 0, true);
 	fakehost_set_leading(FH, true);
 	plugin_instance_elected(in.pi, 17, &REL1);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	CHECK_INT_EQ(rec_count(in.rec), 3); /* init, elected, replay */
 	plugin_instance_deposed(in.pi);
 	uint64_t dl = DEADLINE;
@@ -836,13 +790,13 @@ static void test_lone_reconcile_is_not_skipped(void)
 	fakehost_set_leading(FH, true);
 	for (int i = 0; i < 30; i++) {
 		plugin_instance_elected(in.pi, 20 + i, &REL1);
-		drain(in.pi);
+		ifx_drain(L, in.pi);
 		struct rdone a = {0};
-		plugin_instance_reconcile(in.pi, on_reconciled, &a);
+		plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
 		plugin_instance_deposed(in.pi);
 		CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
 		CHECK_INT_EQ(a.err, 0);
-		drain(in.pi);
+		ifx_drain(L, in.pi);
 	}
 	struct plugin_instance_stats st;
 	plugin_instance_get_stats(in.pi, &st);
@@ -860,18 +814,18 @@ static void test_txn_of_an_ended_term_is_refused(void)
 	fakehost_set_leading(FH, true);
 	fakehost_clear(FH);
 	plugin_instance_elected(in.pi, 1, &REL1);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	set_result(in.rec, 0, NULL, RECORDER_TXN_PUT_RANGE);
 	set_hold(in.rec, 1);
 	struct rdone a = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
 	wait_in_reconcile(in.rec, 1);
 	plugin_instance_deposed(in.pi);
 	plugin_instance_elected(in.pi, 2, &REL2);
 	set_hold(in.rec, 0);
 	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
 	CHECK_INT_EQ(a.err, -ESTALE);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	check_line(in.rec, 4, "txn1 err=-116 msg=the term this callback belongs to has ended; txn refused");
 	check_line(in.rec, 5, "deposed api_token=0");
 	check_line(in.rec, 6, "elected 2 api_token=2");
@@ -887,7 +841,7 @@ static void test_stop_delivers_deposed_then_fini(void)
 	elect_and_hold_in_on_elected(&in, 6, NULL);
 	struct recorder *rec = in.rec;
 	bool stopped = false;
-	plugin_instance_stop(in.pi, on_stopped, &stopped);
+	plugin_instance_stop(in.pi, ifx_on_stopped, &stopped);
 	CHECK(!stopped);
 	release_elected(&in);
 	CHECK_OK(loop_run_until(L, &stopped, DEADLINE));
@@ -903,7 +857,7 @@ static void test_stop_delivers_deposed_then_fini(void)
 	CHECK_INT_EQ(st.dropped, 1);
 	/* after stop: nothing is accepted */
 	struct rdone a = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
 	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
 	CHECK_INT_EQ(a.err, -ECANCELED);
 	plugin_instance_free(in.pi);
@@ -915,7 +869,7 @@ static void test_free_without_stop_runs_fini(void)
 	start(&in, 0, true);
 	fakehost_set_leading(FH, true);
 	plugin_instance_elected(in.pi, 7, &REL1);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	/* keep the object mapped past free() to read its trace */
 	void *keep = dlopen(in.lp->copy_path, RTLD_NOW | RTLD_NOLOAD);
 	CHECK(keep);
@@ -954,6 +908,55 @@ static void *worker_thread(void *arg)
 	struct wthread *t = arg;
 	t->rc = worker_run(t->w);
 	return NULL;
+}
+
+/* married - a worker thread running a test plugin, its bus an inproc pair
+ * "married" to a host socket the test drives by hand (the idea of nng's
+ * NUTS nuts_marry): the test plays the host message by message. */
+struct married {
+	struct loader_plugin *lp;
+	nng_socket hs, ws;
+	struct wthread t;
+	pthread_t th;
+};
+
+static void marry_worker(struct married *m, const char *file, const char *url)
+{
+	char err[LOADER_ERR_MAX];
+	CHECK_OK(loader_open(g_dir, file, g_private, &m->lp, err, sizeof(err)));
+	CHECK_INT_EQ(nng_pair1_open(&m->hs), 0);
+	CHECK_INT_EQ(nng_pair1_open(&m->ws), 0);
+	nng_socket_set_ms(m->hs, NNG_OPT_RECVTIMEO, 10000);
+	CHECK_INT_EQ(nng_listen(m->hs, url, NULL, 0), 0);
+	CHECK_INT_EQ(nng_dial(m->ws, url, NULL, 0), 0);
+	m->t = (struct wthread){NULL, -1};
+	CHECK_OK(worker_new(&m->lp->desc, m->ws, 10000, &m->t.w));
+	CHECK_INT_EQ(pthread_create(&m->th, NULL, worker_thread, &m->t), 0);
+}
+
+/* the recorder of a married recorder.so (its state outlives the worker) */
+static struct recorder *married_recorder(struct married *m)
+{
+	recorder_get_fn get = (recorder_get_fn)dlsym(m->lp->handle, "recorder_get");
+	CHECK(get);
+	return get();
+}
+
+/* after the worker ran fini: its thread ended cleanly (the recorder can
+ * then be read: it lives in the plugin until divorce_worker) */
+static void join_worker(struct married *m)
+{
+	CHECK_INT_EQ(pthread_join(m->th, NULL), 0);
+	CHECK_INT_EQ(m->t.rc, 0);
+}
+
+/* free it all (after join_worker) */
+static void divorce_worker(struct married *m)
+{
+	worker_free(m->t.w);
+	nng_close(m->hs);
+	nng_close(m->ws);
+	loader_close(m->lp);
 }
 
 static uint32_t g_bus_version = LH_BUS_VERSION; /* what INIT carries */
@@ -1044,23 +1047,11 @@ static void test_worker_skips_a_term_that_ended_ahead(void)
 		K_DEP = LEASEHOLD__BUS__EVENT__KIND_DEPOSED,
 		K_FINI = LEASEHOLD__BUS__EVENT__KIND_FINI,
 	};
-	char err[LOADER_ERR_MAX];
-	struct loader_plugin *lp;
-	CHECK_OK(loader_open(g_dir, "recorder.so", g_private, &lp, err, sizeof(err)));
-	recorder_get_fn get = (recorder_get_fn)dlsym(lp->handle, "recorder_get");
-	CHECK(get);
-	struct recorder *rec = get();
+	struct married mw;
+	marry_worker(&mw, "recorder.so", "inproc://lh-test-worker-skip");
+	struct recorder *rec = married_recorder(&mw);
 	set_elected_txn(rec, 1);
-	nng_socket hs, ws;
-	CHECK_INT_EQ(nng_pair1_open(&hs), 0);
-	CHECK_INT_EQ(nng_pair1_open(&ws), 0);
-	nng_socket_set_ms(hs, NNG_OPT_RECVTIMEO, 10000);
-	CHECK_INT_EQ(nng_listen(hs, "inproc://lh-test-worker-skip", NULL, 0), 0);
-	CHECK_INT_EQ(nng_dial(ws, "inproc://lh-test-worker-skip", NULL, 0), 0);
-	struct wthread t = {NULL, -1};
-	CHECK_OK(worker_new(&lp->desc, ws, 10000, &t.w));
-	pthread_t th;
-	CHECK_INT_EQ(pthread_create(&th, NULL, worker_thread, &t), 0);
+	nng_socket hs = mw.hs;
 
 	bus_send_event(hs, 1, K_INIT, 0, false);
 	expect_done(hs, 1, false);
@@ -1090,18 +1081,14 @@ static void test_worker_skips_a_term_that_ended_ahead(void)
 	expect_done(hs, 7, true);
 	expect_done(hs, 8, true); /* no on_deposed for a term the plugin never saw */
 	expect_done(hs, 9, false); /* fini */
-	CHECK_INT_EQ(pthread_join(th, NULL), 0);
-	CHECK_INT_EQ(t.rc, 0);
+	join_worker(&mw);
 	CHECK_INT_EQ(rec_count(rec), 5);
 	check_line(rec, 0, "init");
 	check_line(rec, 1, "elected 7 api_token=7");
 	check_line(rec, 2, "elected txn r=0");
 	check_line(rec, 3, "deposed api_token=0");
 	check_line(rec, 4, "fini");
-	worker_free(t.w);
-	nng_close(hs);
-	nng_close(ws);
-	loader_close(lp);
+	divorce_worker(&mw);
 }
 
 /* INIT carries the host's bus version: a worker refuses another one (an
@@ -1109,22 +1096,10 @@ static void test_worker_skips_a_term_that_ended_ahead(void)
  * own is taken; every answer to INIT carries the worker's version. */
 static void test_worker_checks_the_bus_version(void)
 {
-	char err[LOADER_ERR_MAX];
-	struct loader_plugin *lp;
-	CHECK_OK(loader_open(g_dir, "recorder.so", g_private, &lp, err, sizeof(err)));
-	recorder_get_fn get = (recorder_get_fn)dlsym(lp->handle, "recorder_get");
-	CHECK(get);
-	struct recorder *rec = get();
-	nng_socket hs, ws;
-	CHECK_INT_EQ(nng_pair1_open(&hs), 0);
-	CHECK_INT_EQ(nng_pair1_open(&ws), 0);
-	nng_socket_set_ms(hs, NNG_OPT_RECVTIMEO, 10000);
-	CHECK_INT_EQ(nng_listen(hs, "inproc://lh-test-worker-version", NULL, 0), 0);
-	CHECK_INT_EQ(nng_dial(ws, "inproc://lh-test-worker-version", NULL, 0), 0);
-	struct wthread t = {NULL, -1};
-	CHECK_OK(worker_new(&lp->desc, ws, 10000, &t.w));
-	pthread_t th;
-	CHECK_INT_EQ(pthread_create(&th, NULL, worker_thread, &t), 0);
+	struct married mw;
+	marry_worker(&mw, "recorder.so", "inproc://lh-test-worker-version");
+	struct recorder *rec = married_recorder(&mw);
+	nng_socket hs = mw.hs;
 
 	const uint32_t wrong[] = {0, LH_BUS_VERSION + 1};
 	for (size_t i = 0; i < 2; i++) {
@@ -1156,15 +1131,11 @@ static void test_worker_checks_the_bus_version(void)
 	leasehold__bus__to_host__free_unpacked(d, NULL);
 	bus_send_event(hs, 4, LEASEHOLD__BUS__EVENT__KIND_FINI, 0, false);
 	expect_done(hs, 4, false);
-	CHECK_INT_EQ(pthread_join(th, NULL), 0);
-	CHECK_INT_EQ(t.rc, 0);
+	join_worker(&mw);
 	CHECK_INT_EQ(rec_count(rec), 2);
 	check_line(rec, 0, "init");
 	check_line(rec, 1, "fini");
-	worker_free(t.w);
-	nng_close(hs);
-	nng_close(ws);
-	loader_close(lp);
+	divorce_worker(&mw);
 }
 
 /* n events as one batch message: seq0, seq0+1, ...; all but the first
@@ -1229,23 +1200,11 @@ static void test_worker_takes_a_batch_in_order(void)
 		K_DEP = LEASEHOLD__BUS__EVENT__KIND_DEPOSED,
 		K_FINI = LEASEHOLD__BUS__EVENT__KIND_FINI,
 	};
-	char err[LOADER_ERR_MAX];
-	struct loader_plugin *lp;
-	CHECK_OK(loader_open(g_dir, "recorder.so", g_private, &lp, err, sizeof(err)));
-	recorder_get_fn get = (recorder_get_fn)dlsym(lp->handle, "recorder_get");
-	CHECK(get);
-	struct recorder *rec = get();
+	struct married mw;
+	marry_worker(&mw, "recorder.so", "inproc://lh-test-worker-batch");
+	struct recorder *rec = married_recorder(&mw);
 	set_elected_txn(rec, 1);
-	nng_socket hs, ws;
-	CHECK_INT_EQ(nng_pair1_open(&hs), 0);
-	CHECK_INT_EQ(nng_pair1_open(&ws), 0);
-	nng_socket_set_ms(hs, NNG_OPT_RECVTIMEO, 10000);
-	CHECK_INT_EQ(nng_listen(hs, "inproc://lh-test-worker-batch", NULL, 0), 0);
-	CHECK_INT_EQ(nng_dial(ws, "inproc://lh-test-worker-batch", NULL, 0), 0);
-	struct wthread t = {NULL, -1};
-	CHECK_OK(worker_new(&lp->desc, ws, 10000, &t.w));
-	pthread_t th;
-	CHECK_INT_EQ(pthread_create(&th, NULL, worker_thread, &t), 0);
+	nng_socket hs = mw.hs;
 
 	bus_send_event(hs, 1, K_INIT, 0, false);
 	expect_done(hs, 1, false);
@@ -1294,8 +1253,7 @@ static void test_worker_takes_a_batch_in_order(void)
 	}
 	bus_send_event(hs, 10, K_FINI, 0, false);
 	expect_done(hs, 10, false);
-	CHECK_INT_EQ(pthread_join(th, NULL), 0);
-	CHECK_INT_EQ(t.rc, 0);
+	join_worker(&mw);
 	CHECK_INT_EQ(rec_count(rec), 7);
 	check_line(rec, 0, "init");
 	check_line(rec, 1, "elected 7 api_token=7");
@@ -1303,10 +1261,7 @@ static void test_worker_takes_a_batch_in_order(void)
 	check_line(rec, 4, "reconcile");
 	check_line(rec, 5, "deposed api_token=0");
 	check_line(rec, 6, "fini");
-	worker_free(t.w);
-	nng_close(hs);
-	nng_close(ws);
-	loader_close(lp);
+	divorce_worker(&mw);
 }
 
 /* ---- plugin configuration (ABI 1.2): the worker half on a raw socket,

@@ -36,6 +36,7 @@
 
 #include "bus_msg.h"
 #include "check.h"
+#include "instance_fixture.h"
 #include "files.h"
 #include "crashy.h"
 #include "callback_timeout.h"
@@ -221,58 +222,9 @@ static void start(struct inst *in, uint32_t mode, int slot, const char *node,
 	}
 }
 
-struct rdone {
-	bool done;
-	int err;
-	char msg[512];
-	int order;
-};
-static int g_order;
-
-static void on_reconciled(void *ud, int err, const char *msg)
-{
-	struct rdone *d = ud;
-	CHECK(!d->done); /* exactly once */
-	d->done = true;
-	d->err = err;
-	d->order = ++g_order;
-	snprintf(d->msg, sizeof(d->msg), "%s", msg ? msg : "");
-}
-
-struct ddone {
-	bool done;
-	int order;
-};
-
-static void on_drained(void *ud)
-{
-	struct ddone *d = ud;
-	CHECK(!d->done);
-	d->done = true;
-	d->order = ++g_order;
-}
-
-static void drain(struct plugin_instance *pi)
-{
-	struct ddone d = {false, 0};
-	plugin_instance_drain(pi, on_drained, &d);
-	CHECK(!d.done);
-	CHECK_OK(loop_run_until(L, &d.done, DEADLINE));
-}
-
-static void on_stopped(void *ud)
-{
-	bool *b = ud;
-	CHECK(!*b);
-	*b = true;
-}
-
 static void stop_and_free(struct inst *in)
 {
-	bool stopped = false;
-	plugin_instance_stop(in->pi, on_stopped, &stopped);
-	CHECK_OK(loop_run_until(L, &stopped, DEADLINE));
-	CHECK_INT_EQ(plugin_instance_state(in->pi), PLUGIN_INSTANCE_STOPPED);
+	ifx_stop(L, in->pi);
 	CHECK_INT_EQ(plugin_instance_worker_pid(in->pi), 0);
 	struct plugin_instance_stats st;
 	plugin_instance_get_stats(in->pi, &st);
@@ -289,7 +241,7 @@ static void stop_and_free(struct inst *in)
 static void reconcile_ok(struct inst *in)
 {
 	struct rdone a = {0};
-	plugin_instance_reconcile(in->pi, on_reconciled, &a);
+	plugin_instance_reconcile(in->pi, ifx_on_reconciled, &a);
 	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
 	if (a.err)
 		fprintf(stderr, "reconcile: %d %s\n", a.err, a.msg);
@@ -324,16 +276,16 @@ static void t_elected_replay_reconcile(uint32_t mode)
 	}
 	fakehost_set_leading(FH, true);
 	plugin_instance_driver_ops.elected(in.pi, 42, &REL1);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	check_line(s, 1, "elected 42 api_token=42");
 	check_line(s, 2, "releases 1.0.0-1.1.0 rev=7 n=3");
 	plugin_instance_releases_changed(in.pi, &REL2);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	check_line(s, 3, "releases 1.1.0-1.1.0 rev=9 n=3");
 	reconcile_ok(&in);
 	struct rdone b = {0};
 	SET(s, reconcile_result, -EIO);
-	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &b);
 	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
 	CHECK_INT_EQ(b.err, -EIO);
 	CHECK_STR_EQ(b.msg, "reconcile failed on purpose");
@@ -359,12 +311,12 @@ static void t_deposed_drops_queued(uint32_t mode)
 	start(&in, mode, 0, "node-a", 0, true);
 	fakehost_set_leading(FH, true);
 	plugin_instance_elected(in.pi, 11, &REL1);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	SET(s, hold, 1);
 	struct rdone a = {0}, b = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
 	wait_i(&s->in_reconcile, 1);
-	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &b);
 	plugin_instance_releases_changed(in.pi, &REL2);
 	CHECK_INT_EQ(plugin_instance_pending(in.pi), 3);
 	plugin_instance_deposed(in.pi);
@@ -374,7 +326,7 @@ static void t_deposed_drops_queued(uint32_t mode)
 	SET(s, hold, 0);
 	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
 	CHECK_INT_EQ(a.err, 0);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	CHECK_INT_EQ(get_i(&s->n), 5);
 	check_line(s, 3, "reconcile");
 	check_line(s, 4, "deposed api_token=0");
@@ -399,7 +351,7 @@ static void t_txn_through_bus(uint32_t mode)
 	/* not leading any more: the txn is refused, the reconcile fails */
 	fakehost_set_leading(FH, false);
 	struct rdone b = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &b);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &b);
 	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
 	CHECK_INT_EQ(b.err, -ESTALE);
 	fakehost_set_leading(FH, true);
@@ -417,7 +369,7 @@ static void t_init_failure(uint32_t mode)
 	CHECK_STR_EQ(in.init_msg, "init failed: Input/output error: init refused by the test");
 	CHECK_INT_EQ(plugin_instance_state(in.pi), PLUGIN_INSTANCE_FAILED);
 	struct rdone a = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &a);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
 	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
 	CHECK_INT_EQ(a.err, -EIO);
 	stop_and_free(&in);
@@ -432,7 +384,7 @@ static void t_free_without_stop_runs_fini(uint32_t mode)
 	start(&in, mode, 0, "node-a", 0, true);
 	fakehost_set_leading(FH, true);
 	plugin_instance_elected(in.pi, 7, &REL1);
-	drain(in.pi);
+	ifx_drain(L, in.pi);
 	plugin_instance_free(in.pi);
 	CHECK_INT_EQ(get_i(&s->n), 5);
 	check_line(s, 3, "deposed api_token=0");
@@ -518,14 +470,14 @@ static void crash_in_reconcile(int32_t crash, const char *want1, const char *wan
 	fakehost_set_leading(FH, true);
 	plugin_instance_elected(a.pi, 3, &REL1);
 	plugin_instance_elected(b.pi, 4, &REL1);
-	drain(a.pi);
+	ifx_drain(L, a.pi);
 	pid_t pid1 = plugin_instance_worker_pid(a.pi);
 	CHECK(pid1 > 0);
 
 	SET(sa, crash, crash);
 	struct rdone r1 = {0}, r2 = {0}, r3 = {0};
-	plugin_instance_reconcile(a.pi, on_reconciled, &r1);
-	plugin_instance_reconcile(a.pi, on_reconciled, &r2);
+	plugin_instance_reconcile(a.pi, ifx_on_reconciled, &r1);
+	plugin_instance_reconcile(a.pi, ifx_on_reconciled, &r2);
 	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE));
 	/* the host survived; the reason says what happened and where */
 	check_contains(a.reason, "plugin worker (pid ");
@@ -543,10 +495,10 @@ static void crash_in_reconcile(int32_t crash, const char *want1, const char *wan
 	CHECK_STR_EQ(r1.msg, a.reason);
 	/* while down: nothing is accepted, a drain completes at once */
 	plugin_instance_elected(a.pi, 5, &REL1);
-	plugin_instance_reconcile(a.pi, on_reconciled, &r3);
+	plugin_instance_reconcile(a.pi, ifx_on_reconciled, &r3);
 	CHECK_OK(loop_run_until(L, &r3.done, DEADLINE));
 	CHECK_INT_EQ(r3.err, -EIO);
-	drain(a.pi);
+	ifx_drain(L, a.pi);
 	/* the healthy instance works throughout */
 	reconcile_ok(&b);
 
@@ -603,11 +555,11 @@ static void test_process_hang_past_timeout_killed(void)
 	fakehost_set_leading(FH, true);
 	plugin_instance_elected(a.pi, 3, &REL1);
 	plugin_instance_elected(b.pi, 3, &REL1);
-	drain(a.pi);
+	ifx_drain(L, a.pi);
 	SET(sa, hold, 1);
 	struct rdone r1 = {0};
 	uint64_t t0 = loop_now();
-	plugin_instance_reconcile(a.pi, on_reconciled, &r1);
+	plugin_instance_reconcile(a.pi, ifx_on_reconciled, &r1);
 	wait_i(&sa->in_reconcile, 1);
 	reconcile_ok(&b); /* the loop is not blocked */
 	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE));
@@ -752,7 +704,7 @@ static void test_process_restart_into_another_release_is_final(void)
 	plugin_instance_elected(a.pi, 3, &REL1);
 	SET(sa, crash, CRASHY_SEGV);
 	struct rdone r1 = {0};
-	plugin_instance_reconcile(a.pi, on_reconciled, &r1);
+	plugin_instance_reconcile(a.pi, ifx_on_reconciled, &r1);
 	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE)); /* the crash */
 	CHECK_INT_EQ(a.failed, 1);
 	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_RECOVERING);
@@ -787,7 +739,7 @@ static void test_process_stop_while_restarting(void)
 	plugin_instance_elected(a.pi, 3, &REL1);
 	SET(sa, crash, CRASHY_SEGV);
 	struct rdone r1 = {0};
-	plugin_instance_reconcile(a.pi, on_reconciled, &r1);
+	plugin_instance_reconcile(a.pi, ifx_on_reconciled, &r1);
 	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE));
 	CHECK_OK(loop_run_until(L, &r1.done, DEADLINE));
 	stop_and_free(&a); /* the pending restart is cancelled */
@@ -828,11 +780,11 @@ static void test_thread_hang_reported_then_resumes(void)
 	start(&a, PLUGIN_ISOLATION_THREAD, 0, "node-a", 200, true);
 	fakehost_set_leading(FH, true);
 	plugin_instance_elected(a.pi, 3, &REL1);
-	drain(a.pi);
+	ifx_drain(L, a.pi);
 	SET(sa, hold, 1);
 	struct rdone r1 = {0}, r2 = {0}, r3 = {0};
-	plugin_instance_reconcile(a.pi, on_reconciled, &r1);
-	plugin_instance_reconcile(a.pi, on_reconciled, &r2);
+	plugin_instance_reconcile(a.pi, ifx_on_reconciled, &r1);
+	plugin_instance_reconcile(a.pi, ifx_on_reconciled, &r2);
 	wait_i(&sa->in_reconcile, 1);
 	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE));
 	check_contains(a.reason, "callback reconcile exceeded its timeout of 200 ms (running for ");
@@ -842,7 +794,7 @@ static void test_thread_hang_reported_then_resumes(void)
 	/* the owner deposed in on_failed: the queued one was dropped */
 	CHECK_OK(loop_run_until(L, &r2.done, DEADLINE));
 	CHECK_INT_EQ(r2.err, -ECANCELED);
-	plugin_instance_reconcile(a.pi, on_reconciled, &r3);
+	plugin_instance_reconcile(a.pi, ifx_on_reconciled, &r3);
 	CHECK_OK(loop_run_until(L, &r3.done, DEADLINE));
 	CHECK_INT_EQ(r3.err, -EIO);
 	CHECK(!r1.done);
@@ -851,7 +803,7 @@ static void test_thread_hang_reported_then_resumes(void)
 	CHECK_OK(loop_run_until(L, &a.recovered_flag, DEADLINE));
 	CHECK(r1.done);
 	CHECK_INT_EQ(r1.err, 0);
-	drain(a.pi);
+	ifx_drain(L, a.pi);
 	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_READY);
 	check_line(sa, 4, "deposed api_token=0");
 	struct plugin_instance_stats st;
