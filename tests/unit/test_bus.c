@@ -910,6 +910,16 @@ static void *worker_thread(void *arg)
 	return NULL;
 }
 
+/* the event kinds the hand-driven worker tests send */
+enum {
+	K_INIT = LEASEHOLD__BUS__EVENT__KIND_INIT,
+	K_EL = LEASEHOLD__BUS__EVENT__KIND_ELECTED,
+	K_REL = LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED,
+	K_REC = LEASEHOLD__BUS__EVENT__KIND_RECONCILE,
+	K_DEP = LEASEHOLD__BUS__EVENT__KIND_DEPOSED,
+	K_FINI = LEASEHOLD__BUS__EVENT__KIND_FINI,
+};
+
 /* married - a worker thread running a test plugin, its bus an inproc pair
  * "married" to a host socket the test drives by hand (the idea of nng's
  * NUTS nuts_marry): the test plays the host message by message. */
@@ -1039,14 +1049,6 @@ static void expect_done(nng_socket s, uint64_t seq, bool skipped)
  * its on_deposed. fini runs. */
 static void test_worker_skips_a_term_that_ended_ahead(void)
 {
-	enum {
-		K_INIT = LEASEHOLD__BUS__EVENT__KIND_INIT,
-		K_EL = LEASEHOLD__BUS__EVENT__KIND_ELECTED,
-		K_REL = LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED,
-		K_REC = LEASEHOLD__BUS__EVENT__KIND_RECONCILE,
-		K_DEP = LEASEHOLD__BUS__EVENT__KIND_DEPOSED,
-		K_FINI = LEASEHOLD__BUS__EVENT__KIND_FINI,
-	};
 	struct married mw;
 	marry_worker(&mw, "recorder.so", "inproc://lh-test-worker-skip");
 	struct recorder *rec = married_recorder(&mw);
@@ -1192,14 +1194,6 @@ static void bus_send_batch(nng_socket s, uint64_t seq0, const int *kinds, size_t
  * waiting is refused whole (a protocol error) rather than cut short. */
 static void test_worker_takes_a_batch_in_order(void)
 {
-	enum {
-		K_INIT = LEASEHOLD__BUS__EVENT__KIND_INIT,
-		K_EL = LEASEHOLD__BUS__EVENT__KIND_ELECTED,
-		K_REL = LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED,
-		K_REC = LEASEHOLD__BUS__EVENT__KIND_RECONCILE,
-		K_DEP = LEASEHOLD__BUS__EVENT__KIND_DEPOSED,
-		K_FINI = LEASEHOLD__BUS__EVENT__KIND_FINI,
-	};
 	struct married mw;
 	marry_worker(&mw, "recorder.so", "inproc://lh-test-worker-batch");
 	struct recorder *rec = married_recorder(&mw);
