@@ -4,9 +4,9 @@
  *
  * Design notes
  * - The socket, its connections, peers, framing and deadlines are
- *   control_transport.c's; this file decodes requests, asks the daemon
- *   through control_ops and packs the replies. Everything runs on the loop
- *   thread.
+ *   control_transport.c's; the replies are built in control_reply.c; this
+ *   file decodes requests, asks the daemon through control_ops and answers.
+ *   Everything runs on the loop thread.
  * - Most requests are answered while the transport's request callback runs.
  *   Two kinds are answered later and keep a `struct request`: a wait-ready
  *   whose plugin is not ready (PARKED until control_notify() finds it ready
@@ -41,6 +41,7 @@
 
 #include "control.h"
 #include "control_codec.h"
+#include "control_reply.h"
 #include "control_transport.h"
 #include "control_wire.h"
 #include "log.h"
@@ -93,402 +94,19 @@ struct control {
 	size_t rcap;
 };
 
-/* ---- replies ---------------------------------------------------------- */
-
-/* Storage for one Plugin message and its sub-messages. */
-struct pb_plugin {
-	Leasehold__Control__Plugin p;
-	Leasehold__Control__Release rel, min, max, sver, smcr;
-	Leasehold__Control__Releases rs;
-	Leasehold__Control__Status st;
-	Leasehold__Control__Reconcile rc;
-};
-
-/* Storage for n Member messages (a members reply, or a plugin's nodes). */
-struct pb_members {
-	Leasehold__Control__Member *m;
-	Leasehold__Control__Release *rel, *nrel;
-	Leasehold__Control__NodeState *ns;
-	Leasehold__Control__Member **mp;
-	size_t n;
-};
-
-/* A reply under construction; strings are borrowed from the ops (valid until
- * we return to the loop) or owned copies listed in `owned`. */
-struct reply {
-	Leasehold__Control__Response r;
-	struct pb_plugin *plugins;
-	Leasehold__Control__Plugin **pp;
-	Leasehold__Control__RoleEntry *roles;
-	Leasehold__Control__RoleEntry **rolep;
-	char **rstr; /* every entry's role names, one flat array */
-	Leasehold__Control__Term *terms;
-	Leasehold__Control__Release *trel;
-	Leasehold__Control__Term **termp;
-	char *owned[16];
-	size_t n_owned;
-	struct pb_members **mlists; /* the node rows of each plugin (nodes) */
-	size_t n_mlists;
-	char msg[512];
-};
-
-static void reply_init(struct reply *rp)
-{
-	memset(rp, 0, sizeof(*rp));
-	leasehold__control__response__init(&rp->r);
-}
-
-static void reply_fini(struct reply *rp)
-{
-	free(rp->plugins);
-	free(rp->pp);
-	free(rp->roles);
-	free(rp->rolep);
-	free(rp->rstr);
-	free(rp->terms);
-	free(rp->trel);
-	free(rp->termp);
-	for (size_t i = 0; i < rp->n_owned; i++)
-		free(rp->owned[i]);
-	for (size_t i = 0; i < rp->n_mlists; i++) {
-		struct pb_members *l = rp->mlists[i];
-		if (!l)
-			continue;
-		free(l->m);
-		free(l->rel);
-		free(l->nrel);
-		free(l->ns);
-		free(l->mp);
-		free(l);
-	}
-	free(rp->mlists);
-}
-
-/* pb_str - a string for the wire: "" for NULL, cut to CONTROL_STRING_MAX. */
-static char *pb_str(struct reply *rp, const char *s)
-{
-	if (!s)
-		return (char *)"";
-	if (strnlen(s, CONTROL_STRING_MAX + 1) <= CONTROL_STRING_MAX)
-		return (char *)s;
-	if (rp->n_owned < sizeof(rp->owned) / sizeof(rp->owned[0])) {
-		char *copy = strndup(s, CONTROL_STRING_MAX);
-		if (copy) {
-			rp->owned[rp->n_owned++] = copy;
-			return copy;
-		}
-	}
-	return (char *)"(too long)";
-}
-
-static void pb_release(Leasehold__Control__Release *m, struct release r)
-{
-	leasehold__control__release__init(m);
-	m->major = r.major;
-	m->minor = r.minor;
-	m->patch = r.patch;
-}
-
-static void reply_error(struct reply *rp, Leasehold__Control__Code code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void reply_error(struct reply *rp, Leasehold__Control__Code code, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(rp->msg, sizeof(rp->msg), fmt, ap);
-	va_end(ap);
-	rp->r.code = code;
-	rp->r.message = rp->msg;
-	rp->r.n_plugins = 0;
-	rp->r.n_members = 0;
-	rp->r.n_roles = 0;
-}
-
-/* reply_plugins - put n plugins into the reply. Returns 0 or -ENOMEM. */
-static int reply_plugins(struct reply *rp, const struct control_plugin *src, size_t n)
-{
-	if (n == 0)
-		return 0;
-	rp->plugins = calloc(n, sizeof(*rp->plugins));
-	rp->pp = calloc(n, sizeof(*rp->pp));
-	if (!rp->plugins || !rp->pp)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		const struct control_plugin *s = &src[i];
-		struct pb_plugin *d = &rp->plugins[i];
-		leasehold__control__plugin__init(&d->p);
-		d->p.name = pb_str(rp, s->name);
-		d->p.file = pb_str(rp, s->file);
-		if (s->has_release) {
-			pb_release(&d->rel, s->release);
-			d->p.release = &d->rel;
-		}
-		d->p.state = pb_str(rp, s->state);
-		d->p.leader = pb_str(rp, s->leader);
-		d->p.ready = s->ready;
-		d->p.not_ready = pb_str(rp, s->ready ? NULL : s->not_ready);
-		leasehold__control__releases__init(&d->rs);
-		if (s->releases.n_members > 0) {
-			pb_release(&d->min, s->releases.min);
-			pb_release(&d->max, s->releases.max);
-			d->rs.min = &d->min;
-			d->rs.max = &d->max;
-		}
-		d->rs.revision = s->releases.revision;
-		d->rs.members = s->releases.n_members;
-		d->p.releases = &d->rs;
-		if (s->status_present) {
-			leasehold__control__status__init(&d->st);
-			d->st.state = pb_str(rp, s->status_state);
-			pb_release(&d->sver, s->status_version);
-			pb_release(&d->smcr, s->status_min_compatible);
-			d->st.version = &d->sver;
-			d->st.minimum_compatible_release = &d->smcr;
-			d->p.status = &d->st;
-		}
-		leasehold__control__reconcile__init(&d->rc);
-		d->rc.count = s->reconcile_count;
-		d->rc.last_ok = s->reconcile_last_ok;
-		d->rc.last_error = pb_str(rp, s->reconcile_last_error);
-		d->rc.last_at = s->reconcile_last_at;
-		d->p.reconcile = &d->rc;
-		d->p.error = pb_str(rp, s->error);
-		d->p.held_back = pb_str(rp, s->held_back);
-		d->p.fencing_token = s->fencing_token;
-		d->p.superseded_by = pb_str(rp, s->superseded_by);
-		d->p.callback = pb_str(rp, s->callback);
-		d->p.callback_ms = s->callback_ms;
-		d->p.paused = s->paused;
-		d->p.pause_error = pb_str(rp, s->pause_error);
-		d->p.paused_by = pb_str(rp, s->paused_by);
-		d->p.paused_at = s->paused_at;
-		d->p.reconcile_requested = s->reconcile_requested;
-		d->p.reconcile_served = s->reconcile_served;
-		d->p.config_error = pb_str(rp, s->config_error);
-		d->p.config_revision = s->config_revision;
-		rp->pp[i] = &d->p;
-	}
-	rp->r.plugins = rp->pp;
-	rp->r.n_plugins = n;
-	return 0;
-}
-
-/* build_members - n Member messages from src, owned by the reply (freed by
- * reply_fini). *ret_mp: the pointer array (NULL when n is 0). 0/-ENOMEM. */
-static int build_members(struct reply *rp, const struct control_member *src, size_t n,
-			 Leasehold__Control__Member ***ret_mp)
-{
-	*ret_mp = NULL;
-	if (n == 0)
-		return 0;
-	struct pb_members **ls = realloc(rp->mlists, (rp->n_mlists + 1) * sizeof(*ls));
-	if (!ls)
-		return -ENOMEM;
-	rp->mlists = ls;
-	struct pb_members *l = calloc(1, sizeof(*l));
-	if (!l)
-		return -ENOMEM;
-	rp->mlists[rp->n_mlists++] = l;
-	l->m = calloc(n, sizeof(*l->m));
-	l->rel = calloc(n, sizeof(*l->rel));
-	l->nrel = calloc(n, sizeof(*l->nrel));
-	l->ns = calloc(n, sizeof(*l->ns));
-	l->mp = calloc(n, sizeof(*l->mp));
-	if (!l->m || !l->rel || !l->nrel || !l->ns || !l->mp)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		Leasehold__Control__Member *m = &l->m[i];
-		leasehold__control__member__init(m);
-		m->node = pb_str(rp, src[i].node_id);
-		pb_release(&l->rel[i], src[i].release);
-		m->release = &l->rel[i];
-		m->leader = src[i].leader;
-		m->campaigning = src[i].campaigning;
-		m->local = src[i].local;
-		m->no_member_record = src[i].no_member_record;
-		m->node_state_invalid = src[i].record_invalid;
-		const struct node_record *nr = src[i].record;
-		if (nr) {
-			Leasehold__Control__NodeState *ns = &l->ns[i];
-			leasehold__control__node_state__init(ns);
-			pb_release(&l->nrel[i], nr->release);
-			ns->release = &l->nrel[i];
-			ns->state = pb_str(rp, nr->state);
-			ns->reason = pb_str(rp, nr->reason);
-			ns->since = nr->since;
-			ns->ready = nr->ready;
-			ns->not_ready = pb_str(rp, nr->not_ready);
-			ns->reconcile_at = nr->reconcile_at;
-			ns->reconcile_ok = nr->reconcile_ok;
-			ns->reconcile_error = pb_str(rp, nr->reconcile_error);
-			m->node_state = ns;
-		}
-		l->mp[i] = m;
-	}
-	l->n = n;
-	*ret_mp = l->mp;
-	return 0;
-}
-
-static int reply_members(struct reply *rp, const struct control_member *src, size_t n)
-{
-	Leasehold__Control__Member **mp;
-	int r = build_members(rp, src, n, &mp);
-	if (r < 0)
-		return r;
-	rp->r.members = mp;
-	rp->r.n_members = n;
-	return 0;
-}
-
-/* role_names - does entry e carry role names on the wire? Not when it has
- * an error (its roles are then empty by definition). */
-static bool role_names(const struct control_role_entry *e)
-{
-	return e->node_id && e->roles && !(e->error && e->error[0]);
-}
-
-/* reply_roles - put n role entries into the reply (entries without a node
- * id, i.e. not filled in by the op, are skipped). Returns 0 or -ENOMEM. */
-static int reply_roles(struct reply *rp, const struct control_role_entry *src, size_t n)
-{
-	size_t total = 0, k = 0, out = 0;
-
-	if (n == 0)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (role_names(&src[i]))
-			total += src[i].n_roles;
-	rp->roles = calloc(n, sizeof(*rp->roles));
-	rp->rolep = calloc(n, sizeof(*rp->rolep));
-	rp->rstr = calloc(total ? total : 1, sizeof(*rp->rstr));
-	if (!rp->roles || !rp->rolep || !rp->rstr)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		Leasehold__Control__RoleEntry *d = &rp->roles[out];
-		if (!src[i].node_id)
-			continue;
-		leasehold__control__role_entry__init(d);
-		d->node = pb_str(rp, src[i].node_id);
-		d->error = pb_str(rp, src[i].error);
-		d->roles = &rp->rstr[k];
-		if (role_names(&src[i])) {
-			for (size_t j = 0; j < src[i].n_roles; j++)
-				rp->rstr[k++] = pb_str(rp, src[i].roles[j]);
-			d->n_roles = src[i].n_roles;
-		}
-		rp->rolep[out++] = d;
-	}
-	rp->r.roles = rp->rolep;
-	rp->r.n_roles = out;
-	return 0;
-}
-
-/* reply_terms - put n history terms into the reply. 0 or -ENOMEM. */
-static int reply_terms(struct reply *rp, const struct control_term *src, size_t n)
-{
-	if (n == 0)
-		return 0;
-	rp->terms = calloc(n, sizeof(*rp->terms));
-	rp->trel = calloc(n, sizeof(*rp->trel));
-	rp->termp = calloc(n, sizeof(*rp->termp));
-	if (!rp->terms || !rp->trel || !rp->termp)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		Leasehold__Control__Term *d = &rp->terms[i];
-		leasehold__control__term__init(d);
-		d->node = pb_str(rp, src[i].node);
-		pb_release(&rp->trel[i], src[i].release);
-		d->release = &rp->trel[i];
-		d->fencing_token = src[i].token;
-		d->start_revision = src[i].start_rev;
-		d->start_unix = src[i].start_unix;
-		d->end_revision = src[i].end_rev;
-		d->end_unix = src[i].end_unix;
-		d->end_reason = pb_str(rp, src[i].end_reason);
-		d->end_detail = pb_str(rp, src[i].end_detail);
-		d->invalid = src[i].invalid;
-		rp->termp[i] = d;
-	}
-	rp->r.terms = rp->termp;
-	rp->r.n_terms = n;
-	return 0;
-}
-
 /* ---- answering -------------------------------------------------------- */
 
 /* reply_pack - finish rp (protocol, node, version) and pack it into a
  * malloc'd buffer. 0 or -ENOMEM. */
-static int reply_pack(struct control *c, struct reply *rp, uint8_t **ret_buf, size_t *ret_len)
+static int reply_pack(struct control *c, struct control_reply *rp, uint8_t **ret_buf,
+                      size_t *ret_len)
 {
-	const char *node = c->ops->node_id ? c->ops->node_id(c->ud) : NULL;
-	size_t len;
-	uint8_t *buf;
-
-	rp->r.protocol = CONTROL_PROTOCOL;
-	rp->r.node = pb_str(rp, node);
-	rp->r.daemon_version = (char *)PACKAGE_VERSION;
-	if (!rp->r.message)
-		rp->r.message = (char *)"";
-	len = leasehold__control__response__get_packed_size(&rp->r);
-	buf = malloc(len ? len : 1);
-	if (!buf)
-		return -ENOMEM;
-	leasehold__control__response__pack(&rp->r, buf);
-	*ret_buf = buf;
-	*ret_len = len;
-	return 0;
-}
-
-int control_answer_pack(const struct control_answer *a, uint8_t **ret_buf, size_t *ret_len)
-{
-	struct reply rp;
-	int r = 0;
-	reply_init(&rp);
-	if (a->code != LEASEHOLD__CONTROL__CODE__CODE_OK) {
-		reply_error(&rp, (Leasehold__Control__Code)a->code, "%s",
-			    a->message ? a->message : "");
-	} else {
-		if (r == 0)
-			r = reply_plugins(&rp, a->plugins, a->n_plugins);
-		for (size_t i = 0; r == 0 && a->plugin_nodes && i < a->n_plugins; i++) {
-			if (build_members(&rp, a->plugin_nodes[i], a->n_plugin_nodes[i],
-					  &rp.pp[i]->nodes) < 0)
-				r = -ENOMEM;
-			else
-				rp.pp[i]->n_nodes = a->n_plugin_nodes[i];
-		}
-		if (r == 0)
-			r = reply_members(&rp, a->members, a->n_members);
-		if (r == 0)
-			r = reply_roles(&rp, a->roles, a->n_roles);
-		if (r == 0)
-			r = reply_terms(&rp, a->terms, a->n_terms);
-		rp.r.revision = a->revision;
-	}
-	if (r == 0) {
-		rp.r.protocol = CONTROL_PROTOCOL;
-		rp.r.node = pb_str(&rp, a->node);
-		rp.r.daemon_version = (char *)PACKAGE_VERSION;
-		if (!rp.r.message)
-			rp.r.message = (char *)"";
-		size_t len = leasehold__control__response__get_packed_size(&rp.r);
-		uint8_t *buf = malloc(len ? len : 1);
-		if (!buf) {
-			r = -ENOMEM;
-		} else {
-			leasehold__control__response__pack(&rp.r, buf);
-			*ret_buf = buf;
-			*ret_len = len;
-		}
-	}
-	reply_fini(&rp);
-	return r;
+	return control_reply_pack(rp, c->ops->node_id ? c->ops->node_id(c->ud) : NULL, ret_buf,
+				  ret_len);
 }
 
 /* send_reply - answer conn's request with rp. */
-static void send_reply(struct control *c, struct control_conn *conn, struct reply *rp)
+static void send_reply(struct control *c, struct control_conn *conn, struct control_reply *rp)
 {
 	uint8_t *buf;
 	size_t len;
@@ -572,7 +190,7 @@ static int fetch_members(struct control *c, const char *name, size_t *ret_n)
 
 /* attach_nodes - every plugin of the reply gets its node rows (a file row
  * that runs no plugin has none). 0 or -ENOMEM. */
-static int attach_nodes(struct control *c, struct reply *rp)
+static int attach_nodes(struct control *c, struct control_reply *rp)
 {
 	for (size_t i = 0; i < rp->r.n_plugins; i++) {
 		Leasehold__Control__Plugin *p = rp->r.plugins[i];
@@ -582,75 +200,75 @@ static int attach_nodes(struct control *c, struct reply *rp)
 			return r;
 		if (r < 0)
 			continue;
-		if (build_members(rp, c->mbuf, n, &p->nodes) < 0)
+		if (control_reply_member_list(rp, c->mbuf, n, &p->nodes) < 0)
 			return -ENOMEM;
 		p->n_nodes = n;
 	}
 	return 0;
 }
 
-static void do_plugins(struct control *c, struct reply *rp)
+static void do_plugins(struct control *c, struct control_reply *rp)
 {
 	size_t n;
-	if (fetch_plugins(c, &n) < 0 || reply_plugins(rp, c->pbuf, n) < 0 ||
+	if (fetch_plugins(c, &n) < 0 || control_reply_plugins(rp, c->pbuf, n) < 0 ||
 	    attach_nodes(c, rp) < 0)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 }
 
-static void do_status(struct control *c, struct reply *rp, const char *name)
+static void do_status(struct control *c, struct control_reply *rp, const char *name)
 {
 	const struct control_plugin *p;
 	size_t n;
 	if (fetch_plugins(c, &n) < 0) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 		return;
 	}
 	p = find_plugin(c, n, name);
 	if (!p)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "no plugin named '%s'",
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "no plugin named '%s'",
 			    name);
-	else if (reply_plugins(rp, p, 1) < 0 || attach_nodes(c, rp) < 0)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+	else if (control_reply_plugins(rp, p, 1) < 0 || attach_nodes(c, rp) < 0)
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 }
 
-static void do_members(struct control *c, struct reply *rp, const char *name)
+static void do_members(struct control *c, struct control_reply *rp, const char *name)
 {
 	size_t total = 0;
 	int r = fetch_members(c, name, &total);
 
 	if (r == -ENOTSUP)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "members are not available");
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "members are not available");
 	else if (r == -ENOENT)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "no plugin named '%s'",
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "no plugin named '%s'",
 			    name);
 	else if (r < 0)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "members: %s", strerror(-r));
-	else if (reply_members(rp, c->mbuf, total) < 0)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "members: %s", strerror(-r));
+	else if (control_reply_members(rp, c->mbuf, total) < 0)
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 }
 
-static void do_reload(struct control *c, struct reply *rp, const char *name)
+static void do_reload(struct control *c, struct control_reply *rp, const char *name)
 {
 	char err[256] = "";
 	int r;
 
 	if (!c->ops->reload) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "reload is not available");
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "reload is not available");
 		return;
 	}
 	r = c->ops->reload(c->ud, name[0] ? name : NULL, err, sizeof(err));
 	if (r == -ENOENT)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "no plugin named '%s'",
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "no plugin named '%s'",
 			    name);
 	else if (r < 0)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "%s",
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "%s",
 			    err[0] ? err : strerror(-r));
 }
 
 
 /* do_wait_ready - answer now (ready, unknown, timeout 0) or park the
  * request. Returns true when parked (no reply to send now). */
-static bool do_wait_ready(struct control *c, struct control_conn *conn, struct reply *rp,
+static bool do_wait_ready(struct control *c, struct control_conn *conn, struct control_reply *rp,
 			  const char *name, uint32_t timeout_ms)
 {
 	const struct control_plugin *p;
@@ -658,32 +276,32 @@ static bool do_wait_ready(struct control *c, struct control_conn *conn, struct r
 	size_t n;
 
 	if (fetch_plugins(c, &n) < 0) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 		return false;
 	}
 	p = find_plugin(c, n, name);
 	if (!p) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "no plugin named '%s'",
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "no plugin named '%s'",
 			    name);
 		return false;
 	}
 	if (p->ready) {
-		if (reply_plugins(rp, p, 1) < 0)
-			reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+		if (control_reply_plugins(rp, p, 1) < 0)
+			control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 		return false;
 	}
 	if (timeout_ms == 0) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT, "plugin '%s' is not ready%s%s",
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT, "plugin '%s' is not ready%s%s",
 			    name, p->not_ready ? ": " : "", p->not_ready ? p->not_ready : "");
 		return false;
 	}
 	if (c->n_parked >= CONTROL_MAX_PARKED) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY, "too many waiting requests");
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY, "too many waiting requests");
 		return false;
 	}
 	rq = request_new(c, conn);
 	if (!rq) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 		return false;
 	}
 	snprintf(rq->name, sizeof(rq->name), "%s", name);
@@ -719,13 +337,13 @@ static int fetch_roles(struct control *c, size_t *ret_n)
 	return -EAGAIN;
 }
 
-static void reply_not_supported(struct reply *rp)
+static void reply_not_supported(struct control_reply *rp)
 {
-	reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
+	control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
 		    "roles are not supported by this daemon");
 }
 
-static void do_roles_list(struct control *c, struct reply *rp)
+static void do_roles_list(struct control *c, struct control_reply *rp)
 {
 	size_t n;
 
@@ -733,27 +351,27 @@ static void do_roles_list(struct control *c, struct reply *rp)
 		reply_not_supported(rp);
 		return;
 	}
-	if (fetch_roles(c, &n) < 0 || reply_roles(rp, c->rbuf, n) < 0)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+	if (fetch_roles(c, &n) < 0 || control_reply_roles(rp, c->rbuf, n) < 0)
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 }
 
 /* async_result - the reply to a finished asynchronous op of rq. */
-static void async_result(const struct request *rq, struct reply *rp, int err, const char *msg)
+static void async_result(const struct request *rq, struct control_reply *rp, int err, const char *msg)
 {
 	const char *why = msg && msg[0] ? msg : strerror(err < 0 ? -err : EIO);
 
 	if (err == 0)
 		return; /* CODE_OK, nothing else */
 	if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 			    "cannot forget node '%s' of plugin '%s': %s", rq->name, rq->plugin, why);
 	else if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE ||
 		 rq->kind == LEASEHOLD__CONTROL__KIND__KIND_RESUME)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "cannot %s plugin '%s': %s",
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "cannot %s plugin '%s': %s",
 			    rq->kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE ? "pause" : "resume",
 			    rq->plugin, why);
 	else
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 			    "cannot %s the roles of node '%s': %s",
 			    rq->kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR ? "clear" : "set",
 			    rq->name, why);
@@ -765,7 +383,7 @@ static void async_done(void *done_ctx, int err, const char *msg)
 {
 	struct request *rq = done_ctx;
 	struct control *c = rq->c;
-	struct reply rp;
+	struct control_reply rp;
 	bool was_busy;
 
 	if (rq->state != R_ASYNC || rq->early_done) {
@@ -782,10 +400,10 @@ static void async_done(void *done_ctx, int err, const char *msg)
 	was_busy = c->busy;
 	c->busy = true;
 	if (rq->conn) {
-		reply_init(&rp);
+		control_reply_init(&rp);
 		async_result(rq, &rp, err, msg);
 		send_reply(c, rq->conn, &rp);
-		reply_fini(&rp);
+		control_reply_fini(&rp);
 	}
 	/* else: the client went away; the write is done all the same */
 	request_free(rq);
@@ -796,7 +414,7 @@ static void async_done(void *done_ctx, int err, const char *msg)
 /* do_async - start an asynchronous op (roles set/clear, members forget; the
  * decoder validated its fields). Returns true when the request now waits
  * for done() (no reply to send now); false with the reply in rp. */
-static bool do_async(struct control *c, struct control_conn *conn, struct reply *rp,
+static bool do_async(struct control *c, struct control_conn *conn, struct control_reply *rp,
 		     const Leasehold__Control__Request *req)
 {
 	int kind = req->kind;
@@ -815,13 +433,13 @@ static bool do_async(struct control *c, struct control_conn *conn, struct reply 
 		return false;
 	}
 	if (c->n_async >= CONTROL_MAX_ASYNC) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY,
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY,
 			    "too many etcd writes in progress");
 		return false;
 	}
 	rq = request_new(c, conn);
 	if (!rq) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 		return false;
 	}
 	snprintf(rq->name, sizeof(rq->name), "%s", req->node);
@@ -846,12 +464,12 @@ static bool do_async(struct control *c, struct control_conn *conn, struct reply 
 	if (r < 0) {
 		/* done() never runs (a stashed early one is ignored) */
 		if (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET || pause)
-			reply_error(rp,
+			control_reply_error(rp,
 				    r == -ENOENT ? LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND
 						 : LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 				    "%s", err[0] ? err : strerror(-r));
 		else if (r == -EINVAL)
-			reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST, "%s",
+			control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST, "%s",
 				    err[0] ? err : "invalid node id or role name");
 		else
 			async_result(rq, rp, r, err);
@@ -868,19 +486,19 @@ static bool do_async(struct control *c, struct control_conn *conn, struct reply 
 
 /* verb_start - a request of kind for plugin NAME that waits for the
  * daemon's done() (reconcile, history); NULL with the reply in rp */
-static struct request *verb_start(struct control *c, struct control_conn *conn, struct reply *rp,
+static struct request *verb_start(struct control *c, struct control_conn *conn, struct control_reply *rp,
 				  const Leasehold__Control__Request *req)
 {
 	struct request *rq;
 
 	if (c->n_async >= CONTROL_MAX_ASYNC) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY,
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY,
 			    "too many etcd requests in progress");
 		return NULL;
 	}
 	rq = request_new(c, conn);
 	if (!rq) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 		return NULL;
 	}
 	snprintf(rq->name, sizeof(rq->name), "%s", req->name);
@@ -894,10 +512,10 @@ static struct request *verb_start(struct control *c, struct control_conn *conn, 
 }
 
 /* verb_failed - the op refused at once (done never runs) */
-static void verb_failed(struct request *rq, struct reply *rp, int r, const char *err)
+static void verb_failed(struct request *rq, struct control_reply *rp, int r, const char *err)
 {
 	/* a refusal (paused, not synced) is no failed operation */
-	reply_error(rp,
+	control_reply_error(rp,
 		    r == -ENOENT			 ? LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND
 		    : r == -EBUSY || r == -EAGAIN ? LEASEHOLD__CONTROL__CODE__CODE_BUSY
 						 : LEASEHOLD__CONTROL__CODE__CODE_FAILED,
@@ -906,7 +524,7 @@ static void verb_failed(struct request *rq, struct reply *rp, int r, const char 
 }
 
 /* verb_reply - send rp for an async rq (its client may be gone) and free it */
-static void verb_reply(struct request *rq, struct reply *rp)
+static void verb_reply(struct request *rq, struct control_reply *rp)
 {
 	struct control *c = rq->c;
 	bool was_busy = c->busy;
@@ -923,29 +541,29 @@ static void history_done(void *done_ctx, int err, const char *msg,
 			 const struct control_term *terms, size_t n)
 {
 	struct request *rq = done_ctx;
-	struct reply rp;
+	struct control_reply rp;
 
 	/* control.h: never before the op returned */
 	assert(rq->state == R_ASYNC && !rq->in_op);
-	reply_init(&rp);
+	control_reply_init(&rp);
 	if (err < 0)
-		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 			    "cannot read the history of plugin '%s': %s", rq->plugin,
 			    msg && msg[0] ? msg : strerror(-err));
-	else if (reply_terms(&rp, terms, n) < 0)
-		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
+	else if (control_reply_terms(&rp, terms, n) < 0)
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 	verb_reply(rq, &rp);
-	reply_fini(&rp);
+	control_reply_fini(&rp);
 }
 
 /* parked_plugin_gone - a parked request's plugin p went away (p NULL):
  * fill rp and return true */
 static bool parked_plugin_gone(const struct request *rq, const struct control_plugin *p,
-			       struct reply *rp)
+			       struct control_reply *rp)
 {
 	if (p)
 		return false;
-	reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "plugin '%s' went away",
+	control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "plugin '%s' went away",
 		    rq->name);
 	return true;
 }
@@ -953,14 +571,14 @@ static bool parked_plugin_gone(const struct request *rq, const struct control_pl
 /* reconcile_answer - a parked reconcile request whose plugin p (NULL: gone)
  * may have served it: fill rp and return true when it is answered */
 static bool reconcile_answer(const struct request *rq, const struct control_plugin *p,
-			     struct reply *rp)
+			     struct control_reply *rp)
 {
 	if (parked_plugin_gone(rq, p, rp))
 		return true;
 	if (p->reconcile_served < rq->rev)
 		return false;
 	if (!p->reconcile_served_ok)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 			    "the leader's reconcile failed: %s",
 			    p->reconcile_served_error ? p->reconcile_served_error : "(no message)");
 	rp->r.revision = rq->rev;
@@ -971,7 +589,7 @@ static void reconcile_done(void *done_ctx, int err, const char *msg, int64_t rev
 {
 	struct request *rq = done_ctx;
 	struct control *c = rq->c;
-	struct reply rp;
+	struct control_reply rp;
 
 	assert(rq->state == R_ASYNC && !rq->in_op);
 	if (err == 0 && rq->timeout_ms > 0 && rq->conn && c->n_parked < CONTROL_MAX_PARKED) {
@@ -984,24 +602,24 @@ static void reconcile_done(void *done_ctx, int err, const char *msg, int64_t rev
 		control_notify(c);
 		return;
 	}
-	reply_init(&rp);
+	control_reply_init(&rp);
 	if (err < 0)
-		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 			    "cannot request a reconcile of plugin '%s': %s", rq->plugin,
 			    msg && msg[0] ? msg : strerror(-err));
 	else if (rq->timeout_ms > 0)
-		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY, "too many waiting requests");
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY, "too many waiting requests");
 	else
 		rp.r.revision = rev;
 	verb_reply(rq, &rp);
-	reply_fini(&rp);
+	control_reply_fini(&rp);
 }
 
 /* switchover_answer - a parked switchover request whose plugin p (NULL:
  * gone) may have a new leader: fill rp and return true when it is answered
  * (the leader is what was asked, or the request ended without that) */
 static bool switchover_answer(const struct request *rq, const struct control_plugin *p,
-			      struct reply *rp)
+			      struct control_reply *rp)
 {
 	if (parked_plugin_gone(rq, p, rp))
 		return true;
@@ -1018,13 +636,13 @@ static bool switchover_answer(const struct request *rq, const struct control_plu
 	if (!done && p->switchover_ended_rev < rq->rev)
 		return false;
 	if (!done)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 			    "the switchover of plugin '%s' ended without %s%s taking over (leader "
 			    "now: %s)",
 			    rq->name, rq->target[0] ? "node " : "another node",
 			    rq->target[0] ? rq->target : "", led ? p->leader : "none");
 	rp->r.revision = rq->rev;
-	rp->r.leader = pb_str(rp, p->leader);
+	rp->r.leader = control_reply_str(rp, p->leader);
 	return true;
 }
 
@@ -1033,7 +651,7 @@ static void switchover_done(void *done_ctx, int err, const char *msg, int64_t re
 {
 	struct request *rq = done_ctx;
 	struct control *c = rq->c;
-	struct reply rp;
+	struct control_reply rp;
 
 	assert(rq->state == R_ASYNC && !rq->in_op);
 	if (err == 0 && rq->conn && c->n_parked < CONTROL_MAX_PARKED) {
@@ -1049,25 +667,25 @@ static void switchover_done(void *done_ctx, int err, const char *msg, int64_t re
 		control_notify(c);
 		return;
 	}
-	reply_init(&rp);
+	control_reply_init(&rp);
 	if (err < 0)
 		/* refused on the state read (a reason) or etcd failed */
-		reply_error(&rp,
+		control_reply_error(&rp,
 			    err == -EBUSY || err == -EALREADY || err == -ESRCH || err == -EAGAIN ||
 				    err == -ECHILD
 				? LEASEHOLD__CONTROL__CODE__CODE_BUSY
 				: LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 			    "%s", msg && msg[0] ? msg : strerror(-err));
 	else
-		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY, "too many waiting requests");
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY, "too many waiting requests");
 	verb_reply(rq, &rp);
-	reply_fini(&rp);
+	control_reply_fini(&rp);
 }
 
 /* do_verb - a reconcile request, a history read or a switchover request
  * (the decoder checked the name); true when answered later by
  * reconcile_done / history_done / switchover_done */
-static bool do_verb(struct control *c, struct control_conn *conn, struct reply *rp,
+static bool do_verb(struct control *c, struct control_conn *conn, struct control_reply *rp,
 		    const Leasehold__Control__Request *req)
 {
 	bool history = req->kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
@@ -1077,7 +695,7 @@ static bool do_verb(struct control *c, struct control_conn *conn, struct reply *
 	int r;
 
 	if (history ? !c->ops->history : switchover ? !c->ops->switchover : !c->ops->reconcile) {
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
 			    "%s is not supported by this daemon",
 			    history ? "history" : switchover ? "switchover" : "reconcile");
 		return false;
@@ -1107,29 +725,29 @@ static void config_done(void *done_ctx, int err, const char *msg, const char *do
 {
 	struct request *rq = done_ctx;
 	bool set = rq->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
-	struct reply rp;
+	struct control_reply rp;
 
 	assert(rq->state == R_ASYNC && !rq->in_op);
-	reply_init(&rp);
+	control_reply_init(&rp);
 	if (err == -ESTALE && set)
-		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_CONFLICT, "%s",
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_CONFLICT, "%s",
 			    msg && msg[0] ? msg : "the configuration changed meanwhile");
 	else if (err < 0)
-		reply_error(&rp,
+		control_reply_error(&rp,
 			    err == -EINVAL ? LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST
 					   : LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 			    "%s", msg && msg[0] ? msg : strerror(-err));
 	rp.r.config_revision = rev;
 	rp.r.config_document.data = (uint8_t *)(uintptr_t)doc;
 	rp.r.config_document.len = doc ? len : 0;
-	rp.r.config_error = pb_str(&rp, doc_error);
+	rp.r.config_error = control_reply_str(&rp, doc_error);
 	verb_reply(rq, &rp);
-	reply_fini(&rp);
+	control_reply_fini(&rp);
 }
 
 /* do_config - a configuration read or write (pconfig); true when answered
  * later by config_done */
-static bool do_config(struct control *c, struct control_conn *conn, struct reply *rp,
+static bool do_config(struct control *c, struct control_conn *conn, struct control_reply *rp,
 		      const Leasehold__Control__Request *req)
 {
 	bool set = req->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
@@ -1154,7 +772,7 @@ static bool do_config(struct control *c, struct control_conn *conn, struct reply
 	err[sizeof(err) - 1] = '\0';
 	if (r < 0) {
 		if (r == -EINVAL) {
-			reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST, "%s",
+			control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST, "%s",
 				    err[0] ? err : strerror(-r));
 			request_free(rq);
 		} else
@@ -1166,7 +784,7 @@ static bool do_config(struct control *c, struct control_conn *conn, struct reply
 
 /* do_leave - the node leaves every plugin's membership for good and shuts
  * down; answered before the shutdown starts */
-static void do_leave(struct control *c, struct reply *rp)
+static void do_leave(struct control *c, struct control_reply *rp)
 {
 	char err[256] = "";
 
@@ -1175,7 +793,7 @@ static void do_leave(struct control *c, struct reply *rp)
 		return;
 	}
 	if (c->ops->leave(c->ud, err, sizeof(err)) < 0)
-		reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "%s",
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "%s",
 			    err[0] ? err : "cannot leave");
 }
 
@@ -1226,7 +844,7 @@ static void request_free(struct request *rq)
 }
 
 /* request_unpark - a parked request gets its answer. */
-static void request_unpark(struct control *c, struct request *rq, struct reply *rp)
+static void request_unpark(struct control *c, struct request *rq, struct control_reply *rp)
 {
 	struct control_conn *conn = rq->conn;
 
@@ -1249,13 +867,13 @@ static void request_timer_cb(struct loop_timer *t, void *userdata)
 {
 	struct request *rq = userdata;
 	struct control *c = rq->c;
-	struct reply rp;
+	struct control_reply rp;
 
 	(void)t;
 	if (rq->state != R_PARKED)
 		return;
 	c->busy = true;
-	reply_init(&rp);
+	control_reply_init(&rp);
 	/* the reason as it is now, when the plugin is still there */
 	size_t n;
 	const struct control_plugin *p = NULL;
@@ -1263,23 +881,23 @@ static void request_timer_cb(struct loop_timer *t, void *userdata)
 		p = find_plugin(c, n, rq->name);
 	const char *why = p && p->not_ready ? p->not_ready : NULL;
 	if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_RECONCILE)
-		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
 			    "the leader of plugin '%s' did not serve reconcile request %" PRId64
 			    " within %" PRIu32 " ms (the request stays; a leader serves it when "
 			    "one leads)%s",
 			    rq->name, rq->rev, rq->timeout_ms,
 			    p && p->paused ? ": the plugin is paused" : "");
 	else if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER)
-		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
 			    "the switchover of plugin '%s' did not complete within %" PRIu32
 			    " ms (leader now: %s)",
 			    rq->name, rq->timeout_ms, p && p->leader ? p->leader : "unknown");
 	else
-		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
 			    "plugin '%s' not ready after %" PRIu32 " ms%s%s", rq->name,
 			    rq->timeout_ms, why ? ": " : "", why ? why : "");
 	request_unpark(c, rq, &rp);
-	reply_fini(&rp);
+	control_reply_fini(&rp);
 	run_deferred_notify(c);
 }
 
@@ -1290,19 +908,19 @@ static void on_request(void *ud, struct control_conn *conn, const uint8_t *buf, 
 {
 	struct control *c = ud;
 	Leasehold__Control__Request *req = NULL;
-	struct reply rp;
+	struct control_reply rp;
 	const char *why;
 	int r;
 
 	c->busy = true;
-	reply_init(&rp);
+	control_reply_init(&rp);
 	r = control_codec_request_decode(buf, len, &req, &why);
 	if (r == -EMSGSIZE)
-		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TOO_LARGE, "%s", why);
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TOO_LARGE, "%s", why);
 	else if (r == -EPROTONOSUPPORT)
-		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND, "%s", why);
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND, "%s", why);
 	else if (r < 0)
-		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST, "%s", why);
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST, "%s", why);
 	else {
 		switch (req->kind) {
 		case LEASEHOLD__CONTROL__KIND__KIND_PLUGINS:
@@ -1350,14 +968,14 @@ static void on_request(void *ud, struct control_conn *conn, const uint8_t *buf, 
 				goto done; /* answered by config_done */
 			break;
 		default: /* excluded by the decoder */
-			reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
+			control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
 				    "unknown request kind");
 			break;
 		}
 	}
 	send_reply(c, conn, &rp);
 done:
-	reply_fini(&rp);
+	control_reply_fini(&rp);
 	if (req)
 		leasehold__control__request__free_unpacked(req, NULL);
 	run_deferred_notify(c);
@@ -1381,19 +999,19 @@ static void on_closed(void *ud, struct control_conn *conn)
 static int on_refusal(void *ud, int why, uid_t uid, uint8_t **ret_buf, size_t *ret_len)
 {
 	struct control *c = ud;
-	struct reply rp;
+	struct control_reply rp;
 	int r;
 
-	reply_init(&rp);
+	control_reply_init(&rp);
 	if (why == -EPERM)
-		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_REFUSED,
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_REFUSED,
 			    "uid %u may not use this daemon (only root and uid %u may)",
 			    (unsigned)uid, (unsigned)geteuid());
 	else
-		reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_REFUSED,
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_REFUSED,
 			    "too many control connections in progress (%d)", CONTROL_MAX_CONNS);
 	r = reply_pack(c, &rp, ret_buf, ret_len);
-	reply_fini(&rp);
+	control_reply_fini(&rp);
 	return r;
 }
 
@@ -1438,36 +1056,36 @@ void control_notify(struct control *c)
 			break;
 		for (rq = c->requests; rq; rq = next) {
 			const struct control_plugin *p;
-			struct reply rp;
+			struct control_reply rp;
 			next = rq->next; /* rq may be freed below */
 			if (rq->state != R_PARKED)
 				continue;
 			p = find_plugin(c, n, rq->name);
 			if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER) {
-				reply_init(&rp);
+				control_reply_init(&rp);
 				if (switchover_answer(rq, p, &rp))
 					request_unpark(c, rq, &rp);
-				reply_fini(&rp);
+				control_reply_fini(&rp);
 				continue;
 			}
 			if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_RECONCILE) {
-				reply_init(&rp);
+				control_reply_init(&rp);
 				if (reconcile_answer(rq, p, &rp))
 					request_unpark(c, rq, &rp);
-				reply_fini(&rp);
+				control_reply_fini(&rp);
 				continue;
 			}
 			if (p && !p->ready)
 				continue;
-			reply_init(&rp);
+			control_reply_init(&rp);
 			if (!p)
-				reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND,
+				control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND,
 					    "plugin '%s' went away", rq->name);
-			else if (reply_plugins(&rp, p, 1) < 0)
-				reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL,
+			else if (control_reply_plugins(&rp, p, 1) < 0)
+				control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL,
 					    "out of memory");
 			request_unpark(c, rq, &rp);
-			reply_fini(&rp);
+			control_reply_fini(&rp);
 		}
 		if (!c->notify_pending || c->n_parked == 0)
 			break;
