@@ -97,7 +97,7 @@ srcs_bus=("$src/host/plugin_instance.c" "$src/host/plugin_instance_queue.c"
           "$src/host/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c"
           "$src/host/etcd_json.c" "$src/host/plugin_config_doc.c")
 # the worker half moved to its own file (process isolation)
-[ -f "$src/host/worker.c" ] && srcs_bus+=("$src/host/worker.c" "$src/host/bus_msg.c"
+[ -f "$src/host/worker.c" ] && srcs_bus+=("$src/host/worker.c" "$src/host/worker_api.c" "$src/host/bus_msg.c"
                                      "$src/host/crash_report.c")
 libs_bus=(-lnng "${pb_libs[@]}" "${json_libs[@]}" -lpthread -ldl)
 maxlen_bus=4096

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * worker_internal.h - what the worker's two files share: the worker itself
+ * (struct worker), the bus loop's services the host API needs (worker.c),
+ * and the host API table the plugin calls (worker_api.c). Threading: every
+ * function here runs on the worker's own thread (the one in worker_run),
+ * inside or around a plugin callback.
+ */
+#ifndef LH_WORKER_INTERNAL_H
+#define LH_WORKER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+#include "bus_msg.h"
+#include "proto/bus.pb-c.h"
+#include "worker.h"
+
+#define MAX_TXN_OPS 1024u
+#define MAX_KEY_LEN (64u * 1024u)
+#define MAX_VALUE_LEN (16u * 1024u * 1024u)
+#define MAX_WATCH_PREFIX 4096u /* a watch prefix or a read grant, at most */
+#define STASH_MAX 16u /* events received ahead (the host has at most 5 in flight) */
+
+struct worker {
+	struct lh_ctx ctx; /* first: the plugin's context pointer is &w->ctx */
+	struct lh_host_api api;
+	struct lh_plugin desc; /* copy of the validated descriptor */
+	nng_socket sock;
+	pthread_t self;
+	bool in_callback;
+	bool initialized;
+	char *node_id;
+	char *data_prefix;
+	int64_t token;
+	uint64_t last_txn_id;
+	uint32_t txn_timeout_ms;
+	void *result; /* the last txn result (one allocation) */
+	/* events received ahead of the one running (during a txn wait or by
+	 * term_ends_ahead), oldest first */
+	ToWorker *stash[STASH_MAX];
+	unsigned stash_head, stash_n;
+	bool term_skipped; /* this term's on_elected was skipped: skip the rest */
+	struct worker_activity own_activity;
+	struct worker_activity *activity; /* own_activity or the owner's page */
+	/* crash_report lines, one per callback kind, prepared by worker_new */
+	char crash_who[WORKER_CALLBACKS][LH_PLUGIN_NAME_MAX + 48];
+	char errmsg[512];
+	char txn_error[512];
+	/* ABI 1.2 watches: the grants from INIT, the watches init registered */
+	bool in_init;
+	bool no_watches; /* the host offers none (INIT) */
+	ProtobufCBinaryData *grants; /* copies */
+	size_t n_grants;
+	struct worker_watch {
+		uint8_t *prefix; /* full key */
+		size_t len;
+		uint32_t flags;
+	} watches[LH_WATCH_MAX];
+	unsigned n_watches;
+	void *batch_mem; /* the running on_watch_events' batch (one allocation) */
+	/* the configuration api->config() returns (ABI 1.2): cfg points into
+	 * cfg_cluster / cfg_local, which the worker owns */
+	struct lh_config cfg;
+	char *cfg_cluster, *cfg_local;
+	bool validating; /* validate_config runs: it may not write */
+};
+
+/* ---- worker.c: the bus loop ---- */
+
+/* worker_from_ctx - the worker behind a plugin's context pointer */
+struct worker *worker_from_ctx(struct lh_ctx *ctx);
+/* worker_on_own_thread - called on w's thread inside a callback (the host
+ * API refuses anything else) */
+bool worker_on_own_thread(const struct worker *w);
+/* worker_send - one message to the host (a send failure ends nothing here:
+ * the host notices a worker it cannot hear) */
+void worker_send(struct worker *w, const ProtobufCMessage *m);
+/* worker_wait_txn_reply - the host's answer to request id (txn or range),
+ * keeping events that arrive meanwhile for later; NULL with *err on a
+ * timeout (-ETIMEDOUT), a closed bus or a protocol error */
+ToWorker *worker_wait_txn_reply(struct worker *w, uint64_t id, int *err);
+/* worker_build_result - a TxnReply as the plugin's struct lh_txn_result (one
+ * allocation, kept in w->result until the next call); 0 or -errno */
+int worker_build_result(struct worker *w, const TxnReply *rep, const struct lh_txn_result **ret);
+
+/* ---- worker_api.c: the host API table (struct lh_host_api) ---- */
+
+/* worker_api_init - the context and the API table of a new worker */
+void worker_api_init(struct worker *w);
+
+#endif
