@@ -465,8 +465,13 @@ int control_answer_pack(const struct control_answer *a, uint8_t **ret_buf, size_
 			r = reply_roles(&rp, a->roles, a->n_roles);
 		if (r == 0)
 			r = reply_terms(&rp, a->terms, a->n_terms);
-		rp.r.revision = a->revision;
 	}
+	rp.r.revision = a->revision;
+	rp.r.leader = pb_str(&rp, a->leader);
+	rp.r.config_document.data = (uint8_t *)(uintptr_t)a->config_document;
+	rp.r.config_document.len = a->config_document ? a->config_len : 0;
+	rp.r.config_revision = a->config_revision;
+	rp.r.config_error = pb_str(&rp, a->config_error);
 	if (r == 0) {
 		rp.r.protocol = CONTROL_PROTOCOL;
 		rp.r.node = pb_str(&rp, a->node);
