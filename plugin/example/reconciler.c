@@ -454,6 +454,14 @@ static int32_t rc_on_elected(struct lh_ctx *ctx, int64_t token)
 	return 0;
 }
 
+static int32_t rc_on_releases_changed(struct lh_ctx *ctx, const struct lh_releases *r)
+{
+	lh_logf(ctx, LH_LOG_DEBUG, "members: %u, releases %u.%u.%u..%u.%u.%u at revision %" PRId64,
+	        r->n_members, r->min.major, r->min.minor, r->min.patch, r->max.major, r->max.minor,
+	        r->max.patch, r->revision);
+	return 0;
+}
+
 static int32_t rc_on_config_changed(struct lh_ctx *ctx, const struct lh_config *c)
 {
 	struct state *st = ctx->user;
@@ -507,6 +515,7 @@ LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
 	.min_compatible_release = {1, FORMAT_V2 ? 1 : 0, 0},
 	.init = rc_init,
 	.on_elected = rc_on_elected,
+	.on_releases_changed = rc_on_releases_changed,
 	.reconcile = rc_reconcile,
 	.on_deposed = rc_on_deposed,
 	.fini = rc_fini,
