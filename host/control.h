@@ -249,6 +249,13 @@ struct control_answer {
 	const struct control_term *terms;
 	size_t n_terms;
 	int64_t revision;
+	const char *leader; /* switchover: the leader at the answer, or NULL */
+	/* config get/set: the document (config_len bytes, or NULL), its
+	 * revision, and why a stored document is not valid (NULL: it is) */
+	const void *config_document;
+	size_t config_len;
+	int64_t config_revision;
+	const char *config_error;
 };
 
 /* control_answer_pack - a as a packed Response, exactly as the server packs

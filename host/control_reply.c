@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -343,8 +344,13 @@ int control_answer_pack(const struct control_answer *a, uint8_t **ret_buf, size_
 			r = control_reply_roles(&rp, a->roles, a->n_roles);
 		if (r == 0)
 			r = control_reply_terms(&rp, a->terms, a->n_terms);
-		rp.r.revision = a->revision;
 	}
+	rp.r.revision = a->revision;
+	rp.r.leader = control_reply_str(&rp, a->leader);
+	rp.r.config_document.data = (uint8_t *)(uintptr_t)a->config_document;
+	rp.r.config_document.len = a->config_document ? a->config_len : 0;
+	rp.r.config_revision = a->config_revision;
+	rp.r.config_error = control_reply_str(&rp, a->config_error);
 	if (r == 0)
 		r = control_reply_pack(&rp, a->node, ret_buf, ret_len);
 	control_reply_fini(&rp);

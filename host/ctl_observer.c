@@ -17,20 +17,12 @@
 #include "control_codec.h"
 #include "control_terms.h"
 #include "ctl_observer.h"
+#include "ctl_observer_internal.h"
 #include "election.h"
 #include "leasehold.pb-c.h"
 #include "roles.h"
 
 #define MAX_ENDPOINTS 16
-
-struct ctl_observer {
-	struct loop *loop;
-	struct etcd_client *etcd;
-	char prefix[256];
-	char by[160]; /* the requester named in the records we write */
-	char password[256];
-	char *eps_buf;
-};
 
 struct loop *ctl_observer_loop(struct ctl_observer *ob)
 {
@@ -313,7 +305,7 @@ int ctl_observer_plugins(struct ctl_observer *ob, int64_t revision, uint64_t dea
 
 /* ---- answers ---- */
 
-static int etcd_failed(int err)
+int ctl_observer_etcd_failed(int err)
 {
 	if (err == -ETIMEDOUT) {
 		fprintf(stderr, "leaseholdctl: no answer from etcd in time\n");
@@ -323,8 +315,7 @@ static int etcd_failed(int err)
 	return EXIT_NOTOK;
 }
 
-/* finish - pack a, decode it as the client decodes a daemon's reply */
-static int finish(const struct control_answer *a, Response **ret_resp)
+int ctl_observer_answer(const struct control_answer *a, Response **ret_resp)
 {
 	uint8_t *buf;
 	size_t len;
@@ -342,10 +333,10 @@ static int finish(const struct control_answer *a, Response **ret_resp)
 	return EXIT_OK;
 }
 
-static int refuse(int code, const char *msg, Response **ret_resp)
+int ctl_observer_refuse(int code, const char *msg, Response **ret_resp)
 {
 	struct control_answer a = {.code = code, .message = msg};
-	return finish(&a, ret_resp);
+	return ctl_observer_answer(&a, ret_resp);
 }
 
 /* views - the cluster views of the plugins (one named, or all) at one
@@ -420,13 +411,13 @@ static int answer_views(struct ctl_observer *ob, const Leasehold__Control__Reque
 	size_t n = 0;
 	int r = views(ob, all ? NULL : req->name, deadline, &vs, &n);
 	if (r < 0)
-		return etcd_failed(r);
+		return ctl_observer_etcd_failed(r);
 	if (!all && n == 0) {
 		char msg[512];
 		snprintf(msg, sizeof(msg), "no plugin named '%s' in etcd under %s", req->name,
 		         ob->prefix);
 		views_free(vs, n);
-		return refuse(LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, msg, ret_resp);
+		return ctl_observer_refuse(LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, msg, ret_resp);
 	}
 	struct control_plugin *ps = calloc(n ? n : 1, sizeof(*ps));
 	const struct control_member **rows = calloc(n ? n : 1, sizeof(*rows));
@@ -454,7 +445,7 @@ static int answer_views(struct ctl_observer *ob, const Leasehold__Control__Reque
 		a.plugin_nodes = rows;
 		a.n_plugin_nodes = nrows;
 	}
-	r = finish(&a, ret_resp);
+	r = ctl_observer_answer(&a, ret_resp);
 	free(ps);
 	free(rows);
 	free(nrows);
@@ -462,23 +453,19 @@ static int answer_views(struct ctl_observer *ob, const Leasehold__Control__Reque
 	return r;
 }
 
-/* require_plugin - plugin name's view (it has a member or a node state
- * record): EXIT_OK with *ret_view (free with cluster_view_free); else the
- * exit code, having answered NOT_FOUND into *ret_resp or printed the etcd
- * error */
-static int require_plugin(struct ctl_observer *ob, const char *name, uint64_t deadline,
-                          struct cluster_view **ret_view, Response **ret_resp)
+int ctl_observer_require_plugin(struct ctl_observer *ob, const char *name, uint64_t deadline,
+                                struct cluster_view **ret_view, Response **ret_resp)
 {
 	struct cluster_view **vs = NULL;
 	size_t n = 0;
 	char msg[512];
 	int r = views(ob, name, deadline, &vs, &n);
 	if (r < 0)
-		return etcd_failed(r);
+		return ctl_observer_etcd_failed(r);
 	if (n == 0) {
 		free(vs);
 		snprintf(msg, sizeof(msg), "no plugin named '%s' in etcd under %s", name, ob->prefix);
-		r = refuse(LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, msg, ret_resp);
+		r = ctl_observer_refuse(LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, msg, ret_resp);
 		return r == EXIT_OK ? EXIT_NOTOK : r; /* an answer, not a view */
 	}
 	*ret_view = vs[0];
@@ -535,18 +522,18 @@ static int answer_history(struct ctl_observer *ob, const char *name, uint64_t de
                           Response **ret_resp)
 {
 	struct cluster_view *v = NULL;
-	int r = require_plugin(ob, name, deadline, &v, ret_resp);
+	int r = ctl_observer_require_plugin(ob, name, deadline, &v, ret_resp);
 	if (r != EXIT_OK)
 		return *ret_resp ? EXIT_OK : r;
 	cluster_view_free(v);
 	struct hist_wait h = {0};
 	r = election_history_at(ob->etcd, ob->prefix, name, on_history, &h);
 	if (r < 0)
-		return etcd_failed(r);
+		return ctl_observer_etcd_failed(r);
 	if (loop_run_until(ob->loop, &h.done, deadline) < 0 || !h.done)
-		return etcd_failed(-ETIMEDOUT); /* the callback may still come: we exit */
+		return ctl_observer_etcd_failed(-ETIMEDOUT); /* the callback may still come: we exit */
 	if (h.err < 0)
-		return etcd_failed(h.err);
+		return ctl_observer_etcd_failed(h.err);
 	if (h.packed_err < 0) {
 		fprintf(stderr, "leaseholdctl: out of memory\n");
 		return EXIT_ERR;
@@ -568,7 +555,7 @@ static int answer_roles(struct ctl_observer *ob, uint64_t deadline, Response **r
 	snprintf(base, sizeof(base), "%s/roles/", ob->prefix);
 	int r = ctl_observer_range(ob, base, NULL, 0, 0, false, deadline, &k);
 	if (r < 0)
-		return etcd_failed(r);
+		return ctl_observer_etcd_failed(r);
 	size_t bl = strlen(base), n = 0;
 	struct control_role_entry *es = calloc(k.n ? k.n : 1, sizeof(*es));
 	char ***rolesv = calloc(k.n ? k.n : 1, sizeof(*rolesv));
@@ -601,7 +588,7 @@ static int answer_roles(struct ctl_observer *ob, uint64_t deadline, Response **r
 	}
 	struct control_answer a = {.code = LEASEHOLD__CONTROL__CODE__CODE_OK, .roles = es,
 	                           .n_roles = n};
-	r = finish(&a, ret_resp) == EXIT_OK ? 0 : -EBADMSG;
+	r = ctl_observer_answer(&a, ret_resp) == EXIT_OK ? 0 : -EBADMSG;
 out:
 	for (size_t i = 0; i < n; i++) {
 		free(ids[i]);
@@ -639,7 +626,7 @@ static int answer_pause(struct ctl_observer *ob, const char *name, bool pause,
 {
 	struct cluster_view *v = NULL;
 	char err[256] = "", msg[512];
-	int r = require_plugin(ob, name, deadline, &v, ret_resp);
+	int r = ctl_observer_require_plugin(ob, name, deadline, &v, ret_resp);
 	if (r != EXIT_OK)
 		return *ret_resp ? EXIT_OK : r;
 	cluster_view_free(v);
@@ -651,10 +638,10 @@ static int answer_pause(struct ctl_observer *ob, const char *name, bool pause,
 		snprintf(msg, sizeof(msg), "cannot %s plugin '%s': %s%s", pause ? "pause" : "resume",
 		         name, err[0] ? err : etcd_strerror(r),
 		         r == -ETIMEDOUT ? " (the write may or may not have happened)" : "");
-		return refuse(LEASEHOLD__CONTROL__CODE__CODE_FAILED, msg, ret_resp);
+		return ctl_observer_refuse(LEASEHOLD__CONTROL__CODE__CODE_FAILED, msg, ret_resp);
 	}
 	struct control_answer a = {.code = LEASEHOLD__CONTROL__CODE__CODE_OK};
-	return finish(&a, ret_resp);
+	return ctl_observer_answer(&a, ret_resp);
 }
 
 struct served_wait {
@@ -697,7 +684,7 @@ static int answer_reconcile(struct ctl_observer *ob, const char *name, uint32_t 
 {
 	struct cluster_view *v = NULL;
 	char err[256] = "", msg[600];
-	int r = require_plugin(ob, name, deadline, &v, ret_resp);
+	int r = ctl_observer_require_plugin(ob, name, deadline, &v, ret_resp);
 	if (r != EXIT_OK)
 		return *ret_resp ? EXIT_OK : r;
 	bool paused = v->plugin.paused;
@@ -705,7 +692,7 @@ static int answer_reconcile(struct ctl_observer *ob, const char *name, uint32_t 
 	if (paused) {
 		snprintf(msg, sizeof(msg), "plugin '%s' is paused: no reconcile runs until "
 		         "`leaseholdctl resume %s`", name, name);
-		return refuse(LEASEHOLD__CONTROL__CODE__CODE_BUSY, msg, ret_resp);
+		return ctl_observer_refuse(LEASEHOLD__CONTROL__CODE__CODE_BUSY, msg, ret_resp);
 	}
 	struct wait w = {0};
 	r = settle(ob, election_request_reconcile_at(ob->etcd, ob->prefix, name, ob->by,
@@ -714,11 +701,11 @@ static int answer_reconcile(struct ctl_observer *ob, const char *name, uint32_t 
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "cannot request a reconcile of plugin '%s': %s", name,
 		         err[0] ? err : etcd_strerror(r));
-		return refuse(LEASEHOLD__CONTROL__CODE__CODE_FAILED, msg, ret_resp);
+		return ctl_observer_refuse(LEASEHOLD__CONTROL__CODE__CODE_FAILED, msg, ret_resp);
 	}
 	struct control_answer a = {.code = LEASEHOLD__CONTROL__CODE__CODE_OK, .revision = w.rev};
 	if (timeout_ms == 0)
-		return finish(&a, ret_resp);
+		return ctl_observer_answer(&a, ret_resp);
 	/* the leader's answer is a put of P/N/reconcile-served after our request */
 	char key[512];
 	int kl = snprintf(key, sizeof(key), "%s/%s/reconcile-served", ob->prefix, name);
@@ -727,7 +714,7 @@ static int answer_reconcile(struct ctl_observer *ob, const char *name, uint32_t 
 	r = etcd_watch_start(ob->etcd, key, (size_t)kl, NULL, 0, w.rev + 1, 0, on_served, &s,
 	                     &watch);
 	if (r < 0)
-		return etcd_failed(r);
+		return ctl_observer_etcd_failed(r);
 	uint64_t until = loop_now() + (uint64_t)timeout_ms * LOOP_NS_PER_MS;
 	bool answered = loop_run_until(ob->loop, &s.done, until) == 0 && s.done;
 	etcd_watch_cancel(watch);
@@ -735,16 +722,16 @@ static int answer_reconcile(struct ctl_observer *ob, const char *name, uint32_t 
 		snprintf(msg, sizeof(msg), "the leader did not serve reconcile request %" PRId64
 		         " within %.1f s (the request stays and is served when a leader can)",
 		         w.rev, (double)timeout_ms / 1000.0);
-		return refuse(LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT, msg, ret_resp);
+		return ctl_observer_refuse(LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT, msg, ret_resp);
 	}
 	if (s.err < 0)
-		return etcd_failed(s.err);
+		return ctl_observer_etcd_failed(s.err);
 	if (!s.ok) {
 		snprintf(msg, sizeof(msg), "the leader's reconcile failed: %s",
 		         s.error[0] ? s.error : "(no message)");
-		return refuse(LEASEHOLD__CONTROL__CODE__CODE_FAILED, msg, ret_resp);
+		return ctl_observer_refuse(LEASEHOLD__CONTROL__CODE__CODE_FAILED, msg, ret_resp);
 	}
-	return finish(&a, ret_resp);
+	return ctl_observer_answer(&a, ret_resp);
 }
 
 int ctl_observer_call(struct ctl_observer *ob, const Leasehold__Control__Request *req,
@@ -767,11 +754,16 @@ int ctl_observer_call(struct ctl_observer *ob, const Leasehold__Control__Request
 		                    deadline, ret_resp);
 	case LEASEHOLD__CONTROL__KIND__KIND_RECONCILE:
 		return answer_reconcile(ob, req->name, req->timeout_ms, deadline, ret_resp);
+	case LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER:
+		return ctl_observer_switchover(ob, req, deadline, ret_resp);
+	case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET:
+	case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET:
+		return ctl_observer_config(ob, req, deadline, ret_resp);
 	default:
 		snprintf(msg, sizeof(msg),
 		         "%s needs the local daemon: it is not available with --etcd (observer "
 		         "mode); run it on a node, against its control socket",
 		         control_codec_kind_str((int)req->kind));
-		return refuse(LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND, msg, ret_resp);
+		return ctl_observer_refuse(LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND, msg, ret_resp);
 	}
 }

@@ -31,17 +31,13 @@
 #include <json-c/json.h>
 
 #include "control_codec.h"
+#include "ctl_observer.h"
 #include "ctl_plugin_config.h"
 #include "loader.h"
 #include "plugin_config_doc.h"
 
 extern char **environ;
 
-typedef Leasehold__Control__Response Response;
-
-#define EXIT_OK 0
-#define EXIT_NOTOK 1
-#define EXIT_ERR 2
 #define CONFIG_TIMEOUT_MS 30000 /* etcd write + the plugin's validation */
 
 struct config_opts {
@@ -52,6 +48,13 @@ struct config_opts {
 	const char *file;
 	const char *revision;
 	bool json, help;
+	struct ctl_etcd_opts etcd; /* observer mode when etcd.endpoints is set */
+};
+
+/* where a request goes: the daemon at url, or etcd (observer mode) */
+struct where {
+	const char *url;
+	const struct ctl_etcd_opts *etcd; /* NULL: the daemon */
 };
 
 static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -68,13 +71,31 @@ static int fail(int code, const char *fmt, ...)
 
 static const char *help_of(const char *sub)
 {
-#define USAGE "Usage: leaseholdctl [--control URL] "
+#define USAGE "Usage: leaseholdctl [--control URL | --etcd URL ...] "
 	if (strcmp(sub, "get") == 0)
 		return USAGE "config get NAME [--json]\n\n" CTL_CONFIG_GET_HELP;
 	if (strcmp(sub, "set") == 0)
 		return USAGE "config set NAME FILE|- [--revision R]\n\n" CTL_CONFIG_SET_HELP;
 	return USAGE "config edit NAME\n\n" CTL_CONFIG_EDIT_HELP;
 #undef USAGE
+}
+
+/* etcd_opt - where the value of observer-mode option a goes, or NULL */
+static const char **etcd_opt(struct config_opts *o, const char *a)
+{
+	if (strcmp(a, "--etcd") == 0)
+		return &o->etcd.endpoints;
+	if (strcmp(a, "--etcd-cacert") == 0)
+		return &o->etcd.cacert;
+	if (strcmp(a, "--etcd-cert") == 0)
+		return &o->etcd.cert;
+	if (strcmp(a, "--etcd-key") == 0)
+		return &o->etcd.key;
+	if (strcmp(a, "--etcd-user") == 0)
+		return &o->etcd.user;
+	if (strcmp(a, "--prefix") == 0)
+		return &o->etcd.prefix;
+	return NULL;
 }
 
 /* parse - argv as a config command: 1 it is one (o filled), 0 it is not,
@@ -89,7 +110,15 @@ static int parse(int argc, char **argv, struct config_opts *o)
 		if (!only_pos && a[0] == '-' && a[1]) {
 			if (strcmp(a, "--") == 0)
 				only_pos = true;
-			else if (strcmp(a, "--control") == 0 || strcmp(a, "--revision") == 0 ||
+			else if (etcd_opt(o, a)) {
+				if (i + 1 >= argc) {
+					if (!is_config)
+						return 0; /* leaseholdctl.c reports it */
+					fail(EXIT_ERR, "option %s needs a value", a);
+					return -1;
+				}
+				*etcd_opt(o, a) = argv[++i];
+			} else if (strcmp(a, "--control") == 0 || strcmp(a, "--revision") == 0 ||
 				 strcmp(a, "--config") == 0) {
 				if (i + 1 >= argc) {
 					if (!is_config)
@@ -171,8 +200,8 @@ static int parse(int argc, char **argv, struct config_opts *o)
 
 /* ask - one config request; 0 with *ret_resp (an OK reply) or an exit code
  * (printed; *ret_resp set when the daemon answered, for the conflict) */
-static int ask(const char *url, Leasehold__Control__Kind kind, const char *name, const char *doc,
-	       size_t len, int64_t rev, Response **ret_resp)
+static int ask(const struct where *w, Leasehold__Control__Kind kind, const char *name,
+	       const char *doc, size_t len, int64_t rev, Response **ret_resp)
 {
 	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
 	uint8_t *buf;
@@ -188,7 +217,19 @@ static int ask(const char *url, Leasehold__Control__Kind kind, const char *name,
 		return fail(EXIT_ERR, "out of memory");
 	leasehold__control__request__pack(&req, buf);
 	*ret_resp = NULL;
-	int r = ctl_call(url, buf, blen, CONFIG_TIMEOUT_MS, ret_resp, &timed_out);
+	int r;
+	if (w->etcd) {
+		struct ctl_observer *ob;
+		timed_out = false;
+		r = ctl_observer_open(w->etcd, &ob);
+		if (r == EXIT_OK) {
+			r = ctl_observer_call(ob, &req, CONFIG_TIMEOUT_MS, ret_resp);
+			timed_out = r == EXIT_TIMEOUT;
+			ctl_observer_close(ob);
+		}
+	} else {
+		r = ctl_call(w->url, buf, blen, CONFIG_TIMEOUT_MS, ret_resp, &timed_out);
+	}
 	free(buf);
 	if (r != EXIT_OK) {
 		if (timed_out && kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET)
@@ -234,10 +275,10 @@ static int read_doc(const char *file, char **ret, size_t *ret_len)
 	return EXIT_OK;
 }
 
-static int cmd_get(const char *url, const struct config_opts *o)
+static int cmd_get(const struct where *w, const struct config_opts *o)
 {
 	Response *r = NULL;
-	int ret = ask(url, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET, o->name, NULL, 0, 0, &r);
+	int ret = ask(w, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET, o->name, NULL, 0, 0, &r);
 	if (ret != EXIT_OK)
 		goto out;
 	const ProtobufCBinaryData *d = &r->config_document;
@@ -286,10 +327,10 @@ out:
 }
 
 /* current_rev - the stored document's revision, read now */
-static int current_rev(const char *url, const char *name, int64_t *ret)
+static int current_rev(const struct where *w, const char *name, int64_t *ret)
 {
 	Response *r = NULL;
-	int rc = ask(url, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET, name, NULL, 0, 0, &r);
+	int rc = ask(w, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET, name, NULL, 0, 0, &r);
 	if (rc == EXIT_OK)
 		*ret = r->config_revision;
 	if (r)
@@ -298,19 +339,24 @@ static int current_rev(const char *url, const char *name, int64_t *ret)
 }
 
 /* put - write doc over revision rev; prints the outcome */
-static int put(const char *url, const char *name, const char *doc, size_t len, int64_t rev)
+static int put(const struct where *w, const char *name, const char *doc, size_t len, int64_t rev)
 {
 	Response *r = NULL;
-	int ret = ask(url, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET, name, doc, len, rev, &r);
+	int ret = ask(w, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET, name, doc, len, rev, &r);
 	if (ret == EXIT_OK)
 		printf("plugin %s: configuration written at revision %" PRId64 "\n", name,
 		       r->config_revision);
+	if (ret == EXIT_OK && w->etcd)
+		fprintf(stderr,
+			"leaseholdctl: note: observer mode: written without the plugin's own "
+			"validation (validate_config needs a daemon that runs the plugin); a node "
+			"whose plugin refuses it shows that as the plugin's last error\n");
 	if (r)
 		leasehold__control__response__free_unpacked(r, NULL);
 	return ret;
 }
 
-static int cmd_set(const char *url, const struct config_opts *o)
+static int cmd_set(const struct where *w, const struct config_opts *o)
 {
 	char *doc = NULL, *end = NULL;
 	size_t len = 0;
@@ -326,11 +372,11 @@ static int cmd_set(const char *url, const struct config_opts *o)
 	}
 	if ((ret = read_doc(o->file, &doc, &len)) != EXIT_OK)
 		return ret;
-	if (!o->revision && (ret = current_rev(url, o->name, &rev)) != EXIT_OK) {
+	if (!o->revision && (ret = current_rev(w, o->name, &rev)) != EXIT_OK) {
 		free(doc);
 		return ret;
 	}
-	ret = put(url, o->name, doc, len, rev);
+	ret = put(w, o->name, doc, len, rev);
 	free(doc);
 	return ret;
 }
@@ -387,7 +433,7 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-static int cmd_edit(const char *url, const struct config_opts *o)
+static int cmd_edit(const struct where *w, const struct config_opts *o)
 {
 	Response *r = NULL;
 	char path[4096], why[400];
@@ -397,7 +443,7 @@ static int cmd_edit(const char *url, const struct config_opts *o)
 	if (!isatty(STDIN_FILENO))
 		return fail(EXIT_ERR, "config edit needs a terminal (stdin is not one); use "
 				      "'config get' and 'config set' instead");
-	if ((ret = ask(url, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET, o->name, NULL, 0, 0, &r)) !=
+	if ((ret = ask(w, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET, o->name, NULL, 0, 0, &r)) !=
 	    EXIT_OK) {
 		if (r)
 			leasehold__control__response__free_unpacked(r, NULL);
@@ -435,7 +481,7 @@ static int cmd_edit(const char *url, const struct config_opts *o)
 			ret = fail(EXIT_ERR, "aborted; nothing written (the edit is in %s)", path);
 			break;
 		}
-		ret = put(url, o->name, doc, len, rev);
+		ret = put(w, o->name, doc, len, rev);
 		if (ret == EXIT_OK)
 			unlink(path);
 		else if (ret == EXIT_ERR && again())
@@ -460,14 +506,20 @@ int ctl_config_main(int argc, char **argv)
 		printf("%s", help_of(o.sub));
 		return EXIT_OK;
 	}
-	if ((r = ctl_control_url(o.control, o.config, url, sizeof(url))) != EXIT_OK)
+	struct where w = {.url = url, .etcd = o.etcd.endpoints ? &o.etcd : NULL};
+	if (w.etcd && (o.control || o.config))
+		return fail(EXIT_ERR, "--etcd excludes --control and --config");
+	if (!w.etcd && (o.etcd.cacert || o.etcd.cert || o.etcd.key || o.etcd.user || o.etcd.prefix))
+		return fail(EXIT_ERR, "--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and "
+				      "--prefix need --etcd (observer mode)");
+	if (!w.etcd && (r = ctl_control_url(o.control, o.config, url, sizeof(url))) != EXIT_OK)
 		return r;
 	if (strcmp(o.sub, "get") == 0)
-		r = cmd_get(url, &o);
+		r = cmd_get(&w, &o);
 	else if (strcmp(o.sub, "set") == 0)
-		r = cmd_set(url, &o);
+		r = cmd_set(&w, &o);
 	else
-		r = cmd_edit(url, &o);
+		r = cmd_edit(&w, &o);
 	if (fflush(stdout) != 0 && r == EXIT_OK)
 		r = EXIT_ERR;
 	return r;

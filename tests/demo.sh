@@ -4,8 +4,10 @@
 # Starts a throwaway etcd on free loopback ports and three leasehold hosts
 # running reconciler.so 1.0.0, then rolls the cluster to 1.1.0 (an
 # incompatible change) by hot reload, one host at a time, printing the plugin
-# table after each step. Everything it starts is stopped at the end (also on
-# error or Ctrl-C), and its temp dir is removed.
+# table after each step. Then the cluster view (one row per node), a
+# switchover to a chosen node, and an input changed right after SIGTERM of
+# the leader, acted on by the new leader. Everything it starts is stopped at
+# the end (also on error or Ctrl-C), and its temp dir is removed.
 set -euo pipefail
 
 build=$(cd "${1:?usage: demo.sh BUILD_DIR}" && pwd)
@@ -20,6 +22,7 @@ etcd_bin=$ETCD
 ctl="$build/leaseholdctl"
 work=$(mktemp -d /tmp/leasehold-demo.XXXXXX)
 pids=()
+hostpid=() # node number -> its leasehold's pid
 
 cleanup() {
   local rc=$?
@@ -70,6 +73,7 @@ start_host() { # n
     --runtime-dir "$work/h$n/run" --control "ipc://$work/h$n/ctl.sock" --http none \
     --ttl 5 --reconcile-wait 500ms --reconcile-interval 30s >"$work/h$n.log" 2>&1 &
   pids+=($!)
+  hostpid[n]=$!
 }
 
 ctl_on() { local n=$1; shift; "$ctl" --control "ipc://$work/h$n/ctl.sock" "$@"; }
@@ -143,6 +147,53 @@ echo "-> exit $rc (not ready: the status requires >= 1.1.0)"
 [ "$rc" -eq 1 ] || { echo "demo: expected wait-ready to time out on node4" >&2; exit 1; }
 echo "\$ leaseholdctl plugins   # on node4"
 ctl_on 4 plugins
+
+say "the cluster view: every node's own state, from any node"
+echo "\$ leaseholdctl members reconciler   # on node1"
+ctl_on 1 members reconciler
+
+leader=$(leader_of)
+for n in 1 2 3; do [ "$n" != "$leader" ] && target=$n; done
+say "switchover: node$leader hands over to node$target (gracefully, nothing stops)"
+wait_for "node$target campaigns" 20 in_election "$target"
+echo "\$ leaseholdctl switchover reconciler --to node$target --timeout 20s   # on node1"
+ctl_on 1 switchover reconciler --to "node$target" --timeout 20s
+wait_for "node$target leads" 20 leading "$target"
+echo "\$ leaseholdctl history reconciler   # on node1: the term ended by the switchover"
+ctl_on 1 history reconciler | head -n 5
+
+# the example controller's input and output keys (the JSON gateway, no etcdctl needed)
+data=/leasehold/reconciler/data
+b64() { printf %s "$1" | base64 | tr -d '\n'; }
+etcd_put() { curl -fsS "$etcd_url/v3/kv/put" -d "{\"key\":\"$(b64 "$1")\",\"value\":\"$(b64 "$2")\"}" >/dev/null; }
+etcd_get() {
+  curl -fsS "$etcd_url/v3/kv/range" -d "{\"key\":\"$(b64 "$1")\"}" |
+    sed -n 's/.*"value":"\([^"]*\)".*/\1/p' | base64 -d
+}
+output_has() { etcd_get "$data/out/$1" | grep -qF "$2"; }
+writer_of() { # output name: the node of the journal record written in the output's txn
+  local rev
+  rev=$(curl -fsS "$etcd_url/v3/kv/range" -d "{\"key\":\"$(b64 "$data/out/$1")\"}" |
+    sed -n 's/.*"mod_revision":"\([0-9]*\)".*/\1/p')
+  curl -fsS "$etcd_url/v3/kv/range" -d "{\"key\":\"$(b64 "$data/journal/")\",\
+\"range_end\":\"$(b64 "$data/journal0")\",\"min_mod_revision\":\"$rev\",\"max_mod_revision\":\"$rev\"}" |
+    sed -n 's/.*"value":"\([^"]*\)".*/\1/p' | base64 -d | sed -n 's/^node=\([^ ]*\) token=\([0-9]*\).*/\1 (fencing token \2)/p'
+}
+
+say "an input changed right after SIGTERM of the leader (node$target)"
+etcd_put "$data/desired/greeting" hello
+wait_for "out/greeting for hello" 20 output_has greeting '"value":"hello"'
+echo "$data/out/greeting = $(etcd_get "$data/out/greeting")   (written by $(writer_of greeting))"
+echo "\$ kill -TERM <node$target>; put $data/desired/greeting = world   # at once"
+kill -TERM "${hostpid[$target]}"
+etcd_put "$data/desired/greeting" world
+wait "${hostpid[$target]}" 2>/dev/null || true
+wait_for "out/greeting for world" 30 output_has greeting '"value":"world"'
+new_leader=$(leader_of)
+echo "$data/out/greeting = $(etcd_get "$data/out/greeting")   (written by $(writer_of greeting); node$new_leader leads now)"
+[ "$new_leader" != "$target" ] || { echo "demo: node$target still leads after SIGTERM" >&2; exit 1; }
+echo "\$ leaseholdctl members reconciler   # on node$new_leader"
+ctl_on "$new_leader" members reconciler
 
 say "shutting down (SIGTERM: drain, resign, revoke)"
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done

@@ -5,7 +5,8 @@
  *   desired/<name>   INPUT: desired objects, written by anyone (a value each)
  *   out/<name>       OUTPUT: each object's materialized form, in this
  *                    release's format: 1.0.x v1 "value=<v>",
- *                    1.1.0+ v2 {"value":"<v>","format":2}
+ *                    1.1.0+ v2 {"value":"<v>","format":2}; with a label set
+ *                    (below) v1 "value=<v>;label=<l>", v2 ...,"label":"<l>"}
  *   config/schema, config/items/<i>   state the plugin owns (LH_EXAMPLE_ITEMS
  *                    items, default 3, in the release's format)
  *   journal/<token 16 hex>-<n 8 digits> = "node=.. token=.. release=.. items=.."
@@ -26,6 +27,12 @@
  *   not seen yet.
  * - on_deposed drops the cache: a standby holds nothing; the next term
  *   starts from a fresh snapshot.
+ * - Its cluster configuration (P/reconciler/config, `leaseholdctl config
+ *   set`, the same on every node) may hold {"label": "<l>"}, [A-Za-z0-9._-],
+ *   at most 63 bytes, written into every output. Read from init on
+ *   (api->config); on_config_changed takes a new one on every node, and the
+ *   leader asks for a reconcile, which rewrites the outputs; validate_config
+ *   refuses a bad label before it is written.
  *
  * Releases: -DLH_EXAMPLE_RELEASE_{MAJOR,MINOR,PATCH}. 1.1.0 writes v2, which
  * 1.0.x consumers cannot read: min_compatible_release 1.1.0.
@@ -71,6 +78,7 @@ struct state {
 	struct obj *cache; /* sorted by name */
 	size_t n, cap;
 	bool synced; /* the cache holds a complete snapshot of desired/ */
+	char label[64]; /* from the cluster configuration; "" = none */
 };
 
 static uint32_t env_u32(const char *name, uint32_t def, uint32_t max)
@@ -146,8 +154,39 @@ static int cache_apply(struct state *st, const char *name, const char *value, bo
 	return 0;
 }
 
+/* label_of - the top-level "label" of json, a JSON object (the host checked
+ * it), into buf[64] ("" when absent); -EINVAL: not [A-Za-z0-9._-]{0,63} */
+static int label_of(const char *json, char *buf)
+{
+	static const char ws[] = " \t\r\n", ok[] = "abcdefghijklmnopqrstuvwxyz"
+	                                            "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
+	int depth = 0;
+	buf[0] = '\0';
+	for (const char *p = json; p && *p; p++) {
+		depth += (*p == '{' || *p == '[') - (*p == '}' || *p == ']');
+		const char *k = p + 1, *v;
+		if (*p != '"')
+			continue;
+		for (p = k; *p && *p != '"'; p += p[0] == '\\' && p[1] ? 2 : 1)
+			; /* to the string's end */
+		if (!*p)
+			break;
+		if (depth != 1 || p - k != 5 || memcmp(k, "label", 5) != 0 ||
+		    *(v = p + 1 + strspn(p + 1, ws)) != ':')
+			continue; /* not the key "label" of the top level */
+		v += 1 + strspn(v + 1, ws);
+		size_t n = strspn(v + 1, ok);
+		if (*v != '"' || v[1 + n] != '"' || n > 63)
+			return -EINVAL;
+		memcpy(buf, v + 1, n);
+		buf[n] = '\0';
+		return 0;
+	}
+	return 0;
+}
+
 /* the release-specific materialized form of an input value */
-static int materialize(const char *in, char *out, size_t len)
+static int materialize(const char *in, const char *label, char *out, size_t len)
 {
 #if FORMAT_V2
 	size_t o = 0;
@@ -157,9 +196,10 @@ static int materialize(const char *in, char *out, size_t len)
 		o += (size_t)(c < 0x20 || c == '"' || c == '\\' ? snprintf(out + o, len - o, "\\u%04x", c)
 							       : snprintf(out + o, len - o, "%c", c));
 	}
-	return (int)o + snprintf(out + o, len - o, "\",\"format\":2}");
+	return (int)o + snprintf(out + o, len - o, "\",\"format\":2%s%s%s}", *label ? ",\"label\":\"" : "",
+	                         label, *label ? "\"" : "");
 #else
-	return snprintf(out, len, "value=%s", in);
+	return snprintf(out, len, "value=%s%s%s", in, *label ? ";label=" : "", label);
 #endif
 }
 
@@ -305,7 +345,7 @@ static int32_t converge_outputs(struct lh_ctx *ctx, struct batch *b)
 		const char *name = (const char *)res->kvs[k].key + 4;
 		bool found;
 		size_t i = cache_find(st, name, &found);
-		int wl = found ? materialize(st->cache[i].value, want, sizeof(want)) : 0;
+		int wl = found ? materialize(st->cache[i].value, st->label, want, sizeof(want)) : 0;
 		if (found)
 			done[i] = true;
 		if (!found || strcmp((const char *)res->kvs[k].value, want) != 0 || wl >= VAL_MAX) {
@@ -319,14 +359,14 @@ static int32_t converge_outputs(struct lh_ctx *ctx, struct batch *b)
 		size_t i = cache_find(st, todo[t].name, &found);
 		r = todo[t].del ? batch_add(ctx, b, LH_OP_DELETE, key, NULL, 0)
 		                : batch_add(ctx, b, LH_OP_PUT, key, want,
-		                            materialize(st->cache[i].value, want, sizeof(want)));
+		                            materialize(st->cache[i].value, st->label, want, sizeof(want)));
 	}
 	for (size_t i = 0; todo && i < st->n && r == 0; i++) {
 		if (done[i])
 			continue;
 		snprintf(key, sizeof(key), "out/%s", st->cache[i].name);
 		r = batch_add(ctx, b, LH_OP_PUT, key, want,
-		              materialize(st->cache[i].value, want, sizeof(want)));
+		              materialize(st->cache[i].value, st->label, want, sizeof(want)));
 	}
 	r = todo ? r : -ENOMEM;
 	free(todo);
@@ -387,8 +427,8 @@ static int32_t rc_init(struct lh_ctx *ctx)
 	st->fail_first = env_u32("LH_EXAMPLE_FAIL_FIRST", 0, UINT32_MAX - 1);
 	st->delay_ms = env_u32("LH_EXAMPLE_DELAY_MS", 0, 600000);
 	ctx->user = st;
-	/* (the plugin's cluster configuration, P/reconciler/config, is the place
-	 * for settings such as the input prefix; until then it is fixed) */
+	if (LH_HOST_HAS(ctx->host, config) && label_of(ctx->host->config(ctx)->cluster, st->label) < 0)
+		lh_logf(ctx, LH_LOG_WARN, "the configured label is not valid: outputs carry none");
 	if (LH_HOST_HAS(ctx->host, watch)) {
 		int32_t r = ctx->host->watch(ctx, "desired/", 8, 0);
 		if (r == -ENOTSUP) /* a host without etcd (tests): config/ only */
@@ -420,6 +460,34 @@ static int32_t rc_on_releases_changed(struct lh_ctx *ctx, const struct lh_releas
 	        r->n_members, r->min.major, r->min.minor, r->min.patch, r->max.major, r->max.minor,
 	        r->max.patch, r->revision);
 	return 0;
+}
+
+static int32_t rc_on_config_changed(struct lh_ctx *ctx, const struct lh_config *c)
+{
+	struct state *st = ctx->user;
+	char label[64];
+	if (label_of(c->cluster, label) < 0) {
+		lh_set_errorf(ctx, "configuration revision %" PRId64 ": label is not valid; keeping "
+		              "'%s'", c->cluster_revision, st->label);
+		return -EINVAL;
+	}
+	if (strcmp(label, st->label) == 0)
+		return 0;
+	lh_logf(ctx, LH_LOG_INFO, "label '%s' (configuration revision %" PRId64 ")", label,
+	        c->cluster_revision);
+	memcpy(st->label, label, sizeof(label));
+	/* the leader rewrites its outputs; a standby only keeps the setting */
+	return st->token && st->synced ? ctx->host->request_reconcile(ctx) : 0;
+}
+
+static int32_t rc_validate_config(struct lh_ctx *ctx, const char *json, uint64_t len)
+{
+	char label[64];
+	(void)len;
+	if (label_of(json, label) == 0)
+		return 0;
+	ctx->host->set_error(ctx, "\"label\" must be a string of [A-Za-z0-9._-], at most 63 bytes");
+	return -EINVAL;
 }
 
 static void rc_on_deposed(struct lh_ctx *ctx)
@@ -455,4 +523,6 @@ LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
 	.role = LH_EXAMPLE_ROLE, /* e.g. -DLH_EXAMPLE_ROLE='"controller"' */
 #endif
 	.on_watch_events = rc_on_watch_events,
+	.on_config_changed = rc_on_config_changed,
+	.validate_config = rc_validate_config,
 };
