@@ -349,16 +349,27 @@ static void print_command_help(FILE *out, const struct command *cmd)
 		     "See leaseholdctl --help for the common options.\n");
 }
 
-/* print_roles_help - the `roles` command group. */
+/* print_group_help - a command group ("roles", "config"): its commands. */
+static void print_group_help(FILE *out, const char *group)
+{
+	bool roles = strcmp(group, "roles") == 0;
+	size_t gl = strlen(group);
+	fprintf(out, "Usage: leaseholdctl [--control URL] %s\n\n%s\n\n",
+		roles ? "roles list|set|clear [ARGS]" : "config get|set|edit NAME [ARGS]",
+		roles ? "Node roles (etcd P/roles/<node-id>): a plugin that declares a role runs\n"
+			"only on nodes holding it."
+		      : "A plugin's cluster-wide configuration (etcd P/NAME/config), one JSON\n"
+			"object the same on every node.");
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		if (strncmp(commands[i].name, group, gl) == 0 && commands[i].name[gl] == ' ')
+			fprintf(out, "  %-30s %s\n", commands[i].synopsis, commands[i].summary);
+	fprintf(out, "\nSee leaseholdctl help %s %s for details.\n", group,
+		roles ? "list|set|clear" : "get|set|edit");
+}
+
 static void print_roles_help(FILE *out)
 {
-	fprintf(out, "Usage: leaseholdctl [--control URL] roles list|set|clear [ARGS]\n\n"
-		     "Node roles (etcd P/roles/<node-id>): a plugin that declares a role runs\n"
-		     "only on nodes holding it.\n\n");
-	for (size_t i = 0; i < N_COMMANDS; i++)
-		if (strncmp(commands[i].name, "roles ", 6) == 0)
-			fprintf(out, "  %-30s %s\n", commands[i].synopsis, commands[i].summary);
-	fprintf(out, "\nSee leaseholdctl help roles list|set|clear for details.\n");
+	print_group_help(out, "roles");
 }
 
 static int usage_error(const struct command *cmd, const char *fmt, ...)
@@ -768,6 +779,9 @@ int main(int argc, char **argv)
 			about = NULL;
 			if (o.n_args == 1 && strcmp(o.args[0], "roles") == 0) {
 				roles_group = true;
+			} else if (o.n_args == 1 && strcmp(o.args[0], "config") == 0) {
+				print_group_help(stdout, "config");
+				return EXIT_OK;
 			} else if (o.n_args == 2) {
 				/* two-word commands: "roles set", "members forget" */
 				snprintf(urlbuf, sizeof(urlbuf), "%s %s", o.args[0], o.args[1]);
