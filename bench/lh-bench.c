@@ -1794,7 +1794,10 @@ static void scale(int n_members, int n_runs, int n_events, struct scale_res *res
 	                      built_binary("leasehold"), "--etcd", harness_etcd_urls(g_etcd),
 	                      "--node-id", node, "--plugin-dir", h->plugin_dir, "--runtime-dir", rt,
 	                      "--control", ctl, "--http", "none", "--prefix", prefix, "--ttl", "10",
-	                      "--reconcile-wait", "0", "--reconcile-interval", "1h", NULL};
+	                      "--reconcile-wait", "0", "--reconcile-interval", "1h",
+	                      /* valgrind has no pidfd_open: a worker process could
+	                       * not be watched (and its work is not the host's) */
+	                      "--isolation", "thread", NULL};
 	from = g_nev;
 	pid_t vp = fork();
 	CHECK(vp >= 0);
