@@ -95,11 +95,14 @@ srcs_bus=("$src/host/plugin_instance.c" "$src/host/plugin_instance_queue.c"
           "$src/host/plugin_instance_timeout.c" "$src/host/plugin_instance_process.c"
           "$src/host/loader.c" "$src/host/loop.c" "$src/host/log.c"
           "$src/host/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c"
-          "$src/host/etcd_json.c" "$src/host/plugin_config_doc.c")
+          "$src/host/etcd_json.c" "$src/host/plugin_config_doc.c"
+          "$src/host/plugin_instance_watch.c" "$src/host/plugin_watch.c" "$src/host/metrics.c"
+          "$src/host/etcd.c" "$src/host/etcd_transport.c" "$src/host/etcd_auth.c"
+          "$src/host/etcd_call.c" "$src/host/etcd_watch.c")
 # the worker half moved to its own file (process isolation)
 [ -f "$src/host/worker.c" ] && srcs_bus+=("$src/host/worker.c" "$src/host/worker_api.c" "$src/host/bus_msg.c"
                                      "$src/host/crash_report.c")
-libs_bus=(-lnng "${pb_libs[@]}" "${json_libs[@]}" -lpthread -ldl)
+libs_bus=(-lnng "${pb_libs[@]}" "${json_libs[@]}" -lcurl -lpthread -ldl)
 maxlen_bus=4096
 
 failed=()
