@@ -204,17 +204,38 @@ static void wait_trace(const char *needle, int times)
 	tu_wait(&T, trace_has, &a, WAIT_MS, needle);
 }
 
-/* a batch at revision >= *arg was delivered (a snapshot at it or later, or
- * live events up to it) */
+/* the plugin's view is complete up to revision *arg: a snapshot at it or
+ * later was delivered to its end (the SYNCED batch), or live events up to
+ * it. A snapshot page before its SYNCED batch does not count (a resync's
+ * first pages carry a late revision while the cache is still being
+ * refilled), nor a batch whose events the plugin is still writing to the
+ * trace (fewer "ev" lines after its header than it announced). */
 static bool trace_reached(void *arg)
 {
-	int64_t want = *(const int64_t *)arg, best = 0;
+	int64_t want = *(const int64_t *)arg, best = 0, rev = 0;
+	unsigned flags = 0;
+	uint64_t announced = 0, seen = 0;
+	bool open_batch = false;
 	char *t = trace_read();
-	for (const char *p = t; (p = strstr(p, "batch ")); p++) {
-		unsigned id, flags;
-		int64_t rev;
-		if (sscanf(p, "batch %u %u %" SCNd64, &id, &flags, &rev) == 3 && rev > best)
-			best = rev;
+	for (char *line = t; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (!nl)
+			break; /* a line still being written */
+		*nl = '\0';
+		unsigned id;
+		if (sscanf(line, "batch %u %u %" SCNd64 " %" SCNu64, &id, &flags, &rev, &announced) == 4) {
+			open_batch = true;
+			seen = 0;
+		} else if (open_batch && strncmp(line, "ev ", 3) == 0) {
+			seen++;
+		}
+		if (open_batch && seen == announced) {
+			open_batch = false;
+			bool partial = (flags & LH_WATCH_SNAPSHOT) && !(flags & LH_WATCH_SYNCED);
+			if (!partial && rev > best)
+				best = rev;
+		}
+		line = nl + 1;
 	}
 	free(t);
 	return best >= want;
