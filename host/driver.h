@@ -45,7 +45,9 @@ struct driver_ops {
 	/* leadership ended */
 	void (*deposed)(void *drv);
 	/* done(done_ud) once every queued event was delivered and no callback runs
-	 * (immediately, i.e. from the next loop iteration, when idle). Exactly once. */
+	 * (immediately, i.e. from the next loop iteration, when idle). Exactly once.
+	 * The election drains only to end a term: from the drain on, no more
+	 * watch batches of this term go to the plugin (ABI 1.2). */
 	void (*drain)(void *drv, driver_drain_done_fn done, void *done_ud);
 };
 

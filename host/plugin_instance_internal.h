@@ -210,6 +210,7 @@ struct plugin_instance {
 	size_t n_grants;
 	struct plugin_watch *watch; /* the watches init registered, or NULL */
 	bool term_reconciled;	    /* this term's first reconcile was handed over */
+	bool term_leaving;	    /* a drain was asked in this term: it is ending */
 	/* the configuration (ABI 1.2): INIT and on_config_changed carry it as
 	 * it is when they are sent */
 	struct plugin_config config;

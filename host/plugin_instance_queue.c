@@ -744,6 +744,7 @@ void plugin_instance_drain(struct plugin_instance *pi, driver_drain_done_fn done
 	d->ud = done_ud;
 	d->next = pi->drains;
 	pi->drains = d;
+	pi->term_leaving = true; /* the election drains only to end a term */
 	pi_maybe_drained(pi);
 }
 

@@ -6,6 +6,11 @@
  * to the worker, the plugin's range reads and reconcile requests.
  * Reading guide: plugin_instance.c.
  *
+ * No batch goes while a drain waits (the term is ending gracefully): the
+ * drain waits for an empty queue, so a steady stream of input changes would
+ * otherwise hold a handover back for as long as it lasts; the successor's
+ * snapshot carries every change.
+ *
  * Why watch batches wait for the term's first reconcile: before it the
  * election refuses the plugin's writes (-EAGAIN, the status protocol), so a
  * watch callback could only observe. Batches go one at a time and only when
@@ -120,6 +125,7 @@ int pi_watch_setup(struct plugin_instance *pi, const EventDone *d, char *msg, si
 void pi_watch_term_start(struct plugin_instance *pi)
 {
 	pi->term_reconciled = false;
+	pi->term_leaving = false;
 	if (pi->watch)
 		plugin_watch_start(pi->watch);
 }
@@ -145,6 +151,12 @@ void pi_watch_feed(struct plugin_instance *pi)
 		return;
 	if (pi->host.paused && pi->host.paused(pi->host.ctx))
 		return; /* the resume's reconcile pumps the queue again */
+	/* a drain (the graceful end of a term: SIGTERM, hot reload, switchover)
+	 * waits for an empty queue: a steady stream of inputs must not hold the
+	 * handover back, nor should batches go between the drain and the
+	 * term's end. The successor's snapshot carries what is left. */
+	if (pi->drains || pi->term_leaving)
+		return;
 	struct plugin_watch_batch *b = plugin_watch_take(pi->watch);
 	if (!b)
 		return;

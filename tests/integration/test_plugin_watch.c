@@ -576,6 +576,65 @@ static void t_paused(uint32_t mode)
 	stop_and_free(&in);
 }
 
+static size_t trace_count(const char *needle);
+static size_t g_batches_at_drain; /* batches in the trace when a drain ended */
+
+static void on_drained(void *ud)
+{
+	*(bool *)ud = true;
+	g_batches_at_drain = trace_count("batch ");
+}
+
+static size_t trace_count(const char *needle)
+{
+	char *t = trace_read();
+	size_t n = 0;
+	for (const char *p = t; (p = strstr(p, needle)); p++)
+		n++;
+	free(t);
+	return n;
+}
+
+/* a drain (the graceful end of a term) is not held back by input changes
+ * that keep coming: no batch goes to the plugin while a drain waits (the
+ * successor's snapshot carries them) */
+static void t_drain_stops_batches(uint32_t mode)
+{
+	fprintf(stderr, "  mode %s\n", mode_name(mode));
+	tu_del_prefix(&T, PREFIX);
+	trace_reset();
+	tu_put(&T, PREFIX "in/a", "1", 1);
+	int fd = open(g_hold, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	close(fd);
+	setenv("LH_WATCHER_HOLD", g_hold, 1);
+	struct inst in;
+	start(&in, "watcher.so", mode, NULL, 0, 0);
+	plugin_instance_elected(in.pi, 6, &REL);
+	struct rdone rd = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	wait_trace("hold", 1); /* the plugin is in the snapshot's batch */
+	for (int i = 0; i < 5; i++)
+		tu_put(&T, PREFIX "in/b", "2", 1); /* live changes wait behind it */
+	struct plugin_watch_stats ws;
+	uint64_t dl = loop_now() + (uint64_t)WAIT_MS * LOOP_NS_PER_MS;
+	do { /* the watch has the changes queued for the plugin */
+		CHECK(loop_run_once(T.loop, 20) >= 0);
+		CHECK(plugin_instance_watch_stats(in.pi, &ws));
+		CHECK(loop_now() < dl);
+	} while (ws.queued < 5);
+	bool drained = false;
+	plugin_instance_drain(in.pi, on_drained, &drained);
+	unlink(g_hold);
+	CHECK_OK(loop_run_until(T.loop, &drained, loop_now() + (uint64_t)WAIT_MS * LOOP_NS_PER_MS));
+	/* the queued changes did not go before the drain ended (after it the
+	 * term ends; what is still queued goes to the successor's snapshot) */
+	CHECK_INT_EQ(g_batches_at_drain, 1); /* the snapshot's only */
+	unsetenv("LH_WATCHER_HOLD");
+	plugin_instance_deposed(in.pi);
+	stop_and_free(&in);
+}
+
 static void t_overflow(uint32_t mode)
 {
 	fprintf(stderr, "  mode %s\n", mode_name(mode));
@@ -843,6 +902,7 @@ int main(void)
 		RUN_ARG(t_boundary, mode);
 		RUN_ARG(t_overflow, mode);
 		RUN_ARG(t_paused, mode);
+		RUN_ARG(t_drain_stops_batches, mode);
 		RUN_ARG(t_grants, mode);
 		RUN_ARG(t_abi_1_1, mode);
 		RUN_ARG(t_garbage_watch_events, mode);
