@@ -426,8 +426,10 @@ int main(void)
 	g_obs = obs_new(&T, PFX, "reconciler", REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
 	host_setup(&A, harness_dir(g_etcd), "a");
 	host_setup(&B, harness_dir(g_etcd), "b");
-	PA = harness_free_port();
-	PB = harness_free_port();
+	int ports[2];
+	CHECK_OK(harness_free_ports(ports, 2));
+	PA = ports[0];
+	PB = ports[1];
 	CHECK(PA > 0 && PB > 0 && PA != PB);
 	snprintf(addr_a, sizeof(addr_a), "127.0.0.1:%d", PA);
 	snprintf(addr_b, sizeof(addr_b), "127.0.0.1:%d", PB);

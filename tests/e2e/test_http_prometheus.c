@@ -298,9 +298,11 @@ int main(void)
 	g_obs = obs_new(&T, PFX, "reconciler", REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
 	host_setup(&A, g_dir, "a");
 	host_setup(&B, g_dir, "b");
-	PA = harness_free_port();
-	PB = harness_free_port();
-	PP = harness_free_port();
+	int ports[3];
+	CHECK_OK(harness_free_ports(ports, 3));
+	PA = ports[0];
+	PB = ports[1];
+	PP = ports[2];
 	CHECK(PA > 0 && PB > 0 && PP > 0 && PA != PB && PB != PP && PA != PP);
 
 	RUN(test_prometheus_sees_the_handover);

@@ -79,6 +79,32 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+int harness_free_ports(int *ports, int n)
+{
+	int fds[8], r = 0, k = 0;
+	if (n > (int)(sizeof(fds) / sizeof(fds[0])))
+		return -EINVAL;
+	for (; k < n; k++) {
+		fds[k] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fds[k] < 0) {
+			r = -errno;
+			break;
+		}
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		socklen_t len = sizeof(a);
+		if (bind(fds[k], (struct sockaddr *)&a, sizeof(a)) < 0 ||
+		    getsockname(fds[k], (struct sockaddr *)&a, &len) < 0) {
+			r = -errno;
+			close(fds[k]);
+			break;
+		}
+		ports[k] = ntohs(a.sin_port);
+	}
+	for (int i = 0; i < k; i++)
+		close(fds[i]);
+	return r;
+}
+
 int harness_free_port(void)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -419,14 +445,15 @@ static int start_common(int n_members, bool tls, bool client_cert_auth, const ch
 
 	size_t co = 0, uo = 0;
 	char cluster[sizeof(h->cluster)] = "", urls[sizeof(h->urls)] = "";
+	int ports[2 * MAX_MEMBERS];
+	if (harness_free_ports(ports, 2 * n_members) < 0) {
+		harness_etcd_free(h);
+		return -EADDRNOTAVAIL;
+	}
 	for (int i = 0; i < n_members; i++) {
 		struct member *m = &h->m[i];
-		m->client_port = harness_free_port();
-		m->peer_port = harness_free_port();
-		if (m->client_port < 0 || m->peer_port < 0 || m->client_port == m->peer_port) {
-			harness_etcd_free(h);
-			return -EADDRNOTAVAIL;
-		}
+		m->client_port = ports[2 * i];
+		m->peer_port = ports[2 * i + 1];
 		snprintf(m->name, sizeof(m->name), "m%d", i);
 		snprintf(m->url, sizeof(m->url), "%s://127.0.0.1:%d", tls ? "https" : "http",
 			 m->client_port);

@@ -73,6 +73,11 @@ const char *harness_etcd_version(void);
 
 /* harness_free_port - a free TCP port on 127.0.0.1 */
 int harness_free_port(void);
+/* harness_free_ports - n (at most 8) distinct free loopback ports: every
+ * socket stays bound until all are picked, so the kernel cannot hand out
+ * one port twice (a port released at once may come back from the very next
+ * bind). 0 or -errno. */
+int harness_free_ports(int *ports, int n);
 
 /* ---- TLS ----
  * harness_etcd_start_tls - like harness_etcd_start, but the client URLs are
