@@ -77,19 +77,9 @@ start_host() { # n
 }
 
 ctl_on() { local n=$1; shift; "$ctl" --control "ipc://$work/h$n/ctl.sock" "$@"; }
-cluster() { # one line per node, from each node's own `leaseholdctl status` (STATE is node-local)
-  printf '  %-6s %-8s %-12s %-7s %-6s %s\n' NODE RELEASE STATE LEADER READY STATUS
-  for n in "$@"; do
-    ctl_on "$n" status reconciler | awk -v node="node$n" -F': +' '
-      /^release:/ {r=$2} /^state:/ {s=$2} /^leader:/ {l=$2} /^ready:/ {rd=$2} /^status:/ {st=$2}
-      END {printf "  %-6s %-8s %-12s %-7s %-6s %s\n", node, r, s, l, rd, st}'
-  done
-}
-table() { # host: its `leaseholdctl plugins` table, then the cluster
+table() { # host: its `leaseholdctl plugins` (the plugin, then every node's row)
   echo "\$ leaseholdctl plugins   # on node$1"
   ctl_on "$1" plugins
-  echo "cluster:"
-  cluster 1 2 3
 }
 status_is() { # host state version
   ctl_on "$1" status reconciler | grep -q "^status: *$2 $3"
