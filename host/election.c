@@ -451,6 +451,7 @@ void election_step(struct election *e)
 			etcd_watch_cancel(e->watch);
 			e->watch = NULL;
 		}
+		etcd_event_hold_clear(&e->sync_held);
 		loop_timer_disarm(e->sync_timer);
 		if (e->stop_done) {
 			void (*done)(void *) = e->stop_done;

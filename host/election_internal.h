@@ -171,6 +171,8 @@ struct election {
 	struct releases releases; /* published */
 	int64_t members_rev; /* revision of the last member event seen (or the sync) */
 	struct etcd_watch *watch;
+	int64_t sync_rev; /* H: the watch's start - 1, the range's revision; 0 until created */
+	struct etcd_event_hold sync_held; /* the watch's events while the range is in flight */
 	struct loop_timer *sync_timer;
 	uint64_t sync_backoff;
 
@@ -342,8 +344,9 @@ void election_assert_invariants(const struct election *e);
 
 /* ---- election_mirror.c: the local copy of [P/N/election/, P/N/status] ---- */
 
-/* election_sync_start - read the range (the one control call OP_SYNC), then
- * watch it from the next revision; retried on the sync timer. */
+/* election_sync_start - watch the range from now, then (called again once
+ * etcd created the watch) read it at the revision the watch starts after (the
+ * one control call OP_SYNC); retried on the sync timer. */
 void election_sync_start(struct election *e);
 /* election_on_sync_timer - the sync timer's callback (ud = the election) */
 void election_on_sync_timer(struct loop_timer *t, void *ud);

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * election_mirror.c - the local copy of the plugin's [P/N/election/,
- * P/N/status] range: one range read, then one watch from the next revision
- * (again after a compaction or a session change). It holds the member map
+ * P/N/status] range: one watch from "now", then one range read at the
+ * revision that watch starts after, the watch's events held meanwhile (list
+ * after watch, see ETCD_WATCH_CREATED_NOTIFY: a watch from a past revision
+ * could deliver the old leader's departure up to 100 ms late); again after a
+ * compaction or a session change. It holds the member map
  * with its counts per release (the reference algorithm's releaseCount), the
  * candidates (election keys), the status and the operator's records
  * (election_control.c), all at revision e->rev, and
@@ -18,6 +21,10 @@
 
 #include "election_internal.h"
 #include "log.h"
+
+/* events held while the range is in flight, at most (a busier prefix than
+ * that starts the read over) */
+#define MIRROR_HOLD_MAX 10000u
 
 /* ---- member map ---- */
 
@@ -245,6 +252,7 @@ bool election_cand_of_node(const struct election *e, const char *node_id)
 
 void election_mirror_free(struct election *e)
 {
+	etcd_event_hold_clear(&e->sync_held);
 	member_map_clear(&e->members);
 	cands_clear(e);
 	free(e->cands);
@@ -387,6 +395,22 @@ void election_publish(struct election *e)
 		e->dops->releases_changed(e->drv, &e->releases);
 }
 
+/* sync_restart - drop the watch and what it held; read everything again in
+ * delay ns (the sync timer) */
+static void sync_restart(struct election *e, uint64_t delay)
+{
+	if (e->watch)
+		etcd_watch_cancel(e->watch);
+	e->watch = NULL;
+	e->synced = false;
+	e->sync_rev = 0;
+	etcd_event_hold_clear(&e->sync_held);
+	loop_timer_arm_in(e->sync_timer, delay);
+	if (delay)
+		e->sync_backoff = e->sync_backoff * 2 > 2 * LOOP_NS_PER_S ? 2 * LOOP_NS_PER_S
+		                                                         : e->sync_backoff * 2;
+}
+
 static void on_watch(struct etcd_watch *w, int err, int64_t revision, const struct etcd_event *ev,
                      size_t n, void *ud)
 {
@@ -396,10 +420,29 @@ static void on_watch(struct etcd_watch *w, int err, int64_t revision, const stru
 	if (err < 0) {
 		/* compacted (or the watch died for good): resync from a fresh range */
 		log_warn("election", "%s: watch ended (%s); resyncing", e->name, etcd_strerror(err));
-		etcd_watch_cancel(e->watch);
-		e->watch = NULL;
-		e->synced = false;
-		loop_timer_arm_in(e->sync_timer, 0);
+		sync_restart(e, 0);
+		return;
+	}
+	if (!e->synced) {
+		if (n == 0) {
+			/* the creation (the first callback), or a progress
+			 * notification while the range is in flight */
+			if (!e->sync_rev) {
+				if (revision <= 0) {
+					sync_restart(e, e->sync_backoff);
+					return;
+				}
+				e->sync_rev = revision;
+				election_sync_start(e);
+			}
+			return;
+		}
+		/* after H, before the range's answer: applied on top of it */
+		if (e->sync_held.n + n > MIRROR_HOLD_MAX || etcd_event_hold_add(&e->sync_held, ev, n) < 0) {
+			log_warn("election", "%s: %zu changes while reading the state; reading again",
+			         e->name, e->sync_held.n + n);
+			sync_restart(e, e->sync_backoff);
+		}
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -426,9 +469,18 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 			election_step(e); /* a stop waits for nothing etcd-bound that never started */
 			return;
 		}
+		if (err == -ERANGE) {
+			/* the watch's start revision is compacted away already */
+			sync_restart(e, e->sync_backoff);
+			return;
+		}
 		loop_timer_arm_in(e->sync_timer, e->sync_backoff);
 		e->sync_backoff = e->sync_backoff * 2 > 2 * LOOP_NS_PER_S ? 2 * LOOP_NS_PER_S
 		                                                         : e->sync_backoff * 2;
+		return;
+	}
+	if (!e->watch || !e->sync_rev) {
+		election_step(e); /* the watch ended meanwhile: the sync starts over */
 		return;
 	}
 	member_map_clear(&e->members);
@@ -442,19 +494,20 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 		mirror_apply(e, &r->kvs[i], false);
 	election_control_sync_end(e);
 	election_switchover_sync_end(e);
-	e->rev = r->header.revision;
-	e->members_rev = r->header.revision;
+	/* the range is the state at H; the held events are everything after */
+	e->rev = e->sync_rev;
+	e->members_rev = e->sync_rev;
+	for (size_t i = 0; i < e->sync_held.n; i++) {
+		const struct etcd_kv *kv = e->sync_held.ev[i].kv;
+		mirror_apply(e, kv, e->sync_held.ev[i].type == ETCD_EVENT_DELETE);
+		if (kv->mod_revision > e->rev)
+			e->rev = kv->mod_revision;
+	}
+	etcd_event_hold_clear(&e->sync_held);
 	/* our record may have gone while we were not watching */
 	if (e->member_placed && !election_member_find(e, e->node_id))
 		e->member_placed = false;
 	e->view_lease = e->sync_lease;
-	int rc = etcd_watch_start(e->etcd, e->k_election, strlen(e->k_election), e->k_watch_end,
-	                          e->k_watch_end_len, e->rev + 1, ETCD_WATCH_PROGRESS_NOTIFY,
-	                          on_watch, e, &e->watch);
-	if (rc < 0) {
-		loop_timer_arm_in(e->sync_timer, e->sync_backoff);
-		return;
-	}
 	e->sync_backoff = 100 * LOOP_NS_PER_MS;
 	e->synced = true;
 	e->ever_synced = true;
@@ -485,16 +538,28 @@ void election_view_refresh(struct election *e)
 	if (!e->synced || !e->watch)
 		return; /* a read is in flight or due: it carries the new lease */
 	log_debug("election", "%s: session changed; reading the state again", e->name);
-	etcd_watch_cancel(e->watch);
-	e->watch = NULL;
-	e->synced = false;
-	election_sync_start(e);
+	sync_restart(e, 0);
 }
 
 void election_sync_start(struct election *e)
 {
 	if (e->stopping && !e->leading)
 		return;
+	if (!e->watch) {
+		/* the watch first, from now: its creation's revision H is what
+		 * the range reads at (on_watch starts it) */
+		e->sync_rev = 0;
+		etcd_event_hold_clear(&e->sync_held);
+		int rc = etcd_watch_start(e->etcd, e->k_election, strlen(e->k_election),
+		                          e->k_watch_end, e->k_watch_end_len, 0,
+		                          ETCD_WATCH_PROGRESS_NOTIFY | ETCD_WATCH_CREATED_NOTIFY,
+		                          on_watch, e, &e->watch);
+		if (rc < 0)
+			sync_restart(e, e->sync_backoff);
+		return;
+	}
+	if (e->synced || !e->sync_rev || e->op == OP_SYNC)
+		return; /* nothing to read, the creation to wait for, or the read in flight */
 	if (e->op != OP_NONE) {
 		/* the control path is busy; try again shortly */
 		loop_timer_arm_in(e->sync_timer, 10 * LOOP_NS_PER_MS);
@@ -504,7 +569,8 @@ void election_sync_start(struct election *e)
 	                     .key = e->k_election,
 	                     .key_len = strlen(e->k_election),
 	                     .range_end = e->k_watch_end,
-	                     .range_end_len = e->k_watch_end_len};
+	                     .range_end_len = e->k_watch_end_len,
+	                     .revision = e->sync_rev};
 	election_op_start(e, OP_SYNC);
 	e->sync_lease = e->lease;
 	int r = etcd_range(e->etcd, &op, NULL, on_sync_range, e, &e->call);
@@ -519,7 +585,7 @@ void election_on_sync_timer(struct loop_timer *t, void *ud)
 	(void)t;
 	struct election *e = ud;
 	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
-	if (!e->synced && !e->watch)
+	if (!e->synced)
 		election_sync_start(e);
 }
 

@@ -314,8 +314,35 @@ struct etcd_event {
 	struct etcd_kv *prev_kv; /* NULL unless prev_kv was asked and exists */
 };
 
+/* struct etcd_event_hold - deep copies of watch events kept in order, for a
+ * consumer that must hold a watch's events while the range that goes before
+ * them (ETCD_WATCH_CREATED_NOTIFY) is in flight. Not thread-safe; the owner
+ * clears it. */
+struct etcd_held_event {
+	enum etcd_event_type type;
+	struct etcd_kv *kv, *prev_kv; /* prev_kv NULL unless the event had one */
+};
+struct etcd_event_hold {
+	struct etcd_held_event *ev;
+	size_t n, cap;
+};
+/* etcd_event_hold_add - append copies of events[0..n); -ENOMEM leaves the
+ * hold as it was before the call */
+int etcd_event_hold_add(struct etcd_event_hold *h, const struct etcd_event *events, size_t n);
+void etcd_event_hold_clear(struct etcd_event_hold *h);
+
 #define ETCD_WATCH_PREV_KV 0x1u
 #define ETCD_WATCH_PROGRESS_NOTIFY 0x2u
+/* ETCD_WATCH_CREATED_NOTIFY: the callback also runs once, with n_events == 0
+ * and `revision` = the creation's header revision H, when etcd first confirms
+ * the watch (before any event of it). For a watch from 0 ("now") etcd starts
+ * it at H + 1: every event after H comes and none before, so a range read at
+ * revision H completes it with no gap and no overlap (list after watch). Why
+ * not a range at R and a watch from R + 1: when etcd moved past R before the
+ * watch arrived (any write anywhere), etcd files the watch as "unsynced" and
+ * its events, old and new, wait for etcd's catch-up pass, which runs every
+ * 100 ms; a watch from "now" is in sync from its creation. */
+#define ETCD_WATCH_CREATED_NOTIFY 0x4u
 
 /* Called for every batch of events (one etcd revision may carry several
  * events; a txn arrives as one batch), with n_events == 0 for a progress

@@ -156,6 +156,7 @@ struct etcd_watch {
 	bool in_cb;
 	bool cancelled;
 	bool reauthed; /* an invalid-token answer already dropped the token */
+	bool announced; /* ETCD_WATCH_CREATED_NOTIFY: the creation was reported */
 	uint32_t backoff_ms;
 	struct json_tokener *tok;
 	size_t tok_bytes; /* bytes fed to tok since the last complete message */

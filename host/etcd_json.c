@@ -1346,6 +1346,48 @@ void etcd_kv_free(struct etcd_kv *kv)
 	free(kv);
 }
 
+int etcd_event_hold_add(struct etcd_event_hold *h, const struct etcd_event *events, size_t n)
+{
+	if (h->n + n > h->cap) {
+		size_t c = h->cap ? h->cap : 16;
+		while (c < h->n + n)
+			c *= 2;
+		struct etcd_held_event *ne = realloc(h->ev, c * sizeof(*ne));
+		if (!ne)
+			return -ENOMEM;
+		h->ev = ne;
+		h->cap = c;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct etcd_held_event *d = &h->ev[h->n + i];
+		d->type = events[i].type;
+		d->kv = etcd_kv_dup(&events[i].kv);
+		d->prev_kv = events[i].prev_kv ? etcd_kv_dup(events[i].prev_kv) : NULL;
+		if (!d->kv || (events[i].prev_kv && !d->prev_kv)) {
+			etcd_kv_free(d->kv);
+			etcd_kv_free(d->prev_kv);
+			for (size_t k = 0; k < i; k++) {
+				etcd_kv_free(h->ev[h->n + k].kv);
+				etcd_kv_free(h->ev[h->n + k].prev_kv);
+			}
+			return -ENOMEM;
+		}
+	}
+	h->n += n;
+	return 0;
+}
+
+void etcd_event_hold_clear(struct etcd_event_hold *h)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		etcd_kv_free(h->ev[i].kv);
+		etcd_kv_free(h->ev[i].prev_kv);
+	}
+	free(h->ev);
+	h->ev = NULL;
+	h->n = h->cap = 0;
+}
+
 const char *etcd_strerror(int err)
 {
 	switch (err) {

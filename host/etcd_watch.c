@@ -165,6 +165,13 @@ static int watch_handle(struct etcd_watch *w, struct etcd_watch_msg *m)
 			  m->header.revision);
 		if (w->next_rev == 0 && m->header.revision > 0)
 			w->next_rev = m->header.revision + 1;
+		if ((w->flags & ETCD_WATCH_CREATED_NOTIFY) && !w->announced) {
+			/* the first creation only: a reconnect resumes, it does
+			 * not start the stream again */
+			w->announced = true;
+			if (!watch_deliver(w, m->header.revision, NULL, 0))
+				return -1;
+		}
 	}
 	if (m->canceled) {
 		if (m->compact_revision > 0) {
@@ -324,7 +331,7 @@ int etcd_watch_start(struct etcd_client *c, const void *key, size_t key_len, con
 	int r;
 	char *probe = NULL;
 	if (!c || !cb || !ret_watch || start_revision < 0 ||
-	    (flags & ~(ETCD_WATCH_PREV_KV | ETCD_WATCH_PROGRESS_NOTIFY)))
+	    (flags & ~(ETCD_WATCH_PREV_KV | ETCD_WATCH_PROGRESS_NOTIFY | ETCD_WATCH_CREATED_NOTIFY)))
 		return -EINVAL;
 	/* validate the arguments once, the way every reconnect will use them */
 	r = etcd_json_watch_req(key, key_len, range_end, range_end_len, start_revision, flags,

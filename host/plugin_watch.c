@@ -31,7 +31,10 @@ struct one_watch {
 	struct loop_timer *retry;
 	uint32_t backoff_ms;
 	bool resync_next; /* the next snapshot starts with LH_WATCH_RESYNC */
-	int64_t snap_rev;  /* the snapshot being read: its revision R, 0 before its first page */
+	bool live;         /* the snapshot is queued: events go to the queue */
+	int64_t snap_rev;  /* the snapshot's revision H: the etcd watch starts after it;
+	                    * 0 until etcd created the watch */
+	struct etcd_event_hold held; /* events after H while the snapshot is read */
 	uint8_t *page_from; /* the next page's first key, NULL = the prefix */
 	size_t page_from_len;
 };
@@ -160,6 +163,8 @@ struct plugin_watch_batch *plugin_watch_take(struct plugin_watch *pw)
 
 static void halt(struct one_watch *o)
 {
+	o->live = false;
+	etcd_event_hold_clear(&o->held);
 	if (o->range) {
 		etcd_call_cancel(o->range);
 		o->range = NULL;
@@ -197,6 +202,44 @@ static void retry_later(struct one_watch *o)
 	o->backoff_ms = o->backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : o->backoff_ms * 2;
 }
 
+static void read_page(struct one_watch *o);
+
+/* queue_live - one live event of o, appended to the watch's last live
+ * batch (*b, found on the first call) while it has room */
+static int queue_live(struct one_watch *o, struct plugin_watch_batch **b,
+		      enum etcd_event_type type, const struct etcd_kv *kv,
+		      const struct etcd_kv *prev)
+{
+	struct plugin_watch *pw = o->pw;
+	if (kv->key_len < o->len || memcmp(kv->key, o->prefix, o->len) != 0)
+		return 0; /* hostile: not what was watched */
+	if (!*b) {
+		*b = pw->tail;
+		if (*b && ((*b)->watch_id != o->id || ((*b)->flags & LH_WATCH_SNAPSHOT)))
+			*b = NULL;
+	}
+	if (!*b || batch_full(*b)) {
+		if (!(*b = batch_new(o, 0)))
+			return -ENOMEM;
+		queue_push(pw, *b);
+	}
+	if (batch_add(*b, type == ETCD_EVENT_DELETE ? LH_WATCH_DELETE : LH_WATCH_PUT, kv,
+		      (o->flags & LH_WATCH_PREV_KV) ? prev : NULL) < 0)
+		return -ENOMEM;
+	pw->live_queued++;
+	pw->stats.queued++;
+	return 0;
+}
+
+static void overflow(struct one_watch *o)
+{
+	char why[160];
+	snprintf(why, sizeof(why), "more than %u undelivered events queued: the plugin is too slow",
+		 o->pw->queue_max);
+	o->pw->stats.overflows++;
+	lost(o, why, true);
+}
+
 static void on_watch(struct etcd_watch *w, int err, int64_t revision,
 		     const struct etcd_event *events, size_t n, void *ud)
 {
@@ -213,43 +256,41 @@ static void on_watch(struct etcd_watch *w, int err, int64_t revision,
 		lost(o, why, err == -ERANGE);
 		return;
 	}
+	if (!o->live) {
+		if (n == 0) {
+			/* the creation (the first callback): read the snapshot
+			 * at H; or a progress notification meanwhile */
+			if (!o->snap_rev) {
+				if (revision <= 0) {
+					lost(o, "etcd created the watch without a revision", false);
+					return;
+				}
+				o->snap_rev = revision;
+				read_page(o);
+			}
+			return;
+		}
+		/* after H: queued behind the snapshot once it is read */
+		if (o->held.n + n + pw->live_queued > pw->queue_max)
+			overflow(o);
+		else if (etcd_event_hold_add(&o->held, events, n) < 0)
+			lost(o, "out of memory", false);
+		return;
+	}
 	if (n == 0)
 		return; /* progress */
-	/* appended to this watch's last live batch while it has room */
-	struct plugin_watch_batch *b = pw->tail;
-	if (b && (b->watch_id != o->id || (b->flags & LH_WATCH_SNAPSHOT)))
-		b = NULL;
-	for (size_t i = 0; i < n; i++) {
-		const struct etcd_event *e = &events[i];
-		if (e->kv.key_len < o->len || memcmp(e->kv.key, o->prefix, o->len) != 0)
-			continue; /* hostile: not what was watched */
-		if (!b || batch_full(b)) {
-			if (!(b = batch_new(o, 0)))
-				goto nomem;
-			queue_push(pw, b);
+	struct plugin_watch_batch *b = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (queue_live(o, &b, events[i].type, &events[i].kv, events[i].prev_kv) < 0) {
+			lost(o, "out of memory", false);
+			return;
 		}
-		if (batch_add(b, e->type == ETCD_EVENT_DELETE ? LH_WATCH_DELETE : LH_WATCH_PUT,
-			      &e->kv, (o->flags & LH_WATCH_PREV_KV) ? e->prev_kv : NULL) < 0)
-			goto nomem;
-		pw->live_queued++;
-		pw->stats.queued++;
-	}
 	if (pw->live_queued > pw->queue_max) {
-		char why[160];
-		snprintf(why, sizeof(why),
-			 "more than %u undelivered events queued: the plugin is too slow",
-			 pw->queue_max);
-		pw->stats.overflows++;
-		lost(o, why, true);
+		overflow(o);
 		return;
 	}
 	pw->ready(pw->ud);
-	return;
-nomem:
-	lost(o, "out of memory", false);
 }
-
-static void read_page(struct one_watch *o);
 
 static void on_range(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
 {
@@ -261,17 +302,16 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 		char why[160];
 		snprintf(why, sizeof(why), "the snapshot read failed: %s",
 			 err < 0 ? etcd_strerror(err) : "bad answer");
-		if (o->snap_rev) /* pages of it may have been delivered: start over */
+		if (o->page_from) /* pages of it may have been delivered: start over */
 			lost(o, why, err == -ERANGE);
 		else {
 			log_warn(pw->log_comp, "watch %u: %s; retrying in %u ms", o->id, why,
 				 o->backoff_ms);
+			halt(o);
 			retry_later(o);
 		}
 		return;
 	}
-	if (!o->snap_rev)
-		o->snap_rev = resp->header.revision; /* the first page fixes R */
 	if (resp->more) {
 		/* ask for the next page (same revision, from after the last key)
 		 * first: etcd reads it while this one becomes batches */
@@ -320,15 +360,19 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 		return;
 	}
 	pw->stats.snapshots++;
-	int r = etcd_watch_start(pw->etcd, o->prefix, o->len, o->end, o->end_len, o->snap_rev + 1,
-				 (o->flags & LH_WATCH_PREV_KV) ? ETCD_WATCH_PREV_KV : 0, on_watch, o,
-				 &o->w);
-	if (r < 0) {
-		o->w = NULL;
-		lost(o, "cannot start the etcd watch", false);
+	/* the events after H, held meanwhile, follow the synced marker */
+	struct plugin_watch_batch *lb = NULL;
+	for (size_t k = 0; k < o->held.n; k++)
+		if (queue_live(o, &lb, o->held.ev[k].type, o->held.ev[k].kv,
+			       o->held.ev[k].prev_kv) < 0)
+			goto nomem;
+	etcd_event_hold_clear(&o->held);
+	o->live = true;
+	o->backoff_ms = RETRY_MIN_MS;
+	if (pw->live_queued > pw->queue_max) {
+		overflow(o);
 		return;
 	}
-	o->backoff_ms = RETRY_MIN_MS;
 	pw->ready(pw->ud);
 	return;
 nomem:
@@ -336,7 +380,7 @@ nomem:
 }
 
 /* one page of the snapshot: from page_from (the prefix at first) to the
- * prefix's end, at the first page's revision */
+ * prefix's end, at revision H */
 static void read_page(struct one_watch *o)
 {
 	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = o->page_from ? o->page_from : o->prefix,
@@ -346,22 +390,38 @@ static void read_page(struct one_watch *o)
 	int r = etcd_range(o->pw->etcd, &op, NULL, on_range, o, &o->range);
 	if (r < 0) {
 		o->range = NULL;
-		if (o->snap_rev)
+		if (o->page_from)
 			lost(o, "cannot read the next snapshot page", false);
 		else {
 			log_warn(o->pw->log_comp, "watch %u: cannot read the snapshot: %s", o->id,
 				 strerror(-r));
+			halt(o);
 			retry_later(o);
 		}
 	}
 }
 
+/* begin_snapshot - the etcd watch first, from now; once etcd created it
+ * (on_watch) the snapshot is read at the revision H it starts after, so
+ * live events follow the snapshot with no gap and no overlap, and the watch
+ * is in sync with etcd from the start (ETCD_WATCH_CREATED_NOTIFY) */
 static void begin_snapshot(struct one_watch *o)
 {
 	o->snap_rev = 0;
+	o->live = false;
+	etcd_event_hold_clear(&o->held);
 	free(o->page_from);
 	o->page_from = NULL;
-	read_page(o);
+	unsigned flags = ETCD_WATCH_CREATED_NOTIFY |
+			 ((o->flags & LH_WATCH_PREV_KV) ? ETCD_WATCH_PREV_KV : 0);
+	int r = etcd_watch_start(o->pw->etcd, o->prefix, o->len, o->end, o->end_len, 0, flags,
+				 on_watch, o, &o->w);
+	if (r < 0) {
+		o->w = NULL;
+		log_warn(o->pw->log_comp, "watch %u: cannot start the etcd watch: %s", o->id,
+			 strerror(-r));
+		retry_later(o);
+	}
 }
 
 static void on_retry(struct loop_timer *t, void *ud)

@@ -2,15 +2,18 @@
 /*
  * plugin_watch.h - the leader-gated watches of one plugin instance (ABI 1.2):
  * per term and per registered prefix, a snapshot at one etcd revision R
- * followed by the live events from R+1, as batches for on_watch_events.
+ * followed by the live events after R, as batches for on_watch_events.
  *
  * Design notes
  * - Leader-gated. Nothing runs between terms: plugin_watch_start (the term
- *   began) reads each prefix (linearizable range pages of
- *   PLUGIN_WATCH_PAGE_KEYS keys: the first page's header revision is R, the
- *   later pages are read at R) and then watches it from R+1 (etcd_watch.c
- *   resumes a dropped stream from the last revision it delivered), so
- *   snapshot and live events meet with no gap and no duplicate.
+ *   began) watches each prefix from "now" (ETCD_WATCH_CREATED_NOTIFY: etcd
+ *   names the revision R the watch starts after), then reads it at R in
+ *   range pages of PLUGIN_WATCH_PAGE_KEYS keys while the watch's events wait
+ *   aside (counted against queue_max); they follow the synced marker.
+ *   Snapshot and live events meet with no gap and no duplicate, and the
+ *   etcd watch is in sync from its creation (etcd.h says why that matters);
+ *   etcd_watch.c resumes a dropped stream from the last revision it
+ *   delivered.
  *   plugin_watch_stop (the term ended) cancels every read and watch and
  *   drops what is queued. A standby therefore holds nothing and pays one
  *   read of each prefix when it is elected.

@@ -2,7 +2,8 @@
 /*
  * test_etcd_watch.c - streaming watch against a real etcd (progress notify
  * every 1 s): ordered events with prev_kv, a txn's events in one response, progress
- * notifications, resume across an etcd restart with every event exactly
+ * notifications, the creation reported (list after watch), resume across
+ * an etcd restart with every event exactly
  * once, compaction reported once as -ERANGE, cancel from the callback,
  * cancel outside a callback (quiet at once, connection closed one loop round
  * later, or by etcd_client_free before that).
@@ -195,6 +196,71 @@ static void test_watch_progress_notify(void)
 	free(r);
 }
 
+/* ETCD_WATCH_CREATED_NOTIFY on a watch from "now": the creation comes first,
+ * with the revision H the watch starts after; a range at H plus the events
+ * is the prefix with no gap and no overlap (list after watch) */
+struct created_rec {
+	int calls;
+	int64_t created_rev; /* the first callback's revision (n == 0) */
+	int n_events;
+	int64_t revs[8];
+	char keys[8][8];
+	bool created, got_event;
+};
+
+static void created_cb(struct etcd_watch *w, int err, int64_t revision, const struct etcd_event *ev,
+		       size_t n, void *ud)
+{
+	struct created_rec *r = ud;
+	(void)w;
+	CHECK_INT_EQ(err, 0);
+	if (r->calls++ == 0) {
+		CHECK_INT_EQ((int64_t)n, 0); /* the creation, before any event */
+		r->created_rev = revision;
+		r->created = true;
+		return;
+	}
+	for (size_t i = 0; i < n && r->n_events < 8; i++) {
+		r->revs[r->n_events] = ev[i].kv.mod_revision;
+		copy_str(r->keys[r->n_events], sizeof(r->keys[0]), ev[i].kv.key, ev[i].kv.key_len);
+		r->n_events++;
+		r->got_event = true;
+	}
+}
+
+static void test_watch_created_notify_list_after_watch(void)
+{
+	int64_t before = put_rev("c/a", "1");
+	struct created_rec r = {0};
+	struct etcd_watch *w = NULL;
+	uint8_t end[8];
+	size_t el = etcd_prefix_end("c/", 2, end);
+	CHECK_OK(etcd_watch_start(C, "c/", 2, end, el, 0, ETCD_WATCH_CREATED_NOTIFY, created_cb, &r,
+				  &w));
+	wait_flag(&r.created, WAIT_MS, "the watch's creation");
+	CHECK(r.created_rev >= before);
+	CHECK_INT_EQ(r.n_events, 0);
+	/* the range at H holds what came before the watch */
+	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = "c/", .key_len = 2, .range_end = end,
+			     .range_end_len = el, .revision = r.created_rev};
+	struct etcd_response *resp = NULL;
+	CHECK_OK(sop(L, C, &op, &resp));
+	CHECK_INT_EQ((int64_t)resp->n_kvs, 1);
+	CHECK_INT_EQ(resp->kvs[0].mod_revision, before);
+	etcd_response_free(resp);
+	/* and the watch everything after it, starting right after H */
+	int64_t after = put_rev("c/b", "2");
+	wait_flag(&r.got_event, WAIT_MS, "the put after the creation");
+	CHECK_INT_EQ(r.n_events, 1);
+	CHECK_STR_EQ(r.keys[0], "c/b");
+	CHECK_INT_EQ(r.revs[0], after);
+	CHECK(after > r.created_rev);
+	/* an unknown flag is refused */
+	struct etcd_watch *bad = NULL;
+	CHECK_INT_EQ(etcd_watch_start(C, "c/", 2, end, el, 0, 0x80u, created_cb, &r, &bad), -EINVAL);
+	etcd_watch_cancel(w);
+}
+
 static void test_watch_resume_across_restart(void)
 {
 	int64_t base = put_rev("other", "y");
@@ -385,6 +451,7 @@ int main(void)
 	RUN(test_watch_events_txn_batch_prev_kv);
 	RUN(test_watch_cancel_inside_callback);
 	RUN(test_watch_progress_notify);
+	RUN(test_watch_created_notify_list_after_watch);
 	RUN(test_watch_compacted_reports_erange_once);
 	RUN(test_watch_resume_across_restart);
 	RUN(test_watch_idle_no_busy_polling);

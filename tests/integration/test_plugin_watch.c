@@ -331,6 +331,7 @@ static size_t replay_term(int64_t token, struct model *m, int64_t *ret_R, int64_
 				resyncs++;
 				memset(m, 0, sizeof(*m));
 				synced = false;
+				in_snapshot = false; /* an unfinished one is over */
 			}
 			if (flags & LH_WATCH_SNAPSHOT) {
 				CHECK(!synced || (flags & LH_WATCH_RESYNC));
@@ -705,11 +706,13 @@ static void t_compaction(void)
 {
 	tu_del_prefix(&T, PREFIX);
 	trace_reset();
-	tu_put(&T, PREFIX "in/a", "1", 1);
+	put_many(PREFIX "in/pre", 1500); /* the snapshot is read in 2 pages */
 	struct inst in;
 	start(&in, "watcher.so", PLUGIN_ISOLATION_THREAD, NULL, 0, 0);
-	/* the snapshot is read at R, its answer held; meanwhile R+1.. is
-	 * written and compacted away: the watch from R+1 cannot start */
+	/* the snapshot's first page is read at R, its answer held; meanwhile
+	 * R+1.. is written and compacted away: the second page, read at R
+	 * too, cannot be, and the pages already queued are not the whole
+	 * prefix: they go, and a fresh snapshot flagged resync follows */
 	lagproxy_hold_replies(P, true);
 	plugin_instance_elected(in.pi, 9, &REL);
 	struct rdone rd = {0};
@@ -722,7 +725,8 @@ static void t_compaction(void)
 	while (!compacted)
 		CHECK(loop_run_once(T.loop, 1000) >= 0);
 	lagproxy_hold_replies(P, false);
-	wait_trace("batch 0 7 ", 1); /* the resync snapshot */
+	wait_trace("batch 0 5 ", 1); /* the resync snapshot begins */
+	wait_trace("batch 0 3 ", 1); /* and ends (the first one never did) */
 	struct plugin_watch_stats ws;
 	CHECK(plugin_instance_watch_stats(in.pi, &ws));
 	CHECK(ws.resyncs >= 1);
