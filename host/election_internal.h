@@ -172,6 +172,7 @@ struct election {
 	int64_t members_rev; /* revision of the last member event seen (or the sync) */
 	struct etcd_watch *watch;
 	int64_t sync_rev; /* H: the watch's start - 1, the range's revision; 0 until created */
+	int64_t sync_read_rev; /* the revision the range in flight reads at */
 	struct etcd_event_hold sync_held; /* the watch's events while the range is in flight */
 	struct loop_timer *sync_timer;
 	uint64_t sync_backoff;

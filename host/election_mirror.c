@@ -479,8 +479,11 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 		                                                         : e->sync_backoff * 2;
 		return;
 	}
-	if (!e->watch || !e->sync_rev) {
-		election_step(e); /* the watch ended meanwhile: the sync starts over */
+	if (!e->watch || !e->sync_rev || e->sync_read_rev != e->sync_rev) {
+		/* the watch ended meanwhile: this read belongs to it; the sync
+		 * starts over (or reads for the new watch now) */
+		election_sync_start(e);
+		election_step(e);
 		return;
 	}
 	member_map_clear(&e->members);
@@ -573,6 +576,7 @@ void election_sync_start(struct election *e)
 	                     .revision = e->sync_rev};
 	election_op_start(e, OP_SYNC);
 	e->sync_lease = e->lease;
+	e->sync_read_rev = e->sync_rev;
 	int r = etcd_range(e->etcd, &op, NULL, on_sync_range, e, &e->call);
 	if (r < 0) {
 		election_op_done(e);
