@@ -393,6 +393,14 @@ void election_step(struct election *e)
 		return;
 	if (e->op != OP_NONE)
 		goto report;
+	/* 0. the mirror's read, due since etcd created its watch, takes the
+	 * control path as soon as it is free (rather than on the sync timer's
+	 * next poll) */
+	if (!e->synced && e->watch && e->sync_rev) {
+		election_sync_start(e);
+		if (e->op != OP_NONE)
+			goto report;
+	}
 	if (loop_timer_armed(e->retry_timer)) {
 		/* backing off an etcd call; leaving leadership needs none */
 		if (e->leading && !election_want_campaign(e))
