@@ -71,6 +71,9 @@ static void term_key(const struct election *e, int64_t token, char *buf, size_t 
 
 static void on_term_timer(struct loop_timer *t, void *ud);
 
+/* the longest a term's start record waits for the first reconcile */
+#define TERM_RECORD_DELAY_MS 1000
+
 int election_control_init(struct election *e)
 {
 	e->k_paused = key_join(e->prefix, e->name, "paused");
@@ -868,7 +871,21 @@ void election_term_begin(struct election *e)
 		etcd_call_cancel(e->term->call);
 		term_ctx_free(e->term);
 	}
-	term_begin_read(e);
+	/* Not now: the record's read and write would go to etcd just ahead of
+	 * the plugin's first fenced txn, on the handover's path. They go once
+	 * the term's first reconcile returned (election_term_record), or after
+	 * TERM_RECORD_DELAY_MS for a first reconcile that takes longer; the
+	 * record carries the start time taken here either way, and a term
+	 * that ends first writes its whole record with its end. */
+	loop_timer_arm_in(e->term_timer, TERM_RECORD_DELAY_MS * LOOP_NS_PER_MS);
+}
+
+void election_term_record(struct election *e)
+{
+	if (loop_timer_armed(e->term_timer) && e->leading && !e->term && e->my_rev) {
+		loop_timer_disarm(e->term_timer);
+		term_begin_read(e);
+	}
 }
 
 /* ---- reading the history (the CLI) ---- */

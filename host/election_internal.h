@@ -473,9 +473,13 @@ void election_control_reconcile_finished(struct election *e, int err, const char
  * one is pending and no control call is in flight: starts it (OP_LEAD) and
  * returns true */
 bool election_control_write_served(struct election *e);
-/* election_term_begin - a term of ours started (elect): record its start
- * (and the end of an earlier term that has none) */
+/* election_term_begin - a term of ours started (elect): its start (and the
+ * end of an earlier term that has none) is recorded once the first
+ * reconcile returned (election_term_record), at most a second later */
 void election_term_begin(struct election *e);
+/* election_term_record - the term's first reconcile returned: record its
+ * start now if it is still due */
+void election_term_record(struct election *e);
 /* election_term_end - our term ends (depose): remember why, for the resign
  * txn (election_term_end_op) */
 void election_term_end(struct election *e);

@@ -517,6 +517,7 @@ static void on_reconciled(void *ud, int err, const char *msg)
 		return;
 	e->reconciling = false;
 	election_control_reconcile_finished(e, err, msg);
+	election_term_record(e); /* off the handover's path now */
 	if (err == 0) {
 		if (!periodic)
 			log_info("election", "%s: initial reconcile succeeded", e->name);
