@@ -58,6 +58,12 @@ static void barrier(const struct host *h)
 	ctl_out_free(&o);
 }
 
+static bool p_term_recorded(void *arg)
+{
+	(void)arg;
+	return tu_term_recorded(&T, PFX, PLUGIN);
+}
+
 static void test_priorities(void)
 {
 	start(&D, NULL, NULL);
@@ -77,6 +83,7 @@ static void test_priorities(void)
 	CHECK_STR_EQ(obs_leader(g_obs), "f");
 	CHECK(!tu_get(&T, PFX "/" PLUGIN "/handover", &(size_t){0}));
 
+	tu_wait(&T, p_term_recorded, NULL, 10000, "f's term in the history");
 	struct ctl_out o;
 	CHECK_INT_EQ(host_ctl(&G, &o, "history", PLUGIN, "--json", NULL), 0);
 	struct json_object *a = json_tokener_parse(o.out);

@@ -99,10 +99,18 @@ static void refused(const struct host *h, const char *needle, ...)
 	CHECK_STR_EQ(obs_leader(g_obs), leader);
 }
 
-/* history entry i (newest first) of the plugin as host h reads it */
+static bool p_term_recorded(void *arg)
+{
+	(void)arg;
+	return tu_term_recorded(&T, PFX, PLUGIN);
+}
+
+/* history entry i (newest first) of the plugin as host h reads it, once the
+ * current term is recorded */
 static void term_ended(const struct host *h, size_t i, const char *node, const char *reason,
                        const char *detail)
 {
+	tu_wait(&T, p_term_recorded, NULL, 10000, "the current term in the history");
 	struct ctl_out o;
 	CHECK_INT_EQ(host_ctl(h, &o, "history", PLUGIN, "--json", NULL), 0);
 	struct json_object *a = json_tokener_parse(o.out);

@@ -71,6 +71,12 @@ static void check_invariants(void)
 	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
 }
 
+static bool p_term_recorded(void *arg)
+{
+	(void)arg;
+	return tu_term_recorded(&T, PFX, PLUGIN);
+}
+
 static void test_frozen_target(void)
 {
 	/* c's lease (6 s) outlives the request's path by far: while c is
@@ -133,6 +139,7 @@ static void test_operator_not_undone_by_priority(void)
 	/* the new leader keeps its term: no request of the rule, no handover */
 	CHECK(p_handover_gone(NULL));
 	CHECK_STR_EQ(obs_leader(g_obs), next);
+	tu_wait(&T, p_term_recorded, NULL, 10000, "the new term in the history");
 	CHECK_INT_EQ(host_ctl(&A, &o, "history", PLUGIN, "--json", NULL), 0);
 	struct json_object *a = json_tokener_parse(o.out);
 	CHECK(a && json_object_is_type(a, json_type_array));

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,6 +287,26 @@ int64_t tu_election_lease(struct tu *t, const char *prefix, const char *plugin, 
 			l = kvs[i]->lease;
 	tu_list_free(kvs, n);
 	return l;
+}
+
+bool tu_term_recorded(struct tu *t, const char *prefix, const char *plugin)
+{
+	char pfx[256], key[320];
+	snprintf(pfx, sizeof(pfx), "%s/%s/election/", prefix, plugin);
+	struct etcd_kv **kvs;
+	size_t n = tu_list(t, pfx, &kvs);
+	int64_t token = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!token || kvs[i]->create_revision < token)
+			token = kvs[i]->create_revision;
+	tu_list_free(kvs, n);
+	if (!token)
+		return false;
+	snprintf(key, sizeof(key), "%s/%s/term-history/%020" PRId64, prefix, plugin, token);
+	size_t len;
+	uint8_t *v = tu_get(t, key, &len);
+	free(v);
+	return v != NULL;
 }
 
 int tu_unix_connect(const char *path)

@@ -45,6 +45,11 @@ size_t tu_keys_of_lease(struct tu *t, const char *prefix, int64_t lease);
 /* tu_election_lease - the lease of node's election key of plugin under
  * prefix (0: node does not campaign) */
 int64_t tu_election_lease(struct tu *t, const char *prefix, const char *plugin, const char *node);
+/* tu_term_recorded - the term of the lowest election key (the leader's
+ * fencing token) has its term-history record: a leader writes it once the
+ * term's first reconcile returned, so a test that reads the history right
+ * after an election waits for this first */
+bool tu_term_recorded(struct tu *t, const char *prefix, const char *plugin);
 
 /* records */
 int64_t tu_put_member(struct tu *t, const char *prefix, const char *plugin, const char *node,
