@@ -133,7 +133,47 @@ struct want {
 	int members;	      /* 0 = any */
 	const char *status_version;
 	const char *status_mcr;
+	/* every node's row (its state record as this daemon mirrors it) says
+	 * what that node says of itself: the leader's row leading with its last
+	 * reconcile (leader_at, NULL: the one this daemon reports, when it
+	 * leads), the others campaigning, all ready. A node writes its record
+	 * 20 ms after a change and the other daemons see it through their watch,
+	 * so a row may trail its node's own answer (wait-ready) for a while; two
+	 * reads of the view agree only once it has caught up. Needs leader and
+	 * members. */
+	bool need_rows_settled;
+	const char *leader_at;
 };
+
+/* p_rows_settled - the rows of `nodes` as struct want's need_rows_settled
+ * describes them */
+static bool p_rows_settled(json_object *p, const struct want *w)
+{
+	json_object *rows = jget(p, "nodes");
+	if (!rows || !json_object_is_type(rows, json_type_array) ||
+	    (int)json_object_array_length(rows) != w->members)
+		return false;
+	for (size_t i = 0; i < json_object_array_length(rows); i++) {
+		json_object *r = json_object_array_get_idx(rows, i);
+		const char *node = jstr(r, "node"), *state = jstr(r, "state"),
+			   *rec = jstr(r, "state_record");
+		if (!node || !state || !rec || strcmp(rec, "valid") != 0)
+			return false;
+		if (!json_object_get_boolean(jget(r, "ready")))
+			return false;
+		bool leads = strcmp(node, w->leader) == 0;
+		if (strcmp(state, leads ? "leading" : "campaigning") != 0)
+			return false;
+		if (!leads)
+			continue;
+		const char *at = jstr(r, "last_reconcile.at"),
+			   *want_at = w->leader_at ? w->leader_at : jstr(p, "reconcile.last_at");
+		if (!json_object_get_boolean(jget(r, "last_reconcile.ok")) || !at || !want_at ||
+		    strcmp(at, want_at) != 0)
+			return false;
+	}
+	return true;
+}
 
 static bool p_want(json_object *p, const void *arg)
 {
@@ -157,6 +197,8 @@ static bool p_want(json_object *p, const void *arg)
 	if (w->status_version && (!sv || strcmp(sv, w->status_version) != 0))
 		return false;
 	if (w->status_mcr && (!sm || strcmp(sm, w->status_mcr) != 0))
+		return false;
+	if (w->need_rows_settled && !p_rows_settled(p, w))
 		return false;
 	return true;
 }
@@ -396,19 +438,26 @@ static void test_plugins_status_members_on_two_hosts(void)
 	wait_ready_ok(O, "10");
 
 	const struct host *hs[2] = {L, O};
+	char leader_at[32] = ""; /* the leader's last reconcile, as it says */
 	for (int i = 0; i < 2; i++) {
 		const struct host *h = hs[i];
-		/* the daemon's own view may trail the observer's by a watch event */
+		/* the daemon's own view may trail the observer's by a watch event,
+		 * and its rows of the nodes trail the nodes' own answers (status
+		 * --json below is compared with this read as a whole) */
 		struct want w = {.state = h == L ? "leading" : "campaigning",
 				 .leader = L->node,
 				 .need_ready = true,
 				 .need_reconciled = h == L,
 				 .members = 2,
-				 .status_version = "1.0.0"};
+				 .status_version = "1.0.0",
+				 .need_rows_settled = true,
+				 .leader_at = h == L ? NULL : leader_at};
 		json_object *p = ctl_wait_plugin(h, PLUGIN, p_want, &w, 5000, "the steady state");
 		check_plugin_json(p, h, L);
-		if (h == L)
+		if (h == L) {
+			snprintf(leader_at, sizeof(leader_at), "%s", jstr(p, "reconcile.last_at"));
 			check_fencing_token_in_etcd(jint(p, "fencing_token"));
+		}
 		check_plugins_table(h, L, jint(p, "reconcile.count"));
 		check_status(h, L, p);
 		check_members(h, L);
