@@ -414,8 +414,6 @@ void election_step(struct election *e)
 			election_begin_leave(e);
 			return;
 		}
-		if (e->term_end_call)
-			goto report; /* the end of our term is being recorded */
 		if (e->lease && e->my_rev && !left_to_revoke(e)) {
 			resign(e);
 			goto report;
@@ -652,8 +650,9 @@ void election_stop_revoking(struct election *e, bool leave, bool (*last)(void *u
  * the resign txn deletes it together with the key. */
 static bool left_to_revoke(struct election *e)
 {
-	/* the end of a term we led is recorded while the plugin drains
-	 * (election_term_leaving); when that failed, the resign txn carries it */
+	/* the end of a term we led is written while the plugin drains
+	 * (election_term_leaving), beside the revocation and not waited for;
+	 * when it failed before, the resign txn carries it */
 	if (!e->stopping || !e->stop_last || e->stop_leave || e->swap.pending ||
 	    (e->term_end_pending && e->term_end_token == e->my_rev) || !e->stop_last(e->stop_ud))
 		return false;

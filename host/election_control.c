@@ -90,6 +90,7 @@ struct term_ctx {
 	struct election *e;
 	int64_t token;
 	struct etcd_call *call;
+	bool puts_ours; /* the txn puts our term's record (its revision is the record's) */
 };
 
 static void term_ctx_free(struct term_ctx *c)
@@ -665,11 +666,19 @@ void election_term_leaving(struct election *e)
 	c->magic = TERM_CTX_MAGIC;
 	c->e = e;
 	c->token = e->my_rev;
-	struct etcd_compare cmp = {.target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL,
-	                           .key = e->my_key, .key_len = strlen(e->my_key),
-	                           .number = e->my_rev};
+	/* The revocation does not wait for this record (it would add a write
+	 * to the handover's path), so it is not fenced by our election key,
+	 * which the revocation deletes: it compares the record itself, as we
+	 * last wrote it (or absent, the whole record then). A successor that
+	 * completed it as lease-lost meanwhile keeps its word. A start write
+	 * still in flight compares the record absent, so whichever lands
+	 * second fails: the end is then the successor's. */
+	struct etcd_compare cmp = {.target = e->term_rec_rev ? ETCD_CMP_MOD : ETCD_CMP_CREATE,
+	                           .result = ETCD_CMP_EQUAL, .key = key, .key_len = strlen(key),
+	                           .number = e->term_rec_rev};
 	struct etcd_op put = {.type = ETCD_OP_PUT, .key = key, .key_len = strlen(key), .value = v,
 	                      .value_len = n};
+	loop_timer_disarm(e->term_timer); /* a deferred start: this is the whole record */
 	e->term_end_call = c;
 	int r = etcd_txn(e->etcd, &cmp, 1, &put, 1, NULL, 0, NULL, on_term_end_written, c, &c->call);
 	free(v);
@@ -711,6 +720,7 @@ static void on_term_written(struct etcd_client *cl, int err, const struct etcd_r
                             void *ud)
 {
 	(void)cl;
+	bool puts_ours = ((struct term_ctx *)ud)->puts_ours;
 	struct election *e = term_ctx_done(ud);
 	if (!e)
 		return;
@@ -724,6 +734,8 @@ static void on_term_written(struct etcd_client *cl, int err, const struct etcd_r
 		term_retry(e, "write", -ESTALE);
 		return;
 	}
+	if (puts_ours)
+		e->term_rec_rev = r->header.revision; /* the txn's revision: our put's */
 	log_debug("election", "%s: term %" PRId64 " recorded in the history", e->name, e->my_rev);
 }
 
@@ -758,12 +770,15 @@ static void on_term_read(struct etcd_client *cl, int err, const struct etcd_resp
 	bool have_mine = false;
 	for (size_t i = 0; i < r->n_kvs; i++) {
 		const struct etcd_kv *kv = &r->kvs[i];
-		if (kv->key_len == strlen(mine) && memcmp(kv->key, mine, kv->key_len) == 0)
+		if (kv->key_len == strlen(mine) && memcmp(kv->key, mine, kv->key_len) == 0) {
 			have_mine = term_is_ours(e, kv);
+			if (have_mine)
+				e->term_rec_rev = kv->mod_revision;
+		}
 		else if (kv->key_len <= strlen(mine) && memcmp(kv->key, mine, kv->key_len) < 0)
 			prev = kv;
 	}
-	struct etcd_compare cmps[2];
+	struct etcd_compare cmps[3];
 	struct etcd_op ops[2 + 32];
 	uint8_t *bufs[2] = {NULL, NULL};
 	size_t n_cmps = 0, n_ops = 0;
@@ -780,6 +795,11 @@ static void on_term_read(struct etcd_client *cl, int err, const struct etcd_resp
 		ops[n_ops++] = (struct etcd_op){.type = ETCD_OP_PUT, .key = mine,
 		                                .key_len = strlen(mine), .value = bufs[0],
 		                                .value_len = n};
+		/* still absent: an end record written meanwhile (a shutdown's,
+		 * beside the revocation) is not replaced by the start */
+		cmps[n_cmps++] = (struct etcd_compare){.target = ETCD_CMP_CREATE,
+		                                       .result = ETCD_CMP_EQUAL, .key = mine,
+		                                       .key_len = strlen(mine), .number = 0};
 	}
 	if (prev) {
 		Leasehold__Term *t = leasehold__term__unpack(NULL, prev->value_len, prev->value);
@@ -828,6 +848,7 @@ static void on_term_read(struct etcd_client *cl, int err, const struct etcd_resp
 		w->magic = TERM_CTX_MAGIC;
 		w->e = e;
 		w->token = e->my_rev;
+		w->puts_ours = !have_mine;
 		e->term = w;
 		rc = etcd_txn(e->etcd, cmps, n_cmps, ops, n_ops, NULL, 0, NULL, on_term_written, w,
 		              &w->call);
@@ -866,6 +887,7 @@ static void term_begin_read(struct election *e)
 void election_term_begin(struct election *e)
 {
 	e->term_start_unix = (int64_t)time(NULL);
+	e->term_rec_rev = 0;
 	e->term_end_pending = false;
 	if (e->term) {
 		etcd_call_cancel(e->term->call);

@@ -271,7 +271,9 @@ struct election {
 	/* the term history: the start record write in flight, and the end of
 	 * the last term this node led, written in its resign txn */
 	struct term_ctx *term;
-	struct term_ctx *term_end_call; /* the end record written ahead of a revocation */
+	struct term_ctx *term_end_call; /* the end record written beside a revocation */
+	int64_t term_rec_rev; /* our term's record as we last wrote it (its mod
+	                       * revision), 0: not written by us yet */
 	int64_t term_end_written_token;  /* the term whose end is recorded */
 	struct loop_timer *term_timer;
 	int64_t term_start_unix;
