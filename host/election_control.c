@@ -768,10 +768,12 @@ static void on_term_read(struct etcd_client *cl, int err, const struct etcd_resp
 	 * below our key */
 	const struct etcd_kv *prev = NULL;
 	bool have_mine = false;
+	int64_t mine_rev = 0; /* what is at our key, ours or not (0: nothing) */
 	for (size_t i = 0; i < r->n_kvs; i++) {
 		const struct etcd_kv *kv = &r->kvs[i];
 		if (kv->key_len == strlen(mine) && memcmp(kv->key, mine, kv->key_len) == 0) {
 			have_mine = term_is_ours(e, kv);
+			mine_rev = kv->mod_revision;
 			if (have_mine)
 				e->term_rec_rev = kv->mod_revision;
 		}
@@ -795,11 +797,12 @@ static void on_term_read(struct etcd_client *cl, int err, const struct etcd_resp
 		ops[n_ops++] = (struct etcd_op){.type = ETCD_OP_PUT, .key = mine,
 		                                .key_len = strlen(mine), .value = bufs[0],
 		                                .value_len = n};
-		/* still absent: an end record written meanwhile (a shutdown's,
+		/* still as read (absent, or a record that is not ours, which is
+		 * replaced): an end record written meanwhile (a shutdown's,
 		 * beside the revocation) is not replaced by the start */
-		cmps[n_cmps++] = (struct etcd_compare){.target = ETCD_CMP_CREATE,
-		                                       .result = ETCD_CMP_EQUAL, .key = mine,
-		                                       .key_len = strlen(mine), .number = 0};
+		cmps[n_cmps++] = (struct etcd_compare){
+			.target = mine_rev ? ETCD_CMP_MOD : ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL,
+			.key = mine, .key_len = strlen(mine), .number = mine_rev};
 	}
 	if (prev) {
 		Leasehold__Term *t = leasehold__term__unpack(NULL, prev->value_len, prev->value);
