@@ -48,12 +48,12 @@
 #include "check.h"
 #include "harness.h"
 #include "hosts.h"
-#include "leasehold.pb-c.h"
-#include "loader.h"
-#include "plugin_instance.h"
+#include "proto/leasehold.pb-c.h"
+#include "abi/abi_loader.h"
+#include "runtime/runtime_instance.h"
 #include "plugins/fakehost.h"
 #include "raftleader.h"
-#include "switchover.h"
+#include "election/election_switchover_request.h"
 #include "testutil.h"
 
 /* ---------------------------------------------------------------- utils */

@@ -4,8 +4,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "bus_msg.h"
-#include "etcd.h"
+#include "abi/abi_bus.h"
+#include "etcd/etcd.h"
 
 ProtobufCBinaryData bus_bin(const void *p, size_t len)
 {

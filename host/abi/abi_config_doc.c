@@ -12,8 +12,8 @@
 
 #include <json-c/json.h>
 
-#include "loader.h"
-#include "plugin_config_doc.h"
+#include "abi/abi_loader.h"
+#include "abi/abi_config_doc.h"
 
 int plugin_config_doc_check(const void *buf, size_t len, char *err, size_t err_len)
 {

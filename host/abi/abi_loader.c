@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "loader.h"
+#include "abi/abi_loader.h"
 
 #if defined(__x86_64__)
 #define HOST_EM EM_X86_64

@@ -45,7 +45,7 @@
 
 #include <leasehold/plugin.h>
 
-#include "release.h"
+#include "base/release.h"
 
 /* Longest file size the loader accepts (a plugin is a small .so). */
 #define LOADER_MAX_FILE_SIZE (256u * 1024u * 1024u)

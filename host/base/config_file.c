@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
-#include "config_file.h"
+#include "base/config_file.h"
 
 #define MAX_DEPTH 16
 #define MAX_PAIRS 4096 /* keys of one mapping (the duplicate check is quadratic) */

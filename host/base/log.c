@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 
 static _Atomic int g_level = LOG_LVL_INFO;
 static _Atomic int g_format = -1;  /* -1: not decided yet ($LEASEHOLD_LOG_FORMAT) */

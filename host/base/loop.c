@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loop.h"
+#include "base/loop.h"
 
 struct loop_io {
 	struct loop *loop;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "base/metrics.h"
 
 /* 1 ms .. 10 s: an etcd round trip on a healthy cluster is milliseconds; a
  * request near its 5 s deadline must still land in a finite bucket */

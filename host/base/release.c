@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "release.h"
+#include "base/release.h"
 
 int release_cmp(struct release a, struct release b)
 {

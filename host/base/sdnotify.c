@@ -9,7 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "sdnotify.h"
+#include "base/sdnotify.h"
 
 struct sdnotify {
 	int fd;

@@ -39,12 +39,12 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "control.h"
-#include "control_codec.h"
-#include "control_reply.h"
-#include "control_transport.h"
-#include "control_wire.h"
-#include "log.h"
+#include "control/control.h"
+#include "control/control_codec.h"
+#include "control/control_reply.h"
+#include "control/control_transport.h"
+#include "control/control_wire.h"
+#include "base/log.h"
 
 #define COMP "control"
 /* wait-ready requests parked at most at once; more get CODE_BUSY */

@@ -39,9 +39,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loop.h"
-#include "node_record.h"
-#include "release.h"
+#include "base/loop.h"
+#include "election/election_node_record.h"
+#include "base/release.h"
 
 struct control;
 

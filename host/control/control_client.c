@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "control_client.h"
-#include "control_wire.h"
+#include "control/control_client.h"
+#include "control/control_wire.h"
 
 static int64_t mono_ms(void)
 {

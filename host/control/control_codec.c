@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control_codec.h"
+#include "control/control_codec.h"
 
 bool control_codec_name_ok(const char *s)
 {

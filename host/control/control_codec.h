@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "control.pb-c.h"
-#include "release.h"
+#include "proto/control.pb-c.h"
+#include "base/release.h"
 
 /* protocol revision carried in Request.protocol / Response.protocol */
 #define CONTROL_PROTOCOL 1u

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control_codec.h"
-#include "control_reply.h"
+#include "control/control_codec.h"
+#include "control/control_reply.h"
 
 void control_reply_init(struct control_reply *rp)
 {

@@ -17,9 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "control.h"
+#include "control/control.h"
 #include "proto/control.pb-c.h"
-#include "release.h"
+#include "base/release.h"
 
 /* Storage for one Plugin message and its sub-messages. */
 struct pb_plugin {

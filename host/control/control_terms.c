@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "control_terms.h"
+#include "control/control_terms.h"
 
 int control_terms_from(const struct election_term *t, size_t n, struct control_term **ret)
 {

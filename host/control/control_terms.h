@@ -9,8 +9,8 @@
 
 #include <stddef.h>
 
-#include "control.h"
-#include "election.h"
+#include "control/control.h"
+#include "election/election.h"
 
 /* control_terms_from - n terms t (borrowed) -> *ret (malloc'd array, the
  * caller frees it; its strings point into t, so it lives no longer than

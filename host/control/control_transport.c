@@ -20,9 +20,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "control_transport.h"
-#include "control_wire.h"
-#include "log.h"
+#include "control/control_transport.h"
+#include "control/control_wire.h"
+#include "base/log.h"
 
 #define COMP "control"
 /* accept() failed for lack of fds or memory: try again after this */

@@ -53,7 +53,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "loop.h"
+#include "base/loop.h"
 
 /* connections at most (parked wait-ready and pending roles requests hold
  * one each: keep above control.c's CONTROL_MAX_PARKED + CONTROL_MAX_ASYNC) */

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/un.h>
 
-#include "control_wire.h"
+#include "control/control_wire.h"
 
 void control_wire_header(uint8_t out[CONTROL_WIRE_HEADER], uint32_t len)
 {

@@ -6,7 +6,7 @@
 #ifndef LH_CTL_H
 #define LH_CTL_H
 
-#include "control.pb-c.h"
+#include "proto/control.pb-c.h"
 
 #define EXIT_OK 0
 #define EXIT_NOTOK 1

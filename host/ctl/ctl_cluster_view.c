@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster_view.h"
-#include "election_internal.h"
-#include "leasehold.pb-c.h"
+#include "ctl/ctl_cluster_view.h"
+#include "election/election_internal.h"
+#include "proto/leasehold.pb-c.h"
 
 /* the part of kv's key after "prefix/name/", or NULL when outside */
 static const char *suffix(const char *base, size_t bl, const struct etcd_kv *kv, size_t *ret_len)

@@ -23,8 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "control.h"
-#include "etcd.h"
+#include "control/control.h"
+#include "etcd/etcd.h"
 
 /* the state every observer-built Plugin reports in "state" */
 #define CLUSTER_VIEW_STATE "observed"

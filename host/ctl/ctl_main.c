@@ -42,17 +42,17 @@
 
 #include <json-c/json.h>
 
-#include "control.h"
-#include "control_client.h"
-#include "control_codec.h"
-#include "control_wire.h"
-#include "ctl_switchover.h"
-#include "daemon_options.h"
+#include "control/control.h"
+#include "control/control_client.h"
+#include "control/control_codec.h"
+#include "control/control_wire.h"
+#include "ctl/ctl_switchover.h"
+#include "daemon/daemon_options.h"
 #include "lh_install_dirs.h"
-#include "ctl.h"
-#include "ctl_observer.h"
-#include "ctl_views.h"
-#include "ctl_plugin_config.h"
+#include "ctl/ctl.h"
+#include "ctl/ctl_observer.h"
+#include "ctl/ctl_views.h"
+#include "ctl/ctl_plugin_config.h"
 
 
 #define CTL_TIMEOUT_MS 10000

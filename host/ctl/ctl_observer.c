@@ -13,14 +13,14 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "cluster_view.h"
-#include "control_codec.h"
-#include "control_terms.h"
-#include "ctl_observer.h"
-#include "ctl_observer_internal.h"
-#include "election.h"
-#include "leasehold.pb-c.h"
-#include "roles.h"
+#include "ctl/ctl_cluster_view.h"
+#include "control/control_codec.h"
+#include "control/control_terms.h"
+#include "ctl/ctl_observer.h"
+#include "ctl/ctl_observer_internal.h"
+#include "election/election.h"
+#include "proto/leasehold.pb-c.h"
+#include "election/election_roles.h"
 
 #define MAX_ENDPOINTS 16
 

@@ -32,9 +32,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ctl.h"
-#include "etcd.h"
-#include "loop.h"
+#include "ctl/ctl.h"
+#include "etcd/etcd.h"
+#include "base/loop.h"
 
 struct ctl_etcd_opts {
 	const char *endpoints; /* "URL[,URL...]", http:// or https:// */

@@ -26,8 +26,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ctl_observer_internal.h"
-#include "plugin_config_doc.h"
+#include "ctl/ctl_observer_internal.h"
+#include "abi/abi_config_doc.h"
 
 #define CONFIG_WRITE_TIMEOUT_MS 10000
 

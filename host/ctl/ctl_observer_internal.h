@@ -12,10 +12,10 @@
 
 #include <stdint.h>
 
-#include "cluster_view.h"
-#include "control.h"
-#include "ctl.h"
-#include "ctl_observer.h"
+#include "ctl/ctl_cluster_view.h"
+#include "control/control.h"
+#include "ctl/ctl.h"
+#include "ctl/ctl_observer.h"
 
 struct ctl_observer {
 	struct loop *loop;

@@ -28,9 +28,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "control_codec.h"
-#include "ctl_observer_internal.h"
-#include "switchover.h"
+#include "control/control_codec.h"
+#include "ctl/ctl_observer_internal.h"
+#include "election/election_switchover_request.h"
 
 struct requested {
 	bool done;

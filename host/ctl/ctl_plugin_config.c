@@ -30,11 +30,11 @@
 
 #include <json-c/json.h>
 
-#include "control_codec.h"
-#include "ctl_observer.h"
-#include "ctl_plugin_config.h"
-#include "loader.h"
-#include "plugin_config_doc.h"
+#include "control/control_codec.h"
+#include "ctl/ctl_observer.h"
+#include "ctl/ctl_plugin_config.h"
+#include "abi/abi_loader.h"
+#include "abi/abi_config_doc.h"
 
 extern char **environ;
 

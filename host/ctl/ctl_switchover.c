@@ -14,9 +14,9 @@
 
 #include <json-c/json.h>
 
-#include "control_codec.h"
-#include "ctl_switchover.h"
-#include "switchover.h"
+#include "control/control_codec.h"
+#include "ctl/ctl_switchover.h"
+#include "election/election_switchover_request.h"
 
 int ctl_switchover_parse_timeout(const char *s, uint32_t *ret_ms)
 {

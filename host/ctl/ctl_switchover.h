@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "control.pb-c.h"
+#include "proto/control.pb-c.h"
 
 /* the extra time leaseholdctl waits beyond the switchover's timeout for the
  * daemon's answer: the request's own etcd calls and the answer's margin */

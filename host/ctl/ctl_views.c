@@ -18,9 +18,9 @@
 
 #include <json-c/json.h>
 
-#include "control_codec.h"
-#include "ctl.h"
-#include "ctl_views.h"
+#include "control/control_codec.h"
+#include "ctl/ctl.h"
+#include "ctl/ctl_views.h"
 
 /* ---- output helpers ---------------------------------------------------- */
 

@@ -13,7 +13,7 @@
 
 #include <json-c/json.h>
 
-#include "ctl.h"
+#include "ctl/ctl.h"
 
 int ctl_view_plugins(const Response *r, bool json);
 int ctl_view_status(const Response *r, bool json);

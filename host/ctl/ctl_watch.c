@@ -33,12 +33,12 @@
 
 #include <json-c/json.h>
 
-#include "cluster_view.h"
-#include "ctl_observer.h"
-#include "ctl_views.h"
-#include "election.h"
-#include "election_internal.h"
-#include "leasehold.pb-c.h"
+#include "ctl/ctl_cluster_view.h"
+#include "ctl/ctl_observer.h"
+#include "ctl/ctl_views.h"
+#include "election/election.h"
+#include "election/election_internal.h"
+#include "proto/leasehold.pb-c.h"
 
 struct wplugin {
 	char *name;

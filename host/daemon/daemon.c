@@ -24,25 +24,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "callback_timeout.h"
-#include "control.h"
-#include "crash_report.h"
-#include "daemon.h"
-#include "daemon_metrics.h"
-#include "election.h"
-#include "etcd.h"
-#include "http.h"
-#include "leasehold.pb-c.h"
-#include "loader.h"
-#include "log.h"
-#include "loop.h"
-#include "plugin_instance.h"
-#include "plugindir.h"
-#include "roles.h"
-#include "sdnotify.h"
-#include "session.h"
+#include "runtime/runtime_callback_timeout.h"
+#include "control/control.h"
+#include "worker/worker_crash_report.h"
+#include "daemon/daemon.h"
+#include "daemon/daemon_metrics.h"
+#include "election/election.h"
+#include "etcd/etcd.h"
+#include "http/http.h"
+#include "proto/leasehold.pb-c.h"
+#include "abi/abi_loader.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "runtime/runtime_instance.h"
+#include "runtime/runtime_plugindir.h"
+#include "election/election_roles.h"
+#include "base/sdnotify.h"
+#include "etcd/etcd_session.h"
 
-#include "daemon_internal.h"
+#include "daemon/daemon_internal.h"
 
 
 

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "log.h"
+#include "base/log.h"
 
 struct callback_timeout_rule;
 struct priority_rule;

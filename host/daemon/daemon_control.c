@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control_terms.h"
-#include "daemon_internal.h"
-#include "leasehold.pb-c.h"
-#include "log.h"
-#include "switchover.h"
+#include "control/control_terms.h"
+#include "daemon/daemon_internal.h"
+#include "proto/leasehold.pb-c.h"
+#include "base/log.h"
+#include "election/election_switchover_request.h"
 
 
 static void fill_plugin(struct entry *e, struct control_plugin *p)

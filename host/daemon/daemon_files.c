@@ -38,18 +38,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "callback_timeout.h"
-#include "crash_report.h"
-#include "election.h"
-#include "loader.h"
-#include "log.h"
-#include "loop.h"
-#include "plugin_instance.h"
-#include "plugindir.h"
-#include "priority.h"
-#include "roles.h"
+#include "runtime/runtime_callback_timeout.h"
+#include "worker/worker_crash_report.h"
+#include "election/election.h"
+#include "abi/abi_loader.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "runtime/runtime_instance.h"
+#include "runtime/runtime_plugindir.h"
+#include "election/election_priority.h"
+#include "election/election_roles.h"
 
-#include "daemon_internal.h"
+#include "daemon/daemon_internal.h"
 
 static void set_error(struct entry *e, const char *msg)
 {

@@ -13,14 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon_metrics.h"
-#include "election.h"
-#include "http.h"
-#include "log.h"
-#include "loop.h"
-#include "session.h"
+#include "daemon/daemon_metrics.h"
+#include "election/election.h"
+#include "http/http.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "etcd/etcd_session.h"
 
-#include "daemon_internal.h"
+#include "daemon/daemon_internal.h"
 
 #define PUBLISH_PERIOD_NS (1 * LOOP_NS_PER_S)
 #define PUBLISH_MIN_NS (50 * LOOP_NS_PER_MS) /* coalesces a burst of changes */

@@ -14,19 +14,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "control.h"
-#include "daemon.h"
-#include "daemon_metrics.h"
-#include "election.h"
-#include "etcd.h"
-#include "http.h"
-#include "loader.h"
-#include "loop.h"
-#include "plugin_config_mirror.h"
-#include "plugin_instance.h"
-#include "plugindir.h"
-#include "roles.h"
-#include "session.h"
+#include "control/control.h"
+#include "daemon/daemon.h"
+#include "daemon/daemon_metrics.h"
+#include "election/election.h"
+#include "etcd/etcd.h"
+#include "http/http.h"
+#include "abi/abi_loader.h"
+#include "base/loop.h"
+#include "runtime/runtime_config_mirror.h"
+#include "runtime/runtime_instance.h"
+#include "runtime/runtime_plugindir.h"
+#include "election/election_roles.h"
+#include "etcd/etcd_session.h"
 
 struct daemon;
 

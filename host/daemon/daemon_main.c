@@ -9,12 +9,12 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "daemon.h"
-#include "daemon_options.h"
-#include "http.h"
+#include "daemon/daemon.h"
+#include "daemon/daemon_options.h"
+#include "http/http.h"
 #include "lh_install_dirs.h"
-#include "log.h"
-#include "plugin_instance.h"
+#include "base/log.h"
+#include "runtime/runtime_instance.h"
 
 static void usage(FILE *f)
 {

@@ -8,10 +8,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon_metrics.h"
+#include "daemon/daemon_metrics.h"
 #include "leasehold/plugin.h"
-#include "loop.h"
-#include "plugin_instance.h"
+#include "base/loop.h"
+#include "runtime/runtime_instance.h"
 
 static const char *const op_names[HM_N_OPS] = {
 	"range", "put", "deleterange", "txn", "lease_grant", "lease_keepalive", "lease_revoke",

@@ -26,10 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver.h"
-#include "election.h"
-#include "etcd.h"
-#include "metrics.h"
+#include "election/election_driver.h"
+#include "election/election.h"
+#include "etcd/etcd.h"
+#include "base/metrics.h"
 
 enum { HM_OP_RANGE, HM_OP_PUT, HM_OP_DELETE, HM_OP_TXN, HM_OP_LEASE_GRANT, HM_OP_LEASE_KEEPALIVE,
        HM_OP_LEASE_REVOKE, HM_OP_LEASE_TIMETOLIVE, HM_OP_OTHER, HM_N_OPS };

@@ -13,17 +13,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "callback_timeout.h"
-#include "plugin_config_doc.h"
-#include "priority.h"
-#include "control.h"
-#include "control_wire.h"
-#include "daemon_options.h"
-#include "http.h"
+#include "runtime/runtime_callback_timeout.h"
+#include "abi/abi_config_doc.h"
+#include "election/election_priority.h"
+#include "control/control.h"
+#include "control/control_wire.h"
+#include "daemon/daemon_options.h"
+#include "http/http.h"
 #include "lh_install_dirs.h"
-#include "log.h"
-#include "plugin_instance.h"
-#include "roles.h"
+#include "base/log.h"
+#include "runtime/runtime_instance.h"
+#include "election/election_roles.h"
 
 /* The flags, the single source of the file's keys. X(ID, flag = key name,
  * shape of the key in the file, attributes):

@@ -30,8 +30,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "config_file.h"
-#include "daemon.h"
+#include "base/config_file.h"
+#include "daemon/daemon.h"
 
 struct daemon_options;
 

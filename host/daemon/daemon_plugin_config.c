@@ -28,9 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon_internal.h"
-#include "log.h"
-#include "plugin_config_doc.h"
+#include "daemon/daemon_internal.h"
+#include "base/log.h"
+#include "abi/abi_config_doc.h"
 
 /* the write of a config set waits this long for etcd */
 #define CONFIG_WRITE_TIMEOUT_MS 10000u

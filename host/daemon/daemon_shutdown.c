@@ -13,14 +13,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "etcd.h"
-#include "log.h"
-#include "loop.h"
-#include "plugin_instance.h"
-#include "sdnotify.h"
-#include "session.h"
+#include "etcd/etcd.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "runtime/runtime_instance.h"
+#include "base/sdnotify.h"
+#include "etcd/etcd_session.h"
 
-#include "daemon_internal.h"
+#include "daemon/daemon_internal.h"
 
 static void on_revoked(void *ud, int err)
 {

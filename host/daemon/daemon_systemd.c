@@ -12,12 +12,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
-#include "loop.h"
-#include "sdnotify.h"
-#include "session.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/sdnotify.h"
+#include "etcd/etcd_session.h"
 
-#include "daemon_internal.h"
+#include "daemon/daemon_internal.h"
 
 /* synced - READY=1's condition: the etcd session holds a lease, the plugin
  * directory's last scan has been acted on (every file probed, the choice

@@ -37,8 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "election_internal.h"
-#include "log.h"
+#include "election/election_internal.h"
+#include "base/log.h"
 
 const char *election_state_name(enum election_state s)
 {

@@ -45,12 +45,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "driver.h"
-#include "etcd.h"
-#include "loop.h"
-#include "node_record.h"
-#include "release.h"
-#include "session.h"
+#include "election/election_driver.h"
+#include "etcd/etcd.h"
+#include "base/loop.h"
+#include "election/election_node_record.h"
+#include "base/release.h"
+#include "etcd/etcd_session.h"
 
 struct election;
 

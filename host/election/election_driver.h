@@ -25,8 +25,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "etcd.h"
-#include "release.h"
+#include "etcd/etcd.h"
+#include "base/release.h"
 
 /* completion of a reconcile: err 0 = success; msg (borrowed, may be NULL) is
  * the plugin's error text */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "election_internal.h"
+#include "election/election_internal.h"
 
 struct fenced_ctx {
 	uint32_t magic;          /* FENCED_CTX_MAGIC */

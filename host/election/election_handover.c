@@ -42,9 +42,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "election_internal.h"
-#include "log.h"
-#include "switchover.h"
+#include "election/election_internal.h"
+#include "base/log.h"
+#include "election/election_switchover_request.h"
 
 struct priority_ctx {
 	uint32_t magic; /* PRIORITY_CTX_MAGIC */

@@ -21,9 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "election.h"
-#include "leasehold.pb-c.h"
-#include "node_record.h"
+#include "election/election.h"
+#include "proto/leasehold.pb-c.h"
+#include "election/election_node_record.h"
 
 #define ST_WORKING LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING
 #define ST_DONE LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE

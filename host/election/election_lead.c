@@ -17,8 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "election_internal.h"
-#include "log.h"
+#include "election/election_internal.h"
+#include "base/log.h"
 
 static const char *lead_phase_name(enum lead_phase p)
 {

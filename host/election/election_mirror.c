@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "election_internal.h"
-#include "log.h"
+#include "election/election_internal.h"
+#include "base/log.h"
 
 /* events held while the range is in flight, at most (a busier prefix than
  * that starts the read over) */

@@ -11,8 +11,8 @@
 
 #include <json-c/json.h>
 
-#include "etcd_internal.h"
-#include "node_record.h"
+#include "etcd/etcd_internal.h"
+#include "election/election_node_record.h"
 
 /* printable copy, cut to max bytes */
 static void put_printable(json_object *o, const char *key, const char *s, size_t max)

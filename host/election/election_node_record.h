@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "release.h"
+#include "base/release.h"
 
 #define NODE_RECORD_VERSION 1
 #define NODE_RECORD_MAX_BYTES 4096

@@ -39,8 +39,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "election_internal.h"
-#include "log.h"
+#include "election/election_internal.h"
+#include "base/log.h"
 
 #define NODE_COALESCE_MS 20
 #define NODE_BACKOFF_MIN (100 * LOOP_NS_PER_MS)

@@ -50,8 +50,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "election_internal.h"
-#include "log.h"
+#include "election/election_internal.h"
+#include "base/log.h"
 
 /* a history record key: P/N/term-history/ + 20 digits */
 #define TERM_KEY_DIGITS 20

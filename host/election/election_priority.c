@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "priority.h"
+#include "election/election_priority.h"
 
 int priority_parse(const char *arg, struct priority_rule *ret, char *err, size_t err_len)
 {

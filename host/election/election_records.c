@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "election_internal.h"
-#include "leasehold.pb-c.h"
+#include "election/election_internal.h"
+#include "proto/leasehold.pb-c.h"
 
 static bool release_from_pb(const Leasehold__Release *p, struct release *ret)
 {

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "leasehold.pb-c.h"
-#include "log.h"
-#include "roles.h"
+#include "proto/leasehold.pb-c.h"
+#include "base/log.h"
+#include "election/election_roles.h"
 
 struct rec {
 	char *node_id;

@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "etcd.h"
-#include "loop.h"
+#include "etcd/etcd.h"
+#include "base/loop.h"
 
 #define ROLES_MAX 64         /* roles per node */
 #define ROLES_NAME_MAX 63    /* [a-z0-9_-]{1,63}, like plugin names */

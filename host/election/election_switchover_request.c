@@ -27,11 +27,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "leasehold.pb-c.h"
-#include "election.h"
-#include "release.h"
-#include "roles.h"
-#include "switchover.h"
+#include "proto/leasehold.pb-c.h"
+#include "election/election.h"
+#include "base/release.h"
+#include "election/election_roles.h"
+#include "election/election_switchover_request.h"
 
 #define SWITCHOVER_CTX_MAGIC 0x53574f56u
 

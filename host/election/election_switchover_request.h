@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "etcd.h"
+#include "etcd/etcd.h"
 
 /* the key of the request record below P/N/: it sorts between "election/" and
  * "members/", so it lies inside the range every host watches */

@@ -59,9 +59,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "etcd.h"
-#include "etcd_internal.h"
-#include "log.h"
+#include "etcd/etcd.h"
+#include "etcd/etcd_internal.h"
+#include "base/log.h"
 
 static char *xstrdup_or_null(const char *s, bool *fail)
 {

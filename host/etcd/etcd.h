@@ -67,7 +67,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loop.h"
+#include "base/loop.h"
 
 struct etcd_client;
 struct etcd_watch;

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "etcd.h"
-#include "etcd_internal.h"
-#include "log.h"
+#include "etcd/etcd.h"
+#include "etcd/etcd_internal.h"
+#include "base/log.h"
 
 void etcd_wait_unlink(struct xfer *x)
 {

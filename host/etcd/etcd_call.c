@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "etcd.h"
-#include "etcd_internal.h"
-#include "log.h"
+#include "etcd/etcd.h"
+#include "etcd/etcd_internal.h"
+#include "base/log.h"
 
 struct etcd_call *etcd_call_alloc(struct etcd_client *c, const char *kind, const char *path,
 				  char *body, const struct etcd_call_opts *o, etcd_cb cb, void *ud)

@@ -21,7 +21,7 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 
-#include "etcd.h"
+#include "etcd/etcd.h"
 
 /* Nesting depth accepted from the gateway (a txn response is ~6 deep). */
 #define ETCD_JSON_MAX_DEPTH 32

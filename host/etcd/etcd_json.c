@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "etcd.h"
-#include "etcd_internal.h"
+#include "etcd/etcd.h"
+#include "etcd/etcd_internal.h"
 
 /* ---- base64 ---- */
 

@@ -8,8 +8,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-#include "log.h"
-#include "session.h"
+#include "base/log.h"
+#include "etcd/etcd_session.h"
 
 enum sess_state { S_IDLE, S_GRANTING, S_UP, S_REVOKING, S_CLOSED };
 

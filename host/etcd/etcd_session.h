@@ -33,8 +33,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "etcd.h"
-#include "loop.h"
+#include "etcd/etcd.h"
+#include "base/loop.h"
 
 struct session;
 

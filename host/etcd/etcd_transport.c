@@ -18,9 +18,9 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#include "etcd.h"
-#include "etcd_internal.h"
-#include "log.h"
+#include "etcd/etcd.h"
+#include "etcd/etcd_internal.h"
+#include "base/log.h"
 
 void etcd_buf_reset(struct buf *b)
 {

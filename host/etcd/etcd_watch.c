@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "etcd.h"
-#include "etcd_internal.h"
-#include "log.h"
+#include "etcd/etcd.h"
+#include "etcd/etcd_internal.h"
+#include "base/log.h"
 
 static void watch_unlink(struct etcd_watch *w)
 {

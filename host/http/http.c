@@ -11,9 +11,9 @@
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 
-#include "http.h"
-#include "http_guard.h"
-#include "loop.h"
+#include "http/http.h"
+#include "http/http_guard.h"
+#include "base/loop.h"
 
 struct http_server {
 	struct http_guard *guard;

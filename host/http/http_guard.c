@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http_guard.h"
-#include "http_head.h"
+#include "http/http_guard.h"
+#include "http/http_head.h"
 
 #define MAX_RESPONSE (16u << 20) /* an answer of nng larger than this is cut off */
 #define BACKEND_TIMEOUT_MS 2000

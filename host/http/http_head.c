@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "http_head.h"
+#include "http/http_head.h"
 
 static bool is_tchar(char ch)
 {

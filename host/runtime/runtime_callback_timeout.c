@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "callback_timeout.h"
-#include "daemon.h"
-#include "loader.h"
-#include "worker.h"
+#include "runtime/runtime_callback_timeout.h"
+#include "daemon/daemon.h"
+#include "abi/abi_loader.h"
+#include "worker/worker.h"
 
 const uint32_t callback_timeout_defaults_ms[PLUGIN_CALLBACKS] = {
 	[PLUGIN_CALLBACK_INIT] = 60u * 1000u,

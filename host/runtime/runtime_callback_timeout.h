@@ -26,7 +26,7 @@
 
 #include <leasehold/plugin.h>
 
-#include "plugin_instance.h"
+#include "runtime/runtime_instance.h"
 
 #define CALLBACK_TIMEOUT_ALL (-1) /* callback_timeout_rule.kind: every kind */
 

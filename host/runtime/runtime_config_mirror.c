@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "plugin_config_mirror.h"
+#include "base/log.h"
+#include "runtime/runtime_config_mirror.h"
 
 struct plugin_config_mirror {
 	struct loop *loop;

@@ -24,9 +24,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "etcd.h"
-#include "loop.h"
-#include "plugin_config_doc.h"
+#include "etcd/etcd.h"
+#include "base/loop.h"
+#include "abi/abi_config_doc.h"
 
 struct plugin_config_mirror;
 

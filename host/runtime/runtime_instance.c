@@ -53,8 +53,8 @@
 #include <nng/nng.h>
 #include <nng/protocol/pair1/pair.h>
 
-#include "log.h"
-#include "plugin_instance_internal.h"
+#include "base/log.h"
+#include "runtime/runtime_instance_internal.h"
 
 static atomic_uint g_instance_counter;
 static atomic_bool g_hurry; /* plugin_instance_hurry(): the process is leaving */

@@ -146,11 +146,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "driver.h"
-#include "metrics.h"
-#include "loader.h"
-#include "loop.h"
-#include "plugin_config_doc.h"
+#include "election/election_driver.h"
+#include "base/metrics.h"
+#include "abi/abi_loader.h"
+#include "base/loop.h"
+#include "abi/abi_config_doc.h"
 
 struct plugin_instance;
 

@@ -26,14 +26,14 @@
 
 #include <nng/nng.h>
 
-#include "bus_msg.h"
-#include "etcd.h"
-#include "metrics.h"
-#include "plugin_config_doc.h"
-#include "plugin_instance.h"
-#include "plugin_watch.h"
+#include "abi/abi_bus.h"
+#include "etcd/etcd.h"
+#include "base/metrics.h"
+#include "abi/abi_config_doc.h"
+#include "runtime/runtime_instance.h"
+#include "runtime/runtime_watch.h"
 #include "proto/bus.pb-c.h"
-#include "worker.h"
+#include "worker/worker.h"
 
 #define DEFAULT_TXN_TIMEOUT_MS 30000u
 #define MAX_TXN_OPS 1024u

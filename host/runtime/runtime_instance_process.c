@@ -28,8 +28,8 @@
 #include <nng/protocol/pair1/pair.h>
 
 #include "lh_worker_paths.h"
-#include "log.h"
-#include "plugin_instance_internal.h"
+#include "base/log.h"
+#include "runtime/runtime_instance_internal.h"
 
 uint64_t pi_exit_grace_ns(const struct plugin_instance *pi)
 {

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#include "log.h"
-#include "plugin_instance_internal.h"
+#include "base/log.h"
+#include "runtime/runtime_instance_internal.h"
 
 /* ---- completions (always from a timer) ---- */
 

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "plugin_instance_internal.h"
+#include "base/log.h"
+#include "runtime/runtime_instance_internal.h"
 
 static void handle_done(struct plugin_instance *pi, const EventDone *d)
 {

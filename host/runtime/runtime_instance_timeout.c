@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "log.h"
-#include "plugin_instance_internal.h"
+#include "base/log.h"
+#include "runtime/runtime_instance_internal.h"
 
 static const char *ev_name(enum ev_kind k)
 {

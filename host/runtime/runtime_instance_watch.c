@@ -26,8 +26,8 @@
 
 #include <leasehold/plugin.h>
 
-#include "log.h"
-#include "plugin_instance_internal.h"
+#include "base/log.h"
+#include "runtime/runtime_instance_internal.h"
 
 #define RANGE_REPLY_MAX (512u << 10) /* below nng's default 1 MiB message limit */
 

@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "loader.h"
-#include "plugindir.h"
+#include "abi/abi_loader.h"
+#include "runtime/runtime_plugindir.h"
 
 #define MAX_DELAY_FACTOR 10
 

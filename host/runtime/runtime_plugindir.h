@@ -46,8 +46,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "loop.h"
-#include "release.h"
+#include "base/loop.h"
+#include "base/release.h"
 
 struct plugindir;
 

@@ -12,9 +12,9 @@
 
 #include <leasehold/plugin.h>
 
-#include "bus_msg.h"
-#include "log.h"
-#include "plugin_watch.h"
+#include "abi/abi_bus.h"
+#include "base/log.h"
+#include "runtime/runtime_watch.h"
 
 #define RETRY_MIN_MS 100u
 #define RETRY_MAX_MS 2000u

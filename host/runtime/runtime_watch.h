@@ -49,8 +49,8 @@
 
 #include <nng/nng.h>
 
-#include "etcd.h"
-#include "loop.h"
+#include "etcd/etcd.h"
+#include "base/loop.h"
 
 #define PLUGIN_WATCH_QUEUE_MAX 10000u        /* default queue_max: live events */
 #define PLUGIN_WATCH_BATCH_EVENTS 256u       /* events per batch at most */

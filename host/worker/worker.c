@@ -19,14 +19,14 @@
 
 #include <nng/nng.h>
 
-#include "crash_report.h"
-#include "log.h"
-#include "loop.h"
+#include "worker/worker_crash_report.h"
+#include "base/log.h"
+#include "base/loop.h"
 #include "proto/bus.pb-c.h"
-#include "bus_msg.h"
-#include "plugin_config_doc.h"
-#include "worker.h"
-#include "worker_internal.h"
+#include "abi/abi_bus.h"
+#include "abi/abi_config_doc.h"
+#include "worker/worker.h"
+#include "worker/worker_internal.h"
 
 struct worker *worker_from_ctx(struct lh_ctx *ctx)
 {

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "worker_internal.h"
+#include "base/log.h"
+#include "worker/worker_internal.h"
 
 static void api_log(struct lh_ctx *ctx, int32_t level, const char *msg)
 {

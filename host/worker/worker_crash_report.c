@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "crash_report.h"
-#include "log.h"
+#include "worker/worker_crash_report.h"
+#include "base/log.h"
 
 #define LINE_MAX_BYTES 512
 

@@ -15,9 +15,9 @@
 
 #include <nng/nng.h>
 
-#include "bus_msg.h"
+#include "abi/abi_bus.h"
 #include "proto/bus.pb-c.h"
-#include "worker.h"
+#include "worker/worker.h"
 
 #define MAX_TXN_OPS 1024u
 #define MAX_KEY_LEN (64u * 1024u)

@@ -53,11 +53,11 @@
 #include <nng/nng.h>
 #include <nng/protocol/pair1/pair.h>
 
-#include "crash_report.h"
-#include "loader.h"
-#include "log.h"
-#include "stderr_relay.h"
-#include "worker.h"
+#include "worker/worker_crash_report.h"
+#include "abi/abi_loader.h"
+#include "base/log.h"
+#include "worker/worker_stderr_relay.h"
+#include "worker/worker.h"
 
 #define COMP "worker"
 #define FINI_LINGER_MS 5000

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "stderr_relay.h"
+#include "base/log.h"
+#include "worker/worker_stderr_relay.h"
 
 #define RELAY_LINE_MAX 2000 /* a longer line is cut into several */
 

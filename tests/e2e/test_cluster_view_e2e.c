@@ -24,7 +24,7 @@
 #include "check.h"
 #include "harness.h"
 #include "hosts.h"
-#include "node_record.h"
+#include "election/election_node_record.h"
 #include "testutil.h"
 
 #define PFX "/lhv"

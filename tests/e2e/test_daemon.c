@@ -19,11 +19,11 @@
 #include <sys/stat.h>
 
 #include "check.h"
-#include "election.h"
+#include "election/election.h"
 #include "harness.h"
 #include "hosts.h"
-#include "leasehold.pb-c.h"
-#include "session.h"
+#include "proto/leasehold.pb-c.h"
+#include "etcd/etcd_session.h"
 #include "testutil.h"
 
 #define PFX "/lhd"

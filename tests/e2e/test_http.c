@@ -31,9 +31,9 @@
 #include "check.h"
 #include "harness.h"
 #include "hosts.h"
-#include "http.h"
+#include "http/http.h"
 #include "http_client.h"
-#include "loop.h"
+#include "base/loop.h"
 #include "testutil.h"
 
 #define PFX "/lhhttp"

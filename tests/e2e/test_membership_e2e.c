@@ -23,7 +23,7 @@
 #include "check.h"
 #include "harness.h"
 #include "hosts.h"
-#include "leasehold.pb-c.h"
+#include "proto/leasehold.pb-c.h"
 #include "testutil.h"
 
 #define PFX "/lhm"

@@ -22,8 +22,8 @@
 #include "check.h"
 #include "files.h"
 #include "fakehost.h"
-#include "loader.h"
-#include "plugin_instance.h"
+#include "abi/abi_loader.h"
+#include "runtime/runtime_instance.h"
 
 #define DATA "/leasehold/reconciler/data/"
 #define DEADLINE (loop_now() + 10 * LOOP_NS_PER_S)

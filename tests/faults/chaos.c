@@ -68,9 +68,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "election.h"
-#include "election_internal.h"
-#include "leasehold.pb-c.h"
+#include "election/election.h"
+#include "election/election_internal.h"
+#include "proto/leasehold.pb-c.h"
 #include "partition.h"
 
 #define N_HOSTS 4

@@ -38,7 +38,7 @@
 #include "harness.h"
 #include "hosts.h"
 #include "invariants.h"
-#include "leasehold.pb-c.h"
+#include "proto/leasehold.pb-c.h"
 #include "testutil.h"
 
 #define PFX "/lhf"

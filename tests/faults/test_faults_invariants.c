@@ -17,7 +17,7 @@
 #include "check.h"
 #include "harness.h"
 #include "invariants.h"
-#include "leasehold.pb-c.h"
+#include "proto/leasehold.pb-c.h"
 #include "testutil.h"
 
 #define P "/p"

@@ -33,7 +33,7 @@
 #include "harness.h"
 #include "hosts.h"
 #include "invariants.h"
-#include "log.h"
+#include "base/log.h"
 #include "raftleader.h"
 #include "testutil.h"
 

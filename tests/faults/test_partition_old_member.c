@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "election_internal.h"
+#include "election/election_internal.h"
 #include "partition.h"
 
 static struct pcluster C;

@@ -36,13 +36,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bus.pb-c.h"
+#include "proto/bus.pb-c.h"
 #include "fakehost.h"
 #include "fuzz.h"
-#include "loader.h"
-#include "log.h"
-#include "loop.h"
-#include "plugin_instance_internal.h"
+#include "abi/abi_loader.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "runtime/runtime_instance_internal.h"
 #include "recorder.h"
 
 static struct loop *g_loop;

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_file.h"
+#include "base/config_file.h"
 #include "fuzz.h"
 
 static const struct config_key keys[] = {

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control_codec.h"
-#include "control_wire.h"
+#include "control/control_codec.h"
+#include "control/control_wire.h"
 #include "fuzz.h"
 
 static volatile size_t g_sink;

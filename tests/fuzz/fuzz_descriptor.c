@@ -34,7 +34,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "loader.h"
+#include "abi/abi_loader.h"
 
 /* a name inside this program's image, for selector 3 (writable, so the
  * harness can put fuzzed bytes in it) */

@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "etcd.h"
-#include "etcd_internal.h"
+#include "etcd/etcd.h"
+#include "etcd/etcd_internal.h"
 #include "fuzz.h"
 
 static const char *const kinds[] = {"range",           "put",          "deleterange", "txn",

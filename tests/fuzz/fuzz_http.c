@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "http_head.h"
+#include "http/http_head.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

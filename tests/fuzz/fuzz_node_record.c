@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "node_record.h"
+#include "election/election_node_record.h"
 
 static void check_text(const char *s, size_t cap)
 {

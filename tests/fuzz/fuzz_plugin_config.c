@@ -17,8 +17,8 @@
 #include <json-c/json.h>
 
 #include "fuzz.h"
-#include "loader.h"
-#include "plugin_config_doc.h"
+#include "abi/abi_loader.h"
+#include "abi/abi_config_doc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -24,9 +24,9 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "leasehold.pb-c.h"
-#include "election_internal.h"
-#include "roles.h"
+#include "proto/leasehold.pb-c.h"
+#include "election/election_internal.h"
+#include "election/election_roles.h"
 
 static volatile size_t g_sink;
 

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bus.pb-c.h"
-#include "control.pb-c.h"
-#include "leasehold.pb-c.h"
+#include "proto/bus.pb-c.h"
+#include "proto/control.pb-c.h"
+#include "proto/leasehold.pb-c.h"
 
 static const char *g_dir;
 

@@ -16,10 +16,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "election.h"
+#include "election/election.h"
 #include "harness.h"
-#include "leasehold.pb-c.h"
-#include "session.h"
+#include "proto/leasehold.pb-c.h"
+#include "etcd/etcd_session.h"
 #include "testutil.h"
 
 #define PFX "/lh-test"

@@ -26,12 +26,12 @@
 #include <string.h>
 
 #include "check.h"
-#include "election.h"
+#include "election/election.h"
 #include "harness.h"
 #include "lagproxy.h"
-#include "leasehold.pb-c.h"
-#include "log.h"
-#include "session.h"
+#include "proto/leasehold.pb-c.h"
+#include "base/log.h"
+#include "etcd/etcd_session.h"
 #include "testutil.h"
 
 #define PFX "/lh-lag"

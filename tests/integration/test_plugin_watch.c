@@ -39,14 +39,14 @@
 
 #include <nng/nng.h>
 
-#include "bus_msg.h"
+#include "abi/abi_bus.h"
 #include "check.h"
 #include "files.h"
 #include "harness.h"
 #include "lagproxy.h"
-#include "loader.h"
-#include "plugin_instance_internal.h"
-#include "plugin_watch.h"
+#include "abi/abi_loader.h"
+#include "runtime/runtime_instance_internal.h"
+#include "runtime/runtime_watch.h"
 #include "testutil.h"
 
 #define PREFIX "/lh/watcher/data/"

@@ -27,12 +27,12 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "election.h"
+#include "election/election.h"
 #include "harness.h"
 #include "hosts.h"
-#include "leasehold.pb-c.h"
-#include "roles.h"
-#include "session.h"
+#include "proto/leasehold.pb-c.h"
+#include "election/election_roles.h"
+#include "etcd/etcd_session.h"
 #include "testutil.h"
 
 #define PFX "/lhr"

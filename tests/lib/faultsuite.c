@@ -12,7 +12,7 @@
 
 #include "check.h"
 #include "faultsuite.h"
-#include "loop.h"
+#include "base/loop.h"
 
 void fs_setup(struct fault_suite *fs, int n_members, const char *prefix, const char *plugin,
 	      const char *const *args, struct release rel, struct release min_reconciler,

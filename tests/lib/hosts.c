@@ -20,11 +20,11 @@
 #include <json-c/json.h>
 
 #include "check.h"
-#include "election.h"
+#include "election/election.h"
 #include "harness.h"
 #include "hosts.h"
-#include "leasehold.pb-c.h"
-#include "session.h"
+#include "proto/leasehold.pb-c.h"
+#include "etcd/etcd_session.h"
 #include "testutil.h"
 
 extern char **environ;

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "release.h"
+#include "base/release.h"
 
 struct host {
 	char node[32];

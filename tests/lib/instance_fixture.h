@@ -11,8 +11,8 @@
 
 #include <stdbool.h>
 
-#include "loop.h"
-#include "plugin_instance.h"
+#include "base/loop.h"
+#include "runtime/runtime_instance.h"
 
 /* a reconcile's completion (ifx_on_reconciled fills it, exactly once) */
 struct rdone {

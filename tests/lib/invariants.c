@@ -11,11 +11,11 @@
 #include <string.h>
 
 #include "check.h"
-#include "election_internal.h"
+#include "election/election_internal.h"
 #include "hosts.h"
 #include "invariants.h"
-#include "leasehold.pb-c.h"
-#include "release.h"
+#include "proto/leasehold.pb-c.h"
+#include "base/release.h"
 #include "testutil.h"
 
 #define ST_DONE LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE

@@ -16,7 +16,7 @@
 #include <nng/protocol/pair1/pair.h>
 
 #include "proto/bus.pb-c.h"
-#include "bus_msg.h"
+#include "abi/abi_bus.h"
 
 int main(int argc, char **argv)
 {

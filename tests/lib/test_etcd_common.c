@@ -14,10 +14,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "etcd.h"
+#include "etcd/etcd.h"
 #include "harness.h"
-#include "log.h"
-#include "loop.h"
+#include "base/log.h"
+#include "base/loop.h"
 
 #define TU_UNUSED __attribute__((unused))
 #define WAIT_MS 10000

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "leasehold.pb-c.h"
+#include "proto/leasehold.pb-c.h"
 #include "testutil.h"
 
 struct etcd_client *tu_client(struct tu *t, const char *urls)

@@ -9,9 +9,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "etcd.h"
-#include "loop.h"
-#include "release.h"
+#include "etcd/etcd.h"
+#include "base/loop.h"
+#include "base/release.h"
 
 struct tu {
 	struct loop *loop;

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver.h"
-#include "loop.h"
+#include "election/election_driver.h"
+#include "base/loop.h"
 
 struct fakehost;
 

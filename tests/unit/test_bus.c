@@ -28,13 +28,13 @@
 #include "instance_fixture.h"
 #include "files.h"
 #include "fakehost.h"
-#include "loader.h"
-#include "bus_msg.h"
-#include "plugin_config_doc.h"
-#include "plugin_instance_internal.h"
+#include "abi/abi_loader.h"
+#include "abi/abi_bus.h"
+#include "abi/abi_config_doc.h"
+#include "runtime/runtime_instance_internal.h"
 #include "proto/bus.pb-c.h"
 #include "recorder.h"
-#include "worker.h"
+#include "worker/worker.h"
 
 #define PREFIX "/lh/recorder/data/"
 #define DEADLINE (loop_now() + 10 * LOOP_NS_PER_S)

@@ -38,12 +38,12 @@
 
 #include "check.h"
 #include "testutil.h"
-#include "control.h"
-#include "control_client.h"
-#include "control_codec.h"
-#include "control_transport.h"
-#include "control_wire.h"
-#include "loop.h"
+#include "control/control.h"
+#include "control/control_client.h"
+#include "control/control_codec.h"
+#include "control/control_transport.h"
+#include "control/control_wire.h"
+#include "base/loop.h"
 
 extern char **environ;
 

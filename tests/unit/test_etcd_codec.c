@@ -7,7 +7,7 @@
  */
 #include "test_etcd_common.c"
 
-#include "etcd_internal.h"
+#include "etcd/etcd_internal.h"
 
 static void test_codec_base64(void)
 {

@@ -34,15 +34,15 @@
 
 #include <nng/nng.h>
 
-#include "bus_msg.h"
+#include "abi/abi_bus.h"
 #include "check.h"
 #include "instance_fixture.h"
 #include "files.h"
 #include "crashy.h"
-#include "callback_timeout.h"
+#include "runtime/runtime_callback_timeout.h"
 #include "fakehost.h"
-#include "loader.h"
-#include "plugin_instance.h"
+#include "abi/abi_loader.h"
+#include "runtime/runtime_instance.h"
 
 #define PREFIX "/lh/crashy/data/"
 #define DEADLINE (loop_now() + 20 * LOOP_NS_PER_S)

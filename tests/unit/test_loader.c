@@ -21,7 +21,7 @@
 
 #include "check.h"
 #include "files.h"
-#include "loader.h"
+#include "abi/abi_loader.h"
 
 static char g_root[512];    /* mkdtemp */
 static char g_dir[1024];     /* the plugin dir */

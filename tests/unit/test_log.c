@@ -32,7 +32,7 @@
 #include "check.h"
 #include "harness.h"
 #include "hosts.h"
-#include "log.h"
+#include "base/log.h"
 
 /* json-c, strict, UTF-8 validated; NULL when s is not exactly one object
  * followed by "\n" */

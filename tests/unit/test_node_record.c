@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "node_record.h"
+#include "election/election_node_record.h"
 
 static int decode(const char *s, struct node_record *r)
 {

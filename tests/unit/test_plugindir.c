@@ -20,7 +20,7 @@
 
 #include "check.h"
 #include "files.h"
-#include "plugindir.h"
+#include "runtime/runtime_plugindir.h"
 
 #define DEADLINE (loop_now() + 10 * LOOP_NS_PER_S)
 

@@ -36,7 +36,7 @@
 #include "check.h"
 #include "harness.h"
 #include "hosts.h"
-#include "sdnotify.h"
+#include "base/sdnotify.h"
 #include "testutil.h"
 
 #define PFX "/lhsdn"
