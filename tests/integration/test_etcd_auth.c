@@ -7,7 +7,21 @@
  * re-authenticates and resumes; a wrong password is -EACCES; no user at all
  * is refused by etcd.
  */
-#include "test_etcd_common.c"
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/loop.h"
+#include "check.h"
+#include "etcd/etcd.h"
+#include "harness.h"
+#include "test_etcd_common.h"
 
 #include <curl/curl.h>
 

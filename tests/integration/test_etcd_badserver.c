@@ -9,7 +9,21 @@
  * objects split across chunks, a duplicate event and a compaction cancel.
  * No etcd here. The server waits on a pipe, never on a timer.
  */
-#include "test_etcd_common.c"
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/loop.h"
+#include "check.h"
+#include "etcd/etcd.h"
+#include "harness.h"
+#include "test_etcd_common.h"
 
 #include <netinet/in.h>
 #include <poll.h>

@@ -6,7 +6,21 @@
  * lease grant/keepalive/timetolive/revoke, compaction, cancel, two clients
  * racing a create_revision == 0 txn. Field-by-field checks.
  */
-#include "test_etcd_common.c"
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/loop.h"
+#include "check.h"
+#include "etcd/etcd.h"
+#include "harness.h"
+#include "test_etcd_common.h"
 
 static struct loop *L;
 static struct etcd_client *C;

@@ -31,7 +31,21 @@
  * backoff until cancelled (the etcd.h contract: transient failures are not
  * reported). LH_DEBUG=1 shows the client's debug log.
  */
-#include "test_etcd_common.c"
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/loop.h"
+#include "check.h"
+#include "etcd/etcd.h"
+#include "harness.h"
+#include "test_etcd_common.h"
 
 #include <unistd.h>
 

@@ -8,7 +8,21 @@
  * cancel outside a callback (quiet at once, connection closed one loop round
  * later, or by etcd_client_free before that).
  */
-#include "test_etcd_common.c"
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/loop.h"
+#include "check.h"
+#include "etcd/etcd.h"
+#include "harness.h"
+#include "test_etcd_common.h"
 
 #include <dirent.h>
 #include <unistd.h>

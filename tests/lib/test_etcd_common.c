@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_etcd_common.c - helpers shared by the etcd client tests. Not a test of
- * its own: each tests/test_etcd_*.c #includes it (static helpers, one
- * translation unit per test program). Waits run the loop against a deadline.
+ * test_etcd_common.c - helpers shared by the etcd client tests (see
+ * test_etcd_common.h).
  */
 #include "config.h"
 
@@ -13,14 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
+#include "base/loop.h"
 #include "check.h"
 #include "etcd/etcd.h"
 #include "harness.h"
-#include "base/log.h"
-#include "base/loop.h"
-
-#define TU_UNUSED __attribute__((unused))
-#define WAIT_MS 10000
+#include "test_etcd_common.h"
 
 /* ---- deep copy of a borrowed response ---- */
 
@@ -70,14 +67,7 @@ static void resp_copy(struct etcd_response *d, const struct etcd_response *s)
 
 /* ---- synchronous wrappers ---- */
 
-struct res {
-	bool done;
-	int calls;
-	int err;
-	struct etcd_response *r; /* deep copy, free with etcd_response_free */
-};
-
-static void res_cb(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
+void res_cb(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
 {
 	struct res *x = ud;
 	x->done = true;
@@ -90,7 +80,7 @@ static void res_cb(struct etcd_client *c, int err, const struct etcd_response *r
 	}
 }
 
-static TU_UNUSED void res_wait(struct loop *l, struct res *x, int ms)
+void res_wait(struct loop *l, struct res *x, int ms)
 {
 	int r = loop_run_until(l, &x->done, loop_now() + (uint64_t)ms * LOOP_NS_PER_MS);
 	if (r < 0) {
@@ -100,13 +90,13 @@ static TU_UNUSED void res_wait(struct loop *l, struct res *x, int ms)
 	CHECK_INT_EQ(x->calls, 1);
 }
 
-static TU_UNUSED void res_clear(struct res *x)
+void res_clear(struct res *x)
 {
 	etcd_response_free(x->r);
 	memset(x, 0, sizeof(*x));
 }
 
-static TU_UNUSED struct etcd_op op_key(enum etcd_op_type t, const char *key)
+struct etcd_op op_key(enum etcd_op_type t, const char *key)
 {
 	struct etcd_op op;
 	memset(&op, 0, sizeof(op));
@@ -117,8 +107,8 @@ static TU_UNUSED struct etcd_op op_key(enum etcd_op_type t, const char *key)
 }
 
 /* sput - put key=value (lease optional); returns err; *ret gets the response */
-static TU_UNUSED int sput(struct loop *l, struct etcd_client *c, const char *key, const char *val,
-			  int64_t lease, bool prev, struct etcd_response **ret)
+int sput(struct loop *l, struct etcd_client *c, const char *key, const char *val, int64_t lease,
+	 bool prev, struct etcd_response **ret)
 {
 	struct res x = {0};
 	struct etcd_op op = op_key(ETCD_OP_PUT, key);
@@ -136,8 +126,7 @@ static TU_UNUSED int sput(struct loop *l, struct etcd_client *c, const char *key
 	return x.err;
 }
 
-static TU_UNUSED int sop(struct loop *l, struct etcd_client *c, const struct etcd_op *op,
-			 struct etcd_response **ret)
+int sop(struct loop *l, struct etcd_client *c, const struct etcd_op *op, struct etcd_response **ret)
 {
 	struct res x = {0};
 	int r;
@@ -162,7 +151,7 @@ static TU_UNUSED int sop(struct loop *l, struct etcd_client *c, const struct etc
 }
 
 /* sget - the kv of key (deep copy) or NULL; exits on error */
-static TU_UNUSED struct etcd_kv *sget(struct loop *l, struct etcd_client *c, const char *key)
+struct etcd_kv *sget(struct loop *l, struct etcd_client *c, const char *key)
 {
 	struct etcd_op op = op_key(ETCD_OP_RANGE, key);
 	struct etcd_response *r = NULL;
@@ -173,8 +162,8 @@ static TU_UNUSED struct etcd_kv *sget(struct loop *l, struct etcd_client *c, con
 	return kv;
 }
 
-static TU_UNUSED struct etcd_client *client_for(struct loop *l, const char *const *eps, size_t n,
-						const char *user, const char *pw)
+struct etcd_client *client_for(struct loop *l, const char *const *eps, size_t n, const char *user,
+			       const char *pw)
 {
 	struct etcd_config cfg;
 	memset(&cfg, 0, sizeof(cfg));
@@ -190,7 +179,7 @@ static TU_UNUSED struct etcd_client *client_for(struct loop *l, const char *cons
 
 /* wait_ms - let the loop run for ms (timers/fds are served meanwhile). Only
  * for waiting on wall-clock facts such as a token TTL. */
-static TU_UNUSED void loop_for(struct loop *l, int ms)
+void loop_for(struct loop *l, int ms)
 {
 	bool never = false;
 	int r = loop_run_until(l, &never, loop_now() + (uint64_t)ms * LOOP_NS_PER_MS);
@@ -198,7 +187,7 @@ static TU_UNUSED void loop_for(struct loop *l, int ms)
 }
 
 /* debug_from_env - LH_DEBUG=1 turns on the client's debug log */
-static TU_UNUSED void debug_from_env(void)
+void debug_from_env(void)
 {
 	const char *d = getenv("LH_DEBUG");
 	if (d && *d == '1')

@@ -5,7 +5,21 @@
  * messages, and hostile input (every truncation and deterministic byte
  * flips of valid bodies must parse or fail cleanly, never crash or leak).
  */
-#include "test_etcd_common.c"
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/loop.h"
+#include "check.h"
+#include "etcd/etcd.h"
+#include "harness.h"
+#include "test_etcd_common.h"
 
 #include "etcd/etcd_internal.h"
 
