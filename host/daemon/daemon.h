@@ -68,8 +68,4 @@ struct daemon_config {
  * logged and returned as exit code 1. */
 int daemon_run(const struct daemon_config *cfg);
 
-/* parse_duration - "500ms", "5s", "2m", "1h" or plain (fractional) seconds
- * -> ns. Returns 0 or -EINVAL. */
-int parse_duration(const char *s, uint64_t *ret_ns);
-
 #endif

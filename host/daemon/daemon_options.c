@@ -21,6 +21,7 @@
 #include "daemon/daemon_options.h"
 #include "http/http.h"
 #include "lh_install_dirs.h"
+#include "base/duration.h"
 #include "base/log.h"
 #include "runtime/runtime_instance.h"
 #include "election/election_roles.h"
@@ -284,20 +285,20 @@ static int apply(struct daemon_options *o, int id, const char *v, char *why, siz
 		c->runtime_dir = v;
 		return 0;
 	case F_WAIT:
-		if (parse_duration(v, &c->reconcile_wait_ns) < 0)
+		if (duration_parse(v, &c->reconcile_wait_ns) < 0)
 			return bad(why, len, "bad --reconcile-wait duration", v);
 		return 0;
 	case F_INTERVAL:
-		if (parse_duration(v, &c->reconcile_interval_ns) < 0 ||
+		if (duration_parse(v, &c->reconcile_interval_ns) < 0 ||
 		    c->reconcile_interval_ns < 1000000)
 			return bad(why, len, "bad --reconcile-interval duration (>= 1ms)", v);
 		return 0;
 	case F_SHUTDOWN:
-		if (parse_duration(v, &c->shutdown_timeout_ns) < 0)
+		if (duration_parse(v, &c->shutdown_timeout_ns) < 0)
 			return bad(why, len, "bad --shutdown-timeout duration", v);
 		return 0;
 	case F_EXIT_LINGER:
-		if (parse_duration(v, &c->exit_linger_ns) < 0 || c->exit_linger_ns > 60 * 1000000000ull)
+		if (duration_parse(v, &c->exit_linger_ns) < 0 || c->exit_linger_ns > 60 * 1000000000ull)
 			return bad(why, len, "bad --exit-linger duration (0..60s)", v);
 		return 0;
 	case F_CONTROL: {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "runtime/runtime_callback_timeout.h"
-#include "daemon/daemon.h"
+#include "base/duration.h"
 #include "abi/abi_loader.h"
 #include "worker/worker.h"
 
@@ -63,7 +63,7 @@ int callback_timeout_parse(const char *arg, struct callback_timeout_rule *ret, c
 	uint64_t ns;
 	if (strcmp(dur, "none") == 0 || strcmp(dur, "0") == 0)
 		r.ms = 0;
-	else if (parse_duration(dur, &ns) == 0 && ns >= 1000000 && ns / 1000000 < UINT32_MAX)
+	else if (duration_parse(dur, &ns) == 0 && ns >= 1000000 && ns / 1000000 < UINT32_MAX)
 		r.ms = (uint32_t)(ns / 1000000);
 	else {
 		snprintf(err, err_len, "'%s' is not a duration of at least 1ms (or 0/none)", dur);

@@ -41,7 +41,7 @@ extern const uint32_t callback_timeout_defaults_ms[PLUGIN_CALLBACKS];
 
 /* callback_timeout_parse - "[NAME:][KIND=]DUR" (KIND: init, on_elected,
  * on_releases_changed, reconcile, on_deposed, fini, on_watch_events or all; DUR: a duration
- * of parse_duration, at least 1ms, or 0 / none). Returns 0 and fills *ret,
+ * of duration_parse, at least 1ms, or 0 / none). Returns 0 and fills *ret,
  * or -EINVAL with one sentence in err (*ret untouched). arg is only read. */
 int callback_timeout_parse(const char *arg, struct callback_timeout_rule *ret, char *err,
                            size_t err_len);
