@@ -33,7 +33,7 @@ done
 command -v "$cc" >/dev/null || { echo "run.sh: $cc not found (Debian: clang, libclang-rt-14-dev)" >&2; exit 1; }
 
 pc() { pkg-config "$@" 2>/dev/null || true; }
-inc=(-I"$build" -I"$build/proto" -I"$src/host" -I"$src/plugin" -I"$src/tests"
+inc=(-I"$build" -I"$src/host" -I"$src/plugin" -I"$src/tests"
      -I"$src/tests/plugins" -I"$src/tests/fuzz")
 # shellcheck disable=SC2207
 pkgcflags=($(pc --cflags json-c libcurl libprotobuf-c))
@@ -58,50 +58,50 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
 # sources and libraries of each target, and its -max_len
-srcs_gateway=("$src/host/etcd_json.c")
+srcs_gateway=("$src/host/etcd/etcd_json.c")
 libs_gateway=("${json_libs[@]}")
 maxlen_gateway=16384
-# roles_decode lives in roles.c, which links the etcd client;
+# roles_decode lives in election_roles.c, which links the etcd client;
 curl_libs=($(pc --libs libcurl)); [ ${#curl_libs[@]} -gt 0 ] || curl_libs=(-lcurl)
 # election_decode_* live in election_records.c (with the session it uses)
-srcs_records=("$build/proto/leasehold.pb-c.c" "$src/host/roles.c" "$src/host/etcd.c"
-              "$src/host/etcd_transport.c" "$src/host/etcd_auth.c" "$src/host/etcd_call.c"
-              "$src/host/etcd_watch.c"
-              "$src/host/etcd_json.c" "$src/host/loop.c" "$src/host/log.c"
-              "$src/host/election_records.c" "$src/host/session.c" "$src/host/release.c")
+srcs_records=("$build/proto/leasehold.pb-c.c" "$src/host/election/election_roles.c" "$src/host/etcd/etcd.c"
+              "$src/host/etcd/etcd_transport.c" "$src/host/etcd/etcd_auth.c" "$src/host/etcd/etcd_call.c"
+              "$src/host/etcd/etcd_watch.c"
+              "$src/host/etcd/etcd_json.c" "$src/host/base/loop.c" "$src/host/base/log.c"
+              "$src/host/election/election_records.c" "$src/host/etcd/etcd_session.c" "$src/host/base/release.c")
 libs_records=("${pb_libs[@]}" "${json_libs[@]}" "${curl_libs[@]}")
 maxlen_records=4096
-srcs_descriptor=("$src/host/loader.c" "$src/host/release.c")
+srcs_descriptor=("$src/host/abi/abi_loader.c" "$src/host/base/release.c")
 libs_descriptor=(-ldl)
 maxlen_descriptor=1024
-srcs_control=("$src/host/control_codec.c" "$src/host/control_wire.c" "$src/host/release.c" "$build/proto/control.pb-c.c")
+srcs_control=("$src/host/control/control_codec.c" "$src/host/control/control_wire.c" "$src/host/base/release.c" "$build/proto/control.pb-c.c")
 libs_control=("${pb_libs[@]}")
 maxlen_control=8192
-srcs_node_record=("$src/host/node_record.c" "$src/host/etcd_json.c" "$src/host/release.c")
+srcs_node_record=("$src/host/election/election_node_record.c" "$src/host/etcd/etcd_json.c" "$src/host/base/release.c")
 libs_node_record=("${json_libs[@]}")
 maxlen_node_record=8192
-srcs_plugin_config=("$src/host/plugin_config_doc.c" "$src/host/loader.c" "$src/host/release.c")
+srcs_plugin_config=("$src/host/abi/abi_config_doc.c" "$src/host/abi/abi_loader.c" "$src/host/base/release.c")
 libs_plugin_config=("${json_libs[@]}" -ldl)
 maxlen_plugin_config=40000
-srcs_http=("$src/host/http_head.c")
+srcs_http=("$src/host/http/http_head.c")
 libs_http=()
 maxlen_http=16384
-srcs_config=("$src/host/config_file.c")
+srcs_config=("$src/host/base/config_file.c")
 libs_config=(-lyaml)
 maxlen_config=8192
 # (etcd_json.c: the etcd error texts a failed txn carries to the plugin)
-srcs_bus=("$src/host/plugin_instance.c" "$src/host/plugin_instance_queue.c"
-          "$src/host/plugin_instance_txn.c" "$src/host/plugin_instance_recv.c"
-          "$src/host/plugin_instance_timeout.c" "$src/host/plugin_instance_process.c"
-          "$src/host/loader.c" "$src/host/loop.c" "$src/host/log.c"
-          "$src/host/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c"
-          "$src/host/etcd_json.c" "$src/host/plugin_config_doc.c"
-          "$src/host/plugin_instance_watch.c" "$src/host/plugin_watch.c" "$src/host/metrics.c"
-          "$src/host/etcd.c" "$src/host/etcd_transport.c" "$src/host/etcd_auth.c"
-          "$src/host/etcd_call.c" "$src/host/etcd_watch.c")
-# the worker half moved to its own file (process isolation)
-[ -f "$src/host/worker.c" ] && srcs_bus+=("$src/host/worker.c" "$src/host/worker_api.c" "$src/host/bus_msg.c"
-                                     "$src/host/crash_report.c")
+srcs_bus=("$src/host/runtime/runtime_instance.c" "$src/host/runtime/runtime_instance_queue.c"
+          "$src/host/runtime/runtime_instance_txn.c" "$src/host/runtime/runtime_instance_recv.c"
+          "$src/host/runtime/runtime_instance_timeout.c" "$src/host/runtime/runtime_instance_process.c"
+          "$src/host/abi/abi_loader.c" "$src/host/base/loop.c" "$src/host/base/log.c"
+          "$src/host/base/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c"
+          "$src/host/etcd/etcd_json.c" "$src/host/abi/abi_config_doc.c"
+          "$src/host/runtime/runtime_instance_watch.c" "$src/host/runtime/runtime_watch.c" "$src/host/base/metrics.c"
+          "$src/host/etcd/etcd.c" "$src/host/etcd/etcd_transport.c" "$src/host/etcd/etcd_auth.c"
+          "$src/host/etcd/etcd_call.c" "$src/host/etcd/etcd_watch.c")
+# the worker half (process isolation)
+srcs_bus+=("$src/host/worker/worker.c" "$src/host/worker/worker_api.c" "$src/host/abi/abi_bus.c"
+          "$src/host/worker/worker_crash_report.c")
 libs_bus=(-lnng "${pb_libs[@]}" "${json_libs[@]}" -lcurl -lpthread -ldl)
 maxlen_bus=4096
 
