@@ -86,7 +86,7 @@ static void on_retry_timer(struct loop_timer *t, void *ud)
 {
 	(void)t;
 	struct election *e = ud;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	election_step(e);
 }
 
@@ -107,7 +107,7 @@ static void on_member_put(struct etcd_client *c, int err, const struct etcd_resp
 {
 	struct election *e = ud;
 	(void)c;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	election_op_done(e);
 	if (err < 0) {
 		e->member_placed = false; /* unknown outcome: put again (idempotent) */
@@ -152,7 +152,7 @@ static void on_member_del(struct etcd_client *c, int err, const struct etcd_resp
 {
 	struct election *e = ud;
 	(void)c;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	election_op_done(e);
 	if (err < 0) {
 		election_retry_later(e, "member removal", err);
@@ -191,7 +191,7 @@ static void on_campaign(struct etcd_client *c, int err, const struct etcd_respon
 {
 	struct election *e = ud;
 	(void)c;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	election_op_done(e);
 	if (err < 0) {
 		/* unknown outcome is fine: the txn is idempotent (create-if-absent, else read) */
@@ -243,7 +243,7 @@ static void on_resign(struct etcd_client *c, int err, const struct etcd_response
 {
 	struct election *e = ud;
 	(void)c;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	election_op_done(e);
 	if (err < 0) {
 		/* a failed resign keeps the key; retry under the same compare */
@@ -387,7 +387,7 @@ static enum election_state current_state(const struct election *e)
 
 void election_step(struct election *e)
 {
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	election_assert_invariants(e);
 	if (e->draining)
 		return;
@@ -715,7 +715,7 @@ void election_free(struct election *e)
 {
 	if (!e)
 		return;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	/* plugin txns still in flight answer -ESTALE without touching us */
 	election_fenced_orphan(e);
 	election_drv_ctxs_orphan(e);
@@ -807,7 +807,7 @@ static void on_forgotten(struct etcd_client *c, int err, const struct etcd_respo
 {
 	(void)c;
 	struct forget_ctx *f = ud;
-	ELECTION_CHECK_OBJ(f, FORGET_CTX_MAGIC);
+	CHECK_OBJ(f, FORGET_CTX_MAGIC);
 	if (err == 0 && !r->succeeded)
 		err = -ESTALE; /* the record changed since the decision: re-registered */
 	f->done(f->ud, err);

@@ -44,7 +44,7 @@ static void fenced_free(struct fenced_ctx *f)
 static void on_fenced(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct fenced_ctx *f = ud;
-	ELECTION_CHECK_OBJ(f, FENCED_CTX_MAGIC);
+	CHECK_OBJ(f, FENCED_CTX_MAGIC);
 	struct election *e = f->e;
 	fenced_unlink(f);
 	if (!e) {
@@ -52,7 +52,7 @@ static void on_fenced(struct etcd_client *c, int err, const struct etcd_response
 		fenced_free(f);
 		return;
 	}
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	if (err < 0 || r->succeeded) {
 		f->cb(c, err, r, f->ud);
 		fenced_free(f);
@@ -116,7 +116,7 @@ int election_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmp
                         const struct etcd_op *failure, size_t n_failure, etcd_cb cb, void *ud)
 {
 	struct election *e = ctx;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	if (!e->leading || !e->my_rev || !session_is_up(e->sess))
 		return -ESTALE;
 	/* before the first reconcile the status protocol may still be waiting

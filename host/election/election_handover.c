@@ -218,9 +218,9 @@ static void on_deleted(struct etcd_client *cl, int err, const struct etcd_respon
 {
 	(void)cl;
 	struct handover_ctx *c = ud;
-	ELECTION_CHECK_OBJ(c, HANDOVER_CTX_MAGIC);
+	CHECK_OBJ(c, HANDOVER_CTX_MAGIC);
 	struct election *e = c->e;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	handover_ctx_free(c);
 	if (err < 0) {
 		/* try again on the next step; the lease ends it anyway */
@@ -238,13 +238,13 @@ static void on_priority_requested(void *ud, int err, const char *msg, int64_t re
 {
 	(void)from;
 	struct priority_ctx *c = ud;
-	ELECTION_CHECK_OBJ(c, PRIORITY_CTX_MAGIC);
+	CHECK_OBJ(c, PRIORITY_CTX_MAGIC);
 	struct election *e = c->e;
 	c->magic = 0;
 	free(c);
 	if (!e)
 		return;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	e->priority_call = NULL;
 	if (err < 0)
 		log_info("election", "%s: no handover to the candidate of higher priority: %s", e->name,

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/obj.h"
 #include "election/election.h"
 #include "proto/leasehold.pb-c.h"
 #include "election/election_node_record.h"
@@ -29,7 +30,7 @@
 #define ST_DONE LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE
 
 /* Magic numbers of objects a pointer to which comes back through a callback
- * (Varnish's CHECK_OBJ): a stale or foreign pointer stops at the assert
+ * (base/obj.h): a stale or foreign pointer stops at the assert
  * instead of being used. Cleared when the object is freed. */
 #define ELECTION_MAGIC 0x454c4543u   /* struct election */
 #define DRV_CTX_MAGIC 0x44525643u    /* struct drv_ctx (election_lead.c) */
@@ -43,7 +44,6 @@
 
 /* the term history keeps this many terms (the newest) */
 #define ELECTION_HISTORY_MAX 100
-#define ELECTION_CHECK_OBJ(p, m) assert((p) != NULL && (p)->magic == (m))
 
 struct member_ent {
 	struct member_ent *next;

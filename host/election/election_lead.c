@@ -169,9 +169,9 @@ static void drv_ctx_free(struct drv_ctx *c)
 /* the election of c, or NULL (c freed) when election_free orphaned it */
 static struct election *drv_ctx_election(struct drv_ctx *c)
 {
-	ELECTION_CHECK_OBJ(c, DRV_CTX_MAGIC);
+	CHECK_OBJ(c, DRV_CTX_MAGIC);
 	if (c->e) {
-		ELECTION_CHECK_OBJ(c->e, ELECTION_MAGIC);
+		CHECK_OBJ(c->e, ELECTION_MAGIC);
 		return c->e;
 	}
 	drv_ctx_free(c);
@@ -297,7 +297,7 @@ static void on_verify(struct etcd_client *c, int err, const struct etcd_response
 {
 	struct election *e = ud;
 	(void)c;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	election_op_done(e);
 	lead_phase_set(e, LP_NONE);
 	if (err < 0) {
@@ -437,7 +437,7 @@ static void on_status_written(struct etcd_client *c, int err, const struct etcd_
 {
 	struct election *e = ud;
 	(void)c;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	election_op_done(e);
 	if (err < 0) {
 		/* the outcome may be unknown (timeout, lost connection, garbled
@@ -472,7 +472,7 @@ static void on_readback(struct etcd_client *c, int err, const struct etcd_respon
 {
 	struct election *e = ud;
 	(void)c;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	election_op_done(e);
 	if (err < 0 || r->n_responses != 2) {
 		election_retry_later(e, "status read-back", err < 0 ? err : -EBADMSG);
@@ -569,7 +569,7 @@ void election_on_lead_timer(struct loop_timer *t, void *ud)
 {
 	(void)t;
 	struct election *e = ud;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	if (!e->leading || e->draining)
 		return;
 	if (e->phase == LP_WAIT)

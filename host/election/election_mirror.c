@@ -416,7 +416,7 @@ static void on_watch(struct etcd_watch *w, int err, int64_t revision, const stru
 {
 	struct election *e = ud;
 	(void)w;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	if (err < 0) {
 		/* compacted (or the watch died for good): resync from a fresh range */
 		log_warn("election", "%s: watch ended (%s); resyncing", e->name, etcd_strerror(err));
@@ -461,7 +461,7 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 {
 	struct election *e = ud;
 	(void)c;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	election_op_done(e);
 	if (err < 0) {
 		log_warn("election", "%s: initial read failed: %s; retrying", e->name, etcd_strerror(err));
@@ -588,7 +588,7 @@ void election_on_sync_timer(struct loop_timer *t, void *ud)
 {
 	(void)t;
 	struct election *e = ud;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	if (!e->synced)
 		election_sync_start(e);
 }

@@ -251,13 +251,13 @@ static void on_node_written(struct etcd_client *cl, int err, const struct etcd_r
 	(void)cl;
 	(void)r;
 	struct node_ctx *c = ud;
-	ELECTION_CHECK_OBJ(c, NODE_CTX_MAGIC);
+	CHECK_OBJ(c, NODE_CTX_MAGIC);
 	struct election *e = c->e;
 	if (!e) {
 		node_ctx_free(c);
 		return;
 	}
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	if (err < 0) {
 		log_debug("election", "%s: writing this node's state record failed: %s; retrying",
 		          e->name, etcd_strerror(err));
@@ -286,7 +286,7 @@ static void on_node_timer(struct loop_timer *t, void *ud)
 {
 	(void)t;
 	struct election *e = ud;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	if (e->node_call || !e->lease || in_sync(e))
 		return;
 	struct node_ctx *c = calloc(1, sizeof(*c));

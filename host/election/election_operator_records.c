@@ -247,14 +247,14 @@ bool election_control_reconcile_wanted(const struct election *e)
 bool election_plugin_paused(void *ctx)
 {
 	struct election *e = ctx;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	return e->paused;
 }
 
 void election_plugin_request_reconcile(void *ctx)
 {
 	struct election *e = ctx;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	if (!e->leading)
 		return;
 	/* one flag: any number of requests before the next reconcile starts
@@ -291,7 +291,7 @@ static void on_served_written(struct etcd_client *c, int err, const struct etcd_
 {
 	struct election *e = ud;
 	(void)c;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	election_op_done(e);
 	if (err < 0) {
 		/* idempotent: written again (the same request revision) */
@@ -365,7 +365,7 @@ static void on_verb(struct etcd_client *c, int err, const struct etcd_response *
 {
 	(void)c;
 	struct verb_ctx *v = ud;
-	ELECTION_CHECK_OBJ(v, VERB_CTX_MAGIC);
+	CHECK_OBJ(v, VERB_CTX_MAGIC);
 	if (v->done)
 		v->done(v->ud, err);
 	else
@@ -626,9 +626,9 @@ static void on_term_end_written(struct etcd_client *cl, int err, const struct et
 {
 	(void)cl;
 	struct term_ctx *c = ud;
-	ELECTION_CHECK_OBJ(c, TERM_CTX_MAGIC);
+	CHECK_OBJ(c, TERM_CTX_MAGIC);
 	struct election *e = c->e;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	int64_t token = c->token;
 	term_ctx_free(c);
 	if (err == 0 && r->succeeded) {
@@ -692,7 +692,7 @@ static void on_term_timer(struct loop_timer *t, void *ud)
 {
 	(void)t;
 	struct election *e = ud;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	if (e->leading && !e->term && e->my_rev)
 		term_begin_read(e);
 }
@@ -708,9 +708,9 @@ static void term_retry(struct election *e, const char *what, int err)
 
 static struct election *term_ctx_done(struct term_ctx *c)
 {
-	ELECTION_CHECK_OBJ(c, TERM_CTX_MAGIC);
+	CHECK_OBJ(c, TERM_CTX_MAGIC);
 	struct election *e = c->e;
-	ELECTION_CHECK_OBJ(e, ELECTION_MAGIC);
+	CHECK_OBJ(e, ELECTION_MAGIC);
 	bool current = e->term == c && e->leading && e->my_rev == c->token;
 	term_ctx_free(c);
 	return current ? e : NULL;
@@ -919,7 +919,7 @@ static void on_history(struct etcd_client *cl, int err, const struct etcd_respon
 {
 	(void)cl;
 	struct verb_ctx *v = ud;
-	ELECTION_CHECK_OBJ(v, VERB_CTX_MAGIC);
+	CHECK_OBJ(v, VERB_CTX_MAGIC);
 	struct election_term *terms = NULL;
 	Leasehold__Term **dec = NULL;
 	char **strs = NULL; /* node and detail of each, printable copies */

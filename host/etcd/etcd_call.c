@@ -43,7 +43,7 @@ struct etcd_call *etcd_call_alloc(struct etcd_client *c, const char *kind, const
 
 void etcd_call_free(struct etcd_call *call)
 {
-	ETCD_CHECK_OBJ(call, ETCD_CALL_MAGIC);
+	CHECK_OBJ(call, ETCD_CALL_MAGIC);
 	etcd_xfer_release(&call->x);
 	call->magic = 0;
 	free(call);
@@ -74,7 +74,7 @@ void etcd_call_unlink(struct etcd_call *call)
 /* call_finish - run the callback (if any) and free the call. */
 void etcd_call_finish(struct etcd_call *call, int err, const struct etcd_response *resp)
 {
-	ETCD_CHECK_OBJ(call, ETCD_CALL_MAGIC);
+	CHECK_OBJ(call, ETCD_CALL_MAGIC);
 	struct etcd_client *c = call->x.c;
 	etcd_call_unlink(call);
 	etcd_xfer_release(&call->x);
@@ -105,7 +105,7 @@ static bool retry_elsewhere(struct etcd_call *call, bool unavailable)
 
 void etcd_call_on_done(struct etcd_call *call, CURLcode rc)
 {
-	ETCD_CHECK_OBJ(call, ETCD_CALL_MAGIC);
+	CHECK_OBJ(call, ETCD_CALL_MAGIC);
 	struct xfer *x = &call->x;
 	struct etcd_client *c = x->c;
 	CURL *e = x->easy;
@@ -219,7 +219,7 @@ void etcd_call_cancel(struct etcd_call *call)
 {
 	if (!call)
 		return;
-	ETCD_CHECK_OBJ(call, ETCD_CALL_MAGIC);
+	CHECK_OBJ(call, ETCD_CALL_MAGIC);
 	etcd_call_unlink(call);
 	etcd_call_free(call);
 }

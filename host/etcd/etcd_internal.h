@@ -9,7 +9,7 @@
  * handles and the token; a call or watch owns its struct xfer (embedded).
  * Calls and watches come back through curl (CURLINFO_PRIVATE), through loop
  * timers and from the user (cancel): they carry a magic number, checked
- * there (Varnish's CHECK_OBJ), and cleared when they are freed.
+ * there (CHECK_OBJ, base/obj.h), and cleared when they are freed.
  *
  * Every JSON builder returns 0 and a malloc'd, NUL-terminated JSON text in
  * *ret (the caller frees it), or -EINVAL / -ENOMEM with *ret untouched.
@@ -21,6 +21,7 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 
+#include "base/obj.h"
 #include "etcd/etcd.h"
 
 /* Nesting depth accepted from the gateway (a txn response is ~6 deep). */
@@ -80,7 +81,6 @@ int etcd_json_watch_msg_from_object(json_object *root, struct etcd_watch_msg **r
 
 #define ETCD_CALL_MAGIC 0x45434c4cu  /* struct etcd_call */
 #define ETCD_WATCH_MAGIC 0x45575443u /* struct etcd_watch */
-#define ETCD_CHECK_OBJ(p, m) assert((p) != NULL && (p)->magic == (m))
 
 #define DEFAULT_REQUEST_TIMEOUT_MS 5000u
 #define DEFAULT_CONNECT_TIMEOUT_MS 1000u

@@ -55,7 +55,7 @@ static void watch_idle_kick(struct etcd_watch *w)
 static void watch_idle_fired(struct loop_timer *t, void *userdata)
 {
 	struct etcd_watch *w = userdata;
-	ETCD_CHECK_OBJ(w, ETCD_WATCH_MAGIC);
+	CHECK_OBJ(w, ETCD_WATCH_MAGIC);
 	struct etcd_client *c = w->x.c;
 	if (w->state != W_CONNECTING)
 		return;
@@ -92,7 +92,7 @@ static void watch_connect(struct etcd_watch *w)
 static void watch_timer_fired(struct loop_timer *t, void *userdata)
 {
 	struct etcd_watch *w = userdata;
-	ETCD_CHECK_OBJ(w, ETCD_WATCH_MAGIC);
+	CHECK_OBJ(w, ETCD_WATCH_MAGIC);
 	struct etcd_client *c = w->x.c;
 	watch_connect(w);
 	etcd_client_process(c);
@@ -293,7 +293,7 @@ void etcd_watch_drain(struct etcd_watch *w)
 
 void etcd_watch_on_done(struct etcd_watch *w, CURLcode rc)
 {
-	ETCD_CHECK_OBJ(w, ETCD_WATCH_MAGIC);
+	CHECK_OBJ(w, ETCD_WATCH_MAGIC);
 	if (w->cancelled && !w->in_cb) {
 		etcd_watch_destroy(w);
 		return;
@@ -401,7 +401,7 @@ void etcd_watch_cancel(struct etcd_watch *w)
 {
 	if (!w)
 		return;
-	ETCD_CHECK_OBJ(w, ETCD_WATCH_MAGIC);
+	CHECK_OBJ(w, ETCD_WATCH_MAGIC);
 	if (w->cancelled)
 		return;
 	w->cancelled = true;

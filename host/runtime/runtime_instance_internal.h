@@ -27,6 +27,7 @@
 #include <nng/nng.h>
 
 #include "abi/abi_bus.h"
+#include "base/obj.h"
 #include "etcd/etcd.h"
 #include "base/metrics.h"
 #include "abi/abi_config_doc.h"
@@ -218,10 +219,9 @@ struct plugin_instance {
 };
 
 /* Magic number of struct pending_txn, whose pointer comes back through an
- * etcd callback (Varnish's CHECK_OBJ): a stale or foreign pointer stops at
+ * etcd callback (CHECK_OBJ, base/obj.h): a stale or foreign pointer stops at
  * the assert instead of being used. Cleared when it is freed. */
 #define PENDING_TXN_MAGIC 0x50545843u
-#define PI_CHECK_OBJ(p, m) assert((p) != NULL && (p)->magic == (m))
 
 /* ---- plugin_instance.c: lifecycle and what the owner is told ---- */
 

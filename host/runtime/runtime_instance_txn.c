@@ -144,7 +144,7 @@ static void on_txn_done(struct etcd_client *c, int err, const struct etcd_respon
 			void *userdata)
 {
 	struct pending_txn *pt = userdata;
-	PI_CHECK_OBJ(pt, PENDING_TXN_MAGIC);
+	CHECK_OBJ(pt, PENDING_TXN_MAGIC);
 	struct plugin_instance *pi = pt->pi;
 	(void)c;
 	if (pi) {
@@ -362,7 +362,7 @@ void pi_txns_orphan(struct plugin_instance *pi)
 {
 	for (struct pending_txn *pt = pi->txns; pt;) {
 		struct pending_txn *next = pt->next;
-		PI_CHECK_OBJ(pt, PENDING_TXN_MAGIC);
+		CHECK_OBJ(pt, PENDING_TXN_MAGIC);
 		pt->pi = NULL; /* freed by on_txn_done when etcd answers */
 		pt->next = NULL;
 		pt = next;

@@ -180,7 +180,7 @@ static void on_range_done(struct etcd_client *c, int err, const struct etcd_resp
 			  void *userdata)
 {
 	struct pending_txn *pt = userdata;
-	PI_CHECK_OBJ(pt, PENDING_TXN_MAGIC);
+	CHECK_OBJ(pt, PENDING_TXN_MAGIC);
 	struct plugin_instance *pi = pt->pi;
 	(void)c;
 	if (pi) {
