@@ -9,7 +9,8 @@
  * - etcd_transport.c: curl <-> loop glue (sockets, timer, kick), the easy
  *   handle pool, one attempt of a transfer (xfer_send: URL, headers, TLS,
  *   timeouts), curl errors and endpoint failover, and client_process, the
- *   one place user callbacks run.
+ *   one place user callbacks run. It reaches the files above it only
+ *   through the client's struct etcd_xfer_ops (set here).
  * - etcd_auth.c: the token: one authenticate call for all waiters, the wait
  *   list, dropping a rejected token.
  * - etcd_call.c: calls (a deadline, attempts moved to another endpoint,
@@ -73,6 +74,15 @@ static char *xstrdup_or_null(const char *s, bool *fail)
 	return d;
 }
 
+/* the transport's way up into calls, watches and the auth wait list */
+static const struct etcd_xfer_ops xfer_ops = {
+	.call_done = etcd_call_on_done,
+	.watch_done = etcd_watch_on_done,
+	.watch_drain = etcd_watch_drain,
+	.watch_destroy = etcd_watch_destroy,
+	.wait_unlink = etcd_wait_unlink,
+};
+
 int etcd_client_new(struct loop *l, const struct etcd_config *cfg, struct etcd_client **ret_client)
 {
 	int r = -ENOMEM;
@@ -96,6 +106,7 @@ int etcd_client_new(struct loop *l, const struct etcd_config *cfg, struct etcd_c
 	struct etcd_client *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->xops = &xfer_ops;
 	c->loop = l;
 	c->endpoints = calloc(cfg->n_endpoints, sizeof(*c->endpoints));
 	if (!c->endpoints)

@@ -165,7 +165,23 @@ struct etcd_watch {
 	struct etcd_watch *prev, *next; /* c->watches */
 };
 
+/* What the transport (etcd_transport.c) hands to the files above it: set
+ * once by etcd_client_new (etcd.c), so that the transport calls no
+ * function of the call, watch or auth files by name. */
+struct etcd_xfer_ops {
+	/* a transfer curl finished: its call or its watch takes it from here */
+	void (*call_done)(struct etcd_call *call, CURLcode rc);
+	void (*watch_done)(struct etcd_watch *w, CURLcode rc);
+	/* client_process: parse and deliver a watch's buffered bytes (may free w) */
+	void (*watch_drain)(struct etcd_watch *w);
+	/* the kick timer: free a cancelled watch */
+	void (*watch_destroy)(struct etcd_watch *w);
+	/* a released transfer leaves the auth wait list */
+	void (*wait_unlink)(struct xfer *x);
+};
+
 struct etcd_client {
+	const struct etcd_xfer_ops *xops;
 	struct loop *loop;
 	CURLM *multi;
 	struct loop_timer *curl_timer;

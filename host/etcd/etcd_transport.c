@@ -131,7 +131,7 @@ void etcd_kick_fired(struct loop_timer *t, void *userdata)
 	for (struct etcd_watch *w = c->watches, *next; w; w = next) {
 		next = w->next;
 		if (w->cancelled && !w->in_cb)
-			etcd_watch_destroy(w);
+			c->xops->watch_destroy(w);
 	}
 	etcd_client_process(c);
 }
@@ -171,7 +171,7 @@ void etcd_xfer_detach(struct xfer *x)
 void etcd_xfer_release(struct xfer *x)
 {
 	etcd_xfer_detach(x);
-	etcd_wait_unlink(x);
+	x->c->xops->wait_unlink(x);
 	free(x->body);
 	x->body = NULL;
 	etcd_buf_reset(&x->resp);
@@ -465,7 +465,7 @@ void etcd_client_process(struct etcd_client *c)
 		for (struct etcd_watch *w = c->watches; w; w = w->next) {
 			if (w->pending && !w->in_cb && !w->cancelled) {
 				w->pending = false;
-				etcd_watch_drain(w); /* may free w or others: restart */
+				c->xops->watch_drain(w); /* may free w or others: restart */
 				again = true;
 				break;
 			}
@@ -487,9 +487,9 @@ void etcd_client_process(struct etcd_client *c)
 		if (!x)
 			continue;
 		if (x->kind == XFER_CALL)
-			etcd_call_on_done((struct etcd_call *)(void *)x, rc);
+			c->xops->call_done((struct etcd_call *)(void *)x, rc);
 		else
-			etcd_watch_on_done((struct etcd_watch *)(void *)x, rc);
+			c->xops->watch_done((struct etcd_watch *)(void *)x, rc);
 	}
 	c->processing = false;
 }
