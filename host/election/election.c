@@ -16,7 +16,8 @@
  *   one range and one watch: members with counts per release, candidates,
  *   status; the published {min, max} release; election_members().
  * - election_records.c: the Member and ReconcilerStatus records (decode
- *   hostile bytes, encode) and the readiness rule.
+ *   hostile bytes, encode), the readiness rule and the name of a live
+ *   election key (election_key_is_candidate).
  * - election_lead.c: the leader's status/reconcile machine (the reference
  *   algorithm's lead()): verify, restrict, wait, reconcile, status writes
  *   and read-back, drain and depose; its phase changes only in

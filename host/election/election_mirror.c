@@ -14,7 +14,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,17 +267,6 @@ static bool has_prefix(const struct etcd_kv *kv, const char *p, size_t *ret_plen
 		return false;
 	*ret_plen = n;
 	return true;
-}
-
-bool election_key_is_candidate(const struct etcd_kv *kv, size_t pl)
-{
-	/* exactly the name a host gives its key: the lease in lower-case hex
-	 * without padding ("0x1f", " 1f" or "001f" bound to someone's live
-	 * lease would otherwise block the election while no node owns it) */
-	char want[17];
-	int n = snprintf(want, sizeof(want), "%" PRIx64, (uint64_t)kv->lease);
-	return kv->lease > 0 && n > 0 && kv->key_len >= pl && kv->key_len - pl == (size_t)n &&
-	       memcmp(kv->key + pl, want, (size_t)n) == 0;
 }
 
 static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)

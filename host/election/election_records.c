@@ -2,12 +2,14 @@
 /*
  * election_records.c - the records the election reads and writes in etcd
  * (proto/leasehold.proto: Member under P/N/members/, ReconcilerStatus at
- * P/N/status) and the readiness rule on the status (the reference
- * algorithm's WaitReady). Decoders take hostile bytes.
+ * P/N/status), the readiness rule on the status (the reference
+ * algorithm's WaitReady) and the name of a live election key. Decoders take
+ * hostile bytes.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,4 +176,15 @@ const char *election_status_state_name(bool valid, int state)
 	if (state == LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING)
 		return "WORKING";
 	return "UNKNOWN"; /* a state this release does not know; the releases still count */
+}
+
+bool election_key_is_candidate(const struct etcd_kv *kv, size_t pl)
+{
+	/* exactly the name a host gives its key: the lease in lower-case hex
+	 * without padding ("0x1f", " 1f" or "001f" bound to someone's live
+	 * lease would otherwise block the election while no node owns it) */
+	char want[17];
+	int n = snprintf(want, sizeof(want), "%" PRIx64, (uint64_t)kv->lease);
+	return kv->lease > 0 && n > 0 && kv->key_len >= pl && kv->key_len - pl == (size_t)n &&
+	       memcmp(kv->key + pl, want, (size_t)n) == 0;
 }
