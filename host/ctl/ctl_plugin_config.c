@@ -31,6 +31,7 @@
 #include <json-c/json.h>
 
 #include "control/control_codec.h"
+#include "ctl/ctl_client.h"
 #include "ctl/ctl_observer.h"
 #include "ctl/ctl_plugin_config.h"
 #include "abi/abi_loader.h"
@@ -244,7 +245,7 @@ static int ask(const struct where *w, Leasehold__Control__Kind kind, const char 
 		return fail(CTL_EXIT_CONFLICT, "%s", resp->message);
 	if (resp->code == LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST)
 		return fail(EXIT_ERR, "%s", resp->message);
-	return ctl_check_code(resp);
+	return ctl_check_code(resp, false);
 }
 
 /* read_doc - FILE or stdin ("-"), checked; *ret (malloc'd, NUL after) */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ctl_plugin_config.h - leaseholdctl's `config get|set|edit` (plugin
- * configuration, ABI 1.2), and what leaseholdctl.c offers it.
+ * configuration, ABI 1.2).
  */
 #ifndef LH_CTL_PLUGIN_CONFIG_H
 #define LH_CTL_PLUGIN_CONFIG_H
@@ -47,19 +47,5 @@
  * the command and returns its exit code, or -1 when argv is not a config
  * command (leaseholdctl.c then goes on). */
 int ctl_config_main(int argc, char **argv);
-
-/* ---- from leaseholdctl.c ---- */
-
-/* ctl_call - one request/reply with the daemon at url: 0 (EXIT_OK) with
- * *ret_resp (free with leasehold__control__response__free_unpacked), or
- * the exit code of the failure (printed) */
-int ctl_call(const char *url, const uint8_t *req, size_t req_len, int64_t timeout_ms,
-             Leasehold__Control__Response **ret_resp, bool *ret_timed_out);
-/* ctl_check_code - a non-OK reply: print it, return the exit code (0 = OK) */
-int ctl_check_code(const Leasehold__Control__Response *r);
-/* ctl_control_url - the daemon's control socket as every command finds it
- * (--control, $LEASEHOLD_CONTROL, the configuration file's control key,
- * the default) into buf as a URL. EXIT_OK, or EXIT_ERR (printed). */
-int ctl_control_url(const char *control, const char *config, char *buf, size_t len);
 
 #endif
