@@ -16,11 +16,11 @@
 #include "control/control.h"
 #include "control/control_client.h"
 #include "control/control_codec.h"
+#include "control/control_config.h"
 #include "control/control_wire.h"
 #include "ctl/ctl.h"
 #include "ctl/ctl_client.h"
 #include "ctl/ctl_views.h"
-#include "daemon/daemon_options.h"
 #include "lh_install_dirs.h"
 
 int ctl_find_control(const char *control, const char *config, char *buf, size_t len,
@@ -34,7 +34,7 @@ int ctl_find_control(const char *control, const char *config, char *buf, size_t 
 	if (!path && access(LH_CONFIG_FILE, F_OK) == 0)
 		path = LH_CONFIG_FILE;
 	if (path && !flag) {
-		int r = daemon_options_file_control(path, buf, len, err, sizeof(err));
+		int r = control_config_file_control(path, buf, len, err, sizeof(err));
 		if (r < 0 && r != -ENOENT) {
 			fprintf(stderr, "leaseholdctl: %s\n", err);
 			return EXIT_ERR;

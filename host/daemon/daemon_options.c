@@ -17,6 +17,7 @@
 #include "abi/abi_config_doc.h"
 #include "election/election_priority.h"
 #include "control/control.h"
+#include "control/control_config.h"
 #include "control/control_wire.h"
 #include "daemon/daemon_options.h"
 #include "http/http.h"
@@ -26,68 +27,12 @@
 #include "runtime/runtime_instance.h"
 #include "election/election_roles.h"
 
-/* The flags, the single source of the file's keys. X(ID, flag = key name,
- * shape of the key in the file, attributes):
- * - RUNTIME: a SIGHUP applies a changed value (see daemon_options_reload);
- *   every other change waits for a restart;
- * - NOARG: the flag takes no argument. */
-#define RUNTIME 1u
-#define NOARG 2u
-#define DAEMON_FLAGS(X)                                              \
-	X(ETCD, "etcd", CONFIG_KEY_JOINED, 0)                        \
-	X(CACERT, "etcd-cacert", CONFIG_KEY_SCALAR, 0)               \
-	X(CERT, "etcd-cert", CONFIG_KEY_SCALAR, 0)                   \
-	X(KEY, "etcd-key", CONFIG_KEY_SCALAR, 0)                     \
-	X(USER, "etcd-user", CONFIG_KEY_SCALAR, 0)                   \
-	X(PREFIX, "prefix", CONFIG_KEY_SCALAR, 0)                    \
-	X(TTL, "ttl", CONFIG_KEY_SCALAR, 0)                          \
-	X(NODE_ID, "node-id", CONFIG_KEY_SCALAR, 0)                  \
-	X(PLUGIN_DIR, "plugin-dir", CONFIG_KEY_SCALAR, 0)            \
-	X(RUNTIME_DIR, "runtime-dir", CONFIG_KEY_SCALAR, 0)          \
-	X(WAIT, "reconcile-wait", CONFIG_KEY_SCALAR, 0)              \
-	X(INTERVAL, "reconcile-interval", CONFIG_KEY_SCALAR, 0)      \
-	X(SHUTDOWN, "shutdown-timeout", CONFIG_KEY_SCALAR, RUNTIME)  \
-	X(EXIT_LINGER, "exit-linger", CONFIG_KEY_SCALAR, RUNTIME)    \
-	X(CONTROL, "control", CONFIG_KEY_SCALAR, 0)                  \
-	X(HTTP, "http", CONFIG_KEY_SCALAR, 0)                        \
-	X(LOG_LEVEL, "log-level", CONFIG_KEY_SCALAR, RUNTIME)        \
-	X(LOG_FORMAT, "log-format", CONFIG_KEY_SCALAR, 0)            \
-	X(ROLE, "role", CONFIG_KEY_REPEATED, 0)                      \
-	X(ISOLATION, "isolation", CONFIG_KEY_SCALAR, RUNTIME)        \
-	X(PLUGIN_ISOLATION, "plugin-isolation", CONFIG_KEY_RULES, RUNTIME) \
-	X(CALLBACK_TIMEOUT, "callback-timeout", CONFIG_KEY_RULES, RUNTIME) \
-	X(PRIORITY, "priority", CONFIG_KEY_RULES, 0)                 \
-	X(PLUGIN_READ, "plugin-read", CONFIG_KEY_RULES, 0)           \
-	X(PLUGIN_CONFIG, "plugin-config", CONFIG_KEY_RULES, 0)       \
-	X(WORKER, "worker", CONFIG_KEY_SCALAR, 0)                    \
-	X(CONFIG, "config", CONFIG_KEY_NONE, 0)                      \
-	X(CHECK_CONFIG, "check-config", CONFIG_KEY_NONE, NOARG)      \
-	X(HELP, "help", CONFIG_KEY_NONE, NOARG)                      \
-	X(VERSION, "version", CONFIG_KEY_NONE, NOARG)
-
 #define AS_ENUM(id, name, kind, attr) F_##id,
-enum { DAEMON_FLAGS(AS_ENUM) N_FLAGS };
+enum { CONTROL_CONFIG_KEYS(AS_ENUM) N_FLAGS };
 #define AS_KEY(id, name, kind, attr) {name, kind},
-static const struct config_key flag_keys[N_FLAGS] = {DAEMON_FLAGS(AS_KEY)};
+static const struct config_key flag_keys[N_FLAGS] = {CONTROL_CONFIG_KEYS(AS_KEY)};
 #define AS_ATTR(id, name, kind, attr) attr,
-static const unsigned flag_attrs[N_FLAGS] = {DAEMON_FLAGS(AS_ATTR)};
-
-/* The keys of a `plugins: NAME:` section: each becomes --flag NAME<sep>ARG
- * (config_file.h). A per-plugin setting is one row here plus its flag. */
-static const struct config_plugin_key plugin_keys[] = {
-	{"isolation", "plugin-isolation", '=', CONFIG_KEY_SCALAR},
-	{"callback-timeout", "callback-timeout", ':', CONFIG_KEY_RULES},
-	{"priority", "priority", '=', CONFIG_KEY_SCALAR},
-	{"read", "plugin-read", '=', CONFIG_KEY_REPEATED},
-	{"config", "plugin-config", '=', CONFIG_KEY_SCALAR},
-};
-
-static const struct config_schema schema = {
-	.keys = flag_keys,
-	.n_keys = N_FLAGS,
-	.plugin_keys = plugin_keys,
-	.n_plugin_keys = sizeof(plugin_keys) / sizeof(plugin_keys[0]),
-};
+static const unsigned flag_attrs[N_FLAGS] = {CONTROL_CONFIG_KEYS(AS_ATTR)};
 
 #define MAX_LIST 64
 #define MAX_ENDPOINTS 16
@@ -136,11 +81,6 @@ struct daemon_options {
 	const char *pc_names[MAX_LIST], *pc_files[MAX_LIST];
 	size_t n_pc;
 };
-
-const struct config_schema *daemon_options_schema(void)
-{
-	return &schema;
-}
 
 static int bad(char *why, size_t len, const char *msg, const char *arg)
 {
@@ -429,7 +369,7 @@ static int read_file(struct daemon_options *o, char *err, size_t err_len)
 			return 0;
 		path = o->default_config;
 	}
-	return config_file_load(path, &schema, &o->file, err, err_len);
+	return config_file_load(path, control_config_schema(), &o->file, err, err_len);
 }
 
 /* finish - the defaults and the environment after the file and the flags */
@@ -568,7 +508,7 @@ int daemon_options_parse(int argc, char **argv, const char *default_config,
 	}
 	for (int i = 0; i < N_FLAGS; i++)
 		opts[i] = (struct option){flag_keys[i].name,
-					  flag_attrs[i] & NOARG ? no_argument : required_argument, NULL,
+					  flag_attrs[i] & CONTROL_CONFIG_NOARG ? no_argument : required_argument, NULL,
 					  i == F_HELP ? 'h' : i == F_VERSION ? 'V' : 256 + i};
 	opts[N_FLAGS] = (struct option){NULL, 0, NULL, 0};
 	const char *env_fmt = getenv(LOG_FORMAT_ENV);
@@ -715,7 +655,7 @@ int daemon_options_reload(struct daemon_options *o)
 		if (same(o->shown[i], n->shown[i]))
 			continue;
 		any = true;
-		if (flag_attrs[i] & RUNTIME) {
+		if (flag_attrs[i] & CONTROL_CONFIG_RUNTIME) {
 			log_info("config", "%s changed from %s to %s", flag_keys[i].name,
 				 shown_or_default(o->shown[i]), shown_or_default(n->shown[i]));
 			runtime_changed = true;
@@ -748,22 +688,4 @@ void daemon_options_free(struct daemon_options *o)
 	free(o->etcd_buf);
 	free(o->args);
 	free(o);
-}
-
-int daemon_options_file_control(const char *path, char *buf, size_t len, char *err,
-				size_t err_len)
-{
-	struct config_file *cf;
-	int r = config_file_load(path, &schema, &cf, err, err_len);
-
-	if (r < 0)
-		return r;
-	r = -ENOENT;
-	for (size_t i = 0; i < cf->n_settings; i++)
-		if (strcmp(cf->settings[i].flag, flag_keys[F_CONTROL].name) == 0) {
-			snprintf(buf, len, "%s", cf->settings[i].value);
-			r = 0;
-		}
-	config_file_free(cf);
-	return r;
 }

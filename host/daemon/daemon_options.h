@@ -81,16 +81,4 @@ int daemon_options_reload(struct daemon_options *o);
 /* daemon_options_free - NULL is fine */
 void daemon_options_free(struct daemon_options *o);
 
-/* daemon_options_file_control - the `control` key of the configuration file
- * at path (for leaseholdctl, which finds the daemon's socket the way the
- * daemon does: see control_url_resolve). Only the file's shape is checked.
- * Returns 0 with the value in buf, -ENOENT when the file does not set it,
- * or another -errno (the file cannot be read or is malformed) with one
- * line in err. */
-int daemon_options_file_control(const char *path, char *buf, size_t len, char *err,
-				size_t err_len);
-
-/* daemon_options_schema - the file's keys (for the fuzz target) */
-const struct config_schema *daemon_options_schema(void);
-
 #endif
