@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "ctl/ctl_cluster_view.h"
-#include "election/election_internal.h"
+#include "election/election.h"
 #include "proto/leasehold.pb-c.h"
 
 /* the part of kv's key after "prefix/name/", or NULL when outside */

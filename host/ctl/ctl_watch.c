@@ -37,7 +37,6 @@
 #include "ctl/ctl_observer.h"
 #include "ctl/ctl_views.h"
 #include "election/election.h"
-#include "election/election_internal.h"
 #include "proto/leasehold.pb-c.h"
 
 struct wplugin {

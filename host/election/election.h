@@ -74,6 +74,35 @@ const char *election_status_state_name(bool valid, int state);
  * otherwise block the election while no node owns it. Hostile bytes. */
 bool election_key_is_candidate(const struct etcd_kv *kv, size_t prefix_len);
 
+/* The decoders of the election's records, for readers outside the
+ * election too (leaseholdctl's observer mode and `watch`): every value is
+ * hostile bytes. Pure functions, any thread. */
+
+/* a P/N/status record as read */
+struct status_rec {
+	bool present;
+	bool valid;
+	int state;
+	struct release version;
+	struct release min_compatible;
+};
+
+/* election_decode_member - a P/N/members/<id> value (hostile bytes) -> its
+ * release and (ret_priority may be NULL) the node's candidate priority (0
+ * in a record of an older host). Returns 0, or -EBADMSG (does not unpack /
+ * no release); outputs untouched then. */
+int election_decode_member(const void *buf, size_t len, struct release *ret_release,
+                           int32_t *ret_priority);
+
+/* election_status_decode - hostile bytes -> *ret (always filled): present,
+ * and valid only when it decodes */
+void election_status_decode(const uint8_t *v, size_t len, struct status_rec *ret);
+
+/* election_dup_printable - a copy of s (at most max bytes; NULL = "") with
+ * every byte that is not printable ASCII replaced by '?': these strings
+ * reach the CLI and the log. malloc'd, NULL when out of memory. */
+char *election_dup_printable(const char *s, size_t max);
+
 /* The three releases a plugin declares. */
 struct plugin_releases {
 	struct release release;

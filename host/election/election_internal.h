@@ -71,14 +71,6 @@ struct candidate {
 	int64_t create_rev;
 };
 
-struct status_rec {
-	bool present;
-	bool valid;
-	int state;
-	struct release version;
-	struct release min_compatible;
-};
-
 /* the leader's status/reconcile machine (election_lead.c); changed only by
  * lead_phase_set there, which logs and asserts every transition. LP_NONE
  * while not leading (LP_VERIFY also while the check before a term runs). */
@@ -372,13 +364,6 @@ void election_mirror_free(struct election *e);
 
 /* ---- election_records.c: records in etcd and the readiness rule ---- */
 
-/* election_decode_member - a P/N/members/<id> value (hostile bytes) -> its
- * release and (ret_priority may be NULL) the node's candidate priority (0
- * in a record of an older host). Returns 0, or -EBADMSG (does not unpack /
- * no release); outputs untouched then. */
-int election_decode_member(const void *buf, size_t len, struct release *ret_release,
-                           int32_t *ret_priority);
-
 /* election_decode_status - a P/N/status value (hostile bytes) -> state (any
  * value: like the reference algorithm's proto3, an unknown state is kept;
  * only the releases decide compatibility), version and minimum compatible
@@ -392,9 +377,6 @@ int election_decode_status(const void *buf, size_t len, int *ret_state, struct r
 bool election_status_ready(const struct plugin_releases *local, bool present,
                            struct release status_version, struct release status_min_compatible);
 
-/* election_status_decode - hostile bytes -> *ret (always filled): present,
- * and valid only when it decodes */
-void election_status_decode(const uint8_t *v, size_t len, struct status_rec *ret);
 /* election_status_equal - s is present, valid and says exactly this */
 bool election_status_equal(const struct status_rec *s, int state, struct release v,
                            struct release m);
@@ -447,10 +429,6 @@ void election_fenced_orphan(struct election *e);
 /* ---- election_control.c: operator records (pause, reconcile requests,
  * term history) ---- */
 
-/* election_dup_printable - a copy of s (at most max bytes; NULL = "") with
- * every byte that is not printable ASCII replaced by '?': these strings
- * reach the CLI and the log. malloc'd, NULL when out of memory. */
-char *election_dup_printable(const char *s, size_t max);
 /* election_control_init - keys and timer (election_new); 0 or -ENOMEM.
  * election_control_free - election_free's part. */
 int election_control_init(struct election *e);
