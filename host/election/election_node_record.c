@@ -11,7 +11,7 @@
 
 #include <json-c/json.h>
 
-#include "etcd/etcd_internal.h"
+#include "etcd/etcd.h"
 #include "election/election_node_record.h"
 
 /* printable copy, cut to max bytes */

@@ -402,4 +402,12 @@ int etcd_json_parse_watch(const char *body, size_t len, struct etcd_watch_msg **
 /* etcd_watch_msg_free - free a message and all it owns. Accepts NULL. */
 void etcd_watch_msg_free(struct etcd_watch_msg *m);
 
+/* etcd_json_parse_object - parse exactly one JSON value from body[0..len)
+ * (surrounding whitespace allowed, nothing else) with the depth limit the
+ * client applies to the gateway: for records other subsystems keep in etcd
+ * as JSON (election_node_record.c). On success *ret owns the object
+ * (json_object_put). Returns 0 or -EBADMSG / -ENOMEM. */
+struct json_object;
+int etcd_json_parse_object(const char *body, size_t len, struct json_object **ret);
+
 #endif

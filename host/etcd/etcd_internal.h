@@ -57,11 +57,6 @@ int etcd_json_watch_req(const void *key, size_t key_len, const void *range_end,
 
 /* ---- responses ---- */
 
-/* etcd_json_parse_object - parse exactly one JSON value from body[0..len)
- * (surrounding whitespace allowed, nothing else). On success *ret owns the
- * object (json_object_put). Returns 0 or -EBADMSG / -ENOMEM. */
-int etcd_json_parse_object(const char *body, size_t len, json_object **ret);
-
 /* etcd_json_response_from_object - as etcd_json_parse_response, from an
  * already parsed object (borrowed). */
 int etcd_json_response_from_object(const char *kind, json_object *root, struct etcd_response **ret,
