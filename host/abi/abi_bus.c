@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "abi/abi_bus.h"
-#include "etcd/etcd.h"
 
 ProtobufCBinaryData bus_bin(const void *p, size_t len)
 {
@@ -26,14 +25,4 @@ nng_msg *bus_pack_msg(const ProtobufCMessage *m)
 		return NULL;
 	protobuf_c_message_pack(m, nng_msg_body(msg));
 	return msg;
-}
-
-void bus_kv_from_etcd(BusKv *b, const struct etcd_kv *kv, size_t strip)
-{
-	leasehold__bus__kv__init(b);
-	b->key = bus_bin(kv->key + strip, kv->key_len - strip);
-	b->value = bus_bin(kv->value, kv->value ? kv->value_len : 0);
-	b->create_revision = kv->create_revision;
-	b->mod_revision = kv->mod_revision;
-	b->version = kv->version;
 }

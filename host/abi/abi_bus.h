@@ -38,10 +38,6 @@ typedef Leasehold__Bus__Kv BusKv;
 ProtobufCBinaryData bus_bin(const void *p, size_t len);
 /* bus_bin_str - a bytes field viewing the string s (NULL = empty) */
 ProtobufCBinaryData bus_bin_str(const char *s);
-/* bus_kv_from_etcd - b views kv (borrowed) without the first `strip` bytes
- * of its key (the caller checked that the key is that long) */
-struct etcd_kv;
-void bus_kv_from_etcd(BusKv *b, const struct etcd_kv *kv, size_t strip);
 /* bus_pack_msg - pack m into a new nng message (caller owns it); NULL on ENOMEM */
 nng_msg *bus_pack_msg(const ProtobufCMessage *m);
 

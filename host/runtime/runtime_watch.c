@@ -573,3 +573,13 @@ out:
 	free(kvs);
 	return msg;
 }
+
+void bus_kv_from_etcd(BusKv *b, const struct etcd_kv *kv, size_t strip)
+{
+	leasehold__bus__kv__init(b);
+	b->key = bus_bin(kv->key + strip, kv->key_len - strip);
+	b->value = bus_bin(kv->value, kv->value ? kv->value_len : 0);
+	b->create_revision = kv->create_revision;
+	b->mod_revision = kv->mod_revision;
+	b->version = kv->version;
+}

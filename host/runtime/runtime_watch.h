@@ -111,4 +111,10 @@ nng_msg *plugin_watch_batch_msg(const struct plugin_watch_batch *b, uint64_t seq
 void plugin_watch_get_stats(const struct plugin_watch *pw, struct plugin_watch_stats *ret);
 void plugin_watch_free(struct plugin_watch *pw);
 
+/* bus_kv_from_etcd - b views kv (borrowed) without the first `strip` bytes
+ * of its key (the caller checked that the key is that long): an etcd key
+ * as the bus carries it to a plugin (watch events, txn results) */
+struct Leasehold__Bus__Kv;
+void bus_kv_from_etcd(struct Leasehold__Bus__Kv *b, const struct etcd_kv *kv, size_t strip);
+
 #endif
