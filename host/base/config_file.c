@@ -35,10 +35,10 @@ struct decoder {
 	size_t err_len;
 };
 
-static int fail(struct decoder *d, const yaml_mark_t *mark, const char *fmt, ...)
+static int config_file_fail(struct decoder *d, const yaml_mark_t *mark, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-static int fail(struct decoder *d, const yaml_mark_t *mark, const char *fmt, ...)
+static int config_file_fail(struct decoder *d, const yaml_mark_t *mark, const char *fmt, ...)
 {
 	char what[CONFIG_ERR_MAX];
 	va_list ap;
@@ -50,41 +50,41 @@ static int fail(struct decoder *d, const yaml_mark_t *mark, const char *fmt, ...
 	return -EINVAL;
 }
 
-static const char *scalar(const yaml_node_t *n)
+static const char *config_file_scalar(const yaml_node_t *n)
 {
 	return (const char *)n->data.scalar.value;
 }
 
 /* a plain ~, null or empty scalar: YAML's null, which no flag takes */
-static bool is_null(const yaml_node_t *n)
+static bool config_file_is_null(const yaml_node_t *n)
 {
 	if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
 		return false;
-	const char *s = scalar(n);
+	const char *s = config_file_scalar(n);
 	return !*s || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
 	       strcmp(s, "NULL") == 0;
 }
 
 /* a scalar usable as a flag argument; `what` names it in errors */
-static int check_scalar(struct decoder *d, const yaml_node_t *n, const char *what)
+static int config_file_check_scalar(struct decoder *d, const yaml_node_t *n, const char *what)
 {
 	if (n->type != YAML_SCALAR_NODE)
-		return fail(d, &n->start_mark, "%s takes a single value, not a %s", what,
+		return config_file_fail(d, &n->start_mark, "%s takes a single value, not a %s", what,
 			    n->type == YAML_MAPPING_NODE ? "mapping" : "list");
-	if (is_null(n))
-		return fail(d, &n->start_mark, "%s needs a value", what);
-	if (strlen(scalar(n)) != n->data.scalar.length)
-		return fail(d, &n->start_mark, "%s: a value must not contain a NUL byte", what);
+	if (config_file_is_null(n))
+		return config_file_fail(d, &n->start_mark, "%s needs a value", what);
+	if (strlen(config_file_scalar(n)) != n->data.scalar.length)
+		return config_file_fail(d, &n->start_mark, "%s: a value must not contain a NUL byte", what);
 	return 0;
 }
 
 /* add - one setting of key `what`: --flag prefix+a[+"="+b] from the given line */
-static int add(struct decoder *d, const char *what, const char *flag, const char *prefix,
+static int config_file_add(struct decoder *d, const char *what, const char *flag, const char *prefix,
 	       const char *a, const char *b, const yaml_mark_t *mark)
 {
 	struct config_file *cf = d->cf;
 	if (cf->n_settings >= CONFIG_FILE_MAX_SETTINGS)
-		return fail(d, mark, "more than %d settings", CONFIG_FILE_MAX_SETTINGS);
+		return config_file_fail(d, mark, "more than %d settings", CONFIG_FILE_MAX_SETTINGS);
 	if (cf->n_settings == d->cap) {
 		size_t cap = d->cap ? 2 * d->cap : 16;
 		struct config_setting *s = realloc(cf->settings, cap * sizeof(*s));
@@ -110,22 +110,22 @@ oom:
 }
 
 /* the keys of mapping m, each a scalar, none twice */
-static int check_keys(struct decoder *d, const yaml_node_t *m, const char *what)
+static int config_file_check_keys(struct decoder *d, const yaml_node_t *m, const char *what)
 {
 	const yaml_node_pair_t *first = m->data.mapping.pairs.start;
 	const yaml_node_pair_t *top = m->data.mapping.pairs.top;
 	if (top - first > MAX_PAIRS)
-		return fail(d, &m->start_mark, "%s has more than %d keys", what, MAX_PAIRS);
+		return config_file_fail(d, &m->start_mark, "%s has more than %d keys", what, MAX_PAIRS);
 	for (const yaml_node_pair_t *p = first; p < top; p++) {
 		const yaml_node_t *k = yaml_document_get_node(d->doc, p->key);
-		if (k->type != YAML_SCALAR_NODE || is_null(k) ||
-		    strlen(scalar(k)) != k->data.scalar.length)
-			return fail(d, &k->start_mark, "a key in %s must be a plain name", what);
+		if (k->type != YAML_SCALAR_NODE || config_file_is_null(k) ||
+		    strlen(config_file_scalar(k)) != k->data.scalar.length)
+			return config_file_fail(d, &k->start_mark, "a key in %s must be a plain name", what);
 		for (const yaml_node_pair_t *q = first; q < p; q++) {
 			const yaml_node_t *o = yaml_document_get_node(d->doc, q->key);
-			if (strcmp(scalar(o), scalar(k)) == 0)
-				return fail(d, &k->start_mark, "duplicate key '%s' in %s (first on line %zu)",
-					    scalar(k), what, o->start_mark.line + 1);
+			if (strcmp(config_file_scalar(o), config_file_scalar(k)) == 0)
+				return config_file_fail(d, &k->start_mark, "duplicate key '%s' in %s (first on line %zu)",
+					    config_file_scalar(k), what, o->start_mark.line + 1);
 		}
 	}
 	return 0;
@@ -133,29 +133,29 @@ static int check_keys(struct decoder *d, const yaml_node_t *m, const char *what)
 
 /* value - the value node v of key `what` (flag `flag`, shape `kind`) as
  * settings --flag prefix+... */
-static int value(struct decoder *d, const char *what, const char *flag, enum config_key_kind kind,
+static int config_file_value(struct decoder *d, const char *what, const char *flag, enum config_key_kind kind,
 		 const char *prefix, const yaml_node_t *v)
 {
 	int r;
 
 	if (v->type == YAML_SCALAR_NODE || kind == CONFIG_KEY_SCALAR) {
-		if ((r = check_scalar(d, v, what)) < 0)
+		if ((r = config_file_check_scalar(d, v, what)) < 0)
 			return r;
-		return add(d, what, flag, prefix, scalar(v), NULL, &v->start_mark);
+		return config_file_add(d, what, flag, prefix, config_file_scalar(v), NULL, &v->start_mark);
 	}
 	if (v->type == YAML_SEQUENCE_NODE) {
 		const yaml_node_item_t *i = v->data.sequence.items.start;
 		const yaml_node_item_t *top = v->data.sequence.items.top;
 		if (i == top)
-			return fail(d, &v->start_mark, "%s: an empty list", what);
+			return config_file_fail(d, &v->start_mark, "%s: an empty list", what);
 		if (kind == CONFIG_KEY_JOINED) {
 			size_t len = 1;
 			for (const yaml_node_item_t *j = i; j < top; j++) {
 				const yaml_node_t *e = yaml_document_get_node(d->doc, *j);
-				if ((r = check_scalar(d, e, what)) < 0)
+				if ((r = config_file_check_scalar(d, e, what)) < 0)
 					return r;
-				if (strchr(scalar(e), ','))
-					return fail(d, &e->start_mark, "%s: a list item must not contain ','",
+				if (strchr(config_file_scalar(e), ','))
+					return config_file_fail(d, &e->start_mark, "%s: a list item must not contain ','",
 						    what);
 				len += e->data.scalar.length + 1;
 			}
@@ -169,39 +169,39 @@ static int value(struct decoder *d, const char *what, const char *flag, enum con
 				const yaml_node_t *e = yaml_document_get_node(d->doc, *j);
 				if (j > i)
 					joined[at++] = ',';
-				memcpy(joined + at, scalar(e), e->data.scalar.length);
+				memcpy(joined + at, config_file_scalar(e), e->data.scalar.length);
 				at += e->data.scalar.length;
 			}
 			joined[at] = '\0';
-			r = add(d, what, flag, prefix, joined, NULL, &v->start_mark);
+			r = config_file_add(d, what, flag, prefix, joined, NULL, &v->start_mark);
 			free(joined);
 			return r;
 		}
 		for (; i < top; i++) {
 			const yaml_node_t *e = yaml_document_get_node(d->doc, *i);
-			if ((r = check_scalar(d, e, what)) < 0 ||
-			    (r = add(d, what, flag, prefix, scalar(e), NULL, &e->start_mark)) < 0)
+			if ((r = config_file_check_scalar(d, e, what)) < 0 ||
+			    (r = config_file_add(d, what, flag, prefix, config_file_scalar(e), NULL, &e->start_mark)) < 0)
 				return r;
 		}
 		return 0;
 	}
 	/* a mapping */
 	if (kind != CONFIG_KEY_RULES)
-		return fail(d, &v->start_mark, "%s takes a value or a list, not a mapping", what);
-	if ((r = check_keys(d, v, what)) < 0)
+		return config_file_fail(d, &v->start_mark, "%s takes a value or a list, not a mapping", what);
+	if ((r = config_file_check_keys(d, v, what)) < 0)
 		return r;
 	for (const yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top;
 	     p++) {
 		const yaml_node_t *k = yaml_document_get_node(d->doc, p->key);
 		const yaml_node_t *e = yaml_document_get_node(d->doc, p->value);
-		if ((r = check_scalar(d, e, what)) < 0 ||
-		    (r = add(d, what, flag, prefix, scalar(k), scalar(e), &e->start_mark)) < 0)
+		if ((r = config_file_check_scalar(d, e, what)) < 0 ||
+		    (r = config_file_add(d, what, flag, prefix, config_file_scalar(k), config_file_scalar(e), &e->start_mark)) < 0)
 			return r;
 	}
 	return 0;
 }
 
-static const struct config_key *find_key(const struct config_schema *s, const char *name)
+static const struct config_key *config_file_find_key(const struct config_schema *s, const char *name)
 {
 	for (size_t i = 0; i < s->n_keys; i++)
 		if (strcmp(s->keys[i].name, name) == 0)
@@ -209,7 +209,7 @@ static const struct config_key *find_key(const struct config_schema *s, const ch
 	return NULL;
 }
 
-static const struct config_plugin_key *find_plugin_key(const struct config_schema *s,
+static const struct config_plugin_key *config_file_find_plugin_key(const struct config_schema *s,
 						       const char *name)
 {
 	for (size_t i = 0; i < s->n_plugin_keys; i++)
@@ -219,36 +219,36 @@ static const struct config_plugin_key *find_plugin_key(const struct config_schem
 }
 
 /* plugins: {NAME: {KEY: VALUE}} */
-static int plugins(struct decoder *d, const yaml_node_t *m)
+static int config_file_plugins(struct decoder *d, const yaml_node_t *m)
 {
 	int r;
 
 	if (m->type != YAML_MAPPING_NODE)
-		return fail(d, &m->start_mark, "plugins takes a mapping of plugin names to settings");
-	if ((r = check_keys(d, m, "plugins")) < 0)
+		return config_file_fail(d, &m->start_mark, "plugins takes a mapping of plugin names to settings");
+	if ((r = config_file_check_keys(d, m, "plugins")) < 0)
 		return r;
 	for (const yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top;
 	     p++) {
 		const yaml_node_t *k = yaml_document_get_node(d->doc, p->key);
 		const yaml_node_t *sec = yaml_document_get_node(d->doc, p->value);
-		const char *name = scalar(k);
+		const char *name = config_file_scalar(k);
 		char what[128], prefix[128];
 		if (strpbrk(name, ":=,") || strlen(name) > 64)
-			return fail(d, &k->start_mark, "'%.64s' is not a plugin name", name);
+			return config_file_fail(d, &k->start_mark, "'%.64s' is not a plugin name", name);
 		snprintf(what, sizeof(what), "plugins: %s", name);
 		if (sec->type != YAML_MAPPING_NODE)
-			return fail(d, &sec->start_mark, "%s takes a mapping of settings", what);
-		if ((r = check_keys(d, sec, what)) < 0)
+			return config_file_fail(d, &sec->start_mark, "%s takes a mapping of settings", what);
+		if ((r = config_file_check_keys(d, sec, what)) < 0)
 			return r;
 		for (const yaml_node_pair_t *q = sec->data.mapping.pairs.start;
 		     q < sec->data.mapping.pairs.top; q++) {
 			const yaml_node_t *kk = yaml_document_get_node(d->doc, q->key);
-			const struct config_plugin_key *pk = find_plugin_key(d->schema, scalar(kk));
+			const struct config_plugin_key *pk = config_file_find_plugin_key(d->schema, config_file_scalar(kk));
 			if (!pk)
-				return fail(d, &kk->start_mark, "unknown key '%s' in %s", scalar(kk), what);
+				return config_file_fail(d, &kk->start_mark, "unknown key '%s' in %s", config_file_scalar(kk), what);
 			snprintf(what, sizeof(what), "plugins: %s: %s", name, pk->key);
 			snprintf(prefix, sizeof(prefix), "%s%c", name, pk->sep);
-			if ((r = value(d, what, pk->flag, pk->kind, prefix,
+			if ((r = config_file_value(d, what, pk->flag, pk->kind, prefix,
 				       yaml_document_get_node(d->doc, q->value))) < 0)
 				return r;
 			snprintf(what, sizeof(what), "plugins: %s", name);
@@ -257,35 +257,35 @@ static int plugins(struct decoder *d, const yaml_node_t *m)
 	return 0;
 }
 
-static int root(struct decoder *d, const yaml_node_t *m)
+static int config_file_root(struct decoder *d, const yaml_node_t *m)
 {
 	int r;
 
 	if (m->type != YAML_MAPPING_NODE)
-		return fail(d, &m->start_mark, "the file must be a mapping of settings (key: value)");
-	if ((r = check_keys(d, m, "the file")) < 0)
+		return config_file_fail(d, &m->start_mark, "the file must be a mapping of settings (key: value)");
+	if ((r = config_file_check_keys(d, m, "the file")) < 0)
 		return r;
 	for (const yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top;
 	     p++) {
 		const yaml_node_t *k = yaml_document_get_node(d->doc, p->key);
 		const yaml_node_t *v = yaml_document_get_node(d->doc, p->value);
-		if (strcmp(scalar(k), "plugins") == 0) {
-			if ((r = plugins(d, v)) < 0)
+		if (strcmp(config_file_scalar(k), "plugins") == 0) {
+			if ((r = config_file_plugins(d, v)) < 0)
 				return r;
 			continue;
 		}
-		const struct config_key *key = find_key(d->schema, scalar(k));
+		const struct config_key *key = config_file_find_key(d->schema, config_file_scalar(k));
 		if (!key)
-			return fail(d, &k->start_mark, "unknown key '%.80s'", scalar(k));
+			return config_file_fail(d, &k->start_mark, "unknown key '%.80s'", config_file_scalar(k));
 		if (key->kind == CONFIG_KEY_NONE)
-			return fail(d, &k->start_mark, "'%s' is a command-line flag only", key->name);
-		if ((r = value(d, key->name, key->name, key->kind, "", v)) < 0)
+			return config_file_fail(d, &k->start_mark, "'%s' is a command-line flag only", key->name);
+		if ((r = config_file_value(d, key->name, key->name, key->kind, "", v)) < 0)
 			return r;
 	}
 	return 0;
 }
 
-static int syntax_error(struct decoder *d, const yaml_parser_t *p)
+static int config_file_syntax_error(struct decoder *d, const yaml_parser_t *p)
 {
 	if (p->error == YAML_MEMORY_ERROR) {
 		snprintf(d->err, d->err_len, "%s: out of memory", d->path);
@@ -293,13 +293,13 @@ static int syntax_error(struct decoder *d, const yaml_parser_t *p)
 	}
 	const char *problem = p->problem ? p->problem : "malformed YAML";
 	if (p->context)
-		return fail(d, &p->problem_mark, "YAML syntax: %s %s (line %zu)", problem, p->context,
+		return config_file_fail(d, &p->problem_mark, "YAML syntax: %s %s (line %zu)", problem, p->context,
 			    p->context_mark.line + 1);
-	return fail(d, &p->problem_mark, "YAML syntax: %s", problem);
+	return config_file_fail(d, &p->problem_mark, "YAML syntax: %s", problem);
 }
 
 /* the first pass: no alias, no deep nesting, one document at most */
-static int screen(struct decoder *d, const char *buf, size_t len)
+static int config_file_screen(struct decoder *d, const char *buf, size_t len)
 {
 	yaml_parser_t p;
 	yaml_event_t ev;
@@ -313,21 +313,21 @@ static int screen(struct decoder *d, const char *buf, size_t len)
 	yaml_parser_set_input_string(&p, (const unsigned char *)buf, len);
 	while (!done && r == 0) {
 		if (!yaml_parser_parse(&p, &ev)) {
-			r = syntax_error(d, &p);
+			r = config_file_syntax_error(d, &p);
 			break;
 		}
 		switch (ev.type) {
 		case YAML_ALIAS_EVENT:
-			r = fail(d, &ev.start_mark, "aliases (*name) are not supported");
+			r = config_file_fail(d, &ev.start_mark, "aliases (*name) are not supported");
 			break;
 		case YAML_DOCUMENT_START_EVENT:
 			if (++docs > 1)
-				r = fail(d, &ev.start_mark, "the file must hold one YAML document");
+				r = config_file_fail(d, &ev.start_mark, "the file must hold one YAML document");
 			break;
 		case YAML_SEQUENCE_START_EVENT:
 		case YAML_MAPPING_START_EVENT:
 			if (++depth > MAX_DEPTH)
-				r = fail(d, &ev.start_mark, "nested deeper than %d levels", MAX_DEPTH);
+				r = config_file_fail(d, &ev.start_mark, "nested deeper than %d levels", MAX_DEPTH);
 			break;
 		case YAML_SEQUENCE_END_EVENT:
 		case YAML_MAPPING_END_EVENT:
@@ -371,7 +371,7 @@ int config_file_decode(const char *path, const char *buf, size_t len,
 		snprintf(err, err_len, "%s: larger than %d bytes", path, CONFIG_FILE_MAX_BYTES);
 		return -EINVAL;
 	}
-	if ((r = screen(&d, buf, len)) < 0)
+	if ((r = config_file_screen(&d, buf, len)) < 0)
 		return r;
 	d.cf = calloc(1, sizeof(*d.cf));
 	if (!d.cf || !(d.cf->path = strdup(path)) || !yaml_parser_initialize(&p)) {
@@ -381,12 +381,12 @@ int config_file_decode(const char *path, const char *buf, size_t len,
 	}
 	yaml_parser_set_input_string(&p, (const unsigned char *)buf, len);
 	if (!yaml_parser_load(&p, &doc)) {
-		r = syntax_error(&d, &p);
+		r = config_file_syntax_error(&d, &p);
 	} else {
 		d.doc = &doc;
 		yaml_node_t *top = yaml_document_get_root_node(&doc);
 		if (top)
-			r = root(&d, top);
+			r = config_file_root(&d, top);
 		yaml_document_delete(&doc);
 	}
 	yaml_parser_delete(&p);

@@ -105,7 +105,7 @@ int log_get_fd(void)
 	return atomic_load(&g_fd);
 }
 
-static bool journal_on(void)
+static bool log_journal_on(void)
 {
 	int j = atomic_load(&g_journal);
 	if (j < 0) {
@@ -123,29 +123,29 @@ struct out {
 	size_t n, cap;
 };
 
-static bool room(const struct out *o, size_t k, size_t reserve)
+static bool log_room(const struct out *o, size_t k, size_t reserve)
 {
 	return o->n + k + reserve <= o->cap;
 }
 
-static void put(struct out *o, const char *s, size_t k)
+static void log_put(struct out *o, const char *s, size_t k)
 {
 	memcpy(o->p + o->n, s, k);
 	o->n += k;
 }
 
-/* put_text - s with control characters (but tab) as '?', as much as fits
+/* log_put_text - s with control characters (but tab) as '?', as much as fits
  * before `reserve` */
-static void put_text(struct out *o, const char *s, size_t reserve)
+static void log_put_text(struct out *o, const char *s, size_t reserve)
 {
-	for (; *s && room(o, 1, reserve); s++)
+	for (; *s && log_room(o, 1, reserve); s++)
 		o->p[o->n++] = (unsigned char)*s < 0x20 && *s != '\t' ? '?' : *s;
 }
 
-/* utf8_len - the length of the valid UTF-8 sequence at s (1..4), or 0 when
+/* log_utf8_len - the length of the valid UTF-8 sequence at s (1..4), or 0 when
  * the bytes there are not one (bad lead, missing continuation, overlong,
  * surrogate, above U+10FFFF) */
-static size_t utf8_len(const unsigned char *s)
+static size_t log_utf8_len(const unsigned char *s)
 {
 	unsigned c = s[0];
 	size_t n;
@@ -174,14 +174,14 @@ static size_t utf8_len(const unsigned char *s)
 	return n;
 }
 
-/* put_json_string - "s" escaped; the content is cut (at a whole character)
+/* log_put_json_string - "s" escaped; the content is cut (at a whole character)
  * so that the closing quote and `reserve` bytes still fit. Returns false
  * when not even the quotes fit (nothing written). */
-static bool put_json_string(struct out *o, const char *s, size_t reserve)
+static bool log_put_json_string(struct out *o, const char *s, size_t reserve)
 {
-	if (!room(o, 2, reserve))
+	if (!log_room(o, 2, reserve))
 		return false;
-	put(o, "\"", 1);
+	log_put(o, "\"", 1);
 	const unsigned char *u = (const unsigned char *)s;
 	while (*u) {
 		char esc[8];
@@ -198,7 +198,7 @@ static bool put_json_string(struct out *o, const char *s, size_t reserve)
 			if (*u < 0x20 || *u == 0x7f) {
 				snprintf(esc, sizeof(esc), "\\u%04x", *u);
 				k = 6;
-			} else if ((adv = utf8_len(u)) == 0) {
+			} else if ((adv = log_utf8_len(u)) == 0) {
 				w = "\\ufffd"; /* not UTF-8: the replacement character */
 				k = 6;
 				adv = 1;
@@ -207,18 +207,18 @@ static bool put_json_string(struct out *o, const char *s, size_t reserve)
 				k = adv;
 			}
 		}
-		if (!room(o, k, 1 + reserve))
+		if (!log_room(o, k, 1 + reserve))
 			break;
-		put(o, w, k);
+		log_put(o, w, k);
 		u += adv;
 	}
-	put(o, "\"", 1);
+	log_put(o, "\"", 1);
 	return true;
 }
 
-/* put_member - ,"key":"value" (or a bare number); skipped when the key does
+/* log_put_member - ,"key":"value" (or a bare number); skipped when the key does
  * not fit whole */
-static void put_member(struct out *o, const char *key, const char *value, bool number,
+static void log_put_member(struct out *o, const char *key, const char *value, bool number,
                        size_t reserve)
 {
 	size_t kl = strlen(key);
@@ -229,24 +229,24 @@ static void put_member(struct out *o, const char *key, const char *value, bool n
 		number = *d && strspn(d, "0123456789") == strlen(d) && (d[0] != '0' || !d[1]) &&
 		         vl <= 20;
 		if (number) {
-			if (room(o, kl + vl + 4, reserve)) {
-				put(o, ",\"", 2);
-				put(o, key, kl);
-				put(o, "\":", 2);
-				put(o, value, vl);
+			if (log_room(o, kl + vl + 4, reserve)) {
+				log_put(o, ",\"", 2);
+				log_put(o, key, kl);
+				log_put(o, "\":", 2);
+				log_put(o, value, vl);
 			}
 			return;
 		}
 	}
-	if (!room(o, kl + 4 + 2, reserve))
+	if (!log_room(o, kl + 4 + 2, reserve))
 		return;
-	put(o, ",", 1);
-	put_json_string(o, key, reserve + 3);
-	put(o, ":", 1);
-	put_json_string(o, value, reserve);
+	log_put(o, ",", 1);
+	log_put_json_string(o, key, reserve + 3);
+	log_put(o, ":", 1);
+	log_put_json_string(o, value, reserve);
 }
 
-static void format_time(const struct timespec *ts, char *buf, size_t len)
+static void log_format_time(const struct timespec *ts, char *buf, size_t len)
 {
 	struct tm tm;
 	gmtime_r(&ts->tv_sec, &tm);
@@ -263,12 +263,12 @@ size_t log_format_line(char *buf, size_t len, const struct log_line *l)
 	int lvl = l->level >= LOG_LVL_ERROR && l->level <= LOG_LVL_DEBUG ? (int)l->level : 0;
 	struct out o = {buf, 0, len};
 	char when[48];
-	format_time(&l->time, when, sizeof(when));
+	log_format_time(&l->time, when, sizeof(when));
 	const char *prefix = l->prefix ? l->prefix : "";
 	const char *comp = l->component ? l->component : "";
 	const char *plugin = l->plugin;
 	if (l->journal)
-		put(&o, prio[lvl], 3);
+		log_put(&o, prio[lvl], 3);
 	if (l->format == LOG_FORMAT_JSON) {
 		/* a component "plugin NAME" is the plugin's own: name it */
 		if (!plugin && strncmp(comp, "plugin ", 7) == 0) {
@@ -276,43 +276,43 @@ size_t log_format_line(char *buf, size_t len, const struct log_line *l)
 			comp = "plugin";
 		}
 		const size_t tail = 2; /* "}\n" */
-		put(&o, "{", 1);
-		put(&o, "\"time\":", 7);
-		put_json_string(&o, when, tail);
-		put_member(&o, "level", names[lvl], false, tail);
+		log_put(&o, "{", 1);
+		log_put(&o, "\"time\":", 7);
+		log_put_json_string(&o, when, tail);
+		log_put_member(&o, "level", names[lvl], false, tail);
 		if (*prefix)
-			put_member(&o, "node", prefix, false, tail);
-		put_member(&o, "component", comp, false, tail);
+			log_put_member(&o, "node", prefix, false, tail);
+		log_put_member(&o, "component", comp, false, tail);
 		if (plugin)
-			put_member(&o, "plugin", plugin, false, tail);
+			log_put_member(&o, "plugin", plugin, false, tail);
 		/* the fields before the message: a cut takes the message's end */
 		for (size_t i = 0; i < l->n_fields; i++)
 			if (l->fields[i].key && l->fields[i].value)
-				put_member(&o, l->fields[i].key, l->fields[i].value, l->fields[i].number,
+				log_put_member(&o, l->fields[i].key, l->fields[i].value, l->fields[i].number,
 				           tail);
-		put_member(&o, "message", l->message ? l->message : "", false, tail);
-		put(&o, "}\n", 2);
+		log_put_member(&o, "message", l->message ? l->message : "", false, tail);
+		log_put(&o, "}\n", 2);
 		return o.n;
 	}
 	const size_t tail = 1; /* "\n" */
 	if (!l->journal) { /* the journal stamps each line itself */
-		put_text(&o, when, tail);
-		put_text(&o, " ", tail);
+		log_put_text(&o, when, tail);
+		log_put_text(&o, " ", tail);
 	}
-	put_text(&o, tags[lvl], tail);
-	put_text(&o, " ", tail);
+	log_put_text(&o, tags[lvl], tail);
+	log_put_text(&o, " ", tail);
 	if (*prefix) {
-		put_text(&o, prefix, tail);
-		put_text(&o, " ", tail);
+		log_put_text(&o, prefix, tail);
+		log_put_text(&o, " ", tail);
 	}
-	put_text(&o, comp, tail);
-	put_text(&o, ": ", tail);
-	put_text(&o, l->message ? l->message : "", tail);
-	put(&o, "\n", 1);
+	log_put_text(&o, comp, tail);
+	log_put_text(&o, ": ", tail);
+	log_put_text(&o, l->message ? l->message : "", tail);
+	log_put(&o, "\n", 1);
 	return o.n;
 }
 
-static void vlog(enum log_level lvl, const char *component, const char *plugin,
+static void log_vlog(enum log_level lvl, const char *component, const char *plugin,
                  const struct log_field *fields, size_t n_fields, const char *fmt, va_list ap)
 {
 	if ((int)lvl > atomic_load(&g_level))
@@ -324,7 +324,7 @@ static void vlog(enum log_level lvl, const char *component, const char *plugin,
 	struct log_line l = {
 		.level = lvl,
 		.format = log_get_format(),
-		.journal = journal_on(),
+		.journal = log_journal_on(),
 		.prefix = g_prefix,
 		.component = component,
 		.plugin = plugin,
@@ -342,7 +342,7 @@ void log_msg(enum log_level lvl, const char *component, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vlog(lvl, component, NULL, NULL, 0, fmt, ap);
+	log_vlog(lvl, component, NULL, NULL, 0, fmt, ap);
 	va_end(ap);
 }
 
@@ -351,6 +351,6 @@ void log_msg_fields(enum log_level lvl, const char *component, const char *plugi
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vlog(lvl, component, plugin, fields, n_fields, fmt, ap);
+	log_vlog(lvl, component, plugin, fields, n_fields, fmt, ap);
 	va_end(ap);
 }

@@ -85,7 +85,7 @@ int loop_new(struct loop **ret_loop)
 	return 0;
 }
 
-static void bury_flush(struct loop *l)
+static void loop_bury_flush(struct loop *l)
 {
 	while (l->graveyard) {
 		struct loop_io *io = l->graveyard;
@@ -98,7 +98,7 @@ void loop_free(struct loop *l)
 {
 	if (!l)
 		return;
-	bury_flush(l);
+	loop_bury_flush(l);
 	for (size_t i = 0; i < l->heap_len; i++)
 		l->heap[i]->heap_idx = SIZE_MAX;
 	free(l->heap);
@@ -152,7 +152,7 @@ void loop_io_free(struct loop_io *io)
 
 /* ---- timer heap ---- */
 
-static void heap_swap(struct loop *l, size_t a, size_t b)
+static void loop_heap_swap(struct loop *l, size_t a, size_t b)
 {
 	struct loop_timer *t = l->heap[a];
 	l->heap[a] = l->heap[b];
@@ -161,18 +161,18 @@ static void heap_swap(struct loop *l, size_t a, size_t b)
 	l->heap[b]->heap_idx = b;
 }
 
-static void heap_up(struct loop *l, size_t i)
+static void loop_heap_up(struct loop *l, size_t i)
 {
 	while (i > 0) {
 		size_t p = (i - 1) / 2;
 		if (l->heap[p]->when <= l->heap[i]->when)
 			break;
-		heap_swap(l, p, i);
+		loop_heap_swap(l, p, i);
 		i = p;
 	}
 }
 
-static void heap_down(struct loop *l, size_t i)
+static void loop_heap_down(struct loop *l, size_t i)
 {
 	for (;;) {
 		size_t a = 2 * i + 1, b = a + 1, m = i;
@@ -182,12 +182,12 @@ static void heap_down(struct loop *l, size_t i)
 			m = b;
 		if (m == i)
 			return;
-		heap_swap(l, i, m);
+		loop_heap_swap(l, i, m);
 		i = m;
 	}
 }
 
-static void heap_remove(struct loop *l, struct loop_timer *t)
+static void loop_heap_remove(struct loop *l, struct loop_timer *t)
 {
 	size_t i = t->heap_idx;
 	if (i == SIZE_MAX)
@@ -196,8 +196,8 @@ static void heap_remove(struct loop *l, struct loop_timer *t)
 	if (i != l->heap_len) {
 		l->heap[i] = l->heap[l->heap_len];
 		l->heap[i]->heap_idx = i;
-		heap_down(l, i);
-		heap_up(l, i);
+		loop_heap_down(l, i);
+		loop_heap_up(l, i);
 	}
 	t->heap_idx = SIZE_MAX;
 }
@@ -220,8 +220,8 @@ void loop_timer_arm_at(struct loop_timer *t, uint64_t when)
 	struct loop *l = t->loop;
 	if (t->heap_idx != SIZE_MAX) {
 		t->when = when;
-		heap_down(l, t->heap_idx);
-		heap_up(l, t->heap_idx);
+		loop_heap_down(l, t->heap_idx);
+		loop_heap_up(l, t->heap_idx);
 		return;
 	}
 	if (l->heap_len == l->heap_cap) {
@@ -235,7 +235,7 @@ void loop_timer_arm_at(struct loop_timer *t, uint64_t when)
 	t->when = when;
 	t->heap_idx = l->heap_len;
 	l->heap[l->heap_len++] = t;
-	heap_up(l, t->heap_idx);
+	loop_heap_up(l, t->heap_idx);
 }
 
 void loop_timer_arm_in(struct loop_timer *t, uint64_t delay)
@@ -246,7 +246,7 @@ void loop_timer_arm_in(struct loop_timer *t, uint64_t delay)
 void loop_timer_disarm(struct loop_timer *t)
 {
 	if (t)
-		heap_remove(t->loop, t);
+		loop_heap_remove(t->loop, t);
 }
 
 bool loop_timer_armed(const struct loop_timer *t)
@@ -258,19 +258,19 @@ void loop_timer_free(struct loop_timer *t)
 {
 	if (!t)
 		return;
-	heap_remove(t->loop, t);
+	loop_heap_remove(t->loop, t);
 	free(t);
 }
 
 /* ---- dispatch ---- */
 
-static int run_timers(struct loop *l)
+static int loop_run_timers(struct loop *l)
 {
 	int n = 0;
 	uint64_t now = loop_now();
 	while (l->heap_len > 0 && l->heap[0]->when <= now) {
 		struct loop_timer *t = l->heap[0];
-		heap_remove(l, t);
+		loop_heap_remove(l, t);
 		t->cb(t, t->userdata);
 		n++;
 	}
@@ -282,7 +282,7 @@ static int run_timers(struct loop *l)
  * itself; it is re-armed whenever the earliest deadline changes. (Absolute
  * arming would do too, but time-faking test shims rewrite absolute timerfd
  * deadlines by their wall-clock offset.) */
-static void arm_tfd(struct loop *l)
+static void loop_arm_tfd(struct loop *l)
 {
 	uint64_t when = l->heap_len > 0 ? l->heap[0]->when : 0;
 	if (when == l->tfd_armed)
@@ -300,9 +300,9 @@ static void arm_tfd(struct loop *l)
 
 int loop_run_once(struct loop *l, int timeout_ms)
 {
-	int n = run_timers(l);
+	int n = loop_run_timers(l);
 	int wait_ms = n > 0 ? 0 : timeout_ms;
-	arm_tfd(l);
+	loop_arm_tfd(l);
 
 	struct epoll_event evs[64];
 	int k = epoll_wait(l->epfd, evs, 64, wait_ms);
@@ -312,7 +312,7 @@ int loop_run_once(struct loop *l, int timeout_ms)
 		return -errno;
 	}
 	/* deadlines first: see the design notes */
-	n += run_timers(l);
+	n += loop_run_timers(l);
 	for (int i = 0; i < k; i++) {
 		struct loop_io *io = evs[i].data.ptr;
 		if ((void *)io == (void *)l) {
@@ -328,8 +328,8 @@ int loop_run_once(struct loop *l, int timeout_ms)
 		io->cb(io, io->fd, evs[i].events, io->userdata);
 		n++;
 	}
-	bury_flush(l);
-	n += run_timers(l);
+	loop_bury_flush(l);
+	n += loop_run_timers(l);
 	return n;
 }
 

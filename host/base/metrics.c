@@ -50,7 +50,7 @@ void metrics_hist_observe(struct metrics_hist *h, double v)
 	h->count++;
 }
 
-static void put(struct metrics_text *t, const char *s, size_t n)
+static void metrics_put(struct metrics_text *t, const char *s, size_t n)
 {
 	if (t->failed)
 		return;
@@ -71,12 +71,12 @@ static void put(struct metrics_text *t, const char *s, size_t n)
 	t->buf[t->len] = 0;
 }
 
-static void puts_(struct metrics_text *t, const char *s)
+static void metrics_puts_(struct metrics_text *t, const char *s)
 {
-	put(t, s, strlen(s));
+	metrics_put(t, s, strlen(s));
 }
 
-static void put_value(struct metrics_text *t, double v)
+static void metrics_put_value(struct metrics_text *t, double v)
 {
 	char b[64];
 	if (isnan(v))
@@ -87,76 +87,76 @@ static void put_value(struct metrics_text *t, double v)
 		snprintf(b, sizeof(b), "%.0f", v);
 	else
 		snprintf(b, sizeof(b), "%.17g", v);
-	puts_(t, b);
+	metrics_puts_(t, b);
 }
 
 /* label values come from outside (plugin names, releases): escape them */
-static void put_label_value(struct metrics_text *t, const char *v)
+static void metrics_put_label_value(struct metrics_text *t, const char *v)
 {
 	for (const char *p = v ? v : ""; *p; p++) {
 		if (*p == '\\')
-			puts_(t, "\\\\");
+			metrics_puts_(t, "\\\\");
 		else if (*p == '"')
-			puts_(t, "\\\"");
+			metrics_puts_(t, "\\\"");
 		else if (*p == '\n')
-			puts_(t, "\\n");
+			metrics_puts_(t, "\\n");
 		else
-			put(t, p, 1);
+			metrics_put(t, p, 1);
 	}
 }
 
-static void put_labels(struct metrics_text *t, const struct metrics_label *labels, size_t n,
+static void metrics_put_labels(struct metrics_text *t, const struct metrics_label *labels, size_t n,
                        const char *le)
 {
 	if (!n && !le)
 		return;
-	puts_(t, "{");
+	metrics_puts_(t, "{");
 	for (size_t i = 0; i < n; i++) {
 		if (i)
-			puts_(t, ",");
-		puts_(t, labels[i].name);
-		puts_(t, "=\"");
-		put_label_value(t, labels[i].value);
-		puts_(t, "\"");
+			metrics_puts_(t, ",");
+		metrics_puts_(t, labels[i].name);
+		metrics_puts_(t, "=\"");
+		metrics_put_label_value(t, labels[i].value);
+		metrics_puts_(t, "\"");
 	}
 	if (le) {
 		if (n)
-			puts_(t, ",");
-		puts_(t, "le=\"");
-		puts_(t, le);
-		puts_(t, "\"");
+			metrics_puts_(t, ",");
+		metrics_puts_(t, "le=\"");
+		metrics_puts_(t, le);
+		metrics_puts_(t, "\"");
 	}
-	puts_(t, "}");
+	metrics_puts_(t, "}");
 }
 
 void metrics_family(struct metrics_text *t, const char *name, const char *type, const char *help)
 {
-	puts_(t, "# HELP ");
-	puts_(t, name);
-	puts_(t, " ");
-	puts_(t, help); /* constants of ours: no escaping needed */
-	puts_(t, "\n# TYPE ");
-	puts_(t, name);
-	puts_(t, " ");
-	puts_(t, type);
-	puts_(t, "\n");
+	metrics_puts_(t, "# HELP ");
+	metrics_puts_(t, name);
+	metrics_puts_(t, " ");
+	metrics_puts_(t, help); /* constants of ours: no escaping needed */
+	metrics_puts_(t, "\n# TYPE ");
+	metrics_puts_(t, name);
+	metrics_puts_(t, " ");
+	metrics_puts_(t, type);
+	metrics_puts_(t, "\n");
 }
 
-static void sample(struct metrics_text *t, const char *name, const char *suffix,
+static void metrics_write_sample(struct metrics_text *t, const char *name, const char *suffix,
                    const struct metrics_label *labels, size_t n_labels, const char *le, double v)
 {
-	puts_(t, name);
-	puts_(t, suffix);
-	put_labels(t, labels, n_labels, le);
-	puts_(t, " ");
-	put_value(t, v);
-	puts_(t, "\n");
+	metrics_puts_(t, name);
+	metrics_puts_(t, suffix);
+	metrics_put_labels(t, labels, n_labels, le);
+	metrics_puts_(t, " ");
+	metrics_put_value(t, v);
+	metrics_puts_(t, "\n");
 }
 
 void metrics_sample(struct metrics_text *t, const char *name, const struct metrics_label *labels,
                     size_t n_labels, double value)
 {
-	sample(t, name, "", labels, n_labels, NULL, value);
+	metrics_write_sample(t, name, "", labels, n_labels, NULL, value);
 }
 
 void metrics_sample_hist(struct metrics_text *t, const char *name,
@@ -171,16 +171,16 @@ void metrics_sample_hist(struct metrics_text *t, const char *name,
 			snprintf(le, sizeof(le), "%g", h->bounds[i]);
 		else
 			snprintf(le, sizeof(le), "+Inf");
-		sample(t, name, "_bucket", labels, n_labels, le, (double)cum);
+		metrics_write_sample(t, name, "_bucket", labels, n_labels, le, (double)cum);
 	}
-	sample(t, name, "_sum", labels, n_labels, NULL, h->sum);
-	sample(t, name, "_count", labels, n_labels, NULL, (double)h->count);
+	metrics_write_sample(t, name, "_sum", labels, n_labels, NULL, h->sum);
+	metrics_write_sample(t, name, "_count", labels, n_labels, NULL, (double)h->count);
 }
 
 int metrics_text_take(struct metrics_text *t, char **ret_text, size_t *ret_len)
 {
 	if (!t->failed && !t->buf)
-		put(t, "", 0);
+		metrics_put(t, "", 0);
 	if (t->failed) {
 		metrics_text_reset(t);
 		return -ENOMEM;

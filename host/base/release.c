@@ -17,7 +17,7 @@ int release_cmp(struct release a, struct release b)
 	return 0;
 }
 
-static int parse_part(const char **p, uint32_t *ret)
+static int release_parse_part(const char **p, uint32_t *ret)
 {
 	const char *s = *p;
 	uint32_t v = 0;
@@ -38,8 +38,8 @@ static int parse_part(const char **p, uint32_t *ret)
 int release_parse(const char *s, struct release *ret)
 {
 	struct release r;
-	if (!s || parse_part(&s, &r.major) < 0 || *s++ != '.' || parse_part(&s, &r.minor) < 0 ||
-	    *s++ != '.' || parse_part(&s, &r.patch) < 0 || *s != '\0')
+	if (!s || release_parse_part(&s, &r.major) < 0 || *s++ != '.' || release_parse_part(&s, &r.minor) < 0 ||
+	    *s++ != '.' || release_parse_part(&s, &r.patch) < 0 || *s != '\0')
 		return -EINVAL;
 	*ret = r;
 	return 0;

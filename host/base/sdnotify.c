@@ -17,8 +17,8 @@ struct sdnotify {
 	socklen_t addr_len;
 };
 
-/* parse_u64 - a whole decimal number, nothing else around it */
-static int parse_u64(const char *s, uint64_t *ret)
+/* sdnotify_parse_u64 - a whole decimal number, nothing else around it */
+static int sdnotify_parse_u64(const char *s, uint64_t *ret)
 {
 	uint64_t v = 0;
 	if (!s || !*s)
@@ -35,10 +35,10 @@ static int parse_u64(const char *s, uint64_t *ret)
 uint64_t sdnotify_watchdog_interval(const char *usec, const char *pid, pid_t self)
 {
 	uint64_t us, p;
-	if (parse_u64(usec, &us) < 0 || us == 0 || us > UINT64_MAX / 1000)
+	if (sdnotify_parse_u64(usec, &us) < 0 || us == 0 || us > UINT64_MAX / 1000)
 		return 0;
 	/* WATCHDOG_PID absent: the watchdog is ours (older managers, tests) */
-	if (pid && (parse_u64(pid, &p) < 0 || p != (uint64_t)self))
+	if (pid && (sdnotify_parse_u64(pid, &p) < 0 || p != (uint64_t)self))
 		return 0;
 	/* half the timeout, as sd_watchdog_enabled(3) recommends: one late
 	 * ping is no restart */
