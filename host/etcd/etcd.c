@@ -64,7 +64,7 @@
 #include "etcd/etcd_internal.h"
 #include "base/log.h"
 
-static char *xstrdup_or_null(const char *s, bool *fail)
+static char *etcd_xstrdup_or_null(const char *s, bool *fail)
 {
 	if (!s)
 		return NULL;
@@ -120,11 +120,11 @@ int etcd_client_new(struct loop *l, const struct etcd_config *cfg, struct etcd_c
 		if (!c->endpoints[i])
 			goto fail;
 	}
-	c->cacert = xstrdup_or_null(cfg->cacert, &fail);
-	c->cert = xstrdup_or_null(cfg->cert, &fail);
-	c->key = xstrdup_or_null(cfg->key, &fail);
-	c->user = xstrdup_or_null(cfg->user, &fail);
-	c->password = xstrdup_or_null(cfg->password, &fail);
+	c->cacert = etcd_xstrdup_or_null(cfg->cacert, &fail);
+	c->cert = etcd_xstrdup_or_null(cfg->cert, &fail);
+	c->key = etcd_xstrdup_or_null(cfg->key, &fail);
+	c->user = etcd_xstrdup_or_null(cfg->user, &fail);
+	c->password = etcd_xstrdup_or_null(cfg->password, &fail);
 	if (fail)
 		goto fail;
 	c->request_timeout_ms =

@@ -71,8 +71,8 @@ int etcd_auth_start(struct etcd_client *c)
 	return 0;
 }
 
-/* xfer_fail - a transfer could not be (re)started: report err to its owner. */
-static void xfer_fail(struct xfer *x, int err)
+/* etcd_auth_xfer_fail - a transfer could not be (re)started: report err to its owner. */
+static void etcd_auth_xfer_fail(struct xfer *x, int err)
 {
 	if (x->kind == XFER_CALL)
 		etcd_call_finish((struct etcd_call *)(void *)x, err, NULL);
@@ -101,13 +101,13 @@ void etcd_xfer_submit(struct xfer *x)
 		int r = etcd_auth_start(c);
 		if (r < 0) {
 			etcd_wait_unlink(x);
-			xfer_fail(x, r);
+			etcd_auth_xfer_fail(x, r);
 		}
 		return;
 	}
 	int r = etcd_xfer_send(x);
 	if (r < 0)
-		xfer_fail(x, r);
+		etcd_auth_xfer_fail(x, r);
 }
 
 void etcd_auth_done(struct etcd_client *c, int err)
@@ -117,7 +117,7 @@ void etcd_auth_done(struct etcd_client *c, int err)
 		struct xfer *x = c->wait_head;
 		etcd_wait_unlink(x);
 		if (err < 0) {
-			xfer_fail(x, err);
+			etcd_auth_xfer_fail(x, err);
 			continue;
 		}
 		if (!c->token) {
@@ -127,7 +127,7 @@ void etcd_auth_done(struct etcd_client *c, int err)
 		}
 		int r = etcd_xfer_send(x);
 		if (r < 0)
-			xfer_fail(x, r);
+			etcd_auth_xfer_fail(x, r);
 	}
 }
 

@@ -49,7 +49,7 @@ void etcd_call_free(struct etcd_call *call)
 	free(call);
 }
 
-static void call_link(struct etcd_call *call)
+static void etcd_call_link(struct etcd_call *call)
 {
 	struct etcd_client *c = call->x.c;
 	call->prev = NULL;
@@ -86,11 +86,11 @@ void etcd_call_finish(struct etcd_call *call, int err, const struct etcd_respons
 	free(call);
 }
 
-/* retry_elsewhere - for a call with attempts (etcd_call_opts): its attempt
+/* etcd_call_retry_elsewhere - for a call with attempts (etcd_call_opts): its attempt
  * went unanswered (unavailable false) or was answered "unavailable": move
  * the client on and send the call again while its deadline and its budget
  * allow. True when it was sent again (the call lives on). */
-static bool retry_elsewhere(struct etcd_call *call, bool unavailable)
+static bool etcd_call_retry_elsewhere(struct etcd_call *call, bool unavailable)
 {
 	struct xfer *x = &call->x;
 	struct etcd_client *c = x->c;
@@ -142,7 +142,7 @@ void etcd_call_on_done(struct etcd_call *call, CURLcode rc)
 		etcd_auth_call_done(call, rc, e, http);
 		return;
 	}
-	if (rc == CURLE_OPERATION_TIMEDOUT && retry_elsewhere(call, false))
+	if (rc == CURLE_OPERATION_TIMEDOUT && etcd_call_retry_elsewhere(call, false))
 		return;
 	etcd_xfer_detach(x);
 	if (rc != CURLE_OK) {
@@ -158,7 +158,7 @@ void etcd_call_on_done(struct etcd_call *call, CURLcode rc)
 		err = -EIO;
 	} else if (err == -EBADMSG && http / 100 != 2)
 		err = -EIO; /* e.g. an HTML 404 from something that is not etcd */
-	if (err == -EAGAIN && eresp && retry_elsewhere(call, true)) {
+	if (err == -EAGAIN && eresp && etcd_call_retry_elsewhere(call, true)) {
 		log_debug("etcd", "%s on %s: %s; trying %s", x->path, c->endpoints[x->ep],
 			  eresp->error_message ? eresp->error_message : "unavailable",
 			  c->endpoints[c->cur_ep]);
@@ -181,8 +181,8 @@ void etcd_call_on_done(struct etcd_call *call, CURLcode rc)
 	etcd_response_free(eresp);
 }
 
-/* call_start - queue a call; body is owned on success and on failure. */
-static int call_start(struct etcd_client *c, const char *kind, const char *path, char *body,
+/* etcd_call_start - queue a call; body is owned on success and on failure. */
+static int etcd_call_start(struct etcd_client *c, const char *kind, const char *path, char *body,
 		      const struct etcd_call_opts *o, etcd_cb cb, void *ud,
 		      struct etcd_call **ret_call)
 {
@@ -206,7 +206,7 @@ static int call_start(struct etcd_client *c, const char *kind, const char *path,
 		if (r < 0)
 			goto fail;
 	}
-	call_link(call);
+	etcd_call_link(call);
 	if (ret_call)
 		*ret_call = call;
 	return 0;
@@ -229,7 +229,7 @@ int etcd_range(struct etcd_client *c, const struct etcd_op *op, const struct etc
 {
 	char *body = NULL;
 	int r = etcd_json_range_req(op, &body);
-	return r < 0 ? r : call_start(c, "range", "/v3/kv/range", body, o, cb, ud, ret_call);
+	return r < 0 ? r : etcd_call_start(c, "range", "/v3/kv/range", body, o, cb, ud, ret_call);
 }
 
 int etcd_put(struct etcd_client *c, const struct etcd_op *op, const struct etcd_call_opts *o,
@@ -237,7 +237,7 @@ int etcd_put(struct etcd_client *c, const struct etcd_op *op, const struct etcd_
 {
 	char *body = NULL;
 	int r = etcd_json_put_req(op, &body);
-	return r < 0 ? r : call_start(c, "put", "/v3/kv/put", body, o, cb, ud, ret_call);
+	return r < 0 ? r : etcd_call_start(c, "put", "/v3/kv/put", body, o, cb, ud, ret_call);
 }
 
 int etcd_delete(struct etcd_client *c, const struct etcd_op *op, const struct etcd_call_opts *o,
@@ -247,7 +247,7 @@ int etcd_delete(struct etcd_client *c, const struct etcd_op *op, const struct et
 	int r = etcd_json_delete_req(op, &body);
 	return r < 0
 		   ? r
-		   : call_start(c, "deleterange", "/v3/kv/deleterange", body, o, cb, ud, ret_call);
+		   : etcd_call_start(c, "deleterange", "/v3/kv/deleterange", body, o, cb, ud, ret_call);
 }
 
 int etcd_txn(struct etcd_client *c, const struct etcd_compare *cmps, size_t n_cmps,
@@ -257,7 +257,7 @@ int etcd_txn(struct etcd_client *c, const struct etcd_compare *cmps, size_t n_cm
 {
 	char *body = NULL;
 	int r = etcd_json_txn_req(cmps, n_cmps, success, n_success, failure, n_failure, &body);
-	return r < 0 ? r : call_start(c, "txn", "/v3/kv/txn", body, o, cb, ud, ret_call);
+	return r < 0 ? r : etcd_call_start(c, "txn", "/v3/kv/txn", body, o, cb, ud, ret_call);
 }
 
 int etcd_lease_grant(struct etcd_client *c, int64_t ttl_s, const struct etcd_call_opts *o,
@@ -268,7 +268,7 @@ int etcd_lease_grant(struct etcd_client *c, int64_t ttl_s, const struct etcd_cal
 		return -EINVAL;
 	int r = etcd_json_int_req("TTL", ttl_s, &body);
 	return r < 0 ? r
-		     : call_start(c, "lease_grant", "/v3/lease/grant", body, o, cb, ud, ret_call);
+		     : etcd_call_start(c, "lease_grant", "/v3/lease/grant", body, o, cb, ud, ret_call);
 }
 
 int etcd_lease_keepalive(struct etcd_client *c, int64_t lease_id, const struct etcd_call_opts *o,
@@ -277,7 +277,7 @@ int etcd_lease_keepalive(struct etcd_client *c, int64_t lease_id, const struct e
 	char *body = NULL;
 	int r = etcd_json_int_req("ID", lease_id, &body);
 	return r < 0 ? r
-		     : call_start(c, "lease_keepalive", "/v3/lease/keepalive", body, o, cb, ud,
+		     : etcd_call_start(c, "lease_keepalive", "/v3/lease/keepalive", body, o, cb, ud,
 				  ret_call);
 }
 
@@ -287,7 +287,7 @@ int etcd_lease_revoke(struct etcd_client *c, int64_t lease_id, const struct etcd
 	char *body = NULL;
 	int r = etcd_json_int_req("ID", lease_id, &body);
 	return r < 0 ? r
-		     : call_start(c, "lease_revoke", "/v3/lease/revoke", body, o, cb, ud, ret_call);
+		     : etcd_call_start(c, "lease_revoke", "/v3/lease/revoke", body, o, cb, ud, ret_call);
 }
 
 int etcd_lease_timetolive(struct etcd_client *c, int64_t lease_id, bool with_keys,
@@ -297,7 +297,7 @@ int etcd_lease_timetolive(struct etcd_client *c, int64_t lease_id, bool with_key
 	char *body = NULL;
 	int r = etcd_json_timetolive_req(lease_id, with_keys, &body);
 	return r < 0 ? r
-		     : call_start(c, "lease_timetolive", "/v3/lease/timetolive", body, o, cb, ud,
+		     : etcd_call_start(c, "lease_timetolive", "/v3/lease/timetolive", body, o, cb, ud,
 				  ret_call);
 }
 
@@ -308,5 +308,5 @@ int etcd_compact(struct etcd_client *c, int64_t revision, bool physical,
 	if (revision <= 0)
 		return -EINVAL;
 	int r = etcd_json_compact_req(revision, physical, &body);
-	return r < 0 ? r : call_start(c, "compact", "/v3/kv/compaction", body, o, cb, ud, ret_call);
+	return r < 0 ? r : etcd_call_start(c, "compact", "/v3/kv/compaction", body, o, cb, ud, ret_call);
 }

@@ -11,7 +11,7 @@
  * - A successful response must carry a "header" object: that is the shape
  *   check that tells an etcd answer from any other JSON.
  * - Error bodies come unary or streaming, each in an etcd 3.4 and a 3.5
- *   shape (parse_error).
+ *   shape (etcd_json_parse_error).
  * - Base64 is validated strictly (padding, alphabet, zero trailing bits).
  */
 #include "config.h"
@@ -65,7 +65,7 @@ char *etcd_b64_encode(const void *src, size_t len)
 	return out;
 }
 
-static int b64_val(char ch)
+static int etcd_json_b64_val(char ch)
 {
 	if (ch >= 'A' && ch <= 'Z')
 		return ch - 'A';
@@ -102,7 +102,7 @@ int etcd_b64_decode(const char *src, size_t len, uint8_t **ret_buf, size_t *ret_
 				v[k] = 0;
 				continue;
 			}
-			v[k] = b64_val(src[i + k]);
+			v[k] = etcd_json_b64_val(src[i + k]);
 			if (v[k] < 0) {
 				free(out);
 				return -EBADMSG;
@@ -152,7 +152,7 @@ int etcd_grpc_to_errno(int grpc_code)
 
 /* ---- request building ---- */
 
-static int add_b64(json_object *o, const char *field, const void *p, size_t len)
+static int etcd_json_add_b64(json_object *o, const char *field, const void *p, size_t len)
 {
 	char *s = etcd_b64_encode(p, len);
 	if (!s)
@@ -166,7 +166,7 @@ static int add_b64(json_object *o, const char *field, const void *p, size_t len)
 	return 0;
 }
 
-static int add_int(json_object *o, const char *field, int64_t n)
+static int etcd_json_add_int(json_object *o, const char *field, int64_t n)
 {
 	char buf[32];
 	snprintf(buf, sizeof(buf), "%" PRId64, n);
@@ -178,7 +178,7 @@ static int add_int(json_object *o, const char *field, int64_t n)
 	return 0;
 }
 
-static int add_str(json_object *o, const char *field, const char *s)
+static int etcd_json_add_str(json_object *o, const char *field, const char *s)
 {
 	json_object *v = json_object_new_string(s);
 	if (!v || json_object_object_add(o, field, v) < 0) {
@@ -188,7 +188,7 @@ static int add_str(json_object *o, const char *field, const char *s)
 	return 0;
 }
 
-static int add_bool(json_object *o, const char *field, bool b)
+static int etcd_json_add_bool(json_object *o, const char *field, bool b)
 {
 	json_object *v = json_object_new_boolean(b);
 	if (!v || json_object_object_add(o, field, v) < 0) {
@@ -198,7 +198,7 @@ static int add_bool(json_object *o, const char *field, bool b)
 	return 0;
 }
 
-static int add_obj(json_object *o, const char *field, json_object *v)
+static int etcd_json_add_obj(json_object *o, const char *field, json_object *v)
 {
 	if (json_object_object_add(o, field, v) < 0) {
 		json_object_put(v);
@@ -207,8 +207,8 @@ static int add_obj(json_object *o, const char *field, json_object *v)
 	return 0;
 }
 
-/* to_text - serialise and release o; *ret malloc'd. */
-static int to_text(json_object *o, char **ret)
+/* etcd_json_to_text - serialise and release o; *ret malloc'd. */
+static int etcd_json_to_text(json_object *o, char **ret)
 {
 	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
 							      JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -220,7 +220,7 @@ static int to_text(json_object *o, char **ret)
 	return 0;
 }
 
-static int check_bytes(const void *p, size_t len, bool required)
+static int etcd_json_check_bytes(const void *p, size_t len, bool required)
 {
 	if (len > 0 && !p)
 		return -EINVAL;
@@ -229,7 +229,7 @@ static int check_bytes(const void *p, size_t len, bool required)
 	return 0;
 }
 
-static const char *sort_order_name(enum etcd_sort_order o)
+static const char *etcd_json_sort_order_name(enum etcd_sort_order o)
 {
 	switch (o) {
 	case ETCD_SORT_NONE:
@@ -242,7 +242,7 @@ static const char *sort_order_name(enum etcd_sort_order o)
 	return NULL;
 }
 
-static const char *sort_target_name(enum etcd_sort_target t)
+static const char *etcd_json_sort_target_name(enum etcd_sort_target t)
 {
 	switch (t) {
 	case ETCD_SORT_KEY:
@@ -259,70 +259,70 @@ static const char *sort_target_name(enum etcd_sort_target t)
 	return NULL;
 }
 
-/* op_object - the RangeRequest / PutRequest / DeleteRangeRequest object for op
+/* etcd_json_op_object - the RangeRequest / PutRequest / DeleteRangeRequest object for op
  * taken as `type` (ignores op->type). *ret owned by the caller. */
-static int op_object(const struct etcd_op *op, enum etcd_op_type type, json_object **ret)
+static int etcd_json_op_object(const struct etcd_op *op, enum etcd_op_type type, json_object **ret)
 {
 	int r;
 	if (!op)
 		return -EINVAL;
-	r = check_bytes(op->key, op->key_len, true);
+	r = etcd_json_check_bytes(op->key, op->key_len, true);
 	if (r < 0)
 		return r;
 	if (op->range_end && type != ETCD_OP_PUT) {
-		r = check_bytes(op->range_end, op->range_end_len, true);
+		r = etcd_json_check_bytes(op->range_end, op->range_end_len, true);
 		if (r < 0)
 			return r;
 	}
 	json_object *o = json_object_new_object();
 	if (!o)
 		return -ENOMEM;
-	r = add_b64(o, "key", op->key, op->key_len);
+	r = etcd_json_add_b64(o, "key", op->key, op->key_len);
 	if (r < 0)
 		goto fail;
 	switch (type) {
 	case ETCD_OP_RANGE: {
-		const char *so = sort_order_name(op->sort_order);
-		const char *st = sort_target_name(op->sort_target);
+		const char *so = etcd_json_sort_order_name(op->sort_order);
+		const char *st = etcd_json_sort_target_name(op->sort_target);
 		if (!so || !st || op->limit < 0 || op->revision < 0) {
 			r = -EINVAL;
 			goto fail;
 		}
 		if (op->range_end &&
-		    (r = add_b64(o, "range_end", op->range_end, op->range_end_len)) < 0)
+		    (r = etcd_json_add_b64(o, "range_end", op->range_end, op->range_end_len)) < 0)
 			goto fail;
-		if (op->limit > 0 && (r = add_int(o, "limit", op->limit)) < 0)
+		if (op->limit > 0 && (r = etcd_json_add_int(o, "limit", op->limit)) < 0)
 			goto fail;
-		if (op->revision > 0 && (r = add_int(o, "revision", op->revision)) < 0)
+		if (op->revision > 0 && (r = etcd_json_add_int(o, "revision", op->revision)) < 0)
 			goto fail;
-		if (op->sort_order != ETCD_SORT_NONE && (r = add_str(o, "sort_order", so)) < 0)
+		if (op->sort_order != ETCD_SORT_NONE && (r = etcd_json_add_str(o, "sort_order", so)) < 0)
 			goto fail;
-		if (op->sort_target != ETCD_SORT_KEY && (r = add_str(o, "sort_target", st)) < 0)
+		if (op->sort_target != ETCD_SORT_KEY && (r = etcd_json_add_str(o, "sort_target", st)) < 0)
 			goto fail;
-		if (op->keys_only && (r = add_bool(o, "keys_only", true)) < 0)
+		if (op->keys_only && (r = etcd_json_add_bool(o, "keys_only", true)) < 0)
 			goto fail;
-		if (op->count_only && (r = add_bool(o, "count_only", true)) < 0)
+		if (op->count_only && (r = etcd_json_add_bool(o, "count_only", true)) < 0)
 			goto fail;
 		break;
 	}
 	case ETCD_OP_PUT:
-		r = check_bytes(op->value, op->value_len, false);
+		r = etcd_json_check_bytes(op->value, op->value_len, false);
 		if (r < 0 || op->lease < 0) {
 			r = -EINVAL;
 			goto fail;
 		}
-		if ((r = add_b64(o, "value", op->value, op->value_len)) < 0)
+		if ((r = etcd_json_add_b64(o, "value", op->value, op->value_len)) < 0)
 			goto fail;
-		if (op->lease != 0 && (r = add_int(o, "lease", op->lease)) < 0)
+		if (op->lease != 0 && (r = etcd_json_add_int(o, "lease", op->lease)) < 0)
 			goto fail;
-		if (op->prev_kv && (r = add_bool(o, "prev_kv", true)) < 0)
+		if (op->prev_kv && (r = etcd_json_add_bool(o, "prev_kv", true)) < 0)
 			goto fail;
 		break;
 	case ETCD_OP_DELETE:
 		if (op->range_end &&
-		    (r = add_b64(o, "range_end", op->range_end, op->range_end_len)) < 0)
+		    (r = etcd_json_add_b64(o, "range_end", op->range_end, op->range_end_len)) < 0)
 			goto fail;
-		if (op->prev_kv && (r = add_bool(o, "prev_kv", true)) < 0)
+		if (op->prev_kv && (r = etcd_json_add_bool(o, "prev_kv", true)) < 0)
 			goto fail;
 		break;
 	default:
@@ -336,31 +336,31 @@ fail:
 	return r;
 }
 
-static int single_op_req(const struct etcd_op *op, enum etcd_op_type type, char **ret)
+static int etcd_json_single_op_req(const struct etcd_op *op, enum etcd_op_type type, char **ret)
 {
 	json_object *o = NULL;
-	int r = op_object(op, type, &o);
+	int r = etcd_json_op_object(op, type, &o);
 	if (r < 0)
 		return r;
-	return to_text(o, ret);
+	return etcd_json_to_text(o, ret);
 }
 
 int etcd_json_range_req(const struct etcd_op *op, char **ret)
 {
-	return single_op_req(op, ETCD_OP_RANGE, ret);
+	return etcd_json_single_op_req(op, ETCD_OP_RANGE, ret);
 }
 
 int etcd_json_put_req(const struct etcd_op *op, char **ret)
 {
-	return single_op_req(op, ETCD_OP_PUT, ret);
+	return etcd_json_single_op_req(op, ETCD_OP_PUT, ret);
 }
 
 int etcd_json_delete_req(const struct etcd_op *op, char **ret)
 {
-	return single_op_req(op, ETCD_OP_DELETE, ret);
+	return etcd_json_single_op_req(op, ETCD_OP_DELETE, ret);
 }
 
-static int request_ops(const struct etcd_op *ops, size_t n, json_object **ret)
+static int etcd_json_request_ops(const struct etcd_op *ops, size_t n, json_object **ret)
 {
 	int r;
 	if (n > 0 && !ops)
@@ -376,7 +376,7 @@ static int request_ops(const struct etcd_op *ops, size_t n, json_object **ret)
 			r = -EINVAL;
 			goto fail;
 		}
-		r = op_object(&ops[i], ops[i].type, &inner);
+		r = etcd_json_op_object(&ops[i], ops[i].type, &inner);
 		if (r < 0)
 			goto fail;
 		wrap = json_object_new_object();
@@ -385,7 +385,7 @@ static int request_ops(const struct etcd_op *ops, size_t n, json_object **ret)
 			r = -ENOMEM;
 			goto fail;
 		}
-		if ((r = add_obj(wrap, names[ops[i].type], inner)) < 0 ||
+		if ((r = etcd_json_add_obj(wrap, names[ops[i].type], inner)) < 0 ||
 		    json_object_array_add(arr, wrap) < 0) {
 			json_object_put(wrap);
 			r = r < 0 ? r : -ENOMEM;
@@ -399,7 +399,7 @@ fail:
 	return r;
 }
 
-static int compare_object(const struct etcd_compare *cmp, json_object **ret)
+static int etcd_json_compare_object(const struct etcd_compare *cmp, json_object **ret)
 {
 	static const char *const targets[] = {"VERSION", "CREATE", "MOD", "VALUE", "LEASE"};
 	static const char *const results[] = {"EQUAL", "GREATER", "LESS", "NOT_EQUAL"};
@@ -408,27 +408,27 @@ static int compare_object(const struct etcd_compare *cmp, json_object **ret)
 	int r;
 	if ((unsigned)cmp->target > ETCD_CMP_LEASE || (unsigned)cmp->result > ETCD_CMP_NOT_EQUAL)
 		return -EINVAL;
-	if ((r = check_bytes(cmp->key, cmp->key_len, true)) < 0)
+	if ((r = etcd_json_check_bytes(cmp->key, cmp->key_len, true)) < 0)
 		return r;
-	if (cmp->range_end && (r = check_bytes(cmp->range_end, cmp->range_end_len, true)) < 0)
+	if (cmp->range_end && (r = etcd_json_check_bytes(cmp->range_end, cmp->range_end_len, true)) < 0)
 		return r;
 	if (cmp->target == ETCD_CMP_VALUE &&
-	    (r = check_bytes(cmp->value, cmp->value_len, false)) < 0)
+	    (r = etcd_json_check_bytes(cmp->value, cmp->value_len, false)) < 0)
 		return r;
 	json_object *o = json_object_new_object();
 	if (!o)
 		return -ENOMEM;
-	if ((r = add_str(o, "target", targets[cmp->target])) < 0 ||
-	    (r = add_str(o, "result", results[cmp->result])) < 0 ||
-	    (r = add_b64(o, "key", cmp->key, cmp->key_len)) < 0)
+	if ((r = etcd_json_add_str(o, "target", targets[cmp->target])) < 0 ||
+	    (r = etcd_json_add_str(o, "result", results[cmp->result])) < 0 ||
+	    (r = etcd_json_add_b64(o, "key", cmp->key, cmp->key_len)) < 0)
 		goto fail;
-	if (cmp->range_end && (r = add_b64(o, "range_end", cmp->range_end, cmp->range_end_len)) < 0)
+	if (cmp->range_end && (r = etcd_json_add_b64(o, "range_end", cmp->range_end, cmp->range_end_len)) < 0)
 		goto fail;
 	/* the target_union oneof must be present even when zero */
 	if (cmp->target == ETCD_CMP_VALUE)
-		r = add_b64(o, "value", cmp->value, cmp->value_len);
+		r = etcd_json_add_b64(o, "value", cmp->value, cmp->value_len);
 	else
-		r = add_int(o, fields[cmp->target], cmp->number);
+		r = etcd_json_add_int(o, fields[cmp->target], cmp->number);
 	if (r < 0)
 		goto fail;
 	*ret = o;
@@ -453,7 +453,7 @@ int etcd_json_txn_req(const struct etcd_compare *cmps, size_t n_cmps, const stru
 	}
 	for (size_t i = 0; i < n_cmps; i++) {
 		json_object *c = NULL;
-		if ((r = compare_object(&cmps[i], &c)) < 0)
+		if ((r = etcd_json_compare_object(&cmps[i], &c)) < 0)
 			goto fail;
 		if (json_object_array_add(arr, c) < 0) {
 			json_object_put(c);
@@ -461,23 +461,23 @@ int etcd_json_txn_req(const struct etcd_compare *cmps, size_t n_cmps, const stru
 			goto fail;
 		}
 	}
-	r = add_obj(o, "compare", arr);
+	r = etcd_json_add_obj(o, "compare", arr);
 	arr = NULL;
 	if (r < 0)
 		goto fail;
-	if ((r = request_ops(success, n_success, &ops)) < 0)
+	if ((r = etcd_json_request_ops(success, n_success, &ops)) < 0)
 		goto fail;
-	r = add_obj(o, "success", ops);
+	r = etcd_json_add_obj(o, "success", ops);
 	ops = NULL;
 	if (r < 0)
 		goto fail;
-	if ((r = request_ops(failure, n_failure, &ops)) < 0)
+	if ((r = etcd_json_request_ops(failure, n_failure, &ops)) < 0)
 		goto fail;
-	r = add_obj(o, "failure", ops);
+	r = etcd_json_add_obj(o, "failure", ops);
 	ops = NULL;
 	if (r < 0)
 		goto fail;
-	return to_text(o, ret);
+	return etcd_json_to_text(o, ret);
 fail:
 	json_object_put(arr);
 	json_object_put(o);
@@ -489,38 +489,38 @@ int etcd_json_int_req(const char *field, int64_t value, char **ret)
 	json_object *o = json_object_new_object();
 	if (!o)
 		return -ENOMEM;
-	int r = add_int(o, field, value);
+	int r = etcd_json_add_int(o, field, value);
 	if (r < 0) {
 		json_object_put(o);
 		return r;
 	}
-	return to_text(o, ret);
+	return etcd_json_to_text(o, ret);
 }
 
 /* {"<ifield>": v} plus "<bfield>": true when flag (false is the default) */
-static int int_flag_req(const char *ifield, int64_t v, const char *bfield, bool flag, char **ret)
+static int etcd_json_int_flag_req(const char *ifield, int64_t v, const char *bfield, bool flag, char **ret)
 {
 	json_object *o = json_object_new_object();
 	if (!o)
 		return -ENOMEM;
-	int r = add_int(o, ifield, v);
+	int r = etcd_json_add_int(o, ifield, v);
 	if (r == 0 && flag)
-		r = add_bool(o, bfield, true);
+		r = etcd_json_add_bool(o, bfield, true);
 	if (r < 0) {
 		json_object_put(o);
 		return r;
 	}
-	return to_text(o, ret);
+	return etcd_json_to_text(o, ret);
 }
 
 int etcd_json_timetolive_req(int64_t lease_id, bool with_keys, char **ret)
 {
-	return int_flag_req("ID", lease_id, "keys", with_keys, ret);
+	return etcd_json_int_flag_req("ID", lease_id, "keys", with_keys, ret);
 }
 
 int etcd_json_compact_req(int64_t revision, bool physical, char **ret)
 {
-	return int_flag_req("revision", revision, "physical", physical, ret);
+	return etcd_json_int_flag_req("revision", revision, "physical", physical, ret);
 }
 
 int etcd_json_auth_req(const char *user, const char *password, char **ret)
@@ -530,23 +530,23 @@ int etcd_json_auth_req(const char *user, const char *password, char **ret)
 	json_object *o = json_object_new_object();
 	if (!o)
 		return -ENOMEM;
-	int r = add_str(o, "name", user);
+	int r = etcd_json_add_str(o, "name", user);
 	if (r == 0)
-		r = add_str(o, "password", password ? password : "");
+		r = etcd_json_add_str(o, "password", password ? password : "");
 	if (r < 0) {
 		json_object_put(o);
 		return r;
 	}
-	return to_text(o, ret);
+	return etcd_json_to_text(o, ret);
 }
 
 int etcd_json_watch_req(const void *key, size_t key_len, const void *range_end,
 			size_t range_end_len, int64_t start_revision, unsigned flags, char **ret)
 {
 	int r;
-	if ((r = check_bytes(key, key_len, true)) < 0)
+	if ((r = etcd_json_check_bytes(key, key_len, true)) < 0)
 		return r;
-	if (range_end && (r = check_bytes(range_end, range_end_len, true)) < 0)
+	if (range_end && (r = etcd_json_check_bytes(range_end, range_end_len, true)) < 0)
 		return r;
 	if (start_revision < 0)
 		return -EINVAL;
@@ -556,19 +556,19 @@ int etcd_json_watch_req(const void *key, size_t key_len, const void *range_end,
 		r = -ENOMEM;
 		goto fail;
 	}
-	if ((r = add_obj(o, "create_request", cr)) < 0)
+	if ((r = etcd_json_add_obj(o, "create_request", cr)) < 0)
 		goto fail;
-	if ((r = add_b64(cr, "key", key, key_len)) < 0)
+	if ((r = etcd_json_add_b64(cr, "key", key, key_len)) < 0)
 		goto fail;
-	if (range_end && (r = add_b64(cr, "range_end", range_end, range_end_len)) < 0)
+	if (range_end && (r = etcd_json_add_b64(cr, "range_end", range_end, range_end_len)) < 0)
 		goto fail;
-	if (start_revision > 0 && (r = add_int(cr, "start_revision", start_revision)) < 0)
+	if (start_revision > 0 && (r = etcd_json_add_int(cr, "start_revision", start_revision)) < 0)
 		goto fail;
-	if ((flags & ETCD_WATCH_PREV_KV) && (r = add_bool(cr, "prev_kv", true)) < 0)
+	if ((flags & ETCD_WATCH_PREV_KV) && (r = etcd_json_add_bool(cr, "prev_kv", true)) < 0)
 		goto fail;
-	if ((flags & ETCD_WATCH_PROGRESS_NOTIFY) && (r = add_bool(cr, "progress_notify", true)) < 0)
+	if ((flags & ETCD_WATCH_PROGRESS_NOTIFY) && (r = etcd_json_add_bool(cr, "progress_notify", true)) < 0)
 		goto fail;
-	return to_text(o, ret);
+	return etcd_json_to_text(o, ret);
 fail:
 	json_object_put(o);
 	return r;
@@ -576,7 +576,7 @@ fail:
 
 /* ---- response parsing helpers ---- */
 
-static int parse_dec_u64(const char *s, size_t len, uint64_t *ret)
+static int etcd_json_parse_dec_u64(const char *s, size_t len, uint64_t *ret)
 {
 	uint64_t v = 0;
 	if (len == 0 || len > 20)
@@ -593,8 +593,8 @@ static int parse_dec_u64(const char *s, size_t len, uint64_t *ret)
 	return 0;
 }
 
-/* get_u64 - field (absent = 0) as uint64 from a decimal string or a JSON int. */
-static int get_u64(json_object *o, const char *field, uint64_t *ret)
+/* etcd_json_get_u64 - field (absent = 0) as uint64 from a decimal string or a JSON int. */
+static int etcd_json_get_u64(json_object *o, const char *field, uint64_t *ret)
 {
 	json_object *v;
 	if (!json_object_object_get_ex(o, field, &v)) {
@@ -602,7 +602,7 @@ static int get_u64(json_object *o, const char *field, uint64_t *ret)
 		return 0;
 	}
 	if (json_object_is_type(v, json_type_string))
-		return parse_dec_u64(json_object_get_string(v),
+		return etcd_json_parse_dec_u64(json_object_get_string(v),
 				     (size_t)json_object_get_string_len(v), ret);
 	if (json_object_is_type(v, json_type_int)) {
 		/* json-c keeps big positive ints as uint64 internally */
@@ -619,8 +619,8 @@ static int get_u64(json_object *o, const char *field, uint64_t *ret)
 	return -EBADMSG;
 }
 
-/* get_i64 - field (absent = 0) as int64 from a decimal string or a JSON int. */
-static int get_i64(json_object *o, const char *field, int64_t *ret)
+/* etcd_json_get_i64 - field (absent = 0) as int64 from a decimal string or a JSON int. */
+static int etcd_json_get_i64(json_object *o, const char *field, int64_t *ret)
 {
 	json_object *v;
 	if (!json_object_object_get_ex(o, field, &v)) {
@@ -632,7 +632,7 @@ static int get_i64(json_object *o, const char *field, int64_t *ret)
 		size_t len = (size_t)json_object_get_string_len(v);
 		bool neg = len > 0 && s[0] == '-';
 		uint64_t u;
-		int r = parse_dec_u64(s + neg, len - neg, &u);
+		int r = etcd_json_parse_dec_u64(s + neg, len - neg, &u);
 		if (r < 0)
 			return r;
 		if (neg ? u > (uint64_t)INT64_MAX + 1 : u > (uint64_t)INT64_MAX)
@@ -651,7 +651,7 @@ static int get_i64(json_object *o, const char *field, int64_t *ret)
 	return -EBADMSG;
 }
 
-static int get_bool(json_object *o, const char *field, bool *ret)
+static int etcd_json_get_bool(json_object *o, const char *field, bool *ret)
 {
 	json_object *v;
 	if (!json_object_object_get_ex(o, field, &v)) {
@@ -664,8 +664,8 @@ static int get_bool(json_object *o, const char *field, bool *ret)
 	return 0;
 }
 
-/* get_typed - field of the given type; absent -> *ret NULL (returns 0). */
-static int get_typed(json_object *o, const char *field, json_type t, json_object **ret)
+/* etcd_json_get_typed - field of the given type; absent -> *ret NULL (returns 0). */
+static int etcd_json_get_typed(json_object *o, const char *field, json_type t, json_object **ret)
 {
 	json_object *v;
 	if (!json_object_object_get_ex(o, field, &v) || json_object_is_type(v, json_type_null)) {
@@ -678,12 +678,12 @@ static int get_typed(json_object *o, const char *field, json_type t, json_object
 	return 0;
 }
 
-/* get_bytes - base64 string field (absent = empty) into a malloc'd buffer
+/* etcd_json_get_bytes - base64 string field (absent = empty) into a malloc'd buffer
  * (NULL when empty unless keep_empty). */
-static int get_bytes(json_object *o, const char *field, uint8_t **ret, size_t *ret_len)
+static int etcd_json_get_bytes(json_object *o, const char *field, uint8_t **ret, size_t *ret_len)
 {
 	json_object *v;
-	int r = get_typed(o, field, json_type_string, &v);
+	int r = etcd_json_get_typed(o, field, json_type_string, &v);
 	if (r < 0)
 		return r;
 	if (!v || json_object_get_string_len(v) == 0) {
@@ -695,10 +695,10 @@ static int get_bytes(json_object *o, const char *field, uint8_t **ret, size_t *r
 			       ret, ret_len);
 }
 
-static int get_strdup(json_object *o, const char *field, const char **ret)
+static int etcd_json_get_strdup(json_object *o, const char *field, const char **ret)
 {
 	json_object *v;
-	int r = get_typed(o, field, json_type_string, &v);
+	int r = etcd_json_get_typed(o, field, json_type_string, &v);
 	if (r < 0)
 		return r;
 	if (!v) {
@@ -712,50 +712,50 @@ static int get_strdup(json_object *o, const char *field, const char **ret)
 	return 0;
 }
 
-static void kv_clear(struct etcd_kv *kv)
+static void etcd_json_kv_clear(struct etcd_kv *kv)
 {
 	free(kv->key);
 	free(kv->value);
 	memset(kv, 0, sizeof(*kv));
 }
 
-/* parse_kv - a mvccpb.KeyValue object into *kv (zeroed first; cleared on failure). */
-static int parse_kv(json_object *o, struct etcd_kv *kv)
+/* etcd_json_parse_kv - a mvccpb.KeyValue object into *kv (zeroed first; cleared on failure). */
+static int etcd_json_parse_kv(json_object *o, struct etcd_kv *kv)
 {
 	int r;
 	memset(kv, 0, sizeof(*kv));
 	if (!json_object_is_type(o, json_type_object))
 		return -EBADMSG;
 	json_object *k;
-	if ((r = get_typed(o, "key", json_type_string, &k)) < 0)
+	if ((r = etcd_json_get_typed(o, "key", json_type_string, &k)) < 0)
 		return r;
 	if (!k || json_object_get_string_len(k) == 0)
 		return -EBADMSG; /* etcd keys are never empty */
-	if ((r = get_bytes(o, "key", &kv->key, &kv->key_len)) < 0 ||
-	    (r = get_bytes(o, "value", &kv->value, &kv->value_len)) < 0 ||
-	    (r = get_i64(o, "create_revision", &kv->create_revision)) < 0 ||
-	    (r = get_i64(o, "mod_revision", &kv->mod_revision)) < 0 ||
-	    (r = get_i64(o, "version", &kv->version)) < 0 ||
-	    (r = get_i64(o, "lease", &kv->lease)) < 0)
+	if ((r = etcd_json_get_bytes(o, "key", &kv->key, &kv->key_len)) < 0 ||
+	    (r = etcd_json_get_bytes(o, "value", &kv->value, &kv->value_len)) < 0 ||
+	    (r = etcd_json_get_i64(o, "create_revision", &kv->create_revision)) < 0 ||
+	    (r = etcd_json_get_i64(o, "mod_revision", &kv->mod_revision)) < 0 ||
+	    (r = etcd_json_get_i64(o, "version", &kv->version)) < 0 ||
+	    (r = etcd_json_get_i64(o, "lease", &kv->lease)) < 0)
 		goto fail;
 	return 0;
 fail:
-	kv_clear(kv);
+	etcd_json_kv_clear(kv);
 	return r;
 }
 
-static void kvs_free(struct etcd_kv *kvs, size_t n)
+static void etcd_json_kvs_free(struct etcd_kv *kvs, size_t n)
 {
 	for (size_t i = 0; i < n && kvs; i++)
-		kv_clear(&kvs[i]);
+		etcd_json_kv_clear(&kvs[i]);
 	free(kvs);
 }
 
-/* parse_kv_array - optional array field of kvs. */
-static int parse_kv_array(json_object *o, const char *field, struct etcd_kv **ret, size_t *ret_n)
+/* etcd_json_parse_kv_array - optional array field of kvs. */
+static int etcd_json_parse_kv_array(json_object *o, const char *field, struct etcd_kv **ret, size_t *ret_n)
 {
 	json_object *arr;
-	int r = get_typed(o, field, json_type_array, &arr);
+	int r = etcd_json_get_typed(o, field, json_type_array, &arr);
 	if (r < 0)
 		return r;
 	*ret = NULL;
@@ -769,9 +769,9 @@ static int parse_kv_array(json_object *o, const char *field, struct etcd_kv **re
 	if (!kvs)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		r = parse_kv(json_object_array_get_idx(arr, i), &kvs[i]);
+		r = etcd_json_parse_kv(json_object_array_get_idx(arr, i), &kvs[i]);
 		if (r < 0) {
-			kvs_free(kvs, i);
+			etcd_json_kvs_free(kvs, i);
 			return r;
 		}
 	}
@@ -780,29 +780,29 @@ static int parse_kv_array(json_object *o, const char *field, struct etcd_kv **re
 	return 0;
 }
 
-static int parse_header(json_object *o, struct etcd_header *h, bool required)
+static int etcd_json_parse_header(json_object *o, struct etcd_header *h, bool required)
 {
 	json_object *hd;
-	int r = get_typed(o, "header", json_type_object, &hd);
+	int r = etcd_json_get_typed(o, "header", json_type_object, &hd);
 	if (r < 0)
 		return r;
 	if (!hd)
 		return required ? -EBADMSG : 0;
-	if ((r = get_u64(hd, "cluster_id", &h->cluster_id)) < 0 ||
-	    (r = get_u64(hd, "member_id", &h->member_id)) < 0 ||
-	    (r = get_i64(hd, "revision", &h->revision)) < 0 ||
-	    (r = get_u64(hd, "raft_term", &h->raft_term)) < 0)
+	if ((r = etcd_json_get_u64(hd, "cluster_id", &h->cluster_id)) < 0 ||
+	    (r = etcd_json_get_u64(hd, "member_id", &h->member_id)) < 0 ||
+	    (r = etcd_json_get_i64(hd, "revision", &h->revision)) < 0 ||
+	    (r = etcd_json_get_u64(hd, "raft_term", &h->raft_term)) < 0)
 		return r;
 	return 0;
 }
 
-static void response_clear(struct etcd_response *r)
+static void etcd_json_response_clear(struct etcd_response *r)
 {
-	kvs_free(r->kvs, r->n_kvs);
-	kvs_free(r->prev_kvs, r->n_prev_kvs);
-	kvs_free(r->keys, r->n_keys);
+	etcd_json_kvs_free(r->kvs, r->n_kvs);
+	etcd_json_kvs_free(r->prev_kvs, r->n_prev_kvs);
+	etcd_json_kvs_free(r->keys, r->n_keys);
 	for (size_t i = 0; i < r->n_responses && r->responses; i++)
-		response_clear(&r->responses[i]);
+		etcd_json_response_clear(&r->responses[i]);
 	free(r->responses);
 	free((char *)r->error_message);
 	memset(r, 0, sizeof(*r));
@@ -812,34 +812,34 @@ void etcd_response_free(struct etcd_response *r)
 {
 	if (!r)
 		return;
-	response_clear(r);
+	etcd_json_response_clear(r);
 	free(r);
 }
 
-static int parse_range_body(json_object *o, struct etcd_response *resp)
+static int etcd_json_parse_range_body(json_object *o, struct etcd_response *resp)
 {
 	int r;
 	resp->op_type = ETCD_OP_RANGE;
-	if ((r = parse_kv_array(o, "kvs", &resp->kvs, &resp->n_kvs)) < 0 ||
-	    (r = get_bool(o, "more", &resp->more)) < 0 ||
-	    (r = get_i64(o, "count", &resp->count)) < 0)
+	if ((r = etcd_json_parse_kv_array(o, "kvs", &resp->kvs, &resp->n_kvs)) < 0 ||
+	    (r = etcd_json_get_bool(o, "more", &resp->more)) < 0 ||
+	    (r = etcd_json_get_i64(o, "count", &resp->count)) < 0)
 		return r;
 	return 0;
 }
 
-static int parse_put_body(json_object *o, struct etcd_response *resp)
+static int etcd_json_parse_put_body(json_object *o, struct etcd_response *resp)
 {
 	json_object *pk;
 	int r;
 	resp->op_type = ETCD_OP_PUT;
-	if ((r = get_typed(o, "prev_kv", json_type_object, &pk)) < 0)
+	if ((r = etcd_json_get_typed(o, "prev_kv", json_type_object, &pk)) < 0)
 		return r;
 	if (!pk)
 		return 0;
 	resp->prev_kvs = calloc(1, sizeof(*resp->prev_kvs));
 	if (!resp->prev_kvs)
 		return -ENOMEM;
-	if ((r = parse_kv(pk, resp->prev_kvs)) < 0) {
+	if ((r = etcd_json_parse_kv(pk, resp->prev_kvs)) < 0) {
 		free(resp->prev_kvs);
 		resp->prev_kvs = NULL;
 		return r;
@@ -848,62 +848,62 @@ static int parse_put_body(json_object *o, struct etcd_response *resp)
 	return 0;
 }
 
-static int parse_delete_body(json_object *o, struct etcd_response *resp)
+static int etcd_json_parse_delete_body(json_object *o, struct etcd_response *resp)
 {
 	int r;
 	resp->op_type = ETCD_OP_DELETE;
-	if ((r = get_i64(o, "deleted", &resp->deleted)) < 0 ||
-	    (r = parse_kv_array(o, "prev_kvs", &resp->prev_kvs, &resp->n_prev_kvs)) < 0)
+	if ((r = etcd_json_get_i64(o, "deleted", &resp->deleted)) < 0 ||
+	    (r = etcd_json_parse_kv_array(o, "prev_kvs", &resp->prev_kvs, &resp->n_prev_kvs)) < 0)
 		return r;
 	return 0;
 }
 
-static int parse_txn_body(json_object *o, struct etcd_response *resp, int depth);
+static int etcd_json_parse_txn_body(json_object *o, struct etcd_response *resp, int depth);
 
-/* parse_response_op - one txn ResponseOp {"response_put":{..}} etc. */
-static int parse_response_op(json_object *o, struct etcd_response *resp, int depth)
+/* etcd_json_parse_response_op - one txn ResponseOp {"response_put":{..}} etc. */
+static int etcd_json_parse_response_op(json_object *o, struct etcd_response *resp, int depth)
 {
 	json_object *v;
 	int r;
 	if (!json_object_is_type(o, json_type_object) || json_object_object_length(o) != 1)
 		return -EBADMSG;
-	if ((r = get_typed(o, "response_range", json_type_object, &v)) < 0)
+	if ((r = etcd_json_get_typed(o, "response_range", json_type_object, &v)) < 0)
 		return r;
 	if (v) {
-		if ((r = parse_header(v, &resp->header, false)) < 0)
+		if ((r = etcd_json_parse_header(v, &resp->header, false)) < 0)
 			return r;
-		return parse_range_body(v, resp);
+		return etcd_json_parse_range_body(v, resp);
 	}
-	if ((r = get_typed(o, "response_put", json_type_object, &v)) < 0)
+	if ((r = etcd_json_get_typed(o, "response_put", json_type_object, &v)) < 0)
 		return r;
 	if (v) {
-		if ((r = parse_header(v, &resp->header, false)) < 0)
+		if ((r = etcd_json_parse_header(v, &resp->header, false)) < 0)
 			return r;
-		return parse_put_body(v, resp);
+		return etcd_json_parse_put_body(v, resp);
 	}
-	if ((r = get_typed(o, "response_delete_range", json_type_object, &v)) < 0)
+	if ((r = etcd_json_get_typed(o, "response_delete_range", json_type_object, &v)) < 0)
 		return r;
 	if (v) {
-		if ((r = parse_header(v, &resp->header, false)) < 0)
+		if ((r = etcd_json_parse_header(v, &resp->header, false)) < 0)
 			return r;
-		return parse_delete_body(v, resp);
+		return etcd_json_parse_delete_body(v, resp);
 	}
-	if ((r = get_typed(o, "response_txn", json_type_object, &v)) < 0)
+	if ((r = etcd_json_get_typed(o, "response_txn", json_type_object, &v)) < 0)
 		return r;
 	if (v && depth < 8) {
-		if ((r = parse_header(v, &resp->header, false)) < 0)
+		if ((r = etcd_json_parse_header(v, &resp->header, false)) < 0)
 			return r;
-		return parse_txn_body(v, resp, depth + 1);
+		return etcd_json_parse_txn_body(v, resp, depth + 1);
 	}
 	return -EBADMSG;
 }
 
-static int parse_txn_body(json_object *o, struct etcd_response *resp, int depth)
+static int etcd_json_parse_txn_body(json_object *o, struct etcd_response *resp, int depth)
 {
 	json_object *arr;
 	int r;
-	if ((r = get_bool(o, "succeeded", &resp->succeeded)) < 0 ||
-	    (r = get_typed(o, "responses", json_type_array, &arr)) < 0)
+	if ((r = etcd_json_get_bool(o, "succeeded", &resp->succeeded)) < 0 ||
+	    (r = etcd_json_get_typed(o, "responses", json_type_array, &arr)) < 0)
 		return r;
 	if (!arr)
 		return 0;
@@ -915,7 +915,7 @@ static int parse_txn_body(json_object *o, struct etcd_response *resp, int depth)
 		return -ENOMEM;
 	resp->n_responses = n; /* cleared entries are safe to free */
 	for (size_t i = 0; i < n; i++) {
-		r = parse_response_op(json_object_array_get_idx(arr, i), &resp->responses[i],
+		r = etcd_json_parse_response_op(json_object_array_get_idx(arr, i), &resp->responses[i],
 				      depth);
 		if (r < 0)
 			return r;
@@ -923,14 +923,14 @@ static int parse_txn_body(json_object *o, struct etcd_response *resp, int depth)
 	return 0;
 }
 
-static int parse_timetolive_body(json_object *o, struct etcd_response *resp)
+static int etcd_json_parse_timetolive_body(json_object *o, struct etcd_response *resp)
 {
 	json_object *arr;
 	int r;
-	if ((r = get_i64(o, "ID", &resp->lease_id)) < 0 ||
-	    (r = get_i64(o, "TTL", &resp->ttl)) < 0 ||
-	    (r = get_i64(o, "grantedTTL", &resp->granted_ttl)) < 0 ||
-	    (r = get_typed(o, "keys", json_type_array, &arr)) < 0)
+	if ((r = etcd_json_get_i64(o, "ID", &resp->lease_id)) < 0 ||
+	    (r = etcd_json_get_i64(o, "TTL", &resp->ttl)) < 0 ||
+	    (r = etcd_json_get_i64(o, "grantedTTL", &resp->granted_ttl)) < 0 ||
+	    (r = etcd_json_get_typed(o, "keys", json_type_array, &arr)) < 0)
 		return r;
 	if (!arr)
 		return 0;
@@ -954,14 +954,14 @@ static int parse_timetolive_body(json_object *o, struct etcd_response *resp)
 	return 0;
 }
 
-/* parse_error - if root is an error body, fill an error response and return
+/* etcd_json_parse_error - if root is an error body, fill an error response and return
  * the mapped -errno (> 0 return never); returns 1 when root is not an error.
  * The shapes (etcd-gateway notes, "etcd versions" in the design doc):
  *   etcd 3.4 unary      {"error":"..","code":N,"message":".."}
  *   etcd 3.5 unary      {"code":N,"message":"..","details":[..]}
  *   etcd 3.4 streaming  {"error":{"grpc_code":N,"message":"..",..}}
  *   etcd 3.5 streaming  {"error":{"code":N,"message":".."}} */
-static int parse_error(json_object *root, struct etcd_response **ret_err_resp)
+static int etcd_json_parse_error(json_object *root, struct etcd_response **ret_err_resp)
 {
 	json_object *err, *code = NULL, *msg = NULL;
 	int grpc = 0;
@@ -970,23 +970,23 @@ static int parse_error(json_object *root, struct etcd_response **ret_err_resp)
 		if (!json_object_object_get_ex(root, "code", NULL) ||
 		    json_object_object_get_ex(root, "header", NULL))
 			return 1;
-		if (get_typed(root, "code", json_type_int, &code) < 0 ||
-		    get_typed(root, "message", json_type_string, &msg) < 0)
+		if (etcd_json_get_typed(root, "code", json_type_int, &code) < 0 ||
+		    etcd_json_get_typed(root, "message", json_type_string, &msg) < 0)
 			return -EBADMSG;
 	} else if (json_object_is_type(err, json_type_object)) {
 		/* streaming form: 3.4 says "grpc_code", 3.5 "code" */
-		if (get_typed(err, "grpc_code", json_type_int, &code) < 0 ||
-		    get_typed(err, "message", json_type_string, &msg) < 0)
+		if (etcd_json_get_typed(err, "grpc_code", json_type_int, &code) < 0 ||
+		    etcd_json_get_typed(err, "message", json_type_string, &msg) < 0)
 			return -EBADMSG;
-		if (!code && get_typed(err, "code", json_type_int, &code) < 0)
+		if (!code && etcd_json_get_typed(err, "code", json_type_int, &code) < 0)
 			return -EBADMSG;
 	} else {
 		/* unary form; LeaseGrantResponse also has an "error" string, so
 		 * only a body with a "code" is an error */
 		if (!json_object_object_get_ex(root, "code", NULL))
 			return 1;
-		if (get_typed(root, "code", json_type_int, &code) < 0 ||
-		    get_typed(root, "message", json_type_string, &msg) < 0)
+		if (etcd_json_get_typed(root, "code", json_type_int, &code) < 0 ||
+		    etcd_json_get_typed(root, "message", json_type_string, &msg) < 0)
 			return -EBADMSG;
 		if (!msg && json_object_is_type(err, json_type_string))
 			msg = err;
@@ -1021,13 +1021,13 @@ int etcd_json_response_from_object(const char *kind, json_object *root, struct e
 	int r;
 	if (!kind || !root || !json_object_is_type(root, json_type_object))
 		return -EBADMSG;
-	r = parse_error(root, ret_err_resp);
+	r = etcd_json_parse_error(root, ret_err_resp);
 	if (r <= 0)
 		return r;
 	json_object *body = root;
 	if (strcmp(kind, "lease_keepalive") == 0) {
 		/* streaming RPC: {"result":{...}} */
-		if ((r = get_typed(root, "result", json_type_object, &body)) < 0)
+		if ((r = etcd_json_get_typed(root, "result", json_type_object, &body)) < 0)
 			return r;
 		if (!body)
 			return -EBADMSG;
@@ -1035,26 +1035,26 @@ int etcd_json_response_from_object(const char *kind, json_object *root, struct e
 	struct etcd_response *resp = calloc(1, sizeof(*resp));
 	if (!resp)
 		return -ENOMEM;
-	if ((r = parse_header(body, &resp->header, true)) < 0)
+	if ((r = etcd_json_parse_header(body, &resp->header, true)) < 0)
 		goto fail;
 	if (strcmp(kind, "range") == 0)
-		r = parse_range_body(body, resp);
+		r = etcd_json_parse_range_body(body, resp);
 	else if (strcmp(kind, "put") == 0)
-		r = parse_put_body(body, resp);
+		r = etcd_json_parse_put_body(body, resp);
 	else if (strcmp(kind, "deleterange") == 0)
-		r = parse_delete_body(body, resp);
+		r = etcd_json_parse_delete_body(body, resp);
 	else if (strcmp(kind, "txn") == 0)
-		r = parse_txn_body(body, resp, 0);
+		r = etcd_json_parse_txn_body(body, resp, 0);
 	else if (strcmp(kind, "lease_grant") == 0 || strcmp(kind, "lease_keepalive") == 0) {
-		if ((r = get_i64(body, "ID", &resp->lease_id)) == 0)
-			r = get_i64(body, "TTL", &resp->ttl);
+		if ((r = etcd_json_get_i64(body, "ID", &resp->lease_id)) == 0)
+			r = etcd_json_get_i64(body, "TTL", &resp->ttl);
 	} else if (strcmp(kind, "lease_timetolive") == 0)
-		r = parse_timetolive_body(body, resp);
+		r = etcd_json_parse_timetolive_body(body, resp);
 	else if (strcmp(kind, "lease_revoke") == 0 || strcmp(kind, "compact") == 0)
 		r = 0;
 	else if (strcmp(kind, "authenticate") == 0) {
 		json_object *tok;
-		r = get_typed(body, "token", json_type_string, &tok);
+		r = etcd_json_get_typed(body, "token", json_type_string, &tok);
 		if (r == 0 && (!tok || json_object_get_string_len(tok) == 0))
 			r = -EBADMSG;
 	} else
@@ -1121,12 +1121,12 @@ int etcd_json_auth_token(const char *body, size_t len, char **ret_token)
 		r = -EBADMSG;
 		goto out;
 	}
-	r = parse_error(root, NULL);
+	r = etcd_json_parse_error(root, NULL);
 	if (r <= 0)
 		goto out;
 	struct etcd_header h;
-	if ((r = parse_header(root, &h, true)) < 0 ||
-	    (r = get_typed(root, "token", json_type_string, &tok)) < 0)
+	if ((r = etcd_json_parse_header(root, &h, true)) < 0 ||
+	    (r = etcd_json_get_typed(root, "token", json_type_string, &tok)) < 0)
 		goto out;
 	if (!tok || json_object_get_string_len(tok) == 0) {
 		r = -EBADMSG;
@@ -1158,11 +1158,11 @@ out:
 
 /* ---- watch messages ---- */
 
-static void event_clear(struct etcd_event *e)
+static void etcd_json_event_clear(struct etcd_event *e)
 {
-	kv_clear(&e->kv);
+	etcd_json_kv_clear(&e->kv);
 	if (e->prev_kv) {
-		kv_clear(e->prev_kv);
+		etcd_json_kv_clear(e->prev_kv);
 		free(e->prev_kv);
 	}
 	memset(e, 0, sizeof(*e));
@@ -1173,21 +1173,21 @@ void etcd_watch_msg_free(struct etcd_watch_msg *m)
 	if (!m)
 		return;
 	for (size_t i = 0; i < m->n_events && m->events; i++)
-		event_clear(&m->events[i]);
+		etcd_json_event_clear(&m->events[i]);
 	free(m->events);
 	free((char *)m->cancel_reason);
 	free((char *)m->error_message);
 	free(m);
 }
 
-static int parse_event(json_object *o, struct etcd_event *e)
+static int etcd_json_parse_event(json_object *o, struct etcd_event *e)
 {
 	json_object *t, *kv, *pkv;
 	int r;
 	if (!json_object_is_type(o, json_type_object))
 		return -EBADMSG;
-	if ((r = get_typed(o, "kv", json_type_object, &kv)) < 0 ||
-	    (r = get_typed(o, "prev_kv", json_type_object, &pkv)) < 0)
+	if ((r = etcd_json_get_typed(o, "kv", json_type_object, &kv)) < 0 ||
+	    (r = etcd_json_get_typed(o, "prev_kv", json_type_object, &pkv)) < 0)
 		return r;
 	if (!kv)
 		return -EBADMSG;
@@ -1208,7 +1208,7 @@ static int parse_event(json_object *o, struct etcd_event *e)
 		} else
 			return -EBADMSG;
 	}
-	if ((r = parse_kv(kv, &e->kv)) < 0)
+	if ((r = etcd_json_parse_kv(kv, &e->kv)) < 0)
 		return r;
 	if (e->kv.mod_revision <= 0)
 		return -EBADMSG; /* every event carries its revision */
@@ -1216,7 +1216,7 @@ static int parse_event(json_object *o, struct etcd_event *e)
 		e->prev_kv = calloc(1, sizeof(*e->prev_kv));
 		if (!e->prev_kv)
 			return -ENOMEM;
-		if ((r = parse_kv(pkv, e->prev_kv)) < 0)
+		if ((r = etcd_json_parse_kv(pkv, e->prev_kv)) < 0)
 			return r;
 	}
 	return 0;
@@ -1231,16 +1231,16 @@ int etcd_json_watch_msg_from_object(json_object *root, struct etcd_watch_msg **r
 	struct etcd_watch_msg *m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
-	if ((r = get_typed(root, "error", json_type_object, &err)) < 0)
+	if ((r = etcd_json_get_typed(root, "error", json_type_object, &err)) < 0)
 		goto fail;
 	if (err) {
 		json_object *code;
 		m->is_error = true;
 		/* 3.4 says "grpc_code", 3.5 "code" */
-		if ((r = get_typed(err, "grpc_code", json_type_int, &code)) < 0 ||
-		    (r = get_strdup(err, "message", &m->error_message)) < 0)
+		if ((r = etcd_json_get_typed(err, "grpc_code", json_type_int, &code)) < 0 ||
+		    (r = etcd_json_get_strdup(err, "message", &m->error_message)) < 0)
 			goto fail;
-		if (!code && (r = get_typed(err, "code", json_type_int, &code)) < 0)
+		if (!code && (r = etcd_json_get_typed(err, "code", json_type_int, &code)) < 0)
 			goto fail;
 		if (code) {
 			int64_t c = json_object_get_int64(code);
@@ -1249,19 +1249,19 @@ int etcd_json_watch_msg_from_object(json_object *root, struct etcd_watch_msg **r
 		*ret = m;
 		return 0;
 	}
-	if ((r = get_typed(root, "result", json_type_object, &res)) < 0)
+	if ((r = etcd_json_get_typed(root, "result", json_type_object, &res)) < 0)
 		goto fail;
 	if (!res) {
 		r = -EBADMSG;
 		goto fail;
 	}
-	if ((r = parse_header(res, &m->header, true)) < 0 ||
-	    (r = get_i64(res, "watch_id", &m->watch_id)) < 0 ||
-	    (r = get_bool(res, "created", &m->created)) < 0 ||
-	    (r = get_bool(res, "canceled", &m->canceled)) < 0 ||
-	    (r = get_i64(res, "compact_revision", &m->compact_revision)) < 0 ||
-	    (r = get_strdup(res, "cancel_reason", &m->cancel_reason)) < 0 ||
-	    (r = get_typed(res, "events", json_type_array, &arr)) < 0)
+	if ((r = etcd_json_parse_header(res, &m->header, true)) < 0 ||
+	    (r = etcd_json_get_i64(res, "watch_id", &m->watch_id)) < 0 ||
+	    (r = etcd_json_get_bool(res, "created", &m->created)) < 0 ||
+	    (r = etcd_json_get_bool(res, "canceled", &m->canceled)) < 0 ||
+	    (r = etcd_json_get_i64(res, "compact_revision", &m->compact_revision)) < 0 ||
+	    (r = etcd_json_get_strdup(res, "cancel_reason", &m->cancel_reason)) < 0 ||
+	    (r = etcd_json_get_typed(res, "events", json_type_array, &arr)) < 0)
 		goto fail;
 	if (arr && json_object_array_length(arr) > 0) {
 		size_t n = json_object_array_length(arr);
@@ -1272,7 +1272,7 @@ int etcd_json_watch_msg_from_object(json_object *root, struct etcd_watch_msg **r
 		}
 		m->n_events = n;
 		for (size_t i = 0; i < n; i++) {
-			if ((r = parse_event(json_object_array_get_idx(arr, i), &m->events[i])) < 0)
+			if ((r = etcd_json_parse_event(json_object_array_get_idx(arr, i), &m->events[i])) < 0)
 				goto fail;
 		}
 	}

@@ -50,7 +50,7 @@ struct session {
 	void *revoke_ud;
 };
 
-static uint64_t margin_ns(int64_t ttl)
+static uint64_t session_margin_ns(int64_t ttl)
 {
 	uint64_t m = (uint64_t)ttl * LOOP_NS_PER_S / 5;
 	return m > LOOP_NS_PER_S ? LOOP_NS_PER_S : m;
@@ -61,7 +61,7 @@ static uint64_t margin_ns(int64_t ttl)
  * sent again (elsewhere) well inside the TTL. etcd elects a new raft leader
  * within 1-2 election timeouts (1 s by default), so more than 2 s per
  * attempt buys nothing even at a long TTL. */
-static uint32_t attempt_ms(int64_t ttl)
+static uint32_t session_attempt_ms(int64_t ttl)
 {
 	uint64_t ms = (uint64_t)ttl * 1000 / 6;
 	return ms > 2000 ? 2000 : (uint32_t)ms;
@@ -69,32 +69,32 @@ static uint32_t attempt_ms(int64_t ttl)
 
 /* the options of a session request: deadline total_ms, attempts and
  * "refuse when leaderless" as above */
-static struct etcd_call_opts req_opts(int64_t ttl, uint64_t total_ms)
+static struct etcd_call_opts session_req_opts(int64_t ttl, uint64_t total_ms)
 {
 	return (struct etcd_call_opts){.timeout_ms = (uint32_t)total_ms,
-	                               .attempt_timeout_ms = attempt_ms(ttl),
+	                               .attempt_timeout_ms = session_attempt_ms(ttl),
 	                               .require_leader = true};
 }
 
 /* a grant or the revocation of a lost lease: the TTL, at most 10 s (a
  * failed one is simply asked again) */
-static uint64_t retried_request_ms(int64_t ttl)
+static uint64_t session_retried_request_ms(int64_t ttl)
 {
 	uint64_t ms = (uint64_t)ttl * 1000;
 	return ms > 10000 ? 10000 : ms;
 }
 
-static uint64_t max_backoff_ns(int64_t ttl)
+static uint64_t session_max_backoff_ns(int64_t ttl)
 {
 	uint64_t third = (uint64_t)ttl * LOOP_NS_PER_S / 3;
 	return third < 2 * LOOP_NS_PER_S ? third : 2 * LOOP_NS_PER_S;
 }
 
-static void grant(struct session *s);
-static void keepalive(struct session *s);
-static void old_lease_revoke(struct old_lease *o);
+static void session_grant(struct session *s);
+static void session_keepalive(struct session *s);
+static void session_old_lease_revoke(struct old_lease *o);
 
-static void old_lease_free(struct old_lease *o)
+static void session_old_lease_free(struct old_lease *o)
 {
 	struct session *s = o->s;
 	for (struct old_lease **pp = &s->old; *pp; pp = &(*pp)->next)
@@ -108,7 +108,7 @@ static void old_lease_free(struct old_lease *o)
 	free(o);
 }
 
-static void on_old_revoked(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void session_on_old_revoked(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct old_lease *o = ud;
 	(void)c;
@@ -117,35 +117,35 @@ static void on_old_revoked(struct etcd_client *c, int err, const struct etcd_res
 	if (err == 0 || err == -ENOENT) {
 		log_info("session", "lost lease %" PRIx64 " is gone from etcd (%s), with its keys",
 		         (uint64_t)o->id, err == 0 ? "revoked" : "expired");
-		old_lease_free(o);
+		session_old_lease_free(o);
 		return;
 	}
 	log_debug("session", "revoking lost lease %" PRIx64 " failed: %s; again in %" PRIu32 " ms",
-	          (uint64_t)o->id, etcd_strerror(err), attempt_ms(o->s->ttl_s));
-	loop_timer_arm_in(o->retry, (uint64_t)attempt_ms(o->s->ttl_s) * LOOP_NS_PER_MS);
+	          (uint64_t)o->id, etcd_strerror(err), session_attempt_ms(o->s->ttl_s));
+	loop_timer_arm_in(o->retry, (uint64_t)session_attempt_ms(o->s->ttl_s) * LOOP_NS_PER_MS);
 }
 
-static void old_lease_revoke(struct old_lease *o)
+static void session_old_lease_revoke(struct old_lease *o)
 {
 	struct session *s = o->s;
-	struct etcd_call_opts opts = req_opts(s->ttl_s, retried_request_ms(s->ttl_s));
-	if (etcd_lease_revoke(s->etcd, o->id, &opts, on_old_revoked, o, &o->call) < 0)
-		loop_timer_arm_in(o->retry, (uint64_t)attempt_ms(s->ttl_s) * LOOP_NS_PER_MS);
+	struct etcd_call_opts opts = session_req_opts(s->ttl_s, session_retried_request_ms(s->ttl_s));
+	if (etcd_lease_revoke(s->etcd, o->id, &opts, session_on_old_revoked, o, &o->call) < 0)
+		loop_timer_arm_in(o->retry, (uint64_t)session_attempt_ms(s->ttl_s) * LOOP_NS_PER_MS);
 }
 
-static void on_old_retry(struct loop_timer *t, void *ud)
+static void session_on_old_retry(struct loop_timer *t, void *ud)
 {
 	struct old_lease *o = ud;
 	(void)t;
 	if (!o->call)
-		old_lease_revoke(o);
+		session_old_lease_revoke(o);
 }
 
-/* revoke_lost - revoke a lease we no longer hold until etcd confirms: its
+/* session_revoke_lost - revoke a lease we no longer hold until etcd confirms: its
  * election key would otherwise stay the lowest one and block the election
  * until etcd expires it, and etcd renews every lease when it elects a new
  * raft leader (the very fault that makes us lose it) */
-static void revoke_lost(struct session *s, int64_t id)
+static void session_revoke_lost(struct session *s, int64_t id)
 {
 	if (s->n_old >= MAX_OLD_LEASES) {
 		struct old_lease *last = s->old;
@@ -153,10 +153,10 @@ static void revoke_lost(struct session *s, int64_t id)
 			last = last->next;
 		log_warn("session", "lost lease %" PRIx64 " left to expire by itself: etcd has not "
 		         "confirmed %zu revocations", (uint64_t)last->id, s->n_old);
-		old_lease_free(last);
+		session_old_lease_free(last);
 	}
 	struct old_lease *o = calloc(1, sizeof(*o));
-	if (o && loop_timer_new(s->loop, on_old_retry, o, &o->retry) < 0) {
+	if (o && loop_timer_new(s->loop, session_on_old_retry, o, &o->retry) < 0) {
 		free(o);
 		o = NULL;
 	}
@@ -170,10 +170,10 @@ static void revoke_lost(struct session *s, int64_t id)
 	o->next = s->old;
 	s->old = o;
 	s->n_old++;
-	old_lease_revoke(o);
+	session_old_lease_revoke(o);
 }
 
-static void go_lost(struct session *s, const char *why)
+static void session_go_lost(struct session *s, const char *why)
 {
 	int64_t old = s->lease;
 	etcd_call_cancel(s->call);
@@ -184,7 +184,7 @@ static void go_lost(struct session *s, const char *why)
 	s->lease = 0;
 	log_warn("session", "lease %" PRIx64 " lost: %s", (uint64_t)old, why);
 	if (old)
-		revoke_lost(s, old);
+		session_revoke_lost(s, old);
 	s->ops.lost(s->ud, old, why);
 	if (s->state == S_IDLE) {
 		s->backoff_ns = 100 * LOOP_NS_PER_MS;
@@ -192,29 +192,29 @@ static void go_lost(struct session *s, const char *why)
 	}
 }
 
-static void on_deadline(struct loop_timer *t, void *ud)
+static void session_on_deadline(struct loop_timer *t, void *ud)
 {
 	struct session *s = ud;
 	(void)t;
 	if (s->state == S_UP)
-		go_lost(s, "local deadline passed without an acknowledged keepalive");
+		session_go_lost(s, "local deadline passed without an acknowledged keepalive");
 }
 
-static void set_safe(struct session *s, uint64_t sent_at, int64_t ttl)
+static void session_set_safe(struct session *s, uint64_t sent_at, int64_t ttl)
 {
-	uint64_t until = sent_at + (uint64_t)ttl * LOOP_NS_PER_S - margin_ns(ttl);
+	uint64_t until = sent_at + (uint64_t)ttl * LOOP_NS_PER_S - session_margin_ns(ttl);
 	if (until > s->safe_until)
 		s->safe_until = until;
 	loop_timer_arm_at(s->deadline_timer, s->safe_until);
 }
 
-static void schedule_keepalive(struct session *s)
+static void session_schedule_keepalive(struct session *s)
 {
 	uint64_t period = (uint64_t)s->granted_ttl * LOOP_NS_PER_S / 3;
 	loop_timer_arm_at(s->renew_timer, s->sent_at + period);
 }
 
-static void on_keepalive(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void session_on_keepalive(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct session *s = ud;
 	(void)c;
@@ -222,7 +222,7 @@ static void on_keepalive(struct etcd_client *c, int err, const struct etcd_respo
 	if (s->state != S_UP)
 		return;
 	if (err == -ENOENT || (err == 0 && r->ttl <= 0)) {
-		go_lost(s, "etcd says the lease expired");
+		session_go_lost(s, "etcd says the lease expired");
 		return;
 	}
 	if (err < 0) {
@@ -233,11 +233,11 @@ static void on_keepalive(struct etcd_client *c, int err, const struct etcd_respo
 		return;
 	}
 	s->granted_ttl = r->ttl;
-	set_safe(s, s->sent_at, r->ttl);
-	schedule_keepalive(s);
+	session_set_safe(s, s->sent_at, r->ttl);
+	session_schedule_keepalive(s);
 }
 
-static void keepalive(struct session *s)
+static void session_keepalive(struct session *s)
 {
 	s->sent_at = loop_now();
 	/* the schedule of keepalives is observable in a debug log (the HTTP
@@ -246,13 +246,13 @@ static void keepalive(struct session *s)
 	/* no use waiting past the deadline: the lease counts as lost then */
 	uint64_t left_ms = s->safe_until > s->sent_at ? (s->safe_until - s->sent_at) / LOOP_NS_PER_MS : 0;
 	uint64_t third_ms = (uint64_t)s->granted_ttl * 1000 / 3;
-	struct etcd_call_opts o = req_opts(s->granted_ttl, left_ms > third_ms ? left_ms : third_ms);
-	int r = etcd_lease_keepalive(s->etcd, s->lease, &o, on_keepalive, s, &s->call);
+	struct etcd_call_opts o = session_req_opts(s->granted_ttl, left_ms > third_ms ? left_ms : third_ms);
+	int r = etcd_lease_keepalive(s->etcd, s->lease, &o, session_on_keepalive, s, &s->call);
 	if (r < 0)
 		loop_timer_arm_in(s->renew_timer, 100 * LOOP_NS_PER_MS);
 }
 
-static void on_grant(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void session_on_grant(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct session *s = ud;
 	(void)c;
@@ -265,7 +265,7 @@ static void on_grant(struct etcd_client *c, int err, const struct etcd_response 
 		         s->backoff_ns / LOOP_NS_PER_MS);
 		s->state = S_IDLE;
 		loop_timer_arm_in(s->renew_timer, s->backoff_ns);
-		uint64_t cap = max_backoff_ns(s->ttl_s);
+		uint64_t cap = session_max_backoff_ns(s->ttl_s);
 		s->backoff_ns = s->backoff_ns * 2 > cap ? cap : s->backoff_ns * 2;
 		return;
 	}
@@ -273,8 +273,8 @@ static void on_grant(struct etcd_client *c, int err, const struct etcd_response 
 	s->lease = r->lease_id;
 	s->granted_ttl = r->ttl;
 	s->safe_until = 0;
-	set_safe(s, s->sent_at, r->ttl);
-	schedule_keepalive(s);
+	session_set_safe(s, s->sent_at, r->ttl);
+	session_schedule_keepalive(s);
 	log_info("session", "lease %" PRIx64 " granted, ttl %" PRId64 " s", (uint64_t)s->lease, r->ttl);
 	/* etcd answers again: a lost lease waiting for its next try goes now
 	 * (its key is the one our new campaign waits behind) */
@@ -284,28 +284,28 @@ static void on_grant(struct etcd_client *c, int err, const struct etcd_response 
 	s->ops.up(s->ud, s->lease);
 }
 
-static void grant(struct session *s)
+static void session_grant(struct session *s)
 {
 	s->state = S_GRANTING;
 	s->sent_at = loop_now();
-	struct etcd_call_opts o = req_opts(s->ttl_s, retried_request_ms(s->ttl_s));
-	int r = etcd_lease_grant(s->etcd, s->ttl_s, &o, on_grant, s, &s->call);
+	struct etcd_call_opts o = session_req_opts(s->ttl_s, session_retried_request_ms(s->ttl_s));
+	int r = etcd_lease_grant(s->etcd, s->ttl_s, &o, session_on_grant, s, &s->call);
 	if (r < 0) {
 		s->state = S_IDLE;
 		loop_timer_arm_in(s->renew_timer, s->backoff_ns);
 	}
 }
 
-static void on_renew_timer(struct loop_timer *t, void *ud)
+static void session_on_renew_timer(struct loop_timer *t, void *ud)
 {
 	struct session *s = ud;
 	(void)t;
 	if (s->call)
 		return;
 	if (s->state == S_IDLE)
-		grant(s);
+		session_grant(s);
 	else if (s->state == S_UP)
-		keepalive(s);
+		session_keepalive(s);
 }
 
 int session_new(struct loop *l, struct etcd_client *etcd, int64_t ttl_s,
@@ -322,9 +322,9 @@ int session_new(struct loop *l, struct etcd_client *etcd, int64_t ttl_s,
 	s->ops = *ops;
 	s->ud = ud;
 	s->backoff_ns = 100 * LOOP_NS_PER_MS;
-	int r = loop_timer_new(l, on_renew_timer, s, &s->renew_timer);
+	int r = loop_timer_new(l, session_on_renew_timer, s, &s->renew_timer);
 	if (r == 0)
-		r = loop_timer_new(l, on_deadline, s, &s->deadline_timer);
+		r = loop_timer_new(l, session_on_deadline, s, &s->deadline_timer);
 	if (r < 0) {
 		session_free(s);
 		return r;
@@ -336,10 +336,10 @@ int session_new(struct loop *l, struct etcd_client *etcd, int64_t ttl_s,
 void session_start(struct session *s)
 {
 	if (s->state == S_IDLE && !s->call)
-		grant(s);
+		session_grant(s);
 }
 
-static void on_revoke(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void session_on_revoke(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct session *s = ud;
 	(void)c;
@@ -371,9 +371,9 @@ void session_revoke(struct session *s, void (*done)(void *ud, int err), void *ud
 	s->state = S_REVOKING;
 	/* two attempts, at least 2 s: a shutdown does not wait long for an
 	 * etcd it cannot reach (the lease and its keys then expire) */
-	uint64_t two = 2 * (uint64_t)attempt_ms(s->granted_ttl);
-	struct etcd_call_opts o = req_opts(s->granted_ttl, two < 2000 ? 2000 : two);
-	int r = etcd_lease_revoke(s->etcd, s->lease, &o, on_revoke, s, &s->call);
+	uint64_t two = 2 * (uint64_t)session_attempt_ms(s->granted_ttl);
+	struct etcd_call_opts o = session_req_opts(s->granted_ttl, two < 2000 ? 2000 : two);
+	int r = etcd_lease_revoke(s->etcd, s->lease, &o, session_on_revoke, s, &s->call);
 	if (r < 0) {
 		s->state = S_CLOSED;
 		if (done)
@@ -387,7 +387,7 @@ void session_free(struct session *s)
 		return;
 	etcd_call_cancel(s->call);
 	while (s->old)
-		old_lease_free(s->old);
+		session_old_lease_free(s->old);
 	loop_timer_free(s->renew_timer);
 	loop_timer_free(s->deadline_timer);
 	free(s);
@@ -396,7 +396,7 @@ void session_free(struct session *s)
 void session_poke(struct session *s)
 {
 	if (s->state == S_UP && !s->call)
-		keepalive(s);
+		session_keepalive(s);
 }
 
 bool session_is_up(const struct session *s)

@@ -29,7 +29,7 @@ void etcd_buf_reset(struct buf *b)
 	b->len = b->cap = 0;
 }
 
-static int buf_append(struct buf *b, const void *p, size_t n)
+static int etcd_transport_buf_append(struct buf *b, const void *p, size_t n)
 {
 	if (n > SIZE_MAX - b->len - 1)
 		return -ENOMEM;
@@ -49,7 +49,7 @@ static int buf_append(struct buf *b, const void *p, size_t n)
 	return 0;
 }
 
-static void sock_io_cb(struct loop_io *io, int fd, uint32_t events, void *userdata)
+static void etcd_transport_sock_io_cb(struct loop_io *io, int fd, uint32_t events, void *userdata)
 {
 	struct sock *sk = userdata;
 	struct etcd_client *c = sk->c;
@@ -94,7 +94,7 @@ int etcd_sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socke
 		return -1;
 	sk->c = c;
 	sk->fd = s;
-	if (loop_io_add(c->loop, s, ev, sock_io_cb, sk, &sk->io) < 0) {
+	if (loop_io_add(c->loop, s, ev, etcd_transport_sock_io_cb, sk, &sk->io) < 0) {
 		free(sk);
 		return -1;
 	}
@@ -136,7 +136,7 @@ void etcd_kick_fired(struct loop_timer *t, void *userdata)
 	etcd_client_process(c);
 }
 
-static CURL *easy_get(struct etcd_client *c)
+static CURL *etcd_transport_easy_get(struct etcd_client *c)
 {
 	if (c->n_pool > 0) {
 		CURL *e = c->pool[--c->n_pool];
@@ -146,7 +146,7 @@ static CURL *easy_get(struct etcd_client *c)
 	return curl_easy_init();
 }
 
-static void easy_put(struct etcd_client *c, CURL *e)
+static void etcd_transport_easy_put(struct etcd_client *c, CURL *e)
 {
 	if (!e)
 		return;
@@ -162,7 +162,7 @@ void etcd_xfer_detach(struct xfer *x)
 	if (!x->easy)
 		return;
 	curl_multi_remove_handle(x->c->multi, x->easy);
-	easy_put(x->c, x->easy);
+	etcd_transport_easy_put(x->c, x->easy);
 	x->easy = NULL;
 	curl_slist_free_all(x->headers);
 	x->headers = NULL;
@@ -177,7 +177,7 @@ void etcd_xfer_release(struct xfer *x)
 	etcd_buf_reset(&x->resp);
 }
 
-static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
+static size_t etcd_transport_write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
 	struct xfer *x = userdata;
 	size_t n = size * nmemb;
@@ -193,7 +193,7 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 		x->oversize = true;
 		return 0;
 	}
-	if (buf_append(&x->resp, ptr, n) < 0)
+	if (etcd_transport_buf_append(&x->resp, ptr, n) < 0)
 		return 0;
 	if (x->kind == XFER_WATCH)
 		((struct etcd_watch *)(void *)x)->pending = true;
@@ -202,7 +202,7 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 
 /* every etcd connection: not inherited by processes the daemon starts
  * (plugin workers, or whatever a program embedding the client forks) */
-static int sockopt_cb(void *clientp, curl_socket_t fd, curlsocktype purpose)
+static int etcd_transport_sockopt_cb(void *clientp, curl_socket_t fd, curlsocktype purpose)
 {
 	(void)clientp;
 	(void)purpose;
@@ -212,9 +212,9 @@ static int sockopt_cb(void *clientp, curl_socket_t fd, curlsocktype purpose)
 	return CURL_SOCKOPT_OK;
 }
 
-static int watch_sockopt_cb(void *clientp, curl_socket_t fd, curlsocktype purpose)
+static int etcd_transport_watch_sockopt_cb(void *clientp, curl_socket_t fd, curlsocktype purpose)
 {
-	sockopt_cb(clientp, fd, purpose);
+	etcd_transport_sockopt_cb(clientp, fd, purpose);
 	if (purpose != CURLSOCKTYPE_IPCXN)
 		return CURL_SOCKOPT_OK;
 	int cnt = 3;
@@ -234,7 +234,7 @@ static int watch_sockopt_cb(void *clientp, curl_socket_t fd, curlsocktype purpos
  * (which starts a watch, then blocks in fork and poll outside the loop, so
  * the new stream connection sits without a request) saw its `etcdctl elect`
  * reference go from 2 to 80 ms; how etcd got slower was not pinned down. */
-static void kick(struct etcd_client *c)
+static void etcd_transport_kick(struct etcd_client *c)
 {
 	int running;
 	curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
@@ -271,7 +271,7 @@ int etcd_xfer_send(struct xfer *x)
 		goto fail;
 	snprintf(url, ul, "%s%s", ep, x->path);
 
-	e = easy_get(c);
+	e = etcd_transport_easy_get(c);
 	if (!e)
 		goto fail;
 	x->headers = NULL;
@@ -312,7 +312,7 @@ int etcd_xfer_send(struct xfer *x)
 	SETOPT(CURLOPT_POST, 1L);
 	SETOPT(CURLOPT_POSTFIELDS, x->body);
 	SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(x->body));
-	SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
+	SETOPT(CURLOPT_WRITEFUNCTION, etcd_transport_write_cb);
 	SETOPT(CURLOPT_WRITEDATA, x);
 	SETOPT(CURLOPT_PRIVATE, x);
 	x->errbuf[0] = 0;
@@ -333,7 +333,7 @@ int etcd_xfer_send(struct xfer *x)
 	if (c->key)
 		SETOPT(CURLOPT_SSLKEY, c->key);
 	if (x->kind == XFER_CALL) {
-		SETOPT(CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
+		SETOPT(CURLOPT_SOCKOPTFUNCTION, etcd_transport_sockopt_cb);
 		SETOPT(CURLOPT_SOCKOPTDATA, NULL);
 		SETOPT(CURLOPT_TIMEOUT_MS, timeout_ms);
 		SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max_response_bytes);
@@ -343,7 +343,7 @@ int etcd_xfer_send(struct xfer *x)
 		/* no total timeout; dead peers are found by TCP keepalive */
 		SETOPT(CURLOPT_TCP_KEEPIDLE, 10L);
 		SETOPT(CURLOPT_TCP_KEEPINTVL, 3L);
-		SETOPT(CURLOPT_SOCKOPTFUNCTION, watch_sockopt_cb);
+		SETOPT(CURLOPT_SOCKOPTFUNCTION, etcd_transport_watch_sockopt_cb);
 		SETOPT(CURLOPT_SOCKOPTDATA, NULL);
 		/* a watch holds its connection; do not park it for reuse */
 		SETOPT(CURLOPT_FORBID_REUSE, 1L);
@@ -362,13 +362,13 @@ int etcd_xfer_send(struct xfer *x)
 	}
 	x->easy = e;
 	if (x->kind == XFER_CALL)
-		kick(c);
+		etcd_transport_kick(c);
 	return 0;
 fail:
 	free(url);
 	curl_slist_free_all(x->headers);
 	x->headers = NULL;
-	easy_put(c, e);
+	etcd_transport_easy_put(c, e);
 	return r;
 }
 
@@ -399,7 +399,7 @@ bool etcd_is_connect_failure(CURL *e, CURLcode rc)
  * Not CURLE_SSL_CONNECT_ERROR: curl also gives that for a peer that closes
  * during the handshake (etcd restarting, a balancer without backends),
  * which is a connection failure like any other. */
-static bool is_tls_error(CURLcode rc)
+static bool etcd_transport_is_tls_error(CURLcode rc)
 {
 	switch (rc) {
 	case CURLE_SSL_ENGINE_NOTFOUND:
@@ -424,7 +424,7 @@ static bool is_tls_error(CURLcode rc)
 
 int etcd_curl_to_errno(struct xfer *x, CURLcode rc)
 {
-	if (is_tls_error(rc))
+	if (etcd_transport_is_tls_error(rc))
 		return -EKEYREJECTED;
 	switch (rc) {
 	case CURLE_OK:

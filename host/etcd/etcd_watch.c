@@ -17,7 +17,7 @@
 #include "etcd/etcd_internal.h"
 #include "base/log.h"
 
-static void watch_unlink(struct etcd_watch *w)
+static void etcd_watch_unlink(struct etcd_watch *w)
 {
 	struct etcd_client *c = w->x.c;
 	if (w->prev)
@@ -31,7 +31,7 @@ static void watch_unlink(struct etcd_watch *w)
 
 void etcd_watch_destroy(struct etcd_watch *w)
 {
-	watch_unlink(w);
+	etcd_watch_unlink(w);
 	etcd_xfer_release(&w->x);
 	loop_timer_free(w->timer);
 	loop_timer_free(w->idle);
@@ -43,16 +43,16 @@ void etcd_watch_destroy(struct etcd_watch *w)
 	free(w);
 }
 
-/* watch_idle_kick - (re)start the silence deadline of a progress-notify watch. */
-static void watch_idle_kick(struct etcd_watch *w)
+/* etcd_watch_idle_kick - (re)start the silence deadline of a progress-notify watch. */
+static void etcd_watch_idle_kick(struct etcd_watch *w)
 {
 	if (w->idle)
 		loop_timer_arm_in(w->idle, ms_to_ns(w->x.c->watch_idle_timeout_ms));
 }
 
-/* watch_idle_fired - the stream said nothing for too long: drop it and try
+/* etcd_watch_idle_fired - the stream said nothing for too long: drop it and try
  * the next endpoint. */
-static void watch_idle_fired(struct loop_timer *t, void *userdata)
+static void etcd_watch_idle_fired(struct loop_timer *t, void *userdata)
 {
 	struct etcd_watch *w = userdata;
 	CHECK_OBJ(w, ETCD_WATCH_MAGIC);
@@ -66,8 +66,8 @@ static void watch_idle_fired(struct loop_timer *t, void *userdata)
 	etcd_client_process(c);
 }
 
-/* watch_connect - (re)open the stream from next_rev. */
-static void watch_connect(struct etcd_watch *w)
+/* etcd_watch_connect - (re)open the stream from next_rev. */
+static void etcd_watch_connect(struct etcd_watch *w)
 {
 	char *body = NULL;
 	int r = etcd_json_watch_req(w->key, w->key_len, w->range_end, w->range_end_len, w->next_rev,
@@ -85,16 +85,16 @@ static void watch_connect(struct etcd_watch *w)
 	w->stream_ended = false;
 	w->state = W_CONNECTING;
 	log_debug("etcd", "watch connecting from revision %" PRId64, w->next_rev);
-	watch_idle_kick(w);
+	etcd_watch_idle_kick(w);
 	etcd_xfer_submit(&w->x);
 }
 
-static void watch_timer_fired(struct loop_timer *t, void *userdata)
+static void etcd_watch_timer_fired(struct loop_timer *t, void *userdata)
 {
 	struct etcd_watch *w = userdata;
 	CHECK_OBJ(w, ETCD_WATCH_MAGIC);
 	struct etcd_client *c = w->x.c;
-	watch_connect(w);
+	etcd_watch_connect(w);
 	etcd_client_process(c);
 }
 
@@ -113,8 +113,8 @@ void etcd_watch_schedule_reconnect(struct etcd_watch *w)
 	    w->backoff_ms * 2 > WATCH_BACKOFF_MAX_MS ? WATCH_BACKOFF_MAX_MS : w->backoff_ms * 2;
 }
 
-/* watch_end - the watch is over for good: report err once, close the stream. */
-static void watch_end(struct etcd_watch *w, int err, int64_t revision)
+/* etcd_watch_end - the watch is over for good: report err once, close the stream. */
+static void etcd_watch_end(struct etcd_watch *w, int err, int64_t revision)
 {
 	etcd_xfer_detach(&w->x);
 	etcd_wait_unlink(&w->x);
@@ -129,9 +129,9 @@ static void watch_end(struct etcd_watch *w, int err, int64_t revision)
 	w->in_cb = false;
 }
 
-/* watch_deliver - run the callback; returns false when w was cancelled (and
+/* etcd_watch_deliver - run the callback; returns false when w was cancelled (and
  * is freed). */
-static bool watch_deliver(struct etcd_watch *w, int64_t revision, const struct etcd_event *ev,
+static bool etcd_watch_deliver(struct etcd_watch *w, int64_t revision, const struct etcd_event *ev,
 			  size_t n)
 {
 	w->in_cb = true;
@@ -144,12 +144,12 @@ static bool watch_deliver(struct etcd_watch *w, int64_t revision, const struct e
 	return true;
 }
 
-/* watch_handle - one parsed message. Returns 1 to go on, 0 when the stream
+/* etcd_watch_handle - one parsed message. Returns 1 to go on, 0 when the stream
  * must be dropped (reconnect), -1 when w is gone or done. */
-static int watch_handle(struct etcd_watch *w, struct etcd_watch_msg *m)
+static int etcd_watch_handle(struct etcd_watch *w, struct etcd_watch_msg *m)
 {
 	struct etcd_client *c = w->x.c;
-	watch_idle_kick(w);
+	etcd_watch_idle_kick(w);
 	if (m->is_error) {
 		log_debug("etcd", "watch stream error %d: %s", m->grpc_code,
 			  m->error_message ? m->error_message : "");
@@ -169,13 +169,13 @@ static int watch_handle(struct etcd_watch *w, struct etcd_watch_msg *m)
 			/* the first creation only: a reconnect resumes, it does
 			 * not start the stream again */
 			w->announced = true;
-			if (!watch_deliver(w, m->header.revision, NULL, 0))
+			if (!etcd_watch_deliver(w, m->header.revision, NULL, 0))
 				return -1;
 		}
 	}
 	if (m->canceled) {
 		if (m->compact_revision > 0) {
-			watch_end(w, -ERANGE, m->compact_revision);
+			etcd_watch_end(w, -ERANGE, m->compact_revision);
 			if (w->cancelled)
 				etcd_watch_destroy(w);
 			return -1;
@@ -195,7 +195,7 @@ static int watch_handle(struct etcd_watch *w, struct etcd_watch_msg *m)
 			err = -EACCES;
 		else if (strstr(why, "permission denied"))
 			err = -EPERM;
-		watch_end(w, err, m->header.revision);
+		etcd_watch_end(w, err, m->header.revision);
 		if (w->cancelled)
 			etcd_watch_destroy(w);
 		return -1;
@@ -215,7 +215,7 @@ static int watch_handle(struct etcd_watch *w, struct etcd_watch_msg *m)
 		}
 		w->next_rev = maxrev + 1;
 		w->last_rev = maxrev;
-		return watch_deliver(w, m->header.revision, m->events + first, m->n_events - first)
+		return etcd_watch_deliver(w, m->header.revision, m->events + first, m->n_events - first)
 			   ? 1
 			   : -1;
 	}
@@ -225,7 +225,7 @@ static int watch_handle(struct etcd_watch *w, struct etcd_watch_msg *m)
 			w->next_rev = m->header.revision + 1;
 		if (m->header.revision > w->last_rev)
 			w->last_rev = m->header.revision;
-		return watch_deliver(w, m->header.revision, NULL, 0) ? 1 : -1;
+		return etcd_watch_deliver(w, m->header.revision, NULL, 0) ? 1 : -1;
 	}
 	return 1;
 }
@@ -255,7 +255,7 @@ void etcd_watch_drain(struct etcd_watch *w)
 			pos += chunk;
 			if (w->tok_bytes > c->max_response_bytes) {
 				etcd_buf_reset(b);
-				watch_end(w, -EMSGSIZE, w->last_rev);
+				etcd_watch_end(w, -EMSGSIZE, w->last_rev);
 				if (w->cancelled)
 					etcd_watch_destroy(w);
 				return;
@@ -281,7 +281,7 @@ void etcd_watch_drain(struct etcd_watch *w)
 			verdict = 0;
 			break;
 		}
-		verdict = watch_handle(w, m);
+		verdict = etcd_watch_handle(w, m);
 		etcd_watch_msg_free(m);
 	}
 	if (verdict < 0)
@@ -309,7 +309,7 @@ void etcd_watch_on_done(struct etcd_watch *w, CURLcode rc)
 	etcd_xfer_detach(x);
 	if (oversize) {
 		etcd_buf_reset(&x->resp);
-		watch_end(w, -EMSGSIZE, w->last_rev);
+		etcd_watch_end(w, -EMSGSIZE, w->last_rev);
 		if (w->cancelled)
 			etcd_watch_destroy(w);
 		return;
@@ -369,12 +369,12 @@ int etcd_watch_start(struct etcd_client *c, const void *key, size_t key_len, con
 	w->tok = json_tokener_new_ex(ETCD_JSON_MAX_DEPTH);
 	if (!w->tok)
 		goto fail;
-	if ((r = loop_timer_new(c->loop, watch_timer_fired, w, &w->timer)) < 0)
+	if ((r = loop_timer_new(c->loop, etcd_watch_timer_fired, w, &w->timer)) < 0)
 		goto fail;
 	if ((flags & ETCD_WATCH_PROGRESS_NOTIFY) && c->watch_idle_timeout_ms &&
-	    (r = loop_timer_new(c->loop, watch_idle_fired, w, &w->idle)) < 0)
+	    (r = loop_timer_new(c->loop, etcd_watch_idle_fired, w, &w->idle)) < 0)
 		goto fail;
-	watch_idle_kick(w);
+	etcd_watch_idle_kick(w);
 	w->state = W_CONNECTING;
 	if (c->user && !c->token) {
 		if ((r = etcd_auth_start(c)) < 0)
