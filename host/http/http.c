@@ -68,7 +68,7 @@ int http_parse_addr(const char *addr, char *host, size_t host_len, char *port, s
 	return 0;
 }
 
-static int nng_to_errno(int rv)
+static int http_nng_to_errno(int rv)
 {
 	switch (rv) {
 	case NNG_EADDRINUSE:
@@ -86,7 +86,7 @@ static int nng_to_errno(int rv)
 }
 
 /* finish - hand res to nng (rv 0) or drop it and fail the request */
-static void finish(nng_aio *aio, nng_http_res *res, int rv)
+static void http_finish(nng_aio *aio, nng_http_res *res, int rv)
 {
 	if (rv != 0) {
 		nng_http_res_free(res);
@@ -98,7 +98,7 @@ static void finish(nng_aio *aio, nng_http_res *res, int rv)
 }
 
 /* reply - finish a handler's aio with status and a text body (copied) */
-static void reply(nng_aio *aio, uint16_t status, const char *ctype, const char *body, size_t len)
+static void http_reply(nng_aio *aio, uint16_t status, const char *ctype, const char *body, size_t len)
 {
 	nng_http_res *res;
 	int rv = nng_http_res_alloc(&res);
@@ -110,24 +110,24 @@ static void reply(nng_aio *aio, uint16_t status, const char *ctype, const char *
 		rv = nng_http_res_set_header(res, "Cache-Control", "no-store");
 	if (rv == 0)
 		rv = nng_http_res_copy_data(res, body, len);
-	finish(aio, res, rv);
+	http_finish(aio, res, rv);
 }
 
-static void reply_line(nng_aio *aio, uint16_t status, const char *line)
+static void http_reply_line(nng_aio *aio, uint16_t status, const char *line)
 {
 	char buf[600];
 	int n = snprintf(buf, sizeof(buf), "%s\n", line);
 	size_t len = n < 0 ? 0 : (size_t)n >= sizeof(buf) ? sizeof(buf) - 1 : (size_t)n;
-	reply(aio, status, "text/plain; charset=utf-8", buf, len);
+	http_reply(aio, status, "text/plain; charset=utf-8", buf, len);
 }
 
-static struct http_server *server_of(nng_aio *aio)
+static struct http_server *http_server_of(nng_aio *aio)
 {
 	return nng_http_handler_get_data(nng_aio_get_input(aio, 1));
 }
 
 /* why the current snapshot cannot be trusted (NULL: it can); under s->mu */
-static const char *stale_reason(struct http_server *s, char *buf, size_t len)
+static const char *http_stale_reason(struct http_server *s, char *buf, size_t len)
 {
 	if (!s->snap)
 		return "starting: no state published yet";
@@ -139,9 +139,9 @@ static const char *stale_reason(struct http_server *s, char *buf, size_t len)
 	return buf;
 }
 
-static void on_metrics(nng_aio *aio)
+static void http_on_metrics(nng_aio *aio)
 {
-	struct http_server *s = server_of(aio);
+	struct http_server *s = http_server_of(aio);
 	nng_http_res *res;
 	int rv = nng_http_res_alloc(&res);
 	if (rv != 0) {
@@ -156,33 +156,33 @@ static void on_metrics(nng_aio *aio)
 	pthread_mutex_unlock(&s->mu);
 	if (!have) {
 		nng_http_res_free(res);
-		reply_line(aio, 503, "starting: no metrics published yet");
+		http_reply_line(aio, 503, "starting: no metrics published yet");
 		return;
 	}
 	if (rv == 0)
 		rv = nng_http_res_set_header(res, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-	finish(aio, res, rv);
+	http_finish(aio, res, rv);
 }
 
-static void on_healthz(nng_aio *aio)
+static void http_on_healthz(nng_aio *aio)
 {
-	struct http_server *s = server_of(aio);
+	struct http_server *s = http_server_of(aio);
 	char line[300], tmp[128];
 	uint16_t status = 200;
 	pthread_mutex_lock(&s->mu);
-	const char *why = stale_reason(s, tmp, sizeof(tmp));
+	const char *why = http_stale_reason(s, tmp, sizeof(tmp));
 	if (!why && !s->snap->healthy)
 		why = s->snap->unhealthy ? s->snap->unhealthy : "unhealthy";
 	snprintf(line, sizeof(line), "%s", why ? why : "ok");
 	pthread_mutex_unlock(&s->mu);
 	if (why)
 		status = 503;
-	reply_line(aio, status, line);
+	http_reply_line(aio, status, line);
 }
 
 /* the NAME of "/prefix/NAME" (query string cut off) into buf; false when
  * there is none or it does not fit */
-static bool path_name(nng_aio *aio, const char *prefix, char *buf, size_t len)
+static bool http_path_name(nng_aio *aio, const char *prefix, char *buf, size_t len)
 {
 	const char *uri = nng_http_req_get_uri(nng_aio_get_input(aio, 0));
 	size_t pl = strlen(prefix);
@@ -200,18 +200,18 @@ static bool path_name(nng_aio *aio, const char *prefix, char *buf, size_t len)
 /* /readyz/NAME and /leader/NAME: 200 when the plugin's flag holds, 503
  * with the reason when not (or when the snapshot is stale), 404 for an
  * unknown plugin */
-static void plugin_probe(nng_aio *aio, const char *prefix, bool leader)
+static void http_plugin_probe(nng_aio *aio, const char *prefix, bool leader)
 {
-	struct http_server *s = server_of(aio);
+	struct http_server *s = http_server_of(aio);
 	char name[256], line[400], tmp[128];
-	if (!path_name(aio, prefix, name, sizeof(name))) {
-		reply_line(aio, 404, "no such plugin");
+	if (!http_path_name(aio, prefix, name, sizeof(name))) {
+		http_reply_line(aio, 404, "no such plugin");
 		return;
 	}
 	uint16_t status = 404;
 	snprintf(line, sizeof(line), "no such plugin");
 	pthread_mutex_lock(&s->mu);
-	const char *why = stale_reason(s, tmp, sizeof(tmp));
+	const char *why = http_stale_reason(s, tmp, sizeof(tmp));
 	for (size_t i = 0; s->snap && i < s->snap->n_plugins; i++) {
 		const struct http_plugin_state *p = &s->snap->plugins[i];
 		if (!p->name || strcmp(p->name, name) != 0) /* NULL: out of memory when published */
@@ -236,20 +236,20 @@ static void plugin_probe(nng_aio *aio, const char *prefix, bool leader)
 		snprintf(line, sizeof(line), "%s", why);
 	}
 	pthread_mutex_unlock(&s->mu);
-	reply_line(aio, status, line);
+	http_reply_line(aio, status, line);
 }
 
-static void on_readyz(nng_aio *aio)
+static void http_on_readyz(nng_aio *aio)
 {
-	plugin_probe(aio, "/readyz", false);
+	http_plugin_probe(aio, "/readyz", false);
 }
 
-static void on_leader(nng_aio *aio)
+static void http_on_leader(nng_aio *aio)
 {
-	plugin_probe(aio, "/leader", true);
+	http_plugin_probe(aio, "/leader", true);
 }
 
-static int add_handler(struct http_server *s, const char *path, void (*cb)(nng_aio *), bool tree)
+static int http_add_handler(struct http_server *s, const char *path, void (*cb)(nng_aio *), bool tree)
 {
 	nng_http_handler *h;
 	int rv = nng_http_handler_alloc(&h, path, cb);
@@ -265,7 +265,7 @@ static int add_handler(struct http_server *s, const char *path, void (*cb)(nng_a
 	return 0;
 }
 
-static int backend_port(nng_http_server *srv)
+static int http_backend_port(nng_http_server *srv)
 {
 	nng_sockaddr sa;
 	if (nng_http_server_get_addr(srv, &sa) != 0 || sa.s_family != NNG_AF_INET)
@@ -291,21 +291,21 @@ int http_server_new(const char *addr, uint64_t stale_after_ns, struct http_serve
 	if (rv == 0)
 		rv = nng_http_server_hold(&s->srv, s->url);
 	if (rv == 0)
-		rv = add_handler(s, "/metrics", on_metrics, false);
+		rv = http_add_handler(s, "/metrics", http_on_metrics, false);
 	if (rv == 0)
-		rv = add_handler(s, "/healthz", on_healthz, false);
+		rv = http_add_handler(s, "/healthz", http_on_healthz, false);
 	if (rv == 0)
-		rv = add_handler(s, "/readyz", on_readyz, true);
+		rv = http_add_handler(s, "/readyz", http_on_readyz, true);
 	if (rv == 0)
-		rv = add_handler(s, "/leader", on_leader, true);
+		rv = http_add_handler(s, "/leader", http_on_leader, true);
 	if (rv == 0)
 		rv = nng_http_server_start(s->srv);
 	if (rv != 0) {
 		snprintf(err, err_len, "nng's HTTP server: %s", nng_strerror(rv));
 		http_server_free(s);
-		return nng_to_errno(rv);
+		return http_nng_to_errno(rv);
 	}
-	int bport = backend_port(s->srv);
+	int bport = http_backend_port(s->srv);
 	int r = bport > 0 ? http_guard_new(host, port, bport, NULL, &s->guard, err, err_len) : -EIO;
 	if (r < 0) {
 		if (bport <= 0)

@@ -45,14 +45,14 @@ struct http_guard {
 	bool started;
 };
 
-static uint64_t now_ms(void)
+static uint64_t http_guard_now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void conn_close(struct http_guard *g, struct conn *c)
+static void http_guard_conn_close(struct http_guard *g, struct conn *c)
 {
 	for (struct conn **p = &g->conns; *p; p = &(*p)->next)
 		if (*p == c) {
@@ -68,7 +68,7 @@ static void conn_close(struct http_guard *g, struct conn *c)
 }
 
 /* a short answer of the front itself: written best effort, never waited for */
-static void say(int fd, int status, const char *reason)
+static void http_guard_say(int fd, int status, const char *reason)
 {
 	char buf[300];
 	int n = snprintf(buf, sizeof(buf),
@@ -79,14 +79,14 @@ static void say(int fd, int status, const char *reason)
 		(void)!send(fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-static void conn_refuse(struct http_guard *g, struct conn *c, int status, const char *reason)
+static void http_guard_conn_refuse(struct http_guard *g, struct conn *c, int status, const char *reason)
 {
-	say(c->fd, status, reason);
-	conn_close(g, c);
+	http_guard_say(c->fd, status, reason);
+	http_guard_conn_close(g, c);
 }
 
 /* the blocking loopback round trip to nng: the whole answer, or NULL */
-static char *backend_exchange(const struct http_guard *g, const char *req, size_t *ret_len)
+static char *http_guard_backend_exchange(const struct http_guard *g, const char *req, size_t *ret_len)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -136,7 +136,7 @@ fail:
 }
 
 /* write what is left of the answer; true when the connection is done */
-static bool conn_flush(struct conn *c)
+static bool http_guard_conn_flush(struct conn *c)
 {
 	while (c->out_off < c->out_len) {
 		ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
@@ -152,74 +152,74 @@ static bool conn_flush(struct conn *c)
 	return true;
 }
 
-static void conn_answer(struct http_guard *g, struct conn *c)
+static void http_guard_conn_answer(struct http_guard *g, struct conn *c)
 {
 	char req[1200];
 	c->head[c->head_len] = 0;
 	int status = http_head_parse(c->head, g->lim.max_lines, req, sizeof(req));
 	if (status) {
-		conn_refuse(g, c, status, status == 431   ? "Request Header Fields Too Large"
+		http_guard_conn_refuse(g, c, status, status == 431   ? "Request Header Fields Too Large"
 		                          : status == 505 ? "HTTP Version Not Supported"
 		                                          : "Bad Request");
 		return;
 	}
-	c->out = backend_exchange(g, req, &c->out_len);
+	c->out = http_guard_backend_exchange(g, req, &c->out_len);
 	if (!c->out) {
-		conn_refuse(g, c, 503, "Service Unavailable");
+		http_guard_conn_refuse(g, c, 503, "Service Unavailable");
 		return;
 	}
 	c->state = C_WRITE;
-	c->deadline_ms = now_ms() + g->lim.write_timeout_ms;
-	if (conn_flush(c)) {
-		conn_close(g, c);
+	c->deadline_ms = http_guard_now_ms() + g->lim.write_timeout_ms;
+	if (http_guard_conn_flush(c)) {
+		http_guard_conn_close(g, c);
 		return;
 	}
 	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
 	if (epoll_ctl(g->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
-		conn_close(g, c);
+		http_guard_conn_close(g, c);
 }
 
-static void conn_readable(struct http_guard *g, struct conn *c)
+static void http_guard_conn_readable(struct http_guard *g, struct conn *c)
 {
 	for (;;) {
 		if (c->head_len >= g->lim.max_head) {
-			conn_refuse(g, c, 431, "Request Header Fields Too Large");
+			http_guard_conn_refuse(g, c, 431, "Request Header Fields Too Large");
 			return;
 		}
 		ssize_t r = recv(c->fd, c->head + c->head_len, g->lim.max_head - c->head_len, 0);
 		if (r == 0) {
-			conn_close(g, c);
+			http_guard_conn_close(g, c);
 			return;
 		}
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				conn_close(g, c);
+				http_guard_conn_close(g, c);
 			return;
 		}
 		size_t from = c->head_len >= 3 ? c->head_len - 3 : 0;
 		c->head_len += (size_t)r;
 		c->head[c->head_len] = 0;
 		if (memchr(c->head, 0, c->head_len)) {
-			conn_refuse(g, c, 400, "Bad Request");
+			http_guard_conn_refuse(g, c, 400, "Bad Request");
 			return;
 		}
 		if (strstr(c->head + from, "\r\n\r\n") || strstr(c->head + (from ? from + 1 : 0), "\n\n")) {
-			conn_answer(g, c);
+			http_guard_conn_answer(g, c);
 			return;
 		}
 	}
 }
 
-static void accept_all(struct http_guard *g)
+static void http_guard_accept_all(struct http_guard *g)
 {
 	for (;;) {
 		int fd = accept4(g->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return; /* EAGAIN, or a transient error: the next event retries */
 		if (g->n_conns >= g->lim.max_conns) {
-			say(fd, 503, "Service Unavailable");
+			http_guard_say(fd, 503, "Service Unavailable");
 			close(fd);
 			continue;
 		}
@@ -235,7 +235,7 @@ static void accept_all(struct http_guard *g)
 		c->fd = fd;
 		c->head = head;
 		c->state = C_HEAD;
-		c->deadline_ms = now_ms() + g->lim.head_timeout_ms;
+		c->deadline_ms = http_guard_now_ms() + g->lim.head_timeout_ms;
 		c->next = g->conns;
 		g->conns = c;
 		g->n_conns++;
@@ -243,28 +243,28 @@ static void accept_all(struct http_guard *g)
 }
 
 /* the earliest deadline as an epoll timeout; closes what is past it */
-static int expire(struct http_guard *g)
+static int http_guard_expire(struct http_guard *g)
 {
-	uint64_t now = now_ms(), next = UINT64_MAX;
+	uint64_t now = http_guard_now_ms(), next = UINT64_MAX;
 	for (struct conn *c = g->conns, *n; c; c = n) {
 		n = c->next;
 		if (c->deadline_ms <= now) {
 			if (c->state == C_HEAD)
-				conn_refuse(g, c, 408, "Request Timeout");
+				http_guard_conn_refuse(g, c, 408, "Request Timeout");
 			else
-				conn_close(g, c); /* a client that does not read its answer */
+				http_guard_conn_close(g, c); /* a client that does not read its answer */
 		} else if (c->deadline_ms < next)
 			next = c->deadline_ms;
 	}
 	return next == UINT64_MAX ? -1 : (int)(next - now);
 }
 
-static void *guard_main(void *arg)
+static void *http_guard_main(void *arg)
 {
 	struct http_guard *g = arg;
 	struct epoll_event evs[32];
 	for (;;) {
-		int timeout = expire(g);
+		int timeout = http_guard_expire(g);
 		int n = epoll_wait(g->epfd, evs, 32, timeout);
 		if (n < 0 && errno != EINTR)
 			break;
@@ -273,22 +273,22 @@ static void *guard_main(void *arg)
 			if (p == &g->stop_fd)
 				return NULL;
 			if (p == &g->listen_fd) {
-				accept_all(g);
+				http_guard_accept_all(g);
 				continue;
 			}
 			struct conn *c = p;
 			/* c may have been closed by an earlier event of this batch
 			 * only through its own event: one event per fd per batch */
 			if (c->state == C_HEAD)
-				conn_readable(g, c);
-			else if (conn_flush(c))
-				conn_close(g, c);
+				http_guard_conn_readable(g, c);
+			else if (http_guard_conn_flush(c))
+				http_guard_conn_close(g, c);
 		}
 	}
 	return NULL;
 }
 
-static int listen_on(struct http_guard *g, const char *host, const char *port, char *err,
+static int http_guard_listen_on(struct http_guard *g, const char *host, const char *port, char *err,
                      size_t err_len)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -349,7 +349,7 @@ int http_guard_new(const char *host, const char *port, int backend_port,
 		g->lim.write_timeout_ms = 10000;
 	if (!g->lim.max_conns)
 		g->lim.max_conns = 64;
-	int r = listen_on(g, host, port, err, err_len);
+	int r = http_guard_listen_on(g, host, port, err, err_len);
 	if (r < 0)
 		goto fail;
 	g->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -363,7 +363,7 @@ int http_guard_new(const char *host, const char *port, int backend_port,
 		snprintf(err, err_len, "%s", strerror(-r));
 		goto fail;
 	}
-	if ((r = -pthread_create(&g->thread, NULL, guard_main, g)) < 0) {
+	if ((r = -pthread_create(&g->thread, NULL, http_guard_main, g)) < 0) {
 		snprintf(err, err_len, "cannot start its thread: %s", strerror(-r));
 		goto fail;
 	}
@@ -390,7 +390,7 @@ void http_guard_free(struct http_guard *g)
 		pthread_join(g->thread, NULL);
 	}
 	while (g->conns)
-		conn_close(g, g->conns);
+		http_guard_conn_close(g, g->conns);
 	if (g->listen_fd >= 0)
 		close(g->listen_fd);
 	if (g->epfd >= 0)

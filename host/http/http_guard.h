@@ -49,7 +49,7 @@ struct http_guard_limits {
  * IPv6 without brackets; port "0" = any) and forward to 127.0.0.1:backend.
  * limits may be NULL (defaults). Starts its thread. Returns 0 or -errno
  * with a message in err. */
-int http_guard_new(const char *host, const char *port, int backend_port,
+int http_guard_new(const char *host, const char *port, int http_backend_port,
                    const struct http_guard_limits *limits, struct http_guard **ret, char *err,
                    size_t err_len);
 /* http_guard_port - the TCP port it listens on */

@@ -7,7 +7,7 @@
 
 #include "http/http_head.h"
 
-static bool is_tchar(char ch)
+static bool http_head_is_tchar(char ch)
 {
 	return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
 	       (ch && strchr("!#$%&'*+-.^_`|~", ch));
@@ -27,7 +27,7 @@ int http_head_parse(char *head, unsigned max_lines, char *req, size_t req_len)
 	if (!sp1 || sp1 == head || sp1 - head > 16)
 		return 400;
 	for (char *p = head; p < sp1; p++)
-		if (!is_tchar(*p))
+		if (!http_head_is_tchar(*p))
 			return 400;
 	char *target = sp1 + 1;
 	char *sp2 = strchr(target, ' ');
@@ -51,7 +51,7 @@ int http_head_parse(char *head, unsigned max_lines, char *req, size_t req_len)
 		if (!colon || colon == l)
 			return 400;
 		for (char *p = l; p < colon; p++)
-			if (!is_tchar(*p))
+			if (!http_head_is_tchar(*p))
 				return 400;
 		for (char *p = colon + 1; p < e; p++)
 			if ((unsigned char)*p < 0x20 && *p != '\t' && !(*p == '\r' && p + 1 == e))
