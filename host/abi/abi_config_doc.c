@@ -148,7 +148,7 @@ int plugin_config_parse_flag(const char *arg, char *ret_name, const char **ret_f
 	return 0;
 }
 
-static int dup_doc(const char *s, size_t len, char **ret)
+static int plugin_config_doc_dup_doc(const char *s, size_t len, char **ret)
 {
 	*ret = NULL;
 	if (!s)
@@ -165,9 +165,9 @@ static int dup_doc(const char *s, size_t len, char **ret)
 int plugin_config_copy(struct plugin_config *dst, const struct plugin_config *src)
 {
 	struct plugin_config n = *src;
-	if (dup_doc(src->cluster, src->cluster_len, &n.cluster) < 0)
+	if (plugin_config_doc_dup_doc(src->cluster, src->cluster_len, &n.cluster) < 0)
 		return -ENOMEM;
-	if (dup_doc(src->local, src->local_len, &n.local) < 0) {
+	if (plugin_config_doc_dup_doc(src->local, src->local_len, &n.local) < 0) {
 		free(n.cluster);
 		return -ENOMEM;
 	}
@@ -176,7 +176,7 @@ int plugin_config_copy(struct plugin_config *dst, const struct plugin_config *sr
 	return 0;
 }
 
-static bool doc_equal(const char *a, size_t al, const char *b, size_t bl)
+static bool plugin_config_doc_equal(const char *a, size_t al, const char *b, size_t bl)
 {
 	if (!a || !b)
 		return !a && !b;
@@ -186,8 +186,8 @@ static bool doc_equal(const char *a, size_t al, const char *b, size_t bl)
 bool plugin_config_equal(const struct plugin_config *a, const struct plugin_config *b)
 {
 	return a->cluster_rev == b->cluster_rev && a->cluster_invalid == b->cluster_invalid &&
-	       doc_equal(a->cluster, a->cluster_len, b->cluster, b->cluster_len) &&
-	       doc_equal(a->local, a->local_len, b->local, b->local_len);
+	       plugin_config_doc_equal(a->cluster, a->cluster_len, b->cluster, b->cluster_len) &&
+	       plugin_config_doc_equal(a->local, a->local_len, b->local, b->local_len);
 }
 
 void plugin_config_clear(struct plugin_config *c)

@@ -57,9 +57,9 @@ typedef Elf32_Phdr host_phdr;
 
 static atomic_uint g_copy_counter;
 
-static void seterr(char *err, size_t err_len, const char *fmt, ...)
+static void loader_seterr(char *err, size_t err_len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t err_len, const char *fmt, ...)
+static void loader_seterr(char *err, size_t err_len, const char *fmt, ...)
 {
 	if (!err || err_len == 0)
 		return;
@@ -102,19 +102,19 @@ int loader_find_by_name(const struct loader_plugin *const *plugins, size_t n, co
 
 /* owner root or euid, not group/world-writable (a root-owned sticky dir may
  * be world-writable when allow_sticky). */
-static int check_owner_mode(const struct stat *st, bool allow_sticky, const char *what,
+static int loader_check_owner_mode(const struct stat *st, bool allow_sticky, const char *what,
                             const char *path, char *err, size_t err_len)
 {
 	uid_t euid = geteuid();
 	if (st->st_uid != 0 && st->st_uid != euid) {
-		seterr(err, err_len, "%s %s is owned by uid %u, not by root or uid %u", what, path,
+		loader_seterr(err, err_len, "%s %s is owned by uid %u, not by root or uid %u", what, path,
 		       (unsigned)st->st_uid, (unsigned)euid);
 		return -EPERM;
 	}
 	if (st->st_mode & (S_IWGRP | S_IWOTH)) {
 		if (allow_sticky && (st->st_mode & S_ISVTX) && st->st_uid == 0)
 			return 0;
-		seterr(err, err_len, "%s %s is %s-writable (mode %04o)", what, path,
+		loader_seterr(err, err_len, "%s %s is %s-writable (mode %04o)", what, path,
 		       (st->st_mode & S_IWOTH) ? "world" : "group", (unsigned)(st->st_mode & 07777));
 		return -EPERM;
 	}
@@ -122,7 +122,7 @@ static int check_owner_mode(const struct stat *st, bool allow_sticky, const char
 }
 
 /* the name of the depth-th parent of the resolved path rp, for messages */
-static void parent_name(const char *rp, int depth, char *out, size_t len)
+static void loader_parent_name(const char *rp, int depth, char *out, size_t len)
 {
 	snprintf(out, len, "%s", rp ? rp : "?");
 	for (int i = 0; i < depth && rp; i++) {
@@ -138,7 +138,7 @@ static void parent_name(const char *rp, int depth, char *out, size_t len)
 }
 
 /* Check dirfd and every parent up to / through "..". */
-static int check_dir_chain(int dirfd, const char *dir, char *err, size_t err_len)
+static int loader_check_dir_chain(int dirfd, const char *dir, char *err, size_t err_len)
 {
 	char *rp = realpath(dir, NULL); /* only for messages */
 	char shown[PATH_MAX];
@@ -151,24 +151,24 @@ static int check_dir_chain(int dirfd, const char *dir, char *err, size_t err_len
 		struct stat st, pst;
 		if (fstat(fd, &st) < 0) {
 			r = -errno;
-			seterr(err, err_len, "cannot stat a parent of %s: %s", dir, strerror(-r));
+			loader_seterr(err, err_len, "cannot stat a parent of %s: %s", dir, strerror(-r));
 			goto out;
 		}
-		parent_name(rp, depth, shown, sizeof(shown));
-		r = check_owner_mode(&st, true, depth == 0 ? "plugin directory" : "parent directory",
+		loader_parent_name(rp, depth, shown, sizeof(shown));
+		r = loader_check_owner_mode(&st, true, depth == 0 ? "plugin directory" : "parent directory",
 		                     shown, err, err_len);
 		if (r < 0)
 			goto out;
 		int pfd = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (pfd < 0) {
 			r = -errno;
-			seterr(err, err_len, "cannot open a parent of %s: %s", dir, strerror(-r));
+			loader_seterr(err, err_len, "cannot open a parent of %s: %s", dir, strerror(-r));
 			goto out;
 		}
 		if (fstat(pfd, &pst) < 0) {
 			r = -errno;
 			close(pfd);
-			seterr(err, err_len, "cannot stat a parent of %s: %s", dir, strerror(-r));
+			loader_seterr(err, err_len, "cannot stat a parent of %s: %s", dir, strerror(-r));
 			goto out;
 		}
 		close(fd);
@@ -177,7 +177,7 @@ static int check_dir_chain(int dirfd, const char *dir, char *err, size_t err_len
 			break; /* reached / */
 		if (depth > 4096) {
 			r = -ELOOP;
-			seterr(err, err_len, "directory chain of %s too deep", dir);
+			loader_seterr(err, err_len, "directory chain of %s too deep", dir);
 			goto out;
 		}
 	}
@@ -192,35 +192,35 @@ int loader_private_dir_prepare(const char *path, char *err, size_t err_len)
 {
 	if (mkdir(path, 0700) < 0 && errno != EEXIST) {
 		int r = -errno;
-		seterr(err, err_len, "cannot create private directory %s: %s", path, strerror(-r));
+		loader_seterr(err, err_len, "cannot create private directory %s: %s", path, strerror(-r));
 		return r;
 	}
 	struct stat lst;
 	if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
-		seterr(err, err_len, "private directory %s is a symbolic link (refused)", path);
+		loader_seterr(err, err_len, "private directory %s is a symbolic link (refused)", path);
 		return -ELOOP;
 	}
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		int r = -errno;
-		seterr(err, err_len, "cannot open private directory %s: %s", path, strerror(-r));
+		loader_seterr(err, err_len, "cannot open private directory %s: %s", path, strerror(-r));
 		return r;
 	}
 	struct stat st;
 	int r = 0;
 	if (fstat(fd, &st) < 0) {
 		r = -errno;
-		seterr(err, err_len, "cannot stat private directory %s: %s", path, strerror(-r));
+		loader_seterr(err, err_len, "cannot stat private directory %s: %s", path, strerror(-r));
 	} else if (st.st_uid != geteuid() || (st.st_mode & 07777) != 0700) {
 		r = -EPERM;
-		seterr(err, err_len, "private directory %s must be owned by uid %u with mode 0700 (is uid %u, mode %04o)",
+		loader_seterr(err, err_len, "private directory %s must be owned by uid %u with mode 0700 (is uid %u, mode %04o)",
 		       path, (unsigned)geteuid(), (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
 	}
 	close(fd);
 	return r;
 }
 
-static int read_all(int fd, size_t size, uint8_t **ret_buf)
+static int loader_read_all(int fd, size_t size, uint8_t **ret_buf)
 {
 	uint8_t *buf = malloc(size ? size : 1);
 	if (!buf)
@@ -247,7 +247,7 @@ static int read_all(int fd, size_t size, uint8_t **ret_buf)
 	return 0;
 }
 
-static int write_all(int fd, const uint8_t *buf, size_t len)
+static int loader_write_all(int fd, const uint8_t *buf, size_t len)
 {
 	while (len > 0) {
 		ssize_t n = write(fd, buf, len);
@@ -262,56 +262,56 @@ static int write_all(int fd, const uint8_t *buf, size_t len)
 	return 0;
 }
 
-static bool range_ok(uint64_t off, uint64_t len, uint64_t size)
+static bool loader_range_ok(uint64_t off, uint64_t len, uint64_t size)
 {
 	return off <= size && len <= size - off;
 }
 
 /* The ELF checks on the file's bytes. */
-static int check_elf(const uint8_t *buf, size_t size, char *err, size_t err_len)
+static int loader_check_elf(const uint8_t *buf, size_t size, char *err, size_t err_len)
 {
 	if (size < SELFMAG || memcmp(buf, ELFMAG, SELFMAG) != 0) {
-		seterr(err, err_len, "not an ELF file (no ELF magic)");
+		loader_seterr(err, err_len, "not an ELF file (no ELF magic)");
 		return -ENOEXEC;
 	}
 	if (size < sizeof(host_ehdr)) {
-		seterr(err, err_len, "truncated ELF file: %zu bytes, the ELF header needs %zu", size,
+		loader_seterr(err, err_len, "truncated ELF file: %zu bytes, the ELF header needs %zu", size,
 		       sizeof(host_ehdr));
 		return -ENOEXEC;
 	}
 	if (buf[EI_CLASS] != HOST_CLASS || buf[EI_DATA] != HOST_DATA) {
-		seterr(err, err_len, "ELF class/byte order (%u/%u) differ from the host's (%u/%u)",
+		loader_seterr(err, err_len, "ELF class/byte order (%u/%u) differ from the host's (%u/%u)",
 		       buf[EI_CLASS], buf[EI_DATA], HOST_CLASS, HOST_DATA);
 		return -ENOEXEC;
 	}
 	host_ehdr eh;
 	memcpy(&eh, buf, sizeof(eh));
 	if (eh.e_type != ET_DYN) {
-		seterr(err, err_len, "not an ELF shared object (ELF type %u)", (unsigned)eh.e_type);
+		loader_seterr(err, err_len, "not an ELF shared object (ELF type %u)", (unsigned)eh.e_type);
 		return -ENOEXEC;
 	}
 #ifdef HOST_EM
 	if (eh.e_machine != HOST_EM) {
-		seterr(err, err_len, "ELF machine %u differs from the host's (%u)",
+		loader_seterr(err, err_len, "ELF machine %u differs from the host's (%u)",
 		       (unsigned)eh.e_machine, (unsigned)HOST_EM);
 		return -ENOEXEC;
 	}
 #endif
 	if (eh.e_phnum == 0 || eh.e_phentsize != sizeof(host_phdr) ||
-	    !range_ok(eh.e_phoff, (uint64_t)eh.e_phnum * eh.e_phentsize, size)) {
-		seterr(err, err_len, "truncated ELF file: program headers lie outside its %zu bytes", size);
+	    !loader_range_ok(eh.e_phoff, (uint64_t)eh.e_phnum * eh.e_phentsize, size)) {
+		loader_seterr(err, err_len, "truncated ELF file: program headers lie outside its %zu bytes", size);
 		return -ENOEXEC;
 	}
-	if (eh.e_shnum != 0 && !range_ok(eh.e_shoff, (uint64_t)eh.e_shnum * eh.e_shentsize, size)) {
-		seterr(err, err_len, "truncated ELF file: section headers lie outside its %zu bytes", size);
+	if (eh.e_shnum != 0 && !loader_range_ok(eh.e_shoff, (uint64_t)eh.e_shnum * eh.e_shentsize, size)) {
+		loader_seterr(err, err_len, "truncated ELF file: section headers lie outside its %zu bytes", size);
 		return -ENOEXEC;
 	}
 	for (unsigned i = 0; i < eh.e_phnum; i++) {
 		host_phdr ph;
 		memcpy(&ph, buf + eh.e_phoff + (uint64_t)i * sizeof(ph), sizeof(ph));
 		if ((ph.p_type == PT_LOAD || ph.p_type == PT_DYNAMIC) &&
-		    !range_ok(ph.p_offset, ph.p_filesz, size)) {
-			seterr(err, err_len,
+		    !loader_range_ok(ph.p_offset, ph.p_filesz, size)) {
+			loader_seterr(err, err_len,
 			       "truncated ELF file: segment %u needs %llu bytes, the file has %zu", i,
 			       (unsigned long long)ph.p_offset + (unsigned long long)ph.p_filesz, size);
 			return -ENOEXEC;
@@ -320,7 +320,7 @@ static int check_elf(const uint8_t *buf, size_t size, char *err, size_t err_len)
 	return 0;
 }
 
-static uint64_t fnv1a(const uint8_t *p, size_t n)
+static uint64_t loader_fnv1a(const uint8_t *p, size_t n)
 {
 	uint64_t h = 1469598103934665603ull;
 	for (size_t i = 0; i < n; i++) {
@@ -330,14 +330,14 @@ static uint64_t fnv1a(const uint8_t *p, size_t n)
 	return h;
 }
 
-static bool release_below(struct lh_release a, struct lh_release b)
+static bool loader_release_below(struct lh_release a, struct lh_release b)
 {
 	struct release x = {a.major, a.minor, a.patch}, y = {b.major, b.minor, b.patch};
 	return release_less(x, y);
 }
 
 /* p lies inside the object loaded at base? */
-static bool in_object(const void *p, const void *base)
+static bool loader_in_object(const void *p, const void *base)
 {
 	Dl_info info;
 	if (!p || !base)
@@ -350,34 +350,34 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 {
 	const size_t head = 3 * sizeof(uint32_t);
 	if (avail < head) {
-		seterr(err, err_len, "descriptor %s is too small (%zu bytes)", LH_PLUGIN_SYMBOL, avail);
+		loader_seterr(err, err_len, "descriptor %s is too small (%zu bytes)", LH_PLUGIN_SYMBOL, avail);
 		return -EPROTO;
 	}
 	uint32_t w[3];
 	memcpy(w, d, sizeof(w));
 	uint32_t magic_major = w[0], minor = w[1], size = w[2];
 	if ((magic_major >> 16) != LH_PLUGIN_MAGIC) {
-		seterr(err, err_len, "wrong descriptor magic 0x%04x (expected 0x%04x): not a leasehold plugin",
+		loader_seterr(err, err_len, "wrong descriptor magic 0x%04x (expected 0x%04x): not a leasehold plugin",
 		       magic_major >> 16, LH_PLUGIN_MAGIC);
 		return -EPROTO;
 	}
 	if ((magic_major & 0xffffu) != LH_PLUGIN_ABI_MAJOR) {
-		seterr(err, err_len, "plugin ABI major %u does not match the host's ABI major %u",
+		loader_seterr(err, err_len, "plugin ABI major %u does not match the host's ABI major %u",
 		       magic_major & 0xffffu, LH_PLUGIN_ABI_MAJOR);
 		return -EPROTO;
 	}
 	if (minor > LH_PLUGIN_ABI_MINOR) {
-		seterr(err, err_len, "plugin ABI minor %u is newer than the host's ABI %u.%u", minor,
+		loader_seterr(err, err_len, "plugin ABI minor %u is newer than the host's ABI %u.%u", minor,
 		       LH_PLUGIN_ABI_MAJOR, LH_PLUGIN_ABI_MINOR);
 		return -EPROTO;
 	}
 	if (size < LH_PLUGIN_SIZE_1_0) {
-		seterr(err, err_len, "descriptor size %u is smaller than the ABI 1.0 minimum %zu", size,
+		loader_seterr(err, err_len, "descriptor size %u is smaller than the ABI 1.0 minimum %zu", size,
 		       (size_t)LH_PLUGIN_SIZE_1_0);
 		return -EPROTO;
 	}
 	if (avail != SIZE_MAX && size > avail) {
-		seterr(err, err_len, "descriptor size %u exceeds the %zu bytes of symbol %s", size, avail,
+		loader_seterr(err, err_len, "descriptor size %u exceeds the %zu bytes of symbol %s", size, avail,
 		       LH_PLUGIN_SYMBOL);
 		return -EPROTO;
 	}
@@ -395,12 +395,12 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 		desc.validate_config = NULL;
 	}
 
-	if (desc.name && !in_object(desc.name, object_base)) {
-		seterr(err, err_len, "plugin name does not point into the plugin");
+	if (desc.name && !loader_in_object(desc.name, object_base)) {
+		loader_seterr(err, err_len, "plugin name does not point into the plugin");
 		return -EPROTO;
 	}
 	if (!desc.name || !desc.name[0]) {
-		seterr(err, err_len, "plugin name is empty");
+		loader_seterr(err, err_len, "plugin name is empty");
 		return -EINVAL;
 	}
 	if (!loader_name_valid(desc.name)) {
@@ -409,36 +409,36 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 		for (; i < sizeof(shown) - 1 && desc.name[i]; i++)
 			shown[i] = (desc.name[i] >= 0x20 && desc.name[i] < 0x7f) ? desc.name[i] : '?';
 		shown[i] = 0;
-		seterr(err, err_len, "invalid plugin name \"%s\" (allowed: [a-z0-9_-], 1 to %d characters)",
+		loader_seterr(err, err_len, "invalid plugin name \"%s\" (allowed: [a-z0-9_-], 1 to %d characters)",
 		       shown, LH_PLUGIN_NAME_MAX);
 		return -EINVAL;
 	}
 	char a[RELEASE_STRLEN], b[RELEASE_STRLEN];
 	struct release rel = {desc.release.major, desc.release.minor, desc.release.patch};
-	if (release_below(desc.release, desc.min_compatible_release)) {
+	if (loader_release_below(desc.release, desc.min_compatible_release)) {
 		struct release m = {desc.min_compatible_release.major, desc.min_compatible_release.minor,
 		                    desc.min_compatible_release.patch};
-		seterr(err, err_len, "release %s is below its own min_compatible_release %s",
+		loader_seterr(err, err_len, "release %s is below its own min_compatible_release %s",
 		       release_format(rel, a, sizeof(a)), release_format(m, b, sizeof(b)));
 		return -EINVAL;
 	}
-	if (release_below(desc.release, desc.min_reconciler_release)) {
+	if (loader_release_below(desc.release, desc.min_reconciler_release)) {
 		struct release m = {desc.min_reconciler_release.major, desc.min_reconciler_release.minor,
 		                    desc.min_reconciler_release.patch};
-		seterr(err, err_len, "release %s is below its own min_reconciler_release %s",
+		loader_seterr(err, err_len, "release %s is below its own min_reconciler_release %s",
 		       release_format(rel, a, sizeof(a)), release_format(m, b, sizeof(b)));
 		return -EINVAL;
 	}
 	if (!desc.reconcile) {
-		seterr(err, err_len, "required callback reconcile is missing");
+		loader_seterr(err, err_len, "required callback reconcile is missing");
 		return -EINVAL;
 	}
-	if (desc.role && !in_object(desc.role, object_base)) {
-		seterr(err, err_len, "plugin role does not point into the plugin");
+	if (desc.role && !loader_in_object(desc.role, object_base)) {
+		loader_seterr(err, err_len, "plugin role does not point into the plugin");
 		return -EPROTO;
 	}
 	if (desc.role && !loader_name_valid(desc.role)) {
-		seterr(err, err_len, "invalid plugin role (allowed: [a-z0-9_-], 1 to %d characters)",
+		loader_seterr(err, err_len, "invalid plugin role (allowed: [a-z0-9_-], 1 to %d characters)",
 		       LH_PLUGIN_NAME_MAX);
 		return -EINVAL;
 	}
@@ -446,18 +446,18 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 	return 0;
 }
 
-static int check_symbol(void *handle, const void *sym, struct lh_plugin *ret_desc, char *err,
+static int loader_check_symbol(void *handle, const void *sym, struct lh_plugin *ret_desc, char *err,
                         size_t err_len)
 {
 	Dl_info info;
 	const ElfW(Sym) *es = NULL;
 	if (!dladdr1(sym, &info, (void **)&es, RTLD_DL_SYMENT) || !es) {
-		seterr(err, err_len, "cannot locate symbol %s in the plugin", LH_PLUGIN_SYMBOL);
+		loader_seterr(err, err_len, "cannot locate symbol %s in the plugin", LH_PLUGIN_SYMBOL);
 		return -EPROTO;
 	}
 	(void)handle;
 	if (ELF64_ST_TYPE(es->st_info) != STT_OBJECT) {
-		seterr(err, err_len, "symbol %s is not a data object (it must be a const struct lh_plugin)",
+		loader_seterr(err, err_len, "symbol %s is not a data object (it must be a const struct lh_plugin)",
 		       LH_PLUGIN_SYMBOL);
 		return -EPROTO;
 	}
@@ -480,8 +480,8 @@ static int check_symbol(void *handle, const void *sym, struct lh_plugin *ret_des
 		{"validate_config", (const void *)ret_desc->validate_config},
 	};
 	for (size_t i = 0; i < sizeof(cbs) / sizeof(cbs[0]); i++) {
-		if (!in_object(cbs[i].p, base)) {
-			seterr(err, err_len, "callback %s does not point into the plugin", cbs[i].n);
+		if (!loader_in_object(cbs[i].p, base)) {
+			loader_seterr(err, err_len, "callback %s does not point into the plugin", cbs[i].n);
 			return -EPROTO;
 		}
 	}
@@ -506,7 +506,7 @@ void loader_close(struct loader_plugin *p)
  * check that it is an ELF shared object of this machine. Fills p's identity
  * (dev, ino, size, content hash); *ret_buf (p->file_size bytes) is the
  * caller's. */
-static int read_checked(const char *plugin_dir, const char *file, struct loader_plugin *p,
+static int loader_read_checked(const char *plugin_dir, const char *file, struct loader_plugin *p,
                         uint8_t **ret_buf, char *err, size_t err_len)
 {
 	uint8_t *buf = NULL;
@@ -515,10 +515,10 @@ static int read_checked(const char *plugin_dir, const char *file, struct loader_
 	dirfd = open(plugin_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0) {
 		r = -errno;
-		seterr(err, err_len, "cannot open plugin directory %s: %s", plugin_dir, strerror(-r));
+		loader_seterr(err, err_len, "cannot open plugin directory %s: %s", plugin_dir, strerror(-r));
 		goto out;
 	}
-	r = check_dir_chain(dirfd, plugin_dir, err, err_len);
+	r = loader_check_dir_chain(dirfd, plugin_dir, err, err_len);
 	if (r < 0)
 		goto out;
 
@@ -526,44 +526,44 @@ static int read_checked(const char *plugin_dir, const char *file, struct loader_
 	if (fd < 0) {
 		r = -errno;
 		if (r == -ELOOP)
-			seterr(err, err_len, "%s is a symbolic link (refused)", file);
+			loader_seterr(err, err_len, "%s is a symbolic link (refused)", file);
 		else
-			seterr(err, err_len, "cannot open %s: %s", file, strerror(-r));
+			loader_seterr(err, err_len, "cannot open %s: %s", file, strerror(-r));
 		goto out;
 	}
 	struct stat st;
 	if (fstat(fd, &st) < 0) {
 		r = -errno;
-		seterr(err, err_len, "cannot stat %s: %s", file, strerror(-r));
+		loader_seterr(err, err_len, "cannot stat %s: %s", file, strerror(-r));
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		r = -EPERM;
-		seterr(err, err_len, "%s is not a regular file", file);
+		loader_seterr(err, err_len, "%s is not a regular file", file);
 		goto out;
 	}
-	r = check_owner_mode(&st, false, "plugin file", file, err, err_len);
+	r = loader_check_owner_mode(&st, false, "plugin file", file, err, err_len);
 	if (r < 0)
 		goto out;
 	if (st.st_size <= 0 || (uint64_t)st.st_size > LOADER_MAX_FILE_SIZE) {
 		r = st.st_size <= 0 ? -ENOEXEC : -EFBIG;
-		seterr(err, err_len, "%s has an unreasonable size (%lld bytes)", file,
+		loader_seterr(err, err_len, "%s has an unreasonable size (%lld bytes)", file,
 		       (long long)st.st_size);
 		goto out;
 	}
-	r = read_all(fd, (size_t)st.st_size, &buf);
+	r = loader_read_all(fd, (size_t)st.st_size, &buf);
 	if (r < 0) {
-		seterr(err, err_len, "cannot read %s: %s", file,
+		loader_seterr(err, err_len, "cannot read %s: %s", file,
 		       r == -EIO ? "it changed size while being read" : strerror(-r));
 		goto out;
 	}
-	r = check_elf(buf, (size_t)st.st_size, err, err_len);
+	r = loader_check_elf(buf, (size_t)st.st_size, err, err_len);
 	if (r < 0)
 		goto out;
 	p->dev = st.st_dev;
 	p->ino = st.st_ino;
 	p->file_size = st.st_size;
-	p->content_hash = fnv1a(buf, (size_t)st.st_size);
+	p->content_hash = loader_fnv1a(buf, (size_t)st.st_size);
 	*ret_buf = buf;
 	buf = NULL;
 out:
@@ -579,7 +579,7 @@ out:
  * private_dir (owned by us, closed to others), named after file, the pid
  * and a counter; sets p->copy_path (loader_close removes the copy, also
  * when a later step fails). */
-static int copy_private(const char *private_dir, const char *file, const uint8_t *buf, size_t len,
+static int loader_copy_private(const char *private_dir, const char *file, const uint8_t *buf, size_t len,
                         struct loader_plugin *p, char *err, size_t err_len)
 {
 	char copy_name[NAME_MAX + 1];
@@ -588,13 +588,13 @@ static int copy_private(const char *private_dir, const char *file, const uint8_t
 	pfd = open(private_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (pfd < 0) {
 		r = -errno;
-		seterr(err, err_len, "cannot open private directory %s: %s", private_dir, strerror(-r));
+		loader_seterr(err, err_len, "cannot open private directory %s: %s", private_dir, strerror(-r));
 		return r;
 	}
 	struct stat pst;
 	if (fstat(pfd, &pst) < 0 || pst.st_uid != geteuid() || (pst.st_mode & 077) != 0) {
 		r = -EPERM;
-		seterr(err, err_len, "private directory %s must be owned by uid %u and not accessible to others",
+		loader_seterr(err, err_len, "private directory %s must be owned by uid %u and not accessible to others",
 		       private_dir, (unsigned)geteuid());
 		goto out;
 	}
@@ -606,7 +606,7 @@ static int copy_private(const char *private_dir, const char *file, const uint8_t
 	cfd = openat(pfd, copy_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (cfd < 0) {
 		r = -errno;
-		seterr(err, err_len, "cannot create private copy %s/%s: %s", private_dir, copy_name,
+		loader_seterr(err, err_len, "cannot create private copy %s/%s: %s", private_dir, copy_name,
 		       strerror(-r));
 		goto out;
 	}
@@ -615,16 +615,16 @@ static int copy_private(const char *private_dir, const char *file, const uint8_t
 	if (!p->copy_path) {
 		r = -ENOMEM;
 		unlinkat(pfd, copy_name, 0);
-		seterr(err, err_len, "out of memory");
+		loader_seterr(err, err_len, "out of memory");
 		goto out;
 	}
 	snprintf(p->copy_path, plen, "%s/%s", private_dir, copy_name);
-	r = write_all(cfd, buf, len);
+	r = loader_write_all(cfd, buf, len);
 	if (r == 0 && close(cfd) < 0)
 		r = -errno;
 	cfd = -1;
 	if (r < 0)
-		seterr(err, err_len, "cannot write private copy %s: %s", p->copy_path, strerror(-r));
+		loader_seterr(err, err_len, "cannot write private copy %s: %s", p->copy_path, strerror(-r));
 out:
 	if (cfd >= 0)
 		close(cfd);
@@ -634,22 +634,22 @@ out:
 
 /* loader_open, step 3: dlopen the private copy, find the descriptor, check
  * it (ABI, size, callbacks, releases) and fill p's fields from it. */
-static int dlopen_copy(struct loader_plugin *p, char *err, size_t err_len)
+static int loader_dlopen_copy(struct loader_plugin *p, char *err, size_t err_len)
 {
 	dlerror();
 	p->handle = dlopen(p->copy_path, RTLD_NOW | RTLD_LOCAL);
 	if (!p->handle) {
 		const char *de = dlerror();
-		seterr(err, err_len, "dlopen failed: %s", de ? de : "unknown error");
+		loader_seterr(err, err_len, "dlopen failed: %s", de ? de : "unknown error");
 		return -ENOEXEC;
 	}
 	dlerror();
 	void *sym = dlsym(p->handle, LH_PLUGIN_SYMBOL);
 	if (!sym) {
-		seterr(err, err_len, "missing symbol %s (not a leasehold plugin)", LH_PLUGIN_SYMBOL);
+		loader_seterr(err, err_len, "missing symbol %s (not a leasehold plugin)", LH_PLUGIN_SYMBOL);
 		return -ENOENT;
 	}
-	int r = check_symbol(p->handle, sym, &p->desc, err, err_len);
+	int r = loader_check_symbol(p->handle, sym, &p->desc, err, err_len);
 	if (r < 0)
 		return r;
 	snprintf(p->name, sizeof(p->name), "%s", p->desc.name);
@@ -675,23 +675,23 @@ int loader_open(const char *plugin_dir, const char *file, const char *private_di
 	int r;
 
 	if (!file || !loader_is_candidate(file)) {
-		seterr(err, err_len, "invalid plugin file name \"%s\" (want NAME.so, no '/', no leading dot)",
+		loader_seterr(err, err_len, "invalid plugin file name \"%s\" (want NAME.so, no '/', no leading dot)",
 		       file ? file : "");
 		return -EINVAL;
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p || !(p->file = strdup(file))) {
 		r = -ENOMEM;
-		seterr(err, err_len, "out of memory");
+		loader_seterr(err, err_len, "out of memory");
 		goto fail;
 	}
-	r = read_checked(plugin_dir, file, p, &buf, err, err_len);
+	r = loader_read_checked(plugin_dir, file, p, &buf, err, err_len);
 	if (r < 0)
 		goto fail;
-	r = copy_private(private_dir, file, buf, (size_t)p->file_size, p, err, err_len);
+	r = loader_copy_private(private_dir, file, buf, (size_t)p->file_size, p, err, err_len);
 	if (r < 0)
 		goto fail;
-	r = dlopen_copy(p, err, err_len);
+	r = loader_dlopen_copy(p, err, err_len);
 	if (r < 0)
 		goto fail;
 	free(buf);
@@ -707,7 +707,7 @@ fail:
 /* ---- stale private copies ---- */
 
 /* s is 1..n decimal digits up to `end` (exclusive); *ret its value */
-static bool digits(const char *s, const char *end, unsigned long long *ret)
+static bool loader_digits(const char *s, const char *end, unsigned long long *ret)
 {
 	unsigned long long v = 0;
 	if (s >= end || end - s > 19)
@@ -724,7 +724,7 @@ static bool digits(const char *s, const char *end, unsigned long long *ret)
 /* name is one of ours for process `pid`: "<base>.<pid>.<n>.so" (a private
  * copy, loader_open) or "w<pid>.<n>.<g>.sock" (a worker bus socket,
  * plugin_instance_process.c); *ret_socket tells which */
-static bool stale_name(const char *name, unsigned long long pid, bool *ret_socket)
+static bool loader_stale_name(const char *name, unsigned long long pid, bool *ret_socket)
 {
 	size_t len = strlen(name);
 	unsigned long long v;
@@ -732,8 +732,8 @@ static bool stale_name(const char *name, unsigned long long pid, bool *ret_socke
 	if (len > 5 && strcmp(end - 5, ".sock") == 0 && name[0] == 'w') {
 		const char *a = name + 1, *b = strchr(a, '.');
 		const char *c = b ? strchr(b + 1, '.') : NULL;
-		if (!b || !c || !digits(a, b, &v) || v != pid || !digits(b + 1, c, &v) ||
-		    !digits(c + 1, end - 5, &v))
+		if (!b || !c || !loader_digits(a, b, &v) || v != pid || !loader_digits(b + 1, c, &v) ||
+		    !loader_digits(c + 1, end - 5, &v))
 			return false;
 		*ret_socket = true;
 		return true;
@@ -743,12 +743,12 @@ static bool stale_name(const char *name, unsigned long long pid, bool *ret_socke
 		const char *n_end = end - 3, *n = n_end;
 		while (n > name && n[-1] != '.')
 			n--;
-		if (n <= name + 1 || !digits(n, n_end, &v))
+		if (n <= name + 1 || !loader_digits(n, n_end, &v))
 			return false;
 		const char *p_end = n - 1, *p = p_end;
 		while (p > name && p[-1] != '.')
 			p--;
-		if (p <= name + 1 || !digits(p, p_end, &v) || v != pid)
+		if (p <= name + 1 || !loader_digits(p, p_end, &v) || v != pid)
 			return false;
 		*ret_socket = false;
 		return true;
@@ -757,7 +757,7 @@ static bool stale_name(const char *name, unsigned long long pid, bool *ret_socke
 }
 
 /* remove our stale files from the directory dfd (of process pid); count */
-static int remove_stale_files(int dfd, unsigned long long pid)
+static int loader_remove_stale_files(int dfd, unsigned long long pid)
 {
 	int n = 0, fd = dup(dfd);
 	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
@@ -769,7 +769,7 @@ static int remove_stale_files(int dfd, unsigned long long pid)
 	for (struct dirent *de; (de = readdir(dir)) != NULL;) {
 		struct stat st;
 		bool sock;
-		if (!stale_name(de->d_name, pid, &sock) ||
+		if (!loader_stale_name(de->d_name, pid, &sock) ||
 		    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_uid != geteuid() ||
 		    (sock ? !S_ISSOCK(st.st_mode) : !S_ISREG(st.st_mode)))
 			continue;
@@ -800,7 +800,7 @@ int loader_remove_stale(const char *runtime_dir, const char *own_dir)
 	for (struct dirent *de; (de = readdir(dir)) != NULL;) {
 		unsigned long long pid;
 		const char *name = de->d_name;
-		if (strncmp(name, "plugins.", 8) != 0 || !digits(name + 8, name + strlen(name), &pid) ||
+		if (strncmp(name, "plugins.", 8) != 0 || !loader_digits(name + 8, name + strlen(name), &pid) ||
 		    pid == 0 || pid > INT_MAX)
 			continue;
 		bool own = own_base && strcmp(name, own_base) == 0;
@@ -815,7 +815,7 @@ int loader_remove_stale(const char *runtime_dir, const char *own_dir)
 			close(dfd);
 			continue;
 		}
-		removed += remove_stale_files(dfd, pid);
+		removed += loader_remove_stale_files(dfd, pid);
 		close(dfd);
 		if (!own)
 			unlinkat(rfd, name, AT_REMOVEDIR); /* fails, and stays, if not empty */
