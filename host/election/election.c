@@ -60,8 +60,8 @@ const char *election_state_name(enum election_state s)
 	return "unknown";
 }
 
-static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xasprintf(const char *fmt, ...)
+static char *election_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *election_xasprintf(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -83,7 +83,7 @@ void election_retry_later(struct election *e, const char *what, int err)
 	                                                           : e->retry_backoff * 2;
 }
 
-static void on_retry_timer(struct loop_timer *t, void *ud)
+static void election_on_retry_timer(struct loop_timer *t, void *ud)
 {
 	(void)t;
 	struct election *e = ud;
@@ -104,7 +104,7 @@ void election_op_done(struct election *e)
 	e->call = NULL;
 }
 
-static void on_member_put(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void election_on_member_put(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct election *e = ud;
 	(void)c;
@@ -121,7 +121,7 @@ static void on_member_put(struct etcd_client *c, int err, const struct etcd_resp
 	election_step(e);
 }
 
-static void member_put(struct election *e)
+static void election_member_put(struct election *e)
 {
 	uint8_t *v;
 	size_t vlen;
@@ -139,7 +139,7 @@ static void member_put(struct election *e)
 	e->member_placed = true;
 	e->member_release = e->rel.release;
 	e->member_priority = e->priority;
-	int r = etcd_put(e->etcd, &op, NULL, on_member_put, e, &e->call);
+	int r = etcd_put(e->etcd, &op, NULL, election_on_member_put, e, &e->call);
 	free(v);
 	if (r < 0) {
 		election_op_done(e);
@@ -149,7 +149,7 @@ static void member_put(struct election *e)
 	}
 }
 
-static void on_member_del(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void election_on_member_del(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct election *e = ud;
 	(void)c;
@@ -166,29 +166,29 @@ static void on_member_del(struct etcd_client *c, int err, const struct etcd_resp
 	election_step(e);
 }
 
-static void member_del(struct election *e)
+static void election_member_del(struct election *e)
 {
 	struct etcd_op op = {.type = ETCD_OP_DELETE,
 	                     .key = e->k_member_self,
 	                     .key_len = strlen(e->k_member_self)};
 	election_op_start(e, OP_MEMBER_DEL);
-	int r = etcd_delete(e->etcd, &op, NULL, on_member_del, e, &e->call);
+	int r = etcd_delete(e->etcd, &op, NULL, election_on_member_del, e, &e->call);
 	if (r < 0) {
 		election_op_done(e);
 		election_retry_later(e, "member removal", r);
 	}
 }
 
-/* key_write_known - a campaign or resign txn answered: our key's state at
+/* election_key_write_known - a campaign or resign txn answered: our key's state at
  * revision rev is known (it is linearizable), older unknowns are settled */
-static void key_write_known(struct election *e, int64_t rev)
+static void election_key_write_known(struct election *e, int64_t rev)
 {
 	if (rev > e->key_wrev)
 		e->key_wrev = rev;
 	e->key_wunknown = false;
 }
 
-static void on_campaign(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void election_on_campaign(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct election *e = ud;
 	(void)c;
@@ -200,7 +200,7 @@ static void on_campaign(struct etcd_client *c, int err, const struct etcd_respon
 		election_retry_later(e, "campaign", err);
 		return;
 	}
-	key_write_known(e, r->header.revision);
+	election_key_write_known(e, r->header.revision);
 	e->retry_backoff = 100 * LOOP_NS_PER_MS;
 	if (r->succeeded) {
 		e->my_rev = r->header.revision;
@@ -223,7 +223,7 @@ static void on_campaign(struct etcd_client *c, int err, const struct etcd_respon
 	election_step(e);
 }
 
-static void campaign(struct election *e)
+static void election_campaign(struct election *e)
 {
 	snprintf(e->my_key, sizeof(e->my_key), "%s%" PRIx64, e->k_election, (uint64_t)e->lease);
 	size_t kl = strlen(e->my_key);
@@ -233,14 +233,14 @@ static void campaign(struct election *e)
 	                      .value = e->node_id, .value_len = strlen(e->node_id), .lease = e->lease};
 	struct etcd_op get = {.type = ETCD_OP_RANGE, .key = e->my_key, .key_len = kl};
 	election_op_start(e, OP_CAMPAIGN);
-	int r = etcd_txn(e->etcd, &cmp, 1, &put, 1, &get, 1, NULL, on_campaign, e, &e->call);
+	int r = etcd_txn(e->etcd, &cmp, 1, &put, 1, &get, 1, NULL, election_on_campaign, e, &e->call);
 	if (r < 0) {
 		election_op_done(e);
 		election_retry_later(e, "campaign", r);
 	}
 }
 
-static void on_resign(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void election_on_resign(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct election *e = ud;
 	(void)c;
@@ -254,7 +254,7 @@ static void on_resign(struct etcd_client *c, int err, const struct etcd_response
 		election_retry_later(e, "resign", err);
 		return;
 	}
-	key_write_known(e, r->header.revision);
+	election_key_write_known(e, r->header.revision);
 	if (r->succeeded)
 		election_term_end_written(e);
 	if (r->succeeded && e->resign_publishes) {
@@ -277,17 +277,17 @@ static void on_resign(struct etcd_client *c, int err, const struct etcd_response
 	election_step(e);
 }
 
-static bool want_member(const struct election *e);
-static bool left_to_revoke(struct election *e);
+static bool election_want_member(const struct election *e);
+static bool election_left_to_revoke(struct election *e);
 
-/* leaving_membership - our member record is to go: we are leaving for good.
+/* election_leaving_membership - our member record is to go: we are leaving for good.
  * Membership says who may still be serving this plugin's state, so only a
  * deliberate exit ends it: the role taken away, the plugin file removed, a
  * shutdown that declares it leaves for good. A failed plugin, a lost
  * session and an ordinary shutdown keep the record: the node still has that
  * release installed and may come back with it (the reference algorithm's
  * persistent node records). */
-static bool leaving_membership(const struct election *e)
+static bool election_leaving_membership(const struct election *e)
 {
 	return e->member_placed && (e->held || (e->stopping && e->stop_leave));
 }
@@ -299,7 +299,7 @@ static bool leaving_membership(const struct election *e)
  * hot reload). When we leave for good (stop, role removed, failure), the same
  * txn deletes our member record: peers see one change, and a shutdown's
  * cleanup puts one write less beside the successor's first ones. */
-static void resign(struct election *e)
+static void election_resign(struct election *e)
 {
 	size_t kl = strlen(e->my_key);
 	struct etcd_compare cmp = {.target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL,
@@ -318,7 +318,7 @@ static void resign(struct election *e)
 		n_ops = 2;
 		e->resign_publishes = true;
 		e->resign_release = e->swap.rel.release;
-	} else if (leaving_membership(e)) {
+	} else if (election_leaving_membership(e)) {
 		ops[1] = (struct etcd_op){.type = ETCD_OP_DELETE, .key = e->k_member_self,
 		                          .key_len = strlen(e->k_member_self)};
 		n_ops = 2;
@@ -328,7 +328,7 @@ static void resign(struct election *e)
 	if (election_term_end_op(e, &ops[n_ops], &term, term_key, sizeof(term_key)))
 		n_ops++;
 	election_op_start(e, OP_RESIGN);
-	int r = etcd_txn(e->etcd, &cmp, 1, ops, n_ops, NULL, 0, NULL, on_resign, e, &e->call);
+	int r = etcd_txn(e->etcd, &cmp, 1, ops, n_ops, NULL, 0, NULL, election_on_resign, e, &e->call);
 	free(v);
 	free(term);
 	if (r < 0) {
@@ -339,7 +339,7 @@ static void resign(struct election *e)
 	}
 }
 
-static bool want_member(const struct election *e)
+static bool election_want_member(const struct election *e)
 {
 	return e->lease && !e->held && !e->stopping && !e->failed && e->dops && !e->swap.pending;
 }
@@ -349,7 +349,7 @@ bool election_want_campaign(const struct election *e)
 	/* a candidate needs its member record in place; a leader whose record
 	 * was overwritten puts it back without leaving */
 	bool member_ok = e->member_placed && release_cmp(e->member_release, e->rel.release) == 0;
-	return want_member(e) && (member_ok || e->leading) && e->ever_synced &&
+	return election_want_member(e) && (member_ok || e->leading) && e->ever_synced &&
 	       !release_less(e->rel.release, e->releases.max) && !election_switchover_resign(e);
 }
 
@@ -371,11 +371,11 @@ void election_assert_invariants(const struct election *e)
 	assert(!e->swap.pending || e->dops);
 }
 
-static enum election_state current_state(const struct election *e)
+static enum election_state election_current_state(const struct election *e)
 {
 	if (e->failed)
 		return ELECTION_FAILED;
-	if (e->stopping && !e->leading && !e->my_rev && !leaving_membership(e) && e->op == OP_NONE)
+	if (e->stopping && !e->leading && !e->my_rev && !election_leaving_membership(e) && e->op == OP_NONE)
 		return ELECTION_STOPPED;
 	if (!e->synced)
 		return ELECTION_LOADING;
@@ -415,8 +415,8 @@ void election_step(struct election *e)
 			election_begin_leave(e);
 			return;
 		}
-		if (e->lease && e->my_rev && !left_to_revoke(e)) {
-			resign(e);
+		if (e->lease && e->my_rev && !election_left_to_revoke(e)) {
+			election_resign(e);
 			goto report;
 		}
 		e->my_rev = 0;
@@ -440,14 +440,14 @@ void election_step(struct election *e)
 		}
 	}
 	/* 3. member record */
-	if (want_member(e) && (!e->member_placed ||
+	if (election_want_member(e) && (!e->member_placed ||
 	                       release_cmp(e->member_release, e->rel.release) != 0 ||
 	                       e->member_priority != e->priority)) {
-		member_put(e);
+		election_member_put(e);
 		goto report;
 	}
-	if (leaving_membership(e)) {
-		member_del(e);
+	if (election_leaving_membership(e)) {
+		election_member_del(e);
 		goto report;
 	}
 	/* 4. stop complete */
@@ -470,7 +470,7 @@ void election_step(struct election *e)
 	}
 	/* 5. campaign */
 	if (election_want_campaign(e) && !e->my_rev) {
-		campaign(e);
+		election_campaign(e);
 		goto report;
 	}
 	/* 6. win */
@@ -489,7 +489,7 @@ void election_step(struct election *e)
 report:
 	election_assert_invariants(e);
 	election_nodes_update(e);
-	enum election_state s = current_state(e);
+	enum election_state s = election_current_state(e);
 	if (s != e->state_reported) {
 		log_debug("election", "%s: state %s -> %s", e->name, election_state_name(e->state_reported),
 		          election_state_name(s));
@@ -530,11 +530,11 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 	int r = -ENOMEM;
 	if (!e->prefix || !e->name || !e->node_id)
 		goto fail;
-	e->k_members = xasprintf("%s/%s/members/", e->prefix, e->name);
-	e->k_member_self = xasprintf("%s/%s/members/%s", e->prefix, e->name, e->node_id);
-	e->k_election = xasprintf("%s/%s/election/", e->prefix, e->name);
-	e->k_status = xasprintf("%s/%s/status", e->prefix, e->name);
-	e->k_data = xasprintf("%s/%s/data/", e->prefix, e->name);
+	e->k_members = election_xasprintf("%s/%s/members/", e->prefix, e->name);
+	e->k_member_self = election_xasprintf("%s/%s/members/%s", e->prefix, e->name, e->node_id);
+	e->k_election = election_xasprintf("%s/%s/election/", e->prefix, e->name);
+	e->k_status = election_xasprintf("%s/%s/status", e->prefix, e->name);
+	e->k_data = election_xasprintf("%s/%s/data/", e->prefix, e->name);
 	if (!e->k_members || !e->k_member_self || !e->k_election || !e->k_status || !e->k_data)
 		goto fail;
 	e->k_watch_end_len = strlen(e->k_status) + 1;
@@ -552,7 +552,7 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 	if (r == 0)
 		r = loop_timer_new(l, election_on_sync_timer, e, &e->sync_timer);
 	if (r == 0)
-		r = loop_timer_new(l, on_retry_timer, e, &e->retry_timer);
+		r = loop_timer_new(l, election_on_retry_timer, e, &e->retry_timer);
 	if (r == 0)
 		r = loop_timer_new(l, election_on_lead_timer, e, &e->lead_timer);
 	if (r < 0)
@@ -623,7 +623,7 @@ void election_hold(struct election *e, bool hold, const char *reason)
 	election_step(e);
 }
 
-static void stop_with(struct election *e, bool leave, bool (*last)(void *ud),
+static void election_stop_with(struct election *e, bool leave, bool (*last)(void *ud),
                       void (*done)(void *ud), void *ud)
 {
 	e->stopping = true;
@@ -636,20 +636,20 @@ static void stop_with(struct election *e, bool leave, bool (*last)(void *ud),
 
 void election_stop(struct election *e, void (*done)(void *ud), void *ud)
 {
-	stop_with(e, true, NULL, done, ud);
+	election_stop_with(e, true, NULL, done, ud);
 }
 
 void election_stop_revoking(struct election *e, bool leave, bool (*last)(void *ud),
                             void (*done)(void *ud), void *ud)
 {
-	stop_with(e, leave, last, done, ud);
+	election_stop_with(e, leave, last, done, ud);
 }
 
-/* left_to_revoke - a stopping election whose election key the caller's
+/* election_left_to_revoke - a stopping election whose election key the caller's
  * lease revocation deletes next (election_stop_revoking): forget it here.
  * Not when leaving for good: the member record is bound to no lease, and
  * the resign txn deletes it together with the key. */
-static bool left_to_revoke(struct election *e)
+static bool election_left_to_revoke(struct election *e)
 {
 	/* the end of a term we led is written while the plugin drains
 	 * (election_term_leaving), beside the revocation and not waited for;
@@ -756,7 +756,7 @@ const char *election_name(const struct election *e)
 void election_get_info(struct election *e, struct election_info *ret)
 {
 	memset(ret, 0, sizeof(*ret));
-	ret->state = current_state(e);
+	ret->state = election_current_state(e);
 	const struct candidate *low = election_cand_lowest(e);
 	ret->leader = low ? low->node_id : NULL;
 	ret->releases = e->releases;
@@ -804,7 +804,7 @@ struct forget_ctx {
 	void *ud;
 };
 
-static void on_forgotten(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void election_on_forgotten(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	(void)c;
 	struct forget_ctx *f = ud;
@@ -840,7 +840,7 @@ int election_forget(struct election *e, const char *node_id, void (*done)(void *
 		         node_id, e->name);
 		return -EBUSY;
 	}
-	char *key = xasprintf("%s%s", e->k_members, node_id);
+	char *key = election_xasprintf("%s%s", e->k_members, node_id);
 	struct forget_ctx *f = malloc(sizeof(*f));
 	int r = -ENOMEM;
 	if (!key || !f)
@@ -853,7 +853,7 @@ int election_forget(struct election *e, const char *node_id, void (*done)(void *
 	struct etcd_compare cmp = {.target = ETCD_CMP_MOD, .result = ETCD_CMP_EQUAL, .key = key,
 	                           .key_len = strlen(key), .number = m->mod_rev};
 	struct etcd_op del = {.type = ETCD_OP_DELETE, .key = key, .key_len = strlen(key)};
-	r = etcd_txn(e->etcd, &cmp, 1, &del, 1, NULL, 0, NULL, on_forgotten, f, NULL);
+	r = etcd_txn(e->etcd, &cmp, 1, &del, 1, NULL, 0, NULL, election_on_forgotten, f, NULL);
 	if (r == 0) {
 		char rb[RELEASE_STRLEN] = "?";
 		if (m->valid)

@@ -24,7 +24,7 @@ struct fenced_ctx {
 	size_t n_failure;
 };
 
-static void fenced_unlink(struct fenced_ctx *f)
+static void election_fence_fenced_unlink(struct fenced_ctx *f)
 {
 	if (!f->e)
 		return;
@@ -35,33 +35,33 @@ static void fenced_unlink(struct fenced_ctx *f)
 		}
 }
 
-static void fenced_free(struct fenced_ctx *f)
+static void election_fence_fenced_free(struct fenced_ctx *f)
 {
 	f->magic = 0;
 	free(f);
 }
 
-static void on_fenced(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void election_fence_on_fenced(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct fenced_ctx *f = ud;
 	CHECK_OBJ(f, FENCED_CTX_MAGIC);
 	struct election *e = f->e;
-	fenced_unlink(f);
+	election_fence_fenced_unlink(f);
 	if (!e) {
 		f->cb(c, -ESTALE, NULL, f->ud);
-		fenced_free(f);
+		election_fence_fenced_free(f);
 		return;
 	}
 	CHECK_OBJ(e, ELECTION_MAGIC);
 	if (err < 0 || r->succeeded) {
 		f->cb(c, err, r, f->ud);
-		fenced_free(f);
+		election_fence_fenced_free(f);
 		return;
 	}
 	/* the last failure response is our own key check */
 	if (r->n_responses != f->n_failure + 1) {
 		f->cb(c, -EBADMSG, NULL, f->ud);
-		fenced_free(f);
+		election_fence_fenced_free(f);
 		return;
 	}
 	const struct etcd_response *mine = &r->responses[r->n_responses - 1];
@@ -70,7 +70,7 @@ static void on_fenced(struct etcd_client *c, int err, const struct etcd_response
 	if (!still) {
 		uint64_t gen = f->gen;
 		f->cb(c, -ESTALE, NULL, f->ud);
-		fenced_free(f);
+		election_fence_fenced_free(f);
 		if (e->leading && gen == e->gen) {
 			election_depose(e, false, "a fenced plugin write found us no longer leading");
 			e->my_rev = 0;
@@ -81,16 +81,16 @@ static void on_fenced(struct etcd_client *c, int err, const struct etcd_response
 	struct etcd_response copy = *r;
 	copy.n_responses = r->n_responses - 1;
 	f->cb(c, 0, &copy, f->ud);
-	fenced_free(f);
+	election_fence_fenced_free(f);
 }
 
-static bool key_in(const void *k, size_t len, const char *prefix)
+static bool election_fence_key_in(const void *k, size_t len, const char *prefix)
 {
 	size_t n = strlen(prefix);
 	return k && len >= n && memcmp(k, prefix, n) == 0;
 }
 
-static int bytes_cmp(const void *a, size_t al, const void *b, size_t bl)
+static int election_fence_bytes_cmp(const void *a, size_t al, const void *b, size_t bl)
 {
 	int c = memcmp(a, b, al < bl ? al : bl);
 	if (c)
@@ -98,8 +98,8 @@ static int bytes_cmp(const void *a, size_t al, const void *b, size_t bl)
 	return al < bl ? -1 : al > bl ? 1 : 0;
 }
 
-/* end_in - a range end keeps the range inside data/: data/ < end <= end(data/) */
-static bool end_in(const void *end, size_t len, const struct election *e)
+/* election_fence_end_in - a range end keeps the range inside data/: data/ < end <= end(data/) */
+static bool election_fence_end_in(const void *end, size_t len, const struct election *e)
 {
 	if (!end)
 		return true;
@@ -108,7 +108,7 @@ static bool end_in(const void *end, size_t len, const struct election *e)
 	if (n > sizeof(pend) || len == 0)
 		return false;
 	size_t pl = etcd_prefix_end(e->k_data, n, pend);
-	return bytes_cmp(end, len, e->k_data, n) > 0 && bytes_cmp(end, len, pend, pl) <= 0;
+	return election_fence_bytes_cmp(end, len, e->k_data, n) > 0 && election_fence_bytes_cmp(end, len, pend, pl) <= 0;
 }
 
 int election_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmps,
@@ -128,15 +128,15 @@ int election_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmp
 	if (n_cmps > 64 || n_success > 128 || n_failure > 128)
 		return -E2BIG;
 	for (size_t i = 0; i < n_cmps; i++)
-		if (!key_in(cmps[i].key, cmps[i].key_len, e->k_data) ||
-		    !end_in(cmps[i].range_end, cmps[i].range_end_len, e))
+		if (!election_fence_key_in(cmps[i].key, cmps[i].key_len, e->k_data) ||
+		    !election_fence_end_in(cmps[i].range_end, cmps[i].range_end_len, e))
 			return -EPERM;
 	const struct etcd_op *lists[2] = {success, failure};
 	size_t lens[2] = {n_success, n_failure};
 	for (int l = 0; l < 2; l++)
 		for (size_t i = 0; i < lens[l]; i++)
-			if (!key_in(lists[l][i].key, lists[l][i].key_len, e->k_data) ||
-			    !end_in(lists[l][i].range_end, lists[l][i].range_end_len, e) ||
+			if (!election_fence_key_in(lists[l][i].key, lists[l][i].key_len, e->k_data) ||
+			    !election_fence_end_in(lists[l][i].range_end, lists[l][i].range_end_len, e) ||
 			    (lists[l][i].type == ETCD_OP_PUT && lists[l][i].lease != 0))
 				return -EPERM;
 
@@ -168,7 +168,7 @@ int election_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmp
 	 * and with it the next term, for the client's default 5 s */
 	struct etcd_call_opts o = {.timeout_ms = session_request_timeout_ms(e->sess)};
 	r = etcd_txn(e->etcd, all, n_cmps + 1, success, n_success, fail, n_failure + 1, &o,
-	             on_fenced, f, NULL);
+	             election_fence_on_fenced, f, NULL);
 	if (r == 0) {
 		f->next = e->fenced;
 		e->fenced = f;

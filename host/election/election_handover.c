@@ -66,7 +66,7 @@ int election_switchover_init(struct election *e)
 	return 0;
 }
 
-static void handover_ctx_free(struct handover_ctx *c)
+static void election_handover_ctx_free(struct handover_ctx *c)
 {
 	if (c->e && c->e->handover_call == c)
 		c->e->handover_call = NULL;
@@ -78,14 +78,14 @@ void election_switchover_free(struct election *e)
 {
 	if (e->handover_call) {
 		etcd_call_cancel(e->handover_call->call);
-		handover_ctx_free(e->handover_call);
+		election_handover_ctx_free(e->handover_call);
 	}
 	if (e->priority_call)
 		e->priority_call->e = NULL; /* its answer only frees it */
 	free(e->k_handover);
 }
 
-static void copy_printable(char *dst, size_t len, const char *s)
+static void election_handover_copy_printable(char *dst, size_t len, const char *s)
 {
 	size_t n = s ? strnlen(s, len - 1) : 0;
 	for (size_t i = 0; i < n; i++)
@@ -93,7 +93,7 @@ static void copy_printable(char *dst, size_t len, const char *s)
 	dst[n] = '\0';
 }
 
-static void handover_gone(struct election *e)
+static void election_handover_gone(struct election *e)
 {
 	if (e->handover.present)
 		e->handover_ended_rev = e->handover.rev;
@@ -106,7 +106,7 @@ bool election_switchover_apply(struct election *e, const struct etcd_kv *kv, boo
 	    memcmp(kv->key, e->k_handover, kv->key_len) != 0)
 		return false;
 	if (del) {
-		handover_gone(e);
+		election_handover_gone(e);
 		return true;
 	}
 	struct handover_rec *h = &e->handover;
@@ -124,9 +124,9 @@ bool election_switchover_apply(struct election *e, const struct etcd_kv *kv, boo
 		         "%s", e->name, h->leased ? "expires" : "is deleted (the leader deletes it)");
 	} else {
 		h->valid = true;
-		copy_printable(h->requester, sizeof(h->requester), s->requester);
-		copy_printable(h->from, sizeof(h->from), s->from_node);
-		copy_printable(h->to, sizeof(h->to), s->to_node);
+		election_handover_copy_printable(h->requester, sizeof(h->requester), s->requester);
+		election_handover_copy_printable(h->from, sizeof(h->from), s->from_node);
+		election_handover_copy_printable(h->to, sizeof(h->to), s->to_node);
 		h->from_token = s->from_token;
 		h->to_token = h->to[0] ? s->to_token : 0;
 		h->priority = s->priority;
@@ -147,11 +147,11 @@ void election_switchover_sync_begin(struct election *e)
 void election_switchover_sync_end(struct election *e)
 {
 	if (e->handover.present && !e->handover.seen)
-		handover_gone(e);
+		election_handover_gone(e);
 }
 
 /* the target's election key as the request names it */
-static bool target_campaigns(const struct election *e)
+static bool election_handover_target_campaigns(const struct election *e)
 {
 	for (size_t i = 0; i < e->n_cands; i++)
 		if (e->cands[i].create_rev == e->handover.to_token &&
@@ -161,7 +161,7 @@ static bool target_campaigns(const struct election *e)
 }
 
 /* satisfied - the leader now is what the request asked for */
-static bool satisfied(const struct election *e)
+static bool election_handover_satisfied(const struct election *e)
 {
 	const struct candidate *low = election_cand_lowest(e);
 	if (!low)
@@ -172,12 +172,12 @@ static bool satisfied(const struct election *e)
 }
 
 /* active - the request still moves candidates */
-static bool active(const struct election *e)
+static bool election_handover_active(const struct election *e)
 {
 	const struct handover_rec *h = &e->handover;
-	if (!h->present || !h->valid || satisfied(e))
+	if (!h->present || !h->valid || election_handover_satisfied(e))
 		return false;
-	return !h->to[0] || target_campaigns(e);
+	return !h->to[0] || election_handover_target_campaigns(e);
 }
 
 bool election_switchover_resign(const struct election *e)
@@ -185,7 +185,7 @@ bool election_switchover_resign(const struct election *e)
 	const struct handover_rec *h = &e->handover;
 	if (e->my_rev && e->my_rev == e->handover_leaving)
 		return true;
-	if (!e->my_rev || !active(e))
+	if (!e->my_rev || !election_handover_active(e))
 		return false;
 	bool self_from = strcmp(e->node_id, h->from) == 0 && e->my_rev == h->from_token;
 	if (!h->to[0])
@@ -214,14 +214,14 @@ const char *election_switchover_ended_us(struct election *e)
 	return e->handover_detail;
 }
 
-static void on_deleted(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
+static void election_handover_on_deleted(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
 {
 	(void)cl;
 	struct handover_ctx *c = ud;
 	CHECK_OBJ(c, HANDOVER_CTX_MAGIC);
 	struct election *e = c->e;
 	CHECK_OBJ(e, ELECTION_MAGIC);
-	handover_ctx_free(c);
+	election_handover_ctx_free(c);
 	if (err < 0) {
 		/* try again on the next step; the lease ends it anyway */
 		log_warn("election", "%s: cannot delete the served switchover request: %s", e->name,
@@ -233,7 +233,7 @@ static void on_deleted(struct etcd_client *cl, int err, const struct etcd_respon
 		log_info("election", "%s: switchover request ended: this node leads", e->name);
 }
 
-static void on_priority_requested(void *ud, int err, const char *msg, int64_t rev,
+static void election_handover_on_priority_requested(void *ud, int err, const char *msg, int64_t rev,
                                   const char *from)
 {
 	(void)from;
@@ -254,8 +254,8 @@ static void on_priority_requested(void *ud, int err, const char *msg, int64_t re
 		         PRId64 ")", e->name, rev);
 }
 
-/* priority_step - the leader's priority rule (see the design notes) */
-static void priority_step(struct election *e)
+/* election_handover_priority_step - the leader's priority rule (see the design notes) */
+static void election_handover_priority_step(struct election *e)
 {
 	if (!e->leading || e->draining || !e->synced || e->handover.present || e->paused ||
 	    e->priority_call || e->priority_skip_gen == e->gen ||
@@ -288,7 +288,7 @@ static void priority_step(struct election *e)
 	                                .timeout_ms = SWITCHOVER_TIMEOUT_DEFAULT_MS,
 	                                .priority = true};
 	e->priority_asked_rev = best->create_rev;
-	if (switchover_request_start(e->etcd, &rq, on_priority_requested, pc) < 0) {
+	if (switchover_request_start(e->etcd, &rq, election_handover_on_priority_requested, pc) < 0) {
 		pc->magic = 0;
 		free(pc);
 		return;
@@ -301,7 +301,7 @@ static void priority_step(struct election *e)
 void election_switchover_step(struct election *e)
 {
 	const struct handover_rec *h = &e->handover;
-	priority_step(e);
+	election_handover_priority_step(e);
 	if (!e->leading || e->draining || !h->present || e->handover_call ||
 	    e->handover_del_tried == h->rev)
 		return;
@@ -313,8 +313,8 @@ void election_switchover_step(struct election *e)
 		return; /* it expires */
 	/* done as asked, or over: the target's key went (it died or lost its
 	 * session) and a normal election made us leader */
-	bool over = h->valid && h->to[0] && strcmp(h->to, e->node_id) != 0 && !target_campaigns(e);
-	if (!stray && !satisfied(e) && !over)
+	bool over = h->valid && h->to[0] && strcmp(h->to, e->node_id) != 0 && !election_handover_target_campaigns(e);
+	if (!stray && !election_handover_satisfied(e) && !over)
 		return;
 	const struct candidate *low = election_cand_lowest(e);
 	if (!low || low->create_rev != e->my_rev)
@@ -341,8 +341,8 @@ void election_switchover_step(struct election *e)
 		         "does not decode and has no lease", e->name, h->rev);
 	e->handover_call = c;
 	e->handover_del_tried = h->rev;
-	if (etcd_txn(e->etcd, cmps, 2, &del, 1, NULL, 0, NULL, on_deleted, c, &c->call) < 0) {
-		handover_ctx_free(c);
+	if (etcd_txn(e->etcd, cmps, 2, &del, 1, NULL, 0, NULL, election_handover_on_deleted, c, &c->call) < 0) {
+		election_handover_ctx_free(c);
 		e->handover_del_tried = 0;
 	}
 }

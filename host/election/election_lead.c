@@ -6,7 +6,7 @@
  * wait, or reconcile at once), the fenced status writes with their read-back
  * when the outcome is unknown, the initial and periodic reconciles, draining
  * and deposing. The phase of a term (enum lead_phase) changes only through
- * lead_phase_set.
+ * election_lead_phase_set.
  */
 #include "config.h"
 
@@ -20,7 +20,7 @@
 #include "election/election_internal.h"
 #include "base/log.h"
 
-static const char *lead_phase_name(enum lead_phase p)
+static const char *election_lead_phase_name(enum lead_phase p)
 {
 	switch (p) {
 	case LP_NONE:
@@ -41,13 +41,13 @@ static const char *lead_phase_name(enum lead_phase p)
 	return "unknown";
 }
 
-/* lead_phase_legal - the transitions of the leader's machine: a term starts
+/* election_lead_phase_legal - the transitions of the leader's machine: a term starts
  * from NONE (or VERIFY, the check before it, which a session loss may cut
  * short) in RESTRICT, WAIT or RECONCILE, as the status found decides, and
  * goes on RESTRICT -> WAIT -> RECONCILE (again after a failure) -> IDLE <->
  * PERIODIC; any phase may end the term (NONE). Every phase past VERIFY
  * belongs to a term: only while leading. */
-static bool lead_phase_legal(const struct election *e, enum lead_phase from, enum lead_phase to)
+static bool election_lead_phase_legal(const struct election *e, enum lead_phase from, enum lead_phase to)
 {
 	bool term_start = from == LP_NONE || from == LP_VERIFY;
 	switch (to) {
@@ -69,19 +69,19 @@ static bool lead_phase_legal(const struct election *e, enum lead_phase from, enu
 	return false;
 }
 
-/* lead_phase_set - the one place e->phase changes (curl's mstate()) */
-static void lead_phase_set(struct election *e, enum lead_phase to)
+/* election_lead_phase_set - the one place e->phase changes (curl's mstate()) */
+static void election_lead_phase_set(struct election *e, enum lead_phase to)
 {
-	assert(lead_phase_legal(e, e->phase, to));
+	assert(election_lead_phase_legal(e, e->phase, to));
 	if (e->phase != to)
-		log_debug("election", "%s: lead phase %s -> %s", e->name, lead_phase_name(e->phase),
-		          lead_phase_name(to));
+		log_debug("election", "%s: lead phase %s -> %s", e->name, election_lead_phase_name(e->phase),
+		          election_lead_phase_name(to));
 	e->phase = to;
 }
 
-static void lead_reset(struct election *e)
+static void election_lead_reset(struct election *e)
 {
-	lead_phase_set(e, LP_NONE);
+	election_lead_phase_set(e, LP_NONE);
 	e->reconciling = false;
 	loop_timer_disarm(e->lead_timer);
 	free(e->pending_status);
@@ -107,7 +107,7 @@ void election_depose(struct election *e, bool graceful, const char *why)
 		etcd_call_cancel(e->call);
 		election_op_done(e);
 	}
-	lead_reset(e);
+	election_lead_reset(e);
 	const struct log_field f[] = {{"reason", why, false}};
 	log_msg_fields(LOG_LVL_INFO, "election", e->name, f, 1, "%s: %s leadership: %s", e->name,
 	               graceful ? "leaving" : "lost", why);
@@ -131,7 +131,7 @@ struct drv_ctx {
 
 static struct drv_ctx *g_orphan_ctxs;
 
-static struct drv_ctx *drv_ctx_new(struct election *e)
+static struct drv_ctx *election_lead_drv_ctx_new(struct election *e)
 {
 	struct drv_ctx *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -146,7 +146,7 @@ static struct drv_ctx *drv_ctx_new(struct election *e)
 	return c;
 }
 
-static void drv_ctx_unlink(struct drv_ctx *c)
+static void election_lead_drv_ctx_unlink(struct drv_ctx *c)
 {
 	if (c->prev)
 		c->prev->next = c->next;
@@ -159,22 +159,22 @@ static void drv_ctx_unlink(struct drv_ctx *c)
 	c->next = c->prev = NULL;
 }
 
-static void drv_ctx_free(struct drv_ctx *c)
+static void election_lead_drv_ctx_free(struct drv_ctx *c)
 {
-	drv_ctx_unlink(c);
+	election_lead_drv_ctx_unlink(c);
 	c->magic = 0;
 	free(c);
 }
 
 /* the election of c, or NULL (c freed) when election_free orphaned it */
-static struct election *drv_ctx_election(struct drv_ctx *c)
+static struct election *election_lead_drv_ctx_election(struct drv_ctx *c)
 {
 	CHECK_OBJ(c, DRV_CTX_MAGIC);
 	if (c->e) {
 		CHECK_OBJ(c->e, ELECTION_MAGIC);
 		return c->e;
 	}
-	drv_ctx_free(c);
+	election_lead_drv_ctx_free(c);
 	return NULL;
 }
 
@@ -182,7 +182,7 @@ void election_drv_ctxs_orphan(struct election *e)
 {
 	while (e->drv_ctxs) {
 		struct drv_ctx *c = e->drv_ctxs;
-		drv_ctx_unlink(c);
+		election_lead_drv_ctx_unlink(c);
 		c->e = NULL;
 		c->next = g_orphan_ctxs;
 		if (c->next)
@@ -191,14 +191,14 @@ void election_drv_ctxs_orphan(struct election *e)
 	}
 }
 
-static void on_drained(void *ud)
+static void election_lead_on_drained(void *ud)
 {
 	struct drv_ctx *d = ud;
-	struct election *e = drv_ctx_election(d);
+	struct election *e = election_lead_drv_ctx_election(d);
 	if (!e)
 		return;
 	bool current = d->gen == e->gen && e->draining;
-	drv_ctx_free(d);
+	election_lead_drv_ctx_free(d);
 	if (!current)
 		return;
 	election_depose(e, true, "drained");
@@ -209,7 +209,7 @@ void election_begin_leave(struct election *e)
 {
 	assert(e->leading && !e->draining);
 	election_switchover_leaving(e);
-	struct drv_ctx *d = e->dops ? drv_ctx_new(e) : NULL;
+	struct drv_ctx *d = e->dops ? election_lead_drv_ctx_new(e) : NULL;
 	if (!d) {
 		election_depose(e, true, "leaving");
 		return;
@@ -218,15 +218,15 @@ void election_begin_leave(struct election *e)
 	/* no new lead steps while draining */
 	loop_timer_disarm(e->lead_timer);
 	election_term_leaving(e);
-	e->dops->drain(e->drv, on_drained, d);
+	e->dops->drain(e->drv, election_lead_on_drained, d);
 }
 
-static void on_verify(struct etcd_client *c, int err, const struct etcd_response *r, void *ud);
-static void lead_decide(struct election *e, const struct status_rec *st);
+static void election_lead_on_verify(struct etcd_client *c, int err, const struct etcd_response *r, void *ud);
+static void election_lead_decide(struct election *e, const struct status_rec *st);
 
 /* elect - leadership begins: on_elected, then the reference algorithm's
  * branches on the status */
-static void elect(struct election *e, const struct status_rec *status)
+static void election_lead_elect(struct election *e, const struct status_rec *status)
 {
 	assert(!e->leading && e->my_rev != 0 && e->dops);
 	struct status_rec s = *status;
@@ -245,7 +245,7 @@ static void elect(struct election *e, const struct status_rec *status)
 	e->request_covered = 0;
 	election_term_begin(e);
 	e->dops->elected(e->drv, e->my_rev, &e->releases);
-	lead_decide(e, &s);
+	election_lead_decide(e, &s);
 }
 
 /* election_become_leader - our key is the lowest in the mirror.
@@ -275,7 +275,7 @@ void election_become_leader(struct election *e)
 		return;
 	}
 	if (e->synced && !e->key_wunknown && e->rev >= e->key_wrev) {
-		elect(e, &e->status);
+		election_lead_elect(e, &e->status);
 		return;
 	}
 	size_t kl = strlen(e->my_key);
@@ -284,22 +284,22 @@ void election_become_leader(struct election *e)
 		{.type = ETCD_OP_RANGE, .key = e->k_status, .key_len = strlen(e->k_status)},
 	};
 	election_op_start(e, OP_LEAD);
-	lead_phase_set(e, LP_VERIFY);
-	int r = etcd_txn(e->etcd, NULL, 0, ops, 2, NULL, 0, NULL, on_verify, e, &e->call);
+	election_lead_phase_set(e, LP_VERIFY);
+	int r = etcd_txn(e->etcd, NULL, 0, ops, 2, NULL, 0, NULL, election_lead_on_verify, e, &e->call);
 	if (r < 0) {
 		election_op_done(e);
-		lead_phase_set(e, LP_NONE);
+		election_lead_phase_set(e, LP_NONE);
 		election_retry_later(e, "leadership check", r);
 	}
 }
 
-static void on_verify(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void election_lead_on_verify(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct election *e = ud;
 	(void)c;
 	CHECK_OBJ(e, ELECTION_MAGIC);
 	election_op_done(e);
-	lead_phase_set(e, LP_NONE);
+	election_lead_phase_set(e, LP_NONE);
 	if (err < 0) {
 		election_retry_later(e, "leadership check", err);
 		return;
@@ -332,13 +332,13 @@ static void on_verify(struct etcd_client *c, int err, const struct etcd_response
 	struct status_rec s = {0};
 	if (st->n_kvs == 1)
 		election_status_decode(st->kvs[0].value, st->kvs[0].value_len, &s);
-	elect(e, &s);
+	election_lead_elect(e, &s);
 	election_step(e);
 }
 
-/* lead_decide - the reference algorithm's branches on the status read right
+/* election_lead_decide - the reference algorithm's branches on the status read right
  * after election */
-static void lead_decide(struct election *e, const struct status_rec *st)
+static void election_lead_decide(struct election *e, const struct status_rec *st)
 {
 	struct release rel = e->rel.release, mcr = e->rel.min_compatible;
 	e->status_existed = st->present;
@@ -347,33 +347,33 @@ static void lead_decide(struct election *e, const struct status_rec *st)
 	e->pending_status = NULL;
 	if (!st->present) {
 		log_info("election", "%s: no status yet; reconciling first", e->name);
-		lead_phase_set(e, LP_RECONCILE);
+		election_lead_phase_set(e, LP_RECONCILE);
 	} else if (e->status_is_done) {
 		log_info("election", "%s: status already up to date", e->name);
-		lead_phase_set(e, LP_WAIT);
+		election_lead_phase_set(e, LP_WAIT);
 	} else if (!release_less(rel, st->version) && !release_less(st->min_compatible, mcr)) {
 		log_info("election", "%s: status is compatible; setting state WORKING", e->name);
 		if (st->state != ST_WORKING)
 			election_status_encode(ST_WORKING, st->version, st->min_compatible,
 			                       &e->pending_status, &e->pending_status_len);
 		e->pending_status_state = ST_WORKING;
-		lead_phase_set(e, LP_WAIT);
+		election_lead_phase_set(e, LP_WAIT);
 	} else {
 		log_info("election", "%s: status allows incompatible releases; restricting", e->name);
 		e->restrict_version = release_less(st->version, rel) ? st->version : rel;
 		e->restrict_min_compatible = release_less(st->min_compatible, mcr) ? mcr : st->min_compatible;
 		e->restrict_tried_rev = 0;
 		e->restrict_logged = false;
-		lead_phase_set(e, LP_RESTRICT);
+		election_lead_phase_set(e, LP_RESTRICT);
 	}
 	if (e->phase == LP_WAIT)
 		e->lead_log_after = 0;
 }
 
-static void on_status_written(struct etcd_client *c, int err, const struct etcd_response *r,
+static void election_lead_on_status_written(struct etcd_client *c, int err, const struct etcd_response *r,
                               void *ud);
 
-static void write_status(struct election *e, bool guard_members)
+static void election_lead_write_status(struct election *e, bool guard_members)
 {
 	/* a status write is fenced: only while leading, never while draining */
 	assert(e->leading && !e->draining && e->my_rev != 0 && e->pending_status);
@@ -392,7 +392,7 @@ static void write_status(struct election *e, bool guard_members)
 	if (guard_members)
 		e->restrict_tried_rev = e->releases.revision;
 	int r = etcd_txn(e->etcd, cmps, guard_members ? 2 : 1, &put, 1, &get, 1, NULL,
-	                 on_status_written, e, &e->call);
+	                 election_lead_on_status_written, e, &e->call);
 	if (r < 0) {
 		election_op_done(e);
 		e->restrict_tried_rev = 0;
@@ -400,9 +400,9 @@ static void write_status(struct election *e, bool guard_members)
 	}
 }
 
-static void on_readback(struct etcd_client *c, int err, const struct etcd_response *r, void *ud);
+static void election_lead_on_readback(struct etcd_client *c, int err, const struct etcd_response *r, void *ud);
 
-static void readback_status(struct election *e)
+static void election_lead_readback_status(struct election *e)
 {
 	assert(e->leading && !e->draining && e->my_rev != 0);
 	size_t kl = strlen(e->my_key);
@@ -411,14 +411,14 @@ static void readback_status(struct election *e)
 		{.type = ETCD_OP_RANGE, .key = e->k_status, .key_len = strlen(e->k_status)},
 	};
 	election_op_start(e, OP_LEAD);
-	int r = etcd_txn(e->etcd, NULL, 0, ops, 2, NULL, 0, NULL, on_readback, e, &e->call);
+	int r = etcd_txn(e->etcd, NULL, 0, ops, 2, NULL, 0, NULL, election_lead_on_readback, e, &e->call);
 	if (r < 0) {
 		election_op_done(e);
 		election_retry_later(e, "status read-back", r);
 	}
 }
 
-static void status_write_succeeded(struct election *e)
+static void election_lead_status_write_succeeded(struct election *e)
 {
 	e->status_writes++;
 	if (e->pending_status_state == ST_DONE)
@@ -427,12 +427,12 @@ static void status_write_succeeded(struct election *e)
 	e->pending_status = NULL;
 	e->pending_readback = false;
 	if (e->phase == LP_RESTRICT) {
-		lead_phase_set(e, LP_WAIT);
+		election_lead_phase_set(e, LP_WAIT);
 		e->status_existed = true;
 	}
 }
 
-static void on_status_written(struct etcd_client *c, int err, const struct etcd_response *r,
+static void election_lead_on_status_written(struct etcd_client *c, int err, const struct etcd_response *r,
                               void *ud)
 {
 	struct election *e = ud;
@@ -451,7 +451,7 @@ static void on_status_written(struct etcd_client *c, int err, const struct etcd_
 		return;
 	}
 	if (r->succeeded) {
-		status_write_succeeded(e);
+		election_lead_status_write_succeeded(e);
 		election_step(e);
 		return;
 	}
@@ -468,7 +468,7 @@ static void on_status_written(struct etcd_client *c, int err, const struct etcd_
 	election_step(e);
 }
 
-static void on_readback(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void election_lead_on_readback(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct election *e = ud;
 	(void)c;
@@ -489,20 +489,20 @@ static void on_readback(struct etcd_client *c, int err, const struct etcd_respon
 	e->retry_backoff = 100 * LOOP_NS_PER_MS;
 	if (st->n_kvs == 1 && e->pending_status && st->kvs[0].value_len == e->pending_status_len &&
 	    memcmp(st->kvs[0].value, e->pending_status, e->pending_status_len) == 0) {
-		status_write_succeeded(e);
+		election_lead_status_write_succeeded(e);
 	}
 	election_step(e);
 }
 
-static void on_reconciled(void *ud, int err, const char *msg)
+static void election_lead_on_reconciled(void *ud, int err, const char *msg)
 {
 	struct drv_ctx *rc = ud;
-	struct election *e = drv_ctx_election(rc);
+	struct election *e = election_lead_drv_ctx_election(rc);
 	if (!e)
 		return;
 	bool current = rc->gen == e->gen && e->leading;
 	bool periodic = rc->periodic;
-	drv_ctx_free(rc);
+	election_lead_drv_ctx_free(rc);
 	/* stats count every finished reconcile, current or not */
 	if (err != -ECANCELED) {
 		e->reconcile_count++;
@@ -529,11 +529,11 @@ static void on_reconciled(void *ud, int err, const char *msg)
 			                       &e->pending_status, &e->pending_status_len);
 			e->pending_status_state = ST_DONE;
 		}
-		lead_phase_set(e, LP_IDLE);
+		election_lead_phase_set(e, LP_IDLE);
 		loop_timer_arm_in(e->lead_timer, e->reconcile_interval_ns);
 	} else if (periodic) {
 		log_warn("election", "%s: reconcile failed: %s", e->name, msg && *msg ? msg : etcd_strerror(err));
-		lead_phase_set(e, LP_IDLE);
+		election_lead_phase_set(e, LP_IDLE);
 		loop_timer_arm_in(e->lead_timer, e->reconcile_interval_ns);
 	} else {
 		uint64_t now = loop_now();
@@ -542,7 +542,7 @@ static void on_reconciled(void *ud, int err, const char *msg)
 			         e->name, msg && *msg ? msg : etcd_strerror(err));
 			e->lead_log_after = now + 10 * LOOP_NS_PER_S;
 		}
-		lead_phase_set(e, LP_RECONCILE);
+		election_lead_phase_set(e, LP_RECONCILE);
 		loop_timer_arm_in(e->lead_timer, e->lead_backoff);
 		uint64_t nb = e->lead_backoff * 3 / 2;
 		e->lead_backoff = nb > 10 * LOOP_NS_PER_S ? 10 * LOOP_NS_PER_S : nb;
@@ -550,19 +550,19 @@ static void on_reconciled(void *ud, int err, const char *msg)
 	election_step(e);
 }
 
-static void start_reconcile(struct election *e, bool periodic)
+static void election_lead_start_reconcile(struct election *e, bool periodic)
 {
 	assert(e->leading && !e->draining && !e->reconciling && e->dops);
-	struct drv_ctx *rc = drv_ctx_new(e);
+	struct drv_ctx *rc = election_lead_drv_ctx_new(e);
 	if (!rc) {
 		loop_timer_arm_in(e->lead_timer, 100 * LOOP_NS_PER_MS);
 		return;
 	}
 	rc->periodic = periodic;
-	lead_phase_set(e, periodic ? LP_PERIODIC : LP_RECONCILE);
+	election_lead_phase_set(e, periodic ? LP_PERIODIC : LP_RECONCILE);
 	e->reconciling = true;
 	election_control_reconcile_started(e);
-	e->dops->reconcile(e->drv, on_reconciled, rc);
+	e->dops->reconcile(e->drv, election_lead_on_reconciled, rc);
 }
 
 void election_on_lead_timer(struct loop_timer *t, void *ud)
@@ -573,11 +573,11 @@ void election_on_lead_timer(struct loop_timer *t, void *ud)
 	if (!e->leading || e->draining)
 		return;
 	if (e->phase == LP_WAIT)
-		lead_phase_set(e, LP_RECONCILE);
+		election_lead_phase_set(e, LP_RECONCILE);
 	else if (e->phase == LP_IDLE && !e->reconciling) {
 		/* paused: no periodic reconcile; the resume asks for one */
 		if (election_control_may_reconcile(e))
-			start_reconcile(e, true);
+			election_lead_start_reconcile(e, true);
 		else
 			loop_timer_arm_in(e->lead_timer, e->reconcile_interval_ns);
 		return;
@@ -590,7 +590,7 @@ void election_lead_step(struct election *e)
 	if (!e->leading || e->draining || e->op != OP_NONE)
 		return;
 	if (e->pending_readback) {
-		readback_status(e);
+		election_lead_readback_status(e);
 		return;
 	}
 	switch (e->phase) {
@@ -629,19 +629,19 @@ void election_lead_step(struct election *e)
 				return;
 			e->pending_status_state = ST_WORKING;
 		}
-		write_status(e, true);
+		election_lead_write_status(e, true);
 		return;
 	}
 	case LP_WAIT:
 		if (e->pending_status) {
-			write_status(e, false);
+			election_lead_write_status(e, false);
 			return;
 		}
 		if (!loop_timer_armed(e->lead_timer)) {
 			if (e->status_existed && e->reconcile_wait_ns > 0)
 				loop_timer_arm_in(e->lead_timer, e->reconcile_wait_ns);
 			else
-				lead_phase_set(e, LP_RECONCILE);
+				election_lead_phase_set(e, LP_RECONCILE);
 		}
 		if (e->phase != LP_RECONCILE)
 			return;
@@ -658,18 +658,18 @@ void election_lead_step(struct election *e)
 			e->pause_logged = true;
 			return;
 		}
-		start_reconcile(e, false);
+		election_lead_start_reconcile(e, false);
 		return;
 	case LP_IDLE:
 		if (e->pending_status) {
-			write_status(e, false);
+			election_lead_write_status(e, false);
 			return;
 		}
 		if (election_control_write_served(e))
 			return;
 		if (!e->reconciling && election_control_reconcile_wanted(e)) {
 			loop_timer_disarm(e->lead_timer);
-			start_reconcile(e, true);
+			election_lead_start_reconcile(e, true);
 		}
 		return;
 	case LP_NONE:

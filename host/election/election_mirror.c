@@ -27,7 +27,7 @@
 
 /* ---- member map ---- */
 
-static uint64_t hash_bytes(const void *p, size_t n)
+static uint64_t election_mirror_hash_bytes(const void *p, size_t n)
 {
 	const uint8_t *b = p;
 	uint64_t h = 1469598103934665603ull;
@@ -38,18 +38,18 @@ static uint64_t hash_bytes(const void *p, size_t n)
 	return h;
 }
 
-static struct member_ent **member_slot(const struct member_map *m, const char *id, size_t len)
+static struct member_ent **election_mirror_member_slot(const struct member_map *m, const char *id, size_t len)
 {
 	if (!m->n_buckets)
 		return NULL;
-	struct member_ent **pp = &m->buckets[hash_bytes(id, len) % m->n_buckets];
+	struct member_ent **pp = &m->buckets[election_mirror_hash_bytes(id, len) % m->n_buckets];
 	for (; *pp; pp = &(*pp)->next)
 		if (strlen((*pp)->node_id) == len && memcmp((*pp)->node_id, id, len) == 0)
 			return pp;
 	return pp;
 }
 
-static int member_map_grow(struct member_map *m)
+static int election_mirror_member_map_grow(struct member_map *m)
 {
 	size_t nb = m->n_buckets ? m->n_buckets * 2 : 64;
 	struct member_ent **b = calloc(nb, sizeof(*b));
@@ -59,7 +59,7 @@ static int member_map_grow(struct member_map *m)
 		struct member_ent *x = m->buckets[i];
 		while (x) {
 			struct member_ent *nx = x->next;
-			size_t k = hash_bytes(x->node_id, strlen(x->node_id)) % nb;
+			size_t k = election_mirror_hash_bytes(x->node_id, strlen(x->node_id)) % nb;
 			x->next = b[k];
 			b[k] = x;
 			x = nx;
@@ -71,7 +71,7 @@ static int member_map_grow(struct member_map *m)
 	return 0;
 }
 
-static void member_map_clear(struct member_map *m)
+static void election_mirror_member_map_clear(struct member_map *m)
 {
 	for (size_t i = 0; i < m->n_buckets; i++) {
 		struct member_ent *x = m->buckets[i];
@@ -88,7 +88,7 @@ static void member_map_clear(struct member_map *m)
 
 /* ---- release counts (the reference algorithm's releaseCount) ---- */
 
-static void rc_add(struct election *e, struct release r, int delta)
+static void election_mirror_rc_add(struct election *e, struct release r, int delta)
 {
 	for (size_t i = 0; i < e->n_rc; i++) {
 		if (release_cmp(e->rc[i].release, r) == 0) {
@@ -115,9 +115,9 @@ static void rc_add(struct election *e, struct release r, int delta)
 	e->n_rc++;
 }
 
-/* member_ent_fill - x's record as mirrored now: counted under release *r, or
+/* election_mirror_member_ent_fill - x's record as mirrored now: counted under release *r, or
  * among the undecodable ones (r == NULL) */
-static void member_ent_fill(struct election *e, struct member_ent *x, const struct release *r,
+static void election_mirror_member_ent_fill(struct election *e, struct member_ent *x, const struct release *r,
                             int32_t priority, int64_t mod_rev)
 {
 	x->mod_rev = mod_rev;
@@ -125,29 +125,29 @@ static void member_ent_fill(struct election *e, struct member_ent *x, const stru
 	x->valid = r != NULL;
 	if (r) {
 		x->release = *r;
-		rc_add(e, *r, +1);
+		election_mirror_rc_add(e, *r, +1);
 	} else
 		e->members.n_invalid++;
 }
 
-/* member_set - a member record appeared or changed (present; r = its release,
+/* election_mirror_member_set - a member record appeared or changed (present; r = its release,
  * or NULL when the record does not decode) or went away (!present). An
  * undecodable record is kept as an entry of unknown release: it counts
  * neither for min nor for max, but it blocks the restricted-status wait (its
  * node may run an old release), fail safe. */
-static void member_set(struct election *e, const char *id, size_t len, bool present,
+static void election_mirror_member_set(struct election *e, const char *id, size_t len, bool present,
                        const struct release *r, int32_t priority, int64_t mod_rev)
 {
 	struct member_map *m = &e->members;
-	struct member_ent **pp = member_slot(m, id, len);
+	struct member_ent **pp = election_mirror_member_slot(m, id, len);
 	if (pp && *pp) {
 		struct member_ent *x = *pp;
 		if (x->valid)
-			rc_add(e, x->release, -1);
+			election_mirror_rc_add(e, x->release, -1);
 		else
 			m->n_invalid--;
 		if (present) {
-			member_ent_fill(e, x, r, priority, mod_rev);
+			election_mirror_member_ent_fill(e, x, r, priority, mod_rev);
 			return;
 		}
 		*pp = x->next;
@@ -158,9 +158,9 @@ static void member_set(struct election *e, const char *id, size_t len, bool pres
 	}
 	if (!present)
 		return;
-	if (m->n >= m->n_buckets && member_map_grow(m) < 0)
+	if (m->n >= m->n_buckets && election_mirror_member_map_grow(m) < 0)
 		return;
-	pp = member_slot(m, id, len);
+	pp = election_mirror_member_slot(m, id, len);
 	struct member_ent *x = calloc(1, sizeof(*x));
 	if (!x)
 		return;
@@ -172,18 +172,18 @@ static void member_set(struct election *e, const char *id, size_t len, bool pres
 	x->next = NULL;
 	*pp = x;
 	m->n++;
-	member_ent_fill(e, x, r, priority, mod_rev);
+	election_mirror_member_ent_fill(e, x, r, priority, mod_rev);
 }
 
 const struct member_ent *election_member_find(const struct election *e, const char *node_id)
 {
-	struct member_ent **pp = member_slot(&e->members, node_id, strlen(node_id));
+	struct member_ent **pp = election_mirror_member_slot(&e->members, node_id, strlen(node_id));
 	return pp ? *pp : NULL;
 }
 
 /* ---- candidates ---- */
 
-static void cand_set(struct election *e, const struct etcd_kv *kv, bool del)
+static void election_mirror_cand_set(struct election *e, const struct etcd_kv *kv, bool del)
 {
 	for (size_t i = 0; i < e->n_cands; i++) {
 		struct candidate *c = &e->cands[i];
@@ -232,7 +232,7 @@ const struct candidate *election_cand_lowest(const struct election *e)
 	return best;
 }
 
-static void cands_clear(struct election *e)
+static void election_mirror_cands_clear(struct election *e)
 {
 	for (size_t i = 0; i < e->n_cands; i++) {
 		free(e->cands[i].key);
@@ -252,15 +252,15 @@ bool election_cand_of_node(const struct election *e, const char *node_id)
 void election_mirror_free(struct election *e)
 {
 	etcd_event_hold_clear(&e->sync_held);
-	member_map_clear(&e->members);
-	cands_clear(e);
+	election_mirror_member_map_clear(&e->members);
+	election_mirror_cands_clear(e);
 	free(e->cands);
 	free(e->rc);
 }
 
 /* ---- the mirror ---- */
 
-static bool has_prefix(const struct etcd_kv *kv, const char *p, size_t *ret_plen)
+static bool election_mirror_has_prefix(const struct etcd_kv *kv, const char *p, size_t *ret_plen)
 {
 	size_t n = strlen(p);
 	if (kv->key_len < n || memcmp(kv->key, p, n) != 0)
@@ -269,10 +269,10 @@ static bool has_prefix(const struct etcd_kv *kv, const char *p, size_t *ret_plen
 	return true;
 }
 
-static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
+static void election_mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 {
 	size_t pl;
-	if (has_prefix(kv, e->k_members, &pl)) {
+	if (election_mirror_has_prefix(kv, e->k_members, &pl)) {
 		if (kv->mod_revision > e->members_rev)
 			e->members_rev = kv->mod_revision;
 		const char *id = (const char *)kv->key + pl;
@@ -284,7 +284,7 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 		}
 		bool self = strlen(e->node_id) == idlen && memcmp(e->node_id, id, idlen) == 0;
 		if (del) {
-			member_set(e, id, idlen, false, NULL, 0, 0);
+			election_mirror_member_set(e, id, idlen, false, NULL, 0, 0);
 			/* our own record deleted behind our back (an operator's
 			 * `members forget` of a node that is in fact alive): we still
 			 * run the plugin, so we are still a member; put it again */
@@ -299,7 +299,7 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 			log_warn("election", "%s: member record %.*s is not a valid Member; its release is "
 			         "unknown (it blocks an incompatible status change until fixed or deleted)",
 			         e->name, (int)(idlen > 64 ? 64 : idlen), id);
-		member_set(e, id, idlen, true, ok ? &r : NULL, prio, kv->mod_revision);
+		election_mirror_member_set(e, id, idlen, true, ok ? &r : NULL, prio, kv->mod_revision);
 		/* our own record, left by an earlier run of this node or by a put
 		 * whose outcome was unknown: it exists; step() updates, keeps or
 		 * deletes it. One bound to a lease (written by a host of the
@@ -317,7 +317,7 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 		    (!ok || kv->lease != 0 || release_cmp(r, e->member_release) != 0 ||
 		     prio != e->member_priority))
 			e->member_placed = false;
-	} else if (has_prefix(kv, e->k_election, &pl)) {
+	} else if (election_mirror_has_prefix(kv, e->k_election, &pl)) {
 		if (kv->key_len == pl || memchr(kv->key, '\0', kv->key_len)) {
 			log_debug("election", "%s: ignoring key outside the layout", e->name);
 			return;
@@ -326,7 +326,7 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 			/* not a live campaign: no lease, or a name that is not its lease
 			 * (it would otherwise block the election forever) */
 			log_warn("election", "%s: ignoring election key without a matching lease", e->name);
-			cand_set(e, kv, true);
+			election_mirror_cand_set(e, kv, true);
 			return;
 		}
 		/* our own key seen without our knowing its revision: a campaign
@@ -345,7 +345,7 @@ static void mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 				election_depose(e, false, "our election key was deleted");
 			e->my_rev = 0;
 		}
-		cand_set(e, kv, del);
+		election_mirror_cand_set(e, kv, del);
 	} else if (kv->key_len == strlen(e->k_status) &&
 	           memcmp(kv->key, e->k_status, kv->key_len) == 0) {
 		if (del)
@@ -383,9 +383,9 @@ void election_publish(struct election *e)
 		e->dops->releases_changed(e->drv, &e->releases);
 }
 
-/* sync_restart - drop the watch and what it held; read everything again in
+/* election_mirror_sync_restart - drop the watch and what it held; read everything again in
  * delay ns (the sync timer) */
-static void sync_restart(struct election *e, uint64_t delay)
+static void election_mirror_sync_restart(struct election *e, uint64_t delay)
 {
 	if (e->watch)
 		etcd_watch_cancel(e->watch);
@@ -399,7 +399,7 @@ static void sync_restart(struct election *e, uint64_t delay)
 		                                                         : e->sync_backoff * 2;
 }
 
-static void on_watch(struct etcd_watch *w, int err, int64_t revision, const struct etcd_event *ev,
+static void election_mirror_on_watch(struct etcd_watch *w, int err, int64_t revision, const struct etcd_event *ev,
                      size_t n, void *ud)
 {
 	struct election *e = ud;
@@ -408,7 +408,7 @@ static void on_watch(struct etcd_watch *w, int err, int64_t revision, const stru
 	if (err < 0) {
 		/* compacted (or the watch died for good): resync from a fresh range */
 		log_warn("election", "%s: watch ended (%s); resyncing", e->name, etcd_strerror(err));
-		sync_restart(e, 0);
+		election_mirror_sync_restart(e, 0);
 		return;
 	}
 	if (!e->synced) {
@@ -417,7 +417,7 @@ static void on_watch(struct etcd_watch *w, int err, int64_t revision, const stru
 			 * notification while the range is in flight */
 			if (!e->sync_rev) {
 				if (revision <= 0) {
-					sync_restart(e, e->sync_backoff);
+					election_mirror_sync_restart(e, e->sync_backoff);
 					return;
 				}
 				e->sync_rev = revision;
@@ -429,12 +429,12 @@ static void on_watch(struct etcd_watch *w, int err, int64_t revision, const stru
 		if (e->sync_held.n + n > MIRROR_HOLD_MAX || etcd_event_hold_add(&e->sync_held, ev, n) < 0) {
 			log_warn("election", "%s: %zu changes while reading the state; reading again",
 			         e->name, e->sync_held.n + n);
-			sync_restart(e, e->sync_backoff);
+			election_mirror_sync_restart(e, e->sync_backoff);
 		}
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
-		mirror_apply(e, &ev[i].kv, ev[i].type == ETCD_EVENT_DELETE);
+		election_mirror_apply(e, &ev[i].kv, ev[i].type == ETCD_EVENT_DELETE);
 	/* The mirror is complete up to the last event's revision; only a progress
 	 * notification vouches for its header revision (a catching-up watcher's
 	 * header may be ahead of events still to come). */
@@ -445,7 +445,7 @@ static void on_watch(struct etcd_watch *w, int err, int64_t revision, const stru
 	election_step(e);
 }
 
-static void on_sync_range(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void election_mirror_on_sync_range(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct election *e = ud;
 	(void)c;
@@ -459,7 +459,7 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 		}
 		if (err == -ERANGE) {
 			/* the watch's start revision is compacted away already */
-			sync_restart(e, e->sync_backoff);
+			election_mirror_sync_restart(e, e->sync_backoff);
 			return;
 		}
 		loop_timer_arm_in(e->sync_timer, e->sync_backoff);
@@ -474,15 +474,15 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 		election_step(e);
 		return;
 	}
-	member_map_clear(&e->members);
+	election_mirror_member_map_clear(&e->members);
 	e->n_rc = 0;
-	cands_clear(e);
+	election_mirror_cands_clear(e);
 	memset(&e->status, 0, sizeof(e->status));
 	election_control_sync_begin(e);
 	election_switchover_sync_begin(e);
 	election_nodes_clear(e);
 	for (size_t i = 0; i < r->n_kvs; i++)
-		mirror_apply(e, &r->kvs[i], false);
+		election_mirror_apply(e, &r->kvs[i], false);
 	election_control_sync_end(e);
 	election_switchover_sync_end(e);
 	/* the range is the state at H; the held events are everything after */
@@ -490,7 +490,7 @@ static void on_sync_range(struct etcd_client *c, int err, const struct etcd_resp
 	e->members_rev = e->sync_rev;
 	for (size_t i = 0; i < e->sync_held.n; i++) {
 		const struct etcd_kv *kv = e->sync_held.ev[i].kv;
-		mirror_apply(e, kv, e->sync_held.ev[i].type == ETCD_EVENT_DELETE);
+		election_mirror_apply(e, kv, e->sync_held.ev[i].type == ETCD_EVENT_DELETE);
 		if (kv->mod_revision > e->rev)
 			e->rev = kv->mod_revision;
 	}
@@ -529,7 +529,7 @@ void election_view_refresh(struct election *e)
 	if (!e->synced || !e->watch)
 		return; /* a read is in flight or due: it carries the new lease */
 	log_debug("election", "%s: session changed; reading the state again", e->name);
-	sync_restart(e, 0);
+	election_mirror_sync_restart(e, 0);
 }
 
 void election_sync_start(struct election *e)
@@ -538,15 +538,15 @@ void election_sync_start(struct election *e)
 		return;
 	if (!e->watch) {
 		/* the watch first, from now: its creation's revision H is what
-		 * the range reads at (on_watch starts it) */
+		 * the range reads at (election_mirror_on_watch starts it) */
 		e->sync_rev = 0;
 		etcd_event_hold_clear(&e->sync_held);
 		int rc = etcd_watch_start(e->etcd, e->k_election, strlen(e->k_election),
 		                          e->k_watch_end, e->k_watch_end_len, 0,
 		                          ETCD_WATCH_PROGRESS_NOTIFY | ETCD_WATCH_CREATED_NOTIFY,
-		                          on_watch, e, &e->watch);
+		                          election_mirror_on_watch, e, &e->watch);
 		if (rc < 0)
-			sync_restart(e, e->sync_backoff);
+			election_mirror_sync_restart(e, e->sync_backoff);
 		return;
 	}
 	if (e->synced || !e->sync_rev || e->op == OP_SYNC)
@@ -565,7 +565,7 @@ void election_sync_start(struct election *e)
 	election_op_start(e, OP_SYNC);
 	e->sync_lease = e->lease;
 	e->sync_read_rev = e->sync_rev;
-	int r = etcd_range(e->etcd, &op, NULL, on_sync_range, e, &e->call);
+	int r = etcd_range(e->etcd, &op, NULL, election_mirror_on_sync_range, e, &e->call);
 	if (r < 0) {
 		election_op_done(e);
 		loop_timer_arm_in(e->sync_timer, e->sync_backoff);

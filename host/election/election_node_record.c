@@ -15,7 +15,7 @@
 #include "election/election_node_record.h"
 
 /* printable copy, cut to max bytes */
-static void put_printable(json_object *o, const char *key, const char *s, size_t max)
+static void node_record_put_printable(json_object *o, const char *key, const char *s, size_t max)
 {
 	char buf[NODE_RECORD_TEXT_MAX + NODE_RECORD_NODE_MAX + 2];
 	size_t n = s ? strnlen(s, max) : 0;
@@ -34,19 +34,19 @@ int node_record_encode(const struct node_record *r, char **ret, size_t *ret_len)
 	if (!o)
 		return -ENOMEM;
 	json_object_object_add(o, "v", json_object_new_int(NODE_RECORD_VERSION));
-	put_printable(o, "node", r->node, NODE_RECORD_NODE_MAX);
+	node_record_put_printable(o, "node", r->node, NODE_RECORD_NODE_MAX);
 	json_object_object_add(o, "release",
 	                       json_object_new_string(release_format(r->release, rel, sizeof(rel))));
-	put_printable(o, "state", r->state, NODE_RECORD_STATE_MAX);
-	put_printable(o, "reason", r->reason, NODE_RECORD_TEXT_MAX);
+	node_record_put_printable(o, "state", r->state, NODE_RECORD_STATE_MAX);
+	node_record_put_printable(o, "reason", r->reason, NODE_RECORD_TEXT_MAX);
 	json_object_object_add(o, "since", json_object_new_int64(r->since));
 	json_object_object_add(o, "ready", json_object_new_boolean(r->ready));
-	put_printable(o, "not_ready", r->ready ? "" : r->not_ready, NODE_RECORD_TEXT_MAX);
+	node_record_put_printable(o, "not_ready", r->ready ? "" : r->not_ready, NODE_RECORD_TEXT_MAX);
 	if (r->reconcile_at) {
 		json_object *rc = json_object_new_object();
 		json_object_object_add(rc, "at", json_object_new_int64(r->reconcile_at));
 		json_object_object_add(rc, "ok", json_object_new_boolean(r->reconcile_ok));
-		put_printable(rc, "error", r->reconcile_ok ? "" : r->reconcile_error,
+		node_record_put_printable(rc, "error", r->reconcile_ok ? "" : r->reconcile_error,
 		              NODE_RECORD_TEXT_MAX);
 		json_object_object_add(o, "reconcile", rc);
 	}
@@ -61,9 +61,9 @@ int node_record_encode(const struct node_record *r, char **ret, size_t *ret_len)
 	return 0;
 }
 
-/* get_str - field key of o: absent (optional) -> "", else a string of at
+/* node_record_get_str - field key of o: absent (optional) -> "", else a string of at
  * most max printable ASCII bytes copied into out (max + 1 bytes) */
-static int get_str(json_object *o, const char *key, bool required, char *out, size_t max)
+static int node_record_get_str(json_object *o, const char *key, bool required, char *out, size_t max)
 {
 	json_object *v;
 	out[0] = '\0';
@@ -82,7 +82,7 @@ static int get_str(json_object *o, const char *key, bool required, char *out, si
 	return 0;
 }
 
-static int get_int(json_object *o, const char *key, bool required, int64_t min, int64_t *ret)
+static int node_record_get_int(json_object *o, const char *key, bool required, int64_t min, int64_t *ret)
 {
 	json_object *v;
 	*ret = 0;
@@ -98,7 +98,7 @@ static int get_int(json_object *o, const char *key, bool required, int64_t min, 
 	return 0;
 }
 
-static int get_bool(json_object *o, const char *key, bool *ret)
+static int node_record_get_bool(json_object *o, const char *key, bool *ret)
 {
 	json_object *v;
 	*ret = false;
@@ -110,7 +110,7 @@ static int get_bool(json_object *o, const char *key, bool *ret)
 	return 0;
 }
 
-static bool state_word(const char *s)
+static bool node_record_state_word(const char *s)
 {
 	if (!*s)
 		return false;
@@ -135,26 +135,26 @@ int node_record_decode(const void *buf, size_t len, struct node_record *ret)
 	int e = -EBADMSG;
 	if (!json_object_is_type(o, json_type_object))
 		goto out;
-	if (get_int(o, "v", true, 1, &v) < 0 || v > UINT32_MAX)
+	if (node_record_get_int(o, "v", true, 1, &v) < 0 || v > UINT32_MAX)
 		goto out;
 	r.version = (uint32_t)v;
-	if (get_str(o, "node", true, r.node, NODE_RECORD_NODE_MAX) < 0 || !r.node[0] ||
+	if (node_record_get_str(o, "node", true, r.node, NODE_RECORD_NODE_MAX) < 0 || !r.node[0] ||
 	    strchr(r.node, '/'))
 		goto out;
-	if (get_str(o, "release", true, rel, sizeof(rel) - 1) < 0 ||
+	if (node_record_get_str(o, "release", true, rel, sizeof(rel) - 1) < 0 ||
 	    release_parse(rel, &r.release) < 0)
 		goto out;
-	if (get_str(o, "state", true, r.state, NODE_RECORD_STATE_MAX) < 0 || !state_word(r.state))
+	if (node_record_get_str(o, "state", true, r.state, NODE_RECORD_STATE_MAX) < 0 || !node_record_state_word(r.state))
 		goto out;
-	if (get_str(o, "reason", false, r.reason, NODE_RECORD_TEXT_MAX) < 0 ||
-	    get_int(o, "since", false, 0, &r.since) < 0 || get_bool(o, "ready", &r.ready) < 0 ||
-	    get_str(o, "not_ready", false, r.not_ready, NODE_RECORD_TEXT_MAX) < 0)
+	if (node_record_get_str(o, "reason", false, r.reason, NODE_RECORD_TEXT_MAX) < 0 ||
+	    node_record_get_int(o, "since", false, 0, &r.since) < 0 || node_record_get_bool(o, "ready", &r.ready) < 0 ||
+	    node_record_get_str(o, "not_ready", false, r.not_ready, NODE_RECORD_TEXT_MAX) < 0)
 		goto out;
 	if (json_object_object_get_ex(o, "reconcile", &rc)) {
 		if (!json_object_is_type(rc, json_type_object) ||
-		    get_int(rc, "at", true, 1, &r.reconcile_at) < 0 ||
-		    get_bool(rc, "ok", &r.reconcile_ok) < 0 ||
-		    get_str(rc, "error", false, r.reconcile_error, NODE_RECORD_TEXT_MAX) < 0)
+		    node_record_get_int(rc, "at", true, 1, &r.reconcile_at) < 0 ||
+		    node_record_get_bool(rc, "ok", &r.reconcile_ok) < 0 ||
+		    node_record_get_str(rc, "error", false, r.reconcile_error, NODE_RECORD_TEXT_MAX) < 0)
 			goto out;
 	}
 	*ret = r;

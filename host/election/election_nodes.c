@@ -55,7 +55,7 @@ struct node_ctx {
 	struct etcd_call *call;
 };
 
-static void on_node_timer(struct loop_timer *t, void *ud);
+static void election_nodes_on_node_timer(struct loop_timer *t, void *ud);
 
 int election_nodes_init(struct election *e)
 {
@@ -70,10 +70,10 @@ int election_nodes_init(struct election *e)
 	e->node_backoff = NODE_BACKOFF_MIN;
 	e->node_state = ELECTION_LOADING;
 	e->node_since = (int64_t)time(NULL);
-	return loop_timer_new(e->loop, on_node_timer, e, &e->node_timer);
+	return loop_timer_new(e->loop, election_nodes_on_node_timer, e, &e->node_timer);
 }
 
-static void node_ctx_free(struct node_ctx *c)
+static void election_nodes_node_ctx_free(struct node_ctx *c)
 {
 	if (c->e && c->e->node_call == c)
 		c->e->node_call = NULL;
@@ -93,7 +93,7 @@ void election_nodes_free(struct election *e)
 {
 	if (e->node_call) {
 		etcd_call_cancel(e->node_call->call);
-		node_ctx_free(e->node_call);
+		election_nodes_node_ctx_free(e->node_call);
 	}
 	loop_timer_free(e->node_timer);
 	election_nodes_clear(e);
@@ -157,7 +157,7 @@ bool election_nodes_apply(struct election *e, const struct etcd_kv *kv, bool del
 /* ---- our own record ---- */
 
 /* build - our record as it should be now */
-static void build(struct election *e, struct node_record *r)
+static void election_nodes_build(struct election *e, struct node_record *r)
 {
 	struct election_info i;
 	election_get_info(e, &i);
@@ -185,25 +185,25 @@ static void build(struct election *e, struct node_record *r)
 	         i.reconcile_last_error ? i.reconcile_last_error : "");
 }
 
-static bool same(const char *a, size_t al, const char *b, size_t bl)
+static bool election_nodes_same(const char *a, size_t al, const char *b, size_t bl)
 {
 	if (!a || !b)
 		return a == b;
 	return al == bl && memcmp(a, b, al) == 0;
 }
 
-/* in_sync - etcd holds what we want (as far as we know) */
-static bool in_sync(const struct election *e)
+/* election_nodes_in_sync - etcd holds what we want (as far as we know) */
+static bool election_nodes_in_sync(const struct election *e)
 {
 	if (!e->node_want)
 		return !e->node_written || e->node_written_lease != e->lease;
 	return e->node_written_lease == e->lease &&
-	       same(e->node_want, e->node_want_len, e->node_written, e->node_written_len);
+	       election_nodes_same(e->node_want, e->node_want_len, e->node_written, e->node_written_len);
 }
 
-static void kick(struct election *e)
+static void election_nodes_kick(struct election *e)
 {
-	if (!e->lease || e->node_call || in_sync(e) || loop_timer_armed(e->node_timer))
+	if (!e->lease || e->node_call || election_nodes_in_sync(e) || loop_timer_armed(e->node_timer))
 		return;
 	loop_timer_arm_in(e->node_timer, NODE_COALESCE_MS * LOOP_NS_PER_MS);
 }
@@ -218,23 +218,23 @@ void election_nodes_update(struct election *e)
 		free(e->node_want);
 		e->node_want = NULL;
 		e->node_want_len = 0;
-		kick(e);
+		election_nodes_kick(e);
 		return;
 	}
 	struct node_record r;
 	char *v;
 	size_t n;
-	build(e, &r);
+	election_nodes_build(e, &r);
 	if (node_record_encode(&r, &v, &n) < 0)
 		return; /* out of memory: the record stays as it was */
-	if (same(v, n, e->node_want, e->node_want_len)) {
+	if (election_nodes_same(v, n, e->node_want, e->node_want_len)) {
 		free(v);
 	} else {
 		free(e->node_want);
 		e->node_want = v;
 		e->node_want_len = n;
 	}
-	kick(e);
+	election_nodes_kick(e);
 }
 
 bool election_nodes_busy(struct election *e)
@@ -242,10 +242,10 @@ bool election_nodes_busy(struct election *e)
 	if (!e->stopping || e->stop_last)
 		return false;
 	election_nodes_update(e);
-	return e->lease && (e->node_call || !in_sync(e));
+	return e->lease && (e->node_call || !election_nodes_in_sync(e));
 }
 
-static void on_node_written(struct etcd_client *cl, int err, const struct etcd_response *r,
+static void election_nodes_on_node_written(struct etcd_client *cl, int err, const struct etcd_response *r,
                             void *ud)
 {
 	(void)cl;
@@ -254,14 +254,14 @@ static void on_node_written(struct etcd_client *cl, int err, const struct etcd_r
 	CHECK_OBJ(c, NODE_CTX_MAGIC);
 	struct election *e = c->e;
 	if (!e) {
-		node_ctx_free(c);
+		election_nodes_node_ctx_free(c);
 		return;
 	}
 	CHECK_OBJ(e, ELECTION_MAGIC);
 	if (err < 0) {
 		log_debug("election", "%s: writing this node's state record failed: %s; retrying",
 		          e->name, etcd_strerror(err));
-		node_ctx_free(c);
+		election_nodes_node_ctx_free(c);
 		loop_timer_arm_in(e->node_timer, e->node_backoff);
 		e->node_backoff = e->node_backoff * 2 > NODE_BACKOFF_MAX ? NODE_BACKOFF_MAX
 		                                                         : e->node_backoff * 2;
@@ -275,19 +275,19 @@ static void on_node_written(struct etcd_client *cl, int err, const struct etcd_r
 	c->sent = NULL;
 	if (e->node_written)
 		e->node_writes++;
-	node_ctx_free(c);
+	election_nodes_node_ctx_free(c);
 	if (e->stopping)
 		election_step(e); /* a stop may wait for this */
 	else
-		kick(e);
+		election_nodes_kick(e);
 }
 
-static void on_node_timer(struct loop_timer *t, void *ud)
+static void election_nodes_on_node_timer(struct loop_timer *t, void *ud)
 {
 	(void)t;
 	struct election *e = ud;
 	CHECK_OBJ(e, ELECTION_MAGIC);
-	if (e->node_call || !e->lease || in_sync(e))
+	if (e->node_call || !e->lease || election_nodes_in_sync(e))
 		return;
 	struct node_ctx *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -309,13 +309,13 @@ static void on_node_timer(struct loop_timer *t, void *ud)
 		op.value = c->sent;
 		op.value_len = c->sent_len;
 		op.lease = c->lease;
-		r = etcd_put(e->etcd, &op, NULL, on_node_written, c, &c->call);
+		r = etcd_put(e->etcd, &op, NULL, election_nodes_on_node_written, c, &c->call);
 	} else {
 		op.type = ETCD_OP_DELETE;
-		r = etcd_delete(e->etcd, &op, NULL, on_node_written, c, &c->call);
+		r = etcd_delete(e->etcd, &op, NULL, election_nodes_on_node_written, c, &c->call);
 	}
 	if (r < 0) {
-		node_ctx_free(c);
+		election_nodes_node_ctx_free(c);
 		goto retry;
 	}
 	e->node_call = c;

@@ -56,7 +56,7 @@
 /* a history record key: P/N/term-history/ + 20 digits */
 #define TERM_KEY_DIGITS 20
 
-static char *key_join(const char *prefix, const char *name, const char *rest)
+static char *election_operator_key_join(const char *prefix, const char *name, const char *rest)
 {
 	char *s = NULL;
 	if (asprintf(&s, "%s/%s/%s", prefix, name, rest) < 0)
@@ -64,25 +64,25 @@ static char *key_join(const char *prefix, const char *name, const char *rest)
 	return s;
 }
 
-static void term_key(const struct election *e, int64_t token, char *buf, size_t len)
+static void election_operator_term_key(const struct election *e, int64_t token, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s%0*" PRId64, e->k_terms, TERM_KEY_DIGITS, token);
 }
 
-static void on_term_timer(struct loop_timer *t, void *ud);
+static void election_operator_on_term_timer(struct loop_timer *t, void *ud);
 
 /* the longest a term's start record waits for the first reconcile */
 #define TERM_RECORD_DELAY_MS 1000
 
 int election_control_init(struct election *e)
 {
-	e->k_paused = key_join(e->prefix, e->name, "paused");
-	e->k_request = key_join(e->prefix, e->name, "reconcile-request");
-	e->k_served = key_join(e->prefix, e->name, "reconcile-served");
-	e->k_terms = key_join(e->prefix, e->name, "term-history/");
+	e->k_paused = election_operator_key_join(e->prefix, e->name, "paused");
+	e->k_request = election_operator_key_join(e->prefix, e->name, "reconcile-request");
+	e->k_served = election_operator_key_join(e->prefix, e->name, "reconcile-served");
+	e->k_terms = election_operator_key_join(e->prefix, e->name, "term-history/");
 	if (!e->k_paused || !e->k_request || !e->k_served || !e->k_terms)
 		return -ENOMEM;
-	return loop_timer_new(e->loop, on_term_timer, e, &e->term_timer);
+	return loop_timer_new(e->loop, election_operator_on_term_timer, e, &e->term_timer);
 }
 
 struct term_ctx {
@@ -93,7 +93,7 @@ struct term_ctx {
 	bool puts_ours; /* the txn puts our term's record (its revision is the record's) */
 };
 
-static void term_ctx_free(struct term_ctx *c)
+static void election_operator_term_ctx_free(struct term_ctx *c)
 {
 	if (c->e && c->e->term == c)
 		c->e->term = NULL;
@@ -107,11 +107,11 @@ void election_control_free(struct election *e)
 {
 	if (e->term) {
 		etcd_call_cancel(e->term->call);
-		term_ctx_free(e->term);
+		election_operator_term_ctx_free(e->term);
 	}
 	if (e->term_end_call) {
 		etcd_call_cancel(e->term_end_call->call);
-		term_ctx_free(e->term_end_call);
+		election_operator_term_ctx_free(e->term_end_call);
 	}
 	loop_timer_free(e->term_timer);
 	free(e->k_paused);
@@ -125,7 +125,7 @@ void election_control_free(struct election *e)
 
 /* ---- the mirrored records ---- */
 
-static bool key_is(const struct etcd_kv *kv, const char *k)
+static bool election_operator_key_is(const struct etcd_kv *kv, const char *k)
 {
 	return kv->key_len == strlen(k) && memcmp(kv->key, k, kv->key_len) == 0;
 }
@@ -142,7 +142,7 @@ char *election_dup_printable(const char *s, size_t max)
 	return d;
 }
 
-static void pause_set(struct election *e, bool paused)
+static void election_operator_pause_set(struct election *e, bool paused)
 {
 	if (e->paused && !paused) {
 		log_info("election", "%s: resumed by an operator", e->name);
@@ -154,14 +154,14 @@ static void pause_set(struct election *e, bool paused)
 	e->paused = paused;
 }
 
-static void apply_pause(struct election *e, const struct etcd_kv *kv, bool del)
+static void election_operator_apply_pause(struct election *e, const struct etcd_kv *kv, bool del)
 {
 	free(e->paused_by);
 	e->paused_by = NULL;
 	e->paused_at = 0;
 	e->pause_error[0] = '\0';
 	if (del) {
-		pause_set(e, false);
+		election_operator_pause_set(e, false);
 		return;
 	}
 	e->pause_seen = true;
@@ -175,10 +175,10 @@ static void apply_pause(struct election *e, const struct etcd_kv *kv, bool del)
 		e->paused_at = p->at_unix;
 		leasehold__pause__free_unpacked(p, NULL);
 	}
-	pause_set(e, true);
+	election_operator_pause_set(e, true);
 }
 
-static void apply_served(struct election *e, const struct etcd_kv *kv, bool del)
+static void election_operator_apply_served(struct election *e, const struct etcd_kv *kv, bool del)
 {
 	if (del) {
 		e->served_rev = 0;
@@ -200,13 +200,13 @@ static void apply_served(struct election *e, const struct etcd_kv *kv, bool del)
 
 bool election_control_apply(struct election *e, const struct etcd_kv *kv, bool del)
 {
-	if (key_is(kv, e->k_paused))
-		apply_pause(e, kv, del);
-	else if (key_is(kv, e->k_request))
+	if (election_operator_key_is(kv, e->k_paused))
+		election_operator_apply_pause(e, kv, del);
+	else if (election_operator_key_is(kv, e->k_request))
 		/* any value: the record's revision is the request */
 		e->request_rev = del ? 0 : kv->mod_revision;
-	else if (key_is(kv, e->k_served))
-		apply_served(e, kv, del);
+	else if (election_operator_key_is(kv, e->k_served))
+		election_operator_apply_served(e, kv, del);
 	else
 		return false;
 	return true;
@@ -225,7 +225,7 @@ void election_control_sync_end(struct election *e)
 {
 	if (!e->pause_seen && e->paused) {
 		struct etcd_kv gone = {0};
-		apply_pause(e, &gone, true);
+		election_operator_apply_pause(e, &gone, true);
 	}
 }
 
@@ -286,7 +286,7 @@ void election_control_reconcile_finished(struct election *e, int err, const char
 		e->served_pending_error = strdup(msg && *msg ? msg : etcd_strerror(err));
 }
 
-static void on_served_written(struct etcd_client *c, int err, const struct etcd_response *r,
+static void election_operator_on_served_written(struct etcd_client *c, int err, const struct etcd_response *r,
                               void *ud)
 {
 	struct election *e = ud;
@@ -341,7 +341,7 @@ bool election_control_write_served(struct election *e)
 	struct etcd_op put = {.type = ETCD_OP_PUT, .key = e->k_served, .key_len = strlen(e->k_served),
 	                      .value = v, .value_len = n};
 	election_op_start(e, OP_LEAD);
-	int r = etcd_txn(e->etcd, &cmp, 1, &put, 1, NULL, 0, NULL, on_served_written, e, &e->call);
+	int r = etcd_txn(e->etcd, &cmp, 1, &put, 1, NULL, 0, NULL, election_operator_on_served_written, e, &e->call);
 	free(v);
 	if (r < 0) {
 		election_op_done(e);
@@ -361,7 +361,7 @@ struct verb_ctx {
 	void *ud;
 };
 
-static void on_verb(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void election_operator_on_verb(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	(void)c;
 	struct verb_ctx *v = ud;
@@ -374,7 +374,7 @@ static void on_verb(struct etcd_client *c, int err, const struct etcd_response *
 	free(v);
 }
 
-static struct verb_ctx *verb_new(void *ud)
+static struct verb_ctx *election_operator_verb_new(void *ud)
 {
 	struct verb_ctx *v = calloc(1, sizeof(*v));
 	if (v) {
@@ -388,8 +388,8 @@ int election_pause_at(struct etcd_client *c, const char *prefix, const char *nam
                       const char *by, bool pause, void (*done)(void *ud, int err), void *ud,
                       char *err, size_t err_len)
 {
-	char *key = key_join(prefix, name, "paused");
-	struct verb_ctx *v = key ? verb_new(ud) : NULL;
+	char *key = election_operator_key_join(prefix, name, "paused");
+	struct verb_ctx *v = key ? election_operator_verb_new(ud) : NULL;
 	if (!v) {
 		free(key);
 		snprintf(err, err_len, "out of memory");
@@ -412,10 +412,10 @@ int election_pause_at(struct etcd_client *c, const char *prefix, const char *nam
 		leasehold__pause__pack(&p, buf);
 		struct etcd_op op = {.type = ETCD_OP_PUT, .key = key, .key_len = strlen(key),
 		                     .value = buf, .value_len = n};
-		r = etcd_put(c, &op, NULL, on_verb, v, NULL);
+		r = etcd_put(c, &op, NULL, election_operator_on_verb, v, NULL);
 	} else {
 		struct etcd_op op = {.type = ETCD_OP_DELETE, .key = key, .key_len = strlen(key)};
-		r = etcd_delete(c, &op, NULL, on_verb, v, NULL);
+		r = etcd_delete(c, &op, NULL, election_operator_on_verb, v, NULL);
 	}
 	free(key);
 	if (r < 0) {
@@ -441,8 +441,8 @@ int election_request_reconcile_at(struct etcd_client *c, const char *prefix, con
                                   const char *by, void (*done)(void *ud, int err, int64_t rev),
                                   void *ud, char *err, size_t err_len)
 {
-	char *key = key_join(prefix, name, "reconcile-request");
-	struct verb_ctx *v = key ? verb_new(ud) : NULL;
+	char *key = election_operator_key_join(prefix, name, "reconcile-request");
+	struct verb_ctx *v = key ? election_operator_verb_new(ud) : NULL;
 	if (!v) {
 		free(key);
 		snprintf(err, err_len, "out of memory");
@@ -463,7 +463,7 @@ int election_request_reconcile_at(struct etcd_client *c, const char *prefix, con
 	leasehold__reconcile_request__pack(&q, buf);
 	struct etcd_op op = {.type = ETCD_OP_PUT, .key = key, .key_len = strlen(key), .value = buf,
 	                     .value_len = n};
-	int r = etcd_put(c, &op, NULL, on_verb, v, NULL);
+	int r = etcd_put(c, &op, NULL, election_operator_on_verb, v, NULL);
 	free(key);
 	if (r < 0) {
 		free(v);
@@ -520,7 +520,7 @@ const char *election_term_end_name(int reason)
 	return "unknown";
 }
 
-static void release_pb(struct release r, Leasehold__Release *ret)
+static void election_operator_release_pb(struct release r, Leasehold__Release *ret)
 {
 	*ret = (Leasehold__Release)LEASEHOLD__RELEASE__INIT;
 	ret->major = r.major;
@@ -528,12 +528,12 @@ static void release_pb(struct release r, Leasehold__Release *ret)
 	ret->patch = r.patch;
 }
 
-/* term_encode - our term's record; end_reason END_NONE = still leading */
-static int term_encode(const struct election *e, int64_t token, int end_reason,
+/* election_operator_term_encode - our term's record; end_reason END_NONE = still leading */
+static int election_operator_term_encode(const struct election *e, int64_t token, int end_reason,
                        const char *detail, uint8_t **ret, size_t *ret_len)
 {
 	Leasehold__Release rel;
-	release_pb(e->rel.release, &rel);
+	election_operator_release_pb(e->rel.release, &rel);
 	Leasehold__Term t = LEASEHOLD__TERM__INIT;
 	t.node = e->node_id;
 	t.release = &rel;
@@ -554,8 +554,8 @@ static int term_encode(const struct election *e, int64_t token, int end_reason,
 	return 0;
 }
 
-/* term_end_reason - why our term ends, from what the controller knows */
-static int term_end_reason(struct election *e, const char **ret_detail)
+/* election_operator_term_end_reason - why our term ends, from what the controller knows */
+static int election_operator_term_end_reason(struct election *e, const char **ret_detail)
 {
 	*ret_detail = NULL;
 	if (e->failed) {
@@ -587,7 +587,7 @@ void election_term_end(struct election *e)
 	if (e->term_end_written_token == e->my_rev ||
 	    (e->term_end_call && e->term_end_call->token == e->my_rev))
 		return; /* recorded ahead of the revocation (election_term_leaving) */
-	e->term_end_reason = term_end_reason(e, &detail);
+	e->term_end_reason = election_operator_term_end_reason(e, &detail);
 	snprintf(e->term_end_detail, sizeof(e->term_end_detail), "%s", detail ? detail : "");
 	e->term_end_token = e->my_rev;
 	e->term_end_pending = true;
@@ -596,7 +596,7 @@ void election_term_end(struct election *e)
 		/* a start record still in flight: the resign txn writes the
 		 * whole record (and a late start write fails its fence) */
 		etcd_call_cancel(e->term->call);
-		term_ctx_free(e->term);
+		election_operator_term_ctx_free(e->term);
 	}
 }
 
@@ -606,9 +606,9 @@ bool election_term_end_op(struct election *e, struct etcd_op *ret_op, uint8_t **
 	if (!e->term_end_pending || e->term_end_token != e->my_rev || !e->my_rev)
 		return false;
 	size_t n;
-	if (term_encode(e, e->term_end_token, e->term_end_reason, e->term_end_detail, ret_buf, &n) < 0)
+	if (election_operator_term_encode(e, e->term_end_token, e->term_end_reason, e->term_end_detail, ret_buf, &n) < 0)
 		return false;
-	term_key(e, e->term_end_token, key_buf, key_len);
+	election_operator_term_key(e, e->term_end_token, key_buf, key_len);
 	*ret_op = (struct etcd_op){.type = ETCD_OP_PUT, .key = key_buf, .key_len = strlen(key_buf),
 	                           .value = *ret_buf, .value_len = n};
 	return true;
@@ -621,7 +621,7 @@ void election_term_end_written(struct election *e)
 	e->term_end_pending = false;
 }
 
-static void on_term_end_written(struct etcd_client *cl, int err, const struct etcd_response *r,
+static void election_operator_on_term_end_written(struct etcd_client *cl, int err, const struct etcd_response *r,
                                 void *ud)
 {
 	(void)cl;
@@ -630,7 +630,7 @@ static void on_term_end_written(struct etcd_client *cl, int err, const struct et
 	struct election *e = c->e;
 	CHECK_OBJ(e, ELECTION_MAGIC);
 	int64_t token = c->token;
-	term_ctx_free(c);
+	election_operator_term_ctx_free(c);
 	if (err == 0 && r->succeeded) {
 		e->term_end_written_token = token;
 		e->term_end_pending = false;
@@ -648,16 +648,16 @@ void election_term_leaving(struct election *e)
 	    e->term_end_call)
 		return;
 	const char *detail;
-	e->term_end_reason = term_end_reason(e, &detail);
+	e->term_end_reason = election_operator_term_end_reason(e, &detail);
 	snprintf(e->term_end_detail, sizeof(e->term_end_detail), "%s", detail ? detail : "");
 	e->term_end_token = e->my_rev;
 	e->term_end_pending = false;
 	uint8_t *v;
 	size_t n;
 	char key[512];
-	if (term_encode(e, e->my_rev, e->term_end_reason, e->term_end_detail, &v, &n) < 0)
+	if (election_operator_term_encode(e, e->my_rev, e->term_end_reason, e->term_end_detail, &v, &n) < 0)
 		return;
-	term_key(e, e->my_rev, key, sizeof(key));
+	election_operator_term_key(e, e->my_rev, key, sizeof(key));
 	struct term_ctx *c = calloc(1, sizeof(*c));
 	if (!c) {
 		free(v);
@@ -680,58 +680,58 @@ void election_term_leaving(struct election *e)
 	                      .value_len = n};
 	loop_timer_disarm(e->term_timer); /* a deferred start: this is the whole record */
 	e->term_end_call = c;
-	int r = etcd_txn(e->etcd, &cmp, 1, &put, 1, NULL, 0, NULL, on_term_end_written, c, &c->call);
+	int r = etcd_txn(e->etcd, &cmp, 1, &put, 1, NULL, 0, NULL, election_operator_on_term_end_written, c, &c->call);
 	free(v);
 	if (r < 0)
-		term_ctx_free(c);
+		election_operator_term_ctx_free(c);
 }
 
-static void term_begin_read(struct election *e);
+static void election_operator_term_begin_read(struct election *e);
 
-static void on_term_timer(struct loop_timer *t, void *ud)
+static void election_operator_on_term_timer(struct loop_timer *t, void *ud)
 {
 	(void)t;
 	struct election *e = ud;
 	CHECK_OBJ(e, ELECTION_MAGIC);
 	if (e->leading && !e->term && e->my_rev)
-		term_begin_read(e);
+		election_operator_term_begin_read(e);
 }
 
 /* the txn of a term start failed or could not be sent: try again while the
  * term lasts (a later read sees what the last attempt did) */
-static void term_retry(struct election *e, const char *what, int err)
+static void election_operator_term_retry(struct election *e, const char *what, int err)
 {
 	log_warn("election", "%s: term history %s failed: %s; retrying", e->name, what,
 	         etcd_strerror(err));
 	loop_timer_arm_in(e->term_timer, 500 * LOOP_NS_PER_MS);
 }
 
-static struct election *term_ctx_done(struct term_ctx *c)
+static struct election *election_operator_term_ctx_done(struct term_ctx *c)
 {
 	CHECK_OBJ(c, TERM_CTX_MAGIC);
 	struct election *e = c->e;
 	CHECK_OBJ(e, ELECTION_MAGIC);
 	bool current = e->term == c && e->leading && e->my_rev == c->token;
-	term_ctx_free(c);
+	election_operator_term_ctx_free(c);
 	return current ? e : NULL;
 }
 
-static void on_term_written(struct etcd_client *cl, int err, const struct etcd_response *r,
+static void election_operator_on_term_written(struct etcd_client *cl, int err, const struct etcd_response *r,
                             void *ud)
 {
 	(void)cl;
 	bool puts_ours = ((struct term_ctx *)ud)->puts_ours;
-	struct election *e = term_ctx_done(ud);
+	struct election *e = election_operator_term_ctx_done(ud);
 	if (!e)
 		return;
 	if (err < 0) {
-		term_retry(e, "write", err);
+		election_operator_term_retry(e, "write", err);
 		return;
 	}
 	if (!r->succeeded) {
 		/* our key is gone (the fence) or the previous record changed
 		 * since the read: read again while we still lead */
-		term_retry(e, "write", -ESTALE);
+		election_operator_term_retry(e, "write", -ESTALE);
 		return;
 	}
 	if (puts_ours)
@@ -739,9 +739,9 @@ static void on_term_written(struct etcd_client *cl, int err, const struct etcd_r
 	log_debug("election", "%s: term %" PRId64 " recorded in the history", e->name, e->my_rev);
 }
 
-/* term_is_ours - the record at our term's key is the one we wrote (an
+/* election_operator_term_is_ours - the record at our term's key is the one we wrote (an
  * earlier attempt whose answer was lost); anything else there is replaced */
-static bool term_is_ours(const struct election *e, const struct etcd_kv *kv)
+static bool election_operator_term_is_ours(const struct election *e, const struct etcd_kv *kv)
 {
 	Leasehold__Term *t = leasehold__term__unpack(NULL, kv->value_len, kv->value);
 	bool ours = t && t->fencing_token == e->my_rev && t->node &&
@@ -751,19 +751,19 @@ static bool term_is_ours(const struct election *e, const struct etcd_kv *kv)
 	return ours;
 }
 
-static void on_term_read(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
+static void election_operator_on_term_read(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
 {
 	(void)cl;
 	struct term_ctx *c = ud;
-	struct election *e = term_ctx_done(c);
+	struct election *e = election_operator_term_ctx_done(c);
 	if (!e)
 		return;
 	if (err < 0) {
-		term_retry(e, "read", err);
+		election_operator_term_retry(e, "read", err);
 		return;
 	}
 	char mine[512], prev_key[512];
-	term_key(e, e->my_rev, mine, sizeof(mine));
+	election_operator_term_key(e, e->my_rev, mine, sizeof(mine));
 	/* keys sort by token: the newest record before ours is the last one
 	 * below our key */
 	const struct etcd_kv *prev = NULL;
@@ -772,7 +772,7 @@ static void on_term_read(struct etcd_client *cl, int err, const struct etcd_resp
 	for (size_t i = 0; i < r->n_kvs; i++) {
 		const struct etcd_kv *kv = &r->kvs[i];
 		if (kv->key_len == strlen(mine) && memcmp(kv->key, mine, kv->key_len) == 0) {
-			have_mine = term_is_ours(e, kv);
+			have_mine = election_operator_term_is_ours(e, kv);
 			mine_rev = kv->mod_revision;
 			if (have_mine)
 				e->term_rec_rev = kv->mod_revision;
@@ -789,9 +789,9 @@ static void on_term_read(struct etcd_client *cl, int err, const struct etcd_resp
 	                                       .key_len = strlen(e->my_key), .number = e->my_rev};
 	if (!have_mine) {
 		size_t n;
-		if (term_encode(e, e->my_rev, LEASEHOLD__TERM__END_REASON__END_NONE, NULL, &bufs[0],
+		if (election_operator_term_encode(e, e->my_rev, LEASEHOLD__TERM__END_REASON__END_NONE, NULL, &bufs[0],
 		                &n) < 0) {
-			term_retry(e, "write", -ENOMEM);
+			election_operator_term_retry(e, "write", -ENOMEM);
 			return;
 		}
 		ops[n_ops++] = (struct etcd_op){.type = ETCD_OP_PUT, .key = mine,
@@ -853,22 +853,22 @@ static void on_term_read(struct etcd_client *cl, int err, const struct etcd_resp
 		w->token = e->my_rev;
 		w->puts_ours = !have_mine;
 		e->term = w;
-		rc = etcd_txn(e->etcd, cmps, n_cmps, ops, n_ops, NULL, 0, NULL, on_term_written, w,
+		rc = etcd_txn(e->etcd, cmps, n_cmps, ops, n_ops, NULL, 0, NULL, election_operator_on_term_written, w,
 		              &w->call);
 		if (rc < 0)
-			term_ctx_free(w);
+			election_operator_term_ctx_free(w);
 	}
 	free(bufs[0]);
 	free(bufs[1]);
 	if (rc < 0)
-		term_retry(e, "write", rc);
+		election_operator_term_retry(e, "write", rc);
 }
 
-static void term_begin_read(struct election *e)
+static void election_operator_term_begin_read(struct election *e)
 {
 	struct term_ctx *c = calloc(1, sizeof(*c));
 	if (!c) {
-		term_retry(e, "read", -ENOMEM);
+		election_operator_term_retry(e, "read", -ENOMEM);
 		return;
 	}
 	c->magic = TERM_CTX_MAGIC;
@@ -880,10 +880,10 @@ static void term_begin_read(struct election *e)
 	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = e->k_terms, .key_len = kl,
 	                     .range_end = end, .range_end_len = el};
 	e->term = c;
-	int r = etcd_range(e->etcd, &op, NULL, on_term_read, c, &c->call);
+	int r = etcd_range(e->etcd, &op, NULL, election_operator_on_term_read, c, &c->call);
 	if (r < 0) {
-		term_ctx_free(c);
-		term_retry(e, "read", r);
+		election_operator_term_ctx_free(c);
+		election_operator_term_retry(e, "read", r);
 	}
 }
 
@@ -894,7 +894,7 @@ void election_term_begin(struct election *e)
 	e->term_end_pending = false;
 	if (e->term) {
 		etcd_call_cancel(e->term->call);
-		term_ctx_free(e->term);
+		election_operator_term_ctx_free(e->term);
 	}
 	/* Not now: the record's read and write would go to etcd just ahead of
 	 * the plugin's first fenced txn, on the handover's path. They go once
@@ -909,13 +909,13 @@ void election_term_record(struct election *e)
 {
 	if (loop_timer_armed(e->term_timer) && e->leading && !e->term && e->my_rev) {
 		loop_timer_disarm(e->term_timer);
-		term_begin_read(e);
+		election_operator_term_begin_read(e);
 	}
 }
 
 /* ---- reading the history (the CLI) ---- */
 
-static void on_history(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
+static void election_operator_on_history(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
 {
 	(void)cl;
 	struct verb_ctx *v = ud;
@@ -982,8 +982,8 @@ int election_history_at(struct etcd_client *c, const char *prefix, const char *n
                                      size_t n),
                         void *ud)
 {
-	char *key = key_join(prefix, name, "term-history/");
-	struct verb_ctx *v = key ? verb_new(ud) : NULL;
+	char *key = election_operator_key_join(prefix, name, "term-history/");
+	struct verb_ctx *v = key ? election_operator_verb_new(ud) : NULL;
 	if (!v) {
 		free(key);
 		return -ENOMEM;
@@ -999,7 +999,7 @@ int election_history_at(struct etcd_client *c, const char *prefix, const char *n
 	size_t el = etcd_prefix_end(key, kl, end);
 	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = key, .key_len = kl,
 	                     .range_end = end, .range_end_len = el};
-	int r = etcd_range(c, &op, NULL, on_history, v, NULL);
+	int r = etcd_range(c, &op, NULL, election_operator_on_history, v, NULL);
 	free(key);
 	if (r < 0)
 		free(v);

@@ -17,7 +17,7 @@
 #include "election/election_internal.h"
 #include "proto/leasehold.pb-c.h"
 
-static bool release_from_pb(const Leasehold__Release *p, struct release *ret)
+static bool election_records_release_from_pb(const Leasehold__Release *p, struct release *ret)
 {
 	if (!p)
 		return false;
@@ -27,7 +27,7 @@ static bool release_from_pb(const Leasehold__Release *p, struct release *ret)
 	return true;
 }
 
-static void release_to_pb(struct release r, Leasehold__Release *ret)
+static void election_records_release_to_pb(struct release r, Leasehold__Release *ret)
 {
 	*ret = (Leasehold__Release)LEASEHOLD__RELEASE__INIT;
 	ret->major = r.major;
@@ -45,7 +45,7 @@ int election_decode_status(const void *buf, size_t len, int *ret_state, struct r
 	int r = -EBADMSG;
 	/* like the reference algorithm (proto3 keeps unknown enum values), an
 	 * unknown state is a state: only the releases decide compatibility */
-	if (release_from_pb(s->version, &v) && release_from_pb(s->minimum_compatible_release, &m)) {
+	if (election_records_release_from_pb(s->version, &v) && election_records_release_from_pb(s->minimum_compatible_release, &m)) {
 		*ret_state = s->state;
 		*ret_version = v;
 		*ret_min_compatible = m;
@@ -61,7 +61,7 @@ int election_decode_member(const void *buf, size_t len, struct release *ret_rele
 	Leasehold__Member *m = leasehold__member__unpack(NULL, len, buf);
 	if (!m)
 		return -EBADMSG;
-	int r = release_from_pb(m->release, ret_release) ? 0 : -EBADMSG;
+	int r = election_records_release_from_pb(m->release, ret_release) ? 0 : -EBADMSG;
 	if (r == 0 && ret_priority)
 		*ret_priority = m->priority;
 	leasehold__member__free_unpacked(m, NULL);
@@ -81,8 +81,8 @@ int election_status_encode(int state, struct release v, struct release mcr, uint
                            size_t *ret_len)
 {
 	Leasehold__Release pv, pm;
-	release_to_pb(v, &pv);
-	release_to_pb(mcr, &pm);
+	election_records_release_to_pb(v, &pv);
+	election_records_release_to_pb(mcr, &pm);
 	Leasehold__ReconcilerStatus s = LEASEHOLD__RECONCILER_STATUS__INIT;
 	s.state = (Leasehold__ReconcilerStatus__State)state;
 	s.version = &pv;
@@ -101,7 +101,7 @@ int election_member_encode(const struct election *e, struct release rel, uint8_t
                            size_t *ret_len)
 {
 	Leasehold__Release pr;
-	release_to_pb(rel, &pr);
+	election_records_release_to_pb(rel, &pr);
 	Leasehold__Member m = LEASEHOLD__MEMBER__INIT;
 	m.node_id = e->node_id;
 	m.release = &pr;

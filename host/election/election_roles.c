@@ -115,7 +115,7 @@ out:
 	return r;
 }
 
-static int encode(const char *node_id, const char *const *roles, size_t n, uint8_t **ret,
+static int roles_encode(const char *node_id, const char *const *roles, size_t n, uint8_t **ret,
                   size_t *ret_len)
 {
 	Leasehold__NodeRoles m = LEASEHOLD__NODE_ROLES__INIT;
@@ -134,7 +134,7 @@ static int encode(const char *node_id, const char *const *roles, size_t n, uint8
 
 /* ---- mirror ---- */
 
-static void rec_clear(struct rec *x)
+static void roles_rec_clear(struct rec *x)
 {
 	free(x->node_id);
 	roles_strv_free(x->roles, x->n);
@@ -142,7 +142,7 @@ static void rec_clear(struct rec *x)
 	memset(x, 0, sizeof(*x));
 }
 
-static struct rec *rec_find(struct roles *r, const char *id, size_t len)
+static struct rec *roles_rec_find(struct roles *r, const char *id, size_t len)
 {
 	for (size_t i = 0; i < r->n_recs; i++)
 		if (strlen(r->recs[i].node_id) == len && memcmp(r->recs[i].node_id, id, len) == 0)
@@ -150,7 +150,7 @@ static struct rec *rec_find(struct roles *r, const char *id, size_t len)
 	return NULL;
 }
 
-static void apply(struct roles *r, const struct etcd_kv *kv, bool del)
+static void roles_apply(struct roles *r, const struct etcd_kv *kv, bool del)
 {
 	size_t pl = strlen(r->key_prefix);
 	if (kv->key_len <= pl || memcmp(kv->key, r->key_prefix, pl) != 0)
@@ -159,10 +159,10 @@ static void apply(struct roles *r, const struct etcd_kv *kv, bool del)
 	size_t idlen = kv->key_len - pl;
 	if (memchr(id, '/', idlen) || memchr(id, '\0', idlen) || idlen > 128)
 		return; /* outside the layout */
-	struct rec *x = rec_find(r, id, idlen);
+	struct rec *x = roles_rec_find(r, id, idlen);
 	if (del) {
 		if (x) {
-			rec_clear(x);
+			roles_rec_clear(x);
 			*x = r->recs[--r->n_recs];
 		}
 		return;
@@ -197,15 +197,15 @@ static void apply(struct roles *r, const struct etcd_kv *kv, bool del)
 	}
 }
 
-static void sync_start(struct roles *r);
+static void roles_sync_start(struct roles *r);
 
-static void retry_sync(struct roles *r)
+static void roles_retry_sync(struct roles *r)
 {
 	loop_timer_arm_in(r->retry, r->backoff);
 	r->backoff = r->backoff * 2 > 2 * LOOP_NS_PER_S ? 2 * LOOP_NS_PER_S : r->backoff * 2;
 }
 
-static void on_watch(struct etcd_watch *w, int err, int64_t rev, const struct etcd_event *ev,
+static void roles_on_watch(struct etcd_watch *w, int err, int64_t rev, const struct etcd_event *ev,
                      size_t n, void *ud)
 {
 	struct roles *r = ud;
@@ -216,36 +216,36 @@ static void on_watch(struct etcd_watch *w, int err, int64_t rev, const struct et
 		etcd_watch_cancel(r->watch);
 		r->watch = NULL;
 		r->synced = false;
-		sync_start(r);
+		roles_sync_start(r);
 		r->changed(r->ud);
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
-		apply(r, &ev[i].kv, ev[i].type == ETCD_EVENT_DELETE);
+		roles_apply(r, &ev[i].kv, ev[i].type == ETCD_EVENT_DELETE);
 	if (n)
 		r->changed(r->ud);
 }
 
-static void on_range(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
+static void roles_on_range(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
 {
 	struct roles *r = ud;
 	(void)c;
 	r->call = NULL;
 	if (err < 0) {
 		log_warn("roles", "reading roles failed: %s; retrying", etcd_strerror(err));
-		retry_sync(r);
+		roles_retry_sync(r);
 		return;
 	}
 	for (size_t i = 0; i < r->n_recs; i++)
-		rec_clear(&r->recs[i]);
+		roles_rec_clear(&r->recs[i]);
 	r->n_recs = 0;
 	for (size_t i = 0; i < resp->n_kvs; i++)
-		apply(r, &resp->kvs[i], false);
+		roles_apply(r, &resp->kvs[i], false);
 	int rc = etcd_watch_start(r->etcd, r->key_prefix, strlen(r->key_prefix), r->key_end,
-	                          r->key_end_len, resp->header.revision + 1, 0, on_watch, r,
+	                          r->key_end_len, resp->header.revision + 1, 0, roles_on_watch, r,
 	                          &r->watch);
 	if (rc < 0) {
-		retry_sync(r);
+		roles_retry_sync(r);
 		return;
 	}
 	r->backoff = 100 * LOOP_NS_PER_MS;
@@ -253,7 +253,7 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 	r->changed(r->ud);
 }
 
-static void on_seed(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
+static void roles_on_seed(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
 {
 	struct roles *r = ud;
 	(void)c;
@@ -261,7 +261,7 @@ static void on_seed(struct etcd_client *c, int err, const struct etcd_response *
 	if (err < 0) {
 		/* unknown outcome is fine: the txn only creates an absent record */
 		log_warn("roles", "seeding roles failed: %s; retrying", etcd_strerror(err));
-		retry_sync(r);
+		roles_retry_sync(r);
 		return;
 	}
 	r->seeded = true;
@@ -269,10 +269,10 @@ static void on_seed(struct etcd_client *c, int err, const struct etcd_response *
 		log_info("roles", "seeded this node's roles from --role");
 	else
 		log_info("roles", "this node already has roles in etcd; --role ignored");
-	sync_start(r);
+	roles_sync_start(r);
 }
 
-static void sync_start(struct roles *r)
+static void roles_sync_start(struct roles *r)
 {
 	int rc;
 	if (r->n_seed && !r->seeded) {
@@ -280,32 +280,32 @@ static void sync_start(struct roles *r)
 		snprintf(key, sizeof(key), "%s%s", r->key_prefix, r->node_id);
 		uint8_t *v;
 		size_t vlen;
-		if (encode(r->node_id, (const char *const *)r->seed, r->n_seed, &v, &vlen) < 0) {
-			retry_sync(r);
+		if (roles_encode(r->node_id, (const char *const *)r->seed, r->n_seed, &v, &vlen) < 0) {
+			roles_retry_sync(r);
 			return;
 		}
 		struct etcd_compare cmp = {.target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL,
 		                           .key = key, .key_len = strlen(key), .number = 0};
 		struct etcd_op put = {.type = ETCD_OP_PUT, .key = key, .key_len = strlen(key), .value = v,
 		                      .value_len = vlen};
-		rc = etcd_txn(r->etcd, &cmp, 1, &put, 1, NULL, 0, NULL, on_seed, r, &r->call);
+		rc = etcd_txn(r->etcd, &cmp, 1, &put, 1, NULL, 0, NULL, roles_on_seed, r, &r->call);
 		free(v);
 	} else {
 		struct etcd_op op = {.type = ETCD_OP_RANGE, .key = r->key_prefix,
 		                     .key_len = strlen(r->key_prefix), .range_end = r->key_end,
 		                     .range_end_len = r->key_end_len};
-		rc = etcd_range(r->etcd, &op, NULL, on_range, r, &r->call);
+		rc = etcd_range(r->etcd, &op, NULL, roles_on_range, r, &r->call);
 	}
 	if (rc < 0)
-		retry_sync(r);
+		roles_retry_sync(r);
 }
 
-static void on_retry(struct loop_timer *t, void *ud)
+static void roles_on_retry(struct loop_timer *t, void *ud)
 {
 	(void)t;
 	struct roles *r = ud;
 	if (!r->call && !r->watch)
-		sync_start(r);
+		roles_sync_start(r);
 }
 
 int roles_new(struct loop *l, struct etcd_client *etcd, const char *prefix, const char *node_id,
@@ -349,7 +349,7 @@ int roles_new(struct loop *l, struct etcd_client *etcd, const char *prefix, cons
 			r->n_seed++;
 		}
 	}
-	if ((rc = loop_timer_new(l, on_retry, r, &r->retry)) < 0)
+	if ((rc = loop_timer_new(l, roles_on_retry, r, &r->retry)) < 0)
 		goto fail;
 	*ret = r;
 	return 0;
@@ -360,7 +360,7 @@ fail:
 
 int roles_start(struct roles *r)
 {
-	sync_start(r);
+	roles_sync_start(r);
 	return 0;
 }
 
@@ -373,7 +373,7 @@ void roles_free(struct roles *r)
 	etcd_call_cancel(r->call);
 	loop_timer_free(r->retry);
 	for (size_t i = 0; i < r->n_recs; i++)
-		rec_clear(&r->recs[i]);
+		roles_rec_clear(&r->recs[i]);
 	free(r->recs);
 	roles_strv_free(r->seed, r->n_seed);
 	free(r->key_prefix);
@@ -407,14 +407,14 @@ const char *roles_self_error(const struct roles *r)
 	return NULL;
 }
 
-static int cmp_rec(const void *a, const void *b)
+static int roles_cmp_rec(const void *a, const void *b)
 {
 	return strcmp(((const struct rec *)a)->node_id, ((const struct rec *)b)->node_id);
 }
 
 size_t roles_entries(struct roles *r, struct roles_entry *out, size_t max)
 {
-	qsort(r->recs, r->n_recs, sizeof(*r->recs), cmp_rec);
+	qsort(r->recs, r->n_recs, sizeof(*r->recs), roles_cmp_rec);
 	for (size_t i = 0; i < r->n_recs && i < max; i++) {
 		out[i].node_id = r->recs[i].node_id;
 		out[i].roles = (const char *const *)r->recs[i].roles;
@@ -429,7 +429,7 @@ struct write_ctx {
 	void *ud;
 };
 
-static void on_write(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
+static void roles_on_write(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
 {
 	(void)c;
 	(void)resp;
@@ -438,7 +438,7 @@ static void on_write(struct etcd_client *c, int err, const struct etcd_response 
 	free(w);
 }
 
-static int node_ok(const char *node_id)
+static int roles_node_ok(const char *node_id)
 {
 	return node_id && *node_id && strlen(node_id) <= 128 && !strchr(node_id, '/');
 }
@@ -446,7 +446,7 @@ static int node_ok(const char *node_id)
 int roles_set(struct roles *r, const char *node_id, const char *const *roles, size_t n,
               void (*done)(void *ud, int err), void *ud)
 {
-	if (!node_ok(node_id) || n > ROLES_MAX)
+	if (!roles_node_ok(node_id) || n > ROLES_MAX)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
 		if (!roles_name_valid(roles[i]))
@@ -456,7 +456,7 @@ int roles_set(struct roles *r, const char *node_id, const char *const *roles, si
 	uint8_t *v;
 	size_t vlen;
 	struct write_ctx *w = malloc(sizeof(*w));
-	if (!w || encode(node_id, roles, n, &v, &vlen) < 0) {
+	if (!w || roles_encode(node_id, roles, n, &v, &vlen) < 0) {
 		free(w);
 		return -ENOMEM;
 	}
@@ -464,7 +464,7 @@ int roles_set(struct roles *r, const char *node_id, const char *const *roles, si
 	w->ud = ud;
 	struct etcd_op put = {.type = ETCD_OP_PUT, .key = key, .key_len = strlen(key), .value = v,
 	                      .value_len = vlen};
-	int rc = etcd_put(r->etcd, &put, NULL, on_write, w, NULL);
+	int rc = etcd_put(r->etcd, &put, NULL, roles_on_write, w, NULL);
 	free(v);
 	if (rc < 0)
 		free(w);
@@ -473,7 +473,7 @@ int roles_set(struct roles *r, const char *node_id, const char *const *roles, si
 
 int roles_clear(struct roles *r, const char *node_id, void (*done)(void *ud, int err), void *ud)
 {
-	if (!node_ok(node_id))
+	if (!roles_node_ok(node_id))
 		return -EINVAL;
 	char key[512];
 	snprintf(key, sizeof(key), "%s%s", r->key_prefix, node_id);
@@ -483,7 +483,7 @@ int roles_clear(struct roles *r, const char *node_id, void (*done)(void *ud, int
 	w->done = done;
 	w->ud = ud;
 	struct etcd_op del = {.type = ETCD_OP_DELETE, .key = key, .key_len = strlen(key)};
-	int rc = etcd_delete(r->etcd, &del, NULL, on_write, w, NULL);
+	int rc = etcd_delete(r->etcd, &del, NULL, roles_on_write, w, NULL);
 	if (rc < 0)
 		free(w);
 	return rc;

@@ -57,7 +57,7 @@ struct sw_ctx {
 	int64_t rev;
 };
 
-static void ctx_free(struct sw_ctx *c)
+static void switchover_request_ctx_free(struct sw_ctx *c)
 {
 	if (!c)
 		return;
@@ -75,41 +75,41 @@ static void ctx_free(struct sw_ctx *c)
 }
 
 /* finish - answer once and free */
-static void finish(struct sw_ctx *c, int err, const char *msg)
+static void switchover_request_finish(struct sw_ctx *c, int err, const char *msg)
 {
 	c->done(c->ud, err, msg, err == 0 ? c->rev : 0, c->from);
-	ctx_free(c);
+	switchover_request_ctx_free(c);
 }
 
 /* fail - an etcd call of c failed or could not be sent: answer with why */
-static void fail(struct sw_ctx *c, const char *what, int err)
+static void switchover_request_fail(struct sw_ctx *c, const char *what, int err)
 {
 	char msg[256];
 	snprintf(msg, sizeof(msg), "cannot %s: %s", what, etcd_strerror(err));
-	finish(c, err, msg);
+	switchover_request_finish(c, err, msg);
 }
 
-/* ctx_of - the context an etcd callback carries back (checked) */
-static struct sw_ctx *ctx_of(void *ud)
+/* switchover_request_ctx_of - the context an etcd callback carries back (checked) */
+static struct sw_ctx *switchover_request_ctx_of(void *ud)
 {
 	struct sw_ctx *c = ud;
 	assert(c != NULL && c->magic == SWITCHOVER_CTX_MAGIC);
 	return c;
 }
 
-static bool kv_is(const struct etcd_kv *kv, const char *k)
+static bool switchover_request_kv_is(const struct etcd_kv *kv, const char *k)
 {
 	return kv->key_len == strlen(k) && memcmp(kv->key, k, kv->key_len) == 0;
 }
 
-static bool kv_under(const struct etcd_kv *kv, const char *p)
+static bool switchover_request_kv_under(const struct etcd_kv *kv, const char *p)
 {
 	size_t n = strlen(p);
 	return kv->key_len > n && memcmp(kv->key, p, n) == 0;
 }
 
 /* a copy of kv's value as a printable string (hostile bytes) */
-static void value_str(const struct etcd_kv *kv, char *buf, size_t len)
+static void switchover_request_value_str(const struct etcd_kv *kv, char *buf, size_t len)
 {
 	size_t n = kv->value_len < len - 1 ? kv->value_len : len - 1;
 	for (size_t i = 0; i < n; i++) {
@@ -119,7 +119,7 @@ static void value_str(const struct etcd_kv *kv, char *buf, size_t len)
 	buf[n] = '\0';
 }
 
-static bool member_release(const struct etcd_kv *kv, struct release *ret)
+static bool switchover_request_member_release(const struct etcd_kv *kv, struct release *ret)
 {
 	Leasehold__Member *m = leasehold__member__unpack(NULL, kv->value_len, kv->value);
 	bool ok = m && m->release;
@@ -130,7 +130,7 @@ static bool member_release(const struct etcd_kv *kv, struct release *ret)
 	return ok;
 }
 
-static bool has_role(const struct etcd_response *roles, const char *node, const char *role)
+static bool switchover_request_has_role(const struct etcd_response *roles, const char *node, const char *role)
 {
 	if (!roles || roles->n_kvs != 1)
 		return false;
@@ -146,8 +146,8 @@ static bool has_role(const struct etcd_response *roles, const char *node, const 
 	return has;
 }
 
-static void on_written(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud);
-static void on_revoked(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
+static void switchover_request_on_written(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud);
+static void switchover_request_on_revoked(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
 {
 	(void)cl;
 	(void)err;
@@ -155,10 +155,10 @@ static void on_revoked(struct etcd_client *cl, int err, const struct etcd_respon
 	(void)ud; /* an unused lease that is not revoked expires by itself */
 }
 
-static void on_granted(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud);
+static void switchover_request_on_granted(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud);
 
 /* check - the refusals, on the state read; 0 or -errno with the reason */
-static int check(struct sw_ctx *c, const struct etcd_response *range,
+static int switchover_request_check(struct sw_ctx *c, const struct etcd_response *range,
                  const struct etcd_response *roles, char *msg, size_t len)
 {
 	const struct etcd_kv *lead = NULL, *to_cand = NULL, *to_member = NULL;
@@ -168,12 +168,12 @@ static int check(struct sw_ctx *c, const struct etcd_response *range,
 	size_t el_len = strlen(c->k_range);
 	for (size_t i = 0; i < range->n_kvs; i++) {
 		const struct etcd_kv *kv = &range->kvs[i];
-		if (kv_is(kv, c->k_paused)) {
+		if (switchover_request_kv_is(kv, c->k_paused)) {
 			snprintf(msg, len, "plugin '%s' is paused: a pause holds leadership where it "
 			         "is; resume it first (leaseholdctl resume %s)", c->name, c->name);
 			return -EBUSY;
 		}
-		if (kv_is(kv, c->k_handover)) {
+		if (switchover_request_kv_is(kv, c->k_handover)) {
 			char who[160] = "?";
 			Leasehold__Switchover *s =
 				leasehold__switchover__unpack(NULL, kv->value_len, kv->value);
@@ -190,16 +190,16 @@ static int check(struct sw_ctx *c, const struct etcd_response *range,
 		}
 		/* a candidate as the hosts count one (a key named otherwise
 		 * is no leader for them, so none for the request either) */
-		if (kv_under(kv, c->k_range) && election_key_is_candidate(kv, el_len)) {
+		if (switchover_request_kv_under(kv, c->k_range) && election_key_is_candidate(kv, el_len)) {
 			n_cands++;
 			if (!lead || kv->create_revision < lead->create_revision)
 				lead = kv;
 			if (c->to && kv->value_len == strlen(c->to) &&
 			    memcmp(kv->value, c->to, kv->value_len) == 0)
 				to_cand = kv;
-		} else if (kv_under(kv, c->k_members)) {
+		} else if (switchover_request_kv_under(kv, c->k_members)) {
 			struct release rel;
-			if (member_release(kv, &rel)) {
+			if (switchover_request_member_release(kv, &rel)) {
 				if (!any_member || release_less(max, rel))
 					max = rel;
 				any_member = true;
@@ -213,7 +213,7 @@ static int check(struct sw_ctx *c, const struct etcd_response *range,
 		snprintf(msg, len, "plugin '%s' has no leader now: nothing to switch over", c->name);
 		return -EAGAIN;
 	}
-	value_str(lead, c->from, sizeof(c->from));
+	switchover_request_value_str(lead, c->from, sizeof(c->from));
 	snprintf(c->leader_key, sizeof(c->leader_key), "%.*s", (int)lead->key_len,
 	         (const char *)lead->key);
 	c->leader_token = lead->create_revision;
@@ -229,7 +229,7 @@ static int check(struct sw_ctx *c, const struct etcd_response *range,
 		snprintf(msg, len, "node %s leads plugin '%s' already", c->to, c->name);
 		return -EALREADY;
 	}
-	if (c->role && c->role[0] && !has_role(roles, c->to, c->role)) {
+	if (c->role && c->role[0] && !switchover_request_has_role(roles, c->to, c->role)) {
 		snprintf(msg, len, "node %s lacks role '%s', which plugin '%s' needs", c->to, c->role,
 		         c->name);
 		return -ESRCH;
@@ -240,7 +240,7 @@ static int check(struct sw_ctx *c, const struct etcd_response *range,
 		         c->name);
 		return -ESRCH;
 	}
-	if (!member_release(to_member, &rel)) {
+	if (!switchover_request_member_release(to_member, &rel)) {
 		snprintf(msg, len, "node %s's member record of plugin '%s' does not decode", c->to,
 		         c->name);
 		return -ESRCH;
@@ -264,33 +264,33 @@ static int check(struct sw_ctx *c, const struct etcd_response *range,
 	return 0;
 }
 
-static void on_read(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
+static void switchover_request_on_read(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
 {
 	(void)cl;
-	struct sw_ctx *c = ctx_of(ud);
+	struct sw_ctx *c = switchover_request_ctx_of(ud);
 	char msg[512];
 	if (err < 0 || r->n_responses < 1) {
-		fail(c, "read the plugin's state from etcd", err < 0 ? err : -EBADMSG);
+		switchover_request_fail(c, "read the plugin's state from etcd", err < 0 ? err : -EBADMSG);
 		return;
 	}
-	int rc = check(c, &r->responses[0], r->n_responses > 1 ? &r->responses[1] : NULL, msg,
+	int rc = switchover_request_check(c, &r->responses[0], r->n_responses > 1 ? &r->responses[1] : NULL, msg,
 	               sizeof(msg));
 	if (rc < 0) {
-		finish(c, rc, msg);
+		switchover_request_finish(c, rc, msg);
 		return;
 	}
 	int64_t ttl = (c->timeout_ms + 999) / 1000;
-	rc = etcd_lease_grant(c->etcd, ttl, NULL, on_granted, c, NULL);
+	rc = etcd_lease_grant(c->etcd, ttl, NULL, switchover_request_on_granted, c, NULL);
 	if (rc < 0)
-		fail(c, "grant the switchover's lease", rc);
+		switchover_request_fail(c, "grant the switchover's lease", rc);
 }
 
-static void on_granted(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
+static void switchover_request_on_granted(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
 {
 	(void)cl;
-	struct sw_ctx *c = ctx_of(ud);
+	struct sw_ctx *c = switchover_request_ctx_of(ud);
 	if (err < 0) {
-		fail(c, "grant the switchover's lease", err);
+		switchover_request_fail(c, "grant the switchover's lease", err);
 		return;
 	}
 	c->lease = r->lease_id;
@@ -306,7 +306,7 @@ static void on_granted(struct etcd_client *cl, int err, const struct etcd_respon
 	uint8_t buf[1024];
 	size_t n = leasehold__switchover__get_packed_size(&s);
 	if (n > sizeof(buf)) {
-		finish(c, -EINVAL, "the switchover record is too large");
+		switchover_request_finish(c, -EINVAL, "the switchover record is too large");
 		return;
 	}
 	leasehold__switchover__pack(&s, buf);
@@ -333,36 +333,36 @@ static void on_granted(struct etcd_client *cl, int err, const struct etcd_respon
 	struct etcd_op put = {.type = ETCD_OP_PUT, .key = c->k_handover,
 	                      .key_len = strlen(c->k_handover), .value = buf, .value_len = n,
 	                      .lease = c->lease};
-	int rc = etcd_txn(c->etcd, cmps, nc, &put, 1, NULL, 0, NULL, on_written, c, NULL);
+	int rc = etcd_txn(c->etcd, cmps, nc, &put, 1, NULL, 0, NULL, switchover_request_on_written, c, NULL);
 	if (rc < 0) {
-		etcd_lease_revoke(c->etcd, c->lease, NULL, on_revoked, NULL, NULL);
-		fail(c, "write the switchover request", rc);
+		etcd_lease_revoke(c->etcd, c->lease, NULL, switchover_request_on_revoked, NULL, NULL);
+		switchover_request_fail(c, "write the switchover request", rc);
 	}
 }
 
-static void on_written(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
+static void switchover_request_on_written(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
 {
 	(void)cl;
-	struct sw_ctx *c = ctx_of(ud);
+	struct sw_ctx *c = switchover_request_ctx_of(ud);
 	char msg[256];
 	if (err < 0) {
 		/* the outcome is unknown: the record, if written, expires with
 		 * its lease; the caller's wait tells what happened */
-		fail(c, "write the switchover request", err);
+		switchover_request_fail(c, "write the switchover request", err);
 		return;
 	}
 	if (!r->succeeded) {
-		etcd_lease_revoke(c->etcd, c->lease, NULL, on_revoked, NULL, NULL);
+		etcd_lease_revoke(c->etcd, c->lease, NULL, switchover_request_on_revoked, NULL, NULL);
 		snprintf(msg, sizeof(msg), "plugin '%s' changed while the switchover was requested "
 		         "(another switchover, a pause, or a leader change); try again", c->name);
-		finish(c, -EBUSY, msg);
+		switchover_request_finish(c, -EBUSY, msg);
 		return;
 	}
 	c->rev = r->header.revision;
-	finish(c, 0, NULL);
+	switchover_request_finish(c, 0, NULL);
 }
 
-static char *join(const char *a, const char *b, const char *c)
+static char *switchover_request_join(const char *a, const char *b, const char *c)
 {
 	char *s = NULL;
 	if (asprintf(&s, "%s%s%s", a, b, c) < 0)
@@ -390,23 +390,23 @@ int switchover_request_start(struct etcd_client *etcd, const struct switchover_r
 	while (pl > 0 && rq->prefix[pl - 1] == '/')
 		pl--;
 	char *p = strndup(rq->prefix, pl);
-	char *pn = p ? join(p, "/", rq->name) : NULL;
+	char *pn = p ? switchover_request_join(p, "/", rq->name) : NULL;
 	free(p);
 	int r = -ENOMEM;
 	if (!pn)
 		goto fail;
-	c->k_range = join(pn, "/election/", "");
-	c->k_handover = join(pn, "/", SWITCHOVER_KEY);
-	c->k_paused = join(pn, "/paused", "");
-	c->k_members = join(pn, "/members/", "");
-	char *status = join(pn, "/status", "");
+	c->k_range = switchover_request_join(pn, "/election/", "");
+	c->k_handover = switchover_request_join(pn, "/", SWITCHOVER_KEY);
+	c->k_paused = switchover_request_join(pn, "/paused", "");
+	c->k_members = switchover_request_join(pn, "/members/", "");
+	char *status = switchover_request_join(pn, "/status", "");
 	c->name = strdup(rq->name);
 	c->requester = strdup(rq->requester ? rq->requester : "");
 	c->to = rq->to ? strdup(rq->to) : NULL;
 	c->role = rq->role && *rq->role ? strdup(rq->role) : NULL;
 	if (c->to && c->role) {
 		char *pr = strndup(rq->prefix, pl);
-		c->k_roles = pr ? join(pr, "/roles/", c->to) : NULL;
+		c->k_roles = pr ? switchover_request_join(pr, "/roles/", c->to) : NULL;
 		free(pr);
 	}
 	free(pn);
@@ -428,10 +428,10 @@ int switchover_request_start(struct etcd_client *etcd, const struct switchover_r
 	if (c->k_roles)
 		ops[n_ops++] = (struct etcd_op){.type = ETCD_OP_RANGE, .key = c->k_roles,
 		                                .key_len = strlen(c->k_roles)};
-	r = etcd_txn(etcd, NULL, 0, ops, n_ops, NULL, 0, NULL, on_read, c, NULL);
+	r = etcd_txn(etcd, NULL, 0, ops, n_ops, NULL, 0, NULL, switchover_request_on_read, c, NULL);
 	if (r == 0)
 		return 0;
 fail:
-	ctx_free(c);
+	switchover_request_ctx_free(c);
 	return r;
 }
