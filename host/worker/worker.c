@@ -78,7 +78,7 @@ void worker_activity_read(const struct worker_activity *a, struct worker_activit
 }
 
 /* publish (seq != 0) or clear (seq == 0) the running callback */
-static void activity_set(struct worker *w, uint64_t seq, unsigned kind)
+static void worker_activity_set(struct worker *w, uint64_t seq, unsigned kind)
 {
 	struct worker_activity *a = w->activity;
 	uint64_t g = atomic_load_explicit(&a->gen, memory_order_relaxed);
@@ -101,7 +101,7 @@ const struct worker_activity *worker_activity(const struct worker *w)
 }
 
 /* the callback kind of a bus event, or -1 */
-static int event_callback(const Event *ev)
+static int worker_event_callback(const Event *ev)
 {
 	switch (ev->kind_case) {
 	case LEASEHOLD__BUS__EVENT__KIND_INIT:
@@ -158,7 +158,7 @@ static void worker_protocol_error(struct worker *w, const char *fmt, ...)
 	worker_send(w, &th.base);
 }
 
-static void stash_push(struct worker *w, ToWorker *tw)
+static void worker_stash_push(struct worker *w, ToWorker *tw)
 {
 	if (w->stash_n == STASH_MAX) {
 		worker_protocol_error(w, "more than %u events ahead of the running one: dropped",
@@ -170,7 +170,7 @@ static void stash_push(struct worker *w, ToWorker *tw)
 	w->stash_n++;
 }
 
-static ToWorker *stash_pop(struct worker *w)
+static ToWorker *worker_stash_pop(struct worker *w)
 {
 	if (!w->stash_n)
 		return NULL;
@@ -182,10 +182,10 @@ static ToWorker *stash_pop(struct worker *w)
 
 /* take one received message: an event is kept for later, a late reply to a
  * txn that timed out is discarded, anything else is a protocol error */
-static void take_ahead(struct worker *w, ToWorker *tw, const char *where)
+static void worker_take_ahead(struct worker *w, ToWorker *tw, const char *where)
 {
 	if (tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_EVENT && tw->event) {
-		stash_push(w, tw);
+		worker_stash_push(w, tw);
 		return;
 	}
 	if (!(tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY && tw->txn_reply &&
@@ -197,7 +197,7 @@ static void take_ahead(struct worker *w, ToWorker *tw, const char *where)
 /* a batch becomes one stashed ToWorker per event, in order: each event is
  * detached from the batch and given its own (malloc'd, as protobuf-c's
  * default allocator frees) wrapper */
-static void unbatch(struct worker *w, ToWorker *tw)
+static void worker_unbatch(struct worker *w, ToWorker *tw)
 {
 	Leasehold__Bus__Events *b = tw->batch;
 	size_t i = 0;
@@ -224,7 +224,7 @@ static void unbatch(struct worker *w, ToWorker *tw)
 		leasehold__bus__to_worker__init(ones[i]);
 		ones[i]->msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
 		ones[i]->event = b->events[i]; /* detached: freed with its wrapper */
-		stash_push(w, ones[i]);
+		worker_stash_push(w, ones[i]);
 	}
 	if (b)
 		b->n_events = 0; /* the array itself goes with the batch */
@@ -233,7 +233,7 @@ static void unbatch(struct worker *w, ToWorker *tw)
 
 /* the message, or NULL: undecodable (reported), or a batch (its events are
  * now in the stash) */
-static ToWorker *decode(struct worker *w, nng_msg *msg)
+static ToWorker *worker_decode(struct worker *w, nng_msg *msg)
 {
 	size_t len = nng_msg_len(msg);
 	ToWorker *tw = leasehold__bus__to_worker__unpack(NULL, len, nng_msg_body(msg));
@@ -241,23 +241,23 @@ static ToWorker *decode(struct worker *w, nng_msg *msg)
 	if (!tw)
 		worker_protocol_error(w, "undecodable message from the host (%zu bytes)", len);
 	else if (tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_BATCH) {
-		unbatch(w, tw);
+		worker_unbatch(w, tw);
 		tw = NULL;
 	}
 	return tw;
 }
 
-/* term_ends_ahead - collect what the host already sent (no waiting); true when a
+/* worker_term_ends_ahead - collect what the host already sent (no waiting); true when a
  * waiting event ends the current term: on_deposed, a new on_elected, fini */
-static bool term_ends_ahead(struct worker *w)
+static bool worker_term_ends_ahead(struct worker *w)
 {
 	for (;;) {
 		nng_msg *msg;
 		if (nng_recvmsg(w->sock, &msg, NNG_FLAG_NONBLOCK) != 0)
 			break;
-		ToWorker *tw = decode(w, msg);
+		ToWorker *tw = worker_decode(w, msg);
 		if (tw)
-			take_ahead(w, tw, "outside a callback");
+			worker_take_ahead(w, tw, "outside a callback");
 	}
 	for (unsigned i = 0; i < w->stash_n; i++) {
 		const Event *ev = w->stash[(w->stash_head + i) % STASH_MAX]->event;
@@ -269,9 +269,9 @@ static bool term_ends_ahead(struct worker *w)
 	return false;
 }
 
-/* bus_doc - a document of a Config message (hostile): NULL when absent, a
+/* worker_bus_doc - a document of a Config message (hostile): NULL when absent, a
  * NUL-terminated copy when present; -EBADMSG when over the bound */
-static int bus_doc(bool has, ProtobufCBinaryData b, char **ret)
+static int worker_bus_doc(bool has, ProtobufCBinaryData b, char **ret)
 {
 	*ret = NULL;
 	if (!has)
@@ -288,22 +288,22 @@ static int bus_doc(bool has, ProtobufCBinaryData b, char **ret)
 	return 0;
 }
 
-static bool same_doc(const char *a, uint64_t al, const char *b, size_t bl)
+static bool worker_same_doc(const char *a, uint64_t al, const char *b, size_t bl)
 {
 	if (!a || !b)
 		return !a && !b;
 	return al == bl && memcmp(a, b, bl) == 0;
 }
 
-/* config_take - make c (hostile; NULL = no configuration) what api->config()
+/* worker_config_take - make c (hostile; NULL = no configuration) what api->config()
  * returns. *ret_same: it equals what the plugin already has. Returns 0, or
  * -EBADMSG / -ENOMEM with the reason in errmsg (the old state stays). */
-static int config_take(struct worker *w, const Leasehold__Bus__Config *c, bool *ret_same)
+static int worker_config_take(struct worker *w, const Leasehold__Bus__Config *c, bool *ret_same)
 {
 	char *cl = NULL, *lo = NULL;
 	int r;
-	if (c && ((r = bus_doc(c->has_cluster, c->cluster, &cl)) < 0 ||
-	          (r = bus_doc(c->has_local, c->local, &lo)) < 0)) {
+	if (c && ((r = worker_bus_doc(c->has_cluster, c->cluster, &cl)) < 0 ||
+	          (r = worker_bus_doc(c->has_local, c->local, &lo)) < 0)) {
 		free(cl);
 		snprintf(w->errmsg, sizeof(w->errmsg), "bad configuration from the host (over %zu "
 		         "bytes or a NUL byte)", PLUGIN_CONFIG_MAX);
@@ -317,8 +317,8 @@ static int config_take(struct worker *w, const Leasehold__Bus__Config *c, bool *
 		n.local_len = lo ? c->local.len : 0;
 	}
 	*ret_same = n.flags == w->cfg.flags && n.cluster_revision == w->cfg.cluster_revision &&
-	            same_doc(w->cfg.cluster, w->cfg.cluster_len, cl, n.cluster_len) &&
-	            same_doc(w->cfg.local, w->cfg.local_len, lo, n.local_len);
+	            worker_same_doc(w->cfg.cluster, w->cfg.cluster_len, cl, n.cluster_len) &&
+	            worker_same_doc(w->cfg.local, w->cfg.local_len, lo, n.local_len);
 	free(w->cfg_cluster);
 	free(w->cfg_local);
 	w->cfg_cluster = cl;
@@ -328,7 +328,7 @@ static int config_take(struct worker *w, const Leasehold__Bus__Config *c, bool *
 }
 
 /* copy a bus kv into *kv, its bytes (NUL-terminated) at *bytes */
-static void kv_from_bus(const BusKv *b, struct lh_kv *kv, uint8_t **bytes)
+static void worker_kv_from_bus(const BusKv *b, struct lh_kv *kv, uint8_t **bytes)
 {
 	uint8_t *p = *bytes;
 	if (b->key.len)
@@ -383,7 +383,7 @@ int worker_build_result(struct worker *w, const TxnReply *rep, const struct lh_t
 		ors[i].kvs = kvs;
 		ors[i].n_kvs = r->n_kvs;
 		for (size_t k = 0; k < r->n_kvs; k++)
-			kv_from_bus(r->kvs[k], kvs++, &bytes);
+			worker_kv_from_bus(r->kvs[k], kvs++, &bytes);
 	}
 	free(w->result);
 	w->result = mem;
@@ -413,7 +413,7 @@ ToWorker *worker_wait_txn_reply(struct worker *w, uint64_t id, int *err)
 			*err = -ECANCELED;
 			break;
 		}
-		ToWorker *tw = decode(w, msg);
+		ToWorker *tw = worker_decode(w, msg);
 		if (!tw)
 			continue;
 		if (tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY && tw->txn_reply &&
@@ -424,7 +424,7 @@ ToWorker *worker_wait_txn_reply(struct worker *w, uint64_t id, int *err)
 		/* the host pipelines the next events behind on_elected and the
 		 * replay: they wait in the stash; a late reply is discarded
 		 * (ids below id are settled) */
-		take_ahead(w, tw, "while waiting for a txn");
+		worker_take_ahead(w, tw, "while waiting for a txn");
 	}
 	nng_socket_set_ms(w->sock, NNG_OPT_RECVTIMEO, NNG_DURATION_INFINITE);
 	return NULL;
@@ -432,7 +432,7 @@ ToWorker *worker_wait_txn_reply(struct worker *w, uint64_t id, int *err)
 
 /* the plugin's view of a WatchEvents (hostile: checked), in one allocation
  * kept in w->batch_mem until the callback returns */
-static int watch_batch_build(struct worker *w, const Leasehold__Bus__WatchEvents *we,
+static int worker_watch_batch_build(struct worker *w, const Leasehold__Bus__WatchEvents *we,
                              struct lh_watch_batch *ret)
 {
 	if (we->watch_id >= w->n_watches ||
@@ -459,9 +459,9 @@ static int watch_batch_build(struct worker *w, const Leasehold__Bus__WatchEvents
 	for (size_t i = 0; i < n; i++) {
 		const Leasehold__Bus__WatchEvent *e = we->events[i];
 		evs[i].type = e->type;
-		kv_from_bus(e->kv, &evs[i].kv, &bytes);
+		worker_kv_from_bus(e->kv, &evs[i].kv, &bytes);
 		if (e->prev_kv) {
-			kv_from_bus(e->prev_kv, prev, &bytes);
+			worker_kv_from_bus(e->prev_kv, prev, &bytes);
 			evs[i].prev_kv = prev++;
 		}
 	}
@@ -472,7 +472,7 @@ static int watch_batch_build(struct worker *w, const Leasehold__Bus__WatchEvents
 }
 
 /* INIT's grants, copied */
-static int take_grants(struct worker *w, const Leasehold__Bus__Init *in)
+static int worker_take_grants(struct worker *w, const Leasehold__Bus__Init *in)
 {
 	if (in->n_read_grants > 256)
 		return -E2BIG;
@@ -496,7 +496,7 @@ static int take_grants(struct worker *w, const Leasehold__Bus__Init *in)
 	return 0;
 }
 
-static char *dup_bin(ProtobufCBinaryData b)
+static char *worker_dup_bin(ProtobufCBinaryData b)
 {
 	char *s = malloc(b.len + 1);
 	if (!s)
@@ -507,7 +507,7 @@ static char *dup_bin(ProtobufCBinaryData b)
 	return s;
 }
 
-static struct lh_release rel_from_bus(const Leasehold__Bus__Release *r)
+static struct lh_release worker_rel_from_bus(const Leasehold__Bus__Release *r)
 {
 	struct lh_release x = {0, 0, 0};
 	if (r) {
@@ -529,9 +529,9 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		snprintf(w->errmsg, sizeof(w->errmsg), "plugin not initialised");
 		return -EIO;
 	}
-	int cb = event_callback(ev);
+	int cb = worker_event_callback(ev);
 	if (cb >= 0) {
-		activity_set(w, ev->seq ? ev->seq : UINT64_MAX, (unsigned)cb);
+		worker_activity_set(w, ev->seq ? ev->seq : UINT64_MAX, (unsigned)cb);
 		crash_report_enter(w->crash_who[cb]);
 	}
 	w->in_callback = true;
@@ -551,14 +551,14 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		}
 		free(w->node_id);
 		free(w->data_prefix);
-		w->node_id = dup_bin(ev->init->node_id);
-		w->data_prefix = dup_bin(ev->init->data_prefix);
-		if (!w->node_id || !w->data_prefix || (err = take_grants(w, ev->init)) < 0) {
+		w->node_id = worker_dup_bin(ev->init->node_id);
+		w->data_prefix = worker_dup_bin(ev->init->data_prefix);
+		if (!w->node_id || !w->data_prefix || (err = worker_take_grants(w, ev->init)) < 0) {
 			err = err < 0 ? err : -ENOMEM;
 			break;
 		}
 		bool same;
-		if ((err = config_take(w, ev->init->config, &same)) < 0)
+		if ((err = worker_config_take(w, ev->init->config, &same)) < 0)
 			break;
 		w->in_init = true;
 		err = d->init ? d->init(&w->ctx) : 0;
@@ -581,8 +581,8 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		struct lh_releases r = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
 		const Leasehold__Bus__Releases *br = ev->releases_changed->releases;
 		if (br) {
-			r.min = rel_from_bus(br->min);
-			r.max = rel_from_bus(br->max);
+			r.min = worker_rel_from_bus(br->min);
+			r.max = worker_rel_from_bus(br->max);
 			r.revision = br->revision;
 			r.n_members = br->n_members;
 		}
@@ -594,7 +594,7 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		break;
 	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS: {
 		struct lh_watch_batch b;
-		err = watch_batch_build(w, ev->watch_events, &b);
+		err = worker_watch_batch_build(w, ev->watch_events, &b);
 		if (err < 0)
 			snprintf(w->errmsg, sizeof(w->errmsg), "bad watch batch from the host");
 		else
@@ -610,7 +610,7 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		break;
 	case LEASEHOLD__BUS__EVENT__KIND_CONFIG_CHANGED: {
 		bool unchanged = false;
-		err = config_take(w, ev->config_changed->config, &unchanged);
+		err = worker_config_take(w, ev->config_changed->config, &unchanged);
 		if (err == 0 && !unchanged && d->on_config_changed)
 			err = d->on_config_changed(&w->ctx, &w->cfg);
 		break;
@@ -618,7 +618,7 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 	case LEASEHOLD__BUS__EVENT__KIND_VALIDATE_CONFIG: {
 		char *doc = NULL;
 		const ProtobufCBinaryData *b = &ev->validate_config->document;
-		if ((err = bus_doc(true, *b, &doc)) < 0) {
+		if ((err = worker_bus_doc(true, *b, &doc)) < 0) {
 			snprintf(w->errmsg, sizeof(w->errmsg), "bad document from the host");
 			break;
 		}
@@ -642,7 +642,7 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 	w->in_callback = false;
 	if (cb >= 0) {
 		crash_report_leave();
-		activity_set(w, 0, 0);
+		worker_activity_set(w, 0, 0);
 	}
 	free(w->result);
 	w->result = NULL;
@@ -651,27 +651,27 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 	return err;
 }
 
-/* should_skip - the host hands the start of a term over in one go (on_elected,
+/* worker_should_skip - the host hands the start of a term over in one go (on_elected,
  * the replay, the first reconcile; plugin_instance_queue.c may_send). When the term
  * already ended behind them, they are answered without running, as the host
  * would have dropped them had they still been queued there; a term whose
  * on_elected was skipped gets no on_deposed either. */
-static bool should_skip(struct worker *w, const Event *ev)
+static bool worker_should_skip(struct worker *w, const Event *ev)
 {
 	switch (ev->kind_case) {
 	case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
-		w->term_skipped = term_ends_ahead(w);
+		w->term_skipped = worker_term_ends_ahead(w);
 		return w->term_skipped;
 	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS:
 		/* nothing of a watch runs once its term is over */
-		return w->term_skipped || !w->token || term_ends_ahead(w);
+		return w->term_skipped || !w->token || worker_term_ends_ahead(w);
 	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:
 	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
 		if (w->term_skipped)
 			return true;
 		/* handed over on its own (not behind a term start): it runs, as
 		 * any event handed over; only the pipelined ones are checked */
-		return ev->behind && term_ends_ahead(w);
+		return ev->behind && worker_term_ends_ahead(w);
 	case LEASEHOLD__BUS__EVENT__KIND_DEPOSED: {
 		bool skip = w->term_skipped;
 		w->term_skipped = false;
@@ -687,7 +687,7 @@ int worker_run(struct worker *w)
 	int ret = -ECANCELED;
 	w->self = pthread_self();
 	for (;;) {
-		ToWorker *tw = stash_pop(w);
+		ToWorker *tw = worker_stash_pop(w);
 		if (!tw) {
 			nng_msg *msg;
 			int rv = nng_recvmsg(w->sock, &msg, 0);
@@ -696,10 +696,10 @@ int worker_run(struct worker *w)
 					continue;
 				break; /* closed: the host is gone */
 			}
-			if (!(tw = decode(w, msg)))
+			if (!(tw = worker_decode(w, msg)))
 				continue;
 			if (tw->msg_case != LEASEHOLD__BUS__TO_WORKER__MSG_EVENT || !tw->event) {
-				take_ahead(w, tw, "outside a callback");
+				worker_take_ahead(w, tw, "outside a callback");
 				continue;
 			}
 		}
@@ -707,7 +707,7 @@ int worker_run(struct worker *w)
 		w->errmsg[0] = 0;
 		struct timespec t0, t1;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
-		bool skipped = should_skip(w, tw->event);
+		bool skipped = worker_should_skip(w, tw->event);
 		int32_t err = -ECANCELED;
 		if (skipped)
 			snprintf(w->errmsg, sizeof(w->errmsg), "skipped: leadership ended before it ran");
@@ -745,7 +745,7 @@ int worker_run(struct worker *w)
 	}
 	free(w->result);
 	w->result = NULL;
-	for (ToWorker *tw; (tw = stash_pop(w));)
+	for (ToWorker *tw; (tw = worker_stash_pop(w));)
 		leasehold__bus__to_worker__free_unpacked(tw, NULL);
 	return ret;
 }
@@ -772,7 +772,7 @@ void worker_free(struct worker *w)
 {
 	if (!w)
 		return;
-	for (ToWorker *tw; (tw = stash_pop(w));)
+	for (ToWorker *tw; (tw = worker_stash_pop(w));)
 		leasehold__bus__to_worker__free_unpacked(tw, NULL);
 	free(w->node_id);
 	free(w->data_prefix);

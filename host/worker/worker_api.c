@@ -18,7 +18,7 @@
 #include "base/log.h"
 #include "worker/worker_internal.h"
 
-static void api_log(struct lh_ctx *ctx, int32_t level, const char *msg)
+static void worker_api_log(struct lh_ctx *ctx, int32_t level, const char *msg)
 {
 	struct worker *w = worker_from_ctx(ctx);
 	if (!worker_on_own_thread(w) || !msg)
@@ -38,7 +38,7 @@ static void api_log(struct lh_ctx *ctx, int32_t level, const char *msg)
 	worker_send(w, &th.base);
 }
 
-static void api_set_error(struct lh_ctx *ctx, const char *msg)
+static void worker_api_set_error(struct lh_ctx *ctx, const char *msg)
 {
 	struct worker *w = worker_from_ctx(ctx);
 	if (!worker_on_own_thread(w))
@@ -46,7 +46,7 @@ static void api_set_error(struct lh_ctx *ctx, const char *msg)
 	snprintf(w->errmsg, sizeof(w->errmsg), "%s", msg ? msg : "");
 }
 
-static const char *api_last_error(struct lh_ctx *ctx)
+static const char *worker_api_last_error(struct lh_ctx *ctx)
 {
 	struct worker *w = worker_from_ctx(ctx);
 	if (!worker_on_own_thread(w))
@@ -54,32 +54,32 @@ static const char *api_last_error(struct lh_ctx *ctx)
 	return w->txn_error;
 }
 
-static int64_t api_fencing_token(struct lh_ctx *ctx)
+static int64_t worker_api_fencing_token(struct lh_ctx *ctx)
 {
 	struct worker *w = worker_from_ctx(ctx);
 	return worker_on_own_thread(w) ? w->token : 0;
 }
 
-static const char *api_node_id(struct lh_ctx *ctx)
+static const char *worker_api_node_id(struct lh_ctx *ctx)
 {
 	struct worker *w = worker_from_ctx(ctx);
 	return w->node_id ? w->node_id : "";
 }
 
-static const char *api_data_prefix(struct lh_ctx *ctx)
+static const char *worker_api_data_prefix(struct lh_ctx *ctx)
 {
 	struct worker *w = worker_from_ctx(ctx);
 	return w->data_prefix ? w->data_prefix : "";
 }
 
-static const struct lh_config *api_config(struct lh_ctx *ctx)
+static const struct lh_config *worker_api_config(struct lh_ctx *ctx)
 {
 	static const struct lh_config none = {sizeof(struct lh_config), 0, NULL, 0, 0, NULL, 0};
 	struct worker *w = worker_from_ctx(ctx);
 	return worker_on_own_thread(w) ? &w->cfg : &none;
 }
-static void txn_fail(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void txn_fail(struct worker *w, const char *fmt, ...)
+static void worker_api_txn_fail(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void worker_api_txn_fail(struct worker *w, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -87,10 +87,10 @@ static void txn_fail(struct worker *w, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int check_ops(struct worker *w, const struct lh_op *ops, uint32_t n, const char *branch)
+static int worker_api_check_ops(struct worker *w, const struct lh_op *ops, uint32_t n, const char *branch)
 {
 	if (n > MAX_TXN_OPS || (n && !ops)) {
-		txn_fail(w, "too many %s ops (%u, max %u)", branch, n, MAX_TXN_OPS);
+		worker_api_txn_fail(w, "too many %s ops (%u, max %u)", branch, n, MAX_TXN_OPS);
 		return -E2BIG;
 	}
 	for (uint32_t i = 0; i < n; i++) {
@@ -101,25 +101,25 @@ static int check_ops(struct worker *w, const struct lh_op *ops, uint32_t n, cons
 		else if (o->type == LH_OP_PUT || o->type == LH_OP_DELETE)
 			allowed |= LH_F_PREV_KV;
 		else {
-			txn_fail(w, "%s op %u: unknown type %u", branch, i, o->type);
+			worker_api_txn_fail(w, "%s op %u: unknown type %u", branch, i, o->type);
 			return -EINVAL;
 		}
 		if (o->type == LH_OP_PUT && (o->flags & LH_F_PREFIX))
 			allowed &= ~LH_F_PREFIX;
 		if (o->flags & ~allowed) {
-			txn_fail(w, "%s op %u: flags 0x%x not allowed for this op", branch, i, o->flags);
+			worker_api_txn_fail(w, "%s op %u: flags 0x%x not allowed for this op", branch, i, o->flags);
 			return -EINVAL;
 		}
 		if (o->key_len > MAX_KEY_LEN || (o->key_len && !o->key) ||
 		    o->value_len > MAX_VALUE_LEN || (o->value_len && !o->value)) {
-			txn_fail(w, "%s op %u: key or value too long or NULL", branch, i);
+			worker_api_txn_fail(w, "%s op %u: key or value too long or NULL", branch, i);
 			return -EINVAL;
 		}
 	}
 	return 0;
 }
 
-static BusOp *fill_ops(const struct lh_op *ops, uint32_t n, BusOp *store, BusOp **ptrs)
+static BusOp *worker_api_fill_ops(const struct lh_op *ops, uint32_t n, BusOp *store, BusOp **ptrs)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		leasehold__bus__op__init(&store[i]);
@@ -132,7 +132,7 @@ static BusOp *fill_ops(const struct lh_op *ops, uint32_t n, BusOp *store, BusOp 
 	}
 	return store;
 }
-static int32_t api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32_t n_cmps,
+static int32_t worker_api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32_t n_cmps,
                        const struct lh_op *success, uint32_t n_success, const struct lh_op *failure,
                        uint32_t n_failure, const struct lh_txn_result **ret_result)
 {
@@ -148,17 +148,17 @@ static int32_t api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32
 		return -EPERM; /* no safe place to put a message */
 	w->txn_error[0] = 0;
 	if (w->validating) {
-		txn_fail(w, "validate_config may not write");
+		worker_api_txn_fail(w, "validate_config may not write");
 		return -EPERM;
 	}
 	free(w->result); /* the previous result ends here */
 	w->result = NULL;
 	if (!ret_result) {
-		txn_fail(w, "ret_result is NULL");
+		worker_api_txn_fail(w, "ret_result is NULL");
 		return -EINVAL;
 	}
 	if (n_cmps > MAX_TXN_OPS || (n_cmps && !cmps)) {
-		txn_fail(w, "too many compares (%u, max %u)", n_cmps, MAX_TXN_OPS);
+		worker_api_txn_fail(w, "too many compares (%u, max %u)", n_cmps, MAX_TXN_OPS);
 		return -E2BIG;
 	}
 	for (uint32_t i = 0; i < n_cmps; i++) {
@@ -166,14 +166,14 @@ static int32_t api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32
 		if (c->target > LH_CMP_VALUE || c->result > LH_CMP_NOT_EQUAL ||
 		    (c->flags & ~LH_F_PREFIX) || c->key_len > MAX_KEY_LEN || (c->key_len && !c->key) ||
 		    c->value_len > MAX_VALUE_LEN || (c->value_len && !c->value)) {
-			txn_fail(w, "compare %u: bad target, result, flags or key", i);
+			worker_api_txn_fail(w, "compare %u: bad target, result, flags or key", i);
 			return -EINVAL;
 		}
 	}
-	r = check_ops(w, success, n_success, "success");
+	r = worker_api_check_ops(w, success, n_success, "success");
 	if (r < 0)
 		return r;
-	r = check_ops(w, failure, n_failure, "failure");
+	r = worker_api_check_ops(w, failure, n_failure, "failure");
 	if (r < 0)
 		return r;
 
@@ -185,7 +185,7 @@ static int32_t api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32
 	fp = calloc(n_failure ? n_failure : 1, sizeof(*fp));
 	if (!cs || !cp || !ss || !sp || !fs || !fp) {
 		r = -ENOMEM;
-		txn_fail(w, "out of memory");
+		worker_api_txn_fail(w, "out of memory");
 		goto out;
 	}
 	for (uint32_t i = 0; i < n_cmps; i++) {
@@ -198,8 +198,8 @@ static int32_t api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32
 		cs[i].value = bus_bin(cmps[i].value, cmps[i].value_len);
 		cp[i] = &cs[i];
 	}
-	fill_ops(success, n_success, ss, sp);
-	fill_ops(failure, n_failure, fs, fp);
+	worker_api_fill_ops(success, n_success, ss, sp);
+	worker_api_fill_ops(failure, n_failure, fs, fp);
 
 	TxnRequest req = LEASEHOLD__BUS__TXN_REQUEST__INIT;
 	req.id = ++w->last_txn_id;
@@ -215,35 +215,35 @@ static int32_t api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32
 	nng_msg *msg = bus_pack_msg(&th.base);
 	if (!msg) {
 		r = -ENOMEM;
-		txn_fail(w, "out of memory");
+		worker_api_txn_fail(w, "out of memory");
 		goto out;
 	}
 	int rv = nng_sendmsg(w->sock, msg, 0);
 	if (rv != 0) {
 		nng_msg_free(msg);
 		r = -ECANCELED;
-		txn_fail(w, "bus closed: the instance is shutting down");
+		worker_api_txn_fail(w, "bus closed: the instance is shutting down");
 		goto out;
 	}
 	tw = worker_wait_txn_reply(w, req.id, &r);
 	if (!tw) {
 		if (r == -ETIMEDOUT)
-			txn_fail(w, "no answer from the host within %u ms: the outcome is unknown",
+			worker_api_txn_fail(w, "no answer from the host within %u ms: the outcome is unknown",
 			         w->txn_timeout_ms);
 		else
-			txn_fail(w, "bus closed: the instance is shutting down");
+			worker_api_txn_fail(w, "bus closed: the instance is shutting down");
 		goto out;
 	}
 	const TxnReply *rep = tw->txn_reply;
 	if (rep->err != 0) {
 		r = (rep->err < 0 && rep->err > -4096) ? rep->err : -EIO;
-		txn_fail(w, "%.*s", (int)(rep->message.len > 500 ? 500 : rep->message.len),
+		worker_api_txn_fail(w, "%.*s", (int)(rep->message.len > 500 ? 500 : rep->message.len),
 		         rep->message.data ? (const char *)rep->message.data : "");
 		goto out;
 	}
 	r = worker_build_result(w, rep, ret_result);
 	if (r < 0)
-		txn_fail(w, "bad txn reply from the host");
+		worker_api_txn_fail(w, "bad txn reply from the host");
 out:
 	if (tw)
 		leasehold__bus__to_worker__free_unpacked(tw, NULL);
@@ -258,22 +258,22 @@ out:
 
 /* ---- ABI 1.2: watch, range, request_reconcile ---- */
 
-static bool bytes_start(const void *k, size_t len, const void *prefix, size_t plen)
+static bool worker_api_bytes_start(const void *k, size_t len, const void *prefix, size_t plen)
 {
 	return len >= plen && (plen == 0 || memcmp(k, prefix, plen) == 0);
 }
 
 /* does a grant cover the full key k (a key, or a prefix: every key under it)? */
-static bool worker_granted(const struct worker *w, const void *k, size_t len)
+static bool worker_api_granted(const struct worker *w, const void *k, size_t len)
 {
 	for (size_t i = 0; i < w->n_grants; i++)
-		if (bytes_start(k, len, w->grants[i].data, w->grants[i].len))
+		if (worker_api_bytes_start(k, len, w->grants[i].data, w->grants[i].len))
 			return true;
 	return false;
 }
 
 /* the full key for a plugin key (relative unless absolute); NULL on ENOMEM */
-static uint8_t *worker_full_key(const struct worker *w, const void *k, size_t len, bool absolute,
+static uint8_t *worker_api_full_key(const struct worker *w, const void *k, size_t len, bool absolute,
                                 size_t *ret_len)
 {
 	size_t pl = absolute ? 0 : strlen(w->data_prefix);
@@ -288,7 +288,7 @@ static uint8_t *worker_full_key(const struct worker *w, const void *k, size_t le
 	return f;
 }
 
-static void refuse_ungranted(struct worker *w, const char *what, const void *k, size_t len)
+static void worker_api_refuse_ungranted(struct worker *w, const char *what, const void *k, size_t len)
 {
 	char shown[200];
 	size_t n = len < sizeof(shown) - 1 ? len : sizeof(shown) - 1;
@@ -297,50 +297,50 @@ static void refuse_ungranted(struct worker *w, const char *what, const void *k, 
 		shown[i] = (c >= 0x20 && c < 0x7f) ? c : '?';
 	}
 	shown[n] = 0;
-	txn_fail(w, "%s of \"%s\" refused: not granted (outside %s; the operator grants read "
+	worker_api_txn_fail(w, "%s of \"%s\" refused: not granted (outside %s; the operator grants read "
 	         "access with leasehold --plugin-read %s=PREFIX)",
 	         what, shown, w->data_prefix, w->desc.name ? w->desc.name : "NAME");
-	api_log(&w->ctx, LH_LOG_ERROR, w->txn_error);
+	worker_api_log(&w->ctx, LH_LOG_ERROR, w->txn_error);
 }
 
-static int32_t api_watch(struct lh_ctx *ctx, const void *prefix, uint64_t prefix_len,
+static int32_t worker_api_watch(struct lh_ctx *ctx, const void *prefix, uint64_t prefix_len,
                          uint32_t flags)
 {
 	struct worker *w = worker_from_ctx(ctx);
 	if (!worker_on_own_thread(w) || !w->in_init) {
 		if (worker_on_own_thread(w))
-			txn_fail(w, "watch may be called only from init");
+			worker_api_txn_fail(w, "watch may be called only from init");
 		return -EPERM;
 	}
 	w->txn_error[0] = 0;
 	if ((flags & ~(LH_WATCH_ABSOLUTE | LH_WATCH_PREV_KV)) || (prefix_len && !prefix) ||
 	    prefix_len > MAX_WATCH_PREFIX || ((flags & LH_WATCH_ABSOLUTE) && prefix_len == 0)) {
-		txn_fail(w, "watch: bad flags 0x%x or prefix", flags);
+		worker_api_txn_fail(w, "watch: bad flags 0x%x or prefix", flags);
 		return -EINVAL;
 	}
 	if (w->no_watches) {
-		txn_fail(w, "this host offers no watches");
+		worker_api_txn_fail(w, "this host offers no watches");
 		return -ENOTSUP;
 	}
 	if (w->n_watches >= LH_WATCH_MAX) {
-		txn_fail(w, "watch: more than %u watches", LH_WATCH_MAX);
+		worker_api_txn_fail(w, "watch: more than %u watches", LH_WATCH_MAX);
 		return -ENOSPC;
 	}
 	bool absolute = (flags & LH_WATCH_ABSOLUTE) != 0;
-	if (absolute && !worker_granted(w, prefix, (size_t)prefix_len)) {
-		refuse_ungranted(w, "watch", prefix, (size_t)prefix_len);
+	if (absolute && !worker_api_granted(w, prefix, (size_t)prefix_len)) {
+		worker_api_refuse_ungranted(w, "watch", prefix, (size_t)prefix_len);
 		return -EPERM;
 	}
 	struct worker_watch *ww = &w->watches[w->n_watches];
-	ww->prefix = worker_full_key(w, prefix, (size_t)prefix_len, absolute, &ww->len);
+	ww->prefix = worker_api_full_key(w, prefix, (size_t)prefix_len, absolute, &ww->len);
 	if (!ww->prefix) {
-		txn_fail(w, "out of memory");
+		worker_api_txn_fail(w, "out of memory");
 		return -ENOMEM;
 	}
 	ww->flags = flags;
 	return (int32_t)w->n_watches++;
 }
-static int32_t api_range(struct lh_ctx *ctx, const void *key, uint64_t key_len, uint32_t flags,
+static int32_t worker_api_range(struct lh_ctx *ctx, const void *key, uint64_t key_len, uint32_t flags,
                          int64_t limit, const struct lh_op_result **ret_result)
 {
 	struct worker *w = worker_from_ctx(ctx);
@@ -351,15 +351,15 @@ static int32_t api_range(struct lh_ctx *ctx, const void *key, uint64_t key_len, 
 	w->result = NULL;
 	if (!ret_result || (flags & ~(LH_F_PREFIX | LH_F_KEYS_ONLY | LH_F_COUNT_ONLY | LH_F_ABSOLUTE)) ||
 	    key_len > MAX_KEY_LEN || (key_len && !key) || ((flags & LH_F_ABSOLUTE) && !key_len)) {
-		txn_fail(w, "range: bad flags 0x%x, key or ret_result", flags);
+		worker_api_txn_fail(w, "range: bad flags 0x%x, key or ret_result", flags);
 		return -EINVAL;
 	}
 	if (w->no_watches) {
-		txn_fail(w, "this host offers no range reads");
+		worker_api_txn_fail(w, "this host offers no range reads");
 		return -ENOTSUP;
 	}
-	if ((flags & LH_F_ABSOLUTE) && !worker_granted(w, key, (size_t)key_len)) {
-		refuse_ungranted(w, "range", key, (size_t)key_len);
+	if ((flags & LH_F_ABSOLUTE) && !worker_api_granted(w, key, (size_t)key_len)) {
+		worker_api_refuse_ungranted(w, "range", key, (size_t)key_len);
 		return -EPERM;
 	}
 	Leasehold__Bus__RangeRequest req = LEASEHOLD__BUS__RANGE_REQUEST__INIT;
@@ -372,18 +372,18 @@ static int32_t api_range(struct lh_ctx *ctx, const void *key, uint64_t key_len, 
 	th.range = &req;
 	nng_msg *msg = bus_pack_msg(&th.base);
 	if (!msg) {
-		txn_fail(w, "out of memory");
+		worker_api_txn_fail(w, "out of memory");
 		return -ENOMEM;
 	}
 	if (nng_sendmsg(w->sock, msg, 0) != 0) {
 		nng_msg_free(msg);
-		txn_fail(w, "bus closed: the instance is shutting down");
+		worker_api_txn_fail(w, "bus closed: the instance is shutting down");
 		return -ECANCELED;
 	}
 	int r = 0;
 	ToWorker *tw = worker_wait_txn_reply(w, req.id, &r);
 	if (!tw) {
-		txn_fail(w, r == -ETIMEDOUT ? "range: no answer from the host in time"
+		worker_api_txn_fail(w, r == -ETIMEDOUT ? "range: no answer from the host in time"
 		                            : "bus closed: the instance is shutting down");
 		return r;
 	}
@@ -391,18 +391,18 @@ static int32_t api_range(struct lh_ctx *ctx, const void *key, uint64_t key_len, 
 	const struct lh_txn_result *res = NULL;
 	if (rep->err != 0) {
 		r = (rep->err < 0 && rep->err > -4096) ? rep->err : -EIO;
-		txn_fail(w, "%.*s", (int)(rep->message.len > 500 ? 500 : rep->message.len),
+		worker_api_txn_fail(w, "%.*s", (int)(rep->message.len > 500 ? 500 : rep->message.len),
 		         rep->message.data ? (const char *)rep->message.data : "");
 	} else if (rep->n_results != 1 || (r = worker_build_result(w, rep, &res)) < 0) {
 		r = r < 0 ? r : -EBADMSG;
-		txn_fail(w, "bad range reply from the host");
+		worker_api_txn_fail(w, "bad range reply from the host");
 	} else
 		*ret_result = &res->results[0];
 	leasehold__bus__to_worker__free_unpacked(tw, NULL);
 	return r;
 }
 
-static int32_t api_request_reconcile(struct lh_ctx *ctx)
+static int32_t worker_api_request_reconcile(struct lh_ctx *ctx)
 {
 	struct worker *w = worker_from_ctx(ctx);
 	if (!worker_on_own_thread(w))
@@ -423,16 +423,16 @@ void worker_api_init(struct worker *w)
 	w->ctx.host = &w->api;
 	w->api.size = sizeof(w->api);
 	w->api.abi_minor = LH_PLUGIN_ABI_MINOR;
-	w->api.log = api_log;
-	w->api.set_error = api_set_error;
-	w->api.txn = api_txn;
-	w->api.last_error = api_last_error;
-	w->api.fencing_token = api_fencing_token;
-	w->api.node_id = api_node_id;
-	w->api.data_prefix = api_data_prefix;
-	w->api.watch = api_watch;
-	w->api.range = api_range;
-	w->api.request_reconcile = api_request_reconcile;
-	w->api.config = api_config;
+	w->api.log = worker_api_log;
+	w->api.set_error = worker_api_set_error;
+	w->api.txn = worker_api_txn;
+	w->api.last_error = worker_api_last_error;
+	w->api.fencing_token = worker_api_fencing_token;
+	w->api.node_id = worker_api_node_id;
+	w->api.data_prefix = worker_api_data_prefix;
+	w->api.watch = worker_api_watch;
+	w->api.range = worker_api_range;
+	w->api.request_reconcile = worker_api_request_reconcile;
+	w->api.config = worker_api_config;
 	w->cfg.size = sizeof(w->cfg);
 }

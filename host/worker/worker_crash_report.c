@@ -38,13 +38,13 @@ void crash_report_leave(void)
 }
 
 /* append s to buf[*len] (bounded), async-signal-safe */
-static void put(char *buf, size_t *len, const char *s)
+static void crash_report_put(char *buf, size_t *len, const char *s)
 {
 	while (*s && *len < LINE_MAX_BYTES - 1)
 		buf[(*len)++] = *s++;
 }
 
-static const char *signal_name(int sig)
+static const char *crash_report_signal_name(int sig)
 {
 	switch (sig) {
 	case SIGSEGV:
@@ -62,14 +62,14 @@ static const char *signal_name(int sig)
 	}
 }
 
-static void write_line(const char *who, const char *what)
+static void crash_report_write_line(const char *who, const char *what)
 {
 	char buf[LINE_MAX_BYTES];
 	size_t len = 0;
-	put(buf, &len, "leasehold: FATAL: ");
-	put(buf, &len, who);
-	put(buf, &len, what);
-	put(buf, &len, g_consequence);
+	crash_report_put(buf, &len, "leasehold: FATAL: ");
+	crash_report_put(buf, &len, who);
+	crash_report_put(buf, &len, what);
+	crash_report_put(buf, &len, g_consequence);
 	buf[len++] = '\n';
 	for (size_t off = 0; off < len;) {
 		/* the logger's fd: in a worker, stderr is the relay's pipe */
@@ -82,7 +82,7 @@ static void write_line(const char *who, const char *what)
 	}
 }
 
-static void on_fatal(int sig, siginfo_t *si, void *uctx)
+static void crash_report_on_fatal(int sig, siginfo_t *si, void *uctx)
 {
 	int saved = errno;
 	(void)uctx;
@@ -90,11 +90,11 @@ static void on_fatal(int sig, siginfo_t *si, void *uctx)
 	if (who) {
 		char what[64];
 		size_t len = 0;
-		put(what, &len, ": ");
-		put(what, &len, signal_name(sig));
-		put(what, &len, " in the callback; ");
+		crash_report_put(what, &len, ": ");
+		crash_report_put(what, &len, crash_report_signal_name(sig));
+		crash_report_put(what, &len, " in the callback; ");
 		what[len] = 0;
-		write_line(who, what);
+		crash_report_write_line(who, what);
 	}
 	/* give the signal back to whoever had it (default action, sanitizer) */
 	for (size_t i = 0; i < N_SIGNALS; i++)
@@ -106,18 +106,18 @@ static void on_fatal(int sig, siginfo_t *si, void *uctx)
 	/* a fault: returning re-executes the instruction, which faults again */
 }
 
-static void on_exit_hook(void)
+static void crash_report_on_exit_hook(void)
 {
 	const char *who = tl_who;
 	if (who)
-		write_line(who, ": exit() called by the plugin in the callback; ");
+		crash_report_write_line(who, ": exit() called by the plugin in the callback; ");
 }
 
-static void install_once(void)
+static void crash_report_install_once(void)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_fatal;
+	sa.sa_sigaction = crash_report_on_fatal;
 	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < N_SIGNALS; i++) {
@@ -126,7 +126,7 @@ static void install_once(void)
 			return;
 		}
 	}
-	if (atexit(on_exit_hook) != 0)
+	if (atexit(crash_report_on_exit_hook) != 0)
 		g_install_err = -ENOMEM;
 }
 
@@ -134,6 +134,6 @@ int crash_report_install(const char *consequence)
 {
 	if (consequence)
 		g_consequence = consequence;
-	pthread_once(&g_once, install_once);
+	pthread_once(&g_once, crash_report_install_once);
 	return g_install_err;
 }

@@ -79,7 +79,7 @@ static bool g_pipe_gone; /* the host's end went away */
 static bool g_worker_done;
 static int g_worker_ret;
 
-static int parse_ull(const char *s, unsigned long long max, unsigned long long *ret)
+static int worker_main_parse_ull(const char *s, unsigned long long max, unsigned long long *ret)
 {
 	char *end = NULL;
 	if (!s || !*s || *s == '-')
@@ -92,7 +92,7 @@ static int parse_ull(const char *s, unsigned long long max, unsigned long long *
 	return 0;
 }
 
-static int parse_args(int argc, char **argv, struct args *a)
+static int worker_main_parse_args(int argc, char **argv, struct args *a)
 {
 	unsigned long long v;
 	a->txn_timeout_ms = 30000;
@@ -109,17 +109,17 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->plugin = val;
 		else if (strcmp(k, "--name") == 0)
 			a->name = val;
-		else if (strcmp(k, "--dev") == 0 && parse_ull(val, ULLONG_MAX, &a->dev) == 0)
+		else if (strcmp(k, "--dev") == 0 && worker_main_parse_ull(val, ULLONG_MAX, &a->dev) == 0)
 			;
-		else if (strcmp(k, "--ino") == 0 && parse_ull(val, ULLONG_MAX, &a->ino) == 0)
+		else if (strcmp(k, "--ino") == 0 && worker_main_parse_ull(val, ULLONG_MAX, &a->ino) == 0)
 			;
-		else if (strcmp(k, "--parent") == 0 && parse_ull(val, INT_MAX, &v) == 0)
+		else if (strcmp(k, "--parent") == 0 && worker_main_parse_ull(val, INT_MAX, &v) == 0)
 			a->parent = (long)v;
-		else if (strcmp(k, "--txn-timeout-ms") == 0 && parse_ull(val, UINT32_MAX, &v) == 0)
+		else if (strcmp(k, "--txn-timeout-ms") == 0 && worker_main_parse_ull(val, UINT32_MAX, &v) == 0)
 			a->txn_timeout_ms = (unsigned long)v;
-		else if (strcmp(k, "--log-level") == 0 && parse_ull(val, LOG_LVL_DEBUG, &v) == 0)
+		else if (strcmp(k, "--log-level") == 0 && worker_main_parse_ull(val, LOG_LVL_DEBUG, &v) == 0)
 			a->log_level = (long)v;
-		else if (strcmp(k, "--activity-fd") == 0 && parse_ull(val, 3, &v) == 0 && v == 3)
+		else if (strcmp(k, "--activity-fd") == 0 && worker_main_parse_ull(val, 3, &v) == 0 && v == 3)
 			a->activity_fd = (long)v;
 		else
 			return -EINVAL;
@@ -128,7 +128,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 }
 
 /* the same checks as loader_open after its dlopen */
-static int load_plugin(const struct args *a, void **ret_handle, struct lh_plugin *ret_desc)
+static int worker_main_load_plugin(const struct args *a, void **ret_handle, struct lh_plugin *ret_desc)
 {
 	char err[LOADER_ERR_MAX], path[64];
 	struct stat st;
@@ -197,7 +197,7 @@ fail:
 	return r < 0 ? r : -EPROTO;
 }
 
-static void on_pipe_rem(nng_pipe p, nng_pipe_ev ev, void *arg)
+static void worker_main_on_pipe_rem(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	(void)p;
 	(void)ev;
@@ -208,7 +208,7 @@ static void on_pipe_rem(nng_pipe p, nng_pipe_ev ev, void *arg)
 	pthread_mutex_unlock(&g_mu);
 }
 
-static void *worker_thread(void *arg)
+static void *worker_main_thread(void *arg)
 {
 	int r = worker_run(arg);
 	pthread_mutex_lock(&g_mu);
@@ -220,7 +220,7 @@ static void *worker_thread(void *arg)
 }
 
 /* wait (on g_cv, g_mu held) until *flag or ms elapsed; ms < 0 = forever */
-static void wait_flag(const bool *flag, int ms)
+static void worker_main_wait_flag(const bool *flag, int ms)
 {
 	struct timespec dl;
 	clock_gettime(CLOCK_MONOTONIC, &dl);
@@ -253,7 +253,7 @@ int main(int argc, char **argv)
 
 	/* die with the daemon, even while a callback hangs */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (parse_args(argc, argv, &a) < 0) {
+	if (worker_main_parse_args(argc, argv, &a) < 0) {
 		fprintf(stderr, "usage: leasehold-worker --url URL --plugin FILE --dev N --ino N "
 				"--name NAME --parent PID [--txn-timeout-ms N] [--log-level 0-3]\n"
 				"       [--activity-fd 3]\n"
@@ -295,7 +295,7 @@ int main(int argc, char **argv)
 	pthread_cond_init(&g_cv, &ca);
 	pthread_condattr_destroy(&ca);
 
-	if (load_plugin(&a, &handle, &desc) < 0)
+	if (worker_main_load_plugin(&a, &handle, &desc) < 0)
 		return WORKER_EXIT_LOAD;
 	if ((rv = nng_pair1_open(&sock)) != 0) {
 		log_error(COMP, "cannot open the bus socket: %s", nng_strerror(rv));
@@ -304,7 +304,7 @@ int main(int argc, char **argv)
 	}
 	nng_socket_set_int(sock, NNG_OPT_SENDBUF, 64);
 	nng_socket_set_int(sock, NNG_OPT_RECVBUF, 64);
-	nng_pipe_notify(sock, NNG_PIPE_EV_REM_POST, on_pipe_rem, NULL);
+	nng_pipe_notify(sock, NNG_PIPE_EV_REM_POST, worker_main_on_pipe_rem, NULL);
 	if ((rv = nng_dial(sock, a.url, NULL, 0)) != 0) {
 		log_error(COMP, "cannot connect to %s: %s", a.url, nng_strerror(rv));
 		code = WORKER_EXIT_BUS;
@@ -315,7 +315,7 @@ int main(int argc, char **argv)
 		goto out_sock;
 	}
 	worker_set_activity(w, activity);
-	if (pthread_create(&t, NULL, worker_thread, w) != 0) {
+	if (pthread_create(&t, NULL, worker_main_thread, w) != 0) {
 		code = WORKER_EXIT_NOMEM;
 		goto out_sock;
 	}
@@ -324,12 +324,12 @@ int main(int argc, char **argv)
 		pthread_cond_wait(&g_cv, &g_mu);
 	bool fini_done = g_worker_done && g_worker_ret == 0;
 	if (fini_done)
-		wait_flag(&g_pipe_gone, FINI_LINGER_MS); /* let the ack reach the host */
+		worker_main_wait_flag(&g_pipe_gone, FINI_LINGER_MS); /* let the ack reach the host */
 	pthread_mutex_unlock(&g_mu);
 	/* the host is gone (or done with us): end the worker's recv */
 	nng_close(sock);
 	pthread_mutex_lock(&g_mu);
-	wait_flag(&g_worker_done, 1000);
+	worker_main_wait_flag(&g_worker_done, 1000);
 	bool joined = g_worker_done;
 	pthread_mutex_unlock(&g_mu);
 	if (!joined) {

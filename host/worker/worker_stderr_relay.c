@@ -13,7 +13,7 @@
 #define RELAY_LINE_MAX 2000 /* a longer line is cut into several */
 
 /* relay - the relay process: lines from fd to the logger, until EOF */
-static void relay(int fd, const char *component)
+static void stderr_relay_process(int fd, const char *component)
 {
 	char buf[RELAY_LINE_MAX + 1];
 	size_t n = 0;
@@ -74,7 +74,7 @@ int stderr_relay_start(const char *component)
 		signal(SIGHUP, SIG_IGN);
 		close(p[1]);
 		log_set_fd(orig);
-		relay(p[0], component);
+		stderr_relay_process(p[0], component);
 		_exit(0);
 	}
 	close(p[0]);
