@@ -30,7 +30,7 @@ struct plugin_config_mirror {
 	uint64_t backoff;
 };
 
-static void set_error(struct plugin_config_mirror *m, const char *why, int64_t rev)
+static void plugin_config_mirror_set_error(struct plugin_config_mirror *m, const char *why, int64_t rev)
 {
 	char buf[400];
 	free(m->error);
@@ -47,22 +47,22 @@ static void set_error(struct plugin_config_mirror *m, const char *why, int64_t r
 }
 
 /* absent - no document (the key does not exist) */
-static void absent(struct plugin_config_mirror *m)
+static void plugin_config_mirror_absent(struct plugin_config_mirror *m)
 {
 	free(m->doc);
 	m->doc = NULL;
 	m->len = 0;
 	m->rev = 0;
-	set_error(m, NULL, 0);
+	plugin_config_mirror_set_error(m, NULL, 0);
 }
 
 /* apply - the key's value (del: deleted) */
-static void apply(struct plugin_config_mirror *m, const struct etcd_kv *kv, bool del)
+static void plugin_config_mirror_apply(struct plugin_config_mirror *m, const struct etcd_kv *kv, bool del)
 {
 	if (kv->key_len != strlen(m->key) || memcmp(kv->key, m->key, kv->key_len) != 0)
 		return;
 	if (del) {
-		absent(m);
+		plugin_config_mirror_absent(m);
 		return;
 	}
 	char why[256];
@@ -72,7 +72,7 @@ static void apply(struct plugin_config_mirror *m, const struct etcd_kv *kv, bool
 				  "plugin %s: %s at revision %" PRId64 " is not a valid "
 				  "configuration (%s); the plugin keeps the last good one",
 				  m->name, m->key, kv->mod_revision, why);
-		set_error(m, why, kv->mod_revision);
+		plugin_config_mirror_set_error(m, why, kv->mod_revision);
 		return;
 	}
 	char *d = malloc(kv->value_len + 1);
@@ -87,18 +87,18 @@ static void apply(struct plugin_config_mirror *m, const struct etcd_kv *kv, bool
 	m->doc = d;
 	m->len = kv->value_len;
 	m->rev = kv->mod_revision;
-	set_error(m, NULL, 0);
+	plugin_config_mirror_set_error(m, NULL, 0);
 }
 
-static void sync_start(struct plugin_config_mirror *m);
+static void plugin_config_mirror_sync_start(struct plugin_config_mirror *m);
 
-static void retry_later(struct plugin_config_mirror *m)
+static void plugin_config_mirror_retry_later(struct plugin_config_mirror *m)
 {
 	loop_timer_arm_in(m->retry, m->backoff);
 	m->backoff = m->backoff * 2 > 2 * LOOP_NS_PER_S ? 2 * LOOP_NS_PER_S : m->backoff * 2;
 }
 
-static void on_watch(struct etcd_watch *w, int err, int64_t rev, const struct etcd_event *ev,
+static void plugin_config_mirror_on_watch(struct etcd_watch *w, int err, int64_t rev, const struct etcd_event *ev,
 		     size_t n, void *ud)
 {
 	struct plugin_config_mirror *m = ud;
@@ -110,16 +110,16 @@ static void on_watch(struct etcd_watch *w, int err, int64_t rev, const struct et
 			 m->key, etcd_strerror(err));
 		etcd_watch_cancel(m->watch);
 		m->watch = NULL;
-		sync_start(m);
+		plugin_config_mirror_sync_start(m);
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
-		apply(m, &ev[i].kv, ev[i].type == ETCD_EVENT_DELETE);
+		plugin_config_mirror_apply(m, &ev[i].kv, ev[i].type == ETCD_EVENT_DELETE);
 	if (n)
 		m->changed(m->ud);
 }
 
-static void on_range(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
+static void plugin_config_mirror_on_range(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
 {
 	struct plugin_config_mirror *m = ud;
 	(void)c;
@@ -127,17 +127,17 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 	if (err < 0) {
 		log_warn("config", "plugin %s: reading %s failed: %s; retrying", m->name, m->key,
 			 etcd_strerror(err));
-		retry_later(m);
+		plugin_config_mirror_retry_later(m);
 		return;
 	}
 	if (resp->n_kvs == 0)
-		absent(m);
+		plugin_config_mirror_absent(m);
 	for (size_t i = 0; i < resp->n_kvs; i++)
-		apply(m, &resp->kvs[i], false);
+		plugin_config_mirror_apply(m, &resp->kvs[i], false);
 	int rc = etcd_watch_start(m->etcd, m->key, strlen(m->key), NULL, 0,
-				  resp->header.revision + 1, 0, on_watch, m, &m->watch);
+				  resp->header.revision + 1, 0, plugin_config_mirror_on_watch, m, &m->watch);
 	if (rc < 0) {
-		retry_later(m);
+		plugin_config_mirror_retry_later(m);
 		return;
 	}
 	m->backoff = 100 * LOOP_NS_PER_MS;
@@ -145,19 +145,19 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 	m->changed(m->ud);
 }
 
-static void sync_start(struct plugin_config_mirror *m)
+static void plugin_config_mirror_sync_start(struct plugin_config_mirror *m)
 {
 	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = m->key, .key_len = strlen(m->key)};
-	if (etcd_range(m->etcd, &op, NULL, on_range, m, &m->call) < 0)
-		retry_later(m);
+	if (etcd_range(m->etcd, &op, NULL, plugin_config_mirror_on_range, m, &m->call) < 0)
+		plugin_config_mirror_retry_later(m);
 }
 
-static void on_retry(struct loop_timer *t, void *ud)
+static void plugin_config_mirror_on_retry(struct loop_timer *t, void *ud)
 {
 	(void)t;
 	struct plugin_config_mirror *m = ud;
 	if (!m->call && !m->watch)
-		sync_start(m);
+		plugin_config_mirror_sync_start(m);
 }
 
 char *plugin_config_key(const char *prefix, const char *name)
@@ -189,7 +189,7 @@ int plugin_config_mirror_new(struct loop *l, struct etcd_client *etcd, const cha
 	int r = -ENOMEM;
 	if (!m->key || !m->name)
 		goto fail;
-	if ((r = loop_timer_new(l, on_retry, m, &m->retry)) < 0)
+	if ((r = loop_timer_new(l, plugin_config_mirror_on_retry, m, &m->retry)) < 0)
 		goto fail;
 	*ret = m;
 	return 0;
@@ -201,7 +201,7 @@ fail:
 void plugin_config_mirror_start(struct plugin_config_mirror *m)
 {
 	if (!m->call && !m->watch)
-		sync_start(m);
+		plugin_config_mirror_sync_start(m);
 }
 
 void plugin_config_mirror_free(struct plugin_config_mirror *m)

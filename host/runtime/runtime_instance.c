@@ -107,7 +107,7 @@ int pi_nng_to_errno(int rv)
 	}
 }
 
-static const char *state_name(enum plugin_instance_state s)
+static const char *pi_state_name(enum plugin_instance_state s)
 {
 	switch (s) {
 	case PLUGIN_INSTANCE_STARTING:
@@ -160,7 +160,7 @@ void pi_state_set(struct plugin_instance *pi, enum plugin_instance_state to)
 	assert(to != PLUGIN_INSTANCE_STOPPED || pi->stop_requested);
 	assert(!pi->stop_requested || to == PLUGIN_INSTANCE_STOPPING ||
 	       to == PLUGIN_INSTANCE_FAILED || to == PLUGIN_INSTANCE_STOPPED);
-	log_debug(pi->log_comp, "state %s -> %s", state_name(from), state_name(to));
+	log_debug(pi->log_comp, "state %s -> %s", pi_state_name(from), pi_state_name(to));
 	pi->state = to;
 }
 
@@ -254,13 +254,13 @@ int plugin_instance_parse_isolation(const char *s, uint32_t *ret)
 	return 0;
 }
 
-static void *worker_thread(void *arg)
+static void *pi_worker_thread(void *arg)
 {
 	worker_run(arg);
 	return NULL;
 }
 
-static int start_thread(struct plugin_instance *pi)
+static int pi_start_thread(struct plugin_instance *pi)
 {
 	sigset_t all, old;
 	sigfillset(&all);
@@ -272,7 +272,7 @@ static int start_thread(struct plugin_instance *pi)
 	sigdelset(&all, SIGABRT);
 	sigdelset(&all, SIGTRAP);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int r = -pthread_create(&pi->thread, NULL, worker_thread, pi->w);
+	int r = -pthread_create(&pi->thread, NULL, pi_worker_thread, pi->w);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r < 0)
 		return r;
@@ -386,7 +386,7 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 		goto fail;
 	}
 	pi_enqueue(pi, init);
-	r = start_thread(pi);
+	r = pi_start_thread(pi);
 	if (r < 0)
 		goto fail;
 	pi_state_set(pi, PLUGIN_INSTANCE_STARTING);
@@ -435,7 +435,7 @@ void plugin_instance_stop(struct plugin_instance *pi, plugin_instance_stopped_fn
 
 /* ---- synchronous shutdown for free() without a completed stop(): blocks ---- */
 
-static int sync_send(struct plugin_instance *pi, nng_msg *msg)
+static int pi_sync_send(struct plugin_instance *pi, nng_msg *msg)
 {
 	if (!msg)
 		return -ENOMEM;
@@ -447,7 +447,7 @@ static int sync_send(struct plugin_instance *pi, nng_msg *msg)
 	return 0;
 }
 
-static void sync_refuse_txn(struct plugin_instance *pi, uint64_t id)
+static void pi_sync_refuse_txn(struct plugin_instance *pi, uint64_t id)
 {
 	TxnReply rep = LEASEHOLD__BUS__TXN_REPLY__INIT;
 	rep.id = id;
@@ -456,12 +456,12 @@ static void sync_refuse_txn(struct plugin_instance *pi, uint64_t id)
 	ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
 	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY;
 	tw.txn_reply = &rep;
-	sync_send(pi, bus_pack_msg(&tw.base));
+	pi_sync_send(pi, bus_pack_msg(&tw.base));
 }
 
 /* wait for the acks of every event handed to the worker, refusing txns
  * meanwhile */
-static int sync_wait_sent(struct plugin_instance *pi)
+static int pi_sync_wait_sent(struct plugin_instance *pi)
 {
 	while (pi->sent_head) {
 		nng_msg *m;
@@ -479,7 +479,7 @@ static int sync_wait_sent(struct plugin_instance *pi)
 		    th->done->seq == pi->sent_head->seq) {
 			free(pi_sent_unlink_head(pi));
 		} else if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_TXN) {
-			sync_refuse_txn(pi, th->txn->id);
+			pi_sync_refuse_txn(pi, th->txn->id);
 		}
 		leasehold__bus__to_host__free_unpacked(th, NULL);
 	}
@@ -487,13 +487,13 @@ static int sync_wait_sent(struct plugin_instance *pi)
 }
 
 /* hand one event to the worker (behind what it already has) */
-static int sync_hand_over(struct plugin_instance *pi, enum ev_kind kind)
+static int pi_sync_hand_over(struct plugin_instance *pi, enum ev_kind kind)
 {
 	struct event *ev = pi_event_new(kind);
 	if (!ev)
 		return -ENOMEM;
 	ev->seq = ++pi->next_seq;
-	int r = sync_send(pi, pi_events_msg(pi, &ev, 1));
+	int r = pi_sync_send(pi, pi_events_msg(pi, &ev, 1));
 	if (r < 0) {
 		pi_event_free(ev);
 		return r;
@@ -503,20 +503,20 @@ static int sync_hand_over(struct plugin_instance *pi, enum ev_kind kind)
 	return 0;
 }
 
-static int sync_run(struct plugin_instance *pi, enum ev_kind kind)
+static int pi_sync_run(struct plugin_instance *pi, enum ev_kind kind)
 {
-	int r = sync_hand_over(pi, kind);
-	return r < 0 ? r : sync_wait_sent(pi);
+	int r = pi_sync_hand_over(pi, kind);
+	return r < 0 ? r : pi_sync_wait_sent(pi);
 }
 
-static void stop_sync(struct plugin_instance *pi)
+static void pi_stop_sync(struct plugin_instance *pi)
 {
 	nng_socket_set_ms(pi->hsock, NNG_OPT_RECVTIMEO, pi_sync_wait_ms(SYNC_STOP_TIMEOUT_MS));
 	nng_socket_set_ms(pi->hsock, NNG_OPT_SENDTIMEO, pi_sync_wait_ms(SYNC_STOP_TIMEOUT_MS));
 	while (pi->out_head) {
 		struct outmsg *o = pi->out_head;
 		pi->out_head = o->next;
-		sync_send(pi, o->msg);
+		pi_sync_send(pi, o->msg);
 		free(o);
 	}
 	pi->out_tail = NULL;
@@ -528,19 +528,19 @@ static void stop_sync(struct plugin_instance *pi)
 	/* on_deposed first, behind what the worker has: the worker skips what of
 	 * the term it has not started yet. It goes before the txn refusals below,
 	 * so a callback waiting for a txn has it in its stash when it returns. */
-	int r = !fini_out && deposed_owed ? sync_hand_over(pi, EV_DEPOSED) : 0;
+	int r = !fini_out && deposed_owed ? pi_sync_hand_over(pi, EV_DEPOSED) : 0;
 	pi->leading = false;
 	pi_watch_stop(pi);
 	pi->term_elected_sent = false;
 	/* txns in flight in etcd will never be answered through the loop now */
 	for (struct pending_txn *pt = pi->txns; pt; pt = pt->next) {
 		pt->pi = NULL;
-		sync_refuse_txn(pi, pt->id);
+		pi_sync_refuse_txn(pi, pt->id);
 	}
 	pi->txns = NULL;
-	if (r < 0 || sync_wait_sent(pi) < 0 || fini_out)
+	if (r < 0 || pi_sync_wait_sent(pi) < 0 || fini_out)
 		return;
-	sync_run(pi, EV_FINI);
+	pi_sync_run(pi, EV_FINI);
 }
 
 void plugin_instance_free(struct plugin_instance *pi)
@@ -556,7 +556,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 		/* an overrunning callback would only make this wait its full
 		 * timeout for acks that cannot come */
 		if (!pi->broken && pi->hsock_open && !pi->overrun)
-			stop_sync(pi);
+			pi_stop_sync(pi);
 		/* wake a worker still blocked on its socket (only after a failure) */
 		if (pi->wsock_open) {
 			nng_close(pi->wsock);
@@ -588,7 +588,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 		/* a live, connected child gets deposed + fini synchronously */
 		struct pollfd pfd = {.fd = pi->cur ? pi->cur->pidfd : -1, .events = POLLIN};
 		if (pi->bus_up && pi->hsock_open && pi->cur && poll(&pfd, 1, 0) == 0)
-			stop_sync(pi);
+			pi_stop_sync(pi);
 		pi_gen_close(pi);
 		while (pi->children) {
 			struct child *c = pi->children;

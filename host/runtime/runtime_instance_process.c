@@ -37,18 +37,18 @@ uint64_t pi_exit_grace_ns(const struct plugin_instance *pi)
 	       LOOP_NS_PER_MS;
 }
 
-static uint32_t restart_min_ms(const struct plugin_instance *pi)
+static uint32_t pi_process_restart_min_ms(const struct plugin_instance *pi)
 {
 	return pi->cfg.restart_min_ms ? pi->cfg.restart_min_ms : DEFAULT_RESTART_MIN_MS;
 }
 
-static uint32_t restart_max_ms(const struct plugin_instance *pi)
+static uint32_t pi_process_restart_max_ms(const struct plugin_instance *pi)
 {
 	uint32_t mx = pi->cfg.restart_max_ms ? pi->cfg.restart_max_ms : DEFAULT_RESTART_MAX_MS;
-	return mx < restart_min_ms(pi) ? restart_min_ms(pi) : mx;
+	return mx < pi_process_restart_min_ms(pi) ? pi_process_restart_min_ms(pi) : mx;
 }
 
-static int sys_pidfd_open(pid_t pid)
+static int pi_process_sys_pidfd_open(pid_t pid)
 {
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
@@ -61,7 +61,7 @@ void pi_child_kill(const struct child *c)
 			 strerror(errno));
 }
 
-static void child_unlink(struct plugin_instance *pi, struct child *c)
+static void pi_process_child_unlink(struct plugin_instance *pi, struct child *c)
 {
 	for (struct child **pp = &pi->children; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
@@ -83,7 +83,7 @@ void pi_child_free(struct child *c)
 	free(c);
 }
 
-static void describe_status(int status, char *buf, size_t len)
+static void pi_process_describe_status(int status, char *buf, size_t len)
 {
 	if (status == -1) {
 		pi_fmt(buf, len, "ended (exit status unknown)");
@@ -144,10 +144,10 @@ void pi_gen_close(struct plugin_instance *pi)
 		unlink(path); /* normally gone already */
 }
 
-static void schedule_restart(struct plugin_instance *pi)
+static void pi_process_schedule_restart(struct plugin_instance *pi)
 {
 	uint64_t now = loop_now();
-	uint32_t mn = restart_min_ms(pi), mx = restart_max_ms(pi);
+	uint32_t mn = pi_process_restart_min_ms(pi), mx = pi_process_restart_max_ms(pi);
 	if (!pi->backoff_ms ||
 	    (pi->up_since && now - pi->up_since >= (uint64_t)mx * LOOP_NS_PER_MS))
 		pi->backoff_ms = mn; /* the last worker ran long enough: start over */
@@ -215,12 +215,12 @@ void pi_gen_lost(struct plugin_instance *pi, const char *reason)
 	if (pi->stop_requested)
 		pi_finish_stop(pi);
 	else if (!first_init && pi->state != PLUGIN_INSTANCE_FAILED)
-		schedule_restart(pi);
+		pi_process_schedule_restart(pi);
 	pi_maybe_drained(pi);
 }
 
 /* the child's pidfd is readable: it exited */
-static void on_child_exit(struct loop_io *io, int fd, uint32_t events, void *userdata)
+static void pi_process_on_child_exit(struct loop_io *io, int fd, uint32_t events, void *userdata)
 {
 	struct child *c = userdata;
 	struct plugin_instance *pi = c->pi;
@@ -234,9 +234,9 @@ static void on_child_exit(struct loop_io *io, int fd, uint32_t events, void *use
 	if (r < 0)
 		status = -1; /* reaped by someone else (ECHILD) */
 	pi->stats.last_exit_status = status;
-	child_unlink(pi, c);
+	pi_process_child_unlink(pi, c);
 	char what[160];
-	describe_status(status, what, sizeof(what));
+	pi_process_describe_status(status, what, sizeof(what));
 	if (c->current) {
 		/* what the worker managed to send before it died comes first */
 		pi_on_readable(NULL, -1, 0, pi);
@@ -297,7 +297,7 @@ void pi_on_attach_timer(struct loop_timer *t, void *userdata)
 }
 
 /* nng pipe callback (an nng thread): accept only the child we spawned */
-static void on_pipe_add(nng_pipe p, nng_pipe_ev ev, void *arg)
+static void pi_process_on_pipe_add(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	struct plugin_instance *pi = arg;
 	uint64_t peer = 0;
@@ -340,7 +340,7 @@ int plugin_instance_default_worker_path(char *buf, size_t len)
 }
 
 /* posix_spawn the helper for url; on success *ret_pid. Called with pid_mu held. */
-static int spawn_worker(struct plugin_instance *pi, pid_t *ret_pid)
+static int pi_process_spawn_worker(struct plugin_instance *pi, pid_t *ret_pid)
 {
 	extern char **environ;
 	char dev[32], ino[32], parent[32], txn[32], lvl[8];
@@ -434,7 +434,7 @@ int pi_gen_start(struct plugin_instance *pi)
 	pi->hsock_open = true;
 	nng_socket_set_int(pi->hsock, NNG_OPT_SENDBUF, 64);
 	nng_socket_set_int(pi->hsock, NNG_OPT_RECVBUF, 64);
-	if ((rv = nng_pipe_notify(pi->hsock, NNG_PIPE_EV_ADD_PRE, on_pipe_add, pi)) != 0 ||
+	if ((rv = nng_pipe_notify(pi->hsock, NNG_PIPE_EV_ADD_PRE, pi_process_on_pipe_add, pi)) != 0 ||
 	    (rv = nng_listener_create(&lst, pi->hsock, pi->url)) != 0 ||
 	    (rv = nng_listener_set_int(lst, NNG_OPT_IPC_PERMISSIONS, 0600)) != 0 ||
 	    (rv = nng_listener_start(lst, 0)) != 0 ||
@@ -456,7 +456,7 @@ int pi_gen_start(struct plugin_instance *pi)
 	c->pi = pi;
 	c->pidfd = -1;
 	pthread_mutex_lock(&pi->pid_mu);
-	r = spawn_worker(pi, &pid);
+	r = pi_process_spawn_worker(pi, &pid);
 	if (r == 0) {
 		pi->expect_pid = pid;
 		pi->attached = false;
@@ -468,9 +468,9 @@ int pi_gen_start(struct plugin_instance *pi)
 		goto fail;
 	}
 	c->pid = pid;
-	c->pidfd = sys_pidfd_open(pid);
+	c->pidfd = pi_process_sys_pidfd_open(pid);
 	if (c->pidfd < 0 ||
-	    (r = loop_io_add(pi->loop, c->pidfd, EPOLLIN, on_child_exit, c, &c->io)) < 0) {
+	    (r = loop_io_add(pi->loop, c->pidfd, EPOLLIN, pi_process_on_child_exit, c, &c->io)) < 0) {
 		if (c->pidfd < 0)
 			r = -errno;
 		log_error(pi->log_comp, "cannot watch worker %ld: %s", (long)pid, strerror(-r));
@@ -509,7 +509,7 @@ void pi_on_restart(struct loop_timer *t, void *userdata)
 		pi_fmt(reason, sizeof(reason), "cannot restart the plugin worker: %s",
 		       strerror(-r));
 		pi_report_failure(pi, reason);
-		schedule_restart(pi);
+		pi_process_schedule_restart(pi);
 	}
 }
 

@@ -2,7 +2,7 @@
 /*
  * plugin_instance_queue.c - the event queue between the election (driver
  * ops) and the plugin's worker: what may go to the worker and when
- * (may_send, pump), the sent list (acknowledged in order), the bus form of
+ * (pi_queue_may_send, pump), the sent list (acknowledged in order), the bus form of
  * events, sending, completions, drains. Reading guide: plugin_instance.c.
  */
 #include "config.h"
@@ -45,14 +45,14 @@ void pi_completion_free(struct completion *c)
 	free(c);
 }
 
-static void flush(struct plugin_instance *pi);
+static void pi_queue_flush(struct plugin_instance *pi);
 
 void pi_on_defer(struct loop_timer *t, void *userdata)
 {
 	struct plugin_instance *pi = userdata;
 	(void)t;
 	if (pi->out_head && !pi->broken && pi->bus_up)
-		flush(pi); /* what send_nng left corked */
+		pi_queue_flush(pi); /* what pi_queue_send_nng left corked */
 	if (pi->need_break) {
 		pi->need_break = false;
 		pi_mark_broken(pi, pi->break_why);
@@ -117,15 +117,15 @@ void pi_maybe_drained(struct plugin_instance *pi)
 
 /* ---- sending ---- */
 
-static void on_sendable(struct loop_io *io, int fd, uint32_t events, void *userdata);
+static void pi_queue_on_sendable(struct loop_io *io, int fd, uint32_t events, void *userdata);
 
-static void flush(struct plugin_instance *pi)
+static void pi_queue_flush(struct plugin_instance *pi)
 {
 	while (pi->out_head) {
 		struct outmsg *o = pi->out_head;
 		int rv = nng_sendmsg(pi->hsock, o->msg, NNG_FLAG_NONBLOCK);
 		if (rv == NNG_EAGAIN) {
-			if (!pi->sio && loop_io_add(pi->loop, pi->sfd, EPOLLIN, on_sendable, pi,
+			if (!pi->sio && loop_io_add(pi->loop, pi->sfd, EPOLLIN, pi_queue_on_sendable, pi,
 						    &pi->sio) < 0) {
 				snprintf(pi->break_why, sizeof(pi->break_why),
 					 "cannot watch the send fd");
@@ -155,16 +155,16 @@ static void flush(struct plugin_instance *pi)
 	}
 }
 
-static void on_sendable(struct loop_io *io, int fd, uint32_t events, void *userdata)
+static void pi_queue_on_sendable(struct loop_io *io, int fd, uint32_t events, void *userdata)
 {
 	(void)io;
 	(void)fd;
 	(void)events;
-	flush(userdata);
+	pi_queue_flush(userdata);
 }
 
 /* queue msg (taken, also on failure) and flush */
-static int send_nng(struct plugin_instance *pi, nng_msg *msg)
+static int pi_queue_send_nng(struct plugin_instance *pi, nng_msg *msg)
 {
 	if (pi->broken || !pi->bus_up) {
 		if (msg)
@@ -185,13 +185,13 @@ static int send_nng(struct plugin_instance *pi, nng_msg *msg)
 		pi->out_head = o;
 	pi->out_tail = o;
 	if (!pi->cork)
-		flush(pi);
+		pi_queue_flush(pi);
 	return 0;
 }
 
 int pi_send_to_worker(struct plugin_instance *pi, const ProtobufCMessage *m)
 {
-	return send_nng(pi, bus_pack_msg(m));
+	return pi_queue_send_nng(pi, bus_pack_msg(m));
 }
 
 /* ---- the event queue ---- */
@@ -211,7 +211,7 @@ void pi_event_complete_cancelled(struct plugin_instance *pi, struct event *ev, i
 }
 
 /* append ev to the list head..tail (the host queue or the sent list) */
-static void event_append(struct event **head, struct event **tail, struct event *ev)
+static void pi_queue_event_append(struct event **head, struct event **tail, struct event *ev)
 {
 	ev->next = NULL;
 	if (*tail)
@@ -223,7 +223,7 @@ static void event_append(struct event **head, struct event **tail, struct event 
 
 void pi_enqueue(struct plugin_instance *pi, struct event *ev)
 {
-	event_append(&pi->q_head, &pi->q_tail, ev);
+	pi_queue_event_append(&pi->q_head, &pi->q_tail, ev);
 	pi->stats.queued++;
 }
 
@@ -235,7 +235,7 @@ struct event *pi_event_new(enum ev_kind kind)
 	return ev;
 }
 
-static void fill_bus_releases(const struct releases *r, Leasehold__Bus__Releases *br,
+static void pi_queue_fill_bus_releases(const struct releases *r, Leasehold__Bus__Releases *br,
 			      Leasehold__Bus__Release *mn, Leasehold__Bus__Release *mx)
 {
 	leasehold__bus__releases__init(br);
@@ -270,7 +270,7 @@ struct bus_event {
 };
 
 /* the bus form of c in *bc (pointers into c) */
-static void fill_bus_config(const struct plugin_config *c, Leasehold__Bus__Config *bc)
+static void pi_queue_fill_bus_config(const struct plugin_config *c, Leasehold__Bus__Config *bc)
 {
 	leasehold__bus__config__init(bc);
 	bc->has_cluster = c->cluster != NULL;
@@ -282,7 +282,7 @@ static void fill_bus_config(const struct plugin_config *c, Leasehold__Bus__Confi
 }
 
 /* ev's bus form in be (pointers into be and pi) */
-static void event_fill(const struct plugin_instance *pi, const struct event *ev,
+static void pi_queue_event_fill(const struct plugin_instance *pi, const struct event *ev,
 		       struct bus_event *be)
 {
 	leasehold__bus__event__init(&be->e);
@@ -294,7 +294,7 @@ static void event_fill(const struct plugin_instance *pi, const struct event *ev,
 	leasehold__bus__fini__init(&be->fini);
 	leasehold__bus__config_changed__init(&be->cc);
 	leasehold__bus__validate_config__init(&be->vc);
-	fill_bus_config(&pi->config, &be->cfg);
+	pi_queue_fill_bus_config(&pi->config, &be->cfg);
 	be->e.seq = ev->seq;
 	be->e.behind = ev->behind;
 	switch (ev->kind) {
@@ -315,7 +315,7 @@ static void event_fill(const struct plugin_instance *pi, const struct event *ev,
 		be->e.elected = &be->el;
 		break;
 	case EV_RELEASES:
-		fill_bus_releases(&ev->rel, &be->br, &be->mn, &be->mx);
+		pi_queue_fill_bus_releases(&ev->rel, &be->br, &be->mn, &be->mx);
 		be->rc.releases = &be->br;
 		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED;
 		be->e.releases_changed = &be->rc;
@@ -354,10 +354,10 @@ nng_msg *pi_events_msg(const struct plugin_instance *pi, struct event *const *ev
 	Event *ptrs[PIPELINE_MAX];
 	if (n == 0 || n > PIPELINE_MAX)
 		return NULL;
-	if (evs[0]->kind == EV_WATCH) /* may_send: a watch batch goes alone */
+	if (evs[0]->kind == EV_WATCH) /* pi_queue_may_send: a watch batch goes alone */
 		return n == 1 ? plugin_watch_batch_msg(evs[0]->batch, evs[0]->seq) : NULL;
 	for (size_t i = 0; i < n; i++) {
-		event_fill(pi, evs[i], &be[i]);
+		pi_queue_event_fill(pi, evs[i], &be[i]);
 		ptrs[i] = &be[i].e;
 	}
 	ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
@@ -376,7 +376,7 @@ nng_msg *pi_events_msg(const struct plugin_instance *pi, struct event *const *ev
 
 /* the callback timeout runs for the head of the sent list: the callback the
  * worker is in (or enters next) */
-static void head_started(struct plugin_instance *pi)
+static void pi_queue_head_started(struct plugin_instance *pi)
 {
 	if (!pi->sent_head) {
 		pi->stats.callback_since_ns = 0;
@@ -397,9 +397,9 @@ static void head_started(struct plugin_instance *pi)
 
 void pi_sent_push(struct plugin_instance *pi, struct event *ev)
 {
-	event_append(&pi->sent_head, &pi->sent_tail, ev);
+	pi_queue_event_append(&pi->sent_head, &pi->sent_tail, ev);
 	pi->n_sent++;
-	/* may_send keeps the pipeline short: a term's start (3) + on_deposed +
+	/* pi_queue_may_send keeps the pipeline short: a term's start (3) + on_deposed +
 	 * fini at most */
 	assert(pi->n_sent <= PIPELINE_MAX);
 	pi->stats.in_flight = pi->n_sent;
@@ -424,7 +424,7 @@ struct event *pi_sent_pop(struct plugin_instance *pi)
 {
 	struct event *ev = pi_sent_unlink_head(pi);
 	if (ev)
-		head_started(pi);
+		pi_queue_head_started(pi);
 	return ev;
 }
 
@@ -448,7 +448,7 @@ struct event *pi_sent_take_all(struct plugin_instance *pi)
  *   it (worker.c should_skip) instead of running it.
  * Nothing else goes behind anything (a reconcile can be long, and what still
  * waits here can be merged or dropped exactly). */
-static bool may_send(const struct plugin_instance *pi, const struct event *ev)
+static bool pi_queue_may_send(const struct plugin_instance *pi, const struct event *ev)
 {
 	if (ev->kind == EV_INIT && pi->init_held)
 		return false; /* plugin_instance_set_config releases it */
@@ -472,10 +472,10 @@ static bool may_send(const struct plugin_instance *pi, const struct event *ev)
 	return false;
 }
 
-/* Hand queued events to the worker, as far as may_send allows. Everything
+/* Hand queued events to the worker, as far as pi_queue_may_send allows. Everything
  * that may go in one round goes in one message (a batch when more than one:
  * the start of a term is one bus hop, not three). Each chosen event is
- * linked into the sent list as it is chosen (may_send looks at the state
+ * linked into the sent list as it is chosen (pi_queue_may_send looks at the state
  * each one leaves); if the message cannot be queued they are unlinked again
  * and settled. */
 void pi_pump(struct plugin_instance *pi)
@@ -483,14 +483,14 @@ void pi_pump(struct plugin_instance *pi)
 	if (!pi->leading)
 		pi_watch_stop(pi);
 	pi_watch_feed(pi);
-	while (pi->q_head && !pi->broken && pi->bus_up && may_send(pi, pi->q_head)) {
+	while (pi->q_head && !pi->broken && pi->bus_up && pi_queue_may_send(pi, pi->q_head)) {
 		struct event *evs[PIPELINE_MAX];
 		size_t n = 0;
 		struct event *saved_tail = pi->sent_tail;
 		size_t saved_n = pi->n_sent;
 		/* choose: each chosen event is linked in as sent, so that the
-		 * next may_send sees it */
-		while (n < PIPELINE_MAX && pi->q_head && may_send(pi, pi->q_head)) {
+		 * next pi_queue_may_send sees it */
+		while (n < PIPELINE_MAX && pi->q_head && pi_queue_may_send(pi, pi->q_head)) {
 			struct event *ev = pi->q_head;
 			pi->q_head = ev->next;
 			if (!pi->q_head)
@@ -507,7 +507,7 @@ void pi_pump(struct plugin_instance *pi)
 			pi_sent_push(pi, ev);
 			evs[n++] = ev;
 		}
-		int r = send_nng(pi, pi_events_msg(pi, evs, n));
+		int r = pi_queue_send_nng(pi, pi_events_msg(pi, evs, n));
 		if (r < 0) {
 			/* unlink them again and settle them, in order */
 			if (saved_tail)
@@ -540,7 +540,7 @@ void pi_pump(struct plugin_instance *pi)
 			if (evs[i]->kind == EV_ELECTED)
 				pi->term_elected_sent = true;
 		if (pi->n_sent == n)
-			head_started(pi);
+			pi_queue_head_started(pi);
 	}
 	if (pi->broken) {
 		/* nothing can be delivered: complete everything */
@@ -621,7 +621,7 @@ void pi_mark_broken(struct plugin_instance *pi, const char *why)
 
 /* ---- driver ops ---- */
 
-static bool accepting(const struct plugin_instance *pi)
+static bool pi_queue_accepting(const struct plugin_instance *pi)
 {
 	return !pi->stop_requested && !pi->broken && pi->state != PLUGIN_INSTANCE_FAILED &&
 	       pi->state != PLUGIN_INSTANCE_RECOVERING && !pi->overrun && pi->bus_up;
@@ -656,7 +656,7 @@ void plugin_instance_deposed(struct plugin_instance *pi)
 void plugin_instance_elected(struct plugin_instance *pi, int64_t fencing_token,
 			     const struct releases *r)
 {
-	if (!accepting(pi))
+	if (!pi_queue_accepting(pi))
 		return;
 	if (pi->leading)
 		plugin_instance_deposed(pi); /* a new term replaces the old one */
@@ -685,7 +685,7 @@ void plugin_instance_elected(struct plugin_instance *pi, int64_t fencing_token,
 
 void plugin_instance_releases_changed(struct plugin_instance *pi, const struct releases *r)
 {
-	if (!pi->leading || !accepting(pi))
+	if (!pi->leading || !pi_queue_accepting(pi))
 		return;
 	pi->last_rel = *r;
 	/* merge with a releases event still waiting at the tail */
@@ -707,7 +707,7 @@ void plugin_instance_releases_changed(struct plugin_instance *pi, const struct r
 void plugin_instance_reconcile(struct plugin_instance *pi, driver_reconcile_done_fn done,
 			       void *done_ud)
 {
-	if (!pi->leading || !accepting(pi)) {
+	if (!pi->leading || !pi_queue_accepting(pi)) {
 		bool failed = pi->state == PLUGIN_INSTANCE_FAILED;
 		bool down = !pi->stop_requested &&
 			    (pi->state == PLUGIN_INSTANCE_RECOVERING || pi->overrun || !pi->bus_up);
@@ -748,39 +748,39 @@ void plugin_instance_drain(struct plugin_instance *pi, driver_drain_done_fn done
 	pi_maybe_drained(pi);
 }
 
-static void op_elected(void *drv, int64_t token, const struct releases *r)
+static void pi_queue_op_elected(void *drv, int64_t token, const struct releases *r)
 {
 	plugin_instance_elected(drv, token, r);
 }
-static void op_releases_changed(void *drv, const struct releases *r)
+static void pi_queue_op_releases_changed(void *drv, const struct releases *r)
 {
 	plugin_instance_releases_changed(drv, r);
 }
-static void op_reconcile(void *drv, driver_reconcile_done_fn done, void *done_ud)
+static void pi_queue_op_reconcile(void *drv, driver_reconcile_done_fn done, void *done_ud)
 {
 	plugin_instance_reconcile(drv, done, done_ud);
 }
-static void op_deposed(void *drv)
+static void pi_queue_op_deposed(void *drv)
 {
 	plugin_instance_deposed(drv);
 }
-static void op_drain(void *drv, driver_drain_done_fn done, void *done_ud)
+static void pi_queue_op_drain(void *drv, driver_drain_done_fn done, void *done_ud)
 {
 	plugin_instance_drain(drv, done, done_ud);
 }
 
 const struct driver_ops plugin_instance_driver_ops = {
-    .elected = op_elected,
-    .releases_changed = op_releases_changed,
-    .reconcile = op_reconcile,
-    .deposed = op_deposed,
-    .drain = op_drain,
+    .elected = pi_queue_op_elected,
+    .releases_changed = pi_queue_op_releases_changed,
+    .reconcile = pi_queue_op_reconcile,
+    .deposed = pi_queue_op_deposed,
+    .drain = pi_queue_op_drain,
 };
 
-/* config_accepting - config and validation events may be queued: the
+/* pi_queue_config_accepting - config and validation events may be queued: the
  * instance is not stopping and its worker is not gone for good (a worker
  * being restarted gets the configuration with its INIT) */
-static bool config_accepting(const struct plugin_instance *pi)
+static bool pi_queue_config_accepting(const struct plugin_instance *pi)
 {
 	return !pi->stop_requested && !pi->broken && pi->state != PLUGIN_INSTANCE_FAILED &&
 	       pi->state != PLUGIN_INSTANCE_STOPPING && pi->state != PLUGIN_INSTANCE_STOPPED;
@@ -796,7 +796,7 @@ int plugin_instance_set_config(struct plugin_instance *pi, const struct plugin_c
 		pi_pump(pi);
 		return 0;
 	}
-	if (!pi->lp->desc.on_config_changed || !config_accepting(pi))
+	if (!pi->lp->desc.on_config_changed || !pi_queue_config_accepting(pi))
 		return 0;
 	/* one waiting event carries the newest state when it is sent */
 	for (const struct event *ev = pi->q_head; ev; ev = ev->next)
@@ -823,7 +823,7 @@ int plugin_instance_validate_config(struct plugin_instance *pi, const char *doc,
 {
 	if (!pi->lp->desc.validate_config)
 		return -EOPNOTSUPP;
-	if (!config_accepting(pi) || pi->state != PLUGIN_INSTANCE_READY || pi->overrun)
+	if (!pi_queue_config_accepting(pi) || pi->state != PLUGIN_INSTANCE_READY || pi->overrun)
 		return -EAGAIN;
 	struct event *ev = calloc(1, sizeof(*ev) + len + 1);
 	if (!ev)
@@ -849,5 +849,5 @@ int plugin_instance_send_raw_to_worker(struct plugin_instance *pi, const void *b
 		return -ENOMEM;
 	if (len)
 		memcpy(nng_msg_body(msg), buf, len);
-	return send_nng(pi, msg);
+	return pi_queue_send_nng(pi, msg);
 }

@@ -15,7 +15,7 @@
 #include "base/log.h"
 #include "runtime/runtime_instance_internal.h"
 
-static void handle_done(struct plugin_instance *pi, const EventDone *d)
+static void pi_recv_handle_done(struct plugin_instance *pi, const EventDone *d)
 {
 	struct event *ev = pi_sent_pop(pi);
 	assert(ev); /* the caller matched the ack to the head of the sent list */
@@ -160,7 +160,7 @@ static void handle_done(struct plugin_instance *pi, const EventDone *d)
 	pi_pump(pi);
 }
 
-static int handle_bytes(struct plugin_instance *pi, const void *buf, size_t len)
+static int pi_recv_handle_bytes(struct plugin_instance *pi, const void *buf, size_t len)
 {
 	ToHost *th = leasehold__bus__to_host__unpack(NULL, len, buf);
 	int r = 0;
@@ -188,7 +188,7 @@ static int handle_bytes(struct plugin_instance *pi, const void *buf, size_t len)
 			r = -EPROTO;
 			break;
 		}
-		handle_done(pi, th->done);
+		pi_recv_handle_done(pi, th->done);
 		break;
 	case LEASEHOLD__BUS__TO_HOST__MSG_TXN:
 		pi_handle_txn(pi, th->txn);
@@ -247,12 +247,12 @@ void pi_on_readable(struct loop_io *io, int fd, uint32_t events, void *userdata)
 			}
 			return;
 		}
-		handle_bytes(pi, nng_msg_body(msg), nng_msg_len(msg));
+		pi_recv_handle_bytes(pi, nng_msg_body(msg), nng_msg_len(msg));
 		nng_msg_free(msg);
 	}
 }
 
 int plugin_instance_inject_from_worker(struct plugin_instance *pi, const void *buf, size_t len)
 {
-	return handle_bytes(pi, buf, len);
+	return pi_recv_handle_bytes(pi, buf, len);
 }

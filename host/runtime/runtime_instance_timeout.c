@@ -15,7 +15,7 @@
 #include "base/log.h"
 #include "runtime/runtime_instance_internal.h"
 
-static const char *ev_name(enum ev_kind k)
+static const char *pi_timeout_ev_name(enum ev_kind k)
 {
 	return worker_callback_name((unsigned)k);
 }
@@ -29,7 +29,7 @@ uint32_t plugin_instance_callback_timeout_ms(const struct plugin_instance *pi, u
 }
 
 /* the live worker's activity page, or NULL (no worker, thread gone) */
-static const struct worker_activity *live_activity(const struct plugin_instance *pi)
+static const struct worker_activity *pi_timeout_live_activity(const struct plugin_instance *pi)
 {
 	if (pi->process)
 		return pi->cur && pi->bus_up ? pi->activity_page : NULL;
@@ -39,7 +39,7 @@ static const struct worker_activity *live_activity(const struct plugin_instance 
 bool plugin_instance_running(const struct plugin_instance *pi, const char **ret_callback,
 			     uint64_t *ret_since_ns)
 {
-	const struct worker_activity *a = live_activity(pi);
+	const struct worker_activity *a = pi_timeout_live_activity(pi);
 	struct worker_activity_snapshot snap;
 	if (!a)
 		return false;
@@ -103,10 +103,10 @@ void pi_on_cb_timer(struct loop_timer *t, void *userdata)
 		return;
 	pi->stats.callback_timeouts++;
 	uint32_t limit = plugin_instance_callback_timeout_ms(pi, ev->kind);
-	const char *cb = ev_name(ev->kind);
+	const char *cb = pi_timeout_ev_name(ev->kind);
 	uint64_t since = ev->sent_ns;
 	if (!plugin_instance_running(pi, &cb, &since))
-		cb = ev_name(ev->kind);
+		cb = pi_timeout_ev_name(ev->kind);
 	unsigned long long ran_ms = (unsigned long long)((loop_now() - since) / LOOP_NS_PER_MS);
 	if (pi->process) {
 		pi_fmt(reason, sizeof(reason),

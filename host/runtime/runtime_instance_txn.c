@@ -19,7 +19,7 @@
 
 
 /* full key = prefix + rel; *ret owned by the caller */
-static uint8_t *full_key(const struct plugin_instance *pi, ProtobufCBinaryData rel, size_t *ret_len)
+static uint8_t *pi_txn_full_key(const struct plugin_instance *pi, ProtobufCBinaryData rel, size_t *ret_len)
 {
 	size_t n = pi->prefix_len + rel.len;
 	uint8_t *k = malloc(n + 1);
@@ -34,7 +34,7 @@ static uint8_t *full_key(const struct plugin_instance *pi, ProtobufCBinaryData r
 }
 
 /* range_end for a prefix: increment the last byte below 0xff, drop the rest */
-static uint8_t *prefix_end(const uint8_t *key, size_t len, size_t *ret_len)
+static uint8_t *pi_txn_prefix_end(const uint8_t *key, size_t len, size_t *ret_len)
 {
 	while (len > 0 && key[len - 1] == 0xff)
 		len--;
@@ -54,7 +54,7 @@ struct keybag {
 	size_t n, cap;
 };
 
-static uint8_t *bag_keep(struct keybag *b, uint8_t *p)
+static uint8_t *pi_txn_bag_keep(struct keybag *b, uint8_t *p)
 {
 	if (!p)
 		return NULL;
@@ -72,14 +72,14 @@ static uint8_t *bag_keep(struct keybag *b, uint8_t *p)
 	return p;
 }
 
-static void bag_free(struct keybag *b)
+static void pi_txn_bag_free(struct keybag *b)
 {
 	for (size_t i = 0; i < b->n; i++)
 		free(b->p[i]);
 	free(b->p);
 }
 
-static int convert_ops(struct plugin_instance *pi, BusOp **in, size_t n, struct etcd_op *out,
+static int pi_txn_convert_ops(struct plugin_instance *pi, BusOp **in, size_t n, struct etcd_op *out,
 		       struct keybag *bag, const char **why)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -109,13 +109,13 @@ static int convert_ops(struct plugin_instance *pi, BusOp **in, size_t n, struct 
 			return -EINVAL;
 		}
 		size_t klen = 0, elen = 0;
-		uint8_t *k = bag_keep(bag, full_key(pi, o->key, &klen));
+		uint8_t *k = pi_txn_bag_keep(bag, pi_txn_full_key(pi, o->key, &klen));
 		if (!k)
 			return -ENOMEM;
 		e->key = k;
 		e->key_len = klen;
 		if (o->flags & LH_F_PREFIX) {
-			uint8_t *end = bag_keep(bag, prefix_end(k, klen, &elen));
+			uint8_t *end = pi_txn_bag_keep(bag, pi_txn_prefix_end(k, klen, &elen));
 			if (!end)
 				return -ENOMEM;
 			e->range_end = end;
@@ -140,7 +140,7 @@ void pi_txn_unlink(struct plugin_instance *pi, struct pending_txn *pt)
 		*pp = pt->next;
 }
 
-static void on_txn_done(struct etcd_client *c, int err, const struct etcd_response *resp,
+static void pi_txn_on_txn_done(struct etcd_client *c, int err, const struct etcd_response *resp,
 			void *userdata)
 {
 	struct pending_txn *pt = userdata;
@@ -218,7 +218,7 @@ void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 		e->target = targets[bc->target];
 		e->result = results[bc->result];
 		size_t klen = 0, elen = 0;
-		uint8_t *k = bag_keep(&bag, full_key(pi, bc->key, &klen));
+		uint8_t *k = pi_txn_bag_keep(&bag, pi_txn_full_key(pi, bc->key, &klen));
 		if (!k) {
 			r = -ENOMEM;
 			goto refuse;
@@ -226,7 +226,7 @@ void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 		e->key = k;
 		e->key_len = klen;
 		if (bc->flags & LH_F_PREFIX) {
-			uint8_t *end = bag_keep(&bag, prefix_end(k, klen, &elen));
+			uint8_t *end = pi_txn_bag_keep(&bag, pi_txn_prefix_end(k, klen, &elen));
 			if (!end) {
 				r = -ENOMEM;
 				goto refuse;
@@ -238,10 +238,10 @@ void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 		e->value = bc->value.data;
 		e->value_len = bc->value.len;
 	}
-	r = convert_ops(pi, req->success, req->n_success, succ, &bag, &why);
+	r = pi_txn_convert_ops(pi, req->success, req->n_success, succ, &bag, &why);
 	if (r < 0)
 		goto refuse;
-	r = convert_ops(pi, req->failure, req->n_failure, fail, &bag, &why);
+	r = pi_txn_convert_ops(pi, req->failure, req->n_failure, fail, &bag, &why);
 	if (r < 0)
 		goto refuse;
 
@@ -256,7 +256,7 @@ void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 	pt->next = pi->txns;
 	pi->txns = pt;
 	r = pi->host.fenced_txn(pi->host.ctx, cmps, req->n_compares, succ, req->n_success, fail,
-				req->n_failure, on_txn_done, pt);
+				req->n_failure, pi_txn_on_txn_done, pt);
 	if (r < 0) {
 		pi_txn_unlink(pi, pt);
 		free(pt);
@@ -270,13 +270,13 @@ refuse:
 	snprintf(msg, sizeof(msg), "txn refused: %s", why ? why : strerror(-r));
 	pi_reply_txn(pi, req->id, r, msg, NULL, false);
 out:
-	bag_free(&bag);
+	pi_txn_bag_free(&bag);
 	free(cmps);
 	free(succ);
 	free(fail);
 }
 
-static bool strip_prefix(const struct plugin_instance *pi, const struct etcd_kv *kv)
+static bool pi_txn_strip_prefix(const struct plugin_instance *pi, const struct etcd_kv *kv)
 {
 	return kv->key && kv->key_len >= pi->prefix_len &&
 	       memcmp(kv->key, pi->data_prefix, pi->prefix_len) == 0;
@@ -333,7 +333,7 @@ void pi_reply_txn(struct plugin_instance *pi, uint64_t id, int err, const char *
 			for (size_t k = 0; k < ns; k++) {
 				const struct etcd_kv *kv = &src[k];
 				if (absolute ? !pi_granted(pi, kv->key, kv->key_len)
-					     : !strip_prefix(pi, kv)) {
+					     : !pi_txn_strip_prefix(pi, kv)) {
 					log_debug(pi->log_comp,
 						  "txn result key outside the data prefix dropped");
 					continue;
@@ -363,7 +363,7 @@ void pi_txns_orphan(struct plugin_instance *pi)
 	for (struct pending_txn *pt = pi->txns; pt;) {
 		struct pending_txn *next = pt->next;
 		CHECK_OBJ(pt, PENDING_TXN_MAGIC);
-		pt->pi = NULL; /* freed by on_txn_done when etcd answers */
+		pt->pi = NULL; /* freed by pi_txn_on_txn_done when etcd answers */
 		pt->next = NULL;
 		pt = next;
 	}

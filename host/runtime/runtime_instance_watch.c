@@ -70,7 +70,7 @@ bool pi_granted(const struct plugin_instance *pi, const void *k, size_t len)
 	return false;
 }
 
-static void on_watch_ready(void *ud)
+static void pi_watch_on_watch_ready(void *ud)
 {
 	struct plugin_instance *pi = ud;
 	loop_timer_arm_in(pi->defer, 0); /* pi_on_defer pumps */
@@ -93,7 +93,7 @@ int pi_watch_setup(struct plugin_instance *pi, const EventDone *d, char *msg, si
 		return -ENOSPC;
 	}
 	int r = plugin_watch_new(pi->loop, pi->host.etcd, pi->log_comp, pi->cfg.watch_queue_max,
-				 on_watch_ready, pi, &pi->watch);
+				 pi_watch_on_watch_ready, pi, &pi->watch);
 	for (size_t i = 0; r == 0 && i < d->n_watches; i++) {
 		const Leasehold__Bus__WatchSpec *ws = d->watches[i];
 		bool absolute = ws && (ws->flags & LH_WATCH_ABSOLUTE);
@@ -176,7 +176,7 @@ void pi_watch_feed(struct plugin_instance *pi)
 
 /* ---- range reads ---- */
 
-static void on_range_done(struct etcd_client *c, int err, const struct etcd_response *resp,
+static void pi_watch_on_range_done(struct etcd_client *c, int err, const struct etcd_response *resp,
 			  void *userdata)
 {
 	struct pending_txn *pt = userdata;
@@ -262,7 +262,7 @@ void pi_handle_range(struct plugin_instance *pi, const Leasehold__Bus__RangeRequ
 	pt->absolute = absolute;
 	pt->next = pi->txns;
 	pi->txns = pt;
-	r = etcd_range(pi->host.etcd, &op, NULL, on_range_done, pt, NULL);
+	r = etcd_range(pi->host.etcd, &op, NULL, pi_watch_on_range_done, pt, NULL);
 	if (r < 0) {
 		pi_txn_unlink(pi, pt);
 		goto refuse;

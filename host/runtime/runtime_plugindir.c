@@ -45,7 +45,7 @@ struct plugindir {
 	bool gone;
 };
 
-static ssize_t known_index(const struct plugindir *pd, const char *name)
+static ssize_t plugindir_known_index(const struct plugindir *pd, const char *name)
 {
 	for (size_t i = 0; i < pd->n_known; i++)
 		if (strcmp(pd->known[i], name) == 0)
@@ -53,9 +53,9 @@ static ssize_t known_index(const struct plugindir *pd, const char *name)
 	return -1;
 }
 
-static int known_add(struct plugindir *pd, const char *name)
+static int plugindir_known_add(struct plugindir *pd, const char *name)
 {
-	if (known_index(pd, name) >= 0)
+	if (plugindir_known_index(pd, name) >= 0)
 		return 0;
 	if (pd->n_known == pd->cap_known) {
 		size_t cap = pd->cap_known ? pd->cap_known * 2 : 8;
@@ -72,9 +72,9 @@ static int known_add(struct plugindir *pd, const char *name)
 	return 0;
 }
 
-static void known_del(struct plugindir *pd, const char *name)
+static void plugindir_known_del(struct plugindir *pd, const char *name)
 {
-	ssize_t i = known_index(pd, name);
+	ssize_t i = plugindir_known_index(pd, name);
 	if (i < 0)
 		return;
 	free(pd->known[i]);
@@ -82,7 +82,7 @@ static void known_del(struct plugindir *pd, const char *name)
 }
 
 /* the entry exists as a candidate (regular file or symlink)? */
-static bool present(const struct plugindir *pd, const char *name)
+static bool plugindir_present(const struct plugindir *pd, const char *name)
 {
 	struct stat st;
 	int dfd = open(pd->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -93,7 +93,7 @@ static bool present(const struct plugindir *pd, const char *name)
 	return r == 0 && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode));
 }
 
-static void pending_free(struct plugindir *pd, struct pending *p)
+static void plugindir_pending_free(struct plugindir *pd, struct pending *p)
 {
 	struct pending **pp = &pd->pending;
 	while (*pp && *pp != p)
@@ -104,7 +104,7 @@ static void pending_free(struct plugindir *pd, struct pending *p)
 	free(p);
 }
 
-static struct pending *pending_find(struct plugindir *pd, const char *name)
+static struct pending *plugindir_pending_find(struct plugindir *pd, const char *name)
 {
 	for (struct pending *p = pd->pending; p; p = p->next)
 		if (strcmp(p->name, name) == 0)
@@ -113,32 +113,32 @@ static struct pending *pending_find(struct plugindir *pd, const char *name)
 }
 
 /* report the current state of one name */
-static void report(struct plugindir *pd, const char *name)
+static void plugindir_report(struct plugindir *pd, const char *name)
 {
-	if (present(pd, name)) {
-		known_add(pd, name); /* on ENOMEM we may miss a later REMOVED: acceptable */
+	if (plugindir_present(pd, name)) {
+		plugindir_known_add(pd, name); /* on ENOMEM we may miss a later REMOVED: acceptable */
 		pd->cb(pd->userdata, PLUGINDIR_CHANGED, name);
-	} else if (known_index(pd, name) >= 0) {
-		known_del(pd, name);
+	} else if (plugindir_known_index(pd, name) >= 0) {
+		plugindir_known_del(pd, name);
 		pd->cb(pd->userdata, PLUGINDIR_REMOVED, name);
 	}
 }
 
-static void pending_fire(struct loop_timer *t, void *userdata)
+static void plugindir_pending_fire(struct loop_timer *t, void *userdata)
 {
 	struct pending *p = userdata;
 	struct plugindir *pd = p->pd;
 	char name[NAME_MAX + 1];
 	(void)t;
 	snprintf(name, sizeof(name), "%s", p->name);
-	pending_free(pd, p);
-	report(pd, name);
+	plugindir_pending_free(pd, p);
+	plugindir_report(pd, name);
 }
 
-static void note_event(struct plugindir *pd, const char *name)
+static void plugindir_note_event(struct plugindir *pd, const char *name)
 {
 	uint64_t now = loop_now();
-	struct pending *p = pending_find(pd, name);
+	struct pending *p = plugindir_pending_find(pd, name);
 	if (!p) {
 		size_t n = strlen(name);
 		p = calloc(1, sizeof(*p) + n + 1);
@@ -147,7 +147,7 @@ static void note_event(struct plugindir *pd, const char *name)
 		memcpy(p->name, name, n + 1);
 		p->pd = pd;
 		p->first_ns = now;
-		if (loop_timer_new(pd->loop, pending_fire, p, &p->timer) < 0) {
+		if (loop_timer_new(pd->loop, plugindir_pending_fire, p, &p->timer) < 0) {
 			free(p);
 			return;
 		}
@@ -159,11 +159,11 @@ static void note_event(struct plugindir *pd, const char *name)
 	loop_timer_arm_at(p->timer, when < limit ? when : limit);
 }
 
-static void dir_gone(struct plugindir *pd)
+static void plugindir_dir_gone(struct plugindir *pd)
 {
 	pd->gone = true;
 	while (pd->pending)
-		pending_free(pd, pd->pending);
+		plugindir_pending_free(pd, pd->pending);
 	loop_io_free(pd->io);
 	pd->io = NULL;
 	while (pd->n_known > 0) {
@@ -174,7 +174,7 @@ static void dir_gone(struct plugindir *pd)
 	pd->cb(pd->userdata, PLUGINDIR_DIR_GONE, NULL);
 }
 
-static void on_inotify(struct loop_io *io, int fd, uint32_t events, void *userdata)
+static void plugindir_on_inotify(struct loop_io *io, int fd, uint32_t events, void *userdata)
 {
 	struct plugindir *pd = userdata;
 	char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -197,11 +197,11 @@ static void on_inotify(struct loop_io *io, int fd, uint32_t events, void *userda
 			if (!loader_is_candidate(ev->name))
 				continue;
 			if (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM))
-				note_event(pd, ev->name);
+				plugindir_note_event(pd, ev->name);
 		}
 	}
 	if (gone) {
-		dir_gone(pd);
+		plugindir_dir_gone(pd);
 		return;
 	}
 	if (rescan)
@@ -237,7 +237,7 @@ int plugindir_new(struct loop *l, const char *dir, uint64_t debounce_ns, plugind
 		r = -errno;
 		goto fail;
 	}
-	r = loop_io_add(l, pd->ifd, EPOLLIN, on_inotify, pd, &pd->io);
+	r = loop_io_add(l, pd->ifd, EPOLLIN, plugindir_on_inotify, pd, &pd->io);
 	if (r < 0)
 		goto fail;
 	*ret_pd = pd;
@@ -247,7 +247,7 @@ fail:
 	return r;
 }
 
-static int cmp_names(const void *a, const void *b)
+static int plugindir_cmp_names(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -302,15 +302,15 @@ int plugindir_scan(struct plugindir *pd)
 		n++;
 	}
 	if (n > 1)
-		qsort(names, n, sizeof(*names), cmp_names);
+		qsort(names, n, sizeof(*names), plugindir_cmp_names);
 
 	/* names known before but absent now */
 	for (size_t i = 0; i < pd->n_known;) {
 		char *k = pd->known[i];
-		if (n == 0 || !bsearch(&k, names, n, sizeof(*names), cmp_names)) {
-			struct pending *p = pending_find(pd, k);
+		if (n == 0 || !bsearch(&k, names, n, sizeof(*names), plugindir_cmp_names)) {
+			struct pending *p = plugindir_pending_find(pd, k);
 			if (p)
-				pending_free(pd, p);
+				plugindir_pending_free(pd, p);
 			pd->known[i] = pd->known[--pd->n_known];
 			pd->cb(pd->userdata, PLUGINDIR_REMOVED, k);
 			free(k);
@@ -319,10 +319,10 @@ int plugindir_scan(struct plugindir *pd)
 		i++;
 	}
 	for (size_t i = 0; i < n; i++) {
-		struct pending *p = pending_find(pd, names[i]);
+		struct pending *p = plugindir_pending_find(pd, names[i]);
 		if (p)
-			pending_free(pd, p);
-		known_add(pd, names[i]);
+			plugindir_pending_free(pd, p);
+		plugindir_known_add(pd, names[i]);
 		pd->cb(pd->userdata, PLUGINDIR_CHANGED, names[i]);
 	}
 	r = (int)n;
@@ -355,7 +355,7 @@ void plugindir_free(struct plugindir *pd)
 	if (!pd)
 		return;
 	while (pd->pending)
-		pending_free(pd, pd->pending);
+		plugindir_pending_free(pd, pd->pending);
 	loop_io_free(pd->io);
 	if (pd->ifd >= 0)
 		close(pd->ifd);

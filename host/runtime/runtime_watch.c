@@ -66,7 +66,7 @@ void plugin_watch_batch_free(struct plugin_watch_batch *b)
 	free(b);
 }
 
-static struct plugin_watch_batch *batch_new(const struct one_watch *o, uint32_t flags)
+static struct plugin_watch_batch *plugin_watch_batch_new(const struct one_watch *o, uint32_t flags)
 {
 	struct plugin_watch_batch *b = calloc(1, sizeof(*b));
 	if (!b)
@@ -77,13 +77,13 @@ static struct plugin_watch_batch *batch_new(const struct one_watch *o, uint32_t 
 	return b;
 }
 
-static bool batch_full(const struct plugin_watch_batch *b)
+static bool plugin_watch_batch_full(const struct plugin_watch_batch *b)
 {
 	return b->n >= PLUGIN_WATCH_BATCH_EVENTS || b->bytes >= PLUGIN_WATCH_BATCH_BYTES;
 }
 
 /* append a copy of the event; -ENOMEM */
-static int batch_add(struct plugin_watch_batch *b, uint32_t type, const struct etcd_kv *kv,
+static int plugin_watch_batch_add(struct plugin_watch_batch *b, uint32_t type, const struct etcd_kv *kv,
 		     const struct etcd_kv *prev)
 {
 	if (b->n == b->cap) {
@@ -110,7 +110,7 @@ static int batch_add(struct plugin_watch_batch *b, uint32_t type, const struct e
 	return 0;
 }
 
-static void queue_push(struct plugin_watch *pw, struct plugin_watch_batch *b)
+static void plugin_watch_queue_push(struct plugin_watch *pw, struct plugin_watch_batch *b)
 {
 	b->next = NULL;
 	if (pw->tail)
@@ -124,7 +124,7 @@ static void queue_push(struct plugin_watch *pw, struct plugin_watch_batch *b)
 }
 
 /* drop the queued batches of watch id (all with id == UINT32_MAX) */
-static void queue_drop(struct plugin_watch *pw, uint32_t id)
+static void plugin_watch_queue_drop(struct plugin_watch *pw, uint32_t id)
 {
 	struct plugin_watch_batch **pp = &pw->head;
 	pw->tail = NULL;
@@ -161,7 +161,7 @@ struct plugin_watch_batch *plugin_watch_take(struct plugin_watch *pw)
 	return b;
 }
 
-static void halt(struct one_watch *o)
+static void plugin_watch_halt(struct one_watch *o)
 {
 	o->live = false;
 	etcd_event_hold_clear(&o->held);
@@ -176,37 +176,37 @@ static void halt(struct one_watch *o)
 	loop_timer_disarm(o->retry);
 }
 
-static void begin_snapshot(struct one_watch *o);
+static void plugin_watch_begin_snapshot(struct one_watch *o);
 
 /* the watch is lost: never silently - its queued batches go, and a fresh
  * snapshot flagged RESYNC follows (after a backoff unless it_was_us) */
-static void lost(struct one_watch *o, const char *why, bool at_once)
+static void plugin_watch_lost(struct one_watch *o, const char *why, bool at_once)
 {
 	struct plugin_watch *pw = o->pw;
 	log_warn(pw->log_comp, "watch %u (%.*s) lost: %s; the plugin gets a fresh snapshot "
 			       "flagged resync",
 		 o->id, (int)(o->len > 200 ? 200 : o->len), (const char *)o->prefix, why);
-	halt(o);
-	queue_drop(pw, o->id);
+	plugin_watch_halt(o);
+	plugin_watch_queue_drop(pw, o->id);
 	o->resync_next = true;
 	pw->stats.resyncs++;
 	if (at_once)
-		begin_snapshot(o);
+		plugin_watch_begin_snapshot(o);
 	else
 		loop_timer_arm_in(o->retry, (uint64_t)o->backoff_ms * LOOP_NS_PER_MS);
 }
 
-static void retry_later(struct one_watch *o)
+static void plugin_watch_retry_later(struct one_watch *o)
 {
 	loop_timer_arm_in(o->retry, (uint64_t)o->backoff_ms * LOOP_NS_PER_MS);
 	o->backoff_ms = o->backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : o->backoff_ms * 2;
 }
 
-static void read_page(struct one_watch *o);
+static void plugin_watch_read_page(struct one_watch *o);
 
-/* queue_live - one live event of o, appended to the watch's last live
+/* plugin_watch_queue_live - one live event of o, appended to the watch's last live
  * batch (*b, found on the first call) while it has room */
-static int queue_live(struct one_watch *o, struct plugin_watch_batch **b,
+static int plugin_watch_queue_live(struct one_watch *o, struct plugin_watch_batch **b,
 		      enum etcd_event_type type, const struct etcd_kv *kv,
 		      const struct etcd_kv *prev)
 {
@@ -218,12 +218,12 @@ static int queue_live(struct one_watch *o, struct plugin_watch_batch **b,
 		if (*b && ((*b)->watch_id != o->id || ((*b)->flags & LH_WATCH_SNAPSHOT)))
 			*b = NULL;
 	}
-	if (!*b || batch_full(*b)) {
-		if (!(*b = batch_new(o, 0)))
+	if (!*b || plugin_watch_batch_full(*b)) {
+		if (!(*b = plugin_watch_batch_new(o, 0)))
 			return -ENOMEM;
-		queue_push(pw, *b);
+		plugin_watch_queue_push(pw, *b);
 	}
-	if (batch_add(*b, type == ETCD_EVENT_DELETE ? LH_WATCH_DELETE : LH_WATCH_PUT, kv,
+	if (plugin_watch_batch_add(*b, type == ETCD_EVENT_DELETE ? LH_WATCH_DELETE : LH_WATCH_PUT, kv,
 		      (o->flags & LH_WATCH_PREV_KV) ? prev : NULL) < 0)
 		return -ENOMEM;
 	pw->live_queued++;
@@ -231,16 +231,16 @@ static int queue_live(struct one_watch *o, struct plugin_watch_batch **b,
 	return 0;
 }
 
-static void overflow(struct one_watch *o)
+static void plugin_watch_overflow(struct one_watch *o)
 {
 	char why[160];
 	snprintf(why, sizeof(why), "more than %u undelivered events queued: the plugin is too slow",
 		 o->pw->queue_max);
 	o->pw->stats.overflows++;
-	lost(o, why, true);
+	plugin_watch_lost(o, why, true);
 }
 
-static void on_watch(struct etcd_watch *w, int err, int64_t revision,
+static void plugin_watch_on_watch(struct etcd_watch *w, int err, int64_t revision,
 		     const struct etcd_event *events, size_t n, void *ud)
 {
 	struct one_watch *o = ud;
@@ -253,7 +253,7 @@ static void on_watch(struct etcd_watch *w, int err, int64_t revision,
 				 (long long)revision);
 		else
 			snprintf(why, sizeof(why), "%s", etcd_strerror(err));
-		lost(o, why, err == -ERANGE);
+		plugin_watch_lost(o, why, err == -ERANGE);
 		return;
 	}
 	if (!o->live) {
@@ -262,37 +262,37 @@ static void on_watch(struct etcd_watch *w, int err, int64_t revision,
 			 * at H; or a progress notification meanwhile */
 			if (!o->snap_rev) {
 				if (revision <= 0) {
-					lost(o, "etcd created the watch without a revision", false);
+					plugin_watch_lost(o, "etcd created the watch without a revision", false);
 					return;
 				}
 				o->snap_rev = revision;
-				read_page(o);
+				plugin_watch_read_page(o);
 			}
 			return;
 		}
 		/* after H: queued behind the snapshot once it is read */
 		if (o->held.n + n + pw->live_queued > pw->queue_max)
-			overflow(o);
+			plugin_watch_overflow(o);
 		else if (etcd_event_hold_add(&o->held, events, n) < 0)
-			lost(o, "out of memory", false);
+			plugin_watch_lost(o, "out of memory", false);
 		return;
 	}
 	if (n == 0)
 		return; /* progress */
 	struct plugin_watch_batch *b = NULL;
 	for (size_t i = 0; i < n; i++)
-		if (queue_live(o, &b, events[i].type, &events[i].kv, events[i].prev_kv) < 0) {
-			lost(o, "out of memory", false);
+		if (plugin_watch_queue_live(o, &b, events[i].type, &events[i].kv, events[i].prev_kv) < 0) {
+			plugin_watch_lost(o, "out of memory", false);
 			return;
 		}
 	if (pw->live_queued > pw->queue_max) {
-		overflow(o);
+		plugin_watch_overflow(o);
 		return;
 	}
 	pw->ready(pw->ud);
 }
 
-static void on_range(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
+static void plugin_watch_on_range(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
 {
 	struct one_watch *o = ud;
 	struct plugin_watch *pw = o->pw;
@@ -303,12 +303,12 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 		snprintf(why, sizeof(why), "the snapshot read failed: %s",
 			 err < 0 ? etcd_strerror(err) : "bad answer");
 		if (o->page_from) /* pages of it may have been delivered: start over */
-			lost(o, why, err == -ERANGE);
+			plugin_watch_lost(o, why, err == -ERANGE);
 		else {
 			log_warn(pw->log_comp, "watch %u: %s; retrying in %u ms", o->id, why,
 				 o->backoff_ms);
-			halt(o);
-			retry_later(o);
+			plugin_watch_halt(o);
+			plugin_watch_retry_later(o);
 		}
 		return;
 	}
@@ -318,7 +318,7 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 		const struct etcd_kv *last = &resp->kvs[resp->n_kvs - 1];
 		uint8_t *from = malloc(last->key_len + 1);
 		if (!from) {
-			lost(o, "out of memory building the snapshot", false);
+			plugin_watch_lost(o, "out of memory building the snapshot", false);
 			return;
 		}
 		memcpy(from, last->key, last->key_len);
@@ -326,7 +326,7 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 		free(o->page_from);
 		o->page_from = from;
 		o->page_from_len = last->key_len + 1;
-		read_page(o);
+		plugin_watch_read_page(o);
 		if (!o->range)
 			return; /* it failed and started over */
 	}
@@ -334,14 +334,14 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 	struct plugin_watch_batch *b = NULL;
 	size_t i = 0;
 	do {
-		if (!(b = batch_new(o, LH_WATCH_SNAPSHOT | first)))
+		if (!(b = plugin_watch_batch_new(o, LH_WATCH_SNAPSHOT | first)))
 			goto nomem;
 		first = 0;
-		for (; i < resp->n_kvs && !batch_full(b); i++) {
+		for (; i < resp->n_kvs && !plugin_watch_batch_full(b); i++) {
 			const struct etcd_kv *kv = &resp->kvs[i];
 			if (kv->key_len < o->len || memcmp(kv->key, o->prefix, o->len) != 0)
 				continue; /* hostile: not what was asked */
-			if (batch_add(b, LH_WATCH_PUT, kv, NULL) < 0) {
+			if (plugin_watch_batch_add(b, LH_WATCH_PUT, kv, NULL) < 0) {
 				plugin_watch_batch_free(b);
 				goto nomem;
 			}
@@ -350,7 +350,7 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 		if (i == resp->n_kvs && !resp->more)
 			b->flags |= LH_WATCH_SYNCED;
 		if (b->n || (b->flags & (LH_WATCH_SYNCED | LH_WATCH_RESYNC)))
-			queue_push(pw, b);
+			plugin_watch_queue_push(pw, b);
 		else
 			plugin_watch_batch_free(b);
 		o->resync_next = false; /* said once, in the first batch */
@@ -363,49 +363,49 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 	/* the events after H, held meanwhile, follow the synced marker */
 	struct plugin_watch_batch *lb = NULL;
 	for (size_t k = 0; k < o->held.n; k++)
-		if (queue_live(o, &lb, o->held.ev[k].type, o->held.ev[k].kv,
+		if (plugin_watch_queue_live(o, &lb, o->held.ev[k].type, o->held.ev[k].kv,
 			       o->held.ev[k].prev_kv) < 0)
 			goto nomem;
 	etcd_event_hold_clear(&o->held);
 	o->live = true;
 	o->backoff_ms = RETRY_MIN_MS;
 	if (pw->live_queued > pw->queue_max) {
-		overflow(o);
+		plugin_watch_overflow(o);
 		return;
 	}
 	pw->ready(pw->ud);
 	return;
 nomem:
-	lost(o, "out of memory building the snapshot", false);
+	plugin_watch_lost(o, "out of memory building the snapshot", false);
 }
 
 /* one page of the snapshot: from page_from (the prefix at first) to the
  * prefix's end, at revision H */
-static void read_page(struct one_watch *o)
+static void plugin_watch_read_page(struct one_watch *o)
 {
 	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = o->page_from ? o->page_from : o->prefix,
 			     .key_len = o->page_from ? o->page_from_len : o->len,
 			     .range_end = o->end, .range_end_len = o->end_len,
 			     .limit = PLUGIN_WATCH_PAGE_KEYS, .revision = o->snap_rev};
-	int r = etcd_range(o->pw->etcd, &op, NULL, on_range, o, &o->range);
+	int r = etcd_range(o->pw->etcd, &op, NULL, plugin_watch_on_range, o, &o->range);
 	if (r < 0) {
 		o->range = NULL;
 		if (o->page_from)
-			lost(o, "cannot read the next snapshot page", false);
+			plugin_watch_lost(o, "cannot read the next snapshot page", false);
 		else {
 			log_warn(o->pw->log_comp, "watch %u: cannot read the snapshot: %s", o->id,
 				 strerror(-r));
-			halt(o);
-			retry_later(o);
+			plugin_watch_halt(o);
+			plugin_watch_retry_later(o);
 		}
 	}
 }
 
-/* begin_snapshot - the etcd watch first, from now; once etcd created it
- * (on_watch) the snapshot is read at the revision H it starts after, so
+/* plugin_watch_begin_snapshot - the etcd watch first, from now; once etcd created it
+ * (plugin_watch_on_watch) the snapshot is read at the revision H it starts after, so
  * live events follow the snapshot with no gap and no overlap, and the watch
  * is in sync with etcd from the start (ETCD_WATCH_CREATED_NOTIFY) */
-static void begin_snapshot(struct one_watch *o)
+static void plugin_watch_begin_snapshot(struct one_watch *o)
 {
 	o->snap_rev = 0;
 	o->live = false;
@@ -415,21 +415,21 @@ static void begin_snapshot(struct one_watch *o)
 	unsigned flags = ETCD_WATCH_CREATED_NOTIFY |
 			 ((o->flags & LH_WATCH_PREV_KV) ? ETCD_WATCH_PREV_KV : 0);
 	int r = etcd_watch_start(o->pw->etcd, o->prefix, o->len, o->end, o->end_len, 0, flags,
-				 on_watch, o, &o->w);
+				 plugin_watch_on_watch, o, &o->w);
 	if (r < 0) {
 		o->w = NULL;
 		log_warn(o->pw->log_comp, "watch %u: cannot start the etcd watch: %s", o->id,
 			 strerror(-r));
-		retry_later(o);
+		plugin_watch_retry_later(o);
 	}
 }
 
-static void on_retry(struct loop_timer *t, void *ud)
+static void plugin_watch_on_retry(struct loop_timer *t, void *ud)
 {
 	struct one_watch *o = ud;
 	(void)t;
 	if (o->pw->active && !o->range && !o->w)
-		begin_snapshot(o);
+		plugin_watch_begin_snapshot(o);
 }
 
 int plugin_watch_new(struct loop *l, struct etcd_client *etcd, const char *log_comp,
@@ -470,7 +470,7 @@ int plugin_watch_add(struct plugin_watch *pw, const void *prefix, size_t len, ui
 	o->prefix = malloc(len + 1);
 	o->end = malloc(len + 1);
 	int r = -ENOMEM;
-	if (!o->prefix || !o->end || (r = loop_timer_new(pw->loop, on_retry, o, &o->retry)) < 0) {
+	if (!o->prefix || !o->end || (r = loop_timer_new(pw->loop, plugin_watch_on_retry, o, &o->retry)) < 0) {
 		free(o->prefix);
 		free(o->end);
 		free(o);
@@ -495,7 +495,7 @@ void plugin_watch_start(struct plugin_watch *pw)
 	for (size_t i = 0; i < pw->n; i++) {
 		pw->w[i]->resync_next = false;
 		pw->w[i]->backoff_ms = RETRY_MIN_MS;
-		begin_snapshot(pw->w[i]);
+		plugin_watch_begin_snapshot(pw->w[i]);
 	}
 }
 
@@ -505,8 +505,8 @@ void plugin_watch_stop(struct plugin_watch *pw)
 		return;
 	pw->active = false;
 	for (size_t i = 0; i < pw->n; i++)
-		halt(pw->w[i]);
-	queue_drop(pw, UINT32_MAX);
+		plugin_watch_halt(pw->w[i]);
+	plugin_watch_queue_drop(pw, UINT32_MAX);
 }
 
 void plugin_watch_get_stats(const struct plugin_watch *pw, struct plugin_watch_stats *ret)
