@@ -96,22 +96,22 @@ struct control {
 
 /* ---- answering -------------------------------------------------------- */
 
-/* reply_pack - finish rp (protocol, node, version) and pack it into a
+/* control_pack_reply - finish rp (protocol, node, version) and pack it into a
  * malloc'd buffer. 0 or -ENOMEM. */
-static int reply_pack(struct control *c, struct control_reply *rp, uint8_t **ret_buf,
+static int control_pack_reply(struct control *c, struct control_reply *rp, uint8_t **ret_buf,
                       size_t *ret_len)
 {
 	return control_reply_pack(rp, c->ops->node_id ? c->ops->node_id(c->ud) : NULL, ret_buf,
 				  ret_len);
 }
 
-/* send_reply - answer conn's request with rp. */
-static void send_reply(struct control *c, struct control_conn *conn, struct control_reply *rp)
+/* control_send_reply - answer conn's request with rp. */
+static void control_send_reply(struct control *c, struct control_conn *conn, struct control_reply *rp)
 {
 	uint8_t *buf;
 	size_t len;
 
-	if (reply_pack(c, rp, &buf, &len) < 0) {
+	if (control_pack_reply(c, rp, &buf, &len) < 0) {
 		/* no memory for the answer: drop the connection, the client says so */
 		log_warn(COMP, "cannot answer a control request: out of memory");
 		control_conn_close(conn);
@@ -121,15 +121,15 @@ static void send_reply(struct control *c, struct control_conn *conn, struct cont
 	free(buf);
 }
 
-static struct request *request_new(struct control *c, struct control_conn *conn);
-static void request_free(struct request *rq);
+static struct request *control_request_new(struct control *c, struct control_conn *conn);
+static void control_request_free(struct request *rq);
 
 /* ---- requests --------------------------------------------------------- */
 
 /* ---- requests --------------------------------------------------------- */
 
-/* fetch_plugins - ask the daemon for all plugins into c->pbuf. 0/-ENOMEM. */
-static int fetch_plugins(struct control *c, size_t *ret_n)
+/* control_fetch_plugins - ask the daemon for all plugins into c->pbuf. 0/-ENOMEM. */
+static int control_fetch_plugins(struct control *c, size_t *ret_n)
 {
 	for (int attempt = 0; attempt < 4; attempt++) {
 		size_t total = c->ops->plugins(c->ud, c->pbuf, c->pcap);
@@ -147,7 +147,7 @@ static int fetch_plugins(struct control *c, size_t *ret_n)
 	return -EAGAIN;
 }
 
-static const struct control_plugin *find_plugin(const struct control *c, size_t n, const char *name)
+static const struct control_plugin *control_find_plugin(const struct control *c, size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++)
 		if (c->pbuf[i].name && strcmp(c->pbuf[i].name, name) == 0)
@@ -160,9 +160,9 @@ static const struct control_plugin *find_plugin(const struct control *c, size_t 
 }
 
 
-/* fetch_members - ask the daemon for plugin name's rows into c->mbuf:
+/* control_fetch_members - ask the daemon for plugin name's rows into c->mbuf:
  * 0 (*ret_n rows), -ENOENT, -ENOTSUP, -ENOMEM or -EAGAIN. */
-static int fetch_members(struct control *c, const char *name, size_t *ret_n)
+static int control_fetch_members(struct control *c, const char *name, size_t *ret_n)
 {
 	size_t total = 0;
 	int r = -ENOTSUP;
@@ -188,14 +188,14 @@ static int fetch_members(struct control *c, const char *name, size_t *ret_n)
 	return r;
 }
 
-/* attach_nodes - every plugin of the reply gets its node rows (a file row
+/* control_attach_nodes - every plugin of the reply gets its node rows (a file row
  * that runs no plugin has none). 0 or -ENOMEM. */
-static int attach_nodes(struct control *c, struct control_reply *rp)
+static int control_attach_nodes(struct control *c, struct control_reply *rp)
 {
 	for (size_t i = 0; i < rp->r.n_plugins; i++) {
 		Leasehold__Control__Plugin *p = rp->r.plugins[i];
 		size_t n = 0;
-		int r = fetch_members(c, p->name, &n);
+		int r = control_fetch_members(c, p->name, &n);
 		if (r == -ENOMEM)
 			return r;
 		if (r < 0)
@@ -207,34 +207,34 @@ static int attach_nodes(struct control *c, struct control_reply *rp)
 	return 0;
 }
 
-static void do_plugins(struct control *c, struct control_reply *rp)
+static void control_do_plugins(struct control *c, struct control_reply *rp)
 {
 	size_t n;
-	if (fetch_plugins(c, &n) < 0 || control_reply_plugins(rp, c->pbuf, n) < 0 ||
-	    attach_nodes(c, rp) < 0)
+	if (control_fetch_plugins(c, &n) < 0 || control_reply_plugins(rp, c->pbuf, n) < 0 ||
+	    control_attach_nodes(c, rp) < 0)
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 }
 
-static void do_status(struct control *c, struct control_reply *rp, const char *name)
+static void control_do_status(struct control *c, struct control_reply *rp, const char *name)
 {
 	const struct control_plugin *p;
 	size_t n;
-	if (fetch_plugins(c, &n) < 0) {
+	if (control_fetch_plugins(c, &n) < 0) {
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 		return;
 	}
-	p = find_plugin(c, n, name);
+	p = control_find_plugin(c, n, name);
 	if (!p)
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "no plugin named '%s'",
 			    name);
-	else if (control_reply_plugins(rp, p, 1) < 0 || attach_nodes(c, rp) < 0)
+	else if (control_reply_plugins(rp, p, 1) < 0 || control_attach_nodes(c, rp) < 0)
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 }
 
-static void do_members(struct control *c, struct control_reply *rp, const char *name)
+static void control_do_members(struct control *c, struct control_reply *rp, const char *name)
 {
 	size_t total = 0;
-	int r = fetch_members(c, name, &total);
+	int r = control_fetch_members(c, name, &total);
 
 	if (r == -ENOTSUP)
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED, "members are not available");
@@ -247,7 +247,7 @@ static void do_members(struct control *c, struct control_reply *rp, const char *
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 }
 
-static void do_reload(struct control *c, struct control_reply *rp, const char *name)
+static void control_do_reload(struct control *c, struct control_reply *rp, const char *name)
 {
 	char err[256] = "";
 	int r;
@@ -266,20 +266,20 @@ static void do_reload(struct control *c, struct control_reply *rp, const char *n
 }
 
 
-/* do_wait_ready - answer now (ready, unknown, timeout 0) or park the
+/* control_do_wait_ready - answer now (ready, unknown, timeout 0) or park the
  * request. Returns true when parked (no reply to send now). */
-static bool do_wait_ready(struct control *c, struct control_conn *conn, struct control_reply *rp,
+static bool control_do_wait_ready(struct control *c, struct control_conn *conn, struct control_reply *rp,
 			  const char *name, uint32_t timeout_ms)
 {
 	const struct control_plugin *p;
 	struct request *rq;
 	size_t n;
 
-	if (fetch_plugins(c, &n) < 0) {
+	if (control_fetch_plugins(c, &n) < 0) {
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 		return false;
 	}
-	p = find_plugin(c, n, name);
+	p = control_find_plugin(c, n, name);
 	if (!p) {
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "no plugin named '%s'",
 			    name);
@@ -299,7 +299,7 @@ static bool do_wait_ready(struct control *c, struct control_conn *conn, struct c
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY, "too many waiting requests");
 		return false;
 	}
-	rq = request_new(c, conn);
+	rq = control_request_new(c, conn);
 	if (!rq) {
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 		return false;
@@ -312,11 +312,11 @@ static bool do_wait_ready(struct control *c, struct control_conn *conn, struct c
 	return true;
 }
 
-static void run_deferred_notify(struct control *c);
+static void control_run_deferred_notify(struct control *c);
 
-/* fetch_roles - ask the daemon for every roles record into c->rbuf.
+/* control_fetch_roles - ask the daemon for every roles record into c->rbuf.
  * 0/-ENOMEM/-EAGAIN. */
-static int fetch_roles(struct control *c, size_t *ret_n)
+static int control_fetch_roles(struct control *c, size_t *ret_n)
 {
 	for (int attempt = 0; attempt < 4; attempt++) {
 		size_t total;
@@ -337,26 +337,26 @@ static int fetch_roles(struct control *c, size_t *ret_n)
 	return -EAGAIN;
 }
 
-static void reply_not_supported(struct control_reply *rp)
+static void control_not_supported(struct control_reply *rp)
 {
 	control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
 		    "roles are not supported by this daemon");
 }
 
-static void do_roles_list(struct control *c, struct control_reply *rp)
+static void control_do_roles_list(struct control *c, struct control_reply *rp)
 {
 	size_t n;
 
 	if (!c->ops->roles_list) {
-		reply_not_supported(rp);
+		control_not_supported(rp);
 		return;
 	}
-	if (fetch_roles(c, &n) < 0 || control_reply_roles(rp, c->rbuf, n) < 0)
+	if (control_fetch_roles(c, &n) < 0 || control_reply_roles(rp, c->rbuf, n) < 0)
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 }
 
-/* async_result - the reply to a finished asynchronous op of rq. */
-static void async_result(const struct request *rq, struct control_reply *rp, int err, const char *msg)
+/* control_async_result - the reply to a finished asynchronous op of rq. */
+static void control_async_result(const struct request *rq, struct control_reply *rp, int err, const char *msg)
 {
 	const char *why = msg && msg[0] ? msg : strerror(err < 0 ? -err : EIO);
 
@@ -377,9 +377,9 @@ static void async_result(const struct request *rq, struct control_reply *rp, int
 			    rq->name, why);
 }
 
-/* async_done - the control_done_fn handed to an asynchronous op;
+/* control_async_done - the control_done_fn handed to an asynchronous op;
  * done_ctx is the request (loop thread). */
-static void async_done(void *done_ctx, int err, const char *msg)
+static void control_async_done(void *done_ctx, int err, const char *msg)
 {
 	struct request *rq = done_ctx;
 	struct control *c = rq->c;
@@ -401,20 +401,20 @@ static void async_done(void *done_ctx, int err, const char *msg)
 	c->busy = true;
 	if (rq->conn) {
 		control_reply_init(&rp);
-		async_result(rq, &rp, err, msg);
-		send_reply(c, rq->conn, &rp);
+		control_async_result(rq, &rp, err, msg);
+		control_send_reply(c, rq->conn, &rp);
 		control_reply_fini(&rp);
 	}
 	/* else: the client went away; the write is done all the same */
-	request_free(rq);
+	control_request_free(rq);
 	if (!was_busy)
-		run_deferred_notify(c);
+		control_run_deferred_notify(c);
 }
 
-/* do_async - start an asynchronous op (roles set/clear, members forget; the
+/* control_do_async - start an asynchronous op (roles set/clear, members forget; the
  * decoder validated its fields). Returns true when the request now waits
  * for done() (no reply to send now); false with the reply in rp. */
-static bool do_async(struct control *c, struct control_conn *conn, struct control_reply *rp,
+static bool control_do_async(struct control *c, struct control_conn *conn, struct control_reply *rp,
 		     const Leasehold__Control__Request *req)
 {
 	int kind = req->kind;
@@ -429,7 +429,7 @@ static bool do_async(struct control *c, struct control_conn *conn, struct contro
 	    (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET && !c->ops->roles_set) ||
 	    (pause && !c->ops->pause) ||
 	    (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET && !c->ops->members_forget)) {
-		reply_not_supported(rp);
+		control_not_supported(rp);
 		return false;
 	}
 	if (c->n_async >= CONTROL_MAX_ASYNC) {
@@ -437,7 +437,7 @@ static bool do_async(struct control *c, struct control_conn *conn, struct contro
 			    "too many etcd writes in progress");
 		return false;
 	}
-	rq = request_new(c, conn);
+	rq = control_request_new(c, conn);
 	if (!rq) {
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 		return false;
@@ -449,16 +449,16 @@ static bool do_async(struct control *c, struct control_conn *conn, struct contro
 	rq->state = R_ASYNC;
 	c->n_async++;
 	if (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET)
-		r = c->ops->members_forget(c->ud, req->name, req->node, async_done, rq, err,
+		r = c->ops->members_forget(c->ud, req->name, req->node, control_async_done, rq, err,
 					   sizeof(err));
 	else if (pause)
 		r = c->ops->pause(c->ud, req->name, kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE,
-				  async_done, rq, err, sizeof(err));
+				  control_async_done, rq, err, sizeof(err));
 	else if (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR)
-		r = c->ops->roles_clear(c->ud, req->node, async_done, rq, err, sizeof(err));
+		r = c->ops->roles_clear(c->ud, req->node, control_async_done, rq, err, sizeof(err));
 	else
 		r = c->ops->roles_set(c->ud, req->node, (const char *const *)req->roles,
-				      req->n_roles, async_done, rq, err, sizeof(err));
+				      req->n_roles, control_async_done, rq, err, sizeof(err));
 	rq->in_op = false;
 	err[sizeof(err) - 1] = '\0';
 	if (r < 0) {
@@ -472,21 +472,21 @@ static bool do_async(struct control *c, struct control_conn *conn, struct contro
 			control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST, "%s",
 				    err[0] ? err : "invalid node id or role name");
 		else
-			async_result(rq, rp, r, err);
-		request_free(rq);
+			control_async_result(rq, rp, r, err);
+		control_request_free(rq);
 		return false;
 	}
 	if (rq->early_done) {
-		async_result(rq, rp, rq->early_err, rq->early_msg);
-		request_free(rq);
+		control_async_result(rq, rp, rq->early_err, rq->early_msg);
+		control_request_free(rq);
 		return false;
 	}
 	return true;
 }
 
-/* verb_start - a request of kind for plugin NAME that waits for the
+/* control_verb_start - a request of kind for plugin NAME that waits for the
  * daemon's done() (reconcile, history); NULL with the reply in rp */
-static struct request *verb_start(struct control *c, struct control_conn *conn, struct control_reply *rp,
+static struct request *control_verb_start(struct control *c, struct control_conn *conn, struct control_reply *rp,
 				  const Leasehold__Control__Request *req)
 {
 	struct request *rq;
@@ -496,7 +496,7 @@ static struct request *verb_start(struct control *c, struct control_conn *conn, 
 			    "too many etcd requests in progress");
 		return NULL;
 	}
-	rq = request_new(c, conn);
+	rq = control_request_new(c, conn);
 	if (!rq) {
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
 		return NULL;
@@ -511,8 +511,8 @@ static struct request *verb_start(struct control *c, struct control_conn *conn, 
 	return rq;
 }
 
-/* verb_failed - the op refused at once (done never runs) */
-static void verb_failed(struct request *rq, struct control_reply *rp, int r, const char *err)
+/* control_verb_failed - the op refused at once (done never runs) */
+static void control_verb_failed(struct request *rq, struct control_reply *rp, int r, const char *err)
 {
 	/* a refusal (paused, not synced) is no failed operation */
 	control_reply_error(rp,
@@ -520,24 +520,24 @@ static void verb_failed(struct request *rq, struct control_reply *rp, int r, con
 		    : r == -EBUSY || r == -EAGAIN ? LEASEHOLD__CONTROL__CODE__CODE_BUSY
 						 : LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 		    "%s", err[0] ? err : strerror(-r));
-	request_free(rq);
+	control_request_free(rq);
 }
 
-/* verb_reply - send rp for an async rq (its client may be gone) and free it */
-static void verb_reply(struct request *rq, struct control_reply *rp)
+/* control_verb_reply - send rp for an async rq (its client may be gone) and free it */
+static void control_verb_reply(struct request *rq, struct control_reply *rp)
 {
 	struct control *c = rq->c;
 	bool was_busy = c->busy;
 
 	c->busy = true;
 	if (rq->conn)
-		send_reply(c, rq->conn, rp);
-	request_free(rq);
+		control_send_reply(c, rq->conn, rp);
+	control_request_free(rq);
 	if (!was_busy)
-		run_deferred_notify(c);
+		control_run_deferred_notify(c);
 }
 
-static void history_done(void *done_ctx, int err, const char *msg,
+static void control_history_done(void *done_ctx, int err, const char *msg,
 			 const struct control_term *terms, size_t n)
 {
 	struct request *rq = done_ctx;
@@ -552,13 +552,13 @@ static void history_done(void *done_ctx, int err, const char *msg,
 			    msg && msg[0] ? msg : strerror(-err));
 	else if (control_reply_terms(&rp, terms, n) < 0)
 		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL, "out of memory");
-	verb_reply(rq, &rp);
+	control_verb_reply(rq, &rp);
 	control_reply_fini(&rp);
 }
 
-/* parked_plugin_gone - a parked request's plugin p went away (p NULL):
+/* control_parked_plugin_gone - a parked request's plugin p went away (p NULL):
  * fill rp and return true */
-static bool parked_plugin_gone(const struct request *rq, const struct control_plugin *p,
+static bool control_parked_plugin_gone(const struct request *rq, const struct control_plugin *p,
 			       struct control_reply *rp)
 {
 	if (p)
@@ -568,12 +568,12 @@ static bool parked_plugin_gone(const struct request *rq, const struct control_pl
 	return true;
 }
 
-/* reconcile_answer - a parked reconcile request whose plugin p (NULL: gone)
+/* control_reconcile_answer - a parked reconcile request whose plugin p (NULL: gone)
  * may have served it: fill rp and return true when it is answered */
-static bool reconcile_answer(const struct request *rq, const struct control_plugin *p,
+static bool control_reconcile_answer(const struct request *rq, const struct control_plugin *p,
 			     struct control_reply *rp)
 {
-	if (parked_plugin_gone(rq, p, rp))
+	if (control_parked_plugin_gone(rq, p, rp))
 		return true;
 	if (p->reconcile_served < rq->rev)
 		return false;
@@ -585,7 +585,7 @@ static bool reconcile_answer(const struct request *rq, const struct control_plug
 	return true;
 }
 
-static void reconcile_done(void *done_ctx, int err, const char *msg, int64_t rev)
+static void control_reconcile_done(void *done_ctx, int err, const char *msg, int64_t rev)
 {
 	struct request *rq = done_ctx;
 	struct control *c = rq->c;
@@ -611,17 +611,17 @@ static void reconcile_done(void *done_ctx, int err, const char *msg, int64_t rev
 		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY, "too many waiting requests");
 	else
 		rp.r.revision = rev;
-	verb_reply(rq, &rp);
+	control_verb_reply(rq, &rp);
 	control_reply_fini(&rp);
 }
 
-/* switchover_answer - a parked switchover request whose plugin p (NULL:
+/* control_switchover_answer - a parked switchover request whose plugin p (NULL:
  * gone) may have a new leader: fill rp and return true when it is answered
  * (the leader is what was asked, or the request ended without that) */
-static bool switchover_answer(const struct request *rq, const struct control_plugin *p,
+static bool control_switchover_answer(const struct request *rq, const struct control_plugin *p,
 			      struct control_reply *rp)
 {
-	if (parked_plugin_gone(rq, p, rp))
+	if (control_parked_plugin_gone(rq, p, rp))
 		return true;
 	bool led = p->leader && p->leader[0];
 	/* p->leader is the lowest election key, not a node that was elected:
@@ -646,7 +646,7 @@ static bool switchover_answer(const struct request *rq, const struct control_plu
 	return true;
 }
 
-static void switchover_done(void *done_ctx, int err, const char *msg, int64_t rev,
+static void control_switchover_done(void *done_ctx, int err, const char *msg, int64_t rev,
 			    const char *from)
 {
 	struct request *rq = done_ctx;
@@ -678,14 +678,14 @@ static void switchover_done(void *done_ctx, int err, const char *msg, int64_t re
 			    "%s", msg && msg[0] ? msg : strerror(-err));
 	else
 		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_BUSY, "too many waiting requests");
-	verb_reply(rq, &rp);
+	control_verb_reply(rq, &rp);
 	control_reply_fini(&rp);
 }
 
-/* do_verb - a reconcile request, a history read or a switchover request
+/* control_do_verb - a reconcile request, a history read or a switchover request
  * (the decoder checked the name); true when answered later by
- * reconcile_done / history_done / switchover_done */
-static bool do_verb(struct control *c, struct control_conn *conn, struct control_reply *rp,
+ * control_reconcile_done / control_history_done / control_switchover_done */
+static bool control_do_verb(struct control *c, struct control_conn *conn, struct control_reply *rp,
 		    const Leasehold__Control__Request *req)
 {
 	bool history = req->kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
@@ -700,27 +700,27 @@ static bool do_verb(struct control *c, struct control_conn *conn, struct control
 			    history ? "history" : switchover ? "switchover" : "reconcile");
 		return false;
 	}
-	rq = verb_start(c, conn, rp, req);
+	rq = control_verb_start(c, conn, rp, req);
 	if (!rq)
 		return false;
 	if (history) {
-		r = c->ops->history(c->ud, req->name, history_done, rq, err, sizeof(err));
+		r = c->ops->history(c->ud, req->name, control_history_done, rq, err, sizeof(err));
 	} else if (switchover) {
 		snprintf(rq->target, sizeof(rq->target), "%s", req->node ? req->node : "");
 		r = c->ops->switchover(c->ud, req->name, rq->target[0] ? rq->target : NULL,
-				       req->timeout_ms, switchover_done, rq, err, sizeof(err));
+				       req->timeout_ms, control_switchover_done, rq, err, sizeof(err));
 	} else
-		r = c->ops->reconcile(c->ud, req->name, reconcile_done, rq, err, sizeof(err));
+		r = c->ops->reconcile(c->ud, req->name, control_reconcile_done, rq, err, sizeof(err));
 	rq->in_op = false;
 	err[sizeof(err) - 1] = '\0';
 	if (r < 0) {
-		verb_failed(rq, rp, r, err);
+		control_verb_failed(rq, rp, r, err);
 		return false;
 	}
 	return true;
 }
 
-static void config_done(void *done_ctx, int err, const char *msg, const char *doc, size_t len,
+static void control_plugin_config_done(void *done_ctx, int err, const char *msg, const char *doc, size_t len,
 			int64_t rev, const char *doc_error)
 {
 	struct request *rq = done_ctx;
@@ -741,13 +741,13 @@ static void config_done(void *done_ctx, int err, const char *msg, const char *do
 	rp.r.config_document.data = (uint8_t *)(uintptr_t)doc;
 	rp.r.config_document.len = doc ? len : 0;
 	rp.r.config_error = control_reply_str(&rp, doc_error);
-	verb_reply(rq, &rp);
+	control_verb_reply(rq, &rp);
 	control_reply_fini(&rp);
 }
 
-/* do_config - a configuration read or write (pconfig); true when answered
- * later by config_done */
-static bool do_config(struct control *c, struct control_conn *conn, struct control_reply *rp,
+/* control_do_config - a configuration read or write (pconfig); true when answered
+ * later by control_plugin_config_done */
+static bool control_do_config(struct control *c, struct control_conn *conn, struct control_reply *rp,
 		      const Leasehold__Control__Request *req)
 {
 	bool set = req->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
@@ -756,40 +756,40 @@ static bool do_config(struct control *c, struct control_conn *conn, struct contr
 	int r;
 
 	if (set ? !c->ops->config_set : !c->ops->config_get) {
-		reply_not_supported(rp);
+		control_not_supported(rp);
 		return false;
 	}
-	rq = verb_start(c, conn, rp, req);
+	rq = control_verb_start(c, conn, rp, req);
 	if (!rq)
 		return false;
 	if (set)
 		r = c->ops->config_set(c->ud, req->name, req->config_document.data,
-				       req->config_document.len, req->config_revision, config_done,
+				       req->config_document.len, req->config_revision, control_plugin_config_done,
 				       rq, err, sizeof(err));
 	else
-		r = c->ops->config_get(c->ud, req->name, config_done, rq, err, sizeof(err));
+		r = c->ops->config_get(c->ud, req->name, control_plugin_config_done, rq, err, sizeof(err));
 	rq->in_op = false;
 	err[sizeof(err) - 1] = '\0';
 	if (r < 0) {
 		if (r == -EINVAL) {
 			control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST, "%s",
 				    err[0] ? err : strerror(-r));
-			request_free(rq);
+			control_request_free(rq);
 		} else
-			verb_failed(rq, rp, r, err);
+			control_verb_failed(rq, rp, r, err);
 		return false;
 	}
 	return true;
 }
 
-/* do_leave - the node leaves every plugin's membership for good and shuts
+/* control_do_leave - the node leaves every plugin's membership for good and shuts
  * down; answered before the shutdown starts */
-static void do_leave(struct control *c, struct control_reply *rp)
+static void control_do_leave(struct control *c, struct control_reply *rp)
 {
 	char err[256] = "";
 
 	if (!c->ops->leave) {
-		reply_not_supported(rp);
+		control_not_supported(rp);
 		return;
 	}
 	if (c->ops->leave(c->ud, err, sizeof(err)) < 0)
@@ -799,16 +799,16 @@ static void do_leave(struct control *c, struct control_reply *rp)
 
 /* ---- requests answered later ------------------------------------------ */
 
-static void request_timer_cb(struct loop_timer *t, void *userdata);
+static void control_request_timer_cb(struct loop_timer *t, void *userdata);
 
-/* request_new - a request kept on conn (state set by the caller). */
-static struct request *request_new(struct control *c, struct control_conn *conn)
+/* control_request_new - a request kept on conn (state set by the caller). */
+static struct request *control_request_new(struct control *c, struct control_conn *conn)
 {
 	struct request *rq = calloc(1, sizeof(*rq));
 
 	if (!rq)
 		return NULL;
-	if (loop_timer_new(c->loop, request_timer_cb, rq, &rq->timer) < 0) {
+	if (loop_timer_new(c->loop, control_request_timer_cb, rq, &rq->timer) < 0) {
 		free(rq);
 		return NULL;
 	}
@@ -822,8 +822,8 @@ static struct request *request_new(struct control *c, struct control_conn *conn)
 	return rq;
 }
 
-/* request_free - unlink and free; the connection (if any) forgets it. */
-static void request_free(struct request *rq)
+/* control_request_free - unlink and free; the connection (if any) forgets it. */
+static void control_request_free(struct request *rq)
 {
 	struct control *c = rq->c;
 
@@ -843,18 +843,18 @@ static void request_free(struct request *rq)
 	free(rq);
 }
 
-/* request_unpark - a parked request gets its answer. */
-static void request_unpark(struct control *c, struct request *rq, struct control_reply *rp)
+/* control_request_unpark - a parked request gets its answer. */
+static void control_request_unpark(struct control *c, struct request *rq, struct control_reply *rp)
 {
 	struct control_conn *conn = rq->conn;
 
-	request_free(rq);
-	send_reply(c, conn, rp);
+	control_request_free(rq);
+	control_send_reply(c, conn, rp);
 }
 
-/* run_deferred_notify - leave the busy section; run a control_notify()
+/* control_run_deferred_notify - leave the busy section; run a control_notify()
  * that came in meanwhile (e.g. from inside an op). */
-static void run_deferred_notify(struct control *c)
+static void control_run_deferred_notify(struct control *c)
 {
 	c->busy = false;
 	if (c->notify_pending) {
@@ -863,7 +863,7 @@ static void run_deferred_notify(struct control *c)
 	}
 }
 
-static void request_timer_cb(struct loop_timer *t, void *userdata)
+static void control_request_timer_cb(struct loop_timer *t, void *userdata)
 {
 	struct request *rq = userdata;
 	struct control *c = rq->c;
@@ -877,8 +877,8 @@ static void request_timer_cb(struct loop_timer *t, void *userdata)
 	/* the reason as it is now, when the plugin is still there */
 	size_t n;
 	const struct control_plugin *p = NULL;
-	if (fetch_plugins(c, &n) == 0)
-		p = find_plugin(c, n, rq->name);
+	if (control_fetch_plugins(c, &n) == 0)
+		p = control_find_plugin(c, n, rq->name);
 	const char *why = p && p->not_ready ? p->not_ready : NULL;
 	if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_RECONCILE)
 		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
@@ -896,15 +896,15 @@ static void request_timer_cb(struct loop_timer *t, void *userdata)
 		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT,
 			    "plugin '%s' not ready after %" PRIu32 " ms%s%s", rq->name,
 			    rq->timeout_ms, why ? ": " : "", why ? why : "");
-	request_unpark(c, rq, &rp);
+	control_request_unpark(c, rq, &rp);
 	control_reply_fini(&rp);
-	run_deferred_notify(c);
+	control_run_deferred_notify(c);
 }
 
 /* ---- the transport's callbacks ---------------------------------------- */
 
-/* on_request - decode, dispatch and answer (now or later) one request. */
-static void on_request(void *ud, struct control_conn *conn, const uint8_t *buf, size_t len)
+/* control_on_request - decode, dispatch and answer (now or later) one request. */
+static void control_on_request(void *ud, struct control_conn *conn, const uint8_t *buf, size_t len)
 {
 	struct control *c = ud;
 	Leasehold__Control__Request *req = NULL;
@@ -924,48 +924,48 @@ static void on_request(void *ud, struct control_conn *conn, const uint8_t *buf, 
 	else {
 		switch (req->kind) {
 		case LEASEHOLD__CONTROL__KIND__KIND_PLUGINS:
-			do_plugins(c, &rp);
+			control_do_plugins(c, &rp);
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_STATUS:
-			do_status(c, &rp, req->name);
+			control_do_status(c, &rp, req->name);
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS:
-			do_members(c, &rp, req->name);
+			control_do_members(c, &rp, req->name);
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY:
-			if (do_wait_ready(c, conn, &rp, req->name, req->timeout_ms))
+			if (control_do_wait_ready(c, conn, &rp, req->name, req->timeout_ms))
 				goto done; /* parked: answered later */
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_RELOAD:
-			do_reload(c, &rp, req->name);
+			control_do_reload(c, &rp, req->name);
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_VERSION:
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_LIST:
-			do_roles_list(c, &rp);
+			control_do_roles_list(c, &rp);
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET:
 		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR:
 		case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET:
 		case LEASEHOLD__CONTROL__KIND__KIND_PAUSE:
 		case LEASEHOLD__CONTROL__KIND__KIND_RESUME:
-			if (do_async(c, conn, &rp, req))
-				goto done; /* answered by async_done */
+			if (control_do_async(c, conn, &rp, req))
+				goto done; /* answered by control_async_done */
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_RECONCILE:
 		case LEASEHOLD__CONTROL__KIND__KIND_HISTORY:
 		case LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER:
-			if (do_verb(c, conn, &rp, req))
-				goto done; /* answered by reconcile_done or switchover_done
-					      (then control_notify) or history_done */
+			if (control_do_verb(c, conn, &rp, req))
+				goto done; /* answered by control_reconcile_done or control_switchover_done
+					      (then control_notify) or control_history_done */
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
-			do_leave(c, &rp);
+			control_do_leave(c, &rp);
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET:
 		case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET:
-			if (do_config(c, conn, &rp, req))
-				goto done; /* answered by config_done */
+			if (control_do_config(c, conn, &rp, req))
+				goto done; /* answered by control_plugin_config_done */
 			break;
 		default: /* excluded by the decoder */
 			control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
@@ -973,16 +973,16 @@ static void on_request(void *ud, struct control_conn *conn, const uint8_t *buf, 
 			break;
 		}
 	}
-	send_reply(c, conn, &rp);
+	control_send_reply(c, conn, &rp);
 done:
 	control_reply_fini(&rp);
 	if (req)
 		leasehold__control__request__free_unpacked(req, NULL);
-	run_deferred_notify(c);
+	control_run_deferred_notify(c);
 }
 
-/* on_closed - the client of an unanswered request went away. */
-static void on_closed(void *ud, struct control_conn *conn)
+/* control_on_closed - the client of an unanswered request went away. */
+static void control_on_closed(void *ud, struct control_conn *conn)
 {
 	struct request *rq = control_conn_data(conn);
 
@@ -991,12 +991,12 @@ static void on_closed(void *ud, struct control_conn *conn)
 		return;
 	rq->conn = NULL;
 	if (rq->state == R_PARKED)
-		request_free(rq); /* nothing owed to anyone */
+		control_request_free(rq); /* nothing owed to anyone */
 	/* async: freed when done() arrives (the daemon holds rq as done_ctx) */
 }
 
-/* on_refusal - the reply a refused connection gets. */
-static int on_refusal(void *ud, int why, uid_t uid, uint8_t **ret_buf, size_t *ret_len)
+/* control_on_refusal - the reply a refused connection gets. */
+static int control_on_refusal(void *ud, int why, uid_t uid, uint8_t **ret_buf, size_t *ret_len)
 {
 	struct control *c = ud;
 	struct control_reply rp;
@@ -1010,15 +1010,15 @@ static int on_refusal(void *ud, int why, uid_t uid, uint8_t **ret_buf, size_t *r
 	else
 		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_REFUSED,
 			    "too many control connections in progress (%d)", CONTROL_MAX_CONNS);
-	r = reply_pack(c, &rp, ret_buf, ret_len);
+	r = control_pack_reply(c, &rp, ret_buf, ret_len);
 	control_reply_fini(&rp);
 	return r;
 }
 
 static const struct control_transport_ops transport_ops = {
-	.request = on_request,
-	.closed = on_closed,
-	.refusal = on_refusal,
+	.request = control_on_request,
+	.closed = control_on_closed,
+	.refusal = control_on_refusal,
 };
 
 /* ---- public ----------------------------------------------------------- */
@@ -1052,7 +1052,7 @@ void control_notify(struct control *c)
 		struct request *rq, *next;
 		size_t n;
 		c->notify_pending = false;
-		if (fetch_plugins(c, &n) < 0)
+		if (control_fetch_plugins(c, &n) < 0)
 			break;
 		for (rq = c->requests; rq; rq = next) {
 			const struct control_plugin *p;
@@ -1060,18 +1060,18 @@ void control_notify(struct control *c)
 			next = rq->next; /* rq may be freed below */
 			if (rq->state != R_PARKED)
 				continue;
-			p = find_plugin(c, n, rq->name);
+			p = control_find_plugin(c, n, rq->name);
 			if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER) {
 				control_reply_init(&rp);
-				if (switchover_answer(rq, p, &rp))
-					request_unpark(c, rq, &rp);
+				if (control_switchover_answer(rq, p, &rp))
+					control_request_unpark(c, rq, &rp);
 				control_reply_fini(&rp);
 				continue;
 			}
 			if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_RECONCILE) {
 				control_reply_init(&rp);
-				if (reconcile_answer(rq, p, &rp))
-					request_unpark(c, rq, &rp);
+				if (control_reconcile_answer(rq, p, &rp))
+					control_request_unpark(c, rq, &rp);
 				control_reply_fini(&rp);
 				continue;
 			}
@@ -1084,7 +1084,7 @@ void control_notify(struct control *c)
 			else if (control_reply_plugins(&rp, p, 1) < 0)
 				control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_INTERNAL,
 					    "out of memory");
-			request_unpark(c, rq, &rp);
+			control_request_unpark(c, rq, &rp);
 			control_reply_fini(&rp);
 		}
 		if (!c->notify_pending || c->n_parked == 0)
@@ -1140,7 +1140,7 @@ void control_free(struct control *c)
 	if (!c)
 		return;
 	while (c->requests)
-		request_free(c->requests);
+		control_request_free(c->requests);
 	control_transport_free(c->transport);
 	free(c->pbuf);
 	free(c->mbuf);

@@ -22,18 +22,18 @@
 #include "control/control_client.h"
 #include "control/control_wire.h"
 
-static int64_t mono_ms(void)
+static int64_t control_client_mono_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* wait_for - poll fd for events until deadline. 0, -ETIMEDOUT or -errno. */
-static int wait_for(int fd, short events, int64_t deadline)
+/* control_client_wait_for - poll fd for events until deadline. 0, -ETIMEDOUT or -errno. */
+static int control_client_wait_for(int fd, short events, int64_t deadline)
 {
 	for (;;) {
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - control_client_mono_ms();
 		struct pollfd p = {.fd = fd, .events = events};
 		int r;
 
@@ -49,12 +49,12 @@ static int wait_for(int fd, short events, int64_t deadline)
 	}
 }
 
-/* do_connect - blocking connect bounded by the deadline (a daemon frozen
+/* control_client_do_connect - blocking connect bounded by the deadline (a daemon frozen
  * with a full backlog makes connect() wait). 0 or -errno. */
-static int do_connect(int fd, const char *path, int64_t deadline)
+static int control_client_do_connect(int fd, const char *path, int64_t deadline)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int64_t left = deadline - mono_ms();
+	int64_t left = deadline - control_client_mono_ms();
 	struct timeval tv;
 	struct stat st;
 
@@ -80,9 +80,9 @@ static int do_connect(int fd, const char *path, int64_t deadline)
 	}
 }
 
-/* send_all - write the frame; -EPIPE/-ECONNRESET when the daemon closed
+/* control_client_send_all - write the frame; -EPIPE/-ECONNRESET when the daemon closed
  * (it may still have left a refusal to read). */
-static int send_all(int fd, const uint8_t *buf, size_t len, int64_t deadline)
+static int control_client_send_all(int fd, const uint8_t *buf, size_t len, int64_t deadline)
 {
 	size_t done = 0;
 
@@ -96,15 +96,15 @@ static int send_all(int fd, const uint8_t *buf, size_t len, int64_t deadline)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return -errno;
-		int r = wait_for(fd, POLLOUT, deadline);
+		int r = control_client_wait_for(fd, POLLOUT, deadline);
 		if (r < 0)
 			return r;
 	}
 	return 0;
 }
 
-/* recv_frame - read one frame into rx. 0 or -errno. */
-static int recv_frame(int fd, struct control_wire_rx *rx, int64_t deadline)
+/* control_client_recv_frame - read one frame into rx. 0 or -errno. */
+static int control_client_recv_frame(int fd, struct control_wire_rx *rx, int64_t deadline)
 {
 	uint8_t chunk[16384];
 
@@ -119,7 +119,7 @@ static int recv_frame(int fd, struct control_wire_rx *rx, int64_t deadline)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			r = wait_for(fd, POLLIN, deadline);
+			r = control_client_wait_for(fd, POLLIN, deadline);
 			if (r < 0)
 				return r;
 			continue;
@@ -141,7 +141,7 @@ static int recv_frame(int fd, struct control_wire_rx *rx, int64_t deadline)
 int control_client_call(const char *path, const void *req, size_t len, int64_t timeout_ms,
 			size_t max_reply, uint8_t **ret_buf, size_t *ret_len)
 {
-	int64_t deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	int64_t deadline = control_client_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	struct control_wire_rx rx;
 	uint8_t *frame = NULL;
 	int fd, r, sent;
@@ -152,7 +152,7 @@ int control_client_call(const char *path, const void *req, size_t len, int64_t t
 	if (fd < 0)
 		return -errno;
 	control_wire_rx_init(&rx, max_reply, max_reply);
-	r = do_connect(fd, path, deadline);
+	r = control_client_do_connect(fd, path, deadline);
 	if (r < 0)
 		goto out;
 	frame = malloc(CONTROL_WIRE_HEADER + len);
@@ -163,13 +163,13 @@ int control_client_call(const char *path, const void *req, size_t len, int64_t t
 	control_wire_header(frame, (uint32_t)len);
 	if (len)
 		memcpy(frame + CONTROL_WIRE_HEADER, req, len);
-	sent = send_all(fd, frame, CONTROL_WIRE_HEADER + len, deadline);
+	sent = control_client_send_all(fd, frame, CONTROL_WIRE_HEADER + len, deadline);
 	if (sent < 0 && sent != -EPIPE && sent != -ECONNRESET) {
 		r = sent;
 		goto out;
 	}
 	/* sent, or the daemon closed first: a refusal may be waiting */
-	r = recv_frame(fd, &rx, deadline);
+	r = control_client_recv_frame(fd, &rx, deadline);
 	if (r == 0) {
 		*ret_buf = rx.buf;
 		*ret_len = rx.len;

@@ -82,7 +82,7 @@ int control_codec_roles_check(const char *const *roles, size_t n, size_t *ret_ba
 	return 0;
 }
 
-static bool kind_needs_name(int kind)
+static bool control_codec_kind_needs_name(int kind)
 {
 	return kind == LEASEHOLD__CONTROL__KIND__KIND_STATUS ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS ||
@@ -97,7 +97,7 @@ static bool kind_needs_name(int kind)
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
 }
 
-static bool kind_known(int kind)
+static bool control_codec_kind_known(int kind)
 {
 	return (kind >= LEASEHOLD__CONTROL__KIND__KIND_PLUGINS &&
 	        kind <= LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER) ||
@@ -105,20 +105,20 @@ static bool kind_known(int kind)
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
 }
 
-static bool kind_is_roles_write(int kind)
+static bool control_codec_kind_is_roles_write(int kind)
 {
 	return kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR;
 }
 
-static bool kind_takes_node(int kind)
+static bool control_codec_kind_takes_node(int kind)
 {
-	return kind_is_roles_write(kind) || kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET;
+	return control_codec_kind_is_roles_write(kind) || kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET;
 }
 
-/* node_request_ok - the node and role fields of a ROLES_SET, ROLES_CLEAR or
+/* control_codec_node_request_ok - the node and role fields of a ROLES_SET, ROLES_CLEAR or
  * MEMBERS_FORGET (the last two carry no roles). */
-static bool node_request_ok(const Leasehold__Control__Request *req, const char **ret_why)
+static bool control_codec_node_request_ok(const Leasehold__Control__Request *req, const char **ret_why)
 {
 	size_t bad;
 
@@ -168,7 +168,7 @@ int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control
 		r = -EINVAL;
 		goto fail;
 	}
-	if (!kind_known((int)req->kind)) {
+	if (!control_codec_kind_known((int)req->kind)) {
 		why = "unknown request kind";
 		r = -EPROTONOSUPPORT;
 		goto fail;
@@ -179,7 +179,7 @@ int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control
 		goto fail;
 	}
 	if (req->name[0] == '\0') {
-		if (kind_needs_name((int)req->kind)) {
+		if (control_codec_kind_needs_name((int)req->kind)) {
 			why = "this request needs a plugin name";
 			r = -EINVAL;
 			goto fail;
@@ -189,7 +189,7 @@ int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control
 		r = -EINVAL;
 		goto fail;
 	}
-	if (kind_takes_node((int)req->kind) && !node_request_ok(req, &why)) {
+	if (control_codec_kind_takes_node((int)req->kind) && !control_codec_node_request_ok(req, &why)) {
 		r = -EINVAL;
 		goto fail;
 	}
@@ -218,7 +218,7 @@ fail:
 	return r;
 }
 
-static int request_pack(const Leasehold__Control__Request *req, uint8_t **ret_buf,
+static int control_codec_request_pack(const Leasehold__Control__Request *req, uint8_t **ret_buf,
 			size_t *ret_len)
 {
 	size_t len = leasehold__control__request__get_packed_size(req);
@@ -242,7 +242,7 @@ int control_codec_request_encode(Leasehold__Control__Kind kind, const char *name
 	req.kind = kind;
 	req.name = (char *)(name ? name : "");
 	req.timeout_ms = timeout_ms;
-	return request_pack(&req, ret_buf, ret_len);
+	return control_codec_request_pack(&req, ret_buf, ret_len);
 }
 
 int control_codec_roles_request_encode(Leasehold__Control__Kind kind, const char *node,
@@ -251,7 +251,7 @@ int control_codec_roles_request_encode(Leasehold__Control__Kind kind, const char
 {
 	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
 
-	if (!kind_is_roles_write((int)kind) || !node || (n > 0 && !roles))
+	if (!control_codec_kind_is_roles_write((int)kind) || !node || (n > 0 && !roles))
 		return -EINVAL;
 	req.protocol = CONTROL_PROTOCOL;
 	req.kind = kind;
@@ -259,7 +259,7 @@ int control_codec_roles_request_encode(Leasehold__Control__Kind kind, const char
 	req.node = (char *)node;
 	req.roles = (char **)roles; /* pack only reads */
 	req.n_roles = n;
-	return request_pack(&req, ret_buf, ret_len);
+	return control_codec_request_pack(&req, ret_buf, ret_len);
 }
 
 int control_codec_switchover_request_encode(const char *name, const char *to, uint32_t timeout_ms,
@@ -274,7 +274,7 @@ int control_codec_switchover_request_encode(const char *name, const char *to, ui
 	req.name = (char *)name;
 	req.node = (char *)(to ? to : "");
 	req.timeout_ms = timeout_ms;
-	return request_pack(&req, ret_buf, ret_len);
+	return control_codec_request_pack(&req, ret_buf, ret_len);
 }
 
 int control_codec_forget_request_encode(const char *name, const char *node, uint8_t **ret_buf,
@@ -288,42 +288,42 @@ int control_codec_forget_request_encode(const char *name, const char *node, uint
 	req.kind = LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET;
 	req.name = (char *)name;
 	req.node = (char *)node;
-	return request_pack(&req, ret_buf, ret_len);
+	return control_codec_request_pack(&req, ret_buf, ret_len);
 }
 
-static bool str_ok(const char *s)
+static bool control_codec_str_ok(const char *s)
 {
 	return s && strnlen(s, CONTROL_STRING_MAX + 1) <= CONTROL_STRING_MAX;
 }
 
-static bool plugin_ok(const Leasehold__Control__Plugin *p)
+static bool control_codec_plugin_ok(const Leasehold__Control__Plugin *p)
 {
-	if (!p || !str_ok(p->name) || !str_ok(p->file) || !str_ok(p->state) || !str_ok(p->leader) ||
-	    !str_ok(p->error) || !str_ok(p->held_back) || !str_ok(p->superseded_by) ||
-	    !str_ok(p->not_ready) || !str_ok(p->callback))
+	if (!p || !control_codec_str_ok(p->name) || !control_codec_str_ok(p->file) || !control_codec_str_ok(p->state) || !control_codec_str_ok(p->leader) ||
+	    !control_codec_str_ok(p->error) || !control_codec_str_ok(p->held_back) || !control_codec_str_ok(p->superseded_by) ||
+	    !control_codec_str_ok(p->not_ready) || !control_codec_str_ok(p->callback))
 		return false;
-	if (p->status && (!str_ok(p->status->state)))
+	if (p->status && (!control_codec_str_ok(p->status->state)))
 		return false;
-	if (p->reconcile && !str_ok(p->reconcile->last_error))
+	if (p->reconcile && !control_codec_str_ok(p->reconcile->last_error))
 		return false;
-	if (!str_ok(p->pause_error) || !str_ok(p->paused_by))
+	if (!control_codec_str_ok(p->pause_error) || !control_codec_str_ok(p->paused_by))
 		return false;
-	if (!str_ok(p->config_error))
+	if (!control_codec_str_ok(p->config_error))
 		return false;
 	return true;
 }
 
-static bool term_ok(const Leasehold__Control__Term *t)
+static bool control_codec_term_ok(const Leasehold__Control__Term *t)
 {
-	return t && str_ok(t->node) && str_ok(t->end_reason) && str_ok(t->end_detail);
+	return t && control_codec_str_ok(t->node) && control_codec_str_ok(t->end_reason) && control_codec_str_ok(t->end_detail);
 }
 
-static bool role_entry_ok(const Leasehold__Control__RoleEntry *e)
+static bool control_codec_role_entry_ok(const Leasehold__Control__RoleEntry *e)
 {
-	if (!e || !str_ok(e->node) || !str_ok(e->error))
+	if (!e || !control_codec_str_ok(e->node) || !control_codec_str_ok(e->error))
 		return false;
 	for (size_t i = 0; i < e->n_roles; i++)
-		if (!str_ok(e->roles[i]))
+		if (!control_codec_str_ok(e->roles[i]))
 			return false;
 	return true;
 }
@@ -341,20 +341,20 @@ int control_codec_response_decode(const void *buf, size_t len,
 	if ((int)resp->code < LEASEHOLD__CONTROL__CODE__CODE_OK ||
 	    ((int)resp->code > LEASEHOLD__CONTROL__CODE__CODE_REFUSED &&
 	     resp->code != LEASEHOLD__CONTROL__CODE__CODE_CONFLICT) ||
-	    !str_ok(resp->message) || !str_ok(resp->node) || !str_ok(resp->daemon_version) ||
-	    !str_ok(resp->leader) || !str_ok(resp->config_error))
+	    !control_codec_str_ok(resp->message) || !control_codec_str_ok(resp->node) || !control_codec_str_ok(resp->daemon_version) ||
+	    !control_codec_str_ok(resp->leader) || !control_codec_str_ok(resp->config_error))
 		goto bad;
 	for (size_t i = 0; i < resp->n_plugins; i++)
-		if (!plugin_ok(resp->plugins[i]))
+		if (!control_codec_plugin_ok(resp->plugins[i]))
 			goto bad;
 	for (size_t i = 0; i < resp->n_members; i++)
-		if (!resp->members[i] || !str_ok(resp->members[i]->node))
+		if (!resp->members[i] || !control_codec_str_ok(resp->members[i]->node))
 			goto bad;
 	for (size_t i = 0; i < resp->n_roles; i++)
-		if (!role_entry_ok(resp->roles[i]))
+		if (!control_codec_role_entry_ok(resp->roles[i]))
 			goto bad;
 	for (size_t i = 0; i < resp->n_terms; i++)
-		if (!term_ok(resp->terms[i]))
+		if (!control_codec_term_ok(resp->terms[i]))
 			goto bad;
 	*ret_resp = resp;
 	return 0;

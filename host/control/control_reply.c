@@ -224,9 +224,9 @@ int control_reply_members(struct control_reply *rp, const struct control_member 
 	return 0;
 }
 
-/* role_names - does entry e carry role names on the wire? Not when it has
+/* control_reply_role_names - does entry e carry role names on the wire? Not when it has
  * an error (its roles are then empty by definition). */
-static bool role_names(const struct control_role_entry *e)
+static bool control_reply_role_names(const struct control_role_entry *e)
 {
 	return e->node_id && e->roles && !(e->error && e->error[0]);
 }
@@ -240,7 +240,7 @@ int control_reply_roles(struct control_reply *rp, const struct control_role_entr
 	if (n == 0)
 		return 0;
 	for (size_t i = 0; i < n; i++)
-		if (role_names(&src[i]))
+		if (control_reply_role_names(&src[i]))
 			total += src[i].n_roles;
 	rp->roles = calloc(n, sizeof(*rp->roles));
 	rp->rolep = calloc(n, sizeof(*rp->rolep));
@@ -255,7 +255,7 @@ int control_reply_roles(struct control_reply *rp, const struct control_role_entr
 		d->node = control_reply_str(rp, src[i].node_id);
 		d->error = control_reply_str(rp, src[i].error);
 		d->roles = &rp->rstr[k];
-		if (role_names(&src[i])) {
+		if (control_reply_role_names(&src[i])) {
 			for (size_t j = 0; j < src[i].n_roles; j++)
 				rp->rstr[k++] = control_reply_str(rp, src[i].roles[j]);
 			d->n_roles = src[i].n_roles;

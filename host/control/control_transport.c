@@ -68,7 +68,7 @@ struct control_transport {
 
 /* ---- connections ------------------------------------------------------ */
 
-static void conn_free(struct control_conn *c)
+static void control_transport_conn_free(struct control_conn *c)
 {
 	struct control_transport *t = c->t;
 
@@ -90,9 +90,9 @@ static void conn_free(struct control_conn *c)
 	free(c);
 }
 
-/* conn_close - the connection is done; the owner of an unanswered request
+/* control_transport_conn_close - the connection is done; the owner of an unanswered request
  * hears of it first (while the handle is still valid). */
-static void conn_close(struct control_conn *c)
+static void control_transport_conn_close(struct control_conn *c)
 {
 	struct control_transport *t = c->t;
 
@@ -100,10 +100,10 @@ static void conn_close(struct control_conn *c)
 		c->state = C_CLOSING; /* a reply from inside closed() is refused */
 		t->ops->closed(t->ud, c);
 	}
-	conn_free(c);
+	control_transport_conn_free(c);
 }
 
-static void conn_set(struct control_conn *c, enum conn_state s)
+static void control_transport_conn_set(struct control_conn *c, enum conn_state s)
 {
 	uint32_t mask = 0;
 
@@ -133,9 +133,9 @@ static void conn_set(struct control_conn *c, enum conn_state s)
 	}
 }
 
-/* conn_write - write what is pending; 0 when all is out, -EAGAIN, or
+/* control_transport_conn_write - write what is pending; 0 when all is out, -EAGAIN, or
  * another -errno (the peer is gone). */
-static int conn_write(struct control_conn *c)
+static int control_transport_conn_write(struct control_conn *c)
 {
 	while (c->out_done < c->out_len) {
 		ssize_t n = send(c->fd, c->out + c->out_done, c->out_len - c->out_done,
@@ -153,24 +153,24 @@ static int conn_write(struct control_conn *c)
 	return 0;
 }
 
-/* conn_flush - write and move to the next state; closes on failure. */
-static void conn_flush(struct control_conn *c)
+/* control_transport_conn_flush - write and move to the next state; closes on failure. */
+static void control_transport_conn_flush(struct control_conn *c)
 {
-	int r = conn_write(c);
+	int r = control_transport_conn_write(c);
 
 	if (r == -EAGAIN) {
-		conn_set(c, C_WRITING);
+		control_transport_conn_set(c, C_WRITING);
 		return;
 	}
 	if (r < 0 || c->close_after) {
-		conn_set(c, C_CLOSING);
+		control_transport_conn_set(c, C_CLOSING);
 		return;
 	}
-	conn_set(c, C_READING);
+	control_transport_conn_set(c, C_READING);
 }
 
-/* conn_queue - frame len bytes of buf for writing. 0 or -errno. */
-static int conn_queue(struct control_conn *c, const void *buf, size_t len)
+/* control_transport_conn_queue - frame len bytes of buf for writing. 0 or -errno. */
+static int control_transport_conn_queue(struct control_conn *c, const void *buf, size_t len)
 {
 	if (len > UINT32_MAX)
 		return -EMSGSIZE;
@@ -191,19 +191,19 @@ int control_conn_reply(struct control_conn *c, const void *buf, size_t len)
 
 	if (c->state != C_WAITING)
 		return -EINVAL;
-	r = conn_queue(c, buf, len);
+	r = control_transport_conn_queue(c, buf, len);
 	if (r < 0) {
-		conn_set(c, C_CLOSING);
+		control_transport_conn_set(c, C_CLOSING);
 		return r;
 	}
-	conn_flush(c);
+	control_transport_conn_flush(c);
 	return 0;
 }
 
 void control_conn_close(struct control_conn *c)
 {
 	if (c->state != C_CLOSING)
-		conn_set(c, C_CLOSING);
+		control_transport_conn_set(c, C_CLOSING);
 }
 
 void control_conn_set_data(struct control_conn *c, void *data)
@@ -216,8 +216,8 @@ void *control_conn_data(const struct control_conn *c)
 	return c->data;
 }
 
-/* conn_read - read what the peer sent towards the current frame. */
-static void conn_read(struct control_conn *c)
+/* control_transport_conn_read - read what the peer sent towards the current frame. */
+static void control_transport_conn_read(struct control_conn *c)
 {
 	struct control_transport *t = c->t;
 	uint8_t chunk[READ_CHUNK];
@@ -235,7 +235,7 @@ static void conn_read(struct control_conn *c)
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
 		if (n <= 0) {
-			conn_close(c); /* end of stream or an error */
+			control_transport_conn_close(c); /* end of stream or an error */
 			return;
 		}
 		r = control_wire_rx_feed(&c->rx, chunk, (size_t)n, &used);
@@ -244,13 +244,13 @@ static void conn_read(struct control_conn *c)
 				  r == -EBADMSG	  ? "not a leasehold control client"
 				  : r == -EMSGSIZE ? "frame too large"
 						   : strerror(-r));
-			conn_close(c);
+			control_transport_conn_close(c);
 			return;
 		}
 		if (r == CONTROL_WIRE_MORE)
 			continue;
 		/* a whole frame: the request is the owner's until it is answered */
-		conn_set(c, C_WAITING);
+		control_transport_conn_set(c, C_WAITING);
 		if (c->state != C_WAITING)
 			return; /* could not change the mask: closing */
 		t->ops->request(t->ud, c, r == CONTROL_WIRE_FRAME ? c->rx.buf : NULL, c->rx.len);
@@ -261,7 +261,7 @@ static void conn_read(struct control_conn *c)
 	}
 }
 
-static void on_conn_io(struct loop_io *io, int fd, uint32_t events, void *userdata)
+static void control_transport_on_conn_io(struct loop_io *io, int fd, uint32_t events, void *userdata)
 {
 	struct control_conn *c = userdata;
 
@@ -271,17 +271,17 @@ static void on_conn_io(struct loop_io *io, int fd, uint32_t events, void *userda
 		/* EPOLLHUP is reported whatever the mask: never leave it open.
 		 * A request that came with the hang-up could not be answered
 		 * anyway: it is dropped unread. */
-		conn_close(c);
+		control_transport_conn_close(c);
 		return;
 	}
 	switch (c->state) {
 	case C_READING:
 		if (events & EPOLLIN)
-			conn_read(c);
+			control_transport_conn_read(c);
 		return;
 	case C_WRITING:
 		if (events & EPOLLOUT)
-			conn_flush(c);
+			control_transport_conn_flush(c);
 		return;
 	case C_WAITING:
 	case C_CLOSING:
@@ -289,7 +289,7 @@ static void on_conn_io(struct loop_io *io, int fd, uint32_t events, void *userda
 	}
 }
 
-static void on_conn_timer(struct loop_timer *timer, void *userdata)
+static void control_transport_on_conn_timer(struct loop_timer *timer, void *userdata)
 {
 	struct control_conn *c = userdata;
 
@@ -301,18 +301,18 @@ static void on_conn_timer(struct loop_timer *timer, void *userdata)
 		log_debug(COMP, "closing a control connection: the reply was not read within %d ms",
 			  CONTROL_IO_TIMEOUT_MS);
 	if (c->state != C_WAITING)
-		conn_close(c);
+		control_transport_conn_close(c);
 }
 
 /* ---- accepting -------------------------------------------------------- */
 
-/* evict_idle - make room: close the oldest connection without a request in
+/* control_transport_evict_idle - make room: close the oldest connection without a request in
  * progress. Returns true when one was closed. */
-static bool evict_idle(struct control_transport *t)
+static bool control_transport_evict_idle(struct control_transport *t)
 {
 	for (struct control_conn *c = t->conns; c; c = c->next) {
 		if (c->state == C_READING || c->state == C_CLOSING) {
-			conn_close(c);
+			control_transport_conn_close(c);
 			return true;
 		}
 	}
@@ -320,23 +320,23 @@ static bool evict_idle(struct control_transport *t)
 }
 
 /* refuse - send the owner's refusal frame, then close. */
-static void refuse(struct control_conn *c, int why, uid_t uid)
+static void control_transport_refuse(struct control_conn *c, int why, uid_t uid)
 {
 	struct control_transport *t = c->t;
 	uint8_t *buf = NULL;
 	size_t len = 0;
 
-	if (t->ops->refusal(t->ud, why, uid, &buf, &len) < 0 || conn_queue(c, buf, len) < 0) {
+	if (t->ops->refusal(t->ud, why, uid, &buf, &len) < 0 || control_transport_conn_queue(c, buf, len) < 0) {
 		free(buf);
-		conn_close(c);
+		control_transport_conn_close(c);
 		return;
 	}
 	free(buf);
 	c->close_after = true;
-	conn_flush(c);
+	control_transport_conn_flush(c);
 }
 
-static void conn_add(struct control_transport *t, int fd)
+static void control_transport_conn_add(struct control_transport *t, int fd)
 {
 	struct control_conn *c = calloc(1, sizeof(*c));
 	struct ucred cred = {0};
@@ -348,12 +348,12 @@ static void conn_add(struct control_transport *t, int fd)
 		return;
 	}
 	if (t->n_conns >= CONTROL_MAX_CONNS)
-		busy = !evict_idle(t);
+		busy = !control_transport_evict_idle(t);
 	c->t = t;
 	c->fd = fd;
 	control_wire_rx_init(&c->rx, t->max_request, t->max_wire);
-	if (loop_timer_new(t->loop, on_conn_timer, c, &c->timer) < 0 ||
-	    loop_io_add(t->loop, fd, EPOLLIN, on_conn_io, c, &c->io) < 0) {
+	if (loop_timer_new(t->loop, control_transport_on_conn_timer, c, &c->timer) < 0 ||
+	    loop_io_add(t->loop, fd, EPOLLIN, control_transport_on_conn_io, c, &c->io) < 0) {
 		loop_timer_free(c->timer);
 		free(c);
 		close(fd);
@@ -368,7 +368,7 @@ static void conn_add(struct control_transport *t, int fd)
 	t->n_conns++;
 	c->state = C_CLOSING; /* until it is decided below */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
-		conn_close(c);
+		control_transport_conn_close(c);
 		return;
 	}
 	c->state = C_READING;
@@ -376,19 +376,19 @@ static void conn_add(struct control_transport *t, int fd)
 		log_warn(COMP, "refused a control connection from uid %u (pid %ld): only root and "
 			       "uid %u may use it",
 			 (unsigned)cred.uid, (long)cred.pid, (unsigned)t->euid);
-		refuse(c, -EPERM, cred.uid);
+		control_transport_refuse(c, -EPERM, cred.uid);
 		return;
 	}
 	if (busy) {
 		log_warn(COMP, "refused a control connection: %d requests in progress",
 			 CONTROL_MAX_CONNS);
-		refuse(c, -EBUSY, cred.uid);
+		control_transport_refuse(c, -EBUSY, cred.uid);
 		return;
 	}
-	conn_set(c, C_READING);
+	control_transport_conn_set(c, C_READING);
 }
 
-static void on_pause_end(struct loop_timer *timer, void *userdata)
+static void control_transport_on_pause_end(struct loop_timer *timer, void *userdata)
 {
 	struct control_transport *t = userdata;
 
@@ -396,7 +396,7 @@ static void on_pause_end(struct loop_timer *timer, void *userdata)
 	loop_io_modify(t->io, EPOLLIN);
 }
 
-static void on_listen(struct loop_io *io, int fd, uint32_t events, void *userdata)
+static void control_transport_on_listen(struct loop_io *io, int fd, uint32_t events, void *userdata)
 {
 	struct control_transport *t = userdata;
 
@@ -404,7 +404,7 @@ static void on_listen(struct loop_io *io, int fd, uint32_t events, void *userdat
 	for (int i = 0; i < ACCEPT_BATCH; i++) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (cfd >= 0) {
-			conn_add(t, cfd);
+			control_transport_conn_add(t, cfd);
 			continue;
 		}
 		if (errno == EINTR || errno == ECONNABORTED)
@@ -423,9 +423,9 @@ static void on_listen(struct loop_io *io, int fd, uint32_t events, void *userdat
 
 /* ---- the socket file -------------------------------------------------- */
 
-/* ensure_parent_dir - create the socket's directory (one level, 0755) if it
+/* control_transport_ensure_parent_dir - create the socket's directory (one level, 0755) if it
  * is missing, like /run/leasehold on a fresh boot. */
-static void ensure_parent_dir(const char *path)
+static void control_transport_ensure_parent_dir(const char *path)
 {
 	char dir[PATH_MAX];
 	char *slash;
@@ -440,18 +440,18 @@ static void ensure_parent_dir(const char *path)
 		log_debug(COMP, "mkdir %s: %s", dir, strerror(errno));
 }
 
-static void fill_addr(struct sockaddr_un *sa, const char *path)
+static void control_transport_fill_addr(struct sockaddr_un *sa, const char *path)
 {
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
 	memcpy(sa->sun_path, path, strlen(path) + 1); /* checked by the caller */
 }
 
-/* take_lock - hold PATH.lock (flock) for the transport's life. The file is
+/* control_transport_take_lock - hold PATH.lock (flock) for the transport's life. The file is
  * removed at free while still locked; a daemon that locked a file that was
  * removed meanwhile notices (the path names another inode) and tries again.
  * 0, -EADDRINUSE (locked by another daemon) or -errno. */
-static int take_lock(struct control_transport *t)
+static int control_transport_take_lock(struct control_transport *t)
 {
 	for (int attempt = 0; attempt < 8; attempt++) {
 		struct stat fst, pst;
@@ -473,10 +473,10 @@ static int take_lock(struct control_transport *t)
 	return -EAGAIN;
 }
 
-/* clear_stale - with the lock held: remove a socket file nobody answers on.
+/* control_transport_clear_stale - with the lock held: remove a socket file nobody answers on.
  * 0 (nothing there now), -EADDRINUSE (someone answers), -EEXIST (not a
  * socket) or -errno. */
-static int clear_stale(const char *path)
+static int control_transport_clear_stale(const char *path)
 {
 	struct sockaddr_un sa;
 	struct stat st;
@@ -489,7 +489,7 @@ static int clear_stale(const char *path)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	fill_addr(&sa, path);
+	control_transport_fill_addr(&sa, path);
 	r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	r = r == 0 ? 0 : errno;
 	close(fd);
@@ -541,8 +541,8 @@ int control_transport_new(struct loop *l, const struct control_transport_config 
 		r = -ENAMETOOLONG;
 		goto fail;
 	}
-	ensure_parent_dir(t->path);
-	r = take_lock(t);
+	control_transport_ensure_parent_dir(t->path);
+	r = control_transport_take_lock(t);
 	if (r == -EADDRINUSE) {
 		snprintf(err, err_len,
 			 "another leasehold serves %s (it holds %s); stop it or use another "
@@ -553,7 +553,7 @@ int control_transport_new(struct loop *l, const struct control_transport_config 
 		snprintf(err, err_len, "cannot lock %s: %s", t->lock_path, strerror(-r));
 		goto fail;
 	}
-	r = clear_stale(t->path);
+	r = control_transport_clear_stale(t->path);
 	if (r == -EADDRINUSE) {
 		snprintf(err, err_len,
 			 "%s is in use: a process that does not take %s answers on it (an older "
@@ -573,7 +573,7 @@ int control_transport_new(struct loop *l, const struct control_transport_config 
 		snprintf(err, err_len, "control socket: %s", strerror(-r));
 		goto fail;
 	}
-	fill_addr(&sa, t->path);
+	control_transport_fill_addr(&sa, t->path);
 	if (bind(t->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		r = -errno;
 		snprintf(err, err_len, "cannot bind %s: %s", t->path, strerror(-r));
@@ -595,8 +595,8 @@ int control_transport_new(struct loop *l, const struct control_transport_config 
 		unlink(t->path);
 		goto fail;
 	}
-	if ((r = loop_timer_new(l, on_pause_end, t, &t->pause)) < 0 ||
-	    (r = loop_io_add(l, t->fd, EPOLLIN, on_listen, t, &t->io)) < 0) {
+	if ((r = loop_timer_new(l, control_transport_on_pause_end, t, &t->pause)) < 0 ||
+	    (r = loop_io_add(l, t->fd, EPOLLIN, control_transport_on_listen, t, &t->io)) < 0) {
 		snprintf(err, err_len, "control: loop: %s", strerror(-r));
 		unlink(t->path);
 		goto fail;
@@ -616,7 +616,7 @@ void control_transport_free(struct control_transport *t)
 	if (!t)
 		return;
 	while (t->conns)
-		conn_free(t->conns);
+		control_transport_conn_free(t->conns);
 	loop_io_free(t->io);
 	loop_timer_free(t->pause);
 	if (t->fd >= 0)
@@ -625,7 +625,7 @@ void control_transport_free(struct control_transport *t)
 	if (t->ino && lstat(t->path, &st) == 0 && st.st_dev == t->dev && st.st_ino == t->ino)
 		unlink(t->path);
 	if (t->lock_fd >= 0) {
-		unlink(t->lock_path); /* while locked: see take_lock */
+		unlink(t->lock_path); /* while locked: see control_transport_take_lock */
 		close(t->lock_fd);
 	}
 	free(t);

@@ -48,7 +48,7 @@ void control_wire_rx_reset(struct control_wire_rx *rx)
 }
 
 /* the header is complete: check it, make room for a kept payload */
-static int take_header(struct control_wire_rx *rx)
+static int control_wire_take_header(struct control_wire_rx *rx)
 {
 	uint32_t len;
 
@@ -89,7 +89,7 @@ int control_wire_rx_feed(struct control_wire_rx *rx, const uint8_t *buf, size_t 
 			*ret_used = used;
 			return CONTROL_WIRE_MORE;
 		}
-		r = take_header(rx);
+		r = control_wire_take_header(rx);
 		if (r < 0)
 			return r;
 	}
