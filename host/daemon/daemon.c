@@ -110,7 +110,7 @@ void daemon_apply_roles(struct entry *e)
 	election_hold(e->el, hold, reason);
 }
 
-static void on_roles_changed(void *ud)
+static void daemon_on_roles_changed(void *ud)
 {
 	struct daemon *d = ud;
 	for (struct entry *e = d->entries; e; e = e->next)
@@ -121,7 +121,7 @@ static void on_roles_changed(void *ud)
 
 /* ---- session ---- */
 
-static void on_session_up(void *ud, int64_t lease)
+static void daemon_on_session_up(void *ud, int64_t lease)
 {
 	struct daemon *d = ud;
 	for (struct entry *e = d->entries; e; e = e->next)
@@ -130,7 +130,7 @@ static void on_session_up(void *ud, int64_t lease)
 	daemon_notify(d);
 }
 
-static void on_session_lost(void *ud, int64_t old, const char *why)
+static void daemon_on_session_lost(void *ud, int64_t old, const char *why)
 {
 	struct daemon *d = ud;
 	(void)old;
@@ -141,9 +141,9 @@ static void on_session_lost(void *ud, int64_t old, const char *why)
 	daemon_notify(d);
 }
 
-static const struct session_ops sess_ops = {.up = on_session_up, .lost = on_session_lost};
+static const struct session_ops sess_ops = {.up = daemon_on_session_up, .lost = daemon_on_session_lost};
 
-static void on_signal(struct loop_io *io, int fd, uint32_t events, void *ud)
+static void daemon_on_signal(struct loop_io *io, int fd, uint32_t events, void *ud)
 {
 	(void)io;
 	(void)events;
@@ -164,7 +164,7 @@ static void on_signal(struct loop_io *io, int fd, uint32_t events, void *ud)
 
 /* ---- run ---- */
 
-static int setup_signals(struct daemon *d)
+static int daemon_setup_signals(struct daemon *d)
 {
 	sigset_t mask;
 	sigemptyset(&mask);
@@ -177,10 +177,10 @@ static int setup_signals(struct daemon *d)
 	d->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (d->sigfd < 0)
 		return -errno;
-	return loop_io_add(d->loop, d->sigfd, EPOLLIN, on_signal, d, &d->sig_io);
+	return loop_io_add(d->loop, d->sigfd, EPOLLIN, daemon_on_signal, d, &d->sig_io);
 }
 
-static int make_private_dir(struct daemon *d)
+static int daemon_make_private_dir(struct daemon *d)
 {
 	char err[LOADER_ERR_MAX];
 	const char *rt = d->cfg->runtime_dir;
@@ -216,7 +216,7 @@ int daemon_run(const struct daemon_config *cfg)
 		log_error("daemon", "cannot create the event loop: %s", strerror(-r));
 		return 1;
 	}
-	if ((r = setup_signals(d)) < 0) {
+	if ((r = daemon_setup_signals(d)) < 0) {
 		log_error("daemon", "cannot set up signals: %s", strerror(-r));
 		goto out;
 	}
@@ -224,7 +224,7 @@ int daemon_run(const struct daemon_config *cfg)
 	    (r = loop_timer_new(d->loop, daemon_on_shutdown_deadline, d, &d->shutdown_deadline)) < 0 ||
 	    (r = loop_timer_new(d->loop, daemon_on_leave_later, d, &d->leave_timer)) < 0)
 		goto out;
-	if (make_private_dir(d) < 0 || daemon_sd_setup(d) < 0)
+	if (daemon_make_private_dir(d) < 0 || daemon_sd_setup(d) < 0)
 		goto out;
 	/* thread isolation: a plugin that crashes the daemon says so first */
 	if ((r = crash_report_install("the daemon dies with it (thread isolation)")) < 0)
@@ -246,7 +246,7 @@ int daemon_run(const struct daemon_config *cfg)
 	host_metrics_init(&d->hm);
 	etcd_client_set_observer(d->etcd, &host_metrics_etcd_observer, &d->hm);
 	if ((r = roles_new(d->loop, d->etcd, cfg->prefix, cfg->node_id, cfg->roles_seed,
-	                   cfg->n_roles_seed, on_roles_changed, d, &d->roles)) < 0) {
+	                   cfg->n_roles_seed, daemon_on_roles_changed, d, &d->roles)) < 0) {
 		log_error("daemon", "cannot set up roles: %s", strerror(-r));
 		goto out;
 	}

@@ -20,7 +20,7 @@
 #include "election/election_switchover_request.h"
 
 
-static void fill_plugin(struct entry *e, struct control_plugin *p)
+static void daemon_control_fill_plugin(struct entry *e, struct control_plugin *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->name = e->name[0] ? e->name : e->file;
@@ -72,9 +72,9 @@ static void fill_plugin(struct entry *e, struct control_plugin *p)
 		p->callback_ms = now > since ? (now - since) / LOOP_NS_PER_MS : 0;
 }
 
-/* fill_file - the row of a file that is not what an entry runs: refused,
+/* daemon_control_fill_file - the row of a file that is not what an entry runs: refused,
  * failed init, being loaded, or superseded by the file that runs */
-static void fill_file(struct daemon *d, struct pfile *pf, struct control_plugin *p)
+static void daemon_control_fill_file(struct daemon *d, struct pfile *pf, struct control_plugin *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->name = pf->name[0] ? pf->name : pf->file;
@@ -98,7 +98,7 @@ static void fill_file(struct daemon *d, struct pfile *pf, struct control_plugin 
 /* Rows: each plugin's entry (what runs) first, then the other files of the
  * same name, then the files no plugin name is known for. Lookups by plugin
  * name (status, wait-ready) take the first row of a name: the entry's. */
-static size_t ctl_plugins(void *ud, struct control_plugin *out, size_t max)
+static size_t daemon_control_ctl_plugins(void *ud, struct control_plugin *out, size_t max)
 {
 	struct daemon *d = ud;
 	size_t n = 0;
@@ -106,7 +106,7 @@ static size_t ctl_plugins(void *ud, struct control_plugin *out, size_t max)
 		if (e->gone)
 			continue;
 		if (n < max)
-			fill_plugin(e, &out[n]);
+			daemon_control_fill_plugin(e, &out[n]);
 		n++;
 		if (d->shutting_down)
 			continue; /* nothing more will load: only what still stops */
@@ -114,7 +114,7 @@ static size_t ctl_plugins(void *ud, struct control_plugin *out, size_t max)
 			if (strcmp(pf->name, e->name) != 0 || daemon_find_file(d, pf->file))
 				continue;
 			if (n < max)
-				fill_file(d, pf, &out[n]);
+				daemon_control_fill_file(d, pf, &out[n]);
 			n++;
 		}
 	}
@@ -122,13 +122,13 @@ static size_t ctl_plugins(void *ud, struct control_plugin *out, size_t max)
 		if (daemon_find_file(d, pf->file) || (pf->name[0] && daemon_find_name(d, pf->name)))
 			continue;
 		if (n < max)
-			fill_file(d, pf, &out[n]);
+			daemon_control_fill_file(d, pf, &out[n]);
 		n++;
 	}
 	return n;
 }
 
-static int ctl_members(void *ud, const char *name, struct control_member *out, size_t max,
+static int daemon_control_ctl_members(void *ud, const char *name, struct control_member *out, size_t max,
                        size_t *ret_total)
 {
 	struct daemon *d = ud;
@@ -159,7 +159,7 @@ static int ctl_members(void *ud, const char *name, struct control_member *out, s
  * NAME without one a plugin (probe every file that provides it and the file
  * its instance came from). Either way the bytes get a new chance even when
  * they failed init before, and the choice is made again. */
-static int ctl_reload(void *ud, const char *name, char *err, size_t err_len)
+static int daemon_control_ctl_reload(void *ud, const char *name, char *err, size_t err_len)
 {
 	struct daemon *d = ud;
 	if (!name || !*name) {
@@ -204,12 +204,12 @@ static int ctl_reload(void *ud, const char *name, char *err, size_t err_len)
 	return r == -ENOENT ? -EIO : r; /* -ENOENT means "unknown plugin" to the CLI */
 }
 
-static const char *ctl_node_id(void *ud)
+static const char *daemon_control_ctl_node_id(void *ud)
 {
 	return ((struct daemon *)ud)->cfg->node_id;
 }
 
-static size_t ctl_roles_list(void *ud, struct control_role_entry *out, size_t max)
+static size_t daemon_control_ctl_roles_list(void *ud, struct control_role_entry *out, size_t max)
 {
 	struct daemon *d = ud;
 	struct roles_entry *tmp = max ? calloc(max, sizeof(*tmp)) : NULL;
@@ -231,14 +231,14 @@ struct roles_op {
 	void *done_ctx;
 };
 
-static void on_roles_written(void *ud, int err)
+static void daemon_control_on_roles_written(void *ud, int err)
 {
 	struct roles_op *o = ud;
 	o->done(o->done_ctx, err, err < 0 ? etcd_strerror(err) : NULL);
 	free(o);
 }
 
-static int roles_op_start(struct daemon *d, const char *node, const char *const *roles, size_t n,
+static int daemon_control_roles_op_start(struct daemon *d, const char *node, const char *const *roles, size_t n,
                           bool clear, control_done_fn done, void *done_ctx, char *err,
                           size_t err_len)
 {
@@ -247,8 +247,8 @@ static int roles_op_start(struct daemon *d, const char *node, const char *const 
 		return -ENOMEM;
 	o->done = done;
 	o->done_ctx = done_ctx;
-	int r = clear ? roles_clear(d->roles, node, on_roles_written, o)
-	              : roles_set(d->roles, node, roles, n, on_roles_written, o);
+	int r = clear ? roles_clear(d->roles, node, daemon_control_on_roles_written, o)
+	              : roles_set(d->roles, node, roles, n, daemon_control_on_roles_written, o);
 	if (r < 0) {
 		free(o);
 		if (r == -EINVAL)
@@ -261,16 +261,16 @@ static int roles_op_start(struct daemon *d, const char *node, const char *const 
 	return r;
 }
 
-static int ctl_roles_set(void *ud, const char *node, const char *const *roles, size_t n,
+static int daemon_control_ctl_roles_set(void *ud, const char *node, const char *const *roles, size_t n,
                          control_done_fn done, void *done_ctx, char *err, size_t err_len)
 {
-	return roles_op_start(ud, node, roles, n, false, done, done_ctx, err, err_len);
+	return daemon_control_roles_op_start(ud, node, roles, n, false, done, done_ctx, err, err_len);
 }
 
-static int ctl_roles_clear(void *ud, const char *node, control_done_fn done, void *done_ctx,
+static int daemon_control_ctl_roles_clear(void *ud, const char *node, control_done_fn done, void *done_ctx,
                            char *err, size_t err_len)
 {
-	return roles_op_start(ud, node, NULL, 0, true, done, done_ctx, err, err_len);
+	return daemon_control_roles_op_start(ud, node, NULL, 0, true, done, done_ctx, err, err_len);
 }
 
 struct forget_op {
@@ -278,7 +278,7 @@ struct forget_op {
 	void *done_ctx;
 };
 
-static void on_member_forgotten(void *ud, int err)
+static void daemon_control_on_member_forgotten(void *ud, int err)
 {
 	struct forget_op *o = ud;
 	o->done(o->done_ctx, err,
@@ -288,7 +288,7 @@ static void on_member_forgotten(void *ud, int err)
 	free(o);
 }
 
-static int ctl_members_forget(void *ud, const char *name, const char *node, control_done_fn done,
+static int daemon_control_ctl_members_forget(void *ud, const char *name, const char *node, control_done_fn done,
                               void *done_ctx, char *err, size_t err_len)
 {
 	struct daemon *d = ud;
@@ -302,7 +302,7 @@ static int ctl_members_forget(void *ud, const char *name, const char *node, cont
 		return -ENOMEM;
 	o->done = done;
 	o->done_ctx = done_ctx;
-	int r = election_forget(e->el, node, on_member_forgotten, o, err, err_len);
+	int r = election_forget(e->el, node, daemon_control_on_member_forgotten, o, err, err_len);
 	if (r < 0)
 		free(o);
 	return r;
@@ -317,9 +317,9 @@ struct verb_op {
 	void *done_ctx;
 };
 
-/* verb_start - the running election of plugin name and a verb_op for its
+/* daemon_control_verb_start - the running election of plugin name and a verb_op for its
  * answer; NULL with the reason in err (-ENOENT or -ENOMEM in *ret_err) */
-static struct verb_op *verb_start(struct daemon *d, const char *name, void *done_ctx,
+static struct verb_op *daemon_control_verb_start(struct daemon *d, const char *name, void *done_ctx,
                                   struct election **ret_el, int *ret_err, char *err,
                                   size_t err_len)
 {
@@ -339,51 +339,51 @@ static struct verb_op *verb_start(struct daemon *d, const char *name, void *done
 	return o;
 }
 
-static void on_paused(void *ud, int err)
+static void daemon_control_on_paused(void *ud, int err)
 {
 	struct verb_op *o = ud;
 	o->done(o->done_ctx, err, err < 0 ? etcd_strerror(err) : NULL);
 	free(o);
 }
 
-static int ctl_pause(void *ud, const char *name, bool pause, control_done_fn done, void *done_ctx,
+static int daemon_control_ctl_pause(void *ud, const char *name, bool pause, control_done_fn done, void *done_ctx,
                      char *err, size_t err_len)
 {
 	struct election *el;
 	int r;
-	struct verb_op *o = verb_start(ud, name, done_ctx, &el, &r, err, err_len);
+	struct verb_op *o = daemon_control_verb_start(ud, name, done_ctx, &el, &r, err, err_len);
 	if (!o)
 		return r;
 	o->done = done;
-	r = election_pause(el, pause, on_paused, o, err, err_len);
+	r = election_pause(el, pause, daemon_control_on_paused, o, err, err_len);
 	if (r < 0)
 		free(o);
 	return r;
 }
 
-static void on_reconcile_requested(void *ud, int err, int64_t rev)
+static void daemon_control_on_reconcile_requested(void *ud, int err, int64_t rev)
 {
 	struct verb_op *o = ud;
 	o->done_rev(o->done_ctx, err, err < 0 ? etcd_strerror(err) : NULL, rev);
 	free(o);
 }
 
-static int ctl_reconcile(void *ud, const char *name, control_rev_fn done, void *done_ctx,
+static int daemon_control_ctl_reconcile(void *ud, const char *name, control_rev_fn done, void *done_ctx,
                          char *err, size_t err_len)
 {
 	struct election *el;
 	int r;
-	struct verb_op *o = verb_start(ud, name, done_ctx, &el, &r, err, err_len);
+	struct verb_op *o = daemon_control_verb_start(ud, name, done_ctx, &el, &r, err, err_len);
 	if (!o)
 		return r;
 	o->done_rev = done;
-	r = election_request_reconcile(el, on_reconcile_requested, o, err, err_len);
+	r = election_request_reconcile(el, daemon_control_on_reconcile_requested, o, err, err_len);
 	if (r < 0)
 		free(o);
 	return r;
 }
 
-static void on_history(void *ud, int err, const struct election_term *terms, size_t n)
+static void daemon_control_on_history(void *ud, int err, const struct election_term *terms, size_t n)
 {
 	struct verb_op *o = ud;
 	struct control_term *out = NULL;
@@ -396,16 +396,16 @@ static void on_history(void *ud, int err, const struct election_term *terms, siz
 	free(o);
 }
 
-static int ctl_history(void *ud, const char *name, control_history_fn done, void *done_ctx,
+static int daemon_control_ctl_history(void *ud, const char *name, control_history_fn done, void *done_ctx,
                        char *err, size_t err_len)
 {
 	struct election *el;
 	int r;
-	struct verb_op *o = verb_start(ud, name, done_ctx, &el, &r, err, err_len);
+	struct verb_op *o = daemon_control_verb_start(ud, name, done_ctx, &el, &r, err, err_len);
 	if (!o)
 		return r;
 	o->done_hist = done;
-	r = election_history(el, on_history, o);
+	r = election_history(el, daemon_control_on_history, o);
 	if (r < 0) {
 		snprintf(err, err_len, "%s", etcd_strerror(r));
 		free(o);
@@ -413,7 +413,7 @@ static int ctl_history(void *ud, const char *name, control_history_fn done, void
 	return r;
 }
 
-static void on_switchover_requested(void *ud, int err, const char *msg, int64_t rev,
+static void daemon_control_on_switchover_requested(void *ud, int err, const char *msg, int64_t rev,
                                     const char *from)
 {
 	struct verb_op *o = ud;
@@ -421,13 +421,13 @@ static void on_switchover_requested(void *ud, int err, const char *msg, int64_t 
 	free(o);
 }
 
-static int ctl_switchover(void *ud, const char *name, const char *to, uint32_t timeout_ms,
+static int daemon_control_ctl_switchover(void *ud, const char *name, const char *to, uint32_t timeout_ms,
                           control_switchover_fn done, void *done_ctx, char *err, size_t err_len)
 {
 	struct daemon *d = ud;
 	struct election *el;
 	int r;
-	struct verb_op *o = verb_start(d, name, done_ctx, &el, &r, err, err_len);
+	struct verb_op *o = daemon_control_verb_start(d, name, done_ctx, &el, &r, err, err_len);
 	if (!o)
 		return r;
 	o->done_sw = done;
@@ -441,7 +441,7 @@ static int ctl_switchover(void *ud, const char *name, const char *to, uint32_t t
 		.role = lp ? lp->role : NULL,
 		.timeout_ms = timeout_ms,
 	};
-	r = switchover_request_start(d->etcd, &rq, on_switchover_requested, o);
+	r = switchover_request_start(d->etcd, &rq, daemon_control_on_switchover_requested, o);
 	if (r < 0) {
 		if (r == -EINVAL)
 			snprintf(err, err_len, "invalid switchover: the timeout must be %u to %u ms",
@@ -459,7 +459,7 @@ void daemon_on_leave_later(struct loop_timer *t, void *ud)
 	daemon_begin_shutdown(ud, "leaving the cluster (leaseholdctl leave)");
 }
 
-static int ctl_leave(void *ud, char *err, size_t err_len)
+static int daemon_control_ctl_leave(void *ud, char *err, size_t err_len)
 {
 	struct daemon *d = ud;
 	if (d->shutting_down) {
@@ -474,19 +474,19 @@ static int ctl_leave(void *ud, char *err, size_t err_len)
 }
 
 const struct control_ops daemon_control_ops = {
-	.members_forget = ctl_members_forget,
-	.leave = ctl_leave,
-	.plugins = ctl_plugins,
-	.members = ctl_members,
-	.reload = ctl_reload,
-	.node_id = ctl_node_id,
-	.roles_list = ctl_roles_list,
-	.roles_set = ctl_roles_set,
-	.roles_clear = ctl_roles_clear,
-	.pause = ctl_pause,
-	.reconcile = ctl_reconcile,
-	.history = ctl_history,
-	.switchover = ctl_switchover,
+	.members_forget = daemon_control_ctl_members_forget,
+	.leave = daemon_control_ctl_leave,
+	.plugins = daemon_control_ctl_plugins,
+	.members = daemon_control_ctl_members,
+	.reload = daemon_control_ctl_reload,
+	.node_id = daemon_control_ctl_node_id,
+	.roles_list = daemon_control_ctl_roles_list,
+	.roles_set = daemon_control_ctl_roles_set,
+	.roles_clear = daemon_control_ctl_roles_clear,
+	.pause = daemon_control_ctl_pause,
+	.reconcile = daemon_control_ctl_reconcile,
+	.history = daemon_control_ctl_history,
+	.switchover = daemon_control_ctl_switchover,
 	.config_get = daemon_config_get,
 	.config_set = daemon_config_set,
 };

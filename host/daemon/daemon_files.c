@@ -51,25 +51,25 @@
 
 #include "daemon/daemon_internal.h"
 
-static void set_error(struct entry *e, const char *msg)
+static void daemon_files_set_error(struct entry *e, const char *msg)
 {
 	free(e->error);
 	e->error = msg ? strdup(msg) : NULL;
 }
 
-static struct plugin_releases releases_of(const struct loader_plugin *lp)
+static struct plugin_releases daemon_files_releases_of(const struct loader_plugin *lp)
 {
 	return (struct plugin_releases){lp->release, lp->min_reconciler_release,
 	                                lp->min_compatible_release};
 }
 
-static void pfile_set_error(struct pfile *pf, const char *msg)
+static void daemon_files_pfile_set_error(struct pfile *pf, const char *msg)
 {
 	free(pf->error);
 	pf->error = msg ? strdup(msg) : NULL;
 }
 
-static void pfile_free(struct pfile *pf)
+static void daemon_files_pfile_free(struct pfile *pf)
 {
 	loader_close(pf->lp);
 	free(pf->error);
@@ -77,7 +77,7 @@ static void pfile_free(struct pfile *pf)
 	free(pf);
 }
 
-static void entry_free(struct entry *e)
+static void daemon_files_entry_free(struct entry *e)
 {
 	plugin_instance_free(e->next_pi);
 	plugin_instance_free(e->pi);
@@ -100,7 +100,7 @@ struct retiring {
 	struct plugin_instance *pi;
 };
 
-static void on_old_stopped(void *ud)
+static void daemon_files_on_old_stopped(void *ud)
 {
 	struct retiring *r = ud;
 	for (struct retiring **pp = &r->d->retiring; *pp; pp = &(*pp)->next) {
@@ -113,7 +113,7 @@ static void on_old_stopped(void *ud)
 	free(r);
 }
 
-static void retire(struct daemon *d, struct plugin_instance *old)
+static void daemon_files_retire(struct daemon *d, struct plugin_instance *old)
 {
 	struct retiring *r = calloc(1, sizeof(*r));
 	if (!r) {
@@ -124,10 +124,10 @@ static void retire(struct daemon *d, struct plugin_instance *old)
 	r->pi = old;
 	r->next = d->retiring;
 	d->retiring = r;
-	plugin_instance_stop(old, on_old_stopped, r);
+	plugin_instance_stop(old, daemon_files_on_old_stopped, r);
 }
 
-static void on_swapped(void *ud)
+static void daemon_files_on_swapped(void *ud)
 {
 	struct swap_ctx *s = ud;
 	struct entry *e = s->e;
@@ -136,21 +136,21 @@ static void on_swapped(void *ud)
 		e->pending_swap = NULL;
 	/* the election no longer uses the old instance: let it run fini */
 	if (s->old)
-		retire(e->d, s->old);
+		daemon_files_retire(e->d, s->old);
 	free(s);
 	/* a failure of the outgoing instance does not stick to its healthy successor */
 	if (completed && e->el && e->pi && plugin_instance_state(e->pi) == PLUGIN_INSTANCE_READY) {
 		struct election_info i;
 		election_get_info(e->el, &i);
 		if (i.state == ELECTION_FAILED) {
-			set_error(e, NULL);
+			daemon_files_set_error(e, NULL);
 			election_recover(e->el);
 		}
 	}
 }
 
 /* the election drives pi through the metering driver (daemon_metrics.h) */
-static void metered_set_driver(struct entry *e, struct plugin_instance *pi,
+static void daemon_files_metered_set_driver(struct entry *e, struct plugin_instance *pi,
                                const struct plugin_releases *rel, void (*done)(void *ud), void *ud)
 {
 	struct plugin_metrics_driver *md = plugin_metrics_driver(&e->pm, &plugin_instance_driver_ops, pi);
@@ -160,7 +160,7 @@ static void metered_set_driver(struct entry *e, struct plugin_instance *pi,
 		election_set_driver(e->el, &plugin_instance_driver_ops, pi, rel, done, ud);
 }
 
-static void on_init(void *ud, int err, const char *msg)
+static void daemon_files_on_init(void *ud, int err, const char *msg)
 {
 	struct entry *e = ud;
 	struct daemon *d = e->d;
@@ -182,7 +182,7 @@ static void on_init(void *ud, int err, const char *msg)
 		log_error("daemon", "%s%s", buf, e->pi ? "; the previous instance keeps running" : "");
 		/* another file's failure shows on that file's row, not on what runs */
 		if (!e->pi || strcmp(file, e->file) == 0)
-			set_error(e, buf);
+			daemon_files_set_error(e, buf);
 		if (!e->pi)
 			e->failed = true;
 		/* these bytes are out of the choice until they change or an
@@ -190,13 +190,13 @@ static void on_init(void *ud, int err, const char *msg)
 		struct pfile *pf = daemon_find_pfile(d, file);
 		if (pf && pf->ok && pf->hash == e->next_hash) {
 			pf->init_failed = true;
-			pfile_set_error(pf, buf);
+			daemon_files_pfile_set_error(pf, buf);
 		}
 		plugin_instance_free(pi);
 	} else {
 		char rb[RELEASE_STRLEN];
-		struct plugin_releases rel = releases_of(lp);
-		set_error(e, NULL);
+		struct plugin_releases rel = daemon_files_releases_of(lp);
+		daemon_files_set_error(e, NULL);
 		e->failed = false;
 		free(e->file);
 		e->file = file;
@@ -209,7 +209,7 @@ static void on_init(void *ud, int err, const char *msg)
 			e->pi = pi;
 			e->hash = e->next_hash;
 			daemon_apply_roles(e); /* hold first: never register without the role */
-			metered_set_driver(e, pi, &rel, NULL, NULL);
+			daemon_files_metered_set_driver(e, pi, &rel, NULL, NULL);
 		} else {
 			release_format(lp->release, rb, sizeof(rb));
 			const struct log_field f[] = {{"release", rb, false}, {"file", e->file, false}};
@@ -234,7 +234,7 @@ static void on_init(void *ud, int err, const char *msg)
 			e->pi = pi;
 			e->hash = e->next_hash;
 			daemon_apply_roles(e); /* the new release may need another role */
-			metered_set_driver(e, pi, &rel, on_swapped, s);
+			daemon_files_metered_set_driver(e, pi, &rel, daemon_files_on_swapped, s);
 		}
 	}
 out:
@@ -243,10 +243,10 @@ out:
 	daemon_request_select(d); /* what changed meanwhile was left for now */
 }
 
-/* on_worker_failed - the plugin crashed, exited, was killed or overran
+/* daemon_files_on_worker_failed - the plugin crashed, exited, was killed or overran
  * --callback-timeout: give up its leadership at once (no drain: it cannot
  * be waited for) and show why; the instance restarts its worker itself. */
-static void on_worker_failed(void *ud, const char *reason)
+static void daemon_files_on_worker_failed(void *ud, const char *reason)
 {
 	struct entry *e = ud;
 	char buf[600];
@@ -255,30 +255,30 @@ static void on_worker_failed(void *ud, const char *reason)
 	log_error("daemon", "%s: %s; %s", e->name, buf,
 	          final ? "not restarting it (restart leasehold with a matching leasehold-worker)"
 	                : "restarting it with backoff");
-	set_error(e, buf);
+	daemon_files_set_error(e, buf);
 	if (e->el)
 		election_fail(e->el, buf);
 	daemon_notify(e->d);
 }
 
-static void on_worker_recovered(void *ud)
+static void daemon_files_on_worker_recovered(void *ud)
 {
 	struct entry *e = ud;
 	log_info("daemon", "%s: plugin worker recovered", e->name);
-	set_error(e, NULL);
+	daemon_files_set_error(e, NULL);
 	if (e->el)
 		election_recover(e->el);
 	daemon_notify(e->d);
 }
 
-static int entry_make_election(struct entry *e, const struct loader_plugin *lp)
+static int daemon_files_entry_make_election(struct entry *e, const struct loader_plugin *lp)
 {
 	struct daemon *d = e->d;
 	struct election_config cfg = {
 		.prefix = d->cfg->prefix,
 		.name = lp->name,
 		.node_id = d->cfg->node_id,
-		.releases = releases_of(lp),
+		.releases = daemon_files_releases_of(lp),
 		.reconcile_wait_ns = d->cfg->reconcile_wait_ns,
 		.reconcile_interval_ns = d->cfg->reconcile_interval_ns,
 		.priority = priority_resolve(d->cfg->priorities, d->cfg->n_priorities, lp->name),
@@ -297,7 +297,7 @@ static int entry_make_election(struct entry *e, const struct loader_plugin *lp)
 /* ---- the plugin directory: probe files, choose one file per plugin name ---- */
 
 /* daemon_file_probe - read pf's descriptor again (loader_open) and keep the loaded
- * plugin in pf->lp for the next selection (select_all closes what it does
+ * plugin in pf->lp for the next selection (daemon_files_select_all closes what it does
  * not use). Returns 0, or -errno when the file is refused: the reason is
  * logged and kept in pf->error, and for the file of a running instance also
  * in its entry's error (that instance keeps running). */
@@ -332,14 +332,14 @@ int daemon_file_probe(struct daemon *d, struct pfile *pf)
 	if (!pf->ok || pf->hash != lp->content_hash || strcmp(pf->name, lp->name) != 0)
 		pf->init_failed = false; /* new bytes get a new chance */
 	if (!pf->init_failed)
-		pfile_set_error(pf, NULL);
+		daemon_files_pfile_set_error(pf, NULL);
 	pf->ok = true;
 	snprintf(pf->name, sizeof(pf->name), "%s", lp->name);
 	pf->release = lp->release;
 	pf->hash = lp->content_hash;
 	pf->lp = lp;
 	if (runs && runs->hash == lp->content_hash)
-		set_error(runs, NULL); /* what runs is what the file holds (again) */
+		daemon_files_set_error(runs, NULL); /* what runs is what the file holds (again) */
 	return 0;
 refuse:
 	log_error("daemon", "refusing plugin file %s: %s%s", pf->file, buf,
@@ -348,16 +348,16 @@ refuse:
 	pf->ok = false;
 	pf->init_failed = false;
 	pf->name[0] = 0;
-	pfile_set_error(pf, buf);
+	daemon_files_pfile_set_error(pf, buf);
 	if (runs)
-		set_error(runs, buf);
+		daemon_files_set_error(runs, buf);
 	return r;
 }
 
-/* entry_load - start an instance from pf for entry e (a new entry when e is
- * NULL); on_init completes it. A failure is logged and shown; what runs
+/* daemon_files_entry_load - start an instance from pf for entry e (a new entry when e is
+ * NULL); daemon_files_on_init completes it. A failure is logged and shown; what runs
  * keeps running. */
-static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
+static void daemon_files_entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 {
 	char buf[LOADER_ERR_MAX + 128];
 	char name[LH_PLUGIN_NAME_MAX + 1];
@@ -390,7 +390,7 @@ static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 		snprintf(buf, sizeof(buf), "out of memory");
 		goto refuse;
 	}
-	if (!e->el && (r = entry_make_election(e, lp)) < 0) {
+	if (!e->el && (r = daemon_files_entry_make_election(e, lp)) < 0) {
 		snprintf(buf, sizeof(buf), "cannot start the election for '%s': %s", lp->name,
 		         strerror(-r));
 		goto refuse;
@@ -403,11 +403,11 @@ static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 		if (strcmp(d->cfg->iso_names[i], lp->name) == 0)
 			isolation = d->cfg->iso_modes[i];
 	struct plugin_instance_config pcfg = {
-		.on_init = on_init,
+		.on_init = daemon_files_on_init,
 		.userdata = e,
 		.isolation = isolation,
-		.on_failed = on_worker_failed,
-		.on_recovered = on_worker_recovered,
+		.on_failed = daemon_files_on_worker_failed,
+		.on_recovered = daemon_files_on_worker_recovered,
 		.worker_path = d->cfg->worker_path,
 		.config = &pconf,
 		/* init sees the cluster's configuration: it waits until P/N/config
@@ -441,21 +441,21 @@ static void entry_load(struct daemon *d, struct entry *e, struct pfile *pf)
 	return;
 refuse:
 	log_error("daemon", "cannot load plugin file %s: %s", pf->file, buf);
-	set_error(e, buf);
+	daemon_files_set_error(e, buf);
 	if (!e->pi)
 		e->failed = true;
 	/* out of the choice until the file changes: no retry loop */
 	pf->init_failed = true;
-	pfile_set_error(pf, buf);
+	daemon_files_pfile_set_error(pf, buf);
 	free(file);
 	free(shown);
 	daemon_notify(d);
 }
 
-/* select_name - apply the rule (plugindir_prefer) to the files that provide
+/* daemon_files_select_name - apply the rule (plugindir_prefer) to the files that provide
  * plugin `name` and start what it asks for: a first load, a hot reload to
  * another file or to new bytes, or a graceful stop when no file is left. */
-static void select_name(struct daemon *d, const char *name)
+static void daemon_files_select_name(struct daemon *d, const char *name)
 {
 	struct entry *e = daemon_find_name(d, name);
 	if (e && (e->removing || e->next_pi))
@@ -499,20 +499,20 @@ static void select_name(struct daemon *d, const char *name)
 		         release_format(best->release, rb, sizeof(rb)), e->file,
 		         cur_present ? "" : " (removed)");
 	}
-	entry_load(d, e, best);
+	daemon_files_entry_load(d, e, best);
 }
 
-/* select_all - choose for every plugin name; runs from `later`, after a
+/* daemon_files_select_all - choose for every plugin name; runs from `later`, after a
  * batch of directory reports */
-static void select_all(struct daemon *d)
+static void daemon_files_select_all(struct daemon *d)
 {
 	d->select_pending = false;
 	for (struct entry *e = d->entries; e; e = e->next)
 		if (!e->gone)
-			select_name(d, e->name);
+			daemon_files_select_name(d, e->name);
 	for (struct pfile *pf = d->files; pf; pf = pf->next)
 		if (pf->ok && !daemon_find_name(d, pf->name))
-			select_name(d, pf->name);
+			daemon_files_select_name(d, pf->name);
 	for (struct pfile *pf = d->files; pf; pf = pf->next) {
 		loader_close(pf->lp); /* probes nobody chose */
 		pf->lp = NULL;
@@ -530,7 +530,7 @@ void daemon_request_select(struct daemon *d)
 
 /* ---- removal / stop ---- */
 
-static void on_removed_pi_stopped(void *ud)
+static void daemon_files_on_removed_pi_stopped(void *ud)
 {
 	struct entry *e = ud;
 	struct daemon *d = e->d;
@@ -543,15 +543,15 @@ static void on_removed_pi_stopped(void *ud)
 	daemon_maybe_finish_shutdown(d);
 }
 
-static void on_removed_el_stopped(void *ud)
+static void daemon_files_on_removed_el_stopped(void *ud)
 {
 	struct entry *e = ud;
 	e->el_stopped = true;
 	daemon_maybe_finish_shutdown(e->d); /* the lease can go before the plugins' fini */
 	if (e->pi)
-		plugin_instance_stop(e->pi, on_removed_pi_stopped, e);
+		plugin_instance_stop(e->pi, daemon_files_on_removed_pi_stopped, e);
 	else
-		on_removed_pi_stopped(e);
+		daemon_files_on_removed_pi_stopped(e);
 }
 
 void daemon_entry_remove(struct entry *e)
@@ -567,11 +567,11 @@ void daemon_entry_remove(struct entry *e)
 		e->next_file = NULL;
 	}
 	if (e->el && e->d->shutting_down)
-		election_stop_revoking(e->el, e->d->leaving, daemon_is_last_election, on_removed_el_stopped, e);
+		election_stop_revoking(e->el, e->d->leaving, daemon_is_last_election, daemon_files_on_removed_el_stopped, e);
 	else if (e->el)
-		election_stop(e->el, on_removed_el_stopped, e);
+		election_stop(e->el, daemon_files_on_removed_el_stopped, e);
 	else
-		on_removed_el_stopped(e);
+		daemon_files_on_removed_el_stopped(e);
 }
 
 void daemon_on_plugindir(void *ud, enum plugindir_event ev, const char *file)
@@ -591,7 +591,7 @@ void daemon_on_plugindir(void *ud, enum plugindir_event ev, const char *file)
 			while (*pp != pf)
 				pp = &(*pp)->next;
 			*pp = pf->next;
-			pfile_free(pf);
+			daemon_files_pfile_free(pf);
 			daemon_request_select(d);
 			daemon_notify(d);
 		}
@@ -622,7 +622,7 @@ void daemon_on_later(struct loop_timer *t, void *ud)
 		struct entry *e = *pp;
 		if (e->gone && !d->shutting_down) {
 			*pp = e->next;
-			entry_free(e);
+			daemon_files_entry_free(e);
 			continue;
 		}
 		pp = &e->next;
@@ -634,7 +634,7 @@ void daemon_on_later(struct loop_timer *t, void *ud)
 			log_error("daemon", "cannot scan %s: %s", d->cfg->plugin_dir, strerror(-r));
 	}
 	if (d->select_pending && !d->shutting_down)
-		select_all(d);
+		daemon_files_select_all(d);
 	daemon_sd_report(d); /* a rescan that found nothing new completes a reload here */
 }
 
@@ -643,12 +643,12 @@ void daemon_files_free(struct daemon *d)
 	while (d->entries) {
 		struct entry *e = d->entries;
 		d->entries = e->next;
-		entry_free(e);
+		daemon_files_entry_free(e);
 	}
 	while (d->files) {
 		struct pfile *pf = d->files;
 		d->files = pf->next;
-		pfile_free(pf);
+		daemon_files_pfile_free(pf);
 	}
 	while (d->retiring) {
 		struct retiring *ret = d->retiring;

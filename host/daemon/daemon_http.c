@@ -28,12 +28,12 @@
  * periods, so a loaded machine does not fail it, while a wedged loop does */
 #define PUBLISH_STALE_NS (5 * LOOP_NS_PER_S)
 
-static char *dup_or_null(const char *s)
+static char *daemon_http_dup_or_null(const char *s)
 {
 	return s ? strdup(s) : NULL;
 }
 
-static void publish_plugin(struct entry *e, const struct election_info *i,
+static void daemon_http_publish_plugin(struct entry *e, const struct election_info *i,
                            struct http_plugin_state *ps)
 {
 	char buf[300];
@@ -41,7 +41,7 @@ static void publish_plugin(struct entry *e, const struct election_info *i,
 	ps->ready = i && i->ready;
 	ps->leader = i && i->state == ELECTION_LEADING;
 	if (!ps->ready)
-		ps->not_ready = dup_or_null(!i ? (e->error ? e->error : "loading")
+		ps->not_ready = daemon_http_dup_or_null(!i ? (e->error ? e->error : "loading")
 		                               : i->not_ready ? i->not_ready : "not ready");
 	if (!ps->leader) {
 		if (i && i->leader)
@@ -55,7 +55,7 @@ static void publish_plugin(struct entry *e, const struct election_info *i,
 }
 
 /* publish - build the answer set from the live state and hand it over */
-static void publish(struct daemon *d)
+static void daemon_http_publish(struct daemon *d)
 {
 	size_t n = 0;
 	for (struct entry *e = d->entries; e; e = e->next)
@@ -92,7 +92,7 @@ static void publish(struct daemon *d)
 			pv[k].n_members = m;
 			mused += m;
 		}
-		publish_plugin(e, i, &snap->plugins[k]);
+		daemon_http_publish_plugin(e, i, &snap->plugins[k]);
 		pv[k].name = e->name;
 		pv[k].info = i;
 		pv[k].pm = &e->pm;
@@ -135,10 +135,10 @@ fail:
 	http_snapshot_free(snap);
 }
 
-static void on_publish(struct loop_timer *t, void *ud)
+static void daemon_http_on_publish(struct loop_timer *t, void *ud)
 {
 	struct daemon *d = ud;
-	publish(d);
+	daemon_http_publish(d);
 	d->publish_at = loop_now() + PUBLISH_PERIOD_NS;
 	loop_timer_arm_at(t, d->publish_at);
 }
@@ -173,9 +173,9 @@ int daemon_start_http(struct daemon *d)
 		log_error("daemon", "cannot serve HTTP on %s: %s", addr, *err ? err : strerror(-r));
 		return r;
 	}
-	if ((r = loop_timer_new(d->loop, on_publish, d, &d->publish)) < 0)
+	if ((r = loop_timer_new(d->loop, daemon_http_on_publish, d, &d->publish)) < 0)
 		return r;
 	log_info("daemon", "metrics and probes at http://%s (port %d)", addr, http_server_port(d->http));
-	on_publish(d->publish, d);
+	daemon_http_on_publish(d->publish, d);
 	return 0;
 }

@@ -16,7 +16,7 @@
 #include "base/log.h"
 #include "runtime/runtime_instance.h"
 
-static void usage(FILE *f)
+static void daemon_main_usage(FILE *f)
 {
 	fprintf(f,
 	        "Usage: leasehold [OPTION]...\n"
@@ -104,7 +104,7 @@ static void usage(FILE *f)
 
 /* the first line: what runs and how it was asked to (the flags; secrets
  * never come as flags: the etcd password is read from the environment) */
-static void log_startup(int argc, char **argv, const struct daemon_options *o)
+static void daemon_main_log_startup(int argc, char **argv, const struct daemon_options *o)
 {
 	const struct daemon_config *cfg = daemon_options_config(o);
 	const char *file = daemon_options_file(o);
@@ -133,10 +133,10 @@ static void log_startup(int argc, char **argv, const struct daemon_options *o)
 	               log_stderr_is_journal() ? " (journal)" : "", *file ? file : "none", flags);
 }
 
-/* parse_args - the flags and the configuration file into *ret. Returns -1
+/* daemon_main_parse_args - the flags and the configuration file into *ret. Returns -1
  * when the daemon is to run (*ret set), else the exit code of what was done
  * instead: --help, --version, --check-config, or an error (printed). */
-static int parse_args(int argc, char **argv, struct daemon_options **ret)
+static int daemon_main_parse_args(int argc, char **argv, struct daemon_options **ret)
 {
 	enum daemon_options_action action;
 	struct daemon_options *o;
@@ -155,7 +155,7 @@ static int parse_args(int argc, char **argv, struct daemon_options **ret)
 		*ret = o;
 		return -1;
 	case DAEMON_OPTIONS_HELP:
-		usage(stdout);
+		daemon_main_usage(stdout);
 		break;
 	case DAEMON_OPTIONS_VERSION:
 		printf("leasehold %s\n", PACKAGE_VERSION);
@@ -171,14 +171,14 @@ static int parse_args(int argc, char **argv, struct daemon_options **ret)
 int main(int argc, char **argv)
 {
 	struct daemon_options *o = NULL;
-	int code = parse_args(argc, argv, &o);
+	int code = daemon_main_parse_args(argc, argv, &o);
 
 	if (code >= 0)
 		return code;
 	const struct daemon_config *cfg = daemon_options_config(o);
 	daemon_options_apply_logging(o);
 	log_set_prefix(cfg->node_id);
-	log_startup(argc, argv, o);
+	daemon_main_log_startup(argc, argv, o);
 	code = daemon_run(cfg);
 	daemon_options_free(o);
 	return code;

@@ -39,7 +39,7 @@ void host_metrics_init(struct host_metrics *m)
 		                  metrics_n_bounds_request);
 }
 
-static int op_index(const char *op)
+static int daemon_metrics_op_index(const char *op)
 {
 	for (int i = 0; i < HM_OP_OTHER; i++)
 		if (strcmp(op, op_names[i]) == 0)
@@ -47,7 +47,7 @@ static int op_index(const char *op)
 	return HM_OP_OTHER;
 }
 
-static int err_kind(int err)
+static int daemon_metrics_err_kind(int err)
 {
 	switch (err) {
 	case -ETIMEDOUT:
@@ -73,19 +73,19 @@ static int err_kind(int err)
 	}
 }
 
-static void on_etcd_call(void *ud, const char *op, int err, uint64_t elapsed_ns)
+static void daemon_metrics_on_etcd_call(void *ud, const char *op, int err, uint64_t elapsed_ns)
 {
 	struct host_metrics *m = ud;
-	int i = op_index(op);
+	int i = daemon_metrics_op_index(op);
 	metrics_hist_observe(&m->etcd_duration[i], (double)elapsed_ns / 1e9);
 	if (err < 0 && err != -ECANCELED) {
-		m->etcd_errors[err_kind(err)]++;
+		m->etcd_errors[daemon_metrics_err_kind(err)]++;
 		if (i == HM_OP_LEASE_KEEPALIVE)
 			m->keepalive_failures++;
 	}
 }
 
-static void on_watch_ended(void *ud, int err)
+static void daemon_metrics_on_watch_ended(void *ud, int err)
 {
 	(void)err;
 	struct host_metrics *m = ud;
@@ -93,8 +93,8 @@ static void on_watch_ended(void *ud, int err)
 }
 
 const struct etcd_observer_ops host_metrics_etcd_observer = {
-	.call_done = on_etcd_call,
-	.watch_ended = on_watch_ended,
+	.call_done = daemon_metrics_on_etcd_call,
+	.watch_ended = daemon_metrics_on_watch_ended,
 };
 
 /* ---- per plugin ---- */
@@ -108,7 +108,7 @@ struct plugin_metrics_pending {
 	struct plugin_metrics *pm;
 };
 
-static void pending_link(struct plugin_metrics *pm, struct plugin_metrics_pending *p)
+static void daemon_metrics_pending_link(struct plugin_metrics *pm, struct plugin_metrics_pending *p)
 {
 	p->pm = pm;
 	p->prev = NULL;
@@ -118,7 +118,7 @@ static void pending_link(struct plugin_metrics *pm, struct plugin_metrics_pendin
 	pm->pending = p;
 }
 
-static void pending_unlink(struct plugin_metrics_pending *p)
+static void daemon_metrics_pending_unlink(struct plugin_metrics_pending *p)
 {
 	if (p->prev)
 		p->prev->next = p->next;
@@ -147,7 +147,7 @@ void plugin_metrics_fini(struct plugin_metrics *pm)
 {
 	while (pm->pending) {
 		struct plugin_metrics_pending *p = pm->pending;
-		pending_unlink(p);
+		daemon_metrics_pending_unlink(p);
 		free(p); /* the first member of every context */
 	}
 	while (pm->drivers) {
@@ -192,11 +192,11 @@ struct txn_ctx {
 	void *ud;
 };
 
-static void on_fenced_txn(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void daemon_metrics_on_fenced_txn(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	struct txn_ctx *t = ud;
 	struct plugin_metrics *pm = t->link.pm;
-	pending_unlink(&t->link);
+	daemon_metrics_pending_unlink(&t->link);
 	if (err == 0 && r && r->succeeded && pm->first_write_pending && pm->term == t->term) {
 		pm->first_write_pending = false;
 		metrics_hist_observe(&pm->first_write, (double)(loop_now() - pm->elected_at) / 1e9);
@@ -207,7 +207,7 @@ static void on_fenced_txn(struct etcd_client *c, int err, const struct etcd_resp
 	cb(c, err, r, cud);
 }
 
-static int metered_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmps,
+static int daemon_metrics_metered_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmps,
                               const struct etcd_op *success, size_t n_success,
                               const struct etcd_op *failure, size_t n_failure, etcd_cb cb,
                               void *ud)
@@ -221,23 +221,23 @@ static int metered_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t
 	if (!t)
 		return -ENOMEM;
 	*t = (struct txn_ctx){.term = pm->term, .cb = cb, .ud = ud};
-	pending_link(pm, &t->link);
+	daemon_metrics_pending_link(pm, &t->link);
 	int r = in->fenced_txn(in->ctx, cmps, n_cmps, success, n_success, failure, n_failure,
-	                       on_fenced_txn, t);
+	                       daemon_metrics_on_fenced_txn, t);
 	if (r < 0) {
-		pending_unlink(&t->link);
+		daemon_metrics_pending_unlink(&t->link);
 		free(t);
 	}
 	return r;
 }
 
-static void metered_request_reconcile(void *ctx)
+static void daemon_metrics_metered_request_reconcile(void *ctx)
 {
 	struct plugin_metrics *pm = ctx;
 	pm->inner_host->request_reconcile(pm->inner_host->ctx);
 }
 
-static bool metered_paused(void *ctx)
+static bool daemon_metrics_metered_paused(void *ctx)
 {
 	struct plugin_metrics *pm = ctx;
 	return pm->inner_host->paused(pm->inner_host->ctx);
@@ -247,10 +247,10 @@ const struct driver_host *plugin_metrics_host(struct plugin_metrics *pm,
                                               const struct driver_host *inner)
 {
 	pm->inner_host = inner;
-	pm->host = (struct driver_host){.ctx = pm, .fenced_txn = metered_fenced_txn,
+	pm->host = (struct driver_host){.ctx = pm, .fenced_txn = daemon_metrics_metered_fenced_txn,
 	                                .data_prefix = inner->data_prefix, .etcd = inner->etcd,
-	                                .request_reconcile = inner->request_reconcile ? metered_request_reconcile : NULL,
-	                                .paused = inner->paused ? metered_paused : NULL};
+	                                .request_reconcile = inner->request_reconcile ? daemon_metrics_metered_request_reconcile : NULL,
+	                                .paused = inner->paused ? daemon_metrics_metered_paused : NULL};
 	return &pm->host;
 }
 
@@ -265,13 +265,13 @@ struct plugin_metrics_driver *plugin_metrics_driver(struct plugin_metrics *pm,
 	return d;
 }
 
-static void md_elected(void *drv, int64_t token, const struct releases *r)
+static void daemon_metrics_md_elected(void *drv, int64_t token, const struct releases *r)
 {
 	struct plugin_metrics_driver *d = drv;
 	d->ops->elected(d->drv, token, r);
 }
 
-static void md_releases_changed(void *drv, const struct releases *r)
+static void daemon_metrics_md_releases_changed(void *drv, const struct releases *r)
 {
 	struct plugin_metrics_driver *d = drv;
 	d->ops->releases_changed(d->drv, r);
@@ -284,11 +284,11 @@ struct reconcile_ctx {
 	void *done_ud;
 };
 
-static void on_reconciled(void *ud, int err, const char *msg)
+static void daemon_metrics_on_reconciled(void *ud, int err, const char *msg)
 {
 	struct reconcile_ctx *rc = ud;
 	struct plugin_metrics *pm = rc->link.pm;
-	pending_unlink(&rc->link);
+	daemon_metrics_pending_unlink(&rc->link);
 	if (err == -ECANCELED) {
 		pm->reconciles[2]++;
 	} else {
@@ -307,7 +307,7 @@ static void on_reconciled(void *ud, int err, const char *msg)
 	done(done_ud, err, msg);
 }
 
-static void md_reconcile(void *drv, driver_reconcile_done_fn done, void *done_ud)
+static void daemon_metrics_md_reconcile(void *drv, driver_reconcile_done_fn done, void *done_ud)
 {
 	struct plugin_metrics_driver *d = drv;
 	struct reconcile_ctx *rc = malloc(sizeof(*rc));
@@ -316,65 +316,65 @@ static void md_reconcile(void *drv, driver_reconcile_done_fn done, void *done_ud
 		return;
 	}
 	*rc = (struct reconcile_ctx){.started = loop_now(), .done = done, .done_ud = done_ud};
-	pending_link(d->pm, &rc->link);
-	d->ops->reconcile(d->drv, on_reconciled, rc);
+	daemon_metrics_pending_link(d->pm, &rc->link);
+	d->ops->reconcile(d->drv, daemon_metrics_on_reconciled, rc);
 }
 
-static void md_deposed(void *drv)
+static void daemon_metrics_md_deposed(void *drv)
 {
 	struct plugin_metrics_driver *d = drv;
 	d->ops->deposed(d->drv);
 }
 
-static void md_drain(void *drv, driver_drain_done_fn done, void *done_ud)
+static void daemon_metrics_md_drain(void *drv, driver_drain_done_fn done, void *done_ud)
 {
 	struct plugin_metrics_driver *d = drv;
 	d->ops->drain(d->drv, done, done_ud);
 }
 
 const struct driver_ops plugin_metrics_driver_ops = {
-	.elected = md_elected,
-	.releases_changed = md_releases_changed,
-	.reconcile = md_reconcile,
-	.deposed = md_deposed,
-	.drain = md_drain,
+	.elected = daemon_metrics_md_elected,
+	.releases_changed = daemon_metrics_md_releases_changed,
+	.reconcile = daemon_metrics_md_reconcile,
+	.deposed = daemon_metrics_md_deposed,
+	.drain = daemon_metrics_md_drain,
 };
 
 /* ---- rendering ---- */
 
-static double v_is_leader(const struct plugin_metrics_view *p)
+static double daemon_metrics_v_is_leader(const struct plugin_metrics_view *p)
 {
 	return p->info && p->info->state == ELECTION_LEADING;
 }
-static double v_ready(const struct plugin_metrics_view *p)
+static double daemon_metrics_v_ready(const struct plugin_metrics_view *p)
 {
 	return p->info && p->info->ready;
 }
-static double v_paused(const struct plugin_metrics_view *p)
+static double daemon_metrics_v_paused(const struct plugin_metrics_view *p)
 {
 	return p->info && p->info->paused;
 }
-static double v_terms(const struct plugin_metrics_view *p)
+static double daemon_metrics_v_terms(const struct plugin_metrics_view *p)
 {
 	return (double)p->pm->terms_won;
 }
-static double v_changes(const struct plugin_metrics_view *p)
+static double daemon_metrics_v_changes(const struct plugin_metrics_view *p)
 {
 	return (double)p->pm->leader_changes;
 }
-static double v_token(const struct plugin_metrics_view *p)
+static double daemon_metrics_v_token(const struct plugin_metrics_view *p)
 {
 	return p->info ? (double)p->info->fencing_token : 0;
 }
-static double v_last_success(const struct plugin_metrics_view *p)
+static double daemon_metrics_v_last_success(const struct plugin_metrics_view *p)
 {
 	return p->pm->last_success_unix_ns ? (double)p->pm->last_success_unix_ns / 1e9 : NAN;
 }
-static double v_restarts(const struct plugin_metrics_view *p)
+static double daemon_metrics_v_restarts(const struct plugin_metrics_view *p)
 {
 	return p->has_instance_stats ? (double)p->worker_restarts : NAN;
 }
-static double v_cb_timeouts(const struct plugin_metrics_view *p)
+static double daemon_metrics_v_cb_timeouts(const struct plugin_metrics_view *p)
 {
 	return p->has_instance_stats ? (double)p->callback_timeouts : NAN;
 }
@@ -386,28 +386,28 @@ struct plugin_family {
 };
 
 static const struct plugin_family plugin_families[] = {
-	{"leasehold_is_leader", "gauge", "1 while this node leads the plugin.", v_is_leader},
+	{"leasehold_is_leader", "gauge", "1 while this node leads the plugin.", daemon_metrics_v_is_leader},
 	{"leasehold_ready", "gauge",
 	 "1 while this node may serve the plugin (the readiness rule, from a view it can vouch for).",
-	 v_ready},
+	 daemon_metrics_v_ready},
 	{"leasehold_paused", "gauge",
 	 "1 while the plugin is paused cluster-wide (leaseholdctl pause), as this node mirrors it.",
-	 v_paused},
+	 daemon_metrics_v_paused},
 	{"leasehold_terms_won_total", "counter", "Terms this node won (it became the leader).",
-	 v_terms},
+	 daemon_metrics_v_terms},
 	{"leasehold_leader_changes_total", "counter",
-	 "Changes of the leader (to another node) this node observed.", v_changes},
+	 "Changes of the leader (to another node) this node observed.", daemon_metrics_v_changes},
 	{"leasehold_fencing_token", "gauge",
-	 "The fencing token of this node's current term (0 when not leading).", v_token},
+	 "The fencing token of this node's current term (0 when not leading).", daemon_metrics_v_token},
 	{"leasehold_last_successful_reconcile_timestamp_seconds", "gauge",
-	 "Unix time of the last reconcile that succeeded on this node.", v_last_success},
+	 "Unix time of the last reconcile that succeeded on this node.", daemon_metrics_v_last_success},
 	{"leasehold_worker_restarts_total", "counter", "Plugin workers restarted after a failure.",
-	 v_restarts},
+	 daemon_metrics_v_restarts},
 	{"leasehold_callback_timeouts_total", "counter",
-	 "Plugin callbacks that overran --callback-timeout.", v_cb_timeouts},
+	 "Plugin callbacks that overran --callback-timeout.", daemon_metrics_v_cb_timeouts},
 };
 
-static void per_plugin_family(struct metrics_text *t, const struct plugin_metrics_view *pv,
+static void daemon_metrics_per_plugin_family(struct metrics_text *t, const struct plugin_metrics_view *pv,
                               size_t n, const struct plugin_family *f)
 {
 	metrics_family(t, f->name, f->type, f->help);
@@ -420,7 +420,7 @@ static void per_plugin_family(struct metrics_text *t, const struct plugin_metric
 	}
 }
 
-static void render_members(struct metrics_text *t, const struct plugin_metrics_view *pv, size_t n)
+static void daemon_metrics_render_members(struct metrics_text *t, const struct plugin_metrics_view *pv, size_t n)
 {
 	const char *name = "leasehold_members";
 	metrics_family(t, name, "gauge",
@@ -487,7 +487,7 @@ void daemon_metrics_render(struct metrics_text *t, const struct host_metrics_vie
 	}
 
 	for (size_t f = 0; f < N_OF(plugin_families); f++)
-		per_plugin_family(t, pv, n, &plugin_families[f]);
+		daemon_metrics_per_plugin_family(t, pv, n, &plugin_families[f]);
 
 	metrics_family(t, "leasehold_reconciles_total", "counter",
 	               "Reconciles on this node by result (ok, failed, cancelled before they ran).");
@@ -520,5 +520,5 @@ void daemon_metrics_render(struct metrics_text *t, const struct host_metrics_vie
 		struct metrics_label l[] = {{"plugin", pv[k].name}};
 		metrics_sample_hist(t, "leasehold_bus_round_trip_seconds", l, 1, &pv[k].bus_rtt);
 	}
-	render_members(t, pv, n);
+	daemon_metrics_render_members(t, pv, n);
 }

@@ -82,13 +82,13 @@ struct daemon_options {
 	size_t n_pc;
 };
 
-static int bad(char *why, size_t len, const char *msg, const char *arg)
+static int daemon_options_bad(char *why, size_t len, const char *msg, const char *arg)
 {
 	snprintf(why, len, "%s: '%s'", msg, arg);
 	return -EINVAL;
 }
 
-static int set_etcd(struct daemon_options *o, const char *v, char *why, size_t len)
+static int daemon_options_set_etcd(struct daemon_options *o, const char *v, char *why, size_t len)
 {
 	char *buf = strdup(v);
 	size_t n = 0;
@@ -101,13 +101,13 @@ static int set_etcd(struct daemon_options *o, const char *v, char *why, size_t l
 			*comma = '\0';
 		if (*p) {
 			if (strncmp(p, "http://", 7) != 0 && strncmp(p, "https://", 8) != 0) {
-				int r = bad(why, len, "--etcd endpoints must be http:// or https:// URLs", p);
+				int r = daemon_options_bad(why, len, "--etcd endpoints must be http:// or https:// URLs", p);
 				free(buf);
 				return r;
 			}
 			if (n == MAX_ENDPOINTS) {
 				free(buf);
-				return bad(why, len, "--etcd takes at most 16 URLs", v);
+				return daemon_options_bad(why, len, "--etcd takes at most 16 URLs", v);
 			}
 			o->endpoints[n++] = p;
 		}
@@ -115,7 +115,7 @@ static int set_etcd(struct daemon_options *o, const char *v, char *why, size_t l
 	}
 	if (n == 0) {
 		free(buf);
-		return bad(why, len, "--etcd needs at least one URL", v);
+		return daemon_options_bad(why, len, "--etcd needs at least one URL", v);
 	}
 	free(o->etcd_buf);
 	o->etcd_buf = buf;
@@ -124,7 +124,7 @@ static int set_etcd(struct daemon_options *o, const char *v, char *why, size_t l
 	return 0;
 }
 
-static int set_plugin_isolation(struct daemon_options *o, const char *v, char *why, size_t len)
+static int daemon_options_set_plugin_isolation(struct daemon_options *o, const char *v, char *why, size_t len)
 {
 	const char *eq = strchr(v, '=');
 	size_t n = eq ? (size_t)(eq - v) : 0;
@@ -132,28 +132,28 @@ static int set_plugin_isolation(struct daemon_options *o, const char *v, char *w
 	uint32_t mode;
 
 	if (!eq || n == 0 || n > LH_PLUGIN_NAME_MAX || o->n_iso >= MAX_LIST)
-		return bad(why, len, "--plugin-isolation takes NAME=thread|process (at most 64)", v);
+		return daemon_options_bad(why, len, "--plugin-isolation takes NAME=thread|process (at most 64)", v);
 	memcpy(name, v, n);
 	name[n] = '\0';
 	if (!roles_name_valid(name) || plugin_instance_parse_isolation(eq + 1, &mode) < 0)
-		return bad(why, len, "--plugin-isolation takes NAME=thread|process", v);
+		return daemon_options_bad(why, len, "--plugin-isolation takes NAME=thread|process", v);
 	memcpy(o->iso_name[o->n_iso], name, n + 1);
 	o->iso_modes[o->n_iso++] = mode;
 	return 0;
 }
 
-/* set_plugin_read - --plugin-read NAME=PREFIX: a read grant for plugin NAME */
-static int set_plugin_read(struct daemon_options *o, const char *v, char *why, size_t len)
+/* daemon_options_set_plugin_read - --plugin-read NAME=PREFIX: a read grant for plugin NAME */
+static int daemon_options_set_plugin_read(struct daemon_options *o, const char *v, char *why, size_t len)
 {
 	const char *eq = strchr(v, '=');
 	size_t n = eq ? (size_t)(eq - v) : 0;
 
 	if (!eq || n == 0 || n > LH_PLUGIN_NAME_MAX || o->n_read >= MAX_LIST)
-		return bad(why, len, "--plugin-read takes NAME=PREFIX (at most 64)", v);
+		return daemon_options_bad(why, len, "--plugin-read takes NAME=PREFIX (at most 64)", v);
 	memcpy(o->read_name[o->n_read], v, n);
 	o->read_name[o->n_read][n] = '\0';
 	if (!roles_name_valid(o->read_name[o->n_read]) || !eq[1])
-		return bad(why, len,
+		return daemon_options_bad(why, len,
 			   "--plugin-read takes NAME=PREFIX with a plugin name and a non-empty "
 			   "etcd key prefix",
 			   v);
@@ -161,32 +161,32 @@ static int set_plugin_read(struct daemon_options *o, const char *v, char *why, s
 	return 0;
 }
 
-/* set_plugin_config - --plugin-config NAME=FILE: plugin NAME's node-local
+/* daemon_options_set_plugin_config - --plugin-config NAME=FILE: plugin NAME's node-local
  * configuration file (read when an instance starts), once per plugin */
-static int set_plugin_config(struct daemon_options *o, const char *v, char *why, size_t len)
+static int daemon_options_set_plugin_config(struct daemon_options *o, const char *v, char *why, size_t len)
 {
 	char msg[200];
 
 	if (o->n_pc >= MAX_LIST)
-		return bad(why, len, "--plugin-config: at most 64", v);
+		return daemon_options_bad(why, len, "--plugin-config: at most 64", v);
 	if (plugin_config_parse_flag(v, o->pc_name[o->n_pc], &o->pc_files[o->n_pc], msg,
 				     sizeof(msg)) < 0)
-		return bad(why, len, msg, v);
+		return daemon_options_bad(why, len, msg, v);
 	for (size_t i = 0; i < o->n_pc; i++)
 		if (strcmp(o->pc_name[i], o->pc_name[o->n_pc]) == 0)
-			return bad(why, len, "--plugin-config names this plugin twice", v);
+			return daemon_options_bad(why, len, "--plugin-config names this plugin twice", v);
 	o->n_pc++;
 	return 0;
 }
 
 /* apply - check flag id's argument v and set it; -EINVAL with why */
-static int apply(struct daemon_options *o, int id, const char *v, char *why, size_t len)
+static int daemon_options_apply(struct daemon_options *o, int id, const char *v, char *why, size_t len)
 {
 	struct daemon_config *c = &o->cfg;
 
 	switch (id) {
 	case F_ETCD:
-		return set_etcd(o, v, why, len);
+		return daemon_options_set_etcd(o, v, why, len);
 	case F_CACERT:
 		c->cacert = v;
 		return 0;
@@ -201,7 +201,7 @@ static int apply(struct daemon_options *o, int id, const char *v, char *why, siz
 		return 0;
 	case F_PREFIX:
 		if (v[0] != '/' || strlen(v) > 200)
-			return bad(why, len, "--prefix must start with '/' (at most 200 bytes)", v);
+			return daemon_options_bad(why, len, "--prefix must start with '/' (at most 200 bytes)", v);
 		c->prefix = v;
 		return 0;
 	case F_TTL: {
@@ -209,13 +209,13 @@ static int apply(struct daemon_options *o, int id, const char *v, char *why, siz
 		errno = 0;
 		long long t = strtoll(v, &end, 10);
 		if (errno || *end || end == v || t < 2 || t > 3600)
-			return bad(why, len, "--ttl must be whole seconds between 2 and 3600", v);
+			return daemon_options_bad(why, len, "--ttl must be whole seconds between 2 and 3600", v);
 		c->ttl_s = t;
 		return 0;
 	}
 	case F_NODE_ID:
 		if (!*v || strchr(v, '/') || strlen(v) > 128)
-			return bad(why, len, "--node-id must be 1..128 bytes without '/'", v);
+			return daemon_options_bad(why, len, "--node-id must be 1..128 bytes without '/'", v);
 		c->node_id = v;
 		return 0;
 	case F_PLUGIN_DIR:
@@ -226,25 +226,25 @@ static int apply(struct daemon_options *o, int id, const char *v, char *why, siz
 		return 0;
 	case F_WAIT:
 		if (duration_parse(v, &c->reconcile_wait_ns) < 0)
-			return bad(why, len, "bad --reconcile-wait duration", v);
+			return daemon_options_bad(why, len, "bad --reconcile-wait duration", v);
 		return 0;
 	case F_INTERVAL:
 		if (duration_parse(v, &c->reconcile_interval_ns) < 0 ||
 		    c->reconcile_interval_ns < 1000000)
-			return bad(why, len, "bad --reconcile-interval duration (>= 1ms)", v);
+			return daemon_options_bad(why, len, "bad --reconcile-interval duration (>= 1ms)", v);
 		return 0;
 	case F_SHUTDOWN:
 		if (duration_parse(v, &c->shutdown_timeout_ns) < 0)
-			return bad(why, len, "bad --shutdown-timeout duration", v);
+			return daemon_options_bad(why, len, "bad --shutdown-timeout duration", v);
 		return 0;
 	case F_EXIT_LINGER:
 		if (duration_parse(v, &c->exit_linger_ns) < 0 || c->exit_linger_ns > 60 * 1000000000ull)
-			return bad(why, len, "bad --exit-linger duration (0..60s)", v);
+			return daemon_options_bad(why, len, "bad --exit-linger duration (0..60s)", v);
 		return 0;
 	case F_CONTROL: {
 		char path[4096];
 		if (strcmp(v, "none") != 0 && control_wire_path(v, path, sizeof(path)) < 0)
-			return bad(why, len, "--control must be ipc:///path, /path or none", v);
+			return daemon_options_bad(why, len, "--control must be ipc:///path, /path or none", v);
 		return 0; /* resolved at the end (control_url_resolve) */
 	}
 	case F_HTTP: {
@@ -252,48 +252,48 @@ static int apply(struct daemon_options *o, int id, const char *v, char *why, siz
 		if (strcmp(v, "none") == 0)
 			c->http_addr = "";
 		else if (http_parse_addr(v, host, sizeof(host), port, sizeof(port)) < 0)
-			return bad(why, len, "bad --http address (ADDR:PORT, [IPV6]:PORT or none)", v);
+			return daemon_options_bad(why, len, "bad --http address (ADDR:PORT, [IPV6]:PORT or none)", v);
 		else
 			c->http_addr = v;
 		return 0;
 	}
 	case F_LOG_LEVEL:
 		if (log_parse_level(v, &o->log_level) < 0)
-			return bad(why, len, "--log-level must be error, warn, info or debug", v);
+			return daemon_options_bad(why, len, "--log-level must be error, warn, info or debug", v);
 		o->has_log_level = true;
 		return 0;
 	case F_LOG_FORMAT: {
 		enum log_format fmt;
 		if (log_parse_format(v, &fmt) < 0)
-			return bad(why, len, "--log-format must be text or json", v);
+			return daemon_options_bad(why, len, "--log-format must be text or json", v);
 		return 0; /* applied by daemon_options_apply_logging */
 	}
 	case F_ROLE:
 		if (o->n_roles >= MAX_LIST)
-			return bad(why, len, "at most 64 --role flags", v);
+			return daemon_options_bad(why, len, "at most 64 --role flags", v);
 		if (!roles_name_valid(v))
-			return bad(why, len, "--role must match [a-z0-9_-]{1,63}", v);
+			return daemon_options_bad(why, len, "--role must match [a-z0-9_-]{1,63}", v);
 		o->roles[o->n_roles++] = v;
 		return 0;
 	case F_ISOLATION:
 		if (plugin_instance_parse_isolation(v, &c->isolation) < 0)
-			return bad(why, len, "--isolation must be thread or process", v);
+			return daemon_options_bad(why, len, "--isolation must be thread or process", v);
 		return 0;
 	case F_CALLBACK_TIMEOUT: {
 		char msg[160];
 		if (o->n_cb >= MAX_LIST)
-			return bad(why, len, "at most 64 --callback-timeout rules", v);
+			return daemon_options_bad(why, len, "at most 64 --callback-timeout rules", v);
 		if (callback_timeout_parse(v, &o->cb[o->n_cb], msg, sizeof(msg)) < 0)
-			return bad(why, len, msg, v);
+			return daemon_options_bad(why, len, msg, v);
 		o->n_cb++;
 		return 0;
 	}
 	case F_PRIORITY: {
 		char msg[160];
 		if (o->n_prio >= MAX_LIST)
-			return bad(why, len, "at most 64 --priority flags", v);
+			return daemon_options_bad(why, len, "at most 64 --priority flags", v);
 		if (priority_parse(v, &o->prio[o->n_prio], msg, sizeof(msg)) < 0)
-			return bad(why, len, msg, v);
+			return daemon_options_bad(why, len, msg, v);
 		o->n_prio++;
 		return 0;
 	}
@@ -301,19 +301,19 @@ static int apply(struct daemon_options *o, int id, const char *v, char *why, siz
 		c->worker_path = v;
 		return 0;
 	case F_PLUGIN_ISOLATION:
-		return set_plugin_isolation(o, v, why, len);
+		return daemon_options_set_plugin_isolation(o, v, why, len);
 	case F_PLUGIN_READ:
-		return set_plugin_read(o, v, why, len);
+		return daemon_options_set_plugin_read(o, v, why, len);
 	case F_PLUGIN_CONFIG:
-		return set_plugin_config(o, v, why, len);
+		return daemon_options_set_plugin_config(o, v, why, len);
 	default:
-		return bad(why, len, "not a setting", v);
+		return daemon_options_bad(why, len, "not a setting", v);
 	}
 }
 
 /* note - record that flag id got v from src, for --check-config and the
  * reload's comparison */
-static int note(struct daemon_options *o, int id, const char *v, enum source src)
+static int daemon_options_note(struct daemon_options *o, int id, const char *v, enum source src)
 {
 	bool append = (flag_keys[id].kind == CONFIG_KEY_REPEATED ||
 		       flag_keys[id].kind == CONFIG_KEY_RULES) &&
@@ -335,7 +335,7 @@ static int note(struct daemon_options *o, int id, const char *v, enum source src
 }
 
 /* set - one setting from src: a flag's list replaces the file's */
-static int set(struct daemon_options *o, int id, const char *v, enum source src, char *why,
+static int daemon_options_set(struct daemon_options *o, int id, const char *v, enum source src, char *why,
 	       size_t len)
 {
 	if (flag_keys[id].kind == CONFIG_KEY_REPEATED && src == SRC_FLAG && o->src[id] == SRC_FILE) {
@@ -343,15 +343,15 @@ static int set(struct daemon_options *o, int id, const char *v, enum source src,
 		free(o->shown[id]);
 		o->shown[id] = NULL;
 	}
-	int r = apply(o, id, v, why, len);
+	int r = daemon_options_apply(o, id, v, why, len);
 	if (r == 0)
-		r = note(o, id, v, src);
+		r = daemon_options_note(o, id, v, src);
 	if (r == -ENOMEM)
 		snprintf(why, len, "out of memory");
 	return r;
 }
 
-static int find_flag(const char *name)
+static int daemon_options_find_flag(const char *name)
 {
 	for (int i = 0; i < N_FLAGS; i++)
 		if (strcmp(flag_keys[i].name, name) == 0)
@@ -359,8 +359,8 @@ static int find_flag(const char *name)
 	return -1;
 }
 
-/* read_file - the configuration file this set uses, if any */
-static int read_file(struct daemon_options *o, char *err, size_t err_len)
+/* daemon_options_read_file - the configuration file this set uses, if any */
+static int daemon_options_read_file(struct daemon_options *o, char *err, size_t err_len)
 {
 	const char *path = o->config_flag;
 
@@ -373,7 +373,7 @@ static int read_file(struct daemon_options *o, char *err, size_t err_len)
 }
 
 /* finish - the defaults and the environment after the file and the flags */
-static int finish(struct daemon_options *o, char *err, size_t err_len)
+static int daemon_options_finish(struct daemon_options *o, char *err, size_t err_len)
 {
 	struct daemon_config *c = &o->cfg;
 
@@ -402,7 +402,7 @@ static int finish(struct daemon_options *o, char *err, size_t err_len)
 	}
 	if (!c->n_endpoints) {
 		char why[64];
-		int r = set_etcd(o, "http://127.0.0.1:2379", why, sizeof(why));
+		int r = daemon_options_set_etcd(o, "http://127.0.0.1:2379", why, sizeof(why));
 		if (r < 0) {
 			snprintf(err, err_len, "leasehold: out of memory");
 			return r;
@@ -435,12 +435,12 @@ static int finish(struct daemon_options *o, char *err, size_t err_len)
 	return 0;
 }
 
-static int reload_hook(void *ud)
+static int daemon_options_reload_hook(void *ud)
 {
 	return daemon_options_reload(ud);
 }
 
-static struct daemon_options *options_new(const char *default_config)
+static struct daemon_options *daemon_options_new(const char *default_config)
 {
 	struct daemon_options *o = calloc(1, sizeof(*o));
 	if (!o)
@@ -453,7 +453,7 @@ static struct daemon_options *options_new(const char *default_config)
 		.reconcile_wait_ns = 5 * 1000000000ull,
 		.reconcile_interval_ns = 30 * 1000000000ull,
 		.exit_linger_ns = 100 * 1000000ull,
-		.reload = reload_hook,
+		.reload = daemon_options_reload_hook,
 		.reload_ud = o,
 	};
 	return o;
@@ -461,16 +461,16 @@ static struct daemon_options *options_new(const char *default_config)
 
 /* build - the file (if any), then the flags recorded in o->args, then the
  * defaults; err gets one line */
-static int build(struct daemon_options *o, char *err, size_t err_len)
+static int daemon_options_build(struct daemon_options *o, char *err, size_t err_len)
 {
 	char why[CONFIG_ERR_MAX];
-	int r = read_file(o, err, err_len);
+	int r = daemon_options_read_file(o, err, err_len);
 
 	if (r < 0)
 		return r == -EINVAL ? -EBADMSG : r;
 	for (size_t i = 0; o->file && i < o->file->n_settings; i++) {
 		const struct config_setting *s = &o->file->settings[i];
-		int id = find_flag(s->flag);
+		int id = daemon_options_find_flag(s->flag);
 		/* the environment beats the file where a variable exists */
 		if (id == F_LOG_FORMAT && o->env_log_format)
 			continue;
@@ -478,18 +478,18 @@ static int build(struct daemon_options *o, char *err, size_t err_len)
 			snprintf(err, err_len, "%s:%u: %s: not a flag", o->file->path, s->line, s->flag);
 			return -EBADMSG;
 		}
-		if ((r = set(o, id, s->value, SRC_FILE, why, sizeof(why))) < 0) {
+		if ((r = daemon_options_set(o, id, s->value, SRC_FILE, why, sizeof(why))) < 0) {
 			snprintf(err, err_len, "%s:%u: %s: %s", o->file->path, s->line, s->key, why);
 			return -EBADMSG;
 		}
 	}
 	for (size_t i = 0; i < o->n_args; i++) {
-		if ((r = set(o, o->args[i].id, o->args[i].value, SRC_FLAG, why, sizeof(why))) < 0) {
+		if ((r = daemon_options_set(o, o->args[i].id, o->args[i].value, SRC_FLAG, why, sizeof(why))) < 0) {
 			snprintf(err, err_len, "leasehold: %s", why);
 			return -EINVAL;
 		}
 	}
-	return finish(o, err, err_len);
+	return daemon_options_finish(o, err, err_len);
 }
 
 int daemon_options_parse(int argc, char **argv, const char *default_config,
@@ -498,7 +498,7 @@ int daemon_options_parse(int argc, char **argv, const char *default_config,
 {
 	struct option opts[N_FLAGS + 1];
 	enum daemon_options_action action = DAEMON_OPTIONS_RUN;
-	struct daemon_options *o = options_new(default_config);
+	struct daemon_options *o = daemon_options_new(default_config);
 	int c, r = -EINVAL;
 
 	if (!o || !(o->args = calloc((size_t)argc + 1, sizeof(*o->args)))) {
@@ -537,7 +537,7 @@ int daemon_options_parse(int argc, char **argv, const char *default_config,
 		snprintf(err, err_len, "leasehold: unexpected argument: '%s'", argv[optind]);
 		goto fail;
 	}
-	if ((r = build(o, err, err_len)) < 0)
+	if ((r = daemon_options_build(o, err, err_len)) < 0)
 		goto fail;
 	*ret = o;
 	*ret_action = action;
@@ -598,18 +598,18 @@ void daemon_options_print(const struct daemon_options *o, FILE *f)
 	}
 }
 
-static const char *shown_or_default(const char *s)
+static const char *daemon_options_shown_or_default(const char *s)
 {
 	return s ? s : "(default)";
 }
 
-static bool same(const char *a, const char *b)
+static bool daemon_options_same(const char *a, const char *b)
 {
 	return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
-/* take_runtime - the settings a SIGHUP applies, from n into o */
-static void take_runtime(struct daemon_options *o, const struct daemon_options *n)
+/* daemon_options_take_runtime - the settings a SIGHUP applies, from n into o */
+static void daemon_options_take_runtime(struct daemon_options *o, const struct daemon_options *n)
 {
 	o->cfg.shutdown_timeout_ns = n->cfg.shutdown_timeout_ns;
 	o->cfg.exit_linger_ns = n->cfg.exit_linger_ns;
@@ -628,7 +628,7 @@ static void take_runtime(struct daemon_options *o, const struct daemon_options *
 
 int daemon_options_reload(struct daemon_options *o)
 {
-	struct daemon_options *n = options_new(o->default_config);
+	struct daemon_options *n = daemon_options_new(o->default_config);
 	char err[CONFIG_ERR_MAX + 64];
 	int r;
 
@@ -640,7 +640,7 @@ int daemon_options_reload(struct daemon_options *o)
 	n->env_log_format = o->env_log_format;
 	n->args = o->args; /* borrowed for the build */
 	n->n_args = o->n_args;
-	r = build(n, err, sizeof(err));
+	r = daemon_options_build(n, err, sizeof(err));
 	n->args = NULL;
 	if (r < 0) {
 		log_error("config", "%s; the configuration is refused as a whole, the running "
@@ -652,12 +652,12 @@ int daemon_options_reload(struct daemon_options *o)
 	const char *path = n->file ? n->file->path : "(no file)";
 	bool runtime_changed = false, any = false;
 	for (int i = 0; i < N_FLAGS; i++) {
-		if (same(o->shown[i], n->shown[i]))
+		if (daemon_options_same(o->shown[i], n->shown[i]))
 			continue;
 		any = true;
 		if (flag_attrs[i] & CONTROL_CONFIG_RUNTIME) {
 			log_info("config", "%s changed from %s to %s", flag_keys[i].name,
-				 shown_or_default(o->shown[i]), shown_or_default(n->shown[i]));
+				 daemon_options_shown_or_default(o->shown[i]), daemon_options_shown_or_default(n->shown[i]));
 			runtime_changed = true;
 			char *s = n->shown[i];
 			n->shown[i] = o->shown[i];
@@ -666,12 +666,12 @@ int daemon_options_reload(struct daemon_options *o)
 			log_warn("config",
 				 "%s changed from %s to %s in %s: needs a restart; the running "
 				 "value stays",
-				 flag_keys[i].name, shown_or_default(o->shown[i]),
-				 shown_or_default(n->shown[i]), path);
+				 flag_keys[i].name, daemon_options_shown_or_default(o->shown[i]),
+				 daemon_options_shown_or_default(n->shown[i]), path);
 		}
 	}
 	if (runtime_changed)
-		take_runtime(o, n);
+		daemon_options_take_runtime(o, n);
 	if (!any)
 		log_info("config", "re-read %s: no change", path);
 	daemon_options_free(n);

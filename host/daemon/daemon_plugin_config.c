@@ -37,8 +37,8 @@
 
 /* ---- the mirror and the instances ---- */
 
-/* with_cluster - c's local document and the mirror's cluster one into *ret */
-static int with_cluster(const struct plugin_config_view *v, const struct plugin_config *c,
+/* daemon_plugin_config_with_cluster - c's local document and the mirror's cluster one into *ret */
+static int daemon_plugin_config_with_cluster(const struct plugin_config_view *v, const struct plugin_config *c,
 			struct plugin_config *ret)
 {
 	struct plugin_config src = {
@@ -52,26 +52,26 @@ static int with_cluster(const struct plugin_config_view *v, const struct plugin_
 	return plugin_config_copy(ret, &src);
 }
 
-static void hand_over(struct plugin_instance *pi, const struct plugin_config_view *v)
+static void daemon_plugin_config_hand_over(struct plugin_instance *pi, const struct plugin_config_view *v)
 {
 	struct plugin_config n = {0};
 	if (!pi)
 		return;
-	if (with_cluster(v, plugin_instance_config(pi), &n) < 0 ||
+	if (daemon_plugin_config_with_cluster(v, plugin_instance_config(pi), &n) < 0 ||
 	    plugin_instance_set_config(pi, &n) < 0)
 		log_error("config", "out of memory: a configuration change was not handed over");
 	plugin_config_clear(&n);
 }
 
-static void on_mirror_changed(void *ud)
+static void daemon_plugin_config_on_mirror_changed(void *ud)
 {
 	struct entry *e = ud;
 	struct plugin_config_view v;
 	plugin_config_mirror_get(e->cfgm, &v);
 	if (!v.read)
 		return;
-	hand_over(e->pi, &v);
-	hand_over(e->next_pi, &v); /* its init may have waited for this */
+	daemon_plugin_config_hand_over(e->pi, &v);
+	daemon_plugin_config_hand_over(e->next_pi, &v); /* its init may have waited for this */
 	daemon_notify(e->d);
 }
 
@@ -80,7 +80,7 @@ int daemon_config_entry_start(struct entry *e)
 	if (e->cfgm)
 		return 0;
 	int r = plugin_config_mirror_new(e->d->loop, e->d->etcd, e->d->cfg->prefix, e->name,
-					 on_mirror_changed, e, &e->cfgm);
+					 daemon_plugin_config_on_mirror_changed, e, &e->cfgm);
 	if (r < 0)
 		return r;
 	plugin_config_mirror_start(e->cfgm);
@@ -102,8 +102,8 @@ bool daemon_config_ready(const struct entry *e)
 	return v.read;
 }
 
-/* config_file_of - plugin name's --plugin-config file, or NULL */
-static const char *config_file_of(const struct daemon *d, const char *name)
+/* daemon_plugin_config_file_of - plugin name's --plugin-config file, or NULL */
+static const char *daemon_plugin_config_file_of(const struct daemon *d, const char *name)
 {
 	for (size_t i = 0; i < d->cfg->n_plugin_configs; i++)
 		if (strcmp(d->cfg->plugin_config_names[i], name) == 0)
@@ -116,7 +116,7 @@ int daemon_config_for_instance(struct entry *e, struct plugin_config *ret, char 
 {
 	struct plugin_config_view v;
 	struct plugin_config local = {0};
-	const char *file = config_file_of(e->d, e->name);
+	const char *file = daemon_plugin_config_file_of(e->d, e->name);
 	char why[400];
 	int r;
 	if (file) {
@@ -129,7 +129,7 @@ int daemon_config_for_instance(struct entry *e, struct plugin_config *ret, char 
 		}
 	}
 	plugin_config_mirror_get(e->cfgm, &v);
-	r = with_cluster(&v, &local, ret);
+	r = daemon_plugin_config_with_cluster(&v, &local, ret);
 	plugin_config_clear(&local);
 	if (r < 0)
 		snprintf(err, err_len, "out of memory");
@@ -159,13 +159,13 @@ struct config_call {
 	char doc[]; /* config set: the document, NUL after it */
 };
 
-static void call_free(struct config_call *cc)
+static void daemon_plugin_config_call_free(struct config_call *cc)
 {
 	free(cc->key);
 	free(cc);
 }
 
-static struct config_call *call_new(struct daemon *d, const char *name, const void *doc, size_t len,
+static struct config_call *daemon_plugin_config_call_new(struct daemon *d, const char *name, const void *doc, size_t len,
 				    control_config_fn done, void *done_ctx)
 {
 	struct config_call *cc = calloc(1, sizeof(*cc) + len + 1);
@@ -185,7 +185,7 @@ static struct config_call *call_new(struct daemon *d, const char *name, const vo
 	return cc;
 }
 
-static int check_name(const char *name, char *err, size_t err_len)
+static int daemon_plugin_config_check_name(const char *name, char *err, size_t err_len)
 {
 	if (loader_name_valid(name))
 		return 0;
@@ -194,7 +194,7 @@ static int check_name(const char *name, char *err, size_t err_len)
 	return -EINVAL;
 }
 
-static void on_get(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
+static void daemon_plugin_config_on_get(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
 {
 	struct config_call *cc = ud;
 	char msg[300], why[256];
@@ -214,31 +214,31 @@ static void on_get(struct etcd_client *c, int err, const struct etcd_response *r
 		cc->done(cc->done_ctx, 0, NULL, kv->value ? (const char *)kv->value : "", len,
 			 kv->mod_revision, bad ? why : NULL);
 	}
-	call_free(cc);
+	daemon_plugin_config_call_free(cc);
 }
 
 int daemon_config_get(void *ud, const char *name, control_config_fn done, void *done_ctx, char *err,
 		      size_t err_len)
 {
 	struct daemon *d = ud;
-	int r = check_name(name, err, err_len);
+	int r = daemon_plugin_config_check_name(name, err, err_len);
 	if (r < 0)
 		return r;
-	struct config_call *cc = call_new(d, name, NULL, 0, done, done_ctx);
+	struct config_call *cc = daemon_plugin_config_call_new(d, name, NULL, 0, done, done_ctx);
 	if (!cc) {
 		snprintf(err, err_len, "out of memory");
 		return -ENOMEM;
 	}
 	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = cc->key, .key_len = strlen(cc->key)};
-	r = etcd_range(d->etcd, &op, NULL, on_get, cc, NULL);
+	r = etcd_range(d->etcd, &op, NULL, daemon_plugin_config_on_get, cc, NULL);
 	if (r < 0) {
 		snprintf(err, err_len, "cannot read %s: %s", cc->key, etcd_strerror(r));
-		call_free(cc);
+		daemon_plugin_config_call_free(cc);
 	}
 	return r;
 }
 
-static void on_written(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
+static void daemon_plugin_config_on_written(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
 {
 	struct config_call *cc = ud;
 	char msg[400];
@@ -267,11 +267,11 @@ static void on_written(struct etcd_client *c, int err, const struct etcd_respons
 			 cc->name, now, cc->expect_rev);
 		cc->done(cc->done_ctx, -ESTALE, msg, NULL, 0, now, NULL);
 	}
-	call_free(cc);
+	daemon_plugin_config_call_free(cc);
 }
 
-/* write_now - start the compare-and-put; 0, or -errno (cc untouched) */
-static int write_now(struct config_call *cc)
+/* daemon_plugin_config_write_now - start the compare-and-put; 0, or -errno (cc untouched) */
+static int daemon_plugin_config_write_now(struct config_call *cc)
 {
 	struct etcd_compare cmp = {.target = ETCD_CMP_MOD,
 				   .result = ETCD_CMP_EQUAL,
@@ -286,10 +286,10 @@ static int write_now(struct config_call *cc)
 	struct etcd_op get = {
 	    .type = ETCD_OP_RANGE, .key = cc->key, .key_len = strlen(cc->key), .keys_only = true};
 	struct etcd_call_opts o = {.timeout_ms = CONFIG_WRITE_TIMEOUT_MS};
-	return etcd_txn(cc->d->etcd, &cmp, 1, &put, 1, &get, 1, &o, on_written, cc, NULL);
+	return etcd_txn(cc->d->etcd, &cmp, 1, &put, 1, &get, 1, &o, daemon_plugin_config_on_written, cc, NULL);
 }
 
-static void on_validated(void *ud, int err, const char *msg)
+static void daemon_plugin_config_on_validated(void *ud, int err, const char *msg)
 {
 	struct config_call *cc = ud;
 	char buf[700];
@@ -300,14 +300,14 @@ static void on_validated(void *ud, int err, const char *msg)
 		 * that went away is not */
 		cc->done(cc->done_ctx, err == -EIO || err == -ECANCELED ? err : -EINVAL, buf, NULL,
 			 0, 0, NULL);
-		call_free(cc);
+		daemon_plugin_config_call_free(cc);
 		return;
 	}
-	int r = write_now(cc);
+	int r = daemon_plugin_config_write_now(cc);
 	if (r < 0) {
 		snprintf(buf, sizeof(buf), "cannot write %s: %s", cc->key, etcd_strerror(r));
 		cc->done(cc->done_ctx, r, buf, NULL, 0, 0, NULL);
-		call_free(cc);
+		daemon_plugin_config_call_free(cc);
 	}
 }
 
@@ -316,14 +316,14 @@ int daemon_config_set(void *ud, const char *name, const void *doc, size_t len, i
 {
 	struct daemon *d = ud;
 	char why[256];
-	int r = check_name(name, err, err_len);
+	int r = daemon_plugin_config_check_name(name, err, err_len);
 	if (r < 0)
 		return r;
 	if (plugin_config_doc_check(doc, len, why, sizeof(why)) < 0) {
 		snprintf(err, err_len, "refusing the configuration of plugin %s: %s", name, why);
 		return -EINVAL;
 	}
-	struct config_call *cc = call_new(d, name, doc, len, done, done_ctx);
+	struct config_call *cc = daemon_plugin_config_call_new(d, name, doc, len, done, done_ctx);
 	if (!cc) {
 		snprintf(err, err_len, "out of memory");
 		return -ENOMEM;
@@ -331,9 +331,9 @@ int daemon_config_set(void *ud, const char *name, const void *doc, size_t len, i
 	cc->expect_rev = expect_rev;
 	struct entry *e = daemon_find_name(d, name);
 	if (e && e->pi) {
-		r = plugin_instance_validate_config(e->pi, cc->doc, len, on_validated, cc);
+		r = plugin_instance_validate_config(e->pi, cc->doc, len, daemon_plugin_config_on_validated, cc);
 		if (r == 0)
-			return 0; /* on_validated writes */
+			return 0; /* daemon_plugin_config_on_validated writes */
 		if (r != -EOPNOTSUPP) {
 			snprintf(
 			    err, err_len,
@@ -341,13 +341,13 @@ int daemon_config_set(void *ud, const char *name, const void *doc, size_t len, i
 			    "try again",
 			    name,
 			    r == -EAGAIN ? "it is failed, restarting or stopping" : strerror(-r));
-			call_free(cc);
+			daemon_plugin_config_call_free(cc);
 			return r == -EAGAIN ? -EBUSY : r;
 		}
 	}
-	if ((r = write_now(cc)) < 0) {
+	if ((r = daemon_plugin_config_write_now(cc)) < 0) {
 		snprintf(err, err_len, "cannot write %s: %s", cc->key, etcd_strerror(r));
-		call_free(cc);
+		daemon_plugin_config_call_free(cc);
 	}
 	return r;
 }

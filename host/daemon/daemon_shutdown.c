@@ -22,7 +22,7 @@
 
 #include "daemon/daemon_internal.h"
 
-static void on_revoked(void *ud, int err)
+static void daemon_shutdown_on_revoked(void *ud, int err)
 {
 	struct daemon *d = ud;
 	if (err < 0)
@@ -35,9 +35,9 @@ static void on_revoked(void *ud, int err)
 	daemon_maybe_finish_shutdown(d);
 }
 
-/* elections_stopped - every election of the host but skip's (may be NULL)
+/* daemon_shutdown_elections_stopped - every election of the host but skip's (may be NULL)
  * has stopped */
-static bool elections_stopped(const struct daemon *d, const struct entry *skip)
+static bool daemon_shutdown_elections_stopped(const struct daemon *d, const struct entry *skip)
 {
 	for (const struct entry *e = d->entries; e; e = e->next)
 		if (e != skip && !e->gone && e->el && !e->el_stopped)
@@ -49,11 +49,11 @@ static bool elections_stopped(const struct daemon *d, const struct entry *skip)
 bool daemon_is_last_election(void *ud)
 {
 	const struct entry *me = ud;
-	return elections_stopped(me->d, me);
+	return daemon_shutdown_elections_stopped(me->d, me);
 }
 
 /* the end of a clean shutdown */
-static void say_bye(struct daemon *d)
+static void daemon_shutdown_say_bye(struct daemon *d)
 {
 	log_info("daemon", "bye");
 	loop_quit(d->loop, d->exit_code);
@@ -69,9 +69,9 @@ void daemon_maybe_finish_shutdown(struct daemon *d)
 	bool all = true;
 	for (struct entry *e = d->entries; e; e = e->next)
 		all = all && e->gone;
-	if (!d->revoking && elections_stopped(d, NULL)) {
+	if (!d->revoking && daemon_shutdown_elections_stopped(d, NULL)) {
 		d->revoking = true;
-		session_revoke(d->sess, on_revoked, d);
+		session_revoke(d->sess, daemon_shutdown_on_revoked, d);
 		return; /* may have answered at once: it calls us again */
 	}
 	if (all && d->revoked && !d->lingering) {
@@ -83,7 +83,7 @@ void daemon_maybe_finish_shutdown(struct daemon *d)
 		else if (linger > d->deadline_at - now)
 			linger = d->deadline_at - now;
 		if (!linger) {
-			say_bye(d);
+			daemon_shutdown_say_bye(d);
 			return;
 		}
 		/* The successor is taking over right now, through etcd; this
@@ -101,7 +101,7 @@ void daemon_maybe_finish_shutdown(struct daemon *d)
 void daemon_begin_shutdown(struct daemon *d, const char *why)
 {
 	if (d->lingering) { /* everything is done: no need to hurry anything */
-		say_bye(d);
+		daemon_shutdown_say_bye(d);
 		return;
 	}
 	if (d->shutting_down) {
@@ -131,7 +131,7 @@ void daemon_begin_shutdown(struct daemon *d, const char *why)
 }
 
 /* what an entry that did not stop in time waits for, in one line */
-static void log_stuck_entry(const struct entry *e)
+static void daemon_shutdown_log_stuck_entry(const struct entry *e)
 {
 	struct plugin_instance *const pis[] = {e->pi, e->pending_swap ? e->pending_swap->old : NULL};
 	const char *cb;
@@ -158,12 +158,12 @@ void daemon_on_shutdown_deadline(struct loop_timer *t, void *ud)
 	(void)t;
 	struct daemon *d = ud;
 	if (d->lingering) {
-		say_bye(d);
+		daemon_shutdown_say_bye(d);
 		return;
 	}
 	log_error("daemon", "shutdown did not finish in time; exiting (keys expire with the lease)");
 	for (struct entry *e = d->entries; e; e = e->next)
-		log_stuck_entry(e);
+		daemon_shutdown_log_stuck_entry(e);
 	plugin_instance_hurry();
 	d->exit_code = 1;
 	loop_quit(d->loop, 1);

@@ -25,7 +25,7 @@
  * running plugin has read its state from etcd (no longer `loading`). A
  * plugin that failed to load does not hold readiness back: it is reported
  * (STATUS=, leaseholdctl) and waits for new bytes. */
-static bool synced(struct daemon *d)
+static bool daemon_systemd_synced(struct daemon *d)
 {
 	if (!session_is_up(d->sess) || d->rescan_pending || d->select_pending)
 		return false;
@@ -45,7 +45,7 @@ static bool synced(struct daemon *d)
 }
 
 /* the one-line summary for STATUS=, e.g. "3 plugins, leading 1, etcd ok" */
-static void sd_summary(struct daemon *d, char *buf, size_t len)
+static void daemon_systemd_sd_summary(struct daemon *d, char *buf, size_t len)
 {
 	size_t running = 0, leading = 0, failed = 0;
 	for (struct entry *e = d->entries; e; e = e->next) {
@@ -81,13 +81,13 @@ void daemon_sd_report(struct daemon *d)
 {
 	if (!d->sd || !d->sess)
 		return;
-	bool ready = !d->sd_ready && !d->shutting_down && synced(d);
+	bool ready = !d->sd_ready && !d->shutting_down && daemon_systemd_synced(d);
 	if (ready) {
 		d->sd_ready = d->sd_started = true;
 		log_info("daemon", "synced with etcd: ready");
 	}
 	char status[sizeof(d->sd_status)], msg[sizeof(status) + 32];
-	sd_summary(d, status, sizeof(status));
+	daemon_systemd_sd_summary(d, status, sizeof(status));
 	if (!ready && strcmp(status, d->sd_status) == 0)
 		return;
 	snprintf(d->sd_status, sizeof(d->sd_status), "%s", status);
@@ -113,7 +113,7 @@ void daemon_sd_reloading(struct daemon *d)
 
 /* the watchdog pings come from a loop timer, so that a wedged loop stops
  * them and systemd restarts the daemon */
-static void on_watchdog(struct loop_timer *t, void *ud)
+static void daemon_systemd_on_watchdog(struct loop_timer *t, void *ud)
 {
 	struct daemon *d = ud;
 	sdnotify_send(d->sd, "WATCHDOG=1");
@@ -131,7 +131,7 @@ int daemon_sd_setup(struct daemon *d)
 	if (!d->sd)
 		return 0;
 	if (d->watchdog_ns) {
-		if ((r = loop_timer_new(d->loop, on_watchdog, d, &d->watchdog)) < 0)
+		if ((r = loop_timer_new(d->loop, daemon_systemd_on_watchdog, d, &d->watchdog)) < 0)
 			return r;
 		loop_timer_arm_in(d->watchdog, 0);
 	}
