@@ -15,7 +15,7 @@
 #include "proto/leasehold.pb-c.h"
 
 /* the part of kv's key after "prefix/name/", or NULL when outside */
-static const char *suffix(const char *base, size_t bl, const struct etcd_kv *kv, size_t *ret_len)
+static const char *cluster_view_suffix(const char *base, size_t bl, const struct etcd_kv *kv, size_t *ret_len)
 {
 	if (kv->key_len < bl || memcmp(kv->key, base, bl) != 0)
 		return NULL;
@@ -23,13 +23,13 @@ static const char *suffix(const char *base, size_t bl, const struct etcd_kv *kv,
 	return (const char *)kv->key + bl;
 }
 
-static bool is(const char *s, size_t n, const char *word)
+static bool cluster_view_is(const char *s, size_t n, const char *word)
 {
 	return n == strlen(word) && memcmp(s, word, n) == 0;
 }
 
 /* the node id after "dir/" in s, validated as the mirror does */
-static bool node_under(const char *s, size_t n, const char *dir, const char **ret_id,
+static bool cluster_view_node_under(const char *s, size_t n, const char *dir, const char **ret_id,
                        size_t *ret_len)
 {
 	size_t dl = strlen(dir);
@@ -45,7 +45,7 @@ static bool node_under(const char *s, size_t n, const char *dir, const char **re
 }
 
 /* keep - a printable copy of s[0..n) (no NUL in it) owned by the view */
-static char *keep(struct cluster_view *v, const char *s, size_t n)
+static char *cluster_view_keep(struct cluster_view *v, const char *s, size_t n)
 {
 	char *d = election_dup_printable(s, n);
 	if (d)
@@ -53,7 +53,7 @@ static char *keep(struct cluster_view *v, const char *s, size_t n)
 	return d;
 }
 
-static char *base_of(const char *prefix, const char *name)
+static char *cluster_view_base_of(const char *prefix, const char *name)
 {
 	char *b = NULL;
 	if (asprintf(&b, "%s/%s/", prefix, name) < 0)
@@ -64,13 +64,13 @@ static char *base_of(const char *prefix, const char *name)
 const char *cluster_view_leader(const char *prefix, const char *name,
                                 const struct etcd_kv *const *kvs, size_t n)
 {
-	char *base = base_of(prefix, name);
+	char *base = cluster_view_base_of(prefix, name);
 	const struct etcd_kv *best = NULL;
 	if (!base)
 		return NULL;
 	size_t bl = strlen(base), sl;
 	for (size_t i = 0; i < n; i++) {
-		const char *s = suffix(base, bl, kvs[i], &sl);
+		const char *s = cluster_view_suffix(base, bl, kvs[i], &sl);
 		if (!s || sl <= 9 || memcmp(s, "election/", 9) != 0 ||
 		    !election_key_is_candidate(kvs[i], bl + 9))
 			continue;
@@ -81,12 +81,12 @@ const char *cluster_view_leader(const char *prefix, const char *name,
 	return best && best->value_len ? (const char *)best->value : NULL;
 }
 
-static bool candidate(const char *base, size_t bl, const struct etcd_kv *const *kvs, size_t n,
+static bool cluster_view_candidate(const char *base, size_t bl, const struct etcd_kv *const *kvs, size_t n,
                       const char *node)
 {
 	size_t sl;
 	for (size_t i = 0; i < n; i++) {
-		const char *s = suffix(base, bl, kvs[i], &sl);
+		const char *s = cluster_view_suffix(base, bl, kvs[i], &sl);
 		if (s && sl > 9 && memcmp(s, "election/", 9) == 0 &&
 		    election_key_is_candidate(kvs[i], bl + 9) && kvs[i]->value_len == strlen(node) &&
 		    memcmp(kvs[i]->value, node, kvs[i]->value_len) == 0)
@@ -100,7 +100,7 @@ int cluster_view_build(const char *prefix, const char *name, const struct etcd_k
                        struct cluster_view **ret)
 {
 	struct cluster_view *v = calloc(1, sizeof(*v));
-	char *base = base_of(prefix, name);
+	char *base = cluster_view_base_of(prefix, name);
 	int r = -ENOMEM;
 	if (!v || !base)
 		goto fail;
@@ -126,16 +126,16 @@ int cluster_view_build(const char *prefix, const char *name, const struct etcd_k
 	p->not_ready = "observer mode: no plugin runs here";
 	p->config_revision = config_revision;
 	const char *leader = cluster_view_leader(prefix, name, kvs, n);
-	if (leader && !(p->leader = keep(v, leader, strnlen(leader, NODE_RECORD_NODE_MAX))))
+	if (leader && !(p->leader = cluster_view_keep(v, leader, strnlen(leader, NODE_RECORD_NODE_MAX))))
 		goto fail_arrays; /* (kvs are the caller's: the view keeps a copy) */
 
 	/* node state records first: the member rows refer to them */
 	size_t n_recs = 0;
 	for (size_t i = 0; i < n; i++) {
-		const char *s = suffix(base, bl, kvs[i], &sl);
-		if (!s || !node_under(s, sl, "nodes/", &id, &idl))
+		const char *s = cluster_view_suffix(base, bl, kvs[i], &sl);
+		if (!s || !cluster_view_node_under(s, sl, "nodes/", &id, &idl))
 			continue;
-		rec_id[n_recs] = keep(v, id, idl);
+		rec_id[n_recs] = cluster_view_keep(v, id, idl);
 		if (!rec_id[n_recs])
 			goto fail_arrays;
 		rec_ok[n_recs] = node_record_decode(kvs[i]->value, kvs[i]->value_len,
@@ -144,15 +144,15 @@ int cluster_view_build(const char *prefix, const char *name, const struct etcd_k
 		n_recs++;
 	}
 	for (size_t i = 0; i < n; i++) {
-		const char *s = suffix(base, bl, kvs[i], &sl);
+		const char *s = cluster_view_suffix(base, bl, kvs[i], &sl);
 		if (!s)
 			continue;
-		if (node_under(s, sl, "members/", &id, &idl)) {
+		if (cluster_view_node_under(s, sl, "members/", &id, &idl)) {
 			struct release mr;
 			if (election_decode_member(kvs[i]->value, kvs[i]->value_len, &mr, NULL) < 0)
 				continue; /* release unknown: not listed, as by the daemon */
 			struct control_member *m = &v->rows[v->n_rows++];
-			m->node_id = keep(v, id, idl);
+			m->node_id = cluster_view_keep(v, id, idl);
 			if (!m->node_id)
 				goto fail_arrays;
 			m->release = mr;
@@ -162,14 +162,14 @@ int cluster_view_build(const char *prefix, const char *name, const struct etcd_k
 				rel.max = mr;
 			have_rel = true;
 			rel.n_members++;
-		} else if (is(s, sl, "status")) {
+		} else if (cluster_view_is(s, sl, "status")) {
 			struct status_rec st;
 			election_status_decode(kvs[i]->value, kvs[i]->value_len, &st);
 			p->status_present = true;
 			p->status_state = election_status_state_name(st.valid, st.state);
 			p->status_version = st.version;
 			p->status_min_compatible = st.min_compatible;
-		} else if (is(s, sl, "paused")) {
+		} else if (cluster_view_is(s, sl, "paused")) {
 			p->paused = true;
 			Leasehold__Pause *pp =
 				leasehold__pause__unpack(NULL, kvs[i]->value_len, kvs[i]->value);
@@ -177,13 +177,13 @@ int cluster_view_build(const char *prefix, const char *name, const struct etcd_k
 				p->pause_error = "the pause record does not decode (treated as paused)";
 			} else {
 				size_t bn = strnlen(pp->node, 128);
-				p->paused_by = bn ? keep(v, pp->node, bn) : NULL;
+				p->paused_by = bn ? cluster_view_keep(v, pp->node, bn) : NULL;
 				p->paused_at = pp->at_unix;
 				leasehold__pause__free_unpacked(pp, NULL);
 			}
-		} else if (is(s, sl, "reconcile-request")) {
+		} else if (cluster_view_is(s, sl, "reconcile-request")) {
 			p->reconcile_requested = kvs[i]->mod_revision;
-		} else if (is(s, sl, "reconcile-served")) {
+		} else if (cluster_view_is(s, sl, "reconcile-served")) {
 			Leasehold__ReconcileServed *q = leasehold__reconcile_served__unpack(
 				NULL, kvs[i]->value_len, kvs[i]->value);
 			if (q) {
@@ -199,7 +199,7 @@ int cluster_view_build(const char *prefix, const char *name, const struct etcd_k
 	for (size_t k = 0; k < n_members; k++) {
 		struct control_member *m = &v->rows[k];
 		m->leader = p->leader && strcmp(p->leader, m->node_id) == 0;
-		m->campaigning = candidate(base, bl, kvs, n, m->node_id);
+		m->campaigning = cluster_view_candidate(base, bl, kvs, n, m->node_id);
 		for (size_t j = 0; j < n_recs; j++)
 			if (strcmp(rec_id[j], m->node_id) == 0) {
 				m->record = rec_ok[j] ? &v->recs[j] : NULL;
@@ -216,7 +216,7 @@ int cluster_view_build(const char *prefix, const char *name, const struct etcd_k
 		m->node_id = rec_id[j];
 		m->release = v->recs[j].release;
 		m->leader = p->leader && strcmp(p->leader, m->node_id) == 0;
-		m->campaigning = candidate(base, bl, kvs, n, m->node_id);
+		m->campaigning = cluster_view_candidate(base, bl, kvs, n, m->node_id);
 		m->no_member_record = true;
 		m->record = &v->recs[j];
 	}

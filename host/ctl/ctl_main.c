@@ -81,7 +81,7 @@ struct opts {
 };
 
 /* the options that take a value: --NAME VALUE or --NAME=VALUE */
-static const char **value_option(struct opts *o, const char *a, size_t *ret_len)
+static const char **ctl_main_value_option(struct opts *o, const char *a, size_t *ret_len)
 {
 	static const struct {
 		const char *name;
@@ -267,7 +267,7 @@ static const struct command commands[] = {
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
-static const struct command *find_command(const char *name)
+static const struct command *ctl_main_find_command(const char *name)
 {
 	for (size_t i = 0; name && i < N_COMMANDS; i++)
 		if (strcmp(commands[i].name, name) == 0)
@@ -275,7 +275,7 @@ static const struct command *find_command(const char *name)
 	return NULL;
 }
 
-static void print_help(FILE *out)
+static void ctl_main_print_help(FILE *out)
 {
 	char def[512];
 	fprintf(out, "Usage: leaseholdctl [--control URL] COMMAND [ARGS] [OPTIONS]\n"
@@ -337,7 +337,7 @@ static void print_help(FILE *out)
 		control_default_url(def, sizeof(def)));
 }
 
-static void print_command_help(FILE *out, const struct command *cmd)
+static void ctl_main_print_command_help(FILE *out, const struct command *cmd)
 {
 	fprintf(out, "Usage: leaseholdctl [--control URL] %s\n\n%s", cmd->synopsis, cmd->help);
 	fprintf(out, "\nExit codes: 0 success, 1 operation did not succeed (wait-ready timeout,\n"
@@ -347,8 +347,8 @@ static void print_command_help(FILE *out, const struct command *cmd)
 		     "See leaseholdctl --help for the common options.\n");
 }
 
-/* print_group_help - a command group ("roles", "config"): its commands. */
-static void print_group_help(FILE *out, const char *group)
+/* ctl_main_print_group_help - a command group ("roles", "config"): its commands. */
+static void ctl_main_print_group_help(FILE *out, const char *group)
 {
 	bool roles = strcmp(group, "roles") == 0;
 	size_t gl = strlen(group);
@@ -365,15 +365,15 @@ static void print_group_help(FILE *out, const char *group)
 		roles ? "list|set|clear" : "get|set|edit");
 }
 
-static void print_roles_help(FILE *out)
+static void ctl_main_print_roles_help(FILE *out)
 {
-	print_group_help(out, "roles");
+	ctl_main_print_group_help(out, "roles");
 }
 
-static int usage_error(const struct command *cmd, const char *fmt, ...)
+static int ctl_main_usage_error(const struct command *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-static int usage_error(const struct command *cmd, const char *fmt, ...)
+static int ctl_main_usage_error(const struct command *cmd, const char *fmt, ...)
 {
 	va_list ap;
 	fprintf(stderr, "leaseholdctl: ");
@@ -389,13 +389,13 @@ static int usage_error(const struct command *cmd, const char *fmt, ...)
 	return EXIT_ERR;
 }
 
-static int find_control(const struct opts *o, char *buf, size_t len, const char **ret_url)
+static int ctl_main_find_control(const struct opts *o, char *buf, size_t len, const char **ret_url)
 {
 	return ctl_find_control(o->control, o->config, buf, len, ret_url);
 }
 
-/* parse_args - fill o; returns -1 (and prints) on a usage error. */
-static int parse_args(int argc, char **argv, struct opts *o)
+/* ctl_main_parse_args - fill o; returns -1 (and prints) on a usage error. */
+static int ctl_main_parse_args(int argc, char **argv, struct opts *o)
 {
 	bool only_positional = false;
 	const char **slot;
@@ -406,11 +406,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		if (!only_positional && a[0] == '-' && a[1] != '\0') {
 			if (strcmp(a, "--") == 0) {
 				only_positional = true;
-			} else if ((slot = value_option(o, a, &nl)) != NULL) {
+			} else if ((slot = ctl_main_value_option(o, a, &nl)) != NULL) {
 				if (a[nl] == '=') {
 					*slot = a + nl + 1;
 				} else if (i + 1 >= argc) {
-					usage_error(find_command(o->cmd), "option %s needs a value",
+					ctl_main_usage_error(ctl_main_find_command(o->cmd), "option %s needs a value",
 						    a);
 					return -1;
 				} else {
@@ -424,7 +424,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				   strncmp(a, "--output=", 9) == 0) {
 				const char *v = a[2] == 'o' && a[8] == '=' ? a + 9 : NULL;
 				if (!v && i + 1 >= argc) {
-					usage_error(find_command(o->cmd), "option %s needs a value (table or json)", a);
+					ctl_main_usage_error(ctl_main_find_command(o->cmd), "option %s needs a value (table or json)", a);
 					return -1;
 				}
 				if (!v)
@@ -434,7 +434,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				else if (strcmp(v, "table") == 0)
 					o->json = false;
 				else {
-					usage_error(find_command(o->cmd),
+					ctl_main_usage_error(ctl_main_find_command(o->cmd),
 						    "unknown output format '%s' (table or json)", v);
 					return -1;
 				}
@@ -445,7 +445,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			} else if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
 				o->version = true;
 			} else {
-				usage_error(find_command(o->cmd), "unknown option '%s'", a);
+				ctl_main_usage_error(ctl_main_find_command(o->cmd), "unknown option '%s'", a);
 				return -1;
 			}
 			continue;
@@ -455,7 +455,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		else if (o->n_args < sizeof(o->args) / sizeof(o->args[0]))
 			o->args[o->n_args++] = a;
 		else {
-			usage_error(find_command(o->cmd), "too many arguments ('%s')", a);
+			ctl_main_usage_error(ctl_main_find_command(o->cmd), "too many arguments ('%s')", a);
 			return -1;
 		}
 	}
@@ -464,27 +464,27 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
 /* ---- what the commands share ------------------------------------------ */
 
-static int check_roles_args(const struct command *cmd, const char *const *args, size_t n)
+static int ctl_main_check_roles_args(const struct command *cmd, const char *const *args, size_t n)
 {
 	char b[CELL];
 	const char *why;
 	size_t bad;
 
 	if (!control_codec_node_ok(args[0]))
-		return usage_error(cmd,
+		return ctl_main_usage_error(cmd,
 				   "invalid node id '%s' (1 to %d printable ASCII characters, no "
 				   "'/')",
 				   ctl_clean(args[0], b, sizeof(b), false), CONTROL_NODE_MAX);
 	if (control_codec_roles_check(args + 1, n - 1, &bad, &why) < 0) {
 		if (bad >= n - 1)
-			return usage_error(cmd, "%s", why);
-		return usage_error(cmd, "%s: '%s'", why, ctl_clean(args[1 + bad], b, sizeof(b), false));
+			return ctl_main_usage_error(cmd, "%s", why);
+		return ctl_main_usage_error(cmd, "%s: '%s'", why, ctl_clean(args[1 + bad], b, sizeof(b), false));
 	}
 	return EXIT_OK;
 }
 
-/* parse_timeout - seconds (fractional) -> ms. 0 or -EINVAL. */
-static int parse_timeout(const char *s, uint32_t *ret_ms)
+/* ctl_main_parse_timeout - seconds (fractional) -> ms. 0 or -EINVAL. */
+static int ctl_main_parse_timeout(const char *s, uint32_t *ret_ms)
 {
 	char *end = NULL;
 	double v;
@@ -502,8 +502,8 @@ static int parse_timeout(const char *s, uint32_t *ret_ms)
 	return 0;
 }
 
-/* observer_call - the request answered from etcd (ctl_observer.h) */
-static int observer_call(const struct opts *o, const uint8_t *req, size_t req_len,
+/* ctl_main_observer_call - the request answered from etcd (ctl_observer.h) */
+static int ctl_main_observer_call(const struct opts *o, const uint8_t *req, size_t req_len,
 			 int64_t timeout_ms, Response **ret_resp)
 {
 	Leasehold__Control__Request *rq;
@@ -524,7 +524,7 @@ static int observer_call(const struct opts *o, const uint8_t *req, size_t req_le
 	return ret;
 }
 
-static int parse_revision(const char *s, int64_t *ret)
+static int ctl_main_parse_revision(const char *s, int64_t *ret)
 {
 	char *end = NULL;
 	errno = 0;
@@ -535,8 +535,8 @@ static int parse_revision(const char *s, int64_t *ret)
 	return 0;
 }
 
-/* cmd_watch - `watch [NAME]`: needs etcd (observer mode) */
-static int cmd_watch(const struct opts *o, const struct command *cmd, const char *name)
+/* ctl_main_cmd_watch - `watch [NAME]`: needs etcd (observer mode) */
+static int ctl_main_cmd_watch(const struct opts *o, const struct command *cmd, const char *name)
 {
 	int64_t from = 0, to = 0;
 	uint32_t ms = 0;
@@ -547,12 +547,12 @@ static int cmd_watch(const struct opts *o, const struct command *cmd, const char
 				"TLS and auth options of your etcd; see leaseholdctl help watch)\n");
 		return EXIT_ERR;
 	}
-	if (o->from_revision && parse_revision(o->from_revision, &from) < 0)
-		return usage_error(cmd, "invalid --from-revision '%s'", o->from_revision);
-	if (o->to_revision && parse_revision(o->to_revision, &to) < 0)
-		return usage_error(cmd, "invalid --to-revision '%s'", o->to_revision);
-	if (o->has_timeout && parse_timeout(o->timeout, &ms) < 0)
-		return usage_error(cmd, "invalid --timeout '%s' (seconds, >= 0)", o->timeout);
+	if (o->from_revision && ctl_main_parse_revision(o->from_revision, &from) < 0)
+		return ctl_main_usage_error(cmd, "invalid --from-revision '%s'", o->from_revision);
+	if (o->to_revision && ctl_main_parse_revision(o->to_revision, &to) < 0)
+		return ctl_main_usage_error(cmd, "invalid --to-revision '%s'", o->to_revision);
+	if (o->has_timeout && ctl_main_parse_timeout(o->timeout, &ms) < 0)
+		return ctl_main_usage_error(cmd, "invalid --timeout '%s' (seconds, >= 0)", o->timeout);
 	int ret = ctl_observer_open(&o->etcd, &ob);
 	if (ret != EXIT_OK)
 		return ret;
@@ -578,14 +578,14 @@ int main(int argc, char **argv)
 
 	if ((ret = ctl_config_main(argc, argv)) >= 0)
 		return ret;
-	if (parse_args(argc, argv, &o) < 0)
+	if (ctl_main_parse_args(argc, argv, &o) < 0)
 		return EXIT_ERR;
 	if (o.cmd && strcmp(o.cmd, "roles") == 0) {
 		/* "roles SUB ARGS": look up "roles SUB" */
 		roles = true;
 		if (o.n_args == 0) {
 			if (o.help) {
-				print_roles_help(stdout);
+				ctl_main_print_roles_help(stdout);
 				return EXIT_OK;
 			}
 			if (o.version) {
@@ -594,14 +594,14 @@ int main(int argc, char **argv)
 			}
 			fprintf(stderr,
 				"leaseholdctl: roles: missing subcommand (list, set or clear)\n");
-			print_roles_help(stderr);
+			ctl_main_print_roles_help(stderr);
 			return EXIT_ERR;
 		}
 		snprintf(urlbuf, sizeof(urlbuf), "roles %s", o.args[0]);
-		cmd = find_command(urlbuf);
+		cmd = ctl_main_find_command(urlbuf);
 		if (!cmd) {
 			char b[CELL];
-			return usage_error(NULL,
+			return ctl_main_usage_error(NULL,
 					   "unknown roles subcommand '%s' (list, set or clear)",
 					   ctl_clean(o.args[0], b, sizeof(b), false));
 		}
@@ -610,14 +610,14 @@ int main(int argc, char **argv)
 	} else if (o.cmd && strcmp(o.cmd, "members") == 0 && o.n_args >= 2 &&
 		   strcmp(o.args[0], "forget") == 0) {
 		/* "members forget NAME NODE" (plain "members NAME" has one argument) */
-		cmd = find_command("members forget");
+		cmd = ctl_main_find_command("members forget");
 		memmove(o.args, o.args + 1, (o.n_args - 1) * sizeof(o.args[0]));
 		o.n_args--;
 	} else if (o.cmd && !strchr(o.cmd, ' ')) {
-		cmd = find_command(o.cmd); /* "roles set" as one word is no command */
+		cmd = ctl_main_find_command(o.cmd); /* "roles set" as one word is no command */
 	}
 	if (o.cmd && !cmd)
-		return usage_error(NULL, "unknown command '%s'", o.cmd);
+		return ctl_main_usage_error(NULL, "unknown command '%s'", o.cmd);
 	if (o.help || (cmd && strcmp(cmd->name, "help") == 0)) {
 		const struct command *about = cmd;
 		if (cmd && strcmp(cmd->name, "help") == 0) {
@@ -625,26 +625,26 @@ int main(int argc, char **argv)
 			if (o.n_args == 1 && strcmp(o.args[0], "roles") == 0) {
 				roles_group = true;
 			} else if (o.n_args == 1 && strcmp(o.args[0], "config") == 0) {
-				print_group_help(stdout, "config");
+				ctl_main_print_group_help(stdout, "config");
 				return EXIT_OK;
 			} else if (o.n_args == 2) {
 				/* two-word commands: "roles set", "members forget" */
 				snprintf(urlbuf, sizeof(urlbuf), "%s %s", o.args[0], o.args[1]);
-				about = find_command(urlbuf);
+				about = ctl_main_find_command(urlbuf);
 			} else if (o.n_args == 1) {
-				about = find_command(o.args[0]);
+				about = ctl_main_find_command(o.args[0]);
 			}
 			if (o.n_args && !about && !roles_group)
-				return usage_error(NULL, "unknown command '%s%s%s'", o.args[0],
+				return ctl_main_usage_error(NULL, "unknown command '%s%s%s'", o.args[0],
 						   o.n_args > 1 ? " " : "",
 						   o.n_args > 1 ? o.args[1] : "");
 		}
 		if (about)
-			print_command_help(stdout, about);
+			ctl_main_print_command_help(stdout, about);
 		else if (roles_group)
-			print_roles_help(stdout);
+			ctl_main_print_roles_help(stdout);
 		else
-			print_help(stdout);
+			ctl_main_print_help(stdout);
 		return EXIT_OK;
 	}
 	if (o.version) {
@@ -653,25 +653,25 @@ int main(int argc, char **argv)
 	}
 	if (!cmd) {
 		fprintf(stderr, "leaseholdctl: no command given\n");
-		print_help(stderr);
+		ctl_main_print_help(stderr);
 		return EXIT_ERR;
 	}
 	if (o.n_args < cmd->min_args)
-		return usage_error(cmd, "%s: missing argument", cmd->name);
+		return ctl_main_usage_error(cmd, "%s: missing argument", cmd->name);
 	if (o.n_args > cmd->max_args) {
 		if (strcmp(cmd->name, "roles set") == 0)
-			return usage_error(cmd, "too many roles (at most %d)", CONTROL_ROLES_MAX);
-		return usage_error(cmd, "unexpected argument '%s'", o.args[cmd->max_args]);
+			return ctl_main_usage_error(cmd, "too many roles (at most %d)", CONTROL_ROLES_MAX);
+		return ctl_main_usage_error(cmd, "unexpected argument '%s'", o.args[cmd->max_args]);
 	}
 	if (o.json && !cmd->json)
-		return usage_error(cmd, "%s does not take --json", cmd->name);
+		return ctl_main_usage_error(cmd, "%s does not take --json", cmd->name);
 	if (o.to && strcmp(cmd->name, "switchover") != 0)
-		return usage_error(cmd, "%s does not take --to", cmd->name);
+		return ctl_main_usage_error(cmd, "%s does not take --to", cmd->name);
 	if (o.to && !control_codec_node_ok(o.to))
-		return usage_error(cmd, "invalid node id for --to (1..128 printable ASCII "
+		return ctl_main_usage_error(cmd, "invalid node id for --to (1..128 printable ASCII "
 				   "characters, no '/')");
 	if (o.yes && !cmd->confirm)
-		return usage_error(cmd, "%s does not take --yes", cmd->name);
+		return ctl_main_usage_error(cmd, "%s does not take --yes", cmd->name);
 	if (cmd->confirm && !o.yes) {
 		fprintf(stderr, "leaseholdctl: %s needs --yes. What it does:\n\n%s", cmd->name,
 			cmd->help);
@@ -679,24 +679,24 @@ int main(int argc, char **argv)
 	}
 	name = o.n_args ? o.args[0] : NULL;
 	if (roles) {
-		if (name && check_roles_args(cmd, o.args, o.n_args) != EXIT_OK)
+		if (name && ctl_main_check_roles_args(cmd, o.args, o.n_args) != EXIT_OK)
 			return EXIT_ERR;
 	} else if (name && !control_codec_name_ok(name)) {
-		return usage_error(cmd, "invalid plugin name '%s'", name);
+		return ctl_main_usage_error(cmd, "invalid plugin name '%s'", name);
 	}
 	if (strcmp(cmd->name, "members forget") == 0 && !control_codec_node_ok(o.args[1]))
-		return usage_error(cmd, "invalid node id (1..128 printable ASCII characters, no '/')");
+		return ctl_main_usage_error(cmd, "invalid node id (1..128 printable ASCII characters, no '/')");
 
 	if (!o.etcd.endpoints && (o.etcd.cacert || o.etcd.cert || o.etcd.key || o.etcd.user ||
 				  o.etcd.prefix))
-		return usage_error(cmd, "--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and "
+		return ctl_main_usage_error(cmd, "--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and "
 					"--prefix need --etcd (observer mode)");
 	if ((o.from_revision || o.to_revision) && strcmp(cmd->name, "watch") != 0)
-		return usage_error(cmd, "--from-revision and --to-revision are for watch");
+		return ctl_main_usage_error(cmd, "--from-revision and --to-revision are for watch");
 	if (o.etcd.endpoints && o.control)
-		return usage_error(cmd, "--control and --etcd exclude each other");
+		return ctl_main_usage_error(cmd, "--control and --etcd exclude each other");
 	if (strcmp(cmd->name, "watch") == 0)
-		return cmd_watch(&o, cmd, name);
+		return ctl_main_cmd_watch(&o, cmd, name);
 	if (o.etcd.endpoints && strcmp(cmd->name, "version") == 0) {
 		printf("leaseholdctl %s (observer mode: no daemon asked)\n", PACKAGE_VERSION);
 		return EXIT_OK;
@@ -704,7 +704,7 @@ int main(int argc, char **argv)
 
 	if (o.etcd.endpoints)
 		url = ""; /* observer mode: no daemon is asked */
-	else if ((ret = find_control(&o, def, sizeof(def), &url)) != EXIT_OK)
+	else if ((ret = ctl_main_find_control(&o, def, sizeof(def), &url)) != EXIT_OK)
 		return ret;
 	if (url[0] == '/') {
 		snprintf(urlbuf, sizeof(urlbuf), "ipc://%s", url);
@@ -740,22 +740,22 @@ int main(int argc, char **argv)
 	else if (strcmp(cmd->name, "switchover") == 0) {
 		kind = LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER;
 		if (ctl_switchover_parse_timeout(o.has_timeout ? o.timeout : NULL, &timeout_ms) < 0)
-			return usage_error(cmd, "invalid --timeout '%s' (2s to 1h: 30, 30s, 1500ms, 2m)",
+			return ctl_main_usage_error(cmd, "invalid --timeout '%s' (2s to 1h: 30, 30s, 1500ms, 2m)",
 					   o.timeout);
 		recv_timeout = (int64_t)timeout_ms + CTL_SWITCHOVER_MARGIN_MS;
 	} else if (strcmp(cmd->name, "reconcile") == 0) {
 		kind = LEASEHOLD__CONTROL__KIND__KIND_RECONCILE;
 		timeout_ms = (uint32_t)(CTL_RECONCILE_DEFAULT_S * 1000);
-		if (o.has_timeout && parse_timeout(o.timeout, &timeout_ms) < 0)
-			return usage_error(cmd, "invalid --timeout '%s' (seconds, >= 0)",
+		if (o.has_timeout && ctl_main_parse_timeout(o.timeout, &timeout_ms) < 0)
+			return ctl_main_usage_error(cmd, "invalid --timeout '%s' (seconds, >= 0)",
 					   o.timeout);
 		/* the request's own etcd write, then the wait */
 		recv_timeout = (int64_t)timeout_ms + CTL_WRITE_TIMEOUT_MS;
 	} else {
 		kind = LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY;
 		timeout_ms = (uint32_t)(CTL_WAIT_DEFAULT_S * 1000);
-		if (o.has_timeout && parse_timeout(o.timeout, &timeout_ms) < 0)
-			return usage_error(cmd, "invalid --timeout '%s' (seconds, >= 0)",
+		if (o.has_timeout && ctl_main_parse_timeout(o.timeout, &timeout_ms) < 0)
+			return ctl_main_usage_error(cmd, "invalid --timeout '%s' (seconds, >= 0)",
 					   o.timeout);
 		recv_timeout = (int64_t)timeout_ms + CTL_WAIT_MARGIN_MS;
 	}
@@ -797,14 +797,14 @@ int main(int argc, char **argv)
 	if (o.has_timeout && !cmd->timeout) {
 		/* every other command: --timeout bounds the whole call */
 		uint32_t ms;
-		if (parse_timeout(o.timeout, &ms) < 0 || ms == 0) {
+		if (ctl_main_parse_timeout(o.timeout, &ms) < 0 || ms == 0) {
 			free(req);
-			return usage_error(cmd, "invalid --timeout '%s' (seconds, > 0)", o.timeout);
+			return ctl_main_usage_error(cmd, "invalid --timeout '%s' (seconds, > 0)", o.timeout);
 		}
 		recv_timeout = ms;
 	}
 	if (o.etcd.endpoints)
-		ret = observer_call(&o, req, req_len, recv_timeout, &resp);
+		ret = ctl_main_observer_call(&o, req, req_len, recv_timeout, &resp);
 	else
 		ret = ctl_call(url, req, req_len, recv_timeout, &resp, &timed_out);
 	free(req);

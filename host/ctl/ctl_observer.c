@@ -39,8 +39,8 @@ const char *ctl_observer_prefix(const struct ctl_observer *ob)
 	return ob->prefix;
 }
 
-/* read_password - from the terminal, not echoed; 0 or -errno */
-static int read_password(const char *user, char *buf, size_t len)
+/* ctl_observer_read_password - from the terminal, not echoed; 0 or -errno */
+static int ctl_observer_read_password(const char *user, char *buf, size_t len)
 {
 	int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
 	struct termios old, quiet;
@@ -112,7 +112,7 @@ int ctl_observer_open(const struct ctl_etcd_opts *o, struct ctl_observer **ret)
 	if (o->user) {
 		pw = getenv("LEASEHOLD_ETCD_PASSWORD");
 		if (!pw) {
-			int r = read_password(o->user, ob->password, sizeof(ob->password));
+			int r = ctl_observer_read_password(o->user, ob->password, sizeof(ob->password));
 			if (r < 0) {
 				fprintf(stderr, "leaseholdctl: --etcd-user needs the password in "
 				                "LEASEHOLD_ETCD_PASSWORD (no terminal to ask on)\n");
@@ -167,7 +167,7 @@ struct wait {
 	int64_t rev;
 };
 
-static void on_range(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void ctl_observer_on_range(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	(void)c;
 	struct wait *w = ud;
@@ -192,7 +192,7 @@ static void on_range(struct etcd_client *c, int err, const struct etcd_response 
 }
 
 /* run - the loop until w is done or the deadline passed; 0 or -ETIMEDOUT */
-static int run(struct ctl_observer *ob, struct wait *w, uint64_t deadline)
+static int ctl_observer_run(struct ctl_observer *ob, struct wait *w, uint64_t deadline)
 {
 	if (loop_run_until(ob->loop, &w->done, deadline) < 0 || !w->done)
 		return -ETIMEDOUT;
@@ -216,10 +216,10 @@ int ctl_observer_range(struct ctl_observer *ob, const char *key, const uint8_t *
 	                     .range_end_len = end_len, .revision = revision,
 	                     .keys_only = keys_only};
 	struct etcd_call *call = NULL;
-	int r = etcd_range(ob->etcd, &op, NULL, on_range, &w, &call);
+	int r = etcd_range(ob->etcd, &op, NULL, ctl_observer_on_range, &w, &call);
 	if (r < 0)
 		return r;
-	if (run(ob, &w, deadline) < 0) {
+	if (ctl_observer_run(ob, &w, deadline) < 0) {
 		etcd_call_cancel(call);
 		ctl_kvs_free(&w.kvs);
 		return -ETIMEDOUT;
@@ -239,7 +239,7 @@ void ctl_names_free(char **names, size_t n)
 	free(names);
 }
 
-static int cmp_names(const void *a, const void *b)
+static int ctl_observer_cmp_names(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -287,7 +287,7 @@ int ctl_observer_plugins(struct ctl_observer *ob, int64_t revision, uint64_t dea
 	}
 	/* "members/" and "nodes/" of one plugin are adjacent but another
 	 * plugin's keys may sort between a prefix-sharing pair: dedupe */
-	qsort(names, n, sizeof(*names), cmp_names);
+	qsort(names, n, sizeof(*names), ctl_observer_cmp_names);
 	size_t u = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (u > 0 && strcmp(names[u - 1], names[i]) == 0) {
@@ -341,7 +341,7 @@ int ctl_observer_refuse(int code, const char *msg, Response **ret_resp)
 
 /* views - the cluster views of the plugins (one named, or all) at one
  * revision; *ret_views[i] free with cluster_view_free */
-static int views(struct ctl_observer *ob, const char *only, uint64_t deadline,
+static int ctl_observer_views(struct ctl_observer *ob, const char *only, uint64_t deadline,
                  struct cluster_view ***ret_views, size_t *ret_n)
 {
 	char **names = NULL;
@@ -396,27 +396,27 @@ static int views(struct ctl_observer *ob, const char *only, uint64_t deadline,
 	return 0;
 }
 
-static void views_free(struct cluster_view **vs, size_t n)
+static void ctl_observer_views_free(struct cluster_view **vs, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		cluster_view_free(vs[i]);
 	free(vs);
 }
 
-static int answer_views(struct ctl_observer *ob, const Leasehold__Control__Request *req,
+static int ctl_observer_answer_views(struct ctl_observer *ob, const Leasehold__Control__Request *req,
                         uint64_t deadline, Response **ret_resp)
 {
 	bool all = req->kind == LEASEHOLD__CONTROL__KIND__KIND_PLUGINS;
 	struct cluster_view **vs = NULL;
 	size_t n = 0;
-	int r = views(ob, all ? NULL : req->name, deadline, &vs, &n);
+	int r = ctl_observer_views(ob, all ? NULL : req->name, deadline, &vs, &n);
 	if (r < 0)
 		return ctl_observer_etcd_failed(r);
 	if (!all && n == 0) {
 		char msg[512];
 		snprintf(msg, sizeof(msg), "no plugin named '%s' in etcd under %s", req->name,
 		         ob->prefix);
-		views_free(vs, n);
+		ctl_observer_views_free(vs, n);
 		return ctl_observer_refuse(LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, msg, ret_resp);
 	}
 	struct control_plugin *ps = calloc(n ? n : 1, sizeof(*ps));
@@ -426,7 +426,7 @@ static int answer_views(struct ctl_observer *ob, const Leasehold__Control__Reque
 		free(ps);
 		free(rows);
 		free(nrows);
-		views_free(vs, n);
+		ctl_observer_views_free(vs, n);
 		fprintf(stderr, "leaseholdctl: out of memory\n");
 		return EXIT_ERR;
 	}
@@ -449,7 +449,7 @@ static int answer_views(struct ctl_observer *ob, const Leasehold__Control__Reque
 	free(ps);
 	free(rows);
 	free(nrows);
-	views_free(vs, n);
+	ctl_observer_views_free(vs, n);
 	return r;
 }
 
@@ -459,7 +459,7 @@ int ctl_observer_require_plugin(struct ctl_observer *ob, const char *name, uint6
 	struct cluster_view **vs = NULL;
 	size_t n = 0;
 	char msg[512];
-	int r = views(ob, name, deadline, &vs, &n);
+	int r = ctl_observer_views(ob, name, deadline, &vs, &n);
 	if (r < 0)
 		return ctl_observer_etcd_failed(r);
 	if (n == 0) {
@@ -473,14 +473,14 @@ int ctl_observer_require_plugin(struct ctl_observer *ob, const char *name, uint6
 	return EXIT_OK;
 }
 
-static void on_done(void *ud, int err)
+static void ctl_observer_on_done(void *ud, int err)
 {
 	struct wait *w = ud;
 	w->done = true;
 	w->err = err;
 }
 
-static void on_done_rev(void *ud, int err, int64_t rev)
+static void ctl_observer_on_done_rev(void *ud, int err, int64_t rev)
 {
 	struct wait *w = ud;
 	w->done = true;
@@ -498,7 +498,7 @@ struct hist_wait {
 	int packed_err;
 };
 
-static void on_history(void *ud, int err, const struct election_term *t, size_t n)
+static void ctl_observer_on_history(void *ud, int err, const struct election_term *t, size_t n)
 {
 	struct hist_wait *h = ud;
 	h->done = true;
@@ -518,7 +518,7 @@ static void on_history(void *ud, int err, const struct election_term *t, size_t 
 	h->terms = NULL;
 }
 
-static int answer_history(struct ctl_observer *ob, const char *name, uint64_t deadline,
+static int ctl_observer_answer_history(struct ctl_observer *ob, const char *name, uint64_t deadline,
                           Response **ret_resp)
 {
 	struct cluster_view *v = NULL;
@@ -527,7 +527,7 @@ static int answer_history(struct ctl_observer *ob, const char *name, uint64_t de
 		return *ret_resp ? EXIT_OK : r;
 	cluster_view_free(v);
 	struct hist_wait h = {0};
-	r = election_history_at(ob->etcd, ob->prefix, name, on_history, &h);
+	r = election_history_at(ob->etcd, ob->prefix, name, ctl_observer_on_history, &h);
 	if (r < 0)
 		return ctl_observer_etcd_failed(r);
 	if (loop_run_until(ob->loop, &h.done, deadline) < 0 || !h.done)
@@ -548,7 +548,7 @@ static int answer_history(struct ctl_observer *ob, const char *name, uint64_t de
 	return EXIT_OK;
 }
 
-static int answer_roles(struct ctl_observer *ob, uint64_t deadline, Response **ret_resp)
+static int ctl_observer_answer_roles(struct ctl_observer *ob, uint64_t deadline, Response **ret_resp)
 {
 	char base[300];
 	struct ctl_kvs k;
@@ -612,16 +612,16 @@ out:
 
 /* settle - a call started with result r (0, or -errno when it did not
  * start): its outcome once w is done, -ETIMEDOUT past the deadline */
-static int settle(struct ctl_observer *ob, int r, struct wait *w, uint64_t deadline)
+static int ctl_observer_settle(struct ctl_observer *ob, int r, struct wait *w, uint64_t deadline)
 {
 	if (r < 0)
 		return r;
-	if (run(ob, w, deadline) < 0)
+	if (ctl_observer_run(ob, w, deadline) < 0)
 		return -ETIMEDOUT;
 	return w->err;
 }
 
-static int answer_pause(struct ctl_observer *ob, const char *name, bool pause,
+static int ctl_observer_answer_pause(struct ctl_observer *ob, const char *name, bool pause,
                         uint64_t deadline, Response **ret_resp)
 {
 	struct cluster_view *v = NULL;
@@ -631,7 +631,7 @@ static int answer_pause(struct ctl_observer *ob, const char *name, bool pause,
 		return *ret_resp ? EXIT_OK : r;
 	cluster_view_free(v);
 	struct wait w = {0};
-	r = settle(ob, election_pause_at(ob->etcd, ob->prefix, name, ob->by, pause, on_done, &w,
+	r = ctl_observer_settle(ob, election_pause_at(ob->etcd, ob->prefix, name, ob->by, pause, ctl_observer_on_done, &w,
 	                                 err, sizeof(err)),
 	           &w, deadline);
 	if (r < 0) {
@@ -652,7 +652,7 @@ struct served_wait {
 	int err;
 };
 
-static void on_served(struct etcd_watch *w, int err, int64_t revision, const struct etcd_event *ev,
+static void ctl_observer_on_served(struct etcd_watch *w, int err, int64_t revision, const struct etcd_event *ev,
                       size_t n, void *ud)
 {
 	(void)w;
@@ -679,7 +679,7 @@ static void on_served(struct etcd_watch *w, int err, int64_t revision, const str
 	}
 }
 
-static int answer_reconcile(struct ctl_observer *ob, const char *name, uint32_t timeout_ms,
+static int ctl_observer_answer_reconcile(struct ctl_observer *ob, const char *name, uint32_t timeout_ms,
                             uint64_t deadline, Response **ret_resp)
 {
 	struct cluster_view *v = NULL;
@@ -695,8 +695,8 @@ static int answer_reconcile(struct ctl_observer *ob, const char *name, uint32_t 
 		return ctl_observer_refuse(LEASEHOLD__CONTROL__CODE__CODE_BUSY, msg, ret_resp);
 	}
 	struct wait w = {0};
-	r = settle(ob, election_request_reconcile_at(ob->etcd, ob->prefix, name, ob->by,
-	                                             on_done_rev, &w, err, sizeof(err)),
+	r = ctl_observer_settle(ob, election_request_reconcile_at(ob->etcd, ob->prefix, name, ob->by,
+	                                             ctl_observer_on_done_rev, &w, err, sizeof(err)),
 	           &w, deadline);
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "cannot request a reconcile of plugin '%s': %s", name,
@@ -711,7 +711,7 @@ static int answer_reconcile(struct ctl_observer *ob, const char *name, uint32_t 
 	int kl = snprintf(key, sizeof(key), "%s/%s/reconcile-served", ob->prefix, name);
 	struct served_wait s = {.request = w.rev};
 	struct etcd_watch *watch = NULL;
-	r = etcd_watch_start(ob->etcd, key, (size_t)kl, NULL, 0, w.rev + 1, 0, on_served, &s,
+	r = etcd_watch_start(ob->etcd, key, (size_t)kl, NULL, 0, w.rev + 1, 0, ctl_observer_on_served, &s,
 	                     &watch);
 	if (r < 0)
 		return ctl_observer_etcd_failed(r);
@@ -743,17 +743,17 @@ int ctl_observer_call(struct ctl_observer *ob, const Leasehold__Control__Request
 	case LEASEHOLD__CONTROL__KIND__KIND_PLUGINS:
 	case LEASEHOLD__CONTROL__KIND__KIND_STATUS:
 	case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS:
-		return answer_views(ob, req, deadline, ret_resp);
+		return ctl_observer_answer_views(ob, req, deadline, ret_resp);
 	case LEASEHOLD__CONTROL__KIND__KIND_HISTORY:
-		return answer_history(ob, req->name, deadline, ret_resp);
+		return ctl_observer_answer_history(ob, req->name, deadline, ret_resp);
 	case LEASEHOLD__CONTROL__KIND__KIND_ROLES_LIST:
-		return answer_roles(ob, deadline, ret_resp);
+		return ctl_observer_answer_roles(ob, deadline, ret_resp);
 	case LEASEHOLD__CONTROL__KIND__KIND_PAUSE:
 	case LEASEHOLD__CONTROL__KIND__KIND_RESUME:
-		return answer_pause(ob, req->name, req->kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE,
+		return ctl_observer_answer_pause(ob, req->name, req->kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE,
 		                    deadline, ret_resp);
 	case LEASEHOLD__CONTROL__KIND__KIND_RECONCILE:
-		return answer_reconcile(ob, req->name, req->timeout_ms, deadline, ret_resp);
+		return ctl_observer_answer_reconcile(ob, req->name, req->timeout_ms, deadline, ret_resp);
 	case LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER:
 		return ctl_observer_switchover(ob, req, deadline, ret_resp);
 	case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET:

@@ -38,7 +38,7 @@ struct written {
 	int64_t revision; /* the write's, or the key's mod revision on a lost race */
 };
 
-static void on_txn(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
+static void ctl_observer_config_on_txn(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
 {
 	(void)c;
 	struct written *w = ud;
@@ -53,7 +53,7 @@ static void on_txn(struct etcd_client *c, int err, const struct etcd_response *r
 		w->revision = r->responses[0].kvs[0].mod_revision;
 }
 
-static int config_get(struct ctl_observer *ob, const char *key, uint64_t deadline,
+static int ctl_observer_config_get(struct ctl_observer *ob, const char *key, uint64_t deadline,
                       Response **ret_resp)
 {
 	struct ctl_kvs k;
@@ -81,7 +81,7 @@ static int config_get(struct ctl_observer *ob, const char *key, uint64_t deadlin
 	return r;
 }
 
-static int config_set(struct ctl_observer *ob, const char *key, const char *name,
+static int ctl_observer_config_set(struct ctl_observer *ob, const char *key, const char *name,
                       const ProtobufCBinaryData *doc, int64_t expect_rev, uint64_t deadline,
                       Response **ret_resp)
 {
@@ -99,7 +99,7 @@ static int config_set(struct ctl_observer *ob, const char *key, const char *name
 	struct etcd_call_opts o = {.timeout_ms = CONFIG_WRITE_TIMEOUT_MS};
 	struct written w = {0};
 	struct etcd_call *call = NULL;
-	int r = etcd_txn(ob->etcd, &cmp, 1, &put, 1, &get, 1, &o, on_txn, &w, &call);
+	int r = etcd_txn(ob->etcd, &cmp, 1, &put, 1, &get, 1, &o, ctl_observer_config_on_txn, &w, &call);
 	if (r == 0 && (loop_run_until(ob->loop, &w.done, deadline) < 0 || !w.done)) {
 		etcd_call_cancel(call);
 		r = -ETIMEDOUT;
@@ -134,7 +134,7 @@ int ctl_observer_config(struct ctl_observer *ob, const Leasehold__Control__Reque
 	char key[512];
 	snprintf(key, sizeof(key), "%s/%s/config", ob->prefix, req->name);
 	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET)
-		return config_set(ob, key, req->name, &req->config_document, req->config_revision,
+		return ctl_observer_config_set(ob, key, req->name, &req->config_document, req->config_revision,
 		                  deadline, ret_resp);
-	return config_get(ob, key, deadline, ret_resp);
+	return ctl_observer_config_get(ob, key, deadline, ret_resp);
 }

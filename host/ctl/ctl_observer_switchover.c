@@ -40,7 +40,7 @@ struct requested {
 	char from[CONTROL_NODE_MAX + 1];
 };
 
-static void on_requested(void *ud, int err, const char *msg, int64_t rev, const char *from)
+static void ctl_observer_switchover_on_requested(void *ud, int err, const char *msg, int64_t rev, const char *from)
 {
 	struct requested *q = ud;
 	q->done = true;
@@ -55,7 +55,7 @@ struct ended {
 	int err;
 };
 
-static void on_handover(struct etcd_watch *w, int err, int64_t revision,
+static void ctl_observer_switchover_on_handover(struct etcd_watch *w, int err, int64_t revision,
                         const struct etcd_event *ev, size_t n, void *ud)
 {
 	(void)w;
@@ -86,7 +86,7 @@ int ctl_observer_switchover(struct ctl_observer *ob, const Leasehold__Control__R
 	                                .requester = ob->by, .to = to,
 	                                .timeout_ms = req->timeout_ms};
 	struct requested q = {0};
-	r = switchover_request_start(ob->etcd, &rq, on_requested, &q);
+	r = switchover_request_start(ob->etcd, &rq, ctl_observer_switchover_on_requested, &q);
 	if (r == -EINVAL) {
 		snprintf(msg, sizeof(msg), "invalid switchover: the timeout must be %u to %u ms",
 		         SWITCHOVER_TIMEOUT_MIN_MS, SWITCHOVER_TIMEOUT_MAX_MS);
@@ -111,7 +111,7 @@ int ctl_observer_switchover(struct ctl_observer *ob, const Leasehold__Control__R
 	int kl = snprintf(key, sizeof(key), "%s/%s/%s", ob->prefix, req->name, SWITCHOVER_KEY);
 	struct ended e = {0};
 	struct etcd_watch *watch = NULL;
-	r = etcd_watch_start(ob->etcd, key, (size_t)kl, NULL, 0, q.rev + 1, 0, on_handover, &e,
+	r = etcd_watch_start(ob->etcd, key, (size_t)kl, NULL, 0, q.rev + 1, 0, ctl_observer_switchover_on_handover, &e,
 	                     &watch);
 	if (r < 0)
 		return ctl_observer_etcd_failed(r);

@@ -58,8 +58,8 @@ struct where {
 	const struct ctl_etcd_opts *etcd; /* NULL: the daemon */
 };
 
-static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int code, const char *fmt, ...)
+static int ctl_plugin_config_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int ctl_plugin_config_fail(int code, const char *fmt, ...)
 {
 	va_list ap;
 	fprintf(stderr, "leaseholdctl: ");
@@ -70,7 +70,7 @@ static int fail(int code, const char *fmt, ...)
 	return code;
 }
 
-static const char *help_of(const char *sub)
+static const char *ctl_plugin_config_help_of(const char *sub)
 {
 #define USAGE "Usage: leaseholdctl [--control URL | --etcd URL ...] "
 	if (strcmp(sub, "get") == 0)
@@ -81,8 +81,8 @@ static const char *help_of(const char *sub)
 #undef USAGE
 }
 
-/* etcd_opt - where the value of observer-mode option a goes, or NULL */
-static const char **etcd_opt(struct config_opts *o, const char *a)
+/* ctl_plugin_config_etcd_opt - where the value of observer-mode option a goes, or NULL */
+static const char **ctl_plugin_config_etcd_opt(struct config_opts *o, const char *a)
 {
 	if (strcmp(a, "--etcd") == 0)
 		return &o->etcd.endpoints;
@@ -101,7 +101,7 @@ static const char **etcd_opt(struct config_opts *o, const char *a)
 
 /* parse - argv as a config command: 1 it is one (o filled), 0 it is not,
  * -1 a usage error (printed) */
-static int parse(int argc, char **argv, struct config_opts *o)
+static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 {
 	const char *pos[4];
 	size_t n = 0;
@@ -111,20 +111,20 @@ static int parse(int argc, char **argv, struct config_opts *o)
 		if (!only_pos && a[0] == '-' && a[1]) {
 			if (strcmp(a, "--") == 0)
 				only_pos = true;
-			else if (etcd_opt(o, a)) {
+			else if (ctl_plugin_config_etcd_opt(o, a)) {
 				if (i + 1 >= argc) {
 					if (!is_config)
 						return 0; /* leaseholdctl.c reports it */
-					fail(EXIT_ERR, "option %s needs a value", a);
+					ctl_plugin_config_fail(EXIT_ERR, "option %s needs a value", a);
 					return -1;
 				}
-				*etcd_opt(o, a) = argv[++i];
+				*ctl_plugin_config_etcd_opt(o, a) = argv[++i];
 			} else if (strcmp(a, "--control") == 0 || strcmp(a, "--revision") == 0 ||
 				 strcmp(a, "--config") == 0) {
 				if (i + 1 >= argc) {
 					if (!is_config)
 						return 0; /* leaseholdctl.c reports it */
-					fail(EXIT_ERR, "option %s needs a value", a);
+					ctl_plugin_config_fail(EXIT_ERR, "option %s needs a value", a);
 					return -1;
 				}
 				if (strcmp(a, "--control") == 0)
@@ -149,7 +149,7 @@ static int parse(int argc, char **argv, struct config_opts *o)
 			else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
 				o->help = true;
 			else if (is_config) {
-				fail(EXIT_ERR,
+				ctl_plugin_config_fail(EXIT_ERR,
 				     "unknown option '%s' (see leaseholdctl help config %s)", a,
 				     n > 1 ? pos[1] : "get");
 				return -1;
@@ -160,7 +160,7 @@ static int parse(int argc, char **argv, struct config_opts *o)
 			return 0; /* another command: leaseholdctl.c's */
 		is_config = true;
 		if (n >= 4) {
-			fail(EXIT_ERR, "unexpected argument '%s'", a);
+			ctl_plugin_config_fail(EXIT_ERR, "unexpected argument '%s'", a);
 			return -1;
 		}
 		pos[n++] = a;
@@ -168,7 +168,7 @@ static int parse(int argc, char **argv, struct config_opts *o)
 	if (!is_config)
 		return 0;
 	if (n < 2 || (strcmp(pos[1], "get") && strcmp(pos[1], "set") && strcmp(pos[1], "edit"))) {
-		fail(EXIT_ERR, "config: want a subcommand: get, set or edit\n"
+		ctl_plugin_config_fail(EXIT_ERR, "config: want a subcommand: get, set or edit\n"
 			       "Usage: leaseholdctl config get NAME [--json] | set NAME FILE|- "
 			       "[--revision R] | edit NAME");
 		return -1;
@@ -178,21 +178,21 @@ static int parse(int argc, char **argv, struct config_opts *o)
 		return 1;
 	size_t want = strcmp(o->sub, "set") == 0 ? 4 : 3;
 	if (n != want) {
-		fail(EXIT_ERR, "config %s: %s\n%s", o->sub,
-		     n < want ? "missing argument" : "unexpected argument", help_of(o->sub));
+		ctl_plugin_config_fail(EXIT_ERR, "config %s: %s\n%s", o->sub,
+		     n < want ? "missing argument" : "unexpected argument", ctl_plugin_config_help_of(o->sub));
 		return -1;
 	}
 	o->name = pos[2];
 	o->file = n > 3 ? pos[3] : NULL;
 	if (!loader_name_valid(o->name)) {
-		fail(EXIT_ERR,
+		ctl_plugin_config_fail(EXIT_ERR,
 		     "invalid plugin name '%.64s' (allowed: [a-z0-9_-], 1 to %d characters)",
 		     o->name, LH_PLUGIN_NAME_MAX);
 		return -1;
 	}
 	if ((o->json && strcmp(o->sub, "get") != 0) ||
 	    (o->revision && strcmp(o->sub, "set") != 0)) {
-		fail(EXIT_ERR, "config %s does not take %s", o->sub,
+		ctl_plugin_config_fail(EXIT_ERR, "config %s does not take %s", o->sub,
 		     o->json ? "--json" : "--revision");
 		return -1;
 	}
@@ -201,7 +201,7 @@ static int parse(int argc, char **argv, struct config_opts *o)
 
 /* ask - one config request; 0 with *ret_resp (an OK reply) or an exit code
  * (printed; *ret_resp set when the daemon answered, for the conflict) */
-static int ask(const struct where *w, Leasehold__Control__Kind kind, const char *name,
+static int ctl_plugin_config_ask(const struct where *w, Leasehold__Control__Kind kind, const char *name,
 	       const char *doc, size_t len, int64_t rev, Response **ret_resp)
 {
 	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
@@ -215,7 +215,7 @@ static int ask(const struct where *w, Leasehold__Control__Kind kind, const char 
 	req.config_revision = rev;
 	size_t blen = leasehold__control__request__get_packed_size(&req);
 	if (!(buf = malloc(blen ? blen : 1)))
-		return fail(EXIT_ERR, "out of memory");
+		return ctl_plugin_config_fail(EXIT_ERR, "out of memory");
 	leasehold__control__request__pack(&req, buf);
 	*ret_resp = NULL;
 	int r;
@@ -242,33 +242,33 @@ static int ask(const struct where *w, Leasehold__Control__Kind kind, const char 
 	}
 	Response *resp = *ret_resp;
 	if (resp->code == LEASEHOLD__CONTROL__CODE__CODE_CONFLICT)
-		return fail(CTL_EXIT_CONFLICT, "%s", resp->message);
+		return ctl_plugin_config_fail(CTL_EXIT_CONFLICT, "%s", resp->message);
 	if (resp->code == LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST)
-		return fail(EXIT_ERR, "%s", resp->message);
+		return ctl_plugin_config_fail(EXIT_ERR, "%s", resp->message);
 	return ctl_check_code(resp, false);
 }
 
-/* read_doc - FILE or stdin ("-"), checked; *ret (malloc'd, NUL after) */
-static int read_doc(const char *file, char **ret, size_t *ret_len)
+/* ctl_plugin_config_read_doc - FILE or stdin ("-"), checked; *ret (malloc'd, NUL after) */
+static int ctl_plugin_config_read_doc(const char *file, char **ret, size_t *ret_len)
 {
 	char why[400];
 	if (strcmp(file, "-") != 0) {
 		if (plugin_config_doc_read_file(file, ret, ret_len, why, sizeof(why)) < 0)
-			return fail(EXIT_ERR, "%s; nothing written", why);
+			return ctl_plugin_config_fail(EXIT_ERR, "%s; nothing written", why);
 		return EXIT_OK;
 	}
 	char *b = malloc(PLUGIN_CONFIG_MAX + 2);
 	size_t n = 0;
 	if (!b)
-		return fail(EXIT_ERR, "out of memory");
+		return ctl_plugin_config_fail(EXIT_ERR, "out of memory");
 	n = fread(b, 1, PLUGIN_CONFIG_MAX + 1, stdin);
 	if (ferror(stdin)) {
 		free(b);
-		return fail(EXIT_ERR, "cannot read stdin");
+		return ctl_plugin_config_fail(EXIT_ERR, "cannot read stdin");
 	}
 	if (plugin_config_doc_check(b, n, why, sizeof(why)) < 0) {
 		free(b);
-		return fail(EXIT_ERR, "stdin: %s; nothing written", why);
+		return ctl_plugin_config_fail(EXIT_ERR, "stdin: %s; nothing written", why);
 	}
 	b[n] = 0;
 	*ret = b;
@@ -276,10 +276,10 @@ static int read_doc(const char *file, char **ret, size_t *ret_len)
 	return EXIT_OK;
 }
 
-static int cmd_get(const struct where *w, const struct config_opts *o)
+static int ctl_plugin_config_cmd_get(const struct where *w, const struct config_opts *o)
 {
 	Response *r = NULL;
-	int ret = ask(w, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET, o->name, NULL, 0, 0, &r);
+	int ret = ctl_plugin_config_ask(w, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET, o->name, NULL, 0, 0, &r);
 	if (ret != EXIT_OK)
 		goto out;
 	const ProtobufCBinaryData *d = &r->config_document;
@@ -327,11 +327,11 @@ out:
 	return ret;
 }
 
-/* current_rev - the stored document's revision, read now */
-static int current_rev(const struct where *w, const char *name, int64_t *ret)
+/* ctl_plugin_config_current_rev - the stored document's revision, read now */
+static int ctl_plugin_config_current_rev(const struct where *w, const char *name, int64_t *ret)
 {
 	Response *r = NULL;
-	int rc = ask(w, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET, name, NULL, 0, 0, &r);
+	int rc = ctl_plugin_config_ask(w, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET, name, NULL, 0, 0, &r);
 	if (rc == EXIT_OK)
 		*ret = r->config_revision;
 	if (r)
@@ -340,10 +340,10 @@ static int current_rev(const struct where *w, const char *name, int64_t *ret)
 }
 
 /* put - write doc over revision rev; prints the outcome */
-static int put(const struct where *w, const char *name, const char *doc, size_t len, int64_t rev)
+static int ctl_plugin_config_put(const struct where *w, const char *name, const char *doc, size_t len, int64_t rev)
 {
 	Response *r = NULL;
-	int ret = ask(w, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET, name, doc, len, rev, &r);
+	int ret = ctl_plugin_config_ask(w, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET, name, doc, len, rev, &r);
 	if (ret == EXIT_OK)
 		printf("plugin %s: configuration written at revision %" PRId64 "\n", name,
 		       r->config_revision);
@@ -357,7 +357,7 @@ static int put(const struct where *w, const char *name, const char *doc, size_t 
 	return ret;
 }
 
-static int cmd_set(const struct where *w, const struct config_opts *o)
+static int ctl_plugin_config_cmd_set(const struct where *w, const struct config_opts *o)
 {
 	char *doc = NULL, *end = NULL;
 	size_t len = 0;
@@ -367,24 +367,24 @@ static int cmd_set(const struct where *w, const struct config_opts *o)
 		errno = 0;
 		long long v = strtoll(o->revision, &end, 10);
 		if (errno || !end || *end || end == o->revision || v < 0)
-			return fail(EXIT_ERR, "invalid --revision '%.32s' (an etcd revision, >= 0)",
+			return ctl_plugin_config_fail(EXIT_ERR, "invalid --revision '%.32s' (an etcd revision, >= 0)",
 				    o->revision);
 		rev = (int64_t)v;
 	}
-	if ((ret = read_doc(o->file, &doc, &len)) != EXIT_OK)
+	if ((ret = ctl_plugin_config_read_doc(o->file, &doc, &len)) != EXIT_OK)
 		return ret;
-	if (!o->revision && (ret = current_rev(w, o->name, &rev)) != EXIT_OK) {
+	if (!o->revision && (ret = ctl_plugin_config_current_rev(w, o->name, &rev)) != EXIT_OK) {
 		free(doc);
 		return ret;
 	}
-	ret = put(w, o->name, doc, len, rev);
+	ret = ctl_plugin_config_put(w, o->name, doc, len, rev);
 	free(doc);
 	return ret;
 }
 
-/* run_editor - $VISUAL / $EDITOR / vi on path, through sh so that an editor
+/* ctl_plugin_config_run_editor - $VISUAL / $EDITOR / vi on path, through sh so that an editor
  * with arguments works; 0 when it exited 0 */
-static int run_editor(const char *path)
+static int ctl_plugin_config_run_editor(const char *path)
 {
 	const char *ed = getenv("VISUAL");
 	if (!ed || !*ed)
@@ -399,18 +399,18 @@ static int run_editor(const char *path)
 	int st;
 	int r = posix_spawnp(&pid, "sh", NULL, NULL, args, environ);
 	if (r != 0)
-		return fail(EXIT_ERR, "cannot start the editor (%s): %s", ed, strerror(r));
+		return ctl_plugin_config_fail(EXIT_ERR, "cannot start the editor (%s): %s", ed, strerror(r));
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
-			return fail(EXIT_ERR, "waiting for the editor: %s", strerror(errno));
+			return ctl_plugin_config_fail(EXIT_ERR, "waiting for the editor: %s", strerror(errno));
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return fail(EXIT_ERR, "the editor (%s) failed; nothing written (the edit is in %s)",
+		return ctl_plugin_config_fail(EXIT_ERR, "the editor (%s) failed; nothing written (the edit is in %s)",
 			    ed, path);
 	return EXIT_OK;
 }
 
 /* again - ask on the terminal whether to edit again (default yes) */
-static bool again(void)
+static bool ctl_plugin_config_again(void)
 {
 	char line[64];
 	fprintf(stderr, "Edit again? [Y/n] ");
@@ -420,7 +420,7 @@ static bool again(void)
 	return line[0] != 'n' && line[0] != 'N';
 }
 
-static int write_all(int fd, const char *p, size_t n)
+static int ctl_plugin_config_write_all(int fd, const char *p, size_t n)
 {
 	while (n > 0) {
 		ssize_t w = write(fd, p, n);
@@ -434,7 +434,7 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-static int cmd_edit(const struct where *w, const struct config_opts *o)
+static int ctl_plugin_config_cmd_edit(const struct where *w, const struct config_opts *o)
 {
 	Response *r = NULL;
 	char path[4096], why[400];
@@ -442,9 +442,9 @@ static int cmd_edit(const struct where *w, const struct config_opts *o)
 	size_t len = 0;
 	int ret;
 	if (!isatty(STDIN_FILENO))
-		return fail(EXIT_ERR, "config edit needs a terminal (stdin is not one); use "
+		return ctl_plugin_config_fail(EXIT_ERR, "config edit needs a terminal (stdin is not one); use "
 				      "'config get' and 'config set' instead");
-	if ((ret = ask(w, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET, o->name, NULL, 0, 0, &r)) !=
+	if ((ret = ctl_plugin_config_ask(w, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET, o->name, NULL, 0, 0, &r)) !=
 	    EXIT_OK) {
 		if (r)
 			leasehold__control__response__free_unpacked(r, NULL);
@@ -457,14 +457,14 @@ static int cmd_edit(const struct where *w, const struct config_opts *o)
 	snprintf(path, sizeof(path), "%s/leaseholdctl-%s-XXXXXX.json", tmp && *tmp ? tmp : "/tmp",
 		 o->name);
 	int fd = mkstemps(path, 5);
-	if (fd < 0 || write_all(fd, start ? start : "", start_len) < 0 || close(fd) < 0) {
+	if (fd < 0 || ctl_plugin_config_write_all(fd, start ? start : "", start_len) < 0 || close(fd) < 0) {
 		ret =
-		    fail(EXIT_ERR, "cannot write a temporary file (%s): %s", path, strerror(errno));
+		    ctl_plugin_config_fail(EXIT_ERR, "cannot write a temporary file (%s): %s", path, strerror(errno));
 		leasehold__control__response__free_unpacked(r, NULL);
 		return ret;
 	}
 	for (;;) {
-		if ((ret = run_editor(path)) != EXIT_OK)
+		if ((ret = ctl_plugin_config_run_editor(path)) != EXIT_OK)
 			break;
 		free(doc);
 		doc = NULL;
@@ -477,15 +477,15 @@ static int cmd_edit(const struct where *w, const struct config_opts *o)
 		}
 		if (rr < 0) {
 			fprintf(stderr, "leaseholdctl: %s\n", why);
-			if (again())
+			if (ctl_plugin_config_again())
 				continue;
-			ret = fail(EXIT_ERR, "aborted; nothing written (the edit is in %s)", path);
+			ret = ctl_plugin_config_fail(EXIT_ERR, "aborted; nothing written (the edit is in %s)", path);
 			break;
 		}
-		ret = put(w, o->name, doc, len, rev);
+		ret = ctl_plugin_config_put(w, o->name, doc, len, rev);
 		if (ret == EXIT_OK)
 			unlink(path);
-		else if (ret == EXIT_ERR && again())
+		else if (ret == EXIT_ERR && ctl_plugin_config_again())
 			continue; /* refused by the plugin's validation: fix it */
 		else
 			fprintf(stderr, "leaseholdctl: the edit is kept in %s\n", path);
@@ -500,27 +500,27 @@ int ctl_config_main(int argc, char **argv)
 {
 	struct config_opts o = {0};
 	char url[4200];
-	int r = parse(argc, argv, &o);
+	int r = ctl_plugin_config_parse(argc, argv, &o);
 	if (r <= 0)
 		return r < 0 ? EXIT_ERR : -1;
 	if (o.help) {
-		printf("%s", help_of(o.sub));
+		printf("%s", ctl_plugin_config_help_of(o.sub));
 		return EXIT_OK;
 	}
 	struct where w = {.url = url, .etcd = o.etcd.endpoints ? &o.etcd : NULL};
 	if (w.etcd && (o.control || o.config))
-		return fail(EXIT_ERR, "--etcd excludes --control and --config");
+		return ctl_plugin_config_fail(EXIT_ERR, "--etcd excludes --control and --config");
 	if (!w.etcd && (o.etcd.cacert || o.etcd.cert || o.etcd.key || o.etcd.user || o.etcd.prefix))
-		return fail(EXIT_ERR, "--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and "
+		return ctl_plugin_config_fail(EXIT_ERR, "--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and "
 				      "--prefix need --etcd (observer mode)");
 	if (!w.etcd && (r = ctl_control_url(o.control, o.config, url, sizeof(url))) != EXIT_OK)
 		return r;
 	if (strcmp(o.sub, "get") == 0)
-		r = cmd_get(&w, &o);
+		r = ctl_plugin_config_cmd_get(&w, &o);
 	else if (strcmp(o.sub, "set") == 0)
-		r = cmd_set(&w, &o);
+		r = ctl_plugin_config_cmd_set(&w, &o);
 	else
-		r = cmd_edit(&w, &o);
+		r = ctl_plugin_config_cmd_edit(&w, &o);
 	if (fflush(stdout) != 0 && r == EXIT_OK)
 		r = EXIT_ERR;
 	return r;

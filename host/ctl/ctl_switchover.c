@@ -49,7 +49,7 @@ int ctl_switchover_encode(const char *name, const char *to, uint32_t timeout_ms,
 	return control_codec_switchover_request_encode(name, to, timeout_ms, ret_buf, ret_len);
 }
 
-static const char *printable(const char *s, char *buf, size_t len)
+static const char *ctl_switchover_printable(const char *s, char *buf, size_t len)
 {
 	size_t n = 0;
 	for (; s && s[n] && n + 1 < len; n++)
@@ -67,9 +67,9 @@ int ctl_switchover_result(const Leasehold__Control__Response *r, const char *nam
 	                   r->code == LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT
 	               ? 1
 	               : 2;
-	printable(r->message, m, sizeof(m));
-	printable(r->leader, l, sizeof(l));
-	printable(name, n, sizeof(n));
+	ctl_switchover_printable(r->message, m, sizeof(m));
+	ctl_switchover_printable(r->leader, l, sizeof(l));
+	ctl_switchover_printable(name, n, sizeof(n));
 	if (json) {
 		json_object *o = json_object_new_object();
 		json_object_object_add(o, "plugin", json_object_new_string(n));

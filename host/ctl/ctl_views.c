@@ -63,9 +63,9 @@ const char *ctl_fmt_time(int64_t t, char *buf, size_t len)
 	return buf;
 }
 
-/* print_table - patronictl-style box table; cells is nrows*ncol strings;
+/* ctl_views_print_table - patronictl-style box table; cells is nrows*ncol strings;
  * right[] marks right-aligned columns. title goes into the top border. */
-static void print_table(const char *title, const char *const *hdr, const bool *right, size_t ncol,
+static void ctl_views_print_table(const char *title, const char *const *hdr, const bool *right, size_t ncol,
 			const char *const *cells, size_t nrows)
 {
 	size_t width[16] = {0};
@@ -114,9 +114,9 @@ static void print_table(const char *title, const char *const *hdr, const bool *r
 		printf("%s\n", border);
 }
 
-/* title_of - a table's title: the answering daemon's node, or (observer
+/* ctl_views_title_of - a table's title: the answering daemon's node, or (observer
  * mode: no daemon, no node) where the answer came from */
-static void title_of(const Response *r, char *buf, size_t len)
+static void ctl_views_title_of(const Response *r, char *buf, size_t len)
 {
 	char nb[CELL];
 	if (r->node && r->node[0])
@@ -125,24 +125,24 @@ static void title_of(const Response *r, char *buf, size_t len)
 		snprintf(buf, len, "Cluster (from etcd)");
 }
 
-static json_object *json_str_or_null(const char *s)
+static json_object *ctl_views_json_str_or_null(const char *s)
 {
 	return (s && s[0]) ? json_object_new_string(s) : NULL;
 }
 
-static json_object *json_release(const Leasehold__Control__Release *r)
+static json_object *ctl_views_json_release(const Leasehold__Control__Release *r)
 {
 	char b[RELEASE_STRLEN];
 	return r ? json_object_new_string(ctl_fmt_release(r, b, sizeof(b))) : NULL;
 }
 
-static int64_t clamp_u64(uint64_t v)
+static int64_t ctl_views_clamp_u64(uint64_t v)
 {
 	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
-/* json_plugin - the documented per-plugin object (see README). */
-static json_object *json_plugin(const Plugin *p)
+/* ctl_views_json_plugin - the documented per-plugin object (see README). */
+static json_object *ctl_views_json_plugin(const Plugin *p)
 {
 	json_object *o = json_object_new_object(), *rs, *st = NULL, *rc;
 	char tb[64];
@@ -150,51 +150,51 @@ static json_object *json_plugin(const Plugin *p)
 	const Leasehold__Control__Reconcile *c = p->reconcile;
 
 	json_object_object_add(o, "name", json_object_new_string(p->name));
-	json_object_object_add(o, "file", json_str_or_null(p->file));
-	json_object_object_add(o, "release", json_release(p->release));
+	json_object_object_add(o, "file", ctl_views_json_str_or_null(p->file));
+	json_object_object_add(o, "release", ctl_views_json_release(p->release));
 	json_object_object_add(o, "state", json_object_new_string(p->state));
-	json_object_object_add(o, "leader", json_str_or_null(p->leader));
+	json_object_object_add(o, "leader", ctl_views_json_str_or_null(p->leader));
 	json_object_object_add(o, "ready", json_object_new_boolean(p->ready));
 
 	rs = json_object_new_object();
 	bool have = r && r->members > 0;
-	json_object_object_add(rs, "min", have ? json_release(r->min) : NULL);
-	json_object_object_add(rs, "max", have ? json_release(r->max) : NULL);
+	json_object_object_add(rs, "min", have ? ctl_views_json_release(r->min) : NULL);
+	json_object_object_add(rs, "max", have ? ctl_views_json_release(r->max) : NULL);
 	json_object_object_add(rs, "revision", json_object_new_int64(r ? r->revision : 0));
-	json_object_object_add(rs, "members", json_object_new_int64(r ? clamp_u64(r->members) : 0));
+	json_object_object_add(rs, "members", json_object_new_int64(r ? ctl_views_clamp_u64(r->members) : 0));
 	json_object_object_add(o, "releases", rs);
 
 	if (p->status) {
 		st = json_object_new_object();
 		json_object_object_add(st, "state", json_object_new_string(p->status->state));
-		json_object_object_add(st, "version", json_release(p->status->version));
+		json_object_object_add(st, "version", ctl_views_json_release(p->status->version));
 		json_object_object_add(st, "minimum_compatible_release",
-				       json_release(p->status->minimum_compatible_release));
+				       ctl_views_json_release(p->status->minimum_compatible_release));
 	}
 	json_object_object_add(o, "status", st);
 
 	rc = json_object_new_object();
-	json_object_object_add(rc, "count", json_object_new_int64(c ? clamp_u64(c->count) : 0));
+	json_object_object_add(rc, "count", json_object_new_int64(c ? ctl_views_clamp_u64(c->count) : 0));
 	json_object_object_add(rc, "last_ok", json_object_new_boolean(c && c->last_ok));
-	json_object_object_add(rc, "last_error", json_str_or_null(c ? c->last_error : NULL));
+	json_object_object_add(rc, "last_error", ctl_views_json_str_or_null(c ? c->last_error : NULL));
 	const char *at = c ? ctl_fmt_time(c->last_at, tb, sizeof(tb)) : NULL;
 	json_object_object_add(rc, "last_at", at ? json_object_new_string(at) : NULL);
 	json_object_object_add(o, "reconcile", rc);
 
-	json_object_object_add(o, "error", json_str_or_null(p->error));
-	json_object_object_add(o, "held_back", json_str_or_null(p->held_back));
+	json_object_object_add(o, "error", ctl_views_json_str_or_null(p->error));
+	json_object_object_add(o, "held_back", ctl_views_json_str_or_null(p->held_back));
 	json_object_object_add(o, "fencing_token", json_object_new_int64(p->fencing_token));
-	json_object_object_add(o, "superseded_by", json_str_or_null(p->superseded_by));
-	json_object_object_add(o, "not_ready", json_str_or_null(p->not_ready));
+	json_object_object_add(o, "superseded_by", ctl_views_json_str_or_null(p->superseded_by));
+	json_object_object_add(o, "not_ready", ctl_views_json_str_or_null(p->not_ready));
 	bool running = p->callback && p->callback[0];
-	json_object_object_add(o, "callback", json_str_or_null(running ? p->callback : NULL));
+	json_object_object_add(o, "callback", ctl_views_json_str_or_null(running ? p->callback : NULL));
 	json_object_object_add(o, "callback_ms",
-			       json_object_new_int64(running ? clamp_u64(p->callback_ms) : 0));
+			       json_object_new_int64(running ? ctl_views_clamp_u64(p->callback_ms) : 0));
 	json_object_object_add(o, "paused", json_object_new_boolean(p->paused));
-	json_object_object_add(o, "paused_by", json_str_or_null(p->paused_by));
+	json_object_object_add(o, "paused_by", ctl_views_json_str_or_null(p->paused_by));
 	const char *pat = ctl_fmt_time(p->paused_at, tb, sizeof(tb));
 	json_object_object_add(o, "paused_at", pat ? json_object_new_string(pat) : NULL);
-	json_object_object_add(o, "pause_error", json_str_or_null(p->pause_error));
+	json_object_object_add(o, "pause_error", ctl_views_json_str_or_null(p->pause_error));
 	json_object_object_add(o, "reconcile_requested",
 			       json_object_new_int64(p->reconcile_requested));
 	json_object_object_add(o, "reconcile_served", json_object_new_int64(p->reconcile_served));
@@ -203,7 +203,7 @@ static json_object *json_plugin(const Plugin *p)
 		json_object_array_add(nodes, ctl_json_member(p->nodes[i]));
 	json_object_object_add(o, "nodes", nodes);
 	json_object_object_add(o, "config_revision", json_object_new_int64(p->config_revision));
-	json_object_object_add(o, "config_error", json_str_or_null(p->config_error));
+	json_object_object_add(o, "config_error", ctl_views_json_str_or_null(p->config_error));
 	return o;
 }
 
@@ -218,7 +218,7 @@ void ctl_print_json(json_object *o)
 
 #define PCOLS 9
 
-static void plugin_cells(const Plugin *p, char (*buf)[CELL])
+static void ctl_views_plugin_cells(const Plugin *p, char (*buf)[CELL])
 {
 	char a[RELEASE_STRLEN], b[RELEASE_STRLEN], t[32];
 	const Leasehold__Control__Releases *r = p->releases;
@@ -283,7 +283,7 @@ static void plugin_cells(const Plugin *p, char (*buf)[CELL])
 	ctl_clean(err, buf[8], 61, true);
 }
 
-static int print_cluster(const Response *r);
+static int ctl_views_print_cluster(const Response *r);
 
 int ctl_view_plugins(const Response *r, bool json)
 {
@@ -299,7 +299,7 @@ int ctl_view_plugins(const Response *r, bool json)
 	if (json) {
 		json_object *a = json_object_new_array();
 		for (size_t i = 0; i < r->n_plugins; i++)
-			json_object_array_add(a, json_plugin(r->plugins[i]));
+			json_object_array_add(a, ctl_views_json_plugin(r->plugins[i]));
 		ctl_print_json(a);
 		json_object_put(a);
 		return EXIT_OK;
@@ -315,20 +315,20 @@ int ctl_view_plugins(const Response *r, bool json)
 		}
 	}
 	for (size_t i = 0; i < r->n_plugins; i++) {
-		plugin_cells(r->plugins[i], &buf[i * PCOLS]);
+		ctl_views_plugin_cells(r->plugins[i], &buf[i * PCOLS]);
 		for (size_t c = 0; c < PCOLS; c++)
 			cells[i * PCOLS + c] = buf[i * PCOLS + c];
 	}
-	title_of(r, title, sizeof(title));
-	print_table(title, hdr, right, PCOLS, cells, r->n_plugins);
+	ctl_views_title_of(r, title, sizeof(title));
+	ctl_views_print_table(title, hdr, right, PCOLS, cells, r->n_plugins);
 	if (r->n_plugins == 0)
 		printf("(no plugins loaded)\n");
 	free(buf);
 	free(cells);
-	return print_cluster(r);
+	return ctl_views_print_cluster(r);
 }
 
-static int print_nodes(const char *title, Member *const *ms, size_t n);
+static int ctl_views_print_nodes(const char *title, Member *const *ms, size_t n);
 
 int ctl_view_status(const Response *r, bool json)
 {
@@ -344,7 +344,7 @@ int ctl_view_status(const Response *r, bool json)
 	}
 	p = r->plugins[0];
 	if (json) {
-		json_object *o = json_plugin(p);
+		json_object *o = ctl_views_json_plugin(p);
 		ctl_print_json(o);
 		json_object_put(o);
 		return EXIT_OK;
@@ -411,7 +411,7 @@ int ctl_view_status(const Response *r, bool json)
 			   ? ctl_clean(p->config_error, b1, sizeof(b1), true)
 			   : "");
 	if (p->n_nodes)
-		return print_nodes("Nodes", p->nodes, p->n_nodes);
+		return ctl_views_print_nodes("Nodes", p->nodes, p->n_nodes);
 	return EXIT_OK;
 }
 
@@ -420,7 +420,7 @@ json_object *ctl_json_member(const Member *m)
 	char tb[64];
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "node", json_object_new_string(m->node));
-	json_object_object_add(o, "release", json_release(m->release));
+	json_object_object_add(o, "release", ctl_views_json_release(m->release));
 	json_object_object_add(o, "leader", json_object_new_boolean(m->leader));
 	json_object_object_add(o, "campaigning", json_object_new_boolean(m->campaigning));
 	/* the node's own state record (null fields when it has none) */
@@ -428,18 +428,18 @@ json_object *ctl_json_member(const Member *m)
 	json_object_object_add(o, "local", json_object_new_boolean(m->local));
 	json_object_object_add(o, "member", json_object_new_boolean(!m->no_member_record));
 	json_object_object_add(o, "state", ns ? json_object_new_string(ns->state) : NULL);
-	json_object_object_add(o, "reason", json_str_or_null(ns ? ns->reason : NULL));
+	json_object_object_add(o, "reason", ctl_views_json_str_or_null(ns ? ns->reason : NULL));
 	const char *at = ns ? ctl_fmt_time(ns->since, tb, sizeof(tb)) : NULL;
 	json_object_object_add(o, "since", at ? json_object_new_string(at) : NULL);
 	json_object_object_add(o, "ready", ns ? json_object_new_boolean(ns->ready) : NULL);
-	json_object_object_add(o, "not_ready", json_str_or_null(ns ? ns->not_ready : NULL));
+	json_object_object_add(o, "not_ready", ctl_views_json_str_or_null(ns ? ns->not_ready : NULL));
 	json_object *rc = NULL;
 	if (ns && ns->reconcile_at) {
 		rc = json_object_new_object();
 		at = ctl_fmt_time(ns->reconcile_at, tb, sizeof(tb));
 		json_object_object_add(rc, "at", at ? json_object_new_string(at) : NULL);
 		json_object_object_add(rc, "ok", json_object_new_boolean(ns->reconcile_ok));
-		json_object_object_add(rc, "error", json_str_or_null(ns->reconcile_error));
+		json_object_object_add(rc, "error", ctl_views_json_str_or_null(ns->reconcile_error));
 	}
 	json_object_object_add(o, "last_reconcile", rc);
 	json_object_object_add(o, "state_record",
@@ -451,9 +451,9 @@ json_object *ctl_json_member(const Member *m)
 
 #define MCOLS 9
 
-/* member_cells - one node row: NODE, RELEASE, LEADER, CAMPAIGNING, STATE,
+/* ctl_views_member_cells - one node row: NODE, RELEASE, LEADER, CAMPAIGNING, STATE,
  * READY, RECONCILED, REASON, LOCAL */
-static void member_cells(const Member *m, char (*c)[CELL])
+static void ctl_views_member_cells(const Member *m, char (*c)[CELL])
 {
 	const Leasehold__Control__NodeState *ns = m->node_state;
 	char tb[64], why[CELL];
@@ -496,8 +496,8 @@ static void member_cells(const Member *m, char (*c)[CELL])
 	snprintf(c[8], CELL, "%s", m->local ? "*" : "");
 }
 
-/* print_nodes - the node rows as a table titled title */
-static int print_nodes(const char *title, Member *const *ms, size_t n)
+/* ctl_views_print_nodes - the node rows as a table titled title */
+static int ctl_views_print_nodes(const char *title, Member *const *ms, size_t n)
 {
 	static const char *const hdr[MCOLS] = {"NODE",	"RELEASE",    "LEADER",
 					       "CAMPAIGNING", "STATE", "READY",
@@ -517,19 +517,19 @@ static int print_nodes(const char *title, Member *const *ms, size_t n)
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
-		member_cells(ms[i], &buf[i * MCOLS]);
+		ctl_views_member_cells(ms[i], &buf[i * MCOLS]);
 		for (size_t c = 0; c < MCOLS; c++)
 			cells[i * MCOLS + c] = buf[i * MCOLS + c];
 	}
-	print_table(title, hdr, right, MCOLS, cells, n);
+	ctl_views_print_table(title, hdr, right, MCOLS, cells, n);
 	free(buf);
 	free(cells);
 	return EXIT_OK;
 }
 
-/* print_cluster - after the plugins table, one row per node of each
+/* ctl_views_print_cluster - after the plugins table, one row per node of each
  * plugin (a blank line apart); nothing when no plugin has node rows */
-static int print_cluster(const Response *r)
+static int ctl_views_print_cluster(const Response *r)
 {
 	static const char *const hdr[MCOLS + 1] = {
 	    "PLUGIN", "NODE",  "RELEASE",	 "LEADER", "CAMPAIGNING",
@@ -552,12 +552,12 @@ static int print_cluster(const Response *r)
 		for (size_t j = 0; j < r->plugins[i]->n_nodes; j++, k++) {
 			char(*c)[CELL] = &buf[k * (MCOLS + 1)];
 			ctl_clean(r->plugins[i]->name, c[0], CELL, true);
-			member_cells(r->plugins[i]->nodes[j], c + 1);
+			ctl_views_member_cells(r->plugins[i]->nodes[j], c + 1);
 			for (size_t x = 0; x <= MCOLS; x++)
 				cells[k * (MCOLS + 1) + x] = c[x];
 		}
 	printf("\n");
-	print_table("Nodes", hdr, right, MCOLS + 1, cells, n);
+	ctl_views_print_table("Nodes", hdr, right, MCOLS + 1, cells, n);
 	free(buf);
 	free(cells);
 	return EXIT_OK;
@@ -575,8 +575,8 @@ int ctl_view_members(const Response *r, bool json)
 		json_object_put(a);
 		return EXIT_OK;
 	}
-	title_of(r, title, sizeof(title));
-	int ret = print_nodes(title, r->members, r->n_members);
+	ctl_views_title_of(r, title, sizeof(title));
+	int ret = ctl_views_print_nodes(title, r->members, r->n_members);
 	if (ret == EXIT_OK && r->n_members == 0)
 		printf("(no members)\n");
 	return ret;
@@ -618,7 +618,7 @@ int ctl_view_roles_list(const Response *r, bool json)
 			for (size_t k = 0; k < e->n_roles; k++)
 				json_object_array_add(ra, json_object_new_string(e->roles[k]));
 			json_object_object_add(o, "roles", ra);
-			json_object_object_add(o, "error", json_str_or_null(e->error));
+			json_object_object_add(o, "error", ctl_views_json_str_or_null(e->error));
 			json_object_array_add(a, o);
 		}
 		ctl_print_json(a);
@@ -643,8 +643,8 @@ int ctl_view_roles_list(const Response *r, bool json)
 		for (size_t c = 0; c < 3; c++)
 			cells[i * 3 + c] = buf[i * 3 + c];
 	}
-	title_of(r, title, sizeof(title));
-	print_table(title, hdr, right, 3, cells, r->n_roles);
+	ctl_views_title_of(r, title, sizeof(title));
+	ctl_views_print_table(title, hdr, right, 3, cells, r->n_roles);
 	if (r->n_roles == 0)
 		printf("(no roles records)\n");
 	free(buf);
@@ -669,8 +669,8 @@ int ctl_view_history(const Response *r, const char *name, bool json)
 			const Leasehold__Control__Term *t = r->terms[i];
 			json_object *o = json_object_new_object();
 			json_object_object_add(o, "token", json_object_new_int64(t->fencing_token));
-			json_object_object_add(o, "node", json_str_or_null(t->node));
-			json_object_object_add(o, "release", t->invalid ? NULL : json_release(t->release));
+			json_object_object_add(o, "node", ctl_views_json_str_or_null(t->node));
+			json_object_object_add(o, "release", t->invalid ? NULL : ctl_views_json_release(t->release));
 			json_object_object_add(o, "start_revision",
 					       json_object_new_int64(t->start_revision));
 			const char *at = ctl_fmt_time(t->start_unix, tb, sizeof(tb));
@@ -679,8 +679,8 @@ int ctl_view_history(const Response *r, const char *name, bool json)
 					       json_object_new_int64(t->end_revision));
 			at = ctl_fmt_time(t->end_unix, tb, sizeof(tb));
 			json_object_object_add(o, "end", at ? json_object_new_string(at) : NULL);
-			json_object_object_add(o, "end_reason", json_str_or_null(t->end_reason));
-			json_object_object_add(o, "end_detail", json_str_or_null(t->end_detail));
+			json_object_object_add(o, "end_reason", ctl_views_json_str_or_null(t->end_reason));
+			json_object_object_add(o, "end_detail", ctl_views_json_str_or_null(t->end_detail));
 			json_object_object_add(o, "valid", json_object_new_boolean(!t->invalid));
 			json_object_array_add(a, o);
 		}
@@ -726,7 +726,7 @@ int ctl_view_history(const Response *r, const char *name, bool json)
 			cells[i * HCOLS + k] = c[k];
 	}
 	snprintf(title, sizeof(title), "Plugin: %s", ctl_clean(name, nb, sizeof(nb), true));
-	print_table(title, hdr, right, HCOLS, cells, r->n_terms);
+	ctl_views_print_table(title, hdr, right, HCOLS, cells, r->n_terms);
 	if (r->n_terms == 0)
 		printf("(no terms recorded)\n");
 	free(buf);

@@ -58,12 +58,12 @@ struct watcher {
 	size_t lines;
 };
 
-static void line_out(struct watcher *w, int64_t rev, const char *plugin, const char *kind,
+static void ctl_watch_line_out(struct watcher *w, int64_t rev, const char *plugin, const char *kind,
                      json_object *o, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-/* line_out - one change: a JSON line (o, consumed; revision, plugin and kind
+/* ctl_watch_line_out - one change: a JSON line (o, consumed; revision, plugin and kind
  * added) or a text line "REV PLUGIN: text" */
-static void line_out(struct watcher *w, int64_t rev, const char *plugin, const char *kind,
+static void ctl_watch_line_out(struct watcher *w, int64_t rev, const char *plugin, const char *kind,
                      json_object *o, const char *fmt, ...)
 {
 	char text[1024], clean[1024], pb[300];
@@ -89,12 +89,12 @@ static void line_out(struct watcher *w, int64_t rev, const char *plugin, const c
 	fflush(stdout);
 }
 
-static json_object *jstr(const char *s)
+static json_object *ctl_watch_jstr(const char *s)
 {
 	return s && s[0] ? json_object_new_string(s) : NULL;
 }
 
-static struct wplugin *plugin_of(struct watcher *w, const char *name)
+static struct wplugin *ctl_watch_plugin_of(struct watcher *w, const char *name)
 {
 	for (size_t i = 0; i < w->n_plugins; i++)
 		if (strcmp(w->plugins[i].name, name) == 0)
@@ -112,8 +112,8 @@ static struct wplugin *plugin_of(struct watcher *w, const char *name)
 	return p;
 }
 
-/* cand_apply - keep w->cands (the election keys) as etcd has them */
-static void cand_apply(struct watcher *w, const struct etcd_kv *kv, bool del)
+/* ctl_watch_cand_apply - keep w->cands (the election keys) as etcd has them */
+static void ctl_watch_cand_apply(struct watcher *w, const struct etcd_kv *kv, bool del)
 {
 	for (size_t i = 0; i < w->cands.n; i++) {
 		struct etcd_kv *c = w->cands.kvs[i];
@@ -139,7 +139,7 @@ static void cand_apply(struct watcher *w, const struct etcd_kv *kv, bool del)
 		w->cands.n++;
 }
 
-static void leader_check(struct watcher *w, struct wplugin *p, int64_t rev, bool print)
+static void ctl_watch_leader_check(struct watcher *w, struct wplugin *p, int64_t rev, bool print)
 {
 	const char *now = cluster_view_leader(ctl_observer_prefix(w->ob), p->name,
 	                                      (const struct etcd_kv *const *)w->cands.kvs,
@@ -148,22 +148,22 @@ static void leader_check(struct watcher *w, struct wplugin *p, int64_t rev, bool
 		return;
 	if (print) {
 		json_object *o = json_object_new_object();
-		json_object_object_add(o, "leader", jstr(now));
-		json_object_object_add(o, "previous", jstr(p->leader));
-		line_out(w, rev, p->name, "leader", o, "leader %s (was %s)", now ? now : "none",
+		json_object_object_add(o, "leader", ctl_watch_jstr(now));
+		json_object_object_add(o, "previous", ctl_watch_jstr(p->leader));
+		ctl_watch_line_out(w, rev, p->name, "leader", o, "leader %s (was %s)", now ? now : "none",
 		         p->leader ? p->leader : "none");
 	}
 	free(p->leader);
 	p->leader = now ? strdup(now) : NULL;
 }
 
-static bool same_value(const struct etcd_kv *a, const struct etcd_kv *b)
+static bool ctl_watch_same_value(const struct etcd_kv *a, const struct etcd_kv *b)
 {
 	return a && b && a->value_len == b->value_len &&
 	       (a->value_len == 0 || memcmp(a->value, b->value, a->value_len) == 0);
 }
 
-static void on_member(struct watcher *w, const char *plugin, const char *id,
+static void ctl_watch_on_member(struct watcher *w, const char *plugin, const char *id,
                       const struct etcd_event *ev)
 {
 	struct release now, was;
@@ -182,68 +182,68 @@ static void on_member(struct watcher *w, const char *plugin, const char *id,
 	                               : NULL);
 	if (ev->type == ETCD_EVENT_DELETE) {
 		json_object_object_add(o, "change", json_object_new_string("left"));
-		line_out(w, ev->kv.mod_revision, plugin, "member", o, "member %s left", id);
+		ctl_watch_line_out(w, ev->kv.mod_revision, plugin, "member", o, "member %s left", id);
 	} else if (!ev->prev_kv) {
 		json_object_object_add(o, "change", json_object_new_string("joined"));
-		line_out(w, ev->kv.mod_revision, plugin, "member", o, "member %s joined (release %s)",
+		ctl_watch_line_out(w, ev->kv.mod_revision, plugin, "member", o, "member %s joined (release %s)",
 		         id, has_now ? a : "unknown: the record does not decode");
-	} else if (same_value(&ev->kv, ev->prev_kv)) {
+	} else if (ctl_watch_same_value(&ev->kv, ev->prev_kv)) {
 		json_object_put(o);
 	} else {
 		json_object_object_add(o, "change", json_object_new_string("release"));
-		line_out(w, ev->kv.mod_revision, plugin, "member", o, "member %s: release %s -> %s",
+		ctl_watch_line_out(w, ev->kv.mod_revision, plugin, "member", o, "member %s: release %s -> %s",
 		         id, has_was ? b : "unknown", has_now ? a : "unknown");
 	}
 }
 
-static void on_node(struct watcher *w, const char *plugin, const char *id,
+static void ctl_watch_on_node(struct watcher *w, const char *plugin, const char *id,
                     const struct etcd_event *ev)
 {
 	struct node_record r;
 	char tb[64];
-	if (ev->type != ETCD_EVENT_DELETE && same_value(&ev->kv, ev->prev_kv))
+	if (ev->type != ETCD_EVENT_DELETE && ctl_watch_same_value(&ev->kv, ev->prev_kv))
 		return; /* rewritten under a new lease: no change */
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "node", json_object_new_string(id));
 	if (ev->type == ETCD_EVENT_DELETE) {
 		json_object_object_add(o, "state", NULL);
-		line_out(w, ev->kv.mod_revision, plugin, "node", o,
+		ctl_watch_line_out(w, ev->kv.mod_revision, plugin, "node", o,
 		         "node %s: down (its state record went with its lease)", id);
 		return;
 	}
 	if (node_record_decode(ev->kv.value, ev->kv.value_len, &r) < 0) {
 		json_object_object_add(o, "state", NULL);
 		json_object_object_add(o, "state_record", json_object_new_string("invalid"));
-		line_out(w, ev->kv.mod_revision, plugin, "node", o,
+		ctl_watch_line_out(w, ev->kv.mod_revision, plugin, "node", o,
 		         "node %s: its state record does not decode", id);
 		return;
 	}
 	json_object_object_add(o, "state", json_object_new_string(r.state));
-	json_object_object_add(o, "reason", jstr(r.reason));
+	json_object_object_add(o, "reason", ctl_watch_jstr(r.reason));
 	json_object_object_add(o, "ready", json_object_new_boolean(r.ready));
-	json_object_object_add(o, "not_ready", jstr(r.not_ready));
+	json_object_object_add(o, "not_ready", ctl_watch_jstr(r.not_ready));
 	const char *at = ctl_fmt_time(r.reconcile_at, tb, sizeof(tb));
 	json_object *rc = NULL;
 	if (at) {
 		rc = json_object_new_object();
 		json_object_object_add(rc, "at", json_object_new_string(at));
 		json_object_object_add(rc, "ok", json_object_new_boolean(r.reconcile_ok));
-		json_object_object_add(rc, "error", jstr(r.reconcile_error));
+		json_object_object_add(rc, "error", ctl_watch_jstr(r.reconcile_error));
 	}
 	json_object_object_add(o, "last_reconcile", rc);
-	line_out(w, ev->kv.mod_revision, plugin, "node", o, "node %s: %s%s%s%s, %s%s%s%s", id,
+	ctl_watch_line_out(w, ev->kv.mod_revision, plugin, "node", o, "node %s: %s%s%s%s, %s%s%s%s", id,
 	         r.state, r.reason[0] ? " (" : "", r.reason, r.reason[0] ? ")" : "",
 	         r.ready ? "ready" : "not ready", r.not_ready[0] ? ": " : "", r.not_ready,
 	         at ? (r.reconcile_ok ? ", last reconcile ok" : ", last reconcile failed") : "");
 }
 
-static void on_status(struct watcher *w, const char *plugin, const struct etcd_event *ev)
+static void ctl_watch_on_status(struct watcher *w, const char *plugin, const struct etcd_event *ev)
 {
 	char a[RELEASE_STRLEN], b[RELEASE_STRLEN];
 	json_object *o = json_object_new_object();
 	if (ev->type == ETCD_EVENT_DELETE) {
 		json_object_object_add(o, "state", NULL);
-		line_out(w, ev->kv.mod_revision, plugin, "status", o, "status deleted");
+		ctl_watch_line_out(w, ev->kv.mod_revision, plugin, "status", o, "status deleted");
 		return;
 	}
 	struct status_rec st;
@@ -258,30 +258,30 @@ static void on_status(struct watcher *w, const char *plugin, const struct etcd_e
 	                       st.valid ? json_object_new_string(release_format(st.min_compatible,
 	                                                                        b, sizeof(b)))
 	                                : NULL);
-	line_out(w, ev->kv.mod_revision, plugin, "status", o,
+	ctl_watch_line_out(w, ev->kv.mod_revision, plugin, "status", o,
 	         "status %s %s (minimum compatible release %s)", name, st.valid ? a : "-",
 	         st.valid ? b : "-");
 }
 
-static void on_pause(struct watcher *w, const char *plugin, const struct etcd_event *ev)
+static void ctl_watch_on_pause(struct watcher *w, const char *plugin, const struct etcd_event *ev)
 {
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "paused", json_object_new_boolean(ev->type != ETCD_EVENT_DELETE));
 	if (ev->type == ETCD_EVENT_DELETE) {
-		line_out(w, ev->kv.mod_revision, plugin, "pause", o, "resumed");
+		ctl_watch_line_out(w, ev->kv.mod_revision, plugin, "pause", o, "resumed");
 		return;
 	}
 	Leasehold__Pause *p = leasehold__pause__unpack(NULL, ev->kv.value_len, ev->kv.value);
 	char by[160];
 	snprintf(by, sizeof(by), "%s", p && p->node ? p->node : "");
-	json_object_object_add(o, "by", jstr(by));
+	json_object_object_add(o, "by", ctl_watch_jstr(by));
 	if (p)
 		leasehold__pause__free_unpacked(p, NULL);
-	line_out(w, ev->kv.mod_revision, plugin, "pause", o, "paused%s%s", by[0] ? " by " : "",
+	ctl_watch_line_out(w, ev->kv.mod_revision, plugin, "pause", o, "paused%s%s", by[0] ? " by " : "",
 	         by);
 }
 
-static void on_term(struct watcher *w, const char *plugin, const struct etcd_event *ev)
+static void ctl_watch_on_term(struct watcher *w, const char *plugin, const struct etcd_event *ev)
 {
 	char a[RELEASE_STRLEN];
 	if (ev->type == ETCD_EVENT_DELETE)
@@ -307,24 +307,24 @@ static void on_term(struct watcher *w, const char *plugin, const struct etcd_eve
 	const char *reason = ended ? election_term_end_name(t->end_reason) : NULL;
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "token", json_object_new_int64(t->fencing_token));
-	json_object_object_add(o, "node", jstr(t->node));
+	json_object_object_add(o, "node", ctl_watch_jstr(t->node));
 	json_object_object_add(o, "release",
 	                       json_object_new_string(release_format(r, a, sizeof(a))));
 	json_object_object_add(o, "change", json_object_new_string(ended ? "ended" : "began"));
-	json_object_object_add(o, "end_reason", jstr(reason));
-	json_object_object_add(o, "end_detail", jstr(t->end_detail));
+	json_object_object_add(o, "end_reason", ctl_watch_jstr(reason));
+	json_object_object_add(o, "end_detail", ctl_watch_jstr(t->end_detail));
 	if (ended)
-		line_out(w, ev->kv.mod_revision, plugin, "history", o,
+		ctl_watch_line_out(w, ev->kv.mod_revision, plugin, "history", o,
 		         "term %" PRId64 " of node %s ended: %s%s%s", t->fencing_token, t->node,
 		         reason, t->end_detail && t->end_detail[0] ? ": " : "",
 		         t->end_detail ? t->end_detail : "");
 	else
-		line_out(w, ev->kv.mod_revision, plugin, "history", o,
+		ctl_watch_line_out(w, ev->kv.mod_revision, plugin, "history", o,
 		         "term %" PRId64 " began: node %s, release %s", t->fencing_token, t->node, a);
 	leasehold__term__free_unpacked(t, NULL);
 }
 
-static void on_event(struct watcher *w, const struct etcd_event *ev)
+static void ctl_watch_on_event(struct watcher *w, const struct etcd_event *ev)
 {
 	const struct etcd_kv *kv = &ev->kv;
 	size_t bl = strlen(w->base);
@@ -347,34 +347,34 @@ static void on_event(struct watcher *w, const struct etcd_event *ev)
 		return;
 	bool del = ev->type == ETCD_EVENT_DELETE;
 	if (strncmp(rest, "members/", 8) == 0 && rest[8] && !strchr(rest + 8, '/'))
-		on_member(w, name, rest + 8, ev);
+		ctl_watch_on_member(w, name, rest + 8, ev);
 	else if (strncmp(rest, "nodes/", 6) == 0 && rest[6] && !strchr(rest + 6, '/'))
-		on_node(w, name, rest + 6, ev);
+		ctl_watch_on_node(w, name, rest + 6, ev);
 	else if (strncmp(rest, "election/", 9) == 0) {
-		struct wplugin *p = plugin_of(w, name);
-		cand_apply(w, kv, del);
+		struct wplugin *p = ctl_watch_plugin_of(w, name);
+		ctl_watch_cand_apply(w, kv, del);
 		if (p)
-			leader_check(w, p, kv->mod_revision, true);
+			ctl_watch_leader_check(w, p, kv->mod_revision, true);
 	} else if (strcmp(rest, "status") == 0)
-		on_status(w, name, ev);
+		ctl_watch_on_status(w, name, ev);
 	else if (strcmp(rest, "paused") == 0)
-		on_pause(w, name, ev);
+		ctl_watch_on_pause(w, name, ev);
 	else if (strncmp(rest, "term-history/", 13) == 0)
-		on_term(w, name, ev);
+		ctl_watch_on_term(w, name, ev);
 	else if (strcmp(rest, "reconcile-request") == 0 && !del) {
 		json_object *o = json_object_new_object();
 		json_object_object_add(o, "request", json_object_new_int64(kv->mod_revision));
-		line_out(w, kv->mod_revision, name, "reconcile", o, "reconcile requested");
+		ctl_watch_line_out(w, kv->mod_revision, name, "reconcile", o, "reconcile requested");
 	} else if (strcmp(rest, "config") == 0) {
 		json_object *o = json_object_new_object();
 		json_object_object_add(o, "config_revision",
 		                       json_object_new_int64(del ? 0 : kv->mod_revision));
-		line_out(w, kv->mod_revision, name, "config", o, "configuration %s",
+		ctl_watch_line_out(w, kv->mod_revision, name, "config", o, "configuration %s",
 		         del ? "deleted" : "changed");
 	}
 }
 
-static void on_watch(struct etcd_watch *wt, int err, int64_t revision,
+static void ctl_watch_on_watch(struct etcd_watch *wt, int err, int64_t revision,
                      const struct etcd_event *ev, size_t n, void *ud)
 {
 	(void)wt;
@@ -385,7 +385,7 @@ static void on_watch(struct etcd_watch *wt, int err, int64_t revision,
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
-		on_event(w, &ev[i]);
+		ctl_watch_on_event(w, &ev[i]);
 	int64_t at = n ? ev[n - 1].kv.mod_revision : revision;
 	if (w->to_revision && at >= w->to_revision)
 		w->done = true;
@@ -423,17 +423,17 @@ int ctl_observer_watch(struct ctl_observer *ob, const char *name, bool json,
 		if (r < 0)
 			break;
 		for (size_t j = 0; j < k.n; j++)
-			cand_apply(&w, k.kvs[j], false);
+			ctl_watch_cand_apply(&w, k.kvs[j], false);
 		ctl_kvs_free(&k);
-		struct wplugin *p = plugin_of(&w, names[i]);
+		struct wplugin *p = ctl_watch_plugin_of(&w, names[i]);
 		if (p)
-			leader_check(&w, p, rev, false);
+			ctl_watch_leader_check(&w, p, rev, false);
 	}
 	ctl_names_free(names, nn);
 	struct etcd_watch *watch = NULL;
 	if (r == 0)
 		r = etcd_watch_start(ctl_observer_etcd(ob), key, kl, end, el, rev + 1,
-		                     ETCD_WATCH_PREV_KV | ETCD_WATCH_PROGRESS_NOTIFY, on_watch, &w,
+		                     ETCD_WATCH_PREV_KV | ETCD_WATCH_PROGRESS_NOTIFY, ctl_watch_on_watch, &w,
 		                     &watch);
 	if (r < 0) {
 		fprintf(stderr, "leaseholdctl: watch: %s\n", etcd_strerror(r));
