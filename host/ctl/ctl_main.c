@@ -464,6 +464,8 @@ static int ctl_main_parse_args(int argc, char **argv, struct opts *o)
 
 /* ---- what the commands share ------------------------------------------ */
 
+/* ctl_main_check_roles_args - roles set/clear: NODE [ROLE...] as the daemon
+ * will check them. Returns EXIT_OK or EXIT_ERR (printed). */
 static int ctl_main_check_roles_args(const struct command *cmd, const char *const *args, size_t n)
 {
 	char b[CELL];

@@ -19,7 +19,7 @@
  *   end; then the leader (the lowest live election key, cluster_view.c) is
  *   read, and the switchover happened when it is the target (with --to) or
  *   another node than the one asked to hand over (without), as the daemon
- *   decides it (control.c switchover_answer).
+ *   decides it (control.c control_switchover_answer).
  */
 #include "config.h"
 

@@ -652,8 +652,6 @@ int ctl_view_roles_list(const Response *r, bool json)
 	return EXIT_OK;
 }
 
-/* check_roles_args - roles set/clear: NODE [ROLE...] as the daemon will
- * check them. Returns EXIT_OK or EXIT_ERR (printed). */
 #define HCOLS 7
 
 int ctl_view_history(const Response *r, const char *name, bool json)

@@ -144,7 +144,7 @@ void daemon_begin_shutdown(struct daemon *d, const char *why);
 /* ---- plugin configuration (daemon_plugin_config.c) ---- */
 
 /* daemon_config_entry_start - mirror P/N/config for e (its name is set);
- * 0 or -errno. daemon_config_entry_free - entry_free's part. */
+ * 0 or -errno. daemon_config_entry_free - daemon_files_entry_free's part. */
 int daemon_config_entry_start(struct entry *e);
 void daemon_config_entry_free(struct entry *e);
 /* daemon_config_ready - P/N/config was read once: an instance may start */

@@ -8,7 +8,7 @@
  *
  * Design notes
  * - An instance's init runs only once P/N/config was read (daemon.c
- *   entry_load starts it with hold_init until daemon_config_ready), so init
+ *   daemon_files_entry_load starts it with hold_init until daemon_config_ready), so init
  *   sees the cluster's document.
  *   Afterwards a session loss or a resync keeps the last document read: a
  *   plugin keeps running on what it has.

@@ -72,7 +72,7 @@ struct candidate {
 };
 
 /* the leader's status/reconcile machine (election_lead.c); changed only by
- * lead_phase_set there, which logs and asserts every transition. LP_NONE
+ * election_lead_phase_set there, which logs and asserts every transition. LP_NONE
  * while not leading (LP_VERIFY also while the check before a term runs). */
 enum lead_phase {
 	LP_NONE,
@@ -220,7 +220,7 @@ struct election {
 	bool leading;
 	bool draining; /* leaving: the driver drains its queue, then deposed */
 	uint64_t gen; /* bumps on every elected / deposed */
-	enum lead_phase phase; /* set only by lead_phase_set (election_lead.c) */
+	enum lead_phase phase; /* set only by election_lead_phase_set (election_lead.c) */
 	bool reconciling; /* a reconcile of this term is queued or running */
 	bool status_existed;
 	bool status_is_done;

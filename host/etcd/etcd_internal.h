@@ -180,7 +180,7 @@ struct etcd_client {
 	struct loop *loop;
 	CURLM *multi;
 	struct loop_timer *curl_timer;
-	struct loop_timer *kick_timer; /* after kick(): reap cancelled watches, completions */
+	struct loop_timer *kick_timer; /* after etcd_transport_kick(): reap cancelled watches, completions */
 	struct sock *socks;
 	char **endpoints;
 	size_t n_endpoints, cur_ep;

@@ -17,7 +17,7 @@
  *   logs and asserts every transition), failure and recovery reports, the
  *   end of a stop, the accessors.
  * - plugin_instance_queue.c: the event queue (what may go to the worker and
- *   when: may_send, pump), the sent list, the bus form of events, sending
+ *   when: pi_queue_may_send, pump), the sent list, the bus form of events, sending
  *   (corked, flushed from the deferred timer), completions (always run from
  *   that timer) and the driver ops the election calls.
  * - plugin_instance_txn.c: a plugin's txn request -> a fenced etcd txn under

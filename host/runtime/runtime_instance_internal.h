@@ -5,12 +5,12 @@
  * at the top of plugin_instance.c names each file and what it holds.
  *
  * Threading: everything here runs on the loop thread, except where a
- * comment says otherwise (on_pipe_add runs on an nng thread and touches only
+ * comment says otherwise (pi_process_on_pipe_add runs on an nng thread and touches only
  * what pid_mu guards; the worker thread owns struct worker and shares
  * nothing mutable with the host half: everything crosses the bus).
  * Ownership: struct plugin_instance owns its events, completions, queued
  * messages, timers, sockets and children; struct pending_txn is owned by the
- * etcd call it rides on (freed by on_txn_done) and only points back to the
+ * etcd call it rides on (freed by pi_txn_on_txn_done) and only points back to the
  * instance while the instance wants the answer.
  * Errors: functions returning int give 0 or -errno.
  */
@@ -51,7 +51,7 @@
 #define WORKER_ATTACH_TIMEOUT_MS 10000u
 #define SYNC_KILL_WAIT_MS 2000
 #define LOG_COMPONENT_MAX 80
-#define PIPELINE_MAX 5 /* events handed to the worker at once (may_send) */
+#define PIPELINE_MAX 5 /* events handed to the worker at once (pi_queue_may_send) */
 
 /* the callback each event runs: the values of enum worker_callback */
 enum ev_kind {
@@ -177,7 +177,7 @@ struct plugin_instance {
 	bool leading;
 	bool term_elected_sent;
 	uint64_t term; /* leadership terms begun (elected()) */
-	/* may_send: 1 = the last event handed over is an on_elected, 2 = it is
+	/* pi_queue_may_send: 1 = the last event handed over is an on_elected, 2 = it is
 	 * that on_elected's replay; 0 = anything else */
 	unsigned term_start;
 	struct releases last_rel;
@@ -187,7 +187,7 @@ struct plugin_instance {
 	struct event *sent_head, *sent_tail; /* handed to the worker, not yet acknowledged */
 	unsigned n_sent;
 	struct outmsg *out_head, *out_tail;
-	bool cork; /* send_nng queues without flushing; on_defer flushes */
+	bool cork; /* pi_queue_send_nng queues without flushing; on_defer flushes */
 	struct completion *c_head, *c_tail;
 	struct drain_waiter *drains;
 	struct pending_txn *txns;
@@ -269,7 +269,7 @@ struct event *pi_sent_unlink_head(struct plugin_instance *pi);
 struct event *pi_sent_pop(struct plugin_instance *pi);
 /* the whole sent list, for settling it (the worker is gone or failed) */
 struct event *pi_sent_take_all(struct plugin_instance *pi);
-/* hand queued events to the worker, as far as may_send allows */
+/* hand queued events to the worker, as far as pi_queue_may_send allows */
 void pi_pump(struct plugin_instance *pi);
 /* drop queued leadership events (deposed, stop, failure) */
 void pi_drop_queued(struct plugin_instance *pi, int err, const char *msg);
@@ -280,7 +280,7 @@ void pi_mark_broken(struct plugin_instance *pi, const char *why);
 
 void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req);
 /* the txns in flight in etcd are no longer answered to this worker:
- * on_txn_done frees each when etcd answers */
+ * pi_txn_on_txn_done frees each when etcd answers */
 void pi_txns_orphan(struct plugin_instance *pi);
 
 /* the reply to a txn or range request: resp NULL with err < 0; keys are

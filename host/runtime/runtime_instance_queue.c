@@ -445,7 +445,7 @@ struct event *pi_sent_take_all(struct plugin_instance *pi)
  *   does not wait two bus round trips (at most 3 events);
  * - the end of a term or of the instance (on_deposed, fini) goes at once, so
  *   the worker knows that what it already has of the term is moot and skips
- *   it (worker.c should_skip) instead of running it.
+ *   it (worker.c worker_should_skip) instead of running it.
  * Nothing else goes behind anything (a reconcile can be long, and what still
  * waits here can be merged or dropped exactly). */
 static bool pi_queue_may_send(const struct plugin_instance *pi, const struct event *ev)

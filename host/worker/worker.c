@@ -652,7 +652,7 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 }
 
 /* worker_should_skip - the host hands the start of a term over in one go (on_elected,
- * the replay, the first reconcile; plugin_instance_queue.c may_send). When the term
+ * the replay, the first reconcile; runtime_instance_queue.c pi_queue_may_send). When the term
  * already ended behind them, they are answered without running, as the host
  * would have dropped them had they still been queued there; a term whose
  * on_elected was skipped gets no on_deposed either. */

@@ -12,7 +12,7 @@
  *   (on_elected, the replay, the first reconcile); events that arrive while
  *   a callback waits for a txn reply wait in a small stash. A term event
  *   with the term's end (on_deposed, a new on_elected, fini) already waiting
- *   behind it is answered as skipped without running (should_skip).
+ *   behind it is answered as skipped without running (worker_should_skip).
  * - While a callback runs, the plugin's host API calls (txn, log, set_error)
  *   travel the same socket; they are accepted only on the worker's own thread
  *   and only inside a callback (anything else: -EPERM / ignored).

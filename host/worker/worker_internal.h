@@ -40,7 +40,7 @@ struct worker {
 	uint32_t txn_timeout_ms;
 	void *result; /* the last txn result (one allocation) */
 	/* events received ahead of the one running (during a txn wait or by
-	 * term_ends_ahead), oldest first */
+	 * worker_term_ends_ahead), oldest first */
 	ToWorker *stash[STASH_MAX];
 	unsigned stash_head, stash_n;
 	bool term_skipped; /* this term's on_elected was skipped: skip the rest */
