@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bus_msg.h - small helpers shared by both ends of the host <-> worker bus
+ * abi_bus.h - small helpers shared by both ends of the host <-> worker bus
  * (plugin_instance*.c on the host loop, worker.c on the worker): short names
  * of the bus messages, protobuf-c bytes fields and packing a message into an
  * nng message.

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* plugin_config_doc.c - see plugin_config_doc.h. */
+/* abi_config_doc.c - see abi_config_doc.h. */
 #include "config.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugin_config_doc.h - a plugin's configuration documents (ABI 1.2): the
+ * abi_config_doc.h - a plugin's configuration documents (ABI 1.2): the
  * cluster-wide one in etcd (P/N/config) and the node-local one from
  * `leasehold --plugin-config NAME=FILE`; the checks every document passes
  * before a plugin sees it, and the `--plugin-config` argument.

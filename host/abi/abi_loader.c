@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * loader.c - see loader.h for the design notes.
+ * abi_loader.c - see abi_loader.h for the design notes.
  */
 #include "config.h"
 
@@ -723,7 +723,7 @@ static bool loader_digits(const char *s, const char *end, unsigned long long *re
 
 /* name is one of ours for process `pid`: "<base>.<pid>.<n>.so" (a private
  * copy, loader_open) or "w<pid>.<n>.<g>.sock" (a worker bus socket,
- * plugin_instance_process.c); *ret_socket tells which */
+ * runtime_instance_process.c); *ret_socket tells which */
 static bool loader_stale_name(const char *name, unsigned long long pid, bool *ret_socket)
 {
 	size_t len = strlen(name);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * loader.h - load one plugin file safely: file checks, a private copy,
+ * abi_loader.h - load one plugin file safely: file checks, a private copy,
  * dlopen, and validation of the descriptor before anything in it is called.
  *
  * Design notes

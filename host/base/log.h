@@ -49,7 +49,7 @@ void log_set_journal(bool on);
  * logger writes to (fstat). */
 bool log_stderr_is_journal(void);
 /* log_set_fd - write lines to fd instead of stderr (not owned; the caller
- * keeps it open while anything may log). See stderr_relay.h. */
+ * keeps it open while anything may log). See worker_stderr_relay.h. */
 void log_set_fd(int fd);
 /* log_get_fd - the fd lines go to (async-signal-safe: for crash reports) */
 int log_get_fd(void);

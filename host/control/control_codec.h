@@ -2,7 +2,7 @@
 /*
  * control_codec.h - the control protocol's shared rules (proto/control.proto):
  * limits, request validation, response validation and helpers used by both
- * the server (host/control.c) and leaseholdctl.
+ * the server (host/control/control.c) and leaseholdctl.
  *
  * Everything here is pure: no I/O, no logging. Decoders take untrusted bytes
  * and either return a fully validated message or an error with a short
@@ -34,7 +34,7 @@
  * bytes, no '/' (the daemon's --node-id rule; it is a key component) */
 #define CONTROL_NODE_MAX 128
 /* roles per ROLES_SET request, and a role name's length ([a-z0-9_-]); the
- * same limits as host/roles.h (ROLES_MAX, ROLES_NAME_MAX) */
+ * same limits as host/election/election_roles.h (ROLES_MAX, ROLES_NAME_MAX) */
 #define CONTROL_ROLES_MAX 64
 #define CONTROL_ROLE_MAX 63
 

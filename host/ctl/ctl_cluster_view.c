@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cluster_view.c - a plugin's records in etcd -> the control structs of a
- * plugin and its node rows (cluster_view.h).
+ * ctl_cluster_view.c - a plugin's records in etcd -> the control structs of a
+ * plugin and its node rows (ctl_cluster_view.h).
  */
 #include "config.h"
 

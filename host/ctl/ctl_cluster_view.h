@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cluster_view.h - one plugin's cluster state decoded from its records in
+ * ctl_cluster_view.h - one plugin's cluster state decoded from its records in
  * etcd, without being a member: what leaseholdctl shows in observer mode.
  *
  * Input: the keys of the plugin's watched range [P/N/election/, P/N/status]

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * leaseholdctl.c - the operator's CLI: talks to the local leasehold daemon
+ * ctl_main.c - the operator's CLI: talks to the local leasehold daemon
  * over its control socket (control_client.h, proto/control.proto).
  *
  * Design notes

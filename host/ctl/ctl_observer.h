@@ -9,7 +9,7 @@
  *   (loop.h): TLS, client certificates, several endpoints and user/password
  *   authentication work as in the daemon.
  * - The observer answers a control Request with the Response the daemon
- *   would send (cluster_view.h decodes the records with the daemon's own
+ *   would send (ctl_cluster_view.h decodes the records with the daemon's own
  *   decoders, control_answer_pack packs them as the control server does),
  *   so leaseholdctl prints both with the same printers (ctl_views.h).
  * - Reads happen at one etcd revision: first the keys under the prefix

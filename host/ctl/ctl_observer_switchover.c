@@ -16,7 +16,7 @@
  * - The outcome: the request record P/N/handover goes when the request ends
  *   (the new leader deletes it once it leads; else its lease ends at the
  *   timeout). A watch of that key from the request's revision on sees that
- *   end; then the leader (the lowest live election key, cluster_view.c) is
+ *   end; then the leader (the lowest live election key, ctl_cluster_view.c) is
  *   read, and the switchover happened when it is the target (with --to) or
  *   another node than the one asked to hand over (without), as the daemon
  *   decides it (control.c control_switchover_answer).

@@ -114,7 +114,7 @@ static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 			else if (ctl_plugin_config_etcd_opt(o, a)) {
 				if (i + 1 >= argc) {
 					if (!is_config)
-						return 0; /* leaseholdctl.c reports it */
+						return 0; /* ctl_main.c reports it */
 					ctl_plugin_config_fail(EXIT_ERR, "option %s needs a value", a);
 					return -1;
 				}
@@ -123,7 +123,7 @@ static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 				 strcmp(a, "--config") == 0) {
 				if (i + 1 >= argc) {
 					if (!is_config)
-						return 0; /* leaseholdctl.c reports it */
+						return 0; /* ctl_main.c reports it */
 					ctl_plugin_config_fail(EXIT_ERR, "option %s needs a value", a);
 					return -1;
 				}
@@ -157,7 +157,7 @@ static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 			continue;
 		}
 		if (n == 0 && strcmp(a, "config") != 0)
-			return 0; /* another command: leaseholdctl.c's */
+			return 0; /* another command: ctl_main.c's */
 		is_config = true;
 		if (n >= 4) {
 			ctl_plugin_config_fail(EXIT_ERR, "unexpected argument '%s'", a);

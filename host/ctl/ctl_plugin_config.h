@@ -45,7 +45,7 @@
 
 /* ctl_config_main - `leaseholdctl [OPTIONS] config get|set|edit ...`: runs
  * the command and returns its exit code, or -1 when argv is not a config
- * command (leaseholdctl.c then goes on). */
+ * command (ctl_main.c then goes on). */
 int ctl_config_main(int argc, char **argv);
 
 #endif

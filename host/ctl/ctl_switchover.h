@@ -2,7 +2,7 @@
 /*
  * ctl_switchover.h - leaseholdctl's `switchover NAME [--to NODE] [--timeout
  * DUR]`: the argument rules, the request and what its answer means (the
- * exit code). leaseholdctl.c dispatches to it.
+ * exit code). ctl_main.c dispatches to it.
  */
 #ifndef LH_CTL_SWITCHOVER_H
 #define LH_CTL_SWITCHOVER_H

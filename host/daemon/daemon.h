@@ -37,10 +37,10 @@ struct daemon_config {
 	const uint32_t *iso_modes;
 	size_t n_iso;
 	/* --callback-timeout rules, applied over callback_timeout_defaults_ms
-	 * (callback_timeout.h) */
+	 * (runtime_callback_timeout.h) */
 	const struct callback_timeout_rule *cb_timeouts;
 	size_t n_cb_timeouts;
-	/* --priority rules (priority.h), borrowed */
+	/* --priority rules (election_priority.h), borrowed */
 	const struct priority_rule *priorities;
 	size_t n_priorities;
 	const char *worker_path;      /* process mode: leasehold-worker; NULL = default */

@@ -176,7 +176,7 @@ void daemon_entry_remove(struct entry *e);
 void daemon_apply_roles(struct entry *e);
 
 /* ---- the plugin files and entries (daemon_files.c) ---- */
-/* daemon_on_plugindir - the plugin directory's reports (plugindir.h); ud is
+/* daemon_on_plugindir - the plugin directory's reports (runtime_plugindir.h); ud is
  * the daemon */
 void daemon_on_plugindir(void *ud, enum plugindir_event ev, const char *file);
 /* daemon_on_later - the deferred work after a loop iteration: rescans, the

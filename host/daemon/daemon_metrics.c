@@ -101,7 +101,7 @@ const struct etcd_observer_ops host_metrics_etcd_observer = {
 
 /* A completion context in flight (a fenced txn, a reconcile). Kept on the
  * plugin's list: an instance or an etcd client freed with work in flight
- * never calls back (plugin_instance.h, etcd.h), and what never calls back
+ * never calls back (runtime_instance.h, etcd.h), and what never calls back
  * is freed by plugin_metrics_fini. */
 struct plugin_metrics_pending {
 	struct plugin_metrics_pending *prev, *next;

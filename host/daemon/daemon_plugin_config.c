@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * daemon_plugin_config.c - the daemon's side of plugin configuration (ABI
- * 1.2): each plugin entry mirrors P/N/config (plugin_config_mirror.h) and
+ * 1.2): each plugin entry mirrors P/N/config (runtime_config_mirror.h) and
  * hands every change to its instances; a new instance starts with the
  * cluster document and its node-local file; and the control ops `config
  * get` / `config set`.

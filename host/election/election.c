@@ -23,10 +23,10 @@
  *   and read-back, drain and depose; its phase changes only in
  *   lead_phase_set.
  * - election_fence.c: the plugin's fenced writes (driver_host.fenced_txn).
- * - election_control.c: the operator's records: the pause, reconcile
+ * - election_operator_records.c: the operator's records: the pause, reconcile
  *   requests and their acknowledgement (mirrored with the rest of the
  *   range), and the term history (outside it, read on demand).
- * - election_switchover.c: a switchover request (mirrored too): who gives
+ * - election_handover.c: a switchover request (mirrored too): who gives
  *   up its election key for it, and its deletion by the new leader.
  */
 #include "config.h"

@@ -28,12 +28,12 @@
  *     newer release appeared / reload / stop / role removed
  *        -> drain the plugin's queue (the running reconcile finishes), then
  *           deposed, then our election key is deleted.
- * - Operator records (election_control.c): P/N/paused and
+ * - Operator records (election_operator_records.c): P/N/paused and
  *   P/N/reconcile-request / reconcile-served lie inside the watched range;
  *   while paused no reconcile starts (the leader keeps leading). The term
  *   history P/N/term-history/<token> lies outside it (read on demand).
- * - A switchover request P/N/handover (election_switchover.c, written by
- *   switchover.c) lies inside the watched range too: the leader it names
+ * - A switchover request P/N/handover (election_handover.c, written by
+ *   election_switchover_request.c) lies inside the watched range too: the leader it names
  *   leaves gracefully, candidates ahead of its target resign their keys.
  * - Every write made while leading is a txn comparing our election key's
  *   create_revision (the fencing token). A write that times out has an unknown
@@ -155,7 +155,7 @@ struct election_info {
 	int64_t fencing_token;     /* our key's create_revision while leading, else 0 */
 	uint64_t status_writes;    /* status records written by this node */
 	const char *held_back;     /* why standby although eligible otherwise, or NULL */
-	/* operator records (election_control.c), as mirrored */
+	/* operator records (election_operator_records.c), as mirrored */
 	bool paused;               /* P/N/paused exists (also when it does not decode) */
 	const char *pause_error;   /* the pause record does not decode: why, else NULL */
 	const char *paused_by;     /* node that wrote it, or NULL */
@@ -277,7 +277,7 @@ size_t election_rows(struct election *e, struct election_member *out, size_t max
 int election_forget(struct election *e, const char *node_id, void (*done)(void *ud, int err),
                     void *ud, char *err, size_t err_len);
 
-/* ---- operator verbs (election_control.c) ---- */
+/* ---- operator verbs (election_operator_records.c) ---- */
 
 /* election_pause - pause (true) or resume (false) the plugin cluster-wide:
  * put or delete P/N/paused (not fenced: any node running the plugin may).

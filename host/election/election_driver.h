@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * driver.h - the seam between the election protocol (election.c) and what
- * it drives: a loaded plugin instance (plugin_instance.c, over the nng bus)
+ * election_driver.h - the seam between the election protocol (election.c) and what
+ * it drives: a loaded plugin instance (runtime_instance.c, over the nng bus)
  * or, in tests, an in-process test reconciler.
  *
  * Design notes

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * election_switchover.c - what a host does about a switchover request
- * (P/N/handover, written by switchover.c; proto Switchover). Decoders take
+ * election_handover.c - what a host does about a switchover request
+ * (P/N/handover, written by election_switchover_request.c; proto Switchover). Decoders take
  * hostile bytes.
  *
  * Design notes
@@ -23,7 +23,7 @@
  * - The new leader deletes the record (fenced, compared on its revision)
  *   once it leads as asked, so "a record exists" means "a switchover is in
  *   flight" for the next request. A record that does not decode is ignored
- *   until it expires; one without a lease (not written by switchover.c)
+ *   until it expires; one without a lease (not written by election_switchover_request.c)
  *   would never expire, so the leader deletes it.
  * - Priority: a leader that sees a candidate (an election key) whose member
  *   record holds the leader's own release, the newest, and a strictly
@@ -305,7 +305,7 @@ void election_switchover_step(struct election *e)
 	if (!e->leading || e->draining || !h->present || e->handover_call ||
 	    e->handover_del_tried == h->rev)
 		return;
-	/* a record no host can act on that never ends by itself (switchover.c
+	/* a record no host can act on that never ends by itself (election_switchover_request.c
 	 * binds every request to a lease): it would refuse every switchover
 	 * and hold the priority rule for good, so the leader deletes it */
 	bool stray = !h->valid && !h->leased;

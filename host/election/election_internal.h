@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * election_internal.h - what the pieces of the election share (not for the
- * daemon: host/election.h is the API). The reading guide at the top of
+ * daemon: host/election/election.h is the API). The reading guide at the top of
  * election.c names each file and what it holds.
  *
  * Threading: everything here runs on the loop thread only (etcd replies,
@@ -36,10 +36,10 @@
 #define DRV_CTX_MAGIC 0x44525643u    /* struct drv_ctx (election_lead.c) */
 #define FENCED_CTX_MAGIC 0x46454e43u /* struct fenced_ctx (election_fence.c) */
 #define FORGET_CTX_MAGIC 0x46524743u /* struct forget_ctx (election.c) */
-#define VERB_CTX_MAGIC 0x56455242u   /* struct verb_ctx (election_control.c) */
-#define TERM_CTX_MAGIC 0x5445524du   /* struct term_ctx (election_control.c) */
-#define HANDOVER_CTX_MAGIC 0x484e4443u /* struct handover_ctx (election_switchover.c) */
-#define PRIORITY_CTX_MAGIC 0x50524943u /* struct priority_ctx (election_switchover.c) */
+#define VERB_CTX_MAGIC 0x56455242u   /* struct verb_ctx (election_operator_records.c) */
+#define TERM_CTX_MAGIC 0x5445524du   /* struct term_ctx (election_operator_records.c) */
+#define HANDOVER_CTX_MAGIC 0x484e4443u /* struct handover_ctx (election_handover.c) */
+#define PRIORITY_CTX_MAGIC 0x50524943u /* struct priority_ctx (election_handover.c) */
 #define NODE_CTX_MAGIC 0x4e4f4443u   /* struct node_ctx (election_nodes.c) */
 
 /* the term history keeps this many terms (the newest) */
@@ -237,7 +237,7 @@ struct election {
 	uint64_t lead_backoff;
 	uint64_t lead_log_after;
 
-	/* operator records (election_control.c): pause and reconcile requests,
+	/* operator records (election_operator_records.c): pause and reconcile requests,
 	 * mirrored from [P/N/election/, P/N/status]; the term history */
 	char *k_paused;  /* P/N/paused */
 	char *k_request; /* P/N/reconcile-request */
@@ -271,7 +271,7 @@ struct election {
 	int64_t term_start_unix;
 	bool term_end_pending;
 	int64_t term_end_token;
-	/* the switchover request (election_switchover.c), mirrored with the
+	/* the switchover request (election_handover.c), mirrored with the
 	 * rest of the watched range */
 	char *k_handover; /* P/N/handover */
 	struct handover_rec handover;
@@ -413,9 +413,9 @@ void election_drv_ctxs_orphan(struct election *e);
 /* ---- election_fence.c: the plugin's fenced writes ---- */
 
 /* election_fenced_txn - driver_host.fenced_txn (ctx = the election): the
- * plugin's txn under the fence of our election key. See driver.h. */
+ * plugin's txn under the fence of our election key. See election_driver.h. */
 /* election_plugin_request_reconcile - driver_host.request_reconcile (ctx =
- * the election; election_control.c) */
+ * the election; election_operator_records.c) */
 void election_plugin_request_reconcile(void *ctx);
 /* election_plugin_paused - driver_host.paused (ctx = the election) */
 bool election_plugin_paused(void *ctx);
@@ -426,7 +426,7 @@ int election_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmp
  * answer -ESTALE without touching e */
 void election_fenced_orphan(struct election *e);
 
-/* ---- election_control.c: operator records (pause, reconcile requests,
+/* ---- election_operator_records.c: operator records (pause, reconcile requests,
  * term history) ---- */
 
 /* election_control_init - keys and timer (election_new); 0 or -ENOMEM.
@@ -477,7 +477,7 @@ void election_term_end_written(struct election *e);
  * and the resign txn carries it when it failed */
 void election_term_leaving(struct election *e);
 
-/* ---- election_switchover.c: the switchover request (P/N/handover) ---- */
+/* ---- election_handover.c: the switchover request (P/N/handover) ---- */
 
 /* election_switchover_init - keys (election_new); 0 or -ENOMEM.
  * election_switchover_free - election_free's part (a delete in flight is

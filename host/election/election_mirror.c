@@ -8,7 +8,7 @@
  * compaction or a session change. It holds the member map
  * with its counts per release (the reference algorithm's releaseCount), the
  * candidates (election keys), the status and the operator's records
- * (election_control.c), all at revision e->rev, and
+ * (election_operator_records.c), all at revision e->rev, and
  * publishes {min, max} release to a leading driver.
  */
 #include "config.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * node_record.c - encode and decode P/N/nodes/<node-id> (node_record.h).
+ * election_node_record.c - encode and decode P/N/nodes/<node-id> (election_node_record.h).
  */
 #include "config.h"
 

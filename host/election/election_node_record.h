@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * node_record.h - the per-node state record of one plugin,
+ * election_node_record.h - the per-node state record of one plugin,
  * P/N/nodes/<node-id>: what only that node knows (its election state and
  * why, whether it may serve and why not, its last reconcile), so that one
  * place (any daemon's mirror, or leaseholdctl in observer mode) can show

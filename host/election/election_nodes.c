@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * election_nodes.c - per-node state records, P/N/nodes/<node-id>
- * (node_record.h): each node publishes what only it knows about the plugin
+ * (election_node_record.h): each node publishes what only it knows about the plugin
  * (state and why, readiness and why not, last reconcile), and mirrors every
  * node's record, so that any node, or leaseholdctl reading etcd directly,
  * shows the whole cluster.

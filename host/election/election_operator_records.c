@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * election_control.c - the operator's records of one plugin: the pause
+ * election_operator_records.c - the operator's records of one plugin: the pause
  * (P/N/paused), reconcile requests (P/N/reconcile-request, answered by the
  * leader in P/N/reconcile-served) and the term history
  * (P/N/term-history/<token>). Decoders take hostile bytes.

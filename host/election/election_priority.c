@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * priority.c - `--priority [NAME=]N` (see priority.h).
+ * election_priority.c - `--priority [NAME=]N` (see election_priority.h).
  */
 #include "config.h"
 

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * priority.h - a node's candidate priority per plugin (`leasehold
+ * election_priority.h - a node's candidate priority per plugin (`leasehold
  * --priority [NAME=]N`, repeatable): the node's default (no NAME) and
  * per-plugin overrides. The election publishes it in the node's member
  * record; a leader that sees a candidate of the newest release with a
- * strictly higher priority hands over to it once (election_switchover.c).
+ * strictly higher priority hands over to it once (election_handover.c).
  *
  * Design notes
  * - Resolution for a plugin: 0, then the last rule without a name, then

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * roles.h - node roles from etcd (the roleserve seed): P/roles/<node-id>
+ * election_roles.h - node roles from etcd (the roleserve seed): P/roles/<node-id>
  * holds a NodeRoles message; a plugin that declares a role runs its
  * membership and election only on nodes holding that role.
  *

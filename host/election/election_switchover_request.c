@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * switchover.c - request a switchover (see switchover.h).
+ * election_switchover_request.c - request a switchover (see election_switchover_request.h).
  *
  * Design notes
  * - Three etcd calls: one read txn (the plugin's watched range

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * switchover.h - requesting a switchover of one plugin's leadership: read
+ * election_switchover_request.h - requesting a switchover of one plugin's leadership: read
  * the plugin's election state from etcd, check the request against it, and
  * write the request record P/N/handover (proto Switchover), bound to a
  * lease whose TTL is the switchover's timeout.
@@ -8,7 +8,7 @@
  * This needs nothing but an etcd client: the daemon (leaseholdctl
  * switchover), a leader handing over to a candidate of higher priority, and
  * a client talking to etcd directly all build the same record the same way.
- * The hosts act on the record (election_switchover.c): the leader drains
+ * The hosts act on the record (election_handover.c): the leader drains
  * and hands over as on SIGTERM without stopping, candidates ahead of the
  * target give up their election keys, the new leader deletes the record.
  *
@@ -55,7 +55,7 @@ typedef void (*switchover_done_fn)(void *ud, int err, const char *msg, int64_t r
                                    const char *from);
 
 /* switchover_request_start - read, check, write (see the design notes in
- * switchover.c). rq's strings are copied. Returns 0 when started: done runs
+ * election_switchover_request.c). rq's strings are copied. Returns 0 when started: done runs
  * exactly once later on the loop (never before this returns); or -errno
  * (-EINVAL bad argument, -ENOMEM, an etcd error) and done never runs. */
 int switchover_request_start(struct etcd_client *etcd, const struct switchover_request *rq,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * session.c - see session.h for the design notes.
+ * etcd_session.c - see etcd_session.h for the design notes.
  */
 #include "config.h"
 

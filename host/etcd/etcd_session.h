@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * session.h - the node's etcd session: one lease, kept alive by one POST per
+ * etcd_session.h - the node's etcd session: one lease, kept alive by one POST per
  * renewal at TTL/3, and a LOCAL deadline.
  *
  * Design notes

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * callback_timeout.c - see callback_timeout.h.
+ * runtime_callback_timeout.c - see runtime_callback_timeout.h.
  */
 #include "config.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * callback_timeout.h - how long each plugin callback may run, by callback
+ * runtime_callback_timeout.h - how long each plugin callback may run, by callback
  * kind and plugin: the production defaults and the operator's rules
  * (`leasehold --callback-timeout [NAME:][KIND=]DUR`, repeatable).
  *
@@ -10,7 +10,7 @@
  *   notifications are short (15 s: on_elected, on_releases_changed,
  *   on_deposed and fini should only record state), init is in between
  *   (60 s: it may open connections). A callback past its limit costs the
- *   node its leadership of that plugin (see plugin_instance.h).
+ *   node its leadership of that plugin (see runtime_instance.h).
  * - A rule names a plugin or every plugin, a kind or every kind (`all`),
  *   and a duration (`0` or `none`: no limit). Resolution per plugin and
  *   kind: the default, then rules for every plugin and every kind, then

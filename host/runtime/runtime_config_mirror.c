@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* plugin_config_mirror.c - see plugin_config_mirror.h. */
+/* runtime_config_mirror.c - see runtime_config_mirror.h. */
 #include "config.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugin_config_mirror.h - this node's copy of one plugin's cluster-wide
+ * runtime_config_mirror.h - this node's copy of one plugin's cluster-wide
  * configuration, the JSON document at P/N/config (ABI 1.2).
  *
  * Design notes

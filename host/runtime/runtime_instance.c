@@ -1,32 +1,32 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugin_instance.c - a plugin instance's lifecycle: new, stop, free (with
+ * runtime_instance.c - a plugin instance's lifecycle: new, stop, free (with
  * the synchronous shutdown free() falls back to), the thread-mode worker,
- * the state machine and what the owner is told; see plugin_instance.h for
+ * the state machine and what the owner is told; see runtime_instance.h for
  * the design notes.
  *
  * Reading guide (the files of a plugin instance; all share
- * plugin_instance_internal.h, which holds struct plugin_instance and the
+ * runtime_instance_internal.h, which holds struct plugin_instance and the
  * contracts between the pieces). The host half runs on the loop thread; the
  * worker half is worker.c, in a thread of its own or in a leasehold-worker
  * process. The two halves share nothing mutable: the worker owns struct
  * worker after pthread_create and until it is joined (or lives in another
  * process); everything crosses the bus.
- * - plugin_instance.c (this file): plugin_instance_new / _stop / _free,
+ * - runtime_instance.c (this file): plugin_instance_new / _stop / _free,
  *   the worker thread, pi_state_set (the one setter of pi->state, which
  *   logs and asserts every transition), failure and recovery reports, the
  *   end of a stop, the accessors.
- * - plugin_instance_queue.c: the event queue (what may go to the worker and
+ * - runtime_instance_queue.c: the event queue (what may go to the worker and
  *   when: pi_queue_may_send, pump), the sent list, the bus form of events, sending
  *   (corked, flushed from the deferred timer), completions (always run from
  *   that timer) and the driver ops the election calls.
- * - plugin_instance_txn.c: a plugin's txn request -> a fenced etcd txn under
+ * - runtime_instance_txn.c: a plugin's txn request -> a fenced etcd txn under
  *   the data prefix, and the reply back to the worker.
- * - plugin_instance_recv.c: messages from the worker: acks (the outcome of
+ * - runtime_instance_recv.c: messages from the worker: acks (the outcome of
  *   each callback, in order), txn requests, log lines, protocol errors.
- * - plugin_instance_timeout.c: callback timeouts (per kind) and which
+ * - runtime_instance_timeout.c: callback timeouts (per kind) and which
  *   callback runs right now (the worker's activity page).
- * - plugin_instance_process.c: process isolation: worker generations (each
+ * - runtime_instance_process.c: process isolation: worker generations (each
  *   child gets its own host socket, listener and URL), spawn, pidfd reaping,
  *   restart backoff, the attach deadline. pi_gen_lost() is the one place
  *   where a lost worker's state is settled; a child is reaped through its

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugin_instance.h - one loaded plugin running on its own worker (a thread
+ * runtime_instance.h - one loaded plugin running on its own worker (a thread
  * of the daemon, or a `leasehold-worker` child process when isolation is
  * asked for), driven from the host loop over an nng pair1 bus
  * (proto/bus.proto).
  *
  * Design notes
  * - Two halves. The host half lives on the loop thread: it implements
- *   struct driver_ops (driver.h) by queueing events, and never blocks: it
+ *   struct driver_ops (election_driver.h) by queueing events, and never blocks: it
  *   receives through NNG_OPT_RECVFD registered with the loop, and sends with
  *   NNG_FLAG_NONBLOCK, keeping unsent messages in a local queue flushed when
  *   NNG_OPT_SENDFD says the socket can take more. The worker half (worker.c)
@@ -73,7 +73,7 @@
  *   starts them (EventDone.skipped; counted as dropped, a skipped reconcile
  *   completes with -ECANCELED like a dropped one). Only what the worker
  *   started before the on_deposed reached it still runs, before on_deposed.
- * - Linkerd semantics (driver.h): elected() queues on_elected(token) and at
+ * - Linkerd semantics (election_driver.h): elected() queues on_elected(token) and at
  *   once the replay on_releases_changed(cached releases). deposed() drops every
  *   queued leadership event (a dropped reconcile completes with -ECANCELED)
  *   and queues on_deposed - only if the term's on_elected had been handed to
@@ -361,7 +361,7 @@ const char *plugin_instance_bus_url(const struct plugin_instance *pi);
 /* the live worker child (process mode), 0 if none (thread mode, restarting) */
 pid_t plugin_instance_worker_pid(const struct plugin_instance *pi);
 /* plugin_instance_watch_stats - the counters of the plugin's watches
- * (plugin_watch.h); false (ret zeroed) when it registered none */
+ * (runtime_watch.h); false (ret zeroed) when it registered none */
 struct plugin_watch_stats;
 bool plugin_instance_watch_stats(const struct plugin_instance *pi, struct plugin_watch_stats *ret);
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugin_instance_internal.h - what the pieces of a plugin instance share
- * (not for the daemon: host/plugin_instance.h is the API). The reading guide
- * at the top of plugin_instance.c names each file and what it holds.
+ * runtime_instance_internal.h - what the pieces of a plugin instance share
+ * (not for the daemon: host/runtime/runtime_instance.h is the API). The reading guide
+ * at the top of runtime_instance.c names each file and what it holds.
  *
  * Threading: everything here runs on the loop thread, except where a
  * comment says otherwise (pi_process_on_pipe_add runs on an nng thread and touches only
@@ -67,7 +67,7 @@ enum ev_kind {
 };
 _Static_assert(PLUGIN_CALLBACKS == WORKER_CALLBACKS && PLUGIN_CALLBACK_RECONCILE == EV_RECONCILE &&
 		   PLUGIN_CALLBACK_FINI == EV_FINI,
-	       "plugin_instance.h's callback kinds are worker.h's");
+	       "runtime_instance.h's callback kinds are worker.h's");
 
 struct event {
 	struct event *next;
@@ -206,7 +206,7 @@ struct plugin_instance {
 	struct metrics_hist bus_rtt;
 	char init_error[512];
 
-	/* ABI 1.2 watches (plugin_instance_watch.c) */
+	/* ABI 1.2 watches (runtime_instance_watch.c) */
 	ProtobufCBinaryData *grants; /* the read grants (copies), for INIT and checks */
 	size_t n_grants;
 	struct plugin_watch *watch; /* the watches init registered, or NULL */
@@ -223,7 +223,7 @@ struct plugin_instance {
  * the assert instead of being used. Cleared when it is freed. */
 #define PENDING_TXN_MAGIC 0x50545843u
 
-/* ---- plugin_instance.c: lifecycle and what the owner is told ---- */
+/* ---- runtime_instance.c: lifecycle and what the owner is told ---- */
 
 /* pi_state_set - the one place pi->state changes: logs the transition at
  * debug and asserts that it is legal (see the table there). Setting the
@@ -246,7 +246,7 @@ void pi_stopped_now(struct plugin_instance *pi);
  * bus and wait for the child, bounded), then pi_stopped_now */
 void pi_finish_stop(struct plugin_instance *pi);
 
-/* ---- plugin_instance_queue.c: event queue, completions, sending, driver ops ---- */
+/* ---- runtime_instance_queue.c: event queue, completions, sending, driver ops ---- */
 
 /* completions run from pi->defer only, never inside the call that caused them */
 void pi_completion_push(struct plugin_instance *pi, enum comp_kind kind, void (*fn)(void), void *ud,
@@ -276,7 +276,7 @@ void pi_drop_queued(struct plugin_instance *pi, int err, const char *msg);
 /* the bus failed: contain it (process mode) or fail the instance (thread) */
 void pi_mark_broken(struct plugin_instance *pi, const char *why);
 
-/* ---- plugin_instance_txn.c: the plugin's txns, fenced, to etcd ---- */
+/* ---- runtime_instance_txn.c: the plugin's txns, fenced, to etcd ---- */
 
 void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req);
 /* the txns in flight in etcd are no longer answered to this worker:
@@ -289,7 +289,7 @@ void pi_reply_txn(struct plugin_instance *pi, uint64_t id, int err, const char *
 		  const struct etcd_response *resp, bool absolute);
 void pi_txn_unlink(struct plugin_instance *pi, struct pending_txn *pt);
 
-/* ---- plugin_instance_watch.c: ABI 1.2 watches, range reads, reconcile requests ---- */
+/* ---- runtime_instance_watch.c: ABI 1.2 watches, range reads, reconcile requests ---- */
 
 /* copy cfg's grants (at new); free them (at free) */
 int pi_watch_init(struct plugin_instance *pi, const struct plugin_instance_config *cfg);
@@ -312,17 +312,17 @@ void pi_handle_request_reconcile(struct plugin_instance *pi);
 /* is the full key k[0..len) (or, for a prefix, everything under it) granted? */
 bool pi_granted(const struct plugin_instance *pi, const void *k, size_t len);
 
-/* ---- plugin_instance_recv.c: messages from the worker ---- */
+/* ---- runtime_instance_recv.c: messages from the worker ---- */
 
 void pi_on_readable(struct loop_io *io, int fd, uint32_t events, void *userdata);
 
-/* ---- plugin_instance_timeout.c: callback timeouts, the running callback ---- */
+/* ---- runtime_instance_timeout.c: callback timeouts, the running callback ---- */
 
 void pi_on_cb_timer(struct loop_timer *t, void *userdata);
 /* thread mode: stop now, leaving an overrunning callback's thread behind */
 void pi_stop_abandoning(struct plugin_instance *pi);
 
-/* ---- plugin_instance_process.c: worker processes (process isolation) ---- */
+/* ---- runtime_instance_process.c: worker processes (process isolation) ---- */
 
 /* resolve and check what the child needs */
 int pi_process_prepare(struct plugin_instance *pi);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugin_instance_process.c - process isolation: worker generations (a
+ * runtime_instance_process.c - process isolation: worker generations (a
  * fresh bus and child each), posix_spawn of leasehold-worker, reaping
  * through a pidfd, restart with backoff, the attach deadline, and settling
  * everything a lost worker leaves (pi_gen_lost). Reading guide:
- * plugin_instance.c.
+ * runtime_instance.c.
  */
 #include "config.h"
 

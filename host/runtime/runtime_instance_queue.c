@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugin_instance_queue.c - the event queue between the election (driver
+ * runtime_instance_queue.c - the event queue between the election (driver
  * ops) and the plugin's worker: what may go to the worker and when
  * (pi_queue_may_send, pump), the sent list (acknowledged in order), the bus form of
- * events, sending, completions, drains. Reading guide: plugin_instance.c.
+ * events, sending, completions, drains. Reading guide: runtime_instance.c.
  */
 #include "config.h"
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugin_instance_recv.c - receiving from the worker (hostile input: a
+ * runtime_instance_recv.c - receiving from the worker (hostile input: a
  * worker process may be anything): acks settle the head of the sent list,
- * txn requests go to plugin_instance_txn.c, log lines and protocol errors
- * are logged. Reading guide: plugin_instance.c.
+ * txn requests go to runtime_instance_txn.c, log lines and protocol errors
+ * are logged. Reading guide: runtime_instance.c.
  */
 #include "config.h"
 

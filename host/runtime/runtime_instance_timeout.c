@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugin_instance_timeout.c - callback timeouts and activity: the limit of
+ * runtime_instance_timeout.c - callback timeouts and activity: the limit of
  * each callback kind, the callback the worker runs right now (its activity
  * page), and what happens when one overruns (process: the worker is killed
  * and restarted; thread: the instance stays failed until it returns).
- * Reading guide: plugin_instance.c.
+ * Reading guide: runtime_instance.c.
  */
 #include "config.h"
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugin_instance_txn.c - txn bridging: a plugin's txn request (keys
+ * runtime_instance_txn.c - txn bridging: a plugin's txn request (keys
  * relative to its data prefix; hostile input) becomes a fenced etcd txn
  * through driver_host.fenced_txn, and its answer goes back to the worker
- * with the prefix stripped. Reading guide: plugin_instance.c.
+ * with the prefix stripped. Reading guide: runtime_instance.c.
  */
 #include "config.h"
 

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugin_instance_watch.c - the ABI 1.2 parts of a plugin instance: the
+ * runtime_instance_watch.c - the ABI 1.2 parts of a plugin instance: the
  * read grants handed to the worker at INIT, the watches INIT's answer
- * registers (plugin_watch.c does the etcd side), when a watch batch may go
+ * registers (runtime_watch.c does the etcd side), when a watch batch may go
  * to the worker, the plugin's range reads and reconcile requests.
- * Reading guide: plugin_instance.c.
+ * Reading guide: runtime_instance.c.
  *
  * No batch goes while a drain waits (the term is ending gracefully): the
  * drain waits for an empty queue, so a steady stream of input changes would

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugindir.c - see plugindir.h for the design notes.
+ * runtime_plugindir.c - see runtime_plugindir.h for the design notes.
  */
 #include "config.h"
 

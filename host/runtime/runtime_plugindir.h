@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugindir.h - watch the plugin directory (--plugin-dir) and tell the owner
+ * runtime_plugindir.h - watch the plugin directory (--plugin-dir) and tell the owner
  * which plugin files appeared, were replaced or went away. It loads nothing:
  * the daemon decides (load, reload, stop).
  *

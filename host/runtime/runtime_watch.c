@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugin_watch.c - see plugin_watch.h.
+ * runtime_watch.c - see runtime_watch.h.
  */
 #include "config.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugin_watch.h - the leader-gated watches of one plugin instance (ABI 1.2):
+ * runtime_watch.h - the leader-gated watches of one plugin instance (ABI 1.2):
  * per term and per registered prefix, a snapshot at one etcd revision R
  * followed by the live events after R, as batches for on_watch_events.
  *

@@ -4,7 +4,7 @@
  * events over an nng pair1 socket (proto/bus.proto), calls the plugin and
  * answers. The same code runs on a worker thread of the daemon (thread
  * isolation, inproc://) and in the `leasehold-worker` child process (process
- * isolation, ipc://); the host half is plugin_instance.c.
+ * isolation, ipc://); the host half is runtime_instance.c.
  *
  * Design notes
  * - Events run one at a time, in order, each answered with exactly one
@@ -26,7 +26,7 @@
  *   42 s", and, in process isolation, to name the callback that really ran
  *   when the child died (the page is shared memory that outlives the
  *   child; acknowledgements the child queued just before it died may never
- *   reach the host). It also publishes the crash line (crash_report.h).
+ *   reach the host). It also publishes the crash line (worker_crash_report.h).
  */
 #ifndef LH_WORKER_H
 #define LH_WORKER_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * crash_report.c - see crash_report.h.
+ * worker_crash_report.c - see worker_crash_report.h.
  */
 #include "config.h"
 

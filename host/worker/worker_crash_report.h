@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * crash_report.h - one log line when a plugin takes its process down from
+ * worker_crash_report.h - one log line when a plugin takes its process down from
  * inside a callback: a fatal signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE,
  * SIGILL) on the thread running the callback, or exit() called by plugin
  * code. Without it, a thread-isolation daemon killed by a plugin leaves no

@@ -9,7 +9,7 @@
  *                    [--txn-timeout-ms N] [--log-level 0..3] [--activity-fd 3]
  *
  * Design notes
- * - Started by plugin_instance.c with posix_spawn: own process group,
+ * - Started by runtime_instance.c with posix_spawn: own process group,
  *   default signal dispositions, empty mask, stdin /dev/null. It closes every
  *   other inherited fd, asks for SIGKILL when its parent dies and checks the
  *   parent is still the one named on the command line.
@@ -28,7 +28,7 @@
  *   were still unsent.
  * - Exit codes: WORKER_EXIT_* (worker.h). A crash of the plugin is what it
  *   is: the host sees the signal through its pidfd; this process writes
- *   one line naming the plugin and the callback first (crash_report.h).
+ *   one line naming the plugin and the callback first (worker_crash_report.h).
  */
 #include "config.h"
 

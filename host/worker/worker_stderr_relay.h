@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * stderr_relay.h - a plugin's stray output, prefixed with its name.
+ * worker_stderr_relay.h - a plugin's stray output, prefixed with its name.
  *
  * A plugin may write to stdout/stderr directly (printf, a library's
  * diagnostics) instead of logging through the host (lh_logf). In a

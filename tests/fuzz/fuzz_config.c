@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz_config.c - the configuration file decoder (host/config_file.h):
+ * fuzz_config.c - the configuration file decoder (host/base/config_file.h):
  * libyaml's parser and document API under our shape checks.
  *
  * Input: a file's bytes. The schema has a key of every shape (a value, a

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz_control.c - the control protocol decoders (host/control_codec.h):
+ * fuzz_control.c - the control protocol decoders (host/control/control_codec.h):
  * control_codec_request_decode (what the daemon's control socket decodes
  * from a client), control_codec_response_decode (what leaseholdctl
  * decodes from the daemon), and the frame receiver both sides read the
- * socket with (control_wire_rx_feed, host/control_wire.h).
+ * socket with (control_wire_rx_feed, host/control/control_wire.h).
  *
  * Input: byte 0 selects. Below 0x80: even a request, odd a response; the
  * rest is the message. 0x80 and up: a byte stream for the frame receiver;

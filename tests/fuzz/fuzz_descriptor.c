@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz_descriptor.c - loader_validate_descriptor (host/loader.h) on arbitrary
+ * fuzz_descriptor.c - loader_validate_descriptor (host/abi/abi_loader.h) on arbitrary
  * bytes as the plugin descriptor, avail = the input size.
  *
  * The descriptor holds pointers (name, callbacks) that arbitrary bytes cannot

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz_gateway.c - the etcd JSON gateway decoders (host/etcd_json.c) on
+ * fuzz_gateway.c - the etcd JSON gateway decoders (host/etcd/etcd_json.c) on
  * hostile bodies: etcd_json_parse_response for every kind,
  * etcd_json_parse_watch, etcd_json_auth_token and etcd_b64_decode.
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz_http.c - the request-head check of the HTTP endpoint's front
- * (host/http_head.h), which sees every byte a client sends before nng does.
+ * (host/http/http_head.h), which sees every byte a client sends before nng does.
  *
  * Input: a request head (any bytes; cut at the first NUL, as the front
  * refuses heads with NUL bytes before the check). Invariants: the result is

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz_node_record.c - node_record_decode (host/node_record.h) on hostile
+ * fuzz_node_record.c - node_record_decode (host/election/election_node_record.h) on hostile
  * bytes: P/N/nodes/<node-id> values, read by every host's mirror and by
  * leaseholdctl in observer mode. Anything accepted has printable, bounded,
  * NUL-terminated strings and survives an encode/decode round trip

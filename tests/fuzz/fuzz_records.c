@@ -5,11 +5,11 @@
  * (P/roles/<id>) on hostile bytes.
  *
  * Member and ReconcilerStatus go through the host's own decoders,
- * election_decode_member / election_decode_status (host/election_internal.h), which
+ * election_decode_member / election_decode_status (host/election/election_internal.h), which
  * the election's mirror uses; the target checks they agree with a raw
  * protobuf-c unpack and survive a pack/unpack round trip of anything accepted.
  * NodeRoles goes through the host's own public decoder, roles_decode
- * (host/roles.h), after the raw unpack: accepted records hold at most
+ * (host/election/election_roles.h), after the raw unpack: accepted records hold at most
  * ROLES_MAX valid role names.
  *
  * Input: byte 0 selects the message (mod 3: 0 Member, 1 ReconcilerStatus,

@@ -172,7 +172,7 @@ static void on_init(void *ud, int err, const char *msg)
 static void on_failed(void *ud, const char *reason)
 {
 	struct inst *in = ud;
-	/* strictly alternating, but for the final failure (plugin_instance.h) */
+	/* strictly alternating, but for the final failure (runtime_instance.h) */
 	CHECK(in->failed == in->recovered ||
 	      plugin_instance_state(in->pi) == PLUGIN_INSTANCE_FAILED);
 	in->failed++;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_log - the log line formats (host/log.h):
+ * test_log - the log line formats (host/base/log.h):
  *  - text: RFC 3339 UTC time with milliseconds, level, node, component,
  *    message; control characters masked;
  *  - json: one object per line with time, level, node, component, plugin

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_node_record.c - the per-node state record's codec on garbage
- * (host/node_record.h): every malformed value is refused with -EBADMSG and
+ * (host/election/election_node_record.h): every malformed value is refused with -EBADMSG and
  * leaves the output untouched; a record of a newer format (higher "v",
  * unknown fields, an unknown state word) is read; what the encoder writes
  * decodes to the same record, even from hostile strings.
