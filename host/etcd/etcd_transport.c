@@ -241,72 +241,66 @@ static void etcd_transport_kick(struct etcd_client *c)
 	loop_timer_arm_in(c->kick_timer, 0);
 }
 
-/* xfer_send - start one attempt of x on the client's current endpoint.
- * Returns 0 or -errno (x is then not attached). */
-int etcd_xfer_send(struct xfer *x)
+/* etcd_transport_call_timeout - the time a call's attempt may take: what
+ * is left of its deadline, at most its per-attempt time. -ETIMEDOUT once
+ * the deadline passed. */
+static int etcd_transport_call_timeout(const struct xfer *x, long *ret_timeout_ms)
+{
+	const struct etcd_call *call = (const struct etcd_call *)(const void *)x;
+	uint64_t now = loop_now();
+	if (now >= call->deadline)
+		return -ETIMEDOUT;
+	uint64_t left = call->deadline - now;
+	if (call->attempt_ns && call->attempt_ns < left)
+		left = call->attempt_ns;
+	long ms = (long)((left + LOOP_NS_PER_MS - 1) / LOOP_NS_PER_MS);
+	*ret_timeout_ms = ms < 1 ? 1 : ms;
+	return 0;
+}
+
+/* etcd_transport_headers - x->headers for one attempt (x owns the list;
+ * on failure what was built is left in x->headers for the caller to free).
+ * Returns 0 or -ENOMEM. */
+static int etcd_transport_headers(struct xfer *x)
 {
 	struct etcd_client *c = x->c;
-	CURL *e = NULL;
-	char *url = NULL;
-	int r = -ENOMEM;
-	long timeout_ms = 0;
-
-	if (x->kind == XFER_CALL) {
-		struct etcd_call *call = (struct etcd_call *)(void *)x;
-		uint64_t now = loop_now();
-		if (now >= call->deadline)
-			return -ETIMEDOUT;
-		uint64_t left = call->deadline - now;
-		if (call->attempt_ns && call->attempt_ns < left)
-			left = call->attempt_ns;
-		timeout_ms = (long)((left + LOOP_NS_PER_MS - 1) / LOOP_NS_PER_MS);
-		if (timeout_ms < 1)
-			timeout_ms = 1;
-	}
-	x->ep = c->cur_ep;
-	const char *ep = c->endpoints[x->ep];
-	size_t ul = strlen(ep) + strlen(x->path) + 1;
-	url = malloc(ul);
-	if (!url)
-		goto fail;
-	snprintf(url, ul, "%s%s", ep, x->path);
-
-	e = etcd_transport_easy_get(c);
-	if (!e)
-		goto fail;
-	x->headers = NULL;
 	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
 	if (!h)
-		goto fail;
+		return -ENOMEM;
 	x->headers = h;
 	if (!(h = curl_slist_append(x->headers, "Expect:")))
-		goto fail;
+		return -ENOMEM;
 	/* the gateway passes Grpc-Metadata-* headers on as gRPC metadata;
 	 * etcd's "hasleader" metadata makes a leaderless member refuse at once */
 	if (x->kind == XFER_CALL && ((struct etcd_call *)(void *)x)->require_leader &&
 	    !(h = curl_slist_append(x->headers, "Grpc-Metadata-hasleader: true")))
-		goto fail;
+		return -ENOMEM;
 	if (c->token && !x->is_auth) {
 		size_t al = strlen(c->token) + sizeof("Authorization: ");
 		char *ah = malloc(al);
 		if (!ah)
-			goto fail;
+			return -ENOMEM;
 		snprintf(ah, al, "Authorization: %s", c->token);
 		h = curl_slist_append(x->headers, ah);
 		free(ah);
 		if (!h)
-			goto fail;
+			return -ENOMEM;
 	}
-	x->token_gen = c->token_gen;
-	etcd_buf_reset(&x->resp);
-	x->oversize = false;
+	return 0;
+}
 
-	CURLcode cc = CURLE_OK;
 #define SETOPT(opt, val)                                                                           \
 	do {                                                                                       \
 		if (cc == CURLE_OK)                                                                \
 			cc = curl_easy_setopt(e, opt, val);                                        \
 	} while (0)
+
+/* etcd_transport_common_opts - what every request sets: the URL, the body,
+ * the answer's sink, the endpoint's TLS files. Returns the first error. */
+static CURLcode etcd_transport_common_opts(struct xfer *x, CURL *e, const char *url)
+{
+	struct etcd_client *c = x->c;
+	CURLcode cc = CURLE_OK;
 	SETOPT(CURLOPT_URL, url);
 	SETOPT(CURLOPT_HTTPHEADER, x->headers);
 	SETOPT(CURLOPT_POST, 1L);
@@ -332,11 +326,19 @@ int etcd_xfer_send(struct xfer *x)
 		SETOPT(CURLOPT_SSLCERT, c->cert);
 	if (c->key)
 		SETOPT(CURLOPT_SSLKEY, c->key);
+	return cc;
+}
+
+/* etcd_transport_kind_opts - what differs between a call (bounded in time
+ * and size) and a watch (a stream of its own, kept alive by TCP). */
+static CURLcode etcd_transport_kind_opts(struct xfer *x, CURL *e, long timeout_ms)
+{
+	CURLcode cc = CURLE_OK;
 	if (x->kind == XFER_CALL) {
 		SETOPT(CURLOPT_SOCKOPTFUNCTION, etcd_transport_sockopt_cb);
 		SETOPT(CURLOPT_SOCKOPTDATA, NULL);
 		SETOPT(CURLOPT_TIMEOUT_MS, timeout_ms);
-		SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max_response_bytes);
+		SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)x->c->max_response_bytes);
 		SETOPT(CURLOPT_TCP_KEEPIDLE, 30L);
 		SETOPT(CURLOPT_TCP_KEEPINTVL, 10L);
 	} else {
@@ -348,7 +350,44 @@ int etcd_xfer_send(struct xfer *x)
 		/* a watch holds its connection; do not park it for reuse */
 		SETOPT(CURLOPT_FORBID_REUSE, 1L);
 	}
+	return cc;
+}
 #undef SETOPT
+
+/* xfer_send - start one attempt of x on the client's current endpoint.
+ * Returns 0 or -errno (x is then not attached). */
+int etcd_xfer_send(struct xfer *x)
+{
+	struct etcd_client *c = x->c;
+	CURL *e = NULL;
+	char *url = NULL;
+	long timeout_ms = 0;
+	int r;
+
+	if (x->kind == XFER_CALL && (r = etcd_transport_call_timeout(x, &timeout_ms)) < 0)
+		return r;
+	r = -ENOMEM;
+	x->ep = c->cur_ep;
+	const char *ep = c->endpoints[x->ep];
+	size_t ul = strlen(ep) + strlen(x->path) + 1;
+	url = malloc(ul);
+	if (!url)
+		goto fail;
+	snprintf(url, ul, "%s%s", ep, x->path);
+
+	e = etcd_transport_easy_get(c);
+	if (!e)
+		goto fail;
+	x->headers = NULL;
+	if ((r = etcd_transport_headers(x)) < 0)
+		goto fail;
+	x->token_gen = c->token_gen;
+	etcd_buf_reset(&x->resp);
+	x->oversize = false;
+
+	CURLcode cc = etcd_transport_common_opts(x, e, url);
+	if (cc == CURLE_OK)
+		cc = etcd_transport_kind_opts(x, e, timeout_ms);
 	if (cc != CURLE_OK) {
 		r = cc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
 		goto fail;
