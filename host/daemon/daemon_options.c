@@ -179,8 +179,13 @@ static int daemon_options_set_plugin_config(struct daemon_options *o, const char
 	return 0;
 }
 
-/* apply - check flag id's argument v and set it; -EINVAL with why */
-static int daemon_options_apply(struct daemon_options *o, int id, const char *v, char *why, size_t len)
+/* The setters below each take one group of flags: 0, or -EINVAL with why
+ * filled; DAEMON_OPTIONS_NOT_HERE when id is not one of theirs. */
+#define DAEMON_OPTIONS_NOT_HERE 1
+
+/* the etcd session: where, as whom, under which prefix and node id */
+static int daemon_options_apply_session(struct daemon_options *o, int id, const char *v, char *why,
+					size_t len)
 {
 	struct daemon_config *c = &o->cfg;
 
@@ -218,6 +223,18 @@ static int daemon_options_apply(struct daemon_options *o, int id, const char *v,
 			return daemon_options_bad(why, len, "--node-id must be 1..128 bytes without '/'", v);
 		c->node_id = v;
 		return 0;
+	default:
+		return DAEMON_OPTIONS_NOT_HERE;
+	}
+}
+
+/* directories, the worker program and the reconcile and shutdown times */
+static int daemon_options_apply_paths(struct daemon_options *o, int id, const char *v, char *why,
+				      size_t len)
+{
+	struct daemon_config *c = &o->cfg;
+
+	switch (id) {
 	case F_PLUGIN_DIR:
 		c->plugin_dir = v;
 		return 0;
@@ -241,6 +258,18 @@ static int daemon_options_apply(struct daemon_options *o, int id, const char *v,
 		if (duration_parse(v, &c->exit_linger_ns) < 0 || c->exit_linger_ns > 60 * 1000000000ull)
 			return daemon_options_bad(why, len, "bad --exit-linger duration (0..60s)", v);
 		return 0;
+	default:
+		return DAEMON_OPTIONS_NOT_HERE;
+	}
+}
+
+/* what the daemon offers: the control socket, HTTP, the log */
+static int daemon_options_apply_outputs(struct daemon_options *o, int id, const char *v, char *why,
+					size_t len)
+{
+	struct daemon_config *c = &o->cfg;
+
+	switch (id) {
 	case F_CONTROL: {
 		char path[4096];
 		if (strcmp(v, "none") != 0 && control_wire_path(v, path, sizeof(path)) < 0)
@@ -268,6 +297,18 @@ static int daemon_options_apply(struct daemon_options *o, int id, const char *v,
 			return daemon_options_bad(why, len, "--log-format must be text or json", v);
 		return 0; /* applied by daemon_options_apply_logging */
 	}
+	default:
+		return DAEMON_OPTIONS_NOT_HERE;
+	}
+}
+
+/* repeated flags and per-plugin rules */
+static int daemon_options_apply_lists(struct daemon_options *o, int id, const char *v, char *why,
+				      size_t len)
+{
+	struct daemon_config *c = &o->cfg;
+
+	switch (id) {
 	case F_ROLE:
 		if (o->n_roles >= MAX_LIST)
 			return daemon_options_bad(why, len, "at most 64 --role flags", v);
@@ -307,8 +348,26 @@ static int daemon_options_apply(struct daemon_options *o, int id, const char *v,
 	case F_PLUGIN_CONFIG:
 		return daemon_options_set_plugin_config(o, v, why, len);
 	default:
-		return daemon_options_bad(why, len, "not a setting", v);
+		return DAEMON_OPTIONS_NOT_HERE;
 	}
+}
+
+/* apply - check flag id's argument v and set it; -EINVAL with why */
+static int daemon_options_apply(struct daemon_options *o, int id, const char *v, char *why,
+				size_t len)
+{
+	int (*const groups[])(struct daemon_options *, int, const char *, char *, size_t) = {
+	    daemon_options_apply_session,
+	    daemon_options_apply_paths,
+	    daemon_options_apply_outputs,
+	    daemon_options_apply_lists,
+	};
+	for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++) {
+		int r = groups[i](o, id, v, why, len);
+		if (r != DAEMON_OPTIONS_NOT_HERE)
+			return r;
+	}
+	return daemon_options_bad(why, len, "not a setting", v);
 }
 
 /* note - record that flag id got v from src, for --check-config and the
