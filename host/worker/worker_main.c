@@ -240,39 +240,27 @@ static void worker_main_wait_flag(const bool *flag, int ms)
 	}
 }
 
-int main(int argc, char **argv)
+/* worker_main_prepare_process - what the process needs before the plugin
+ * is loaded: no fd of the daemon's left open, the activity page mapped
+ * (ret_activity, NULL without --activity-fd), crash reports, the log's
+ * prefix and the relay of the plugin's own stderr, the clock of g_cv.
+ * Returns 0 or a WORKER_EXIT_* code. */
+static int worker_main_prepare_process(const struct args *a, struct worker_activity **ret_activity)
 {
-	struct args a = {0};
-	struct lh_plugin desc;
-	struct worker *w = NULL;
-	void *handle = NULL;
-	nng_socket sock;
-	pthread_t t;
 	pthread_condattr_t ca;
-	int rv, code;
+	int rv;
 
-	/* die with the daemon, even while a callback hangs */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (worker_main_parse_args(argc, argv, &a) < 0) {
-		fprintf(stderr, "usage: leasehold-worker --url URL --plugin FILE --dev N --ino N "
-				"--name NAME --parent PID [--txn-timeout-ms N] [--log-level 0-3]\n"
-				"       [--activity-fd 3]\n"
-				"(started by the leasehold daemon for process isolation)\n");
-		return WORKER_EXIT_USAGE;
-	}
-	if ((long)getppid() != a.parent)
-		return WORKER_EXIT_PARENT;
 	/* nothing of the daemon's (sockets, etcd connections) stays open here */
-	int first_closed = a.activity_fd == 3 ? 4 : 3;
+	int first_closed = a->activity_fd == 3 ? 4 : 3;
 	if (close_range((unsigned)first_closed, ~0u, 0) < 0) {
 		for (int fd = first_closed; fd < 1024; fd++)
 			close(fd);
 	}
 	struct worker_activity *activity = NULL;
-	if (a.activity_fd >= 0) {
+	if (a->activity_fd >= 0) {
 		void *m = mmap(NULL, sizeof(*activity), PROT_READ | PROT_WRITE, MAP_SHARED,
-		               (int)a.activity_fd, 0);
-		close((int)a.activity_fd);
+			       (int)a->activity_fd, 0);
+		close((int)a->activity_fd);
 		if (m == MAP_FAILED) {
 			fprintf(stderr, "leasehold-worker: cannot map the activity page: %s\n",
 			        strerror(errno));
@@ -281,12 +269,12 @@ int main(int argc, char **argv)
 		activity = m;
 	}
 	crash_report_install("the worker process dies; the host restarts it (process isolation)");
-	log_set_level((enum log_level)a.log_level);
+	log_set_level((enum log_level)a->log_level);
 	char tag[LH_PLUGIN_NAME_MAX + 32];
-	snprintf(tag, sizeof(tag), "worker %s[%ld]", a.name, (long)getpid());
+	snprintf(tag, sizeof(tag), "worker %s[%ld]", a->name, (long)getpid());
 	log_set_prefix(tag);
 	char comp[LH_PLUGIN_NAME_MAX + 16];
-	snprintf(comp, sizeof(comp), "plugin %s", a.name);
+	snprintf(comp, sizeof(comp), "plugin %s", a->name);
 	if ((rv = stderr_relay_start(comp)) < 0)
 		log_warn(COMP, "cannot relay the plugin's own stderr (it stays unprefixed): %s",
 		         strerror(-rv));
@@ -294,31 +282,38 @@ int main(int argc, char **argv)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&g_cv, &ca);
 	pthread_condattr_destroy(&ca);
+	*ret_activity = activity;
+	return 0;
+}
 
-	if (worker_main_load_plugin(&a, &handle, &desc) < 0)
-		return WORKER_EXIT_LOAD;
+/* worker_main_dial - the bus socket, connected to the host's listener.
+ * Returns 0 (ret_sock open) or WORKER_EXIT_BUS (nothing left open). */
+static int worker_main_dial(const struct args *a, nng_socket *ret_sock)
+{
+	nng_socket sock;
+	int rv;
+
 	if ((rv = nng_pair1_open(&sock)) != 0) {
 		log_error(COMP, "cannot open the bus socket: %s", nng_strerror(rv));
-		code = WORKER_EXIT_BUS;
-		goto out_handle;
+		return WORKER_EXIT_BUS;
 	}
 	nng_socket_set_int(sock, NNG_OPT_SENDBUF, 64);
 	nng_socket_set_int(sock, NNG_OPT_RECVBUF, 64);
 	nng_pipe_notify(sock, NNG_PIPE_EV_REM_POST, worker_main_on_pipe_rem, NULL);
-	if ((rv = nng_dial(sock, a.url, NULL, 0)) != 0) {
-		log_error(COMP, "cannot connect to %s: %s", a.url, nng_strerror(rv));
-		code = WORKER_EXIT_BUS;
-		goto out_sock;
+	if ((rv = nng_dial(sock, a->url, NULL, 0)) != 0) {
+		log_error(COMP, "cannot connect to %s: %s", a->url, nng_strerror(rv));
+		nng_close(sock);
+		return WORKER_EXIT_BUS;
 	}
-	if (worker_new(&desc, sock, (uint32_t)a.txn_timeout_ms, &w) < 0) {
-		code = WORKER_EXIT_NOMEM;
-		goto out_sock;
-	}
-	worker_set_activity(w, activity);
-	if (pthread_create(&t, NULL, worker_main_thread, w) != 0) {
-		code = WORKER_EXIT_NOMEM;
-		goto out_sock;
-	}
+	*ret_sock = sock;
+	return 0;
+}
+
+/* worker_main_run - run the worker thread until it is done or the host is
+ * gone, then close the bus. Returns whether the thread ended (else a
+ * callback still runs and the process must leave without joining it). */
+static bool worker_main_run(pthread_t t, nng_socket sock)
+{
 	pthread_mutex_lock(&g_mu);
 	while (!g_worker_done && !g_pipe_gone)
 		pthread_cond_wait(&g_cv, &g_mu);
@@ -332,11 +327,52 @@ int main(int argc, char **argv)
 	worker_main_wait_flag(&g_worker_done, 1000);
 	bool joined = g_worker_done;
 	pthread_mutex_unlock(&g_mu);
-	if (!joined) {
+	if (joined)
+		pthread_join(t, NULL);
+	return joined;
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = {0};
+	struct lh_plugin desc;
+	struct worker *w = NULL;
+	struct worker_activity *activity = NULL;
+	void *handle = NULL;
+	nng_socket sock;
+	pthread_t t;
+	int code;
+
+	/* die with the daemon, even while a callback hangs */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (worker_main_parse_args(argc, argv, &a) < 0) {
+		fprintf(stderr, "usage: leasehold-worker --url URL --plugin FILE --dev N --ino N "
+				"--name NAME --parent PID [--txn-timeout-ms N] [--log-level 0-3]\n"
+				"       [--activity-fd 3]\n"
+				"(started by the leasehold daemon for process isolation)\n");
+		return WORKER_EXIT_USAGE;
+	}
+	if ((long)getppid() != a.parent)
+		return WORKER_EXIT_PARENT;
+	if ((code = worker_main_prepare_process(&a, &activity)) != 0)
+		return code;
+	if (worker_main_load_plugin(&a, &handle, &desc) < 0)
+		return WORKER_EXIT_LOAD;
+	if ((code = worker_main_dial(&a, &sock)) != 0)
+		goto out_handle;
+	if (worker_new(&desc, sock, (uint32_t)a.txn_timeout_ms, &w) < 0) {
+		code = WORKER_EXIT_NOMEM;
+		goto out_sock;
+	}
+	worker_set_activity(w, activity);
+	if (pthread_create(&t, NULL, worker_main_thread, w) != 0) {
+		code = WORKER_EXIT_NOMEM;
+		goto out_sock;
+	}
+	if (!worker_main_run(t, sock)) {
 		/* a callback still runs (the host went away meanwhile): leave now */
 		_exit(WORKER_EXIT_OK);
 	}
-	pthread_join(t, NULL);
 	worker_free(w);
 	dlclose(handle);
 	nng_fini();
