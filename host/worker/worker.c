@@ -519,6 +519,91 @@ static struct lh_release worker_rel_from_bus(const Leasehold__Bus__Release *r)
 }
 
 /* Run one event; returns the callback's result. *stop set for FINI. */
+/* worker_run_init - INIT: check the bus version, take the node id, the
+ * data prefix, the grants and the configuration, run the plugin's init */
+static int32_t worker_run_init(struct worker *w, const Event *ev)
+{
+	const struct lh_plugin *d = &w->desc;
+	int32_t err = 0;
+
+	if (w->initialized)
+		return -EALREADY;
+	if (ev->init->bus_version != LH_BUS_VERSION) {
+		snprintf(w->errmsg, sizeof(w->errmsg),
+		         "the host speaks bus version %u, this worker %u (leasehold and "
+		         "leasehold-worker must come from the same release)",
+		         ev->init->bus_version, LH_BUS_VERSION);
+		return -EPROTO;
+	}
+	free(w->node_id);
+	free(w->data_prefix);
+	w->node_id = worker_dup_bin(ev->init->node_id);
+	w->data_prefix = worker_dup_bin(ev->init->data_prefix);
+	if (!w->node_id || !w->data_prefix || (err = worker_take_grants(w, ev->init)) < 0)
+		return err < 0 ? err : -ENOMEM;
+	bool same;
+	if ((err = worker_config_take(w, ev->init->config, &same)) < 0)
+		return err;
+	w->in_init = true;
+	err = d->init ? d->init(&w->ctx) : 0;
+	w->in_init = false;
+	if (err == 0 && w->n_watches && !d->on_watch_events) {
+		snprintf(w->errmsg, sizeof(w->errmsg),
+		         "init registered %u watch(es) but the plugin has no on_watch_events",
+		         w->n_watches);
+		if (d->fini) /* init succeeded: fini undoes it */
+			d->fini(&w->ctx);
+		err = -EINVAL;
+	}
+	w->initialized = err == 0;
+	return err;
+}
+
+/* worker_run_releases_changed - RELEASES_CHANGED, in the plugin's terms */
+static int32_t worker_run_releases_changed(struct worker *w, const Event *ev)
+{
+	struct lh_releases r = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
+	const Leasehold__Bus__Releases *br = ev->releases_changed->releases;
+	if (br) {
+		r.min = worker_rel_from_bus(br->min);
+		r.max = worker_rel_from_bus(br->max);
+		r.revision = br->revision;
+		r.n_members = br->n_members;
+	}
+	return w->desc.on_releases_changed ? w->desc.on_releases_changed(&w->ctx, &r) : 0;
+}
+
+/* worker_run_watch_events - WATCH_EVENTS: the batch, valid for the call */
+static int32_t worker_run_watch_events(struct worker *w, const Event *ev)
+{
+	struct lh_watch_batch b;
+	int32_t err = worker_watch_batch_build(w, ev->watch_events, &b);
+	if (err < 0)
+		snprintf(w->errmsg, sizeof(w->errmsg), "bad watch batch from the host");
+	else
+		err = w->desc.on_watch_events ? w->desc.on_watch_events(&w->ctx, &b) : 0;
+	free(w->batch_mem);
+	w->batch_mem = NULL;
+	return err;
+}
+
+/* worker_run_validate_config - VALIDATE_CONFIG: the document as a string */
+static int32_t worker_run_validate_config(struct worker *w, const Event *ev)
+{
+	char *doc = NULL;
+	const ProtobufCBinaryData *b = &ev->validate_config->document;
+	int32_t err = worker_bus_doc(true, *b, &doc);
+	if (err < 0) {
+		snprintf(w->errmsg, sizeof(w->errmsg), "bad document from the host");
+		return err;
+	}
+	w->validating = true;
+	err = w->desc.validate_config ? w->desc.validate_config(&w->ctx, doc, b->len) : 0;
+	w->validating = false;
+	free(doc);
+	return err;
+}
+
 static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 {
 	const struct lh_plugin *d = &w->desc;
@@ -537,72 +622,21 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 	w->in_callback = true;
 	switch (ev->kind_case) {
 	case LEASEHOLD__BUS__EVENT__KIND_INIT:
-		if (w->initialized) {
-			err = -EALREADY;
-			break;
-		}
-		if (ev->init->bus_version != LH_BUS_VERSION) {
-			snprintf(w->errmsg, sizeof(w->errmsg),
-			         "the host speaks bus version %u, this worker %u (leasehold and "
-			         "leasehold-worker must come from the same release)",
-			         ev->init->bus_version, LH_BUS_VERSION);
-			err = -EPROTO;
-			break;
-		}
-		free(w->node_id);
-		free(w->data_prefix);
-		w->node_id = worker_dup_bin(ev->init->node_id);
-		w->data_prefix = worker_dup_bin(ev->init->data_prefix);
-		if (!w->node_id || !w->data_prefix || (err = worker_take_grants(w, ev->init)) < 0) {
-			err = err < 0 ? err : -ENOMEM;
-			break;
-		}
-		bool same;
-		if ((err = worker_config_take(w, ev->init->config, &same)) < 0)
-			break;
-		w->in_init = true;
-		err = d->init ? d->init(&w->ctx) : 0;
-		w->in_init = false;
-		if (err == 0 && w->n_watches && !d->on_watch_events) {
-			snprintf(w->errmsg, sizeof(w->errmsg),
-			         "init registered %u watch(es) but the plugin has no on_watch_events",
-			         w->n_watches);
-			if (d->fini) /* init succeeded: fini undoes it */
-				d->fini(&w->ctx);
-			err = -EINVAL;
-		}
-		w->initialized = err == 0;
+		err = worker_run_init(w, ev);
 		break;
 	case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
 		w->token = ev->elected->fencing_token;
 		err = d->on_elected ? d->on_elected(&w->ctx, w->token) : 0;
 		break;
-	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED: {
-		struct lh_releases r = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
-		const Leasehold__Bus__Releases *br = ev->releases_changed->releases;
-		if (br) {
-			r.min = worker_rel_from_bus(br->min);
-			r.max = worker_rel_from_bus(br->max);
-			r.revision = br->revision;
-			r.n_members = br->n_members;
-		}
-		err = d->on_releases_changed ? d->on_releases_changed(&w->ctx, &r) : 0;
+	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:
+		err = worker_run_releases_changed(w, ev);
 		break;
-	}
 	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
 		err = d->reconcile(&w->ctx);
 		break;
-	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS: {
-		struct lh_watch_batch b;
-		err = worker_watch_batch_build(w, ev->watch_events, &b);
-		if (err < 0)
-			snprintf(w->errmsg, sizeof(w->errmsg), "bad watch batch from the host");
-		else
-			err = d->on_watch_events ? d->on_watch_events(&w->ctx, &b) : 0;
-		free(w->batch_mem);
-		w->batch_mem = NULL;
+	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS:
+		err = worker_run_watch_events(w, ev);
 		break;
-	}
 	case LEASEHOLD__BUS__EVENT__KIND_DEPOSED:
 		w->token = 0; /* no longer leading, also during on_deposed */
 		if (d->on_deposed)
@@ -615,19 +649,9 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 			err = d->on_config_changed(&w->ctx, &w->cfg);
 		break;
 	}
-	case LEASEHOLD__BUS__EVENT__KIND_VALIDATE_CONFIG: {
-		char *doc = NULL;
-		const ProtobufCBinaryData *b = &ev->validate_config->document;
-		if ((err = worker_bus_doc(true, *b, &doc)) < 0) {
-			snprintf(w->errmsg, sizeof(w->errmsg), "bad document from the host");
-			break;
-		}
-		w->validating = true;
-		err = d->validate_config ? d->validate_config(&w->ctx, doc, b->len) : 0;
-		w->validating = false;
-		free(doc);
+	case LEASEHOLD__BUS__EVENT__KIND_VALIDATE_CONFIG:
+		err = worker_run_validate_config(w, ev);
 		break;
-	}
 	case LEASEHOLD__BUS__EVENT__KIND_FINI:
 		if (w->initialized && d->fini)
 			d->fini(&w->ctx);
