@@ -751,6 +751,127 @@ static bool election_operator_term_is_ours(const struct election *e, const struc
 	return ours;
 }
 
+/* The term-history txn a new leader sends after its read: guarded by its
+ * election key, it puts its own start record, closes the record of a
+ * predecessor that could not, and trims the oldest records. */
+struct term_txn {
+	struct etcd_compare cmps[3];
+	struct etcd_op ops[2 + 32];
+	uint8_t *bufs[2];   /* the two records it puts, owned */
+	char mine[512];	    /* our record's key */
+	char prev_key[512]; /* the predecessor's, when its record is closed */
+	size_t n_cmps, n_ops;
+};
+
+/* election_operator_term_scan - in the read answer r, what is at our key
+ * (ret_have_mine: our record; ret_mine_rev: its mod revision, 0 = nothing)
+ * and the newest record before ours (keys sort by token: the last one below
+ * our key; NULL = none) */
+static const struct etcd_kv *election_operator_term_scan(struct election *e,
+							 const struct etcd_response *r,
+							 const char *mine, bool *ret_have_mine,
+							 int64_t *ret_mine_rev)
+{
+	const struct etcd_kv *prev = NULL;
+	*ret_have_mine = false;
+	*ret_mine_rev = 0;
+	for (size_t i = 0; i < r->n_kvs; i++) {
+		const struct etcd_kv *kv = &r->kvs[i];
+		if (kv->key_len == strlen(mine) && memcmp(kv->key, mine, kv->key_len) == 0) {
+			*ret_have_mine = election_operator_term_is_ours(e, kv);
+			*ret_mine_rev = kv->mod_revision;
+			if (*ret_have_mine)
+				e->term_rec_rev = kv->mod_revision;
+		} else if (kv->key_len <= strlen(mine) && memcmp(kv->key, mine, kv->key_len) < 0)
+			prev = kv;
+	}
+	return prev;
+}
+
+/* election_operator_term_add_start - our start record, in place of what
+ * the read found at our key. Returns 0 or -ENOMEM. */
+static int election_operator_term_add_start(struct election *e, struct term_txn *tx,
+					    int64_t mine_rev)
+{
+	size_t n;
+	if (election_operator_term_encode(e, e->my_rev, LEASEHOLD__TERM__END_REASON__END_NONE, NULL,
+					  &tx->bufs[0], &n) < 0)
+		return -ENOMEM;
+	tx->ops[tx->n_ops++] = (struct etcd_op){.type = ETCD_OP_PUT,
+						.key = tx->mine,
+						.key_len = strlen(tx->mine),
+						.value = tx->bufs[0],
+						.value_len = n};
+	/* still as read (absent, or a record that is not ours, which is
+	 * replaced): an end record written meanwhile (a shutdown's, beside the
+	 * revocation) is not replaced by the start */
+	tx->cmps[tx->n_cmps++] =
+	    (struct etcd_compare){.target = mine_rev ? ETCD_CMP_MOD : ETCD_CMP_CREATE,
+				  .result = ETCD_CMP_EQUAL,
+				  .key = tx->mine,
+				  .key_len = strlen(tx->mine),
+				  .number = mine_rev};
+	return 0;
+}
+
+/* election_operator_term_add_lost - a predecessor's record that still has
+ * no end: its leader could not record it (its key went without a resign:
+ * lease expired, session lost, key deleted), so the successor closes it as
+ * lost, if it is unchanged since the read. A record that does not decode is
+ * left as it is (shown as such); out of memory leaves it open. */
+static void election_operator_term_add_lost(struct term_txn *tx, const struct etcd_kv *prev)
+{
+	Leasehold__Term *t = leasehold__term__unpack(NULL, prev->value_len, prev->value);
+	if (!t)
+		return;
+	if (t->end_reason != LEASEHOLD__TERM__END_REASON__END_NONE)
+		goto out;
+	char *own_detail = t->end_detail; /* freed with t */
+	t->end_reason = LEASEHOLD__TERM__END_REASON__END_LEASE_LOST;
+	t->end_unix = (int64_t)time(NULL);
+	t->end_detail = (char *)"observed by the successor";
+	size_t n = leasehold__term__get_packed_size(t);
+	tx->bufs[1] = malloc(n ? n : 1);
+	if (tx->bufs[1])
+		leasehold__term__pack(t, tx->bufs[1]);
+	t->end_detail = own_detail;
+	if (!tx->bufs[1])
+		goto out;
+	snprintf(tx->prev_key, sizeof(tx->prev_key), "%.*s", (int)prev->key_len,
+		 (const char *)prev->key);
+	tx->ops[tx->n_ops++] = (struct etcd_op){.type = ETCD_OP_PUT,
+						.key = tx->prev_key,
+						.key_len = strlen(tx->prev_key),
+						.value = tx->bufs[1],
+						.value_len = n};
+	tx->cmps[tx->n_cmps++] = (struct etcd_compare){.target = ETCD_CMP_MOD,
+						       .result = ETCD_CMP_EQUAL,
+						       .key = tx->prev_key,
+						       .key_len = strlen(tx->prev_key),
+						       .number = prev->mod_revision};
+out:
+	leasehold__term__free_unpacked(t, NULL);
+}
+
+/* election_operator_term_send - send tx (tx keeps owning its buffers).
+ * Returns 0 or -errno. */
+static int election_operator_term_send(struct election *e, struct term_txn *tx, bool puts_ours)
+{
+	struct term_ctx *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->magic = TERM_CTX_MAGIC;
+	w->e = e;
+	w->token = e->my_rev;
+	w->puts_ours = puts_ours;
+	e->term = w;
+	int rc = etcd_txn(e->etcd, tx->cmps, tx->n_cmps, tx->ops, tx->n_ops, NULL, 0, NULL,
+			  election_operator_on_term_written, w, &w->call);
+	if (rc < 0)
+		election_operator_term_ctx_free(w);
+	return rc;
+}
+
 static void election_operator_on_term_read(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)
 {
 	(void)cl;
@@ -762,104 +883,34 @@ static void election_operator_on_term_read(struct etcd_client *cl, int err, cons
 		election_operator_term_retry(e, "read", err);
 		return;
 	}
-	char mine[512], prev_key[512];
-	election_operator_term_key(e, e->my_rev, mine, sizeof(mine));
-	/* keys sort by token: the newest record before ours is the last one
-	 * below our key */
-	const struct etcd_kv *prev = NULL;
-	bool have_mine = false;
-	int64_t mine_rev = 0; /* what is at our key, ours or not (0: nothing) */
-	for (size_t i = 0; i < r->n_kvs; i++) {
-		const struct etcd_kv *kv = &r->kvs[i];
-		if (kv->key_len == strlen(mine) && memcmp(kv->key, mine, kv->key_len) == 0) {
-			have_mine = election_operator_term_is_ours(e, kv);
-			mine_rev = kv->mod_revision;
-			if (have_mine)
-				e->term_rec_rev = kv->mod_revision;
-		}
-		else if (kv->key_len <= strlen(mine) && memcmp(kv->key, mine, kv->key_len) < 0)
-			prev = kv;
-	}
-	struct etcd_compare cmps[3];
-	struct etcd_op ops[2 + 32];
-	uint8_t *bufs[2] = {NULL, NULL};
-	size_t n_cmps = 0, n_ops = 0;
-	cmps[n_cmps++] = (struct etcd_compare){.target = ETCD_CMP_CREATE,
-	                                       .result = ETCD_CMP_EQUAL, .key = e->my_key,
-	                                       .key_len = strlen(e->my_key), .number = e->my_rev};
-	if (!have_mine) {
-		size_t n;
-		if (election_operator_term_encode(e, e->my_rev, LEASEHOLD__TERM__END_REASON__END_NONE, NULL, &bufs[0],
-		                &n) < 0) {
-			election_operator_term_retry(e, "write", -ENOMEM);
-			return;
-		}
-		ops[n_ops++] = (struct etcd_op){.type = ETCD_OP_PUT, .key = mine,
-		                                .key_len = strlen(mine), .value = bufs[0],
-		                                .value_len = n};
-		/* still as read (absent, or a record that is not ours, which is
-		 * replaced): an end record written meanwhile (a shutdown's,
-		 * beside the revocation) is not replaced by the start */
-		cmps[n_cmps++] = (struct etcd_compare){
-			.target = mine_rev ? ETCD_CMP_MOD : ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL,
-			.key = mine, .key_len = strlen(mine), .number = mine_rev};
-	}
-	if (prev) {
-		Leasehold__Term *t = leasehold__term__unpack(NULL, prev->value_len, prev->value);
-		if (t && t->end_reason == LEASEHOLD__TERM__END_REASON__END_NONE) {
-			/* its leader could not record its end: its key went without
-			 * a resign (lease expired, session lost, key deleted) */
-			char *own_detail = t->end_detail; /* freed with t */
-			t->end_reason = LEASEHOLD__TERM__END_REASON__END_LEASE_LOST;
-			t->end_unix = (int64_t)time(NULL);
-			t->end_detail = (char *)"observed by the successor";
-			size_t n = leasehold__term__get_packed_size(t);
-			bufs[1] = malloc(n ? n : 1);
-			if (bufs[1])
-				leasehold__term__pack(t, bufs[1]);
-			t->end_detail = own_detail;
-			if (bufs[1]) {
-				snprintf(prev_key, sizeof(prev_key), "%.*s", (int)prev->key_len,
-				         (const char *)prev->key);
-				ops[n_ops++] = (struct etcd_op){.type = ETCD_OP_PUT, .key = prev_key,
-				                                .key_len = strlen(prev_key),
-				                                .value = bufs[1], .value_len = n};
-				cmps[n_cmps++] = (struct etcd_compare){
-					.target = ETCD_CMP_MOD, .result = ETCD_CMP_EQUAL, .key = prev_key,
-					.key_len = strlen(prev_key), .number = prev->mod_revision};
-			}
-		}
-		/* a record that does not decode is left as it is (shown as such) */
-		if (t)
-			leasehold__term__free_unpacked(t, NULL);
-	}
+	struct term_txn tx = {.n_cmps = 0};
+	bool have_mine;
+	int64_t mine_rev;
+	election_operator_term_key(e, e->my_rev, tx.mine, sizeof(tx.mine));
+	const struct etcd_kv *prev =
+	    election_operator_term_scan(e, r, tx.mine, &have_mine, &mine_rev);
+	tx.cmps[tx.n_cmps++] = (struct etcd_compare){.target = ETCD_CMP_CREATE,
+						     .result = ETCD_CMP_EQUAL,
+						     .key = e->my_key,
+						     .key_len = strlen(e->my_key),
+						     .number = e->my_rev};
+	int rc = 0;
+	if (!have_mine && (rc = election_operator_term_add_start(e, &tx, mine_rev)) < 0)
+		goto out;
+	if (prev)
+		election_operator_term_add_lost(&tx, prev);
 	/* trim: keep the newest ELECTION_HISTORY_MAX (ours included) */
 	size_t total = r->n_kvs + (have_mine ? 0 : 1);
-	for (size_t i = 0; total > ELECTION_HISTORY_MAX && i < r->n_kvs && n_ops < 2 + 32; i++) {
-		ops[n_ops++] = (struct etcd_op){.type = ETCD_OP_DELETE, .key = r->kvs[i].key,
-		                                .key_len = r->kvs[i].key_len};
+	for (size_t i = 0; total > ELECTION_HISTORY_MAX && i < r->n_kvs && tx.n_ops < 2 + 32; i++) {
+		tx.ops[tx.n_ops++] = (struct etcd_op){
+		    .type = ETCD_OP_DELETE, .key = r->kvs[i].key, .key_len = r->kvs[i].key_len};
 		total--;
 	}
-	if (n_ops == 0) {
-		free(bufs[0]);
-		free(bufs[1]);
-		return;
-	}
-	struct term_ctx *w = calloc(1, sizeof(*w));
-	int rc = -ENOMEM;
-	if (w) {
-		w->magic = TERM_CTX_MAGIC;
-		w->e = e;
-		w->token = e->my_rev;
-		w->puts_ours = !have_mine;
-		e->term = w;
-		rc = etcd_txn(e->etcd, cmps, n_cmps, ops, n_ops, NULL, 0, NULL, election_operator_on_term_written, w,
-		              &w->call);
-		if (rc < 0)
-			election_operator_term_ctx_free(w);
-	}
-	free(bufs[0]);
-	free(bufs[1]);
+	if (tx.n_ops > 0)
+		rc = election_operator_term_send(e, &tx, !have_mine);
+out:
+	free(tx.bufs[0]);
+	free(tx.bufs[1]);
 	if (rc < 0)
 		election_operator_term_retry(e, "write", rc);
 }
