@@ -659,7 +659,9 @@ void daemon_on_later(struct loop_timer *t, void *ud)
 	if (d->rescan_pending && !d->shutting_down) {
 		d->rescan_pending = false;
 		int r = plugindir_scan(d->pd);
-		if (r < 0)
+		if (r < 0 && d->plugin_dir_error) /* gone: the scan changed nothing */
+			log_error("daemon", "cannot scan: %s", d->plugin_dir_error);
+		else if (r < 0)
 			log_error("daemon", "cannot scan %s: %s", d->cfg->plugin_dir, strerror(-r));
 	}
 	if (d->select_pending && !d->shutting_down)

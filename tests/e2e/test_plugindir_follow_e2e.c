@@ -162,6 +162,24 @@ static bool p_failed(json_object *p, const void *arg)
 	return p && s && strcmp(s, "failed") == 0;
 }
 
+static bool p_absent(json_object *p, const void *arg)
+{
+	(void)arg;
+	return p == NULL;
+}
+
+struct log_want {
+	const struct host *h;
+	long mark;
+	const char *what;
+};
+
+static bool p_log_has(void *arg)
+{
+	const struct log_want *w = arg;
+	return host_log_count(w->h, w->mark, w->what) > 0;
+}
+
 struct metric_want {
 	const struct host *h;
 	double value;
@@ -283,7 +301,7 @@ static void test_mv_and_mkdir(void)
 	check_log_count(&B, mark, "was replaced by an empty directory", 1);
 	check_log_count(&B, mark, "is back; rescanning it", 1);
 	check_log_count(&B, mark, "hot reload", 0);
-	check_log_count(&B, mark, "stopping", 0);
+	check_log_count(&B, mark, "stopping " PLUGIN, 0);
 	char f[800];
 	snprintf(f, sizeof(f), "%s/reconciler.so", old);
 	CHECK(unlink(f) == 0);
@@ -299,6 +317,15 @@ static void test_removed_and_restored(void)
 	CHECK(rmdir(B.plugin_dir) == 0);
 	check_gone_shown(&B, "is gone");
 	check_untouched(&B, &b, "the directory removed");
+	/* a rescan meanwhile (SIGHUP, reload) says why and changes nothing */
+	long hup = host_log_size(&B);
+	host_signal(&B, SIGHUP);
+	struct log_want lw = {&B, hup, "cannot scan: plugin directory"};
+	tu_wait(&T, p_log_has, &lw, 5000, "the refused rescan logged");
+	struct ctl_out o;
+	CHECK_INT_EQ(host_ctl(&B, &o, "reload", NULL), 0);
+	ctl_out_free(&o);
+	check_untouched(&B, &b, "a rescan while the directory is gone");
 	/* restored the way a deploy tool does: filled, then renamed in */
 	snprintf(tmp, sizeof(tmp), "%s.new", B.plugin_dir);
 	CHECK(mkdir(tmp, 0755) == 0);
@@ -309,8 +336,21 @@ static void test_removed_and_restored(void)
 	wait_dir_ok(&B, 1);
 	check_watched(&B);
 	check_untouched(&B, &b, "the directory restored");
+	/* and SIGHUP works on the restored directory: a file fixed by chmod
+	 * (no directory event) is taken up, what runs is not reloaded */
+	host_install_file(&B, built_test_plugin("good"), "g.so", 0666);
+	p = ctl_wait_plugin(&B, "g.so", p_failed, NULL, 5000, "g.so refused for its mode");
+	json_object_put(p);
+	char g[700];
+	CHECK(chmod(host_plugin_path(&B, "g.so", g, sizeof(g)), 0644) == 0);
+	host_signal(&B, SIGHUP);
+	p = ctl_wait_plugin(&B, "good", p_state, "leading", 5000, "g.so loaded by the rescan");
+	json_object_put(p);
+	CHECK(unlink(g) == 0);
+	p = ctl_wait_plugin(&B, "good", p_absent, NULL, 5000, "good stopped with its file");
+	check_untouched(&B, &b, "SIGHUP on the restored directory");
 	check_log_count(&B, mark, "hot reload", 0);
-	check_log_count(&B, mark, "stopping", 0);
+	check_log_count(&B, mark, "stopping " PLUGIN, 0);
 }
 
 /* swap a's plugins.d to releases/<to> (a new link renamed over the old) */
@@ -380,7 +420,7 @@ static void test_parent_replaced(void)
 	check_watched(&A);
 	check_untouched(&A, &a, "the parent replaced");
 	check_log_count(&A, mark, "hot reload", 0);
-	check_log_count(&A, mark, "stopping", 0);
+	check_log_count(&A, mark, "stopping " PLUGIN, 0);
 }
 
 int main(void)
