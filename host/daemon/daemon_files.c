@@ -29,6 +29,11 @@
  * - A load or init failure never touches what runs: the previous instance
  *   keeps running and the reason is kept for the CLI (state `failed` only
  *   when nothing runs).
+ * - The directory's path is followed by the watcher (runtime_plugindir.h): a
+ *   replaced directory or swapped symlink arrives as an ordinary batch of
+ *   reports; a directory that is gone (or replaced by an empty one) arrives
+ *   as PLUGINDIR_DIR_GONE and stops nothing, so no member record leaves
+ *   because a directory went away.
  */
 #include "config.h"
 
