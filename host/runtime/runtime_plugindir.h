@@ -41,18 +41,19 @@
  *   never reported REMOVED from a directory that is no longer the one at the
  *   path.
  * - A path that names no directory (gone: moved away, deleted, a dangling
- *   link) is reported once as PLUGINDIR_DIR_GONE (file NULL) and removes
- *   nothing: the names stay known. The parents stay watched; once the path
- *   names a directory again, PLUGINDIR_DIR_BACK (file NULL) is reported,
- *   then the rescan's batch, compared with the names known before it went:
- *   a name that the returned directory lacks is REMOVED (it is not in the
- *   directory that is present).
- * - An EMPTY directory where another one was (or back after the path named
- *   none) is a directory being filled (`mkdir`, then copies), not a release
- *   without plugins: it is reported as DIR_GONE with plugindir_error()
- *   -ENODATA and removes nothing; the first candidate that appears in it
- *   makes it a present directory (DIR_BACK, then its batch). A directory
- *   that stays the same inode and loses its files reports each REMOVED.
+ *   link) is reported as PLUGINDIR_DIR_GONE (file NULL; once per reason,
+ *   see plugindir_error) and removes nothing: the names stay known. The
+ *   parents stay watched; once the path names a directory again,
+ *   PLUGINDIR_DIR_BACK (file NULL) is reported, then the rescan's batch,
+ *   compared with the names known before it went: a name that the returned
+ *   directory lacks is REMOVED (it is not in the directory that is present).
+ * - An EMPTY directory (no candidate) where another one was, or back after
+ *   the path named none, while names are known, is a directory being filled
+ *   (`mkdir`, then copies), not a release without plugins: it is reported as
+ *   DIR_GONE with plugindir_error() -ENODATA and removes nothing; the first
+ *   candidate that appears in it makes it a present directory (DIR_BACK,
+ *   then its batch). A directory that stays the same inode and loses its
+ *   files reports each REMOVED.
  * - Callbacks run on the loop thread, never from inside plugindir_new. The
  *   owner must not call plugindir_scan or plugindir_free from inside one
  *   (defer it to a timer).
