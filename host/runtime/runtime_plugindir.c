@@ -403,7 +403,10 @@ static int plugindir_refresh(struct plugindir *pd)
 	if (r == 0)
 		r = plugindir_settle(pd, old_err, &names);
 	if (r < 0) {
-		plugindir_resolve_soon(pd); /* out of memory: try again */
+		/* out of memory: nothing was reported, the next walk compares
+		 * with the state last reported */
+		pd->err = old_err;
+		plugindir_resolve_soon(pd);
 		return r;
 	}
 	if (pd->err) {
