@@ -338,7 +338,8 @@ static int plugindir_rearm(struct plugindir *pd)
 		return r;
 	}
 	/* a change between the walk and its watches made no event: look again */
-	bool moved = plugindir_path_resolve(pd->abs, &check) < 0 || !plugindir_path_equal(&p, &check);
+	bool moved =
+	        plugindir_path_resolve(pd->abs, &check) < 0 || !plugindir_path_equal(&p, &check);
 	plugindir_path_clear(&check);
 	old = pd->path;
 	int *old_aw = pd->anchor_wd, old_dir = pd->dir_wd;

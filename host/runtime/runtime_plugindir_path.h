@@ -37,8 +37,8 @@ struct plugindir_path {
 	struct plugindir_anchor *anchors; /* in the order of the walk */
 	size_t n_anchors;
 	char *resolved; /* physical path of the directory the path names; NULL when err */
-	int err;        /* 0, or -errno: why the path names no directory now
-	                   (-ENOENT, -ENOTDIR, -ELOOP, -EACCES, -ENAMETOOLONG) */
+	int err;	/* 0, or -errno: why the path names no directory now
+			   (-ENOENT, -ENOTDIR, -ELOOP, -EACCES, -ENAMETOOLONG) */
 };
 
 /* plugindir_path_resolve - walk the absolute path `path` (read only) and

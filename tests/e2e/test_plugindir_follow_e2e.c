@@ -72,7 +72,8 @@ static void member_revs(const struct host *h, int64_t *ret_create, int64_t *ret_
 	size_t n = tu_list(&T, key, &kvs);
 	*ret_create = *ret_mod = 0;
 	for (size_t i = 0; i < n; i++)
-		if (kvs[i]->key_len == strlen(key) && memcmp(kvs[i]->key, key, kvs[i]->key_len) == 0) {
+		if (kvs[i]->key_len == strlen(key) &&
+		    memcmp(kvs[i]->key, key, kvs[i]->key_len) == 0) {
 			*ret_create = kvs[i]->create_revision;
 			*ret_mod = kvs[i]->mod_revision;
 		}
@@ -109,11 +110,12 @@ static void check_untouched(const struct host *h, const struct snap *b, const ch
 	    n.token != b->token || n.member_create != b->member_create ||
 	    n.member_mod != b->member_mod) {
 		fprintf(stderr,
-		        "%s on %s: state %s -> %s, release %s -> %s, token %lld -> %lld, member "
-		        "record create %lld -> %lld, mod %lld -> %lld\n",
-		        when, h->node, b->state, n.state, b->release, n.release, (long long)b->token,
-		        (long long)n.token, (long long)b->member_create, (long long)n.member_create,
-		        (long long)b->member_mod, (long long)n.member_mod);
+			"%s on %s: state %s -> %s, release %s -> %s, token %lld -> %lld, member "
+			"record create %lld -> %lld, mod %lld -> %lld\n",
+			when, h->node, b->state, n.state, b->release, n.release,
+			(long long)b->token, (long long)n.token, (long long)b->member_create,
+			(long long)n.member_create, (long long)b->member_mod,
+			(long long)n.member_mod);
 		exit(1);
 	}
 }
@@ -124,7 +126,7 @@ static void check_log_count(const struct host *h, long mark, const char *what, s
 	if (n != want) {
 		char *log = host_log_since(h, mark);
 		fprintf(stderr, "%s's log has \"%s\" %zu times since the mark, want %zu:\n%s\n",
-		        h->node, what, n, want, log);
+			h->node, what, n, want, log);
 		free(log);
 		exit(1);
 	}
@@ -191,7 +193,7 @@ static bool p_dir_ok_is(void *arg)
 	struct http_reply r;
 	double v = -1;
 	bool ok = http_request(port_of(w->h), NULL, "/metrics", 2000, &r) == 200 &&
-	          http_metric(r.body, "leasehold_plugin_dir_ok", &v) == 0 && v == w->value;
+		  http_metric(r.body, "leasehold_plugin_dir_ok", &v) == 0 && v == w->value;
 	http_reply_free(&r);
 	return ok;
 }
@@ -205,7 +207,8 @@ static void wait_dir_ok(const struct host *h, double value)
 /* while the directory is gone: every view says so, the plugin runs on */
 static void check_gone_shown(const struct host *h, const char *why)
 {
-	json_object *p = ctl_wait_plugin(h, PLUGIN, p_error_with, why, 5000, "the directory's error");
+	json_object *p =
+	    ctl_wait_plugin(h, PLUGIN, p_error_with, why, 5000, "the directory's error");
 	fprintf(stderr, "%s: %s\n", h->node, jstr(p, "error"));
 	json_object_put(p);
 	wait_dir_ok(h, 0);
@@ -260,9 +263,19 @@ static void test_start(void)
 	for (int i = 0; i < 2; i++) {
 		char addr[64];
 		snprintf(addr, sizeof(addr), "127.0.0.1:%d", g_port[i]);
-		const char *args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-		                      "--reconcile-interval", "1h", "--log-level", "debug",
-		                      "--http", addr, NULL};
+		const char *args[] = {"--prefix",
+				      PFX,
+				      "--ttl",
+				      "2",
+				      "--reconcile-wait",
+				      "0",
+				      "--reconcile-interval",
+				      "1h",
+				      "--log-level",
+				      "debug",
+				      "--http",
+				      addr,
+				      NULL};
 		host_start(hs[i], harness_etcd_urls(g_etcd), args);
 	}
 	obs_wait_members(g_obs, 2, 15000);
