@@ -25,7 +25,8 @@ static void daemon_control_fill_plugin(struct entry *e, struct control_plugin *p
 	memset(p, 0, sizeof(*p));
 	p->name = e->name[0] ? e->name : e->file;
 	p->file = e->file;
-	p->error = e->error;
+	/* a directory that is gone says more than any older error */
+	p->error = e->d->plugin_dir_error ? e->d->plugin_dir_error : e->error;
 	const struct loader_plugin *lp = e->pi ? plugin_instance_plugin(e->pi) : NULL;
 	if (lp) {
 		p->release = lp->release;
@@ -79,7 +80,7 @@ static void daemon_control_fill_file(struct daemon *d, struct pfile *pf, struct 
 	memset(p, 0, sizeof(*p));
 	p->name = pf->name[0] ? pf->name : pf->file;
 	p->file = pf->file;
-	p->error = pf->error;
+	p->error = d->plugin_dir_error ? d->plugin_dir_error : pf->error;
 	if (pf->ok) {
 		p->release = pf->release;
 		p->has_release = true;

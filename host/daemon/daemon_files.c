@@ -29,11 +29,17 @@
  * - A load or init failure never touches what runs: the previous instance
  *   keeps running and the reason is kept for the CLI (state `failed` only
  *   when nothing runs).
+ * - The directory's path is followed by the watcher (runtime_plugindir.h): a
+ *   replaced directory or swapped symlink arrives as an ordinary batch of
+ *   reports; a directory that is gone (or replaced by an empty one) arrives
+ *   as PLUGINDIR_DIR_GONE and stops nothing, so no member record leaves
+ *   because a directory went away.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -574,14 +580,42 @@ void daemon_entry_remove(struct entry *e)
 		daemon_files_on_removed_el_stopped(e);
 }
 
+/* the configured directory went (or came back): nothing stops and no member
+ * record goes while it is gone (a directory that went is no decision to
+ * leave); its plugins keep running from their private copies. Logged once
+ * each way, shown on every row of `plugins` and as
+ * leasehold_plugin_dir_ok. */
+static void daemon_files_dir_state(struct daemon *d, enum plugindir_event ev)
+{
+	free(d->plugin_dir_error);
+	d->plugin_dir_error = NULL;
+	if (ev == PLUGINDIR_DIR_GONE) {
+		char buf[PATH_MAX + 128];
+		int err = plugindir_error(d->pd);
+		if (err == -ENODATA)
+			snprintf(buf, sizeof(buf),
+			         "plugin directory %s was replaced by an empty directory",
+			         d->cfg->plugin_dir);
+		else
+			snprintf(buf, sizeof(buf), "plugin directory %s is gone (%s)",
+			         d->cfg->plugin_dir, strerror(err < 0 ? -err : ENOENT));
+		log_error("daemon",
+		          "%s; its plugins keep running and keep their member records until it is back",
+		          buf);
+		d->plugin_dir_error = strdup(buf); /* out of memory: the log and the gauge say it */
+	} else {
+		log_info("daemon", "plugin directory %s is back; rescanning it", d->cfg->plugin_dir);
+	}
+	daemon_notify(d);
+}
+
 void daemon_on_plugindir(void *ud, enum plugindir_event ev, const char *file)
 {
 	struct daemon *d = ud;
 	if (d->shutting_down)
 		return;
-	if (ev == PLUGINDIR_DIR_GONE) {
-		log_error("daemon", "plugin directory %s went away; its plugins were stopped",
-		          d->cfg->plugin_dir);
+	if (ev == PLUGINDIR_DIR_GONE || ev == PLUGINDIR_DIR_BACK) {
+		daemon_files_dir_state(d, ev);
 		return;
 	}
 	struct pfile *pf = daemon_find_pfile(d, file);
@@ -630,7 +664,9 @@ void daemon_on_later(struct loop_timer *t, void *ud)
 	if (d->rescan_pending && !d->shutting_down) {
 		d->rescan_pending = false;
 		int r = plugindir_scan(d->pd);
-		if (r < 0)
+		if (r < 0 && d->plugin_dir_error) /* gone: the scan changed nothing */
+			log_error("daemon", "cannot scan: %s", d->plugin_dir_error);
+		else if (r < 0)
 			log_error("daemon", "cannot scan %s: %s", d->cfg->plugin_dir, strerror(-r));
 	}
 	if (d->select_pending && !d->shutting_down)
@@ -650,6 +686,8 @@ void daemon_files_free(struct daemon *d)
 		d->files = pf->next;
 		daemon_files_pfile_free(pf);
 	}
+	free(d->plugin_dir_error);
+	d->plugin_dir_error = NULL;
 	while (d->retiring) {
 		struct retiring *ret = d->retiring;
 		d->retiring = ret->next;

@@ -113,6 +113,7 @@ static void daemon_http_publish(struct daemon *d)
 		.hm = &d->hm,
 		.session_up = session_is_up(d->sess),
 		.lease_remaining_s = safe > now ? (double)(safe - now) / 1e9 : 0,
+		.plugin_dir_ok = !d->pd || plugindir_error(d->pd) == 0,
 	};
 	daemon_metrics_render(&t, &hv, pv, k);
 	if (metrics_text_take(&t, &snap->metrics, &snap->metrics_len) < 0)

@@ -73,6 +73,9 @@ struct daemon {
 	struct etcd_client *etcd;
 	struct session *sess;
 	struct plugindir *pd;
+	/* --plugin-dir names no directory now (PLUGINDIR_DIR_GONE): why, shown
+	 * on every row of `plugins`; NULL while it is there */
+	char *plugin_dir_error;
 	struct control *ctl;
 	struct roles *roles;
 	struct entry *entries;

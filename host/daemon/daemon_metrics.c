@@ -461,6 +461,9 @@ void daemon_metrics_render(struct metrics_text *t, const struct host_metrics_vie
 	metrics_family(t, "leasehold_etcd_session_up", "gauge",
 	               "1 while this node provably holds its etcd lease.");
 	metrics_sample(t, "leasehold_etcd_session_up", NULL, 0, hv->session_up);
+	metrics_family(t, "leasehold_plugin_dir_ok", "gauge",
+	               "1 while the plugin directory's path names a directory, 0 while it is gone.");
+	metrics_sample(t, "leasehold_plugin_dir_ok", NULL, 0, hv->plugin_dir_ok);
 	metrics_family(t, "leasehold_lease_remaining_seconds", "gauge",
 	               "Seconds left until the local lease deadline (0 without a lease).");
 	metrics_sample(t, "leasehold_lease_remaining_seconds", NULL, 0, hv->lease_remaining_s);

@@ -110,6 +110,7 @@ struct host_metrics_view {
 	const struct host_metrics *hm;
 	bool session_up;
 	double lease_remaining_s; /* until the local lease deadline; 0 when down */
+	bool plugin_dir_ok;       /* --plugin-dir names a directory now */
 };
 
 /* daemon_metrics_render - the whole exposition into t (metrics.h). */

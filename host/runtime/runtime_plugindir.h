@@ -26,9 +26,34 @@
  *   name) and REMOVED for every name reported before that is gone. The daemon
  *   calls it once at start and on SIGHUP; a "changed" report for an
  *   unchanged file is normal (compare loader_plugin.content_hash to skip it).
- *   An inotify queue overflow triggers a scan by itself.
- * - If the directory itself is deleted or moved away, the watch ends: every
- *   known name is reported REMOVED and then PLUGINDIR_DIR_GONE (file NULL).
+ *   An inotify queue overflow triggers a walk and a scan by itself.
+ * - The configured PATH is followed, not the inode it named at start
+ *   (runtime_plugindir_path.h): every directory entry the lookup of the path
+ *   goes through is watched (each parent for the next component's name, a
+ *   symlink's parent for the link's name, the components of its target), and
+ *   so is the directory it names. When one of them changes (a directory
+ *   replaced, a symlink swapped, a parent replaced, the directory moved away
+ *   or deleted), the path is walked again after the same debounce, the
+ *   watches are moved to what it names now, and a present directory is
+ *   rescanned: the difference to the names known is one batch of CHANGED and
+ *   REMOVED reports, as plugindir_scan() gives. File reports pending when the
+ *   walk becomes due are dropped (the rescan covers them), and a name is
+ *   never reported REMOVED from a directory that is no longer the one at the
+ *   path.
+ * - A path that names no directory (gone: moved away, deleted, a dangling
+ *   link) is reported as PLUGINDIR_DIR_GONE (file NULL; once per reason,
+ *   see plugindir_error) and removes nothing: the names stay known. The
+ *   parents stay watched; once the path names a directory again,
+ *   PLUGINDIR_DIR_BACK (file NULL) is reported, then the rescan's batch,
+ *   compared with the names known before it went: a name that the returned
+ *   directory lacks is REMOVED (it is not in the directory that is present).
+ * - An EMPTY directory (no candidate) where another one was, or back after
+ *   the path named none, while names are known, is a directory being filled
+ *   (`mkdir`, then copies), not a release without plugins: it is reported as
+ *   DIR_GONE with plugindir_error() -ENODATA and removes nothing; the first
+ *   candidate that appears in it makes it a present directory (DIR_BACK,
+ *   then its batch). A directory that stays the same inode and loses its
+ *   files reports each REMOVED.
  * - Callbacks run on the loop thread, never from inside plugindir_new. The
  *   owner must not call plugindir_scan or plugindir_free from inside one
  *   (defer it to a timer).
@@ -54,7 +79,8 @@ struct plugindir;
 enum plugindir_event {
 	PLUGINDIR_CHANGED = 1, /* file appeared or was replaced: (re)load it */
 	PLUGINDIR_REMOVED = 2, /* file is gone: stop what it provided */
-	PLUGINDIR_DIR_GONE = 3, /* the directory itself went away (file == NULL) */
+	PLUGINDIR_DIR_GONE = 3, /* the path names no directory now (file == NULL) */
+	PLUGINDIR_DIR_BACK = 4, /* ... names one again; its rescan follows (file == NULL) */
 };
 
 /* file is borrowed: valid during the call only */
@@ -62,17 +88,26 @@ typedef void (*plugindir_cb)(void *userdata, enum plugindir_event ev, const char
 
 #define PLUGINDIR_DEBOUNCE_DEFAULT_NS (50 * LOOP_NS_PER_MS)
 
-/* plugindir_new - start watching `dir` (copied) on loop l. debounce_ns 0 =
- * default. No scan is done: call plugindir_scan() for the initial state.
- * Returns 0 or -errno; *ret_pd owned by the caller (plugindir_free). */
+/* plugindir_new - start watching `dir` (copied; a relative path is taken
+ * from the current directory now) on loop l. debounce_ns 0 = default. No
+ * scan is done: call plugindir_scan() for the initial state. Returns 0 or
+ * -errno (-ENOENT, -ENOTDIR, ...: `dir` names no directory now); *ret_pd
+ * owned by the caller (plugindir_free). */
 int plugindir_new(struct loop *l, const char *dir, uint64_t debounce_ns, plugindir_cb cb,
                   void *userdata, struct plugindir **ret_pd);
 
-/* plugindir_scan - report the directory's current state (see above). Calls
- * cb synchronously. Returns the number of CHANGED reports or -errno (then
- * nothing was reported). Pending debounced events for names reported here
- * are cancelled. */
+/* plugindir_scan - walk the path, move the watches to what it names and
+ * report the directory's current state (see above). Calls cb synchronously.
+ * Returns the number of CHANGED reports, or -errno when the path names no
+ * directory (then only PLUGINDIR_DIR_GONE may have been reported, the first
+ * time) or on ENOMEM. Pending debounced events for names reported here are
+ * cancelled. */
 int plugindir_scan(struct plugindir *pd);
+
+/* plugindir_error - 0 while the path names a directory, else -errno: why
+ * not (the state PLUGINDIR_DIR_GONE reported); -ENODATA: it names an empty
+ * directory in place of the one the plugins came from. */
+int plugindir_error(const struct plugindir *pd);
 
 /* plugindir_path - the watched directory (borrowed, lives as long as pd). */
 const char *plugindir_path(const struct plugindir *pd);

@@ -21,6 +21,7 @@
 #include "check.h"
 #include "files.h"
 #include "runtime/runtime_plugindir.h"
+#include "runtime/runtime_plugindir_path.h"
 
 #define DEADLINE (loop_now() + 10 * LOOP_NS_PER_S)
 
@@ -277,33 +278,338 @@ static void test_burst_over_a_second_gives_a_handful(void)
 	plugindir_free(pd);
 }
 
-static void test_dir_gone(void)
+/* ---- following the configured path ---- */
+
+/* the index of the first report since reset of ev (for file, NULL = any
+ * name), or -1 */
+static long find_report(enum plugindir_event ev, const char *file)
 {
-	char sub[1100];
-	snprintf(sub, sizeof(sub), "%s/sub", g_root);
-	CHECK(mkdir(sub, 0755) == 0);
-	char f[PATH_MAX];
-	snprintf(f, sizeof(f), "%s/x.so", sub);
-	int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	for (size_t i = 0; i < g_n; i++)
+		if (g_reports[i].ev == ev && (!file || strcmp(g_reports[i].file, file) == 0))
+			return (long)i;
+	return -1;
+}
+
+static long count_reports(enum plugindir_event ev)
+{
+	long n = 0;
+	for (size_t i = 0; i < g_n; i++)
+		n += g_reports[i].ev == ev;
+	return n;
+}
+
+/* wait until ev (for file, NULL = any) was reported since the last reset */
+static void wait_for(enum plugindir_event ev, const char *file)
+{
+	uint64_t dl = DEADLINE;
+	while (find_report(ev, file) < 0) {
+		g_got = false;
+		CHECK_OK(loop_run_until(L, &g_got, dl));
+	}
+}
+
+static void write_at(const char *dir, const char *name, const char *content)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	CHECK(fd >= 0);
-	close(fd);
+	CHECK(write(fd, content, strlen(content)) == (ssize_t)strlen(content));
+	CHECK(close(fd) == 0);
+}
+
+static void unlink_at(const char *dir, const char *name)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	CHECK(unlink(p) == 0);
+}
+
+/* a fresh directory root/<name> for one case */
+static void case_dir(const char *name, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s", g_root, name);
+	CHECK(mkdir(buf, 0755) == 0);
+}
+
+static void path_of(char *buf, size_t len, const char *a, const char *b)
+{
+	CHECK((size_t)snprintf(buf, len, "%s/%s", a, b) < len);
+}
+
+static bool has_anchor(const struct plugindir_path *p, const char *dir, const char *name)
+{
+	for (size_t i = 0; i < p->n_anchors; i++)
+		if (strcmp(p->anchors[i].dir, dir) == 0 && strcmp(p->anchors[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+/* the walk: every entry the lookup goes through, also through chains of
+ * links, and why a path names no directory */
+static void test_path_walk(void)
+{
+	char w[PATH_MAX], real[PATH_MAX], p[PATH_MAX], rw[PATH_MAX];
+	case_dir("walk", w, sizeof(w));
+	CHECK(realpath(w, rw) != NULL); /* /tmp itself may be a link */
+	path_of(real, sizeof(real), w, "real");
+	CHECK(mkdir(real, 0755) == 0);
+	path_of(p, sizeof(p), w, "rel");
+	CHECK(symlink("real", p) == 0);
+	path_of(p, sizeof(p), w, "chain");
+	CHECK(symlink("rel", p) == 0);
+	path_of(p, sizeof(p), w, "abs");
+	CHECK(symlink(real, p) == 0);
+	path_of(p, sizeof(p), w, "dangling");
+	CHECK(symlink("nothing", p) == 0);
+	path_of(p, sizeof(p), w, "loop1");
+	CHECK(symlink("loop2", p) == 0);
+	path_of(p, sizeof(p), w, "loop2");
+	CHECK(symlink("loop1", p) == 0);
+	write_at(w, "file", "x");
+
+	char want[PATH_MAX + 8];
+	snprintf(want, sizeof(want), "%s/real", rw);
+	struct plugindir_path r;
+	path_of(p, sizeof(p), w, "chain");
+	CHECK_OK(plugindir_path_resolve(p, &r));
+	CHECK_INT_EQ(r.err, 0);
+	CHECK_STR_EQ(r.resolved, want);
+	/* the link, the link it points to, and the directory's own entry */
+	CHECK(has_anchor(&r, rw, "chain"));
+	CHECK(has_anchor(&r, rw, "rel"));
+	CHECK(has_anchor(&r, rw, "real"));
+	CHECK(has_anchor(&r, "/", "tmp"));
+	plugindir_path_clear(&r);
+
+	path_of(p, sizeof(p), w, "abs/../real/.");
+	CHECK_OK(plugindir_path_resolve(p, &r));
+	CHECK_INT_EQ(r.err, 0);
+	CHECK_STR_EQ(r.resolved, want);
+	plugindir_path_clear(&r);
+
+	path_of(p, sizeof(p), w, "dangling");
+	CHECK_OK(plugindir_path_resolve(p, &r));
+	CHECK_INT_EQ(r.err, -ENOENT);
+	CHECK(r.resolved == NULL);
+	CHECK(has_anchor(&r, rw, "nothing")); /* watched: its creation ends the gap */
+	plugindir_path_clear(&r);
+
+	path_of(p, sizeof(p), w, "loop1");
+	CHECK_OK(plugindir_path_resolve(p, &r));
+	CHECK_INT_EQ(r.err, -ELOOP);
+	plugindir_path_clear(&r);
+	path_of(p, sizeof(p), w, "file");
+	CHECK_OK(plugindir_path_resolve(p, &r));
+	CHECK_INT_EQ(r.err, -ENOTDIR);
+	plugindir_path_clear(&r);
+	CHECK_INT_EQ(plugindir_path_resolve("relative/path", &r), -EINVAL);
+}
+
+/* a directory moved away is gone (nothing removed), an empty one made in
+ * its place is one being filled (nothing removed), and the first file in
+ * it makes it the directory: its batch, watched from then on */
+static void test_dir_replaced_mv_mkdir(void)
+{
+	char c[PATH_MAX], dir[PATH_MAX], old[PATH_MAX];
+	case_dir("mv", c, sizeof(c));
+	path_of(dir, sizeof(dir), c, "plugins");
+	path_of(old, sizeof(old), c, "plugins.old");
+	CHECK(mkdir(dir, 0755) == 0);
+	write_at(dir, "a.so", "1");
+	write_at(dir, "b.so", "1");
 	struct plugindir *pd;
-	CHECK_OK(plugindir_new(L, sub, 0, on_report, NULL, &pd));
+	CHECK_OK(plugindir_new(L, dir, 20 * LOOP_NS_PER_MS, on_report, NULL, &pd));
+	CHECK_INT_EQ(plugindir_scan(pd), 2);
+	reset();
+
+	CHECK(rename(dir, old) == 0);
+	wait_for(PLUGINDIR_DIR_GONE, NULL);
+	CHECK_INT_EQ(plugindir_error(pd), -ENOENT);
+	/* what happens in the old directory is no longer ours */
+	write_at(old, "c.so", "1");
+	unlink_at(old, "a.so");
+	quiet_for(100);
+	CHECK_INT_EQ(g_n, 1);
+	CHECK_INT_EQ(count_reports(PLUGINDIR_REMOVED), 0);
+	/* a SIGHUP rescan meanwhile: refused, nothing reported again */
+	CHECK_INT_EQ(plugindir_scan(pd), -ENOENT);
+	CHECK_INT_EQ(g_n, 1);
+
+	reset();
+	CHECK(mkdir(dir, 0755) == 0);
+	quiet_for(100);
+	CHECK_INT_EQ(g_n, 1); /* another reason to be no directory: "empty" */
+	CHECK(g_reports[0].ev == PLUGINDIR_DIR_GONE);
+	CHECK_INT_EQ(plugindir_error(pd), -ENODATA);
+
+	reset();
+	write_at(dir, "a.so", "1");
+	wait_for(PLUGINDIR_CHANGED, "a.so");
+	quiet_for(100);
+	CHECK(g_reports[0].ev == PLUGINDIR_DIR_BACK);
+	CHECK_INT_EQ(plugindir_error(pd), 0);
+	/* the directory now present lacks b.so: removed from a present directory */
+	CHECK(find_report(PLUGINDIR_REMOVED, "b.so") > 0);
+	CHECK_INT_EQ(count_reports(PLUGINDIR_DIR_GONE), 0);
+
+	/* and the new directory is watched like the first */
+	reset();
+	write_at(dir, "d.so", "1");
+	wait_for(PLUGINDIR_CHANGED, "d.so");
+	reset();
+	unlink_at(dir, "a.so");
+	wait_for(PLUGINDIR_REMOVED, "a.so");
+	plugindir_free(pd);
+}
+/* a symlink swapped between two release directories (`ln -s r2 tmp; mv -T
+ * tmp plugins.d`): one batch, the difference between the two; no gap */
+static void test_symlink_swap(void)
+{
+	char c[PATH_MAX], r1[PATH_MAX], r2[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX];
+	case_dir("swap", c, sizeof(c));
+	path_of(r1, sizeof(r1), c, "r1");
+	path_of(r2, sizeof(r2), c, "r2");
+	path_of(link, sizeof(link), c, "plugins.d");
+	path_of(tmp, sizeof(tmp), c, ".plugins.d.new");
+	CHECK(mkdir(r1, 0755) == 0);
+	CHECK(mkdir(r2, 0755) == 0);
+	write_at(r1, "a.so", "1");
+	write_at(r1, "b.so", "1");
+	write_at(r2, "a.so", "1");
+	write_at(r2, "c.so", "2");
+	CHECK(symlink("r1", link) == 0);
+	struct plugindir *pd;
+	CHECK_OK(plugindir_new(L, link, 20 * LOOP_NS_PER_MS, on_report, NULL, &pd));
+	CHECK_INT_EQ(plugindir_scan(pd), 2);
+	reset();
+
+	CHECK(symlink("r2", tmp) == 0);
+	CHECK(rename(tmp, link) == 0);
+	wait_for(PLUGINDIR_CHANGED, "c.so");
+	quiet_for(100);
+	CHECK_INT_EQ(count_reports(PLUGINDIR_DIR_GONE), 0);
+	CHECK_INT_EQ(count_reports(PLUGINDIR_DIR_BACK), 0);
+	CHECK(find_report(PLUGINDIR_CHANGED, "a.so") >= 0); /* the daemon compares the bytes */
+	CHECK(find_report(PLUGINDIR_REMOVED, "b.so") >= 0);
+	CHECK_INT_EQ(g_n, 3);
+
+	/* r2 is watched now, r1 no longer */
+	reset();
+	write_at(r1, "x.so", "1");
+	write_at(r2, "y.so", "1");
+	wait_for(PLUGINDIR_CHANGED, "y.so");
+	quiet_for(100);
+	CHECK_INT_EQ(g_n, 1);
+
+	/* and back (`ln -sfn`: unlink, then symlink), during a rollout */
+	reset();
+	CHECK(unlink(link) == 0);
+	CHECK(symlink("r1", link) == 0);
+	wait_for(PLUGINDIR_CHANGED, "x.so");
+	quiet_for(100);
+	CHECK(find_report(PLUGINDIR_REMOVED, "c.so") >= 0);
+	CHECK(find_report(PLUGINDIR_REMOVED, "y.so") >= 0);
+	CHECK_INT_EQ(count_reports(PLUGINDIR_REMOVED), 2);
+	plugindir_free(pd);
+}
+
+/* removed and restored: gone, then back; a file the restored directory
+ * lacks is removed (the directory that is present does not hold it) */
+static void test_dir_removed_and_restored(void)
+{
+	char c[PATH_MAX], dir[PATH_MAX];
+	case_dir("rm", c, sizeof(c));
+	path_of(dir, sizeof(dir), c, "plugins");
+	CHECK(mkdir(dir, 0755) == 0);
+	write_at(dir, "a.so", "1");
+	write_at(dir, "b.so", "1");
+	struct plugindir *pd;
+	CHECK_OK(plugindir_new(L, dir, 20 * LOOP_NS_PER_MS, on_report, NULL, &pd));
+	CHECK_INT_EQ(plugindir_scan(pd), 2);
+	reset();
+	/* rm -r: the files go first, then the directory */
+	unlink_at(dir, "a.so");
+	unlink_at(dir, "b.so");
+	CHECK(rmdir(dir) == 0);
+	wait_for(PLUGINDIR_DIR_GONE, NULL);
+	quiet_for(100);
+	CHECK_INT_EQ(g_n, 1);
+	CHECK_INT_EQ(plugindir_error(pd), -ENOENT);
+
+	/* restored, populated before it is put in place */
+	reset();
+	char tmp[PATH_MAX];
+	path_of(tmp, sizeof(tmp), c, ".plugins.new");
+	CHECK(mkdir(tmp, 0755) == 0);
+	write_at(tmp, "a.so", "1");
+	CHECK(rename(tmp, dir) == 0);
+	wait_for(PLUGINDIR_CHANGED, "a.so");
+	quiet_for(100);
+	CHECK(g_reports[0].ev == PLUGINDIR_DIR_BACK);
+	CHECK(find_report(PLUGINDIR_REMOVED, "b.so") >= 0);
+	CHECK_INT_EQ(g_n, 3);
+	CHECK_INT_EQ(plugindir_error(pd), 0);
+	plugindir_free(pd);
+
+	/* a directory missing at start is an error, not a crash */
+	char none[PATH_MAX];
+	path_of(none, sizeof(none), c, "none");
+	CHECK_INT_EQ(plugindir_new(L, none, 0, on_report, NULL, &pd), -ENOENT);
+	plugindir_free(NULL);
+}
+
+/* the directory's parent replaced: atomically (renameat2 RENAME_EXCHANGE,
+ * no gap) and by two renames (a gap) */
+static void test_parent_replaced(void)
+{
+	char c[PATH_MAX], dep[PATH_MAX], dir[PATH_MAX], next[PATH_MAX], nd[PATH_MAX];
+	case_dir("parent", c, sizeof(c));
+	path_of(dep, sizeof(dep), c, "deploy");
+	path_of(dir, sizeof(dir), dep, "plugins");
+	path_of(next, sizeof(next), c, "deploy.next");
+	path_of(nd, sizeof(nd), next, "plugins");
+	CHECK(mkdir(dep, 0755) == 0);
+	CHECK(mkdir(dir, 0755) == 0);
+	write_at(dir, "a.so", "1");
+	CHECK(mkdir(next, 0755) == 0);
+	CHECK(mkdir(nd, 0755) == 0);
+	write_at(nd, "a.so", "1");
+	write_at(nd, "n.so", "1");
+	struct plugindir *pd;
+	CHECK_OK(plugindir_new(L, dir, 20 * LOOP_NS_PER_MS, on_report, NULL, &pd));
 	CHECK_INT_EQ(plugindir_scan(pd), 1);
 	reset();
-	CHECK(unlink(f) == 0);
-	CHECK(rmdir(sub) == 0);
-	uint64_t dl = DEADLINE;
-	while (!(g_n > 0 && g_reports[g_n - 1].ev == PLUGINDIR_DIR_GONE)) {
-		wait_report();
-		CHECK(loop_now() < dl);
+	bool exchanged = renameat2(AT_FDCWD, next, AT_FDCWD, dep, RENAME_EXCHANGE) == 0;
+	if (!exchanged) {
+		CHECK(errno == EINVAL || errno == ENOSYS); /* a file system without it */
+		fprintf(stderr, "  RENAME_EXCHANGE unsupported here: two renames only\n");
+	} else {
+		wait_for(PLUGINDIR_CHANGED, "n.so");
+		quiet_for(100);
+		CHECK_INT_EQ(count_reports(PLUGINDIR_DIR_GONE), 0);
+		CHECK_INT_EQ(count_reports(PLUGINDIR_REMOVED), 0);
+		CHECK(find_report(PLUGINDIR_CHANGED, "a.so") >= 0);
+		CHECK_INT_EQ(g_n, 2);
 	}
-	CHECK(g_reports[0].ev == PLUGINDIR_REMOVED);
-	CHECK_STR_EQ(g_reports[0].file, "x.so");
+	/* two renames: gone in between, then back with the other tree */
+	char prev[PATH_MAX];
+	path_of(prev, sizeof(prev), c, "deploy.prev");
+	reset();
+	CHECK(rename(dep, prev) == 0);
+	wait_for(PLUGINDIR_DIR_GONE, NULL);
+	CHECK(rename(next, dep) == 0);
+	wait_for(PLUGINDIR_DIR_BACK, NULL);
+	/* deploy.next held a.so only after the exchange, a.so and n.so before */
+	wait_for(exchanged ? PLUGINDIR_REMOVED : PLUGINDIR_CHANGED, "n.so");
+	quiet_for(100);
+	CHECK(find_report(PLUGINDIR_CHANGED, "a.so") >= 0);
+	CHECK_INT_EQ(g_n, 4);
+	/* the directory of the new parent is the watched one */
+	reset();
+	write_at(dir, "z.so", "1");
+	wait_for(PLUGINDIR_CHANGED, "z.so");
 	plugindir_free(pd);
-	/* a missing directory is an error, not a crash */
-	CHECK_INT_EQ(plugindir_new(L, sub, 0, on_report, NULL, &pd), -ENOENT);
-	plugindir_free(NULL);
 }
 
 /* the rule among the files of one plugin name: newest release, then the
@@ -341,7 +647,11 @@ int main(void)
 	RUN(test_write_rename_delete);
 	RUN(test_burst_is_coalesced);
 	RUN(test_burst_over_a_second_gives_a_handful);
-	RUN(test_dir_gone);
+	RUN(test_path_walk);
+	RUN(test_dir_replaced_mv_mkdir);
+	RUN(test_symlink_swap);
+	RUN(test_dir_removed_and_restored);
+	RUN(test_parent_replaced);
 	loop_free(L);
 	return CHECK_EXIT();
 }
