@@ -166,6 +166,88 @@ static void daemon_files_metered_set_driver(struct entry *e, struct plugin_insta
 		election_set_driver(e->el, &plugin_instance_driver_ops, pi, rel, done, ud);
 }
 
+/* daemon_files_init_failed - file's new instance pi did not start: show
+ * why, keep what runs, and leave these bytes out of the choice until they
+ * change or an operator asks for them (reload). Frees pi. */
+static void daemon_files_init_failed(struct entry *e, struct plugin_instance *pi, const char *file,
+				     int err, const char *msg)
+{
+	char buf[640];
+	const char *why = msg && *msg ? msg : strerror(-err);
+	/* the instance's message usually says "init failed" itself */
+	bool said = strncmp(why, "init failed", strlen("init failed")) == 0;
+	snprintf(buf, sizeof(buf), "%s: %s%s", file, said ? "" : "init failed: ", why);
+	log_error("daemon", "%s%s", buf, e->pi ? "; the previous instance keeps running" : "");
+	/* another file's failure shows on that file's row, not on what runs */
+	if (!e->pi || strcmp(file, e->file) == 0)
+		daemon_files_set_error(e, buf);
+	if (!e->pi)
+		e->failed = true;
+	struct pfile *pf = daemon_find_pfile(e->d, file);
+	if (pf && pf->ok && pf->hash == e->next_hash) {
+		pf->init_failed = true;
+		daemon_files_pfile_set_error(pf, buf);
+	}
+	plugin_instance_free(pi);
+}
+
+/* daemon_files_init_swap - a hot reload's new instance pi is up: the
+ * election swaps to it once the running one is no longer used
+ * (daemon_files_on_swapped retires that one). False when out of memory
+ * (pi is freed, the running instance stays). */
+static bool daemon_files_init_swap(struct entry *e, struct plugin_instance *pi,
+				   const struct plugin_releases *rel)
+{
+	struct swap_ctx *s = calloc(1, sizeof(*s));
+	if (!s) {
+		plugin_instance_free(pi);
+		return false;
+	}
+	s->e = e;
+	s->old = e->pi;
+	if (e->pending_swap) {
+		/* a swap is still pending: the election keeps using the instance
+		 * that one would have retired; the superseded instance (never
+		 * used) is the one to retire now */
+		s->old = e->pending_swap->old;
+		e->pending_swap->old = e->pi;
+	}
+	e->pending_swap = s;
+	plugin_metrics_retire(&e->pm, e->pi);
+	e->pi = pi;
+	e->hash = e->next_hash;
+	daemon_apply_roles(e); /* the new release may need another role */
+	daemon_files_metered_set_driver(e, pi, rel, daemon_files_on_swapped, s);
+	return true;
+}
+
+/* daemon_files_init_ok - file's new instance pi is up: the first one of
+ * the entry, or a hot reload (daemon_files_init_swap). Takes file. */
+static void daemon_files_init_ok(struct entry *e, struct plugin_instance *pi, char *file)
+{
+	char rb[RELEASE_STRLEN];
+	const struct loader_plugin *lp = plugin_instance_plugin(pi);
+	struct plugin_releases rel = daemon_files_releases_of(lp);
+	daemon_files_set_error(e, NULL);
+	e->failed = false;
+	free(e->file);
+	e->file = file;
+	release_format(lp->release, rb, sizeof(rb));
+	const struct log_field f[] = {{"release", rb, false}, {"file", e->file, false}};
+	if (e->pi) {
+		log_msg_fields(LOG_LVL_INFO, "daemon", e->name, f, 2,
+			       "plugin %s: hot reload to %s from %s", e->name, rb, e->file);
+		daemon_files_init_swap(e, pi, &rel);
+		return;
+	}
+	log_msg_fields(LOG_LVL_INFO, "daemon", e->name, f, 2, "plugin %s %s loaded from %s",
+		       e->name, rb, e->file);
+	e->pi = pi;
+	e->hash = e->next_hash;
+	daemon_apply_roles(e); /* hold first: never register without the role */
+	daemon_files_metered_set_driver(e, pi, &rel, NULL, NULL);
+}
+
 static void daemon_files_on_init(void *ud, int err, const char *msg)
 {
 	struct entry *e = ud;
@@ -178,73 +260,12 @@ static void daemon_files_on_init(void *ud, int err, const char *msg)
 		free(file);
 		return;
 	}
-	const struct loader_plugin *lp = plugin_instance_plugin(pi);
 	if (err < 0) {
-		char buf[640];
-		const char *why = msg && *msg ? msg : strerror(-err);
-		/* the instance's message usually says "init failed" itself */
-		bool said = strncmp(why, "init failed", strlen("init failed")) == 0;
-		snprintf(buf, sizeof(buf), "%s: %s%s", file, said ? "" : "init failed: ", why);
-		log_error("daemon", "%s%s", buf, e->pi ? "; the previous instance keeps running" : "");
-		/* another file's failure shows on that file's row, not on what runs */
-		if (!e->pi || strcmp(file, e->file) == 0)
-			daemon_files_set_error(e, buf);
-		if (!e->pi)
-			e->failed = true;
-		/* these bytes are out of the choice until they change or an
-		 * operator asks for them (reload) */
-		struct pfile *pf = daemon_find_pfile(d, file);
-		if (pf && pf->ok && pf->hash == e->next_hash) {
-			pf->init_failed = true;
-			daemon_files_pfile_set_error(pf, buf);
-		}
-		plugin_instance_free(pi);
+		daemon_files_init_failed(e, pi, file, err, msg);
+		free(file);
 	} else {
-		char rb[RELEASE_STRLEN];
-		struct plugin_releases rel = daemon_files_releases_of(lp);
-		daemon_files_set_error(e, NULL);
-		e->failed = false;
-		free(e->file);
-		e->file = file;
-		file = NULL;
-		if (!e->pi) {
-			release_format(lp->release, rb, sizeof(rb));
-			const struct log_field f[] = {{"release", rb, false}, {"file", e->file, false}};
-			log_msg_fields(LOG_LVL_INFO, "daemon", e->name, f, 2, "plugin %s %s loaded from %s",
-			               e->name, rb, e->file);
-			e->pi = pi;
-			e->hash = e->next_hash;
-			daemon_apply_roles(e); /* hold first: never register without the role */
-			daemon_files_metered_set_driver(e, pi, &rel, NULL, NULL);
-		} else {
-			release_format(lp->release, rb, sizeof(rb));
-			const struct log_field f[] = {{"release", rb, false}, {"file", e->file, false}};
-			log_msg_fields(LOG_LVL_INFO, "daemon", e->name, f, 2,
-			               "plugin %s: hot reload to %s from %s", e->name, rb, e->file);
-			struct swap_ctx *s = calloc(1, sizeof(*s));
-			if (!s) {
-				plugin_instance_free(pi);
-				goto out;
-			}
-			s->e = e;
-			s->old = e->pi;
-			if (e->pending_swap) {
-				/* a swap is still pending: the election keeps using the
-				 * instance that one would have retired; the superseded
-				 * instance (never used) is the one to retire now */
-				s->old = e->pending_swap->old;
-				e->pending_swap->old = e->pi;
-			}
-			e->pending_swap = s;
-			plugin_metrics_retire(&e->pm, e->pi);
-			e->pi = pi;
-			e->hash = e->next_hash;
-			daemon_apply_roles(e); /* the new release may need another role */
-			daemon_files_metered_set_driver(e, pi, &rel, daemon_files_on_swapped, s);
-		}
+		daemon_files_init_ok(e, pi, file);
 	}
-out:
-	free(file);
 	daemon_notify(d);
 	daemon_request_select(d); /* what changed meanwhile was left for now */
 }
@@ -360,6 +381,61 @@ refuse:
 	return r;
 }
 
+/* daemon_files_entry_new - a new entry for plugin name, first loaded
+ * from pf, appended to d's entries. NULL when out of memory (logged). */
+static struct entry *daemon_files_entry_new(struct daemon *d, const char *name,
+					    const struct pfile *pf)
+{
+	struct entry *e = calloc(1, sizeof(*e));
+	if (e)
+		plugin_metrics_init(&e->pm);
+	if (!e || !(e->file = strdup(pf->file))) {
+		free(e);
+		log_error("daemon", "out of memory");
+		return NULL;
+	}
+	e->d = d;
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	struct entry **pp = &d->entries;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = e;
+	return e;
+}
+
+/* daemon_files_instance_config - what the daemon's settings say for an
+ * instance of lp: isolation, callback timeouts, --plugin-read grants (into
+ * grants, of n_grants slots; borrowed from the settings), the configuration
+ * pconf (the caller's, cleared by it) */
+static void daemon_files_instance_config(struct entry *e, const struct loader_plugin *lp,
+					 struct plugin_config *pconf, const char **grants,
+					 size_t n_grants, struct plugin_instance_config *ret)
+{
+	const struct daemon_config *cfg = e->d->cfg;
+	uint32_t isolation = cfg->isolation;
+	for (size_t i = 0; i < cfg->n_iso; i++)
+		if (strcmp(cfg->iso_names[i], lp->name) == 0)
+			isolation = cfg->iso_modes[i];
+	*ret = (struct plugin_instance_config){
+	    .on_init = daemon_files_on_init,
+	    .userdata = e,
+	    .isolation = isolation,
+	    .on_failed = daemon_files_on_worker_failed,
+	    .on_recovered = daemon_files_on_worker_recovered,
+	    .worker_path = cfg->worker_path,
+	    .config = pconf,
+	    /* init sees the cluster's configuration: it waits until P/N/config
+	     * was read (daemon_plugin_config.c hands it over) */
+	    .hold_init = !daemon_config_ready(e),
+	};
+	callback_timeout_resolve(cfg->cb_timeouts, cfg->n_cb_timeouts, lp->name,
+				 ret->callback_timeout_kind_ms);
+	for (size_t i = 0; i < cfg->n_read && ret->n_read_grants < n_grants; i++)
+		if (strcmp(cfg->read_names[i], lp->name) == 0)
+			grants[ret->n_read_grants++] = cfg->read_prefixes[i];
+	ret->read_grants = grants;
+}
+
 /* daemon_files_entry_load - start an instance from pf for entry e (a new entry when e is
  * NULL); daemon_files_on_init completes it. A failure is logged and shown; what runs
  * keeps running. */
@@ -373,22 +449,8 @@ static void daemon_files_entry_load(struct daemon *d, struct entry *e, struct pf
 		daemon_request_select(d); /* the file changed since it was chosen */
 		return;
 	}
-	if (!e) {
-		e = calloc(1, sizeof(*e));
-		if (e)
-			plugin_metrics_init(&e->pm);
-		if (!e || !(e->file = strdup(pf->file))) {
-			free(e);
-			log_error("daemon", "out of memory");
-			return;
-		}
-		e->d = d;
-		snprintf(e->name, sizeof(e->name), "%s", name);
-		struct entry **pp = &d->entries;
-		while (*pp)
-			pp = &(*pp)->next;
-		*pp = e;
-	}
+	if (!e && !(e = daemon_files_entry_new(d, name, pf)))
+		return;
 	struct loader_plugin *lp = pf->lp;
 	char *file = strdup(pf->file), *shown = e->pi ? NULL : strdup(pf->file);
 	if (!file || (!e->pi && !shown)) {
@@ -404,33 +466,13 @@ static void daemon_files_entry_load(struct daemon *d, struct entry *e, struct pf
 	struct plugin_config pconf = {0};
 	if ((r = daemon_config_for_instance(e, &pconf, buf, sizeof(buf))) < 0)
 		goto refuse;
-	uint32_t isolation = d->cfg->isolation;
-	for (size_t i = 0; i < d->cfg->n_iso; i++)
-		if (strcmp(d->cfg->iso_names[i], lp->name) == 0)
-			isolation = d->cfg->iso_modes[i];
-	struct plugin_instance_config pcfg = {
-		.on_init = daemon_files_on_init,
-		.userdata = e,
-		.isolation = isolation,
-		.on_failed = daemon_files_on_worker_failed,
-		.on_recovered = daemon_files_on_worker_recovered,
-		.worker_path = d->cfg->worker_path,
-		.config = &pconf,
-		/* init sees the cluster's configuration: it waits until P/N/config
-		 * was read (daemon_plugin_config.c hands it over) */
-		.hold_init = !daemon_config_ready(e),
-	};
-	callback_timeout_resolve(d->cfg->cb_timeouts, d->cfg->n_cb_timeouts, lp->name,
-	                         pcfg.callback_timeout_kind_ms);
+	struct plugin_instance_config pcfg;
 	const char *grants[64]; /* --plugin-read of this plugin (copied by the instance) */
-	for (size_t i = 0; i < d->cfg->n_read && pcfg.n_read_grants < 64; i++)
-		if (strcmp(d->cfg->read_names[i], lp->name) == 0)
-			grants[pcfg.n_read_grants++] = d->cfg->read_prefixes[i];
-	pcfg.read_grants = grants;
+	daemon_files_instance_config(e, lp, &pconf, grants, 64, &pcfg);
 	uint64_t hash = lp->content_hash;
-	r = plugin_instance_new(lp, d->loop, plugin_metrics_host(&e->pm, election_driver_host(e->el)),
-	                        d->cfg->node_id, &pcfg,
-	                        &e->next_pi);
+	r = plugin_instance_new(lp, d->loop,
+				plugin_metrics_host(&e->pm, election_driver_host(e->el)),
+				d->cfg->node_id, &pcfg, &e->next_pi);
 	plugin_config_clear(&pconf);
 	if (r < 0) {
 		snprintf(buf, sizeof(buf), "cannot start a worker for '%s': %s", lp->name, strerror(-r));
