@@ -465,13 +465,18 @@ static bool p_two_status_writes(void *a)
 	return info_of(a).status_writes >= 2;
 }
 
+/* the reference rule: the newest release campaigns and, elected, waits to
+ * restrict the status (under the default rule a release whose change is
+ * not allowed yet does not campaign at all: test_release_rule) */
+static const struct plugin_releases REL100_REFERENCE = {{1, 0, 0}, {0, 1, 0}, {1, 0, 0}, true};
+
 static void test_service(void)
 {
 	wipe();
 	/* A member newer than us exists: we must not campaign. */
 	tu_put_member(&T, PFX, PLUGIN, "a", REL(10000, 0, 0));
 	struct node n1;
-	node_start(&n1, 1, REL100, 10, true);
+	node_start(&n1, 1, REL100_REFERENCE, 10, true);
 	g_want_rev = 0;
 	tu_wait(&T, p_synced, &n1, 5000, "synced");
 	/* proof the decision was made on current data: our own member record is seen */
@@ -511,7 +516,7 @@ static void test_service(void)
 
 	/* A second instance waits while the first leads. */
 	struct node n2;
-	node_start(&n2, 2, REL100, 10, true);
+	node_start(&n2, 2, REL100_REFERENCE, 10, true);
 	tu_wait(&T, p_synced, &n2, 5000, "node2 synced");
 	tu_wait(&T, p_campaigning, &n2, 5000, "node2 campaigning");
 	CHECK_INT_EQ(n2.drv.reconciles, 0);
@@ -1100,8 +1105,12 @@ static void test_member_outlives_lease(void)
 	node_start(&old, 2, REL100, 2, true);
 	tu_wait(&T, p_node_leading, &old, 5000, "the 1.0.0 node leads");
 	int64_t old_lease = session_lease(old.sess);
-	/* 1.1.0 (minimum compatible 1.1.0) joins: it leads, and must restrict */
-	node_start(&a, 1, REL110, 10, true);
+	/* 1.1.0 (minimum compatible 1.1.0, the reference rule) joins: it leads,
+	 * and must restrict (under the default rule it would stand by while
+	 * the old member remains: test_older_release_leads_while_newer_waits) */
+	struct plugin_releases rel110_reference = REL110;
+	rel110_reference.reference_rule = true;
+	node_start(&a, 1, rel110_reference, 10, true);
 	tu_wait(&T, p_drv_elected, &a, 10000, "the 1.1.0 node leads");
 	/* the old node is cut off: it stops renewing; its lease expires on etcd */
 	node_crash(&old);
