@@ -3,8 +3,9 @@
  * election_records.c - the records the election reads and writes in etcd
  * (proto/leasehold.proto: Member under P/N/members/, ReconcilerStatus at
  * P/N/status), the readiness rule on the status (the reference
- * algorithm's WaitReady) and the name of a live election key. Decoders take
- * hostile bytes.
+ * algorithm's WaitReady), the release rule fed from the mirror
+ * (election_release_rule.h) and the name of a live election key. Decoders
+ * take hostile bytes.
  */
 #include "config.h"
 
@@ -69,6 +70,8 @@ int election_decode_member_rule(const void *buf, size_t len, struct rule_release
 	    election_records_release_from_pb(m->min_compatible_release, &rr.min_compatible) &&
 	    election_records_release_from_pb(m->min_reconciler_release, &rr.min_reconciler)) {
 		rr.declared = true;
+		/* a rule value of a newer host that this one does not know: the
+		 * reference rule, the stricter one */
 		rr.reference = m->rollout != LEASEHOLD__MEMBER__ROLLOUT__ROLLOUT_NEWEST_ABLE;
 	}
 	if (!rr.declared)
