@@ -405,12 +405,25 @@ static void test_release_rule_explain(void)
 	             "release 2.0.0 cannot act yet: it needs every member at 2.0.0 or above "
 	             "(oldest: 1.0.0); release 1.0.0 leads meanwhile");
 	CHECK(release_rule_explain(&a, U[0], buf, sizeof(buf)) == NULL);
-	w.status = 2 * NREL + 2; /* 2.0.0 reconciled; a 1.0.0 node is older */
+	w.status = 2 * NREL + 2; /* 2.0.0 reconciled and leads: 1.0.0 is behind it */
 	st = status_of(&w);
 	release_rule_decide(NULL, rc, n, false, &st, &a);
 	CHECK(release_cmp(a.release, U[2]) == 0);
 	CHECK_STR_EQ(release_rule_explain(&a, U[0], buf, sizeof(buf)),
+	             "a newer release is present");
+	/* 2.0.0 reconciled and leads while an incompatible 3.0.0 waits: 1.0.0
+	 * is older than the state */
+	struct world w3 = {.undeclared = -1, .mcr = {0, 0, 0, 3}, .minrec = {0, 0, 0, 0},
+	                   .members = {0, 2, 3}, .n_members = 3, .status = 2 * NREL + 0};
+	n = records_of(&w3, rc);
+	st = status_of(&w3);
+	release_rule_decide(NULL, rc, n, false, &st, &a);
+	CHECK(a.basis == RULE_STATUS_ALLOWS && release_cmp(a.release, U[2]) == 0);
+	CHECK_STR_EQ(release_rule_explain(&a, U[0], buf, sizeof(buf)),
 	             "release 1.0.0 is older than the status's version 2.0.0");
+	CHECK_STR_EQ(release_rule_explain(&a, U[3], buf, sizeof(buf)),
+	             "release 3.0.0 cannot act yet: it needs every member at 3.0.0 or above "
+	             "(oldest: 1.0.0); release 2.0.0 leads meanwhile");
 }
 
 int main(void)
