@@ -384,6 +384,11 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 	struct lh_plugin desc;
 	memset(&desc, 0, sizeof(desc));
 	memcpy(&desc, d, size < sizeof(desc) ? size : sizeof(desc));
+	if (desc.flags & ~LH_PLUGIN_F_KNOWN) {
+		loader_seterr(err, err_len, "descriptor flags 0x%x include bits this host does not know (0x%x)",
+		       desc.flags, desc.flags & ~LH_PLUGIN_F_KNOWN);
+		return -EPROTO;
+	}
 	/* fields of a minor the plugin does not declare are absent, whatever its size */
 	if (minor < 1 || size < LH_PLUGIN_SIZE_1_1)
 		desc.role = NULL;

@@ -66,7 +66,8 @@ static void daemon_files_set_error(struct entry *e, const char *msg)
 static struct plugin_releases daemon_files_releases_of(const struct loader_plugin *lp)
 {
 	return (struct plugin_releases){lp->release, lp->min_reconciler_release,
-	                                lp->min_compatible_release};
+	                                lp->min_compatible_release,
+	                                (lp->desc.flags & LH_PLUGIN_F_REFERENCE_ROLLOUT) != 0};
 }
 
 static void daemon_files_pfile_set_error(struct pfile *pf, const char *msg)

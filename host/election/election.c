@@ -125,7 +125,7 @@ static void election_member_put(struct election *e)
 {
 	uint8_t *v;
 	size_t vlen;
-	if (election_member_encode(e, e->rel.release, &v, &vlen) < 0)
+	if (election_member_encode(e, &e->rel, &v, &vlen) < 0)
 		return;
 	struct etcd_op op = {.type = ETCD_OP_PUT,
 	                     .key = e->k_member_self,
@@ -135,16 +135,16 @@ static void election_member_put(struct election *e)
 	election_op_start(e, OP_MEMBER_PUT);
 	/* optimistic: a failure resets it in the callback path via retry */
 	bool prev_placed = e->member_placed;
-	struct release prev_rel = e->member_release;
+	struct rule_release prev_rr = e->member_rr;
 	e->member_placed = true;
-	e->member_release = e->rel.release;
+	e->member_rr = election_rule_release_of(&e->rel);
 	e->member_priority = e->priority;
 	int r = etcd_put(e->etcd, &op, NULL, election_on_member_put, e, &e->call);
 	free(v);
 	if (r < 0) {
 		election_op_done(e);
 		e->member_placed = prev_placed;
-		e->member_release = prev_rel;
+		e->member_rr = prev_rr;
 		election_retry_later(e, "member registration", r);
 	}
 }
@@ -259,7 +259,7 @@ static void election_on_resign(struct etcd_client *c, int err, const struct etcd
 		election_term_end_written(e);
 	if (r->succeeded && e->resign_publishes) {
 		/* the member record carries the incoming release already */
-		e->member_release = e->resign_release;
+		e->member_rr = e->resign_rr;
 		e->member_priority = e->priority;
 		e->member_placed = true;
 	}
@@ -311,13 +311,13 @@ static void election_resign(struct election *e)
 	char term_key[512];
 	e->resign_publishes = false;
 	if (e->swap.pending && e->member_placed &&
-	    election_member_encode(e, e->swap.rel.release, &v, &vlen) == 0) {
+	    election_member_encode(e, &e->swap.rel, &v, &vlen) == 0) {
 		ops[1] = (struct etcd_op){.type = ETCD_OP_PUT, .key = e->k_member_self,
 		                          .key_len = strlen(e->k_member_self), .value = v,
 		                          .value_len = vlen};
 		n_ops = 2;
 		e->resign_publishes = true;
-		e->resign_release = e->swap.rel.release;
+		e->resign_rr = election_rule_release_of(&e->swap.rel);
 	} else if (election_leaving_membership(e)) {
 		ops[1] = (struct etcd_op){.type = ETCD_OP_DELETE, .key = e->k_member_self,
 		                          .key_len = strlen(e->k_member_self)};
@@ -344,13 +344,25 @@ static bool election_want_member(const struct election *e)
 	return e->lease && !e->held && !e->stopping && !e->failed && e->dops && !e->swap.pending;
 }
 
+/* election_member_current - our placed member record declares what we run */
+static bool election_member_current(const struct election *e)
+{
+	struct rule_release now = election_rule_release_of(&e->rel);
+	return e->member_placed && release_rule_equal(&e->member_rr, &now);
+}
+
 bool election_want_campaign(const struct election *e)
 {
 	/* a candidate needs its member record in place; a leader whose record
-	 * was overwritten puts it back without leaving */
-	bool member_ok = e->member_placed && release_cmp(e->member_release, e->rel.release) == 0;
-	return election_want_member(e) && (member_ok || e->leading) && e->ever_synced &&
-	       !release_less(e->rel.release, e->releases.max) && !election_switchover_resign(e);
+	 * was overwritten puts it back without leaving. The release rule
+	 * (election_release_rule.h) is computed from the mirror: every host
+	 * whose mirror is at the same revision agrees on the one release that
+	 * campaigns. While mirrors lag, two releases may both hold keys for a
+	 * moment; the election key still elects one leader and every write of
+	 * a leader is fenced by its key, and the leader leaves through the
+	 * drain as soon as its mirror shows another release's turn. */
+	return election_want_member(e) && (election_member_current(e) || e->leading) &&
+	       e->ever_synced && election_rule_ours(e) && !election_switchover_resign(e);
 }
 
 /* ---- the controller ---- */
@@ -440,8 +452,7 @@ void election_step(struct election *e)
 		}
 	}
 	/* 3. member record */
-	if (election_want_member(e) && (!e->member_placed ||
-	                       release_cmp(e->member_release, e->rel.release) != 0 ||
+	if (election_want_member(e) && (!election_member_current(e) ||
 	                       e->member_priority != e->priority)) {
 		election_member_put(e);
 		goto report;
@@ -780,8 +791,8 @@ void election_get_info(struct election *e, struct election_info *ret)
 		ret->held_back = e->fail_reason;
 	else if (e->held)
 		ret->held_back = e->hold_reason;
-	else if (e->synced && release_less(e->rel.release, e->releases.max))
-		ret->held_back = "a newer release is present";
+	else if (e->synced && !election_rule_ours(e))
+		ret->held_back = election_rule_held_back(e);
 	else if (!e->lease)
 		ret->held_back = "no etcd session";
 	ret->paused = e->paused;

@@ -93,6 +93,13 @@ struct status_rec {
  * no release); outputs untouched then. */
 int election_decode_member(const void *buf, size_t len, struct release *ret_release,
                            int32_t *ret_priority);
+/* election_decode_member_rule - the same record -> the releases and the
+ * rollout rule it declares (ret_rr->declared false: an older host wrote
+ * it, or its fields are incomplete). Returns 0 or -EBADMSG (outputs
+ * untouched then). */
+struct rule_release;
+int election_decode_member_rule(const void *buf, size_t len, struct rule_release *ret_rr,
+                                int32_t *ret_priority);
 
 /* election_status_decode - hostile bytes -> *ret (always filled): present,
  * and valid only when it decodes */
@@ -103,11 +110,14 @@ void election_status_decode(const uint8_t *v, size_t len, struct status_rec *ret
  * reach the CLI and the log. malloc'd, NULL when out of memory. */
 char *election_dup_printable(const char *s, size_t max);
 
-/* The three releases a plugin declares. */
+/* The three releases a plugin declares, and its rollout rule. */
 struct plugin_releases {
 	struct release release;
 	struct release min_reconciler;  /* oldest reconciler whose status lets us serve */
 	struct release min_compatible;  /* oldest release that may serve after we reconcile */
+	/* the descriptor asks for the reference rule (LH_PLUGIN_F_REFERENCE_ROLLOUT):
+	 * while this release is the newest member release, only it campaigns */
+	bool reference_rule;
 };
 
 struct election_config {

@@ -258,8 +258,7 @@ static void election_handover_on_priority_requested(void *ud, int err, const cha
 static void election_handover_priority_step(struct election *e)
 {
 	if (!e->leading || e->draining || !e->synced || e->handover.present || e->paused ||
-	    e->priority_call || e->priority_skip_gen == e->gen ||
-	    release_less(e->rel.release, e->releases.max))
+	    e->priority_call || e->priority_skip_gen == e->gen || !election_rule_ours(e))
 		return;
 	const struct candidate *best = NULL;
 	int32_t best_p = e->priority;

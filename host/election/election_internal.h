@@ -25,6 +25,7 @@
 #include "election/election.h"
 #include "proto/leasehold.pb-c.h"
 #include "election/election_node_record.h"
+#include "election/election_release_rule.h"
 
 #define ST_WORKING LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING
 #define ST_DONE LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE
@@ -49,6 +50,7 @@ struct member_ent {
 	struct member_ent *next;
 	char *node_id;
 	struct release release;
+	struct rule_release rr; /* the releases the record declares (valid: rr.release == release) */
 	bool valid; /* false: the record exists but does not decode (release unknown) */
 	int32_t priority; /* the node's candidate priority (0 from an older host) */
 	int64_t mod_rev; /* the record's mod_revision as mirrored */
@@ -58,11 +60,6 @@ struct member_map {
 	struct member_ent **buckets;
 	size_t n_buckets, n;
 	size_t n_invalid; /* entries whose record does not decode */
-};
-
-struct relcount {
-	struct release release;
-	size_t count;
 };
 
 struct candidate {
@@ -173,10 +170,10 @@ struct election {
 	 * in flight, call is its handle; both set together or both clear */
 	int64_t lease;
 	/* our member record (persistent, bound to no lease): member_placed says
-	 * it is in etcd holding member_release, as written by us at member_rev
+	 * it is in etcd holding member_rr, as written by us at member_rev
 	 * or found there at sync; false while unknown or absent */
 	bool member_placed;
-	struct release member_release;
+	struct rule_release member_rr; /* the releases our placed record declares */
 	int32_t member_priority; /* the priority our placed record holds */
 	int64_t member_rev;
 	int32_t priority; /* ours (election_config) */
@@ -200,7 +197,7 @@ struct election {
 	bool key_wunknown;
 	bool resign_publishes;          /* the resign in flight also puts our member record */
 	bool resign_drops_member;       /* ... or deletes it (leaving for good) */
-	struct release resign_release;  /* ... with this (incoming) release */
+	struct rule_release resign_rr;  /* ... with these (incoming) releases */
 	enum op_kind op;
 	struct etcd_call *call;
 	struct loop_timer *retry_timer;
@@ -213,6 +210,7 @@ struct election {
 	void *stop_ud;
 	enum election_state state_reported;
 	char not_ready_buf[160]; /* election_get_info's not_ready text */
+	char held_back_buf[320]; /* election_get_info's held_back text (the release rule) */
 
 	/* leadership: leading and draining change only in election_lead.c
 	 * (elect, election_begin_leave, election_depose); leading implies
@@ -385,8 +383,20 @@ bool election_status_equal(const struct status_rec *s, int state, struct release
  * Returns 0 or -ENOMEM. */
 int election_status_encode(int state, struct release v, struct release mcr, uint8_t **ret,
                            size_t *ret_len);
-int election_member_encode(const struct election *e, struct release rel, uint8_t **ret,
-                           size_t *ret_len);
+int election_member_encode(const struct election *e, const struct plugin_releases *rel,
+                           uint8_t **ret, size_t *ret_len);
+/* election_rule_release_of - a plugin's releases as its member record
+ * declares them */
+struct rule_release election_rule_release_of(const struct plugin_releases *rel);
+/* election_rule_answer - the release that may campaign, from the mirror
+ * (every member record, the local release, the status): the same answer
+ * on every host whose mirror is at the same revision */
+void election_rule_answer(const struct election *e, struct rule_answer *ret);
+/* election_rule_ours - the rule lets our release campaign now */
+bool election_rule_ours(const struct election *e);
+/* election_rule_held_back - why the rule keeps our release from
+ * campaigning (into e->held_back_buf), or NULL when it does not */
+const char *election_rule_held_back(struct election *e);
 /* election_not_ready_reason - why this node may not serve now (a static
  * string or buf), or NULL when it may */
 const char *election_not_ready_reason(struct election *e, char *buf, size_t len);

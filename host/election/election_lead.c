@@ -595,8 +595,8 @@ void election_lead_step(struct election *e)
 	}
 	switch (e->phase) {
 	case LP_RESTRICT: {
-		if (release_less(e->rel.release, e->releases.max))
-			return; /* a newer release appeared: we are about to leave */
+		if (!election_rule_ours(e))
+			return; /* another release's turn: we are about to leave */
 		if (e->members.n_invalid > 0) {
 			if (!e->restrict_logged_invalid) {
 				log_warn("election", "%s: %zu member record(s) do not decode; their nodes may run "

@@ -88,10 +88,10 @@ static void election_mirror_member_map_clear(struct member_map *m)
 
 /* ---- release counts (the reference algorithm's releaseCount) ---- */
 
-static void election_mirror_rc_add(struct election *e, struct release r, int delta)
+static void election_mirror_rc_add(struct election *e, const struct rule_release *r, int delta)
 {
 	for (size_t i = 0; i < e->n_rc; i++) {
-		if (release_cmp(e->rc[i].release, r) == 0) {
+		if (release_rule_equal(&e->rc[i].rr, r)) {
 			if (delta < 0) {
 				if (--e->rc[i].count == 0)
 					e->rc[i] = e->rc[--e->n_rc];
@@ -110,22 +110,23 @@ static void election_mirror_rc_add(struct election *e, struct release r, int del
 		e->rc = n;
 		e->cap_rc = cap;
 	}
-	e->rc[e->n_rc].release = r;
+	e->rc[e->n_rc].rr = *r;
 	e->rc[e->n_rc].count = 1;
 	e->n_rc++;
 }
 
 /* election_mirror_member_ent_fill - x's record as mirrored now: counted under release *r, or
  * among the undecodable ones (r == NULL) */
-static void election_mirror_member_ent_fill(struct election *e, struct member_ent *x, const struct release *r,
+static void election_mirror_member_ent_fill(struct election *e, struct member_ent *x, const struct rule_release *r,
                             int32_t priority, int64_t mod_rev)
 {
 	x->mod_rev = mod_rev;
 	x->priority = r ? priority : 0;
 	x->valid = r != NULL;
 	if (r) {
-		x->release = *r;
-		election_mirror_rc_add(e, *r, +1);
+		x->release = r->release;
+		x->rr = *r;
+		election_mirror_rc_add(e, r, +1);
 	} else
 		e->members.n_invalid++;
 }
@@ -136,14 +137,14 @@ static void election_mirror_member_ent_fill(struct election *e, struct member_en
  * neither for min nor for max, but it blocks the restricted-status wait (its
  * node may run an old release), fail safe. */
 static void election_mirror_member_set(struct election *e, const char *id, size_t len, bool present,
-                       const struct release *r, int32_t priority, int64_t mod_rev)
+                       const struct rule_release *r, int32_t priority, int64_t mod_rev)
 {
 	struct member_map *m = &e->members;
 	struct member_ent **pp = election_mirror_member_slot(m, id, len);
 	if (pp && *pp) {
 		struct member_ent *x = *pp;
 		if (x->valid)
-			election_mirror_rc_add(e, x->release, -1);
+			election_mirror_rc_add(e, &x->rr, -1);
 		else
 			m->n_invalid--;
 		if (present) {
@@ -292,14 +293,14 @@ static void election_mirror_apply(struct election *e, const struct etcd_kv *kv, 
 				e->member_placed = false;
 			return;
 		}
-		struct release r;
+		struct rule_release rr;
 		int32_t prio = 0;
-		bool ok = election_decode_member(kv->value, kv->value_len, &r, &prio) == 0;
+		bool ok = election_decode_member_rule(kv->value, kv->value_len, &rr, &prio) == 0;
 		if (!ok)
 			log_warn("election", "%s: member record %.*s is not a valid Member; its release is "
 			         "unknown (it blocks an incompatible status change until fixed or deleted)",
 			         e->name, (int)(idlen > 64 ? 64 : idlen), id);
-		election_mirror_member_set(e, id, idlen, true, ok ? &r : NULL, prio, kv->mod_revision);
+		election_mirror_member_set(e, id, idlen, true, ok ? &rr : NULL, prio, kv->mod_revision);
 		/* our own record, left by an earlier run of this node or by a put
 		 * whose outcome was unknown: it exists; step() updates, keeps or
 		 * deletes it. One bound to a lease (written by a host of the
@@ -308,13 +309,13 @@ static void election_mirror_apply(struct election *e, const struct etcd_kv *kv, 
 		if (self && !e->member_placed && ok && kv->lease == 0 && e->op != OP_MEMBER_PUT &&
 		    kv->mod_revision > e->member_rev) {
 			e->member_placed = true;
-			e->member_release = r;
+			e->member_rr = rr;
 			e->member_priority = prio;
 			e->member_rev = kv->mod_revision;
 		}
 		/* our own record overwritten by someone else: put ours again */
 		if (self && e->member_placed && kv->mod_revision > e->member_rev &&
-		    (!ok || kv->lease != 0 || release_cmp(r, e->member_release) != 0 ||
+		    (!ok || kv->lease != 0 || !release_rule_equal(&rr, &e->member_rr) ||
 		     prio != e->member_priority))
 			e->member_placed = false;
 	} else if (election_mirror_has_prefix(kv, e->k_election, &pl)) {
@@ -371,10 +372,10 @@ void election_publish(struct election *e)
 	struct releases r = {.min = e->rel.release, .max = e->rel.release, .revision = e->members_rev,
 	                     .n_members = e->members.n - e->members.n_invalid};
 	for (size_t i = 0; i < e->n_rc; i++) {
-		if (release_less(e->rc[i].release, r.min))
-			r.min = e->rc[i].release;
-		if (release_less(r.max, e->rc[i].release))
-			r.max = e->rc[i].release;
+		if (release_less(e->rc[i].rr.release, r.min))
+			r.min = e->rc[i].rr.release;
+		if (release_less(r.max, e->rc[i].rr.release))
+			r.max = e->rc[i].rr.release;
 	}
 	bool changed = release_cmp(r.min, e->releases.min) || release_cmp(r.max, e->releases.max) ||
 	               r.revision != e->releases.revision || r.n_members != e->releases.n_members;

@@ -574,7 +574,7 @@ static int election_operator_term_end_reason(struct election *e, const char **re
 		*ret_detail = e->hold_reason;
 		return LEASEHOLD__TERM__END_REASON__END_ROLE_REMOVED;
 	}
-	if (release_less(e->rel.release, e->releases.max))
+	if (!election_rule_ours(e))
 		return LEASEHOLD__TERM__END_REASON__END_NEWER_RELEASE;
 	if ((*ret_detail = election_switchover_ended_us(e)))
 		return LEASEHOLD__TERM__END_REASON__END_SWITCHOVER;

@@ -3,8 +3,9 @@
  * election_records.c - the records the election reads and writes in etcd
  * (proto/leasehold.proto: Member under P/N/members/, ReconcilerStatus at
  * P/N/status), the readiness rule on the status (the reference
- * algorithm's WaitReady) and the name of a live election key. Decoders take
- * hostile bytes.
+ * algorithm's WaitReady), the release rule fed from the mirror
+ * (election_release_rule.h) and the name of a live election key. Decoders
+ * take hostile bytes.
  */
 #include "config.h"
 
@@ -55,16 +56,42 @@ int election_decode_status(const void *buf, size_t len, int *ret_state, struct r
 	return r;
 }
 
-int election_decode_member(const void *buf, size_t len, struct release *ret_release,
-                           int32_t *ret_priority)
+int election_decode_member_rule(const void *buf, size_t len, struct rule_release *ret_rr,
+                                int32_t *ret_priority)
 {
 	Leasehold__Member *m = leasehold__member__unpack(NULL, len, buf);
 	if (!m)
 		return -EBADMSG;
-	int r = election_records_release_from_pb(m->release, ret_release) ? 0 : -EBADMSG;
-	if (r == 0 && ret_priority)
-		*ret_priority = m->priority;
+	struct rule_release rr = {.declared = false};
+	int r = election_records_release_from_pb(m->release, &rr.release) ? 0 : -EBADMSG;
+	/* all three or none: a record that declares only some is read as one of
+	 * an older host (the reference rule for its node), fail safe */
+	if (r == 0 && m->rollout != LEASEHOLD__MEMBER__ROLLOUT__ROLLOUT_UNDECLARED &&
+	    election_records_release_from_pb(m->min_compatible_release, &rr.min_compatible) &&
+	    election_records_release_from_pb(m->min_reconciler_release, &rr.min_reconciler)) {
+		rr.declared = true;
+		/* a rule value of a newer host that this one does not know: the
+		 * reference rule, the stricter one */
+		rr.reference = m->rollout != LEASEHOLD__MEMBER__ROLLOUT__ROLLOUT_NEWEST_ABLE;
+	}
+	if (!rr.declared)
+		rr.min_compatible = rr.min_reconciler = (struct release){0, 0, 0};
+	if (r == 0) {
+		*ret_rr = rr;
+		if (ret_priority)
+			*ret_priority = m->priority;
+	}
 	leasehold__member__free_unpacked(m, NULL);
+	return r;
+}
+
+int election_decode_member(const void *buf, size_t len, struct release *ret_release,
+                           int32_t *ret_priority)
+{
+	struct rule_release rr;
+	int r = election_decode_member_rule(buf, len, &rr, ret_priority);
+	if (r == 0)
+		*ret_release = rr.release;
 	return r;
 }
 
@@ -97,16 +124,22 @@ int election_status_encode(int state, struct release v, struct release mcr, uint
 	return 0;
 }
 
-int election_member_encode(const struct election *e, struct release rel, uint8_t **ret,
-                           size_t *ret_len)
+int election_member_encode(const struct election *e, const struct plugin_releases *rel,
+                           uint8_t **ret, size_t *ret_len)
 {
-	Leasehold__Release pr;
-	election_records_release_to_pb(rel, &pr);
+	Leasehold__Release pr, pc, pm;
+	election_records_release_to_pb(rel->release, &pr);
+	election_records_release_to_pb(rel->min_compatible, &pc);
+	election_records_release_to_pb(rel->min_reconciler, &pm);
 	Leasehold__Member m = LEASEHOLD__MEMBER__INIT;
 	m.node_id = e->node_id;
 	m.release = &pr;
 	m.host_version = (char *)PACKAGE_VERSION;
 	m.priority = e->priority;
+	m.min_compatible_release = &pc;
+	m.min_reconciler_release = &pm;
+	m.rollout = rel->reference_rule ? LEASEHOLD__MEMBER__ROLLOUT__ROLLOUT_REFERENCE
+	                                : LEASEHOLD__MEMBER__ROLLOUT__ROLLOUT_NEWEST_ABLE;
 	size_t n = leasehold__member__get_packed_size(&m);
 	uint8_t *b = malloc(n ? n : 1);
 	if (!b)
@@ -115,6 +148,32 @@ int election_member_encode(const struct election *e, struct release rel, uint8_t
 	*ret = b;
 	*ret_len = n;
 	return 0;
+}
+
+struct rule_release election_rule_release_of(const struct plugin_releases *rel)
+{
+	return (struct rule_release){.release = rel->release,
+	                             .min_compatible = rel->min_compatible,
+	                             .min_reconciler = rel->min_reconciler,
+	                             .reference = rel->reference_rule,
+	                             .declared = true};
+}
+
+void election_rule_answer(const struct election *e, struct rule_answer *ret)
+{
+	struct rule_release local = election_rule_release_of(&e->rel);
+	struct rule_status st = {.valid = e->status.present && e->status.valid,
+	                         .version = e->status.version,
+	                         .min_compatible = e->status.min_compatible};
+	release_rule_decide(&local, e->rc, e->n_rc, e->members.n_invalid > 0, &st, ret);
+}
+
+bool election_rule_ours(const struct election *e)
+{
+	struct rule_answer a;
+	election_rule_answer(e, &a);
+	struct rule_release local = election_rule_release_of(&e->rel);
+	return release_rule_may_campaign(&a, &local);
 }
 
 bool election_status_ready(const struct plugin_releases *local, bool present,
@@ -134,6 +193,16 @@ bool election_status_equal(const struct status_rec *s, int state, struct release
 {
 	return s->present && s->valid && s->state == state && release_cmp(s->version, v) == 0 &&
 	       release_cmp(s->min_compatible, m) == 0;
+}
+
+const char *election_rule_held_back(struct election *e)
+{
+	struct rule_answer a;
+	election_rule_answer(e, &a);
+	struct rule_release local = election_rule_release_of(&e->rel);
+	if (release_rule_may_campaign(&a, &local))
+		return NULL;
+	return release_rule_explain(&a, e->rel.release, e->held_back_buf, sizeof(e->held_back_buf));
 }
 
 /* why this node may not serve now, or NULL when it may.

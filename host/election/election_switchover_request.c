@@ -30,6 +30,7 @@
 #include "proto/leasehold.pb-c.h"
 #include "election/election.h"
 #include "base/release.h"
+#include "election/election_release_rule.h"
 #include "election/election_roles.h"
 #include "election/election_switchover_request.h"
 
@@ -40,7 +41,7 @@ struct sw_ctx {
 	struct etcd_client *etcd;
 	switchover_done_fn done;
 	void *ud;
-	char *k_range, *k_handover, *k_paused, *k_members, *k_roles;
+	char *k_range, *k_handover, *k_paused, *k_members, *k_roles, *k_status;
 	uint8_t k_range_end[600];
 	size_t k_range_end_len;
 	char *name, *requester, *to, *role;
@@ -66,6 +67,7 @@ static void switchover_request_ctx_free(struct sw_ctx *c)
 	free(c->k_paused);
 	free(c->k_members);
 	free(c->k_roles);
+	free(c->k_status);
 	free(c->name);
 	free(c->requester);
 	free(c->to);
@@ -119,15 +121,57 @@ static void switchover_request_value_str(const struct etcd_kv *kv, char *buf, si
 	buf[n] = '\0';
 }
 
-static bool switchover_request_member_release(const struct etcd_kv *kv, struct release *ret)
+static bool switchover_request_member_rr(const struct etcd_kv *kv, struct rule_release *ret)
 {
-	Leasehold__Member *m = leasehold__member__unpack(NULL, kv->value_len, kv->value);
-	bool ok = m && m->release;
-	if (ok)
-		*ret = (struct release){m->release->major, m->release->minor, m->release->patch};
-	if (m)
-		leasehold__member__free_unpacked(m, NULL);
-	return ok;
+	return election_decode_member_rule(kv->value, kv->value_len, ret, NULL) == 0;
+}
+
+/* the release rule over the records read, as every host's mirror applies
+ * it (election_release_rule.h): the distinct member records with their
+ * counts, an undecodable one, the status. -ENOMEM, else 0 with *ret. */
+static int switchover_request_rule(const struct etcd_response *range, const struct sw_ctx *c,
+                                   struct rule_answer *ret)
+{
+	struct relcount *rc = NULL;
+	size_t n_rc = 0, cap = 0;
+	bool invalid = false;
+	struct rule_status st = {.valid = false};
+	for (size_t i = 0; i < range->n_kvs; i++) {
+		const struct etcd_kv *kv = &range->kvs[i];
+		struct rule_release rr;
+		if (switchover_request_kv_is(kv, c->k_status)) {
+			struct status_rec s;
+			election_status_decode(kv->value, kv->value_len, &s);
+			st = (struct rule_status){.valid = s.valid, .version = s.version,
+			                          .min_compatible = s.min_compatible};
+			continue;
+		}
+		if (!switchover_request_kv_under(kv, c->k_members))
+			continue;
+		if (!switchover_request_member_rr(kv, &rr)) {
+			invalid = true;
+			continue;
+		}
+		size_t j = 0;
+		while (j < n_rc && !release_rule_equal(&rc[j].rr, &rr))
+			j++;
+		if (j == n_rc) {
+			if (n_rc == cap) {
+				cap = cap ? cap * 2 : 8;
+				struct relcount *n = realloc(rc, cap * sizeof(*n));
+				if (!n) {
+					free(rc);
+					return -ENOMEM;
+				}
+				rc = n;
+			}
+			rc[n_rc++] = (struct relcount){.rr = rr, .count = 0};
+		}
+		rc[j].count++;
+	}
+	release_rule_decide(NULL, rc, n_rc, invalid, &st, ret);
+	free(rc);
+	return 0;
 }
 
 static bool switchover_request_has_role(const struct etcd_response *roles, const char *node, const char *role)
@@ -157,14 +201,41 @@ static void switchover_request_on_revoked(struct etcd_client *cl, int err, const
 
 static void switchover_request_on_granted(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud);
 
+/* the target's release may lead now under the release rule (what every
+ * host computes from the same records); 0, or -ESRCH / -ENOMEM with the
+ * reason */
+static int switchover_request_target_release(const struct sw_ctx *c,
+                                             const struct etcd_response *range,
+                                             const struct rule_release *rr, char *msg, size_t len)
+{
+	struct rule_answer a;
+	char x[RELEASE_STRLEN], y[RELEASE_STRLEN], why[320];
+	if (switchover_request_rule(range, c, &a) < 0) {
+		snprintf(msg, len, "out of memory");
+		return -ENOMEM;
+	}
+	if (release_rule_may_campaign(&a, rr))
+		return 0;
+	if (a.basis != RULE_NONE && release_less(rr->release, a.release) &&
+	    release_cmp(a.release, a.newest) == 0)
+		snprintf(msg, len, "node %s runs release %s of plugin '%s', older than the newest "
+		         "(%s): it may not lead", c->to, release_format(rr->release, x, sizeof(x)),
+		         c->name, release_format(a.newest, y, sizeof(y)));
+	else
+		snprintf(msg, len, "node %s runs release %s of plugin '%s', which may not lead now: %s",
+		         c->to, release_format(rr->release, x, sizeof(x)), c->name,
+		         rr->declared ? release_rule_explain(&a, rr->release, why, sizeof(why))
+		                      : "its host follows the reference rule (it leads only as the "
+		                        "newest release)");
+	return -ESRCH;
+}
+
 /* check - the refusals, on the state read; 0 or -errno with the reason */
 static int switchover_request_check(struct sw_ctx *c, const struct etcd_response *range,
                  const struct etcd_response *roles, char *msg, size_t len)
 {
 	const struct etcd_kv *lead = NULL, *to_cand = NULL, *to_member = NULL;
 	size_t n_cands = 0;
-	struct release max = {0, 0, 0};
-	bool any_member = false;
 	size_t el_len = strlen(c->k_range);
 	for (size_t i = 0; i < range->n_kvs; i++) {
 		const struct etcd_kv *kv = &range->kvs[i];
@@ -198,12 +269,6 @@ static int switchover_request_check(struct sw_ctx *c, const struct etcd_response
 			    memcmp(kv->value, c->to, kv->value_len) == 0)
 				to_cand = kv;
 		} else if (switchover_request_kv_under(kv, c->k_members)) {
-			struct release rel;
-			if (switchover_request_member_release(kv, &rel)) {
-				if (!any_member || release_less(max, rel))
-					max = rel;
-				any_member = true;
-			}
 			if (c->to && kv->key_len == strlen(c->k_members) + strlen(c->to) &&
 			    memcmp(kv->key + strlen(c->k_members), c->to, strlen(c->to)) == 0)
 				to_member = kv;
@@ -234,24 +299,20 @@ static int switchover_request_check(struct sw_ctx *c, const struct etcd_response
 		         c->name);
 		return -ESRCH;
 	}
-	struct release rel;
+	struct rule_release rr;
 	if (!to_member) {
 		snprintf(msg, len, "node %s does not run plugin '%s' (it is no member)", c->to,
 		         c->name);
 		return -ESRCH;
 	}
-	if (!switchover_request_member_release(to_member, &rel)) {
+	if (!switchover_request_member_rr(to_member, &rr)) {
 		snprintf(msg, len, "node %s's member record of plugin '%s' does not decode", c->to,
 		         c->name);
 		return -ESRCH;
 	}
-	if (release_less(rel, max)) {
-		char a[RELEASE_STRLEN], b[RELEASE_STRLEN];
-		snprintf(msg, len, "node %s runs release %s of plugin '%s', older than the newest "
-		         "(%s): it may not lead", c->to, release_format(rel, a, sizeof(a)), c->name,
-		         release_format(max, b, sizeof(b)));
-		return -ESRCH;
-	}
+	int r = switchover_request_target_release(c, range, &rr, msg, len);
+	if (r < 0)
+		return r;
 	if (!to_cand) {
 		snprintf(msg, len, "node %s does not campaign for plugin '%s' (its plugin failed, it "
 		         "is held back, or it is down)", c->to, c->name);
@@ -419,7 +480,7 @@ int switchover_request_start(struct etcd_client *etcd, const struct switchover_r
 	/* [P/N/election/, P/N/status] as the hosts watch it */
 	c->k_range_end_len = strlen(status) + 1;
 	memcpy(c->k_range_end, status, c->k_range_end_len);
-	free(status);
+	c->k_status = status; /* owned by c from here */
 	struct etcd_op ops[2] = {
 		{.type = ETCD_OP_RANGE, .key = c->k_range, .key_len = strlen(c->k_range),
 		 .range_end = c->k_range_end, .range_end_len = c->k_range_end_len},

@@ -48,7 +48,8 @@ struct switchover_request {
  * over), or -errno with a one-line reason in msg: a refusal (-EBUSY paused,
  * another switchover in flight, or the state changed under the request;
  * -EALREADY the target leads; -ESRCH the target does not run the plugin,
- * lacks its role, runs an older release or does not campaign; -EAGAIN no
+ * lacks its role, runs a release that may not lead now (the release rule)
+ * or does not campaign; -EAGAIN no
  * leader now; -ECHILD no other candidate) or an etcd error. Strings are
  * borrowed for the call. */
 typedef void (*switchover_done_fn)(void *ud, int err, const char *msg, int64_t rev,

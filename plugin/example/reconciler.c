@@ -37,6 +37,9 @@
  * Releases: -DLH_EXAMPLE_RELEASE_{MAJOR,MINOR,PATCH}. 1.1.0 writes v2, which
  * 1.0.x consumers cannot read: min_compatible_release 1.1.0.
  * Role (ABI 1.1): -DLH_EXAMPLE_ROLE='"controller"'.
+ * Rollout rule: -DLH_EXAMPLE_REFERENCE_ROLLOUT declares the reference rule
+ * (LH_PLUGIN_F_REFERENCE_ROLLOUT); without it, while 1.1.0 waits for the
+ * last 1.0.x member, a 1.0.x node keeps leading and reconciling in v1.
  * Test knobs (environment, read in init): LH_EXAMPLE_ITEMS=N (0..1000),
  * LH_EXAMPLE_FAIL_FIRST=N (the first N reconciles fail with -EAGAIN),
  * LH_EXAMPLE_DELAY_MS=N (each reconcile first waits N ms: slow work).
@@ -509,6 +512,9 @@ static void rc_fini(struct lh_ctx *ctx)
 
 LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
 	LH_PLUGIN_HEADER_INIT,
+#ifdef LH_EXAMPLE_REFERENCE_ROLLOUT
+	.flags = LH_PLUGIN_F_REFERENCE_ROLLOUT,
+#endif
 	.name = "reconciler",
 	.release = {LH_EXAMPLE_RELEASE_MAJOR, LH_EXAMPLE_RELEASE_MINOR, LH_EXAMPLE_RELEASE_PATCH},
 	.min_reconciler_release = {1, 0, 0},

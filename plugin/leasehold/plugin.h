@@ -463,7 +463,7 @@ struct lh_plugin {
 	uint32_t magic_major; /* LH_PLUGIN_MAGIC_MAJOR */
 	uint32_t abi_minor;   /* LH_PLUGIN_ABI_MINOR the plugin was built with */
 	uint32_t size;        /* sizeof(struct lh_plugin) the plugin was built with */
-	uint32_t flags;       /* 0 (reserved) */
+	uint32_t flags;       /* LH_PLUGIN_F_* or 0; other bits are refused */
 
 	/* [a-z0-9_-]{1,63}; the etcd key space P/<name>/ is the plugin's */
 	const char *name;
@@ -545,6 +545,23 @@ struct lh_plugin {
 	int32_t (*validate_config)(struct lh_ctx *ctx, const char *json, uint64_t len);
 	/* ---- append new fields below, bump LH_PLUGIN_ABI_MINOR ---- */
 };
+
+/* lh_plugin.flags (the word has been in the descriptor since ABI 1.0, so a
+ * flag needs no minor bump; a host older than the flag ignores it).
+ *
+ * LH_PLUGIN_F_REFERENCE_ROLLOUT - the reference algorithm's rollout rule
+ * for the time this release is the newest among the plugin's members: only
+ * nodes of this release campaign, and while its change must wait for older
+ * members to go, nobody reconciles. Without the flag (the default) the
+ * newest release that can act now leads: while this release waits, the
+ * older release keeps leading and reconciling. Set it when an older
+ * release must stop acting as soon as this one is present, e.g. when this
+ * release changes what the older reconciler's outside effects mean. Only
+ * the newest member release's flag counts (a host older than the flag
+ * always follows the reference rule). See docs/plugin-guide.md, "Rollouts". */
+#define LH_PLUGIN_F_REFERENCE_ROLLOUT 0x1u
+/* every flag this header defines */
+#define LH_PLUGIN_F_KNOWN LH_PLUGIN_F_REFERENCE_ROLLOUT
 
 /* The one symbol a plugin defines (with LH_PLUGIN_EXPORT). */
 extern const struct lh_plugin leasehold_plugin;

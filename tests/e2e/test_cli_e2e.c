@@ -484,7 +484,7 @@ static void test_wait_ready_across_a_rolling_upgrade(void)
 
 	/* the standby first: 1.1.0 takes over at once, and still serves the
 	 * 1.0.0 status (its min_reconciler_release is 1.0.0) */
-	host_install_plugin(S, "1.1.0", "reconciler.so");
+	host_install_plugin(S, "1.1.0-reference", "reconciler.so");
 	obs_wait_member_release(g_obs10, S->node, REL(1, 1, 0), 10000);
 	obs_wait_leader(g_obs10, S->node, 5000);
 	wait_ready_ok(S, "10");
@@ -497,7 +497,7 @@ static void test_wait_ready_across_a_rolling_upgrade(void)
 	json_object_put(p);
 
 	/* then the old leader: DONE 1.1.0, minimum compatible release 1.1.0 */
-	host_install_plugin(L, "1.1.0", "reconciler.so");
+	host_install_plugin(L, "1.1.0-reference", "reconciler.so");
 	obs_wait_status_done(g_obs10, REL(1, 1, 0), 15000);
 	wait_ready_ok(S, "10");
 	wait_ready_ok(L, "10");

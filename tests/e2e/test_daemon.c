@@ -224,7 +224,7 @@ static void test_rolling_upgrade_by_hot_reload(void)
 {
 	/* upgrade the standby first: a newer release takes over at once */
 	struct host *L = host_by_node(leader_node()), *S = L == &A ? &B : &A;
-	host_install_plugin(S, "1.1.0", "reconciler.so");
+	host_install_plugin(S, "1.1.0-reference", "reconciler.so");
 	g_want_member_node = S->node;
 	g_want_member_rel = REL(1, 1, 0);
 	tu_wait(&T, p_member_release, NULL, 10000, "member record moved to 1.1.0");
@@ -242,7 +242,7 @@ static void test_rolling_upgrade_by_hot_reload(void)
 
 	/* upgrade the old leader: every member is 1.1.0 now; the leader writes the
 	 * restricted status, reconciles to format v2, and writes DONE 1.1.0 */
-	host_install_plugin(L, "1.1.0", "reconciler.so");
+	host_install_plugin(L, "1.1.0-reference", "reconciler.so");
 	wait_status_done(REL(1, 1, 0), 15000, "DONE 1.1.0 after the rolling upgrade");
 	v = tu_get(&T, PFX "/" PLUGIN "/data/config/schema", &n);
 	CHECK_STR_EQ((char *)v, "reconciler/v2");

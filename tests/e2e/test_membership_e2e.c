@@ -4,7 +4,8 @@
  * daemons, a real etcd and leaseholdctl:
  *  - a 1.0.0 node that is killed and never comes back keeps holding back the
  *    1.1.0 leader's incompatible status change (its member record is bound
- *    to no lease), and `members` shows it, not campaigning;
+ *    to no lease), and `members` shows it, not campaigning (1.1.0 asks for
+ *    the reference rule here, so that it leads and waits);
  *  - `members forget` explains itself and does nothing without --yes, is
  *    refused for the local node, an unknown node and a live candidate, and
  *    with --yes lets the restriction and the rollout complete;
@@ -86,7 +87,7 @@ static void test_dead_old_node_holds_back_until_forgotten(void)
 	host_install_plugin(&B, "1.0.0", "reconciler.so");
 	host_start(&B, harness_etcd_urls(g_etcd), ARGS);
 	obs_wait_status_done(g_obs, REL(1, 0, 0), 15000);
-	host_install_plugin(&A, "1.1.0", "reconciler.so");
+	host_install_plugin(&A, "1.1.0-reference", "reconciler.so");
 	host_start(&A, harness_etcd_urls(g_etcd), ARGS);
 	obs_wait_leader(g_obs, "a", 15000);
 	/* b dies for good; its lease expires on etcd */
@@ -170,7 +171,7 @@ static bool p_a_sees_c_campaign(void *a)
 
 static void test_live_candidate_is_not_forgotten(void)
 {
-	host_install_plugin(&C, "1.1.0", "reconciler.so");
+	host_install_plugin(&C, "1.1.0-reference", "reconciler.so");
 	host_start(&C, harness_etcd_urls(g_etcd), ARGS);
 	tu_wait(&T, p_campaigns, (char *)"c", 15000, "c campaigns");
 	host_wait_state(&A, PLUGIN, "leading", true, 10000);

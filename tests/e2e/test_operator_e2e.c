@@ -300,14 +300,14 @@ static void test_history(void)
 	host_start(&B, harness_etcd_urls(g_etcd), ARGS);
 	tu_wait(&T, p_campaigns, (char *)"b", 15000, "b campaigns again");
 	/* a newer release appears on b: a leaves */
-	host_install_plugin(&B, "1.1.0", "reconciler.so");
+	host_install_plugin(&B, "1.1.0-reference", "reconciler.so");
 	obs_wait_leader(g_obs, "b", 15000);
 	struct json_object *p = ctl_wait_plugin(&B, PLUGIN, pl_leading_not, &(int64_t){0}, 15000,
 	                                        "b leads 1.1.0");
 	int64_t token = json_object_get_int64(jget(p, "fencing_token"));
 	json_object_put(p);
 	/* hot reload on the leader */
-	install_variant(&B, "1.1.0");
+	install_variant(&B, "1.1.0-reference");
 	p = ctl_wait_plugin(&B, PLUGIN, pl_leading_not, &token, 15000, "b leads after the reload");
 	char key[128];
 	snprintf(key, sizeof(key), K_TERMS "%020" PRId64,
@@ -352,7 +352,7 @@ static void test_garbage_records(void)
 	struct ctl_out o;
 	/* a gets 1.1.0 too: b, which restricts the status against 1.0.0, can
 	 * complete its term's first reconcile */
-	host_install_plugin(&A, "1.1.0", "reconciler.so");
+	host_install_plugin(&A, "1.1.0-reference", "reconciler.so");
 	struct json_object *p0 =
 	    ctl_wait_plugin(&A, PLUGIN, pl_release_110, NULL, 15000, "a runs 1.1.0");
 	json_object_put(p0);

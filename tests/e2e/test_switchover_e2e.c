@@ -290,7 +290,7 @@ static void test_more_refusals(void)
 	/* c is down: still a member, no election key */
 	refused(&B, "node c does not campaign for plugin 'reconciler'", "--to", "c", NULL);
 	/* a newer release on b: a is standby on an older one */
-	host_install_plugin(&B, "1.1.0", "reconciler.so");
+	host_install_plugin(&B, "1.1.0-reference", "reconciler.so");
 	obs_wait_member_release(g_obs, "b", REL(1, 1, 0), 15000);
 	host_wait_state(&A, PLUGIN, "standby", true, 15000);
 	obs_wait_leader(g_obs, "b", 15000);

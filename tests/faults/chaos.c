@@ -40,10 +40,11 @@
  *   (400 ms after the gap began: a leader writes every 300 ms); a kind's
  *   dead time is the longest gap put down to one of its faults. This
  *   attributes a stretch to the fault that began it, even when later
- *   faults fall inside it. Stretches that begin while the rollout stands
- *   still (a member on 1.0.0, another on 1.1.0 or newer: by the protocol no
- *   leader reconciles until the old member is upgraded) are reported apart,
- *   as "rollout under way". It is measured by the runner's clock at
+ *   faults fall inside it. Stretches that begin while the rollout waits
+ *   (a member on 1.0.0, another on 1.1.0 or newer: the newer releases
+ *   cannot act until the old member is upgraded, and the 1.0.0 leader
+ *   keeps reconciling meanwhile) are reported apart, as "rollout under
+ *   way". It is measured by the runner's clock at
  *   the pace of its loop (20 ms), and a step that blocks the runner (an etcd
  *   member's restart waits for it to be healthy) makes the records it
  *   missed look later. Reported per fault kind, never asserted: speed
@@ -583,7 +584,7 @@ static void report_dead_time(uint64_t chaos_end)
 			printf("chaos: dead time %-26s      - (none outside a waiting rollout)\n",
 			       KIND_NAME[k]);
 	printf("chaos: dead time %-26s %6ld ms (longest, %zu faults while a 1.0.0 member "
-	       "held the rollout: no reconcile by design)\n",
+	       "held the newer releases back)\n",
 	       "rollout under way", worst_rollout, count_rollout);
 }
 

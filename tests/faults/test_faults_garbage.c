@@ -249,7 +249,7 @@ static void test_garbage_members_and_the_restricted_wait(void)
 	long ma = host_log_size(&F.a);
 	host_wait_state(&F.a, PLUGIN, "campaigning", true, 15000);
 	size_t a_before = jwatch_count(F.jw, "a", 0);
-	host_install_plugin(&F.a, "1.1.0", "reconciler.so");
+	host_install_plugin(&F.a, "1.1.0-reference", "reconciler.so");
 	obs_wait_member_release(F.obs, "a", REL(1, 1, 0), 10000);
 	obs_wait_leader(F.obs, "a", 5000);
 	host_wait_state(&F.a, PLUGIN, "leading", true, 5000);
@@ -272,7 +272,7 @@ static void test_garbage_members_and_the_restricted_wait(void)
 	/* none of them unblocks it: b still runs 1.0.0 */
 	restricted_wait_holds(2000, a_before, "b still runs 1.0.0 (garbage records appeared)");
 	/* b upgrades; the readable 1.0.0 record with unknown fields still blocks */
-	host_install_plugin(&F.b, "1.1.0", "reconciler.so");
+	host_install_plugin(&F.b, "1.1.0-reference", "reconciler.so");
 	obs_wait_member_release(F.obs, "b", REL(1, 1, 0), 10000);
 	restricted_wait_holds(1500, a_before,
 			      "members/zz6 (release 1.0.0, unknown fields) is still there");

@@ -59,7 +59,7 @@ static void test_garbage_over_live_old_member_keeps_the_wait(void)
 	/* a moves to 1.1.0 and leads, waiting for b (1.0.0) */
 	long ma = host_log_size(&F.a);
 	host_wait_state(&F.a, PLUGIN, "campaigning", true, 15000);
-	host_install_plugin(&F.a, "1.1.0", "reconciler.so");
+	host_install_plugin(&F.a, "1.1.0-reference", "reconciler.so");
 	obs_wait_member_release(F.obs, "a", REL(1, 1, 0), 10000);
 	obs_wait_leader(F.obs, "a", 5000);
 	uint64_t t0 = loop_now();
@@ -105,7 +105,7 @@ static void test_garbage_over_live_old_member_keeps_the_wait(void)
 	CHECK(host_alive(&F.a) && host_alive(&F.b));
 
 	/* b really upgrades: the migration completes */
-	host_install_plugin(&F.b, "1.1.0", "reconciler.so");
+	host_install_plugin(&F.b, "1.1.0-reference", "reconciler.so");
 	obs_wait_member_release(F.obs, "b", REL(1, 1, 0), 10000);
 	obs_wait_status_done(F.obs, REL(1, 1, 0), 10000);
 	CHECK_INT_EQ(inv_check_all(&F.t, PFX, PLUGIN, NULL), 0);

@@ -87,7 +87,7 @@ static void test_three_of_four_upgraded(void)
 	obs_wait_members(C.obs, 4, 20000);
 	obs_wait_status_done(C.obs, REL(1, 0, 0), 20000);
 	for (int i = 0; i < 3; i++)
-		host_install_plugin(&C.host[i], "1.1.0", "reconciler.so");
+		host_install_plugin(&C.host[i], "1.1.0-reference", "reconciler.so");
 	for (int i = 0; i < 3; i++)
 		obs_wait_member_release(C.obs, C.host[i].node, V110, 20000);
 	struct host *L = pc_wait_leader_other(&C, D->node, 20000);
@@ -134,7 +134,7 @@ static void test_healed_then_upgraded(void)
 	ctl_out_free(&o);
 	CHECK_INT_EQ(restricted_status_writes(), 0);
 
-	host_install_plugin(D, "1.1.0", "reconciler.so");
+	host_install_plugin(D, "1.1.0-reference", "reconciler.so");
 	obs_wait_member_release(C.obs, D->node, V110, 20000);
 	obs_wait_status_done(C.obs, V110, 20000);
 	int state;

@@ -55,7 +55,7 @@ static void start_reload(struct pcluster *c, struct host *L, void *arg)
 		    "a reconcile of the leader ends");
 	long mark = host_log_size(L);
 	g_reload_mark = mark;
-	host_install_plugin(L, "1.1.0", "reconciler.so");
+	host_install_plugin(L, "1.1.0-reference", "reconciler.so");
 	long ms = pc_wait_log(c, L, mark, "hot reload to 1.1.0", 10000);
 	fprintf(stderr, "%s started the reload %ld ms after the new file\n", L->node, ms);
 }
@@ -106,7 +106,7 @@ static void test_leader_cut_off_during_a_reload(void)
 	pc_check_token_silent(&C, cut.old_token, cut.first_new_rev, A->node);
 
 	/* b follows; the rollout completes */
-	host_install_plugin(B, "1.1.0", "reconciler.so");
+	host_install_plugin(B, "1.1.0-reference", "reconciler.so");
 	obs_wait_member_release(C.obs, B->node, REL(1, 1, 0), 15000);
 	obs_wait_status_done(C.obs, REL(1, 1, 0), 20000);
 	jwatch_wait(C.jw, A->node, jwatch_count(C.jw, A->node, 0) + 1, 10000,

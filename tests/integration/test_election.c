@@ -465,13 +465,18 @@ static bool p_two_status_writes(void *a)
 	return info_of(a).status_writes >= 2;
 }
 
+/* the reference rule: the newest release campaigns and, elected, waits to
+ * restrict the status (under the default rule a release whose change is
+ * not allowed yet does not campaign at all: test_release_rule) */
+static const struct plugin_releases REL100_REFERENCE = {{1, 0, 0}, {0, 1, 0}, {1, 0, 0}, true};
+
 static void test_service(void)
 {
 	wipe();
 	/* A member newer than us exists: we must not campaign. */
 	tu_put_member(&T, PFX, PLUGIN, "a", REL(10000, 0, 0));
 	struct node n1;
-	node_start(&n1, 1, REL100, 10, true);
+	node_start(&n1, 1, REL100_REFERENCE, 10, true);
 	g_want_rev = 0;
 	tu_wait(&T, p_synced, &n1, 5000, "synced");
 	/* proof the decision was made on current data: our own member record is seen */
@@ -511,7 +516,7 @@ static void test_service(void)
 
 	/* A second instance waits while the first leads. */
 	struct node n2;
-	node_start(&n2, 2, REL100, 10, true);
+	node_start(&n2, 2, REL100_REFERENCE, 10, true);
 	tu_wait(&T, p_synced, &n2, 5000, "node2 synced");
 	tu_wait(&T, p_campaigning, &n2, 5000, "node2 campaigning");
 	CHECK_INT_EQ(n2.drv.reconciles, 0);
@@ -573,10 +578,11 @@ static void test_newer_release_takes_over(void)
 	tu_wait(&T, p_node_leading, leader, 5000, "leader reconciled");
 	wait_status(DONE, REL(1, 0, 0), REL(1, 0, 0), "DONE by 1.0.0");
 
-	/* a 1.1.0 node (incompatible: min_compatible 1.1.0) joins: both old nodes
-	 * leave the election; the new one waits until no member is below 1.1.0 */
+	/* a 1.1.0 node (incompatible: min_compatible 1.1.0) that asks for the
+	 * reference rule joins: both old nodes leave the election; the new one
+	 * waits until no member is below 1.1.0 */
 	g_nlog = 0;
-	node_start(&c, 3, (struct plugin_releases){{1, 1, 0}, {1, 0, 0}, {1, 1, 0}}, 10, true);
+	node_start(&c, 3, (struct plugin_releases){{1, 1, 0}, {1, 0, 0}, {1, 1, 0}, true}, 10, true);
 	tu_wait(&T, p_drv_elected, &c, 5000, "1.1.0 elected");
 	CHECK(!a.drv.leading && !b.drv.leading);
 	CHECK_INT_EQ(c.drv.reconciles, 0); /* blocked: 1.0.0 members remain */
@@ -601,6 +607,94 @@ static void test_newer_release_takes_over(void)
 	 * after (c counts the write once its reply arrives, which may be after
 	 * our own client saw DONE) */
 	tu_wait(&T, p_two_status_writes, &c, 5000, "restricted WORKING, then DONE, by c");
+	node_stop(&c);
+	node_free(&a);
+	node_free(&b);
+	node_free(&c);
+}
+
+/* the default rule: while the newer release cannot act, the older one
+ * keeps its leader and reconciles; once the last blocking member leaves,
+ * one handover */
+static bool p_held_cannot_act(void *a)
+{
+	struct election_info i = info_of(a);
+	return i.state == ELECTION_STANDBY && i.held_back &&
+	       strcmp(i.held_back, "release 1.1.0 cannot act yet: it needs every member at 1.1.0 "
+	                           "or above (oldest: 1.0.0); release 1.0.0 leads meanwhile") == 0;
+}
+
+static void on_reconcile_requested(void *ud, int err, int64_t rev)
+{
+	*(int64_t *)ud = err < 0 ? err : rev;
+}
+
+static bool p_requested(void *a)
+{
+	return *(int64_t *)a != 0;
+}
+
+static int64_t g_want_served;
+static bool p_served(void *a)
+{
+	return info_of(a).reconcile_served >= g_want_served;
+}
+
+static void test_older_release_leads_while_newer_waits(void)
+{
+	wipe();
+	struct node a, b, c;
+	node_start(&a, 1, REL100, 10, true);
+	node_start(&b, 2, REL100, 10, true);
+	g_pair[0] = &a;
+	g_pair[1] = &b;
+	tu_wait(&T, p_one_leads, NULL, 5000, "exactly one of two leads");
+	struct node *leader = a.drv.leading ? &a : &b, *other = a.drv.leading ? &b : &a;
+	tu_wait(&T, p_node_leading, leader, 5000, "leader reconciled");
+	wait_status(DONE, REL(1, 0, 0), REL(1, 0, 0), "DONE by 1.0.0");
+	int elected = leader->drv.elected;
+
+	g_nlog = 0;
+	node_start(&c, 3, (struct plugin_releases){{1, 1, 0}, {1, 0, 0}, {1, 1, 0}}, 10, true);
+	tu_wait(&T, p_held_cannot_act, &c, 5000, "1.1.0 stands by, saying why");
+	g_want_rev = tu_put_member(&T, PFX, PLUGIN, "canary", REL(1, 0, 0));
+	tu_wait(&T, p_rev, leader, 5000, "the leader's mirror is past the 1.1.0 member");
+	tu_del(&T, PFX "/" PLUGIN "/members/canary");
+	/* the 1.0.0 leader keeps its term and still reconciles on request */
+	CHECK(leader->drv.leading);
+	CHECK_INT_EQ(leader->drv.elected, elected);
+	int reconciles = leader->drv.reconciles;
+	int64_t rq = 0;
+	char err[256];
+	CHECK_OK(election_request_reconcile(c.el, on_reconcile_requested, &rq, err, sizeof(err)));
+	tu_wait(&T, p_requested, &rq, 5000, "reconcile requested from the 1.1.0 node");
+	CHECK(rq > 0);
+	g_want_served = rq;
+	tu_wait(&T, p_served, leader, 5000, "the 1.0.0 leader served the request");
+	CHECK(leader->drv.reconciles > reconciles);
+	CHECK(leader->drv.leading);
+	CHECK_INT_EQ(c.drv.elected, 0);
+	/* 1.1.0's min_reconciler_release 1.0.0 lets it serve on 1.0.0's state */
+	CHECK(info_of(&c).ready);
+
+	/* the standby 1.0.0 node leaves: the leader still blocks 1.1.0 */
+	node_stop(other);
+	CHECK(leader->drv.leading);
+	/* the last 1.0.0 member leaves: one handover, the old leader deposed
+	 * (drained) before 1.1.0 is elected; 1.1.0 restricts, then DONE */
+	node_stop(leader);
+	tu_wait(&T, p_drv_elected, &c, 5000, "1.1.0 elected");
+	wait_status(DONE, REL(1, 1, 0), REL(1, 1, 0), "DONE by 1.1.0");
+	tu_wait(&T, p_two_status_writes, &c, 5000, "restricted WORKING, then DONE, by c");
+	CHECK_INT_EQ(c.drv.elected, 1);
+	size_t dep = SIZE_MAX, el = SIZE_MAX;
+	for (size_t k = 0; k < g_nlog; k++) {
+		if (g_log[k].kind == EV_DEPOSED && g_log[k].node == leader->id && dep == SIZE_MAX)
+			dep = k;
+		if (g_log[k].kind == EV_ELECTED && g_log[k].node == 3 && el == SIZE_MAX)
+			el = k;
+	}
+	CHECK(dep < el);
 	node_stop(&c);
 	node_free(&a);
 	node_free(&b);
@@ -1012,8 +1106,12 @@ static void test_member_outlives_lease(void)
 	node_start(&old, 2, REL100, 2, true);
 	tu_wait(&T, p_node_leading, &old, 5000, "the 1.0.0 node leads");
 	int64_t old_lease = session_lease(old.sess);
-	/* 1.1.0 (minimum compatible 1.1.0) joins: it leads, and must restrict */
-	node_start(&a, 1, REL110, 10, true);
+	/* 1.1.0 (minimum compatible 1.1.0, the reference rule) joins: it leads,
+	 * and must restrict (under the default rule it would stand by while
+	 * the old member remains: test_older_release_leads_while_newer_waits) */
+	struct plugin_releases rel110_reference = REL110;
+	rel110_reference.reference_rule = true;
+	node_start(&a, 1, rel110_reference, 10, true);
 	tu_wait(&T, p_drv_elected, &a, 10000, "the 1.1.0 node leads");
 	/* the old node is cut off: it stops renewing; its lease expires on etcd */
 	node_crash(&old);
@@ -1223,6 +1321,7 @@ int main(void)
 	RUN(test_watch_members);
 	RUN(test_service);
 	RUN(test_newer_release_takes_over);
+	RUN(test_older_release_leads_while_newer_waits);
 	RUN(test_driver_swap_moves_release);
 	RUN(test_session_loss_deposes);
 	RUN(test_candidate_without_its_key_does_not_lead);

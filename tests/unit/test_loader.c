@@ -375,6 +375,15 @@ static void test_validate_descriptor_memory(void)
 	d.reconcile = (int32_t(*)(struct lh_ctx *))(uintptr_t)0x1;
 	CHECK_OK(loader_validate_descriptor(&d, sizeof(d), NULL, &out, err, sizeof(err)));
 	CHECK(out.reconcile == d.reconcile);
+	/* the rollout flag is read; a flag bit this host does not know is refused */
+	d.flags = LH_PLUGIN_F_REFERENCE_ROLLOUT;
+	CHECK_OK(loader_validate_descriptor(&d, sizeof(d), NULL, &out, err, sizeof(err)));
+	CHECK_INT_EQ(out.flags, LH_PLUGIN_F_REFERENCE_ROLLOUT);
+	d.flags = LH_PLUGIN_F_REFERENCE_ROLLOUT | 0x80u;
+	CHECK_INT_EQ(loader_validate_descriptor(&d, sizeof(d), NULL, &out, err, sizeof(err)),
+	             -EPROTO);
+	CHECK_STR_EQ(err, "descriptor flags 0x81 include bits this host does not know (0x80)");
+	d.flags = 0;
 	/* a long name is refused */
 	char longname[80];
 	memset(longname, 'a', sizeof(longname) - 1);

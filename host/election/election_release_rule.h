@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * election_release_rule.h - which release of a plugin may campaign: a pure
+ * function of the member records and the status record (no etcd, no loop),
+ * so that every host computes the same answer from the same mirror and a
+ * test can check it over every small world.
+ *
+ * Design notes
+ * - The newest release that can act leads (the default). A release R can
+ *   act when
+ *     (b) R is not older than the status's version, and
+ *     (a) every member runs at least R's min_compatible_release and no
+ *         member record is undecodable, or the status already allows R's
+ *         change (its min_compatible_release >= R's).
+ *   No status (or one that does not decode) lets any release act: nothing
+ *   serves yet, the leader reconciles first (the reference algorithm).
+ * - The reference rule (Monogon's): only the newest member release
+ *   campaigns, whether or not it can act yet. It applies when the newest
+ *   member release asks for it (its plugin's descriptor flag
+ *   LH_PLUGIN_F_REFERENCE_ROLLOUT), and for a release whose member record
+ *   was written by an older leasehold that does not publish its rule (such
+ *   a host campaigns only as the newest, so the others must not either).
+ *   Only the newest release's choice counts: only a release knows whether
+ *   its change lets the older ones keep acting.
+ * - A downgrade: when no member runs a release at or above the status's
+ *   version, every such member left on purpose (forgotten, left, its file
+ *   removed or replaced by an older one: member records leave only so), and
+ *   the newest member release campaigns as under the reference rule; its
+ *   leader restricts the status before it reconciles.
+ * - Duplicates: records of one release that differ (a rebuilt file, a host
+ *   of an older leasehold) are merged to the strictest: the highest
+ *   min_compatible_release, the reference rule if any asks for it.
+ * Threading: none; pure functions, any thread.
+ */
+#ifndef LH_ELECTION_RELEASE_RULE_H
+#define LH_ELECTION_RELEASE_RULE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/release.h"
+
+/* one member record's releases as the rule reads them */
+struct rule_release {
+	struct release release;
+	struct release min_compatible; /* valid when declared */
+	struct release min_reconciler; /* valid when declared */
+	bool reference; /* the plugin asks for the reference rule (valid when declared) */
+	/* the record carries the three fields above: written by a host of
+	 * this leasehold or newer. false: an older host wrote it; its node
+	 * follows the reference rule whatever its plugin says. */
+	bool declared;
+};
+
+/* a distinct member record (all fields of rule_release equal) and how many
+ * members hold it (the reference algorithm's releaseCount) */
+struct relcount {
+	struct rule_release rr;
+	size_t count;
+};
+
+/* the status as the rule reads it: valid = present and decodes */
+struct rule_status {
+	bool valid;
+	struct release version;
+	struct release min_compatible;
+};
+
+/* why the answer is what it is */
+enum rule_basis {
+	RULE_NONE = 0,          /* no release can act now */
+	RULE_REFERENCE,         /* the newest release asks for the reference rule */
+	RULE_NO_STATUS,         /* no valid status: the newest release reconciles first */
+	RULE_DOWNGRADE,         /* no member at or above the status's version remains */
+	RULE_STATUS_ALLOWS,     /* the status already allows its change */
+	RULE_ALL_COMPATIBLE,    /* every member runs at least its min_compatible_release */
+};
+
+struct rule_answer {
+	enum rule_basis basis;
+	struct release release; /* the release that may campaign (basis != RULE_NONE) */
+	struct release newest;  /* the newest member release */
+	struct release newest_min_compatible; /* its min_compatible_release (merged) */
+	struct release oldest;  /* the oldest member release */
+	bool invalid;           /* a member record does not decode */
+	struct rule_status status;
+};
+
+/* release_rule_decide - the release that may campaign, from the member
+ * records (rc[0..n_rc), each distinct record once; local, this node's own
+ * releases, always counts: may be NULL) and the status. Writes *ret (always,
+ * ret_->basis RULE_NONE when no release can act, also when there is no
+ * member at all). Pure. */
+void release_rule_decide(const struct rule_release *local, const struct relcount *rc, size_t n_rc,
+                         bool any_invalid, const struct rule_status *status,
+                         struct rule_answer *ret);
+
+/* release_rule_may_campaign - a node whose record is `mine` campaigns under
+ * answer a: its release is the answer's, and, when mine was written by an
+ * older host (!declared), only as the newest (it follows the reference
+ * rule whatever the others decide) */
+bool release_rule_may_campaign(const struct rule_answer *a, const struct rule_release *mine);
+
+/* release_rule_explain - why a node of release `mine` may not campaign
+ * under a: one sentence, in buf or a static string (returned; valid while
+ * buf is); NULL when it may */
+const char *release_rule_explain(const struct rule_answer *a, struct release mine, char *buf,
+                                 size_t len);
+
+/* release_rule_equal - every field the rule reads is equal */
+bool release_rule_equal(const struct rule_release *a, const struct rule_release *b);
+
+#endif

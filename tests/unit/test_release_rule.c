@@ -1,0 +1,436 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_release_rule.c - the rule that picks the release that may campaign
+ * (host/election/election_release_rule.h), checked over every small world
+ * rather than by examples.
+ *
+ * A world: four releases 1.0.0 < 1.1.0 < 2.0.0 < 3.0.0, each with every
+ * min_compatible_release and min_reconciler_release at or below itself;
+ * the reference flag off or on; every multiset of one to four members
+ * over them, with and without an undecodable member record; every status:
+ * none, undecodable, and each (version, min_compatible) pair. In each:
+ *  1. every member computes the same answer from its own view (the rule
+ *     depends on the records, not on who asks), and at most one release
+ *     campaigns;
+ *  2. no release older than the status's version campaigns while a member
+ *     at or above that version remains (the downgrade needs every such
+ *     member gone, on purpose);
+ *  3. a release can act whenever the status's own release is a member and
+ *     the status is one the protocol can write (its minimum compatible
+ *     release is at least its version's);
+ *  4. the answer is the rule as docs/design.md states it, computed here
+ *     independently; under the reference flag it is today's rule (the
+ *     newest member release); the new rule differs from the reference only
+ *     where the reference's leader could not act;
+ *  5. readiness: while the new rule's leader reconciles, no node is ready
+ *     that the status before did not let serve, and every ready node can
+ *     read that leader's state; a node the reference keeps unready is
+ *     ready under the new rule only because the older release that acted
+ *     meets its min_reconciler_release or no longer needs its release gone
+ *     (counted and printed).
+ * Then members written by an older leasehold (no declared fields; such a
+ * node campaigns only as the newest): still at most one release campaigns.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "election/election_internal.h" /* election_status_ready */
+#include "election/election_release_rule.h"
+
+#define NREL 4
+#define MAXM 4
+
+static const struct release U[NREL] = {{1, 0, 0}, {1, 1, 0}, {2, 0, 0}, {3, 0, 0}};
+
+struct world {
+	int mcr[NREL], minrec[NREL]; /* indices into U */
+	bool reference;
+	int members[MAXM]; /* indices into U */
+	int n_members;
+	bool invalid;
+	int status; /* -2 none, -1 undecodable, else v * NREL + m */
+	int undeclared; /* -1, or the release whose records an older host wrote */
+	int mixed;      /* with undeclared: one record of it is declared */
+};
+
+static unsigned long long n_worlds, n_differs, n_gained;
+
+static struct rule_release rr_of(const struct world *w, int i, bool declared)
+{
+	struct rule_release r = {.release = U[i], .declared = declared};
+	if (declared) {
+		r.min_compatible = U[w->mcr[i]];
+		r.min_reconciler = U[w->minrec[i]];
+		r.reference = w->reference;
+	}
+	return r;
+}
+
+static bool member_declared(const struct world *w, int k)
+{
+	if (w->members[k] != w->undeclared)
+		return true;
+	/* mixed: the first member of that release runs this leasehold */
+	for (int j = 0; j < k; j++)
+		if (w->members[j] == w->undeclared)
+			return false;
+	return w->mixed;
+}
+
+static struct rule_status status_of(const struct world *w)
+{
+	struct rule_status s = {.valid = w->status >= 0};
+	if (s.valid) {
+		s.version = U[w->status / NREL];
+		s.min_compatible = U[w->status % NREL];
+	}
+	return s;
+}
+
+/* the distinct records with their counts */
+static size_t records_of(const struct world *w, struct relcount *rc)
+{
+	size_t n = 0;
+	for (int k = 0; k < w->n_members; k++) {
+		struct rule_release r = rr_of(w, w->members[k], member_declared(w, k));
+		size_t i = 0;
+		while (i < n && !release_rule_equal(&rc[i].rr, &r))
+			i++;
+		if (i == n)
+			rc[n++] = (struct relcount){.rr = r, .count = 0};
+		rc[i].count++;
+	}
+	return n;
+}
+
+static int max_member(const struct world *w)
+{
+	int m = 0;
+	for (int k = 0; k < w->n_members; k++)
+		if (w->members[k] > m)
+			m = w->members[k];
+	return m;
+}
+
+static int min_member(const struct world *w)
+{
+	int m = NREL - 1;
+	for (int k = 0; k < w->n_members; k++)
+		if (w->members[k] < m)
+			m = w->members[k];
+	return m;
+}
+
+static bool has_member(const struct world *w, int i)
+{
+	for (int k = 0; k < w->n_members; k++)
+		if (w->members[k] == i)
+			return true;
+	return false;
+}
+
+/* the rule as docs/design.md states it (declared records only): -1 = none */
+static int spec_answer(const struct world *w)
+{
+	int newest = max_member(w), oldest = min_member(w);
+	if (w->reference || w->status < 0)
+		return newest;
+	int v = w->status / NREL, m = w->status % NREL;
+	if (newest < v)
+		return newest; /* downgrade */
+	for (int r = newest; r >= v; r--) {
+		if (!has_member(w, r))
+			continue;
+		if (m >= w->mcr[r] || (!w->invalid && oldest >= w->mcr[r]))
+			return r;
+	}
+	return -1;
+}
+
+/* the reference's leader (the newest) can act now: it gets past the status
+ * branches of election_lead.c to its first reconcile */
+static bool leader_can_act(const struct world *w, int r)
+{
+	if (w->status < 0)
+		return true;
+	int v = w->status / NREL, m = w->status % NREL;
+	if (r >= v && m >= w->mcr[r])
+		return true;
+	return !w->invalid && min_member(w) >= w->mcr[r];
+}
+
+static bool ready(const struct world *w, int node, bool present, struct release v, struct release m)
+{
+	struct plugin_releases pr = {.release = U[node], .min_reconciler = U[w->minrec[node]],
+	                             .min_compatible = U[w->mcr[node]]};
+	return election_status_ready(&pr, present, v, m);
+}
+
+/* the statuses leader r leaves behind: s1 while it reconciles (none when no
+ * status existed), s2 once it wrote DONE */
+static void leader_statuses(const struct world *w, int r, struct rule_status *s1,
+                            struct rule_status *s2)
+{
+	struct rule_status s0 = status_of(w);
+	*s1 = (struct rule_status){.valid = false};
+	if (s0.valid) {
+		bool ok = !release_less(U[r], s0.version) && !release_less(s0.min_compatible, U[w->mcr[r]]);
+		s1->valid = true;
+		s1->version = ok || release_less(s0.version, U[r]) ? s0.version : U[r];
+		s1->min_compatible = ok || !release_less(s0.min_compatible, U[w->mcr[r]])
+		                             ? s0.min_compatible
+		                             : U[w->mcr[r]];
+	}
+	*s2 = (struct rule_status){.valid = true, .version = U[r], .min_compatible = U[w->mcr[r]]};
+}
+
+static bool ready_at(const struct world *w, int node, const struct rule_status *s)
+{
+	return ready(w, node, s->valid, s->version, s->min_compatible);
+}
+
+static void check_readiness(const struct world *w, int r)
+{
+	struct rule_status s0 = status_of(w), s1, s2, t1, t2;
+	leader_statuses(w, r, &s1, &s2);
+	int ref = max_member(w);
+	bool ref_acts = leader_can_act(w, ref);
+	leader_statuses(w, ref, &t1, &t2);
+	/* every release as a node: a member, or one that comes back */
+	for (int n = 0; n < NREL; n++) {
+		if (ready_at(w, n, &s1)) {
+			CHECK(ready_at(w, n, &s0));
+			CHECK(!release_less(U[n], U[w->mcr[r]]));
+		}
+		bool now = ready_at(w, n, &s1) || ready_at(w, n, &s2);
+		bool ref_ready = ready_at(w, n, &s0) ||
+		                 (ref_acts && (ready_at(w, n, &t1) || ready_at(w, n, &t2)));
+		if (!now || ref_ready)
+			continue;
+		/* gained: only from an older release that acted where the
+		 * reference could not, and only for a reason the node declared */
+		CHECK(r < ref && !ref_acts);
+		bool minrec = w->minrec[n] <= r && (!s0.valid || release_less(s0.version, U[w->minrec[n]]));
+		bool mcr = s0.valid && release_less(U[n], s0.min_compatible) && w->mcr[r] <= n;
+		CHECK(minrec || mcr);
+		n_gained++;
+	}
+}
+
+/* the index of a's release, -1 when none may campaign */
+static int answer_index(const struct world *w, const struct rule_answer *a)
+{
+	(void)w;
+	for (int i = 0; i < NREL && a->basis != RULE_NONE; i++)
+		if (release_cmp(U[i], a->release) == 0)
+			return i;
+	return -1;
+}
+
+/* 5. only: the readiness the answer's leader leads to */
+static void check_world_readiness(const struct world *w)
+{
+	struct relcount rc[MAXM];
+	size_t n_rc = records_of(w, rc);
+	struct rule_status st = status_of(w);
+	struct rule_answer a;
+	release_rule_decide(NULL, rc, n_rc, w->invalid, &st, &a);
+	n_worlds++;
+	int got = answer_index(w, &a);
+	if (got >= 0 && leader_can_act(w, got))
+		check_readiness(w, got);
+}
+
+/* 1. to 4. */
+static void check_world(const struct world *w)
+{
+	struct relcount rc[MAXM];
+	size_t n_rc = records_of(w, rc);
+	struct rule_status st = status_of(w);
+	struct rule_answer a;
+	release_rule_decide(NULL, rc, n_rc, w->invalid, &st, &a);
+	n_worlds++;
+
+	/* 1. the same answer from every member's view; one release campaigns */
+	int campaigning = -1;
+	for (int k = 0; k < w->n_members; k++) {
+		struct rule_release mine = rr_of(w, w->members[k], member_declared(w, k));
+		struct rule_answer b;
+		release_rule_decide(&mine, rc, n_rc, w->invalid, &st, &b);
+		CHECK(b.basis == a.basis && release_cmp(b.release, a.release) == 0);
+		bool may = release_rule_may_campaign(&a, &mine);
+		if (!mine.declared) /* an older host: today's rule */
+			CHECK(may == (w->members[k] == max_member(w)));
+		char buf[256];
+		CHECK((release_rule_explain(&a, mine.release, buf, sizeof(buf)) == NULL) ==
+		      (a.basis != RULE_NONE && release_cmp(mine.release, a.release) == 0));
+		if (!may)
+			continue;
+		CHECK(campaigning < 0 || campaigning == w->members[k]);
+		campaigning = w->members[k];
+	}
+	if (w->undeclared >= 0)
+		return; /* the rest holds for hosts of this leasehold */
+
+	int spec = spec_answer(w);
+	int got = answer_index(w, &a);
+	CHECK(a.basis == RULE_NONE || got >= 0);
+	/* 4. the stated rule; the reference flag gives today's rule */
+	CHECK_INT_EQ(got, spec);
+	if (w->reference)
+		CHECK(got == max_member(w) && a.basis == RULE_REFERENCE);
+	if (got != max_member(w)) {
+		CHECK(!leader_can_act(w, max_member(w)));
+		n_differs++;
+	}
+	if (st.valid) {
+		int v = w->status / NREL, m = w->status % NREL;
+		/* 2. never older than the status's version while one at or above remains */
+		if (got >= 0 && max_member(w) >= v)
+			CHECK(got >= v);
+		/* 3. the status's own release present, a status the protocol writes */
+		if (has_member(w, v) && m >= w->mcr[v])
+			CHECK(got >= 0);
+	}
+}
+
+/* every multiset of n members over NREL releases (non-decreasing indices) */
+static void each_members(struct world *w, int k, int from, void (*fn)(struct world *))
+{
+	if (k == w->n_members) {
+		fn(w);
+		return;
+	}
+	for (int i = from; i < NREL; i++) {
+		w->members[k] = i;
+		each_members(w, k + 1, i, fn);
+	}
+}
+
+static void each_status(struct world *w)
+{
+	for (w->status = -2; w->status < NREL * NREL; w->status++)
+		check_world(w);
+}
+
+static void each_status_readiness(struct world *w)
+{
+	for (w->status = -2; w->status < NREL * NREL; w->status++)
+		check_world_readiness(w);
+}
+
+static void each_undeclared(struct world *w)
+{
+	w->status = -2;
+	for (w->undeclared = 0; w->undeclared < NREL; w->undeclared++) {
+		if (!has_member(w, w->undeclared))
+			continue;
+		for (w->mixed = 0; w->mixed <= 1; w->mixed++)
+			each_status(w);
+	}
+	w->undeclared = -1;
+	w->mixed = 0;
+}
+
+/* every compatibility assignment (min_reconciler_release too when
+ * minrec: the rule does not read it, readiness does; else all at 1.0.0),
+ * the reference flag and an undecodable record when flags, then fn over
+ * every member multiset */
+static void each_world(void (*fn)(struct world *), bool flags, bool minrec)
+{
+	struct world w = {.undeclared = -1};
+	int combos = 1;
+	for (int i = 0; i < NREL; i++)
+		combos *= (i + 1) * (minrec ? i + 1 : 1);
+	for (int c = 0; c < combos; c++) {
+		int x = c;
+		for (int i = 0; i < NREL; i++) {
+			w.mcr[i] = x % (i + 1);
+			x /= i + 1;
+			w.minrec[i] = minrec ? x % (i + 1) : 0;
+			x /= minrec ? i + 1 : 1;
+		}
+		for (int f = 0; f <= (flags ? 1 : 0); f++)
+			for (int inv = 0; inv <= (flags || minrec ? 1 : 0); inv++) {
+				w.reference = f;
+				w.invalid = inv;
+				for (w.n_members = 1; w.n_members <= MAXM; w.n_members++)
+					each_members(&w, 0, 0, fn);
+			}
+	}
+}
+
+static void test_release_rule_every_small_world(void)
+{
+	n_worlds = n_differs = 0;
+	each_world(each_status, true, false);
+	printf("# %llu worlds checked; the new rule picks an older release than the reference in "
+	       "%llu\n", n_worlds, n_differs);
+	CHECK(n_differs > 0);
+}
+
+static void test_release_rule_readiness(void)
+{
+	n_worlds = n_gained = 0;
+	each_world(each_status_readiness, false, true);
+	printf("# %llu worlds checked; readiness gained over the reference: %llu node(s)\n",
+	       n_worlds, n_gained);
+	CHECK(n_gained > 0);
+}
+
+static void test_release_rule_older_hosts(void)
+{
+	n_worlds = 0;
+	each_world(each_undeclared, false, false);
+	printf("# %llu worlds with members of an older leasehold checked\n", n_worlds);
+	CHECK(n_worlds > 0);
+}
+
+/* the sentences an operator reads */
+static void test_release_rule_explain(void)
+{
+	struct world w = {.undeclared = -1, .mcr = {0, 0, 2, 0}, .minrec = {0, 0, 2, 0},
+	                  .members = {0, 0, 2}, .n_members = 3, .status = 0 * NREL + 0};
+	struct relcount rc[MAXM];
+	size_t n = records_of(&w, rc);
+	struct rule_status st = status_of(&w);
+	struct rule_answer a;
+	release_rule_decide(NULL, rc, n, false, &st, &a);
+	CHECK(a.basis == RULE_STATUS_ALLOWS && release_cmp(a.release, U[0]) == 0);
+	char buf[256];
+	CHECK_STR_EQ(release_rule_explain(&a, U[2], buf, sizeof(buf)),
+	             "release 2.0.0 cannot act yet: it needs every member at 2.0.0 or above "
+	             "(oldest: 1.0.0); release 1.0.0 leads meanwhile");
+	CHECK(release_rule_explain(&a, U[0], buf, sizeof(buf)) == NULL);
+	w.status = 2 * NREL + 2; /* 2.0.0 reconciled and leads: 1.0.0 is behind it */
+	st = status_of(&w);
+	release_rule_decide(NULL, rc, n, false, &st, &a);
+	CHECK(release_cmp(a.release, U[2]) == 0);
+	CHECK_STR_EQ(release_rule_explain(&a, U[0], buf, sizeof(buf)),
+	             "a newer release is present");
+	/* 2.0.0 reconciled and leads while an incompatible 3.0.0 waits: 1.0.0
+	 * is older than the state */
+	struct world w3 = {.undeclared = -1, .mcr = {0, 0, 0, 3}, .minrec = {0, 0, 0, 0},
+	                   .members = {0, 2, 3}, .n_members = 3, .status = 2 * NREL + 0};
+	n = records_of(&w3, rc);
+	st = status_of(&w3);
+	release_rule_decide(NULL, rc, n, false, &st, &a);
+	CHECK(a.basis == RULE_STATUS_ALLOWS && release_cmp(a.release, U[2]) == 0);
+	CHECK_STR_EQ(release_rule_explain(&a, U[0], buf, sizeof(buf)),
+	             "release 1.0.0 is older than the status's version 2.0.0");
+	CHECK_STR_EQ(release_rule_explain(&a, U[3], buf, sizeof(buf)),
+	             "release 3.0.0 cannot act yet: it needs every member at 3.0.0 or above "
+	             "(oldest: 1.0.0); release 2.0.0 leads meanwhile");
+}
+
+int main(void)
+{
+	RUN(test_release_rule_every_small_world);
+	RUN(test_release_rule_readiness);
+	RUN(test_release_rule_older_hosts);
+	RUN(test_release_rule_explain);
+	return 0;
+}
