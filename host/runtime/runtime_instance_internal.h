@@ -81,6 +81,7 @@ struct event {
 	driver_reconcile_done_fn done; /* EV_RECONCILE, EV_VALIDATE */
 	void *done_ud;
 	struct plugin_watch_batch *batch; /* EV_WATCH: owned */
+	int64_t config_rev; /* the cluster document's revision when sent (EV_CONFIG) */
 	size_t doc_len; /* EV_VALIDATE: the document (NUL after it), freed with the event */
 	char doc[];
 };
@@ -216,6 +217,10 @@ struct plugin_instance {
 	 * it is when they are sent */
 	struct plugin_config config;
 	bool init_held; /* cfg.hold_init until the first set_config */
+	/* the last on_config_changed refusal ("" when the last one succeeded)
+	 * and the configuration revision it refused */
+	char config_refusal[512];
+	int64_t config_refused_rev;
 	bool refusal_logged; /* pi_txn_note_refusal warned once */
 };
 

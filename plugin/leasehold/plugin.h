@@ -557,9 +557,10 @@ struct lh_plugin {
 	 * plugin is called once with its last good document and
 	 * LH_CONFIG_F_CLUSTER_INVALID in flags, and keeps that document. Runs on
 	 * the instance's worker like every callback.
-	 * Returns 0 or -errno (+ set_error): an error is logged and shown as the
-	 * plugin's last error; it changes nothing else (the state stays the new
-	 * one). Writes through txn follow the usual rule (leading, from the
+	 * Returns 0 or -errno (+ set_error): an error is logged and shown as
+	 * this node's configuration error (leaseholdctl's config_error, the
+	 * leasehold_config_error metric, /readyz) until a later call succeeds;
+	 * it changes nothing else (the state stays the new one). Writes through txn follow the usual rule (leading, from the
 	 * first reconcile of the term on). Optional. */
 	int32_t (*on_config_changed)(struct lh_ctx *ctx, const struct lh_config *config);
 	/* validate_config - may `json` (len bytes plus a NUL, a JSON object
