@@ -38,6 +38,13 @@ static void daemon_http_publish_plugin(struct entry *e, const struct election_in
 {
 	char buf[300];
 	ps->name = strdup(e->name);
+	const char *cfg_err = daemon_config_error(e);
+	if (cfg_err) {
+		/* no effect on readiness: the plugin runs on what it has */
+		char note[900];
+		snprintf(note, sizeof(note), "config: %s", cfg_err);
+		ps->note = strdup(note);
+	}
 	ps->ready = i && i->ready;
 	ps->leader = i && i->state == ELECTION_LEADING;
 	if (!ps->ready)
@@ -96,6 +103,7 @@ static void daemon_http_publish(struct daemon *d)
 		pv[k].name = e->name;
 		pv[k].info = i;
 		pv[k].pm = &e->pm;
+		pv[k].config_error = daemon_config_error(e) != NULL;
 		if (e->pi) {
 			struct plugin_instance_stats st;
 			plugin_instance_get_stats(e->pi, &st);

@@ -65,6 +65,7 @@ struct entry {
 	/* P/N/config as this node mirrors it (daemon_plugin_config.c), lives as
 	 * long as the election; no instance starts before it was read once */
 	struct plugin_config_mirror *cfgm;
+	char config_error[800]; /* daemon_config_error's text */
 };
 
 struct daemon {
@@ -158,6 +159,12 @@ bool daemon_config_ready(const struct entry *e);
  * empty). The caller clears *ret. */
 int daemon_config_for_instance(struct entry *e, struct plugin_config *ret, char *err,
                                size_t err_len);
+/* daemon_config_error - why e's configuration is in error on this node, or
+ * NULL: etcd holds a document that is not valid (the plugin keeps the last
+ * good one), or the running plugin refused its current configuration in
+ * on_config_changed. Stored in e (valid until the next call for e). The one
+ * source of what `plugins`, `status`, JSON, the metrics and /readyz show. */
+const char *daemon_config_error(struct entry *e);
 /* daemon_config_fill - the configuration fields of e's row */
 void daemon_config_fill(struct entry *e, struct control_plugin *p);
 /* the control ops config_get / config_set (control.h); ud is the daemon */

@@ -378,6 +378,10 @@ static double daemon_metrics_v_cb_timeouts(const struct plugin_metrics_view *p)
 {
 	return p->has_instance_stats ? (double)p->callback_timeouts : NAN;
 }
+static double daemon_metrics_v_config_error(const struct plugin_metrics_view *p)
+{
+	return p->config_error;
+}
 
 /* the per-plugin families of one sample each (value NaN: no sample) */
 struct plugin_family {
@@ -405,6 +409,10 @@ static const struct plugin_family plugin_families[] = {
 	 daemon_metrics_v_restarts},
 	{"leasehold_callback_timeouts_total", "counter",
 	 "Plugin callbacks that overran --callback-timeout.", daemon_metrics_v_cb_timeouts},
+	{"leasehold_config_error", "gauge",
+	 "1 while the plugin's configuration is in error on this node: etcd holds a document that "
+	 "is not valid, or the plugin refused its current one (on_config_changed).",
+	 daemon_metrics_v_config_error},
 };
 
 static void daemon_metrics_per_plugin_family(struct metrics_text *t, const struct plugin_metrics_view *pv,

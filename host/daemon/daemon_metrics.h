@@ -103,6 +103,7 @@ struct plugin_metrics_view {
 	bool has_instance_stats;
 	uint64_t worker_restarts, callback_timeouts; /* retired + running instance's */
 	struct metrics_hist bus_rtt;                 /* retired + running instance's */
+	bool config_error; /* daemon_config_error has a reason */
 };
 
 /* What the daemon knows of itself at render time. */

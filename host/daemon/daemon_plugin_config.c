@@ -136,13 +136,38 @@ int daemon_config_for_instance(struct entry *e, struct plugin_config *ret, char 
 	return r;
 }
 
+const char *daemon_config_error(struct entry *e)
+{
+	struct plugin_config_view v = {0};
+	int64_t rev = 0;
+	const char *refused = e->pi ? plugin_instance_config_refusal(e->pi, &rev) : NULL;
+	if (e->cfgm)
+		plugin_config_mirror_get(e->cfgm, &v);
+	if (!v.error && !refused)
+		return NULL;
+	size_t n = sizeof(e->config_error), o = 0;
+	if (v.error)
+		o = (size_t)snprintf(e->config_error, n, "%s", v.error);
+	if (refused && o < n) {
+		if (rev)
+			/* short: the table's LAST ERROR cell shows about 60 characters */
+			snprintf(e->config_error + o, n - o,
+				 "%srefused by the plugin at revision %" PRId64 ": %s", o ? "; " : "",
+				 rev, refused);
+		else
+			snprintf(e->config_error + o, n - o, "%srefused by the plugin: %s",
+				 o ? "; " : "", refused);
+	}
+	return e->config_error;
+}
+
 void daemon_config_fill(struct entry *e, struct control_plugin *p)
 {
 	struct plugin_config_view v;
+	p->config_error = daemon_config_error(e);
 	if (!e->cfgm)
 		return;
 	plugin_config_mirror_get(e->cfgm, &v);
-	p->config_error = v.error;
 	p->config_revision = v.rev;
 }
 

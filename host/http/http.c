@@ -32,6 +32,7 @@ void http_snapshot_free(struct http_snapshot *s)
 		free(s->plugins[i].name);
 		free(s->plugins[i].not_ready);
 		free(s->plugins[i].not_leader);
+		free(s->plugins[i].note);
 	}
 	free(s->plugins);
 	free(s->metrics);
@@ -115,7 +116,7 @@ static void http_reply(nng_aio *aio, uint16_t status, const char *ctype, const c
 
 static void http_reply_line(nng_aio *aio, uint16_t status, const char *line)
 {
-	char buf[600];
+	char buf[1500];
 	int n = snprintf(buf, sizeof(buf), "%s\n", line);
 	size_t len = n < 0 ? 0 : (size_t)n >= sizeof(buf) ? sizeof(buf) - 1 : (size_t)n;
 	http_reply(aio, status, "text/plain; charset=utf-8", buf, len);
@@ -203,7 +204,7 @@ static bool http_path_name(nng_aio *aio, const char *prefix, char *buf, size_t l
 static void http_plugin_probe(nng_aio *aio, const char *prefix, bool leader)
 {
 	struct http_server *s = http_server_of(aio);
-	char name[256], line[400], tmp[128];
+	char name[256], line[1400], tmp[128];
 	if (!http_path_name(aio, prefix, name, sizeof(name))) {
 		http_reply_line(aio, 404, "no such plugin");
 		return;
@@ -228,6 +229,9 @@ static void http_plugin_probe(nng_aio *aio, const char *prefix, bool leader)
 			status = 503;
 			snprintf(line, sizeof(line), "%s", no ? no : leader ? "not the leader" : "not ready");
 		}
+		size_t used = strlen(line);
+		if (!why && !leader && p->note && used < sizeof(line))
+			snprintf(line + used, sizeof(line) - used, "; %s", p->note);
 		break;
 	}
 	if (status == 404 && why) {

@@ -43,6 +43,8 @@ struct http_plugin_state {
 	char *not_ready;    /* why not, or NULL when ready */
 	bool leader;        /* this node leads the plugin */
 	char *not_leader;   /* why not (e.g. "leader is node-b"), or NULL */
+	char *note;         /* appended to /readyz's line whatever its answer
+	                     * (a configuration error), or NULL */
 };
 
 /* One answer set. Everything is owned by the snapshot once published. */

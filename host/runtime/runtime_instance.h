@@ -339,6 +339,14 @@ void plugin_instance_hurry(void);
 enum plugin_instance_state plugin_instance_state(const struct plugin_instance *pi);
 /* the loaded plugin (borrowed, lives as long as pi) */
 const struct loader_plugin *plugin_instance_plugin(const struct plugin_instance *pi);
+/* plugin_instance_config_refusal - the plugin's refusal of its current
+ * configuration: the reason its last on_config_changed returned with (its
+ * set_error text, or "on_config_changed returned -EINVAL (no reason
+ * given)") and in *ret_rev the cluster document's revision it refused; NULL
+ * (*ret_rev untouched) when the last on_config_changed, or the init that
+ * started from the configuration, succeeded. Borrowed: valid until the next
+ * loop step. Loop thread. */
+const char *plugin_instance_config_refusal(const struct plugin_instance *pi, int64_t *ret_rev);
 /* a snapshot of the counters */
 void plugin_instance_get_stats(const struct plugin_instance *pi, struct plugin_instance_stats *ret);
 /* plugin_instance_bus_rtt - the bus's share of the events' round trips

@@ -81,6 +81,7 @@ struct event {
 	driver_reconcile_done_fn done; /* EV_RECONCILE, EV_VALIDATE */
 	void *done_ud;
 	struct plugin_watch_batch *batch; /* EV_WATCH: owned */
+	int64_t config_rev; /* the cluster document's revision when sent (EV_CONFIG) */
 	size_t doc_len; /* EV_VALIDATE: the document (NUL after it), freed with the event */
 	char doc[];
 };
@@ -216,6 +217,11 @@ struct plugin_instance {
 	 * it is when they are sent */
 	struct plugin_config config;
 	bool init_held; /* cfg.hold_init until the first set_config */
+	/* the last on_config_changed refusal ("" when the last one succeeded)
+	 * and the configuration revision it refused */
+	char config_refusal[512];
+	int64_t config_refused_rev;
+	bool refusal_logged; /* pi_txn_note_refusal warned once */
 };
 
 /* Magic number of struct pending_txn, whose pointer comes back through an
@@ -288,6 +294,20 @@ void pi_txns_orphan(struct plugin_instance *pi);
 void pi_reply_txn(struct plugin_instance *pi, uint64_t id, int err, const char *msg,
 		  const struct etcd_response *resp, bool absolute);
 void pi_txn_unlink(struct plugin_instance *pi, struct pending_txn *pt);
+/* pi_txn_check_key / pi_txn_check_value - the one check of a plugin's
+ * relative key (plugin.h "Keys": at most LH_KEY_MAX bytes, no leading '/',
+ * no empty, "." or ".." component, no NUL byte; empty only as a prefix) and
+ * of a value (at most LH_VALUE_MAX bytes), for txn compares and ops and
+ * relative range reads, in both isolation modes (a worker process is
+ * untrusted). 0, or -EINVAL with "WHAT: key \"...\" RULE" in why, logged by
+ * pi_txn_note_refusal. */
+int pi_txn_check_key(struct plugin_instance *pi, ProtobufCBinaryData k, bool prefix,
+		     const char *what, char *why, size_t len);
+int pi_txn_check_value(struct plugin_instance *pi, ProtobufCBinaryData v, const char *what,
+		       char *why, size_t len);
+/* log a refused plugin request: the instance's first at warning, the rest
+ * at debug */
+void pi_txn_note_refusal(struct plugin_instance *pi, const char *why);
 
 /* ---- runtime_instance_watch.c: ABI 1.2 watches, range reads, reconcile requests ---- */
 

@@ -399,6 +399,7 @@ void pi_sent_push(struct plugin_instance *pi, struct event *ev)
 {
 	pi_queue_event_append(&pi->sent_head, &pi->sent_tail, ev);
 	pi->n_sent++;
+	ev->config_rev = pi->config.cluster_rev; /* what an EV_CONFIG hands over */
 	/* pi_queue_may_send keeps the pipeline short: a term's start (3) + on_deposed +
 	 * fini at most */
 	assert(pi->n_sent <= PIPELINE_MAX);

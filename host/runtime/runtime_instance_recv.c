@@ -15,6 +15,29 @@
 #include "base/log.h"
 #include "runtime/runtime_instance_internal.h"
 
+/* pi_recv_note_config - an on_config_changed's outcome: a refusal is kept
+ * (with the revision it refused) until one succeeds, for every view of the
+ * plugin (plugin_instance_config_refusal) */
+static void pi_recv_note_config(struct plugin_instance *pi, const struct event *ev, int err,
+				const char *msg)
+{
+	if (err == 0) {
+		pi->config_refusal[0] = 0;
+		pi->config_refused_rev = 0;
+		return;
+	}
+	pi->config_refused_rev = ev->config_rev;
+	pi_fmt(pi->config_refusal, sizeof(pi->config_refusal), "%s", msg);
+}
+
+const char *plugin_instance_config_refusal(const struct plugin_instance *pi, int64_t *ret_rev)
+{
+	if (!pi->config_refusal[0])
+		return NULL;
+	*ret_rev = pi->config_refused_rev;
+	return pi->config_refusal;
+}
+
 static void pi_recv_handle_done(struct plugin_instance *pi, const EventDone *d)
 {
 	struct event *ev = pi_sent_pop(pi);
@@ -90,6 +113,7 @@ static void pi_recv_handle_done(struct plugin_instance *pi, const EventDone *d)
 			return;
 		}
 		pi->up_since = loop_now();
+		pi_recv_note_config(pi, ev, 0, NULL);
 		pi_worker_recovered(pi);
 		pi_event_free(ev);
 		pi_pump(pi);
@@ -97,6 +121,8 @@ static void pi_recv_handle_done(struct plugin_instance *pi, const EventDone *d)
 	}
 	switch (ev->kind) {
 	case EV_INIT:
+		if (err == 0) /* init started from the configuration it was given */
+			pi_recv_note_config(pi, ev, 0, NULL);
 		pi->init_reported = true;
 		pi->up_since = loop_now();
 		if (err < 0) {
@@ -145,6 +171,7 @@ static void pi_recv_handle_done(struct plugin_instance *pi, const EventDone *d)
 		if (err < 0)
 			log_warn(pi->log_comp, "on_config_changed failed: %s%s%s", strerror(-err),
 				 msg[0] ? ": " : "", msg);
+		pi_recv_note_config(pi, ev, err, msg);
 		break;
 	case EV_VALIDATE:
 		pi_completion_push(pi, COMP_RECONCILE, (void (*)(void))ev->done, ev->done_ud, err,

@@ -17,6 +17,91 @@
 
 /* ---- txn bridging ---- */
 
+/* pi_txn_show - key k as text for a refusal: control and non-ASCII bytes
+ * masked, cut at 40 bytes */
+static const char *pi_txn_show(ProtobufCBinaryData k, char *buf, size_t len)
+{
+	size_t n = k.len < 40 ? k.len : 40, o = 0;
+	for (size_t i = 0; i < n && o + 1 < len; i++)
+		buf[o++] = k.data[i] >= 0x20 && k.data[i] < 0x7f ? (char)k.data[i] : '?';
+	if (k.len > n && o + 3 < len) {
+		memcpy(buf + o, "...", 3);
+		o += 3;
+	}
+	buf[o] = 0;
+	return buf;
+}
+
+/* pi_txn_key_rule - which rule of plugin.h ("Keys") a relative key breaks,
+ * or NULL when it keeps them all */
+static const char *pi_txn_key_rule(ProtobufCBinaryData k, bool prefix)
+{
+	if (k.len > LH_KEY_MAX)
+		return "longer than LH_KEY_MAX (4096 bytes)";
+	if (k.len == 0)
+		return prefix ? NULL : "empty (only a prefix may be empty: all of the data prefix)";
+	if (memchr(k.data, 0, k.len))
+		return "holds a NUL byte";
+	if (k.data[0] == '/')
+		return "starts with '/' (keys are relative to the data prefix; an absolute key "
+		       "would be written under it)";
+	/* the components between '/'; the last may be empty (a prefix "a/"),
+	 * and a prefix's last one is only the start of one ("a/." matches
+	 * "a/.x"), so it is not a component of its own */
+	for (size_t at = 0; at < k.len;) {
+		const uint8_t *sl = memchr(k.data + at, '/', k.len - at);
+		size_t end = sl ? (size_t)(sl - k.data) : k.len;
+		size_t n = end - at;
+		bool dots = (n == 1 && k.data[at] == '.') ||
+			    (n == 2 && k.data[at] == '.' && k.data[at + 1] == '.');
+		if (n == 0)
+			return "holds an empty component (\"//\")";
+		if (dots && (sl || !prefix))
+			return "holds a \".\" or \"..\" component";
+		at = end + 1;
+	}
+	if (prefix && k.data[k.len - 1] == 0xff)
+		return "is a prefix ending in byte 0xff (its range would not end under the key)";
+	return NULL;
+}
+
+int pi_txn_check_key(struct plugin_instance *pi, ProtobufCBinaryData k, bool prefix,
+		     const char *what, char *why, size_t len)
+{
+	const char *rule = pi_txn_key_rule(k, prefix);
+	if (!rule)
+		return 0;
+	char shown[100];
+	snprintf(why, len, "%s: key \"%s\" %s", what, pi_txn_show(k, shown, sizeof(shown)), rule);
+	pi_txn_note_refusal(pi, why);
+	return -EINVAL;
+}
+
+int pi_txn_check_value(struct plugin_instance *pi, ProtobufCBinaryData v, const char *what,
+		       char *why, size_t len)
+{
+	if (v.len <= LH_VALUE_MAX)
+		return 0;
+	snprintf(why, len, "%s: value of %zu bytes is larger than LH_VALUE_MAX (%u bytes)", what,
+		 v.len, (unsigned)LH_VALUE_MAX);
+	pi_txn_note_refusal(pi, why);
+	return -EINVAL;
+}
+
+/* pi_txn_note_refusal - the host's log of a refused request: the first of
+ * an instance as a warning (it names a plugin bug), the rest at debug so a
+ * plugin retrying in a loop cannot flood the log; the plugin has each one
+ * in api->last_error() */
+void pi_txn_note_refusal(struct plugin_instance *pi, const char *why)
+{
+	if (!pi->refusal_logged)
+		log_warn(pi->log_comp, "plugin request refused: %s (further refusals are logged at "
+				       "debug level)", why);
+	else
+		log_debug(pi->log_comp, "plugin request refused: %s", why);
+	pi->refusal_logged = true;
+}
+
 
 /* full key = prefix + rel; *ret owned by the caller */
 static uint8_t *pi_txn_full_key(const struct plugin_instance *pi, ProtobufCBinaryData rel, size_t *ret_len)
@@ -80,9 +165,10 @@ static void pi_txn_bag_free(struct keybag *b)
 }
 
 static int pi_txn_convert_ops(struct plugin_instance *pi, BusOp **in, size_t n, struct etcd_op *out,
-		       struct keybag *bag, const char **why)
+		       struct keybag *bag, const char *branch, char *why, size_t why_len)
 {
 	for (size_t i = 0; i < n; i++) {
+		char what[40];
 		const BusOp *o = in[i];
 		struct etcd_op *e = &out[i];
 		uint32_t allowed = LH_F_PREFIX;
@@ -101,13 +187,19 @@ static int pi_txn_convert_ops(struct plugin_instance *pi, BusOp **in, size_t n, 
 			allowed |= LH_F_PREV_KV;
 			break;
 		default:
-			*why = "unknown op type";
+			snprintf(why, why_len, "%s op %zu: unknown op type", branch, i);
 			return -EINVAL;
 		}
 		if (o->flags & ~allowed) {
-			*why = "op flags not allowed";
+			snprintf(why, why_len, "%s op %zu: op flags not allowed", branch, i);
 			return -EINVAL;
 		}
+		snprintf(what, sizeof(what), "%s op %zu", branch, i);
+		int r = pi_txn_check_key(pi, o->key, (o->flags & LH_F_PREFIX) != 0, what, why, why_len);
+		if (r == 0 && o->type == LH_OP_PUT)
+			r = pi_txn_check_value(pi, o->value, what, why, why_len);
+		if (r < 0)
+			return r;
 		size_t klen = 0, elen = 0;
 		uint8_t *k = pi_txn_bag_keep(bag, pi_txn_full_key(pi, o->key, &klen));
 		if (!k)
@@ -168,7 +260,7 @@ void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 	struct keybag bag = {NULL, 0, 0};
 	struct etcd_compare *cmps = NULL;
 	struct etcd_op *succ = NULL, *fail = NULL;
-	const char *why = NULL;
+	char why[400] = "";
 	char msg[512];
 	int r;
 
@@ -207,10 +299,16 @@ void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 		struct etcd_compare *e = &cmps[i];
 		if (bc->target > LH_CMP_VALUE || bc->result > LH_CMP_NOT_EQUAL ||
 		    (bc->flags & ~LH_F_PREFIX)) {
-			why = "bad compare target, result or flags";
+			snprintf(why, sizeof(why), "compare %zu: bad target, result or flags", i);
 			r = -EINVAL;
 			goto refuse;
 		}
+		char what[32];
+		snprintf(what, sizeof(what), "compare %zu", i);
+		if ((r = pi_txn_check_key(pi, bc->key, (bc->flags & LH_F_PREFIX) != 0, what, why,
+					  sizeof(why))) < 0 ||
+		    (r = pi_txn_check_value(pi, bc->value, what, why, sizeof(why))) < 0)
+			goto refuse;
 		static const enum etcd_cmp_target targets[] = {ETCD_CMP_VERSION, ETCD_CMP_CREATE,
 							       ETCD_CMP_MOD, ETCD_CMP_VALUE};
 		static const enum etcd_cmp_result results[] = {ETCD_CMP_EQUAL, ETCD_CMP_GREATER,
@@ -238,10 +336,12 @@ void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 		e->value = bc->value.data;
 		e->value_len = bc->value.len;
 	}
-	r = pi_txn_convert_ops(pi, req->success, req->n_success, succ, &bag, &why);
+	r = pi_txn_convert_ops(pi, req->success, req->n_success, succ, &bag, "success", why,
+			       sizeof(why));
 	if (r < 0)
 		goto refuse;
-	r = pi_txn_convert_ops(pi, req->failure, req->n_failure, fail, &bag, &why);
+	r = pi_txn_convert_ops(pi, req->failure, req->n_failure, fail, &bag, "failure", why,
+			       sizeof(why));
 	if (r < 0)
 		goto refuse;
 
@@ -260,14 +360,15 @@ void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 	if (r < 0) {
 		pi_txn_unlink(pi, pt);
 		free(pt);
-		why = r == -ESTALE  ? "not leading: the election refused the txn"
-		      : r == -EPERM ? "a key lies outside the plugin's data prefix"
-				    : NULL;
+		snprintf(why, sizeof(why), "%s",
+			 r == -ESTALE  ? "not leading: the election refused the txn"
+			 : r == -EPERM ? "a key lies outside the plugin's data prefix"
+				       : "");
 		goto refuse;
 	}
 	goto out;
 refuse:
-	snprintf(msg, sizeof(msg), "txn refused: %s", why ? why : strerror(-r));
+	snprintf(msg, sizeof(msg), "txn refused: %s", why[0] ? why : strerror(-r));
 	pi_reply_txn(pi, req->id, r, msg, NULL, false);
 out:
 	pi_txn_bag_free(&bag);

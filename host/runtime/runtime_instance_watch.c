@@ -29,7 +29,10 @@
 #include "base/log.h"
 #include "runtime/runtime_instance_internal.h"
 
-#define RANGE_REPLY_MAX (512u << 10) /* below nng's default 1 MiB message limit */
+/* a range answer's bound, below nng's default 1 MiB message limit; every
+ * value a plugin may write must be readable back on its own */
+_Static_assert(LH_KEY_MAX + LH_VALUE_MAX + 32u <= LH_READ_MAX,
+	       "a key and a value at their limits must fit in one read answer");
 
 int pi_watch_init(struct plugin_instance *pi, const struct plugin_instance_config *cfg)
 {
@@ -185,19 +188,23 @@ static void pi_watch_on_range_done(struct etcd_client *c, int err, const struct 
 	(void)c;
 	if (pi) {
 		pi_txn_unlink(pi, pt);
-		size_t bytes = 0;
-		for (size_t i = 0; resp && i < resp->n_kvs; i++)
-			bytes += resp->kvs[i].key_len + resp->kvs[i].value_len + 32;
+		/* counted as the plugin gets them: a relative key without the prefix */
+		size_t bytes = 0, strip = pt->absolute ? 0 : pi->prefix_len;
+		for (size_t i = 0; resp && i < resp->n_kvs; i++) {
+			size_t kl = resp->kvs[i].key_len;
+			bytes += (kl > strip ? kl - strip : 0) + resp->kvs[i].value_len + 32;
+		}
 		if (err < 0 || !resp) {
 			char msg[512];
 			snprintf(msg, sizeof(msg), "range: %s%s%s", etcd_strerror(err),
 				 resp && resp->error_message ? ": " : "",
 				 resp && resp->error_message ? resp->error_message : "");
 			pi_reply_txn(pi, pt->id, err < 0 ? err : -EIO, msg, NULL, false);
-		} else if (bytes > RANGE_REPLY_MAX) {
+		} else if (bytes > LH_READ_MAX) {
 			pi_reply_txn(pi, pt->id, -EMSGSIZE,
-				     "range: the answer is larger than 512 KiB; use a limit", NULL,
-				     false);
+				     "range: the answer is larger than LH_READ_MAX (512 KiB); use a "
+				     "limit and page",
+				     NULL, false);
 		} else {
 			/* the reply form of a txn with one range result */
 			struct etcd_response inner = *resp, outer;
@@ -226,8 +233,18 @@ void pi_handle_range(struct plugin_instance *pi, const Leasehold__Bus__RangeRequ
 		return;
 	}
 	if (req->flags & ~(LH_F_PREFIX | LH_F_KEYS_ONLY | LH_F_COUNT_ONLY | LH_F_ABSOLUTE) ||
-	    (absolute && req->key.len == 0) || req->key.len > 65536) {
+	    (absolute && (req->key.len == 0 || req->key.len > LH_KEY_MAX ||
+			  memchr(req->key.data, 0, req->key.len)))) {
 		pi_reply_txn(pi, req->id, -EINVAL, "range: bad flags or key", NULL, false);
+		return;
+	}
+	char why[400];
+	if (!absolute &&
+	    pi_txn_check_key(pi, req->key, (req->flags & LH_F_PREFIX) != 0, "range", why,
+			     sizeof(why)) < 0) {
+		char msg[440];
+		snprintf(msg, sizeof(msg), "range refused: %s", why);
+		pi_reply_txn(pi, req->id, -EINVAL, msg, NULL, false);
 		return;
 	}
 	size_t klen = (absolute ? 0 : pi->prefix_len) + req->key.len;

@@ -729,6 +729,7 @@ int worker_run(struct worker *w)
 		}
 		bool stop = false;
 		w->errmsg[0] = 0;
+		w->txn_error[0] = 0; /* a refusal explains only its own callback's failure */
 		struct timespec t0, t1;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		bool skipped = worker_should_skip(w, tw->event);
@@ -737,6 +738,9 @@ int worker_run(struct worker *w)
 			snprintf(w->errmsg, sizeof(w->errmsg), "skipped: leadership ended before it ran");
 		else
 			err = worker_run_event(w, tw->event, &stop);
+		int cb = worker_event_callback(tw->event);
+		if (err < 0 && !w->errmsg[0] && cb >= 0)
+			worker_api_explain(w, (unsigned)cb, err);
 		EventDone done = LEASEHOLD__BUS__EVENT_DONE__INIT;
 		done.seq = tw->event->seq;
 		done.err = err;

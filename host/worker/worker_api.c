@@ -218,6 +218,14 @@ static int32_t worker_api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps,
 		worker_api_txn_fail(w, "out of memory");
 		goto out;
 	}
+	if (nng_msg_len(msg) > WORKER_TXN_MSG_MAX) {
+		worker_api_txn_fail(w, "txn of %zu bytes (keys, values and framing) is larger than "
+				       "the bus's %u bytes: split it",
+				    nng_msg_len(msg), WORKER_TXN_MSG_MAX);
+		nng_msg_free(msg);
+		r = -E2BIG;
+		goto out;
+	}
 	int rv = nng_sendmsg(w->sock, msg, 0);
 	if (rv != 0) {
 		nng_msg_free(msg);
@@ -415,6 +423,19 @@ static int32_t worker_api_request_reconcile(struct lh_ctx *ctx)
 	th.request_reconcile = &rr;
 	worker_send(w, &th.base);
 	return 0;
+}
+
+void worker_api_explain(struct worker *w, unsigned kind, int32_t err)
+{
+	const char *name = strerrorname_np(-err);
+	char rv[24];
+	if (name)
+		snprintf(rv, sizeof(rv), "-%s", name);
+	else
+		snprintf(rv, sizeof(rv), "%d", (int)err);
+	snprintf(w->errmsg, sizeof(w->errmsg), "%s returned %s (no reason given)%s%.400s",
+		 worker_callback_name(kind), rv, w->txn_error[0] ? "; the host refused: " : "",
+		 w->txn_error);
 }
 
 void worker_api_init(struct worker *w)

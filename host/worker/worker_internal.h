@@ -23,6 +23,11 @@
 #define MAX_KEY_LEN (64u * 1024u)
 #define MAX_VALUE_LEN (16u * 1024u * 1024u)
 #define MAX_WATCH_PREFIX 4096u /* a watch prefix or a read grant, at most */
+/* the largest txn message the worker sends: nng's default receive limit
+ * (NNG_OPT_RECVMAXSZ, 1 MiB) less room for framing; an ipc pipe that
+ * receives a larger message is closed, which would cost the worker its bus.
+ * The same bound in thread mode, so both modes refuse the same txns. */
+#define WORKER_TXN_MSG_MAX (1024u * 1024u - 4096u)
 #define STASH_MAX 16u /* events received ahead (the host has at most 5 in flight) */
 
 struct worker {
@@ -91,5 +96,12 @@ int worker_build_result(struct worker *w, const TxnReply *rep, const struct lh_t
 
 /* worker_api_init - the context and the API table of a new worker */
 void worker_api_init(struct worker *w);
+/* worker_api_explain - a callback (kind WORKER_CB_*) failed with err and
+ * the plugin gave no reason (no set_error): errmsg names the callback and
+ * its return value, and the host's refusal of the callback's last failed
+ * API call when there is one (txn_error: an ungranted watch, a refused key),
+ * so no one reads a plugin's failure as an etcd or host error. txn_error is
+ * cleared when each callback starts (worker_run). */
+void worker_api_explain(struct worker *w, unsigned kind, int32_t err);
 
 #endif

@@ -57,8 +57,10 @@
  *   fini last (once, only if init succeeded), after the queue was drained.
  * - Return convention. Callbacks returning int32_t return 0 on success or a
  *   negative errno value; they may attach a human-readable reason with
- *   api->set_error() (shown by `leaseholdctl plugins` as the last error). A
- *   failed init makes the instance "failed" (the host keeps running, nothing
+ *   api->set_error() (shown by `leaseholdctl plugins` as the last error;
+ *   without one the host shows "reconcile returned -ENOENT (no reason
+ *   given)" and its refusal of the callback's last failed API call, if
+ *   any: give a reason, only the plugin knows it). A failed init makes the instance "failed" (the host keeps running, nothing
  *   else is called, not even fini). A failed reconcile is retried by the host
  *   with exponential backoff. Errors from on_elected / on_releases_changed
  *   are logged and counted; they do not end leadership.
@@ -194,10 +196,32 @@ struct lh_releases {
 #define LH_CMP_NOT_EQUAL 3u
 
 /*
- * One txn operation. Keys are RELATIVE to the plugin's data prefix
- * ("P/N/data/"): the host prepends the prefix, so a plugin cannot touch
- * anything outside it. Keys and values are bytes (pointer + length); the
- * pointers are read only during the txn call.
+ * Keys and values (txn compares and ops, relative api->range keys). A key is
+ * RELATIVE to the plugin's data prefix ("P/N/data/"); the host refuses with
+ * -EINVAL (api->last_error() names the op and the rule, the host logs it) a
+ * key that
+ * - is longer than LH_KEY_MAX bytes, or holds a NUL byte;
+ * - starts with '/' (an absolute key would silently land under the prefix,
+ *   as "P/N/data//x");
+ * - has an empty component ("a//b"), or a "." or ".." component: etcd does
+ *   not resolve them, so "a/../b" would be a key of its own that no one
+ *   reading "b" finds. A trailing '/' is fine ("out/", a prefix);
+ * - is empty, unless it is a prefix (LH_F_PREFIX: all of the data prefix);
+ * - is a prefix (LH_F_PREFIX) ending in byte 0xff.
+ * A put's value (and a compare's) is at most LH_VALUE_MAX bytes. The limits
+ * make every value a plugin can write readable back: a read answer
+ * (api->range) holds at most LH_READ_MAX bytes, counting each key (as the
+ * plugin sees it) + value + 32, so one key at LH_KEY_MAX with a value at
+ * LH_VALUE_MAX always fits; more keys may need a limit and paging.
+ */
+#define LH_KEY_MAX 4096u
+#define LH_VALUE_MAX (500u * 1024u)
+#define LH_READ_MAX (512u * 1024u)
+
+/*
+ * One txn operation: key (see "Keys and values" above) and value are bytes
+ * (pointer + length), read only during the txn call. The host prepends the
+ * data prefix, so a plugin cannot touch anything outside it.
  */
 struct lh_op {
 	uint32_t type;  /* LH_OP_* */
@@ -357,7 +381,11 @@ struct lh_host_api {
 	 *   -EAGAIN     this node leads but may not write yet: the status protocol
 	 *               is still restricting the status or in the reconcile wait
 	 *               (writes are accepted from the first reconcile on)
-	 *   -EINVAL     a bad op/compare (unknown type or flag)
+	 *   -EINVAL     a bad op/compare (unknown type or flag, a key or value
+	 *               the rules of "Keys and values" refuse)
+	 *   -E2BIG      more than 1024 compares or ops in a branch, or a txn
+	 *               larger than about 1 MiB (its keys and values together:
+	 *               two values at LH_VALUE_MAX fit, three do not): split it
 	 *   -EPERM      called outside a callback or from another thread
 	 *   -ETIMEDOUT  no answer in time: the outcome is UNKNOWN, read back first
 	 *   -ECANCELED  the instance is shutting down
@@ -415,8 +443,10 @@ struct lh_host_api {
 	 * call or the end of the callback; keys as given: relative, or full for
 	 * an absolute range) or a negative errno (api->last_error() says why):
 	 *   -EPERM      outside a callback, or an ungranted absolute key
-	 *   -EINVAL     bad flags
-	 *   -EMSGSIZE   the answer is larger than 512 KiB: use limit and page
+	 *   -EINVAL     bad flags, a relative key the rules of "Keys and values"
+	 *               refuse (an absolute one: at most LH_KEY_MAX, no NUL)
+	 *   -EMSGSIZE   the answer is larger than LH_READ_MAX (512 KiB, keys +
+	 *               values + 32 bytes a key): use limit and page
 	 *   -ENOTSUP    this host offers no range reads
 	 *   -ETIMEDOUT, -ECANCELED, etcd errors as for txn */
 	int32_t (*range)(struct lh_ctx *ctx, const void *key, uint64_t key_len, uint32_t flags,
@@ -527,9 +557,10 @@ struct lh_plugin {
 	 * plugin is called once with its last good document and
 	 * LH_CONFIG_F_CLUSTER_INVALID in flags, and keeps that document. Runs on
 	 * the instance's worker like every callback.
-	 * Returns 0 or -errno (+ set_error): an error is logged and shown as the
-	 * plugin's last error; it changes nothing else (the state stays the new
-	 * one). Writes through txn follow the usual rule (leading, from the
+	 * Returns 0 or -errno (+ set_error): an error is logged and shown as
+	 * this node's configuration error (leaseholdctl's config_error, the
+	 * leasehold_config_error metric, /readyz) until a later call succeeds;
+	 * it changes nothing else (the state stays the new one). Writes through txn follow the usual rule (leading, from the
 	 * first reconcile of the term on). Optional. */
 	int32_t (*on_config_changed)(struct lh_ctx *ctx, const struct lh_config *config);
 	/* validate_config - may `json` (len bytes plus a NUL, a JSON object

@@ -16,6 +16,10 @@
  *  - a document that is not valid JSON put into etcd directly: every node
  *    shows the error (plugins --json, status) and its plugin keeps the last
  *    good one; a delete is an absent document;
+ *  - a document the plugin refuses in on_config_changed: every node shows
+ *    the refusal (plugins, status, JSON, leasehold_config_error, /readyz),
+ *    with the plugin's reason or the bare return value, until one is
+ *    accepted;
  *  - a plugin whose descriptor says ABI 1.1 (callbacks in memory, declared
  *    smaller) is never called for configuration and not asked to validate.
  */
@@ -40,6 +44,7 @@
 #include "check.h"
 #include "harness.h"
 #include "hosts.h"
+#include "http_client.h"
 #include "testutil.h"
 
 #define PFX "/lhc"
@@ -52,6 +57,7 @@ static struct harness_etcd *g_etcd;
 static struct tu T;
 static struct host A, B, C;
 static char g_dir[600];
+static int g_http_port; /* host A's HTTP endpoint */
 
 struct log_want {
 	const struct host *h;
@@ -409,6 +415,13 @@ static bool p_config_rev0(json_object *p, const void *arg)
 	       v == NULL;
 }
 
+static bool p_config_error_none(json_object *p, const void *arg)
+{
+	json_object *v;
+	(void)arg;
+	return p && json_object_object_get_ex(p, "config_error", &v) && v == NULL;
+}
+
 static void test_invalid_in_etcd(void)
 {
 	char line[512];
@@ -469,6 +482,93 @@ static void test_invalid_in_etcd(void)
 		json_object_put(ctl_wait_plugin(hs[i], PLUGIN, p_config_rev0, NULL, 10000,
 						"config_revision 0"));
 	}
+}
+
+/* config_error holds the substring arg */
+static bool p_config_error_has(json_object *p, const void *arg)
+{
+	const char *e = p ? jstr(p, "config_error") : NULL;
+	return e && strstr(e, arg) != NULL;
+}
+
+static double metric_of(int port, const char *series)
+{
+	struct http_reply r;
+	double v = -1;
+	CHECK_INT_EQ(http_request(port, NULL, "/metrics", 5000, &r), 200);
+	CHECK_OK(http_metric(r.body, series, &v));
+	http_reply_free(&r);
+	return v;
+}
+
+/* the metric reaches want (the HTTP snapshot is republished at least
+ * every second) */
+struct metric_want {
+	const char *series;
+	double want;
+};
+
+static bool p_metric(void *arg)
+{
+	const struct metric_want *w = arg;
+	return metric_of(g_http_port, w->series) == w->want;
+}
+
+/* a document the plugin refuses in on_config_changed (written behind the
+ * CLI's back, so no validate_config ran): every node shows the refusal in
+ * every view (plugins, status, JSON, metrics, /readyz), with the plugin's
+ * reason or, without one, the callback's return value; a document it
+ * accepts clears it */
+static void test_refused_change_shown(void)
+{
+	static const char *const series = "leasehold_config_error{plugin=\"configured\"}";
+	char want[300];
+	struct ctl_out o;
+	const struct host *hs[3] = {&A, &B, &C};
+	CHECK(metric_of(g_http_port, series) == 0);
+	int64_t r = tu_put(&T, KEY, "{\"refuse_change\": 1}", 20);
+	snprintf(want, sizeof(want),
+		 "refused by the plugin at revision %" PRId64
+		 ": the key 'refuse_change' is refused on this node",
+		 r);
+	for (int i = 0; i < 3; i++)
+		json_object_put(ctl_wait_plugin(hs[i], PLUGIN, p_config_error_has, want, 10000,
+						"the refusal in config_error"));
+	CHECK_INT_EQ(host_ctl(&B, &o, "status", PLUGIN, NULL), 0);
+	CHECK(strstr(o.out, want) != NULL);
+	ctl_out_free(&o);
+	CHECK_INT_EQ(host_ctl(&C, &o, "plugins", NULL), 0);
+	char cell[200];
+	CHECK(ctl_table_cell(o.out, PLUGIN, "LAST ERROR", cell, sizeof(cell)) != NULL);
+	CHECK(strncmp(cell, "config: refused by the plugin at revision", 41) == 0);
+	ctl_out_free(&o);
+	struct metric_want mw = {series, 1};
+	tu_wait(&T, p_metric, &mw, 10000, "leasehold_config_error 1");
+	struct http_reply hr;
+	CHECK_INT_EQ(http_request(g_http_port, NULL, "/readyz/" PLUGIN, 5000, &hr) > 0, 1);
+	if (!strstr(hr.body, want))
+		fprintf(stderr, "/readyz: %s", hr.body);
+	CHECK(strstr(hr.body, "; config: ") != NULL && strstr(hr.body, want) != NULL);
+	http_reply_free(&hr);
+
+	/* no reason given: the callback and its return value, nothing else */
+	r = tu_put(&T, KEY, "{\"refuse_silently\": 1}", 22);
+	snprintf(want, sizeof(want),
+		 "refused by the plugin at revision %" PRId64
+		 ": on_config_changed returned -EINVAL (no reason given)",
+		 r);
+	for (int i = 0; i < 3; i++)
+		json_object_put(ctl_wait_plugin(hs[i], PLUGIN, p_config_error_has, want, 10000,
+						"the bare refusal in config_error"));
+
+	/* accepted: gone everywhere */
+	tu_put(&T, KEY, "{\"fine\": 1}", 11);
+	for (int i = 0; i < 3; i++)
+		json_object_put(ctl_wait_plugin(hs[i], PLUGIN, p_config_error_none, NULL, 10000,
+						"config_error cleared"));
+	mw.want = 0;
+	tu_wait(&T, p_metric, &mw, 10000, "leasehold_config_error 0");
+	tu_del(&T, KEY);
 }
 
 /* ---- ABI 1.1 ---- */
@@ -548,8 +648,12 @@ int main(void)
 	write_file(path_of("c-local.json"), "{\"path\": \"/srv/c\"}");
 	char pc[800];
 	snprintf(pc, sizeof(pc), PLUGIN "=%s", path_of("c-local.json"));
-	const char *args_a[] = {"--prefix", PFX,	   "--ttl",  "2", "--reconcile-interval",
-				"1h",	    "--isolation", "thread", NULL};
+	char http_addr[64];
+	g_http_port = harness_free_port();
+	snprintf(http_addr, sizeof(http_addr), "127.0.0.1:%d", g_http_port);
+	const char *args_a[] = {"--prefix", PFX,	   "--ttl",  "2",    "--reconcile-interval",
+				"1h",	    "--isolation", "thread", "--http", http_addr,
+				NULL};
 	const char *args_b[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-interval", "1h", NULL};
 	const char *args_c[] = {"--prefix",	   PFX, "--ttl", "2", "--reconcile-interval", "1h",
 				"--plugin-config", pc,	NULL};
@@ -572,6 +676,7 @@ int main(void)
 	RUN(test_concurrent_writes);
 	RUN(test_edit);
 	RUN(test_invalid_in_etcd);
+	RUN(test_refused_change_shown);
 	RUN(test_abi_1_1_unaffected);
 	RUN(test_bad_local);
 

@@ -782,6 +782,59 @@ static void t_grants(uint32_t mode)
 	unsetenv("LH_WATCHER_RANGE");
 }
 
+/* an ungranted watch in an init that gives no reason of its own: the
+ * host's refusal is what the operator reads, not a bare errno */
+static void t_refused_watch_reason(uint32_t mode)
+{
+	fprintf(stderr, "  mode %s\n", mode_name(mode));
+	trace_reset();
+	setenv("LH_WATCHER_ABS", "/other/", 1);
+	setenv("LH_WATCHER_NOREASON", "1", 1);
+	struct inst in;
+	start(&in, "watcher.so", mode, NULL, 0, 0);
+	fprintf(stderr, "  refused: %s\n", in.init_msg);
+	CHECK_INT_EQ(in.init_err, -EPERM);
+	CHECK(strstr(in.init_msg, "init returned -EPERM (no reason given); the host refused: "
+				  "watch of \"/other/\" refused: not granted") != NULL);
+	CHECK(strstr(in.init_msg, "--plugin-read watcher=PREFIX") != NULL);
+	plugin_instance_free(in.pi);
+	unsetenv("LH_WATCHER_ABS");
+	unsetenv("LH_WATCHER_NOREASON");
+}
+
+/* plugin.h's limits agree: a key of LH_KEY_MAX with a value of LH_VALUE_MAX
+ * is written and read back whole through a real etcd; one byte more is
+ * refused before anything is sent */
+static void t_value_limit_round_trip(uint32_t mode)
+{
+	fprintf(stderr, "  mode %s\n", mode_name(mode));
+	tu_del_prefix(&T, PREFIX);
+	trace_reset();
+	setenv("LH_WATCHER_BIG", "1", 1);
+	setenv("LH_WATCHER_PREFIX", "-", 1);
+	struct inst in;
+	start(&in, "watcher.so", mode, NULL, 0, 0);
+	CHECK_INT_EQ(in.init_err, 0);
+	plugin_instance_elected(in.pi, 1, &REL);
+	struct rdone rd = {0};
+	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	wait_trace("big put=", 1);
+	char *t = trace_read();
+	char want[200];
+	snprintf(want, sizeof(want),
+		 "big put=0 range=0 n=1 len=%u over=-22 txn refused: success op 0: value of %u "
+		 "bytes is larger than LH_VALUE_MAX (%u bytes)",
+		 LH_VALUE_MAX, LH_VALUE_MAX + 1, LH_VALUE_MAX);
+	if (!strstr(t, want))
+		fprintf(stderr, "trace:\n%s\n", t);
+	CHECK(strstr(t, want) != NULL);
+	free(t);
+	plugin_instance_deposed(in.pi);
+	stop_and_free(&in);
+	unsetenv("LH_WATCHER_BIG");
+	unsetenv("LH_WATCHER_PREFIX");
+}
+
 static void t_abi_1_1(uint32_t mode)
 {
 	fprintf(stderr, "  mode %s\n", mode_name(mode));
@@ -908,6 +961,8 @@ int main(void)
 		RUN_ARG(t_paused, mode);
 		RUN_ARG(t_drain_stops_batches, mode);
 		RUN_ARG(t_grants, mode);
+		RUN_ARG(t_refused_watch_reason, mode);
+		RUN_ARG(t_value_limit_round_trip, mode);
 		RUN_ARG(t_abi_1_1, mode);
 		RUN_ARG(t_garbage_watch_events, mode);
 	}

@@ -3,7 +3,9 @@
  * configured.c - a test plugin for the configuration API (ABI 1.2): it logs
  * what api->config() says in init, reconcile and on_config_changed, one
  * line each ("CFG <where> rev=R flags=F cluster=<doc> local=<doc>"), and its
- * validate_config refuses any document with a key "reject".
+ * validate_config refuses any document with a key "reject". Its
+ * on_config_changed refuses a cluster document with a key "refuse_change"
+ * (with a reason) or "refuse_silently" (without one).
  *
  * Built twice: "configured" (ABI 1.2) and, with -DCONFIGURED_ABI_1_1,
  * "configured11": the same callbacks in memory but a descriptor that says
@@ -45,6 +47,12 @@ static int32_t p_reconcile(struct lh_ctx *ctx)
 static int32_t p_changed(struct lh_ctx *ctx, const struct lh_config *c)
 {
 	log_config(ctx, "changed", c);
+	if (c->cluster && strstr(c->cluster, "\"refuse_change\"")) {
+		ctx->host->set_error(ctx, "the key 'refuse_change' is refused on this node");
+		return -22; /* -EINVAL */
+	}
+	if (c->cluster && strstr(c->cluster, "\"refuse_silently\""))
+		return -22;
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,6 +178,70 @@ static int32_t put_range(struct lh_ctx *ctx)
 	return 0;
 }
 
+/* one txn: a put of key k with a value of vlen bytes, or with LH_F_PREFIX
+ * a range of prefix k; compare: a put of "ok/c" under a compare on k */
+static int32_t one_txn(struct lh_ctx *ctx, const void *k, size_t klen, uint32_t flags, size_t vlen,
+		       bool compare)
+{
+	static char value[LH_VALUE_MAX + 1];
+	const struct lh_txn_result *res;
+	struct lh_compare c = {.target = LH_CMP_VERSION, .result = LH_CMP_EQUAL, .key = k,
+			       .key_len = klen};
+	struct lh_op op = {.type = flags & LH_F_PREFIX ? LH_OP_RANGE : LH_OP_PUT,
+			   .flags = flags, .key = compare ? "ok/c" : k, .key_len = compare ? 4 : klen,
+			   .value = value, .value_len = flags & LH_F_PREFIX ? 0 : vlen};
+	memset(value, 'v', vlen);
+	return ctx->host->txn(ctx, compare ? &c : NULL, compare ? 1 : 0, &op, 1, NULL, 0, &res);
+}
+
+/* CRASHY_TXN_BAD_KEYS: the refusals of plugin.h's "Keys and values", then
+ * what stays accepted */
+static void bad_keys(struct lh_ctx *ctx)
+{
+	static char longkey[LH_KEY_MAX + 1];
+	memset(longkey, 'k', sizeof(longkey));
+	const struct {
+		const char *k;
+		size_t len;
+		uint32_t flags;
+		size_t vlen;
+		bool compare;
+	} refused[] = {
+	    {"/demo/out/x", 11, 0, 1, false}, {"a/../b", 6, 0, 1, false},
+	    {"./a", 3, 0, 1, false},	      {"a//b", 4, 0, 1, false},
+	    {"a\0b", 3, 0, 1, false},	      {longkey, LH_KEY_MAX + 1, 0, 1, false},
+	    {"", 0, 0, 1, false},	      {"a/\xff", 3, LH_F_PREFIX, 0, false},
+	    {"/x", 2, 0, 0, true},	      {"a/../", 5, LH_F_PREFIX, 0, false},
+	    {"big", 3, 0, LH_VALUE_MAX + 1, false},
+	}, accepted[] = {
+	    {"ok/a", 4, 0, 1, false},	     {"ok/", 3, LH_F_PREFIX, 0, false},
+	    {"", 0, LH_F_PREFIX, 0, false}, {longkey, LH_KEY_MAX, 0, LH_VALUE_MAX, false},
+	    {"ok/a.b", 6, 0, 1, true},	     {"ok/.", 4, LH_F_PREFIX, 0, false},
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		int32_t r = one_txn(ctx, refused[i].k, refused[i].len, refused[i].flags,
+				    refused[i].vlen, refused[i].compare);
+		rec("refused %zu r=%d %.140s", i, (int)r, ctx->host->last_error(ctx));
+	}
+	/* three values at the limit: more than one bus message carries */
+	static char value[LH_VALUE_MAX];
+	memset(value, 'v', sizeof(value));
+	struct lh_op three[3];
+	for (int i = 0; i < 3; i++)
+		three[i] = (struct lh_op){.type = LH_OP_PUT, .key = i == 0 ? "t/0" : i == 1 ? "t/1" : "t/2",
+					  .key_len = 3, .value = value, .value_len = sizeof(value)};
+	const struct lh_txn_result *res;
+	int32_t r3 = ctx->host->txn(ctx, NULL, 0, three, 3, NULL, 0, &res);
+	rec("too big r=%d %.120s", (int)r3, ctx->host->last_error(ctx));
+	r3 = ctx->host->txn(ctx, NULL, 0, three, 2, NULL, 0, &res);
+	rec("two r=%d", (int)r3);
+	for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
+		int32_t r = one_txn(ctx, accepted[i].k, accepted[i].len, accepted[i].flags,
+				    accepted[i].vlen, accepted[i].compare);
+		rec("accepted %zu r=%d", i, (int)r);
+	}
+}
+
 static int32_t c_reconcile(struct lh_ctx *ctx)
 {
 	lock();
@@ -198,14 +263,16 @@ static int32_t c_reconcile(struct lh_ctx *ctx)
 	lock();
 	int32_t r = g_slot->reconcile_result;
 	int mode = g_slot->txn_mode;
+	bool no_reason = g_slot->no_reason != 0;
 	unlock_notify();
 	rec("reconcile");
 	if (mode == CRASHY_TXN_PUT_RANGE) {
 		int32_t t = put_range(ctx);
 		if (t < 0)
 			r = t;
-	}
-	if (r < 0)
+	} else if (mode == CRASHY_TXN_BAD_KEYS)
+		bad_keys(ctx);
+	if (r < 0 && !no_reason)
 		ctx->host->set_error(ctx, "reconcile failed on purpose");
 	lock();
 	g_slot->in_reconcile = 0;

@@ -37,6 +37,9 @@
 /* txn_mode */
 #define CRASHY_TXN_NONE 0
 #define CRASHY_TXN_PUT_RANGE 1 /* put a/k=v1,a/j=v2 if a/k absent; range a/ */
+/* txns with keys and values plugin.h refuses, each traced as
+ * "refused <i> r=<rc> <last_error>", then accepted ones "accepted <i> r=<rc>" */
+#define CRASHY_TXN_BAD_KEYS 2
 
 struct crashy_slot {
 	char node_id[32];	 /* set by the test: which instance owns the slot */
@@ -46,6 +49,7 @@ struct crashy_slot {
 	int32_t hold;		 /* reconcile blocks while non-zero (a hang) */
 	int32_t in_reconcile;	 /* 1 while reconcile runs */
 	int32_t reconcile_result;
+	int32_t no_reason;	 /* a failing reconcile gives no reason (no set_error) */
 	int32_t init_result;
 	int32_t txn_mode;
 	int32_t inits;			   /* init calls (every worker generation) */

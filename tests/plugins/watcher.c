@@ -20,6 +20,11 @@
  *   LH_WATCHER_REQ     "1": request_reconcile on every live batch
  *   LH_WATCHER_HOLD    a file: on_watch_events waits while it exists (a
  *                      slow plugin)
+ *   LH_WATCHER_NOREASON "1": a failed init gives no reason (no set_error)
+ *   LH_WATCHER_BIG     "1": reconcile writes a key of LH_KEY_MAX bytes with a
+ *                      value of LH_VALUE_MAX, reads it back, then tries a
+ *                      value one byte longer:
+ *                      big put=<rc> range=<rc> n=<n> len=<value len> over=<rc> <err>
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -99,7 +104,7 @@ static int32_t w_init(struct lh_ctx *ctx)
 	}
 	say("init %d%s", r < 0 ? r : 0, ids);
 	notify();
-	if (r < 0)
+	if (r < 0 && !getenv("LH_WATCHER_NOREASON"))
 		lh_set_errorf(ctx, "%s", h->last_error(ctx));
 	return r < 0 ? r : 0;
 }
@@ -112,8 +117,31 @@ static int32_t w_elected(struct lh_ctx *ctx, int64_t token)
 	return 0;
 }
 
+/* LH_WATCHER_BIG: a key and a value at their limits round-trip; one byte
+ * more is refused */
+static void w_big(struct lh_ctx *ctx)
+{
+	static char key[LH_KEY_MAX], value[LH_VALUE_MAX + 1];
+	const struct lh_txn_result *res;
+	const struct lh_op_result *got = NULL;
+	memset(key, 'k', sizeof(key));
+	memcpy(key, "big/", 4);
+	memset(value, 'v', sizeof(value));
+	struct lh_op put = {.type = LH_OP_PUT, .key = key, .key_len = sizeof(key), .value = value,
+			    .value_len = LH_VALUE_MAX};
+	int32_t p = ctx->host->txn(ctx, NULL, 0, &put, 1, NULL, 0, &res);
+	int32_t g = ctx->host->range(ctx, key, sizeof(key), 0, 0, &got);
+	uint64_t n = g == 0 ? got->n_kvs : 0, len = n ? got->kvs[0].value_len : 0;
+	put.value_len = LH_VALUE_MAX + 1;
+	int32_t o = ctx->host->txn(ctx, NULL, 0, &put, 1, NULL, 0, &res);
+	say("big put=%d range=%d n=%" PRIu64 " len=%" PRIu64 " over=%d %s", p, g, n, len, o,
+	    o < 0 ? ctx->host->last_error(ctx) : "");
+}
+
 static int32_t w_reconcile(struct lh_ctx *ctx)
 {
+	if (getenv("LH_WATCHER_BIG"))
+		w_big(ctx);
 	/* a relative range: works on every node, from any callback */
 	const struct lh_op_result *res = NULL;
 	int32_t rr = ctx->host->range(ctx, "in/", 3, LH_F_PREFIX | LH_F_COUNT_ONLY, 0, &res);

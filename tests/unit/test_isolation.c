@@ -438,6 +438,86 @@ static void test_callback_timeout_rules(void)
 	CHECK_INT_EQ(ms[PLUGIN_CALLBACK_RECONCILE], 4000); /* this plugin beats every plugin */
 }
 
+/* plugin.h "Keys and values": the host refuses them (-EINVAL) with a
+ * reason the plugin reads in last_error, nothing reaches the store, and
+ * what the rules allow still goes through */
+static void t_bad_keys_refused(uint32_t mode)
+{
+	static const char *const why[] = {
+	    "starts with '/'",		     "holds a \".\" or \"..\" component",
+	    "holds a \".\" or \"..\" component", "holds an empty component",
+	    "holds a NUL byte",		     "longer than LH_KEY_MAX",
+	    "empty (only a prefix",	     "prefix ending in byte 0xff",
+	    "starts with '/'",		     "holds a \".\" or \"..\" component",
+	    "larger than LH_VALUE_MAX",
+	};
+	struct inst in;
+	struct crashy_slot *s = slot_reset(0, "node-a");
+	fakehost_free(FH);
+	CHECK_OK(fakehost_new(L, PREFIX, &FH));
+	start(&in, mode, 0, "node-a", 0, true);
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in.pi, 21, &REL1);
+	SET(s, txn_mode, CRASHY_TXN_BAD_KEYS);
+	reconcile_ok(&in);
+	size_t n = sizeof(why) / sizeof(why[0]);
+	for (size_t i = 0; i < n; i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "refused %zu r=%d txn refused: ", i, -EINVAL);
+		lock();
+		char got[CRASHY_LINE];
+		snprintf(got, sizeof(got), "%s", s->trace[4 + i]);
+		unlock();
+		if (strncmp(got, want, strlen(want)) != 0 || !strstr(got, why[i]))
+			dump(s);
+		CHECK(strncmp(got, want, strlen(want)) == 0);
+		CHECK(strstr(got, why[i]) != NULL);
+	}
+	lock();
+	CHECK(strstr(s->trace[4], "success op 0: key \"/demo/out/x\" starts with '/'") != NULL);
+	CHECK(strstr(s->trace[12], "compare 0: key \"/x\"") != NULL);
+	unlock();
+	lock();
+	CHECK(strncmp(s->trace[4 + n], "too big r=-7 txn of ", 20) == 0);
+	CHECK(strstr(s->trace[4 + n], "split it") != NULL);
+	unlock();
+	check_line(s, (int)(4 + n + 1), "two r=0");
+	for (size_t i = 0; i < 6; i++) {
+		char want[32];
+		snprintf(want, sizeof(want), "accepted %zu r=0", i);
+		check_line(s, (int)(4 + n + 2 + i), want);
+	}
+	/* the refused ones never reached the store: only the accepted puts */
+	CHECK(fakehost_get(FH, PREFIX "/demo/out/x") == NULL);
+	CHECK(fakehost_get(FH, "/lh/crashy/data//demo/out/x") == NULL);
+	CHECK(fakehost_get(FH, PREFIX "big") == NULL);
+	CHECK_STR_EQ(fakehost_get(FH, PREFIX "ok/a"), "v");
+	CHECK_STR_EQ(fakehost_get(FH, PREFIX "ok/c"), "v");
+	CHECK(fakehost_get(FH, PREFIX "t/2") == NULL);
+	CHECK_INT_EQ(fakehost_count(FH, PREFIX), 5); /* t/0 t/1 ok/a ok/c and the long key */
+	plugin_instance_deposed(in.pi);
+	stop_and_free(&in);
+}
+
+/* a failure without set_error names the callback and its return value:
+ * nothing else (etcd, the host) is blamed */
+static void t_failure_without_reason(uint32_t mode)
+{
+	struct inst in;
+	struct crashy_slot *s = slot_reset(0, "node-a");
+	start(&in, mode, 0, "node-a", 0, true);
+	plugin_instance_elected(in.pi, 21, &REL1);
+	SET(s, reconcile_result, -ENOENT);
+	SET(s, no_reason, 1);
+	struct rdone a = {0};
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
+	CHECK_OK(loop_run_until(L, &a.done, DEADLINE));
+	CHECK_INT_EQ(a.err, -ENOENT);
+	CHECK_STR_EQ(a.msg, "reconcile returned -ENOENT (no reason given)");
+	plugin_instance_deposed(in.pi);
+	stop_and_free(&in);
+}
+
 static void test_driver_both_modes(void)
 {
 	for (uint32_t mode = 0; mode <= PLUGIN_ISOLATION_PROCESS; mode++) {
@@ -447,6 +527,8 @@ static void test_driver_both_modes(void)
 		t_txn_through_bus(mode);
 		t_init_failure(mode);
 		t_free_without_stop_runs_fini(mode);
+		t_bad_keys_refused(mode);
+		t_failure_without_reason(mode);
 	}
 }
 
