@@ -90,8 +90,10 @@ int election_known_plugin(struct etcd_client *etcd, const char *prefix, const ch
 	return r;
 }
 
-bool election_known_node_key(const uint8_t *key, size_t key_len, size_t base_len,
-                             const char *node)
+/* election_known_node_key - whether key (below base "P/", base_len bytes)
+ * is P/N/members/node or P/N/nodes/node for some N */
+static bool election_known_node_key(const uint8_t *key, size_t key_len, size_t base_len,
+                                    const char *node)
 {
 	if (key_len <= base_len)
 		return false;

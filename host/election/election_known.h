@@ -48,9 +48,4 @@ int election_known_node(struct etcd_client *etcd, const char *prefix, const char
                         uint32_t timeout_ms, election_known_fn done, void *ud,
                         struct etcd_call **ret_call);
 
-/* election_known_node_key - whether key (below base "P/", base_len bytes)
- * is P/N/members/node or P/N/nodes/node for some N; exposed for tests. */
-bool election_known_node_key(const uint8_t *key, size_t key_len, size_t base_len,
-                             const char *node);
-
 #endif
