@@ -11,10 +11,13 @@
  * back (with nng 1.5.2 it breaks that listener: the daemon then gives the
  * worker up after its attach deadline and starts another).
  *
- * After each: `leaseholdctl plugins` answers within 1 s (a wedged daemon
- * does not answer at all: the run is killed after 3 s) and the daemon uses
- * next to no CPU over the next second (utime+stime from /proc/PID/stat,
- * sampled until a deadline: a spinning daemon burns a whole core).
+ * After each: `leaseholdctl plugins` works (a wedged daemon does not answer
+ * at all: the run is killed after 3 s), the daemon answers a PLUGINS
+ * request within 1 s (timed from the connect, in this process: the start
+ * of a sanitized leaseholdctl on a loaded machine is no part of the
+ * daemon's latency) and it uses next to no CPU over the next second
+ * (utime+stime from /proc/PID/stat, sampled until a deadline: a spinning
+ * daemon burns a whole core).
  */
 #include "config.h"
 
@@ -37,6 +40,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "control/control_client.h"
 #include "testutil.h"
 #include "harness.h"
 #include "hosts.h"
@@ -120,6 +124,25 @@ static bool closed_by_peer(int fd, int ms)
 	}
 }
 
+/* answer_ms - how long A takes to answer a PLUGINS request on a fresh
+ * connection (at most 3 s: more fails the test) */
+static long answer_ms(const char *after)
+{
+	static const uint8_t req[4] = {0x08, 0x01, 0x10, 0x01}; /* protocol 1, PLUGINS */
+	uint8_t *reply = NULL;
+	size_t len = 0;
+	long t0 = now_ms();
+	int r = control_client_call(g_path, req, sizeof(req), 3000, 1 << 20, &reply, &len);
+	long ms = now_ms() - t0;
+	if (r < 0 || len == 0) {
+		fprintf(stderr, "after %s: no answer to a PLUGINS request: %s\n", after,
+			r < 0 ? strerror(-r) : "an empty reply");
+		exit(1);
+	}
+	free(reply);
+	return ms;
+}
+
 /* expect_healthy - the checks after every attack (see the file comment). */
 static void expect_healthy(const char *after)
 {
@@ -140,10 +163,10 @@ static void expect_healthy(const char *after)
 		exit(1);
 	}
 	CHECK(strstr(o.out, "reconciler") != NULL);
-	ms = o.ms;
 	ctl_out_free(&o);
+	ms = answer_ms(after);
 	if (ms >= 1000) {
-		fprintf(stderr, "after %s: leaseholdctl plugins took %ld ms\n", after, ms);
+		fprintf(stderr, "after %s: the daemon took %ld ms to answer\n", after, ms);
 		exit(1);
 	}
 
@@ -546,8 +569,10 @@ static void test_bus_stray_client_during_worker_restart(void)
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
-	atexit(dump_on_failure);
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
+	/* after the harness's own exit handler, so that it runs before the
+	 * harness removes the directory that holds the daemons' logs */
+	atexit(dump_on_failure);
 	host_setup(&A, harness_dir(g_etcd), "a");
 	host_setup(&B, harness_dir(g_etcd), "b");
 	host_setup(&C, harness_dir(g_etcd), "c");
