@@ -362,7 +362,9 @@ static void control_async_result(const struct request *rq, struct control_reply 
 
 	if (err == 0)
 		return; /* CODE_OK, nothing else */
-	if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET)
+	if (err == -ENOENT && rq->kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET)
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "%s", why);
+	else if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET)
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 			    "cannot forget node '%s' of plugin '%s': %s", rq->name, rq->plugin, why);
 	else if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE ||
@@ -458,7 +460,8 @@ static bool control_do_async(struct control *c, struct control_conn *conn, struc
 		r = c->ops->roles_clear(c->ud, req->node, control_async_done, rq, err, sizeof(err));
 	else
 		r = c->ops->roles_set(c->ud, req->node, (const char *const *)req->roles,
-				      req->n_roles, control_async_done, rq, err, sizeof(err));
+				      req->n_roles, req->force, control_async_done, rq, err,
+				      sizeof(err));
 	rq->in_op = false;
 	err[sizeof(err) - 1] = '\0';
 	if (r < 0) {
@@ -734,8 +737,9 @@ static void control_plugin_config_done(void *done_ctx, int err, const char *msg,
 			    msg && msg[0] ? msg : "the configuration changed meanwhile");
 	else if (err < 0)
 		control_reply_error(&rp,
-			    err == -EINVAL ? LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST
-					   : LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+			    err == -EINVAL   ? LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST
+			    : err == -ENOENT ? LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND
+					     : LEASEHOLD__CONTROL__CODE__CODE_FAILED,
 			    "%s", msg && msg[0] ? msg : strerror(-err));
 	rp.r.config_revision = rev;
 	rp.r.config_document.data = (uint8_t *)(uintptr_t)doc;
@@ -764,8 +768,8 @@ static bool control_do_config(struct control *c, struct control_conn *conn, stru
 		return false;
 	if (set)
 		r = c->ops->config_set(c->ud, req->name, req->config_document.data,
-				       req->config_document.len, req->config_revision, control_plugin_config_done,
-				       rq, err, sizeof(err));
+				       req->config_document.len, req->config_revision, req->force,
+				       control_plugin_config_done, rq, err, sizeof(err));
 	else
 		r = c->ops->config_get(c->ud, req->name, control_plugin_config_done, rq, err, sizeof(err));
 	rq->in_op = false;

@@ -88,6 +88,10 @@ struct control_plugin {
 	/* the cluster configuration as mirrored (pconfig) */
 	const char *config_error; /* etcd holds a bad document: why, else NULL */
 	int64_t config_revision;  /* the good document's revision, 0 = none */
+	/* the node has no etcd session: leader, members and status are its
+	 * last mirror, no longer kept current (for view_stale_ms) */
+	bool view_stale;
+	uint64_t view_stale_ms;
 };
 
 /* completion of a configuration read or write (pconfig): err 0 or -errno
@@ -162,11 +166,13 @@ struct control_ops {
 	 * return the total */
 	size_t (*roles_list)(void *ud, struct control_role_entry *out, size_t max);
 	/* roles_set - replace NODE's roles (n may be 0: no roles). Returns 0 when
-	 * started: done(done_ctx, err, msg) runs exactly once later on the loop;
-	 * or -errno at once (-EINVAL: bad node or role name; msg in err) and done
-	 * never runs. */
+	 * started: done(done_ctx, err, msg) runs exactly once later on the loop
+	 * (err -ENOENT: without force, NODE has never registered, as
+	 * election_known_node says); or -errno at once (-EINVAL: bad node or role
+	 * name; msg in err) and done never runs. */
 	int (*roles_set)(void *ud, const char *node, const char *const *roles, size_t n,
-	                 control_done_fn done, void *done_ctx, char *err, size_t err_len);
+	                 bool force, control_done_fn done, void *done_ctx, char *err,
+	                 size_t err_len);
 	/* roles_clear - delete NODE's record; as roles_set */
 	int (*roles_clear)(void *ud, const char *node, control_done_fn done, void *done_ctx,
 	                   char *err, size_t err_len);
@@ -223,10 +229,11 @@ struct control_ops {
 	 * exist). Checked first (a JSON object within the bound: -EINVAL), then
 	 * by the plugin's validate_config when it is loaded here (-EINVAL with
 	 * its reason). As config_get; done's err -ESTALE when another write came
-	 * first. */
+	 * first; -ENOENT when, without force, plugin NAME has never run (as
+	 * election_known_plugin says). */
 	int (*config_set)(void *ud, const char *name, const void *doc, size_t len,
-	                  int64_t expect_rev, control_config_fn done, void *done_ctx, char *err,
-	                  size_t err_len);
+	                  int64_t expect_rev, bool force, control_config_fn done, void *done_ctx,
+	                  char *err, size_t err_len);
 };
 
 /* What a reply carries, for a client that answers a request itself

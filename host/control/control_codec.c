@@ -249,6 +249,14 @@ int control_codec_roles_request_encode(Leasehold__Control__Kind kind, const char
 				       const char *const *roles, size_t n, uint8_t **ret_buf,
 				       size_t *ret_len)
 {
+	return control_codec_roles_request_encode_force(kind, node, roles, n, false, ret_buf,
+							ret_len);
+}
+
+int control_codec_roles_request_encode_force(Leasehold__Control__Kind kind, const char *node,
+					     const char *const *roles, size_t n, bool force,
+					     uint8_t **ret_buf, size_t *ret_len)
+{
 	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
 
 	if (!control_codec_kind_is_roles_write((int)kind) || !node || (n > 0 && !roles))
@@ -259,6 +267,7 @@ int control_codec_roles_request_encode(Leasehold__Control__Kind kind, const char
 	req.node = (char *)node;
 	req.roles = (char **)roles; /* pack only reads */
 	req.n_roles = n;
+	req.force = force;
 	return control_codec_request_pack(&req, ret_buf, ret_len);
 }
 

@@ -81,6 +81,11 @@ int control_codec_request_encode(Leasehold__Control__Kind kind, const char *name
 int control_codec_roles_request_encode(Leasehold__Control__Kind kind, const char *node,
 				       const char *const *roles, size_t n, uint8_t **ret_buf,
 				       size_t *ret_len);
+/* control_codec_roles_request_encode_force - the same, with Request.force
+ * (ROLES_SET: write even for a node that has never registered) */
+int control_codec_roles_request_encode_force(Leasehold__Control__Kind kind, const char *node,
+					     const char *const *roles, size_t n, bool force,
+					     uint8_t **ret_buf, size_t *ret_len);
 
 /* control_codec_forget_request_encode - pack a MEMBERS_FORGET request
  * (plugin name, node) into a malloc'd buffer (caller frees *ret_buf); not

@@ -149,6 +149,8 @@ int control_reply_plugins(struct control_reply *rp, const struct control_plugin 
 		d->p.reconcile_served = s->reconcile_served;
 		d->p.config_error = control_reply_str(rp, s->config_error);
 		d->p.config_revision = s->config_revision;
+		d->p.view_stale = s->view_stale;
+		d->p.view_stale_ms = s->view_stale_ms;
 		rp->pp[i] = &d->p;
 	}
 	rp->r.plugins = rp->pp;

@@ -34,8 +34,12 @@ int ctl_find_control(const char *control, const char *config, char *buf, size_t 
 	if (!path && access(LH_CONFIG_FILE, F_OK) == 0)
 		path = LH_CONFIG_FILE;
 	if (path && !flag) {
+		err[0] = '\0';
 		int r = control_config_file_control(path, buf, len, err, sizeof(err));
-		if (r < 0 && r != -ENOENT) {
+		/* -ENOENT with a message: the file itself is missing, which only
+		 * the default file may be (it was there a moment ago); -ENOENT
+		 * without one: the file holds no control key */
+		if (r < 0 && (r != -ENOENT || (config && err[0]))) {
 			fprintf(stderr, "leaseholdctl: %s\n", err);
 			return EXIT_ERR;
 		}

@@ -72,7 +72,7 @@ struct opts {
 	const char *cmd;
 	const char *args[MAX_ARGS];
 	size_t n_args;
-	bool json, help, version, has_timeout, yes;
+	bool json, help, version, has_timeout, yes, force;
 	const char *timeout;
 	const char *to; /* switchover --to */
 	/* observer mode (ctl_observer.h): answered from etcd when etcd is set */
@@ -178,14 +178,18 @@ static const struct command commands[] = {
      "record that is invalid, why (role-bound plugins on that node are then held\n"
      "back). Nodes without a record hold no roles and are not listed.\n"
      "--json prints an array of {\"node\", \"roles\": [..], \"error\": null or string}.\n"},
-    {"roles set", 1, 1 + CONTROL_ROLES_MAX, false, false, false, "roles set NODE [ROLE...]",
+    {"roles set", 1, 1 + CONTROL_ROLES_MAX, false, false, false, "roles set NODE [ROLE...] [--force]",
      "replace a node's roles",
      "Replace node NODE's roles with ROLE... (at most 64 distinct names, each\n"
      "[a-z0-9_-], 1 to 63 characters). Without a ROLE the node keeps an empty\n"
      "record (no roles); 'roles clear' deletes the record instead. The daemon\n"
      "answers once etcd has stored the record; plugins that need a role start\n"
      "or stop on that node as soon as its daemon sees the change.\n"
-     "Exit 1 when the write failed (e.g. etcd unavailable).\n"},
+     "Refused for a node that has never registered (etcd holds no member record\n"
+     "or node state record of it for any plugin), so a typo writes nothing;\n"
+     "--force writes anyway (a node not started yet). This daemon's own node\n"
+     "is never refused.\n"
+     "Exit 1 when the write failed (e.g. etcd unavailable), 2 refused.\n"},
     {"roles clear", 1, 1, false, false, false, "roles clear NODE", "delete a node's roles record",
      "Delete node NODE's roles record: the node then holds no roles. A node\n"
      "without a record is not an error. Exit 1 when the delete failed.\n"},
@@ -256,9 +260,9 @@ static const struct command commands[] = {
      "failed (e.g. the revision was compacted).\n"},
     {"config get", 1, 1, true, false, false, "config get NAME [--json]",
      "a plugin's cluster-wide configuration", CTL_CONFIG_GET_HELP},
-    {"config set", 2, 2, false, false, false, "config set NAME FILE|- [--revision R]",
+    {"config set", 2, 2, false, false, false, "config set NAME FILE|- [--revision R] [--force]",
      "replace a plugin's configuration", CTL_CONFIG_SET_HELP},
-    {"config edit", 1, 1, false, false, false, "config edit NAME",
+    {"config edit", 1, 1, false, false, false, "config edit NAME [--force]",
      "edit a plugin's configuration", CTL_CONFIG_EDIT_HELP},
     {"version", 0, 0, false, false, false, "version", "client and daemon versions",
      "Print leaseholdctl's version and the daemon's version, node id and protocol.\n"},
@@ -299,6 +303,8 @@ static void ctl_main_print_help(FILE *out)
 		"                 history, switchover, watch (default table)\n"
 		"  --json         the same as -o json\n"
 		"  --revision R   config set: write only over the configuration of revision R\n"
+		"  --force        config set/edit: also for a plugin that has never run;\n"
+		"                 roles set: also for a node that has never registered\n"
 		"  --timeout S    wait-ready (default 60), reconcile (default 30), switchover\n"
 		"                 (default 30, also 1500ms, 30s, 2m): give up after S\n"
 		"                 seconds; every other command: the deadline of the whole\n"
@@ -326,7 +332,9 @@ static void ctl_main_print_help(FILE *out)
 		"     pause/resume failed, reconcile failed or not served in time,\n"
 		"     switchover did not happen)\n"
 		"  2  error: bad usage, unknown plugin, invalid node or role name,\n"
-		"     a refused switchover or reconcile, protocol error, the daemon\n"
+		"     a refused switchover or reconcile, config set to a plugin that has\n"
+		"     never run or roles set to a node that has never registered (without\n"
+		"     --force), an unreadable --config file, protocol error, the daemon\n"
 		"     closed the connection\n"
 		"  3  no socket file: the daemon is not running (or another --control)\n"
 		"  4  connection refused: a stale socket file, its daemon is gone\n"
@@ -440,6 +448,8 @@ static int ctl_main_parse_args(int argc, char **argv, struct opts *o)
 				}
 			} else if (strcmp(a, "--yes") == 0 || strcmp(a, "-y") == 0) {
 				o->yes = true;
+			} else if (strcmp(a, "--force") == 0) {
+				o->force = true;
 			} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 				o->help = true;
 			} else if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
@@ -674,6 +684,8 @@ int main(int argc, char **argv)
 				   "characters, no '/')");
 	if (o.yes && !cmd->confirm)
 		return ctl_main_usage_error(cmd, "%s does not take --yes", cmd->name);
+	if (o.force && strcmp(cmd->name, "roles set") != 0)
+		return ctl_main_usage_error(cmd, "%s does not take --force", cmd->name);
 	if (cmd->confirm && !o.yes) {
 		fprintf(stderr, "leaseholdctl: %s needs --yes. What it does:\n\n%s", cmd->name,
 			cmd->help);
@@ -765,8 +777,8 @@ int main(int argc, char **argv)
 	if (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET ||
 	    kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR) {
 		recv_timeout = CTL_WRITE_TIMEOUT_MS;
-		r = control_codec_roles_request_encode(kind, name, o.args + 1, o.n_args - 1, &req,
-						       &req_len);
+		r = control_codec_roles_request_encode_force(kind, name, o.args + 1, o.n_args - 1,
+							     o.force, &req, &req_len);
 	} else if (kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER) {
 		r = ctl_switchover_encode(name, o.to, timeout_ms, &req, &req_len);
 	} else if (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET) {

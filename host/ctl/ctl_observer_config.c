@@ -15,6 +15,8 @@
  *   nodes then hand the document to on_config_changed unvalidated (a
  *   refusal there is logged and shown as the plugin's last error);
  *   ctl_plugin_config.c says so when it writes in observer mode.
+ * - Without --force, a plugin that has never run (election_known.h) is
+ *   refused before the write, with the daemon's words (CODE_NOT_FOUND).
  * - A stored value is hostile: checked before it is called valid, and at
  *   most PLUGIN_CONFIG_MAX bytes of it are answered (the error says why it
  *   is not valid, as the daemon's does).
@@ -28,6 +30,7 @@
 
 #include "ctl/ctl_observer_internal.h"
 #include "abi/abi_config_doc.h"
+#include "election/election_known.h"
 
 #define CONFIG_WRITE_TIMEOUT_MS 10000
 
@@ -51,6 +54,53 @@ static void ctl_observer_config_on_txn(struct etcd_client *c, int err, const str
 		w->revision = r->header.revision;
 	else if (r->n_responses == 1 && r->responses[0].n_kvs == 1)
 		w->revision = r->responses[0].kvs[0].mod_revision;
+}
+
+struct known {
+	bool done, known;
+	int err;
+};
+
+static void ctl_observer_config_on_known(void *ud, int err, bool known)
+{
+	struct known *k = ud;
+	k->done = true;
+	k->err = err;
+	k->known = known;
+}
+
+/* ctl_observer_config_check_known - *ret_known true when plugin name has
+ * run (EXIT_OK, nothing answered); else the refusal answered into *ret_resp
+ * (EXIT_OK) or the exit code of an etcd timeout (printed) */
+static int ctl_observer_config_check_known(struct ctl_observer *ob, const char *name,
+                                           uint64_t deadline, bool *ret_known,
+                                           Response **ret_resp)
+{
+	char msg[700];
+	struct known k = {0};
+	struct etcd_call *call = NULL;
+	int r = election_known_plugin(ob->etcd, ob->prefix, name, CONFIG_WRITE_TIMEOUT_MS,
+	                              ctl_observer_config_on_known, &k, &call);
+	if (r == 0 && (loop_run_until(ob->loop, &k.done, deadline) < 0 || !k.done)) {
+		etcd_call_cancel(call);
+		return ctl_observer_etcd_failed(-ETIMEDOUT);
+	}
+	if (r == 0)
+		r = k.err;
+	if (r < 0) {
+		snprintf(msg, sizeof(msg), "cannot check whether plugin %s has run: %s", name,
+		         etcd_strerror(r));
+		return ctl_observer_refuse(LEASEHOLD__CONTROL__CODE__CODE_FAILED, msg, ret_resp);
+	}
+	*ret_known = k.known;
+	if (k.known)
+		return EXIT_OK;
+	snprintf(msg, sizeof(msg),
+	         "plugin %s has never run: etcd holds no member record, node state record or "
+	         "term of it (a typo?); nothing written (--force writes it anyway, e.g. before "
+	         "the plugin is deployed)",
+	         name);
+	return ctl_observer_refuse(LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, msg, ret_resp);
 }
 
 static int ctl_observer_config_get(struct ctl_observer *ob, const char *key, uint64_t deadline,
@@ -82,13 +132,19 @@ static int ctl_observer_config_get(struct ctl_observer *ob, const char *key, uin
 }
 
 static int ctl_observer_config_set(struct ctl_observer *ob, const char *key, const char *name,
-                      const ProtobufCBinaryData *doc, int64_t expect_rev, uint64_t deadline,
-                      Response **ret_resp)
+                      const ProtobufCBinaryData *doc, int64_t expect_rev, bool force,
+                      uint64_t deadline, Response **ret_resp)
 {
 	char why[256], msg[700];
 	if (plugin_config_doc_check(doc->data, doc->len, why, sizeof(why)) < 0) {
 		snprintf(msg, sizeof(msg), "refusing the configuration of plugin %s: %s", name, why);
 		return ctl_observer_refuse(LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST, msg, ret_resp);
+	}
+	bool known = force;
+	if (!force) {
+		int ret = ctl_observer_config_check_known(ob, name, deadline, &known, ret_resp);
+		if (ret != EXIT_OK || !known)
+			return ret;
 	}
 	size_t kl = strlen(key);
 	struct etcd_compare cmp = {.target = ETCD_CMP_MOD, .result = ETCD_CMP_EQUAL, .key = key,
@@ -135,6 +191,6 @@ int ctl_observer_config(struct ctl_observer *ob, const Leasehold__Control__Reque
 	snprintf(key, sizeof(key), "%s/%s/config", ob->prefix, req->name);
 	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET)
 		return ctl_observer_config_set(ob, key, req->name, &req->config_document, req->config_revision,
-		                  deadline, ret_resp);
+		                  req->force, deadline, ret_resp);
 	return ctl_observer_config_get(ob, key, deadline, ret_resp);
 }

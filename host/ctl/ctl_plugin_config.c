@@ -48,7 +48,7 @@ struct config_opts {
 	const char *name;
 	const char *file;
 	const char *revision;
-	bool json, help;
+	bool json, help, force;
 	struct ctl_etcd_opts etcd; /* observer mode when etcd.endpoints is set */
 };
 
@@ -56,6 +56,7 @@ struct config_opts {
 struct where {
 	const char *url;
 	const struct ctl_etcd_opts *etcd; /* NULL: the daemon */
+	bool force; /* --force: write even for a plugin that has never run */
 };
 
 static int ctl_plugin_config_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -76,8 +77,8 @@ static const char *ctl_plugin_config_help_of(const char *sub)
 	if (strcmp(sub, "get") == 0)
 		return USAGE "config get NAME [--json]\n\n" CTL_CONFIG_GET_HELP;
 	if (strcmp(sub, "set") == 0)
-		return USAGE "config set NAME FILE|- [--revision R]\n\n" CTL_CONFIG_SET_HELP;
-	return USAGE "config edit NAME\n\n" CTL_CONFIG_EDIT_HELP;
+		return USAGE "config set NAME FILE|- [--revision R] [--force]\n\n" CTL_CONFIG_SET_HELP;
+	return USAGE "config edit NAME [--force]\n\n" CTL_CONFIG_EDIT_HELP;
 #undef USAGE
 }
 
@@ -148,6 +149,8 @@ static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 				o->json = true;
 			else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
 				o->help = true;
+			else if (strcmp(a, "--force") == 0)
+				o->force = true;
 			else if (is_config) {
 				ctl_plugin_config_fail(EXIT_ERR,
 				     "unknown option '%s' (see leaseholdctl help config %s)", a,
@@ -170,7 +173,7 @@ static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 	if (n < 2 || (strcmp(pos[1], "get") && strcmp(pos[1], "set") && strcmp(pos[1], "edit"))) {
 		ctl_plugin_config_fail(EXIT_ERR, "config: want a subcommand: get, set or edit\n"
 			       "Usage: leaseholdctl config get NAME [--json] | set NAME FILE|- "
-			       "[--revision R] | edit NAME");
+			       "[--revision R] [--force] | edit NAME [--force]");
 		return -1;
 	}
 	o->sub = pos[1];
@@ -191,9 +194,9 @@ static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 		return -1;
 	}
 	if ((o->json && strcmp(o->sub, "get") != 0) ||
-	    (o->revision && strcmp(o->sub, "set") != 0)) {
+	    (o->revision && strcmp(o->sub, "set") != 0) || (o->force && strcmp(o->sub, "get") == 0)) {
 		ctl_plugin_config_fail(EXIT_ERR, "config %s does not take %s", o->sub,
-		     o->json ? "--json" : "--revision");
+		     o->json ? "--json" : o->revision ? "--revision" : "--force");
 		return -1;
 	}
 	return 1;
@@ -213,6 +216,7 @@ static int ctl_plugin_config_ask(const struct where *w, Leasehold__Control__Kind
 	req.config_document.data = (uint8_t *)(uintptr_t)doc;
 	req.config_document.len = doc ? len : 0;
 	req.config_revision = rev;
+	req.force = kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET && w->force;
 	size_t blen = leasehold__control__request__get_packed_size(&req);
 	if (!(buf = malloc(blen ? blen : 1)))
 		return ctl_plugin_config_fail(EXIT_ERR, "out of memory");
@@ -507,7 +511,7 @@ int ctl_config_main(int argc, char **argv)
 		printf("%s", ctl_plugin_config_help_of(o.sub));
 		return EXIT_OK;
 	}
-	struct where w = {.url = url, .etcd = o.etcd.endpoints ? &o.etcd : NULL};
+	struct where w = {.url = url, .etcd = o.etcd.endpoints ? &o.etcd : NULL, .force = o.force};
 	if (w.etcd && (o.control || o.config))
 		return ctl_plugin_config_fail(EXIT_ERR, "--etcd excludes --control and --config");
 	if (!w.etcd && (o.etcd.cacert || o.etcd.cert || o.etcd.key || o.etcd.user || o.etcd.prefix))

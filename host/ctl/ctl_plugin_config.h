@@ -33,15 +33,21 @@
 	"as 'config get' printed it; 0 = there must be none); without --revision,\n"   \
 	"the revision read just before the write. So two operators cannot overwrite\n" \
 	"each other blindly: the second gets exit 8 and nothing is written.\n"        \
+	"Refused unless the plugin has run somewhere: etcd holds a member record,\n"  \
+	"a node state record or a term of it (so a typo in NAME writes nothing);\n"  \
+	"--force writes anyway (a plugin not deployed yet).\n"                      \
 	"Exit 0 written, 1 the write failed, 2 refused (not a JSON object, the\n"      \
-	"plugin's validation), 8 the configuration changed since revision R.\n"
+	"plugin's validation, a plugin that has never run), 8 the configuration\n"   \
+	"changed since revision R.\n"
 #define CTL_CONFIG_EDIT_HELP                                                          \
 	"Edit plugin NAME's cluster-wide configuration in $VISUAL, else $EDITOR,\n"    \
 	"else vi (a copy in a private temporary file). Needs a terminal on stdin.\n"   \
 	"No change: nothing is written. Not a valid JSON object, or refused by the\n"  \
 	"plugin's validation: edit again or abort (the edit is kept in the file).\n"   \
 	"Written only if nobody changed the configuration since it was read (else\n"   \
-	"exit 8, the edit kept in the file). Exit codes as for config set.\n"
+	"exit 8, the edit kept in the file). A plugin that has never run is\n"       \
+	"refused as by config set (--force writes anyway). Exit codes as for\n"      \
+	"config set.\n"
 
 /* ctl_config_main - `leaseholdctl [OPTIONS] config get|set|edit ...`: runs
  * the command and returns its exit code, or -1 when argv is not a config

@@ -154,6 +154,10 @@ static json_object *ctl_views_json_plugin(const Plugin *p)
 	json_object_object_add(o, "release", ctl_views_json_release(p->release));
 	json_object_object_add(o, "state", json_object_new_string(p->state));
 	json_object_object_add(o, "leader", ctl_views_json_str_or_null(p->leader));
+	json_object_object_add(o, "view_stale", json_object_new_boolean(p->view_stale));
+	json_object_object_add(o, "view_stale_ms",
+			       p->view_stale ? json_object_new_int64(ctl_views_clamp_u64(p->view_stale_ms))
+					     : NULL);
 	json_object_object_add(o, "ready", json_object_new_boolean(p->ready));
 
 	rs = json_object_new_object();
@@ -237,6 +241,11 @@ static void ctl_views_plugin_cells(const Plugin *p, char (*buf)[CELL])
 		snprintf(buf[2] + l, CELL - l, ", paused");
 	}
 	ctl_clean(p->leader, buf[3], CELL, true);
+	if (p->view_stale) {
+		/* no etcd session: the last leader this node saw, not a current one */
+		size_t l = strlen(buf[3]);
+		snprintf(buf[3] + l, CELL - l, " (stale)");
+	}
 	snprintf(buf[4], CELL, "%s", p->ready ? "yes" : "no");
 	if (r && r->members > 0)
 		snprintf(buf[5], CELL, "%s..%s", ctl_fmt_release(r->min, a, sizeof(a)),
@@ -356,7 +365,12 @@ int ctl_view_status(const Response *r, bool json)
 	printf("file:          %s\n", ctl_clean(p->file, b1, sizeof(b1), true));
 	printf("release:       %s\n", p->release ? ctl_fmt_release(p->release, a, sizeof(a)) : "-");
 	printf("state:         %s\n", ctl_clean(p->state, b1, sizeof(b1), true));
-	printf("leader:        %s\n", ctl_clean(p->leader, b1, sizeof(b1), true));
+	if (p->view_stale)
+		printf("leader:        %s (stale: no etcd session for %" PRIu64 " s; the last "
+		       "leader this node saw)\n",
+		       ctl_clean(p->leader, b1, sizeof(b1), true), p->view_stale_ms / 1000);
+	else
+		printf("leader:        %s\n", ctl_clean(p->leader, b1, sizeof(b1), true));
 	if (p->ready || !p->not_ready || !p->not_ready[0])
 		printf("ready:         %s\n", p->ready ? "yes" : "no");
 	else

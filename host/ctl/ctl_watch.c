@@ -384,8 +384,14 @@ static void ctl_watch_on_watch(struct etcd_watch *wt, int err, int64_t revision,
 		w->done = true;
 		return;
 	}
-	for (size_t i = 0; i < n; i++)
-		ctl_watch_on_event(w, &ev[i]);
+	/* one batch may run past --to-revision: its later events are not
+	 * printed (the loop stops with this callback, so none come after) */
+	for (size_t i = 0; i < n && !w->done; i++) {
+		if (w->to_revision && ev[i].kv.mod_revision > w->to_revision)
+			w->done = true;
+		else
+			ctl_watch_on_event(w, &ev[i]);
+	}
 	int64_t at = n ? ev[n - 1].kv.mod_revision : revision;
 	if (w->to_revision && at >= w->to_revision)
 		w->done = true;
@@ -442,6 +448,8 @@ int ctl_observer_watch(struct ctl_observer *ob, const char *name, bool json,
 	}
 	fprintf(stderr, "leaseholdctl: watching %s from revision %" PRId64 "\n",
 	        name ? name : "every plugin", rev + 1);
+	if (to_revision && rev >= to_revision)
+		w.done = true; /* nothing after the start is wanted */
 	uint64_t until = timeout_ms > 0 ? loop_now() + (uint64_t)timeout_ms * LOOP_NS_PER_MS
 	                                : UINT64_MAX;
 	loop_run_until(ctl_observer_loop(ob), &w.done, until);

@@ -124,6 +124,7 @@ static void daemon_on_roles_changed(void *ud)
 static void daemon_on_session_up(void *ud, int64_t lease)
 {
 	struct daemon *d = ud;
+	d->session_down_at = 0;
 	for (struct entry *e = d->entries; e; e = e->next)
 		if (e->el)
 			election_session_up(e->el, lease);
@@ -135,6 +136,7 @@ static void daemon_on_session_lost(void *ud, int64_t old, const char *why)
 	struct daemon *d = ud;
 	(void)old;
 	snprintf(d->session_lost_why, sizeof(d->session_lost_why), "%s", why ? why : "?");
+	d->session_down_at = loop_now();
 	for (struct entry *e = d->entries; e; e = e->next)
 		if (e->el)
 			election_session_lost(e->el);
@@ -216,6 +218,7 @@ int daemon_run(const struct daemon_config *cfg)
 		log_error("daemon", "cannot create the event loop: %s", strerror(-r));
 		return 1;
 	}
+	d->session_down_at = loop_now(); /* no session until the first is up */
 	if ((r = daemon_setup_signals(d)) < 0) {
 		log_error("daemon", "cannot set up signals: %s", strerror(-r));
 		goto out;

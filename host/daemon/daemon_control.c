@@ -106,8 +106,15 @@ static size_t daemon_control_ctl_plugins(void *ud, struct control_plugin *out, s
 	for (struct entry *e = d->entries; e; e = e->next) {
 		if (e->gone)
 			continue;
-		if (n < max)
+		if (n < max) {
 			daemon_control_fill_plugin(e, &out[n]);
+			/* without a session the mirror is what this node last
+			 * saw: the row says so, and since when */
+			uint64_t now = loop_now(), down = d->session_down_at;
+			out[n].view_stale = e->el && down != 0;
+			if (out[n].view_stale)
+				out[n].view_stale_ms = now > down ? (now - down) / LOOP_NS_PER_MS : 0;
+		}
 		n++;
 		if (d->shutting_down)
 			continue; /* nothing more will load: only what still stops */
@@ -263,8 +270,11 @@ static int daemon_control_roles_op_start(struct daemon *d, const char *node, con
 }
 
 static int daemon_control_ctl_roles_set(void *ud, const char *node, const char *const *roles, size_t n,
-                         control_done_fn done, void *done_ctx, char *err, size_t err_len)
+                         bool force, control_done_fn done, void *done_ctx, char *err, size_t err_len)
 {
+	struct daemon *d = ud;
+	if (!force && strcmp(node, d->cfg->node_id) != 0)
+		return daemon_roles_set_if_known(d, node, roles, n, done, done_ctx, err, err_len);
 	return daemon_control_roles_op_start(ud, node, roles, n, false, done, done_ctx, err, err_len);
 }
 

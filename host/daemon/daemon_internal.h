@@ -109,6 +109,9 @@ struct daemon {
 	struct loop_timer *publish;
 	uint64_t publish_at; /* when the publish timer fires next */
 	char session_lost_why[200];
+	/* loop time since which no etcd session is up (the start, or the last
+	 * loss); 0 while one is: the plugin rows then say their view is stale */
+	uint64_t session_down_at;
 	/* systemd (see sd_report): NULL sd when not started with NOTIFY_SOCKET */
 	struct sdnotify *sd;
 	struct loop_timer *watchdog; /* WATCHDOG=1 every watchdog_ns, from the loop */
@@ -171,7 +174,16 @@ void daemon_config_fill(struct entry *e, struct control_plugin *p);
 int daemon_config_get(void *ud, const char *name, control_config_fn done, void *done_ctx,
                       char *err, size_t err_len);
 int daemon_config_set(void *ud, const char *name, const void *doc, size_t len, int64_t expect_rev,
-                      control_config_fn done, void *done_ctx, char *err, size_t err_len);
+                      bool force, control_config_fn done, void *done_ctx, char *err,
+                      size_t err_len);
+
+/* daemon_roles_set_if_known - the roles_set op (control.h) for a node that
+ * must first be seen registered in etcd (daemon_roles_guard.c): 0 when
+ * started, done() then runs exactly once (-ENOENT: never registered); or
+ * -errno with the reason in err and done never runs */
+int daemon_roles_set_if_known(struct daemon *d, const char *node, const char *const *roles,
+                              size_t n, control_done_fn done, void *done_ctx, char *err,
+                              size_t err_len);
 
 /* daemon_on_leave_later - the timer that starts a `leaseholdctl leave`
  * shutdown after its reply was sent (ud is the daemon) */

@@ -18,6 +18,9 @@
  *   revision with the one the operator's copy came from (0: none may
  *   exist), so of two operators editing the same revision exactly one
  *   wins; the other gets -ESTALE and the current revision.
+ * - A plugin that does not run here and has never run anywhere
+ *   (election_known.h) is refused with -ENOENT unless forced: a typo in the
+ *   name would leave a document no node reads.
  * - Everything runs on the loop thread.
  */
 #include "config.h"
@@ -31,6 +34,7 @@
 #include "daemon/daemon_internal.h"
 #include "base/log.h"
 #include "abi/abi_config_doc.h"
+#include "election/election_known.h"
 
 /* the write of a config set waits this long for etcd */
 #define CONFIG_WRITE_TIMEOUT_MS 10000u
@@ -336,8 +340,54 @@ static void daemon_plugin_config_on_validated(void *ud, int err, const char *msg
 	}
 }
 
+/* daemon_plugin_config_go - validate (when the plugin runs here) and write;
+ * 0, or -errno with the reason in err (cc untouched) */
+static int daemon_plugin_config_go(struct config_call *cc, char *err, size_t err_len)
+{
+	struct entry *e = daemon_find_name(cc->d, cc->name);
+	int r;
+	if (e && e->pi) {
+		r = plugin_instance_validate_config(e->pi, cc->doc, cc->len, daemon_plugin_config_on_validated, cc);
+		if (r == 0)
+			return 0; /* daemon_plugin_config_on_validated writes */
+		if (r != -EOPNOTSUPP) {
+			snprintf(
+			    err, err_len,
+			    "plugin %s runs here but cannot validate the configuration now (%s); "
+			    "try again",
+			    cc->name,
+			    r == -EAGAIN ? "it is failed, restarting or stopping" : strerror(-r));
+			return r == -EAGAIN ? -EBUSY : r;
+		}
+	}
+	if ((r = daemon_plugin_config_write_now(cc)) < 0)
+		snprintf(err, err_len, "cannot write %s: %s", cc->key, etcd_strerror(r));
+	return r;
+}
+
+static void daemon_plugin_config_on_known(void *ud, int err, bool known)
+{
+	struct config_call *cc = ud;
+	char msg[700];
+	if (err == 0 && !known) {
+		snprintf(msg, sizeof(msg),
+			 "plugin %s has never run: etcd holds no member record, node state record "
+			 "or term of it (a typo?); nothing written (--force writes it anyway, e.g. "
+			 "before the plugin is deployed)",
+			 cc->name);
+		err = -ENOENT;
+	} else if (err < 0) {
+		snprintf(msg, sizeof(msg), "cannot check whether plugin %s has run: %s", cc->name,
+			 etcd_strerror(err));
+	} else if ((err = daemon_plugin_config_go(cc, msg, sizeof(msg))) == 0) {
+		return;
+	}
+	cc->done(cc->done_ctx, err, msg, NULL, 0, 0, NULL);
+	daemon_plugin_config_call_free(cc);
+}
+
 int daemon_config_set(void *ud, const char *name, const void *doc, size_t len, int64_t expect_rev,
-		      control_config_fn done, void *done_ctx, char *err, size_t err_len)
+		      bool force, control_config_fn done, void *done_ctx, char *err, size_t err_len)
 {
 	struct daemon *d = ud;
 	char why[256];
@@ -355,24 +405,13 @@ int daemon_config_set(void *ud, const char *name, const void *doc, size_t len, i
 	}
 	cc->expect_rev = expect_rev;
 	struct entry *e = daemon_find_name(d, name);
-	if (e && e->pi) {
-		r = plugin_instance_validate_config(e->pi, cc->doc, len, daemon_plugin_config_on_validated, cc);
-		if (r == 0)
-			return 0; /* daemon_plugin_config_on_validated writes */
-		if (r != -EOPNOTSUPP) {
-			snprintf(
-			    err, err_len,
-			    "plugin %s runs here but cannot validate the configuration now (%s); "
-			    "try again",
-			    name,
-			    r == -EAGAIN ? "it is failed, restarting or stopping" : strerror(-r));
-			daemon_plugin_config_call_free(cc);
-			return r == -EAGAIN ? -EBUSY : r;
-		}
-	}
-	if ((r = daemon_plugin_config_write_now(cc)) < 0) {
-		snprintf(err, err_len, "cannot write %s: %s", cc->key, etcd_strerror(r));
+	if (force || (e && e->el))
+		r = daemon_plugin_config_go(cc, err, err_len); /* it runs here: it has run */
+	else if ((r = election_known_plugin(d->etcd, d->cfg->prefix, name, CONFIG_WRITE_TIMEOUT_MS,
+					    daemon_plugin_config_on_known, cc, NULL)) < 0)
+		snprintf(err, err_len, "cannot check whether plugin %s has run: %s", name,
+			 etcd_strerror(r));
+	if (r < 0)
 		daemon_plugin_config_call_free(cc);
-	}
 	return r;
 }

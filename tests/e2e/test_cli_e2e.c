@@ -4,8 +4,12 @@
  * the real example plugin): the plugins table and its JSON field by field on
  * the leader and on the other node, status and members, wait-ready (ready,
  * ready after a rolling upgrade, timeout on a node that may no longer serve,
- * unknown plugin, ready only after the first reconcile succeeded), and the
- * error paths (stopped daemon, unknown plugin, bad usage).
+ * unknown plugin, ready only after the first reconcile succeeded), the
+ * error paths (stopped daemon, unknown plugin, bad usage), the refusals of
+ * writes nobody would read (config set for a plugin that never ran, roles
+ * set for a node that never registered; --force), a missing --config file,
+ * watch --to-revision printing nothing after R, and the LEADER marked stale
+ * while the daemon has no etcd session (etcd stopped, then back).
  *
  * Waiting is for events with deadlines: cluster events through an in-process
  * observer election (its own etcd watch), readiness through
@@ -269,8 +273,11 @@ static void check_plugin_json(json_object *p, const struct host *h, const struct
 	CHECK(json_object_object_get_ex(p, "config_revision", NULL));
 	CHECK_JNULL(p, "config_error");
 	CHECK(json_object_object_get_ex(p, "nodes", NULL));
+	/* a daemon with its etcd session: a view it vouches for */
+	CHECK(json_object_get_boolean(jget(p, "view_stale")) == false);
+	CHECK_JNULL(p, "view_stale_ms");
 	/* exactly the documented fields */
-	CHECK_INT_EQ(json_object_object_length(p), 25);
+	CHECK_INT_EQ(json_object_object_length(p), 27);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "releases")), 4);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "status")), 3);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "reconcile")), 4);
@@ -687,6 +694,195 @@ static void test_error_paths(void)
 	ctl_out_free(&o);
 }
 
+/* ---- refusals of writes nobody would read, --config, watch --to-revision,
+ * a stale view ---- */
+
+/* ctl_observer - leaseholdctl --etcd URL --prefix PFX ARGS...: its exit code */
+static int ctl_observer(struct ctl_out *o, const char *const *args)
+{
+	const char *argv[16];
+	size_t a = 0;
+	argv[a++] = "--etcd";
+	argv[a++] = harness_etcd_urls(g_etcd);
+	argv[a++] = "--prefix";
+	argv[a++] = PFX;
+	for (; *args && a < 15; args++)
+		argv[a++] = *args;
+	argv[a] = NULL;
+	ctl_run(o, NULL, argv);
+	return o->status;
+}
+
+static void expect_exit(const char *what, struct ctl_out *o, int status, int want,
+			const char *err_has)
+{
+	if (status != want || (err_has && !strstr(o->err, err_has))) {
+		fprintf(stderr, "%s: exit %d (want %d), stdout \"%s\", stderr \"%s\"\n", what,
+			status, want, o->out, o->err);
+		exit(1);
+	}
+	ctl_out_free(o);
+}
+
+static void test_config_set_refuses_a_plugin_that_never_ran(void)
+{
+	char doc[700];
+	struct ctl_out o;
+	size_t n;
+	FILE *f;
+
+	snprintf(doc, sizeof(doc), "%s/cli-config.json", harness_dir(g_etcd));
+	CHECK((f = fopen(doc, "w")) != NULL);
+	fputs("{\"interval\": 5}\n", f);
+	CHECK(fclose(f) == 0);
+	tu_del_prefix(&T, PFX "/nosuch/");
+	tu_del_prefix(&T, PFX "/ghost/");
+	/* the daemon and observer mode refuse alike; nothing is written */
+	expect_exit("config set nosuch (daemon)", &o,
+		    host_ctl(&A, &o, "config", "set", "nosuch", doc, NULL), 2,
+		    "plugin nosuch has never run");
+	const char *const obs_set[] = {"config", "set", "nosuch", doc, NULL};
+	expect_exit("config set nosuch (observer)", &o, ctl_observer(&o, obs_set), 2,
+		    "plugin nosuch has never run");
+	CHECK(tu_get(&T, PFX "/nosuch/config", &n) == NULL);
+	/* --force writes */
+	expect_exit("config set nosuch --force", &o,
+		    host_ctl(&A, &o, "config", "set", "nosuch", doc, "--force", NULL), 0, NULL);
+	uint8_t *v = tu_get(&T, PFX "/nosuch/config", &n);
+	CHECK(v != NULL);
+	free(v);
+	tu_del_prefix(&T, PFX "/nosuch/");
+	const char *const obs_force[] = {"config", "set", "nosuch", doc, "--force", NULL};
+	expect_exit("config set nosuch --force (observer)", &o, ctl_observer(&o, obs_force), 0,
+		    NULL);
+	tu_del_prefix(&T, PFX "/nosuch/");
+	/* a plugin that ran elsewhere (a term of it is recorded) is no typo */
+	tu_put(&T, PFX "/ghost/term-history/00000000000000000001", "x", 1);
+	expect_exit("config set ghost (daemon)", &o,
+		    host_ctl(&A, &o, "config", "set", "ghost", doc, NULL), 0, NULL);
+	tu_del_prefix(&T, PFX "/ghost/");
+	tu_put(&T, PFX "/ghost/members/zz", "x", 1);
+	const char *const obs_ghost[] = {"config", "set", "ghost", doc, NULL};
+	expect_exit("config set ghost (observer)", &o, ctl_observer(&o, obs_ghost), 0, NULL);
+	tu_del_prefix(&T, PFX "/ghost/");
+	/* config get takes no --force */
+	expect_exit("config get --force", &o,
+		    host_ctl(&A, &o, "config", "get", PLUGIN, "--force", NULL), 2, "--force");
+}
+
+static void test_roles_set_refuses_a_node_that_never_registered(void)
+{
+	struct ctl_out o;
+	size_t n;
+
+	expect_exit("roles set nosuchnode", &o,
+		    host_ctl(&A, &o, "roles", "set", "nosuchnode", "r1", NULL), 2,
+		    "node nosuchnode has never registered");
+	CHECK(tu_get(&T, PFX "/roles/nosuchnode", &n) == NULL);
+	expect_exit("roles set nosuchnode --force", &o,
+		    host_ctl(&A, &o, "roles", "set", "nosuchnode", "r1", "--force", NULL), 0, NULL);
+	uint8_t *v = tu_get(&T, PFX "/roles/nosuchnode", &n);
+	CHECK(v != NULL);
+	free(v);
+	/* a node that runs a plugin (B, asked on A), and A itself */
+	expect_exit("roles set b", &o, host_ctl(&A, &o, "roles", "set", B.node, "r1", NULL), 0,
+		    NULL);
+	expect_exit("roles set a", &o, host_ctl(&A, &o, "roles", "set", A.node, NULL), 0, NULL);
+	static const char *const clear[3] = {"nosuchnode", "b", "a"};
+	for (size_t i = 0; i < 3; i++)
+		expect_exit("roles clear", &o, host_ctl(&A, &o, "roles", "clear", clear[i], NULL),
+			    0, NULL);
+	expect_exit("plugins --force", &o, host_ctl(&A, &o, "plugins", "--force", NULL), 2,
+		    "does not take --force");
+}
+
+static void test_missing_config_file_is_an_error(void)
+{
+	struct ctl_out o;
+	char path[700];
+	snprintf(path, sizeof(path), "%s/no-such.conf", harness_dir(g_etcd));
+	const char *const args[] = {"--config", path, "plugins", NULL};
+	ctl_run(&o, NULL, args);
+	expect_exit("--config missing.conf plugins", &o, o.status, 2, "cannot open");
+	const char *const cargs[] = {"--config", path, "config", "get", PLUGIN, NULL};
+	ctl_run(&o, NULL, cargs);
+	expect_exit("--config missing.conf config get", &o, o.status, 2, "cannot open");
+}
+
+static void test_watch_stops_at_to_revision(void)
+{
+	struct ctl_out o;
+	char from[32], to[32];
+	int64_t rev[5];
+	/* five changes already in etcd, of a plugin no daemon runs (nothing
+	 * else writes in between): a replay delivers them in one batch */
+	for (int i = 0; i < 5; i++)
+		rev[i] = tu_put(&T, PFX "/quiet/reconcile-request", "x", 1);
+	snprintf(from, sizeof(from), "%lld", (long long)rev[0] - 1);
+	snprintf(to, sizeof(to), "%lld", (long long)rev[2]);
+	const char *const args[] = {"watch",	     "quiet",	   "--from-revision", from,
+				    "--to-revision", to,	   "--timeout",	      "20",
+				    NULL};
+	CHECK_INT_EQ(ctl_observer(&o, args), 0);
+	size_t lines = 0;
+	for (const char *s = o.out; *s; s++)
+		lines += *s == '\n';
+	if (lines != 3 || !strstr(o.out, "reconcile requested")) {
+		fprintf(stderr, "watch up to %s printed:\n%s", to, o.out);
+		exit(1);
+	}
+	char last[64];
+	snprintf(last, sizeof(last), "%lld ", (long long)rev[2]);
+	CHECK(strstr(o.out, last) != NULL);
+	snprintf(last, sizeof(last), "%lld ", (long long)rev[3]);
+	CHECK(strstr(o.out, last) == NULL);
+	ctl_out_free(&o);
+}
+
+static bool p_view_stale(json_object *p, const void *arg)
+{
+	json_object *v = p ? jget(p, "view_stale") : NULL;
+	return v && json_object_get_boolean(v) == *(const bool *)arg;
+}
+
+static void test_leader_is_marked_stale_without_a_session(void)
+{
+	static const bool yes = true, no = false;
+	struct ctl_out o;
+	char cell[128];
+
+	json_object *p = ctl_wait_plugin(&A, PLUGIN, p_view_stale, &no, 5000, "a current view");
+	CHECK(jnull(p, "view_stale_ms"));
+	const char *leader = jstr(p, "leader");
+	CHECK(leader != NULL);
+	char was[64];
+	snprintf(was, sizeof(was), "%s", leader);
+	json_object_put(p);
+	/* etcd gone: the session lapses after its TTL (2 s), the mirror stays */
+	CHECK_OK(harness_etcd_stop(g_etcd, 0));
+	p = ctl_wait_plugin(&A, PLUGIN, p_view_stale, &yes, 15000, "a stale view");
+	CHECK(jint(p, "view_stale_ms") >= 0);
+	json_object_put(p);
+	CHECK_INT_EQ(host_ctl(&A, &o, "plugins", NULL), 0);
+	char want[80];
+	snprintf(want, sizeof(want), "%s (stale)", was);
+	const char *c = ctl_table_cell(o.out, PLUGIN, "LEADER", cell, sizeof(cell));
+	if (!c || strcmp(c, want) != 0) {
+		fprintf(stderr, "LEADER without a session: '%s', want '%s'\n%s", c ? c : "(none)",
+			want, o.out);
+		exit(1);
+	}
+	ctl_out_free(&o);
+	CHECK_INT_EQ(host_ctl(&A, &o, "status", PLUGIN, NULL), 0);
+	CHECK(strstr(o.out, "(stale: no etcd session for ") != NULL);
+	ctl_out_free(&o);
+	/* etcd back: the session comes up again and the view is current */
+	CHECK_OK(harness_etcd_restart(g_etcd, 0));
+	CHECK_OK(harness_etcd_wait_healthy(g_etcd, 0, 15000));
+	p = ctl_wait_plugin(&A, PLUGIN, p_view_stale, &no, 20000, "a current view again");
+	json_object_put(p);
+}
+
 int main(void)
 {
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
@@ -702,6 +898,11 @@ int main(void)
 	RUN(test_wait_ready_across_a_rolling_upgrade);
 	RUN(test_wait_ready_returns_after_the_first_good_reconcile);
 	RUN(test_error_paths);
+	RUN(test_config_set_refuses_a_plugin_that_never_ran);
+	RUN(test_roles_set_refuses_a_node_that_never_registered);
+	RUN(test_missing_config_file_is_an_error);
+	RUN(test_watch_stops_at_to_revision);
+	RUN(test_leader_is_marked_stale_without_a_session);
 
 	host_signal(&A, SIGTERM);
 	host_signal(&B, SIGTERM);

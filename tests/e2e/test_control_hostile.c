@@ -11,10 +11,13 @@
  * back (with nng 1.5.2 it breaks that listener: the daemon then gives the
  * worker up after its attach deadline and starts another).
  *
- * After each: `leaseholdctl plugins` answers within 1 s (a wedged daemon
- * does not answer at all: the run is killed after 3 s) and the daemon uses
- * next to no CPU over the next second (utime+stime from /proc/PID/stat,
- * sampled until a deadline: a spinning daemon burns a whole core).
+ * After each: `leaseholdctl plugins` works (a wedged daemon does not answer
+ * at all: the run is killed after 3 s), the daemon answers a PLUGINS
+ * request within 1 s (timed from the connect, in this process: the start
+ * of a sanitized leaseholdctl on a loaded machine is no part of the
+ * daemon's latency) and it uses next to no CPU over the next second
+ * (utime+stime from /proc/PID/stat, sampled until a deadline: a spinning
+ * daemon burns a whole core).
  */
 #include "config.h"
 
@@ -37,6 +40,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "control/control_client.h"
 #include "testutil.h"
 #include "harness.h"
 #include "hosts.h"
@@ -120,6 +124,25 @@ static bool closed_by_peer(int fd, int ms)
 	}
 }
 
+/* answer_ms - how long A takes to answer a PLUGINS request on a fresh
+ * connection (at most 3 s: more fails the test) */
+static long answer_ms(const char *after)
+{
+	static const uint8_t req[4] = {0x08, 0x01, 0x10, 0x01}; /* protocol 1, PLUGINS */
+	uint8_t *reply = NULL;
+	size_t len = 0;
+	long t0 = now_ms();
+	int r = control_client_call(g_path, req, sizeof(req), 3000, 1 << 20, &reply, &len);
+	long ms = now_ms() - t0;
+	if (r < 0 || len == 0) {
+		fprintf(stderr, "after %s: no answer to a PLUGINS request: %s\n", after,
+			r < 0 ? strerror(-r) : "an empty reply");
+		exit(1);
+	}
+	free(reply);
+	return ms;
+}
+
 /* expect_healthy - the checks after every attack (see the file comment). */
 static void expect_healthy(const char *after)
 {
@@ -140,10 +163,10 @@ static void expect_healthy(const char *after)
 		exit(1);
 	}
 	CHECK(strstr(o.out, "reconciler") != NULL);
-	ms = o.ms;
 	ctl_out_free(&o);
+	ms = answer_ms(after);
 	if (ms >= 1000) {
-		fprintf(stderr, "after %s: leaseholdctl plugins took %ld ms\n", after, ms);
+		fprintf(stderr, "after %s: the daemon took %ld ms to answer\n", after, ms);
 		exit(1);
 	}
 
@@ -414,6 +437,21 @@ static void plugins_dir(char *buf, size_t len)
 	CHECK(buf[0] != '\0');
 }
 
+/* drain_events - forget the creations ifd has queued so far. With nng
+ * 1.5.2 the stray client breaks the listener it hits: the daemon then gives
+ * that worker up after its attach deadline and creates one more socket, the
+ * one the plugin leads with. Its creation is still queued when the next
+ * round kills that worker; taken for "the next socket" it sends the stray to
+ * the socket of the worker just killed (gone, or refusing, once the daemon
+ * has reaped it), not to the restarted worker's. */
+static void drain_events(int ifd)
+{
+	char raw[4096];
+	while (read(ifd, raw, sizeof(raw)) > 0)
+		;
+	CHECK(errno == EAGAIN);
+}
+
 /* stray_on_next_socket - wait (inotify, deadline 10 s) for the next bus
  * socket created in dir and connect to it at once, before the worker can
  * finish its handshake; hang up (after half an SP header when half). */
@@ -450,6 +488,7 @@ static void stray_on_next_socket(int ifd, const char *dir, bool half)
 			if (fd < 0)
 				fprintf(stderr, "stray connect to %s: %s\n", path, strerror(-fd));
 			CHECK(fd >= 0);
+			fprintf(stderr, "bus: a stray client on %s\n", ev->name);
 			if (half)
 				CHECK(send(fd, "\0SP\0", 4, MSG_NOSIGNAL) == 4);
 			close(fd);
@@ -512,6 +551,7 @@ static void test_bus_stray_client_during_worker_restart(void)
 	CHECK(inotify_add_watch(ifd, dir, IN_CREATE) >= 0);
 	for (int i = 0; i < 2; i++) {
 		long t0 = now_ms();
+		drain_events(ifd); /* only a socket made after the kill counts */
 		CHECK(kill(w, SIGKILL) == 0);
 		stray_on_next_socket(ifd, dir, i == 1);
 		w = wait_leading(w, 30000, "a worker restart with a stray client on its bus socket");
@@ -529,8 +569,10 @@ static void test_bus_stray_client_during_worker_restart(void)
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
-	atexit(dump_on_failure);
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
+	/* after the harness's own exit handler, so that it runs before the
+	 * harness removes the directory that holds the daemons' logs */
+	atexit(dump_on_failure);
 	host_setup(&A, harness_dir(g_etcd), "a");
 	host_setup(&B, harness_dir(g_etcd), "b");
 	host_setup(&C, harness_dir(g_etcd), "c");

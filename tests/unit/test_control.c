@@ -266,9 +266,10 @@ static int roles_op(bool clear, const char *node, const char *const *roles, size
 }
 
 static int op_roles_set(void *ud, const char *node, const char *const *roles, size_t n,
-			control_done_fn done, void *done_ctx, char *err, size_t err_len)
+			bool force, control_done_fn done, void *done_ctx, char *err, size_t err_len)
 {
 	(void)ud;
+	(void)force;
 	return roles_op(false, node, roles, n, done, done_ctx, err, err_len);
 }
 
