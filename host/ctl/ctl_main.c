@@ -573,34 +573,342 @@ static int ctl_main_cmd_watch(const struct opts *o, const struct command *cmd, c
 	return ret;
 }
 
-int main(int argc, char **argv)
-{
-	struct opts o = {0};
-	const struct command *cmd = NULL;
-	char urlbuf[4096], def[4096];
-	const char *url, *name;
-	Response *resp = NULL;
+/* ---- the daemon verbs: one row each, the request it sends, what it prints ---- */
+
+/* A daemon verb's call as its handlers see it: what was asked and how long
+ * the answer may take. */
+struct ctl_verb_call {
+	const struct opts *o;
+	const struct command *cmd;
+	const struct ctl_verb *verb;
+	const char *name;     /* the first argument, or NULL */
+	bool roles;	      /* a `roles ...` verb: name is a node id */
+	uint32_t timeout_ms;  /* what the daemon itself waits (wait-ready, reconcile, switchover) */
+	int64_t recv_timeout; /* how long the client waits for the answer */
+};
+
+/* ctl_verb - a verb the daemon (or observer mode) answers. prepare (NULL:
+ * nothing to do) checks the verb's own --timeout and sets the times;
+ * encode (NULL: the plain request) builds the request; show (NULL: nothing
+ * printed) prints a successful answer. unsure names the command that tells
+ * whether a write whose answer timed out happened (NULL: not a write). */
+struct ctl_verb {
+	const char *name;
 	Leasehold__Control__Kind kind;
-	int64_t recv_timeout = CTL_TIMEOUT_MS;
-	uint32_t timeout_ms = 0;
+	int64_t recv_timeout; /* 0: CTL_TIMEOUT_MS */
+	int (*prepare)(struct ctl_verb_call *c);
+	int (*encode)(const struct ctl_verb_call *c, uint8_t **ret_req, size_t *ret_len);
+	int (*show)(const struct ctl_verb_call *c, Response *resp);
+	const char *unsure;
+};
+
+static int ctl_verb_prepare_switchover(struct ctl_verb_call *c)
+{
+	const struct opts *o = c->o;
+	if (ctl_switchover_parse_timeout(o->has_timeout ? o->timeout : NULL, &c->timeout_ms) < 0)
+		return ctl_main_usage_error(c->cmd,
+					    "invalid --timeout '%s' (2s to 1h: 30, 30s, "
+					    "1500ms, 2m)",
+					    o->timeout);
+	c->recv_timeout = (int64_t)c->timeout_ms + CTL_SWITCHOVER_MARGIN_MS;
+	return EXIT_OK;
+}
+
+/* --timeout S for a wait of the daemon's, default_s without one; the
+ * client waits margin_ms longer */
+static int ctl_verb_prepare_wait_for(struct ctl_verb_call *c, double default_s, int64_t margin_ms)
+{
+	c->timeout_ms = (uint32_t)(default_s * 1000);
+	if (c->o->has_timeout && ctl_main_parse_timeout(c->o->timeout, &c->timeout_ms) < 0)
+		return ctl_main_usage_error(c->cmd, "invalid --timeout '%s' (seconds, >= 0)",
+					    c->o->timeout);
+	c->recv_timeout = (int64_t)c->timeout_ms + margin_ms;
+	return EXIT_OK;
+}
+
+static int ctl_verb_prepare_reconcile(struct ctl_verb_call *c)
+{
+	/* the request's own etcd write, then the wait */
+	return ctl_verb_prepare_wait_for(c, CTL_RECONCILE_DEFAULT_S, CTL_WRITE_TIMEOUT_MS);
+}
+
+static int ctl_verb_prepare_wait_ready(struct ctl_verb_call *c)
+{
+	return ctl_verb_prepare_wait_for(c, CTL_WAIT_DEFAULT_S, CTL_WAIT_MARGIN_MS);
+}
+
+static int ctl_verb_encode_roles(const struct ctl_verb_call *c, uint8_t **ret_req, size_t *ret_len)
+{
+	const struct opts *o = c->o;
+	return control_codec_roles_request_encode_force(c->verb->kind, c->name, o->args + 1,
+							o->n_args - 1, o->force, ret_req, ret_len);
+}
+
+static int ctl_verb_encode_switchover(const struct ctl_verb_call *c, uint8_t **ret_req,
+				      size_t *ret_len)
+{
+	return ctl_switchover_encode(c->name, c->o->to, c->timeout_ms, ret_req, ret_len);
+}
+
+static int ctl_verb_encode_forget(const struct ctl_verb_call *c, uint8_t **ret_req, size_t *ret_len)
+{
+	return control_codec_forget_request_encode(c->name, c->o->args[1], ret_req, ret_len);
+}
+
+static int ctl_verb_show_plugins(const struct ctl_verb_call *c, Response *resp)
+{
+	return ctl_view_plugins(resp, c->o->json);
+}
+
+static int ctl_verb_show_status(const struct ctl_verb_call *c, Response *resp)
+{
+	return ctl_view_status(resp, c->o->json);
+}
+
+static int ctl_verb_show_members(const struct ctl_verb_call *c, Response *resp)
+{
+	return ctl_view_members(resp, c->o->json);
+}
+
+static int ctl_verb_show_roles_list(const struct ctl_verb_call *c, Response *resp)
+{
+	return ctl_view_roles_list(resp, c->o->json);
+}
+
+static int ctl_verb_show_history(const struct ctl_verb_call *c, Response *resp)
+{
+	return ctl_view_history(resp, c->name, c->o->json);
+}
+
+static int ctl_verb_show_wait_ready(const struct ctl_verb_call *c, Response *resp)
+{
+	(void)resp;
+	printf("%s is ready\n", c->name);
+	return EXIT_OK;
+}
+
+static int ctl_verb_show_reload(const struct ctl_verb_call *c, Response *resp)
+{
+	(void)resp;
+	printf("reload requested: %s\n", c->name ? c->name : "all plugins");
+	return EXIT_OK;
+}
+
+static int ctl_verb_show_roles_set(const struct ctl_verb_call *c, Response *resp)
+{
+	char b[CELL], l[CELL];
+	RoleEntry e = LEASEHOLD__CONTROL__ROLE_ENTRY__INIT;
+	(void)resp;
+	e.roles = (char **)(c->o->args + 1);
+	e.n_roles = c->o->n_args - 1;
+	printf("node %s: roles set to %s\n", ctl_clean(c->name, b, sizeof(b), false),
+	       e.n_roles ? ctl_role_list(&e, l, sizeof(l)) : "(none)");
+	return EXIT_OK;
+}
+
+static int ctl_verb_show_roles_clear(const struct ctl_verb_call *c, Response *resp)
+{
+	char b[CELL];
+	(void)resp;
+	printf("node %s: roles record deleted\n", ctl_clean(c->name, b, sizeof(b), false));
+	return EXIT_OK;
+}
+
+static int ctl_verb_show_forget(const struct ctl_verb_call *c, Response *resp)
+{
+	char b[CELL], n[CELL];
+	(void)resp;
+	printf("plugin %s: node %s forgotten\n", ctl_clean(c->name, b, sizeof(b), false),
+	       ctl_clean(c->o->args[1], n, sizeof(n), false));
+	return EXIT_OK;
+}
+
+static int ctl_verb_show_pause(const struct ctl_verb_call *c, Response *resp)
+{
+	char b[CELL];
+	(void)resp;
+	printf("plugin %s: paused cluster-wide (the leader starts no reconcile)\n",
+	       ctl_clean(c->name, b, sizeof(b), false));
+	return EXIT_OK;
+}
+
+static int ctl_verb_show_resume(const struct ctl_verb_call *c, Response *resp)
+{
+	char b[CELL];
+	(void)resp;
+	printf("plugin %s: resumed (the leader reconciles now)\n",
+	       ctl_clean(c->name, b, sizeof(b), false));
+	return EXIT_OK;
+}
+
+static int ctl_verb_show_reconcile(const struct ctl_verb_call *c, Response *resp)
+{
+	char b[CELL];
+	if (c->timeout_ms == 0)
+		printf("plugin %s: reconcile requested (revision %" PRId64 ")\n",
+		       ctl_clean(c->name, b, sizeof(b), false), resp->revision);
+	else
+		printf("plugin %s: reconcile request %" PRId64 " served by the leader\n",
+		       ctl_clean(c->name, b, sizeof(b), false), resp->revision);
+	return EXIT_OK;
+}
+
+static int ctl_verb_show_leave(const struct ctl_verb_call *c, Response *resp)
+{
+	(void)c;
+	(void)resp;
+	printf("leaving: the daemon drains, deletes this node's member records and exits\n");
+	return EXIT_OK;
+}
+
+static int ctl_verb_show_version(const struct ctl_verb_call *c, Response *resp)
+{
+	char v[CELL], n[CELL];
+	(void)c;
+	printf("leasehold %s (node %s, protocol %" PRIu32 ")\n",
+	       ctl_clean(resp->daemon_version, v, sizeof(v), true),
+	       ctl_clean(resp->node, n, sizeof(n), true), resp->protocol);
+	return EXIT_OK;
+}
+
+#define KIND(k) LEASEHOLD__CONTROL__KIND__KIND_##k
+static const struct ctl_verb verbs[] = {
+    {"plugins", KIND(PLUGINS), 0, NULL, NULL, ctl_verb_show_plugins, NULL},
+    {"status", KIND(STATUS), 0, NULL, NULL, ctl_verb_show_status, NULL},
+    {"members", KIND(MEMBERS), 0, NULL, NULL, ctl_verb_show_members, NULL},
+    {"members forget", KIND(MEMBERS_FORGET), CTL_WRITE_TIMEOUT_MS, NULL, ctl_verb_encode_forget,
+     ctl_verb_show_forget, "members NAME"},
+    {"leave", KIND(LEAVE), 0, NULL, NULL, ctl_verb_show_leave, NULL},
+    {"wait-ready", KIND(WAIT_READY), 0, ctl_verb_prepare_wait_ready, NULL, ctl_verb_show_wait_ready,
+     NULL},
+    {"reload", KIND(RELOAD), 0, NULL, NULL, ctl_verb_show_reload, NULL},
+    {"roles list", KIND(ROLES_LIST), 0, NULL, NULL, ctl_verb_show_roles_list, NULL},
+    {"roles set", KIND(ROLES_SET), CTL_WRITE_TIMEOUT_MS, NULL, ctl_verb_encode_roles,
+     ctl_verb_show_roles_set, "roles list"},
+    {"roles clear", KIND(ROLES_CLEAR), CTL_WRITE_TIMEOUT_MS, NULL, ctl_verb_encode_roles,
+     ctl_verb_show_roles_clear, "roles list"},
+    {"pause", KIND(PAUSE), CTL_WRITE_TIMEOUT_MS, NULL, NULL, ctl_verb_show_pause, "status NAME"},
+    {"resume", KIND(RESUME), CTL_WRITE_TIMEOUT_MS, NULL, NULL, ctl_verb_show_resume, "status NAME"},
+    {"reconcile", KIND(RECONCILE), 0, ctl_verb_prepare_reconcile, NULL, ctl_verb_show_reconcile,
+     NULL},
+    {"history", KIND(HISTORY), CTL_WRITE_TIMEOUT_MS, NULL, NULL, ctl_verb_show_history, NULL},
+    {"switchover", KIND(SWITCHOVER), 0, ctl_verb_prepare_switchover, ctl_verb_encode_switchover,
+     NULL, NULL},
+    {"version", KIND(VERSION), 0, NULL, NULL, ctl_verb_show_version, NULL},
+};
+#undef KIND
+
+static const struct ctl_verb *ctl_main_find_verb(const char *name)
+{
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (strcmp(verbs[i].name, name) == 0)
+			return &verbs[i];
+	return NULL;
+}
+
+/* ctl_main_verb_request - the request of call c into ret_req (malloc'd);
+ * EXIT_OK or the exit code of a refusal (printed) */
+static int ctl_main_verb_request(struct ctl_verb_call *c, uint8_t **ret_req, size_t *ret_len)
+{
+	const struct ctl_verb *v = c->verb;
+	const struct opts *o = c->o;
+	int ret;
+
+	c->recv_timeout = v->recv_timeout ? v->recv_timeout : CTL_TIMEOUT_MS;
+	if (v->prepare && (ret = v->prepare(c)) != EXIT_OK)
+		return ret;
+	if (o->has_timeout && !c->cmd->timeout) {
+		/* every other command: --timeout bounds the whole call */
+		uint32_t ms;
+		if (ctl_main_parse_timeout(o->timeout, &ms) < 0 || ms == 0)
+			return ctl_main_usage_error(c->cmd, "invalid --timeout '%s' (seconds, > 0)",
+						    o->timeout);
+		c->recv_timeout = ms;
+	}
+	int r = v->encode ? v->encode(c, ret_req, ret_len)
+			  : control_codec_request_encode(v->kind, c->roles ? NULL : c->name,
+							 c->timeout_ms, ret_req, ret_len);
+	if (r < 0) {
+		fprintf(stderr, "leaseholdctl: cannot encode the request\n");
+		return EXIT_ERR;
+	}
+	return EXIT_OK;
+}
+
+/* ctl_main_run_verb - send call c's request to the daemon at url (observer
+ * mode: to etcd) and print the answer; returns the exit code */
+static int ctl_main_run_verb(struct ctl_verb_call *c, const char *url)
+{
+	const struct ctl_verb *v = c->verb;
+	const struct opts *o = c->o;
+	Response *resp = NULL;
 	uint8_t *req = NULL;
 	size_t req_len = 0;
-	bool roles = false, roles_group = false, timed_out = false;
-	int ret, r;
+	bool timed_out = false;
+	int ret;
 
-	if ((ret = ctl_config_main(argc, argv)) >= 0)
+	if ((ret = ctl_main_verb_request(c, &req, &req_len)) != EXIT_OK)
 		return ret;
-	if (ctl_main_parse_args(argc, argv, &o) < 0)
-		return EXIT_ERR;
-	if (o.cmd && strcmp(o.cmd, "roles") == 0) {
+	if (v->kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET && o->n_args == 1) {
+		char b[CELL];
+		fprintf(stderr,
+			"leaseholdctl: note: no ROLE given: node %s will hold no roles (its record "
+			"stays; 'roles clear' deletes it)\n",
+			ctl_clean(c->name, b, sizeof(b), false));
+	}
+	if (v->kind == LEASEHOLD__CONTROL__KIND__KIND_VERSION) {
+		/* the client's own version needs no daemon */
+		printf("leaseholdctl %s\n", PACKAGE_VERSION);
+		fflush(stdout);
+	}
+	if (o->etcd.endpoints)
+		ret = ctl_main_observer_call(o, req, req_len, c->recv_timeout, &resp);
+	else
+		ret = ctl_call(url, req, req_len, c->recv_timeout, &resp, &timed_out);
+	free(req);
+	if (ret != EXIT_OK) {
+		if (timed_out && v->unsure)
+			fprintf(stderr,
+				"leaseholdctl: the write may or may not have happened; check with "
+				"'leaseholdctl %s'\n",
+				v->unsure);
+		return ret;
+	}
+	if (v->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER &&
+	    resp->code != LEASEHOLD__CONTROL__CODE__CODE_REFUSED)
+		ret = ctl_switchover_result(resp, c->name, o->to, o->json);
+	else
+		ret = ctl_check_code(resp, c->roles);
+	if (ret == EXIT_OK && v->show)
+		ret = v->show(c, resp);
+	leasehold__control__response__free_unpacked(resp, NULL);
+	if (fflush(stdout) != 0 && ret == EXIT_OK)
+		ret = EXIT_ERR;
+	return ret;
+}
+
+/* ---- from the command line to a verb ---- */
+
+#define CTL_GO (-1) /* not an exit code: go on */
+
+/* ctl_main_resolve - the command o names (ret_cmd NULL: none given);
+ * `roles SUB` and `members forget` take their second word off o's
+ * arguments (ret_roles: a roles verb). CTL_GO, or the exit code. */
+static int ctl_main_resolve(struct opts *o, const struct command **ret_cmd, bool *ret_roles)
+{
+	char word[256];
+	const struct command *cmd = NULL;
+
+	*ret_roles = false;
+	if (o->cmd && strcmp(o->cmd, "roles") == 0) {
 		/* "roles SUB ARGS": look up "roles SUB" */
-		roles = true;
-		if (o.n_args == 0) {
-			if (o.help) {
+		*ret_roles = true;
+		if (o->n_args == 0) {
+			if (o->help) {
 				ctl_main_print_roles_help(stdout);
 				return EXIT_OK;
 			}
-			if (o.version) {
+			if (o->version) {
 				printf("leaseholdctl %s\n", PACKAGE_VERSION);
 				return EXIT_OK;
 			}
@@ -609,56 +917,141 @@ int main(int argc, char **argv)
 			ctl_main_print_roles_help(stderr);
 			return EXIT_ERR;
 		}
-		snprintf(urlbuf, sizeof(urlbuf), "roles %s", o.args[0]);
-		cmd = ctl_main_find_command(urlbuf);
-		if (!cmd) {
+		snprintf(word, sizeof(word), "roles %s", o->args[0]);
+		if (!(cmd = ctl_main_find_command(word))) {
 			char b[CELL];
 			return ctl_main_usage_error(NULL,
-					   "unknown roles subcommand '%s' (list, set or clear)",
-					   ctl_clean(o.args[0], b, sizeof(b), false));
+						    "unknown roles subcommand '%s' (list, set or "
+						    "clear)",
+						    ctl_clean(o->args[0], b, sizeof(b), false));
 		}
-		memmove(o.args, o.args + 1, (o.n_args - 1) * sizeof(o.args[0]));
-		o.n_args--;
-	} else if (o.cmd && strcmp(o.cmd, "members") == 0 && o.n_args >= 2 &&
-		   strcmp(o.args[0], "forget") == 0) {
+		memmove(o->args, o->args + 1, (o->n_args - 1) * sizeof(o->args[0]));
+		o->n_args--;
+	} else if (o->cmd && strcmp(o->cmd, "members") == 0 && o->n_args >= 2 &&
+		   strcmp(o->args[0], "forget") == 0) {
 		/* "members forget NAME NODE" (plain "members NAME" has one argument) */
 		cmd = ctl_main_find_command("members forget");
-		memmove(o.args, o.args + 1, (o.n_args - 1) * sizeof(o.args[0]));
-		o.n_args--;
-	} else if (o.cmd && !strchr(o.cmd, ' ')) {
-		cmd = ctl_main_find_command(o.cmd); /* "roles set" as one word is no command */
+		memmove(o->args, o->args + 1, (o->n_args - 1) * sizeof(o->args[0]));
+		o->n_args--;
+	} else if (o->cmd && !strchr(o->cmd, ' ')) {
+		cmd = ctl_main_find_command(o->cmd); /* "roles set" as one word is no command */
 	}
-	if (o.cmd && !cmd)
-		return ctl_main_usage_error(NULL, "unknown command '%s'", o.cmd);
-	if (o.help || (cmd && strcmp(cmd->name, "help") == 0)) {
-		const struct command *about = cmd;
-		if (cmd && strcmp(cmd->name, "help") == 0) {
-			about = NULL;
-			if (o.n_args == 1 && strcmp(o.args[0], "roles") == 0) {
-				roles_group = true;
-			} else if (o.n_args == 1 && strcmp(o.args[0], "config") == 0) {
-				ctl_main_print_group_help(stdout, "config");
-				return EXIT_OK;
-			} else if (o.n_args == 2) {
-				/* two-word commands: "roles set", "members forget" */
-				snprintf(urlbuf, sizeof(urlbuf), "%s %s", o.args[0], o.args[1]);
-				about = ctl_main_find_command(urlbuf);
-			} else if (o.n_args == 1) {
-				about = ctl_main_find_command(o.args[0]);
-			}
-			if (o.n_args && !about && !roles_group)
-				return ctl_main_usage_error(NULL, "unknown command '%s%s%s'", o.args[0],
-						   o.n_args > 1 ? " " : "",
-						   o.n_args > 1 ? o.args[1] : "");
+	if (o->cmd && !cmd)
+		return ctl_main_usage_error(NULL, "unknown command '%s'", o->cmd);
+	*ret_cmd = cmd;
+	return CTL_GO;
+}
+
+/* ctl_main_help - `help [COMMAND]` or --help: print what was asked */
+static int ctl_main_help(const struct opts *o, const struct command *cmd)
+{
+	char word[256];
+	const struct command *about = cmd;
+	bool roles_group = false;
+
+	if (cmd && strcmp(cmd->name, "help") == 0) {
+		about = NULL;
+		if (o->n_args == 1 && strcmp(o->args[0], "roles") == 0) {
+			roles_group = true;
+		} else if (o->n_args == 1 && strcmp(o->args[0], "config") == 0) {
+			ctl_main_print_group_help(stdout, "config");
+			return EXIT_OK;
+		} else if (o->n_args == 2) {
+			/* two-word commands: "roles set", "members forget" */
+			snprintf(word, sizeof(word), "%s %s", o->args[0], o->args[1]);
+			about = ctl_main_find_command(word);
+		} else if (o->n_args == 1) {
+			about = ctl_main_find_command(o->args[0]);
 		}
-		if (about)
-			ctl_main_print_command_help(stdout, about);
-		else if (roles_group)
-			ctl_main_print_roles_help(stdout);
-		else
-			ctl_main_print_help(stdout);
-		return EXIT_OK;
+		if (o->n_args && !about && !roles_group)
+			return ctl_main_usage_error(NULL, "unknown command '%s%s%s'", o->args[0],
+						    o->n_args > 1 ? " " : "",
+						    o->n_args > 1 ? o->args[1] : "");
 	}
+	if (about)
+		ctl_main_print_command_help(stdout, about);
+	else if (roles_group)
+		ctl_main_print_roles_help(stdout);
+	else
+		ctl_main_print_help(stdout);
+	return EXIT_OK;
+}
+
+/* ctl_main_check_flags - the flags given fit command cmd; EXIT_OK or the
+ * exit code of the usage error (printed) */
+static int ctl_main_check_flags(const struct opts *o, const struct command *cmd)
+{
+	if (o->n_args < cmd->min_args)
+		return ctl_main_usage_error(cmd, "%s: missing argument", cmd->name);
+	if (o->n_args > cmd->max_args) {
+		if (strcmp(cmd->name, "roles set") == 0)
+			return ctl_main_usage_error(cmd, "too many roles (at most %d)", CONTROL_ROLES_MAX);
+		return ctl_main_usage_error(cmd, "unexpected argument '%s'",
+					    o->args[cmd->max_args]);
+	}
+	if (o->json && !cmd->json)
+		return ctl_main_usage_error(cmd, "%s does not take --json", cmd->name);
+	if (o->to && strcmp(cmd->name, "switchover") != 0)
+		return ctl_main_usage_error(cmd, "%s does not take --to", cmd->name);
+	if (o->to && !control_codec_node_ok(o->to))
+		return ctl_main_usage_error(cmd, "invalid node id for --to (1..128 printable ASCII "
+						 "characters, no '/')");
+	if (o->yes && !cmd->confirm)
+		return ctl_main_usage_error(cmd, "%s does not take --yes", cmd->name);
+	if (o->force && strcmp(cmd->name, "roles set") != 0)
+		return ctl_main_usage_error(cmd, "%s does not take --force", cmd->name);
+	if (cmd->confirm && !o->yes) {
+		fprintf(stderr, "leaseholdctl: %s needs --yes. What it does:\n\n%s", cmd->name,
+			cmd->help);
+		return EXIT_ERR;
+	}
+	if (!o->etcd.endpoints &&
+	    (o->etcd.cacert || o->etcd.cert || o->etcd.key || o->etcd.user || o->etcd.prefix))
+		return ctl_main_usage_error(cmd,
+					    "--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user "
+					    "and --prefix need --etcd (observer mode)");
+	if ((o->from_revision || o->to_revision) && strcmp(cmd->name, "watch") != 0)
+		return ctl_main_usage_error(cmd, "--from-revision and --to-revision are for watch");
+	if (o->etcd.endpoints && o->control)
+		return ctl_main_usage_error(cmd, "--control and --etcd exclude each other");
+	return EXIT_OK;
+}
+
+/* ctl_main_check_names - the plugin name, node ids and roles given are
+ * well-formed; EXIT_OK or the exit code of the usage error (printed) */
+static int ctl_main_check_names(const struct opts *o, const struct command *cmd, bool roles)
+{
+	const char *name = o->n_args ? o->args[0] : NULL;
+	if (roles) {
+		if (name && ctl_main_check_roles_args(cmd, o->args, o->n_args) != EXIT_OK)
+			return EXIT_ERR;
+	} else if (name && !control_codec_name_ok(name)) {
+		return ctl_main_usage_error(cmd, "invalid plugin name '%s'", name);
+	}
+	if (strcmp(cmd->name, "members forget") == 0 && !control_codec_node_ok(o->args[1]))
+		return ctl_main_usage_error(cmd,
+					    "invalid node id (1..128 printable ASCII characters, "
+					    "no '/')");
+	return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {0};
+	const struct command *cmd = NULL;
+	char urlbuf[4096], def[4096];
+	const char *url;
+	bool roles;
+	int ret;
+
+	if ((ret = ctl_config_main(argc, argv)) >= 0)
+		return ret;
+	if (ctl_main_parse_args(argc, argv, &o) < 0)
+		return EXIT_ERR;
+	if ((ret = ctl_main_resolve(&o, &cmd, &roles)) != CTL_GO)
+		return ret;
+	if (o.help || (cmd && strcmp(cmd->name, "help") == 0))
+		return ctl_main_help(&o, cmd);
 	if (o.version) {
 		printf("leaseholdctl %s\n", PACKAGE_VERSION);
 		return EXIT_OK;
@@ -668,54 +1061,16 @@ int main(int argc, char **argv)
 		ctl_main_print_help(stderr);
 		return EXIT_ERR;
 	}
-	if (o.n_args < cmd->min_args)
-		return ctl_main_usage_error(cmd, "%s: missing argument", cmd->name);
-	if (o.n_args > cmd->max_args) {
-		if (strcmp(cmd->name, "roles set") == 0)
-			return ctl_main_usage_error(cmd, "too many roles (at most %d)", CONTROL_ROLES_MAX);
-		return ctl_main_usage_error(cmd, "unexpected argument '%s'", o.args[cmd->max_args]);
-	}
-	if (o.json && !cmd->json)
-		return ctl_main_usage_error(cmd, "%s does not take --json", cmd->name);
-	if (o.to && strcmp(cmd->name, "switchover") != 0)
-		return ctl_main_usage_error(cmd, "%s does not take --to", cmd->name);
-	if (o.to && !control_codec_node_ok(o.to))
-		return ctl_main_usage_error(cmd, "invalid node id for --to (1..128 printable ASCII "
-				   "characters, no '/')");
-	if (o.yes && !cmd->confirm)
-		return ctl_main_usage_error(cmd, "%s does not take --yes", cmd->name);
-	if (o.force && strcmp(cmd->name, "roles set") != 0)
-		return ctl_main_usage_error(cmd, "%s does not take --force", cmd->name);
-	if (cmd->confirm && !o.yes) {
-		fprintf(stderr, "leaseholdctl: %s needs --yes. What it does:\n\n%s", cmd->name,
-			cmd->help);
-		return EXIT_ERR;
-	}
-	name = o.n_args ? o.args[0] : NULL;
-	if (roles) {
-		if (name && ctl_main_check_roles_args(cmd, o.args, o.n_args) != EXIT_OK)
-			return EXIT_ERR;
-	} else if (name && !control_codec_name_ok(name)) {
-		return ctl_main_usage_error(cmd, "invalid plugin name '%s'", name);
-	}
-	if (strcmp(cmd->name, "members forget") == 0 && !control_codec_node_ok(o.args[1]))
-		return ctl_main_usage_error(cmd, "invalid node id (1..128 printable ASCII characters, no '/')");
-
-	if (!o.etcd.endpoints && (o.etcd.cacert || o.etcd.cert || o.etcd.key || o.etcd.user ||
-				  o.etcd.prefix))
-		return ctl_main_usage_error(cmd, "--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and "
-					"--prefix need --etcd (observer mode)");
-	if ((o.from_revision || o.to_revision) && strcmp(cmd->name, "watch") != 0)
-		return ctl_main_usage_error(cmd, "--from-revision and --to-revision are for watch");
-	if (o.etcd.endpoints && o.control)
-		return ctl_main_usage_error(cmd, "--control and --etcd exclude each other");
+	if ((ret = ctl_main_check_flags(&o, cmd)) != EXIT_OK ||
+	    (ret = ctl_main_check_names(&o, cmd, roles)) != EXIT_OK)
+		return ret;
+	const char *name = o.n_args ? o.args[0] : NULL;
 	if (strcmp(cmd->name, "watch") == 0)
 		return ctl_main_cmd_watch(&o, cmd, name);
 	if (o.etcd.endpoints && strcmp(cmd->name, "version") == 0) {
 		printf("leaseholdctl %s (observer mode: no daemon asked)\n", PACKAGE_VERSION);
 		return EXIT_OK;
 	}
-
 	if (o.etcd.endpoints)
 		url = ""; /* observer mode: no daemon is asked */
 	else if ((ret = ctl_main_find_control(&o, def, sizeof(def), &url)) != EXIT_OK)
@@ -724,204 +1079,10 @@ int main(int argc, char **argv)
 		snprintf(urlbuf, sizeof(urlbuf), "ipc://%s", url);
 		url = urlbuf;
 	}
-
-	if (strcmp(cmd->name, "plugins") == 0)
-		kind = LEASEHOLD__CONTROL__KIND__KIND_PLUGINS;
-	else if (strcmp(cmd->name, "status") == 0)
-		kind = LEASEHOLD__CONTROL__KIND__KIND_STATUS;
-	else if (strcmp(cmd->name, "members") == 0)
-		kind = LEASEHOLD__CONTROL__KIND__KIND_MEMBERS;
-	else if (strcmp(cmd->name, "reload") == 0)
-		kind = LEASEHOLD__CONTROL__KIND__KIND_RELOAD;
-	else if (strcmp(cmd->name, "version") == 0)
-		kind = LEASEHOLD__CONTROL__KIND__KIND_VERSION;
-	else if (strcmp(cmd->name, "roles list") == 0)
-		kind = LEASEHOLD__CONTROL__KIND__KIND_ROLES_LIST;
-	else if (strcmp(cmd->name, "roles set") == 0)
-		kind = LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET;
-	else if (strcmp(cmd->name, "roles clear") == 0)
-		kind = LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR;
-	else if (strcmp(cmd->name, "members forget") == 0)
-		kind = LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET;
-	else if (strcmp(cmd->name, "leave") == 0)
-		kind = LEASEHOLD__CONTROL__KIND__KIND_LEAVE;
-	else if (strcmp(cmd->name, "pause") == 0)
-		kind = LEASEHOLD__CONTROL__KIND__KIND_PAUSE;
-	else if (strcmp(cmd->name, "resume") == 0)
-		kind = LEASEHOLD__CONTROL__KIND__KIND_RESUME;
-	else if (strcmp(cmd->name, "history") == 0)
-		kind = LEASEHOLD__CONTROL__KIND__KIND_HISTORY;
-	else if (strcmp(cmd->name, "switchover") == 0) {
-		kind = LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER;
-		if (ctl_switchover_parse_timeout(o.has_timeout ? o.timeout : NULL, &timeout_ms) < 0)
-			return ctl_main_usage_error(cmd, "invalid --timeout '%s' (2s to 1h: 30, 30s, 1500ms, 2m)",
-					   o.timeout);
-		recv_timeout = (int64_t)timeout_ms + CTL_SWITCHOVER_MARGIN_MS;
-	} else if (strcmp(cmd->name, "reconcile") == 0) {
-		kind = LEASEHOLD__CONTROL__KIND__KIND_RECONCILE;
-		timeout_ms = (uint32_t)(CTL_RECONCILE_DEFAULT_S * 1000);
-		if (o.has_timeout && ctl_main_parse_timeout(o.timeout, &timeout_ms) < 0)
-			return ctl_main_usage_error(cmd, "invalid --timeout '%s' (seconds, >= 0)",
-					   o.timeout);
-		/* the request's own etcd write, then the wait */
-		recv_timeout = (int64_t)timeout_ms + CTL_WRITE_TIMEOUT_MS;
-	} else {
-		kind = LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY;
-		timeout_ms = (uint32_t)(CTL_WAIT_DEFAULT_S * 1000);
-		if (o.has_timeout && ctl_main_parse_timeout(o.timeout, &timeout_ms) < 0)
-			return ctl_main_usage_error(cmd, "invalid --timeout '%s' (seconds, >= 0)",
-					   o.timeout);
-		recv_timeout = (int64_t)timeout_ms + CTL_WAIT_MARGIN_MS;
-	}
-
-	if (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET ||
-	    kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR) {
-		recv_timeout = CTL_WRITE_TIMEOUT_MS;
-		r = control_codec_roles_request_encode_force(kind, name, o.args + 1, o.n_args - 1,
-							     o.force, &req, &req_len);
-	} else if (kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER) {
-		r = ctl_switchover_encode(name, o.to, timeout_ms, &req, &req_len);
-	} else if (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET) {
-		recv_timeout = CTL_WRITE_TIMEOUT_MS;
-		r = control_codec_forget_request_encode(name, o.args[1], &req, &req_len);
-	} else {
-		if (kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE ||
-		    kind == LEASEHOLD__CONTROL__KIND__KIND_RESUME ||
-		    kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY)
-			recv_timeout = CTL_WRITE_TIMEOUT_MS;
-		r = control_codec_request_encode(kind, roles ? NULL : name, timeout_ms, &req,
-						 &req_len);
-	}
-	if (r < 0) {
-		fprintf(stderr, "leaseholdctl: cannot encode the request\n");
+	struct ctl_verb_call call = {.o = &o, .cmd = cmd, .name = name, .roles = roles};
+	if (!(call.verb = ctl_main_find_verb(cmd->name))) {
+		fprintf(stderr, "leaseholdctl: %s: no such daemon verb\n", cmd->name);
 		return EXIT_ERR;
 	}
-	if (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET && o.n_args == 1) {
-		char b[CELL];
-		fprintf(stderr,
-			"leaseholdctl: note: no ROLE given: node %s will hold no roles (its record "
-			"stays; 'roles clear' deletes it)\n",
-			ctl_clean(name, b, sizeof(b), false));
-	}
-	if (kind == LEASEHOLD__CONTROL__KIND__KIND_VERSION) {
-		/* the client's own version needs no daemon */
-		printf("leaseholdctl %s\n", PACKAGE_VERSION);
-		fflush(stdout);
-	}
-	if (o.has_timeout && !cmd->timeout) {
-		/* every other command: --timeout bounds the whole call */
-		uint32_t ms;
-		if (ctl_main_parse_timeout(o.timeout, &ms) < 0 || ms == 0) {
-			free(req);
-			return ctl_main_usage_error(cmd, "invalid --timeout '%s' (seconds, > 0)", o.timeout);
-		}
-		recv_timeout = ms;
-	}
-	if (o.etcd.endpoints)
-		ret = ctl_main_observer_call(&o, req, req_len, recv_timeout, &resp);
-	else
-		ret = ctl_call(url, req, req_len, recv_timeout, &resp, &timed_out);
-	free(req);
-	if (ret != EXIT_OK) {
-		if (timed_out && (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET ||
-				  kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR ||
-				  kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET ||
-				  kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE ||
-				  kind == LEASEHOLD__CONTROL__KIND__KIND_RESUME))
-			fprintf(stderr,
-				"leaseholdctl: the write may or may not have happened; check "
-				"with 'leaseholdctl %s'\n",
-				kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET ? "members NAME"
-				: kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET ||
-						kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR
-				    ? "roles list"
-				    : "status NAME");
-		return ret;
-	}
-	if (kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER &&
-	    resp->code != LEASEHOLD__CONTROL__CODE__CODE_REFUSED)
-		ret = ctl_switchover_result(resp, name, o.to, o.json);
-	else
-		ret = ctl_check_code(resp, roles);
-	if (ret == EXIT_OK) {
-		switch (kind) {
-		case LEASEHOLD__CONTROL__KIND__KIND_PLUGINS:
-			ret = ctl_view_plugins(resp, o.json);
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_STATUS:
-			ret = ctl_view_status(resp, o.json);
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS:
-			ret = ctl_view_members(resp, o.json);
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY:
-			printf("%s is ready\n", name);
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_RELOAD:
-			printf("reload requested: %s\n", name ? name : "all plugins");
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_LIST:
-			ret = ctl_view_roles_list(resp, o.json);
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET: {
-			char b[CELL], l[CELL];
-			RoleEntry e = LEASEHOLD__CONTROL__ROLE_ENTRY__INIT;
-			e.roles = (char **)(o.args + 1);
-			e.n_roles = o.n_args - 1;
-			printf("node %s: roles set to %s\n", ctl_clean(name, b, sizeof(b), false),
-			       e.n_roles ? ctl_role_list(&e, l, sizeof(l)) : "(none)");
-			break;
-		}
-		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR: {
-			char b[CELL];
-			printf("node %s: roles record deleted\n", ctl_clean(name, b, sizeof(b), false));
-			break;
-		}
-		case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET: {
-			char b[CELL], n[CELL];
-			printf("plugin %s: node %s forgotten\n", ctl_clean(name, b, sizeof(b), false),
-			       ctl_clean(o.args[1], n, sizeof(n), false));
-			break;
-		}
-		case LEASEHOLD__CONTROL__KIND__KIND_PAUSE:
-		case LEASEHOLD__CONTROL__KIND__KIND_RESUME: {
-			char b[CELL];
-			printf(kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE
-				   ? "plugin %s: paused cluster-wide (the leader starts no reconcile)\n"
-				   : "plugin %s: resumed (the leader reconciles now)\n",
-			       ctl_clean(name, b, sizeof(b), false));
-			break;
-		}
-		case LEASEHOLD__CONTROL__KIND__KIND_RECONCILE: {
-			char b[CELL];
-			if (timeout_ms == 0)
-				printf("plugin %s: reconcile requested (revision %" PRId64 ")\n",
-				       ctl_clean(name, b, sizeof(b), false), resp->revision);
-			else
-				printf("plugin %s: reconcile request %" PRId64 " served by the leader\n",
-				       ctl_clean(name, b, sizeof(b), false), resp->revision);
-			break;
-		}
-		case LEASEHOLD__CONTROL__KIND__KIND_HISTORY:
-			ret = ctl_view_history(resp, name, o.json);
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
-			printf("leaving: the daemon drains, deletes this node's member records and "
-			       "exits\n");
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_VERSION: {
-			char v[CELL], n[CELL];
-			printf("leasehold %s (node %s, protocol %" PRIu32 ")\n",
-			       ctl_clean(resp->daemon_version, v, sizeof(v), true),
-			       ctl_clean(resp->node, n, sizeof(n), true), resp->protocol);
-			break;
-		}
-		default:
-			break;
-		}
-	}
-	leasehold__control__response__free_unpacked(resp, NULL);
-	if (fflush(stdout) != 0 && ret == EXIT_OK)
-		ret = EXIT_ERR;
-	return ret;
+	return ctl_main_run_verb(&call, url);
 }
