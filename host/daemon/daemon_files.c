@@ -409,6 +409,8 @@ static void daemon_files_entry_load(struct daemon *d, struct entry *e, struct pf
 		.on_failed = daemon_files_on_worker_failed,
 		.on_recovered = daemon_files_on_worker_recovered,
 		.worker_path = d->cfg->worker_path,
+		.restart_min_ms = d->cfg->restart_min_ms,
+		.restart_max_ms = d->cfg->restart_max_ms,
 		.config = &pconf,
 		/* init sees the cluster's configuration: it waits until P/N/config
 		 * was read (daemon_plugin_config.c hands it over) */

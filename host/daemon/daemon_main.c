@@ -71,6 +71,8 @@ static void daemon_main_usage(FILE *f)
 	        "                            or none = no limit. Defaults: reconcile 5m, init and\n"
 	        "                            on_watch_events 60s, the others 15s\n"
 	        "  --worker PATH             process mode: the leasehold-worker program\n"
+	        "  --worker-restart MIN[,MAX] process mode: a failed worker is restarted after\n"
+	        "                            MIN, doubling up to MAX (default 100ms,30s)\n"
 	        "  --plugin-read NAME=PREFIX grant plugin NAME read access (watch, range) to the\n"
 	        "                            etcd keys starting with PREFIX outside its own\n"
 	        "                            P/NAME/data/ (repeatable; default: none)\n"
