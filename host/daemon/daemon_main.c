@@ -14,6 +14,7 @@
 #include "http/http.h"
 #include "lh_install_dirs.h"
 #include "base/log.h"
+#include "runtime/runtime_closer.h"
 #include "runtime/runtime_instance.h"
 
 static void daemon_main_usage(FILE *f)
@@ -182,6 +183,10 @@ int main(int argc, char **argv)
 	log_set_prefix(cfg->node_id);
 	daemon_main_log_startup(argc, argv, o);
 	code = daemon_run(cfg);
+	/* the last workers' bus sockets may still be closing (runtime_closer.h):
+	 * bounded, and exit() does not wait for a close that never returns */
+	if (runtime_closer_wait(2000) < 0)
+		log_warn("daemon", "a plugin worker's bus socket is still closing; exiting without it");
 	daemon_options_free(o);
 	return code;
 }

@@ -291,7 +291,6 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 	int r, rv;
 	if (!pi)
 		return -ENOMEM;
-	pthread_mutex_init(&pi->pid_mu, NULL);
 	pi->loop = l;
 	pi->host = *host;
 	metrics_hist_init(&pi->bus_rtt, metrics_bounds_bus, metrics_n_bounds_bus);
@@ -659,7 +658,6 @@ void plugin_instance_free(struct plugin_instance *pi)
 	free(pi->data_prefix);
 	free(pi->node_id);
 	plugin_config_clear(&pi->config);
-	pthread_mutex_destroy(&pi->pid_mu);
 	free(pi);
 }
 
