@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_crashloop_e2e - a plugin whose worker fails over and over must never
+ * freeze the daemon. One real `leasehold` (process isolation, restarts after
+ * 1..5 ms) runs two plugins: `crashloop` (tests/plugins/crashloop.c), whose
+ * every worker generation fails in the next of seven ways (SIGSEGV, abort
+ * and exit in reconcile, SIGSEGV in init, abort while a txn is in flight, a
+ * SIGKILL from this test while reconcile runs, a SIGKILL while the worker
+ * connects to the host), and the example `reconciler`, which must keep its
+ * term (same fencing token) throughout. Two busy processes load the CPU.
+ * The control socket is asked for the plugins again and again (and
+ * `leaseholdctl plugins` every 20th time); an answer that takes over 1 s
+ * fails the test, with the daemon's thread stacks (gdb) in the log. Then
+ * the crashing plugin is let to work and must lead, and SIGTERM must end
+ * the daemon cleanly.
+ *
+ * LH_CRASHLOOP_CRASHES=N sets the number of worker failures (default 60;
+ * make check's run); a failure that made no progress for 20 s fails too.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "base/loop.h"
+#include "control/control_client.h"
+#include "control/control_codec.h"
+#include "check.h"
+#include "cpuload.h"
+#include "crashloop.h"
+#include "harness.h"
+#include "hosts.h"
+#include "http_client.h"
+
+#define PFX "/lhcl"
+#define ANSWER_MS 1000
+#define STALL_MS 20000
+
+static struct harness_etcd *g_etcd;
+static struct host A;
+static struct crashloop_state *S;
+static char g_state_path[700], g_worker[1024], g_http[32], g_env_state[760], g_env_asan[1024];
+static int g_port;
+
+static uint32_t crashes_begun(void)
+{
+	uint32_t n = 0;
+	for (int k = 0; k < CRASHLOOP_KINDS; k++)
+		n += __atomic_load_n(&S->begun[k], __ATOMIC_SEQ_CST);
+	return n;
+}
+
+static void map_state(void)
+{
+	snprintf(g_state_path, sizeof(g_state_path), "%s/crashloop.state", harness_dir(g_etcd));
+	int fd = open(g_state_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	CHECK(ftruncate(fd, (off_t)sizeof(*S)) == 0);
+	void *m = mmap(NULL, sizeof(*S), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED);
+	close(fd);
+	S = m;
+}
+
+static void start_host(void)
+{
+	const char *b = getenv("LH_BUILDDIR");
+	const char *asan = getenv("ASAN_OPTIONS");
+	snprintf(g_worker, sizeof(g_worker), "%s/leasehold-worker", b && *b ? b : ".");
+	g_port = harness_free_port();
+	snprintf(g_http, sizeof(g_http), "127.0.0.1:%d", g_port);
+	snprintf(g_env_state, sizeof(g_env_state), "%s=%s", CRASHLOOP_ENV_STATE, g_state_path);
+	/* sanitizer builds: a worker's SIGSEGV stays a real signal (no report) */
+	snprintf(g_env_asan, sizeof(g_env_asan), "ASAN_OPTIONS=%s%shandle_segv=0",
+	         asan ? asan : "", asan && *asan ? ":" : "");
+	const char *env[] = {g_env_state, g_env_asan, NULL};
+	const char *args[] = {"--prefix", PFX, "--ttl", "10", "--reconcile-wait", "0",
+	                      "--reconcile-interval", "1h", "--isolation", "process",
+	                      "--worker", g_worker, "--worker-restart", "1ms,5ms",
+	                      "--http", g_http, NULL};
+	host_install_plugin(&A, "1.0.0", "reconciler.so");
+	host_install_file(&A, built_test_plugin("crashloop"), "crashloop.so", 0644);
+	host_start_env(&A, harness_etcd_urls(g_etcd), args, env);
+}
+
+/* a missed deadline: the daemon's threads as they are, for the log */
+static void dump_daemon_stacks(void)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd),
+	         "gdb -p %ld -batch -ex 'thread apply all bt' </dev/null >&2 2>/dev/null",
+	         (long)A.pid);
+	if (access("/usr/bin/gdb", X_OK) == 0 && system(cmd) != 0)
+		fprintf(stderr, "(gdb could not attach)\n");
+}
+
+/* one PLUGINS request on the control socket, answered within ANSWER_MS
+ * (else the test fails); the reconciler must lead in its first term
+ * (token). Returns the ms it took. */
+static long plugins_within_bound(int64_t token)
+{
+	uint8_t *req = NULL, *rep = NULL;
+	size_t len = 0, rlen = 0;
+	const char *why = "";
+	Leasehold__Control__Response *r = NULL;
+	uint64_t t0 = loop_now();
+	CHECK_OK(control_codec_request_encode(LEASEHOLD__CONTROL__KIND__KIND_PLUGINS, NULL, 0, &req,
+	                                      &len));
+	int rc = control_client_call(A.control + 6, req, len, ANSWER_MS, CONTROL_MAX_REPLY, &rep,
+	                             &rlen);
+	free(req);
+	if (rc < 0) {
+		fprintf(stderr, "the control socket did not answer within %d ms (%s) after %u worker "
+		                "failures\n", ANSWER_MS, strerror(-rc), crashes_begun());
+		dump_daemon_stacks();
+		hosts_dump_logs();
+		exit(1);
+	}
+	long ms = (long)((loop_now() - t0) / LOOP_NS_PER_MS);
+	CHECK_OK(control_codec_response_decode(rep, rlen, &r, &why));
+	free(rep);
+	CHECK_INT_EQ(r->code, LEASEHOLD__CONTROL__CODE__CODE_OK);
+	bool ok = false;
+	for (size_t i = 0; i < r->n_plugins; i++) {
+		const Leasehold__Control__Plugin *p = r->plugins[i];
+		if (strcmp(p->name, "reconciler") == 0)
+			ok = strcmp(p->state, "leading") == 0 && p->fencing_token == token;
+	}
+	leasehold__control__response__free_unpacked(r, NULL);
+	if (!ok) {
+		fprintf(stderr, "the reconciler lost its term %lld\n", (long long)token);
+		hosts_dump_logs();
+		exit(1);
+	}
+	return ms;
+}
+
+/* `leaseholdctl plugins` too (its own start-up under sanitizers and load
+ * counts here: measured, bounded generously) */
+static long ctl_plugins_ms(void)
+{
+	struct ctl_proc p;
+	struct ctl_out o;
+	const char *args[] = {"plugins", NULL};
+	ctl_spawn(&p, A.control, args);
+	if (ctl_finish(&p, &o, 15000) < 0 || o.status != 0) {
+		fprintf(stderr, "leaseholdctl plugins failed or did not end within 15 s\n");
+		dump_daemon_stacks();
+		hosts_dump_logs();
+		exit(1);
+	}
+	long ms = o.ms;
+	ctl_out_free(&o);
+	return ms;
+}
+
+/* the worker of a CRASHLOOP_KILL generation waits for our SIGKILL */
+static void kill_waiting_worker(void)
+{
+	int32_t pid = __atomic_exchange_n(&S->kill_pid, 0, __ATOMIC_SEQ_CST);
+	if (pid > 0)
+		kill(pid, SIGKILL);
+}
+
+static void crash_loop(uint32_t want, int64_t token)
+{
+	uint64_t t0 = loop_now(), progress_at = t0;
+	uint32_t seen = crashes_begun();
+	long worst = 0, polls = 0, ctl_worst = 0, ctl_runs = 0;
+	while (seen < want) {
+		kill_waiting_worker();
+		long ms = plugins_within_bound(token);
+		worst = ms > worst ? ms : worst;
+		if (++polls % 20 == 0) {
+			long c = ctl_plugins_ms();
+			ctl_worst = c > ctl_worst ? c : ctl_worst;
+			ctl_runs++;
+		}
+		uint32_t now_seen = crashes_begun();
+		if (now_seen != seen) {
+			seen = now_seen;
+			progress_at = loop_now();
+		} else if (loop_now() - progress_at > (uint64_t)STALL_MS * LOOP_NS_PER_MS) {
+			fprintf(stderr, "no worker failure for %d ms (after %u)\n", STALL_MS, seen);
+			dump_daemon_stacks();
+			hosts_dump_logs();
+			exit(1);
+		}
+	}
+	double secs = (double)(loop_now() - t0) / 1e9;
+	fprintf(stderr, "%u worker failures in %.1f s (", seen, secs);
+	for (int k = 0; k < CRASHLOOP_KINDS; k++)
+		fprintf(stderr, "%s%u", k ? "/" : "", __atomic_load_n(&S->begun[k], __ATOMIC_SEQ_CST));
+	fprintf(stderr, " segv/abort/exit/init/txn/kill/start); %ld control answers, slowest %ld ms; "
+	                "%ld leaseholdctl runs, slowest %ld ms\n",
+	        polls, worst, ctl_runs, ctl_worst);
+	for (int k = 0; k < CRASHLOOP_KINDS; k++)
+		CHECK(__atomic_load_n(&S->begun[k], __ATOMIC_SEQ_CST) > 0);
+}
+
+static bool p_crashloop_leads(struct json_object *p, const void *arg)
+{
+	(void)arg;
+	const char *s = p ? jstr(p, "state") : NULL;
+	kill_waiting_worker(); /* a generation that began before calm */
+	return s && strcmp(s, "leading") == 0;
+}
+
+static void test_crash_loop_never_freezes_the_daemon(void)
+{
+	const char *env = getenv("LH_CRASHLOOP_CRASHES");
+	uint32_t want = env && *env ? (uint32_t)strtoul(env, NULL, 10) : 60;
+	int64_t token = 0;
+	char st[32];
+
+	host_wait_control(&A, 20000);
+	host_wait_state(&A, "reconciler", "leading", true, 20000);
+	host_plugin_state(&A, "reconciler", st, sizeof(st), &token);
+	CHECK(token > 0);
+	cpuload_start(2);
+	crash_loop(want, token);
+	cpuload_stop();
+
+	/* the daemon counted them: one restart per failure (the last one's
+	 * restart may still be pending) */
+	struct http_reply r;
+	double restarts = 0;
+	CHECK_INT_EQ(http_request(g_port, NULL, "/metrics", 5000, &r), 200);
+	CHECK_OK(http_metric(r.body, "leasehold_worker_restarts_total{plugin=\"crashloop\"}",
+	                     &restarts));
+	http_reply_free(&r);
+	fprintf(stderr, "leasehold_worker_restarts_total{plugin=\"crashloop\"} %.0f\n", restarts);
+	CHECK(restarts + 1 >= want);
+
+	/* a healthy generation comes back and leads */
+	__atomic_store_n(&S->calm, 1, __ATOMIC_SEQ_CST);
+	json_object_put(ctl_wait_plugin(&A, "crashloop", p_crashloop_leads, NULL, 30000,
+	                                "crashloop leads once its workers stop failing"));
+}
+
+static void test_sigterm_ends_the_daemon(void)
+{
+	host_signal(&A, SIGTERM);
+	if (host_wait(&A, 20000) < 0) {
+		fprintf(stderr, "the daemon did not end within 20 s of SIGTERM\n");
+		dump_daemon_stacks();
+		hosts_dump_logs();
+		exit(1);
+	}
+	CHECK_INT_EQ(A.exit_status, 0);
+	CHECK_INT_EQ(host_log_count(&A, 0, "AddressSanitizer"), 0);
+	CHECK_INT_EQ(host_log_count(&A, 0, "runtime error"), 0);
+}
+
+int main(void)
+{
+	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
+	host_setup(&A, harness_dir(g_etcd), "a");
+	map_state();
+	start_host();
+
+	RUN(test_crash_loop_never_freezes_the_daemon);
+	RUN(test_sigterm_ends_the_daemon);
+
+	harness_etcd_free(g_etcd);
+	return CHECK_EXIT();
+}
