@@ -6,7 +6,7 @@
  * (a store to an unmapped address, abort(), exit()); a generation waiting
  * to be killed blocks in poll(), never a sleep.
  */
-#define _GNU_SOURCE /* pipe2 */
+#define _GNU_SOURCE /* pipe2, program_invocation_short_name */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -49,11 +50,14 @@ static void *crashloop_start_killer(void *arg)
 __attribute__((constructor)) static void crashloop_on_load(void)
 {
 	pthread_t t;
-	if (crashloop_attach() < 0 || __atomic_load_n(&g_st->calm, __ATOMIC_SEQ_CST))
+	/* the daemon loads the plugin too (to check it): only a worker dies */
+	if (strcmp(program_invocation_short_name, "leasehold-worker") != 0 ||
+	    crashloop_attach() < 0 || __atomic_load_n(&g_st->calm, __ATOMIC_SEQ_CST))
 		return;
 	uint32_t gen = __atomic_load_n(&g_st->gens, __ATOMIC_SEQ_CST);
 	if (gen % CRASHLOOP_KINDS != CRASHLOOP_START)
 		return;
+	g_kind = CRASHLOOP_START;
 	uint32_t n = __atomic_fetch_add(&g_st->starts, 1, __ATOMIC_SEQ_CST);
 	__atomic_fetch_add(&g_st->begun[CRASHLOOP_START], 1, __ATOMIC_SEQ_CST);
 	if (n % 8 == 7) /* and the next generation is an ordinary one */
@@ -87,6 +91,8 @@ static int32_t crashloop_init(struct lh_ctx *ctx)
 	int r = crashloop_attach();
 	if (r < 0)
 		return r;
+	if (g_kind == CRASHLOOP_START)
+		return 0; /* connected before its killer struck: it still dies, once */
 	uint32_t gen = __atomic_fetch_add(&g_st->gens, 1, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&g_st->calm, __ATOMIC_SEQ_CST))
 		return 0;
