@@ -918,7 +918,7 @@ int main(void)
 	lagproxy_free(P);
 	tu_fini(&T);
 	harness_etcd_free(H);
-	/* worker bus sockets still closing on the closer thread */
+	/* bus sockets still closing on the closer thread */
 	CHECK_OK(runtime_closer_wait(10000));
 	nng_fini();
 	return 0;

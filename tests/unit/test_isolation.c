@@ -908,7 +908,7 @@ int main(void)
 	fakehost_free(FH);
 	loop_free(L);
 	munmap(S, sizeof(*S));
-	/* worker bus sockets still closing on the closer thread */
+	/* bus sockets still closing on the closer thread */
 	CHECK_OK(runtime_closer_wait(10000));
 	nng_fini();
 	return CHECK_EXIT();
