@@ -12,7 +12,9 @@
  * `leaseholdctl plugins` every 20th time); an answer that takes over 1 s
  * fails the test, with the daemon's thread stacks (gdb) in the log. Then
  * the crashing plugin is let to work and must lead, and SIGTERM must end
- * the daemon cleanly.
+ * the daemon cleanly. The same once more with a daemon whose 6th
+ * nng_close() never returns (tests/lib/nngwedge.c, preloaded), as when
+ * nng's reaper thread is wedged: a close on the loop thread would freeze it.
  *
  * LH_CRASHLOOP_CRASHES=N sets the number of worker failures (default 60;
  * make check's run); a failure that made no progress for 20 s fails too.
@@ -45,9 +47,10 @@
 #define STALL_MS 20000
 
 static struct harness_etcd *g_etcd;
-static struct host A;
+static struct host A, B, *H; /* H: the host of the running case */
 static struct crashloop_state *S;
-static char g_state_path[700], g_worker[1024], g_http[32], g_env_state[760], g_env_asan[1024];
+static char g_state_path[700], g_worker[1024], g_http[32], g_env_state[760], g_env_asan[1100];
+static char g_env_preload[1100];
 static int g_port;
 
 static uint32_t crashes_begun(void)
@@ -70,25 +73,36 @@ static void map_state(void)
 	S = m;
 }
 
-static void start_host(void)
+/* start h with both plugins; wedge_at > 0: its wedge_at-th nng_close never
+ * returns (tests/lib/nngwedge.c) */
+static void start_host(struct host *h, unsigned wedge_at)
 {
 	const char *b = getenv("LH_BUILDDIR");
 	const char *asan = getenv("ASAN_OPTIONS");
+	static char at[64];
 	snprintf(g_worker, sizeof(g_worker), "%s/leasehold-worker", b && *b ? b : ".");
 	g_port = harness_free_port();
 	snprintf(g_http, sizeof(g_http), "127.0.0.1:%d", g_port);
 	snprintf(g_env_state, sizeof(g_env_state), "%s=%s", CRASHLOOP_ENV_STATE, g_state_path);
-	/* sanitizer builds: a worker's SIGSEGV stays a real signal (no report) */
-	snprintf(g_env_asan, sizeof(g_env_asan), "ASAN_OPTIONS=%s%shandle_segv=0",
-	         asan ? asan : "", asan && *asan ? ":" : "");
-	const char *env[] = {g_env_state, g_env_asan, NULL};
+	/* sanitizer builds: a worker's SIGSEGV stays a real signal (no report);
+	 * a preloaded library comes before the sanitizer's runtime */
+	snprintf(g_env_asan, sizeof(g_env_asan), "ASAN_OPTIONS=%s%shandle_segv=0%s",
+	         asan ? asan : "", asan && *asan ? ":" : "",
+	         wedge_at ? ":verify_asan_link_order=0" : "");
+	snprintf(g_env_preload, sizeof(g_env_preload), "LD_PRELOAD=%s/tests/lib/.libs/nngwedge.so",
+	         b && *b ? b : ".");
+	snprintf(at, sizeof(at), "LH_NNG_WEDGE_AT=%u", wedge_at);
+	/* without a wedge the list ends before the preload */
+	const char *env[] = {g_env_state, g_env_asan, "LH_NNG_WEDGE_PROG=leasehold",
+	                     wedge_at ? at : NULL, g_env_preload, NULL};
 	const char *args[] = {"--prefix", PFX, "--ttl", "10", "--reconcile-wait", "0",
 	                      "--reconcile-interval", "1h", "--isolation", "process",
 	                      "--worker", g_worker, "--worker-restart", "1ms,5ms",
 	                      "--http", g_http, NULL};
-	host_install_plugin(&A, "1.0.0", "reconciler.so");
-	host_install_file(&A, built_test_plugin("crashloop"), "crashloop.so", 0644);
-	host_start_env(&A, harness_etcd_urls(g_etcd), args, env);
+	H = h;
+	host_install_plugin(h, "1.0.0", "reconciler.so");
+	host_install_file(h, built_test_plugin("crashloop"), "crashloop.so", 0644);
+	host_start_env(h, harness_etcd_urls(g_etcd), args, env);
 }
 
 /* a missed deadline: the daemon's threads as they are, for the log */
@@ -97,7 +111,7 @@ static void dump_daemon_stacks(void)
 	char cmd[256];
 	snprintf(cmd, sizeof(cmd),
 	         "gdb -p %ld -batch -ex 'thread apply all bt' </dev/null >&2 2>/dev/null",
-	         (long)A.pid);
+	         (long)H->pid);
 	if (access("/usr/bin/gdb", X_OK) == 0 && system(cmd) != 0)
 		fprintf(stderr, "(gdb could not attach)\n");
 }
@@ -114,7 +128,7 @@ static long plugins_within_bound(int64_t token)
 	uint64_t t0 = loop_now();
 	CHECK_OK(control_codec_request_encode(LEASEHOLD__CONTROL__KIND__KIND_PLUGINS, NULL, 0, &req,
 	                                      &len));
-	int rc = control_client_call(A.control + 6, req, len, ANSWER_MS, CONTROL_MAX_REPLY, &rep,
+	int rc = control_client_call(H->control + 6, req, len, ANSWER_MS, CONTROL_MAX_REPLY, &rep,
 	                             &rlen);
 	free(req);
 	if (rc < 0) {
@@ -150,7 +164,7 @@ static long ctl_plugins_ms(void)
 	struct ctl_proc p;
 	struct ctl_out o;
 	const char *args[] = {"plugins", NULL};
-	ctl_spawn(&p, A.control, args);
+	ctl_spawn(&p, H->control, args);
 	if (ctl_finish(&p, &o, 15000) < 0 || o.status != 0) {
 		fprintf(stderr, "leaseholdctl plugins failed or did not end within 15 s\n");
 		dump_daemon_stacks();
@@ -236,9 +250,9 @@ static void test_crash_loop_never_freezes_the_daemon(void)
 	int64_t token = 0;
 	char st[32];
 
-	host_wait_control(&A, 20000);
-	host_wait_state(&A, "reconciler", "leading", true, 20000);
-	host_plugin_state(&A, "reconciler", st, sizeof(st), &token);
+	host_wait_control(H, 20000);
+	host_wait_state(H, "reconciler", "leading", true, 20000);
+	host_plugin_state(H, "reconciler", st, sizeof(st), &token);
 	CHECK(token > 0);
 	cpuload_start(2);
 	crash_loop(want, token);
@@ -259,33 +273,76 @@ static void test_crash_loop_never_freezes_the_daemon(void)
 
 	/* a healthy generation comes back and leads */
 	__atomic_store_n(&S->calm, 1, __ATOMIC_SEQ_CST);
-	json_object_put(ctl_wait_plugin(&A, "crashloop", p_crashloop_leads, NULL, 30000,
+	json_object_put(ctl_wait_plugin(H, "crashloop", p_crashloop_leads, NULL, 30000,
 	                                "crashloop leads once its workers stop failing"));
 }
 
-static void test_sigterm_ends_the_daemon(void)
+/* SIGTERM ends H within 20 s, exit 0, no sanitizer report */
+static void sigterm_ends_the_daemon(void)
 {
-	host_signal(&A, SIGTERM);
-	if (host_wait(&A, 20000) < 0) {
+	host_signal(H, SIGTERM);
+	if (host_wait(H, 20000) < 0) {
 		fprintf(stderr, "the daemon did not end within 20 s of SIGTERM\n");
 		dump_daemon_stacks();
 		hosts_dump_logs();
 		exit(1);
 	}
-	CHECK_INT_EQ(A.exit_status, 0);
-	CHECK_INT_EQ(host_log_count(&A, 0, "AddressSanitizer"), 0);
-	CHECK_INT_EQ(host_log_count(&A, 0, "runtime error"), 0);
+	CHECK_INT_EQ(H->exit_status, 0);
+	CHECK_INT_EQ(host_log_count(H, 0, "AddressSanitizer"), 0);
+	CHECK_INT_EQ(host_log_count(H, 0, "runtime error"), 0);
+}
+
+static void test_sigterm_ends_the_daemon(void)
+{
+	sigterm_ends_the_daemon();
+}
+
+/* nng_close that never returns (as with a wedged nng reaper), injected at
+ * the daemon's 6th call: the daemon answers, the reconciler keeps its term,
+ * the plugin keeps restarting, the stuck close is counted and logged, and
+ * SIGTERM still ends the daemon */
+static void test_close_that_never_returns_freezes_nothing(void)
+{
+	int64_t token = 0;
+	char st[32];
+	__atomic_store_n(&S->calm, 1, __ATOMIC_SEQ_CST); /* both plugins start and lead */
+	start_host(&B, 6);
+	host_wait_control(H, 20000);
+	host_wait_state(H, "reconciler", "leading", true, 20000);
+	host_plugin_state(H, "reconciler", st, sizeof(st), &token);
+	CHECK(token > 0);
+	json_object_put(ctl_wait_plugin(H, "crashloop", p_crashloop_leads, NULL, 30000,
+	                                "crashloop leads on b"));
+	__atomic_store_n(&S->calm, 0, __ATOMIC_SEQ_CST);
+	CHECK(kill(__atomic_load_n(&S->calm_pid, __ATOMIC_SEQ_CST), SIGKILL) == 0); /* the first */
+	crash_loop(crashes_begun() + 30, token);
+	double stuck = 0;
+	for (uint64_t dl = loop_now() + 15 * LOOP_NS_PER_S; stuck < 1 && loop_now() < dl;) {
+		plugins_within_bound(token);
+		stuck = metric("leasehold_bus_closes_stuck_total");
+	}
+	CHECK(stuck == 1);
+	CHECK(metric("leasehold_bus_closes_pending") >= 1);
+	CHECK(host_log_count(H, 0, "closing a plugin worker's bus socket has not returned") == 1);
+	/* new generations still work: the plugin comes back and leads */
+	__atomic_store_n(&S->calm, 1, __ATOMIC_SEQ_CST);
+	json_object_put(ctl_wait_plugin(H, "crashloop", p_crashloop_leads, NULL, 30000,
+	                                "crashloop leads beside a close that never returns"));
+	sigterm_ends_the_daemon();
+	CHECK(host_log_count(H, 0, "nng is stuck closing a plugin worker's bus socket") == 1);
 }
 
 int main(void)
 {
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
 	host_setup(&A, harness_dir(g_etcd), "a");
+	host_setup(&B, harness_dir(g_etcd), "b");
 	map_state();
-	start_host();
+	start_host(&A, 0);
 
 	RUN(test_crash_loop_never_freezes_the_daemon);
 	RUN(test_sigterm_ends_the_daemon);
+	RUN(test_close_that_never_returns_freezes_nothing);
 
 	harness_etcd_free(g_etcd);
 	return CHECK_EXIT();

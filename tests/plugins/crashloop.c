@@ -94,8 +94,10 @@ static int32_t crashloop_init(struct lh_ctx *ctx)
 	if (g_kind == CRASHLOOP_START)
 		return 0; /* connected before its killer struck: it still dies, once */
 	uint32_t gen = __atomic_fetch_add(&g_st->gens, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&g_st->calm, __ATOMIC_SEQ_CST))
+	if (__atomic_load_n(&g_st->calm, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&g_st->calm_pid, (int32_t)getpid(), __ATOMIC_SEQ_CST);
 		return 0;
+	}
 	g_kind = (int)(gen % CRASHLOOP_KINDS); /* generation 0: CRASHLOOP_SEGV */
 	__atomic_fetch_add(&g_st->begun[g_kind], 1, __ATOMIC_SEQ_CST);
 	if (g_kind == CRASHLOOP_INIT)

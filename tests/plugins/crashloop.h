@@ -34,6 +34,7 @@ struct crashloop_state {
 	int32_t kill_pid;		  /* CRASHLOOP_KILL: the worker waiting to be killed */
 	uint32_t calm;			  /* non-zero: new generations no longer fail */
 	uint32_t starts;		  /* CRASHLOOP_START workers (they never init) */
+	int32_t calm_pid;		  /* the last worker that started calm */
 };
 
 #endif
