@@ -3,10 +3,11 @@
  * runtime_closer.c - the closer thread (see runtime_closer.h).
  *
  * Why: with nng 1.5.2, nng's one reaper thread can block for good inside a
- * finalizer it runs (a crash loop of workers does it about once in several
- * hundred deaths: the stacks show the reaper in a condition wait under its
- * reap loop and nng_close waiting for it). Every nng_close after that waits
- * too. Here that costs a queue of unclosed sockets, not a frozen daemon.
+ * finalizer it runs (rarely, in a crash loop of workers: the stacks show
+ * the reaper in a condition wait under its reap loop, nng_close waiting for
+ * it, and at exit the HTTP server's free too). Every nng_close after that
+ * waits as well. Here that costs a queue of unclosed sockets (each keeps a
+ * few fds), not a frozen daemon.
  *
  * Design notes: one FIFO of sockets under one mutex; the thread takes the
  * head, drops the mutex, calls nng_close and done, and only then takes the
