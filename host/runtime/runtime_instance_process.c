@@ -445,13 +445,37 @@ cleanup:
 	return r;
 }
 
+/* the generation's gate and its listening bus socket on pi->url, with the
+ * fds the loop watches. 0 or -errno; on failure pi_gen_close cleans up. */
+static int pi_process_open_bus(struct plugin_instance *pi)
+{
+	nng_listener lst;
+	int rv;
+	if (!(pi->gate = calloc(1, sizeof(*pi->gate))))
+		return -ENOMEM;
+	pthread_mutex_init(&pi->gate->mu, NULL);
+	if ((rv = nng_pair1_open(&pi->hsock)) != 0)
+		return pi_nng_to_errno(rv);
+	pi->hsock_open = true;
+	nng_socket_set_int(pi->hsock, NNG_OPT_SENDBUF, 64);
+	nng_socket_set_int(pi->hsock, NNG_OPT_RECVBUF, 64);
+	if ((rv = nng_pipe_notify(pi->hsock, NNG_PIPE_EV_ADD_PRE, pi_process_on_pipe_add,
+				  pi->gate)) != 0 ||
+	    (rv = nng_listener_create(&lst, pi->hsock, pi->url)) != 0 ||
+	    (rv = nng_listener_set_int(lst, NNG_OPT_IPC_PERMISSIONS, 0600)) != 0 ||
+	    (rv = nng_listener_start(lst, 0)) != 0 ||
+	    (rv = nng_socket_get_int(pi->hsock, NNG_OPT_RECVFD, &pi->rfd)) != 0 ||
+	    (rv = nng_socket_get_int(pi->hsock, NNG_OPT_SENDFD, &pi->sfd)) != 0)
+		return pi_nng_to_errno(rv);
+	return 0;
+}
+
 /* Process mode: a fresh bus and a fresh child, then INIT. 0 or -errno. */
 int pi_gen_start(struct plugin_instance *pi)
 {
 	struct child *c = NULL;
-	nng_listener lst;
 	pid_t pid = 0;
-	int r = 0, rv;
+	int r = 0;
 
 	/* one generation at a time: the last one was closed (pi_gen_close; its
 	 * socket may still be closing on the closer thread, on its own path) */
@@ -462,26 +486,8 @@ int pi_gen_start(struct plugin_instance *pi)
 	       (long)getpid(), pi->instance_id, (unsigned long long)pi->gen);
 	if (strlen(pi->url) - 6 >= 108) /* sizeof(sun_path) */
 		return -ENAMETOOLONG;
-	if (!(pi->gate = calloc(1, sizeof(*pi->gate))))
-		return -ENOMEM;
-	pthread_mutex_init(&pi->gate->mu, NULL);
-	if ((rv = nng_pair1_open(&pi->hsock)) != 0) {
-		pi_process_gate_free(pi->gate);
-		pi->gate = NULL;
-		return pi_nng_to_errno(rv);
-	}
-	pi->hsock_open = true;
-	nng_socket_set_int(pi->hsock, NNG_OPT_SENDBUF, 64);
-	nng_socket_set_int(pi->hsock, NNG_OPT_RECVBUF, 64);
-	if ((rv = nng_pipe_notify(pi->hsock, NNG_PIPE_EV_ADD_PRE, pi_process_on_pipe_add, pi->gate)) != 0 ||
-	    (rv = nng_listener_create(&lst, pi->hsock, pi->url)) != 0 ||
-	    (rv = nng_listener_set_int(lst, NNG_OPT_IPC_PERMISSIONS, 0600)) != 0 ||
-	    (rv = nng_listener_start(lst, 0)) != 0 ||
-	    (rv = nng_socket_get_int(pi->hsock, NNG_OPT_RECVFD, &pi->rfd)) != 0 ||
-	    (rv = nng_socket_get_int(pi->hsock, NNG_OPT_SENDFD, &pi->sfd)) != 0) {
-		r = pi_nng_to_errno(rv);
+	if ((r = pi_process_open_bus(pi)) < 0)
 		goto fail;
-	}
 	r = loop_io_add(pi->loop, pi->rfd, EPOLLIN, pi_on_readable, pi, &pi->rio);
 	if (r < 0)
 		goto fail;
