@@ -35,6 +35,7 @@
 #include "abi/abi_loader.h"
 #include "base/log.h"
 #include "base/loop.h"
+#include "runtime/runtime_closer.h"
 #include "runtime/runtime_instance.h"
 #include "runtime/runtime_plugindir.h"
 #include "election/election_roles.h"
@@ -289,6 +290,16 @@ int daemon_run(const struct daemon_config *cfg)
 	r = loop_run(d->loop);
 	code = r < 0 ? 1 : r;
 out:
+	/* nng's own teardown (the HTTP server below, thread workers' sockets)
+	 * waits on nng's reaper thread like a bus close does. A bus close that
+	 * has not returned (runtime_closer.h) means that thread is wedged, and
+	 * the teardown would hold the exit forever: the shutdown's work is done
+	 * (the lease is revoked), so leave the rest to the kernel. */
+	if (runtime_closer_wait(2000) < 0) {
+		log_error("daemon", "nng is stuck closing a plugin worker's bus socket; exiting "
+		          "without tearing down (exit code %d)", code);
+		_exit(code);
+	}
 	http_server_free(d->http); /* first: no handler reads the state being freed */
 	loop_timer_free(d->publish);
 	/* nothing is reported while the parts go (sd_report reads them) */

@@ -44,6 +44,9 @@ struct daemon_config {
 	const struct priority_rule *priorities;
 	size_t n_priorities;
 	const char *worker_path;      /* process mode: leasehold-worker; NULL = default */
+	/* process mode: --worker-restart MIN[,MAX], the backoff of a worker's
+	 * restart after a failure (0 = the instance's default, 100 ms / 30 s) */
+	uint32_t restart_min_ms, restart_max_ms;
 	/* --plugin-read NAME=PREFIX: plugin read_names[i] may watch and range
 	 * the full etcd keys starting with read_prefixes[i] */
 	const char *const *read_names;

@@ -424,6 +424,8 @@ static void daemon_files_instance_config(struct entry *e, const struct loader_pl
 	    .on_failed = daemon_files_on_worker_failed,
 	    .on_recovered = daemon_files_on_worker_recovered,
 	    .worker_path = cfg->worker_path,
+	    .restart_min_ms = cfg->restart_min_ms,
+	    .restart_max_ms = cfg->restart_max_ms,
 	    .config = pconf,
 	    /* init sees the cluster's configuration: it waits until P/N/config
 	     * was read (daemon_plugin_config.c hands it over) */

@@ -14,6 +14,7 @@
 #include "http/http.h"
 #include "lh_install_dirs.h"
 #include "base/log.h"
+#include "runtime/runtime_closer.h"
 #include "runtime/runtime_instance.h"
 
 static void daemon_main_usage(FILE *f)
@@ -71,6 +72,8 @@ static void daemon_main_usage(FILE *f)
 	        "                            or none = no limit. Defaults: reconcile 5m, init and\n"
 	        "                            on_watch_events 60s, the others 15s\n"
 	        "  --worker PATH             process mode: the leasehold-worker program\n"
+	        "  --worker-restart MIN[,MAX] process mode: a failed worker is restarted after\n"
+	        "                            MIN, doubling up to MAX (default 100ms,30s)\n"
 	        "  --plugin-read NAME=PREFIX grant plugin NAME read access (watch, range) to the\n"
 	        "                            etcd keys starting with PREFIX outside its own\n"
 	        "                            P/NAME/data/ (repeatable; default: none)\n"
@@ -180,6 +183,10 @@ int main(int argc, char **argv)
 	log_set_prefix(cfg->node_id);
 	daemon_main_log_startup(argc, argv, o);
 	code = daemon_run(cfg);
+	/* the last workers' bus sockets may still be closing (runtime_closer.h):
+	 * bounded, and exit() does not wait for a close that never returns */
+	if (runtime_closer_wait(2000) < 0)
+		log_warn("daemon", "a plugin worker's bus socket is still closing; exiting without it");
 	daemon_options_free(o);
 	return code;
 }

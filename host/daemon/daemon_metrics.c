@@ -11,6 +11,7 @@
 #include "daemon/daemon_metrics.h"
 #include "leasehold/plugin.h"
 #include "base/loop.h"
+#include "runtime/runtime_closer.h"
 #include "runtime/runtime_instance.h"
 
 static const char *const op_names[HM_N_OPS] = {
@@ -482,6 +483,16 @@ void daemon_metrics_render(struct metrics_text *t, const struct host_metrics_vie
 	metrics_family(t, "leasehold_etcd_watch_resyncs_total", "counter",
 	               "Watches that ended for good (compaction, refusal) and were resynced from a read.");
 	metrics_sample(t, "leasehold_etcd_watch_resyncs_total", NULL, 0, (double)hm->watch_resyncs);
+
+	/* rendered on the loop from time to time: this also reports a stuck close */
+	struct runtime_closer_stats cs;
+	runtime_closer_get_stats(&cs);
+	metrics_family(t, "leasehold_bus_closes_pending", "gauge",
+	               "Worker bus sockets handed to the closer thread whose close has not returned.");
+	metrics_sample(t, "leasehold_bus_closes_pending", NULL, 0, (double)(cs.handed - cs.closed));
+	metrics_family(t, "leasehold_bus_closes_stuck_total", "counter",
+	               "Worker bus socket closes still running after 5 s (each also logged once).");
+	metrics_sample(t, "leasehold_bus_closes_stuck_total", NULL, 0, (double)cs.stuck);
 
 	metrics_family(t, "leasehold_etcd_request_duration_seconds", "histogram",
 	               "Duration of etcd requests by operation, from the call to the answer.");

@@ -124,6 +124,32 @@ static int daemon_options_set_etcd(struct daemon_options *o, const char *v, char
 	return 0;
 }
 
+/* --worker-restart MIN[,MAX]: durations of 1 ms..1 h, MAX >= MIN; MAX
+ * defaults to MIN (a constant delay) */
+static int daemon_options_set_worker_restart(struct daemon_config *c, const char *v, char *why,
+					     size_t len)
+{
+	static const char *usage = "--worker-restart takes MIN[,MAX] (durations, 1ms..1h, MAX >= MIN)";
+	const char *comma = strchr(v, ',');
+	char first[64];
+	uint64_t mn, mx;
+	size_t n = comma ? (size_t)(comma - v) : strlen(v);
+
+	if (n == 0 || n >= sizeof(first))
+		return daemon_options_bad(why, len, usage, v);
+	memcpy(first, v, n);
+	first[n] = '\0';
+	if (duration_parse(first, &mn) < 0 || (comma && duration_parse(comma + 1, &mx) < 0))
+		return daemon_options_bad(why, len, usage, v);
+	if (!comma)
+		mx = mn;
+	if (mn < 1000000ull || mx > 3600 * 1000000000ull || mx < mn)
+		return daemon_options_bad(why, len, usage, v);
+	c->restart_min_ms = (uint32_t)(mn / 1000000ull);
+	c->restart_max_ms = (uint32_t)(mx / 1000000ull);
+	return 0;
+}
+
 static int daemon_options_set_plugin_isolation(struct daemon_options *o, const char *v, char *why, size_t len)
 {
 	const char *eq = strchr(v, '=');
@@ -341,6 +367,8 @@ static int daemon_options_apply_lists(struct daemon_options *o, int id, const ch
 	case F_WORKER:
 		c->worker_path = v;
 		return 0;
+	case F_WORKER_RESTART:
+		return daemon_options_set_worker_restart(c, v, why, len);
 	case F_PLUGIN_ISOLATION:
 		return daemon_options_set_plugin_isolation(o, v, why, len);
 	case F_PLUGIN_READ:

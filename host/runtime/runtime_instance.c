@@ -54,6 +54,7 @@
 #include <nng/protocol/pair1/pair.h>
 
 #include "base/log.h"
+#include "runtime/runtime_closer.h"
 #include "runtime/runtime_instance_internal.h"
 
 static atomic_uint g_instance_counter;
@@ -179,6 +180,17 @@ void pi_stopped_now(struct plugin_instance *pi)
 	pi->stopped = NULL;
 }
 
+/* close a thread worker's inproc socket off the loop (runtime_closer.h):
+ * nng_close waits on nng's reaper, which a lost process worker's socket can
+ * have wedged; inline only when no closer thread can run */
+static void pi_close_socket(struct plugin_instance *pi, nng_socket s)
+{
+	if (runtime_closer_close(s, NULL, NULL) < 0) {
+		log_error(pi->log_comp, "no closer thread: closing a bus socket here");
+		nng_close(s);
+	}
+}
+
 void pi_finish_stop(struct plugin_instance *pi)
 {
 	assert(pi->stop_requested); /* only a stop queues fini */
@@ -196,14 +208,16 @@ void pi_finish_stop(struct plugin_instance *pi)
 		pi_stopped_now(pi);
 		return;
 	}
-	if (pi->thread_running) {
-		/* after FINI's ack the worker only returns; if the bus broke, make
-		 * sure a worker blocked on its socket wakes up */
-		if (pi->broken && pi->wsock_open) {
-			nng_close(pi->wsock);
+	if (pi->thread_running && pi->broken) {
+		/* the bus broke: wake a worker blocked on its socket, and leave the
+		 * join to plugin_instance_free (bounded): the worker may be in a
+		 * callback, or the wake-up behind a close that never returns */
+		if (pi->wsock_open) {
+			pi_close_socket(pi, pi->wsock);
 			pi->wsock_open = false;
 		}
-		pthread_join(pi->thread, NULL);
+	} else if (pi->thread_running) {
+		pthread_join(pi->thread, NULL); /* after FINI's ack the worker only returns */
 		pi->thread_running = false;
 	}
 	pi_stopped_now(pi);
@@ -291,7 +305,6 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 	int r, rv;
 	if (!pi)
 		return -ENOMEM;
-	pthread_mutex_init(&pi->pid_mu, NULL);
 	pi->loop = l;
 	pi->host = *host;
 	metrics_hist_init(&pi->bus_rtt, metrics_bounds_bus, metrics_n_bounds_bus);
@@ -559,7 +572,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 			pi_stop_sync(pi);
 		/* wake a worker still blocked on its socket (only after a failure) */
 		if (pi->wsock_open) {
-			nng_close(pi->wsock);
+			pi_close_socket(pi, pi->wsock);
 			pi->wsock_open = false;
 		}
 		/* a thread stuck in a plugin callback cannot be stopped: leave it
@@ -605,9 +618,9 @@ void plugin_instance_free(struct plugin_instance *pi)
 	loop_io_free(pi->rio);
 	loop_io_free(pi->sio);
 	if (pi->hsock_open)
-		nng_close(pi->hsock);
+		pi_close_socket(pi, pi->hsock);
 	if (pi->wsock_open)
-		nng_close(pi->wsock);
+		pi_close_socket(pi, pi->wsock);
 	pi_txns_orphan(pi);
 	while (pi->q_head) {
 		struct event *ev = pi->q_head;
@@ -659,7 +672,6 @@ void plugin_instance_free(struct plugin_instance *pi)
 	free(pi->data_prefix);
 	free(pi->node_id);
 	plugin_config_clear(&pi->config);
-	pthread_mutex_destroy(&pi->pid_mu);
 	free(pi);
 }
 

@@ -6,7 +6,7 @@
  *
  * Threading: everything here runs on the loop thread, except where a
  * comment says otherwise (pi_process_on_pipe_add runs on an nng thread and touches only
- * what pid_mu guards; the worker thread owns struct worker and shares
+ * its generation's struct pi_gate; the worker thread owns struct worker and shares
  * nothing mutable with the host half: everything crosses the bus).
  * Ownership: struct plugin_instance owns its events, completions, queued
  * messages, timers, sockets and children; struct pending_txn is owned by the
@@ -116,6 +116,18 @@ struct pending_txn {
 	bool absolute; /* a range of full keys (ABI 1.2) */
 };
 
+/* What the pipe callback of one worker generation's bus socket may touch
+ * (process mode). It belongs to that socket, not to the instance: the
+ * socket is closed on the closer thread (runtime_closer.h), maybe after the
+ * instance is gone, and its callbacks can run until that close returns,
+ * which frees the gate. mu is held for a few instructions only, never
+ * across an nng call. */
+struct pi_gate {
+	pthread_mutex_t mu;
+	pid_t expect_pid; /* the child whose connection is accepted; 0 = none any more */
+	bool attached;	  /* expect_pid's connection was accepted */
+};
+
 /* one spawned leasehold-worker process, until it is reaped */
 struct child {
 	struct child *next;
@@ -159,12 +171,10 @@ struct plugin_instance {
 	uint64_t backoff_ms;	/* delay of the next restart */
 	struct child *children; /* spawned, not reaped */
 	struct child *cur;	/* the live generation's child or NULL */
-	pthread_mutex_t pid_mu; /* guards expect_pid (read by nng's pipe callback) */
+	struct pi_gate *gate; /* the current generation's (NULL when closed) */
 	unsigned instance_id;
 	dev_t copy_dev; /* identity of lp->copy_path, checked by the child */
 	ino_t copy_ino;
-	pid_t expect_pid;
-	bool attached; /* under pid_mu: expect_pid's bus connection was accepted */
 	char *worker_path, *runtime_dir, *worker_stderr;
 	/* process mode: the children's activity page (worker.h), shared memory
 	 * that outlives a dead child; -1 / NULL in thread mode */
@@ -348,7 +358,8 @@ void pi_stop_abandoning(struct plugin_instance *pi);
 int pi_process_prepare(struct plugin_instance *pi);
 /* a fresh bus and a fresh child, then INIT */
 int pi_gen_start(struct plugin_instance *pi);
-/* close the current generation's bus; nothing is completed here */
+/* close the current generation's bus (on the closer thread: never waits
+ * here); nothing is completed here */
 void pi_gen_close(struct plugin_instance *pi);
 /* the current worker is gone or must go: settle, report, restart */
 void pi_gen_lost(struct plugin_instance *pi, const char *reason);

@@ -29,6 +29,7 @@
 
 #include "lh_worker_paths.h"
 #include "base/log.h"
+#include "runtime/runtime_closer.h"
 #include "runtime/runtime_instance_internal.h"
 
 uint64_t pi_exit_grace_ns(const struct plugin_instance *pi)
@@ -107,6 +108,41 @@ static void pi_process_describe_status(int status, char *buf, size_t len)
 	}
 }
 
+static void pi_process_gate_free(void *arg)
+{
+	struct pi_gate *g = arg;
+	pthread_mutex_destroy(&g->mu);
+	free(g);
+}
+
+/* The generation's socket goes to the closer thread with its gate: nng_close
+ * waits for nng's threads (the pipes' teardown, a pipe callback in progress)
+ * and must not do so on the loop. From here on the gate refuses every
+ * connection; the callback never touches pi. */
+static void pi_process_close_bus(struct plugin_instance *pi)
+{
+	struct pi_gate *g = pi->gate;
+	pi->gate = NULL;
+	if (g) {
+		pthread_mutex_lock(&g->mu);
+		g->expect_pid = 0;
+		pthread_mutex_unlock(&g->mu);
+	}
+	if (!pi->hsock_open) {
+		if (g)
+			pi_process_gate_free(g); /* no socket: no callback has it */
+		return;
+	}
+	pi->hsock_open = false;
+	if (runtime_closer_close(pi->hsock, pi_process_gate_free, g) < 0) {
+		/* no closer thread: this one close may wait on the loop */
+		log_error(pi->log_comp, "no closer thread: closing the worker bus here");
+		nng_close(pi->hsock);
+		if (g)
+			pi_process_gate_free(g);
+	}
+}
+
 /* Close the current generation's bus (the child, if alive, sees its peer go
  * and exits). Nothing is completed here. */
 void pi_gen_close(struct plugin_instance *pi)
@@ -118,10 +154,7 @@ void pi_gen_close(struct plugin_instance *pi)
 	pi->rio = NULL;
 	loop_io_free(pi->sio);
 	pi->sio = NULL;
-	if (pi->hsock_open) {
-		nng_close(pi->hsock);
-		pi->hsock_open = false;
-	}
+	pi_process_close_bus(pi);
 	while (pi->out_head) {
 		struct outmsg *o = pi->out_head;
 		pi->out_head = o->next;
@@ -130,9 +163,6 @@ void pi_gen_close(struct plugin_instance *pi)
 	}
 	pi->out_tail = NULL;
 	pi_txns_orphan(pi); /* the answers go nowhere */
-	pthread_mutex_lock(&pi->pid_mu);
-	pi->expect_pid = 0;
-	pthread_mutex_unlock(&pi->pid_mu);
 	loop_timer_disarm(pi->attach_timer);
 	if (pi->cur) {
 		pi->cur->current = false;
@@ -281,11 +311,11 @@ void pi_on_attach_timer(struct loop_timer *t, void *userdata)
 	char reason[320];
 	bool attached;
 	(void)t;
-	if (!pi->process || !pi->bus_up || !pi->cur)
+	if (!pi->process || !pi->bus_up || !pi->cur || !pi->gate)
 		return;
-	pthread_mutex_lock(&pi->pid_mu);
-	attached = pi->attached;
-	pthread_mutex_unlock(&pi->pid_mu);
+	pthread_mutex_lock(&pi->gate->mu);
+	attached = pi->gate->attached;
+	pthread_mutex_unlock(&pi->gate->mu);
 	if (attached)
 		return;
 	pi_fmt(
@@ -296,19 +326,21 @@ void pi_on_attach_timer(struct loop_timer *t, void *userdata)
 	pi_gen_lost(pi, reason);
 }
 
-/* nng pipe callback (an nng thread): accept only the child we spawned */
+/* nng pipe callback (an nng thread): accept only the child we spawned. It
+ * touches only the generation's gate (arg), which outlives the socket's
+ * callbacks, and nng_pipe_close of a pipe not yet added does not wait. */
 static void pi_process_on_pipe_add(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
-	struct plugin_instance *pi = arg;
+	struct pi_gate *g = arg;
 	uint64_t peer = 0;
 	(void)ev;
 	if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &peer) != 0)
 		peer = 0;
-	pthread_mutex_lock(&pi->pid_mu); /* held by gen_start across posix_spawn */
-	bool ok = pi->expect_pid > 0 && peer == (uint64_t)pi->expect_pid;
+	pthread_mutex_lock(&g->mu); /* held by gen_start across posix_spawn */
+	bool ok = g->expect_pid > 0 && peer == (uint64_t)g->expect_pid;
 	if (ok)
-		pi->attached = true;
-	pthread_mutex_unlock(&pi->pid_mu);
+		g->attached = true;
+	pthread_mutex_unlock(&g->mu);
 	if (!ok)
 		nng_pipe_close(p);
 }
@@ -339,7 +371,7 @@ int plugin_instance_default_worker_path(char *buf, size_t len)
 	return -ENOENT;
 }
 
-/* posix_spawn the helper for url; on success *ret_pid. Called with pid_mu held. */
+/* posix_spawn the helper for url; on success *ret_pid. Called with the gate's mu held. */
 static int pi_process_spawn_worker(struct plugin_instance *pi, pid_t *ret_pid)
 {
 	extern char **environ;
@@ -413,36 +445,49 @@ cleanup:
 	return r;
 }
 
+/* the generation's gate and its listening bus socket on pi->url, with the
+ * fds the loop watches. 0 or -errno; on failure pi_gen_close cleans up. */
+static int pi_process_open_bus(struct plugin_instance *pi)
+{
+	nng_listener lst;
+	int rv;
+	if (!(pi->gate = calloc(1, sizeof(*pi->gate))))
+		return -ENOMEM;
+	pthread_mutex_init(&pi->gate->mu, NULL);
+	if ((rv = nng_pair1_open(&pi->hsock)) != 0)
+		return pi_nng_to_errno(rv);
+	pi->hsock_open = true;
+	nng_socket_set_int(pi->hsock, NNG_OPT_SENDBUF, 64);
+	nng_socket_set_int(pi->hsock, NNG_OPT_RECVBUF, 64);
+	if ((rv = nng_pipe_notify(pi->hsock, NNG_PIPE_EV_ADD_PRE, pi_process_on_pipe_add,
+				  pi->gate)) != 0 ||
+	    (rv = nng_listener_create(&lst, pi->hsock, pi->url)) != 0 ||
+	    (rv = nng_listener_set_int(lst, NNG_OPT_IPC_PERMISSIONS, 0600)) != 0 ||
+	    (rv = nng_listener_start(lst, 0)) != 0 ||
+	    (rv = nng_socket_get_int(pi->hsock, NNG_OPT_RECVFD, &pi->rfd)) != 0 ||
+	    (rv = nng_socket_get_int(pi->hsock, NNG_OPT_SENDFD, &pi->sfd)) != 0)
+		return pi_nng_to_errno(rv);
+	return 0;
+}
+
 /* Process mode: a fresh bus and a fresh child, then INIT. 0 or -errno. */
 int pi_gen_start(struct plugin_instance *pi)
 {
 	struct child *c = NULL;
-	nng_listener lst;
 	pid_t pid = 0;
-	int r = 0, rv;
+	int r = 0;
 
-	/* one generation at a time: the last one was closed (pi_gen_close) */
-	assert(pi->process && !pi->bus_up && !pi->cur && !pi->hsock_open);
+	/* one generation at a time: the last one was closed (pi_gen_close; its
+	 * socket may still be closing on the closer thread, on its own path) */
+	assert(pi->process && !pi->bus_up && !pi->cur && !pi->hsock_open && !pi->gate);
 	pi->gen++;
 	memset(pi->activity_page, 0, sizeof(*pi->activity_page)); /* nothing of the last child */
 	pi_fmt(pi->url, sizeof(pi->url), "ipc://%s/w%ld.%u.%llu.sock", pi->runtime_dir,
 	       (long)getpid(), pi->instance_id, (unsigned long long)pi->gen);
 	if (strlen(pi->url) - 6 >= 108) /* sizeof(sun_path) */
 		return -ENAMETOOLONG;
-	if ((rv = nng_pair1_open(&pi->hsock)) != 0)
-		return pi_nng_to_errno(rv);
-	pi->hsock_open = true;
-	nng_socket_set_int(pi->hsock, NNG_OPT_SENDBUF, 64);
-	nng_socket_set_int(pi->hsock, NNG_OPT_RECVBUF, 64);
-	if ((rv = nng_pipe_notify(pi->hsock, NNG_PIPE_EV_ADD_PRE, pi_process_on_pipe_add, pi)) != 0 ||
-	    (rv = nng_listener_create(&lst, pi->hsock, pi->url)) != 0 ||
-	    (rv = nng_listener_set_int(lst, NNG_OPT_IPC_PERMISSIONS, 0600)) != 0 ||
-	    (rv = nng_listener_start(lst, 0)) != 0 ||
-	    (rv = nng_socket_get_int(pi->hsock, NNG_OPT_RECVFD, &pi->rfd)) != 0 ||
-	    (rv = nng_socket_get_int(pi->hsock, NNG_OPT_SENDFD, &pi->sfd)) != 0) {
-		r = pi_nng_to_errno(rv);
+	if ((r = pi_process_open_bus(pi)) < 0)
 		goto fail;
-	}
 	r = loop_io_add(pi->loop, pi->rfd, EPOLLIN, pi_on_readable, pi, &pi->rio);
 	if (r < 0)
 		goto fail;
@@ -455,13 +500,13 @@ int pi_gen_start(struct plugin_instance *pi)
 	}
 	c->pi = pi;
 	c->pidfd = -1;
-	pthread_mutex_lock(&pi->pid_mu);
+	pthread_mutex_lock(&pi->gate->mu);
 	r = pi_process_spawn_worker(pi, &pid);
 	if (r == 0) {
-		pi->expect_pid = pid;
-		pi->attached = false;
+		pi->gate->expect_pid = pid;
+		pi->gate->attached = false;
 	}
-	pthread_mutex_unlock(&pi->pid_mu);
+	pthread_mutex_unlock(&pi->gate->mu);
 	if (r < 0) {
 		free(init);
 		log_error(pi->log_comp, "cannot start %s: %s", pi->worker_path, strerror(-r));

@@ -23,6 +23,7 @@
 #include "files.h"
 #include "fakehost.h"
 #include "abi/abi_loader.h"
+#include "runtime/runtime_closer.h"
 #include "runtime/runtime_instance.h"
 
 #define DATA "/leasehold/reconciler/data/"
@@ -196,6 +197,8 @@ int main(void)
 
 	fakehost_free(FH);
 	loop_free(L);
+	/* bus sockets still closing on the closer thread */
+	CHECK_OK(runtime_closer_wait(10000));
 	nng_fini();
 	return CHECK_EXIT();
 }

@@ -45,6 +45,7 @@
 #include "harness.h"
 #include "lagproxy.h"
 #include "abi/abi_loader.h"
+#include "runtime/runtime_closer.h"
 #include "runtime/runtime_instance_internal.h"
 #include "runtime/runtime_watch.h"
 #include "testutil.h"
@@ -972,6 +973,8 @@ int main(void)
 	lagproxy_free(P);
 	tu_fini(&T);
 	harness_etcd_free(H);
+	/* bus sockets still closing on the closer thread */
+	CHECK_OK(runtime_closer_wait(10000));
 	nng_fini();
 	return 0;
 }

@@ -31,6 +31,7 @@
 #include "abi/abi_loader.h"
 #include "abi/abi_bus.h"
 #include "abi/abi_config_doc.h"
+#include "runtime/runtime_closer.h"
 #include "runtime/runtime_instance_internal.h"
 #include "proto/bus.pb-c.h"
 #include "recorder.h"
@@ -1486,6 +1487,8 @@ int main(void)
 	close(g_efd);
 	fakehost_free(FH);
 	loop_free(L);
+	/* bus sockets still closing on the closer thread */
+	CHECK_OK(runtime_closer_wait(10000));
 	nng_fini();
 	return CHECK_EXIT();
 }

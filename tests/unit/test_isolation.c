@@ -42,6 +42,7 @@
 #include "runtime/runtime_callback_timeout.h"
 #include "fakehost.h"
 #include "abi/abi_loader.h"
+#include "runtime/runtime_closer.h"
 #include "runtime/runtime_instance.h"
 
 #define PREFIX "/lh/crashy/data/"
@@ -989,6 +990,8 @@ int main(void)
 	fakehost_free(FH);
 	loop_free(L);
 	munmap(S, sizeof(*S));
+	/* bus sockets still closing on the closer thread */
+	CHECK_OK(runtime_closer_wait(10000));
 	nng_fini();
 	return CHECK_EXIT();
 }
