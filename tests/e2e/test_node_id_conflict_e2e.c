@@ -322,7 +322,7 @@ static void test_conflict_behind_the_back_shows(void)
 	/* whom would --to b name? refused, with the reason */
 	CHECK(host_ctl(&TWIN, &o, "switchover", PLUGIN, "--to", "b", NULL) != 0);
 	fprintf(stderr, "switchover --to b: %s", o.err);
-	CHECK(strstr(o.err, "ambiguous"));
+	CHECK(strstr(o.err, "switchover refused: node b is ambiguous"));
 	CHECK(strstr(o.err, "--node-id"));
 	ctl_out_free(&o);
 
