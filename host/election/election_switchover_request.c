@@ -161,7 +161,7 @@ static void switchover_request_on_granted(struct etcd_client *cl, int err, const
 /* switchover_request_target - the target's election key in the range read:
  * with one node id on several keys, the live run's (the lease of its state
  * record) when they are one node's runs (a crash restart's old key lives
- * until its TTL), else the request is ambiguous: -ENOTUNIQ with the
+ * until its TTL), else the request is ambiguous: -ESRCH with the
  * reason. *ret is NULL when the target has no key. */
 static int switchover_request_target(struct sw_ctx *c, const struct etcd_response *range,
                                      const struct etcd_kv **ret, char *msg, size_t len)
@@ -193,7 +193,7 @@ static int switchover_request_target(struct sw_ctx *c, const struct etcd_respons
 		snprintf(msg, len, "node %s is ambiguous for plugin '%s': %zu sessions carry that "
 		         "node id (leases %s), so two hosts run with it; give each host its own "
 		         "--node-id first", c->to, c->name, n, ls);
-		return -ENOTUNIQ;
+		return -ESRCH; /* a refusal about the target, as the others */
 	}
 	for (size_t i = 0; i < n; i++)
 		if (keys[i]->lease == rec_kv->lease)

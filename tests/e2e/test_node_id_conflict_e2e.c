@@ -5,7 +5,7 @@
  * merely left to expire would show):
  *  - a second host started with --node-id a while a runs is refused: no
  *    election key, no state record of its own; `plugins` and its JSON say
- *    why, naming a's lease; the first host keeps campaigning and `members`
+ *    why, naming a's lease, and so does its metric; the first host keeps campaigning and `members`
  *    shows one row for a;
  *  - once the first host stops, the second joins by itself;
  *  - a crash restart (SIGKILL, then the same host again) is not another
@@ -30,6 +30,7 @@
 #include "check.h"
 #include "harness.h"
 #include "hosts.h"
+#include "http_client.h"
 #include "testutil.h"
 
 #define PFX "/lhn"
@@ -38,9 +39,26 @@
 static struct harness_etcd *g_etcd;
 static struct tu T;
 static struct host A, TWIN, B; /* TWIN: another host, also --node-id a */
+static char g_twin_http[32];
+static int g_twin_port;
 
 static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "10", "--reconcile-wait", "0",
                                    "--reconcile-interval", "1h", NULL};
+static const char *const TWIN_ARGS[] = {"--prefix", PFX, "--ttl", "10", "--reconcile-wait", "0",
+                                        "--reconcile-interval", "1h", "--http", g_twin_http,
+                                        NULL};
+
+/* the twin's leasehold_node_id_conflict sample (-1: none) */
+static double twin_conflict_metric(void)
+{
+	struct http_reply r;
+	CHECK_INT_EQ(http_request(g_twin_port, NULL, "/metrics", 5000, &r), 200);
+	double v = -1;
+	if (http_metric(r.body, "leasehold_node_id_conflict{plugin=\"" PLUGIN "\"}", &v) < 0)
+		v = -1;
+	http_reply_free(&r);
+	return v;
+}
 
 /* the leases of the election keys that carry node (up to max) */
 static size_t keys_of(const char *node, int64_t *leases, size_t max)
@@ -180,7 +198,7 @@ static void test_second_host_with_the_same_id_is_refused(void)
 	CHECK(record_lease("a") == la);
 
 	host_install_plugin(&TWIN, "1.0.0", "reconciler.so");
-	host_start(&TWIN, harness_etcd_urls(g_etcd), ARGS);
+	host_start(&TWIN, harness_etcd_urls(g_etcd), TWIN_ARGS);
 	char hex[32];
 	snprintf(hex, sizeof(hex), "lease 0x%" PRIx64 ")", (uint64_t)la);
 	struct json_object *p = ctl_wait_plugin(&TWIN, PLUGIN, p_held_conflict, hex, 15000,
@@ -196,6 +214,7 @@ static void test_second_host_with_the_same_id_is_refused(void)
 	             "held: another host"));
 	ctl_out_free(&o);
 	CHECK(host_log_count(&TWIN, 0, "not joining the election: another host") >= 1);
+	CHECK(twin_conflict_metric() == 1);
 	/* it made no election key and left a's state record alone; a runs on */
 	CHECK_INT_EQ(keys_of("a", l, 4), 1);
 	CHECK(l[0] == la);
@@ -217,6 +236,7 @@ static void test_second_host_with_the_same_id_is_refused(void)
 	tu_wait(&T, p_campaigns_with, &(struct lease_want){"a", lt}, 10000, "the twin campaigns");
 	json_object_put(ctl_wait_plugin(&TWIN, PLUGIN, p_not_held, NULL, 5000, "the twin joined"));
 	CHECK(host_log_count(&TWIN, 0, "no other session holds node id 'a' any more") >= 1);
+	CHECK(twin_conflict_metric() == 0);
 }
 
 struct logged {
@@ -243,7 +263,7 @@ static void test_crash_restart_is_no_conflict(void)
 	CHECK_OK(host_wait(&TWIN, 5000));
 	long from = host_log_size(&TWIN);
 	long t0 = wall_ms_of_day();
-	host_start(&TWIN, harness_etcd_urls(g_etcd), ARGS);
+	host_start(&TWIN, harness_etcd_urls(g_etcd), TWIN_ARGS);
 	host_wait_control(&TWIN, 10000);
 	struct logged lg = {&TWIN, from, 0};
 	tu_wait(&T, p_logged, &lg, 10000, "the restarted host's session");
@@ -338,6 +358,8 @@ int main(void)
 	char twin[600];
 	snprintf(twin, sizeof(twin), "%s/twin", harness_dir(g_etcd));
 	CHECK(mkdir(twin, 0755) == 0);
+	CHECK_OK(harness_free_ports(&g_twin_port, 1));
+	snprintf(g_twin_http, sizeof(g_twin_http), "127.0.0.1:%d", g_twin_port);
 	host_setup(&A, harness_dir(g_etcd), "a");
 	host_setup(&TWIN, twin, "a");
 	host_setup(&B, harness_dir(g_etcd), "b");
