@@ -343,8 +343,10 @@ static void election_resign(struct election *e)
 
 static bool election_want_member(const struct election *e)
 {
+	/* conflict_known: decided on a whole view (a first read that a session
+	 * change made stale before its step is read again first) */
 	return e->lease && !e->held && !e->stopping && !e->failed && e->dops && !e->swap.pending &&
-	       !e->conflict;
+	       e->conflict_known && !e->conflict;
 }
 
 bool election_want_campaign(const struct election *e)

@@ -315,8 +315,8 @@ struct election {
 	int64_t prev[NODE_RECORD_PREVIOUS_MAX];
 	size_t n_prev;
 	bool conflict;
-	bool conflict_known; /* decided on a whole view once: until then our
-	                      * state record is not written either */
+	bool conflict_known; /* decided on a whole view once: until then we
+	                      * neither join nor write our state record */
 	int64_t conflict_lease;
 	char conflict_msg[400];
 
