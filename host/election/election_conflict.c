@@ -99,10 +99,16 @@ void election_conflict_update(struct election *e)
 		    election_conflict_is_prev(e, c->lease))
 			continue;
 		if (election_conflict_is_earlier_run(e, own, c)) {
-			if (e->n_prev < NODE_RECORD_PREVIOUS_MAX)
+			/* more earlier runs than fit (a crash loop faster than the
+			 * TTL) are not remembered: once our record names the new
+			 * lease they count as another host's keys, and we wait for
+			 * their leases to expire (at most a TTL) */
+			if (e->n_prev < NODE_RECORD_PREVIOUS_MAX) {
 				e->prev[e->n_prev++] = c->lease;
-			log_info("election", "%s: election key of lease 0x%" PRIx64 " is an earlier run "
-			         "of this node; it goes with its lease", e->name, (uint64_t)c->lease);
+				log_info("election", "%s: election key of lease 0x%" PRIx64 " is an "
+				         "earlier run of this node; it goes with its lease", e->name,
+				         (uint64_t)c->lease);
+			}
 			continue;
 		}
 		if (e->my_rev && c->create_rev > e->my_rev)
