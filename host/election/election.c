@@ -288,10 +288,11 @@ static bool election_left_to_revoke(struct election *e);
  * shutdown that declares it leaves for good. A failed plugin, a lost
  * session and an ordinary shutdown keep the record: the node still has that
  * release installed and may come back with it (the reference algorithm's
- * persistent node records). */
+ * persistent node records). While another host runs with our node id the
+ * record is that host's as much as ours: it stays. */
 static bool election_leaving_membership(const struct election *e)
 {
-	return e->member_placed && (e->held || (e->stopping && e->stop_leave));
+	return e->member_placed && !e->conflict && (e->held || (e->stopping && e->stop_leave));
 }
 
 /* resign - delete our election key (compare: still our key). When a driver

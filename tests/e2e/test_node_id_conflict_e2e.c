@@ -6,7 +6,8 @@
  *  - a second host started with --node-id a while a runs is refused: no
  *    election key, no state record of its own; `plugins` and its JSON say
  *    why, naming a's lease, and so does its metric; the first host keeps campaigning and `members`
- *    shows one row for a;
+ *    shows one row for a; the plugin removed from the second host leaves
+ *    a's member record alone;
  *  - once the first host stops, the second joins by itself;
  *  - a crash restart (SIGKILL, then the same host again) is not another
  *    host: it campaigns while its old key still lives, and `members` shows
@@ -91,6 +92,21 @@ static int64_t record_lease(const char *node)
 	return l;
 }
 
+/* the create revision of P/N/members/<node> (0: none) */
+static int64_t member_create_rev(const char *node)
+{
+	struct etcd_kv **kvs;
+	char key[128];
+	snprintf(key, sizeof(key), PFX "/" PLUGIN "/members/%s", node);
+	size_t n = tu_list(&T, key, &kvs);
+	int64_t r = 0;
+	for (size_t i = 0; i < n; i++)
+		if (kvs[i]->key_len == strlen(key))
+			r = kvs[i]->create_revision;
+	tu_list_free(kvs, n);
+	return r;
+}
+
 /* the last lease h's daemon logged since offset from */
 static int64_t logged_lease(const struct host *h, long from)
 {
@@ -129,6 +145,12 @@ static bool p_held_conflict(struct json_object *p, const void *arg)
 	const char *h = jstr(p, "held_back"), *st = jstr(p, "state");
 	return h && strstr(h, "another host") && strstr(h, (const char *)arg) && st &&
 	       strcmp(st, "standby") == 0;
+}
+
+static bool p_absent(struct json_object *p, const void *arg)
+{
+	(void)arg;
+	return p == NULL;
 }
 
 static bool p_not_held(struct json_object *p, const void *arg)
@@ -227,6 +249,20 @@ static void test_second_host_with_the_same_id_is_refused(void)
 	CHECK(json_object_get_boolean(jget(row, "campaigning")));
 	CHECK(!json_object_get_boolean(jget(row, "conflict")));
 	json_object_put(a);
+
+	/* the plugin removed from the twin: a's member record is a's too, it stays */
+	char path[700];
+	int64_t member_created = member_create_rev("a");
+	CHECK(member_created != 0);
+	CHECK(unlink(host_plugin_path(&TWIN, "reconciler.so", path, sizeof(path))) == 0);
+	json_object_put(ctl_wait_plugin(&TWIN, PLUGIN, p_absent, NULL, 10000, "the twin's plugin gone"));
+	/* (a's host would put a deleted record back: the same creation proves
+	 * it was never deleted) */
+	CHECK(member_create_rev("a") == member_created);
+	CHECK(record_lease("a") == la);
+	host_install_plugin(&TWIN, "1.0.0", "reconciler.so");
+	json_object_put(ctl_wait_plugin(&TWIN, PLUGIN, p_held_conflict, hex, 15000,
+	                                "the twin refused again"));
 
 	/* the first host goes: the twin joins by itself */
 	host_signal(&A, SIGTERM);
