@@ -122,6 +122,8 @@ struct control_member {
 	bool local;       /* this daemon's node */
 	const struct node_record *record; /* its state record, or NULL */
 	bool record_invalid;              /* a record exists but does not decode */
+	uint32_t sessions; /* live election keys carrying its node id */
+	bool conflict;     /* ... and they are not one node's runs */
 };
 
 /* completion of an asynchronous op: err 0 or -errno, msg (may be NULL) a

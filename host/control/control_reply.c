@@ -192,6 +192,8 @@ int control_reply_member_list(struct control_reply *rp, const struct control_mem
 		m->local = src[i].local;
 		m->no_member_record = src[i].no_member_record;
 		m->node_state_invalid = src[i].record_invalid;
+		m->sessions = src[i].sessions;
+		m->conflict = src[i].conflict;
 		const struct node_record *nr = src[i].record;
 		if (nr) {
 			Leasehold__Control__NodeState *ns = &l->ns[i];

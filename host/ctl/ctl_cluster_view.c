@@ -95,6 +95,29 @@ static bool cluster_view_candidate(const char *base, size_t bl, const struct etc
 	return false;
 }
 
+/* the live election keys carrying node, and whether they are more than one
+ * node's runs (node_sessions_conflict: rec is its state record, bound to
+ * rec_lease, or NULL) */
+static uint32_t cluster_view_sessions(const char *base, size_t bl, const struct etcd_kv *const *kvs,
+                                      size_t n, const char *node, const struct node_record *rec,
+                                      int64_t rec_lease, bool *ret_conflict)
+{
+	int64_t leases[16];
+	size_t k = 0, m = 0, sl;
+	for (size_t i = 0; i < n; i++) {
+		const char *s = cluster_view_suffix(base, bl, kvs[i], &sl);
+		if (s && sl > 9 && memcmp(s, "election/", 9) == 0 &&
+		    election_key_is_candidate(kvs[i], bl + 9) && kvs[i]->value_len == strlen(node) &&
+		    memcmp(kvs[i]->value, node, kvs[i]->value_len) == 0) {
+			if (m < sizeof(leases) / sizeof(leases[0]))
+				leases[m++] = kvs[i]->lease;
+			k++;
+		}
+	}
+	*ret_conflict = k > m || node_sessions_conflict(leases, m, rec, rec_lease);
+	return (uint32_t)k;
+}
+
 int cluster_view_build(const char *prefix, const char *name, const struct etcd_kv *const *kvs,
                        size_t n, int64_t revision, int64_t config_revision,
                        struct cluster_view **ret)
@@ -111,9 +134,11 @@ int cluster_view_build(const char *prefix, const char *name, const struct etcd_k
 	v->recs = calloc(n ? n : 1, sizeof(*v->recs));
 	bool *rec_ok = calloc(n ? n : 1, sizeof(*rec_ok));
 	const char **rec_id = calloc(n ? n : 1, sizeof(*rec_id));
-	if (!v->name || !v->strs || !v->rows || !v->recs || !rec_ok || !rec_id) {
+	int64_t *rec_lease = calloc(n ? n : 1, sizeof(*rec_lease));
+	if (!v->name || !v->strs || !v->rows || !v->recs || !rec_ok || !rec_id || !rec_lease) {
 		free(rec_ok);
 		free(rec_id);
+		free(rec_lease);
 		goto fail;
 	}
 	size_t bl = strlen(base), sl, idl;
@@ -141,6 +166,7 @@ int cluster_view_build(const char *prefix, const char *name, const struct etcd_k
 		rec_ok[n_recs] = node_record_decode(kvs[i]->value, kvs[i]->value_len,
 		                                    &v->recs[n_recs]) == 0 &&
 		                 strcmp(v->recs[n_recs].node, rec_id[n_recs]) == 0;
+		rec_lease[n_recs] = kvs[i]->lease;
 		n_recs++;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -200,11 +226,15 @@ int cluster_view_build(const char *prefix, const char *name, const struct etcd_k
 		struct control_member *m = &v->rows[k];
 		m->leader = p->leader && strcmp(p->leader, m->node_id) == 0;
 		m->campaigning = cluster_view_candidate(base, bl, kvs, n, m->node_id);
+		int64_t lease = 0;
 		for (size_t j = 0; j < n_recs; j++)
 			if (strcmp(rec_id[j], m->node_id) == 0) {
 				m->record = rec_ok[j] ? &v->recs[j] : NULL;
 				m->record_invalid = !rec_ok[j];
+				lease = rec_lease[j];
 			}
+		m->sessions = cluster_view_sessions(base, bl, kvs, n, m->node_id, m->record, lease,
+		                                    &m->conflict);
 	}
 	for (size_t j = 0; j < n_recs; j++) {
 		bool listed = false;
@@ -219,15 +249,19 @@ int cluster_view_build(const char *prefix, const char *name, const struct etcd_k
 		m->campaigning = cluster_view_candidate(base, bl, kvs, n, m->node_id);
 		m->no_member_record = true;
 		m->record = &v->recs[j];
+		m->sessions = cluster_view_sessions(base, bl, kvs, n, m->node_id, m->record,
+		                                    rec_lease[j], &m->conflict);
 	}
 	free(rec_ok);
 	free(rec_id);
+	free(rec_lease);
 	free(base);
 	*ret = v;
 	return 0;
 fail_arrays:
 	free(rec_ok);
 	free(rec_id);
+	free(rec_lease);
 fail:
 	free(base);
 	cluster_view_free(v);

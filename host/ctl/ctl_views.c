@@ -437,6 +437,8 @@ json_object *ctl_json_member(const Member *m)
 	json_object_object_add(o, "release", ctl_views_json_release(m->release));
 	json_object_object_add(o, "leader", json_object_new_boolean(m->leader));
 	json_object_object_add(o, "campaigning", json_object_new_boolean(m->campaigning));
+	json_object_object_add(o, "sessions", json_object_new_int64(m->sessions));
+	json_object_object_add(o, "conflict", json_object_new_boolean(m->conflict));
 	/* the node's own state record (null fields when it has none) */
 	const Leasehold__Control__NodeState *ns = m->node_state;
 	json_object_object_add(o, "local", json_object_new_boolean(m->local));
@@ -500,6 +502,14 @@ static void ctl_views_member_cells(const Member *m, char (*c)[CELL])
 			 m->node_state_invalid ? "its state record does not decode"
 					       : "no state record (no live session)");
 		ctl_clean(why, c[7], 61, true);
+	}
+	if (m->conflict) {
+		/* two hosts with one node id: what the operator must see first */
+		char r[CELL];
+		bool more = c[7][0] && strcmp(c[7], "-") != 0;
+		snprintf(r, sizeof(r), "CONFLICT: %" PRIu32 " sessions carry this node id%s%s",
+			 m->sessions, more ? "; " : "", more ? c[7] : "");
+		ctl_clean(r, c[7], 61, true);
 	}
 	if (m->no_member_record) {
 		size_t l = strlen(c[7]);

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,6 +193,15 @@ static int daemon_make_private_dir(struct daemon *d)
 		log_error("daemon", "cannot create runtime directory %s: %s", rt, strerror(-r));
 		return r;
 	}
+	/* the runtime directory is this daemon's own (its private copies, its
+	 * control socket): with the host name it names the daemon across its
+	 * restarts */
+	char host[256] = "?", real[PATH_MAX];
+	if (gethostname(host, sizeof(host) - 1) < 0)
+		snprintf(host, sizeof(host), "?");
+	/* (cut when longer: the state record keeps its first 200 bytes) */
+	snprintf(d->instance, sizeof(d->instance), "%.64s:%.250s", host,
+	         realpath(rt, real) ? real : rt);
 	snprintf(d->private_dir, sizeof(d->private_dir), "%s/plugins.%ld", rt, (long)getpid());
 	int r = loader_private_dir_prepare(d->private_dir, err, sizeof(err));
 	if (r < 0) {

@@ -156,6 +156,8 @@ static int daemon_control_ctl_members(void *ud, const char *name, struct control
 		out[i].local = strcmp(tmp[i].node_id, d->cfg->node_id) == 0;
 		out[i].record = tmp[i].record;
 		out[i].record_invalid = tmp[i].record_invalid;
+		out[i].sessions = tmp[i].sessions;
+		out[i].conflict = tmp[i].conflict;
 	}
 	free(tmp);
 	*ret_total = total;

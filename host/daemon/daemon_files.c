@@ -306,6 +306,7 @@ static int daemon_files_entry_make_election(struct entry *e, const struct loader
 		.prefix = d->cfg->prefix,
 		.name = lp->name,
 		.node_id = d->cfg->node_id,
+		.instance = d->instance,
 		.releases = daemon_files_releases_of(lp),
 		.reconcile_wait_ns = d->cfg->reconcile_wait_ns,
 		.reconcile_interval_ns = d->cfg->reconcile_interval_ns,

@@ -83,6 +83,10 @@ struct daemon {
 	struct pfile *files;
 	struct retiring *retiring; /* replaced instances still stopping */
 	char private_dir[512];
+	/* this daemon's identity in its state records: "<host name>:<runtime
+	 * directory>" (election_config.instance): its own earlier run's keys
+	 * are told from another host's with the same node id by it */
+	char instance[320];
 	char control_url[512];
 	int sigfd;
 	struct loop_io *sig_io;

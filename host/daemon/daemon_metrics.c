@@ -355,6 +355,10 @@ static double daemon_metrics_v_paused(const struct plugin_metrics_view *p)
 {
 	return p->info && p->info->paused;
 }
+static double daemon_metrics_v_node_conflict(const struct plugin_metrics_view *p)
+{
+	return p->info && p->info->node_conflict_lease != 0;
+}
 static double daemon_metrics_v_terms(const struct plugin_metrics_view *p)
 {
 	return (double)p->pm->terms_won;
@@ -398,6 +402,9 @@ static const struct plugin_family plugin_families[] = {
 	{"leasehold_paused", "gauge",
 	 "1 while the plugin is paused cluster-wide (leaseholdctl pause), as this node mirrors it.",
 	 daemon_metrics_v_paused},
+	{"leasehold_node_id_conflict", "gauge",
+	 "1 while another host runs with this node's node id: the plugin does not join its election.",
+	 daemon_metrics_v_node_conflict},
 	{"leasehold_terms_won_total", "counter", "Terms this node won (it became the leader).",
 	 daemon_metrics_v_terms},
 	{"leasehold_leader_changes_total", "counter",

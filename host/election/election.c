@@ -28,6 +28,8 @@
  *   range), and the term history (outside it, read on demand).
  * - election_handover.c: a switchover request (mirrored too): who gives
  *   up its election key for it, and its deletion by the new leader.
+ * - election_conflict.c: another host's key with our node id keeps us out
+ *   (e->conflict), told apart from the key of our own earlier run.
  */
 #include "config.h"
 
@@ -286,10 +288,11 @@ static bool election_left_to_revoke(struct election *e);
  * shutdown that declares it leaves for good. A failed plugin, a lost
  * session and an ordinary shutdown keep the record: the node still has that
  * release installed and may come back with it (the reference algorithm's
- * persistent node records). */
+ * persistent node records). While another host runs with our node id the
+ * record is that host's as much as ours: it stays. */
 static bool election_leaving_membership(const struct election *e)
 {
-	return e->member_placed && (e->held || (e->stopping && e->stop_leave));
+	return e->member_placed && !e->conflict && (e->held || (e->stopping && e->stop_leave));
 }
 
 /* resign - delete our election key (compare: still our key). When a driver
@@ -341,7 +344,10 @@ static void election_resign(struct election *e)
 
 static bool election_want_member(const struct election *e)
 {
-	return e->lease && !e->held && !e->stopping && !e->failed && e->dops && !e->swap.pending;
+	/* conflict_known: decided on a whole view (a first read that a session
+	 * change made stale before its step is read again first) */
+	return e->lease && !e->held && !e->stopping && !e->failed && e->dops && !e->swap.pending &&
+	       e->conflict_known && !e->conflict;
 }
 
 /* election_member_current - our placed member record declares what we run */
@@ -402,6 +408,7 @@ void election_step(struct election *e)
 {
 	CHECK_OBJ(e, ELECTION_MAGIC);
 	election_assert_invariants(e);
+	election_conflict_update(e);
 	if (e->draining)
 		return;
 	if (e->op != OP_NONE)
@@ -531,6 +538,7 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 	e->prefix = strndup(cfg->prefix, pl);
 	e->name = strdup(cfg->name);
 	e->node_id = strdup(cfg->node_id);
+	e->instance = election_dup_printable(cfg->instance, NODE_RECORD_TEXT_MAX);
 	e->rel = cfg->releases;
 	e->priority = cfg->priority;
 	e->reconcile_wait_ns = cfg->reconcile_wait_ns;
@@ -539,7 +547,7 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 	e->reconcile_interval_ns = cfg->reconcile_interval_ns ? cfg->reconcile_interval_ns
 	                                                      : 30 * LOOP_NS_PER_S;
 	int r = -ENOMEM;
-	if (!e->prefix || !e->name || !e->node_id)
+	if (!e->prefix || !e->name || !e->node_id || !e->instance)
 		goto fail;
 	e->k_members = election_xasprintf("%s/%s/members/", e->prefix, e->name);
 	e->k_member_self = election_xasprintf("%s/%s/members/%s", e->prefix, e->name, e->node_id);
@@ -755,6 +763,7 @@ void election_free(struct election *e)
 	free(e->prefix);
 	free(e->name);
 	free(e->node_id);
+	free(e->instance);
 	e->magic = 0;
 	free(e);
 }
@@ -791,6 +800,8 @@ void election_get_info(struct election *e, struct election_info *ret)
 		ret->held_back = e->fail_reason;
 	else if (e->held)
 		ret->held_back = e->hold_reason;
+	else if (e->conflict)
+		ret->held_back = e->conflict_msg;
 	else if (e->synced && !election_rule_ours(e))
 		ret->held_back = election_rule_held_back(e);
 	else if (!e->lease)
@@ -806,6 +817,7 @@ void election_get_info(struct election *e, struct election_info *ret)
 	ret->switchover_rev = e->handover.present ? e->handover.rev : 0;
 	ret->switchover_to = e->handover.present && e->handover.to[0] ? e->handover.to : NULL;
 	ret->switchover_ended_rev = e->handover_ended_rev;
+	ret->node_conflict_lease = e->conflict ? e->conflict_lease : 0;
 }
 
 

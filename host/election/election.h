@@ -131,6 +131,13 @@ struct election_config {
 	 * leader hands over once to a candidate of the newest release with a
 	 * strictly higher one) */
 	int32_t priority;
+	/* instance - this daemon's identity (host name and runtime directory),
+	 * published in its state records: a key of this node id under another
+	 * lease whose state record names the same instance is an earlier run
+	 * of this daemon (a crash restart), not another host (see
+	 * election_conflict.c). Copied; NULL or "" = none (every such key is
+	 * then taken for another host's). */
+	const char *instance;
 	/* on_change - called (on the loop) after anything observable may have
 	 * changed: state, status, readiness, members. May be NULL. */
 	void (*on_change)(void *ud);
@@ -178,6 +185,9 @@ struct election_info {
 	int64_t switchover_rev;       /* its revision, 0 = none in flight */
 	const char *switchover_to;    /* its target, NULL = any other node (or none) */
 	int64_t switchover_ended_rev; /* the revision of the last request seen to end */
+	/* another host runs with our node id: the lease of its election key,
+	 * which keeps us out of the election (held_back says so); 0 = none */
+	int64_t node_conflict_lease;
 };
 
 /* election_new - create the protocol for one plugin. cfg strings are copied.
@@ -265,6 +275,11 @@ struct election_member {
 	 * the node's lease is gone (down or cut off) or it has not written one */
 	const struct node_record *record;
 	bool record_invalid; /* a record exists but does not decode */
+	/* live election keys carrying this node id, and whether they are more
+	 * than one node's runs (two hosts with one node id; a crash restart's
+	 * old key is told apart by the state record: node_sessions_conflict) */
+	uint32_t sessions;
+	bool conflict;
 };
 /* election_members - every member (a valid member record): fills up to max
  * entries, returns the total count */

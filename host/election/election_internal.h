@@ -66,6 +66,7 @@ struct candidate {
 	char *key;
 	char *node_id;
 	int64_t create_rev;
+	int64_t lease; /* the lease the key is bound to (its name) */
 };
 
 /* the leader's status/reconcile machine (election_lead.c); changed only by
@@ -109,6 +110,7 @@ struct node_ent {
 	bool valid; /* false: the record does not decode */
 	struct node_record rec;
 	int64_t mod_rev;
+	int64_t lease; /* the lease the record is bound to (its writer's session) */
 };
 
 struct election {
@@ -300,6 +302,21 @@ struct election {
 	enum election_state node_state; /* the state node_since belongs to */
 	int64_t node_since;
 	uint64_t node_writes; /* records written by this node (tests, stats) */
+
+	/* another session with our node id (election_conflict.c): instance is
+	 * this daemon's identity (election_config.instance, "" = none), prev
+	 * the leases of our own earlier runs whose keys are still mirrored;
+	 * conflict: another host's key stands in our way (then we neither
+	 * register, campaign nor write our state record), with its lease and
+	 * the message the views show */
+	char *instance;
+	int64_t prev[NODE_RECORD_PREVIOUS_MAX];
+	size_t n_prev;
+	bool conflict;
+	bool conflict_known; /* decided on a whole view once: until then we
+	                      * neither join nor write our state record */
+	int64_t conflict_lease;
+	char conflict_msg[400];
 
 	/* stats */
 	uint64_t reconcile_count;
@@ -539,5 +556,20 @@ bool election_nodes_busy(struct election *e);
 /* election_node_find - node_id's mirrored record, or NULL; borrowed until
  * the mirror changes */
 const struct node_ent *election_node_find(const struct election *e, const char *node_id);
+
+
+/* ---- election_conflict.c: another session with our node id ---- */
+
+/* election_conflict_update - recompute e->conflict and e->prev from the
+ * mirror (election_step, before it decides): a key of our node id under
+ * another lease is our own earlier run when our state record bound to
+ * that lease names our instance (or we recognised it before); any other
+ * such key created before ours (or while we hold none) is a conflict.
+ * Logs when a conflict begins and ends. */
+void election_conflict_update(struct election *e);
+/* election_node_sessions - how many live election keys carry node_id, and
+ * whether they are explained by one node's restarts (its state record's
+ * lease and "previous" leases): *ret_conflict is set when they are not */
+size_t election_node_sessions(const struct election *e, const char *node_id, bool *ret_conflict);
 
 #endif

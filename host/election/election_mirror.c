@@ -195,6 +195,7 @@ static void election_mirror_cand_set(struct election *e, const struct etcd_kv *k
 				e->cands[i] = e->cands[--e->n_cands];
 			} else if (kv->create_revision) {
 				c->create_rev = kv->create_revision;
+				c->lease = kv->lease;
 				free(c->node_id);
 				c->node_id = kv->value_len ? strndup((const char *)kv->value, kv->value_len)
 				                           : strdup("");
@@ -216,6 +217,7 @@ static void election_mirror_cand_set(struct election *e, const struct etcd_kv *k
 	c->key = strndup((const char *)kv->key, kv->key_len);
 	c->node_id = kv->value_len ? strndup((const char *)kv->value, kv->value_len) : strdup("");
 	c->create_rev = kv->create_revision;
+	c->lease = kv->lease;
 	if (!c->key || !c->node_id) {
 		free(c->key);
 		free(c->node_id);
@@ -599,6 +601,8 @@ size_t election_members(struct election *e, struct election_member *out, size_t 
 				const struct node_ent *n = election_node_find(e, x->node_id);
 				out[k].record = n && n->valid ? &n->rec : NULL;
 				out[k].record_invalid = n && !n->valid;
+				out[k].sessions = (uint32_t)election_node_sessions(e, x->node_id,
+				                                                   &out[k].conflict);
 			}
 			k++;
 		}
@@ -623,6 +627,8 @@ size_t election_rows(struct election *e, struct election_member *out, size_t max
 			out[k].member = false;
 			out[k].record = &n->rec;
 			out[k].record_invalid = false;
+			out[k].sessions = (uint32_t)election_node_sessions(e, n->node_id,
+			                                                   &out[k].conflict);
 		}
 		k++;
 	}

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,17 @@ int node_record_encode(const struct node_record *r, char **ret, size_t *ret_len)
 		node_record_put_printable(rc, "error", r->reconcile_ok ? "" : r->reconcile_error,
 		              NODE_RECORD_TEXT_MAX);
 		json_object_object_add(o, "reconcile", rc);
+	}
+	if (r->host[0])
+		node_record_put_printable(o, "host", r->host, NODE_RECORD_TEXT_MAX);
+	if (r->n_previous) {
+		json_object *a = json_object_new_array();
+		for (size_t i = 0; i < r->n_previous && i < NODE_RECORD_PREVIOUS_MAX; i++) {
+			char hex[24];
+			snprintf(hex, sizeof(hex), "%" PRIx64, (uint64_t)r->previous[i]);
+			json_object_array_add(a, json_object_new_string(hex));
+		}
+		json_object_object_add(o, "previous", a);
 	}
 	size_t n = 0;
 	const char *s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
@@ -110,6 +122,39 @@ static int node_record_get_bool(json_object *o, const char *key, bool *ret)
 	return 0;
 }
 
+/* "previous": an optional array of at most NODE_RECORD_PREVIOUS_MAX leases,
+ * each in lower-case hex without padding (as in election key names) */
+static int node_record_get_previous(json_object *o, struct node_record *r)
+{
+	json_object *a;
+	if (!json_object_object_get_ex(o, "previous", &a))
+		return 0;
+	if (!json_object_is_type(a, json_type_array) ||
+	    json_object_array_length(a) > NODE_RECORD_PREVIOUS_MAX)
+		return -EBADMSG;
+	for (size_t i = 0; i < json_object_array_length(a); i++) {
+		json_object *v = json_object_array_get_idx(a, i);
+		if (!json_object_is_type(v, json_type_string))
+			return -EBADMSG;
+		const char *s = json_object_get_string(v);
+		size_t n = (size_t)json_object_get_string_len(v);
+		if (n == 0 || n > 16 || strlen(s) != n || s[0] == '0')
+			return -EBADMSG;
+		uint64_t x = 0;
+		for (size_t k = 0; k < n; k++) {
+			int d = s[k] >= '0' && s[k] <= '9' ? s[k] - '0'
+			      : s[k] >= 'a' && s[k] <= 'f' ? s[k] - 'a' + 10 : -1;
+			if (d < 0)
+				return -EBADMSG;
+			x = x << 4 | (uint64_t)d;
+		}
+		if (x > INT64_MAX)
+			return -EBADMSG;
+		r->previous[r->n_previous++] = (int64_t)x;
+	}
+	return 0;
+}
+
 static bool node_record_state_word(const char *s)
 {
 	if (!*s)
@@ -157,9 +202,27 @@ int node_record_decode(const void *buf, size_t len, struct node_record *ret)
 		    node_record_get_str(rc, "error", false, r.reconcile_error, NODE_RECORD_TEXT_MAX) < 0)
 			goto out;
 	}
+	if (node_record_get_str(o, "host", false, r.host, NODE_RECORD_TEXT_MAX) < 0 ||
+	    node_record_get_previous(o, &r) < 0)
+		goto out;
 	*ret = r;
 	e = 0;
 out:
 	json_object_put(o);
 	return e;
+}
+
+bool node_sessions_conflict(const int64_t *leases, size_t n, const struct node_record *rec,
+                            int64_t rec_lease)
+{
+	if (n < 2)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		bool explained = rec && rec_lease == leases[i];
+		for (size_t j = 0; rec && j < rec->n_previous; j++)
+			explained = explained || rec->previous[j] == leases[i];
+		if (!explained)
+			return true;
+	}
+	return false;
 }

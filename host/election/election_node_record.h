@@ -10,7 +10,12 @@
  *   {"v":1, "node":"n1", "release":"1.2.0", "state":"standby",
  *    "reason":"a newer release is present", "since":1764000000,
  *    "ready":false, "not_ready":"...",
- *    "reconcile":{"at":1764000000, "ok":true, "error":""}}
+ *    "reconcile":{"at":1764000000, "ok":true, "error":""},
+ *    "host":"db1:/run/leasehold", "previous":["694d8e2a1b3c5f01"]}
+ * "host" names the daemon that wrote it (its host name and runtime
+ * directory), "previous" the leases of its own earlier runs whose election
+ * keys are still alive (a crash restart): both tell a restart of this node
+ * from another host that runs with the same node id (election_conflict.c).
  * "v" is the record's format version (NODE_RECORD_VERSION); a reader
  * accepts any v >= 1 and ignores fields it does not know, so a newer writer
  * may add fields. "reconcile" is absent until the node reconciled.
@@ -35,7 +40,8 @@
 #define NODE_RECORD_MAX_BYTES 4096
 #define NODE_RECORD_NODE_MAX 128 /* as control_codec.h's CONTROL_NODE_MAX */
 #define NODE_RECORD_STATE_MAX 23
-#define NODE_RECORD_TEXT_MAX 200 /* reason, not_ready, reconcile error */
+#define NODE_RECORD_TEXT_MAX 200 /* reason, not_ready, reconcile error, host */
+#define NODE_RECORD_PREVIOUS_MAX 8 /* leases in "previous" */
 
 struct node_record {
 	uint32_t version;
@@ -51,6 +57,12 @@ struct node_record {
 	int64_t reconcile_at;                     /* unix s of the last one, 0 = never */
 	bool reconcile_ok;
 	char reconcile_error[NODE_RECORD_TEXT_MAX + 1];
+	/* the writing daemon's identity ("" from a writer that has none) */
+	char host[NODE_RECORD_TEXT_MAX + 1];
+	/* leases of this node's earlier runs whose election keys it knows to be
+	 * its own (non-zero, n_previous of them) */
+	int64_t previous[NODE_RECORD_PREVIOUS_MAX];
+	size_t n_previous;
 };
 
 /* node_record_encode - r as its JSON value (strings longer than the limits
@@ -62,5 +74,13 @@ int node_record_encode(const struct node_record *r, char **ret, size_t *ret_len)
 /* node_record_decode - hostile bytes -> *ret (filled on success only).
  * Returns 0 or -EBADMSG. */
 int node_record_decode(const void *buf, size_t len, struct node_record *ret);
+
+/* node_sessions_conflict - the n live election keys of one node id (the
+ * leases they are bound to) are not all runs of one node: more than one,
+ * and one of them neither the lease of the node's state record (rec, bound
+ * to rec_lease; NULL when there is none or it does not decode) nor one of
+ * the record's "previous" leases. */
+bool node_sessions_conflict(const int64_t *leases, size_t n, const struct node_record *rec,
+                            int64_t rec_lease);
 
 #endif

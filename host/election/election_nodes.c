@@ -146,6 +146,7 @@ bool election_nodes_apply(struct election *e, const struct etcd_kv *kv, bool del
 	}
 	struct node_ent *x = &e->nodes[i];
 	x->mod_rev = kv->mod_revision;
+	x->lease = kv->lease;
 	x->valid = node_record_decode(kv->value, kv->value_len, &x->rec) == 0 &&
 	           strcmp(x->rec.node, x->node_id) == 0;
 	if (!x->valid)
@@ -183,6 +184,9 @@ static void election_nodes_build(struct election *e, struct node_record *r)
 	r->reconcile_ok = i.reconcile_last_ok;
 	snprintf(r->reconcile_error, sizeof(r->reconcile_error), "%s",
 	         i.reconcile_last_error ? i.reconcile_last_error : "");
+	snprintf(r->host, sizeof(r->host), "%s", e->instance);
+	r->n_previous = e->n_prev;
+	memcpy(r->previous, e->prev, e->n_prev * sizeof(e->prev[0]));
 }
 
 static bool election_nodes_same(const char *a, size_t al, const char *b, size_t bl)
@@ -203,13 +207,19 @@ static bool election_nodes_in_sync(const struct election *e)
 
 static void election_nodes_kick(struct election *e)
 {
-	if (!e->lease || e->node_call || election_nodes_in_sync(e) || loop_timer_armed(e->node_timer))
+	if (!e->lease || e->conflict || !e->conflict_known || e->node_call ||
+	    election_nodes_in_sync(e) || loop_timer_armed(e->node_timer))
 		return;
 	loop_timer_arm_in(e->node_timer, NODE_COALESCE_MS * LOOP_NS_PER_MS);
 }
 
 void election_nodes_update(struct election *e)
 {
+	/* P/N/nodes/<our id> is the other host's record then: neither written
+	 * nor deleted (a stop leaves it alone too); nor before the first whole
+	 * view of the election keys tells (election_conflict.c) */
+	if (e->conflict)
+		return;
 	if (e->stopping) {
 		/* a shutdown leaves the record to the lease revocation; a plugin
 		 * removed from a running node takes its record away */
@@ -239,7 +249,7 @@ void election_nodes_update(struct election *e)
 
 bool election_nodes_busy(struct election *e)
 {
-	if (!e->stopping || e->stop_last)
+	if (!e->stopping || e->stop_last || e->conflict || !e->conflict_known)
 		return false;
 	election_nodes_update(e);
 	return e->lease && (e->node_call || !election_nodes_in_sync(e));
@@ -287,7 +297,8 @@ static void election_nodes_on_node_timer(struct loop_timer *t, void *ud)
 	(void)t;
 	struct election *e = ud;
 	CHECK_OBJ(e, ELECTION_MAGIC);
-	if (e->node_call || !e->lease || election_nodes_in_sync(e))
+	if (e->node_call || !e->lease || e->conflict || !e->conflict_known ||
+	    election_nodes_in_sync(e))
 		return;
 	struct node_ctx *c = calloc(1, sizeof(*c));
 	if (!c)

@@ -41,7 +41,7 @@ struct sw_ctx {
 	struct etcd_client *etcd;
 	switchover_done_fn done;
 	void *ud;
-	char *k_range, *k_handover, *k_paused, *k_members, *k_roles, *k_status;
+	char *k_range, *k_handover, *k_paused, *k_members, *k_nodes, *k_roles, *k_status;
 	uint8_t k_range_end[600];
 	size_t k_range_end_len;
 	char *name, *requester, *to, *role;
@@ -66,6 +66,7 @@ static void switchover_request_ctx_free(struct sw_ctx *c)
 	free(c->k_handover);
 	free(c->k_paused);
 	free(c->k_members);
+	free(c->k_nodes);
 	free(c->k_roles);
 	free(c->k_status);
 	free(c->name);
@@ -230,6 +231,49 @@ static int switchover_request_target_release(const struct sw_ctx *c,
 	return -ESRCH;
 }
 
+/* switchover_request_target - the target's election key in the range read:
+ * with one node id on several keys, the live run's (the lease of its state
+ * record) when they are one node's runs (a crash restart's old key lives
+ * until its TTL), else the request is ambiguous: -ESRCH with the
+ * reason. *ret is NULL when the target has no key. */
+static int switchover_request_target(struct sw_ctx *c, const struct etcd_response *range,
+                                     const struct etcd_kv **ret, char *msg, size_t len)
+{
+	const struct etcd_kv *keys[16], *rec_kv = NULL;
+	int64_t leases[16];
+	size_t n = 0, el_len = strlen(c->k_range), tl = strlen(c->to);
+	char ls[160] = "";
+	for (size_t i = 0; i < range->n_kvs; i++) {
+		const struct etcd_kv *kv = &range->kvs[i];
+		if (switchover_request_kv_under(kv, c->k_range) && election_key_is_candidate(kv, el_len) &&
+		    kv->value_len == tl && memcmp(kv->value, c->to, tl) == 0 && n < 16) {
+			size_t l = strlen(ls);
+			snprintf(ls + l, sizeof(ls) - l, "%s0x%" PRIx64, n ? ", " : "", (uint64_t)kv->lease);
+			keys[n] = kv;
+			leases[n++] = kv->lease;
+		} else if (switchover_request_kv_under(kv, c->k_nodes) &&
+		           kv->key_len == strlen(c->k_nodes) + tl &&
+		           memcmp(kv->key + strlen(c->k_nodes), c->to, tl) == 0) {
+			rec_kv = kv;
+		}
+	}
+	*ret = n ? keys[0] : NULL;
+	if (n < 2)
+		return 0;
+	struct node_record rec;
+	bool rec_ok = rec_kv && node_record_decode(rec_kv->value, rec_kv->value_len, &rec) == 0;
+	if (node_sessions_conflict(leases, n, rec_ok ? &rec : NULL, rec_ok ? rec_kv->lease : 0)) {
+		snprintf(msg, len, "node %s is ambiguous for plugin '%s': %zu sessions carry that "
+		         "node id (leases %s), so two hosts run with it; give each host its own "
+		         "--node-id first", c->to, c->name, n, ls);
+		return -ESRCH; /* a refusal about the target, as the others */
+	}
+	for (size_t i = 0; i < n; i++)
+		if (keys[i]->lease == rec_kv->lease)
+			*ret = keys[i]; /* the live run; the others are its earlier runs */
+	return 0;
+}
+
 /* check - the refusals, on the state read; 0 or -errno with the reason */
 static int switchover_request_check(struct sw_ctx *c, const struct etcd_response *range,
                  const struct etcd_response *roles, char *msg, size_t len)
@@ -265,9 +309,6 @@ static int switchover_request_check(struct sw_ctx *c, const struct etcd_response
 			n_cands++;
 			if (!lead || kv->create_revision < lead->create_revision)
 				lead = kv;
-			if (c->to && kv->value_len == strlen(c->to) &&
-			    memcmp(kv->value, c->to, kv->value_len) == 0)
-				to_cand = kv;
 		} else if (switchover_request_kv_under(kv, c->k_members)) {
 			if (c->to && kv->key_len == strlen(c->k_members) + strlen(c->to) &&
 			    memcmp(kv->key + strlen(c->k_members), c->to, strlen(c->to)) == 0)
@@ -290,6 +331,11 @@ static int switchover_request_check(struct sw_ctx *c, const struct etcd_response
 		}
 		return 0;
 	}
+	/* first: with two hosts on one node id every other answer about the
+	 * target could be about the wrong host */
+	int r = switchover_request_target(c, range, &to_cand, msg, len);
+	if (r < 0)
+		return r;
 	if (strcmp(c->from, c->to) == 0) {
 		snprintf(msg, len, "node %s leads plugin '%s' already", c->to, c->name);
 		return -EALREADY;
@@ -310,8 +356,7 @@ static int switchover_request_check(struct sw_ctx *c, const struct etcd_response
 		         c->name);
 		return -ESRCH;
 	}
-	int r = switchover_request_target_release(c, range, &rr, msg, len);
-	if (r < 0)
+	if ((r = switchover_request_target_release(c, range, &rr, msg, len)) < 0)
 		return r;
 	if (!to_cand) {
 		snprintf(msg, len, "node %s does not campaign for plugin '%s' (its plugin failed, it "
@@ -460,6 +505,7 @@ int switchover_request_start(struct etcd_client *etcd, const struct switchover_r
 	c->k_handover = switchover_request_join(pn, "/", SWITCHOVER_KEY);
 	c->k_paused = switchover_request_join(pn, "/paused", "");
 	c->k_members = switchover_request_join(pn, "/members/", "");
+	c->k_nodes = switchover_request_join(pn, "/nodes/", "");
 	char *status = switchover_request_join(pn, "/status", "");
 	c->name = strdup(rq->name);
 	c->requester = strdup(rq->requester ? rq->requester : "");

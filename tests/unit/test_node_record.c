@@ -4,7 +4,10 @@
  * (host/election/election_node_record.h): every malformed value is refused with -EBADMSG and
  * leaves the output untouched; a record of a newer format (higher "v",
  * unknown fields, an unknown state word) is read; what the encoder writes
- * decodes to the same record, even from hostile strings.
+ * decodes to the same record, even from hostile strings; "host" and
+ * "previous" (which tell a crash restart from a second host with the same
+ * node id) round-trip, are refused when malformed, and decide
+ * node_sessions_conflict.
  */
 #include "config.h"
 
@@ -51,6 +54,22 @@ static void test_garbage_refused(void)
 		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"leading\","
 		"\"reconcile\":{\"at\":5,\"ok\":\"yes\"}}",
 		"{\"v\":99999999999,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"leading\"}",
+		/* host: a printable string; previous: up to 8 unpadded lower-case hex leases */
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\",\"host\":7}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\",\"host\":\"h\\u0007\"}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\",\"previous\":\"1f\"}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\",\"previous\":[31]}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\",\"previous\":[\"\"]}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\",\"previous\":[\"0\"]}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\",\"previous\":[\"01f\"]}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\",\"previous\":[\"1F\"]}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\",\"previous\":[\"0x1f\"]}",
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\","
+		"\"previous\":[\"8000000000000000\"]}", /* above INT64_MAX */
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\","
+		"\"previous\":[\"11111111111111111\"]}", /* 17 digits */
+		"{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\","
+		"\"previous\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}", /* 9 */
 	};
 	struct node_record r;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -124,11 +143,49 @@ static void test_round_trip(void)
 	free(v);
 }
 
+static void test_restart_fields(void)
+{
+	struct node_record r = {0}, d;
+	char *v;
+	size_t n;
+	r.version = 1;
+	snprintf(r.node, sizeof(r.node), "a");
+	snprintf(r.state, sizeof(r.state), "campaigning");
+	snprintf(r.host, sizeof(r.host), "db1:/run/leasehold");
+	r.previous[0] = 0x694d8e2a1b3c5f01;
+	r.previous[1] = INT64_MAX;
+	r.n_previous = 2;
+	CHECK_INT_EQ(node_record_encode(&r, &v, &n), 0);
+	CHECK(strstr(v, "\"previous\":[\"694d8e2a1b3c5f01\",\"7fffffffffffffff\"]") != NULL);
+	CHECK_INT_EQ(node_record_decode(v, n, &d), 0);
+	free(v);
+	CHECK(strcmp(d.host, "db1:/run/leasehold") == 0);
+	CHECK_INT_EQ(d.n_previous, 2);
+	CHECK(d.previous[0] == r.previous[0] && d.previous[1] == INT64_MAX);
+	/* a record of a writer without them */
+	CHECK_INT_EQ(decode("{\"v\":1,\"node\":\"a\",\"release\":\"1.0.0\",\"state\":\"x\"}", &d), 0);
+	CHECK(d.host[0] == '\0' && d.n_previous == 0);
+
+	/* one key: never a conflict; a restart: the record's lease and its
+	 * previous ones; anything else with two or more keys is */
+	int64_t one[] = {5}, restart[] = {5, 9}, twin[] = {5, 7};
+	struct node_record rec = {0};
+	rec.previous[0] = 5;
+	rec.n_previous = 1;
+	CHECK(!node_sessions_conflict(one, 1, NULL, 0));
+	CHECK(!node_sessions_conflict(restart, 2, &rec, 9));
+	CHECK(node_sessions_conflict(twin, 2, &rec, 9)); /* 7 is nobody's run */
+	CHECK(node_sessions_conflict(restart, 2, NULL, 0)); /* no record: unexplained */
+	rec.n_previous = 0;
+	CHECK(node_sessions_conflict(restart, 2, &rec, 9)); /* 5 not named */
+}
+
 int main(void)
 {
 	test_garbage_refused();
 	test_newer_format_read();
 	test_round_trip();
+	test_restart_fields();
 	printf("test_node_record: ok\n");
 	return 0;
 }
