@@ -384,7 +384,7 @@ static void check_members(const struct host *h, const struct host *L)
 	int leaders = 0, seen_a = 0, seen_b = 0;
 	for (size_t i = 0; i < 2; i++) {
 		json_object *m = json_object_array_get_idx(a, i);
-		CHECK_INT_EQ(json_object_object_length(m), 13);
+		CHECK_INT_EQ(json_object_object_length(m), 15);
 		CHECK(jbool(m, "campaigning")); /* both hosts run 1.0.0 and campaign */
 		const char *node = jstr(m, "node");
 		CHECK(node != NULL);
