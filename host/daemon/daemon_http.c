@@ -33,8 +33,12 @@ static char *daemon_http_dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+/* daemon_http_publish_plugin - entry e's answers. A node without an etcd
+ * session is never the leader here, even while its election still
+ * drains its term (the lease may be gone already): /leader answers from
+ * what the node can vouch for. */
 static void daemon_http_publish_plugin(struct entry *e, const struct election_info *i,
-                           struct http_plugin_state *ps)
+                                       bool session_up, struct http_plugin_state *ps)
 {
 	char buf[300];
 	ps->name = strdup(e->name);
@@ -46,12 +50,15 @@ static void daemon_http_publish_plugin(struct entry *e, const struct election_in
 		ps->note = strdup(note);
 	}
 	ps->ready = i && i->ready;
-	ps->leader = i && i->state == ELECTION_LEADING;
+	ps->leader = i && i->state == ELECTION_LEADING && session_up;
 	if (!ps->ready)
 		ps->not_ready = daemon_http_dup_or_null(!i ? (e->error ? e->error : "loading")
 		                               : i->not_ready ? i->not_ready : "not ready");
 	if (!ps->leader) {
-		if (i && i->leader)
+		if (i && i->state == ELECTION_LEADING)
+			snprintf(buf, sizeof(buf), "not the leader: no etcd session (this node is "
+			                           "ending its term)");
+		else if (i && i->leader)
 			snprintf(buf, sizeof(buf), "not the leader: %s leads (this node: %s)", i->leader,
 			         election_state_name(i->state));
 		else
@@ -99,7 +106,7 @@ static void daemon_http_publish(struct daemon *d)
 			pv[k].n_members = m;
 			mused += m;
 		}
-		daemon_http_publish_plugin(e, i, &snap->plugins[k]);
+		daemon_http_publish_plugin(e, i, session_is_up(d->sess), &snap->plugins[k]);
 		pv[k].name = e->name;
 		pv[k].info = i;
 		pv[k].pm = &e->pm;
