@@ -17,8 +17,20 @@
  *   link down, its packets from or to etcd dropped (nftables), an etcd
  *   member SIGKILLed and restarted, a hot reload forward (the example plugin
  *   of a newer release dropped into the host's plugin dir: 1.0.0, 1.1.0,
- *   1.2.0), and SIGKILL of the plugin worker of a host in process isolation
- *   (hosts c and d run --isolation process).
+ *   1.2.0), SIGKILL of the plugin worker of a host in process isolation
+ *   (hosts c and d run --isolation process), and the operator's verbs
+ *   through the real leaseholdctl on a host's control socket (the loop
+ *   pumped while it runs): switchover with and without --to, pause held
+ *   then resumed (a reconcile request while paused must be refused),
+ *   reconcile requests, config set of a new label (or of one the plugin
+ *   must refuse, which may not be stored), a restart with another
+ *   --priority, a stop followed by members forget and a restart; and
+ *   bursts of writes to the plugin's inputs (desired/k0..k9).
+ * - A switchover the CLI reports done must not leave the plugin without a
+ *   fenced write for longer than the TTL: from the later of the request and
+ *   the old term's last journal record to the new term's first, by the
+ *   runner's clock (not measured while the rollout stands still: nobody
+ *   writes then). The longest is reported.
  * - Releases: every host starts on 1.0.0. A host that is restarted runs the
  *   release it had, or the newest once any reload happened (the rollout has
  *   begun): a host is never restarted backwards, and after the chaos every
@@ -30,10 +42,13 @@
  *   daemon with status 0, an etcd member that does not come back: each is a
  *   violation (printed), and the host is started again so the run goes on.
  * - Checks at the end: every member registered at 1.2.0, status DONE
- *   1.2.0, exactly one host says it leads and it is the observer's leader,
- *   the invariant checker over the whole etcd history (tests/lib/invariants.h),
- *   and no journal record of an older release after the first status DONE
- *   1.2.0 (the rollout completed).
+ *   1.2.0, a final value written to every input shows in its output (looked
+ *   at on each journal record: outputs change only in a fenced write),
+ *   exactly one host says it leads and it is the observer's leader, the
+ *   invariant checker over the whole etcd history (tests/lib/invariants.h,
+ *   the output checks included, and (g): every input reflected), and no
+ *   journal record of an older release after the first status DONE 1.2.0
+ *   (the rollout completed).
  * - Dead time: the runner notes when it sees each journal record (the
  *   plugin's fenced write). Each gap between two consecutive records is
  *   put down to the last fault injected before the next record was due
@@ -48,9 +63,10 @@
  *   member's restart waits for it to be healthy) makes the records it
  *   missed look later. Reported per fault kind, never asserted: speed
  *   belongs in `make bench`.
- * - Output: the seed, one line per fault, the invariant checker's lines,
- *   then `chaos: N faults, M writes, K terms, V violations` and the dead time
- *   per fault kind. Exit 0 when V is 0, 1 otherwise (the host logs dumped),
+ * - Output: the seed, one line per fault (and the CLI's answer), the
+ *   invariant checker's lines, then `chaos: N faults, M writes, K terms, V
+ *   violations`, the faults per kind, the longest switchover handover and
+ *   the dead time per fault kind. Exit 0 when V is 0, 1 otherwise (the host logs dumped),
  *   77 when namespaces cannot be made here (not root, no ip/nft).
  */
 #include "config.h"
