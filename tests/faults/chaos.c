@@ -170,10 +170,10 @@ static struct {
 	size_t n_faults, cap_faults;
 	int violations;
 	char worker[1024];
-	int prio[N_HOSTS];     /* --priority of each host (0: the default) */
-	uint64_t input_seq;    /* values written to the inputs so far */
-	long handover_worst;   /* the longest switchover handover seen, ms */
-	size_t handovers;      /* switchovers whose handover was measured */
+	int prio[N_HOSTS];   /* --priority of each host (0: the default) */
+	uint64_t input_seq;  /* values written to the inputs so far */
+	long handover_worst; /* the longest switchover handover seen, ms */
+	size_t handovers;    /* switchovers whose handover was measured */
 	size_t kind_count[F_KINDS];
 } G;
 
@@ -454,7 +454,8 @@ static int ctl(int i, struct ctl_out *o, int timeout_ms, const char *const *args
 	while (ctl_running_for(&p, 1) && ms_since(t) < timeout_ms)
 		pump();
 	if (ctl_finish(&p, o, 1000) < 0) {
-		*o = (struct ctl_out){.status = -1, .out = strdup(""), .err = strdup("(timed out)")};
+		*o =
+		    (struct ctl_out){.status = -1, .out = strdup(""), .err = strdup("(timed out)")};
 		CHECK(o->out && o->err);
 		return -1;
 	}
@@ -501,22 +502,31 @@ static void measure_handover(uint64_t t_ask, size_t w0, int64_t old_tok)
 		return;
 	uint64_t from = G.write_at[k - 1] > t_ask ? G.write_at[k - 1] : t_ask;
 	long gap = (long)((G.write_at[k] - from) / LOOP_NS_PER_MS);
-	fprintf(stderr, "chaos:   handover: %ld ms without a fenced write (token %" PRId64
-			" -> %" PRId64 ")\n", gap, old_tok, r[k].token);
+	fprintf(stderr,
+		"chaos:   handover: %ld ms without a fenced write (token %" PRId64 " -> %" PRId64
+		")\n",
+		gap, old_tok, r[k].token);
 	G.handovers++;
 	if (gap > G.handover_worst)
 		G.handover_worst = gap;
 	if (gap > PC_TTL_MS)
-		violation(NULL, "a switchover left the plugin without a writing leader for %ld ms "
-				"(more than the TTL, %d ms)", gap, PC_TTL_MS);
+		violation(NULL,
+			  "a switchover left the plugin without a writing leader for %ld ms "
+			  "(more than the TTL, %d ms)",
+			  gap, PC_TTL_MS);
 }
 
 /* switchover from host i, to host `to` (-1: the next in line) */
 static void fault_switchover(enum fault_kind k, int i, int to)
 {
 	struct ctl_out o;
-	const char *args[] = {"switchover", PC_PLUGIN, "--timeout", "10s",
-			      to >= 0 ? "--to" : NULL, to >= 0 ? G.c.host[to].node : NULL, NULL};
+	const char *args[] = {"switchover",
+			      PC_PLUGIN,
+			      "--timeout",
+			      "10s",
+			      to >= 0 ? "--to" : NULL,
+			      to >= 0 ? G.c.host[to].node : NULL,
+			      NULL};
 	say(k, G.c.host[i].node, "%s%s", to >= 0 ? ", to " : "", to >= 0 ? G.c.host[to].node : "");
 	note_writes();
 	size_t w0 = G.n_writes;
@@ -617,7 +627,8 @@ static void fault_forget(int i)
 	say(F_FORGET, h->node, ", from %s, down %d ms after it exited", G.c.host[j].node, down_ms);
 	stop_host(i);
 	struct ctl_out o;
-	ctl(j, &o, 35000, (const char *const[]){"members", "forget", PC_PLUGIN, h->node, "--yes", NULL});
+	ctl(j, &o, 35000,
+	    (const char *const[]){"members", "forget", PC_PLUGIN, h->node, "--yes", NULL});
 	say_ctl("members forget", &o);
 	ctl_out_free(&o);
 	run_for(down_ms);
@@ -868,7 +879,8 @@ static void converge_inputs(void)
 		while (G.n_writes == n && ms_since(t) < SETTLE_MS)
 			pump();
 		if (ms_since(t) >= SETTLE_MS) {
-			violation(NULL, "the outputs did not show the inputs' final values within %d ms",
+			violation(NULL,
+				  "the outputs did not show the inputs' final values within %d ms",
 				  SETTLE_MS);
 			return;
 		}

@@ -648,7 +648,8 @@ int inv_check_outputs_fenced(const struct inv_history *h, const char *prefix, co
 		}
 		const struct life *l = life_of_token(lv, n, j.token);
 		if (!l || e->rev <= l->created || e->rev >= l->deleted)
-			VIOL("(e) outputs fenced: %s %s at revision %" PRId64 " (node=%s token=%" PRId64
+			VIOL("(e) outputs fenced: %s %s at revision %" PRId64
+			     " (node=%s token=%" PRId64
 			     ") outside its writer's term (election key created at %" PRId64
 			     ", deleted at %" PRId64 ")",
 			     e->del ? "DELETE of" : "PUT of", e->key, e->rev, j.node, j.token,
@@ -728,8 +729,8 @@ static int pause_window(const struct inv_history *h, const struct keys *k, const
 		     ") while paused (pause at revision %" PRId64 ", resumed at %" PRId64 "%s)",
 		     e->key, e->rev, have_j ? j.node : "?", have_j ? j.token : 0, pause_rev,
 		     end_rev == INT64_MAX ? 0 : end_rev,
-		     first ? "; one reconcile finished after the pause already" :
-			     ": not by the term that led when the pause came");
+		     first ? "; one reconcile finished after the pause already"
+			   : ": not by the term that led when the pause came");
 		while (i + 1 < h->n && h->ev[i + 1].rev == e->rev)
 			i++; /* one line per txn */
 	}
@@ -771,8 +772,9 @@ static void settings_label(const struct inv_event *cfg, char *buf, size_t len)
 	    json_object_is_type(l, json_type_string)) {
 		const char *v = json_object_get_string(l);
 		size_t n = strlen(v);
-		if (n > 0 && n <= 63 && strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-					      "0123456789._-") == n)
+		if (n > 0 && n <= 63 &&
+		    strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			      "0123456789._-") == n)
 			snprintf(buf, len, "%s", v);
 	}
 	json_object_put(root);
@@ -819,7 +821,8 @@ int inv_check_inputs_reflected(const struct inv_history *h, const char *prefix, 
 				     v[i]->key, v[i]->rev, key, h->head_rev);
 			else if (strcmp((const char *)o->val, want) != 0)
 				VIOL("(g) inputs reflected: %s = \"%.100s\" (revision %" PRId64
-				     "), input %s (revision %" PRId64 ") and label '%s' want \"%s\"",
+				     "), input %s (revision %" PRId64
+				     ") and label '%s' want \"%s\"",
 				     key, (const char *)o->val, o->rev, v[i]->key, v[i]->rev, label,
 				     want);
 		} else if (starts(v[i]->key, k.out)) {

@@ -107,8 +107,7 @@ int inv_check_desired(const struct inv_history *h, const char *prefix, const cha
 int inv_check_outputs_fenced(const struct inv_history *h, const char *prefix, const char *plugin);
 int inv_check_output_releases(const struct inv_history *h, const char *prefix, const char *plugin);
 int inv_check_pause(const struct inv_history *h, const char *prefix, const char *plugin);
-int inv_check_inputs_reflected(const struct inv_history *h, const char *prefix,
-			       const char *plugin);
+int inv_check_inputs_reflected(const struct inv_history *h, const char *prefix, const char *plugin);
 
 /* inv_check_all - load the history, run (a)-(f) and (p), compare the replayed end
  * state of prefix with a live range; print a summary. Returns the number of
