@@ -42,7 +42,9 @@
  *                 at most one revision writes under P/N/data/ (inputs
  *                 aside), and its token's election key lived at the pause's
  *                 revision: a reconcile that was running when the pause
- *                 arrived finishes (docs/operations.md); nothing starts;
+ *                 arrived finishes (docs/operations.md); nothing starts
+ *                 (one revision: valid while a reconcile writes fewer than
+ *                 the plugin's 100 ops, as in every scenario that pauses);
  *   (g) inputs reflected, at the end only (not part of inv_check_all: it
  *                 needs a converged cluster): every input desired/<name> = v
  *                 has out/<name> = v materialized in the final status
