@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "election/election_internal.h"
 #include "hosts.h"
 #include "invariants.h"
+#include "invariants_internal.h"
 #include "proto/leasehold.pb-c.h"
 #include "base/release.h"
 #include "testutil.h"
@@ -155,21 +155,7 @@ void inv_history_load(struct tu *t, const char *prefix, struct inv_history *ret)
 
 /* ---- parsing the layout ---- */
 
-struct keys {
-	char journal[300];  /* P/N/data/journal/ */
-	char election[300]; /* P/N/election/ */
-	char status[300];   /* P/N/status */
-	char config[300];   /* P/N/data/config/ */
-	char items[300];    /* P/N/data/config/items/ */
-	char schema[300];   /* P/N/data/config/schema */
-	char data[300];	    /* P/N/data/ */
-	char desired[300];  /* P/N/data/desired/ (inputs) */
-	char out[300];	    /* P/N/data/out/ (outputs) */
-	char paused[300];   /* P/N/paused */
-	char settings[300]; /* P/N/config (the plugin's cluster configuration) */
-};
-
-static void make_keys(const char *prefix, const char *plugin, struct keys *k)
+void inv_make_keys(const char *prefix, const char *plugin, struct keys *k)
 {
 	char pfx[256];
 	norm_prefix(prefix, pfx, sizeof(pfx));
@@ -186,22 +172,13 @@ static void make_keys(const char *prefix, const char *plugin, struct keys *k)
 	snprintf(k->settings, sizeof(k->settings), "%s%s/config", pfx, plugin);
 }
 
-static bool starts(const char *s, const char *p)
+bool inv_starts(const char *s, const char *p)
 {
 	return strncmp(s, p, strlen(p)) == 0;
 }
 
-struct jparsed {
-	int64_t key_token;
-	uint64_t counter;
-	int64_t token;
-	char node[64];
-	char release[16];
-	unsigned items;
-};
-
 /* parse a journal record; false (and why) when it does not fit the format */
-static bool parse_journal(const char *suffix, const struct inv_event *e, struct jparsed *ret,
+bool inv_parse_journal(const char *suffix, const struct inv_event *e, struct jparsed *ret,
 			  const char **why)
 {
 	memset(ret, 0, sizeof(*ret));
@@ -242,13 +219,6 @@ static bool parse_journal(const char *suffix, const struct inv_event *e, struct 
 	return true;
 }
 
-#define VIOL(...)                                                                                  \
-	do {                                                                                       \
-		fprintf(stderr, "INVARIANT VIOLATED " __VA_ARGS__);                                \
-		fputc('\n', stderr);                                                               \
-		bad++;                                                                             \
-	} while (0)
-
 /* ---- (a) no overlapping reconciles ---- */
 
 struct term {
@@ -262,7 +232,7 @@ int inv_check_overlap(const struct inv_history *h, const char *prefix, const cha
 		      struct inv_stats *st)
 {
 	struct keys k;
-	make_keys(prefix, plugin, &k);
+	inv_make_keys(prefix, plugin, &k);
 	int bad = 0;
 	struct term *terms = NULL;
 	size_t n_terms = 0;
@@ -272,7 +242,7 @@ int inv_check_overlap(const struct inv_history *h, const char *prefix, const cha
 	memset(&s, 0, sizeof(s));
 	for (size_t i = 0; i < h->n; i++) {
 		const struct inv_event *e = &h->ev[i];
-		if (!starts(e->key, k.journal))
+		if (!inv_starts(e->key, k.journal))
 			continue;
 		if (e->del) {
 			VIOL("(a) overlap: journal record %s deleted at revision %" PRId64
@@ -282,7 +252,7 @@ int inv_check_overlap(const struct inv_history *h, const char *prefix, const cha
 		}
 		struct jparsed j;
 		const char *why = NULL;
-		if (!parse_journal(e->key + strlen(k.journal), e, &j, &why)) {
+		if (!inv_parse_journal(e->key + strlen(k.journal), e, &j, &why)) {
 			VIOL("(a) overlap: journal record %s at revision %" PRId64
 			     ": %s (value \"%.80s\")",
 			     e->key, e->rev, why, (const char *)e->val);
@@ -341,20 +311,14 @@ int inv_check_overlap(const struct inv_history *h, const char *prefix, const cha
 
 /* ---- (b) every record inside its election key's life ---- */
 
-struct life {
-	const char *key;
-	const char *node;	  /* the key's value */
-	int64_t created, deleted; /* deleted: INT64_MAX while alive */
-};
-
 /* every election key's life in h (malloc'd, *ret_n entries; pointers into h) */
-static struct life *lives_of(const struct inv_history *h, const struct keys *k, size_t *ret_n)
+struct life *inv_lives_of(const struct inv_history *h, const struct keys *k, size_t *ret_n)
 {
 	struct life *lv = NULL;
 	size_t n = 0;
 	for (size_t i = 0; i < h->n; i++) {
 		const struct inv_event *e = &h->ev[i];
-		if (!starts(e->key, k->election))
+		if (!inv_starts(e->key, k->election))
 			continue;
 		if (!e->del && e->create_rev == e->rev) {
 			struct life *nl = realloc(lv, (n + 1) * sizeof(*nl));
@@ -376,7 +340,7 @@ static struct life *lives_of(const struct inv_history *h, const struct keys *k, 
 	return lv;
 }
 
-static const struct life *life_of_token(const struct life *lv, size_t n, int64_t token)
+const struct life *inv_life_of_token(const struct life *lv, size_t n, int64_t token)
 {
 	for (size_t x = 0; x < n; x++)
 		if (lv[x].created == token)
@@ -387,18 +351,18 @@ static const struct life *life_of_token(const struct life *lv, size_t n, int64_t
 int inv_check_fence(const struct inv_history *h, const char *prefix, const char *plugin)
 {
 	struct keys k;
-	make_keys(prefix, plugin, &k);
+	inv_make_keys(prefix, plugin, &k);
 	int bad = 0;
 	size_t n;
-	struct life *lv = lives_of(h, &k, &n);
+	struct life *lv = inv_lives_of(h, &k, &n);
 	for (size_t i = 0; i < h->n; i++) {
 		const struct inv_event *e = &h->ev[i];
 		struct jparsed j;
 		const char *why;
-		if (e->del || !starts(e->key, k.journal) ||
-		    !parse_journal(e->key + strlen(k.journal), e, &j, &why))
+		if (e->del || !inv_starts(e->key, k.journal) ||
+		    !inv_parse_journal(e->key + strlen(k.journal), e, &j, &why))
 			continue; /* malformed records are (a)'s business */
-		const struct life *l = life_of_token(lv, n, j.token);
+		const struct life *l = inv_life_of_token(lv, n, j.token);
 		if (!l) {
 			VIOL("(b) fence: journal record %s (node=%s token=%" PRId64
 			     ") at revision %" PRId64
@@ -432,7 +396,7 @@ int inv_check_status(const struct inv_history *h, const char *prefix, const char
 		     struct inv_stats *st)
 {
 	struct keys k;
-	make_keys(prefix, plugin, &k);
+	inv_make_keys(prefix, plugin, &k);
 	int bad = 0;
 	bool have = false, have_done = false;
 	struct release pv = {0}, pm = {0}, dv = {0};
@@ -497,7 +461,7 @@ static int cmp_ev_key(const void *a, const void *b)
 
 /* the end state: the last event of every key that is a PUT (sorted by key);
  * returns the count, *ret malloc'd (pointers into h) */
-static size_t replay(const struct inv_history *h, const struct inv_event ***ret)
+size_t inv_replay(const struct inv_history *h, const struct inv_event ***ret)
 {
 	const struct inv_event **v = calloc(h->n + 1, sizeof(*v));
 	CHECK(v != NULL);
@@ -514,7 +478,7 @@ static size_t replay(const struct inv_history *h, const struct inv_event ***ret)
 	return k;
 }
 
-static const struct inv_event *find_key(const struct inv_event *const *v, size_t n, const char *key)
+const struct inv_event *inv_find_key(const struct inv_event *const *v, size_t n, const char *key)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(v[i]->key, key) == 0)
@@ -525,10 +489,10 @@ static const struct inv_event *find_key(const struct inv_event *const *v, size_t
 int inv_check_desired(const struct inv_history *h, const char *prefix, const char *plugin)
 {
 	struct keys k;
-	make_keys(prefix, plugin, &k);
+	inv_make_keys(prefix, plugin, &k);
 	int bad = 0;
 	const struct inv_event **v;
-	size_t n = replay(h, &v);
+	size_t n = inv_replay(h, &v);
 	/* the last journal record gives the item count */
 	unsigned items = 0;
 	bool have_j = false;
@@ -536,14 +500,14 @@ int inv_check_desired(const struct inv_history *h, const char *prefix, const cha
 	for (size_t i = h->n; i-- > 0 && !have_j;) {
 		struct jparsed j;
 		const char *why;
-		if (!h->ev[i].del && starts(h->ev[i].key, k.journal) &&
-		    parse_journal(h->ev[i].key + strlen(k.journal), &h->ev[i], &j, &why)) {
+		if (!h->ev[i].del && inv_starts(h->ev[i].key, k.journal) &&
+		    inv_parse_journal(h->ev[i].key + strlen(k.journal), &h->ev[i], &j, &why)) {
 			items = j.items;
 			have_j = true;
 			jrev = h->ev[i].rev;
 		}
 	}
-	const struct inv_event *s = find_key(v, n, k.status);
+	const struct inv_event *s = inv_find_key(v, n, k.status);
 	int state;
 	struct release ver, mcr;
 	if (!have_j)
@@ -564,7 +528,7 @@ int inv_check_desired(const struct inv_history *h, const char *prefix, const cha
 		     state == ST_WORKING ? "WORKING" : "?", rb);
 	bool v2 = !release_less(ver, (struct release){1, 1, 0});
 	const char *want_schema = v2 ? "reconciler/v2" : "reconciler/v1";
-	const struct inv_event *sc = find_key(v, n, k.schema);
+	const struct inv_event *sc = inv_find_key(v, n, k.schema);
 	if (!sc)
 		VIOL("(d) desired: %s is missing (status %s at revision %" PRId64 ")", k.schema, rb,
 		     s->rev);
@@ -579,7 +543,7 @@ int inv_check_desired(const struct inv_history *h, const char *prefix, const cha
 				 "{\"item\":%u,\"state\":\"ready\",\"format\":2}", i);
 		else
 			snprintf(want, sizeof(want), "item=%u;state=ready", i);
-		const struct inv_event *it = find_key(v, n, key);
+		const struct inv_event *it = inv_find_key(v, n, key);
 		if (!it)
 			VIOL("(d) desired: %s is missing at revision %" PRId64
 			     " (items=%u per the journal "
@@ -591,7 +555,7 @@ int inv_check_desired(const struct inv_history *h, const char *prefix, const cha
 			     key, (const char *)it->val, it->rev, rb, want);
 	}
 	for (size_t i = 0; have_j && i < n; i++) {
-		if (!starts(v[i]->key, k.items))
+		if (!inv_starts(v[i]->key, k.items))
 			continue;
 		const char *idx = v[i]->key + strlen(k.items);
 		char *end;
@@ -600,238 +564,6 @@ int inv_check_desired(const struct inv_history *h, const char *prefix, const cha
 		if (*idx < '0' || *idx > '9' || *end || errno || x >= items)
 			VIOL("(d) desired: %s (revision %" PRId64 ") should not exist (items=%u)",
 			     v[i]->key, v[i]->rev, items);
-	}
-out:
-	free(v);
-	return bad;
-}
-
-/* ---- (e) (f) (p) (g): the plugin's outputs ---- */
-
-/* the journal record written in the txn of h->ev[i] (same revision), parsed
- * into *ret; false when that txn has none */
-static bool journal_of_txn(const struct inv_history *h, size_t i, const struct keys *k,
-			   struct jparsed *ret)
-{
-	size_t lo = i, hi = i;
-	while (lo > 0 && h->ev[lo - 1].rev == h->ev[i].rev)
-		lo--;
-	while (hi + 1 < h->n && h->ev[hi + 1].rev == h->ev[i].rev)
-		hi++;
-	for (size_t x = lo; x <= hi; x++) {
-		const struct inv_event *e = &h->ev[x];
-		const char *why;
-		if (!e->del && starts(e->key, k->journal) &&
-		    parse_journal(e->key + strlen(k->journal), e, ret, &why))
-			return true;
-	}
-	return false;
-}
-
-int inv_check_outputs_fenced(const struct inv_history *h, const char *prefix, const char *plugin)
-{
-	struct keys k;
-	make_keys(prefix, plugin, &k);
-	int bad = 0;
-	size_t n;
-	struct life *lv = lives_of(h, &k, &n);
-	for (size_t i = 0; i < h->n; i++) {
-		const struct inv_event *e = &h->ev[i];
-		struct jparsed j;
-		if (!starts(e->key, k.out))
-			continue;
-		if (!journal_of_txn(h, i, &k, &j)) {
-			VIOL("(e) outputs fenced: %s %s at revision %" PRId64
-			     " with no journal record in its txn (an unfenced write)",
-			     e->del ? "DELETE of" : "PUT of", e->key, e->rev);
-			continue;
-		}
-		const struct life *l = life_of_token(lv, n, j.token);
-		if (!l || e->rev <= l->created || e->rev >= l->deleted)
-			VIOL("(e) outputs fenced: %s %s at revision %" PRId64
-			     " (node=%s token=%" PRId64
-			     ") outside its writer's term (election key created at %" PRId64
-			     ", deleted at %" PRId64 ")",
-			     e->del ? "DELETE of" : "PUT of", e->key, e->rev, j.node, j.token,
-			     l ? l->created : 0, l && l->deleted != INT64_MAX ? l->deleted : 0);
-	}
-	free(lv);
-	return bad;
-}
-
-struct out_rel {
-	const char *key;
-	struct release rel;
-	int64_t rev;
-	char node[64];
-};
-
-int inv_check_output_releases(const struct inv_history *h, const char *prefix, const char *plugin)
-{
-	struct keys k;
-	make_keys(prefix, plugin, &k);
-	int bad = 0;
-	struct out_rel *seen = NULL;
-	size_t n = 0;
-	for (size_t i = 0; i < h->n; i++) {
-		const struct inv_event *e = &h->ev[i];
-		struct jparsed j;
-		struct release r;
-		if (!starts(e->key, k.out) || !journal_of_txn(h, i, &k, &j) ||
-		    release_parse(j.release, &r) < 0)
-			continue; /* unfenced writes are (e)'s business */
-		struct out_rel *o = NULL;
-		for (size_t x = 0; x < n && !o; x++)
-			if (strcmp(seen[x].key, e->key) == 0)
-				o = &seen[x];
-		if (!o) {
-			struct out_rel *ns = realloc(seen, (n + 1) * sizeof(*ns));
-			CHECK(ns != NULL);
-			seen = ns;
-			o = &seen[n++];
-			o->key = e->key;
-		} else if (release_less(r, o->rel)) {
-			char was[RELEASE_STRLEN];
-			release_format(o->rel, was, sizeof(was));
-			VIOL("(f) release order: %s written by release %s (node=%s) at revision "
-			     "%" PRId64 " after release %s (node=%s) wrote it at revision %" PRId64,
-			     e->key, j.release, j.node, e->rev, was, o->node, o->rev);
-			continue; /* keep the newest release seen */
-		}
-		o->rel = r;
-		o->rev = e->rev;
-		snprintf(o->node, sizeof(o->node), "%s", j.node);
-	}
-	free(seen);
-	return bad;
-}
-
-/* (p) on one pause window (pause_rev, end_rev): the data writes in it */
-static int pause_window(const struct inv_history *h, const struct keys *k, const struct life *lv,
-			size_t n_lv, int64_t pause_rev, int64_t end_rev)
-{
-	int bad = 0;
-	int64_t first = 0;
-	for (size_t i = 0; i < h->n; i++) {
-		const struct inv_event *e = &h->ev[i];
-		if (e->rev <= pause_rev || e->rev >= end_rev || !starts(e->key, k->data) ||
-		    starts(e->key, k->desired) || e->rev == first)
-			continue;
-		struct jparsed j;
-		bool have_j = journal_of_txn(h, i, k, &j);
-		const struct life *l = have_j ? life_of_token(lv, n_lv, j.token) : NULL;
-		bool lived = l && l->created < pause_rev && l->deleted > pause_rev;
-		if (!first && lived) {
-			first = e->rev; /* the reconcile running when the pause came */
-			continue;
-		}
-		VIOL("(p) pause: %s written at revision %" PRId64 " (node=%s token=%" PRId64
-		     ") while paused (pause at revision %" PRId64 ", resumed at %" PRId64 "%s)",
-		     e->key, e->rev, have_j ? j.node : "?", have_j ? j.token : 0, pause_rev,
-		     end_rev == INT64_MAX ? 0 : end_rev,
-		     first ? "; one reconcile finished after the pause already"
-			   : ": not by the term that led when the pause came");
-		while (i + 1 < h->n && h->ev[i + 1].rev == e->rev)
-			i++; /* one line per txn */
-	}
-	return bad;
-}
-
-int inv_check_pause(const struct inv_history *h, const char *prefix, const char *plugin)
-{
-	struct keys k;
-	make_keys(prefix, plugin, &k);
-	int bad = 0;
-	size_t n_lv;
-	struct life *lv = lives_of(h, &k, &n_lv);
-	int64_t paused_at = 0;
-	for (size_t i = 0; i < h->n; i++) {
-		const struct inv_event *e = &h->ev[i];
-		if (strcmp(e->key, k.paused) != 0)
-			continue;
-		if (!e->del && !paused_at)
-			paused_at = e->rev; /* a PUT over a pause keeps the first */
-		else if (e->del && paused_at) {
-			bad += pause_window(h, &k, lv, n_lv, paused_at, e->rev);
-			paused_at = 0;
-		}
-	}
-	if (paused_at)
-		bad += pause_window(h, &k, lv, n_lv, paused_at, INT64_MAX);
-	free(lv);
-	return bad;
-}
-
-/* the "label" of the plugin's configuration document (the example plugin's
- * rule: a top-level string of [A-Za-z0-9._-], at most 63 bytes; else none) */
-static void settings_label(const struct inv_event *cfg, char *buf, size_t len)
-{
-	buf[0] = 0;
-	struct json_object *root = cfg ? json_tokener_parse((const char *)cfg->val) : NULL, *l;
-	if (root && json_object_object_get_ex(root, "label", &l) &&
-	    json_object_is_type(l, json_type_string)) {
-		const char *v = json_object_get_string(l);
-		size_t n = strlen(v);
-		if (n > 0 && n <= 63 &&
-		    strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-			      "0123456789._-") == n)
-			snprintf(buf, len, "%s", v);
-	}
-	json_object_put(root);
-}
-
-/* the example plugin's output for input value v (inputs the runners write
- * need no JSON escaping) */
-static void materialized(const char *v, const char *label, bool v2, char *buf, size_t len)
-{
-	if (v2)
-		snprintf(buf, len, "{\"value\":\"%s\",\"format\":2%s%s%s}", v,
-			 *label ? ",\"label\":\"" : "", label, *label ? "\"" : "");
-	else
-		snprintf(buf, len, "value=%s%s%s", v, *label ? ";label=" : "", label);
-}
-
-int inv_check_inputs_reflected(const struct inv_history *h, const char *prefix, const char *plugin)
-{
-	struct keys k;
-	make_keys(prefix, plugin, &k);
-	int bad = 0;
-	const struct inv_event **v;
-	size_t n = replay(h, &v);
-	const struct inv_event *s = find_key(v, n, k.status);
-	int state;
-	struct release ver, mcr;
-	if (!s || election_decode_status(s->val, s->val_len, &state, &ver, &mcr) < 0) {
-		VIOL("(g) inputs reflected: no decodable %s at revision %" PRId64, k.status,
-		     h->head_rev);
-		goto out;
-	}
-	bool v2 = !release_less(ver, (struct release){1, 1, 0});
-	char label[64], want[600], key[400];
-	settings_label(find_key(v, n, k.settings), label, sizeof(label));
-	for (size_t i = 0; i < n; i++) {
-		if (starts(v[i]->key, k.desired)) {
-			const char *name = v[i]->key + strlen(k.desired);
-			snprintf(key, sizeof(key), "%s%s", k.out, name);
-			materialized((const char *)v[i]->val, label, v2, want, sizeof(want));
-			const struct inv_event *o = find_key(v, n, key);
-			if (!o)
-				VIOL("(g) inputs reflected: input %s (revision %" PRId64
-				     ") has no output %s at revision %" PRId64,
-				     v[i]->key, v[i]->rev, key, h->head_rev);
-			else if (strcmp((const char *)o->val, want) != 0)
-				VIOL("(g) inputs reflected: %s = \"%.100s\" (revision %" PRId64
-				     "), input %s (revision %" PRId64
-				     ") and label '%s' want \"%s\"",
-				     key, (const char *)o->val, o->rev, v[i]->key, v[i]->rev, label,
-				     want);
-		} else if (starts(v[i]->key, k.out)) {
-			snprintf(key, sizeof(key), "%s%s", k.desired, v[i]->key + strlen(k.out));
-			if (!find_key(v, n, key))
-				VIOL("(g) inputs reflected: output %s (revision %" PRId64
-				     ") has no input %s",
-				     v[i]->key, v[i]->rev, key);
-		}
 	}
 out:
 	free(v);
@@ -884,7 +616,7 @@ static int check_replay(struct tu *t, const struct inv_history *h, const char *p
 	}
 	int bad = 0;
 	const struct inv_event **v;
-	size_t n = replay(h, &v);
+	size_t n = inv_replay(h, &v);
 	if (n != a.n)
 		VIOL("(replay) %zu keys under %s replayed from the history, etcd has %zu at "
 		     "revision %" PRId64,
@@ -892,7 +624,7 @@ static int check_replay(struct tu *t, const struct inv_history *h, const char *p
 	for (size_t i = 0; i < a.n; i++) {
 		char *key = strndup((const char *)a.kvs[i]->key, a.kvs[i]->key_len);
 		CHECK(key != NULL);
-		const struct inv_event *e = find_key(v, n, key);
+		const struct inv_event *e = inv_find_key(v, n, key);
 		if (!e || e->val_len != a.kvs[i]->value_len ||
 		    (e->val_len && memcmp(e->val, a.kvs[i]->value, e->val_len) != 0))
 			VIOL(
@@ -966,7 +698,7 @@ static void on_jw(struct etcd_watch *w, int err, int64_t revision, const struct 
 		struct jparsed p;
 		const char *why;
 		if (strlen(key) > strlen(j->journal) &&
-		    parse_journal(key + strlen(j->journal), &e, &p, &why)) {
+		    inv_parse_journal(key + strlen(j->journal), &e, &p, &why)) {
 			if (j->n == j->cap) {
 				size_t cap = j->cap ? j->cap * 2 : 64;
 				struct jrec *nr = realloc(j->recs, cap * sizeof(*nr));
@@ -991,7 +723,7 @@ struct jwatch *jwatch_new(struct tu *t, const char *prefix, const char *plugin, 
 	CHECK(j != NULL);
 	j->t = t;
 	struct keys k;
-	make_keys(prefix, plugin, &k);
+	inv_make_keys(prefix, plugin, &k);
 	snprintf(j->journal, sizeof(j->journal), "%s", k.journal);
 	uint8_t end[310];
 	size_t el = etcd_prefix_end(j->journal, strlen(j->journal), end);
