@@ -61,13 +61,14 @@
  *   as "rollout under way". It is measured by the runner's clock at
  *   the pace of its loop (20 ms), and a step that blocks the runner (an etcd
  *   member's restart waits for it to be healthy) makes the records it
- *   missed look later. Reported per fault kind, never asserted: speed
- *   belongs in `make bench`.
+ *   missed look later. Reported per fault kind, never asserted (the
+ *   switchover's handover bound above aside): speed belongs in `make bench`.
  * - Output: the seed, one line per fault (and the CLI's answer), the
  *   invariant checker's lines, then `chaos: N faults, M writes, K terms, V
  *   violations`, the faults per kind, the longest switchover handover and
- *   the dead time per fault kind. Exit 0 when V is 0, 1 otherwise (the host logs dumped),
- *   77 when namespaces cannot be made here (not root, no ip/nft).
+ *   the dead time per fault kind. Exit 0 when V is 0, 1 otherwise (the host
+ *   logs dumped), 77 when namespaces cannot be made here (not root, no
+ *   ip/nft).
  */
 #include "config.h"
 
