@@ -17,8 +17,20 @@
  *   link down, its packets from or to etcd dropped (nftables), an etcd
  *   member SIGKILLed and restarted, a hot reload forward (the example plugin
  *   of a newer release dropped into the host's plugin dir: 1.0.0, 1.1.0,
- *   1.2.0), and SIGKILL of the plugin worker of a host in process isolation
- *   (hosts c and d run --isolation process).
+ *   1.2.0), SIGKILL of the plugin worker of a host in process isolation
+ *   (hosts c and d run --isolation process), and the operator's verbs
+ *   through the real leaseholdctl on a host's control socket (the loop
+ *   pumped while it runs): switchover with and without --to, pause held
+ *   then resumed (a reconcile request while paused must be refused),
+ *   reconcile requests, config set of a new label (or of one the plugin
+ *   must refuse, which may not be stored), a restart with another
+ *   --priority, a stop followed by members forget and a restart; and
+ *   bursts of writes to the plugin's inputs (desired/k0..k9).
+ * - A switchover the CLI reports done must not leave the plugin without a
+ *   fenced write for longer than the TTL: from the later of the request and
+ *   the old term's last journal record to the new term's first, by the
+ *   runner's clock (not measured while the rollout stands still: nobody
+ *   writes then). The longest is reported.
  * - Releases: every host starts on 1.0.0. A host that is restarted runs the
  *   release it had, or the newest once any reload happened (the rollout has
  *   begun): a host is never restarted backwards, and after the chaos every
@@ -30,10 +42,13 @@
  *   daemon with status 0, an etcd member that does not come back: each is a
  *   violation (printed), and the host is started again so the run goes on.
  * - Checks at the end: every member registered at 1.2.0, status DONE
- *   1.2.0, exactly one host says it leads and it is the observer's leader,
- *   the invariant checker over the whole etcd history (tests/lib/invariants.h),
- *   and no journal record of an older release after the first status DONE
- *   1.2.0 (the rollout completed).
+ *   1.2.0, a final value written to every input shows in its output (looked
+ *   at on each journal record: outputs change only in a fenced write),
+ *   exactly one host says it leads and it is the observer's leader, the
+ *   invariant checker over the whole etcd history (tests/lib/invariants.h,
+ *   the output checks included, and (g): every input reflected), and no
+ *   journal record of an older release after the first status DONE 1.2.0
+ *   (the rollout completed).
  * - Dead time: the runner notes when it sees each journal record (the
  *   plugin's fenced write). Each gap between two consecutive records is
  *   put down to the last fault injected before the next record was due
@@ -47,12 +62,14 @@
  *   way". It is measured by the runner's clock at
  *   the pace of its loop (20 ms), and a step that blocks the runner (an etcd
  *   member's restart waits for it to be healthy) makes the records it
- *   missed look later. Reported per fault kind, never asserted: speed
- *   belongs in `make bench`.
- * - Output: the seed, one line per fault, the invariant checker's lines,
- *   then `chaos: N faults, M writes, K terms, V violations` and the dead time
- *   per fault kind. Exit 0 when V is 0, 1 otherwise (the host logs dumped),
- *   77 when namespaces cannot be made here (not root, no ip/nft).
+ *   missed look later. Reported per fault kind, never asserted (the
+ *   switchover's handover bound above aside): speed belongs in `make bench`.
+ * - Output: the seed, one line per fault (and the CLI's answer), the
+ *   invariant checker's lines, then `chaos: N faults, M writes, K terms, V
+ *   violations`, the faults per kind, the longest switchover handover and
+ *   the dead time per fault kind. Exit 0 when V is 0, 1 otherwise (the host
+ *   logs dumped), 77 when namespaces cannot be made here (not root, no
+ *   ip/nft).
  */
 #include "config.h"
 
@@ -83,6 +100,9 @@
 /* a leader writes every 300 ms (--reconcile-interval); a fault injected
  * within this long after a record is the cause of the stretch that follows */
 #define WRITE_DUE_MS 400
+/* the inputs the runner writes: desired/k0 .. k<N_INPUTS - 1> (one
+ * reconcile's writes stay in one txn: the plugin chunks at 100 ops) */
+#define N_INPUTS 10
 
 static const char *const RELEASES[] = {"1.0.0", "1.1.0", "1.2.0"};
 #define N_RELEASES ((int)(sizeof(RELEASES) / sizeof(RELEASES[0])))
@@ -98,6 +118,14 @@ enum fault_kind {
 	F_ETCD_KILL,
 	F_RELOAD,
 	F_WORKER_KILL,
+	F_SWITCHOVER,
+	F_SWITCHOVER_TO,
+	F_PAUSE,
+	F_RECONCILE,
+	F_CONFIG,
+	F_PRIORITY,
+	F_FORGET,
+	F_INPUTS,
 	F_KINDS
 };
 
@@ -111,6 +139,14 @@ static const char *const KIND_NAME[F_KINDS] = {
     [F_ETCD_KILL] = "etcd member killed",
     [F_RELOAD] = "hot reload forward",
     [F_WORKER_KILL] = "plugin worker killed",
+    [F_SWITCHOVER] = "switchover",
+    [F_SWITCHOVER_TO] = "switchover --to",
+    [F_PAUSE] = "pause, then resume",
+    [F_RECONCILE] = "reconcile request",
+    [F_CONFIG] = "config set",
+    [F_PRIORITY] = "restart, new priority",
+    [F_FORGET] = "stop, members forget",
+    [F_INPUTS] = "input writes",
 };
 
 struct fault {
@@ -136,6 +172,11 @@ static struct {
 	size_t n_faults, cap_faults;
 	int violations;
 	char worker[1024];
+	int prio[N_HOSTS];   /* --priority of each host (0: the default) */
+	uint64_t input_seq;  /* values written to the inputs so far */
+	long handover_worst; /* the longest switchover handover seen, ms */
+	size_t handovers;    /* switchovers whose handover was measured */
+	size_t kind_count[F_KINDS];
 } G;
 
 /* ---- the seeded generator (splitmix64: small, and the same everywhere) ---- */
@@ -213,10 +254,25 @@ static void run_for(int ms)
 
 /* ---- hosts ---- */
 
+/* the daemon flags of host i: isolation (c, d) and its priority */
 static const char *const *host_args(int i)
 {
-	static const char *iso[] = {"--isolation", "process", "--worker", G.worker, NULL};
-	return i >= FIRST_ISOLATED ? iso : NULL;
+	static const char *args[N_HOSTS][8];
+	static char prio[N_HOSTS][16];
+	int n = 0;
+	if (i >= FIRST_ISOLATED) {
+		args[i][n++] = "--isolation";
+		args[i][n++] = "process";
+		args[i][n++] = "--worker";
+		args[i][n++] = G.worker;
+	}
+	if (G.prio[i]) {
+		snprintf(prio[i], sizeof(prio[i]), "%d", G.prio[i]);
+		args[i][n++] = "--priority";
+		args[i][n++] = prio[i];
+	}
+	args[i][n] = NULL;
+	return args[i];
 }
 
 static void start_host(int i)
@@ -272,6 +328,7 @@ static void note_fault(enum fault_kind k)
 		CHECK(G.faults != NULL);
 	}
 	G.faults[G.n_faults++] = (struct fault){k, loop_now(), rollout_waits()};
+	G.kind_count[k]++;
 }
 
 static void say(enum fault_kind k, const char *target, const char *fmt, ...)
@@ -295,6 +352,20 @@ static bool any_host_behind(void)
 	return false;
 }
 
+/* SIGTERM host i: it must exit 0 within 30 s (else it is killed) */
+static void stop_host(int i)
+{
+	struct host *h = &G.c.host[i];
+	host_signal(h, SIGTERM);
+	if (!wait_exit(i, 30000)) {
+		violation(h, "SIGTERM did not end the daemon within 30 s");
+		host_signal(h, SIGKILL);
+		CHECK(wait_exit(i, 10000));
+	} else if (h->exit_status != 0) {
+		violation(h, "SIGTERM ended the daemon with status %d", h->exit_status);
+	}
+}
+
 static void fault_signal_restart(enum fault_kind k, int i)
 {
 	struct host *h = &G.c.host[i];
@@ -306,14 +377,7 @@ static void fault_signal_restart(enum fault_kind k, int i)
 			violation(h, "SIGKILL did not end the daemon within 10 s");
 	} else {
 		say(k, h->node, ", down %d ms after it exited", down_ms);
-		host_signal(h, SIGTERM);
-		if (!wait_exit(i, 30000)) {
-			violation(h, "SIGTERM did not end the daemon within 30 s");
-			host_signal(h, SIGKILL);
-			CHECK(wait_exit(i, 10000));
-		} else if (h->exit_status != 0) {
-			violation(h, "SIGTERM ended the daemon with status %d", h->exit_status);
-		}
+		stop_host(i);
 	}
 	run_for(down_ms);
 	start_host(i);
@@ -378,6 +442,223 @@ static void fault_worker(int i)
 		fprintf(stderr, "chaos: kill worker %d: %s\n", (int)w, strerror(errno));
 }
 
+/* ---- the operator's verbs (the real leaseholdctl) and the input writer ---- */
+
+/* `leaseholdctl ARGS` against host i's control socket, the loop pumped while
+ * it runs (the observer and the journal stay current); its exit code, or -1
+ * when it did not end within timeout_ms (then it is killed). o is filled
+ * either way (free with ctl_out_free). */
+static int ctl(int i, struct ctl_out *o, int timeout_ms, const char *const *args)
+{
+	struct ctl_proc p;
+	ctl_spawn(&p, G.c.host[i].control, args);
+	uint64_t t = loop_now();
+	while (ctl_running_for(&p, 1) && ms_since(t) < timeout_ms)
+		pump();
+	if (ctl_finish(&p, o, 1000) < 0) {
+		*o =
+		    (struct ctl_out){.status = -1, .out = strdup(""), .err = strdup("(timed out)")};
+		CHECK(o->out && o->err);
+		return -1;
+	}
+	return o->status;
+}
+
+/* the CLI's answer in one line of the fault log */
+static void say_ctl(const char *verb, const struct ctl_out *o)
+{
+	const char *m = *o->err ? o->err : o->out;
+	fprintf(stderr, "chaos:   %s: exit %d in %ld ms: %.*s\n", verb, o->status, o->ms,
+		(int)strcspn(m, "\n"), m);
+}
+
+static int other_host(int i)
+{
+	return (i + rng_range(1, N_HOSTS - 1)) % N_HOSTS;
+}
+
+/* the token of the last journal record seen (0: none) */
+static int64_t last_token(void)
+{
+	const struct jrec *r;
+	size_t n = jwatch_records(G.c.jw, &r);
+	return n ? r[n - 1].token : 0;
+}
+
+/* after a switchover that happened (asked at t_ask, the last record before
+ * it at index w0 - 1): how long nobody wrote, from the later of the old
+ * term's last record and the request to the new term's first record. A
+ * stalled rollout writes nothing: not measured then. */
+static void measure_handover(uint64_t t_ask, size_t w0, int64_t old_tok)
+{
+	if (w0 == 0 || rollout_waits())
+		return;
+	uint64_t t = loop_now();
+	while (last_token() == old_tok && ms_since(t) < SETTLE_MS)
+		pump();
+	const struct jrec *r;
+	size_t n = jwatch_records(G.c.jw, &r), k = w0;
+	while (k < n && r[k].token == old_tok)
+		k++;
+	if (k >= n)
+		return;
+	uint64_t from = G.write_at[k - 1] > t_ask ? G.write_at[k - 1] : t_ask;
+	long gap = (long)((G.write_at[k] - from) / LOOP_NS_PER_MS);
+	fprintf(stderr,
+		"chaos:   handover: %ld ms without a fenced write (token %" PRId64 " -> %" PRId64
+		")\n",
+		gap, old_tok, r[k].token);
+	G.handovers++;
+	if (gap > G.handover_worst)
+		G.handover_worst = gap;
+	if (gap > PC_TTL_MS)
+		violation(NULL,
+			  "a switchover left the plugin without a writing leader for %ld ms "
+			  "(more than the TTL, %d ms)",
+			  gap, PC_TTL_MS);
+}
+
+/* switchover from host i, to host `to` (-1: the next in line) */
+static void fault_switchover(enum fault_kind k, int i, int to)
+{
+	struct ctl_out o;
+	const char *args[] = {"switchover",
+			      PC_PLUGIN,
+			      "--timeout",
+			      "10s",
+			      to >= 0 ? "--to" : NULL,
+			      to >= 0 ? G.c.host[to].node : NULL,
+			      NULL};
+	say(k, G.c.host[i].node, "%s%s", to >= 0 ? ", to " : "", to >= 0 ? G.c.host[to].node : "");
+	note_writes();
+	size_t w0 = G.n_writes;
+	int64_t old_tok = last_token();
+	uint64_t t_ask = loop_now();
+	int st = ctl(i, &o, 15000, args);
+	say_ctl("switchover", &o);
+	ctl_out_free(&o);
+	if (st == 0)
+		measure_handover(t_ask, w0, old_tok);
+}
+
+/* pause from host i, held, then resume (from any host: it must succeed);
+ * while paused a reconcile request must be refused */
+static void fault_pause(int i)
+{
+	struct ctl_out o;
+	int ms = rng_range(500, 4000);
+	say(F_PAUSE, G.c.host[i].node, ", held %d ms", ms);
+	int st = ctl(i, &o, 15000, (const char *const[]){"pause", PC_PLUGIN, NULL});
+	say_ctl("pause", &o);
+	ctl_out_free(&o);
+	run_for(ms / 2);
+	if (st == 0) {
+		int j = other_host(i);
+		st = ctl(j, &o, 15000,
+			 (const char *const[]){"reconcile", PC_PLUGIN, "--timeout", "5", NULL});
+		say_ctl("reconcile while paused", &o);
+		if (st == 0)
+			violation(&G.c.host[j], "a reconcile request was served while paused");
+		ctl_out_free(&o);
+	}
+	run_for(ms - ms / 2);
+	uint64_t t = loop_now();
+	for (int j = i;; j = (j + 1) % N_HOSTS) {
+		st = ctl(j, &o, 15000, (const char *const[]){"resume", PC_PLUGIN, NULL});
+		say_ctl("resume", &o);
+		ctl_out_free(&o);
+		if (st == 0)
+			break;
+		if (ms_since(t) > 30000) {
+			violation(NULL, "no host could resume the plugin within 30 s");
+			break;
+		}
+	}
+}
+
+static void fault_reconcile(int i)
+{
+	struct ctl_out o;
+	say(F_RECONCILE, G.c.host[i].node, "%s", "");
+	ctl(i, &o, 15000, (const char *const[]){"reconcile", PC_PLUGIN, "--timeout", "5", NULL});
+	say_ctl("reconcile", &o);
+	ctl_out_free(&o);
+}
+
+/* a new label for the plugin's outputs, or (one in four) one the plugin
+ * must refuse before anything is written */
+static void fault_config(int i)
+{
+	struct host *h = &G.c.host[i];
+	bool bad = rng_range(0, 3) == 0;
+	char path[700], doc[64];
+	snprintf(path, sizeof(path), "%s/chaos-config.json", h->dir);
+	if (bad)
+		snprintf(doc, sizeof(doc), "{\"label\": \"not a label %d\"}", rng_range(0, 99));
+	else
+		snprintf(doc, sizeof(doc), "{\"label\": \"l%d\"}", rng_range(0, 99));
+	say(F_CONFIG, h->node, ", %s", doc);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	CHECK(fputs(doc, f) >= 0 && fclose(f) == 0);
+	struct ctl_out o;
+	int st = ctl(i, &o, 15000, (const char *const[]){"config", "set", PC_PLUGIN, path, NULL});
+	say_ctl("config set", &o);
+	ctl_out_free(&o);
+	if (bad && st == 0)
+		violation(h, "a label the plugin refuses was stored");
+}
+
+/* host i restarted with another --priority: a higher one takes the lead */
+static void fault_priority(int i)
+{
+	struct host *h = &G.c.host[i];
+	int p = (G.prio[i] + rng_range(1, 2)) % 3;
+	say(F_PRIORITY, h->node, ", priority %d -> %d", G.prio[i], p);
+	stop_host(i);
+	G.prio[i] = p;
+	start_host(i);
+}
+
+/* host i stopped, forgotten from another host, restarted later: it must
+ * register again (the end checks every member) */
+static void fault_forget(int i)
+{
+	struct host *h = &G.c.host[i];
+	int down_ms = rng_range(0, 3000), j = other_host(i);
+	say(F_FORGET, h->node, ", from %s, down %d ms after it exited", G.c.host[j].node, down_ms);
+	stop_host(i);
+	struct ctl_out o;
+	ctl(j, &o, 35000,
+	    (const char *const[]){"members", "forget", PC_PLUGIN, h->node, "--yes", NULL});
+	say_ctl("members forget", &o);
+	ctl_out_free(&o);
+	run_for(down_ms);
+	start_host(i);
+}
+
+static void input_key(int n, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s/data/desired/k%d", PC_PREFIX, PC_PLUGIN, n);
+}
+
+/* a burst of input changes: puts, and one in four a delete */
+static void fault_inputs(void)
+{
+	int n = rng_range(1, 12);
+	say(F_INPUTS, "the inputs", ", %d changes", n);
+	for (int c = 0; c < n; c++) {
+		char key[128], val[32];
+		input_key(rng_range(0, N_INPUTS - 1), key, sizeof(key));
+		if (rng_range(0, 3) == 0) {
+			tu_del(&G.c.t, key);
+			continue;
+		}
+		snprintf(val, sizeof(val), "v%" PRIu64, ++G.input_seq);
+		tu_put(&G.c.t, key, val, strlen(val));
+	}
+}
+
 /* one fault, chosen, injected, held and healed */
 static void one_fault(void)
 {
@@ -413,6 +694,30 @@ static void one_fault(void)
 		break;
 	case F_WORKER_KILL:
 		fault_worker(FIRST_ISOLATED + i % (N_HOSTS - FIRST_ISOLATED));
+		break;
+	case F_SWITCHOVER:
+		fault_switchover(k, i, -1);
+		break;
+	case F_SWITCHOVER_TO:
+		fault_switchover(k, i, rng_range(0, N_HOSTS - 1));
+		break;
+	case F_PAUSE:
+		fault_pause(i);
+		break;
+	case F_RECONCILE:
+		fault_reconcile(i);
+		break;
+	case F_CONFIG:
+		fault_config(i);
+		break;
+	case F_PRIORITY:
+		fault_priority(i);
+		break;
+	case F_FORGET:
+		fault_forget(i);
+		break;
+	case F_INPUTS:
+		fault_inputs();
 		break;
 	case F_KINDS:
 		break;
@@ -467,7 +772,8 @@ static void journal_release(const struct inv_event *e, char *buf, size_t len)
 		snprintf(buf, len, "%.*s", (int)strcspn(p + 8, " "), p + 8);
 }
 
-/* no journal record of an older release after the first status DONE at the newest */
+/* no journal record of an older release after the first status DONE at the
+ * newest; every input reflected in the outputs (invariants.h (g)) */
 static void check_no_old_writes(void)
 {
 	struct inv_history h;
@@ -503,6 +809,9 @@ static void check_no_old_writes(void)
 		violation(NULL, "no status DONE at the newest release in the history");
 	else
 		fprintf(stderr, "chaos: the rollout completed at revision %" PRId64 "\n", done_rev);
+	int v = inv_check_inputs_reflected(&h, PC_PREFIX, PC_PLUGIN);
+	if (v)
+		violation(NULL, "%d outputs do not reflect their inputs at the end", v);
 	inv_history_free(&h);
 }
 
@@ -529,11 +838,57 @@ static void converge(void)
 	for (int i = 0; i < N_HOSTS; i++)
 		obs_wait_member_release(G.c.obs, G.c.host[i].node, newest, SETTLE_MS);
 	obs_wait_status_done(G.c.obs, newest, SETTLE_MS);
-	struct host *L = pc_wait_leader_other(&G.c, NULL, SETTLE_MS);
-	jwatch_wait(G.c.jw, L->node, jwatch_count(G.c.jw, L->node, 0) + 2, SETTLE_MS,
-		    "the leader reconciles at the end");
+	pc_wait_leader_other(&G.c, NULL, SETTLE_MS);
+	/* any node's records: the leader may still hand over to a node of a
+	 * higher priority that came back last */
+	jwatch_wait(G.c.jw, NULL, jwatch_count(G.c.jw, NULL, 0) + 2, SETTLE_MS,
+		    "a leader reconciles at the end");
 	note_writes();
 	check_hosts_alive();
+}
+
+/* every output carries its input's final value */
+static bool outputs_final(void)
+{
+	for (int n = 0; n < N_INPUTS; n++) {
+		char key[128], want[16];
+		snprintf(key, sizeof(key), "%s/%s/data/out/k%d", PC_PREFIX, PC_PLUGIN, n);
+		snprintf(want, sizeof(want), "final%d", n);
+		size_t len;
+		char *v = (char *)tu_get(&G.c.t, key, &len);
+		bool ok = v && strstr(v, want);
+		free(v);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/* a final value into every input, then wait until the outputs show them:
+ * outputs change only in a fenced write, so look again at each journal
+ * record */
+static void converge_inputs(void)
+{
+	for (int n = 0; n < N_INPUTS; n++) {
+		char key[128], val[16];
+		input_key(n, key, sizeof(key));
+		snprintf(val, sizeof(val), "final%d", n);
+		tu_put(&G.c.t, key, val, strlen(val));
+	}
+	uint64_t t = loop_now();
+	while (!outputs_final()) {
+		size_t n = G.n_writes;
+		while (G.n_writes == n && ms_since(t) < SETTLE_MS)
+			pump();
+		if (ms_since(t) >= SETTLE_MS) {
+			violation(NULL,
+				  "the outputs did not show the inputs' final values within %d ms",
+				  SETTLE_MS);
+			return;
+		}
+	}
+	fprintf(stderr, "chaos: every output shows its input's final value after %ld ms\n",
+		ms_since(t));
 }
 
 /* the fault a dead stretch starting at `a` (a journal record) belongs to:
@@ -586,6 +941,21 @@ static void report_dead_time(uint64_t chaos_end)
 	printf("chaos: dead time %-26s %6ld ms (longest, %zu faults while a 1.0.0 member "
 	       "held the newer releases back)\n",
 	       "rollout under way", worst_rollout, count_rollout);
+}
+
+/* how many faults of each kind, and the switchovers' handovers */
+static void report_kinds(void)
+{
+	char line[1024] = "";
+	for (int k = 0; k < F_KINDS; k++) {
+		size_t l = strlen(line);
+		snprintf(line + l, sizeof(line) - l, "%s%s %zu", k ? ", " : "", KIND_NAME[k],
+			 G.kind_count[k]);
+	}
+	printf("chaos: faults per kind: %s\n", line);
+	printf("chaos: switchover handovers measured: %zu, the longest %ld ms without a fenced "
+	       "write (bound: the TTL, %d ms)\n",
+	       G.handovers, G.handover_worst, PC_TTL_MS);
 }
 
 /* ---- parameters ---- */
@@ -649,6 +1019,7 @@ int main(void)
 	fprintf(stderr, "chaos: +%.1f s all faults healed; converging\n", secs_since_start());
 
 	converge();
+	converge_inputs();
 	check_one_leader();
 	struct inv_stats st;
 	memset(&st, 0, sizeof(st));
@@ -658,6 +1029,7 @@ int main(void)
 
 	printf("chaos: %zu faults, %zu writes, %zu terms, %d violations\n", G.n_faults, st.journal,
 	       st.terms, G.violations);
+	report_kinds();
 	report_dead_time(chaos_end);
 	if (G.violations) {
 		hosts_dump_logs();

@@ -3,7 +3,9 @@
  * test_faults_invariants - the invariant checker can fail: fabricated
  * histories with two tokens interleaved, one token from two nodes, a record
  * after its election key was deleted, a record with no election key, a
- * status that goes back, lost or wrong-format desired keys. Each must trip
+ * status that goes back, lost or wrong-format desired keys, an output written
+ * outside a fenced txn or its term, an output an older release rewrites, a
+ * write while paused, an input its output does not reflect. Each must trip
  * exactly the check it targets, and a clean history must pass all of them.
  * Last, the same through a real etcd: forged records written with a plain
  * client are loaded from revision 1 and caught.
@@ -26,6 +28,10 @@
 #define J P "/" N "/data/journal/"
 #define CFG P "/" N "/data/config/"
 #define STATUS P "/" N "/status"
+#define IN P "/" N "/data/desired/"
+#define OUT P "/" N "/data/out/"
+#define PAUSED P "/" N "/paused"
+#define SETTINGS P "/" N "/config"
 #define DONE LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE
 #define WORKING LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING
 
@@ -252,6 +258,126 @@ static void test_malformed_journal_record_trips_overlap(void)
 
 /* the loader against a real etcd: forged writes are read from revision 1
  * and caught; the replayed state matches etcd */
+/* a clean history of inputs and outputs: a (token 2, 1.0.0) materializes
+ * input x twice, with a pause between the two */
+static void base_io(struct inv_history *h)
+{
+	memset(h, 0, sizeof(*h));
+	put(h, 2, EL "aa", "a", 2);
+	put(h, 3, IN "x", "1", 3);
+	journal(h, 4, 2, 0, "a", "1.0.0", 0);
+	put(h, 4, OUT "x", "value=1", 4);
+	put_status(h, 5, DONE, REL(1, 0, 0), REL(1, 0, 0), 5);
+	put(h, 6, PAUSED, "pause", 6);
+	del(h, 7, PAUSED);
+	put(h, 8, IN "x", "2", 3);
+	journal(h, 9, 2, 1, "a", "1.0.0", 0);
+	put(h, 9, OUT "x", "value=2", 4);
+}
+
+struct io_counts {
+	int e, f, p, g;
+};
+
+static struct io_counts run_io(const struct inv_history *h)
+{
+	struct io_counts c = {inv_check_outputs_fenced(h, P, N), inv_check_output_releases(h, P, N),
+			      inv_check_pause(h, P, N), inv_check_inputs_reflected(h, P, N)};
+	fprintf(stderr, "  -> violations: e=%d f=%d p=%d g=%d\n", c.e, c.f, c.p, c.g);
+	return c;
+}
+
+static void test_clean_outputs_pass(void)
+{
+	struct inv_history h;
+	base_io(&h);
+	struct io_counts c = run_io(&h);
+	CHECK(c.e == 0 && c.f == 0 && c.p == 0 && c.g == 0);
+	inv_history_free(&h);
+}
+
+static void test_unfenced_output_trips_outputs_fenced(void)
+{
+	struct inv_history h;
+	base_io(&h);
+	put(&h, 10, OUT "x", "value=2", 4); /* no journal record in its txn */
+	CHECK_INT_EQ(run_io(&h).e, 1);
+	del(&h, 11, EL "aa");
+	journal(&h, 12, 2, 2, "a", "1.0.0", 0); /* after the writer's term */
+	del(&h, 12, OUT "x");
+	struct io_counts c = run_io(&h);
+	CHECK_INT_EQ(c.e, 2);
+	CHECK_INT_EQ(c.g, 1); /* and input x has no output now */
+	inv_history_free(&h);
+}
+
+static void test_older_release_rewriting_trips_release_order(void)
+{
+	struct inv_history h;
+	base_io(&h);
+	put(&h, 10, EL "bb", "b", 10);
+	del(&h, 11, EL "aa");
+	journal(&h, 12, 10, 0, "b", "1.1.0", 0);
+	put(&h, 12, OUT "x", "{\"value\":\"2\",\"format\":2}", 4);
+	put_status(&h, 13, DONE, REL(1, 1, 0), REL(1, 1, 0), 5);
+	struct io_counts c = run_io(&h);
+	CHECK(c.e == 0 && c.f == 0 && c.g == 0);
+	put(&h, 14, EL "cc", "c", 14);
+	del(&h, 15, EL "bb");
+	journal(&h, 16, 14, 0, "c", "1.0.0", 0);
+	put(&h, 16, OUT "x", "value=2", 4); /* 1.0.0 over 1.1.0's output */
+	c = run_io(&h);
+	CHECK_INT_EQ(c.f, 1);
+	CHECK_INT_EQ(c.g, 1); /* status 1.1.0 wants format v2 */
+	inv_history_free(&h);
+}
+
+static void test_write_while_paused_trips_pause(void)
+{
+	struct inv_history h;
+	base_io(&h);
+	put(&h, 10, PAUSED, "pause", 10);
+	journal(&h, 11, 2, 2, "a", "1.0.0", 0); /* the reconcile that was running */
+	put(&h, 11, OUT "x", "value=2", 4);
+	CHECK_INT_EQ(run_io(&h).p, 0);
+	journal(&h, 12, 2, 3, "a", "1.0.0", 0); /* a second one: started while paused */
+	put(&h, 12, OUT "x", "value=2", 4);
+	CHECK_INT_EQ(run_io(&h).p, 1);
+	inv_history_free(&h);
+
+	/* a term that began during the pause writes nothing at all, and a
+	 * pause never resumed lasts to the end of the history */
+	base_io(&h);
+	put(&h, 10, PAUSED, "pause", 10);
+	put(&h, 11, EL "bb", "b", 11);
+	del(&h, 12, EL "aa");
+	journal(&h, 13, 11, 0, "b", "1.0.0", 0);
+	CHECK_INT_EQ(run_io(&h).p, 1);
+	inv_history_free(&h);
+}
+
+static void test_stale_output_trips_inputs_reflected(void)
+{
+	struct inv_history h;
+	base_io(&h);
+	put(&h, 10, IN "x", "3", 3); /* never reconciled */
+	CHECK_INT_EQ(run_io(&h).g, 1);
+	inv_history_free(&h);
+
+	base_io(&h);
+	del(&h, 10, IN "x"); /* its output stays: an orphan */
+	CHECK_INT_EQ(run_io(&h).g, 1);
+	inv_history_free(&h);
+
+	base_io(&h);
+	put(&h, 10, SETTINGS, "{\"label\": \"blue\"}", 10); /* outputs lack the label */
+	CHECK_INT_EQ(run_io(&h).g, 1);
+	journal(&h, 11, 2, 2, "a", "1.0.0", 0);
+	put(&h, 11, OUT "x", "value=2;label=blue", 4);
+	CHECK_INT_EQ(run_io(&h).g, 0);
+	inv_history_free(&h);
+}
+
 static void test_real_etcd_history_is_checked(void)
 {
 	struct harness_etcd *e;
@@ -305,6 +431,11 @@ int main(void)
 	RUN(test_status_going_back_trips_status);
 	RUN(test_lost_or_wrong_desired_keys_trip_desired);
 	RUN(test_malformed_journal_record_trips_overlap);
+	RUN(test_clean_outputs_pass);
+	RUN(test_unfenced_output_trips_outputs_fenced);
+	RUN(test_older_release_rewriting_trips_release_order);
+	RUN(test_write_while_paused_trips_pause);
+	RUN(test_stale_output_trips_inputs_reflected);
 	RUN(test_real_etcd_history_is_checked);
 	return CHECK_EXIT();
 }

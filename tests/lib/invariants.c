@@ -14,6 +14,7 @@
 #include "election/election_internal.h"
 #include "hosts.h"
 #include "invariants.h"
+#include "invariants_internal.h"
 #include "proto/leasehold.pb-c.h"
 #include "base/release.h"
 #include "testutil.h"
@@ -154,16 +155,7 @@ void inv_history_load(struct tu *t, const char *prefix, struct inv_history *ret)
 
 /* ---- parsing the layout ---- */
 
-struct keys {
-	char journal[300];  /* P/N/data/journal/ */
-	char election[300]; /* P/N/election/ */
-	char status[300];   /* P/N/status */
-	char config[300];   /* P/N/data/config/ */
-	char items[300];    /* P/N/data/config/items/ */
-	char schema[300];   /* P/N/data/config/schema */
-};
-
-static void make_keys(const char *prefix, const char *plugin, struct keys *k)
+void inv_make_keys(const char *prefix, const char *plugin, struct keys *k)
 {
 	char pfx[256];
 	norm_prefix(prefix, pfx, sizeof(pfx));
@@ -173,24 +165,20 @@ static void make_keys(const char *prefix, const char *plugin, struct keys *k)
 	snprintf(k->config, sizeof(k->config), "%s%s/data/config/", pfx, plugin);
 	snprintf(k->items, sizeof(k->items), "%s%s/data/config/items/", pfx, plugin);
 	snprintf(k->schema, sizeof(k->schema), "%s%s/data/config/schema", pfx, plugin);
+	snprintf(k->data, sizeof(k->data), "%s%s/data/", pfx, plugin);
+	snprintf(k->desired, sizeof(k->desired), "%s%s/data/desired/", pfx, plugin);
+	snprintf(k->out, sizeof(k->out), "%s%s/data/out/", pfx, plugin);
+	snprintf(k->paused, sizeof(k->paused), "%s%s/paused", pfx, plugin);
+	snprintf(k->settings, sizeof(k->settings), "%s%s/config", pfx, plugin);
 }
 
-static bool starts(const char *s, const char *p)
+bool inv_starts(const char *s, const char *p)
 {
 	return strncmp(s, p, strlen(p)) == 0;
 }
 
-struct jparsed {
-	int64_t key_token;
-	uint64_t counter;
-	int64_t token;
-	char node[64];
-	char release[16];
-	unsigned items;
-};
-
 /* parse a journal record; false (and why) when it does not fit the format */
-static bool parse_journal(const char *suffix, const struct inv_event *e, struct jparsed *ret,
+bool inv_parse_journal(const char *suffix, const struct inv_event *e, struct jparsed *ret,
 			  const char **why)
 {
 	memset(ret, 0, sizeof(*ret));
@@ -231,13 +219,6 @@ static bool parse_journal(const char *suffix, const struct inv_event *e, struct 
 	return true;
 }
 
-#define VIOL(...)                                                                                  \
-	do {                                                                                       \
-		fprintf(stderr, "INVARIANT VIOLATED " __VA_ARGS__);                                \
-		fputc('\n', stderr);                                                               \
-		bad++;                                                                             \
-	} while (0)
-
 /* ---- (a) no overlapping reconciles ---- */
 
 struct term {
@@ -251,7 +232,7 @@ int inv_check_overlap(const struct inv_history *h, const char *prefix, const cha
 		      struct inv_stats *st)
 {
 	struct keys k;
-	make_keys(prefix, plugin, &k);
+	inv_make_keys(prefix, plugin, &k);
 	int bad = 0;
 	struct term *terms = NULL;
 	size_t n_terms = 0;
@@ -261,7 +242,7 @@ int inv_check_overlap(const struct inv_history *h, const char *prefix, const cha
 	memset(&s, 0, sizeof(s));
 	for (size_t i = 0; i < h->n; i++) {
 		const struct inv_event *e = &h->ev[i];
-		if (!starts(e->key, k.journal))
+		if (!inv_starts(e->key, k.journal))
 			continue;
 		if (e->del) {
 			VIOL("(a) overlap: journal record %s deleted at revision %" PRId64
@@ -271,7 +252,7 @@ int inv_check_overlap(const struct inv_history *h, const char *prefix, const cha
 		}
 		struct jparsed j;
 		const char *why = NULL;
-		if (!parse_journal(e->key + strlen(k.journal), e, &j, &why)) {
+		if (!inv_parse_journal(e->key + strlen(k.journal), e, &j, &why)) {
 			VIOL("(a) overlap: journal record %s at revision %" PRId64
 			     ": %s (value \"%.80s\")",
 			     e->key, e->rev, why, (const char *)e->val);
@@ -330,22 +311,14 @@ int inv_check_overlap(const struct inv_history *h, const char *prefix, const cha
 
 /* ---- (b) every record inside its election key's life ---- */
 
-struct life {
-	const char *key;
-	const char *node;	  /* the key's value */
-	int64_t created, deleted; /* deleted: INT64_MAX while alive */
-};
-
-int inv_check_fence(const struct inv_history *h, const char *prefix, const char *plugin)
+/* every election key's life in h (malloc'd, *ret_n entries; pointers into h) */
+struct life *inv_lives_of(const struct inv_history *h, const struct keys *k, size_t *ret_n)
 {
-	struct keys k;
-	make_keys(prefix, plugin, &k);
-	int bad = 0;
 	struct life *lv = NULL;
 	size_t n = 0;
 	for (size_t i = 0; i < h->n; i++) {
 		const struct inv_event *e = &h->ev[i];
-		if (!starts(e->key, k.election))
+		if (!inv_starts(e->key, k->election))
 			continue;
 		if (!e->del && e->create_rev == e->rev) {
 			struct life *nl = realloc(lv, (n + 1) * sizeof(*nl));
@@ -363,17 +336,33 @@ int inv_check_fence(const struct inv_history *h, const char *prefix, const char 
 				}
 		}
 	}
+	*ret_n = n;
+	return lv;
+}
+
+const struct life *inv_life_of_token(const struct life *lv, size_t n, int64_t token)
+{
+	for (size_t x = 0; x < n; x++)
+		if (lv[x].created == token)
+			return &lv[x];
+	return NULL;
+}
+
+int inv_check_fence(const struct inv_history *h, const char *prefix, const char *plugin)
+{
+	struct keys k;
+	inv_make_keys(prefix, plugin, &k);
+	int bad = 0;
+	size_t n;
+	struct life *lv = inv_lives_of(h, &k, &n);
 	for (size_t i = 0; i < h->n; i++) {
 		const struct inv_event *e = &h->ev[i];
 		struct jparsed j;
 		const char *why;
-		if (e->del || !starts(e->key, k.journal) ||
-		    !parse_journal(e->key + strlen(k.journal), e, &j, &why))
+		if (e->del || !inv_starts(e->key, k.journal) ||
+		    !inv_parse_journal(e->key + strlen(k.journal), e, &j, &why))
 			continue; /* malformed records are (a)'s business */
-		const struct life *l = NULL;
-		for (size_t x = 0; x < n && !l; x++)
-			if (lv[x].created == j.token)
-				l = &lv[x];
+		const struct life *l = inv_life_of_token(lv, n, j.token);
 		if (!l) {
 			VIOL("(b) fence: journal record %s (node=%s token=%" PRId64
 			     ") at revision %" PRId64
@@ -407,7 +396,7 @@ int inv_check_status(const struct inv_history *h, const char *prefix, const char
 		     struct inv_stats *st)
 {
 	struct keys k;
-	make_keys(prefix, plugin, &k);
+	inv_make_keys(prefix, plugin, &k);
 	int bad = 0;
 	bool have = false, have_done = false;
 	struct release pv = {0}, pm = {0}, dv = {0};
@@ -472,7 +461,7 @@ static int cmp_ev_key(const void *a, const void *b)
 
 /* the end state: the last event of every key that is a PUT (sorted by key);
  * returns the count, *ret malloc'd (pointers into h) */
-static size_t replay(const struct inv_history *h, const struct inv_event ***ret)
+size_t inv_replay(const struct inv_history *h, const struct inv_event ***ret)
 {
 	const struct inv_event **v = calloc(h->n + 1, sizeof(*v));
 	CHECK(v != NULL);
@@ -489,7 +478,7 @@ static size_t replay(const struct inv_history *h, const struct inv_event ***ret)
 	return k;
 }
 
-static const struct inv_event *find_key(const struct inv_event *const *v, size_t n, const char *key)
+const struct inv_event *inv_find_key(const struct inv_event *const *v, size_t n, const char *key)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(v[i]->key, key) == 0)
@@ -500,10 +489,10 @@ static const struct inv_event *find_key(const struct inv_event *const *v, size_t
 int inv_check_desired(const struct inv_history *h, const char *prefix, const char *plugin)
 {
 	struct keys k;
-	make_keys(prefix, plugin, &k);
+	inv_make_keys(prefix, plugin, &k);
 	int bad = 0;
 	const struct inv_event **v;
-	size_t n = replay(h, &v);
+	size_t n = inv_replay(h, &v);
 	/* the last journal record gives the item count */
 	unsigned items = 0;
 	bool have_j = false;
@@ -511,14 +500,14 @@ int inv_check_desired(const struct inv_history *h, const char *prefix, const cha
 	for (size_t i = h->n; i-- > 0 && !have_j;) {
 		struct jparsed j;
 		const char *why;
-		if (!h->ev[i].del && starts(h->ev[i].key, k.journal) &&
-		    parse_journal(h->ev[i].key + strlen(k.journal), &h->ev[i], &j, &why)) {
+		if (!h->ev[i].del && inv_starts(h->ev[i].key, k.journal) &&
+		    inv_parse_journal(h->ev[i].key + strlen(k.journal), &h->ev[i], &j, &why)) {
 			items = j.items;
 			have_j = true;
 			jrev = h->ev[i].rev;
 		}
 	}
-	const struct inv_event *s = find_key(v, n, k.status);
+	const struct inv_event *s = inv_find_key(v, n, k.status);
 	int state;
 	struct release ver, mcr;
 	if (!have_j)
@@ -539,7 +528,7 @@ int inv_check_desired(const struct inv_history *h, const char *prefix, const cha
 		     state == ST_WORKING ? "WORKING" : "?", rb);
 	bool v2 = !release_less(ver, (struct release){1, 1, 0});
 	const char *want_schema = v2 ? "reconciler/v2" : "reconciler/v1";
-	const struct inv_event *sc = find_key(v, n, k.schema);
+	const struct inv_event *sc = inv_find_key(v, n, k.schema);
 	if (!sc)
 		VIOL("(d) desired: %s is missing (status %s at revision %" PRId64 ")", k.schema, rb,
 		     s->rev);
@@ -554,7 +543,7 @@ int inv_check_desired(const struct inv_history *h, const char *prefix, const cha
 				 "{\"item\":%u,\"state\":\"ready\",\"format\":2}", i);
 		else
 			snprintf(want, sizeof(want), "item=%u;state=ready", i);
-		const struct inv_event *it = find_key(v, n, key);
+		const struct inv_event *it = inv_find_key(v, n, key);
 		if (!it)
 			VIOL("(d) desired: %s is missing at revision %" PRId64
 			     " (items=%u per the journal "
@@ -566,7 +555,7 @@ int inv_check_desired(const struct inv_history *h, const char *prefix, const cha
 			     key, (const char *)it->val, it->rev, rb, want);
 	}
 	for (size_t i = 0; have_j && i < n; i++) {
-		if (!starts(v[i]->key, k.items))
+		if (!inv_starts(v[i]->key, k.items))
 			continue;
 		const char *idx = v[i]->key + strlen(k.items);
 		char *end;
@@ -627,7 +616,7 @@ static int check_replay(struct tu *t, const struct inv_history *h, const char *p
 	}
 	int bad = 0;
 	const struct inv_event **v;
-	size_t n = replay(h, &v);
+	size_t n = inv_replay(h, &v);
 	if (n != a.n)
 		VIOL("(replay) %zu keys under %s replayed from the history, etcd has %zu at "
 		     "revision %" PRId64,
@@ -635,7 +624,7 @@ static int check_replay(struct tu *t, const struct inv_history *h, const char *p
 	for (size_t i = 0; i < a.n; i++) {
 		char *key = strndup((const char *)a.kvs[i]->key, a.kvs[i]->key_len);
 		CHECK(key != NULL);
-		const struct inv_event *e = find_key(v, n, key);
+		const struct inv_event *e = inv_find_key(v, n, key);
 		if (!e || e->val_len != a.kvs[i]->value_len ||
 		    (e->val_len && memcmp(e->val, a.kvs[i]->value, e->val_len) != 0))
 			VIOL(
@@ -660,6 +649,9 @@ int inv_check_all(struct tu *t, const char *prefix, const char *plugin, struct i
 	bad += inv_check_fence(&h, prefix, plugin);
 	bad += inv_check_status(&h, prefix, plugin, &s);
 	bad += inv_check_desired(&h, prefix, plugin);
+	bad += inv_check_outputs_fenced(&h, prefix, plugin);
+	bad += inv_check_output_releases(&h, prefix, plugin);
+	bad += inv_check_pause(&h, prefix, plugin);
 	fprintf(stderr,
 		"invariants over %zu events up to revision %" PRId64 " (%" PRIu64
 		" ms): %zu journal records, %zu terms, %zu status writes (%zu undecodable): %s\n",
@@ -706,7 +698,7 @@ static void on_jw(struct etcd_watch *w, int err, int64_t revision, const struct 
 		struct jparsed p;
 		const char *why;
 		if (strlen(key) > strlen(j->journal) &&
-		    parse_journal(key + strlen(j->journal), &e, &p, &why)) {
+		    inv_parse_journal(key + strlen(j->journal), &e, &p, &why)) {
 			if (j->n == j->cap) {
 				size_t cap = j->cap ? j->cap * 2 : 64;
 				struct jrec *nr = realloc(j->recs, cap * sizeof(*nr));
@@ -731,7 +723,7 @@ struct jwatch *jwatch_new(struct tu *t, const char *prefix, const char *plugin, 
 	CHECK(j != NULL);
 	j->t = t;
 	struct keys k;
-	make_keys(prefix, plugin, &k);
+	inv_make_keys(prefix, plugin, &k);
 	snprintf(j->journal, sizeof(j->journal), "%s", k.journal);
 	uint8_t end[310];
 	size_t el = etcd_prefix_end(j->journal, strlen(j->journal), end);

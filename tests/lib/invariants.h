@@ -28,6 +28,28 @@
  *                 status version (1.0.x: v1 "item=<i>;state=ready", 1.1.x and
  *                 later: v2 JSON), n = "items=" of the last journal record,
  *                 and no other item exists; the final status is DONE.
+ * - The example plugin's inputs are P/N/data/desired/<name> (written by
+ *   anyone), its outputs P/N/data/out/<name>, written only in the txn of a
+ *   journal record (same revision). The output checks:
+ *   (e) outputs fenced: every PUT or DELETE of an output shares its revision
+ *                 with a journal record, and that revision lies inside the
+ *                 life of the record's election key (created before it,
+ *                 deleted after it): the writer's term;
+ *   (f) release order: along revision order no output is written by a
+ *                 release older than one that wrote that output before (the
+ *                 release of the journal record of the same revision);
+ *   (p) pause:    between a PUT of P/N/paused and the DELETE that ends it,
+ *                 at most one revision writes under P/N/data/ (inputs
+ *                 aside), and its token's election key lived at the pause's
+ *                 revision: a reconcile that was running when the pause
+ *                 arrived finishes (docs/operations.md); nothing starts
+ *                 (one revision: valid while a reconcile writes fewer than
+ *                 the plugin's 100 ops, as in every scenario that pauses);
+ *   (g) inputs reflected, at the end only (not part of inv_check_all: it
+ *                 needs a converged cluster): every input desired/<name> = v
+ *                 has out/<name> = v materialized in the final status
+ *                 version's format with the label of the final P/N/config,
+ *                 and no output exists without its input.
  * - Every violation is printed as one line naming the invariant, the key,
  *   the node/token and the revisions involved. The check functions return the
  *   number of violations (0 = holds).
@@ -83,7 +105,13 @@ int inv_check_status(const struct inv_history *h, const char *prefix, const char
 		     struct inv_stats *st);
 int inv_check_desired(const struct inv_history *h, const char *prefix, const char *plugin);
 
-/* inv_check_all - load the history, run (a)-(d), compare the replayed end
+/* the output checks (e), (f), (p) and (g) of the notes, as the four above */
+int inv_check_outputs_fenced(const struct inv_history *h, const char *prefix, const char *plugin);
+int inv_check_output_releases(const struct inv_history *h, const char *prefix, const char *plugin);
+int inv_check_pause(const struct inv_history *h, const char *prefix, const char *plugin);
+int inv_check_inputs_reflected(const struct inv_history *h, const char *prefix, const char *plugin);
+
+/* inv_check_all - load the history, run (a)-(f) and (p), compare the replayed end
  * state of prefix with a live range; print a summary. Returns the number of
  * violations (the caller CHECKs it is 0). */
 int inv_check_all(struct tu *t, const char *prefix, const char *plugin, struct inv_stats *st);
