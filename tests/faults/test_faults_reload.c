@@ -71,8 +71,10 @@ static void test_plugin_replaced_100_times_in_a_second(void)
 			loop_run_once(F.t.loop, pause);
 	}
 	uint64_t churn = fs_ms_since(t0);
+	/* reported, not asserted: on a loaded machine the copies take longer
+	 * and fewer of them coalesce, but every check below holds at any pace
+	 * (speed belongs in make bench) */
 	fprintf(stderr, "100 replacements took %" PRIu64 " ms\n", churn);
-	CHECK(churn < 1500);
 	/* the watcher reports a name at most 10 x 50 ms after its first event:
 	 * past that, the last rename has been seen (a documented bound, not a
 	 * guess) */
