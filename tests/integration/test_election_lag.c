@@ -367,6 +367,11 @@ static bool p_member_present(void *a)
 	return v != NULL;
 }
 
+static bool p_session_up(void *a)
+{
+	return session_is_up(((struct node *)a)->sess);
+}
+
 static bool p_released_through(void *a)
 {
 	return lagproxy_release_watch_through(g_px, a);
@@ -463,6 +468,10 @@ static void test_stale_adoption(void)
 	 * revisions batched, and a's old key's put and delete could then share
 	 * one message. Handing a the "created" message changes nothing else. */
 	char created[] = "\"created\":true";
+	/* the session first: a lease that comes after the mirror's first read
+	 * makes it read again under the new session (election_view_refresh),
+	 * with a new watch whose creation this test would hold back */
+	tu_wait(&T, p_session_up, &a, 10000, "a's session up");
 	wait_for(p_released_through, created, 10000, "a's watch created");
 	election_hold(a.el, false, NULL);
 	tu_wait(&T, p_campaigning, &a, 10000, "a campaigns");
