@@ -219,55 +219,45 @@ static int daemon_make_private_dir(struct daemon *d)
 	return 0;
 }
 
-int daemon_run(const struct daemon_config *cfg)
+/* daemon_open_etcd - the etcd client, the roles mirror and the session
+ * (none started yet). 0 or -errno, logged. */
+static int daemon_open_etcd(struct daemon *d)
 {
-	struct daemon dd = {.cfg = cfg, .sigfd = -1};
-	struct daemon *d = &dd;
-	int r, code = 1;
-
-	if ((r = loop_new(&d->loop)) < 0) {
-		log_error("daemon", "cannot create the event loop: %s", strerror(-r));
-		return 1;
-	}
-	d->session_down_at = loop_now(); /* no session until the first is up */
-	if ((r = daemon_setup_signals(d)) < 0) {
-		log_error("daemon", "cannot set up signals: %s", strerror(-r));
-		goto out;
-	}
-	if ((r = loop_timer_new(d->loop, daemon_on_later, d, &d->later)) < 0 ||
-	    (r = loop_timer_new(d->loop, daemon_on_shutdown_deadline, d, &d->shutdown_deadline)) < 0 ||
-	    (r = loop_timer_new(d->loop, daemon_on_leave_later, d, &d->leave_timer)) < 0)
-		goto out;
-	if (daemon_make_private_dir(d) < 0 || daemon_sd_setup(d) < 0)
-		goto out;
-	/* thread isolation: a plugin that crashes the daemon says so first */
-	if ((r = crash_report_install("the daemon dies with it (thread isolation)")) < 0)
-		log_warn("daemon", "cannot install the crash reporter: %s", strerror(-r));
-
+	const struct daemon_config *cfg = d->cfg;
 	struct etcd_config ec = {
-		.endpoints = cfg->endpoints,
-		.n_endpoints = cfg->n_endpoints,
-		.cacert = cfg->cacert,
-		.cert = cfg->cert,
-		.key = cfg->key,
-		.user = cfg->user,
-		.password = cfg->password,
+	    .endpoints = cfg->endpoints,
+	    .n_endpoints = cfg->n_endpoints,
+	    .cacert = cfg->cacert,
+	    .cert = cfg->cert,
+	    .key = cfg->key,
+	    .user = cfg->user,
+	    .password = cfg->password,
 	};
+	int r;
 	if ((r = etcd_client_new(d->loop, &ec, &d->etcd)) < 0) {
 		log_error("daemon", "cannot create the etcd client: %s", strerror(-r));
-		goto out;
+		return r;
 	}
 	host_metrics_init(&d->hm);
 	etcd_client_set_observer(d->etcd, &host_metrics_etcd_observer, &d->hm);
 	if ((r = roles_new(d->loop, d->etcd, cfg->prefix, cfg->node_id, cfg->roles_seed,
 	                   cfg->n_roles_seed, daemon_on_roles_changed, d, &d->roles)) < 0) {
 		log_error("daemon", "cannot set up roles: %s", strerror(-r));
-		goto out;
+		return r;
 	}
 	if ((r = session_new(d->loop, d->etcd, cfg->ttl_s, &sess_ops, d, &d->sess)) < 0) {
 		log_error("daemon", "cannot create the session: %s", strerror(-r));
-		goto out;
+		return r;
 	}
+	return 0;
+}
+
+/* daemon_open_endpoints - what the daemon answers and watches: the control
+ * socket, the plugin directory, the HTTP endpoint. 0 or -errno, logged. */
+static int daemon_open_endpoints(struct daemon *d)
+{
+	const struct daemon_config *cfg = d->cfg;
+	int r;
 	if (!cfg->control_url || *cfg->control_url) {
 		char err[256] = "";
 		const char *url = cfg->control_url;
@@ -276,30 +266,22 @@ int daemon_run(const struct daemon_config *cfg)
 		if ((r = control_new(d->loop, url, &daemon_control_ops, d, &d->ctl, err, sizeof(err))) < 0) {
 			log_error("daemon", "cannot open the control socket %s: %s", url,
 			          *err ? err : strerror(-r));
-			goto out;
+			return r;
 		}
 		log_info("daemon", "control socket at %s", url);
 	}
 	if ((r = plugindir_new(d->loop, cfg->plugin_dir, 0, daemon_on_plugindir, d, &d->pd)) < 0) {
 		log_error("daemon", "cannot watch the plugin directory %s: %s", cfg->plugin_dir,
 		          strerror(-r));
-		goto out;
+		return r;
 	}
-	if (daemon_start_http(d) < 0)
-		goto out;
-	log_info("daemon", "node %s, etcd %s, prefix %s, plugins from %s, ttl %" PRId64 " s",
-	         cfg->node_id, etcd_client_endpoint(d->etcd), cfg->prefix, cfg->plugin_dir,
-	         cfg->ttl_s);
-	session_start(d->sess);
-	roles_start(d->roles);
-	r = plugindir_scan(d->pd);
-	if (r < 0) {
-		log_error("daemon", "cannot scan %s: %s", cfg->plugin_dir, strerror(-r));
-		goto out;
-	}
-	r = loop_run(d->loop);
-	code = r < 0 ? 1 : r;
-out:
+	return daemon_start_http(d) < 0 ? -EIO : 0;
+}
+
+/* daemon_teardown - free every part of d (any of them may be missing) and
+ * return code, or leave at once with it when nng is wedged */
+static int daemon_teardown(struct daemon *d, int code)
+{
 	/* nng's own teardown (the HTTP server below, thread workers' sockets)
 	 * waits on nng's reaper thread like a bus close does. A bus close that
 	 * has not returned (runtime_closer.h) means that thread is wedged, and
@@ -332,4 +314,47 @@ out:
 	if (d->private_dir[0])
 		rmdir(d->private_dir);
 	return code;
+}
+
+int daemon_run(const struct daemon_config *cfg)
+{
+	struct daemon dd = {.cfg = cfg, .sigfd = -1};
+	struct daemon *d = &dd;
+	int r, code = 1;
+
+	if ((r = loop_new(&d->loop)) < 0) {
+		log_error("daemon", "cannot create the event loop: %s", strerror(-r));
+		return 1;
+	}
+	d->session_down_at = loop_now(); /* no session until the first is up */
+	if ((r = daemon_setup_signals(d)) < 0) {
+		log_error("daemon", "cannot set up signals: %s", strerror(-r));
+		goto out;
+	}
+	if ((r = loop_timer_new(d->loop, daemon_on_later, d, &d->later)) < 0 ||
+	    (r = loop_timer_new(d->loop, daemon_on_shutdown_deadline, d, &d->shutdown_deadline)) <
+		0 ||
+	    (r = loop_timer_new(d->loop, daemon_on_leave_later, d, &d->leave_timer)) < 0)
+		goto out;
+	if (daemon_make_private_dir(d) < 0 || daemon_sd_setup(d) < 0)
+		goto out;
+	/* thread isolation: a plugin that crashes the daemon says so first */
+	if ((r = crash_report_install("the daemon dies with it (thread isolation)")) < 0)
+		log_warn("daemon", "cannot install the crash reporter: %s", strerror(-r));
+	if (daemon_open_etcd(d) < 0 || daemon_open_endpoints(d) < 0)
+		goto out;
+	log_info("daemon", "node %s, etcd %s, prefix %s, plugins from %s, ttl %" PRId64 " s",
+		 cfg->node_id, etcd_client_endpoint(d->etcd), cfg->prefix, cfg->plugin_dir,
+		 cfg->ttl_s);
+	session_start(d->sess);
+	roles_start(d->roles);
+	r = plugindir_scan(d->pd);
+	if (r < 0) {
+		log_error("daemon", "cannot scan %s: %s", cfg->plugin_dir, strerror(-r));
+		goto out;
+	}
+	r = loop_run(d->loop);
+	code = r < 0 ? 1 : r;
+out:
+	return daemon_teardown(d, code);
 }
