@@ -118,7 +118,7 @@ static void fuzz_status(const uint8_t *v, size_t len)
 	int r = election_decode_status(v, len, &st, &ver, &mcr);
 	FUZZ_CHECK(r == 0 || r == -EBADMSG);
 	Leasehold__ReconcilerStatus *s = leasehold__reconciler_status__unpack(NULL, len, v);
-	/* accepted exactly when both releases are present (any state, as in the seed) */
+	/* accepted exactly when both releases are present (any state, as in the reference algorithm) */
 	FUZZ_CHECK((r == 0) == (s && s->version && s->minimum_compatible_release));
 	if (r == 0)
 		FUZZ_CHECK(st == (int)s->state);

@@ -382,7 +382,7 @@ static void test_watch_members(void)
 	tu_put_member(&T, PFX, PLUGIN, "b", REL(0, 0, 3));
 	int64_t rev = tu_put_member(&T, PFX, PLUGIN, "c", REL(10000, 0, 0));
 	struct node n;
-	/* the local release counts too (as in the seed): keep it inside [min, max] */
+	/* the local release counts too (as in the reference algorithm): keep it inside [min, max] */
 	node_start(&n, 1, (struct plugin_releases){{0, 0, 3}, {0, 0, 1}, {0, 0, 1}}, 10, false);
 	expect_releases(&n, "0.0.2", "10000.0.0", rev);
 	CHECK_INT_EQ(info_of(&n).releases.n_members, 5);
