@@ -68,7 +68,8 @@ srcs_records=("$build/proto/leasehold.pb-c.c" "$src/host/election/election_roles
               "$src/host/etcd/etcd_transport.c" "$src/host/etcd/etcd_auth.c" "$src/host/etcd/etcd_call.c"
               "$src/host/etcd/etcd_watch.c"
               "$src/host/etcd/etcd_json.c" "$src/host/base/loop.c" "$src/host/base/log.c"
-              "$src/host/election/election_records.c" "$src/host/etcd/etcd_session.c" "$src/host/base/release.c")
+              "$src/host/election/election_records.c" "$src/host/election/election_release_rule.c"
+              "$src/host/etcd/etcd_session.c" "$src/host/base/release.c")
 libs_records=("${pb_libs[@]}" "${json_libs[@]}" "${curl_libs[@]}")
 maxlen_records=4096
 srcs_descriptor=("$src/host/abi/abi_loader.c" "$src/host/base/release.c")
@@ -93,6 +94,7 @@ maxlen_config=8192
 srcs_bus=("$src/host/runtime/runtime_instance.c" "$src/host/runtime/runtime_instance_queue.c"
           "$src/host/runtime/runtime_instance_txn.c" "$src/host/runtime/runtime_instance_recv.c"
           "$src/host/runtime/runtime_instance_timeout.c" "$src/host/runtime/runtime_instance_process.c"
+          "$src/host/runtime/runtime_closer.c"
           "$src/host/abi/abi_loader.c" "$src/host/base/loop.c" "$src/host/base/log.c"
           "$src/host/base/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c"
           "$src/host/etcd/etcd_json.c" "$src/host/abi/abi_config_doc.c"
