@@ -17,7 +17,10 @@
  *   one re-authentication) and the KV, txn, lease and compaction API.
  * - etcd_watch.c: watch streams (parse across chunks, resume without
  *   duplicates, reconnect with backoff, idle detection).
- * - etcd_json.c: the JSON gateway's request and response codec.
+ * - etcd_json.c, etcd_json_request.c, etcd_json_response.c,
+ *   etcd_json_watch.c: the JSON gateway's codec (primitives, request bodies,
+ *   unary answers, watch messages).
+ * - etcd_values.c: helpers over the plain data types of etcd.h.
  *
  * Design notes
  * - One CURLM per client. curl tells us which sockets to watch

@@ -55,6 +55,31 @@ int etcd_json_auth_req(const char *user, const char *password, char **ret);
 int etcd_json_watch_req(const void *key, size_t key_len, const void *range_end,
 			size_t range_end_len, int64_t start_revision, unsigned flags, char **ret);
 
+/* ---- typed field readers (etcd_json.c), shared by the decoders ----
+ * Each reads one field of a JSON object o (borrowed). An absent field is
+ * zero, NULL or false (the gateway omits zero values); a field of the wrong
+ * JSON type is -EBADMSG. Allocating readers return -ENOMEM; their results
+ * are malloc'd and owned by the caller. */
+
+int etcd_json_get_u64(json_object *o, const char *field, uint64_t *ret);
+int etcd_json_get_i64(json_object *o, const char *field, int64_t *ret);
+int etcd_json_get_bool(json_object *o, const char *field, bool *ret);
+/* etcd_json_get_typed - *ret = the field when of type t (borrowed), NULL when absent */
+int etcd_json_get_typed(json_object *o, const char *field, json_type t, json_object **ret);
+/* etcd_json_get_bytes - a base64 field, decoded (NUL-terminated, *ret_len excludes it) */
+int etcd_json_get_bytes(json_object *o, const char *field, uint8_t **ret, size_t *ret_len);
+int etcd_json_get_strdup(json_object *o, const char *field, const char **ret);
+/* etcd_json_parse_kv - a mvccpb.KeyValue into *kv (zeroed first, cleared on
+ * failure); etcd_json_kv_clear frees its buffers */
+int etcd_json_parse_kv(json_object *o, struct etcd_kv *kv);
+void etcd_json_kv_clear(struct etcd_kv *kv);
+/* etcd_json_parse_kv_array - an optional array of kvs; etcd_json_kvs_free
+ * frees n of them and the array */
+int etcd_json_parse_kv_array(json_object *o, const char *field, struct etcd_kv **ret, size_t *ret_n);
+void etcd_json_kvs_free(struct etcd_kv *kvs, size_t n);
+/* etcd_json_parse_header - the "header" object; required: absent is -EBADMSG */
+int etcd_json_parse_header(json_object *o, struct etcd_header *h, bool required);
+
 /* ---- responses ---- */
 
 /* etcd_json_response_from_object - as etcd_json_parse_response, from an

@@ -58,7 +58,11 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
 # sources and libraries of each target, and its -max_len
-srcs_gateway=("$src/host/etcd/etcd_json.c")
+# the etcd JSON gateway codec, which several targets link
+srcs_etcd_codec=("$src/host/etcd/etcd_json.c" "$src/host/etcd/etcd_json_request.c"
+                 "$src/host/etcd/etcd_json_response.c" "$src/host/etcd/etcd_json_watch.c"
+                 "$src/host/etcd/etcd_values.c")
+srcs_gateway=("${srcs_etcd_codec[@]}")
 libs_gateway=("${json_libs[@]}")
 maxlen_gateway=16384
 # roles_decode lives in election_roles.c, which links the etcd client;
@@ -67,7 +71,7 @@ curl_libs=($(pc --libs libcurl)); [ ${#curl_libs[@]} -gt 0 ] || curl_libs=(-lcur
 srcs_records=("$build/proto/leasehold.pb-c.c" "$src/host/election/election_roles.c" "$src/host/etcd/etcd.c"
               "$src/host/etcd/etcd_transport.c" "$src/host/etcd/etcd_auth.c" "$src/host/etcd/etcd_call.c"
               "$src/host/etcd/etcd_watch.c"
-              "$src/host/etcd/etcd_json.c" "$src/host/base/loop.c" "$src/host/base/log.c"
+              "${srcs_etcd_codec[@]}" "$src/host/base/loop.c" "$src/host/base/log.c"
               "$src/host/election/election_records.c" "$src/host/election/election_release_rule.c"
               "$src/host/etcd/etcd_session.c" "$src/host/base/release.c")
 libs_records=("${pb_libs[@]}" "${json_libs[@]}" "${curl_libs[@]}")
@@ -78,7 +82,7 @@ maxlen_descriptor=1024
 srcs_control=("$src/host/control/control_codec.c" "$src/host/control/control_wire.c" "$src/host/base/release.c" "$build/proto/control.pb-c.c")
 libs_control=("${pb_libs[@]}")
 maxlen_control=8192
-srcs_node_record=("$src/host/election/election_node_record.c" "$src/host/etcd/etcd_json.c" "$src/host/base/release.c")
+srcs_node_record=("$src/host/election/election_node_record.c" "${srcs_etcd_codec[@]}" "$src/host/base/release.c")
 libs_node_record=("${json_libs[@]}")
 maxlen_node_record=8192
 srcs_plugin_config=("$src/host/abi/abi_config_doc.c" "$src/host/abi/abi_loader.c" "$src/host/base/release.c")
@@ -90,14 +94,14 @@ maxlen_http=16384
 srcs_config=("$src/host/base/config_file.c")
 libs_config=(-lyaml)
 maxlen_config=8192
-# (etcd_json.c: the etcd error texts a failed txn carries to the plugin)
+# (the etcd codec: the etcd error texts a failed txn carries to the plugin)
 srcs_bus=("$src/host/runtime/runtime_instance.c" "$src/host/runtime/runtime_instance_queue.c"
           "$src/host/runtime/runtime_instance_txn.c" "$src/host/runtime/runtime_instance_recv.c"
           "$src/host/runtime/runtime_instance_timeout.c" "$src/host/runtime/runtime_instance_process.c"
           "$src/host/runtime/runtime_closer.c"
           "$src/host/abi/abi_loader.c" "$src/host/base/loop.c" "$src/host/base/log.c"
           "$src/host/base/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c"
-          "$src/host/etcd/etcd_json.c" "$src/host/abi/abi_config_doc.c"
+          "${srcs_etcd_codec[@]}" "$src/host/abi/abi_config_doc.c"
           "$src/host/runtime/runtime_instance_watch.c" "$src/host/runtime/runtime_watch.c" "$src/host/base/metrics.c"
           "$src/host/etcd/etcd.c" "$src/host/etcd/etcd_transport.c" "$src/host/etcd/etcd_auth.c"
           "$src/host/etcd/etcd_call.c" "$src/host/etcd/etcd_watch.c")
