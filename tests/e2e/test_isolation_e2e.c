@@ -150,11 +150,15 @@ static void test_callback_timeout_kills_a_slow_reconcile(void)
 		a2[k] = base[k];
 	a2[k++] = "--callback-timeout";
 	a2[k++] = "300ms";
+	/* each "failed" window (kill -> restart) lasts at least 2 s, so a poll
+	 * of the CLI catches it however loaded the machine is */
+	a2[k++] = "--worker-restart";
+	a2[k++] = "2s,4s";
 	a2[k] = NULL;
 	host_start_env(&A, harness_etcd_urls(g_etcd), a2, env);
 	wait_state(&A, "exceeded", 15000, "a reports the callback timeout");
-	/* the plugin is "failed" from each kill until its worker is back (100 ms,
-	 * then doubling): a window, so wait for it rather than look once */
+	/* the plugin is "failed" from each kill until its worker is back: a
+	 * window, so wait for it rather than look once */
 	g_h = &A;
 	tu_wait(&T, p_json_failed, NULL, 15000, "a lists the plugin as failed");
 	/* b (no delay) takes over while a keeps failing */
