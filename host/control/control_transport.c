@@ -503,13 +503,78 @@ static int control_transport_clear_stale(const char *path)
 	return 0;
 }
 
+/* control_transport_claim_path - take the path's lock and remove a stale
+ * socket left by a dead leasehold. 0 or -errno with the reason in err. */
+static int control_transport_claim_path(struct control_transport *t, char *err, size_t err_len)
+{
+	control_transport_ensure_parent_dir(t->path);
+	int r = control_transport_take_lock(t);
+	if (r == -EADDRINUSE) {
+		snprintf(err, err_len,
+			 "another leasehold serves %s (it holds %s); stop it or use another "
+			 "--control path",
+			 t->path, t->lock_path);
+		return r;
+	} else if (r < 0) {
+		snprintf(err, err_len, "cannot lock %s: %s", t->lock_path, strerror(-r));
+		return r;
+	}
+	r = control_transport_clear_stale(t->path);
+	if (r == -EADDRINUSE)
+		snprintf(err, err_len,
+			 "%s is in use: a process that does not take %s answers on it (an older "
+			 "leasehold?)",
+			 t->path, t->lock_path);
+	else if (r == -EEXIST)
+		snprintf(err, err_len, "%s exists and is not a socket (not removing it)", t->path);
+	else if (r < 0)
+		snprintf(err, err_len, "cannot check %s: %s", t->path, strerror(-r));
+	return r;
+}
+
+/* control_transport_listen - bind the socket at t->path, mode 0600, and
+ * listen. 0 or -errno with the reason in err (a bound path is removed). */
+static int control_transport_listen(struct control_transport *t, char *err, size_t err_len)
+{
+	struct sockaddr_un sa;
+	struct stat st;
+	int r;
+
+	t->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (t->fd < 0) {
+		r = -errno;
+		snprintf(err, err_len, "control socket: %s", strerror(-r));
+		return r;
+	}
+	control_transport_fill_addr(&sa, t->path);
+	if (bind(t->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		snprintf(err, err_len, "cannot bind %s: %s", t->path, strerror(-r));
+		return r;
+	}
+	/* 0600 before listen(): no connection is accepted with a wider mode */
+	if (chmod(t->path, 0600) < 0 || lstat(t->path, &st) < 0 || !S_ISSOCK(st.st_mode) ||
+	    (st.st_mode & 07777) != 0600) {
+		snprintf(err, err_len, "control socket %s: cannot make it mode 0600", t->path);
+		unlink(t->path);
+		return -EACCES;
+	}
+	t->dev = st.st_dev;
+	t->ino = st.st_ino;
+	if (listen(t->fd, 128) < 0) {
+		r = -errno;
+		snprintf(err, err_len, "cannot listen on %s: %s", t->path, strerror(-r));
+		unlink(t->path);
+		return r;
+	}
+	return 0;
+}
+
 int control_transport_new(struct loop *l, const struct control_transport_config *cfg,
 			  const struct control_transport_ops *ops, void *ud,
 			  struct control_transport **ret, char *err, size_t err_len)
 {
 	struct control_transport *t;
-	struct sockaddr_un sa;
-	struct stat st;
 	int r;
 
 	if (!l || !cfg || !cfg->path || !ops || !ops->request || !ops->closed || !ops->refusal ||
@@ -541,60 +606,9 @@ int control_transport_new(struct loop *l, const struct control_transport_config 
 		r = -ENAMETOOLONG;
 		goto fail;
 	}
-	control_transport_ensure_parent_dir(t->path);
-	r = control_transport_take_lock(t);
-	if (r == -EADDRINUSE) {
-		snprintf(err, err_len,
-			 "another leasehold serves %s (it holds %s); stop it or use another "
-			 "--control path",
-			 t->path, t->lock_path);
+	if ((r = control_transport_claim_path(t, err, err_len)) < 0 ||
+	    (r = control_transport_listen(t, err, err_len)) < 0)
 		goto fail;
-	} else if (r < 0) {
-		snprintf(err, err_len, "cannot lock %s: %s", t->lock_path, strerror(-r));
-		goto fail;
-	}
-	r = control_transport_clear_stale(t->path);
-	if (r == -EADDRINUSE) {
-		snprintf(err, err_len,
-			 "%s is in use: a process that does not take %s answers on it (an older "
-			 "leasehold?)",
-			 t->path, t->lock_path);
-		goto fail;
-	} else if (r == -EEXIST) {
-		snprintf(err, err_len, "%s exists and is not a socket (not removing it)", t->path);
-		goto fail;
-	} else if (r < 0) {
-		snprintf(err, err_len, "cannot check %s: %s", t->path, strerror(-r));
-		goto fail;
-	}
-	t->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (t->fd < 0) {
-		r = -errno;
-		snprintf(err, err_len, "control socket: %s", strerror(-r));
-		goto fail;
-	}
-	control_transport_fill_addr(&sa, t->path);
-	if (bind(t->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		r = -errno;
-		snprintf(err, err_len, "cannot bind %s: %s", t->path, strerror(-r));
-		goto fail;
-	}
-	/* 0600 before listen(): no connection is accepted with a wider mode */
-	if (chmod(t->path, 0600) < 0 || lstat(t->path, &st) < 0 || !S_ISSOCK(st.st_mode) ||
-	    (st.st_mode & 07777) != 0600) {
-		r = -EACCES;
-		snprintf(err, err_len, "control socket %s: cannot make it mode 0600", t->path);
-		unlink(t->path);
-		goto fail;
-	}
-	t->dev = st.st_dev;
-	t->ino = st.st_ino;
-	if (listen(t->fd, 128) < 0) {
-		r = -errno;
-		snprintf(err, err_len, "cannot listen on %s: %s", t->path, strerror(-r));
-		unlink(t->path);
-		goto fail;
-	}
 	if ((r = loop_timer_new(l, control_transport_on_pause_end, t, &t->pause)) < 0 ||
 	    (r = loop_io_add(l, t->fd, EPOLLIN, control_transport_on_listen, t, &t->io)) < 0) {
 		snprintf(err, err_len, "control: loop: %s", strerror(-r));
