@@ -19,14 +19,16 @@
  *   of a newer release dropped into the host's plugin dir: 1.0.0, 1.1.0,
  *   1.2.0), an incompatible rollout (while a host runs 1.0.0: some hosts
  *   reloaded to 1.1.0 or 1.2.0, the inputs changed, a hold, then the
- *   rest), SIGKILL of the plugin worker of a host in process isolation
+ *   rest, and one time in two one of them back to 1.0.0 for a while and
+ *   forward again), SIGKILL of the plugin worker of a host in process isolation
  *   (hosts c and d run --isolation process), and the operator's verbs
  *   through the real leaseholdctl on a host's control socket (the loop
  *   pumped while it runs): switchover with and without --to, pause held
  *   then resumed (a reconcile request while paused must be refused),
  *   reconcile requests, config set of a new label (or of one the plugin
  *   must refuse, which may not be stored), a restart with another
- *   --priority, a stop followed by members forget and a restart; and
+ *   --priority, a stop followed by members forget and a restart (never
+ *   of the only host on the newest release: a downgrade on purpose); and
  *   bursts of writes to the plugin's inputs (desired/k0..k9).
  * - A switchover the CLI reports done must not leave the plugin without a
  *   fenced write for longer than the TTL: from the later of the request and
@@ -357,6 +359,17 @@ static bool any_host_behind(void)
 	return false;
 }
 
+/* host i runs a release no other host has reached: forgetting it leaves no
+ * member at the status's version, the downgrade the design allows on
+ * purpose (docs/design.md "A downgrade"), which the checks here refuse */
+static bool only_host_on_newest(int i)
+{
+	for (int j = 0; j < N_HOSTS; j++)
+		if (j != i && G.rel[j] >= G.rel[i])
+			return false;
+	return true;
+}
+
 static bool any_host_on_first(void)
 {
 	for (int i = 0; i < N_HOSTS; i++)
@@ -474,6 +487,18 @@ static void fault_rollout(int i)
 		G.rel[behind[x]] = to;
 		host_install_plugin(h, RELEASES[to], "reconciler.so");
 		run_for(rng_range(0, 500));
+	}
+	/* one time in two, one of them goes back to 1.0.0 for a while: an
+	 * older member beside newer ones may not lead (the status's version
+	 * is newer once the newer release acted), then forward again */
+	if (rng_range(0, 1) == 0) {
+		struct host *h = &G.c.host[behind[0]];
+		int ms = rng_range(500, 2500);
+		fprintf(stderr, "chaos:   reload %s %s -> %s for %d ms, then back\n", h->node,
+			RELEASES[to], RELEASES[0], ms);
+		host_install_plugin(h, RELEASES[0], "reconciler.so");
+		run_for(ms);
+		host_install_plugin(h, RELEASES[to], "reconciler.so");
 	}
 }
 
@@ -714,6 +739,8 @@ static void one_fault(void)
 		k = F_RELOAD;
 	if (k == F_RELOAD && !any_host_behind())
 		k = F_KILL; /* nothing left to roll forward */
+	if (k == F_FORGET && only_host_on_newest(i))
+		k = F_TERM; /* forgetting it would be a downgrade on purpose */
 	if (k == F_ROLLOUT && !any_host_on_first())
 		k = F_KILL; /* no 1.0.0 host left: nothing is incompatible any more */
 	note_fault(k);
