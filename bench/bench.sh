@@ -8,7 +8,8 @@
 # figures 2 and 8 only (to BUILDDIR/bench/RESULTS-crash.md); LH_BENCH_SWITCHOVER=1
 # figure 9 only (to BUILDDIR/bench/RESULTS-switchover.md); LH_BENCH_WATCH=1
 # figures 10-12 only (to BUILDDIR/bench/RESULTS-watch.md), with
-# LH_BENCH_FIG12=N figure 12 alone in N trials.
+# LH_BENCH_FIG12=N figure 12 alone in N trials; LH_BENCH_ROLLOUT=1 figure 13
+# only (to BUILDDIR/bench/RESULTS-rollout.md).
 set -eu
 build=$1
 src=$2
@@ -18,10 +19,12 @@ mkdir -p "$out"
 
 # plugin variants, compiled like plugin/plugin.am compiles the example (the
 # project's warning flags, -fvisibility=hidden, only the descriptor exported)
-cc_plugin() { # file name major minor
+# (min_compatible MC_MAJOR.0.0, default 1; descriptor flags FLAGS, default 0: a macro of plugin.h or a number)
+cc_plugin() { # file name major minor [mc_major [flags]]
 	$CC $CFLAGS -fPIC -shared -I"$src/plugin" \
 		-DBENCH_NAME="\"$2\"" -DBENCH_MAJOR="$3" -DBENCH_MINOR="$4" -DBENCH_PATCH=0 \
-		-DBENCH_MC_MAJOR=1 -DBENCH_MC_MINOR=0 -DBENCH_MC_PATCH=0 \
+		-DBENCH_MC_MAJOR="${5:-1}" -DBENCH_MC_MINOR=0 -DBENCH_MC_PATCH=0 \
+		-DBENCH_FLAGS="${6:-0}" \
 		-o "$out/.$1.tmp" "$src/bench/benchplugin.c"
 	chmod 0755 "$out/.$1.tmp"
 	mv -f "$out/.$1.tmp" "$out/$1"
@@ -34,6 +37,11 @@ while [ $k -le 20 ]; do
 done
 wait
 for n in a b c; do cc_plugin "idle-$n.so" "idle-$n" 1 0; done
+# figure 13: 2.0.0 incompatible with 1.x (min_compatible 2.0.0), under the
+# default rule and, as the reference, with LH_PLUGIN_F_REFERENCE_ROLLOUT
+cc_plugin bench-2.0.0.so bench 2 0 2 &
+cc_plugin bench-2.0.0-ref.so bench 2 0 2 LH_PLUGIN_F_REFERENCE_ROLLOUT
+wait
 
 results=$src/bench/RESULTS.md
 [ "${LH_BENCH_QUICK:-0}" = 1 ] && results=$build/bench/RESULTS-quick.md
@@ -41,6 +49,7 @@ results=$src/bench/RESULTS.md
 [ "${LH_BENCH_CRASH:-0}" = 1 ] && results=$build/bench/RESULTS-crash.md
 [ "${LH_BENCH_SWITCHOVER:-0}" = 1 ] && results=$build/bench/RESULTS-switchover.md
 [ "${LH_BENCH_WATCH:-0}" = 1 ] && results=$build/bench/RESULTS-watch.md
+[ "${LH_BENCH_ROLLOUT:-0}" = 1 ] && results=$build/bench/RESULTS-rollout.md
 table=$build/bench/table.md
 commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
 # (the previous RESULTS.md, rewritten by every run, does not count)

@@ -30,6 +30,7 @@
  * Compile-time identity (every field a plain number / a string):
  *   -DBENCH_NAME='"bench"' -DBENCH_MAJOR=1 -DBENCH_MINOR=0 -DBENCH_PATCH=0
  *   -DBENCH_MC_MAJOR=1 -DBENCH_MC_MINOR=0 -DBENCH_MC_PATCH=0 (min_compatible)
+ *   -DBENCH_FLAGS=0 (descriptor flags, e.g. LH_PLUGIN_F_REFERENCE_ROLLOUT)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -64,6 +65,9 @@
 #endif
 #ifndef BENCH_MC_PATCH
 #define BENCH_MC_PATCH 0
+#endif
+#ifndef BENCH_FLAGS
+#define BENCH_FLAGS 0
 #endif
 
 struct held {
@@ -265,6 +269,7 @@ LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
 	.release = {BENCH_MAJOR, BENCH_MINOR, BENCH_PATCH},
 	.min_reconciler_release = {1, 0, 0},
 	.min_compatible_release = {BENCH_MC_MAJOR, BENCH_MC_MINOR, BENCH_MC_PATCH},
+	.flags = BENCH_FLAGS,
 	.init = b_init,
 	.on_elected = b_on_elected,
 	.on_releases_changed = b_on_releases_changed,

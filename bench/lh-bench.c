@@ -12,9 +12,11 @@
  * Usage: lh-bench PLUGIN_DIR OUT_MD   (env: ETCD, ETCDCTL, LH_BUILDDIR,
  * LH_BENCH_T10 = trials at ttl 10, LH_BENCH_QUICK=1 for a fast smoke run,
  * LH_BENCH_HANDOVER=1 for figure 1 only, LH_BENCH_SWITCHOVER=1 for figure 9
- * only)
+ * only, LH_BENCH_ROLLOUT=1 for figure 13 only)
  * PLUGIN_DIR holds bench-1.<k>.0.so (k = 0..20, min_compatible 1.0.0) and
- * idle-{a,b,c}.so. The table goes to OUT_MD, details to stdout.
+ * idle-{a,b,c}.so, and bench-2.0.0.so / bench-2.0.0-ref.so (min_compatible
+ * 2.0.0; -ref declares LH_PLUGIN_F_REFERENCE_ROLLOUT). The table goes to
+ * OUT_MD, details to stdout.
  */
 #include "config.h"
 
@@ -2227,6 +2229,178 @@ figure12:
 		free(all[i]->v);
 }
 
+/* ------------------- figure 13: dark time of an incompatible rolling upgrade */
+
+#define DARK_MAX_HOSTS 10
+#define DARK_STEP_MS 2000
+
+struct dark_res {
+	double dark_ms;    /* longest stretch without a completed reconcile */
+	double cadence_ms; /* median gap between writes before the rollout */
+	int elections;     /* on_elected calls from the first reload to DONE 2.0.0 */
+	double rollout_s;  /* first reload → status DONE 2.0.0 */
+};
+
+/* the longest stretch without an acknowledged write ('W') of plugin bench
+ * in [t0, t1], from the events at index >= from; *ret_at is where it began */
+static double dark_longest(size_t from, uint64_t t0, uint64_t t1, uint64_t *ret_at)
+{
+	size_t m = 0;
+	uint64_t *ts = malloc((g_nev - from + 2) * sizeof(*ts));
+	CHECK(ts);
+	ts[m++] = t0;
+	for (size_t i = from; i < g_nev; i++)
+		if (g_ev[i].type == 'W' && strcmp(g_ev[i].name, "bench") == 0 && g_ev[i].t > t0 &&
+		    g_ev[i].t < t1)
+			ts[m++] = g_ev[i].t;
+	ts[m++] = t1;
+	for (size_t i = 1; i < m; i++) /* insertion sort: reports of hosts interleave */
+		for (size_t j = i; j > 0 && ts[j - 1] > ts[j]; j--) {
+			uint64_t x = ts[j];
+			ts[j] = ts[j - 1];
+			ts[j - 1] = x;
+		}
+	double best = 0;
+	for (size_t i = 1; i < m; i++)
+		if (ms_between(ts[i - 1], ts[i]) > best) {
+			best = ms_between(ts[i - 1], ts[i]);
+			*ret_at = ts[i - 1];
+		}
+	free(ts);
+	return best;
+}
+
+/* median gap between consecutive writes in [t0, t1] */
+static double dark_cadence(size_t from, uint64_t t0, uint64_t t1)
+{
+	struct samples g = {0};
+	uint64_t prev = 0;
+	for (size_t i = from; i < g_nev; i++) {
+		if (g_ev[i].type != 'W' || strcmp(g_ev[i].name, "bench") || g_ev[i].t < t0 ||
+		    g_ev[i].t > t1)
+			continue;
+		if (prev && g_ev[i].t > prev)
+			s_add(&g, ms_between(prev, g_ev[i].t));
+		prev = g_ev[i].t;
+	}
+	double med = g.n ? s_med(&g) : NAN;
+	free(g.v);
+	return med;
+}
+
+/* where the longest stretch went: the callbacks inside [a, b] by time */
+static void dark_breakdown(size_t from, uint64_t a, uint64_t b)
+{
+	for (size_t i = from; i < g_nev; i++) {
+		const struct ev *e = &g_ev[i];
+		if (e->t >= a && e->t <= b && strchr("IEDFW", e->type) && strcmp(e->name, "bench") == 0)
+			note("  %+8.3f ms %c %s %s", ms_between(a, e->t), e->type, e->node, e->rel);
+	}
+}
+
+/* n hosts on prefix run bench 1.0.0, reconciling every 5 ms; one host every
+ * DARK_STEP_MS hot-reloads newfile (2.0.0, min_compatible 2.0.0): the
+ * longest stretch without a completed reconcile from the first reload to
+ * the status DONE 2.0.0. false when the cluster did not form or settle. */
+static bool dark_rollout(const char *prefix, int n, const char *newfile, struct dark_res *ret)
+{
+	static struct host H[4][DARK_MAX_HOSTS];
+	static int used;
+	CHECK(n <= DARK_MAX_HOSTS && used < 4);
+	struct host *hs = H[used++];
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s%s", g_base, prefix);
+	CHECK(mkdir(dir, 0755) == 0);
+	const char *args[] = {"--prefix", prefix, "--ttl", "10", "--reconcile-wait", "0",
+	                      "--reconcile-interval", "5ms", "--log-level", "info", NULL};
+	size_t from = g_nev;
+	for (int i = 0; i < n; i++) {
+		char node[8];
+		snprintf(node, sizeof(node), "n%02d", i + 1);
+		host_setup(&hs[i], dir, node);
+		install(&hs[i], "bench-1.0.0.so", "bench.so");
+		host_start(&hs[i], harness_etcd_urls(g_etcd), args);
+	}
+	struct release r1 = {1, 0, 0}, r2 = {2, 0, 0};
+	struct observer *o = obs_new(&T, prefix, "bench", r1, r1, r1);
+	obs_wait_members(o, (size_t)n, 60000);
+	obs_wait_status_done(o, r1, 60000);
+	uint64_t steady = mono(); /* one second of steady state gives the cadence */
+	wait_for(p_never, NULL, 1000);
+	uint64_t t0 = mono();
+	bool ok = true;
+	for (int s = 0; s < n && ok; s++) {
+		uint64_t step = mono();
+		size_t sfrom = g_nev;
+		install(&hs[s], newfile, "bench.so");
+		ok = wait_ev(sfrom, 'I', hs[s].node, "bench", "2.0.0", 0, false, 20000) >= 0;
+		if (!ok)
+			note("dark %s: %s did not load %s", prefix, hs[s].node, newfile);
+		uint64_t next = step + (uint64_t)DARK_STEP_MS * 1000000ull;
+		if (ok && s + 1 < n && mono() < next) /* the rollout's pace, not a wait for an event */
+			wait_for(p_never, NULL, (int)((next - mono()) / 1000000ull) + 1);
+	}
+	if (ok) {
+		obs_wait_status_done(o, r2, 60000);
+		uint64_t t1 = mono();
+		uint64_t at = t0;
+		ret->dark_ms = dark_longest(from, t0, t1, &at);
+		ret->cadence_ms = dark_cadence(from, steady, t0);
+		ret->rollout_s = ms_between(t0, t1) / 1000.0;
+		ret->elections = 0;
+		for (size_t i = from; i < g_nev; i++)
+			if (g_ev[i].type == 'E' && g_ev[i].t > t0 && g_ev[i].t < t1)
+				ret->elections++;
+		note("dark %s (%d hosts, %s): longest stretch without a write %.3f ms from %+.3f s after "
+		     "the first reload; cadence %.3g ms; %d on_elected; DONE 2.0.0 %.2f s after the "
+		     "first reload",
+		     prefix, n, newfile, ret->dark_ms, ms_between(t0, at) / 1000.0, ret->cadence_ms,
+		     ret->elections, ret->rollout_s);
+		dark_breakdown(from, at, at + (uint64_t)(ret->dark_ms * 1e6));
+	} else {
+		for (int i = 0; i < n; i++)
+			host_dump_log(&hs[i]);
+	}
+	obs_free(o);
+	for (int i = 0; i < n; i++)
+		stop_host(&hs[i]);
+	return ok;
+}
+
+/* figure 13: both rules in one run, for 3 and 10 hosts; fig1b = figure 1b's
+ * median of this run (the goal: one graceful handover beyond the cadence) */
+static void figure13(double fig1b)
+{
+	static const int sizes[] = {3, 10};
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		int n = sizes[k];
+		char pn[32], pr[32], what[400], ref[300], goal[160];
+		snprintf(pn, sizeof(pn), "/b13n%d", n);
+		snprintf(pr, sizeof(pr), "/b13r%d", n);
+		struct dark_res dn = {0}, dr = {0};
+		bool okn = dark_rollout(pn, n, "bench-2.0.0.so", &dn);
+		bool okr = dark_rollout(pr, n, "bench-2.0.0-ref.so", &dr);
+		struct samples s = {0};
+		if (okn)
+			s_add(&s, dn.dark_ms);
+		snprintf(what, sizeof(what),
+		         "incompatible rolling upgrade, %d hosts, one hot reload every 2 s (1.0.0 → 2.0.0, "
+		         "min_compatible 2.0.0), reconcile every 5 ms (cadence %.3g ms): dark time, the "
+		         "longest stretch without a completed reconcile, first reload → status DONE 2.0.0 "
+		         "(%.1f s; %d on_elected); ratio to figure 1b %.2f",
+		         n, dn.cadence_ms, dn.rollout_s, dn.elections, okn ? dn.dark_ms / fig1b : NAN);
+		snprintf(ref, sizeof(ref),
+		         "reference rule (the same plugin built with LH_PLUGIN_F_REFERENCE_ROLLOUT): %.4g ms "
+		         "(DONE after %.1f s); reference/new %.0f×",
+		         okr ? dr.dark_ms : NAN, dr.rollout_s, okn && okr ? dr.dark_ms / dn.dark_ms : NAN);
+		double goal_ms = fig1b + dn.cadence_ms;
+		snprintf(goal, sizeof(goal), "≤ one graceful handover (1b, %.3g ms) + the cadence = %.3g ms",
+		         fig1b, goal_ms);
+		row("13", what, &s, "ms", ref, goal, okn && dn.dark_ms <= goal_ms ? "yes" : "**no**");
+		free(s.v);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "--echo") == 0)
@@ -2264,6 +2438,20 @@ int main(int argc, char **argv)
 	fprintf(g_md, "| # | figure (timed from → to) | n | median | min | max | reference, same run | goal | met |\n");
 	fprintf(g_md, "|---|---|---|---|---|---|---|---|---|\n");
 
+	/* LH_BENCH_ROLLOUT=1: figure 13 only, beside a few graceful handovers
+	 * (figure 1b) of its own for the goal */
+	if (getenv("LH_BENCH_ROLLOUT") && strcmp(getenv("LH_BENCH_ROLLOUT"), "1") == 0) {
+		struct samples hw = {0};
+		failover("/b13h", "10", SIGTERM, g_quick ? 3 : 10, NULL, &hw, NULL, NULL, NULL);
+		row("1b", "graceful handover (for figure 13's goal): kill(SIGTERM) → the new leader's first fenced txn acknowledged",
+		    &hw, "ms", "-", "-", "-");
+		figure13(s_med(&hw));
+		free(hw.v);
+		note("lh-bench: figure 13 only (LH_BENCH_ROLLOUT=1), %.1f s",
+		     ms_between(t_begin, mono()) / 1000.0);
+		fclose(g_md);
+		return 0;
+	}
 	/* LH_BENCH_SWITCHOVER=1: figure 9 only */
 	bool switchover_only =
 		getenv("LH_BENCH_SWITCHOVER") && strcmp(getenv("LH_BENCH_SWITCHOVER"), "1") == 0;
@@ -2286,6 +2474,7 @@ int main(int argc, char **argv)
 	/* LH_BENCH_CRASH=1: figures 2 and 8 only (iterating on failover) */
 	bool crash_only = getenv("LH_BENCH_CRASH") && strcmp(getenv("LH_BENCH_CRASH"), "1") == 0;
 	char ref[256], goal[128];
+	double fig1b_ms = NAN; /* figure 13's goal */
 	if (!crash_only) {
 	/* ---- 1: graceful handover ---- */
 	struct samples el = {0}, wr = {0}, ref_el = {0}, floor = {0}, e2w = {0}, idle_put = {0},
@@ -2309,6 +2498,7 @@ int main(int argc, char **argv)
 	snprintf(goal, sizeof(goal), "≤ 5 puts (%.3g ms)", 5 * floor_med);
 	row("1b", "graceful handover: kill(SIGTERM) → the new leader's first fenced txn acknowledged by etcd",
 	    &wr, "ms", ref, goal, s_med(&wr) <= 5 * floor_med ? "yes" : "**no**");
+	fig1b_ms = s_med(&wr);
 
 	row("1c", "(breakdown of 1b) on_elected entered → first fenced txn acknowledged", &e2w, "ms",
 	    "-", "-", "-");
@@ -2473,6 +2663,8 @@ int main(int argc, char **argv)
 	figure9(n_main);
 	/* ---- 10-12: watches ---- */
 	watch_figures(g_quick);
+	/* ---- 13: dark time of an incompatible rolling upgrade ---- */
+	figure13(fig1b_ms);
 
 	note("lh-bench: total %.1f s", ms_between(t_begin, mono()) / 1000.0);
 	fprintf(g_md, "\nTotal bench time: %.0f s.\n", ms_between(t_begin, mono()) / 1000.0);

@@ -3,8 +3,10 @@
 #
 # Starts a throwaway etcd on free loopback ports and three leasehold hosts
 # running reconciler.so 1.0.0, then rolls the cluster to 1.1.0 (an
-# incompatible change) by hot reload, one host at a time, printing the plugin
-# table after each step. Then the cluster view (one row per node), a
+# incompatible change) by hot reload, one host at a time; at every step an
+# input is changed and the output written for it is shown (1.0.0 keeps
+# reconciling until the last 1.0.0 node upgraded, then 1.1.0 takes over),
+# with the plugin table. Then the cluster view (one row per node), a
 # switchover to a chosen node, and an input changed right after SIGTERM of
 # the leader, acted on by the new leader. Everything it starts is stopped at
 # the end (also on error or Ctrl-C), and its temp dir is removed.
@@ -90,6 +92,24 @@ member_release() { # host release (as seen by host 1)
   ctl_on 1 members reconciler | grep -Eq "^\| node$1 +\| $2 "
 }
 
+# the example controller's input and output keys (the JSON gateway, no etcdctl needed)
+data=/leasehold/reconciler/data
+b64() { printf %s "$1" | base64 | tr -d '\n'; }
+etcd_put() { curl -fsS "$etcd_url/v3/kv/put" -d "{\"key\":\"$(b64 "$1")\",\"value\":\"$(b64 "$2")\"}" >/dev/null; }
+etcd_get() {
+  curl -fsS "$etcd_url/v3/kv/range" -d "{\"key\":\"$(b64 "$1")\"}" |
+    sed -n 's/.*"value":"\([^"]*\)".*/\1/p' | base64 -d
+}
+output_has() { etcd_get "$data/out/$1" | grep -qF "$2"; }
+writer_of() { # output name: the node of the journal record written in the output's txn
+  local rev
+  rev=$(curl -fsS "$etcd_url/v3/kv/range" -d "{\"key\":\"$(b64 "$data/out/$1")\"}" |
+    sed -n 's/.*"mod_revision":"\([0-9]*\)".*/\1/p')
+  curl -fsS "$etcd_url/v3/kv/range" -d "{\"key\":\"$(b64 "$data/journal/")\",\
+\"range_end\":\"$(b64 "$data/journal0")\",\"min_mod_revision\":\"$rev\",\"max_mod_revision\":\"$rev\"}" |
+    sed -n 's/.*"value":"\([^"]*\)".*/\1/p' | base64 -d | sed -n 's/^node=\([^ ]*\) token=\([0-9]*\) release=\([^ ]*\).*/\1, release \3, fencing token \2/p'
+}
+
 say "three hosts with reconciler.so 1.0.0"
 for n in 1 2 3; do mkdir -p "$work/h$n/plugins"; install_plugin "$n" 1.0.0; start_host "$n"; done
 wait_for "status DONE 1.0.0" 30 status_is 1 DONE 1.0.0
@@ -114,7 +134,14 @@ for n in "${order[@]}"; do
   else
     # the last 1.0.0 node upgraded: one handover to 1.1.0
     wait_for "status DONE 1.1.0" 30 status_is 1 DONE 1.1.0
+    echo "(the last 1.0.0 node upgraded: one handover, 1.1.0 leads and writes its own format)"
   fi
+  # the reconciler never stops: an input changed now is acted on at once
+  # (by a watch, well within the 30 s reconcile interval)
+  echo "\$ put $data/desired/rollout = step$step"
+  etcd_put "$data/desired/rollout" "step$step"
+  wait_for "out/rollout for step$step" 10 output_has rollout "step$step"
+  echo "$data/out/rollout = $(etcd_get "$data/out/rollout")   (written by $(writer_of rollout))"
   table "$n"
   step=$((step + 1))
 done
@@ -148,24 +175,6 @@ ctl_on 1 switchover reconciler --to "node$target" --timeout 20s
 wait_for "node$target leads" 20 leading "$target"
 echo "\$ leaseholdctl history reconciler   # on node1: the term ended by the switchover"
 ctl_on 1 history reconciler | head -n 5
-
-# the example controller's input and output keys (the JSON gateway, no etcdctl needed)
-data=/leasehold/reconciler/data
-b64() { printf %s "$1" | base64 | tr -d '\n'; }
-etcd_put() { curl -fsS "$etcd_url/v3/kv/put" -d "{\"key\":\"$(b64 "$1")\",\"value\":\"$(b64 "$2")\"}" >/dev/null; }
-etcd_get() {
-  curl -fsS "$etcd_url/v3/kv/range" -d "{\"key\":\"$(b64 "$1")\"}" |
-    sed -n 's/.*"value":"\([^"]*\)".*/\1/p' | base64 -d
-}
-output_has() { etcd_get "$data/out/$1" | grep -qF "$2"; }
-writer_of() { # output name: the node of the journal record written in the output's txn
-  local rev
-  rev=$(curl -fsS "$etcd_url/v3/kv/range" -d "{\"key\":\"$(b64 "$data/out/$1")\"}" |
-    sed -n 's/.*"mod_revision":"\([0-9]*\)".*/\1/p')
-  curl -fsS "$etcd_url/v3/kv/range" -d "{\"key\":\"$(b64 "$data/journal/")\",\
-\"range_end\":\"$(b64 "$data/journal0")\",\"min_mod_revision\":\"$rev\",\"max_mod_revision\":\"$rev\"}" |
-    sed -n 's/.*"value":"\([^"]*\)".*/\1/p' | base64 -d | sed -n 's/^node=\([^ ]*\) token=\([0-9]*\).*/\1 (fencing token \2)/p'
-}
 
 say "an input changed right after SIGTERM of the leader (node$target)"
 etcd_put "$data/desired/greeting" hello

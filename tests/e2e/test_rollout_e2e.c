@@ -6,7 +6,9 @@
  *  - the default rule: the 1.0.0 leader keeps its term and reconciles (an
  *    input written mid-rollout gets its v1 output) while 1.1.0 stands by and
  *    says why; when the last 1.0.0 host upgrades, one handover to 1.1.0,
- *    which writes DONE 1.1.0 and the v2 outputs; then a downgrade: a host
+ *    which writes DONE 1.1.0 and the v2 outputs and acts on an input changed
+ *    after the last step (an input changed at every step is acted on,
+ *    each by a watch, not the 1 h reconcile interval); then a downgrade: a host
  *    that reloads 1.0.0 stands by while a 1.1.0 member remains; when the
  *    last one reloads 1.0.0, a 1.0.0 leader restricts the status first;
  *  - the reference flag (LH_PLUGIN_F_REFERENCE_ROLLOUT on 1.1.0): 1.1.0
@@ -177,6 +179,9 @@ static void test_rollout_older_release_keeps_reconciling(void)
 	upgrade(&A, "1.1.0", REL(1, 1, 0));
 	obs_wait_status_done(g_obs, REL(1, 1, 0), 20000);
 	wait_value(data_key("out/x2"), "{\"value\":\"v2\",\"format\":2}", "v2 outputs by 1.1.0");
+	put_input("x3", "v3");
+	wait_value(data_key("out/x3"), "{\"value\":\"v3\",\"format\":2}",
+	           "the 1.1.0 leader acts on an input after the last step");
 	check_invariants();
 
 	/* a downgrade: b reloads 1.0.0; a 1.1.0 member remains, so it stands by */

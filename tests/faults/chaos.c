@@ -17,14 +17,18 @@
  *   link down, its packets from or to etcd dropped (nftables), an etcd
  *   member SIGKILLed and restarted, a hot reload forward (the example plugin
  *   of a newer release dropped into the host's plugin dir: 1.0.0, 1.1.0,
- *   1.2.0), SIGKILL of the plugin worker of a host in process isolation
+ *   1.2.0), an incompatible rollout (while a host runs 1.0.0: some hosts
+ *   reloaded to 1.1.0 or 1.2.0, the inputs changed, a hold, then the
+ *   rest, and one time in two one of them back to 1.0.0 for a while and
+ *   forward again), SIGKILL of the plugin worker of a host in process isolation
  *   (hosts c and d run --isolation process), and the operator's verbs
  *   through the real leaseholdctl on a host's control socket (the loop
  *   pumped while it runs): switchover with and without --to, pause held
  *   then resumed (a reconcile request while paused must be refused),
  *   reconcile requests, config set of a new label (or of one the plugin
  *   must refuse, which may not be stored), a restart with another
- *   --priority, a stop followed by members forget and a restart; and
+ *   --priority, a stop followed by members forget and a restart (never
+ *   of the only host on the newest release: a downgrade on purpose); and
  *   bursts of writes to the plugin's inputs (desired/k0..k9).
  * - A switchover the CLI reports done must not leave the plugin without a
  *   fenced write for longer than the TTL: from the later of the request and
@@ -48,7 +52,8 @@
  *   invariant checker over the whole etcd history (tests/lib/invariants.h,
  *   the output checks included, and (g): every input reflected), and no
  *   journal record of an older release after the first status DONE 1.2.0
- *   (the rollout completed).
+ *   (the rollout completed); the checker's (r) also holds mid-rollout: no
+ *   output written by a release older than a status the rollout reached.
  * - Dead time: the runner notes when it sees each journal record (the
  *   plugin's fenced write). Each gap between two consecutive records is
  *   put down to the last fault injected before the next record was due
@@ -126,6 +131,7 @@ enum fault_kind {
 	F_PRIORITY,
 	F_FORGET,
 	F_INPUTS,
+	F_ROLLOUT,
 	F_KINDS
 };
 
@@ -147,6 +153,7 @@ static const char *const KIND_NAME[F_KINDS] = {
     [F_PRIORITY] = "restart, new priority",
     [F_FORGET] = "stop, members forget",
     [F_INPUTS] = "input writes",
+    [F_ROLLOUT] = "incompatible rollout",
 };
 
 struct fault {
@@ -352,6 +359,25 @@ static bool any_host_behind(void)
 	return false;
 }
 
+/* host i runs a release no other host has reached: forgetting it leaves no
+ * member at the status's version, the downgrade the design allows on
+ * purpose (docs/design.md "A downgrade"), which the checks here refuse */
+static bool only_host_on_newest(int i)
+{
+	for (int j = 0; j < N_HOSTS; j++)
+		if (j != i && G.rel[j] >= G.rel[i])
+			return false;
+	return true;
+}
+
+static bool any_host_on_first(void)
+{
+	for (int i = 0; i < N_HOSTS; i++)
+		if (G.rel[i] == 0)
+			return true;
+	return false;
+}
+
 /* SIGTERM host i: it must exit 0 within 30 s (else it is killed) */
 static void stop_host(int i)
 {
@@ -431,6 +457,49 @@ static void fault_reload(int i, int to)
 	G.rel[i] = to;
 	G.rollout_begun = true;
 	host_install_plugin(h, RELEASES[to], "reconciler.so");
+}
+
+static void fault_inputs(void);
+
+/* an incompatible rollout while a 1.0.0 host remains: hosts behind a newer
+ * release (1.1.0 or 1.2.0, both min_compatible 1.1.0) from i on are
+ * reloaded to it, some now, the rest after the inputs changed and a hold;
+ * meanwhile a 1.0.0 leader keeps reconciling, and once the status reached
+ * the newer release no older one may write an output again (invariants.h
+ * (r)). Only while a host runs 1.0.0 (one_fault makes sure). */
+static void fault_rollout(int i)
+{
+	int behind[N_HOSTS], n = 0, to = rng_range(1, NEWEST);
+	for (int x = 0; x < N_HOSTS; x++)
+		if (G.rel[(i + x) % N_HOSTS] < to)
+			behind[n++] = (i + x) % N_HOSTS;
+	G.rollout_begun = true;
+	int first = rng_range(1, n > 1 ? n - 1 : 1); /* reloaded before the hold */
+	say(F_ROLLOUT, "the cluster", ", %d of %d hosts to %s first", first, n, RELEASES[to]);
+	for (int x = 0; x < n; x++) {
+		if (x == first) { /* the rollout half done: inputs change, then a hold */
+			fault_inputs();
+			run_for(rng_range(300, 2500));
+		}
+		struct host *h = &G.c.host[behind[x]];
+		fprintf(stderr, "chaos:   reload %s %s -> %s\n", h->node, RELEASES[G.rel[behind[x]]],
+			RELEASES[to]);
+		G.rel[behind[x]] = to;
+		host_install_plugin(h, RELEASES[to], "reconciler.so");
+		run_for(rng_range(0, 500));
+	}
+	/* one time in two, one of them goes back to 1.0.0 for a while: an
+	 * older member beside newer ones may not lead (the status's version
+	 * is newer once the newer release acted), then forward again */
+	if (rng_range(0, 1) == 0) {
+		struct host *h = &G.c.host[behind[0]];
+		int ms = rng_range(500, 2500);
+		fprintf(stderr, "chaos:   reload %s %s -> %s for %d ms, then back\n", h->node,
+			RELEASES[to], RELEASES[0], ms);
+		host_install_plugin(h, RELEASES[0], "reconciler.so");
+		run_for(ms);
+		host_install_plugin(h, RELEASES[to], "reconciler.so");
+	}
 }
 
 static void fault_worker(int i)
@@ -670,6 +739,10 @@ static void one_fault(void)
 		k = F_RELOAD;
 	if (k == F_RELOAD && !any_host_behind())
 		k = F_KILL; /* nothing left to roll forward */
+	if (k == F_FORGET && only_host_on_newest(i))
+		k = F_TERM; /* forgetting it would be a downgrade on purpose */
+	if (k == F_ROLLOUT && !any_host_on_first())
+		k = F_KILL; /* no 1.0.0 host left: nothing is incompatible any more */
 	note_fault(k);
 	switch (k) {
 	case F_KILL:
@@ -718,6 +791,9 @@ static void one_fault(void)
 		break;
 	case F_INPUTS:
 		fault_inputs();
+		break;
+	case F_ROLLOUT:
+		fault_rollout(i);
 		break;
 	case F_KINDS:
 		break;

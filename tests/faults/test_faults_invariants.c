@@ -276,14 +276,15 @@ static void base_io(struct inv_history *h)
 }
 
 struct io_counts {
-	int e, f, p, g;
+	int e, f, p, g, r;
 };
 
 static struct io_counts run_io(const struct inv_history *h)
 {
 	struct io_counts c = {inv_check_outputs_fenced(h, P, N), inv_check_output_releases(h, P, N),
-			      inv_check_pause(h, P, N), inv_check_inputs_reflected(h, P, N)};
-	fprintf(stderr, "  -> violations: e=%d f=%d p=%d g=%d\n", c.e, c.f, c.p, c.g);
+			      inv_check_pause(h, P, N), inv_check_inputs_reflected(h, P, N),
+			      inv_check_output_status(h, P, N)};
+	fprintf(stderr, "  -> violations: e=%d f=%d p=%d g=%d r=%d\n", c.e, c.f, c.p, c.g, c.r);
 	return c;
 }
 
@@ -292,7 +293,7 @@ static void test_clean_outputs_pass(void)
 	struct inv_history h;
 	base_io(&h);
 	struct io_counts c = run_io(&h);
-	CHECK(c.e == 0 && c.f == 0 && c.p == 0 && c.g == 0);
+	CHECK(c.e == 0 && c.f == 0 && c.p == 0 && c.g == 0 && c.r == 0);
 	inv_history_free(&h);
 }
 
@@ -329,6 +330,31 @@ static void test_older_release_rewriting_trips_release_order(void)
 	c = run_io(&h);
 	CHECK_INT_EQ(c.f, 1);
 	CHECK_INT_EQ(c.g, 1); /* status 1.1.0 wants format v2 */
+	inv_history_free(&h);
+}
+
+/* the status reached 1.1.0 (its WORKING, before 1.1.0 wrote any output):
+ * a 1.0.0 leader that writes an output after it, even one 1.1.0 never
+ * wrote, trips (r) but not (f) */
+static void test_older_release_after_newer_status_trips_no_rollback(void)
+{
+	struct inv_history h;
+	base_io(&h);
+	put(&h, 10, EL "bb", "b", 10);
+	del(&h, 11, EL "aa");
+	put_status(&h, 12, WORKING, REL(1, 1, 0), REL(1, 1, 0), 5);
+	journal(&h, 13, 10, 0, "b", "1.1.0", 0);
+	put(&h, 13, OUT "x", "{\"value\":\"2\",\"format\":2}", 4);
+	struct io_counts c = run_io(&h);
+	CHECK(c.e == 0 && c.f == 0 && c.r == 0);
+	put(&h, 14, IN "y", "1", 14);
+	put(&h, 15, EL "cc", "c", 15);
+	del(&h, 16, EL "bb");
+	journal(&h, 17, 15, 0, "c", "1.0.0", 0);
+	put(&h, 17, OUT "y", "value=1", 17); /* 1.0.0 after status 1.1.0 */
+	c = run_io(&h);
+	CHECK_INT_EQ(c.r, 1);
+	CHECK_INT_EQ(c.f, 0);
 	inv_history_free(&h);
 }
 
@@ -434,6 +460,7 @@ int main(void)
 	RUN(test_clean_outputs_pass);
 	RUN(test_unfenced_output_trips_outputs_fenced);
 	RUN(test_older_release_rewriting_trips_release_order);
+	RUN(test_older_release_after_newer_status_trips_no_rollback);
 	RUN(test_write_while_paused_trips_pause);
 	RUN(test_stale_output_trips_inputs_reflected);
 	RUN(test_real_etcd_history_is_checked);

@@ -651,6 +651,7 @@ int inv_check_all(struct tu *t, const char *prefix, const char *plugin, struct i
 	bad += inv_check_desired(&h, prefix, plugin);
 	bad += inv_check_outputs_fenced(&h, prefix, plugin);
 	bad += inv_check_output_releases(&h, prefix, plugin);
+	bad += inv_check_output_status(&h, prefix, plugin);
 	bad += inv_check_pause(&h, prefix, plugin);
 	fprintf(stderr,
 		"invariants over %zu events up to revision %" PRId64 " (%" PRIu64

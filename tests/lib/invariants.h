@@ -38,6 +38,13 @@
  *   (f) release order: along revision order no output is written by a
  *                 release older than one that wrote that output before (the
  *                 release of the journal record of the same revision);
+ *   (r) no rollback: along revision order no output is written (PUT or
+ *                 DELETE) by a release older than the newest version the
+ *                 status has reached before it (the release of the journal
+ *                 record of the same revision): once a newer release's
+ *                 status is written, an older one never acts on the outputs
+ *                 again, even on an output the newer one has not written
+ *                 yet (a downgrade on purpose, which also trips (c), aside);
  *   (p) pause:    between a PUT of P/N/paused and the DELETE that ends it,
  *                 at most one revision writes under P/N/data/ (inputs
  *                 aside), and its token's election key lived at the pause's
@@ -105,13 +112,14 @@ int inv_check_status(const struct inv_history *h, const char *prefix, const char
 		     struct inv_stats *st);
 int inv_check_desired(const struct inv_history *h, const char *prefix, const char *plugin);
 
-/* the output checks (e), (f), (p) and (g) of the notes, as the four above */
+/* the output checks (e), (f), (r), (p) and (g) of the notes, as the four above */
 int inv_check_outputs_fenced(const struct inv_history *h, const char *prefix, const char *plugin);
 int inv_check_output_releases(const struct inv_history *h, const char *prefix, const char *plugin);
+int inv_check_output_status(const struct inv_history *h, const char *prefix, const char *plugin);
 int inv_check_pause(const struct inv_history *h, const char *prefix, const char *plugin);
 int inv_check_inputs_reflected(const struct inv_history *h, const char *prefix, const char *plugin);
 
-/* inv_check_all - load the history, run (a)-(f) and (p), compare the replayed end
+/* inv_check_all - load the history, run (a)-(f), (r) and (p), compare the replayed end
  * state of prefix with a live range; print a summary. Returns the number of
  * violations (the caller CHECKs it is 0). */
 int inv_check_all(struct tu *t, const char *prefix, const char *plugin, struct inv_stats *st);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * invariants_outputs.c - the checks on the example plugin's inputs and
- * outputs, (e), (f), (p) and (g); see invariants.h for the design notes.
+ * outputs, (e), (f), (r), (p) and (g); see invariants.h for the design notes.
  */
 #include "config.h"
 
@@ -111,6 +111,41 @@ int inv_check_output_releases(const struct inv_history *h, const char *prefix, c
 		snprintf(o->node, sizeof(o->node), "%s", j.node);
 	}
 	free(seen);
+	return bad;
+}
+
+int inv_check_output_status(const struct inv_history *h, const char *prefix, const char *plugin)
+{
+	struct keys k;
+	inv_make_keys(prefix, plugin, &k);
+	int bad = 0;
+	bool have = false;
+	struct release top = {0}; /* the newest status version so far */
+	int64_t top_rev = 0;
+	for (size_t i = 0; i < h->n; i++) {
+		const struct inv_event *e = &h->ev[i];
+		int state;
+		struct release v, m, r;
+		if (!e->del && strcmp(e->key, k.status) == 0 &&
+		    election_decode_status(e->val, e->val_len, &state, &v, &m) == 0) {
+			if (!have || release_less(top, v)) {
+				top = v;
+				top_rev = e->rev;
+			}
+			have = true; /* undecodable values are (c)'s business */
+			continue;
+		}
+		struct jparsed j;
+		if (!have || !inv_starts(e->key, k.out) || !journal_of_txn(h, i, &k, &j) ||
+		    release_parse(j.release, &r) < 0 || !release_less(r, top))
+			continue; /* unfenced writes are (e)'s business */
+		char was[RELEASE_STRLEN];
+		release_format(top, was, sizeof(was));
+		VIOL("(r) no rollback: %s %s by release %s (node=%s token=%" PRId64
+		     ") at revision %" PRId64 " after the status reached %s at revision %" PRId64,
+		     e->del ? "DELETE of" : "PUT of", e->key, j.release, j.node, j.token, e->rev,
+		     was, top_rev);
+	}
 	return bad;
 }
 
