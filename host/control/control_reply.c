@@ -151,6 +151,19 @@ int control_reply_plugins(struct control_reply *rp, const struct control_plugin 
 		d->p.config_revision = s->config_revision;
 		d->p.view_stale = s->view_stale;
 		d->p.view_stale_ms = s->view_stale_ms;
+		if (s->pinned) {
+			control_reply_release(&d->pin, s->pin);
+			d->p.pin = &d->pin;
+		}
+		d->p.pin_forced = s->pin_forced;
+		d->p.pin_by = control_reply_str(rp, s->pin_by);
+		d->p.pin_at = s->pin_at;
+		d->p.pin_error = control_reply_str(rp, s->pin_error);
+		if (s->has_acting) {
+			control_reply_release(&d->acting, s->acting_release);
+			d->p.acting_release = &d->acting;
+		}
+		d->p.acting_basis = control_reply_str(rp, s->acting_basis);
 		rp->pp[i] = &d->p;
 	}
 	rp->r.plugins = rp->pp;
