@@ -312,6 +312,22 @@ int control_codec_forget_request_encode(const char *name, const char *node, uint
 	return control_codec_request_pack(&req, ret_buf, ret_len);
 }
 
+int control_codec_pin_request_encode(const char *name, const char *version, bool force,
+				     uint8_t **ret_buf, size_t *ret_len)
+{
+	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
+
+	if (!name)
+		return -EINVAL;
+	req.protocol = CONTROL_PROTOCOL;
+	req.kind = version ? LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN
+			   : LEASEHOLD__CONTROL__KIND__KIND_RELEASE_UNPIN;
+	req.name = (char *)name;
+	req.version = (char *)(version ? version : "");
+	req.force = force;
+	return control_codec_request_pack(&req, ret_buf, ret_len);
+}
+
 static bool control_codec_str_ok(const char *s)
 {
 	return s && strnlen(s, CONTROL_STRING_MAX + 1) <= CONTROL_STRING_MAX;

@@ -346,6 +346,11 @@ int control_answer_pack(const struct control_answer *a, uint8_t **ret_buf, size_
 		control_reply_error(&rp, (Leasehold__Control__Code)a->code, "%s",
 			    a->message ? a->message : "");
 	} else {
+		if (a->message && a->message[0]) {
+			/* an OK answer's note (a forced pin's warning) */
+			snprintf(rp.msg, sizeof(rp.msg), "%s", a->message);
+			rp.r.message = rp.msg;
+		}
 		if (r == 0)
 			r = control_reply_plugins(&rp, a->plugins, a->n_plugins);
 		for (size_t i = 0; r == 0 && a->plugin_nodes && i < a->n_plugins; i++) {
