@@ -10,6 +10,7 @@
  *    keeps its term and reconciles an input written meanwhile, the 1.1.0
  *    nodes stand by saying the pin holds them, `release NAME` shows the
  *    pin, the release that acts, the leader and the members per release;
+ *    a switchover to a 1.1.0 node is refused with the pin as the reason;
  *  - unpin: exactly one handover (one new term in the history, the old
  *    one ended newer-release), to 1.1.0;
  *  - observer mode: once 1.1.0 reconciled (status 1.1.0) and a host went
@@ -170,6 +171,11 @@ static void test_pin_holds_then_one_handover(void)
 	CHECK_STR_EQ(jstr(j, "leader_release"), "1.0.0");
 	json_object_put(j);
 	ctl_out_free(&o);
+
+	/* a switchover to a node the pin holds back is refused with the reason */
+	host_ctl(&A, &o, "switchover", PLUGIN, "--to", "c", NULL);
+	expect(2, &o, "node c runs release 1.1.0 of plugin 'reconciler', which may not lead now: "
+	              "release 1.1.0 is newer than the pin 1.0.0", "switchover past the pin");
 
 	size_t before = terms(&A, NULL, 0);
 	host_ctl(&A, &o, "release", "unpin", PLUGIN, NULL);
