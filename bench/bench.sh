@@ -6,7 +6,8 @@
 # written to BUILDDIR/bench/RESULTS-quick.md instead); LH_BENCH_HANDOVER=1 runs
 # figure 1 only (to BUILDDIR/bench/RESULTS-handover.md); LH_BENCH_CRASH=1
 # figures 2 and 8 only (to BUILDDIR/bench/RESULTS-crash.md); LH_BENCH_SWITCHOVER=1
-# figure 9 only (to BUILDDIR/bench/RESULTS-switchover.md); LH_BENCH_WATCH=1
+# figure 9 only (to BUILDDIR/bench/RESULTS-switchover.md); LH_BENCH_PIN=1 figure
+# 13 only (to BUILDDIR/bench/RESULTS-pin.md); LH_BENCH_WATCH=1
 # figures 10-12 only (to BUILDDIR/bench/RESULTS-watch.md), with
 # LH_BENCH_FIG12=N figure 12 alone in N trials; LH_BENCH_ROLLOUT=1 figure 13
 # only (to BUILDDIR/bench/RESULTS-rollout.md).
@@ -48,6 +49,7 @@ results=$src/bench/RESULTS.md
 [ "${LH_BENCH_HANDOVER:-0}" = 1 ] && results=$build/bench/RESULTS-handover.md
 [ "${LH_BENCH_CRASH:-0}" = 1 ] && results=$build/bench/RESULTS-crash.md
 [ "${LH_BENCH_SWITCHOVER:-0}" = 1 ] && results=$build/bench/RESULTS-switchover.md
+[ "${LH_BENCH_PIN:-0}" = 1 ] && results=$build/bench/RESULTS-pin.md
 [ "${LH_BENCH_WATCH:-0}" = 1 ] && results=$build/bench/RESULTS-watch.md
 [ "${LH_BENCH_ROLLOUT:-0}" = 1 ] && results=$build/bench/RESULTS-rollout.md
 table=$build/bench/table.md

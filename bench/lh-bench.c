@@ -12,7 +12,8 @@
  * Usage: lh-bench PLUGIN_DIR OUT_MD   (env: ETCD, ETCDCTL, LH_BUILDDIR,
  * LH_BENCH_T10 = trials at ttl 10, LH_BENCH_QUICK=1 for a fast smoke run,
  * LH_BENCH_HANDOVER=1 for figure 1 only, LH_BENCH_SWITCHOVER=1 for figure 9
- * only, LH_BENCH_ROLLOUT=1 for figure 13 only)
+ * only, LH_BENCH_ROLLOUT=1 for figure 13 only, LH_BENCH_PIN=1 for figure 14
+ * only)
  * PLUGIN_DIR holds bench-1.<k>.0.so (k = 0..20, min_compatible 1.0.0) and
  * idle-{a,b,c}.so, and bench-2.0.0.so / bench-2.0.0-ref.so (min_compatible
  * 2.0.0; -ref declares LH_PLUGIN_F_REFERENCE_ROLLOUT). The table goes to
@@ -56,6 +57,7 @@
 #include "plugins/fakehost.h"
 #include "raftleader.h"
 #include "election/election_switchover_request.h"
+#include "election/election_pin_request.h"
 #include "testutil.h"
 
 /* ---------------------------------------------------------------- utils */
@@ -1905,6 +1907,142 @@ static void figure9(int n)
 	free(twr.v);
 }
 
+/* ---------------------------------------- figure 14: unpin → handover */
+
+static uint64_t g_pin_ack; /* mono() when the pin request's txn was acknowledged */
+static int g_pin_err = 1;  /* 1 = no answer yet */
+
+static void on_pin_done(void *ud, int err, const char *msg, const char *warning, int64_t rev)
+{
+	(void)ud;
+	(void)warning;
+	(void)rev;
+	g_pin_ack = mono();
+	g_pin_err = err;
+	if (err < 0 && err != -EBUSY)
+		note("pin refused: %s", msg ? msg : "?");
+}
+
+static bool p_pin_done(void *arg)
+{
+	(void)arg;
+	return g_pin_err != 1;
+}
+
+/* the pin request as `leaseholdctl release pin|unpin` has it written
+ * (pin_request_start on the bench's etcd client); true when it was */
+static bool pin_write(const char *prefix, const char *rel)
+{
+	struct pin_request rq = {.prefix = prefix, .name = "bench", .requester = "lh-bench",
+	                         .unpin = rel == NULL};
+	if (rel)
+		CHECK_OK(release_parse(rel, &rq.release));
+	/* a member or status record that moved between the check and the
+	 * write refuses the request (-EBUSY): at start-up the hosts' own
+	 * records do; ask again */
+	for (int tries = 0; tries < 100; tries++) {
+		g_pin_err = 1;
+		CHECK_OK(pin_request_start(T.etcd, &rq, on_pin_done, NULL));
+		if (!wait_for(p_pin_done, NULL, 10000))
+			return false;
+		if (g_pin_err != -EBUSY)
+			break;
+	}
+	return g_pin_err == 0;
+}
+
+/* two hosts on prefix: trial k pins the leader's release 1.(k-1).0, loads
+ * the compatible 1.k.0 on the other host (it would lead at once: the pin
+ * holds it), then unpins: from the unpin's txn acknowledged to the 1.k.0
+ * host's on_elected and its first fenced write acknowledged. */
+static void pin_fig(const char *prefix, int n, struct samples *elected, struct samples *write)
+{
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s%s", g_base, prefix);
+	CHECK(mkdir(dir, 0755) == 0);
+	static struct host A, B;
+	host_setup(&A, dir, "a");
+	host_setup(&B, dir, "b");
+	install(&A, "bench-1.0.0.so", "bench.so");
+	install(&B, "bench-1.0.0.so", "bench.so");
+	size_t from = g_nev;
+	start_host(&A, prefix, "10");
+	if (wait_ev(from, 'W', "a", "bench", NULL, 0, false, 30000) < 0) {
+		note("pin %s: host a never wrote", prefix);
+		return;
+	}
+	start_host(&B, prefix, "10");
+	struct host *L = &A, *O = &B;
+	for (int k = 1; k <= n && k <= 20; k++) {
+		char old[16], rel[16], file[64];
+		snprintf(old, sizeof(old), "1.%d.0", k - 1);
+		snprintf(rel, sizeof(rel), "1.%d.0", k);
+		snprintf(file, sizeof(file), "bench-%s.so", rel);
+		if (!pin_write(prefix, old)) {
+			note("pin %s: trial %d: the pin failed", prefix, k);
+			break;
+		}
+		from = g_nev;
+		install(O, file, "bench.so");
+		if (wait_ev(from, 'I', O->node, "bench", rel, 0, false, 20000) < 0) {
+			note("pin %s: trial %d: %s never ran %s", prefix, k, O->node, rel);
+			break;
+		}
+		wait_for(p_never, NULL, 20); /* from a quiet etcd, like figure 1 */
+		from = g_nev;
+		if (!pin_write(prefix, NULL)) {
+			note("pin %s: trial %d: the unpin failed", prefix, k);
+			break;
+		}
+		long ke = wait_ev(from, 'E', O->node, "bench", rel, 0, false, 60000);
+		if (ke < 0) {
+			note("pin %s: trial %d: no on_elected on %s", prefix, k, O->node);
+			host_dump_log(O);
+			break;
+		}
+		long kw2 = wait_ev(from, 'W', O->node, "bench", rel, g_ev[ke].a, true, 60000);
+		s_add(elected, ms_between(g_pin_ack, g_ev[ke].t));
+		if (kw2 >= 0)
+			s_add(write, ms_between(g_pin_ack, g_ev[kw2].t));
+		/* the old leader's host loads the same release: both run 1.k.0 */
+		from = g_nev;
+		install(L, file, "bench.so");
+		if (wait_ev(from, 'I', L->node, "bench", rel, 0, false, 20000) < 0) {
+			note("pin %s: trial %d: %s never ran %s", prefix, k, L->node, rel);
+			break;
+		}
+		struct host *t = L;
+		L = O;
+		O = t;
+	}
+	stop_host(&A);
+	stop_host(&B);
+}
+
+/* figure 14: `release unpin` → the newer release's first fenced write,
+ * beside the graceful (SIGTERM) handover of figure 1 in the same stretch
+ * of the run; goal: within 1.5 times 1b */
+static void figure14(int n)
+{
+	struct samples pel = {0}, pwr = {0}, tel = {0}, twr = {0};
+	pin_fig("/b13p", n, &pel, &pwr);
+	failover("/b13t", "10", SIGTERM, n, &tel, &twr, NULL, NULL, NULL);
+	char ref[256], goal[128];
+	double rw = s_med(&twr);
+	fmt_ref(ref, sizeof(ref), &tel, "ms", "SIGTERM of the leader → on_elected (as 1a, this run)");
+	row("14", "release unpin: the unpin's txn acknowledged → the newer release's plugin enters on_elected",
+	    &pel, "ms", ref, "-", "-");
+	fmt_ref(ref, sizeof(ref), &twr, "ms", "SIGTERM → first fenced txn acknowledged (as 1b, this run)");
+	snprintf(goal, sizeof(goal), "≤ 1.5 × (%.3g ms); ratio %.2f", 1.5 * rw,
+	         pwr.n && rw > 0 ? s_med(&pwr) / rw : 0.0);
+	row("14", "release unpin: the unpin's txn acknowledged → the newer release's first fenced txn acknowledged",
+	    &pwr, "ms", ref, goal, pwr.n && s_med(&pwr) <= 1.5 * rw ? "yes" : "**no**");
+	free(pel.v);
+	free(pwr.v);
+	free(tel.v);
+	free(twr.v);
+}
+
 /* ------------------------------------ figures 10-12: watches (ABI 1.2) */
 
 /* a bare JSON-gateway watch client on its own thread: timestamps every read
@@ -2462,6 +2600,14 @@ int main(int argc, char **argv)
 		fclose(g_md);
 		return 0;
 	}
+	/* LH_BENCH_PIN=1: figure 14 only */
+	if (getenv("LH_BENCH_PIN") && strcmp(getenv("LH_BENCH_PIN"), "1") == 0) {
+		figure14(n_main);
+		note("lh-bench: figure 14 only (LH_BENCH_PIN=1), %.1f s",
+		     ms_between(t_begin, mono()) / 1000.0);
+		fclose(g_md);
+		return 0;
+	}
 	/* LH_BENCH_WATCH=1: figures 10-12 only (watches) */
 	if (getenv("LH_BENCH_WATCH") && strcmp(getenv("LH_BENCH_WATCH"), "1") == 0) {
 		unsetenv("LH_BENCH_WATCH"); /* per host, set by start_watch_host */
@@ -2661,6 +2807,7 @@ int main(int argc, char **argv)
 	}
 
 	figure9(n_main);
+	figure14(n_main);
 	/* ---- 10-12: watches ---- */
 	watch_figures(g_quick);
 	/* ---- 13: dark time of an incompatible rolling upgrade ---- */

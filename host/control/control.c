@@ -360,8 +360,23 @@ static void control_async_result(const struct request *rq, struct control_reply 
 {
 	const char *why = msg && msg[0] ? msg : strerror(err < 0 ? -err : EIO);
 
-	if (err == 0)
-		return; /* CODE_OK, nothing else */
+	if (err == 0) {
+		/* CODE_OK; a forced pin carries the operator's warning */
+		if (msg && msg[0] && rq->kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN) {
+			snprintf(rp->msg, sizeof(rp->msg), "%s", msg);
+			rp->r.message = rp->msg;
+		}
+		return;
+	}
+	if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN ||
+	    rq->kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_UNPIN) {
+		/* a refusal on the records read (exit 2), else the write failed */
+		bool refused = err == -EBUSY || err == -ESRCH || err == -ERANGE || err == -ENOENT;
+		control_reply_error(rp, refused ? LEASEHOLD__CONTROL__CODE__CODE_BUSY
+		                                : LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+		                    "%s", why);
+		return;
+	}
 	if (err == -ENOENT && rq->kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET)
 		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND, "%s", why);
 	else if (rq->kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET)
@@ -413,6 +428,19 @@ static void control_async_done(void *done_ctx, int err, const char *msg)
 		control_run_deferred_notify(c);
 }
 
+/* control_do_pin - release pin / unpin: the op with the decoded release
+ * (the decoder checked its syntax) */
+static int control_do_pin(struct control *c, const Leasehold__Control__Request *req,
+			  struct request *rq, char *err, size_t err_len)
+{
+	struct release rel = {0, 0, 0};
+	bool unpin = req->kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_UNPIN;
+	if (!unpin && release_parse(req->version, &rel) < 0)
+		return -EINVAL;
+	return c->ops->release_pin(c->ud, req->name, unpin, rel, req->force, control_async_done, rq,
+				   err, err_len);
+}
+
 /* control_do_async - start an asynchronous op (roles set/clear, members forget; the
  * decoder validated its fields). Returns true when the request now waits
  * for done() (no reply to send now); false with the reply in rp. */
@@ -426,10 +454,12 @@ static bool control_do_async(struct control *c, struct control_conn *conn, struc
 
 	bool pause = kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE ||
 		     kind == LEASEHOLD__CONTROL__KIND__KIND_RESUME;
+	bool pin = kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN ||
+		   kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_UNPIN;
 
 	if ((kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR && !c->ops->roles_clear) ||
 	    (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET && !c->ops->roles_set) ||
-	    (pause && !c->ops->pause) ||
+	    (pause && !c->ops->pause) || (pin && !c->ops->release_pin) ||
 	    (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET && !c->ops->members_forget)) {
 		control_not_supported(rp);
 		return false;
@@ -456,6 +486,8 @@ static bool control_do_async(struct control *c, struct control_conn *conn, struc
 	else if (pause)
 		r = c->ops->pause(c->ud, req->name, kind == LEASEHOLD__CONTROL__KIND__KIND_PAUSE,
 				  control_async_done, rq, err, sizeof(err));
+	else if (pin)
+		r = control_do_pin(c, req, rq, err, sizeof(err));
 	else if (kind == LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR)
 		r = c->ops->roles_clear(c->ud, req->node, control_async_done, rq, err, sizeof(err));
 	else
@@ -466,7 +498,7 @@ static bool control_do_async(struct control *c, struct control_conn *conn, struc
 	err[sizeof(err) - 1] = '\0';
 	if (r < 0) {
 		/* done() never runs (a stashed early one is ignored) */
-		if (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET || pause)
+		if (kind == LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET || pause || pin)
 			control_reply_error(rp,
 				    r == -ENOENT ? LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND
 						 : LEASEHOLD__CONTROL__CODE__CODE_FAILED,
@@ -953,6 +985,8 @@ static void control_on_request(void *ud, struct control_conn *conn, const uint8_
 		case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET:
 		case LEASEHOLD__CONTROL__KIND__KIND_PAUSE:
 		case LEASEHOLD__CONTROL__KIND__KIND_RESUME:
+		case LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN:
+		case LEASEHOLD__CONTROL__KIND__KIND_RELEASE_UNPIN:
 			if (control_do_async(c, conn, &rp, req))
 				goto done; /* answered by control_async_done */
 			break;

@@ -92,6 +92,16 @@ struct control_plugin {
 	 * last mirror, no longer kept current (for view_stale_ms) */
 	bool view_stale;
 	uint64_t view_stale_ms;
+	/* the operator's pin (P/N/pin) as mirrored, and the rule's answer */
+	bool pinned;
+	bool pin_forced;
+	struct release pin;
+	const char *pin_by;    /* NULL = unknown */
+	int64_t pin_at;
+	const char *pin_error; /* the record does not decode (ignored), else NULL */
+	bool has_acting;       /* a release may campaign now */
+	struct release acting_release;
+	const char *acting_basis; /* why, in words (NULL = unknown) */
 };
 
 /* completion of a configuration read or write (pconfig): err 0 or -errno
@@ -218,6 +228,13 @@ struct control_ops {
 	 * then what was asked. */
 	int (*switchover)(void *ud, const char *name, const char *to, uint32_t timeout_ms,
 	                  control_switchover_fn done, void *done_ctx, char *err, size_t err_len);
+	/* release_pin - pin plugin NAME at rel (unpin: delete its pin; rel and
+	 * force unused), checked against its records in etcd
+	 * (election_pin_request.h). As members_forget; done's err -EBUSY,
+	 * -ESRCH, -ERANGE, -ENOENT are refusals with the reason in msg; on
+	 * success msg is NULL or a warning for the operator (a forced pin). */
+	int (*release_pin)(void *ud, const char *name, bool unpin, struct release rel, bool force,
+	                   control_done_fn done, void *done_ctx, char *err, size_t err_len);
 
 	/* ---- plugin configuration (pconfig); NULL = "not supported" ---- */
 	/* config_get - read plugin NAME's cluster document from etcd (any

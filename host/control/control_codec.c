@@ -94,13 +94,15 @@ static bool control_codec_kind_needs_name(int kind)
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET ||
-	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_UNPIN;
 }
 
 static bool control_codec_kind_known(int kind)
 {
 	return (kind >= LEASEHOLD__CONTROL__KIND__KIND_PLUGINS &&
-	        kind <= LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER) ||
+	        kind <= LEASEHOLD__CONTROL__KIND__KIND_RELEASE_UNPIN) ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
 }
@@ -196,6 +198,16 @@ int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control
 	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER &&
 	    ((req->node && req->node[0] && !control_codec_node_ok(req->node)) || req->n_roles)) {
 		why = "invalid switchover target (1..128 printable ASCII characters, no '/')";
+		r = -EINVAL;
+		goto fail;
+	}
+	struct release pinned;
+	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN
+		? release_parse(req->version, &pinned) < 0
+		: req->version && req->version[0]) {
+		why = req->kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN
+			  ? "invalid release to pin (major.minor.patch)"
+			  : "this request takes no release";
 		r = -EINVAL;
 		goto fail;
 	}
@@ -300,6 +312,22 @@ int control_codec_forget_request_encode(const char *name, const char *node, uint
 	return control_codec_request_pack(&req, ret_buf, ret_len);
 }
 
+int control_codec_pin_request_encode(const char *name, const char *version, bool force,
+				     uint8_t **ret_buf, size_t *ret_len)
+{
+	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
+
+	if (!name)
+		return -EINVAL;
+	req.protocol = CONTROL_PROTOCOL;
+	req.kind = version ? LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN
+			   : LEASEHOLD__CONTROL__KIND__KIND_RELEASE_UNPIN;
+	req.name = (char *)name;
+	req.version = (char *)(version ? version : "");
+	req.force = force;
+	return control_codec_request_pack(&req, ret_buf, ret_len);
+}
+
 static bool control_codec_str_ok(const char *s)
 {
 	return s && strnlen(s, CONTROL_STRING_MAX + 1) <= CONTROL_STRING_MAX;
@@ -318,6 +346,9 @@ static bool control_codec_plugin_ok(const Leasehold__Control__Plugin *p)
 	if (!control_codec_str_ok(p->pause_error) || !control_codec_str_ok(p->paused_by))
 		return false;
 	if (!control_codec_str_ok(p->config_error))
+		return false;
+	if (!control_codec_str_ok(p->pin_by) || !control_codec_str_ok(p->pin_error) ||
+	    !control_codec_str_ok(p->acting_basis))
 		return false;
 	return true;
 }
@@ -442,6 +473,10 @@ const char *control_codec_kind_str(int kind)
 		return "config-get";
 	case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET:
 		return "config-set";
+	case LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN:
+		return "release-pin";
+	case LEASEHOLD__CONTROL__KIND__KIND_RELEASE_UNPIN:
+		return "release-unpin";
 	default:
 		return "?";
 	}

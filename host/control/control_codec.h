@@ -87,6 +87,11 @@ int control_codec_roles_request_encode_force(Leasehold__Control__Kind kind, cons
 					     const char *const *roles, size_t n, bool force,
 					     uint8_t **ret_buf, size_t *ret_len);
 
+/* control_codec_pin_request_encode - pack a RELEASE_PIN (version, force)
+ * or, with version NULL, a RELEASE_UNPIN request for plugin name; 0 or -errno */
+int control_codec_pin_request_encode(const char *name, const char *version, bool force,
+				     uint8_t **ret_buf, size_t *ret_len);
+
 /* control_codec_forget_request_encode - pack a MEMBERS_FORGET request
  * (plugin name, node) into a malloc'd buffer (caller frees *ret_buf); not
  * validated here. Returns 0 or -ENOMEM/-EINVAL (NULL argument). */

@@ -151,6 +151,19 @@ int control_reply_plugins(struct control_reply *rp, const struct control_plugin 
 		d->p.config_revision = s->config_revision;
 		d->p.view_stale = s->view_stale;
 		d->p.view_stale_ms = s->view_stale_ms;
+		if (s->pinned) {
+			control_reply_release(&d->pin, s->pin);
+			d->p.pin = &d->pin;
+		}
+		d->p.pin_forced = s->pin_forced;
+		d->p.pin_by = control_reply_str(rp, s->pin_by);
+		d->p.pin_at = s->pin_at;
+		d->p.pin_error = control_reply_str(rp, s->pin_error);
+		if (s->has_acting) {
+			control_reply_release(&d->acting, s->acting_release);
+			d->p.acting_release = &d->acting;
+		}
+		d->p.acting_basis = control_reply_str(rp, s->acting_basis);
 		rp->pp[i] = &d->p;
 	}
 	rp->r.plugins = rp->pp;
@@ -333,6 +346,11 @@ int control_answer_pack(const struct control_answer *a, uint8_t **ret_buf, size_
 		control_reply_error(&rp, (Leasehold__Control__Code)a->code, "%s",
 			    a->message ? a->message : "");
 	} else {
+		if (a->message && a->message[0]) {
+			/* an OK answer's note (a forced pin's warning) */
+			snprintf(rp.msg, sizeof(rp.msg), "%s", a->message);
+			rp.r.message = rp.msg;
+		}
 		if (r == 0)
 			r = control_reply_plugins(&rp, a->plugins, a->n_plugins);
 		for (size_t i = 0; r == 0 && a->plugin_nodes && i < a->n_plugins; i++) {

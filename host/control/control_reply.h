@@ -24,7 +24,7 @@
 /* Storage for one Plugin message and its sub-messages. */
 struct pb_plugin {
 	Leasehold__Control__Plugin p;
-	Leasehold__Control__Release rel, min, max, sver, smcr;
+	Leasehold__Control__Release rel, min, max, sver, smcr, pin, acting;
 	Leasehold__Control__Releases rs;
 	Leasehold__Control__Status st;
 	Leasehold__Control__Reconcile rc;

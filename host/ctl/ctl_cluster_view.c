@@ -12,6 +12,7 @@
 
 #include "ctl/ctl_cluster_view.h"
 #include "election/election.h"
+#include "election/election_pin.h"
 #include "proto/leasehold.pb-c.h"
 
 /* the part of kv's key after "prefix/name/", or NULL when outside */
@@ -118,6 +119,50 @@ static uint32_t cluster_view_sessions(const char *base, size_t bl, const struct 
 	return (uint32_t)k;
 }
 
+/* the release rule over the member records and the status read, under the
+ * pin, as every host's mirror applies it; p's acting fields. 0 or -ENOMEM. */
+static int cluster_view_rule(const char *base, size_t bl, const struct etcd_kv *const *kvs,
+                             size_t n, const struct rule_pin *pin, struct control_plugin *p)
+{
+	struct relcount *rc = calloc(n ? n : 1, sizeof(*rc));
+	size_t n_rc = 0, sl;
+	bool invalid = false;
+	struct rule_status st = {.valid = false};
+	const char *id;
+	size_t idl;
+	if (!rc)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const char *s = cluster_view_suffix(base, bl, kvs[i], &sl);
+		struct rule_release rr;
+		if (s && cluster_view_is(s, sl, "status")) {
+			struct status_rec x;
+			election_status_decode(kvs[i]->value, kvs[i]->value_len, &x);
+			st = (struct rule_status){.valid = x.valid, .version = x.version,
+			                          .min_compatible = x.min_compatible};
+		}
+		if (!s || !cluster_view_node_under(s, sl, "members/", &id, &idl))
+			continue;
+		if (election_decode_member_rule(kvs[i]->value, kvs[i]->value_len, &rr, NULL) < 0) {
+			invalid = true;
+			continue;
+		}
+		size_t j = 0;
+		while (j < n_rc && !release_rule_equal(&rc[j].rr, &rr))
+			j++;
+		if (j == n_rc)
+			rc[n_rc++] = (struct relcount){.rr = rr, .count = 0};
+		rc[j].count++;
+	}
+	struct rule_answer a;
+	release_rule_decide_pinned(NULL, rc, n_rc, invalid, &st, pin, &a);
+	free(rc);
+	p->has_acting = a.basis != RULE_NONE;
+	p->acting_release = a.release;
+	p->acting_basis = release_rule_basis_text(a.basis);
+	return 0;
+}
+
 int cluster_view_build(const char *prefix, const char *name, const struct etcd_kv *const *kvs,
                        size_t n, int64_t revision, int64_t config_revision,
                        struct cluster_view **ret)
@@ -207,6 +252,18 @@ int cluster_view_build(const char *prefix, const char *name, const struct etcd_k
 				p->paused_at = pp->at_unix;
 				leasehold__pause__free_unpacked(pp, NULL);
 			}
+		} else if (cluster_view_is(s, sl, PIN_KEY)) {
+			struct rule_pin pin;
+			char by[129];
+			if (election_pin_decode(kvs[i]->value, kvs[i]->value_len, &pin, by,
+			                        sizeof(by), &p->pin_at) < 0) {
+				p->pin_error = "the pin record does not decode (ignored: no pin)";
+			} else {
+				p->pinned = true;
+				p->pin_forced = pin.forced;
+				p->pin = pin.release;
+				p->pin_by = by[0] ? cluster_view_keep(v, by, strlen(by)) : NULL;
+			}
 		} else if (cluster_view_is(s, sl, "reconcile-request")) {
 			p->reconcile_requested = kvs[i]->mod_revision;
 		} else if (cluster_view_is(s, sl, "reconcile-served")) {
@@ -220,6 +277,9 @@ int cluster_view_build(const char *prefix, const char *name, const struct etcd_k
 		}
 	}
 	p->releases = rel;
+	struct rule_pin pin = {.set = p->pinned, .forced = p->pin_forced, .release = p->pin};
+	if (cluster_view_rule(base, bl, kvs, n, &pin, p) < 0)
+		goto fail_arrays;
 	/* node rows: each member with its record, then records without a member */
 	size_t n_members = v->n_rows;
 	for (size_t k = 0; k < n_members; k++) {

@@ -51,6 +51,7 @@
 #include "ctl/ctl_views.h"
 #include "ctl/ctl_client.h"
 #include "ctl/ctl_plugin_config.h"
+#include "ctl/ctl_release.h"
 
 
 #define CTL_TIMEOUT_MS 10000
@@ -264,6 +265,32 @@ static const struct command commands[] = {
      "replace a plugin's configuration", CTL_CONFIG_SET_HELP},
     {"config edit", 1, 1, false, false, false, "config edit NAME [--force]",
      "edit a plugin's configuration", CTL_CONFIG_EDIT_HELP},
+    {"release", 1, 1, true, false, false, "release NAME [--json]",
+     "a plugin's rollout: pin, release that acts, members per release",
+     "Show plugin NAME's rollout: the pin (P/NAME/pin) if any, the release that\n"
+     "may act now under the release rule and why, the leader and its release,\n"
+     "the status record, then each release's members with their state and\n"
+     "readiness. --json prints {\"plugin\", \"pin\": null or {\"release\",\n"
+     "\"forced\", \"by\", \"at\"}, \"pin_error\", \"acting\": null or {\"release\",\n"
+     "\"basis\"}, \"leader\", \"leader_release\", \"releases\": [{\"release\",\n"
+     "\"members\", \"ready\", \"nodes\": [member rows]}]}.\n"},
+    {"release pin", 2, 2, false, false, false, "release pin NAME VERSION [--force]",
+     "hold a plugin's rollout at a release",
+     "Pin plugin NAME at release VERSION (major.minor.patch; a record in etcd,\n"
+     "P/NAME/pin): no release newer than VERSION campaigns, so the newest\n"
+     "release at or below it that can act keeps leading while newer files are\n"
+     "loaded on every node; 'release unpin' then hands over once. Refused\n"
+     "(exit 2, nothing written) when no member runs VERSION, when the plugin\n"
+     "has no members, when the records changed while the pin was checked, and\n"
+     "when VERSION is older than the status's version: --force pins it anyway\n"
+     "(its leader takes the reconciled state back: it restricts the status to\n"
+     "VERSION and reconciles with that release's code; a warning says so).\n"
+     "Exit 0 once etcd stored it, 1 when the write failed.\n"},
+    {"release unpin", 1, 1, false, false, false, "release unpin NAME", "end a plugin's pin",
+     "Delete plugin NAME's pin (whatever it holds): the release rule's default\n"
+     "answer applies again, and a leader of an older release hands over to the\n"
+     "newest release that can act (one handover). Unpinning a plugin that is\n"
+     "not pinned is not an error. Exit 0 once etcd stored it, 1 when it failed.\n"},
     {"version", 0, 0, false, false, false, "version", "client and daemon versions",
      "Print leaseholdctl's version and the daemon's version, node id and protocol.\n"},
     {"help", 0, 2, false, false, false, "help [COMMAND]", "show help",
@@ -655,6 +682,33 @@ static int ctl_verb_encode_forget(const struct ctl_verb_call *c, uint8_t **ret_r
 	return control_codec_forget_request_encode(c->name, c->o->args[1], ret_req, ret_len);
 }
 
+static int ctl_verb_encode_pin(const struct ctl_verb_call *c, uint8_t **ret_req, size_t *ret_len)
+{
+	bool pin = strcmp(c->cmd->name, "release pin") == 0;
+	return control_codec_pin_request_encode(c->name, pin ? c->o->args[1] : NULL, c->o->force,
+						ret_req, ret_len);
+}
+
+static int ctl_verb_show_release(const struct ctl_verb_call *c, Response *resp)
+{
+	return ctl_release_view(resp, c->o->json);
+}
+
+static int ctl_verb_show_pin(const struct ctl_verb_call *c, Response *resp)
+{
+	char b[CELL], v[CELL], m[CONTROL_STRING_MAX + 1];
+	if (resp->message && resp->message[0])
+		fprintf(stderr, "leaseholdctl: %s\n", ctl_clean(resp->message, m, sizeof(m), false));
+	if (strcmp(c->cmd->name, "release pin") == 0)
+		printf("plugin %s: pinned at release %s (no newer release campaigns)\n",
+		       ctl_clean(c->name, b, sizeof(b), false),
+		       ctl_clean(c->o->args[1], v, sizeof(v), false));
+	else
+		printf("plugin %s: unpinned (the newest release that can act leads)\n",
+		       ctl_clean(c->name, b, sizeof(b), false));
+	return EXIT_OK;
+}
+
 static int ctl_verb_show_plugins(const struct ctl_verb_call *c, Response *resp)
 {
 	return ctl_view_plugins(resp, c->o->json);
@@ -795,6 +849,11 @@ static const struct ctl_verb verbs[] = {
     {"switchover", KIND(SWITCHOVER), 0, ctl_verb_prepare_switchover, ctl_verb_encode_switchover,
      NULL, NULL},
     {"version", KIND(VERSION), 0, NULL, NULL, ctl_verb_show_version, NULL},
+    {"release", KIND(STATUS), 0, NULL, NULL, ctl_verb_show_release, NULL},
+    {"release pin", KIND(RELEASE_PIN), CTL_WRITE_TIMEOUT_MS, NULL, ctl_verb_encode_pin,
+     ctl_verb_show_pin, "release NAME"},
+    {"release unpin", KIND(RELEASE_UNPIN), CTL_WRITE_TIMEOUT_MS, NULL, ctl_verb_encode_pin,
+     ctl_verb_show_pin, "release NAME"},
 };
 #undef KIND
 
@@ -933,6 +992,13 @@ static int ctl_main_resolve(struct opts *o, const struct command **ret_cmd, bool
 		cmd = ctl_main_find_command("members forget");
 		memmove(o->args, o->args + 1, (o->n_args - 1) * sizeof(o->args[0]));
 		o->n_args--;
+	} else if (o->cmd && strcmp(o->cmd, "release") == 0 && o->n_args >= 1 &&
+		   (strcmp(o->args[0], "pin") == 0 || strcmp(o->args[0], "unpin") == 0)) {
+		/* "release pin NAME VERSION", "release unpin NAME" ("release NAME" shows) */
+		snprintf(word, sizeof(word), "release %s", o->args[0]);
+		cmd = ctl_main_find_command(word);
+		memmove(o->args, o->args + 1, (o->n_args - 1) * sizeof(o->args[0]));
+		o->n_args--;
 	} else if (o->cmd && !strchr(o->cmd, ' ')) {
 		cmd = ctl_main_find_command(o->cmd); /* "roles set" as one word is no command */
 	}
@@ -998,7 +1064,7 @@ static int ctl_main_check_flags(const struct opts *o, const struct command *cmd)
 						 "characters, no '/')");
 	if (o->yes && !cmd->confirm)
 		return ctl_main_usage_error(cmd, "%s does not take --yes", cmd->name);
-	if (o->force && strcmp(cmd->name, "roles set") != 0)
+	if (o->force && strcmp(cmd->name, "roles set") != 0 && strcmp(cmd->name, "release pin") != 0)
 		return ctl_main_usage_error(cmd, "%s does not take --force", cmd->name);
 	if (cmd->confirm && !o->yes) {
 		fprintf(stderr, "leaseholdctl: %s needs --yes. What it does:\n\n%s", cmd->name,
@@ -1028,6 +1094,10 @@ static int ctl_main_check_names(const struct opts *o, const struct command *cmd,
 	} else if (name && !control_codec_name_ok(name)) {
 		return ctl_main_usage_error(cmd, "invalid plugin name '%s'", name);
 	}
+	struct release rel;
+	if (strcmp(cmd->name, "release pin") == 0 && release_parse(o->args[1], &rel) < 0)
+		return ctl_main_usage_error(cmd, "invalid release '%s' (major.minor.patch, e.g. 1.2.0)",
+					    o->args[1]);
 	if (strcmp(cmd->name, "members forget") == 0 && !control_codec_node_ok(o->args[1]))
 		return ctl_main_usage_error(cmd,
 					    "invalid node id (1..128 printable ASCII characters, "

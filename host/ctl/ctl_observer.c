@@ -756,6 +756,9 @@ int ctl_observer_call(struct ctl_observer *ob, const Leasehold__Control__Request
 		return ctl_observer_answer_reconcile(ob, req->name, req->timeout_ms, deadline, ret_resp);
 	case LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER:
 		return ctl_observer_switchover(ob, req, deadline, ret_resp);
+	case LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN:
+	case LEASEHOLD__CONTROL__KIND__KIND_RELEASE_UNPIN:
+		return ctl_observer_pin(ob, req, deadline, ret_resp);
 	case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET:
 	case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET:
 		return ctl_observer_config(ob, req, deadline, ret_resp);

@@ -41,6 +41,9 @@ int ctl_observer_etcd_failed(int err);
 int ctl_observer_require_plugin(struct ctl_observer *ob, const char *name, uint64_t deadline,
                                 struct cluster_view **ret_view, Response **ret_resp);
 
+/* ctl_observer_pin - KIND_RELEASE_PIN / KIND_RELEASE_UNPIN (ctl_observer_pin.c) */
+int ctl_observer_pin(struct ctl_observer *ob, const Leasehold__Control__Request *req,
+                     uint64_t deadline, Response **ret_resp);
 /* ctl_observer_switchover - KIND_SWITCHOVER (ctl_observer_switchover.c) */
 int ctl_observer_switchover(struct ctl_observer *ob, const Leasehold__Control__Request *req,
                             uint64_t deadline, Response **ret_resp);

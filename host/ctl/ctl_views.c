@@ -21,6 +21,7 @@
 #include "control/control_codec.h"
 #include "ctl/ctl.h"
 #include "ctl/ctl_views.h"
+#include "ctl/ctl_release.h"
 
 /* ---- output helpers ---------------------------------------------------- */
 
@@ -208,6 +209,8 @@ static json_object *ctl_views_json_plugin(const Plugin *p)
 	json_object_object_add(o, "nodes", nodes);
 	json_object_object_add(o, "config_revision", json_object_new_int64(p->config_revision));
 	json_object_object_add(o, "config_error", ctl_views_json_str_or_null(p->config_error));
+	json_object_object_add(o, "pin", ctl_release_pin_json(p));
+	json_object_object_add(o, "pin_error", ctl_views_json_str_or_null(p->pin_error));
 	return o;
 }
 
@@ -239,6 +242,12 @@ static void ctl_views_plugin_cells(const Plugin *p, char (*buf)[CELL])
 		/* the pause is cluster-wide and changes what a leader does */
 		size_t l = strlen(buf[2]);
 		snprintf(buf[2] + l, CELL - l, ", paused");
+	}
+	if (p->pin) {
+		/* so is the pin: no newer release campaigns */
+		char pr[RELEASE_STRLEN];
+		size_t l = strlen(buf[2]);
+		snprintf(buf[2] + l, CELL - l, ", pinned %s", ctl_fmt_release(p->pin, pr, sizeof(pr)));
 	}
 	ctl_clean(p->leader, buf[3], CELL, true);
 	if (p->view_stale) {
@@ -400,6 +409,9 @@ int ctl_view_status(const Response *r, bool json)
 	if (p->superseded_by && p->superseded_by[0])
 		printf("superseded by: %s\n", ctl_clean(p->superseded_by, b1, sizeof(b1), true));
 	printf("fencing token: %" PRId64 "\n", p->fencing_token);
+	/* only while pinned: the usual output stays as it was */
+	if (p->pin || (p->pin_error && p->pin_error[0]))
+		printf("pin:           %s\n", ctl_release_pin_line(p, b1, sizeof(b1)));
 	/* only while paused: the usual output stays as it was */
 	if (p->paused) {
 		const char *pat = ctl_fmt_time(p->paused_at, tb, sizeof(tb));

@@ -66,6 +66,15 @@ static void daemon_control_fill_plugin(struct entry *e, struct control_plugin *p
 		p->reconcile_served_error = i.reconcile_served_error;
 		p->switchover_rev = i.switchover_rev;
 		p->switchover_ended_rev = i.switchover_ended_rev;
+		p->pinned = i.pin.set;
+		p->pin_forced = i.pin.forced;
+		p->pin = i.pin.release;
+		p->pin_by = i.pin_by;
+		p->pin_at = i.pin_at;
+		p->pin_error = i.pin_error;
+		p->has_acting = i.acting.basis != RULE_NONE;
+		p->acting_release = i.acting.release;
+		p->acting_basis = release_rule_basis_text(i.acting.basis);
 	}
 	daemon_config_fill(e, p);
 	uint64_t since, now = loop_now();
@@ -374,6 +383,34 @@ static int daemon_control_ctl_pause(void *ud, const char *name, bool pause, cont
 	return r;
 }
 
+static void daemon_control_on_pinned(void *ud, int err, const char *msg, const char *warning,
+                                     int64_t rev)
+{
+	struct verb_op *o = ud;
+	(void)rev;
+	o->done(o->done_ctx, err, err < 0 ? msg : warning);
+	free(o);
+}
+
+static int daemon_control_ctl_release_pin(void *ud, const char *name, bool unpin,
+                                          struct release rel, bool force, control_done_fn done,
+                                          void *done_ctx, char *err, size_t err_len)
+{
+	struct election *el;
+	int r;
+	struct verb_op *o = daemon_control_verb_start(ud, name, done_ctx, &el, &r, err, err_len);
+	if (!o)
+		return r;
+	o->done = done;
+	r = election_release_pin(el, unpin, rel, force, daemon_control_on_pinned, o);
+	if (r < 0) {
+		snprintf(err, err_len, "cannot %s plugin '%s': %s", unpin ? "unpin" : "pin", name,
+		         etcd_strerror(r));
+		free(o);
+	}
+	return r;
+}
+
 static void daemon_control_on_reconcile_requested(void *ud, int err, int64_t rev)
 {
 	struct verb_op *o = ud;
@@ -500,6 +537,7 @@ const struct control_ops daemon_control_ops = {
 	.reconcile = daemon_control_ctl_reconcile,
 	.history = daemon_control_ctl_history,
 	.switchover = daemon_control_ctl_switchover,
+	.release_pin = daemon_control_ctl_release_pin,
 	.config_get = daemon_config_get,
 	.config_set = daemon_config_set,
 };

@@ -355,6 +355,10 @@ static double daemon_metrics_v_paused(const struct plugin_metrics_view *p)
 {
 	return p->info && p->info->paused;
 }
+static double daemon_metrics_v_pinned(const struct plugin_metrics_view *p)
+{
+	return p->info && p->info->pin.set;
+}
 static double daemon_metrics_v_node_conflict(const struct plugin_metrics_view *p)
 {
 	return p->info && p->info->node_conflict_lease != 0;
@@ -402,6 +406,10 @@ static const struct plugin_family plugin_families[] = {
 	{"leasehold_paused", "gauge",
 	 "1 while the plugin is paused cluster-wide (leaseholdctl pause), as this node mirrors it.",
 	 daemon_metrics_v_paused},
+	{"leasehold_pinned", "gauge",
+	 "1 while the plugin's rollout is pinned (leaseholdctl release pin): no release newer than "
+	 "the pin campaigns.",
+	 daemon_metrics_v_pinned},
 	{"leasehold_node_id_conflict", "gauge",
 	 "1 while another host runs with this node's node id: the plugin does not join its election.",
 	 daemon_metrics_v_node_conflict},

@@ -818,6 +818,11 @@ void election_get_info(struct election *e, struct election_info *ret)
 	ret->switchover_to = e->handover.present && e->handover.to[0] ? e->handover.to : NULL;
 	ret->switchover_ended_rev = e->handover_ended_rev;
 	ret->node_conflict_lease = e->conflict ? e->conflict_lease : 0;
+	ret->pin = e->pin;
+	ret->pin_by = e->pin.set && e->pin_by[0] ? e->pin_by : NULL;
+	ret->pin_at = e->pin.set ? e->pin_at : 0;
+	ret->pin_error = e->pin_error[0] ? e->pin_error : NULL;
+	election_rule_answer(e, &ret->acting);
 }
 
 

@@ -51,6 +51,8 @@
 #include "election/election_node_record.h"
 #include "base/release.h"
 #include "etcd/etcd_session.h"
+#include "election/election_release_rule.h"
+#include "election/election_pin_request.h"
 
 struct election;
 
@@ -188,6 +190,13 @@ struct election_info {
 	/* another host runs with our node id: the lease of its election key,
 	 * which keeps us out of the election (held_back says so); 0 = none */
 	int64_t node_conflict_lease;
+	/* the operator's pin (election_pin.c) as mirrored, and the release
+	 * rule's answer under it (acting.basis RULE_NONE: none can act) */
+	struct rule_pin pin;
+	const char *pin_by;    /* NULL = unknown */
+	int64_t pin_at;        /* unix s, 0 = unknown */
+	const char *pin_error; /* the record does not decode (ignored), else NULL */
+	struct rule_answer acting;
 };
 
 /* election_new - create the protocol for one plugin. cfg strings are copied.
@@ -303,6 +312,13 @@ int election_forget(struct election *e, const char *node_id, void (*done)(void *
                     void *ud, char *err, size_t err_len);
 
 /* ---- operator verbs (election_operator_records.c) ---- */
+
+/* election_release_pin - pin this plugin at rel (unpin: delete the pin)
+ * after checking it against the plugin's records in etcd, on this
+ * election's etcd client and in its node's name (election_pin_request.h:
+ * done's contract). 0 when started, or -errno (done never runs). */
+int election_release_pin(struct election *e, bool unpin, struct release rel, bool force,
+                         pin_done_fn done, void *ud);
 
 /* election_pause - pause (true) or resume (false) the plugin cluster-wide:
  * put or delete P/N/paused (not fenced: any node running the plugin may).

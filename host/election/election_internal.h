@@ -249,6 +249,13 @@ struct election {
 	char *paused_by;
 	int64_t paused_at;
 	bool resume_reconcile; /* the pause ended while leading: reconcile in full */
+	/* the operator's pin (election_pin.c), mirrored like the pause */
+	char *k_pin;          /* P/N/pin */
+	struct rule_pin pin;  /* as decoded; !set: none, or it does not decode */
+	bool pin_seen;        /* the sync in progress saw the pin record */
+	char pin_error[96];   /* the pin record does not decode: why */
+	char pin_by[129];
+	int64_t pin_at;
 	bool plugin_request;   /* the plugin asked for a reconcile (request_reconcile) */
 	bool pause_logged;     /* this term said that the pause holds its reconcile */
 	int64_t request_rev;   /* mod_revision of the request record, 0 = none */
@@ -452,6 +459,18 @@ int election_fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmp
 /* election_fenced_orphan - election_free: the plugin txns still in flight
  * answer -ESTALE without touching e */
 void election_fenced_orphan(struct election *e);
+
+/* ---- election_pin.c: the pin record's mirror ---- */
+
+/* election_pin_init - its key (election_control_init); 0 or -ENOMEM.
+ * election_pin_free - election_control_free's part. */
+int election_pin_init(struct election *e);
+void election_pin_free(struct election *e);
+/* election_pin_apply - a mirrored key: true when it is P/N/pin (applied) */
+bool election_pin_apply(struct election *e, const struct etcd_kv *kv, bool del);
+/* election_pin_sync_begin / _end - around a full read: a pin absent from it is gone */
+void election_pin_sync_begin(struct election *e);
+void election_pin_sync_end(struct election *e);
 
 /* ---- election_operator_records.c: operator records (pause, reconcile requests,
  * term history) ---- */

@@ -80,7 +80,7 @@ int election_control_init(struct election *e)
 	e->k_request = election_operator_key_join(e->prefix, e->name, "reconcile-request");
 	e->k_served = election_operator_key_join(e->prefix, e->name, "reconcile-served");
 	e->k_terms = election_operator_key_join(e->prefix, e->name, "term-history/");
-	if (!e->k_paused || !e->k_request || !e->k_served || !e->k_terms)
+	if (!e->k_paused || !e->k_request || !e->k_served || !e->k_terms || election_pin_init(e) < 0)
 		return -ENOMEM;
 	return loop_timer_new(e->loop, election_operator_on_term_timer, e, &e->term_timer);
 }
@@ -115,6 +115,7 @@ void election_control_free(struct election *e)
 	}
 	loop_timer_free(e->term_timer);
 	free(e->k_paused);
+	election_pin_free(e);
 	free(e->k_request);
 	free(e->k_served);
 	free(e->k_terms);
@@ -208,7 +209,7 @@ bool election_control_apply(struct election *e, const struct etcd_kv *kv, bool d
 	else if (election_operator_key_is(kv, e->k_served))
 		election_operator_apply_served(e, kv, del);
 	else
-		return false;
+		return election_pin_apply(e, kv, del);
 	return true;
 }
 
@@ -217,6 +218,7 @@ void election_control_sync_begin(struct election *e)
 	/* records absent from the full read are gone (the pause: at the end,
 	 * so that it is never seen to end and start again) */
 	e->pause_seen = false;
+	election_pin_sync_begin(e);
 	e->request_rev = 0;
 	e->served_rev = 0;
 }
@@ -227,6 +229,7 @@ void election_control_sync_end(struct election *e)
 		struct etcd_kv gone = {0};
 		election_operator_apply_pause(e, &gone, true);
 	}
+	election_pin_sync_end(e);
 }
 
 /* ---- the leader's side ---- */

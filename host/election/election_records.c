@@ -165,7 +165,8 @@ void election_rule_answer(const struct election *e, struct rule_answer *ret)
 	struct rule_status st = {.valid = e->status.present && e->status.valid,
 	                         .version = e->status.version,
 	                         .min_compatible = e->status.min_compatible};
-	release_rule_decide(&local, e->rc, e->n_rc, e->members.n_invalid > 0, &st, ret);
+	release_rule_decide_pinned(&local, e->rc, e->n_rc, e->members.n_invalid > 0, &st, &e->pin,
+	                           ret);
 }
 
 bool election_rule_ours(const struct election *e)

@@ -80,12 +80,52 @@ static enum rule_basis rule_can_act(const struct rule_merged *m, const struct ru
 	return RULE_NONE;
 }
 
-void release_rule_decide(const struct rule_release *local, const struct relcount *rc, size_t n_rc,
-                         bool any_invalid, const struct rule_status *status,
-                         struct rule_answer *ret)
+/* the newest member release at or below the pin (any without one); false
+ * when there is none */
+static bool rule_top(const struct rule_release *local, const struct relcount *rc, size_t n_rc,
+                     const struct rule_answer *a, struct release *ret)
+{
+	if (!a->pin.set || !release_less(a->pin.release, a->newest)) {
+		*ret = a->newest;
+		return true;
+	}
+	struct release above = a->pin.release;
+	above.patch++; /* strictly below pin+1: at or below the pin */
+	if (above.patch == 0 && ++above.minor == 0)
+		above.major++;
+	return rule_next_below(local, rc, n_rc, true, above, ret);
+}
+
+/* the basis that names the newest release at or below the pin (top)
+ * before the able-release walk, or RULE_NONE to walk */
+static enum rule_basis rule_top_basis(const struct rule_merged *top, const struct rule_answer *a,
+                                      bool *ret_stop)
+{
+	const struct rule_status *st = &a->status;
+	bool reference = top->declared && top->reference;
+	*ret_stop = true;
+	if (!st->valid)
+		return reference ? RULE_REFERENCE : RULE_NO_STATUS;
+	if (a->pin_holds && release_less(a->pin.release, st->version))
+		return a->pin.forced ? RULE_PIN_FORCED : RULE_NONE;
+	if (release_less(top->release, st->version))
+		/* a downgrade needs every member at or above the status gone;
+		 * one above the pin still counts */
+		return release_less(a->newest, st->version) ? RULE_DOWNGRADE : RULE_NONE;
+	if (reference)
+		return RULE_REFERENCE; /* the pin's release asks for it: only it campaigns */
+	*ret_stop = false;
+	return RULE_NONE;
+}
+
+void release_rule_decide_pinned(const struct rule_release *local, const struct relcount *rc,
+                                size_t n_rc, bool any_invalid, const struct rule_status *status,
+                                const struct rule_pin *pin, struct rule_answer *ret)
 {
 	struct rule_answer a = {.basis = RULE_NONE, .invalid = any_invalid, .status = *status};
 	struct release r = {0, 0, 0};
+	if (pin && pin->set)
+		a.pin = *pin;
 	if (!rule_next_below(local, rc, n_rc, false, r, &a.newest)) {
 		*ret = a;
 		return;
@@ -99,18 +139,28 @@ void release_rule_decide(const struct rule_release *local, const struct relcount
 	struct rule_merged newest = rule_merged_of(a.newest, local, rc, n_rc);
 	a.newest_min_compatible = newest.declared ? newest.min_compatible : newest.release;
 	a.release = a.newest;
-	if (newest.undeclared || newest.reference)
+	a.pin_holds = a.pin.set && release_less(a.pin.release, a.newest);
+	if (newest.undeclared || (!a.pin_holds && newest.reference)) {
+		/* an older host reads no pin: it campaigns as the newest */
 		a.basis = RULE_REFERENCE;
-	else if (!status->valid)
-		a.basis = RULE_NO_STATUS;
-	else if (release_less(a.newest, status->version))
-		a.basis = RULE_DOWNGRADE;
-	if (a.basis != RULE_NONE) {
+		a.pin_holds = false;
+		*ret = a;
+		return;
+	}
+	if (!rule_top(local, rc, n_rc, &a, &r)) {
+		*ret = a; /* no member at or below the pin */
+		return;
+	}
+	struct rule_merged top = rule_merged_of(r, local, rc, n_rc);
+	bool stop;
+	a.basis = rule_top_basis(&top, &a, &stop);
+	a.release = r;
+	if (stop) {
 		*ret = a;
 		return;
 	}
 	/* newest first: the first that can act is the answer */
-	for (r = a.newest;;) {
+	for (;;) {
 		struct rule_merged m = rule_merged_of(r, local, rc, n_rc);
 		a.basis = rule_can_act(&m, &a);
 		if (a.basis != RULE_NONE) {
@@ -123,6 +173,13 @@ void release_rule_decide(const struct rule_release *local, const struct relcount
 	*ret = a;
 }
 
+void release_rule_decide(const struct rule_release *local, const struct relcount *rc, size_t n_rc,
+                         bool any_invalid, const struct rule_status *status,
+                         struct rule_answer *ret)
+{
+	release_rule_decide_pinned(local, rc, n_rc, any_invalid, status, NULL, ret);
+}
+
 bool release_rule_may_campaign(const struct rule_answer *a, const struct rule_release *mine)
 {
 	if (a->basis == RULE_NONE || release_cmp(mine->release, a->release) != 0)
@@ -131,12 +188,41 @@ bool release_rule_may_campaign(const struct rule_answer *a, const struct rule_re
 	return mine->declared || release_cmp(mine->release, a->newest) == 0;
 }
 
+/* why under a pin: a release above it, a pin below the status not forced,
+ * or no release at or below it that can act */
+static const char *rule_explain_pin(const struct rule_answer *a, struct release mine, char *buf,
+                                    size_t len)
+{
+	char x[RELEASE_STRLEN], y[RELEASE_STRLEN], z[RELEASE_STRLEN];
+	release_format(mine, x, sizeof(x));
+	release_format(a->pin.release, y, sizeof(y));
+	if (release_less(a->pin.release, mine) && a->basis != RULE_NONE)
+		snprintf(buf, len, "release %s is newer than the pin %s: release %s leads meanwhile "
+		         "(until the pin moves or goes)", x, y,
+		         release_format(a->release, z, sizeof(z)));
+	else if (a->status.valid && release_less(a->pin.release, a->status.version) &&
+	         !a->pin.forced)
+		snprintf(buf, len, "the pin %s is below the status's version %s and was not forced: "
+		         "no release campaigns", y, release_format(a->status.version, z, sizeof(z)));
+	else if (release_less(a->pin.release, mine))
+		snprintf(buf, len, "release %s is newer than the pin %s, and no release at or below "
+		         "the pin can act now", x, y);
+	else
+		snprintf(buf, len, "no release at or below the pin %s can act now (a member at or "
+		         "above the status's version %s remains above the pin, or the pin's "
+		         "releases are not compatible with every member)",
+		         y, release_format(a->status.version, z, sizeof(z)));
+	return buf;
+}
+
 const char *release_rule_explain(const struct rule_answer *a, struct release mine, char *buf,
                                  size_t len)
 {
 	char x[RELEASE_STRLEN], y[RELEASE_STRLEN], z[RELEASE_STRLEN], w[RELEASE_STRLEN];
 	if (a->basis != RULE_NONE && release_cmp(mine, a->release) == 0)
 		return NULL;
+	if (a->pin_holds)
+		return rule_explain_pin(a, mine, buf, len);
 	if (a->basis != RULE_NONE && release_less(mine, a->release) &&
 	    release_cmp(a->release, a->newest) == 0)
 		return "a newer release is present";
@@ -179,6 +265,27 @@ const char *release_rule_explain(const struct rule_answer *a, struct release min
 		         "remain and the status does not allow its change; release %s leads meanwhile",
 		         release_format(mine, x, sizeof(x)), release_format(a->release, w, sizeof(w)));
 	return buf;
+}
+
+const char *release_rule_basis_text(enum rule_basis b)
+{
+	switch (b) {
+	case RULE_REFERENCE:
+		return "the newest release asks for the reference rule (only the newest campaigns)";
+	case RULE_NO_STATUS:
+		return "no valid status yet: the newest release reconciles first";
+	case RULE_DOWNGRADE:
+		return "no member at or above the status's version remains (a downgrade)";
+	case RULE_STATUS_ALLOWS:
+		return "the status already allows its change";
+	case RULE_ALL_COMPATIBLE:
+		return "every member runs at least its min_compatible_release";
+	case RULE_PIN_FORCED:
+		return "a forced pin below the status's version hands the state back to it";
+	case RULE_NONE:
+		break;
+	}
+	return NULL;
 }
 
 bool release_rule_equal(const struct rule_release *a, const struct rule_release *b)

@@ -30,6 +30,17 @@
  * - Duplicates: records of one release that differ (a rebuilt file, a host
  *   of an older leasehold) are merged to the strictest: the highest
  *   min_compatible_release, the reference rule if any asks for it.
+ * - The pin (an operator's record, P/N/pin): a separate input. With a pin
+ *   at P no release newer than P campaigns: the answer is the newest
+ *   release <= P that can act, as above (members newer than P still count
+ *   for (a): they are members). A pin below the status's version counts
+ *   only when the operator forced it (leaseholdctl release pin --force):
+ *   then the newest release <= P campaigns as in a downgrade (its leader
+ *   restricts the status to its own version before it reconciles: the
+ *   reconciled state is handed back to an older reconciler by the
+ *   operator's explicit choice). Such a pin not forced lets nobody
+ *   campaign. Hosts of an older leasehold do not read the pin: their
+ *   undeclared release still campaigns as the newest, the pin or not.
  * Threading: none; pure functions, any thread.
  */
 #ifndef LH_ELECTION_RELEASE_RULE_H
@@ -74,6 +85,14 @@ enum rule_basis {
 	RULE_DOWNGRADE,         /* no member at or above the status's version remains */
 	RULE_STATUS_ALLOWS,     /* the status already allows its change */
 	RULE_ALL_COMPATIBLE,    /* every member runs at least its min_compatible_release */
+	RULE_PIN_FORCED,        /* a forced pin below the status's version: handed back */
+};
+
+/* the operator's pin as the rule reads it: set = present and decodes */
+struct rule_pin {
+	bool set;
+	bool forced; /* written with --force (it may be below the status's version) */
+	struct release release;
 };
 
 struct rule_answer {
@@ -84,6 +103,8 @@ struct rule_answer {
 	struct release oldest;  /* the oldest member release */
 	bool invalid;           /* a member record does not decode */
 	struct rule_status status;
+	struct rule_pin pin;    /* the pin the answer was decided under */
+	bool pin_holds;         /* a member release newer than the pin is held back by it */
 };
 
 /* release_rule_decide - the release that may campaign, from the member
@@ -94,6 +115,12 @@ struct rule_answer {
 void release_rule_decide(const struct rule_release *local, const struct relcount *rc, size_t n_rc,
                          bool any_invalid, const struct rule_status *status,
                          struct rule_answer *ret);
+
+/* release_rule_decide_pinned - release_rule_decide under the operator's
+ * pin (NULL or !set: none, the same answer as release_rule_decide). */
+void release_rule_decide_pinned(const struct rule_release *local, const struct relcount *rc,
+                                size_t n_rc, bool any_invalid, const struct rule_status *status,
+                                const struct rule_pin *pin, struct rule_answer *ret);
 
 /* release_rule_may_campaign - a node whose record is `mine` campaigns under
  * answer a: its release is the answer's, and, when mine was written by an
@@ -106,6 +133,10 @@ bool release_rule_may_campaign(const struct rule_answer *a, const struct rule_re
  * buf is); NULL when it may */
 const char *release_rule_explain(const struct rule_answer *a, struct release mine, char *buf,
                                  size_t len);
+
+/* release_rule_basis_text - the basis in words ("every member is
+ * compatible with its change", ...); a static string, NULL for RULE_NONE */
+const char *release_rule_basis_text(enum rule_basis b);
 
 /* release_rule_equal - every field the rule reads is equal */
 bool release_rule_equal(const struct rule_release *a, const struct rule_release *b);

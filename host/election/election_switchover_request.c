@@ -33,6 +33,7 @@
 #include "election/election_release_rule.h"
 #include "election/election_roles.h"
 #include "election/election_switchover_request.h"
+#include "election/election_pin.h"
 
 #define SWITCHOVER_CTX_MAGIC 0x53574f56u
 
@@ -41,7 +42,7 @@ struct sw_ctx {
 	struct etcd_client *etcd;
 	switchover_done_fn done;
 	void *ud;
-	char *k_range, *k_handover, *k_paused, *k_members, *k_nodes, *k_roles, *k_status;
+	char *k_range, *k_handover, *k_paused, *k_members, *k_nodes, *k_roles, *k_status, *k_pin;
 	uint8_t k_range_end[600];
 	size_t k_range_end_len;
 	char *name, *requester, *to, *role;
@@ -69,6 +70,7 @@ static void switchover_request_ctx_free(struct sw_ctx *c)
 	free(c->k_nodes);
 	free(c->k_roles);
 	free(c->k_status);
+	free(c->k_pin);
 	free(c->name);
 	free(c->requester);
 	free(c->to);
@@ -137,9 +139,15 @@ static int switchover_request_rule(const struct etcd_response *range, const stru
 	size_t n_rc = 0, cap = 0;
 	bool invalid = false;
 	struct rule_status st = {.valid = false};
+	struct rule_pin pin = {.set = false};
 	for (size_t i = 0; i < range->n_kvs; i++) {
 		const struct etcd_kv *kv = &range->kvs[i];
 		struct rule_release rr;
+		if (switchover_request_kv_is(kv, c->k_pin)) {
+			/* the hosts' reading: one that does not decode is no pin */
+			election_pin_decode(kv->value, kv->value_len, &pin, NULL, 0, NULL);
+			continue;
+		}
 		if (switchover_request_kv_is(kv, c->k_status)) {
 			struct status_rec s;
 			election_status_decode(kv->value, kv->value_len, &s);
@@ -170,7 +178,7 @@ static int switchover_request_rule(const struct etcd_response *range, const stru
 		}
 		rc[j].count++;
 	}
-	release_rule_decide(NULL, rc, n_rc, invalid, &st, ret);
+	release_rule_decide_pinned(NULL, rc, n_rc, invalid, &st, &pin, ret);
 	free(rc);
 	return 0;
 }
@@ -504,6 +512,7 @@ int switchover_request_start(struct etcd_client *etcd, const struct switchover_r
 	c->k_range = switchover_request_join(pn, "/election/", "");
 	c->k_handover = switchover_request_join(pn, "/", SWITCHOVER_KEY);
 	c->k_paused = switchover_request_join(pn, "/paused", "");
+	c->k_pin = switchover_request_join(pn, "/" PIN_KEY, "");
 	c->k_members = switchover_request_join(pn, "/members/", "");
 	c->k_nodes = switchover_request_join(pn, "/nodes/", "");
 	char *status = switchover_request_join(pn, "/status", "");
@@ -517,7 +526,7 @@ int switchover_request_start(struct etcd_client *etcd, const struct switchover_r
 		free(pr);
 	}
 	free(pn);
-	if (!c->k_range || !c->k_handover || !c->k_paused || !c->k_members || !status ||
+	if (!c->k_range || !c->k_handover || !c->k_paused || !c->k_pin || !c->k_members || !status ||
 	    !c->name || !c->requester || (rq->to && !c->to) || (c->role && !c->k_roles) ||
 	    strlen(status) + 1 > sizeof(c->k_range_end)) {
 		free(status);

@@ -276,8 +276,11 @@ static void check_plugin_json(json_object *p, const struct host *h, const struct
 	/* a daemon with its etcd session: a view it vouches for */
 	CHECK(json_object_get_boolean(jget(p, "view_stale")) == false);
 	CHECK_JNULL(p, "view_stale_ms");
+	/* no pin */
+	CHECK_JNULL(p, "pin");
+	CHECK_JNULL(p, "pin_error");
 	/* exactly the documented fields */
-	CHECK_INT_EQ(json_object_object_length(p), 27);
+	CHECK_INT_EQ(json_object_object_length(p), 29);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "releases")), 4);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "status")), 3);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "reconcile")), 4);

@@ -204,6 +204,16 @@ static void test_probes_and_metrics(void)
 	wait_metric(PA, "leasehold_paused{plugin=\"reconciler\"}", 0, 5000);
 	wait_metric(PB, "leasehold_paused{plugin=\"reconciler\"}", 0, 5000);
 
+	/* so does a pin */
+	CHECK(metric(PA, "leasehold_pinned{plugin=\"reconciler\"}") == 0);
+	CHECK_INT_EQ(host_ctl(&B, &o, "release", "pin", "reconciler", "1.0.0", NULL), 0);
+	ctl_out_free(&o);
+	wait_metric(PA, "leasehold_pinned{plugin=\"reconciler\"}", 1, 5000);
+	wait_metric(PB, "leasehold_pinned{plugin=\"reconciler\"}", 1, 5000);
+	CHECK_INT_EQ(host_ctl(&A, &o, "release", "unpin", "reconciler", NULL), 0);
+	ctl_out_free(&o);
+	wait_metric(PA, "leasehold_pinned{plugin=\"reconciler\"}", 0, 5000);
+
 	/* etcd goes away: the session is lost within the TTL; health says so */
 	CHECK_OK(harness_etcd_stop(g_etcd, 0));
 	wait_answer(PA, "/healthz", 503, "no etcd session", 10000);

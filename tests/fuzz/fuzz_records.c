@@ -12,8 +12,13 @@
  * (host/election/election_roles.h), after the raw unpack: accepted records hold at most
  * ROLES_MAX valid role names.
  *
- * Input: byte 0 selects the message (mod 3: 0 Member, 1 ReconcilerStatus,
- * 2 NodeRoles); the rest is the record value.
+ * Pin (P/N/pin) goes through election_pin_decode (host/election/election_pin.h):
+ * a value it accepts has a release and a printable writer, one it refuses
+ * leaves "no pin" (the mirror ignores it), and the release rule decided
+ * under what it accepts never names a release newer than the pin.
+ *
+ * Input: byte 0 selects the message (mod 4: 0 Member, 1 ReconcilerStatus,
+ * 2 NodeRoles, 3 Pin); the rest is the record value.
  */
 #include "config.h"
 
@@ -27,6 +32,7 @@
 #include "proto/leasehold.pb-c.h"
 #include "election/election_internal.h"
 #include "election/election_roles.h"
+#include "election/election_pin.h"
 
 static volatile size_t g_sink;
 
@@ -175,20 +181,48 @@ static void fuzz_roles_decode(const uint8_t *v, size_t len)
 	roles_strv_free(roles, n);
 }
 
+/* election_pin_decode, then the rule under the pin over members 1.0.0 and 9.0.0 */
+static void fuzz_pin(const uint8_t *v, size_t len)
+{
+	struct rule_pin pin;
+	char by[129];
+	int64_t at;
+	int r = election_pin_decode(v, len, &pin, by, sizeof(by), &at);
+	FUZZ_CHECK(memchr(by, 0, sizeof(by)) != NULL);
+	if (r < 0) {
+		FUZZ_CHECK(r == -EBADMSG && !pin.set && by[0] == '\0');
+		return;
+	}
+	FUZZ_CHECK(pin.set);
+	for (size_t i = 0; by[i]; i++)
+		FUZZ_CHECK(by[i] >= 0x20 && by[i] < 0x7f);
+	struct relcount rc[2] = {
+	    {.rr = {.release = {1, 0, 0}, .min_compatible = {1, 0, 0}, .declared = true}, .count = 1},
+	    {.rr = {.release = {9, 0, 0}, .min_compatible = {9, 0, 0}, .declared = true}, .count = 1},
+	};
+	struct rule_status st = {.valid = true, .version = {1, 0, 0}, .min_compatible = {1, 0, 0}};
+	struct rule_answer a;
+	release_rule_decide_pinned(NULL, rc, 2, false, &st, &pin, &a);
+	FUZZ_CHECK(a.basis == RULE_NONE || !release_less(pin.release, a.release));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	switch (data[0] % 3) {
+	switch (data[0] % 4) {
 	case 0:
 		fuzz_member(data + 1, size - 1);
 		break;
 	case 1:
 		fuzz_status(data + 1, size - 1);
 		break;
-	default:
+	case 2:
 		fuzz_roles(data + 1, size - 1);
 		fuzz_roles_decode(data + 1, size - 1);
+		break;
+	default:
+		fuzz_pin(data + 1, size - 1);
 		break;
 	}
 	return 0;

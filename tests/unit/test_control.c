@@ -2001,6 +2001,14 @@ static void test_server_invalid_fields(void)
 	CHECK_OK(control_codec_switchover_request_encode("x", NULL, 30000, &buf, &len));
 	expect_code(raw_call(buf, len), LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND);
 	free(buf);
+	/* a pin of no release is refused by the decoder; a valid one reaches
+	 * a daemon without the op */
+	CHECK_OK(control_codec_pin_request_encode("x", "1.x", false, &buf, &len));
+	expect_code(raw_call(buf, len), LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST);
+	free(buf);
+	CHECK_OK(control_codec_pin_request_encode("x", "1.0.0", true, &buf, &len));
+	expect_code(raw_call(buf, len), LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND);
+	free(buf);
 	/* the status of a plugin that does not exist */
 	expect_code(raw_request(LEASEHOLD__CONTROL__KIND__KIND_STATUS, "nope", 0),
 		    LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND);

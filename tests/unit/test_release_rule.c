@@ -30,6 +30,13 @@
  *     (counted and printed).
  * Then members written by an older leasehold (no declared fields; such a
  * node campaigns only as the newest): still at most one release campaigns.
+ * Then every world above under every pin (none, or at each of the four
+ * releases, forced or not): every member computes the same answer, at most
+ * one release campaigns, none newer than the pin (hosts of an older
+ * leasehold read no pin: only their release may), a pin at or above the
+ * newest member changes nothing, a release older than the status's version
+ * campaigns only in a downgrade or under a forced pin below that version,
+ * and the answer is the pinned rule as docs/design.md states it.
  */
 #include "config.h"
 
@@ -54,6 +61,8 @@ struct world {
 	int status; /* -2 none, -1 undecodable, else v * NREL + m */
 	int undeclared; /* -1, or the release whose records an older host wrote */
 	int mixed;      /* with undeclared: one record of it is declared */
+	int pinned;     /* 0 no pin, else 1 + the index into U of the pin */
+	bool pin_forced;
 };
 
 static unsigned long long n_worlds, n_differs, n_gained;
@@ -78,6 +87,14 @@ static bool member_declared(const struct world *w, int k)
 		if (w->members[j] == w->undeclared)
 			return false;
 	return w->mixed;
+}
+
+static struct rule_pin pin_of(const struct world *w)
+{
+	struct rule_pin p = {.set = w->pinned > 0, .forced = w->pin_forced};
+	if (p.set)
+		p.release = U[w->pinned - 1];
+	return p;
 }
 
 static struct rule_status status_of(const struct world *w)
@@ -297,6 +314,104 @@ static void check_world(const struct world *w)
 	}
 }
 
+/* the pinned rule as docs/design.md states it (declared records only) */
+static int spec_pinned(const struct world *w)
+{
+	int pin = w->pinned - 1, newest = max_member(w), oldest = min_member(w), top = -1;
+	if (w->pinned == 0 || pin >= newest)
+		return spec_answer(w);
+	for (int k = 0; k < w->n_members; k++)
+		if (w->members[k] <= pin && w->members[k] > top)
+			top = w->members[k];
+	if (top < 0)
+		return -1;
+	if (w->status < 0)
+		return top;
+	int v = w->status / NREL, m = w->status % NREL;
+	if (pin < v)
+		return w->pin_forced ? top : -1;
+	if (top < v)
+		return -1; /* a member above the pin is at or above the status */
+	if (w->reference)
+		return top;
+	for (int r = top; r >= v; r--)
+		if (has_member(w, r) && (m >= w->mcr[r] || (!w->invalid && oldest >= w->mcr[r])))
+			return r;
+	return -1;
+}
+
+/* the properties under a pin (see the top of the file) */
+static void check_world_pinned(const struct world *w)
+{
+	struct relcount rc[MAXM];
+	size_t n_rc = records_of(w, rc);
+	struct rule_status st = status_of(w);
+	struct rule_pin pin = pin_of(w);
+	struct rule_answer a, plain;
+	release_rule_decide_pinned(NULL, rc, n_rc, w->invalid, &st, &pin, &a);
+	release_rule_decide(NULL, rc, n_rc, w->invalid, &st, &plain);
+	n_worlds++;
+	int campaigning = -1;
+	for (int k = 0; k < w->n_members; k++) {
+		struct rule_release mine = rr_of(w, w->members[k], member_declared(w, k));
+		struct rule_answer b;
+		release_rule_decide_pinned(&mine, rc, n_rc, w->invalid, &st, &pin, &b);
+		CHECK(b.basis == a.basis && release_cmp(b.release, a.release) == 0);
+		char buf[320];
+		const char *why = release_rule_explain(&a, mine.release, buf, sizeof(buf));
+		CHECK((why == NULL) == (a.basis != RULE_NONE && release_cmp(mine.release, a.release) == 0));
+		if (why && a.pin_holds && w->members[k] > w->pinned - 1)
+			CHECK(strstr(why, "pin") != NULL);
+		if (!release_rule_may_campaign(&a, &mine))
+			continue;
+		CHECK(campaigning < 0 || campaigning == w->members[k]);
+		campaigning = w->members[k];
+		/* never newer than the pin, but for an older host, which reads none */
+		if (w->pinned && mine.declared && w->undeclared != max_member(w))
+			CHECK(w->members[k] <= w->pinned - 1);
+	}
+	if (w->undeclared >= 0)
+		return;
+	int got = answer_index(w, &a);
+	CHECK_INT_EQ(got, spec_pinned(w));
+	if (!w->pinned || w->pinned - 1 >= max_member(w))
+		CHECK(a.basis == plain.basis && release_cmp(a.release, plain.release) == 0);
+	if (got >= 0 && w->pinned)
+		CHECK(got <= w->pinned - 1);
+	if (got >= 0 && st.valid && got < w->status / NREL)
+		CHECK(max_member(w) < w->status / NREL ||
+		      (w->pin_forced && w->pinned - 1 < w->status / NREL));
+	if (a.basis == RULE_PIN_FORCED)
+		n_differs++;
+}
+
+/* every pin over every status; the forced flag only where the rule reads
+ * it (a pin below a valid status's version) */
+static void each_pin(struct world *w)
+{
+	for (w->pinned = 0; w->pinned <= NREL; w->pinned++)
+		for (int f = 0; f <= (w->pinned ? 1 : 0); f++) {
+			w->pin_forced = f;
+			for (w->status = -2; w->status < NREL * NREL; w->status++)
+				if (!f || (w->status >= 0 && w->pinned - 1 < w->status / NREL))
+					check_world_pinned(w);
+		}
+	w->pinned = 0;
+	w->pin_forced = false;
+}
+
+static void each_pin_undeclared(struct world *w)
+{
+	for (w->undeclared = 0; w->undeclared < NREL; w->undeclared++) {
+		if (!has_member(w, w->undeclared))
+			continue;
+		for (w->mixed = 0; w->mixed <= 1; w->mixed++)
+			each_pin(w);
+	}
+	w->undeclared = -1;
+	w->mixed = 0;
+}
+
 /* every multiset of n members over NREL releases (non-decreasing indices) */
 static void each_members(struct world *w, int k, int from, void (*fn)(struct world *))
 {
@@ -389,6 +504,48 @@ static void test_release_rule_older_hosts(void)
 	CHECK(n_worlds > 0);
 }
 
+static void test_release_rule_pinned(void)
+{
+	n_worlds = n_differs = 0;
+	each_world(each_pin, true, false);
+	printf("# %llu pinned worlds checked; a forced pin hands the state back in %llu\n", n_worlds,
+	       n_differs);
+	CHECK(n_differs > 0);
+	n_worlds = 0;
+	each_world(each_pin_undeclared, false, false);
+	printf("# %llu pinned worlds with members of an older leasehold checked\n", n_worlds);
+}
+
+/* the pin's sentences: 1.0.0 and 2.0.0 (incompatible) members, status DONE 1.0.0 */
+static void test_release_rule_pin_explain(void)
+{
+	struct world w = {.undeclared = -1, .mcr = {0, 0, 2, 0}, .members = {0, 0, 2, 2},
+	                  .n_members = 4, .status = 0 * NREL + 0};
+	struct relcount rc[MAXM];
+	size_t n = records_of(&w, rc);
+	struct rule_status st = status_of(&w);
+	struct rule_pin pin = {.set = true, .release = U[0]};
+	struct rule_answer a;
+	char buf[320];
+	release_rule_decide_pinned(NULL, rc, n, false, &st, &pin, &a);
+	CHECK(a.basis == RULE_STATUS_ALLOWS && release_cmp(a.release, U[0]) == 0 && a.pin_holds);
+	CHECK_STR_EQ(release_rule_explain(&a, U[2], buf, sizeof(buf)),
+	             "release 2.0.0 is newer than the pin 1.0.0: release 1.0.0 leads meanwhile "
+	             "(until the pin moves or goes)");
+	CHECK(release_rule_explain(&a, U[0], buf, sizeof(buf)) == NULL);
+	/* 2.0.0 reconciled: a pin at 1.0.0 counts only when forced */
+	w.status = 2 * NREL + 2;
+	st = status_of(&w);
+	release_rule_decide_pinned(NULL, rc, n, false, &st, &pin, &a);
+	CHECK(a.basis == RULE_NONE);
+	CHECK_STR_EQ(release_rule_explain(&a, U[0], buf, sizeof(buf)),
+	             "the pin 1.0.0 is below the status's version 2.0.0 and was not forced: no "
+	             "release campaigns");
+	pin.forced = true;
+	release_rule_decide_pinned(NULL, rc, n, false, &st, &pin, &a);
+	CHECK(a.basis == RULE_PIN_FORCED && release_cmp(a.release, U[0]) == 0);
+}
+
 /* the sentences an operator reads */
 static void test_release_rule_explain(void)
 {
@@ -432,5 +589,7 @@ int main(void)
 	RUN(test_release_rule_readiness);
 	RUN(test_release_rule_older_hosts);
 	RUN(test_release_rule_explain);
+	RUN(test_release_rule_pinned);
+	RUN(test_release_rule_pin_explain);
 	return 0;
 }

@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_pin_e2e.c - the release pin (leaseholdctl release pin/unpin/NAME) on
+ * three real hosts of the example plugin, 1.0.0 and 1.1.0-reference (a
+ * release that asks for the reference rule: without a pin it leads as soon
+ * as one node loads it):
+ *  - refusals before anything is written: a release no member runs, a
+ *    release that is no release, an unknown plugin;
+ *  - pinned at 1.0.0, two hosts load 1.1.0-reference: the 1.0.0 leader
+ *    keeps its term and reconciles an input written meanwhile, the 1.1.0
+ *    nodes stand by saying the pin holds them, `release NAME` shows the
+ *    pin, the release that acts, the leader and the members per release;
+ *    a switchover to a 1.1.0 node is refused with the pin as the reason;
+ *  - unpin: exactly one handover (one new term in the history, the old
+ *    one ended newer-release), to 1.1.0;
+ *  - observer mode: once 1.1.0 reconciled (status 1.1.0) and a host went
+ *    back to 1.0.0, a pin at 1.0.0 is refused as older than the status;
+ *    with --force it is written with a warning, and 1.0.0 takes the state
+ *    back (DONE 1.0.0).
+ * The journal invariants hold until the forced hand-back.
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "check.h"
+#include "harness.h"
+#include "hosts.h"
+#include "invariants.h"
+#include "testutil.h"
+
+#define PLUGIN "reconciler"
+#define PFX "/lhpin"
+
+static struct harness_etcd *g_etcd;
+static struct tu T;
+static struct observer *g_obs;
+static struct host A, B, C;
+static const char *g_args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
+                               "--reconcile-interval", "1h", NULL};
+
+/* observer - `leaseholdctl --etcd URL --prefix PFX args...` (NULL-terminated) */
+static int observer(struct ctl_out *o, ...) __attribute__((sentinel));
+static int observer(struct ctl_out *o, ...)
+{
+	const char *argv[24] = {"--etcd", harness_etcd_urls(g_etcd), "--prefix", PFX};
+	int a = 4;
+	va_list ap;
+	va_start(ap, o);
+	for (const char *s; (s = va_arg(ap, const char *)) && a < 23;)
+		argv[a++] = s;
+	va_end(ap);
+	argv[a] = NULL;
+	ctl_run(o, NULL, argv);
+	return o->status;
+}
+
+static bool p_output(void *a)
+{
+	size_t n;
+	uint8_t *v = tu_get(&T, PFX "/" PLUGIN "/data/out/p1", &n);
+	bool ok = v && strcmp((char *)v, (const char *)a) == 0;
+	free(v);
+	return ok;
+}
+
+static bool p_other_leader(void *a)
+{
+	const char *l = obs_leader(g_obs);
+	return l && strcmp(l, (const char *)a) != 0;
+}
+
+/* the term history holds *a records (the new leader writes its start
+ * record within a second of its election) */
+static bool p_terms(void *a)
+{
+	struct etcd_kv **kvs;
+	size_t n = tu_list(&T, PFX "/" PLUGIN "/term-history/", &kvs);
+	tu_list_free(kvs, n);
+	return n == *(size_t *)a;
+}
+
+static int64_t fencing_token(const struct host *h)
+{
+	struct json_object *p = ctl_plugin_json(h, PLUGIN);
+	CHECK(p != NULL);
+	int64_t t = json_object_get_int64(jget(p, "fencing_token"));
+	json_object_put(p);
+	return t;
+}
+
+static size_t terms(const struct host *h, char *last_end, size_t len)
+{
+	struct ctl_out o;
+	CHECK_INT_EQ(host_ctl(h, &o, "history", PLUGIN, "--json", NULL), 0);
+	json_object *j = json_tokener_parse(o.out);
+	CHECK(j && json_object_is_type(j, json_type_array));
+	size_t n = json_object_array_length(j);
+	if (last_end && n >= 2)
+		snprintf(last_end, len, "%s", jstr(json_object_array_get_idx(j, 1), "end_reason"));
+	json_object_put(j);
+	ctl_out_free(&o);
+	return n;
+}
+
+static void expect(int status, struct ctl_out *o, const char *in_err, const char *what)
+{
+	if (o->status != status || (in_err && !strstr(o->err, in_err)))
+		fprintf(stderr, "%s: exit %d, stderr: %s\n", what, o->status, o->err);
+	CHECK_INT_EQ(o->status, status);
+	CHECK(!in_err || strstr(o->err, in_err) != NULL);
+	ctl_out_free(o);
+}
+
+static void test_pin_refusals(void)
+{
+	struct ctl_out o;
+	host_ctl(&A, &o, "release", "pin", PLUGIN, "9.9.9", NULL);
+	expect(2, &o, "no member of plugin 'reconciler' runs release 9.9.9 (present: 1.0.0)",
+	       "a release nobody runs");
+	host_ctl(&A, &o, "release", "pin", PLUGIN, "1.x", NULL);
+	expect(2, &o, "invalid release '1.x'", "no release");
+	host_ctl(&A, &o, "release", "pin", "nosuch", "1.0.0", NULL);
+	expect(2, &o, "no plugin named 'nosuch'", "an unknown plugin");
+	observer(&o, "release", "pin", "nosuch", "1.0.0", NULL);
+	expect(2, &o, "plugin 'nosuch' has no members", "an unknown plugin (observer)");
+	size_t n;
+	uint8_t *v = tu_get(&T, PFX "/" PLUGIN "/pin", &n);
+	CHECK(v == NULL); /* nothing was written */
+}
+
+static void test_pin_holds_then_one_handover(void)
+{
+	struct ctl_out o;
+	host_ctl(&B, &o, "release", "pin", PLUGIN, "1.0.0", NULL);
+	expect(0, &o, NULL, "pin 1.0.0");
+	int64_t token = fencing_token(&A);
+	host_install_plugin(&C, "1.1.0-reference", "reconciler.so");
+	obs_wait_member_release(g_obs, "c", REL(1, 1, 0), 15000);
+	host_install_plugin(&B, "1.1.0-reference", "reconciler.so");
+	obs_wait_member_release(g_obs, "b", REL(1, 1, 0), 15000);
+	host_wait_state(&C, PLUGIN, "standby", true, 15000);
+	struct json_object *p = ctl_plugin_json(&C, PLUGIN);
+	const char *held = p ? jstr(p, "held_back") : NULL;
+	CHECK(held && strstr(held, "release 1.1.0 is newer than the pin 1.0.0: release 1.0.0 leads "
+	                           "meanwhile"));
+	json_object_put(p);
+	tu_put(&T, PFX "/" PLUGIN "/data/desired/p1", "q1", 2);
+	tu_wait(&T, p_output, (void *)"value=q1", 15000, "the pinned 1.0.0 leader reconciles");
+	CHECK_INT_EQ(fencing_token(&A), token);
+	CHECK_STR_EQ(obs_leader(g_obs), "a");
+
+	CHECK_INT_EQ(host_ctl(&C, &o, "release", PLUGIN, NULL), 0);
+	CHECK(strstr(o.out, "pin:      1.0.0 (by b") != NULL);
+	CHECK(strstr(o.out, "can act:  1.0.0 (") != NULL);
+	CHECK(strstr(o.out, "leader:   a (release 1.0.0)") != NULL);
+	CHECK(strstr(o.out, "  1.1.0: 2 member(s)") != NULL);
+	CHECK(strstr(o.out, "  1.0.0: 1 member(s), 1 ready") != NULL);
+	ctl_out_free(&o);
+	CHECK_INT_EQ(observer(&o, "release", PLUGIN, "--json", NULL), 0);
+	json_object *j = json_tokener_parse(o.out);
+	CHECK(j != NULL);
+	CHECK_STR_EQ(jstr(j, "pin.release"), "1.0.0");
+	CHECK_STR_EQ(jstr(j, "acting.release"), "1.0.0");
+	CHECK_STR_EQ(jstr(j, "leader_release"), "1.0.0");
+	json_object_put(j);
+	ctl_out_free(&o);
+
+	/* a switchover to a node the pin holds back is refused with the reason */
+	host_ctl(&A, &o, "switchover", PLUGIN, "--to", "c", NULL);
+	expect(2, &o, "node c runs release 1.1.0 of plugin 'reconciler', which may not lead now: "
+	              "release 1.1.0 is newer than the pin 1.0.0", "switchover past the pin");
+
+	size_t before = terms(&A, NULL, 0);
+	host_ctl(&A, &o, "release", "unpin", PLUGIN, NULL);
+	expect(0, &o, NULL, "unpin");
+	tu_wait(&T, p_other_leader, (void *)"a", 20000, "the unpin hands over to 1.1.0");
+	size_t want = before + 1;
+	tu_wait(&T, p_terms, &want, 15000, "the new term's record");
+	char end[64] = "";
+	const char *leader = obs_leader(g_obs);
+	CHECK(leader && (strcmp(leader, "b") == 0 || strcmp(leader, "c") == 0));
+	CHECK_INT_EQ(terms(&A, end, sizeof(end)), before + 1);
+	CHECK_STR_EQ(end, "newer-release");
+	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+}
+
+static void test_pin_forced_below_status_observer(void)
+{
+	struct ctl_out o;
+	/* 1.1.0 reconciles once every member runs it */
+	host_install_plugin(&A, "1.1.0-reference", "reconciler.so");
+	obs_wait_status_done(g_obs, REL(1, 1, 0), 20000);
+	host_install_plugin(&A, "1.0.0", "reconciler.so");
+	obs_wait_member_release(g_obs, "a", REL(1, 0, 0), 15000);
+	observer(&o, "release", "pin", PLUGIN, "1.0.0", NULL);
+	expect(2, &o, "release 1.0.0 is older than the status's version 1.1.0", "older than the status");
+	observer(&o, "release", "pin", PLUGIN, "1.0.0", "--force", NULL);
+	expect(0, &o, "warning: release 1.0.0 is older than the status's version 1.1.0", "--force");
+	obs_wait_leader(g_obs, "a", 15000);
+	obs_wait_status_done(g_obs, REL(1, 0, 0), 20000);
+	CHECK_INT_EQ(observer(&o, "status", PLUGIN, NULL), 0);
+	CHECK(strstr(o.out, "pin:           1.0.0 (by") != NULL && strstr(o.out, "forced") != NULL);
+	ctl_out_free(&o);
+}
+
+int main(void)
+{
+	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
+	tu_init(&T, harness_etcd_urls(g_etcd));
+	host_setup(&A, harness_dir(g_etcd), "a");
+	host_setup(&B, harness_dir(g_etcd), "b");
+	host_setup(&C, harness_dir(g_etcd), "c");
+	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
+	host_install_plugin(&A, "1.0.0", "reconciler.so");
+	host_install_plugin(&B, "1.0.0", "reconciler.so");
+	host_install_plugin(&C, "1.0.0", "reconciler.so");
+	host_start(&A, harness_etcd_urls(g_etcd), g_args);
+	obs_wait_leader(g_obs, "a", 15000);
+	host_start(&B, harness_etcd_urls(g_etcd), g_args);
+	host_start(&C, harness_etcd_urls(g_etcd), g_args);
+	obs_wait_members(g_obs, 3, 15000);
+	obs_wait_status_done(g_obs, REL(1, 0, 0), 15000);
+
+	RUN(test_pin_refusals);
+	RUN(test_pin_holds_then_one_handover);
+	RUN(test_pin_forced_below_status_observer);
+
+	host_signal(&A, SIGTERM);
+	host_signal(&B, SIGTERM);
+	host_signal(&C, SIGTERM);
+	CHECK_OK(host_wait(&A, 15000));
+	CHECK_OK(host_wait(&B, 15000));
+	CHECK_OK(host_wait(&C, 15000));
+	obs_free(g_obs);
+	tu_fini(&T);
+	harness_etcd_free(g_etcd);
+	return 0;
+}
