@@ -7,7 +7,7 @@
 # figure 1 only (to BUILDDIR/bench/RESULTS-handover.md); LH_BENCH_CRASH=1
 # figures 2 and 8 only (to BUILDDIR/bench/RESULTS-crash.md); LH_BENCH_SWITCHOVER=1
 # figure 9 only (to BUILDDIR/bench/RESULTS-switchover.md); LH_BENCH_PIN=1 figure
-# 13 only (to BUILDDIR/bench/RESULTS-pin.md); LH_BENCH_WATCH=1
+# 14 only (to BUILDDIR/bench/RESULTS-pin.md); LH_BENCH_WATCH=1
 # figures 10-12 only (to BUILDDIR/bench/RESULTS-watch.md), with
 # LH_BENCH_FIG12=N figure 12 alone in N trials; LH_BENCH_ROLLOUT=1 figure 13
 # only (to BUILDDIR/bench/RESULTS-rollout.md).
