@@ -50,55 +50,83 @@ static void start(struct host *h, int port)
 	host_start(h, harness_etcd_urls(g_etcd), args);
 }
 
-/* the page's state in one line: "leader=a status=DONE 1.0.0 rows=a:1.0.0*,
- * b:1.0.0!,... terms=N open=a:1.0.0" (rows sorted by node; * leads, ! holds
- * the rollout back), "" before its first render */
+/* the page's state as JSON: {"leader", "status", "rows": {node: release},
+ * "lead": the leader row's "node:release", "back": the nodes marked as
+ * holding the rollout back ("a,b"), "terms", "open": the open term's
+ * "node:release"}; "" before its first render */
 static const char DOM_EXPR[] =
     "(function(){var s=document.querySelector('section.plugin[data-plugin=\"" PLUGIN "\"]');"
     "if(document.body.dataset.loaded!=='true'||!s)return '';"
-    "var rows=[].slice.call(s.querySelectorAll('tr.member')).map(function(r){"
-    "return r.dataset.node+':'+r.dataset.release+(r.dataset.leader==='true'?'*':'')"
-    "+(r.dataset.holdsBack==='true'?'!':'');}).sort().join(',');"
-    "var st=s.querySelector('[data-fact=status] .value').textContent;"
-    "var terms=s.querySelectorAll('li.term'),open=s.querySelector('li.term[data-ended=false]');"
-    "return 'leader='+s.dataset.leader+' status='+st+' rows='+rows+' terms='+terms.length"
-    "+' open='+(open?open.dataset.node+':'+open.dataset.release:'-');})()";
+    "var o={leader:s.dataset.leader,rows:{},lead:'-',back:[],"
+    "status:s.querySelector('[data-fact=status] .value').textContent,"
+    "terms:s.querySelectorAll('li.term').length,open:'-'};"
+    "[].forEach.call(s.querySelectorAll('tr.member'),function(r){"
+    "o.rows[r.dataset.node]=r.dataset.release;"
+    "if(r.dataset.leader==='true')o.lead=r.dataset.node+':'+r.dataset.release;"
+    "if(r.dataset.holdsBack==='true')o.back.push(r.dataset.node);});"
+    "o.back=o.back.sort().join(',');"
+    "var t=s.querySelector('li.term[data-ended=false]');"
+    "if(t)o.open=t.dataset.node+':'+t.dataset.release;"
+    "return JSON.stringify(o);})()";
 
-struct want_dom {
-	const char *const *parts; /* substrings the line must hold */
-	char last[600];
+/* what a step expects the page to show */
+struct step {
+	const char *name;
+	const char *rel[3];   /* the releases of rows a, b, c */
+	const char *lead_rel; /* the leader row's release */
+	const char *lead;     /* the leader, or NULL: any */
+	const char *back;     /* the nodes holding the rollout back */
+	const char *status;
+	int min_terms;
+	char last[800]; /* what the page showed last */
 };
 
 static bool p_dom(void *arg)
 {
-	struct want_dom *w = arg;
+	struct step *w = arg;
 	char *s = browser_eval(g_br, DOM_EXPR);
 	snprintf(w->last, sizeof(w->last), "%s", s ? s : "(no answer)");
-	bool ok = s && *s;
-	for (const char *const *p = w->parts; ok && *p; p++)
-		ok = strstr(s, *p) != NULL;
+	json_object *o = s && *s ? json_tokener_parse(s) : NULL;
 	free(s);
+	if (!o)
+		return false;
+	const char *lead = jstr(o, "lead"), *leader = jstr(o, "leader"), *open = jstr(o, "open");
+	json_object *rows = jget(o, "rows");
+	bool ok = rows && json_object_object_length(rows) == 3 && lead && leader && open;
+	static const char *const nodes[] = {"a", "b", "c"};
+	for (int i = 0; ok && i < 3; i++) {
+		const char *r = jstr(rows, nodes[i]);
+		ok = r && strcmp(r, w->rel[i]) == 0;
+	}
+	/* the leader row is the plugin's leader, on the release that acts,
+	 * and its term is the open one */
+	size_t ll = ok ? strcspn(lead, ":") : 0;
+	ok = ok && strlen(leader) == ll && strncmp(lead, leader, ll) == 0 &&
+	     strcmp(lead + ll + 1, w->lead_rel) == 0 && strcmp(open, lead) == 0 &&
+	     (!w->lead || strcmp(leader, w->lead) == 0);
+	ok = ok && jstr(o, "back") && strcmp(jstr(o, "back"), w->back) == 0;
+	ok = ok && jstr(o, "status") && strcmp(jstr(o, "status"), w->status) == 0;
+	ok = ok && json_object_get_int(jget(o, "terms")) >= w->min_terms;
+	json_object_put(o);
 	return ok;
 }
 
-/* wait for the live page to show every part, then keep its screenshot */
-static void wait_page(const char *step, const char *const *parts)
+/* wait for the live page to show step w, then keep its screenshot */
+static void wait_page(struct step *w)
 {
-	struct want_dom w = {.parts = parts};
-	char what[200];
-	snprintf(what, sizeof(what), "the dashboard shows step %s", step);
 	uint64_t deadline = loop_now() + 20 * LOOP_NS_PER_S;
-	while (!p_dom(&w)) {
+	while (!p_dom(w)) {
 		if (loop_now() >= deadline) {
-			fprintf(stderr, "timed out waiting for: %s; it shows: %s\n", what, w.last);
+			fprintf(stderr, "timed out waiting for the dashboard to show step %s; it shows: %s\n",
+			        w->name, w->last);
 			hosts_dump_logs();
 			exit(1);
 		}
 		CHECK(loop_run_once(T.loop, 100) >= 0); /* the observer's watch runs meanwhile */
 	}
-	fprintf(stderr, "# step %s: %s\n", step, w.last);
+	fprintf(stderr, "# step %s: %s\n", w->name, w->last);
 	char file[700];
-	snprintf(file, sizeof(file), "%s/%s.png", g_artifacts, step);
+	snprintf(file, sizeof(file), "%s/%s.png", g_artifacts, w->name);
 	CHECK_OK(browser_screenshot(g_br, file));
 	struct stat st;
 	CHECK(stat(file, &st) == 0 && st.st_size > 1000);
@@ -117,32 +145,28 @@ static void test_dashboard_follows_a_rollout(void)
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", g_port[0]);
 	g_br = browser_open(path, harness_dir(g_etcd), url);
 
-	static const char *const s1[] = {"leader=a ", "status=DONE 1.0.0",
-	                                 "rows=a:1.0.0*,b:1.0.0,c:1.0.0 ", "open=a:1.0.0", NULL};
-	wait_page("1-all-on-1.0.0", s1);
+	static struct step s1 = {"1-all-on-1.0.0", {"1.0.0", "1.0.0", "1.0.0"}, "1.0.0", NULL, "",
+	                         "DONE 1.0.0", 1};
+	wait_page(&s1);
 
 	/* c upgrades: 1.0.0 keeps leading; a and b hold the rollout back */
 	upgrade(&C);
-	static const char *const s2[] = {"leader=a ", "rows=a:1.0.0*!,b:1.0.0!,c:1.1.0 ",
-	                                 "status=DONE 1.0.0", NULL};
-	wait_page("2-c-on-1.1.0", s2);
+	static struct step s2 = {"2-c-on-1.1.0", {"1.0.0", "1.0.0", "1.1.0"}, "1.0.0", NULL, "a,b",
+	                         "DONE 1.0.0", 1};
+	wait_page(&s2);
 
+	/* b upgrades: only a runs the release that can act */
 	upgrade(&B);
-	static const char *const s3[] = {"leader=a ", "rows=a:1.0.0*!,b:1.1.0,c:1.1.0 ", NULL};
-	wait_page("3-b-on-1.1.0", s3);
+	static struct step s3 = {"3-b-on-1.1.0", {"1.0.0", "1.1.0", "1.1.0"}, "1.0.0", "a", "a",
+	                         "DONE 1.0.0", 1};
+	wait_page(&s3);
 
-	/* the last 1.0.0 host: one handover to 1.1.0, DONE 1.1.0, a second term */
+	/* the last 1.0.0 host: a handover to 1.1.0, DONE 1.1.0, a new term */
 	upgrade(&A);
 	obs_wait_status_done(g_obs, REL(1, 1, 0), 20000);
-	static const char *const s4[] = {"status=DONE 1.1.0", ":1.1.0*", "terms=2", NULL};
-	wait_page("4-all-on-1.1.0", s4);
-	char *line = browser_eval(g_br, DOM_EXPR);
-	CHECK(line && strstr(line, "rows=a:1.1.0") && strstr(line, "b:1.1.0") &&
-	      strstr(line, "c:1.1.0") && !strstr(line, "!"));
-	/* the open term is the new leader's, on 1.1.0 */
-	const char *open = strstr(line, " open=");
-	CHECK(open && strlen(open) > 7 && strcmp(open + strlen(open) - 6, ":1.1.0") == 0);
-	free(line);
+	static struct step s4 = {"4-all-on-1.1.0", {"1.1.0", "1.1.0", "1.1.0"}, "1.1.0", NULL, "",
+	                         "DONE 1.1.0", 2};
+	wait_page(&s4);
 }
 
 /* /api/v1/members is what `leaseholdctl members -o json` prints */
