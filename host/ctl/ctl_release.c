@@ -8,26 +8,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ctl/ctl.h"
-#include "ctl/ctl_release.h"
 #include "base/release.h"
 #include "control/control_codec.h"
+#include "control/control_json.h"
+#include "ctl/ctl.h"
+#include "ctl/ctl_release.h"
 
 #define RELEASES_MAX 32
-
-json_object *ctl_release_pin_json(const Plugin *p)
-{
-	char tb[64], a[RELEASE_STRLEN];
-	if (!p->pin)
-		return NULL;
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "release", json_object_new_string(ctl_fmt_release(p->pin, a, sizeof(a))));
-	json_object_object_add(o, "forced", json_object_new_boolean(p->pin_forced));
-	json_object_object_add(o, "by", p->pin_by && p->pin_by[0] ? json_object_new_string(p->pin_by) : NULL);
-	const char *at = ctl_fmt_time(p->pin_at, tb, sizeof(tb));
-	json_object_object_add(o, "at", at ? json_object_new_string(at) : NULL);
-	return o;
-}
 
 const char *ctl_release_pin_line(const Plugin *p, char *buf, size_t len)
 {
@@ -77,7 +64,7 @@ static json_object *ctl_release_json_of(const Plugin *p, const struct release *r
 	char a[RELEASE_STRLEN];
 	json_object *o = json_object_new_object(), *arr = json_object_new_array();
 	json_object_object_add(o, "plugin", json_object_new_string(p->name));
-	json_object_object_add(o, "pin", ctl_release_pin_json(p));
+	json_object_object_add(o, "pin", control_json_pin(p));
 	json_object_object_add(o, "pin_error", p->pin_error && p->pin_error[0] ? json_object_new_string(p->pin_error) : NULL);
 	json_object *act = NULL;
 	if (p->acting_release) {

@@ -18,10 +18,6 @@
  * an exit code */
 int ctl_release_view(const Response *r, bool json);
 
-/* ctl_release_pin_json - p's pin as JSON: null, or {"release", "forced",
- * "by", "at"} (new object, the caller owns it) */
-json_object *ctl_release_pin_json(const Plugin *p);
-
 /* ctl_release_pin_line - p's pin in words into buf ("1.0.0 (by a at T)",
  * "none", or why the record is ignored); returns buf */
 const char *ctl_release_pin_line(const Plugin *p, char *buf, size_t len);

@@ -19,6 +19,7 @@
 #include <json-c/json.h>
 
 #include "control/control_codec.h"
+#include "control/control_json.h"
 #include "ctl/ctl.h"
 #include "ctl/ctl_views.h"
 #include "ctl/ctl_release.h"
@@ -57,11 +58,7 @@ char *ctl_fmt_release(const Leasehold__Control__Release *r, char *buf, size_t le
 /* fmt_time - unix seconds as RFC 3339 UTC; NULL for 0. */
 const char *ctl_fmt_time(int64_t t, char *buf, size_t len)
 {
-	struct tm tm;
-	time_t tt = (time_t)t;
-	if (t <= 0 || !gmtime_r(&tt, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		return NULL;
-	return buf;
+	return control_json_fmt_time(t, buf, len);
 }
 
 /* ctl_views_print_table - patronictl-style box table; cells is nrows*ncol strings;
@@ -124,94 +121,6 @@ static void ctl_views_title_of(const Response *r, char *buf, size_t len)
 		snprintf(buf, len, "Node: %s", ctl_clean(r->node, nb, sizeof(nb), true));
 	else
 		snprintf(buf, len, "Cluster (from etcd)");
-}
-
-static json_object *ctl_views_json_str_or_null(const char *s)
-{
-	return (s && s[0]) ? json_object_new_string(s) : NULL;
-}
-
-static json_object *ctl_views_json_release(const Leasehold__Control__Release *r)
-{
-	char b[RELEASE_STRLEN];
-	return r ? json_object_new_string(ctl_fmt_release(r, b, sizeof(b))) : NULL;
-}
-
-static int64_t ctl_views_clamp_u64(uint64_t v)
-{
-	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
-}
-
-/* ctl_views_json_plugin - the documented per-plugin object (see README). */
-static json_object *ctl_views_json_plugin(const Plugin *p)
-{
-	json_object *o = json_object_new_object(), *rs, *st = NULL, *rc;
-	char tb[64];
-	const Leasehold__Control__Releases *r = p->releases;
-	const Leasehold__Control__Reconcile *c = p->reconcile;
-
-	json_object_object_add(o, "name", json_object_new_string(p->name));
-	json_object_object_add(o, "file", ctl_views_json_str_or_null(p->file));
-	json_object_object_add(o, "release", ctl_views_json_release(p->release));
-	json_object_object_add(o, "state", json_object_new_string(p->state));
-	json_object_object_add(o, "leader", ctl_views_json_str_or_null(p->leader));
-	json_object_object_add(o, "view_stale", json_object_new_boolean(p->view_stale));
-	json_object_object_add(o, "view_stale_ms",
-			       p->view_stale ? json_object_new_int64(ctl_views_clamp_u64(p->view_stale_ms))
-					     : NULL);
-	json_object_object_add(o, "ready", json_object_new_boolean(p->ready));
-
-	rs = json_object_new_object();
-	bool have = r && r->members > 0;
-	json_object_object_add(rs, "min", have ? ctl_views_json_release(r->min) : NULL);
-	json_object_object_add(rs, "max", have ? ctl_views_json_release(r->max) : NULL);
-	json_object_object_add(rs, "revision", json_object_new_int64(r ? r->revision : 0));
-	json_object_object_add(rs, "members", json_object_new_int64(r ? ctl_views_clamp_u64(r->members) : 0));
-	json_object_object_add(o, "releases", rs);
-
-	if (p->status) {
-		st = json_object_new_object();
-		json_object_object_add(st, "state", json_object_new_string(p->status->state));
-		json_object_object_add(st, "version", ctl_views_json_release(p->status->version));
-		json_object_object_add(st, "minimum_compatible_release",
-				       ctl_views_json_release(p->status->minimum_compatible_release));
-	}
-	json_object_object_add(o, "status", st);
-
-	rc = json_object_new_object();
-	json_object_object_add(rc, "count", json_object_new_int64(c ? ctl_views_clamp_u64(c->count) : 0));
-	json_object_object_add(rc, "last_ok", json_object_new_boolean(c && c->last_ok));
-	json_object_object_add(rc, "last_error", ctl_views_json_str_or_null(c ? c->last_error : NULL));
-	const char *at = c ? ctl_fmt_time(c->last_at, tb, sizeof(tb)) : NULL;
-	json_object_object_add(rc, "last_at", at ? json_object_new_string(at) : NULL);
-	json_object_object_add(o, "reconcile", rc);
-
-	json_object_object_add(o, "error", ctl_views_json_str_or_null(p->error));
-	json_object_object_add(o, "held_back", ctl_views_json_str_or_null(p->held_back));
-	json_object_object_add(o, "fencing_token", json_object_new_int64(p->fencing_token));
-	json_object_object_add(o, "superseded_by", ctl_views_json_str_or_null(p->superseded_by));
-	json_object_object_add(o, "not_ready", ctl_views_json_str_or_null(p->not_ready));
-	bool running = p->callback && p->callback[0];
-	json_object_object_add(o, "callback", ctl_views_json_str_or_null(running ? p->callback : NULL));
-	json_object_object_add(o, "callback_ms",
-			       json_object_new_int64(running ? ctl_views_clamp_u64(p->callback_ms) : 0));
-	json_object_object_add(o, "paused", json_object_new_boolean(p->paused));
-	json_object_object_add(o, "paused_by", ctl_views_json_str_or_null(p->paused_by));
-	const char *pat = ctl_fmt_time(p->paused_at, tb, sizeof(tb));
-	json_object_object_add(o, "paused_at", pat ? json_object_new_string(pat) : NULL);
-	json_object_object_add(o, "pause_error", ctl_views_json_str_or_null(p->pause_error));
-	json_object_object_add(o, "reconcile_requested",
-			       json_object_new_int64(p->reconcile_requested));
-	json_object_object_add(o, "reconcile_served", json_object_new_int64(p->reconcile_served));
-	json_object *nodes = json_object_new_array();
-	for (size_t i = 0; i < p->n_nodes; i++)
-		json_object_array_add(nodes, ctl_json_member(p->nodes[i]));
-	json_object_object_add(o, "nodes", nodes);
-	json_object_object_add(o, "config_revision", json_object_new_int64(p->config_revision));
-	json_object_object_add(o, "config_error", ctl_views_json_str_or_null(p->config_error));
-	json_object_object_add(o, "pin", ctl_release_pin_json(p));
-	json_object_object_add(o, "pin_error", ctl_views_json_str_or_null(p->pin_error));
-	return o;
 }
 
 void ctl_print_json(json_object *o)
@@ -317,7 +226,7 @@ int ctl_view_plugins(const Response *r, bool json)
 	if (json) {
 		json_object *a = json_object_new_array();
 		for (size_t i = 0; i < r->n_plugins; i++)
-			json_object_array_add(a, ctl_views_json_plugin(r->plugins[i]));
+			json_object_array_add(a, control_json_plugin(r->plugins[i]));
 		ctl_print_json(a);
 		json_object_put(a);
 		return EXIT_OK;
@@ -362,7 +271,7 @@ int ctl_view_status(const Response *r, bool json)
 	}
 	p = r->plugins[0];
 	if (json) {
-		json_object *o = ctl_views_json_plugin(p);
+		json_object *o = control_json_plugin(p);
 		ctl_print_json(o);
 		json_object_put(o);
 		return EXIT_OK;
@@ -439,42 +348,6 @@ int ctl_view_status(const Response *r, bool json)
 	if (p->n_nodes)
 		return ctl_views_print_nodes("Nodes", p->nodes, p->n_nodes);
 	return EXIT_OK;
-}
-
-json_object *ctl_json_member(const Member *m)
-{
-	char tb[64];
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "node", json_object_new_string(m->node));
-	json_object_object_add(o, "release", ctl_views_json_release(m->release));
-	json_object_object_add(o, "leader", json_object_new_boolean(m->leader));
-	json_object_object_add(o, "campaigning", json_object_new_boolean(m->campaigning));
-	json_object_object_add(o, "sessions", json_object_new_int64(m->sessions));
-	json_object_object_add(o, "conflict", json_object_new_boolean(m->conflict));
-	/* the node's own state record (null fields when it has none) */
-	const Leasehold__Control__NodeState *ns = m->node_state;
-	json_object_object_add(o, "local", json_object_new_boolean(m->local));
-	json_object_object_add(o, "member", json_object_new_boolean(!m->no_member_record));
-	json_object_object_add(o, "state", ns ? json_object_new_string(ns->state) : NULL);
-	json_object_object_add(o, "reason", ctl_views_json_str_or_null(ns ? ns->reason : NULL));
-	const char *at = ns ? ctl_fmt_time(ns->since, tb, sizeof(tb)) : NULL;
-	json_object_object_add(o, "since", at ? json_object_new_string(at) : NULL);
-	json_object_object_add(o, "ready", ns ? json_object_new_boolean(ns->ready) : NULL);
-	json_object_object_add(o, "not_ready", ctl_views_json_str_or_null(ns ? ns->not_ready : NULL));
-	json_object *rc = NULL;
-	if (ns && ns->reconcile_at) {
-		rc = json_object_new_object();
-		at = ctl_fmt_time(ns->reconcile_at, tb, sizeof(tb));
-		json_object_object_add(rc, "at", at ? json_object_new_string(at) : NULL);
-		json_object_object_add(rc, "ok", json_object_new_boolean(ns->reconcile_ok));
-		json_object_object_add(rc, "error", ctl_views_json_str_or_null(ns->reconcile_error));
-	}
-	json_object_object_add(o, "last_reconcile", rc);
-	json_object_object_add(o, "state_record",
-			       json_object_new_string(ns ? "valid"
-						      : m->node_state_invalid ? "invalid"
-									      : "none"));
-	return o;
 }
 
 #define MCOLS 9
@@ -606,7 +479,7 @@ int ctl_view_members(const Response *r, bool json)
 	if (json) {
 		json_object *a = json_object_new_array();
 		for (size_t i = 0; i < r->n_members; i++)
-			json_object_array_add(a, ctl_json_member(r->members[i]));
+			json_object_array_add(a, control_json_member(r->members[i]));
 		ctl_print_json(a);
 		json_object_put(a);
 		return EXIT_OK;
@@ -654,7 +527,7 @@ int ctl_view_roles_list(const Response *r, bool json)
 			for (size_t k = 0; k < e->n_roles; k++)
 				json_object_array_add(ra, json_object_new_string(e->roles[k]));
 			json_object_object_add(o, "roles", ra);
-			json_object_object_add(o, "error", ctl_views_json_str_or_null(e->error));
+			json_object_object_add(o, "error", control_json_str_or_null(e->error));
 			json_object_array_add(a, o);
 		}
 		ctl_print_json(a);
@@ -700,23 +573,7 @@ int ctl_view_history(const Response *r, const char *name, bool json)
 	if (json) {
 		json_object *a = json_object_new_array();
 		for (size_t i = 0; i < r->n_terms; i++) {
-			const Leasehold__Control__Term *t = r->terms[i];
-			json_object *o = json_object_new_object();
-			json_object_object_add(o, "token", json_object_new_int64(t->fencing_token));
-			json_object_object_add(o, "node", ctl_views_json_str_or_null(t->node));
-			json_object_object_add(o, "release", t->invalid ? NULL : ctl_views_json_release(t->release));
-			json_object_object_add(o, "start_revision",
-					       json_object_new_int64(t->start_revision));
-			const char *at = ctl_fmt_time(t->start_unix, tb, sizeof(tb));
-			json_object_object_add(o, "start", at ? json_object_new_string(at) : NULL);
-			json_object_object_add(o, "end_revision",
-					       json_object_new_int64(t->end_revision));
-			at = ctl_fmt_time(t->end_unix, tb, sizeof(tb));
-			json_object_object_add(o, "end", at ? json_object_new_string(at) : NULL);
-			json_object_object_add(o, "end_reason", ctl_views_json_str_or_null(t->end_reason));
-			json_object_object_add(o, "end_detail", ctl_views_json_str_or_null(t->end_detail));
-			json_object_object_add(o, "valid", json_object_new_boolean(!t->invalid));
-			json_object_array_add(a, o);
+			json_object_array_add(a, control_json_term(r->terms[i]));
 		}
 		ctl_print_json(a);
 		json_object_put(a);

@@ -33,8 +33,5 @@ char *ctl_fmt_release(const Leasehold__Control__Release *r, char *buf, size_t le
 const char *ctl_fmt_time(int64_t t, char *buf, size_t len);
 /* ctl_print_json - o pretty-printed, one value, then a newline */
 void ctl_print_json(json_object *o);
-/* ctl_json_member - the documented JSON object of one node row (members,
- * and the "nodes" array of a plugin); a new reference */
-json_object *ctl_json_member(const Member *m);
 
 #endif

@@ -303,6 +303,7 @@ static int daemon_teardown(struct daemon *d, int code)
 	session_free(d->sess);
 	roles_free(d->roles);
 	etcd_client_free(d->etcd);
+	daemon_api_fini(d); /* after the client: no history read completes now */
 	loop_io_free(d->sig_io);
 	loop_timer_free(d->later);
 	loop_timer_free(d->leave_timer);

@@ -94,6 +94,7 @@ static void daemon_files_entry_free(struct entry *e)
 	free(e->next_file);
 	free(e->error);
 	free(e->hold_reason);
+	free(e->api_hist);
 	free(e->file);
 	free(e);
 }

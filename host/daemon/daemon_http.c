@@ -140,6 +140,7 @@ static void daemon_http_publish(struct daemon *d)
 		         d->session_lost_why);
 		snap->unhealthy = strdup(buf);
 	}
+	daemon_api_fill(d, snap);
 	http_server_publish(d->http, snap);
 	snap = NULL;
 fail:
@@ -189,6 +190,7 @@ int daemon_start_http(struct daemon *d)
 		log_error("daemon", "cannot serve HTTP on %s: %s", addr, *err ? err : strerror(-r));
 		return r;
 	}
+	http_server_set_api(d->http, daemon_api_render, d);
 	if ((r = loop_timer_new(d->loop, daemon_http_on_publish, d, &d->publish)) < 0)
 		return r;
 	log_info("daemon", "metrics and probes at http://%s (port %d)", addr, http_server_port(d->http));

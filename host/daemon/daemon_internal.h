@@ -66,6 +66,13 @@ struct entry {
 	 * long as the election; no instance starts before it was read once */
 	struct plugin_config_mirror *cfgm;
 	char config_error[800]; /* daemon_config_error's text */
+	/* the dashboard's term history (daemon_api.c): the packed Response of
+	 * the last read, the leader it was read for, reads made for it */
+	uint8_t *api_hist;
+	size_t api_hist_len;
+	char api_hist_leader[LH_PLUGIN_NAME_MAX + 256];
+	unsigned api_hist_tries;
+	bool api_hist_busy;
 };
 
 struct daemon {
@@ -123,6 +130,11 @@ struct daemon {
 	bool sd_ready;      /* READY=1 sent since the start or the last reload */
 	bool sd_started;    /* READY=1 sent once */
 	char sd_status[160]; /* the STATUS= last sent */
+	/* the dashboard (daemon_api.c): the generation of its data, the hash
+	 * it was bumped for, history reads in flight */
+	uint64_t api_generation;
+	uint64_t api_hash;
+	struct daemon_api_read *api_reads;
 };
 
 /* a hot reload the election has not completed yet (daemon.c) */
@@ -239,5 +251,20 @@ int daemon_start_http(struct daemon *d);
 /* daemon_publish_soon - a change: publish a new snapshot within
  * PUBLISH_MIN_NS, and let the metrics observe it */
 void daemon_publish_soon(struct daemon *d);
+
+/* ---- the dashboard's data (daemon_api.c) ---- */
+struct http_snapshot;
+struct http_api_answer;
+/* daemon_api_fill - the api part and generation of snap (on failure none:
+ * the API answers 503 until a later publish succeeds); may start history
+ * reads. Loop thread. */
+void daemon_api_fill(struct daemon *d, struct http_snapshot *snap);
+/* daemon_api_render - the http_api_fn of the daemon's server (http.h):
+ * any thread, reads only api */
+void daemon_api_render(void *ud, const void *api, const char *route, const char *plugin,
+                       struct http_api_answer *ret);
+/* daemon_api_fini - free the history reads still in flight (after the etcd
+ * client is freed: their callbacks never run). Loop thread. */
+void daemon_api_fini(struct daemon *d);
 
 #endif

@@ -13,16 +13,8 @@
 
 #include "http/http.h"
 #include "http/http_guard.h"
+#include "http/http_internal.h"
 #include "base/loop.h"
-
-struct http_server {
-	struct http_guard *guard;
-	nng_http_server *srv;
-	nng_url *url;
-	uint64_t stale_after_ns;
-	pthread_mutex_t mu; /* guards snap: held for a swap or a copy, never longer */
-	struct http_snapshot *snap;
-};
 
 void http_snapshot_free(struct http_snapshot *s)
 {
@@ -37,6 +29,8 @@ void http_snapshot_free(struct http_snapshot *s)
 	free(s->plugins);
 	free(s->metrics);
 	free(s->unhealthy);
+	if (s->api_free)
+		s->api_free(s->api);
 	free(s);
 }
 
@@ -87,7 +81,7 @@ static int http_nng_to_errno(int rv)
 }
 
 /* finish - hand res to nng (rv 0) or drop it and fail the request */
-static void http_finish(nng_aio *aio, nng_http_res *res, int rv)
+void http_finish(nng_aio *aio, nng_http_res *res, int rv)
 {
 	if (rv != 0) {
 		nng_http_res_free(res);
@@ -99,7 +93,7 @@ static void http_finish(nng_aio *aio, nng_http_res *res, int rv)
 }
 
 /* reply - finish a handler's aio with status and a text body (copied) */
-static void http_reply(nng_aio *aio, uint16_t status, const char *ctype, const char *body, size_t len)
+void http_reply(nng_aio *aio, uint16_t status, const char *ctype, const char *body, size_t len)
 {
 	nng_http_res *res;
 	int rv = nng_http_res_alloc(&res);
@@ -122,13 +116,13 @@ static void http_reply_line(nng_aio *aio, uint16_t status, const char *line)
 	http_reply(aio, status, "text/plain; charset=utf-8", buf, len);
 }
 
-static struct http_server *http_server_of(nng_aio *aio)
+struct http_server *http_server_of(nng_aio *aio)
 {
 	return nng_http_handler_get_data(nng_aio_get_input(aio, 1));
 }
 
 /* why the current snapshot cannot be trusted (NULL: it can); under s->mu */
-static const char *http_stale_reason(struct http_server *s, char *buf, size_t len)
+const char *http_stale_reason(struct http_server *s, char *buf, size_t len)
 {
 	if (!s->snap)
 		return "starting: no state published yet";
@@ -253,7 +247,7 @@ static void http_on_leader(nng_aio *aio)
 	http_plugin_probe(aio, "/leader", true);
 }
 
-static int http_add_handler(struct http_server *s, const char *path, void (*cb)(nng_aio *), bool tree)
+int http_add_handler(struct http_server *s, const char *path, void (*cb)(nng_aio *), bool tree)
 {
 	nng_http_handler *h;
 	int rv = nng_http_handler_alloc(&h, path, cb);
@@ -303,6 +297,8 @@ int http_server_new(const char *addr, uint64_t stale_after_ns, struct http_serve
 	if (rv == 0)
 		rv = http_add_handler(s, "/leader", http_on_leader, true);
 	if (rv == 0)
+		rv = http_api_add_handlers(s);
+	if (rv == 0)
 		rv = nng_http_server_start(s->srv);
 	if (rv != 0) {
 		snprintf(err, err_len, "nng's HTTP server: %s", nng_strerror(rv));
@@ -329,11 +325,43 @@ int http_server_port(struct http_server *s)
 void http_server_publish(struct http_server *s, struct http_snapshot *snap)
 {
 	snap->published_at = loop_now();
+	snap->refs = 1; /* the server's */
 	pthread_mutex_lock(&s->mu);
 	struct http_snapshot *old = s->snap;
 	s->snap = snap;
 	pthread_mutex_unlock(&s->mu);
-	http_snapshot_free(old); /* outside the lock: handlers never wait for free() */
+	if (snap->generation && (!old || old->generation != snap->generation))
+		http_guard_set_generation(s->guard, snap->generation);
+	http_snap_put(s, old); /* frees outside the lock: handlers never wait for free() */
+}
+
+struct http_snapshot *http_snap_get(struct http_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	struct http_snapshot *snap = s->snap;
+	if (snap)
+		snap->refs++;
+	pthread_mutex_unlock(&s->mu);
+	return snap;
+}
+
+void http_snap_put(struct http_server *s, struct http_snapshot *snap)
+{
+	if (!snap)
+		return;
+	pthread_mutex_lock(&s->mu);
+	bool last = --snap->refs == 0;
+	pthread_mutex_unlock(&s->mu);
+	if (last)
+		http_snapshot_free(snap);
+}
+
+void http_server_set_api(struct http_server *s, http_api_fn fn, void *ud)
+{
+	pthread_mutex_lock(&s->mu);
+	s->api_fn = fn;
+	s->api_ud = ud;
+	pthread_mutex_unlock(&s->mu);
 }
 
 void http_server_free(struct http_server *s)
@@ -347,7 +375,7 @@ void http_server_free(struct http_server *s)
 		nng_http_server_release(s->srv);
 	}
 	nng_url_free(s->url);
-	http_snapshot_free(s->snap);
+	http_snap_put(s, s->snap); /* no handler runs any more: the last reference */
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }

@@ -23,6 +23,16 @@
  *   maps to GET) reaches a handler; nng answers other methods on known
  *   paths 405 and unknown paths 404. Names after /readyz/ and /leader/ are
  *   only compared with the snapshot's names, never used otherwise.
+ * - The dashboard (docs/observability.md): /api/v1/plugins, /members and
+ *   /history answer from the snapshot's api part, which the publisher
+ *   builds (the server never interprets it) and renders on request with
+ *   its http_api_fn on nng's thread, holding a reference on the snapshot
+ *   (not the mutex: that is held for a reference count only). Nothing is
+ *   rendered unless asked. /api/v1/events?since=N is the live update: the
+ *   guard holds it until the snapshot's generation passes N (the publisher
+ *   bumps it when the api part changed) or HTTP_EVENTS_WAIT_MS pass, then
+ *   it answers {"generation": G}. A waiting browser costs one connection of
+ *   the guard's max_conns and no thread. Query strings: http_query.h.
  */
 #ifndef LH_HTTP_H
 #define LH_HTTP_H
@@ -56,7 +66,33 @@ struct http_snapshot {
 	struct http_plugin_state *plugins;
 	size_t n_plugins;
 	uint64_t published_at; /* loop_now(); set by http_server_publish */
+	/* the dashboard's data, opaque to the server; owned by the snapshot
+	 * and freed with api_free (both may be NULL: no dashboard data) */
+	void *api;
+	void (*api_free)(void *api);
+	/* changes when api's content changed (never goes back); 0 = no data */
+	uint64_t generation;
+	unsigned refs; /* the server's: leave 0 */
 };
+
+/* how long /api/v1/events waits for a newer generation before it answers
+ * the current one (a browser asks again at once) */
+#define HTTP_EVENTS_WAIT_MS 25000
+
+/* One answer of the api renderer. */
+struct http_api_answer {
+	uint16_t status; /* 200, or 404 / 500 with an {"error": ...} body */
+	char *body;      /* malloc'd JSON; the server frees it */
+	size_t len;
+};
+
+/* http_api_fn - render route ("plugins", "members" or "history") of the
+ * snapshot's api part (borrowed; never NULL) for plugin (a validated name
+ * of 1..255 [A-Za-z0-9._-], or NULL for "plugins") into *ret. Runs on one
+ * of nng's threads, concurrently with itself and with the publisher: it
+ * may read api and nothing else of the daemon. */
+typedef void (*http_api_fn)(void *ud, const void *api, const char *route, const char *plugin,
+                            struct http_api_answer *ret);
 
 /* http_snapshot_free - free a snapshot and what it holds. Accepts NULL. */
 void http_snapshot_free(struct http_snapshot *s);
@@ -79,6 +115,10 @@ int http_server_port(struct http_server *s);
 /* http_server_publish - make snap the current answer set (takes ownership
  * of snap; the previous one is freed). Any thread; the loop in the daemon. */
 void http_server_publish(struct http_server *s, struct http_snapshot *snap);
+
+/* http_server_set_api - the renderer of /api/v1/ (until it is set, or
+ * while a snapshot has no api part, the API answers 503). Any thread. */
+void http_server_set_api(struct http_server *s, http_api_fn fn, void *ud);
 
 /* http_server_free - stop serving (waits for handlers in progress), free.
  * Accepts NULL. */

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,13 +17,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http/http.h"
 #include "http/http_guard.h"
 #include "http/http_head.h"
+#include "http/http_query.h"
 
 #define MAX_RESPONSE (16u << 20) /* an answer of nng larger than this is cut off */
 #define BACKEND_TIMEOUT_MS 2000
 
-enum conn_state { C_HEAD, C_WRITE };
+/* C_WAIT: a /api/v1/events request held until the generation passes
+ * since, or its deadline */
+enum conn_state { C_HEAD, C_WAIT, C_WRITE };
 
 struct conn {
 	struct conn *next;
@@ -33,11 +38,15 @@ struct conn {
 	size_t head_len;
 	char *out;
 	size_t out_len, out_off;
+	char *req;      /* C_WAIT: the request to pass on when it is time */
+	uint64_t since; /* C_WAIT: answer once the generation passes this */
 };
 
 struct http_guard {
 	struct http_guard_limits lim;
 	int listen_fd, epfd, stop_fd;
+	int wake_fd; /* written by http_guard_set_generation */
+	_Atomic uint64_t generation;
 	int port, backend_port;
 	unsigned n_conns;
 	struct conn *conns;
@@ -63,6 +72,7 @@ static void http_guard_conn_close(struct http_guard *g, struct conn *c)
 	close(c->fd);
 	free(c->head);
 	free(c->out);
+	free(c->req);
 	free(c);
 	g->n_conns--;
 }
@@ -152,17 +162,9 @@ static bool http_guard_conn_flush(struct conn *c)
 	return true;
 }
 
-static void http_guard_conn_answer(struct http_guard *g, struct conn *c)
+/* pass req on to nng and start writing its answer */
+static void http_guard_conn_forward(struct http_guard *g, struct conn *c, const char *req)
 {
-	char req[1200];
-	c->head[c->head_len] = 0;
-	int status = http_head_parse(c->head, g->lim.max_lines, req, sizeof(req));
-	if (status) {
-		http_guard_conn_refuse(g, c, status, status == 431   ? "Request Header Fields Too Large"
-		                          : status == 505 ? "HTTP Version Not Supported"
-		                                          : "Bad Request");
-		return;
-	}
 	c->out = http_guard_backend_exchange(g, req, &c->out_len);
 	if (!c->out) {
 		http_guard_conn_refuse(g, c, 503, "Service Unavailable");
@@ -177,6 +179,85 @@ static void http_guard_conn_answer(struct http_guard *g, struct conn *c)
 	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
 	if (epoll_ctl(g->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
 		http_guard_conn_close(g, c);
+}
+
+/* a valid "GET /api/v1/events?since=N" with N not behind the generation:
+ * held (C_WAIT) instead of answered; anything else about it (a bad
+ * query) is nng's to refuse. true when c is held. */
+static bool http_guard_conn_hold(struct http_guard *g, struct conn *c, const char *req)
+{
+	static const char *const known[] = {"since", NULL};
+	const char *why = NULL;
+	if (strncmp(req, "GET ", 4) != 0)
+		return false;
+	const char *target = req + 4;
+	size_t tl = strcspn(target, " ");
+	char t[1100];
+	if (tl >= sizeof(t))
+		return false;
+	memcpy(t, target, tl);
+	t[tl] = 0;
+	uint64_t since;
+	if (!http_target_path_is(t, "/api/v1/events") || http_query_check(t, known, &why) < 0 ||
+	    http_query_u64(t, "since", &since) != 1 || since < atomic_load(&g->generation))
+		return false;
+	if (!(c->req = strdup(req)))
+		return false;
+	c->since = since;
+	c->state = C_WAIT;
+	c->deadline_ms = http_guard_now_ms() + HTTP_EVENTS_WAIT_MS;
+	return true;
+}
+
+static void http_guard_conn_answer(struct http_guard *g, struct conn *c)
+{
+	char req[1200];
+	c->head[c->head_len] = 0;
+	int status = http_head_parse(c->head, g->lim.max_lines, req, sizeof(req));
+	if (status) {
+		http_guard_conn_refuse(g, c, status, status == 431   ? "Request Header Fields Too Large"
+		                          : status == 505 ? "HTTP Version Not Supported"
+		                                          : "Bad Request");
+		return;
+	}
+	if (!http_guard_conn_hold(g, c, req))
+		http_guard_conn_forward(g, c, req);
+}
+
+/* C_WAIT and readable: the client went away (or sends what nobody reads) */
+static void http_guard_conn_waiting_readable(struct http_guard *g, struct conn *c)
+{
+	char scratch[512];
+	for (;;) {
+		ssize_t r = recv(c->fd, scratch, sizeof(scratch), 0);
+		if (r > 0)
+			continue;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+			http_guard_conn_close(g, c);
+		return;
+	}
+}
+
+/* the generation moved: answer every held request it passed */
+static void http_guard_wake(struct http_guard *g)
+{
+	uint64_t v;
+	(void)!read(g->wake_fd, &v, sizeof(v));
+	uint64_t gen = atomic_load(&g->generation);
+	for (struct conn *c = g->conns, *n; c; c = n) {
+		n = c->next;
+		if (c->state == C_WAIT && gen > c->since)
+			http_guard_conn_forward(g, c, c->req);
+	}
+}
+
+void http_guard_set_generation(struct http_guard *g, uint64_t generation)
+{
+	uint64_t one = 1;
+	atomic_store(&g->generation, generation);
+	(void)!write(g->wake_fd, &one, sizeof(one));
 }
 
 static void http_guard_conn_readable(struct http_guard *g, struct conn *c)
@@ -251,6 +332,8 @@ static int http_guard_expire(struct http_guard *g)
 		if (c->deadline_ms <= now) {
 			if (c->state == C_HEAD)
 				http_guard_conn_refuse(g, c, 408, "Request Timeout");
+			else if (c->state == C_WAIT) /* the wait is over: the current generation */
+				http_guard_conn_forward(g, c, c->req);
 			else
 				http_guard_conn_close(g, c); /* a client that does not read its answer */
 		} else if (c->deadline_ms < next)
@@ -276,11 +359,17 @@ static void *http_guard_main(void *arg)
 				http_guard_accept_all(g);
 				continue;
 			}
+			if (p == &g->wake_fd) {
+				http_guard_wake(g);
+				continue;
+			}
 			struct conn *c = p;
 			/* c may have been closed by an earlier event of this batch
 			 * only through its own event: one event per fd per batch */
 			if (c->state == C_HEAD)
 				http_guard_conn_readable(g, c);
+			else if (c->state == C_WAIT)
+				http_guard_conn_waiting_readable(g, c);
 			else if (http_guard_conn_flush(c))
 				http_guard_conn_close(g, c);
 		}
@@ -335,7 +424,7 @@ int http_guard_new(const char *host, const char *port, int backend_port,
 	struct http_guard *g = calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
-	g->listen_fd = g->epfd = g->stop_fd = -1;
+	g->listen_fd = g->epfd = g->stop_fd = g->wake_fd = -1;
 	g->backend_port = backend_port;
 	if (limits)
 		g->lim = *limits;
@@ -354,11 +443,14 @@ int http_guard_new(const char *host, const char *port, int backend_port,
 		goto fail;
 	g->epfd = epoll_create1(EPOLL_CLOEXEC);
 	g->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	g->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	struct epoll_event el = {.events = EPOLLIN, .data.ptr = &g->listen_fd};
 	struct epoll_event es = {.events = EPOLLIN, .data.ptr = &g->stop_fd};
-	if (g->epfd < 0 || g->stop_fd < 0 ||
+	struct epoll_event ew = {.events = EPOLLIN, .data.ptr = &g->wake_fd};
+	if (g->epfd < 0 || g->stop_fd < 0 || g->wake_fd < 0 ||
 	    epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->listen_fd, &el) < 0 ||
-	    epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->stop_fd, &es) < 0) {
+	    epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->stop_fd, &es) < 0 ||
+	    epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->wake_fd, &ew) < 0) {
 		r = -errno;
 		snprintf(err, err_len, "%s", strerror(-r));
 		goto fail;
@@ -397,5 +489,7 @@ void http_guard_free(struct http_guard *g)
 		close(g->epfd);
 	if (g->stop_fd >= 0)
 		close(g->stop_fd);
+	if (g->wake_fd >= 0)
+		close(g->wake_fd);
 	free(g);
 }

@@ -24,6 +24,11 @@
  *   written to the client without blocking, within write_timeout_ms.
  * - At most max_conns connections at once; more are answered 503 and
  *   closed at once.
+ * - The dashboard's live update: a valid GET /api/v1/events?since=N whose
+ *   N is not behind the generation (http_guard_set_generation) is held,
+ *   costing its connection and nothing else, until the generation passes
+ *   N or HTTP_EVENTS_WAIT_MS pass; then it is passed on like any other.
+ *   Held requests count against max_conns.
  * - The loop thread is never involved.
  * - nng's own listener stays on 127.0.0.1 (an ephemeral port): a local
  *   process can still reach it directly; the front protects the address
@@ -54,6 +59,9 @@ int http_guard_new(const char *host, const char *port, int http_backend_port,
                    size_t err_len);
 /* http_guard_port - the TCP port it listens on */
 int http_guard_port(const struct http_guard *g);
+/* http_guard_set_generation - the dashboard data's generation moved to
+ * generation: answer the held events requests it passes. Any thread. */
+void http_guard_set_generation(struct http_guard *g, uint64_t generation);
 /* http_guard_free - stop the thread, close every connection. Accepts NULL. */
 void http_guard_free(struct http_guard *g);
 

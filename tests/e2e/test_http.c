@@ -150,7 +150,8 @@ static void test_probes_and_metrics(void)
 	check_reply(PA, NULL, "/leader/nope", 404, "no such plugin");
 	check_reply(PA, NULL, "/readyz/", 404, NULL);
 	check_reply(PA, NULL, "/nope", 404, NULL);
-	check_reply(PA, NULL, "/", 404, NULL);
+	check_reply(PA, NULL, "/", 200, "<!DOCTYPE html>"); /* the dashboard */
+	check_reply(PA, NULL, "/index.html", 404, NULL);
 	check_reply(PA, NULL, "/metricsx", 404, NULL);
 	check_reply(PA, "POST", "/healthz", 405, NULL);
 	check_reply(PA, "DELETE", "/metrics", 405, NULL);

@@ -8,16 +8,49 @@
  * 0, 400, 431 or 505; on 0 the request passed on is NUL-terminated, fits,
  * has the documented shape (a token method, a target starting with '/',
  * HTTP/1.1, the fixed headers) and carries no byte outside printable ASCII
- * but its CRLFs.
+ * but its CRLFs. Then the passed-on target goes through the dashboard
+ * API's query checks (host/http/http_query.h) as the guard and the API
+ * read it: an accepted query yields only values of 1..255 characters of
+ * [A-Za-z0-9._-], and a number only from digits.
  */
 #include "config.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
 #include "http/http_head.h"
+#include "http/http_query.h"
+
+static void fuzz_http_query(const char *req)
+{
+	static const char *const known[] = {"plugin", "since", NULL};
+	const char *sp = strchr(req, ' ');
+	char target[1100];
+	size_t tl = sp ? strcspn(sp + 1, " ") : 0;
+	if (!sp || tl >= sizeof(target))
+		return;
+	memcpy(target, sp + 1, tl);
+	target[tl] = 0;
+	const char *why = NULL;
+	int c = http_query_check(target, known, &why);
+	FUZZ_CHECK(c == 0 || (c == -EINVAL && why));
+	char v[HTTP_QUERY_VALUE_MAX + 1];
+	int g = http_query_get(target, "plugin", v, sizeof(v));
+	FUZZ_CHECK(g == 0 || g == 1 || g == -EINVAL);
+	if (c == 0 && g == 1) {
+		size_t n = strlen(v);
+		FUZZ_CHECK(n >= 1 && n <= HTTP_QUERY_VALUE_MAX);
+		FUZZ_CHECK(strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n);
+	}
+	uint64_t since = 0;
+	int u = http_query_u64(target, "since", &since);
+	FUZZ_CHECK(u == 0 || u == 1 || u == -EINVAL);
+	(void)http_target_path_is(target, "/api/v1/events");
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -40,6 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (size_t i = 0; i < n - strlen(tail); i++)
 			FUZZ_CHECK((unsigned char)req[i] > 0x20 ? (unsigned char)req[i] < 0x7f
 			                                        : &req[i] == sp);
+		fuzz_http_query(req);
 	}
 	free(head);
 	return 0;
