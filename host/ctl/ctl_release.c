@@ -91,7 +91,7 @@ static json_object *ctl_release_json_of(const Plugin *p, const struct release *r
 				continue;
 			members++;
 			ready += m->node_state && m->node_state->ready;
-			json_object_array_add(nodes, ctl_json_member(m));
+			json_object_array_add(nodes, control_json_member(m));
 		}
 		json_object_object_add(e, "release", json_object_new_string(x));
 		json_object_object_add(e, "members", json_object_new_int64(members));
