@@ -502,5 +502,6 @@ const struct control_ops daemon_control_ops = {
 	.switchover = daemon_control_ctl_switchover,
 	.config_get = daemon_config_get,
 	.config_set = daemon_config_set,
+	.shadow = daemon_control_ctl_shadow,
 };
 
