@@ -246,8 +246,8 @@ static const struct command commands[] = {
      "Exit 0 the switchover happened (NODE leads; without --to another node\n"
      "leads), 1 it did not (it ended or timed out without that, or the request\n"
      "could not be written), 2 refused (the reason is printed) or usage error.\n"},
-    {"shadow", 1, 1, true, true, false, "shadow NAME [--node NODE] [--timeout DUR] [-o json]",
-     "preview the writes of this node's release",
+    {"shadow", 1, 1, true, true, false, "shadow NAME [--node NODE] [--timeout DUR]",
+     "preview a release's writes",
      "Run one reconcile of plugin NAME on this node's daemon, which must not lead\n"
      "it (e.g. a newer release that stands by during a rollout), with every write\n"
      "captured by the host instead of sent: nothing is written to etcd. The\n"
