@@ -258,6 +258,9 @@ int main(void)
 	host_signal(&B, SIGTERM);
 	CHECK_OK(host_wait(&A, 15000));
 	CHECK_OK(host_wait(&B, 15000));
+	/* a clean exit: no sanitizer report at the daemons' teardown */
+	CHECK_INT_EQ(A.exit_status, 0);
+	CHECK_INT_EQ(B.exit_status, 0);
 	obs_free(g_obs);
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);
