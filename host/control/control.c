@@ -755,6 +755,60 @@ static bool control_do_verb(struct control *c, struct control_conn *conn, struct
 	return true;
 }
 
+static void control_shadow_done(void *done_ctx, int err, const char *msg,
+				const struct Leasehold__Control__ShadowReport *rep)
+{
+	struct request *rq = done_ctx;
+	struct control_reply rp;
+
+	assert(rq->state == R_ASYNC && !rq->in_op);
+	control_reply_init(&rp);
+	if (err == -ETIMEDOUT)
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_TIMEOUT, "%s",
+			    msg && msg[0] ? msg : "the shadow run timed out");
+	else if (err < 0)
+		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_FAILED,
+			    "the shadow reconcile of plugin '%s' failed: %s", rq->plugin,
+			    msg && msg[0] ? msg : strerror(-err));
+	/* borrowed until the reply is packed, in control_verb_reply */
+	rp.r.shadow = (Leasehold__Control__ShadowReport *)(uintptr_t)rep;
+	control_verb_reply(rq, &rp);
+	rp.r.shadow = NULL;
+	control_reply_fini(&rp);
+}
+
+/* control_do_shadow - a shadow run (the decoder checked name and node);
+ * true when answered later by control_shadow_done */
+static bool control_do_shadow(struct control *c, struct control_conn *conn,
+			      struct control_reply *rp, const Leasehold__Control__Request *req)
+{
+	char err[256] = "";
+	struct request *rq;
+
+	if (!c->ops->shadow) {
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
+			    "shadow is not supported by this daemon");
+		return false;
+	}
+	rq = control_verb_start(c, conn, rp, req);
+	if (!rq)
+		return false;
+	int r = c->ops->shadow(c->ud, req->name, req->node && req->node[0] ? req->node : NULL,
+			       req->timeout_ms, control_shadow_done, rq, err, sizeof(err));
+	rq->in_op = false;
+	err[sizeof(err) - 1] = '\0';
+	if (r < 0) {
+		control_reply_error(rp,
+			    r == -ENOENT ? LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND
+			    : r == -ENOMEM ? LEASEHOLD__CONTROL__CODE__CODE_INTERNAL
+					   : LEASEHOLD__CONTROL__CODE__CODE_BUSY,
+			    "%s", err[0] ? err : strerror(-r));
+		control_request_free(rq);
+		return false;
+	}
+	return true;
+}
+
 static void control_plugin_config_done(void *done_ctx, int err, const char *msg, const char *doc, size_t len,
 			int64_t rev, const char *doc_error)
 {
@@ -999,6 +1053,10 @@ static void control_on_request(void *ud, struct control_conn *conn, const uint8_
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
 			control_do_leave(c, &rp);
+			break;
+		case LEASEHOLD__CONTROL__KIND__KIND_SHADOW:
+			if (control_do_shadow(c, conn, &rp, req))
+				goto done; /* answered by control_shadow_done */
 			break;
 		case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET:
 		case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET:

@@ -151,6 +151,15 @@ typedef void (*control_history_fn)(void *done_ctx, int err, const char *msg,
 typedef void (*control_switchover_fn)(void *done_ctx, int err, const char *msg, int64_t rev,
                                       const char *from);
 
+/* a shadow run's answer (control_ops.shadow): err 0 the reconcile returned
+ * 0, -ETIMEDOUT the run's timeout passed, another -errno the reconcile
+ * failed (msg: why) or the run could not start; rep (borrowed for the call,
+ * a proto/control.proto ShadowReport) is what was captured, NULL when the
+ * run never began */
+struct Leasehold__Control__ShadowReport;
+typedef void (*control_shadow_fn)(void *done_ctx, int err, const char *msg,
+                                  const struct Leasehold__Control__ShadowReport *rep);
+
 /* one node's roles record (leaseholdctl roles list) */
 struct control_role_entry {
 	const char *node_id;
@@ -253,6 +262,17 @@ struct control_ops {
 	int (*config_set)(void *ud, const char *name, const void *doc, size_t len,
 	                  int64_t expect_rev, bool force, control_config_fn done, void *done_ctx,
 	                  char *err, size_t err_len);
+
+	/* ---- shadow preview; NULL = "not supported" ---- */
+	/* shadow - one reconcile of plugin NAME on this node with its writes
+	 * captured (node: when not NULL, this daemon's node id must be it).
+	 * 0 when started: done() runs exactly once later, never before the op
+	 * returns; or -errno at once with the reason in err (-ENOENT no such
+	 * plugin, -EXDEV this daemon is another node, -EBUSY this node leads
+	 * the plugin, -EALREADY a run is in progress, -EAGAIN the plugin is
+	 * not ready) and done never runs. */
+	int (*shadow)(void *ud, const char *name, const char *node, uint32_t timeout_ms,
+	              control_shadow_fn done, void *done_ctx, char *err, size_t err_len);
 };
 
 /* What a reply carries, for a client that answers a request itself

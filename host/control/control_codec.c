@@ -93,6 +93,7 @@ static bool control_codec_kind_needs_name(int kind)
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_RECONCILE ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_HISTORY ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_SHADOW ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN ||
@@ -104,7 +105,8 @@ static bool control_codec_kind_known(int kind)
 	return (kind >= LEASEHOLD__CONTROL__KIND__KIND_PLUGINS &&
 	        kind <= LEASEHOLD__CONTROL__KIND__KIND_RELEASE_UNPIN) ||
 	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET ||
-	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET;
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET ||
+	       kind == LEASEHOLD__CONTROL__KIND__KIND_SHADOW;
 }
 
 static bool control_codec_kind_is_roles_write(int kind)
@@ -211,6 +213,12 @@ int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control
 		r = -EINVAL;
 		goto fail;
 	}
+	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_SHADOW &&
+	    ((req->node && req->node[0] && !control_codec_node_ok(req->node)) || req->n_roles)) {
+		why = "invalid shadow node (1..128 printable ASCII characters, no '/')";
+		r = -EINVAL;
+		goto fail;
+	}
 	/* the document itself (JSON, the plugin's own check) is the daemon's to
 	 * judge; here only what no request may carry */
 	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET
@@ -294,6 +302,21 @@ int control_codec_switchover_request_encode(const char *name, const char *to, ui
 	req.kind = LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER;
 	req.name = (char *)name;
 	req.node = (char *)(to ? to : "");
+	req.timeout_ms = timeout_ms;
+	return control_codec_request_pack(&req, ret_buf, ret_len);
+}
+
+int control_codec_shadow_request_encode(const char *name, const char *node, uint32_t timeout_ms,
+					uint8_t **ret_buf, size_t *ret_len)
+{
+	Leasehold__Control__Request req = LEASEHOLD__CONTROL__REQUEST__INIT;
+
+	if (!name)
+		return -EINVAL;
+	req.protocol = CONTROL_PROTOCOL;
+	req.kind = LEASEHOLD__CONTROL__KIND__KIND_SHADOW;
+	req.name = (char *)name;
+	req.node = (char *)(node ? node : "");
 	req.timeout_ms = timeout_ms;
 	return control_codec_request_pack(&req, ret_buf, ret_len);
 }
@@ -469,6 +492,8 @@ const char *control_codec_kind_str(int kind)
 		return "history";
 	case LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER:
 		return "switchover";
+	case LEASEHOLD__CONTROL__KIND__KIND_SHADOW:
+		return "shadow";
 	case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET:
 		return "config-get";
 	case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET:

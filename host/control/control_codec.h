@@ -98,6 +98,11 @@ int control_codec_pin_request_encode(const char *name, const char *version, bool
 int control_codec_forget_request_encode(const char *name, const char *node, uint8_t **ret_buf,
 					size_t *ret_len);
 
+/* control_codec_shadow_request_encode - pack a SHADOW request for plugin
+ * name on node `node` (NULL: the daemon asked) bounded by timeout_ms
+ * (*ret_buf malloc'd). 0 or -EINVAL / -ENOMEM. */
+int control_codec_shadow_request_encode(const char *name, const char *node, uint32_t timeout_ms,
+					uint8_t **ret_buf, size_t *ret_len);
 /* control_codec_switchover_request_encode - pack a SWITCHOVER request
  * (plugin name, target node or NULL for any, timeout) into a malloc'd
  * buffer (caller frees *ret_buf); not validated here. Returns 0 or

@@ -45,6 +45,7 @@
 #include "control/control.h"
 #include "control/control_codec.h"
 #include "ctl/ctl_switchover.h"
+#include "ctl/ctl_shadow.h"
 #include "lh_install_dirs.h"
 #include "ctl/ctl.h"
 #include "ctl/ctl_observer.h"
@@ -76,6 +77,7 @@ struct opts {
 	bool json, help, version, has_timeout, yes, force;
 	const char *timeout;
 	const char *to; /* switchover --to */
+	const char *node; /* shadow --node */
 	/* observer mode (ctl_observer.h): answered from etcd when etcd is set */
 	struct ctl_etcd_opts etcd;
 	const char *from_revision, *to_revision; /* watch */
@@ -91,6 +93,7 @@ static const char **ctl_main_value_option(struct opts *o, const char *a, size_t 
 	    {"--control", offsetof(struct opts, control)},
 	    {"--config", offsetof(struct opts, config)},
 	    {"--to", offsetof(struct opts, to)},
+	    {"--node", offsetof(struct opts, node)},
 	    {"--timeout", offsetof(struct opts, timeout)},
 	    {"--etcd", offsetof(struct opts, etcd.endpoints)},
 	    {"--etcd-cacert", offsetof(struct opts, etcd.cacert)},
@@ -244,6 +247,27 @@ static const struct command commands[] = {
      "Exit 0 the switchover happened (NODE leads; without --to another node\n"
      "leads), 1 it did not (it ended or timed out without that, or the request\n"
      "could not be written), 2 refused (the reason is printed) or usage error.\n"},
+    {"shadow", 1, 1, true, true, false, "shadow NAME [--node NODE] [--timeout DUR]",
+     "preview a release's writes",
+     "Run one reconcile of plugin NAME on this node's daemon, which must not lead\n"
+     "it (e.g. a newer release that stands by during a rollout), with every write\n"
+     "captured by the host instead of sent: nothing is written to etcd. The\n"
+     "plugin's reads are served from etcd as usual (not at one fixed revision;\n"
+     "the report names the revisions of its first and last read), its txns' compares\n"
+     "are decided by etcd, it is not told it leads (fencing_token() is 0) and\n"
+     "gets no watch batches. Prints the counts of puts, deletes and unchanged\n"
+     "writes, then per key the old value (read in the same txn) and the new one,\n"
+     "each as its first 32 bytes, its length and its FNV-1a 64 hash. At most 1000\n"
+     "writes are captured (past that the run is marked TRUNCATED).\n"
+     "--node NODE: refused unless the daemon asked is NODE (use --control to reach\n"
+     "another node's daemon). --timeout DUR bounds the run (default 10 s; 100ms to\n"
+     "10m). -o json prints {\"plugin\", \"revision\", \"last_revision\", \"puts\",\n"
+     "\"deletes\", \"unchanged\", \"txns\", \"truncated\", \"error\", \"writes\": [{\"op\",\n"
+     "\"key\", \"old\", \"new\"}]} (a value: null or {\"head\", \"length\",\n"
+     "\"truncated\", \"fnv1a64\"}).\n"
+     "Exit 0 the reconcile ran and returned 0, 1 it failed or DUR passed (what\n"
+     "was captured until then is printed), 2 refused (this node leads the\n"
+     "plugin, another node was named, a run is in progress) or usage error.\n"},
     {"watch", 0, 1, true, true, false, "watch [NAME] [-o json]",
      "stream the cluster's changes (reads etcd)",
      "Print every change of plugin NAME (or of every plugin) as it happens, one line\n"
@@ -327,23 +351,25 @@ static void ctl_main_print_help(FILE *out)
 		"                 " LH_CONFIG_FILE ", when it exists)\n"
 		"  -o, --output table|json\n"
 		"                 output format of plugins, status, members, roles list,\n"
-		"                 history, switchover, watch (default table)\n"
+		"                 history, switchover, watch, shadow (default table)\n"
 		"  --json         the same as -o json\n"
 		"  --revision R   config set: write only over the configuration of revision R\n"
 		"  --force        config set/edit: also for a plugin that has never run;\n"
 		"                 roles set: also for a node that has never registered\n"
 		"  --timeout S    wait-ready (default 60), reconcile (default 30), switchover\n"
-		"                 (default 30, also 1500ms, 30s, 2m): give up after S\n"
+		"                 (default 30, also 1500ms, 30s, 2m), shadow (default 10):\n"
+		"                 give up after S\n"
 		"                 seconds; every other command: the deadline of the whole\n"
 		"                 call (default 10 s, 30 s for etcd writes)\n"
 		"  --to NODE      switchover: the node that is to lead\n"
+		"  --node NODE    shadow: refused unless the daemon asked is NODE\n"
 		"  -h, --help     this help; after a command, that command's help\n"
 		"\nObserver mode (no daemon, no plugin on this machine):\n"
 		"  --etcd URL[,URL]   answer from etcd: plugins, status, members, history,\n"
 		"                     roles list, watch, pause, resume, reconcile,\n"
 		"                     switchover, config (not validated by the plugin); the\n"
 		"                     daemon-only commands (reload, wait-ready, leave,\n"
-		"                     roles set/clear, members forget) are refused\n"
+		"                     roles set/clear, members forget, shadow) are refused\n"
 		"  --etcd-cacert FILE, --etcd-cert FILE, --etcd-key FILE\n"
 		"                     TLS: CA bundle, client certificate and key (PEM)\n"
 		"  --etcd-user NAME   etcd user; the password comes from\n"
@@ -677,6 +703,25 @@ static int ctl_verb_encode_switchover(const struct ctl_verb_call *c, uint8_t **r
 	return ctl_switchover_encode(c->name, c->o->to, c->timeout_ms, ret_req, ret_len);
 }
 
+static int ctl_verb_prepare_shadow(struct ctl_verb_call *c)
+{
+	const struct opts *o = c->o;
+	if (ctl_shadow_parse_timeout(o->has_timeout ? o->timeout : NULL, &c->timeout_ms) < 0)
+		return ctl_main_usage_error(c->cmd,
+					    "invalid --timeout '%s' (100ms to 10m: 10, 10s, "
+					    "500ms, 2m)",
+					    o->timeout);
+	c->recv_timeout = (int64_t)c->timeout_ms + CTL_SHADOW_MARGIN_MS;
+	return EXIT_OK;
+}
+
+static int ctl_verb_encode_shadow(const struct ctl_verb_call *c, uint8_t **ret_req,
+				  size_t *ret_len)
+{
+	return control_codec_shadow_request_encode(c->name, c->o->node, c->timeout_ms, ret_req,
+						   ret_len);
+}
+
 static int ctl_verb_encode_forget(const struct ctl_verb_call *c, uint8_t **ret_req, size_t *ret_len)
 {
 	return control_codec_forget_request_encode(c->name, c->o->args[1], ret_req, ret_len);
@@ -854,6 +899,7 @@ static const struct ctl_verb verbs[] = {
      ctl_verb_show_pin, "release NAME"},
     {"release unpin", KIND(RELEASE_UNPIN), CTL_WRITE_TIMEOUT_MS, NULL, ctl_verb_encode_pin,
      ctl_verb_show_pin, "release NAME"},
+    {"shadow", KIND(SHADOW), 0, ctl_verb_prepare_shadow, ctl_verb_encode_shadow, NULL, NULL},
 };
 #undef KIND
 
@@ -936,6 +982,9 @@ static int ctl_main_run_verb(struct ctl_verb_call *c, const char *url)
 	if (v->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER &&
 	    resp->code != LEASEHOLD__CONTROL__CODE__CODE_REFUSED)
 		ret = ctl_switchover_result(resp, c->name, o->to, o->json);
+	else if (v->kind == LEASEHOLD__CONTROL__KIND__KIND_SHADOW &&
+		 resp->code != LEASEHOLD__CONTROL__CODE__CODE_REFUSED)
+		ret = ctl_shadow_result(resp, c->name, o->json);
 	else
 		ret = ctl_check_code(resp, c->roles);
 	if (ret == EXIT_OK && v->show)
@@ -1062,6 +1111,11 @@ static int ctl_main_check_flags(const struct opts *o, const struct command *cmd)
 	if (o->to && !control_codec_node_ok(o->to))
 		return ctl_main_usage_error(cmd, "invalid node id for --to (1..128 printable ASCII "
 						 "characters, no '/')");
+	if (o->node && strcmp(cmd->name, "shadow") != 0)
+		return ctl_main_usage_error(cmd, "%s does not take --node", cmd->name);
+	if (o->node && !control_codec_node_ok(o->node))
+		return ctl_main_usage_error(cmd, "invalid node id for --node (1..128 printable "
+						 "ASCII characters, no '/')");
 	if (o->yes && !cmd->confirm)
 		return ctl_main_usage_error(cmd, "%s does not take --yes", cmd->name);
 	if (o->force && strcmp(cmd->name, "roles set") != 0 && strcmp(cmd->name, "release pin") != 0)

@@ -540,5 +540,6 @@ const struct control_ops daemon_control_ops = {
 	.release_pin = daemon_control_ctl_release_pin,
 	.config_get = daemon_config_get,
 	.config_set = daemon_config_set,
+	.shadow = daemon_control_ctl_shadow,
 };
 

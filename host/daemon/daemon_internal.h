@@ -150,6 +150,12 @@ extern const struct control_ops daemon_control_ops;
 /* lookups: the entry running plugin `name`, the entry whose instance came
  * from `file`, the plugin directory's record of `file`; NULL when none */
 struct entry *daemon_find_name(struct daemon *d, const char *name);
+
+/* daemon_shadow.c: control_ops.shadow (control.h); a request without a
+ * timeout gets DAEMON_SHADOW_TIMEOUT_DEFAULT_MS */
+#define DAEMON_SHADOW_TIMEOUT_DEFAULT_MS 10000u
+int daemon_control_ctl_shadow(void *ud, const char *name, const char *node, uint32_t timeout_ms,
+			      control_shadow_fn done, void *done_ctx, char *err, size_t err_len);
 struct entry *daemon_find_file(struct daemon *d, const char *file);
 struct pfile *daemon_find_pfile(struct daemon *d, const char *file);
 /* daemon_file_probe - read pf's file again (checks, descriptor); 0 or

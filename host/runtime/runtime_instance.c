@@ -622,6 +622,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 	if (pi->wsock_open)
 		pi_close_socket(pi, pi->wsock);
 	pi_txns_orphan(pi);
+	pi_shadow_free(pi); /* its done is not called: no completion is, here */
 	while (pi->q_head) {
 		struct event *ev = pi->q_head;
 		pi->q_head = ev->next;

@@ -320,6 +320,62 @@ const struct plugin_config *plugin_instance_config(const struct plugin_instance 
 int plugin_instance_validate_config(struct plugin_instance *pi, const char *doc, size_t len,
                                     driver_reconcile_done_fn done, void *done_ud);
 
+/* ---- shadow preview (runtime_instance_shadow.c) ---- */
+
+/* what a shadow run reports per value: whether the key existed (old) or
+ * what is written (new), its length, its first bytes and a hash of all of
+ * it (FNV-1a 64), so a report stays small whatever the values */
+#define PLUGIN_SHADOW_HEAD 32u
+/* writes a run may capture (listed or unchanged); past it the plugin's txn
+ * fails with -E2BIG and the report says truncated */
+#define PLUGIN_SHADOW_MAX_WRITES 1000u
+struct plugin_shadow_value {
+	bool present;
+	uint64_t len;
+	uint64_t hash;
+	uint32_t head_len; /* <= PLUGIN_SHADOW_HEAD */
+	uint8_t head[PLUGIN_SHADOW_HEAD];
+};
+/* one captured write that would change etcd: key relative to the data
+ * prefix (owned by the report) */
+struct plugin_shadow_write {
+	uint8_t *key;
+	size_t key_len;
+	bool del;
+	struct plugin_shadow_value old_value, new_value;
+};
+struct plugin_shadow_report {
+	int64_t revision;      /* etcd's revision at the run's first read (0: none) */
+	int64_t last_revision; /* ... at its last read */
+	uint64_t puts, deletes; /* writes that would change a key */
+	uint64_t unchanged;    /* puts of the value already there, deletes of nothing */
+	uint64_t txns;         /* txns the plugin made (captured, refused or read-only) */
+	bool truncated;        /* a txn was refused at PLUGIN_SHADOW_MAX_WRITES */
+	struct plugin_shadow_write *writes; /* puts and deletes in the order made */
+	size_t n_writes, cap;
+};
+/* the run ended: err 0 (the reconcile returned 0), the reconcile's -errno
+ * and msg, -ETIMEDOUT (the timeout passed; rep holds what was captured
+ * until then), -ECANCELED (dropped before it ran); rep is borrowed for the
+ * call. Exactly once, from a loop timer. */
+typedef void (*plugin_instance_shadow_fn)(void *ud, int err, const char *msg,
+                                          const struct plugin_shadow_report *rep);
+
+/* plugin_instance_shadow - run one reconcile outside a term with every
+ * write captured: the plugin's txns become read-only etcd txns with the
+ * same compares (their ops read the keys they would write), answered as if
+ * applied (revision: the read's, plus one per writing txn so far); range
+ * reads are served as usual; nothing is ever written. The plugin is not
+ * told it leads: no on_elected, fencing_token() returns 0, no watch batch
+ * runs, request_reconcile fails with -ESTALE. The reconcile queues like
+ * any event; the callback timeout applies; after timeout_ms done() gets
+ * -ETIMEDOUT and the callback's later txns are refused. Returns 0 (done
+ * follows) or, with done never called: -EBUSY this node leads the plugin,
+ * -EALREADY a shadow run is in progress, -EAGAIN the instance is not ready
+ * (init, failed, stopping), -ENOTSUP no etcd client, -ENOMEM. Loop thread. */
+int plugin_instance_shadow(struct plugin_instance *pi, uint32_t timeout_ms,
+                           plugin_instance_shadow_fn done, void *ud);
+
 /* plugin_instance_stop - end leadership (as deposed()), drain, run fini on
  * the worker, join it; then stopped(userdata) runs on the loop (once). Call
  * at most once; later driver ops are ignored (reconcile: -ECANCELED). */

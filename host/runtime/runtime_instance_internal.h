@@ -82,6 +82,7 @@ struct event {
 	void *done_ud;
 	struct plugin_watch_batch *batch; /* EV_WATCH: owned */
 	int64_t config_rev; /* the cluster document's revision when sent (EV_CONFIG) */
+	bool shadow; /* EV_RECONCILE of a shadow run: its txns are captured, never sent */
 	size_t doc_len; /* EV_VALIDATE: the document (NUL after it), freed with the event */
 	char doc[];
 };
@@ -114,6 +115,7 @@ struct pending_txn {
 	struct plugin_instance *pi; /* NULL once the instance is gone */
 	uint64_t id;
 	bool absolute; /* a range of full keys (ABI 1.2) */
+	struct pi_shadow_txn *shadow; /* a shadow run's read-only txn (owned), or NULL */
 };
 
 /* What the pipe callback of one worker generation's bus socket may touch
@@ -232,6 +234,7 @@ struct plugin_instance {
 	char config_refusal[512];
 	int64_t config_refused_rev;
 	bool refusal_logged; /* pi_txn_note_refusal warned once */
+	struct pi_shadow *shadow; /* the shadow run in progress (runtime_instance_shadow.c) */
 };
 
 /* Magic number of struct pending_txn, whose pointer comes back through an
@@ -341,6 +344,19 @@ void pi_handle_range(struct plugin_instance *pi, const Leasehold__Bus__RangeRequ
 void pi_handle_request_reconcile(struct plugin_instance *pi);
 /* is the full key k[0..len) (or, for a prefix, everything under it) granted? */
 bool pi_granted(const struct plugin_instance *pi, const void *k, size_t len);
+
+/* ---- runtime_instance_shadow.c: shadow preview runs ---- */
+
+/* pi_shadow_handle_txn - a txn of a shadow run's callback, checked and
+ * converted by pi_handle_txn (full keys): sent as a read-only txn, its
+ * writes captured, answered as if applied. Never writes. */
+void pi_shadow_handle_txn(struct plugin_instance *pi, uint64_t id, const struct etcd_compare *cmps,
+			  size_t n_cmps, const struct etcd_op *succ, size_t n_succ,
+			  const struct etcd_op *fail, size_t n_fail);
+/* a pending shadow txn is freed with its pending_txn */
+void pi_shadow_txn_free(struct pi_shadow_txn *st);
+/* plugin_instance_free: drop the run without calling its done */
+void pi_shadow_free(struct plugin_instance *pi);
 
 /* ---- runtime_instance_recv.c: messages from the worker ---- */
 

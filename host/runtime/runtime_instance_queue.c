@@ -500,7 +500,7 @@ void pi_pump(struct plugin_instance *pi)
 			ev->next = NULL;
 			ev->seq = pi->next_seq + n + 1;
 			ev->behind = pi->sent_head != NULL;
-			if (ev->kind == EV_RECONCILE && ev->term == pi->term)
+			if (ev->kind == EV_RECONCILE && ev->term == pi->term && !ev->shadow)
 				pi->term_reconciled = true; /* watch batches may follow */
 			pi->term_start = ev->kind == EV_ELECTED				  ? 1
 					 : ev->kind == EV_RELEASES && pi->term_start == 1 ? 2

@@ -144,6 +144,8 @@ static void pi_recv_handle_done(struct plugin_instance *pi, const EventDone *d)
 		if (skipped) {
 			err = -ECANCELED;
 			snprintf(msg, sizeof(msg), "dropped: leadership was lost before it ran");
+		} else if (ev->shadow) {
+			/* a preview: no reconcile of the plugin's record */
 		} else if (err < 0)
 			pi->stats.reconciles_failed++;
 		else

@@ -269,13 +269,16 @@ void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 		pi_reply_txn(pi, req->id, -EPERM, "txn outside a callback", NULL, false);
 		return;
 	}
-	if (!pi->leading || !pi->host.fenced_txn) {
+	/* a shadow run's callback: its txns are captured below, never sent
+	 * (whatever the node's leadership meanwhile) */
+	bool shadow = pi->sent_head->shadow;
+	if (!shadow && (!pi->leading || !pi->host.fenced_txn)) {
 		pi_reply_txn(pi, req->id, -ESTALE,
 			     "not leading: this node does not hold the plugin's election, txn refused",
 			     NULL, false);
 		return;
 	}
-	if (pi->sent_head->term != pi->term) {
+	if (!shadow && pi->sent_head->term != pi->term) {
 		/* a callback of an earlier term (deposed, then elected again
 		 * while it ran): the current fence is not its own */
 		pi_reply_txn(pi, req->id, -ESTALE,
@@ -344,6 +347,11 @@ void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
 			       sizeof(why));
 	if (r < 0)
 		goto refuse;
+	if (shadow) {
+		pi_shadow_handle_txn(pi, req->id, cmps, req->n_compares, succ, req->n_success, fail,
+				     req->n_failure);
+		goto out;
+	}
 
 	struct pending_txn *pt = calloc(1, sizeof(*pt));
 	if (!pt) {

@@ -190,6 +190,18 @@ static void test_record_without_key_trips_fence(void)
 	inv_history_free(&h);
 }
 
+/* a shadow run's plugin sees token 0: its journal record, had a write
+ * leaked into etcd, names token 0, whose election key never exists */
+static void test_shadow_record_trips_fence(void)
+{
+	struct inv_history h;
+	base(&h);
+	journal(&h, 9, 0, 0, "b", "1.1.0", 2);
+	struct counts c = run(&h);
+	CHECK_INT_EQ(c.b, 1);
+	inv_history_free(&h);
+}
+
 static void test_status_going_back_trips_status(void)
 {
 	struct inv_history h;
@@ -454,6 +466,7 @@ int main(void)
 	RUN(test_one_token_two_nodes_trips_overlap);
 	RUN(test_record_after_key_deleted_trips_fence);
 	RUN(test_record_without_key_trips_fence);
+	RUN(test_shadow_record_trips_fence);
 	RUN(test_status_going_back_trips_status);
 	RUN(test_lost_or_wrong_desired_keys_trip_desired);
 	RUN(test_malformed_journal_record_trips_overlap);

@@ -18,7 +18,11 @@
  *   (b) fence:    a record at revision R with token T lies inside the life of
  *                 the election key created at revision T (a PUT under
  *                 P/N/election/ with create_revision == T) and R < the
- *                 revision that deleted that key;
+ *                 revision that deleted that key. A shadow run
+ *                 (leaseholdctl shadow) writes nothing: its plugin sees
+ *                 token 0, so a record of its that leaked into etcd would
+ *                 name token 0, whose election key never exists, and
+ *                 breaks (b);
  *   (c) status:   along P/N/status the version never decreases, and a DONE is
  *                 never followed by an older DONE (undecodable values, e.g.
  *                 injected garbage, are skipped and counted);

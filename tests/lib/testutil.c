@@ -132,6 +132,16 @@ void tu_revoke(struct tu *t, int64_t lease)
 	free(s.value);
 }
 
+int64_t tu_revision(struct tu *t)
+{
+	struct sync_call s = {0};
+	struct etcd_op op = {.type = ETCD_OP_RANGE, .key = "\0", .key_len = 1, .count_only = true};
+	CHECK_OK(etcd_range(t->etcd, &op, NULL, on_sync, &s, NULL));
+	sync_wait(t, &s, "revision");
+	free(s.value);
+	return s.rev;
+}
+
 uint8_t *tu_get(struct tu *t, const char *key, size_t *ret_len)
 {
 	struct sync_call s = {0};

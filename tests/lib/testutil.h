@@ -35,6 +35,8 @@ int64_t tu_del_prefix(struct tu *t, const char *prefix);
 void tu_revoke(struct tu *t, int64_t lease);
 /* tu_get - value (malloc'd, NUL-terminated) or NULL when absent; *ret_len set */
 uint8_t *tu_get(struct tu *t, const char *key, size_t *ret_len);
+/* tu_revision - etcd's current revision (one read: it moves nothing) */
+int64_t tu_revision(struct tu *t);
 
 /* tu_list - every kv under prefix (deep copies; free with tu_list_free) */
 size_t tu_list(struct tu *t, const char *prefix, struct etcd_kv ***ret);

@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_shadow_e2e.c - `leaseholdctl shadow` on two real hosts: a leads the
+ * example plugin on 1.0.0, b runs the incompatible 1.1.0 and stands by.
+ *  - shadow on b reports the writes 1.1.0 would make (its v2 config, the
+ *    journal record, the delete of an item 1.0.0 left behind), per key the
+ *    old and new value, as a table and as JSON; etcd's revision does not
+ *    move across the run and nothing under the data prefix changes;
+ *  - shadow on the leader, or naming another node, is refused (exit 2);
+ *  - a run past its --timeout answers with exit 1 and what it captured; the
+ *    reconcile that runs on writes nothing either;
+ *  - a release that would write more than the bound (1000 writes) gets its
+ *    txn refused and the report says truncated.
+ * The journal invariants hold throughout.
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "check.h"
+#include "harness.h"
+#include "hosts.h"
+#include "invariants.h"
+#include "testutil.h"
+
+#define PLUGIN "reconciler"
+#define PFX "/lhs"
+
+static struct harness_etcd *g_etcd;
+static struct tu T;
+static struct observer *g_obs;
+static struct host A, B;
+static const char *g_args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
+                               "--reconcile-interval", "1h", NULL};
+
+static bool p_value(void *a)
+{
+	const char *const *kv = a;
+	uint8_t *v = tu_get(&T, kv[0], NULL);
+	bool ok = v && strcmp((char *)v, kv[1]) == 0;
+	free(v);
+	return ok;
+}
+
+/* the data prefix as one string of key=value@mod_revision lines */
+static char *data_snapshot(void)
+{
+	struct etcd_kv **kvs;
+	size_t n = tu_list(&T, PFX "/" PLUGIN "/data/", &kvs);
+	size_t cap = 1, len = 0;
+	for (size_t i = 0; i < n; i++)
+		cap += kvs[i]->key_len + kvs[i]->value_len + 32;
+	char *s = calloc(1, cap);
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(s + len, cap - len, "%.*s=%.*s@%lld\n", (int)kvs[i]->key_len,
+		                        (char *)kvs[i]->key, (int)kvs[i]->value_len,
+		                        kvs[i]->value ? (char *)kvs[i]->value : "",
+		                        (long long)kvs[i]->mod_revision);
+	tu_list_free(kvs, n);
+	return s;
+}
+
+/* a's view of the cluster (members --json, from the records in etcd)
+ * shows b standing by: b's node record is written, so nothing of b's moves
+ * etcd's revision any more */
+static bool p_b_recorded_standby(void *arg)
+{
+	(void)arg;
+	struct ctl_out o;
+	CHECK_INT_EQ(host_ctl(&A, &o, "members", PLUGIN, "--json", NULL), 0);
+	struct json_object *a = json_tokener_parse(o.out);
+	bool ok = false;
+	for (size_t i = 0; a && i < json_object_array_length(a); i++) {
+		struct json_object *m = json_object_array_get_idx(a, i);
+		const char *st = jstr(m, "state");
+		if (strcmp(jstr(m, "node"), "b") == 0 && st && strcmp(st, "standby") == 0)
+			ok = true;
+	}
+	json_object_put(a);
+	ctl_out_free(&o);
+	return ok;
+}
+
+/* start b on 1.1.0 with env; it stands by behind a's 1.0.0 */
+static void start_b(const char *const *env)
+{
+	host_install_plugin(&B, "1.1.0", "reconciler.so");
+	host_start_env(&B, harness_etcd_urls(g_etcd), g_args, env);
+	obs_wait_member_release(g_obs, "b", REL(1, 1, 0), 15000);
+	host_wait_state(&B, PLUGIN, "standby", true, 15000);
+	tu_wait(&T, p_b_recorded_standby, NULL, 15000, "b's node record says standby");
+}
+
+static struct json_object *shadow_json(const struct host *h, int want_status, const char *timeout)
+{
+	struct ctl_out o;
+	int st = host_ctl(h, &o, "shadow", PLUGIN, "--node", h->node, "--timeout", timeout, "-o",
+	                  "json", NULL);
+	if (st != want_status)
+		fprintf(stderr, "shadow: exit %d, want %d\nstdout: %s\nstderr: %s\n", st, want_status,
+		        o.out, o.err);
+	CHECK_INT_EQ(st, want_status);
+	struct json_object *j = json_tokener_parse(o.out);
+	CHECK(j != NULL);
+	ctl_out_free(&o);
+	return j;
+}
+
+static struct json_object *find_write(struct json_object *j, const char *key)
+{
+	struct json_object *ws = jget(j, "writes");
+	for (size_t i = 0; ws && i < json_object_array_length(ws); i++) {
+		struct json_object *w = json_object_array_get_idx(ws, i);
+		if (strcmp(jstr(w, "key"), key) == 0)
+			return w;
+	}
+	return NULL;
+}
+
+static void test_shadow_reports_the_newer_release_writes(void)
+{
+	const char *env[] = {"LH_EXAMPLE_DELAY_MS=700", NULL};
+	start_b(env);
+	/* an item 1.0.0 does not want any more: 1.1.0 deletes it too */
+	tu_put(&T, PFX "/" PLUGIN "/data/config/items/7", "stale", 5);
+	char *before = data_snapshot();
+	int64_t rev = tu_revision(&T);
+
+	struct json_object *j = shadow_json(&B, 0, "10s");
+	CHECK_INT_EQ(json_object_get_int64(jget(j, "puts")), 5); /* schema, 3 items, journal */
+	CHECK_INT_EQ(json_object_get_int64(jget(j, "deletes")), 1);
+	CHECK_INT_EQ(json_object_get_int64(jget(j, "revision")), rev);
+	CHECK(!json_object_get_boolean(jget(j, "truncated")));
+	struct json_object *w = find_write(j, "config/schema");
+	CHECK(w != NULL);
+	CHECK_STR_EQ(jstr(w, "op"), "put");
+	CHECK_STR_EQ(jstr(w, "old.head"), "reconciler/v1");
+	CHECK_STR_EQ(jstr(w, "new.head"), "reconciler/v2");
+	w = find_write(j, "config/items/0");
+	CHECK(w != NULL);
+	CHECK_STR_EQ(jstr(w, "old.head"), "item=0;state=ready");
+	CHECK(!json_object_get_boolean(jget(w, "old.truncated")));
+	/* 37 bytes: the first 32 are shown */
+	CHECK_STR_EQ(jstr(w, "new.head"), "{\"item\":0,\"state\":\"ready\",\"forma");
+	CHECK(json_object_get_boolean(jget(w, "new.truncated")));
+	CHECK_INT_EQ(json_object_get_int64(jget(w, "new.length")), 37);
+	w = find_write(j, "journal/0000000000000000-00000000");
+	CHECK(w && jget(w, "old") == NULL); /* a new key */
+	w = find_write(j, "config/items/7");
+	CHECK(w && strcmp(jstr(w, "op"), "delete") == 0 && jget(w, "new") == NULL);
+	CHECK_STR_EQ(jstr(w, "old.head"), "stale");
+	json_object_put(j);
+
+	/* the table */
+	struct ctl_out o;
+	CHECK_INT_EQ(host_ctl(&B, &o, "shadow", PLUGIN, NULL), 0);
+	CHECK(strstr(o.out, "5 put(s), 1 delete(s), 0 unchanged") != NULL);
+	CHECK(strstr(o.out, "nothing was written") != NULL);
+	CHECK(strstr(o.out, "\"reconciler/v1\" (13 B, ") != NULL);
+	ctl_out_free(&o);
+
+	/* nothing moved */
+	CHECK_INT_EQ(tu_revision(&T), rev);
+	char *after = data_snapshot();
+	CHECK_STR_EQ(after, before);
+	free(after);
+	free(before);
+	CHECK_STR_EQ(obs_leader(g_obs), "a");
+}
+
+static void test_shadow_refused_on_the_leader_and_another_node(void)
+{
+	struct ctl_out o;
+	CHECK_INT_EQ(host_ctl(&A, &o, "shadow", PLUGIN, NULL), 2);
+	CHECK(strstr(o.err, "node a leads plugin 'reconciler'") != NULL);
+	ctl_out_free(&o);
+	CHECK_INT_EQ(host_ctl(&B, &o, "shadow", PLUGIN, "--node", "a", NULL), 2);
+	CHECK(strstr(o.err, "this daemon is node b, not a") != NULL);
+	ctl_out_free(&o);
+	CHECK_INT_EQ(host_ctl(&B, &o, "shadow", "nosuch", NULL), 2);
+	ctl_out_free(&o);
+}
+
+static bool p_shadow_free_again(void *a)
+{
+	(void)a;
+	struct ctl_out o;
+	int st = host_ctl(&B, &o, "shadow", PLUGIN, "-o", "json", NULL);
+	bool busy = st == 2 && strstr(o.err, "in progress");
+	CHECK(st == 0 || busy);
+	ctl_out_free(&o);
+	return st == 0;
+}
+
+static void test_shadow_timeout(void)
+{
+	int64_t rev = tu_revision(&T);
+	/* the reconcile takes 700 ms: the run ends first, with what it had */
+	struct json_object *j = shadow_json(&B, 1, "150ms");
+	const char *e = jstr(j, "error");
+	CHECK(e && strstr(e, "did not finish within 150 ms"));
+	json_object_put(j);
+	/* the reconcile runs on, its txns refused: wait until it returned
+	 * (the next run is refused until then) */
+	tu_wait(&T, p_shadow_free_again, NULL, 20000, "the timed-out reconcile returns");
+	CHECK_INT_EQ(tu_revision(&T), rev);
+}
+
+static void test_shadow_bounded(void)
+{
+	host_signal(&B, SIGTERM);
+	CHECK_OK(host_wait(&B, 15000));
+	const char *env[] = {"LH_EXAMPLE_ITEMS=1000", NULL};
+	start_b(env);
+	int64_t rev = tu_revision(&T);
+	struct json_object *j = shadow_json(&B, 1, "30s");
+	CHECK(json_object_get_boolean(jget(j, "truncated")));
+	CHECK(json_object_get_int64(jget(j, "puts")) <= 1000);
+	CHECK(json_object_get_int64(jget(j, "puts")) >= 900);
+	const char *e = jstr(j, "error");
+	CHECK(e && strstr(e, "more than 1000 writes"));
+	json_object_put(j);
+	CHECK_INT_EQ(tu_revision(&T), rev);
+}
+
+int main(void)
+{
+	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
+	tu_init(&T, harness_etcd_urls(g_etcd));
+	host_setup(&A, harness_dir(g_etcd), "a");
+	host_setup(&B, harness_dir(g_etcd), "b");
+	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
+	host_install_plugin(&A, "1.0.0", "reconciler.so");
+	host_start(&A, harness_etcd_urls(g_etcd), g_args);
+	obs_wait_leader(g_obs, "a", 15000);
+	obs_wait_status_done(g_obs, REL(1, 0, 0), 15000);
+	const char *schema[] = {PFX "/" PLUGIN "/data/config/schema", "reconciler/v1"};
+	tu_wait(&T, p_value, schema, 15000, "1.0.0 writes its config");
+
+	RUN(test_shadow_reports_the_newer_release_writes);
+	RUN(test_shadow_refused_on_the_leader_and_another_node);
+	RUN(test_shadow_timeout);
+	RUN(test_shadow_bounded);
+	/* the leader's own reconcile deletes the stale item for real (the
+	 * invariants want the leader's desired state at the end) */
+	struct ctl_out o;
+	CHECK_INT_EQ(host_ctl(&A, &o, "reconcile", PLUGIN, NULL), 0);
+	ctl_out_free(&o);
+	CHECK(tu_get(&T, PFX "/" PLUGIN "/data/config/items/7", NULL) == NULL);
+	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+
+	host_signal(&A, SIGTERM);
+	host_signal(&B, SIGTERM);
+	CHECK_OK(host_wait(&A, 15000));
+	CHECK_OK(host_wait(&B, 15000));
+	/* a clean exit: no sanitizer report at the daemons' teardown */
+	CHECK_INT_EQ(A.exit_status, 0);
+	CHECK_INT_EQ(B.exit_status, 0);
+	obs_free(g_obs);
+	tu_fini(&T);
+	harness_etcd_free(g_etcd);
+	return 0;
+}
