@@ -76,6 +76,8 @@ int election_decode_member_rule(const void *buf, size_t len, struct rule_release
 	}
 	if (!rr.declared)
 		rr.min_compatible = rr.min_reconciler = (struct release){0, 0, 0};
+	rr.unhealthy = m->unhealthy;
+	rr.unhealthy_until = m->unhealthy ? m->unhealthy_until_unix : 0;
 	if (r == 0) {
 		*ret_rr = rr;
 		if (ret_priority)
@@ -140,6 +142,8 @@ int election_member_encode(const struct election *e, const struct plugin_release
 	m.min_reconciler_release = &pm;
 	m.rollout = rel->reference_rule ? LEASEHOLD__MEMBER__ROLLOUT__ROLLOUT_REFERENCE
 	                                : LEASEHOLD__MEMBER__ROLLOUT__ROLLOUT_NEWEST_ABLE;
+	m.unhealthy = e->health.unhealthy;
+	m.unhealthy_until_unix = e->health.unhealthy ? e->unhealthy_until_unix : 0;
 	size_t n = leasehold__member__get_packed_size(&m);
 	uint8_t *b = malloc(n ? n : 1);
 	if (!b)
@@ -159,21 +163,41 @@ struct rule_release election_rule_release_of(const struct plugin_releases *rel)
 	                             .declared = true};
 }
 
-void election_rule_answer(const struct election *e, struct rule_answer *ret)
+struct rule_release election_local_rule_release(const struct election *e, bool unhealthy)
 {
-	struct rule_release local = election_rule_release_of(&e->rel);
+	struct rule_release r = election_rule_release_of(&e->rel);
+	r.unhealthy = unhealthy;
+	r.unhealthy_until = unhealthy ? e->unhealthy_until_unix : 0;
+	return r;
+}
+
+/* the answer from the mirror, this node counting as healthy or not */
+static void election_rule_answer_as(const struct election *e, bool unhealthy,
+                                    struct rule_answer *ret)
+{
+	struct rule_release local = election_local_rule_release(e, unhealthy);
 	struct rule_status st = {.valid = e->status.present && e->status.valid,
 	                         .version = e->status.version,
 	                         .min_compatible = e->status.min_compatible};
 	release_rule_decide(&local, e->rc, e->n_rc, e->members.n_invalid > 0, &st, ret);
 }
 
-bool election_rule_ours(const struct election *e)
+void election_rule_answer(const struct election *e, struct rule_answer *ret)
+{
+	election_rule_answer_as(e, e->health.unhealthy, ret);
+}
+
+bool election_rule_ours_as(const struct election *e, bool unhealthy)
 {
 	struct rule_answer a;
-	election_rule_answer(e, &a);
-	struct rule_release local = election_rule_release_of(&e->rel);
+	election_rule_answer_as(e, unhealthy, &a);
+	struct rule_release local = election_local_rule_release(e, unhealthy);
 	return release_rule_may_campaign(&a, &local);
+}
+
+bool election_rule_ours(const struct election *e)
+{
+	return election_rule_ours_as(e, e->health.unhealthy);
 }
 
 bool election_status_ready(const struct plugin_releases *local, bool present,
@@ -199,9 +223,13 @@ const char *election_rule_held_back(struct election *e)
 {
 	struct rule_answer a;
 	election_rule_answer(e, &a);
-	struct rule_release local = election_rule_release_of(&e->rel);
+	struct rule_release local = election_local_rule_release(e, e->health.unhealthy);
 	if (release_rule_may_campaign(&a, &local))
 		return NULL;
+	if (e->health.unhealthy && election_rule_ours_as(e, false)) {
+		election_backoff_explain(e, e->held_back_buf, sizeof(e->held_back_buf));
+		return e->held_back_buf;
+	}
 	return release_rule_explain(&a, e->rel.release, e->held_back_buf, sizeof(e->held_back_buf));
 }
 
