@@ -92,6 +92,12 @@ struct control_plugin {
 	 * last mirror, no longer kept current (for view_stale_ms) */
 	bool view_stale;
 	uint64_t view_stale_ms;
+	/* this node's health: withdrawn for a hold-down until unhealthy_until
+	 * (unix s); reconciles failed in a row; times it became unhealthy */
+	bool unhealthy;
+	int64_t unhealthy_until;
+	uint32_t failures_in_row;
+	uint64_t unhealthy_total;
 };
 
 /* completion of a configuration read or write (pconfig): err 0 or -errno
@@ -124,6 +130,8 @@ struct control_member {
 	bool record_invalid;              /* a record exists but does not decode */
 	uint32_t sessions; /* live election keys carrying its node id */
 	bool conflict;     /* ... and they are not one node's runs */
+	bool unhealthy;    /* its member record: withdrawn for a hold-down ... */
+	int64_t unhealthy_until; /* ... ending then (unix s, its clock; 0 = unknown) */
 };
 
 /* completion of an asynchronous op: err 0 or -errno, msg (may be NULL) a

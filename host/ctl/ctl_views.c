@@ -208,6 +208,14 @@ static json_object *ctl_views_json_plugin(const Plugin *p)
 	json_object_object_add(o, "nodes", nodes);
 	json_object_object_add(o, "config_revision", json_object_new_int64(p->config_revision));
 	json_object_object_add(o, "config_error", ctl_views_json_str_or_null(p->config_error));
+	json_object *h = json_object_new_object();
+	json_object_object_add(h, "healthy", json_object_new_boolean(!p->unhealthy));
+	const char *hu = p->unhealthy ? ctl_fmt_time(p->unhealthy_until, tb, sizeof(tb)) : NULL;
+	json_object_object_add(h, "unhealthy_until", hu ? json_object_new_string(hu) : NULL);
+	json_object_object_add(h, "failures_in_row", json_object_new_int64(p->failures_in_row));
+	json_object_object_add(h, "unhealthy_total",
+			       json_object_new_int64(ctl_views_clamp_u64(p->unhealthy_total)));
+	json_object_object_add(o, "health", h);
 	return o;
 }
 
@@ -239,6 +247,11 @@ static void ctl_views_plugin_cells(const Plugin *p, char (*buf)[CELL])
 		/* the pause is cluster-wide and changes what a leader does */
 		size_t l = strlen(buf[2]);
 		snprintf(buf[2] + l, CELL - l, ", paused");
+	}
+	if (p->unhealthy) {
+		/* withdrawn for a hold-down: the detail column says until when */
+		size_t l = strlen(buf[2]);
+		snprintf(buf[2] + l, CELL - l, ", unhealthy");
 	}
 	ctl_clean(p->leader, buf[3], CELL, true);
 	if (p->view_stale) {
@@ -397,6 +410,14 @@ int ctl_view_status(const Response *r, bool json)
 	printf("last error:    %s\n", ctl_clean(rc ? rc->last_error : NULL, b1, sizeof(b1), true));
 	printf("error:         %s\n", ctl_clean(p->error, b1, sizeof(b1), true));
 	printf("held back:     %s\n", ctl_clean(p->held_back, b1, sizeof(b1), true));
+	if (p->unhealthy)
+		printf("health:        unhealthy until %s (%" PRIu32 " reconciles failed in a row; "
+		       "unhealthy %" PRIu64 " time(s))\n",
+		       ctl_fmt_time(p->unhealthy_until, tb, sizeof(tb)) ? tb : "?", p->failures_in_row,
+		       p->unhealthy_total);
+	else
+		printf("health:        healthy (%" PRIu32 " reconciles failed in a row; unhealthy %" PRIu64
+		       " time(s))\n", p->failures_in_row, p->unhealthy_total);
 	if (p->superseded_by && p->superseded_by[0])
 		printf("superseded by: %s\n", ctl_clean(p->superseded_by, b1, sizeof(b1), true));
 	printf("fencing token: %" PRId64 "\n", p->fencing_token);
@@ -439,6 +460,9 @@ json_object *ctl_json_member(const Member *m)
 	json_object_object_add(o, "campaigning", json_object_new_boolean(m->campaigning));
 	json_object_object_add(o, "sessions", json_object_new_int64(m->sessions));
 	json_object_object_add(o, "conflict", json_object_new_boolean(m->conflict));
+	json_object_object_add(o, "healthy", json_object_new_boolean(!m->unhealthy));
+	const char *hu = m->unhealthy ? ctl_fmt_time(m->unhealthy_until, tb, sizeof(tb)) : NULL;
+	json_object_object_add(o, "unhealthy_until", hu ? json_object_new_string(hu) : NULL);
 	/* the node's own state record (null fields when it has none) */
 	const Leasehold__Control__NodeState *ns = m->node_state;
 	json_object_object_add(o, "local", json_object_new_boolean(m->local));
@@ -509,6 +533,15 @@ static void ctl_views_member_cells(const Member *m, char (*c)[CELL])
 		bool more = c[7][0] && strcmp(c[7], "-") != 0;
 		snprintf(r, sizeof(r), "CONFLICT: %" PRIu32 " sessions carry this node id%s%s",
 			 m->sessions, more ? "; " : "", more ? c[7] : "");
+		ctl_clean(r, c[7], 61, true);
+	}
+	if (m->unhealthy) {
+		/* withdrawn for a hold-down: its member record says so */
+		char r[CELL];
+		bool more = c[7][0] && strcmp(c[7], "-") != 0;
+		const char *until = ctl_fmt_time(m->unhealthy_until, tb, sizeof(tb));
+		snprintf(r, sizeof(r), "unhealthy until %s%s%s", until ? until : "?",
+			 more ? "; " : "", more ? c[7] : "");
 		ctl_clean(r, c[7], 61, true);
 	}
 	if (m->no_member_record) {
