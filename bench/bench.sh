@@ -8,7 +8,8 @@
 # figures 2 and 8 only (to BUILDDIR/bench/RESULTS-crash.md); LH_BENCH_SWITCHOVER=1
 # figure 9 only (to BUILDDIR/bench/RESULTS-switchover.md); LH_BENCH_WATCH=1
 # figures 10-12 only (to BUILDDIR/bench/RESULTS-watch.md), with
-# LH_BENCH_FIG12=N figure 12 alone in N trials.
+# LH_BENCH_FIG12=N figure 12 alone in N trials; LH_BENCH_BROKEN=1 figure 13
+# only (to BUILDDIR/bench/RESULTS-broken.md).
 set -eu
 build=$1
 src=$2
@@ -34,6 +35,8 @@ while [ $k -le 20 ]; do
 done
 wait
 for n in a b c; do cc_plugin "idle-$n.so" "idle-$n" 1 0; done
+# figure 13: a compatible newer release whose every reconcile fails
+CFLAGS="$CFLAGS -DBENCH_BROKEN" cc_plugin "bench-broken-1.21.0.so" bench 1 21
 
 results=$src/bench/RESULTS.md
 [ "${LH_BENCH_QUICK:-0}" = 1 ] && results=$build/bench/RESULTS-quick.md
@@ -41,6 +44,7 @@ results=$src/bench/RESULTS.md
 [ "${LH_BENCH_CRASH:-0}" = 1 ] && results=$build/bench/RESULTS-crash.md
 [ "${LH_BENCH_SWITCHOVER:-0}" = 1 ] && results=$build/bench/RESULTS-switchover.md
 [ "${LH_BENCH_WATCH:-0}" = 1 ] && results=$build/bench/RESULTS-watch.md
+[ "${LH_BENCH_BROKEN:-0}" = 1 ] && results=$build/bench/RESULTS-broken.md
 table=$build/bench/table.md
 commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
 # (the previous RESULTS.md, rewritten by every run, does not count)

@@ -415,7 +415,7 @@ int ctl_view_status(const Response *r, bool json)
 		       "unhealthy %" PRIu64 " time(s))\n",
 		       ctl_fmt_time(p->unhealthy_until, tb, sizeof(tb)) ? tb : "?", p->failures_in_row,
 		       p->unhealthy_total);
-	else
+	else if (p->failures_in_row || p->unhealthy_total)
 		printf("health:        healthy (%" PRIu32 " reconciles failed in a row; unhealthy %" PRIu64
 		       " time(s))\n", p->failures_in_row, p->unhealthy_total);
 	if (p->superseded_by && p->superseded_by[0])
