@@ -36,8 +36,9 @@ bool election_backoff_result(struct election *e, int err, const char *msg)
 	const struct log_field f[] = {{"failures", n, true}, {"hold_down_ms", h, true},
 	                              {"error", e->health_last_error, false}};
 	log_msg_fields(LOG_LVL_WARN, "election", e->name, f, 3,
-	               "%s: unhealthy: %s reconciles failed in a row (last: %s); withdrawing for %s ms",
-	               e->name, n, e->health_last_error, h);
+	               "%s: unhealthy for %s ms: %s reconciles failed in a row (last: %s); this node "
+	               "withdraws while a healthy one can lead",
+	               e->name, h, n, e->health_last_error);
 	return true;
 }
 

@@ -171,6 +171,32 @@ struct rule_release election_local_rule_release(const struct election *e, bool u
 	return r;
 }
 
+#define RULE_RC_MAX 32
+
+/* the member records for the rule: our own as mirrored may still say
+ * another health than ours (the write that publishes it follows, or is
+ * the resign txn): it counts with our health, else a stale "healthy" of
+ * our own would make us withdraw where nobody else can lead */
+static const struct relcount *election_rule_rc(const struct election *e,
+                                               const struct rule_release *local,
+                                               struct relcount *buf, size_t *ret_n)
+{
+	const struct member_ent *me = election_member_find(e, e->node_id);
+	*ret_n = e->n_rc;
+	if (!me || !me->valid || me->rr.unhealthy == local->unhealthy || e->n_rc >= RULE_RC_MAX)
+		return e->rc;
+	memcpy(buf, e->rc, e->n_rc * sizeof(*buf));
+	for (size_t i = 0; i < e->n_rc; i++)
+		if (buf[i].count && release_rule_equal(&buf[i].rr, &me->rr)) {
+			buf[i].count--;
+			break;
+		}
+	struct rule_release mine = me->rr;
+	mine.unhealthy = local->unhealthy;
+	buf[(*ret_n)++] = (struct relcount){.rr = mine, .count = 1};
+	return buf;
+}
+
 /* the answer from the mirror, this node counting as healthy or not */
 static void election_rule_answer_as(const struct election *e, bool unhealthy,
                                     struct rule_answer *ret)
@@ -179,7 +205,10 @@ static void election_rule_answer_as(const struct election *e, bool unhealthy,
 	struct rule_status st = {.valid = e->status.present && e->status.valid,
 	                         .version = e->status.version,
 	                         .min_compatible = e->status.min_compatible};
-	release_rule_decide(&local, e->rc, e->n_rc, e->members.n_invalid > 0, &st, ret);
+	struct relcount buf[RULE_RC_MAX];
+	size_t n;
+	const struct relcount *rc = election_rule_rc(e, &local, buf, &n);
+	release_rule_decide(&local, rc, n, e->members.n_invalid > 0, &st, ret);
 }
 
 void election_rule_answer(const struct election *e, struct rule_answer *ret)

@@ -26,6 +26,7 @@
 
 #include <json-c/json.h>
 
+#include "base/loop.h"
 #include "check.h"
 #include "harness.h"
 #include "hosts.h"
@@ -84,10 +85,10 @@ static void start_all(const char *pfx, const char *interval, const char *hold_do
 		host_install_plugin(h, "1.0.0", "reconciler.so");
 		host_start_env(h, harness_etcd_urls(g_etcd), args, envp);
 		if (i == 0)
-			obs_wait_leader(g_obs, "a", 15000);
+			obs_wait_leader(g_obs, "a", 30000);
 	}
-	obs_wait_members(g_obs, 3, 15000);
-	obs_wait_status_done(g_obs, REL(1, 0, 0), 15000);
+	obs_wait_members(g_obs, 3, 30000);
+	obs_wait_status_done(g_obs, REL(1, 0, 0), 30000);
 }
 
 static void stop_all(void)
@@ -136,6 +137,20 @@ static bool p_leader_not(void *arg)
 		return false;
 	char st[32];
 	return strcmp(host_plugin_state(h, PLUGIN, st, sizeof(st), NULL), "leading") == 0;
+}
+
+/* tu_wait that dumps the hosts' logs when it times out */
+static void wait_until(bool (*pred)(void *), void *arg, int timeout_ms, const char *what)
+{
+	uint64_t end = loop_now() + (uint64_t)timeout_ms * LOOP_NS_PER_MS;
+	while (!pred(arg)) {
+		if (loop_now() >= end) {
+			fprintf(stderr, "timed out after %d ms waiting for: %s\n", timeout_ms, what);
+			hosts_dump_logs();
+			exit(1);
+		}
+		loop_run_once(T.loop, 50);
+	}
 }
 
 struct reconciles_want {
@@ -205,13 +220,13 @@ static void test_backoff_broken_release_hands_back(void)
 	json_object_put(p);
 
 	/* a 1.0.0 node leads and its fenced write lands */
-	tu_wait(&T, p_leader_not, (void *)"c", 15000, "a 1.0.0 node leads");
+	wait_until(p_leader_not, (void *)"c", 15000, "a 1.0.0 node leads");
 	struct host *l = leader_host();
 	p = ctl_wait_plugin(l, PLUGIN, pl_leading_token, &(int64_t){0}, 15000, "its term");
 	struct journal_want jw = {json_object_get_int64(jget(p, "fencing_token"))};
 	CHECK_STR_EQ(jstr(p, "release"), "1.0.0");
 	json_object_put(p);
-	tu_wait(&T, p_journal_of, &jw, 15000, "the 1.0.0 leader's fenced write");
+	wait_until(p_journal_of, &jw, 15000, "the 1.0.0 leader's fenced write");
 	history_has(&A, "c", "unhealthy");
 	/* the members view says which node withdrew */
 	struct ctl_out o;
@@ -243,19 +258,14 @@ static void test_backoff_all_unhealthy_keeps_one_leader(void)
 	start_all("/lhb2", "300ms", "1h");
 	for (int i = 0; i < 3; i++)
 		set_failing(g_hosts[i], true);
-	/* each leader withdraws while a healthy node remains: two handovers */
-	int unhealthy = 0;
-	struct host *l = NULL;
-	while (unhealthy < 3) {
-		l = leader_host();
-		struct json_object *p = wait_health(l, true, "the leader becomes unhealthy");
-		json_object_put(p);
-		unhealthy++;
-		if (unhealthy < 3)
-			tu_wait(&T, p_leader_not, (void *)l->node, 15000, "the next node leads");
-	}
+	/* each leader withdraws while a healthy node remains (two handovers,
+	 * in whatever order the keys give), until none is healthy */
+	for (int i = 0; i < 3; i++)
+		json_object_put(wait_health(g_hosts[i], true, "every node in turn leads and fails"));
 	/* none is healthy: the one in office stays; it keeps its term while
 	 * it goes on failing reconciles */
+	wait_until(p_leader_not, (void *)"", 15000, "a node leads");
+	struct host *l = leader_host();
 	struct json_object *p = ctl_wait_plugin(l, PLUGIN, pl_leading_token, &(int64_t){0}, 15000,
 	                                        "the last one stays leader");
 	int64_t token = json_object_get_int64(jget(p, "fencing_token"));
@@ -272,6 +282,7 @@ static void test_backoff_all_unhealthy_keeps_one_leader(void)
 			char st[32];
 			host_plugin_state(g_hosts[i], PLUGIN, st, sizeof(st), NULL);
 			CHECK(strcmp(st, "leading") != 0);
+			history_has(l, g_hosts[i]->node, "unhealthy");
 		}
 	CHECK_INT_EQ(inv_check_all(&T, g_pfx, PLUGIN, NULL), 0);
 	stop_all();
