@@ -10,7 +10,9 @@
 # 14 only (to BUILDDIR/bench/RESULTS-pin.md); LH_BENCH_WATCH=1
 # figures 10-12 only (to BUILDDIR/bench/RESULTS-watch.md), with
 # LH_BENCH_FIG12=N figure 12 alone in N trials; LH_BENCH_ROLLOUT=1 figure 13
-# only (to BUILDDIR/bench/RESULTS-rollout.md).
+# only (to BUILDDIR/bench/RESULTS-rollout.md);
+# LH_BENCH_BROKEN=1 figure 15
+# only (to BUILDDIR/bench/RESULTS-broken.md).
 set -eu
 build=$1
 src=$2
@@ -43,6 +45,8 @@ for n in a b c; do cc_plugin "idle-$n.so" "idle-$n" 1 0; done
 cc_plugin bench-2.0.0.so bench 2 0 2 &
 cc_plugin bench-2.0.0-ref.so bench 2 0 2 LH_PLUGIN_F_REFERENCE_ROLLOUT
 wait
+# figure 15: a compatible newer release whose every reconcile fails
+CFLAGS="$CFLAGS -DBENCH_BROKEN" cc_plugin "bench-broken-1.21.0.so" bench 1 21
 
 results=$src/bench/RESULTS.md
 [ "${LH_BENCH_QUICK:-0}" = 1 ] && results=$build/bench/RESULTS-quick.md
@@ -52,6 +56,7 @@ results=$src/bench/RESULTS.md
 [ "${LH_BENCH_PIN:-0}" = 1 ] && results=$build/bench/RESULTS-pin.md
 [ "${LH_BENCH_WATCH:-0}" = 1 ] && results=$build/bench/RESULTS-watch.md
 [ "${LH_BENCH_ROLLOUT:-0}" = 1 ] && results=$build/bench/RESULTS-rollout.md
+[ "${LH_BENCH_BROKEN:-0}" = 1 ] && results=$build/bench/RESULTS-broken.md
 table=$build/bench/table.md
 commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
 # (the previous RESULTS.md, rewritten by every run, does not count)

@@ -27,6 +27,9 @@
  * in/<k> = "v<n>" is answered with a fenced put out/<k> = "v<n>", reported
  * as O after etcd acknowledged it (a = n, b = CLOCK_MONOTONIC before txn).
  *
+ * -DBENCH_BROKEN: a release that breaks: reconcile reports X (its entry)
+ * and fails with -EIO, writing nothing (figure 13).
+ *
  * Compile-time identity (every field a plain number / a string):
  *   -DBENCH_NAME='"bench"' -DBENCH_MAJOR=1 -DBENCH_MINOR=0 -DBENCH_PATCH=0
  *   -DBENCH_MC_MAJOR=1 -DBENCH_MC_MINOR=0 -DBENCH_MC_PATCH=0 (min_compatible)
@@ -182,6 +185,13 @@ static int32_t journal_write(struct lh_ctx *ctx, struct bstate *st);
 static int32_t b_reconcile(struct lh_ctx *ctx)
 {
 	struct bstate *st = ctx->user;
+#ifdef BENCH_BROKEN
+	uint64_t t = mono_ns();
+	release_held(ctx);
+	report(ctx, 'X', t, ctx->host->fencing_token(ctx), 0);
+	(void)st;
+	return -EIO;
+#endif
 	int32_t r = st->nowrite ? 0 : journal_write(ctx, st);
 	release_held(ctx);
 	return r;

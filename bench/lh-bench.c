@@ -11,6 +11,7 @@
  *
  * Usage: lh-bench PLUGIN_DIR OUT_MD   (env: ETCD, ETCDCTL, LH_BUILDDIR,
  * LH_BENCH_T10 = trials at ttl 10, LH_BENCH_QUICK=1 for a fast smoke run,
+ * LH_BENCH_BROKEN=1 for figure 13 only,
  * LH_BENCH_HANDOVER=1 for figure 1 only, LH_BENCH_SWITCHOVER=1 for figure 9
  * only, LH_BENCH_ROLLOUT=1 for figure 13 only, LH_BENCH_PIN=1 for figure 14
  * only)
@@ -2039,6 +2040,71 @@ static void figure14(int n)
 	    &pwr, "ms", ref, goal, pwr.n && s_med(&pwr) <= 1.5 * rw ? "yes" : "**no**");
 	free(pel.v);
 	free(pwr.v);
+/* --------------------------- figure 15: a broken release backs off */
+
+/* three hosts on bench 1.0.0 (fresh per trial: the hold-down is per
+ * node); c reloads a compatible 1.21.0 whose every reconcile fails: it
+ * leads, fails --unhealthy-after (3) reconciles in a row and withdraws.
+ * Timed: c's first failed reconcile entered → the first fenced write of a
+ * 1.0.0 leader acknowledged. */
+static void broken_release(int n, struct samples *out)
+{
+	static struct host hs[3];
+	for (int t = 0; t < n; t++) {
+		char dir[600], pfx[32];
+		snprintf(pfx, sizeof(pfx), "/b13-%d", t);
+		snprintf(dir, sizeof(dir), "%s%s", g_base, pfx);
+		CHECK(mkdir(dir, 0755) == 0);
+		for (int i = 0; i < 3; i++) {
+			host_setup(&hs[i], dir, i == 0 ? "a" : i == 1 ? "b" : "c");
+			install(&hs[i], "bench-1.0.0.so", "bench.so");
+		}
+		size_t from = g_nev;
+		start_host(&hs[0], pfx, "10");
+		if (wait_ev(from, 'W', "a", "bench", NULL, 0, false, 30000) < 0) {
+			note("figure 15: trial %d: a never wrote", t);
+			host_dump_log(&hs[0]);
+			break;
+		}
+		start_host(&hs[1], pfx, "10");
+		start_host(&hs[2], pfx, "10");
+		if (wait_ev(from, 'I', "b", "bench", NULL, 0, false, 30000) < 0 ||
+		    wait_ev(from, 'I', "c", "bench", NULL, 0, false, 30000) < 0) {
+			note("figure 15: trial %d: b or c did not start", t);
+			break;
+		}
+		from = g_nev;
+		install(&hs[2], "bench-broken-1.21.0.so", "bench.so");
+		long kx = wait_ev(from, 'X', "c", "bench", "1.21.0", 0, false, 30000);
+		long kw = kx < 0 ? -1 : wait_ev((size_t)kx, 'W', NULL, "bench", "1.0.0", 0, false, 30000);
+		if (kx < 0 || kw < 0) {
+			note("figure 15: trial %d: %s", t, kx < 0 ? "c never failed" : "no 1.0.0 write after it");
+			host_dump_log(&hs[2]);
+			break;
+		}
+		s_add(out, ms_between(g_ev[kx].t, g_ev[kw].t));
+		for (int i = 0; i < 3; i++)
+			stop_host(&hs[i]);
+	}
+	for (int i = 0; i < 3; i++)
+		stop_host(&hs[i]);
+}
+
+/* figure 15 beside its reference: K × the first retry interval (100 ms)
+ * plus figure 1b (a graceful handover to the first fenced write) of this
+ * run */
+static void figure15(int n)
+{
+	struct samples br = {0}, tel = {0}, twr = {0};
+	broken_release(n, &br);
+	failover("/b13t", "10", SIGTERM, n, &tel, &twr, NULL, NULL, NULL);
+	double refv = 3 * 100.0 + s_med(&twr);
+	char ref[256], goal[128];
+	snprintf(ref, sizeof(ref), "3 × 100 ms + 1b (%.3g ms, this run) = %.4g ms", s_med(&twr), refv);
+	snprintf(goal, sizeof(goal), "≤ reference; ratio %.2f", br.n && refv > 0 ? s_med(&br) / refv : 0.0);
+	row("15", "broken release (a compatible newer release whose every reconcile fails, --unhealthy-after 3): its first failure → the older release's first fenced write acknowledged",
+	    &br, "ms", ref, goal, br.n && s_med(&br) <= refv ? "yes" : "**no**");
+	free(br.v);
 	free(tel.v);
 	free(twr.v);
 }
@@ -2608,6 +2674,14 @@ int main(int argc, char **argv)
 		fclose(g_md);
 		return 0;
 	}
+	/* LH_BENCH_BROKEN=1: figure 15 only */
+	if (getenv("LH_BENCH_BROKEN") && strcmp(getenv("LH_BENCH_BROKEN"), "1") == 0) {
+		figure15(g_quick ? 3 : 10);
+		note("lh-bench: figure 15 only (LH_BENCH_BROKEN=1), %.1f s",
+		     ms_between(t_begin, mono()) / 1000.0);
+		fclose(g_md);
+		return 0;
+	}
 	/* LH_BENCH_WATCH=1: figures 10-12 only (watches) */
 	if (getenv("LH_BENCH_WATCH") && strcmp(getenv("LH_BENCH_WATCH"), "1") == 0) {
 		unsetenv("LH_BENCH_WATCH"); /* per host, set by start_watch_host */
@@ -2808,6 +2882,7 @@ int main(int argc, char **argv)
 
 	figure9(n_main);
 	figure14(n_main);
+	figure15(g_quick ? 3 : 10);
 	/* ---- 10-12: watches ---- */
 	watch_figures(g_quick);
 	/* ---- 13: dark time of an incompatible rolling upgrade ---- */

@@ -102,6 +102,12 @@ struct control_plugin {
 	bool has_acting;       /* a release may campaign now */
 	struct release acting_release;
 	const char *acting_basis; /* why, in words (NULL = unknown) */
+	/* this node's health: withdrawn for a hold-down until unhealthy_until
+	 * (unix s); reconciles failed in a row; times it became unhealthy */
+	bool unhealthy;
+	int64_t unhealthy_until;
+	uint32_t failures_in_row;
+	uint64_t unhealthy_total;
 };
 
 /* completion of a configuration read or write (pconfig): err 0 or -errno
@@ -134,6 +140,8 @@ struct control_member {
 	bool record_invalid;              /* a record exists but does not decode */
 	uint32_t sessions; /* live election keys carrying its node id */
 	bool conflict;     /* ... and they are not one node's runs */
+	bool unhealthy;    /* its member record: withdrawn for a hold-down ... */
+	int64_t unhealthy_until; /* ... ending then (unix s, its clock; 0 = unknown) */
 };
 
 /* completion of an asynchronous op: err 0 or -errno, msg (may be NULL) a

@@ -50,6 +50,8 @@
 	X(PLUGIN_CONFIG, "plugin-config", CONFIG_KEY_RULES, 0)                            \
 	X(WORKER, "worker", CONFIG_KEY_SCALAR, 0)                                         \
 	X(WORKER_RESTART, "worker-restart", CONFIG_KEY_SCALAR, 0)                         \
+	X(UNHEALTHY_AFTER, "unhealthy-after", CONFIG_KEY_SCALAR, 0)                       \
+	X(UNHEALTHY_HOLD_DOWN, "unhealthy-hold-down", CONFIG_KEY_SCALAR, 0)               \
 	X(CONFIG, "config", CONFIG_KEY_NONE, 0)                                           \
 	X(CHECK_CONFIG, "check-config", CONFIG_KEY_NONE, CONTROL_CONFIG_NOARG)            \
 	X(HELP, "help", CONFIG_KEY_NONE, CONTROL_CONFIG_NOARG)                            \

@@ -109,6 +109,14 @@ json_object *control_json_plugin(const Leasehold__Control__Plugin *p)
 	json_object_object_add(o, "config_error", control_json_str_or_null(p->config_error));
 	json_object_object_add(o, "pin", control_json_pin(p));
 	json_object_object_add(o, "pin_error", control_json_str_or_null(p->pin_error));
+	json_object *h = json_object_new_object();
+	json_object_object_add(h, "healthy", json_object_new_boolean(!p->unhealthy));
+	const char *hu = p->unhealthy ? control_json_fmt_time(p->unhealthy_until, tb, sizeof(tb)) : NULL;
+	json_object_object_add(h, "unhealthy_until", hu ? json_object_new_string(hu) : NULL);
+	json_object_object_add(h, "failures_in_row", json_object_new_int64(p->failures_in_row));
+	json_object_object_add(h, "unhealthy_total",
+			       json_object_new_int64(control_json_clamp_u64(p->unhealthy_total)));
+	json_object_object_add(o, "health", h);
 	return o;
 }
 
@@ -137,6 +145,9 @@ json_object *control_json_member(const Leasehold__Control__Member *m)
 	json_object_object_add(o, "campaigning", json_object_new_boolean(m->campaigning));
 	json_object_object_add(o, "sessions", json_object_new_int64(m->sessions));
 	json_object_object_add(o, "conflict", json_object_new_boolean(m->conflict));
+	json_object_object_add(o, "healthy", json_object_new_boolean(!m->unhealthy));
+	const char *hu = m->unhealthy ? control_json_fmt_time(m->unhealthy_until, tb, sizeof(tb)) : NULL;
+	json_object_object_add(o, "unhealthy_until", hu ? json_object_new_string(hu) : NULL);
 	/* the node's own state record (null fields when it has none) */
 	const Leasehold__Control__NodeState *ns = m->node_state;
 	json_object_object_add(o, "local", json_object_new_boolean(m->local));

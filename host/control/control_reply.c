@@ -164,6 +164,10 @@ int control_reply_plugins(struct control_reply *rp, const struct control_plugin 
 			d->p.acting_release = &d->acting;
 		}
 		d->p.acting_basis = control_reply_str(rp, s->acting_basis);
+		d->p.unhealthy = s->unhealthy;
+		d->p.unhealthy_until = s->unhealthy_until;
+		d->p.failures_in_row = s->failures_in_row;
+		d->p.unhealthy_total = s->unhealthy_total;
 		rp->pp[i] = &d->p;
 	}
 	rp->r.plugins = rp->pp;
@@ -207,6 +211,8 @@ int control_reply_member_list(struct control_reply *rp, const struct control_mem
 		m->node_state_invalid = src[i].record_invalid;
 		m->sessions = src[i].sessions;
 		m->conflict = src[i].conflict;
+		m->unhealthy = src[i].unhealthy;
+		m->unhealthy_until = src[i].unhealthy_until;
 		const struct node_record *nr = src[i].record;
 		if (nr) {
 			Leasehold__Control__NodeState *ns = &l->ns[i];

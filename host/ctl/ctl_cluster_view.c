@@ -13,6 +13,7 @@
 #include "ctl/ctl_cluster_view.h"
 #include "election/election.h"
 #include "election/election_pin.h"
+#include "election/election_release_rule.h"
 #include "proto/leasehold.pb-c.h"
 
 /* the part of kv's key after "prefix/name/", or NULL when outside */
@@ -219,14 +220,17 @@ int cluster_view_build(const char *prefix, const char *name, const struct etcd_k
 		if (!s)
 			continue;
 		if (cluster_view_node_under(s, sl, "members/", &id, &idl)) {
-			struct release mr;
-			if (election_decode_member(kvs[i]->value, kvs[i]->value_len, &mr, NULL) < 0)
+			struct rule_release rr;
+			if (election_decode_member_rule(kvs[i]->value, kvs[i]->value_len, &rr, NULL) < 0)
 				continue; /* release unknown: not listed, as by the daemon */
+			struct release mr = rr.release;
 			struct control_member *m = &v->rows[v->n_rows++];
 			m->node_id = cluster_view_keep(v, id, idl);
 			if (!m->node_id)
 				goto fail_arrays;
 			m->release = mr;
+			m->unhealthy = rr.unhealthy;
+			m->unhealthy_until = rr.unhealthy_until;
 			if (!have_rel || release_less(mr, rel.min))
 				rel.min = mr;
 			if (!have_rel || release_less(rel.max, mr))

@@ -158,6 +158,11 @@ static void ctl_views_plugin_cells(const Plugin *p, char (*buf)[CELL])
 		size_t l = strlen(buf[2]);
 		snprintf(buf[2] + l, CELL - l, ", pinned %s", ctl_fmt_release(p->pin, pr, sizeof(pr)));
 	}
+	if (p->unhealthy) {
+		/* withdrawn for a hold-down: the detail column says until when */
+		size_t l = strlen(buf[2]);
+		snprintf(buf[2] + l, CELL - l, ", unhealthy");
+	}
 	ctl_clean(p->leader, buf[3], CELL, true);
 	if (p->view_stale) {
 		/* no etcd session: the last leader this node saw, not a current one */
@@ -315,6 +320,14 @@ int ctl_view_status(const Response *r, bool json)
 	printf("last error:    %s\n", ctl_clean(rc ? rc->last_error : NULL, b1, sizeof(b1), true));
 	printf("error:         %s\n", ctl_clean(p->error, b1, sizeof(b1), true));
 	printf("held back:     %s\n", ctl_clean(p->held_back, b1, sizeof(b1), true));
+	if (p->unhealthy)
+		printf("health:        unhealthy until %s (%" PRIu32 " reconciles failed in a row; "
+		       "unhealthy %" PRIu64 " time(s))\n",
+		       ctl_fmt_time(p->unhealthy_until, tb, sizeof(tb)) ? tb : "?", p->failures_in_row,
+		       p->unhealthy_total);
+	else if (p->failures_in_row || p->unhealthy_total)
+		printf("health:        healthy (%" PRIu32 " reconciles failed in a row; unhealthy %" PRIu64
+		       " time(s))\n", p->failures_in_row, p->unhealthy_total);
 	if (p->superseded_by && p->superseded_by[0])
 		printf("superseded by: %s\n", ctl_clean(p->superseded_by, b1, sizeof(b1), true));
 	printf("fencing token: %" PRId64 "\n", p->fencing_token);
@@ -394,6 +407,15 @@ static void ctl_views_member_cells(const Member *m, char (*c)[CELL])
 		bool more = c[7][0] && strcmp(c[7], "-") != 0;
 		snprintf(r, sizeof(r), "CONFLICT: %" PRIu32 " sessions carry this node id%s%s",
 			 m->sessions, more ? "; " : "", more ? c[7] : "");
+		ctl_clean(r, c[7], 61, true);
+	}
+	if (m->unhealthy) {
+		/* withdrawn for a hold-down: its member record says so */
+		char r[CELL];
+		bool more = c[7][0] && strcmp(c[7], "-") != 0;
+		const char *until = ctl_fmt_time(m->unhealthy_until, tb, sizeof(tb));
+		snprintf(r, sizeof(r), "unhealthy until %s%s%s", until ? until : "?",
+			 more ? "; " : "", more ? c[7] : "");
 		ctl_clean(r, c[7], 61, true);
 	}
 	if (m->no_member_record) {

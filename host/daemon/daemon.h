@@ -47,6 +47,11 @@ struct daemon_config {
 	/* process mode: --worker-restart MIN[,MAX], the backoff of a worker's
 	 * restart after a failure (0 = the instance's default, 100 ms / 30 s) */
 	uint32_t restart_min_ms, restart_max_ms;
+	/* --unhealthy-after N (0 = off) and --unhealthy-hold-down DUR: a node
+	 * whose plugin fails N reconciles in a row withdraws for the hold-down
+	 * (election_health.h) */
+	uint32_t unhealthy_after;
+	uint64_t unhealthy_hold_down_ns;
 	/* --plugin-read NAME=PREFIX: plugin read_names[i] may watch and range
 	 * the full etcd keys starting with read_prefixes[i] */
 	const char *const *read_names;

@@ -75,6 +75,10 @@ static void daemon_control_fill_plugin(struct entry *e, struct control_plugin *p
 		p->has_acting = i.acting.basis != RULE_NONE;
 		p->acting_release = i.acting.release;
 		p->acting_basis = release_rule_basis_text(i.acting.basis);
+		p->unhealthy = i.unhealthy;
+		p->unhealthy_until = i.unhealthy_until;
+		p->failures_in_row = i.failures_in_row;
+		p->unhealthy_total = i.unhealthy_total;
 	}
 	daemon_config_fill(e, p);
 	uint64_t since, now = loop_now();
@@ -167,6 +171,8 @@ static int daemon_control_ctl_members(void *ud, const char *name, struct control
 		out[i].record_invalid = tmp[i].record_invalid;
 		out[i].sessions = tmp[i].sessions;
 		out[i].conflict = tmp[i].conflict;
+		out[i].unhealthy = tmp[i].unhealthy;
+		out[i].unhealthy_until = tmp[i].unhealthy_until;
 	}
 	free(tmp);
 	*ret_total = total;

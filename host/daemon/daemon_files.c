@@ -312,6 +312,9 @@ static int daemon_files_entry_make_election(struct entry *e, const struct loader
 		.reconcile_wait_ns = d->cfg->reconcile_wait_ns,
 		.reconcile_interval_ns = d->cfg->reconcile_interval_ns,
 		.priority = priority_resolve(d->cfg->priorities, d->cfg->n_priorities, lp->name),
+		.health = {.after = d->cfg->unhealthy_after,
+		           .hold_down_ns = d->cfg->unhealthy_hold_down_ns,
+		           .hold_down_max_ns = HEALTH_HOLD_DOWN_CAP_NS},
 		.on_change = daemon_notify,
 		.on_change_ud = d,
 	};

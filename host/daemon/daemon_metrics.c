@@ -363,6 +363,18 @@ static double daemon_metrics_v_node_conflict(const struct plugin_metrics_view *p
 {
 	return p->info && p->info->node_conflict_lease != 0;
 }
+static double daemon_metrics_v_unhealthy(const struct plugin_metrics_view *p)
+{
+	return p->info && p->info->unhealthy;
+}
+static double daemon_metrics_v_failures_in_row(const struct plugin_metrics_view *p)
+{
+	return p->info ? (double)p->info->failures_in_row : NAN;
+}
+static double daemon_metrics_v_unhealthy_total(const struct plugin_metrics_view *p)
+{
+	return p->info ? (double)p->info->unhealthy_total : NAN;
+}
 static double daemon_metrics_v_terms(const struct plugin_metrics_view *p)
 {
 	return (double)p->pm->terms_won;
@@ -429,6 +441,15 @@ static const struct plugin_family plugin_families[] = {
 	 "1 while the plugin's configuration is in error on this node: etcd holds a document that "
 	 "is not valid, or the plugin refused its current one (on_config_changed).",
 	 daemon_metrics_v_config_error},
+	{"leasehold_plugin_unhealthy", "gauge",
+	 "1 while this node sits out a hold-down: its plugin failed --unhealthy-after reconciles in "
+	 "a row and it withdrew from the election.", daemon_metrics_v_unhealthy},
+	{"leasehold_plugin_reconcile_failures_in_row", "gauge",
+	 "Reconciles of the plugin that failed in a row on this node (0 after a success).",
+	 daemon_metrics_v_failures_in_row},
+	{"leasehold_plugin_unhealthy_total", "counter",
+	 "Times this node became unhealthy for the plugin and withdrew for a hold-down.",
+	 daemon_metrics_v_unhealthy_total},
 };
 
 static void daemon_metrics_per_plugin_family(struct metrics_text *t, const struct plugin_metrics_view *pv,

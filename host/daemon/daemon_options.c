@@ -16,6 +16,7 @@
 #include "runtime/runtime_callback_timeout.h"
 #include "abi/abi_config_doc.h"
 #include "election/election_priority.h"
+#include "election/election_health.h"
 #include "control/control.h"
 #include "control/control_config.h"
 #include "control/control_wire.h"
@@ -369,6 +370,22 @@ static int daemon_options_apply_lists(struct daemon_options *o, int id, const ch
 		return 0;
 	case F_WORKER_RESTART:
 		return daemon_options_set_worker_restart(c, v, why, len);
+	case F_UNHEALTHY_AFTER: {
+		char *end;
+		errno = 0;
+		unsigned long n = strtoul(v, &end, 10);
+		if (errno || end == v || *end || v[0] == '-' || n > 1000)
+			return daemon_options_bad(why, len,
+			                          "--unhealthy-after takes a count of 0..1000 (0 = off)", v);
+		c->unhealthy_after = (uint32_t)n;
+		return 0;
+	}
+	case F_UNHEALTHY_HOLD_DOWN:
+		if (duration_parse(v, &c->unhealthy_hold_down_ns) < 0 ||
+		    c->unhealthy_hold_down_ns < 1000000ull || c->unhealthy_hold_down_ns > 86400000000000ull)
+			return daemon_options_bad(why, len,
+			                          "bad --unhealthy-hold-down duration (1ms..24h)", v);
+		return 0;
 	case F_PLUGIN_ISOLATION:
 		return daemon_options_set_plugin_isolation(o, v, why, len);
 	case F_PLUGIN_READ:
@@ -539,6 +556,8 @@ static struct daemon_options *daemon_options_new(const char *default_config)
 		.ttl_s = 10,
 		.reconcile_wait_ns = 5 * 1000000000ull,
 		.reconcile_interval_ns = 30 * 1000000000ull,
+		.unhealthy_after = HEALTH_DEFAULT_AFTER,
+		.unhealthy_hold_down_ns = HEALTH_DEFAULT_HOLD_DOWN_NS,
 		.exit_linger_ns = 100 * 1000000ull,
 		.reload = daemon_options_reload_hook,
 		.reload_ud = o,

@@ -139,7 +139,7 @@ static void election_member_put(struct election *e)
 	bool prev_placed = e->member_placed;
 	struct rule_release prev_rr = e->member_rr;
 	e->member_placed = true;
-	e->member_rr = election_rule_release_of(&e->rel);
+	e->member_rr = election_local_rule_release(e, e->health.unhealthy);
 	e->member_priority = e->priority;
 	int r = etcd_put(e->etcd, &op, NULL, election_on_member_put, e, &e->call);
 	free(v);
@@ -280,6 +280,7 @@ static void election_on_resign(struct etcd_client *c, int err, const struct etcd
 }
 
 static bool election_want_member(const struct election *e);
+static bool election_member_current(const struct election *e);
 static bool election_left_to_revoke(struct election *e);
 
 /* election_leaving_membership - our member record is to go: we are leaving for good.
@@ -321,11 +322,23 @@ static void election_resign(struct election *e)
 		n_ops = 2;
 		e->resign_publishes = true;
 		e->resign_rr = election_rule_release_of(&e->swap.rel);
+		e->resign_rr.unhealthy = e->health.unhealthy;
+		e->resign_rr.unhealthy_until = e->health.unhealthy ? e->unhealthy_until_unix : 0;
 	} else if (election_leaving_membership(e)) {
 		ops[1] = (struct etcd_op){.type = ETCD_OP_DELETE, .key = e->k_member_self,
 		                          .key_len = strlen(e->k_member_self)};
 		n_ops = 2;
 		e->resign_drops_member = true;
+	} else if (e->member_placed && election_want_member(e) && !election_member_current(e) &&
+	           election_member_encode(e, &e->rel, &v, &vlen) == 0) {
+		/* our health changed (we withdraw): peers see our key go and the
+		 * reason at one revision, and campaign at once */
+		ops[1] = (struct etcd_op){.type = ETCD_OP_PUT, .key = e->k_member_self,
+		                          .key_len = strlen(e->k_member_self), .value = v,
+		                          .value_len = vlen};
+		n_ops = 2;
+		e->resign_publishes = true;
+		e->resign_rr = election_local_rule_release(e, e->health.unhealthy);
 	}
 	/* the end of the term we led, at the revision our key goes */
 	if (election_term_end_op(e, &ops[n_ops], &term, term_key, sizeof(term_key)))
@@ -353,7 +366,7 @@ static bool election_want_member(const struct election *e)
 /* election_member_current - our placed member record declares what we run */
 static bool election_member_current(const struct election *e)
 {
-	struct rule_release now = election_rule_release_of(&e->rel);
+	struct rule_release now = election_local_rule_release(e, e->health.unhealthy);
 	return e->member_placed && release_rule_equal(&e->member_rr, &now);
 }
 
@@ -448,6 +461,10 @@ void election_step(struct election *e)
 		e->drv = e->swap.drv;
 		e->rel = e->swap.rel;
 		memset(&e->swap, 0, sizeof(e->swap));
+		/* another build of the plugin: a fresh start */
+		election_health_reset(&e->health);
+		loop_timer_disarm(e->health_timer);
+		e->unhealthy_until_unix = 0;
 		election_publish(e);
 		if (done) {
 			/* the owner may call back into us (election_recover steps):
@@ -541,6 +558,7 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 	e->instance = election_dup_printable(cfg->instance, NODE_RECORD_TEXT_MAX);
 	e->rel = cfg->releases;
 	e->priority = cfg->priority;
+	election_health_init(&e->health, &cfg->health);
 	e->reconcile_wait_ns = cfg->reconcile_wait_ns;
 	e->on_change = cfg->on_change;
 	e->on_change_ud = cfg->on_change_ud;
@@ -574,6 +592,8 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 		r = loop_timer_new(l, election_on_retry_timer, e, &e->retry_timer);
 	if (r == 0)
 		r = loop_timer_new(l, election_on_lead_timer, e, &e->lead_timer);
+	if (r == 0)
+		r = loop_timer_new(l, election_backoff_on_timer, e, &e->health_timer);
 	if (r < 0)
 		goto fail;
 	e->sync_backoff = e->retry_backoff = 100 * LOOP_NS_PER_MS;
@@ -745,6 +765,7 @@ void election_free(struct election *e)
 	loop_timer_free(e->sync_timer);
 	loop_timer_free(e->retry_timer);
 	loop_timer_free(e->lead_timer);
+	loop_timer_free(e->health_timer);
 	election_mirror_free(e);
 	election_control_free(e);
 	election_switchover_free(e);
@@ -823,6 +844,10 @@ void election_get_info(struct election *e, struct election_info *ret)
 	ret->pin_at = e->pin.set ? e->pin_at : 0;
 	ret->pin_error = e->pin_error[0] ? e->pin_error : NULL;
 	election_rule_answer(e, &ret->acting);
+	ret->unhealthy = e->health.unhealthy;
+	ret->unhealthy_until = e->health.unhealthy ? e->unhealthy_until_unix : 0;
+	ret->failures_in_row = e->health.failures;
+	ret->unhealthy_total = e->health.episodes;
 }
 
 

@@ -46,6 +46,7 @@
 #include <stdint.h>
 
 #include "election/election_driver.h"
+#include "election/election_health.h"
 #include "etcd/etcd.h"
 #include "base/loop.h"
 #include "election/election_node_record.h"
@@ -140,6 +141,9 @@ struct election_config {
 	 * election_conflict.c). Copied; NULL or "" = none (every such key is
 	 * then taken for another host's). */
 	const char *instance;
+	/* health (election_health.h): --unhealthy-after and the hold-down
+	 * (after 0 = off: the node never withdraws for failed reconciles) */
+	struct election_health_config health;
 	/* on_change - called (on the loop) after anything observable may have
 	 * changed: state, status, readiness, members. May be NULL. */
 	void (*on_change)(void *ud);
@@ -197,6 +201,13 @@ struct election_info {
 	int64_t pin_at;        /* unix s, 0 = unknown */
 	const char *pin_error; /* the record does not decode (ignored), else NULL */
 	struct rule_answer acting;
+	/* health (election_health.h): this node withdrew for a hold-down
+	 * ending at unhealthy_until (unix s); reconciles failed in a row (the
+	 * count that made it so while unhealthy); times it became unhealthy */
+	bool unhealthy;
+	int64_t unhealthy_until;
+	uint32_t failures_in_row;
+	uint64_t unhealthy_total;
 };
 
 /* election_new - create the protocol for one plugin. cfg strings are copied.
@@ -289,6 +300,10 @@ struct election_member {
 	 * old key is told apart by the state record: node_sessions_conflict) */
 	uint32_t sessions;
 	bool conflict;
+	/* its member record says it withdrew for a hold-down ending at
+	 * unhealthy_until (unix s, the node's clock; 0 = unknown) */
+	bool unhealthy;
+	int64_t unhealthy_until;
 };
 /* election_members - every member (a valid member record): fills up to max
  * entries, returns the total count */

@@ -26,6 +26,7 @@
 #include "proto/leasehold.pb-c.h"
 #include "election/election_node_record.h"
 #include "election/election_release_rule.h"
+#include "election/election_health.h"
 
 #define ST_WORKING LEASEHOLD__RECONCILER_STATUS__STATE__STATE_WORKING
 #define ST_DONE LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE
@@ -213,6 +214,14 @@ struct election {
 	enum election_state state_reported;
 	char not_ready_buf[160]; /* election_get_info's not_ready text */
 	char held_back_buf[320]; /* election_get_info's held_back text (the release rule) */
+	/* health (election_backoff.c): reconciles failed in a row, the
+	 * hold-down; health_timer ends it; unhealthy_until_unix is its end by
+	 * the wall clock (published in our member record, shown only) */
+	struct election_health health;
+	struct loop_timer *health_timer;
+	int64_t unhealthy_until_unix;
+	char health_last_error[160]; /* the last failed reconcile's error */
+	char term_health_detail[200]; /* a term's end detail when it ends unhealthy */
 
 	/* leadership: leading and draining change only in election_lead.c
 	 * (elect, election_begin_leave, election_depose); leading implies
@@ -418,6 +427,12 @@ struct rule_release election_rule_release_of(const struct plugin_releases *rel);
 void election_rule_answer(const struct election *e, struct rule_answer *ret);
 /* election_rule_ours - the rule lets our release campaign now */
 bool election_rule_ours(const struct election *e);
+/* election_rule_ours_as - the same with this node counted as unhealthy or
+ * not (what health alone changes) */
+bool election_rule_ours_as(const struct election *e, bool unhealthy);
+/* election_local_rule_release - our member record as the rule reads it,
+ * with the health given */
+struct rule_release election_local_rule_release(const struct election *e, bool unhealthy);
 /* election_rule_held_back - why the rule keeps our release from
  * campaigning (into e->held_back_buf), or NULL when it does not */
 const char *election_rule_held_back(struct election *e);
@@ -590,5 +605,17 @@ void election_conflict_update(struct election *e);
  * whether they are explained by one node's restarts (its state record's
  * lease and "previous" leases): *ret_conflict is set when they are not */
 size_t election_node_sessions(const struct election *e, const char *node_id, bool *ret_conflict);
+
+/* ---- election_backoff.c: this node's health (election_health.h) ---- */
+
+/* election_backoff_result - a finished reconcile (err != -ECANCELED; msg
+ * borrowed, may be NULL), current term or not: counts toward the health;
+ * returns true when it made the node unhealthy (the caller steps) */
+bool election_backoff_result(struct election *e, int err, const char *msg);
+/* election_backoff_on_timer - the hold-down timer (loop callback) */
+void election_backoff_on_timer(struct loop_timer *t, void *ud);
+/* election_backoff_explain - why this unhealthy node does not campaign,
+ * into buf */
+void election_backoff_explain(const struct election *e, char *buf, size_t len);
 
 #endif

@@ -513,8 +513,14 @@ static void election_lead_on_reconciled(void *ud, int err, const char *msg)
 		if (err != 0)
 			e->reconcile_last_error = strdup(msg && *msg ? msg : etcd_strerror(err));
 	}
-	if (!current)
+	/* health counts every finished reconcile too: a crash's or a
+	 * timeout's completion arrives after the term ended at once */
+	bool withdrew = err != -ECANCELED && election_backoff_result(e, err, msg);
+	if (!current) {
+		if (withdrew)
+			election_step(e);
 		return;
+	}
 	e->reconciling = false;
 	election_control_reconcile_finished(e, err, msg);
 	election_term_record(e); /* off the handover's path now */

@@ -598,6 +598,8 @@ size_t election_members(struct election *e, struct election_member *out, size_t 
 				out[k].leader = low && strcmp(low->node_id, x->node_id) == 0;
 				out[k].campaigning = election_cand_of_node(e, x->node_id);
 				out[k].member = true;
+				out[k].unhealthy = x->rr.unhealthy;
+				out[k].unhealthy_until = x->rr.unhealthy_until;
 				const struct node_ent *n = election_node_find(e, x->node_id);
 				out[k].record = n && n->valid ? &n->rec : NULL;
 				out[k].record_invalid = n && !n->valid;
@@ -625,6 +627,8 @@ size_t election_rows(struct election *e, struct election_member *out, size_t max
 			out[k].leader = low && strcmp(low->node_id, n->node_id) == 0;
 			out[k].campaigning = election_cand_of_node(e, n->node_id);
 			out[k].member = false;
+			out[k].unhealthy = false;
+			out[k].unhealthy_until = 0;
 			out[k].record = &n->rec;
 			out[k].record_invalid = false;
 			out[k].sessions = (uint32_t)election_node_sessions(e, n->node_id,

@@ -519,6 +519,8 @@ const char *election_term_end_name(int reason)
 		return "plugin-removed";
 	case LEASEHOLD__TERM__END_REASON__END_SWITCHOVER:
 		return "switchover";
+	case LEASEHOLD__TERM__END_REASON__END_UNHEALTHY:
+		return "unhealthy";
 	}
 	return "unknown";
 }
@@ -576,6 +578,13 @@ static int election_operator_term_end_reason(struct election *e, const char **re
 	if (e->held) {
 		*ret_detail = e->hold_reason;
 		return LEASEHOLD__TERM__END_REASON__END_ROLE_REMOVED;
+	}
+	if (!election_rule_ours(e) && e->health.unhealthy && election_rule_ours_as(e, false)) {
+		snprintf(e->term_health_detail, sizeof(e->term_health_detail),
+		         "%u reconciles failed in a row (last: %s)", e->health.failures,
+		         e->health_last_error);
+		*ret_detail = e->term_health_detail;
+		return LEASEHOLD__TERM__END_REASON__END_UNHEALTHY;
 	}
 	if (!election_rule_ours(e))
 		return LEASEHOLD__TERM__END_REASON__END_NEWER_RELEASE;

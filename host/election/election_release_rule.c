@@ -18,10 +18,12 @@ struct rule_merged {
 	bool undeclared; /* some record of it was written by an older host */
 	bool reference;
 	struct release min_compatible;
+	bool healthy; /* some record of it is healthy */
 };
 
 static void rule_merge(struct rule_merged *m, const struct rule_release *r)
 {
+	m->healthy = m->healthy || !r->unhealthy;
 	if (!r->declared) {
 		m->undeclared = true;
 		return;
@@ -118,9 +120,10 @@ static enum rule_basis rule_top_basis(const struct rule_merged *top, const struc
 	return RULE_NONE;
 }
 
-void release_rule_decide_pinned(const struct rule_release *local, const struct relcount *rc,
-                                size_t n_rc, bool any_invalid, const struct rule_status *status,
-                                const struct rule_pin *pin, struct rule_answer *ret)
+/* the rule without health */
+static void rule_decide_base(const struct rule_release *local, const struct relcount *rc,
+                             size_t n_rc, bool any_invalid, const struct rule_status *status,
+                             const struct rule_pin *pin, struct rule_answer *ret)
 {
 	struct rule_answer a = {.basis = RULE_NONE, .invalid = any_invalid, .status = *status};
 	struct release r = {0, 0, 0};
@@ -173,6 +176,44 @@ void release_rule_decide_pinned(const struct rule_release *local, const struct r
 	*ret = a;
 }
 
+/* health: the newest healthy release below a->release that can act, when
+ * a's release has no healthy member and was named because it can act */
+static void rule_apply_health(const struct rule_release *local, const struct relcount *rc,
+                              size_t n_rc, struct rule_answer *a)
+{
+	a->healthy = rule_merged_of(a->release, local, rc, n_rc).healthy;
+	if (a->healthy || (a->basis != RULE_NO_STATUS && a->basis != RULE_STATUS_ALLOWS &&
+	                   a->basis != RULE_ALL_COMPATIBLE))
+		return;
+	for (struct release r = a->release;
+	     rule_next_below(local, rc, n_rc, true, r, &r) &&
+	     (!a->status.valid || !release_less(r, a->status.version));) {
+		struct rule_merged m = rule_merged_of(r, local, rc, n_rc);
+		if (!m.healthy)
+			continue;
+		/* no status: any release of this leasehold can act */
+		enum rule_basis b = !a->status.valid ? (m.declared ? RULE_NO_STATUS : RULE_NONE)
+		                                     : rule_can_act(&m, a);
+		if (b == RULE_NONE)
+			continue;
+		a->moved = true;
+		a->passed_over = a->release;
+		a->release = r;
+		a->basis = b;
+		a->healthy = true;
+		return;
+	}
+}
+
+void release_rule_decide_pinned(const struct rule_release *local, const struct relcount *rc,
+                                size_t n_rc, bool any_invalid, const struct rule_status *status,
+                                const struct rule_pin *pin, struct rule_answer *ret)
+{
+	rule_decide_base(local, rc, n_rc, any_invalid, status, pin, ret);
+	if (ret->basis != RULE_NONE)
+		rule_apply_health(local, rc, n_rc, ret);
+}
+
 void release_rule_decide(const struct rule_release *local, const struct relcount *rc, size_t n_rc,
                          bool any_invalid, const struct rule_status *status,
                          struct rule_answer *ret)
@@ -184,6 +225,8 @@ bool release_rule_may_campaign(const struct rule_answer *a, const struct rule_re
 {
 	if (a->basis == RULE_NONE || release_cmp(mine->release, a->release) != 0)
 		return false;
+	if (mine->unhealthy && a->healthy)
+		return false; /* a healthy node of its release campaigns instead */
 	/* a node of an older leasehold campaigns only as the newest */
 	return mine->declared || release_cmp(mine->release, a->newest) == 0;
 }
@@ -223,6 +266,12 @@ const char *release_rule_explain(const struct rule_answer *a, struct release min
 		return NULL;
 	if (a->pin_holds)
 		return rule_explain_pin(a, mine, buf, len);
+	if (a->moved && release_cmp(mine, a->passed_over) == 0) {
+		snprintf(buf, len, "no member of release %s is healthy (each withdrew after failed "
+		         "reconciles); release %s leads meanwhile",
+		         release_format(mine, x, sizeof(x)), release_format(a->release, y, sizeof(y)));
+		return buf;
+	}
 	if (a->basis != RULE_NONE && release_less(mine, a->release) &&
 	    release_cmp(a->release, a->newest) == 0)
 		return "a newer release is present";
@@ -290,7 +339,8 @@ const char *release_rule_basis_text(enum rule_basis b)
 
 bool release_rule_equal(const struct rule_release *a, const struct rule_release *b)
 {
-	if (release_cmp(a->release, b->release) != 0 || a->declared != b->declared)
+	if (release_cmp(a->release, b->release) != 0 || a->declared != b->declared ||
+	    a->unhealthy != b->unhealthy)
 		return false;
 	return !a->declared ||
 	       (release_cmp(a->min_compatible, b->min_compatible) == 0 &&

@@ -41,6 +41,18 @@
  *   operator's explicit choice). Such a pin not forced lets nobody
  *   campaign. Hosts of an older leasehold do not read the pin: their
  *   undeclared release still campaigns as the newest, the pin or not.
+ * - Health (election_health.h): a member record says whether its node
+ *   withdrew for a hold-down (unhealthy); a release is healthy when one of
+ *   its records is not. When the release the rule above names is healthy,
+ *   only its healthy nodes campaign. When none of its members is healthy
+ *   and it was named because it can act (no status, the status allows it,
+ *   every member compatible), the answer moves down to the newest healthy
+ *   release below it that can act, never older than the status's version
+ *   (so once the new release has written its status, no older one takes
+ *   over). When there is no such release (or the answer came from the
+ *   reference rule or a downgrade, which name the newest on purpose),
+ *   the answer stays and every node of it campaigns, healthy or not: the
+ *   one in office keeps leading rather than none.
  * Threading: none; pure functions, any thread.
  */
 #ifndef LH_ELECTION_RELEASE_RULE_H
@@ -61,6 +73,12 @@ struct rule_release {
 	 * this leasehold or newer. false: an older host wrote it; its node
 	 * follows the reference rule whatever its plugin says. */
 	bool declared;
+	/* its node withdrew for a hold-down (false in a record of an older
+	 * host: those never withdraw) */
+	bool unhealthy;
+	/* shown only, never read by the rule: the hold-down's end as the
+	 * node's wall clock had it (unix s; 0 = unknown) */
+	int64_t unhealthy_until;
 };
 
 /* a distinct member record (all fields of rule_release equal) and how many
@@ -105,6 +123,13 @@ struct rule_answer {
 	struct rule_status status;
 	struct rule_pin pin;    /* the pin the answer was decided under */
 	bool pin_holds;         /* a member release newer than the pin is held back by it */
+	/* health: the answer's release has a healthy member (then only its
+	 * healthy nodes campaign; else all of them do) */
+	bool healthy;
+	/* the health-free rule named `passed_over`, none of whose members is
+	 * healthy; health moved the answer down to `release` */
+	bool moved;
+	struct release passed_over;
 };
 
 /* release_rule_decide - the release that may campaign, from the member
@@ -125,7 +150,8 @@ void release_rule_decide_pinned(const struct rule_release *local, const struct r
 /* release_rule_may_campaign - a node whose record is `mine` campaigns under
  * answer a: its release is the answer's, and, when mine was written by an
  * older host (!declared), only as the newest (it follows the reference
- * rule whatever the others decide) */
+ * rule whatever the others decide); an unhealthy node only while no member
+ * of its release is healthy */
 bool release_rule_may_campaign(const struct rule_answer *a, const struct rule_release *mine);
 
 /* release_rule_explain - why a node of release `mine` may not campaign
@@ -138,7 +164,8 @@ const char *release_rule_explain(const struct rule_answer *a, struct release min
  * compatible with its change", ...); a static string, NULL for RULE_NONE */
 const char *release_rule_basis_text(enum rule_basis b);
 
-/* release_rule_equal - every field the rule reads is equal */
+/* release_rule_equal - every field the rule reads is equal (health
+ * included; unhealthy_until is not read) */
 bool release_rule_equal(const struct rule_release *a, const struct rule_release *b);
 
 #endif

@@ -225,7 +225,10 @@ static int switchover_request_target_release(const struct sw_ctx *c,
 	}
 	if (release_rule_may_campaign(&a, rr))
 		return 0;
-	if (a.basis != RULE_NONE && release_less(rr->release, a.release) &&
+	if (a.basis != RULE_NONE && release_cmp(rr->release, a.release) == 0 && rr->unhealthy)
+		snprintf(msg, len, "node %s is unhealthy: its plugin '%s' failed its reconciles and "
+		         "it withdrew for a hold-down", c->to, c->name);
+	else if (a.basis != RULE_NONE && release_less(rr->release, a.release) &&
 	    release_cmp(a.release, a.newest) == 0)
 		snprintf(msg, len, "node %s runs release %s of plugin '%s', older than the newest "
 		         "(%s): it may not lead", c->to, release_format(rr->release, x, sizeof(x)),

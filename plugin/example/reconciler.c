@@ -42,7 +42,9 @@
  * last 1.0.x member, a 1.0.x node keeps leading and reconciling in v1.
  * Test knobs (environment, read in init): LH_EXAMPLE_ITEMS=N (0..1000),
  * LH_EXAMPLE_FAIL_FIRST=N (the first N reconciles fail with -EAGAIN),
- * LH_EXAMPLE_DELAY_MS=N (each reconcile first waits N ms: slow work).
+ * LH_EXAMPLE_DELAY_MS=N (each reconcile first waits N ms: slow work),
+ * LH_EXAMPLE_FAIL_FILE=PATH (each reconcile fails while PATH exists: a
+ * release that breaks, and mends, on demand).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -53,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <leasehold/plugin.h>
 
@@ -383,6 +386,11 @@ static int32_t rc_reconcile(struct lh_ctx *ctx)
 	st->reconciles++;
 	if (st->delay_ms)
 		poll(NULL, 0, (int)st->delay_ms); /* slow work, on the plugin's own thread */
+	const char *ff = getenv("LH_EXAMPLE_FAIL_FILE");
+	if (ff && *ff && access(ff, F_OK) == 0) {
+		lh_set_errorf(ctx, "failing on purpose (%s exists, LH_EXAMPLE_FAIL_FILE)", ff);
+		return -EIO;
+	}
 	if (st->reconciles <= st->fail_first) {
 		lh_set_errorf(ctx, "failing on purpose (attempt %" PRIu64 " of %u, LH_EXAMPLE_FAIL_FIRST)",
 		              st->reconciles, st->fail_first);

@@ -280,7 +280,9 @@ static void check_plugin_json(json_object *p, const struct host *h, const struct
 	CHECK_JNULL(p, "pin");
 	CHECK_JNULL(p, "pin_error");
 	/* exactly the documented fields */
-	CHECK_INT_EQ(json_object_object_length(p), 29);
+	CHECK_INT_EQ(json_object_object_length(p), 30);
+	CHECK_INT_EQ(json_object_object_length(jget(p, "health")), 4);
+	CHECK(json_object_get_boolean(jget(p, "health.healthy")));
 	CHECK_INT_EQ(json_object_object_length(jget(p, "releases")), 4);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "status")), 3);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "reconcile")), 4);
@@ -387,7 +389,7 @@ static void check_members(const struct host *h, const struct host *L)
 	int leaders = 0, seen_a = 0, seen_b = 0;
 	for (size_t i = 0; i < 2; i++) {
 		json_object *m = json_object_array_get_idx(a, i);
-		CHECK_INT_EQ(json_object_object_length(m), 15);
+		CHECK_INT_EQ(json_object_object_length(m), 17);
 		CHECK(jbool(m, "campaigning")); /* both hosts run 1.0.0 and campaign */
 		const char *node = jstr(m, "node");
 		CHECK(node != NULL);

@@ -153,7 +153,8 @@ static void test_cluster_view(void)
 		json_object *a = members_json(hs[k]);
 		CHECK_INT_EQ(json_object_array_length(a), 2);
 		json_object *ra = row_of(a, "a"), *rbj = row_of(a, "b");
-		CHECK_INT_EQ(json_object_object_length(ra), 15);
+		CHECK_INT_EQ(json_object_object_length(ra), 17);
+		CHECK(json_object_get_boolean(jget(ra, "healthy")));
 		CHECK_INT_EQ(json_object_get_int(jget(ra, "sessions")), 1);
 		CHECK(!json_object_get_boolean(jget(ra, "conflict")));
 		CHECK_STR_EQ(jstr(ra, "state"), "leading");

@@ -37,6 +37,22 @@
  * newest member changes nothing, a release older than the status's version
  * campaigns only in a downgrade or under a forced pin below that version,
  * and the answer is the pinned rule as docs/design.md states it.
+ * Then health: the same worlds (up to three members) with every subset of
+ * them unhealthy
+ * (withdrawn for a hold-down). In each:
+ *  6. every member computes the same answer; at most one release
+ *     campaigns; never one older than the status's version while a member
+ *     at or above it remains;
+ *  7. health never takes the last campaigner away: whenever the
+ *     health-free rule names a release, some member campaigns (a world
+ *     where every node is unhealthy keeps the one in office);
+ *  8. health moves the answer only off a release none of whose members is
+ *     healthy, only down, only onto a healthy release that can act (the
+ *     answer is the newest such, computed here independently), and never
+ *     when the health-free answer came from the reference rule or a
+ *     downgrade; with every member healthy it is the health-free answer;
+ *  9. of the answer's release, only its healthy nodes campaign when it
+ *     has one, all of its nodes otherwise.
  */
 #include "config.h"
 
@@ -63,9 +79,11 @@ struct world {
 	int mixed;      /* with undeclared: one record of it is declared */
 	int pinned;     /* 0 no pin, else 1 + the index into U of the pin */
 	bool pin_forced;
+	unsigned sick;  /* bit k: member k is unhealthy */
 };
 
-static unsigned long long n_worlds, n_differs, n_gained;
+static unsigned long long n_worlds, n_differs, n_gained, n_moved, n_kept_sick;
+static int max_members = MAXM; /* each_world's largest member multiset */
 
 static struct rule_release rr_of(const struct world *w, int i, bool declared)
 {
@@ -107,12 +125,20 @@ static struct rule_status status_of(const struct world *w)
 	return s;
 }
 
+/* member k's record */
+static struct rule_release member_rr(const struct world *w, int k)
+{
+	struct rule_release r = rr_of(w, w->members[k], member_declared(w, k));
+	r.unhealthy = (w->sick >> k) & 1u;
+	return r;
+}
+
 /* the distinct records with their counts */
 static size_t records_of(const struct world *w, struct relcount *rc)
 {
 	size_t n = 0;
 	for (int k = 0; k < w->n_members; k++) {
-		struct rule_release r = rr_of(w, w->members[k], member_declared(w, k));
+		struct rule_release r = member_rr(w, k);
 		size_t i = 0;
 		while (i < n && !release_rule_equal(&rc[i].rr, &r))
 			i++;
@@ -274,7 +300,7 @@ static void check_world(const struct world *w)
 	/* 1. the same answer from every member's view; one release campaigns */
 	int campaigning = -1;
 	for (int k = 0; k < w->n_members; k++) {
-		struct rule_release mine = rr_of(w, w->members[k], member_declared(w, k));
+		struct rule_release mine = member_rr(w, k);
 		struct rule_answer b;
 		release_rule_decide(&mine, rc, n_rc, w->invalid, &st, &b);
 		CHECK(b.basis == a.basis && release_cmp(b.release, a.release) == 0);
@@ -412,6 +438,90 @@ static void each_pin_undeclared(struct world *w)
 	w->mixed = 0;
 }
 
+/* some member of release r is healthy */
+static bool healthy(const struct world *w, int r)
+{
+	for (int k = 0; k < w->n_members; k++)
+		if (w->members[k] == r && !((w->sick >> k) & 1u))
+			return true;
+	return false;
+}
+
+/* the rule with health as docs/design.md states it: -1 = none */
+static int spec_health_answer(const struct world *w)
+{
+	int base = spec_answer(w);
+	if (base < 0 || healthy(w, base) || w->reference)
+		return base;
+	int v = w->status >= 0 ? w->status / NREL : 0, m = w->status % NREL;
+	if (w->status >= 0 && max_member(w) < v)
+		return base; /* a downgrade names the newest on purpose */
+	for (int r = base - 1; r >= v; r--) {
+		if (!healthy(w, r))
+			continue;
+		if (w->status < 0 || m >= w->mcr[r] || (!w->invalid && min_member(w) >= w->mcr[r]))
+			return r;
+	}
+	return base;
+}
+
+/* 6. to 9. */
+static void check_world_health(const struct world *w)
+{
+	struct relcount rc[MAXM];
+	size_t n_rc = records_of(w, rc);
+	struct rule_status st = status_of(w);
+	struct rule_answer a, b0;
+	release_rule_decide(NULL, rc, n_rc, w->invalid, &st, &a);
+	struct world hw = *w;
+	hw.sick = 0;
+	struct relcount rc0[MAXM];
+	size_t n_rc0 = records_of(&hw, rc0);
+	release_rule_decide(NULL, rc0, n_rc0, w->invalid, &st, &b0);
+	n_worlds++;
+	int got = answer_index(w, &a), base = answer_index(w, &b0);
+
+	/* 6. and 9. */
+	int campaigning = -1;
+	bool any = false;
+	for (int k = 0; k < w->n_members; k++) {
+		struct rule_release mine = member_rr(w, k);
+		struct rule_answer b;
+		release_rule_decide(&mine, rc, n_rc, w->invalid, &st, &b);
+		CHECK(b.basis == a.basis && release_cmp(b.release, a.release) == 0 &&
+		      b.healthy == a.healthy);
+		bool may = release_rule_may_campaign(&a, &mine);
+		bool want = got >= 0 && w->members[k] == got && (!mine.unhealthy || !healthy(w, got));
+		CHECK(may == want);
+		if (!may)
+			continue;
+		CHECK(campaigning < 0 || campaigning == w->members[k]);
+		campaigning = w->members[k];
+		any = true;
+	}
+	if (st.valid && got >= 0 && max_member(w) >= w->status / NREL)
+		CHECK(got >= w->status / NREL);
+	/* 7. */
+	if (base >= 0)
+		CHECK(any);
+	/* 8. */
+	CHECK_INT_EQ(got, spec_health_answer(w));
+	if (w->sick == 0)
+		CHECK(got == base && !a.moved);
+	if (got != base) {
+		CHECK(a.moved && release_cmp(a.passed_over, U[base]) == 0);
+		CHECK(!healthy(w, base) && got < base && healthy(w, got));
+		CHECK(b0.basis != RULE_REFERENCE && b0.basis != RULE_DOWNGRADE);
+		CHECK(a.basis != RULE_NONE && a.basis != RULE_REFERENCE && a.basis != RULE_DOWNGRADE);
+		char buf[256];
+		CHECK(release_rule_explain(&a, U[base], buf, sizeof(buf)) != NULL);
+		n_moved++;
+	} else if (base >= 0 && !healthy(w, base)) {
+		CHECK(!a.healthy);
+		n_kept_sick++;
+	}
+}
+
 /* every multiset of n members over NREL releases (non-decreasing indices) */
 static void each_members(struct world *w, int k, int from, void (*fn)(struct world *))
 {
@@ -435,6 +545,14 @@ static void each_status_readiness(struct world *w)
 {
 	for (w->status = -2; w->status < NREL * NREL; w->status++)
 		check_world_readiness(w);
+}
+
+static void each_status_health(struct world *w)
+{
+	for (w->status = -2; w->status < NREL * NREL; w->status++)
+		for (w->sick = 0; w->sick < (1u << w->n_members); w->sick++)
+			check_world_health(w);
+	w->sick = 0;
 }
 
 static void each_undeclared(struct world *w)
@@ -472,7 +590,7 @@ static void each_world(void (*fn)(struct world *), bool flags, bool minrec)
 			for (int inv = 0; inv <= (flags || minrec ? 1 : 0); inv++) {
 				w.reference = f;
 				w.invalid = inv;
-				for (w.n_members = 1; w.n_members <= MAXM; w.n_members++)
+				for (w.n_members = 1; w.n_members <= max_members; w.n_members++)
 					each_members(&w, 0, 0, fn);
 			}
 	}
@@ -494,6 +612,21 @@ static void test_release_rule_readiness(void)
 	printf("# %llu worlds checked; readiness gained over the reference: %llu node(s)\n",
 	       n_worlds, n_gained);
 	CHECK(n_gained > 0);
+}
+
+static void test_release_rule_health(void)
+{
+	n_worlds = n_moved = n_kept_sick = 0;
+	/* up to three members, every subset of them unhealthy: three
+	 * already span a fallback past an unhealthy middle release; four
+	 * would multiply the run time by six */
+	max_members = 3;
+	each_world(each_status_health, true, false);
+	max_members = MAXM;
+	printf("# %llu worlds with health checked; health moved the answer down in %llu; the "
+	       "named release had no healthy member and stayed in %llu\n",
+	       n_worlds, n_moved, n_kept_sick);
+	CHECK(n_moved > 0 && n_kept_sick > 0);
 }
 
 static void test_release_rule_older_hosts(void)
@@ -587,6 +720,7 @@ int main(void)
 {
 	RUN(test_release_rule_every_small_world);
 	RUN(test_release_rule_readiness);
+	RUN(test_release_rule_health);
 	RUN(test_release_rule_older_hosts);
 	RUN(test_release_rule_explain);
 	RUN(test_release_rule_pinned);
