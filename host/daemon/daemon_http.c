@@ -68,6 +68,29 @@ static void daemon_http_publish_plugin(struct entry *e, const struct election_in
 	}
 }
 
+/* daemon_http_view_more - the view's fields for the alerting families
+ * (daemon_metrics_alerting.c) */
+static void daemon_http_view_more(struct entry *e, struct plugin_metrics_view *pv)
+{
+	if (e->pi) {
+		pv->has_release = true;
+		pv->release = plugin_instance_plugin(e->pi)->release;
+	}
+	if (e->el) {
+		for (int r = 0; r < ELECTION_TERM_END_SLOTS; r++)
+			pv->terms_ended[r] = election_terms_ended(e->el, r);
+		pv->rollout_blockers = election_rollout_blockers(e->el);
+	}
+}
+
+/* daemon_http_files_refused - d's plugin files refused now, by class */
+static void daemon_http_files_refused(const struct daemon *d, uint64_t *counts)
+{
+	for (const struct pfile *pf = d->files; pf; pf = pf->next)
+		if (pf->error && pf->refusal >= 0 && pf->refusal < HM_N_REFUSED)
+			counts[pf->refusal]++;
+}
+
 /* publish - build the answer set from the live state and hand it over */
 static void daemon_http_publish(struct daemon *d)
 {
@@ -100,6 +123,7 @@ static void daemon_http_publish(struct daemon *d)
 			i = &infos[k];
 			election_get_info(e->el, i);
 			plugin_metrics_observe(&e->pm, i);
+			daemon_config_observe(e);
 			size_t m = election_members(e->el, members + mused, total_members - mused);
 			m = m > total_members - mused ? total_members - mused : m;
 			pv[k].members = members + mused;
@@ -111,6 +135,7 @@ static void daemon_http_publish(struct daemon *d)
 		pv[k].info = i;
 		pv[k].pm = &e->pm;
 		pv[k].config_error = daemon_config_error(e) != NULL;
+		daemon_http_view_more(e, &pv[k]);
 		if (e->pi) {
 			struct plugin_instance_stats st;
 			plugin_instance_get_stats(e->pi, &st);
@@ -128,8 +153,10 @@ static void daemon_http_publish(struct daemon *d)
 		.hm = &d->hm,
 		.session_up = session_is_up(d->sess),
 		.lease_remaining_s = safe > now ? (double)(safe - now) / 1e9 : 0,
+		.lease_ttl_s = (double)session_ttl(d->sess),
 		.plugin_dir_ok = !d->pd || plugindir_error(d->pd) == 0,
 	};
+	daemon_http_files_refused(d, hv.files_refused_now);
 	daemon_metrics_render(&t, &hv, pv, k);
 	if (metrics_text_take(&t, &snap->metrics, &snap->metrics_len) < 0)
 		goto fail;
@@ -167,6 +194,7 @@ void daemon_publish_soon(struct daemon *d)
 			struct election_info i;
 			election_get_info(e->el, &i);
 			plugin_metrics_observe(&e->pm, &i);
+			daemon_config_observe(e);
 		}
 	if (!d->http)
 		return;

@@ -39,6 +39,7 @@ struct pfile {
 	uint64_t hash;
 	struct loader_plugin *lp; /* probed, not yet given to an instance (or closed) */
 	char *error;      /* why it was refused or failed init, else NULL */
+	int refusal;      /* error's class (HM_REFUSED_*, daemon_metrics.h) */
 	bool ok;          /* the last probe succeeded */
 	bool init_failed; /* these bytes failed init: no candidate until they change */
 };
@@ -172,6 +173,9 @@ int daemon_config_for_instance(struct entry *e, struct plugin_config *ret, char 
  * on_config_changed. Stored in e (valid until the next call for e). The one
  * source of what `plugins`, `status`, JSON, the metrics and /readyz show. */
 const char *daemon_config_error(struct entry *e);
+/* daemon_config_observe - after any change: count a configuration that
+ * entered the error in e's metrics (plugin_metrics_observe_config) */
+void daemon_config_observe(struct entry *e);
 /* daemon_config_fill - the configuration fields of e's row */
 void daemon_config_fill(struct entry *e, struct control_plugin *p);
 /* the control ops config_get / config_set (control.h); ud is the daemon */

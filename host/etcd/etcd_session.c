@@ -414,6 +414,11 @@ uint64_t session_safe_until(const struct session *s)
 	return s->state == S_UP ? s->safe_until : 0;
 }
 
+int64_t session_ttl(const struct session *s)
+{
+	return s->state == S_UP ? s->granted_ttl : 0;
+}
+
 uint32_t session_request_timeout_ms(const struct session *s)
 {
 	int64_t ttl = s->granted_ttl ? s->granted_ttl : s->ttl_s;
