@@ -103,6 +103,7 @@ struct daemon {
 	struct loop_timer *leave_timer; /* starts a `leaseholdctl leave` shutdown */
 	bool revoking;
 	bool revoked; /* the revocation answered (either way) */
+	int64_t revoke_lease; /* the lease the revocation is for (0: none was held) */
 	bool revoke_failed;
 	uint64_t deadline_at; /* loop time the shutdown timeout ends */
 	bool lingering; /* all done; idle until the linger ends, then tear down */
@@ -114,6 +115,12 @@ struct daemon {
 	struct loop_timer *publish;
 	uint64_t publish_at; /* when the publish timer fires next */
 	char session_lost_why[200];
+	/* an etcd outage (daemon_etcd_outage.c): loop time it began (0: none),
+	 * the last error, requests failed since, the minute's report */
+	uint64_t etcd_down_since;
+	int etcd_down_err;
+	uint64_t etcd_down_fails;
+	struct loop_timer *etcd_down_timer;
 	/* loop time since which no etcd session is up (the start, or the last
 	 * loss); 0 while one is: the plugin rows then say their view is stale */
 	uint64_t session_down_at;
@@ -124,6 +131,11 @@ struct daemon {
 	bool sd_ready;      /* READY=1 sent since the start or the last reload */
 	bool sd_started;    /* READY=1 sent once */
 	char sd_status[160]; /* the STATUS= last sent */
+	/* the log's "synced with etcd: ready" (daemon_sd_report): said since
+	 * the session last held; loop time the session was first seen
+	 * lost after it was said (0: not lost since) */
+	bool sync_logged;
+	uint64_t unsynced_at;
 };
 
 /* a hot reload the election has not completed yet (daemon.c) */
@@ -240,6 +252,9 @@ void daemon_sd_reloading(struct daemon *d);
 /* ---- the HTTP endpoint's snapshot (daemon_http.c) ---- */
 /* daemon_start_http - serve --http (nothing for ""); 0 or -errno (logged) */
 int daemon_start_http(struct daemon *d);
+/* daemon_etcd_outage_start - observe d->etcd: the metrics' counts and
+ * the log's account of an outage (daemon_etcd_outage.c). 0 or -errno. */
+int daemon_etcd_outage_start(struct daemon *d);
 /* daemon_publish_soon - a change: publish a new snapshot within
  * PUBLISH_MIN_NS, and let the metrics observe it */
 void daemon_publish_soon(struct daemon *d);

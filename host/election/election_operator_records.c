@@ -719,8 +719,8 @@ static void election_operator_on_term_timer(struct loop_timer *t, void *ud)
  * term lasts (a later read sees what the last attempt did) */
 static void election_operator_term_retry(struct election *e, const char *what, int err)
 {
-	log_warn("election", "%s: term history %s failed: %s; retrying", e->name, what,
-	         etcd_strerror(err));
+	log_msg(etcd_err_unreachable(err) ? LOG_LVL_DEBUG : LOG_LVL_WARN, "election",
+	        "%s: term history %s failed: %s; retrying", e->name, what, etcd_strerror(err));
 	loop_timer_arm_in(e->term_timer, 500 * LOOP_NS_PER_MS);
 }
 
