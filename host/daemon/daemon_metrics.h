@@ -17,7 +17,9 @@
  *   so they are monotonic across hot reloads.
  * - Cardinality is bounded: labels are the plugin name, the etcd operation
  *   (a fixed set), the error kind (a fixed set), the result of a reconcile
- *   (3) and the member release (distinct releases of one plugin).
+ *   (3), the member release (distinct releases of one plugin), the release
+ *   run (one per plugin), and the reason of a refused file, a configuration
+ *   refusal or a term's end (fixed sets).
  */
 #ifndef LH_DAEMON_METRICS_H
 #define LH_DAEMON_METRICS_H
