@@ -46,7 +46,7 @@ int procstat_read(struct procstat *ret);
  * boot_time_unix), virtual and resident memory (pages of page_size bytes).
  * The command name may hold spaces and parentheses: fields are counted
  * after its last ')'. Returns 0 or -EINVAL (*ret's cpu, start and mem
- * fields untouched then). For tests and procstat_read. */
+ * fields untouched then). procstat_read's parser (tests/unit/test_procstat.c). */
 int procstat_parse_stat(const char *buf, size_t len, long ticks_per_s, long page_size,
                         double boot_time_unix, struct procstat *ret);
 
