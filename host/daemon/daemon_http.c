@@ -140,6 +140,7 @@ static void daemon_http_publish(struct daemon *d)
 			struct plugin_instance_stats st;
 			plugin_instance_get_stats(e->pi, &st);
 			pv[k].has_instance_stats = true;
+			pv[k].queued = st.queued;
 			pv[k].worker_restarts = e->pm.retired_worker_restarts + st.worker_restarts;
 			pv[k].callback_timeouts = e->pm.retired_callback_timeouts + st.callback_timeouts;
 			pv[k].bus_rtt = e->pm.retired_bus_rtt;

@@ -137,6 +137,7 @@ struct plugin_metrics_view {
 	 * (election_terms_ended); all 0 when no election runs */
 	uint64_t terms_ended[ELECTION_TERM_END_SLOTS];
 	size_t rollout_blockers; /* election_rollout_blockers */
+	uint64_t queued; /* events in the host's queue to the plugin (has_instance_stats) */
 };
 
 /* What the daemon knows of itself at render time. */

@@ -118,6 +118,21 @@ static void daemon_metrics_alerting_rollout(struct metrics_text *t, const struct
 	}
 }
 
+static void daemon_metrics_alerting_queue(struct metrics_text *t, const struct plugin_metrics_view *pv,
+                                          size_t n)
+{
+	const char *name = "leasehold_bus_queue_depth";
+	metrics_family(t, name, "gauge",
+	               "Events (watch batches, reconciles) waiting in the host's queue to the plugin, "
+	               "not yet sent to it.");
+	for (size_t k = 0; k < n; k++) {
+		if (!pv[k].has_instance_stats)
+			continue;
+		struct metrics_label l[] = {{"plugin", pv[k].name}};
+		metrics_sample(t, name, l, 1, (double)pv[k].queued);
+	}
+}
+
 void daemon_metrics_render_alerting(struct metrics_text *t, const struct host_metrics_view *hv,
                                     const struct plugin_metrics_view *pv, size_t n)
 {
@@ -129,4 +144,5 @@ void daemon_metrics_render_alerting(struct metrics_text *t, const struct host_me
 	daemon_metrics_alerting_config(t, pv, n);
 	daemon_metrics_alerting_terms(t, pv, n);
 	daemon_metrics_alerting_rollout(t, pv, n);
+	daemon_metrics_alerting_queue(t, pv, n);
 }

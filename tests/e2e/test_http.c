@@ -151,6 +151,7 @@ static void check_operator_metrics(void)
 	CHECK(metric(PA, "leasehold_terms_ended_total{plugin=\"reconciler\",reason=\"lease-lost\"}") == 0);
 	CHECK(metric(PA, "leasehold_config_refusals_total{plugin=\"reconciler\",reason=\"invalid_document\"}") == 0);
 	CHECK(metric(PA, "leasehold_lease_ttl_seconds") == 2);
+	CHECK(metric(PA, "leasehold_bus_queue_depth{plugin=\"reconciler\"}") >= 0);
 	CHECK(metric(PA, "leasehold_metrics_snapshot_age_seconds") < 2);
 	double clock = metric(PA, "leasehold_time_seconds");
 	CHECK(clock > now - 5 && clock < now + 5);
