@@ -83,6 +83,28 @@ static void daemon_http_view_more(struct entry *e, struct plugin_metrics_view *p
 	}
 }
 
+/* daemon_http_fill_view - what the metrics show of entry e (its election's
+ * info i, NULL when none runs), but its members */
+static void daemon_http_fill_view(struct entry *e, const struct election_info *i,
+                                  struct plugin_metrics_view *pv)
+{
+	pv->name = e->name;
+	pv->info = i;
+	pv->pm = &e->pm;
+	pv->config_error = daemon_config_error(e) != NULL;
+	daemon_http_view_more(e, pv);
+	if (e->pi) {
+		struct plugin_instance_stats st;
+		plugin_instance_get_stats(e->pi, &st);
+		pv->has_instance_stats = true;
+		pv->queued = st.queued;
+		pv->worker_restarts = e->pm.retired_worker_restarts + st.worker_restarts;
+		pv->callback_timeouts = e->pm.retired_callback_timeouts + st.callback_timeouts;
+		pv->bus_rtt = e->pm.retired_bus_rtt;
+		metrics_hist_add(&pv->bus_rtt, plugin_instance_bus_rtt(e->pi));
+	}
+}
+
 /* daemon_http_files_refused - d's plugin files refused now, by class */
 static void daemon_http_files_refused(const struct daemon *d, uint64_t *counts)
 {
@@ -131,21 +153,7 @@ static void daemon_http_publish(struct daemon *d)
 			mused += m;
 		}
 		daemon_http_publish_plugin(e, i, session_is_up(d->sess), &snap->plugins[k]);
-		pv[k].name = e->name;
-		pv[k].info = i;
-		pv[k].pm = &e->pm;
-		pv[k].config_error = daemon_config_error(e) != NULL;
-		daemon_http_view_more(e, &pv[k]);
-		if (e->pi) {
-			struct plugin_instance_stats st;
-			plugin_instance_get_stats(e->pi, &st);
-			pv[k].has_instance_stats = true;
-			pv[k].queued = st.queued;
-			pv[k].worker_restarts = e->pm.retired_worker_restarts + st.worker_restarts;
-			pv[k].callback_timeouts = e->pm.retired_callback_timeouts + st.callback_timeouts;
-			pv[k].bus_rtt = e->pm.retired_bus_rtt;
-			metrics_hist_add(&pv[k].bus_rtt, plugin_instance_bus_rtt(e->pi));
-		}
+		daemon_http_fill_view(e, i, &pv[k]);
 		k++;
 	}
 	snap->n_plugins = k;
