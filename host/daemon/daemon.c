@@ -28,6 +28,7 @@
 #include "control/control.h"
 #include "worker/worker_crash_report.h"
 #include "daemon/daemon.h"
+#include "daemon/daemon_etcd_outage.h"
 #include "daemon/daemon_metrics.h"
 #include "election/election.h"
 #include "etcd/etcd.h"
@@ -297,7 +298,7 @@ static int daemon_teardown(struct daemon *d, int code)
 	}
 	http_server_free(d->http); /* first: no handler reads the state being freed */
 	loop_timer_free(d->publish);
-	loop_timer_free(d->etcd_down_timer);
+	daemon_etcd_outage_free(d->outage);
 	/* nothing is reported while the parts go (sd_report reads them) */
 	sdnotify_free(d->sd);
 	d->sd = NULL;

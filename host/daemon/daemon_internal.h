@@ -69,6 +69,7 @@ struct entry {
 	char config_error[800]; /* daemon_config_error's text */
 };
 
+struct daemon_etcd_outage;
 struct daemon {
 	const struct daemon_config *cfg;
 	struct loop *loop;
@@ -115,12 +116,7 @@ struct daemon {
 	struct loop_timer *publish;
 	uint64_t publish_at; /* when the publish timer fires next */
 	char session_lost_why[200];
-	/* an etcd outage (daemon_etcd_outage.c): loop time it began (0: none),
-	 * the last error, requests failed since, the minute's report */
-	uint64_t etcd_down_since;
-	int etcd_down_err;
-	uint64_t etcd_down_fails;
-	struct loop_timer *etcd_down_timer;
+	struct daemon_etcd_outage *outage; /* the log's account of etcd outages */
 	/* loop time since which no etcd session is up (the start, or the last
 	 * loss); 0 while one is: the plugin rows then say their view is stale */
 	uint64_t session_down_at;
@@ -253,7 +249,8 @@ void daemon_sd_reloading(struct daemon *d);
 /* daemon_start_http - serve --http (nothing for ""); 0 or -errno (logged) */
 int daemon_start_http(struct daemon *d);
 /* daemon_etcd_outage_start - observe d->etcd: the metrics' counts and
- * the log's account of an outage (daemon_etcd_outage.c). 0 or -errno. */
+ * the log's account of an outage (d->outage, daemon_etcd_outage.h).
+ * 0 or -errno. */
 int daemon_etcd_outage_start(struct daemon *d);
 /* daemon_publish_soon - a change: publish a new snapshot within
  * PUBLISH_MIN_NS, and let the metrics observe it */
