@@ -652,7 +652,7 @@ static int loader_dlopen_copy(struct loader_plugin *p, char *err, size_t err_len
 	void *sym = dlsym(p->handle, LH_PLUGIN_SYMBOL);
 	if (!sym) {
 		loader_seterr(err, err_len, "missing symbol %s (not a leasehold plugin)", LH_PLUGIN_SYMBOL);
-		return -ENOENT;
+		return -EPROTO; /* like a wrong magic: the file is there, the plugin is not */
 	}
 	int r = loader_check_symbol(p->handle, sym, &p->desc, err, err_len);
 	if (r < 0)

@@ -28,6 +28,7 @@
 #include "control/control.h"
 #include "worker/worker_crash_report.h"
 #include "daemon/daemon.h"
+#include "daemon/daemon_etcd_outage.h"
 #include "daemon/daemon_metrics.h"
 #include "election/election.h"
 #include "etcd/etcd.h"
@@ -239,7 +240,10 @@ static int daemon_open_etcd(struct daemon *d)
 		return r;
 	}
 	host_metrics_init(&d->hm);
-	etcd_client_set_observer(d->etcd, &host_metrics_etcd_observer, &d->hm);
+	if ((r = daemon_etcd_outage_start(d)) < 0) {
+		log_error("daemon", "cannot set up the etcd client's observer: %s", strerror(-r));
+		return r;
+	}
 	if ((r = roles_new(d->loop, d->etcd, cfg->prefix, cfg->node_id, cfg->roles_seed,
 	                   cfg->n_roles_seed, daemon_on_roles_changed, d, &d->roles)) < 0) {
 		log_error("daemon", "cannot set up roles: %s", strerror(-r));
@@ -294,6 +298,7 @@ static int daemon_teardown(struct daemon *d, int code)
 	}
 	http_server_free(d->http); /* first: no handler reads the state being freed */
 	loop_timer_free(d->publish);
+	daemon_etcd_outage_free(d->outage);
 	/* nothing is reported while the parts go (sd_report reads them) */
 	sdnotify_free(d->sd);
 	d->sd = NULL;

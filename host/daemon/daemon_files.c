@@ -76,6 +76,15 @@ static void daemon_files_pfile_set_error(struct pfile *pf, const char *msg)
 	pf->error = msg ? strdup(msg) : NULL;
 }
 
+/* daemon_files_pfile_refuse - pf is refused for msg, of class cls
+ * (HM_REFUSED_*): shown, counted, and kept for the metrics' gauge */
+static void daemon_files_pfile_refuse(struct daemon *d, struct pfile *pf, const char *msg, int cls)
+{
+	daemon_files_pfile_set_error(pf, msg);
+	pf->refusal = cls;
+	d->hm.files_refused[cls]++;
+}
+
 static void daemon_files_pfile_free(struct pfile *pf)
 {
 	loader_close(pf->lp);
@@ -188,7 +197,7 @@ static void daemon_files_init_failed(struct entry *e, struct plugin_instance *pi
 	struct pfile *pf = daemon_find_pfile(e->d, file);
 	if (pf && pf->ok && pf->hash == e->next_hash) {
 		pf->init_failed = true;
-		daemon_files_pfile_set_error(pf, buf);
+		daemon_files_pfile_refuse(e->d, pf, buf, HM_REFUSED_INIT);
 	}
 	plugin_instance_free(pi);
 }
@@ -344,8 +353,10 @@ int daemon_file_probe(struct daemon *d, struct pfile *pf)
 	loader_close(pf->lp);
 	pf->lp = NULL;
 	int r = loader_open(d->cfg->plugin_dir, pf->file, d->private_dir, &lp, err, sizeof(err));
+	int cls = HM_REFUSED_NAME; /* the checks after loader_open's */
 	if (r < 0) {
 		snprintf(buf, sizeof(buf), "%s", err);
+		cls = host_metrics_refusal_of_loader(r);
 		goto refuse;
 	}
 	if (runs && strcmp(runs->name, lp->name) != 0) {
@@ -381,7 +392,7 @@ refuse:
 	pf->ok = false;
 	pf->init_failed = false;
 	pf->name[0] = 0;
-	daemon_files_pfile_set_error(pf, buf);
+	daemon_files_pfile_refuse(d, pf, buf, cls);
 	if (runs)
 		daemon_files_set_error(runs, buf);
 	return r;
@@ -502,7 +513,7 @@ refuse:
 		e->failed = true;
 	/* out of the choice until the file changes: no retry loop */
 	pf->init_failed = true;
-	daemon_files_pfile_set_error(pf, buf);
+	daemon_files_pfile_refuse(d, pf, buf, HM_REFUSED_START);
 	free(file);
 	free(shown);
 	daemon_notify(d);

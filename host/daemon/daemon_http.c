@@ -68,6 +68,51 @@ static void daemon_http_publish_plugin(struct entry *e, const struct election_in
 	}
 }
 
+/* daemon_http_view_more - the view's fields for the alerting families
+ * (daemon_metrics_alerting.c) */
+static void daemon_http_view_more(struct entry *e, struct plugin_metrics_view *pv)
+{
+	if (e->pi) {
+		pv->has_release = true;
+		pv->release = plugin_instance_plugin(e->pi)->release;
+	}
+	if (e->el) {
+		for (int r = 0; r < ELECTION_TERM_END_SLOTS; r++)
+			pv->terms_ended[r] = election_terms_ended(e->el, r);
+		pv->rollout_blockers = election_rollout_blockers(e->el);
+	}
+}
+
+/* daemon_http_fill_view - what the metrics show of entry e (its election's
+ * info i, NULL when none runs), but its members */
+static void daemon_http_fill_view(struct entry *e, const struct election_info *i,
+                                  struct plugin_metrics_view *pv)
+{
+	pv->name = e->name;
+	pv->info = i;
+	pv->pm = &e->pm;
+	pv->config_error = daemon_config_error(e) != NULL;
+	daemon_http_view_more(e, pv);
+	if (e->pi) {
+		struct plugin_instance_stats st;
+		plugin_instance_get_stats(e->pi, &st);
+		pv->has_instance_stats = true;
+		pv->queued = st.queued;
+		pv->worker_restarts = e->pm.retired_worker_restarts + st.worker_restarts;
+		pv->callback_timeouts = e->pm.retired_callback_timeouts + st.callback_timeouts;
+		pv->bus_rtt = e->pm.retired_bus_rtt;
+		metrics_hist_add(&pv->bus_rtt, plugin_instance_bus_rtt(e->pi));
+	}
+}
+
+/* daemon_http_files_refused - d's plugin files refused now, by class */
+static void daemon_http_files_refused(const struct daemon *d, uint64_t *counts)
+{
+	for (const struct pfile *pf = d->files; pf; pf = pf->next)
+		if (pf->error && pf->refusal >= 0 && pf->refusal < HM_N_REFUSED)
+			counts[pf->refusal]++;
+}
+
 /* publish - build the answer set from the live state and hand it over */
 static void daemon_http_publish(struct daemon *d)
 {
@@ -100,6 +145,7 @@ static void daemon_http_publish(struct daemon *d)
 			i = &infos[k];
 			election_get_info(e->el, i);
 			plugin_metrics_observe(&e->pm, i);
+			daemon_config_observe(e);
 			size_t m = election_members(e->el, members + mused, total_members - mused);
 			m = m > total_members - mused ? total_members - mused : m;
 			pv[k].members = members + mused;
@@ -107,19 +153,7 @@ static void daemon_http_publish(struct daemon *d)
 			mused += m;
 		}
 		daemon_http_publish_plugin(e, i, session_is_up(d->sess), &snap->plugins[k]);
-		pv[k].name = e->name;
-		pv[k].info = i;
-		pv[k].pm = &e->pm;
-		pv[k].config_error = daemon_config_error(e) != NULL;
-		if (e->pi) {
-			struct plugin_instance_stats st;
-			plugin_instance_get_stats(e->pi, &st);
-			pv[k].has_instance_stats = true;
-			pv[k].worker_restarts = e->pm.retired_worker_restarts + st.worker_restarts;
-			pv[k].callback_timeouts = e->pm.retired_callback_timeouts + st.callback_timeouts;
-			pv[k].bus_rtt = e->pm.retired_bus_rtt;
-			metrics_hist_add(&pv[k].bus_rtt, plugin_instance_bus_rtt(e->pi));
-		}
+		daemon_http_fill_view(e, i, &pv[k]);
 		k++;
 	}
 	snap->n_plugins = k;
@@ -128,8 +162,10 @@ static void daemon_http_publish(struct daemon *d)
 		.hm = &d->hm,
 		.session_up = session_is_up(d->sess),
 		.lease_remaining_s = safe > now ? (double)(safe - now) / 1e9 : 0,
+		.lease_ttl_s = (double)session_ttl(d->sess),
 		.plugin_dir_ok = !d->pd || plugindir_error(d->pd) == 0,
 	};
+	daemon_http_files_refused(d, hv.files_refused_now);
 	daemon_metrics_render(&t, &hv, pv, k);
 	if (metrics_text_take(&t, &snap->metrics, &snap->metrics_len) < 0)
 		goto fail;
@@ -168,6 +204,7 @@ void daemon_publish_soon(struct daemon *d)
 			struct election_info i;
 			election_get_info(e->el, &i);
 			plugin_metrics_observe(&e->pm, &i);
+			daemon_config_observe(e);
 		}
 	if (!d->http)
 		return;

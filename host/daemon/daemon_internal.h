@@ -39,6 +39,7 @@ struct pfile {
 	uint64_t hash;
 	struct loader_plugin *lp; /* probed, not yet given to an instance (or closed) */
 	char *error;      /* why it was refused or failed init, else NULL */
+	int refusal;      /* error's class (HM_REFUSED_*, daemon_metrics.h) */
 	bool ok;          /* the last probe succeeded */
 	bool init_failed; /* these bytes failed init: no candidate until they change */
 };
@@ -75,6 +76,7 @@ struct entry {
 	bool api_hist_busy;
 };
 
+struct daemon_etcd_outage;
 struct daemon {
 	const struct daemon_config *cfg;
 	struct loop *loop;
@@ -109,6 +111,7 @@ struct daemon {
 	struct loop_timer *leave_timer; /* starts a `leaseholdctl leave` shutdown */
 	bool revoking;
 	bool revoked; /* the revocation answered (either way) */
+	int64_t revoke_lease; /* the lease the revocation is for (0: none was held) */
 	bool revoke_failed;
 	uint64_t deadline_at; /* loop time the shutdown timeout ends */
 	bool lingering; /* all done; idle until the linger ends, then tear down */
@@ -120,6 +123,7 @@ struct daemon {
 	struct loop_timer *publish;
 	uint64_t publish_at; /* when the publish timer fires next */
 	char session_lost_why[200];
+	struct daemon_etcd_outage *outage; /* the log's account of etcd outages */
 	/* loop time since which no etcd session is up (the start, or the last
 	 * loss); 0 while one is: the plugin rows then say their view is stale */
 	uint64_t session_down_at;
@@ -135,6 +139,11 @@ struct daemon {
 	uint64_t api_generation;
 	uint64_t api_hash;
 	struct daemon_api_read *api_reads;
+	/* the log's "synced with etcd: ready" (daemon_sd_report): said since
+	 * the session last held; loop time the session was first seen
+	 * lost after it was said (0: not lost since) */
+	bool sync_logged;
+	uint64_t unsynced_at;
 };
 
 /* a hot reload the election has not completed yet (daemon.c) */
@@ -190,6 +199,9 @@ int daemon_config_for_instance(struct entry *e, struct plugin_config *ret, char 
  * on_config_changed. Stored in e (valid until the next call for e). The one
  * source of what `plugins`, `status`, JSON, the metrics and /readyz show. */
 const char *daemon_config_error(struct entry *e);
+/* daemon_config_observe - after any change: count a configuration that
+ * entered the error in e's metrics (plugin_metrics_observe_config) */
+void daemon_config_observe(struct entry *e);
 /* daemon_config_fill - the configuration fields of e's row */
 void daemon_config_fill(struct entry *e, struct control_plugin *p);
 /* the control ops config_get / config_set (control.h); ud is the daemon */
@@ -254,6 +266,10 @@ void daemon_sd_reloading(struct daemon *d);
 /* ---- the HTTP endpoint's snapshot (daemon_http.c) ---- */
 /* daemon_start_http - serve --http (nothing for ""); 0 or -errno (logged) */
 int daemon_start_http(struct daemon *d);
+/* daemon_etcd_outage_start - observe d->etcd: the metrics' counts and
+ * the log's account of an outage (d->outage, daemon_etcd_outage.h).
+ * 0 or -errno. */
+int daemon_etcd_outage_start(struct daemon *d);
 /* daemon_publish_soon - a change: publish a new snapshot within
  * PUBLISH_MIN_NS, and let the metrics observe it */
 void daemon_publish_soon(struct daemon *d);

@@ -186,6 +186,19 @@ void plugin_metrics_observe(struct plugin_metrics *pm, const struct election_inf
 	}
 }
 
+void plugin_metrics_observe_config(struct plugin_metrics *pm, bool invalid, int64_t invalid_rev,
+                                   bool refused, int64_t refused_rev)
+{
+	const bool now[2] = {invalid, refused};
+	const int64_t rev[2] = {invalid_rev, refused_rev};
+	for (int k = 0; k < 2; k++) {
+		if (now[k] && (!pm->config_in_error[k] || rev[k] != pm->config_error_rev[k]))
+			pm->config_refusals[k]++;
+		pm->config_in_error[k] = now[k];
+		pm->config_error_rev[k] = now[k] ? rev[k] : 0;
+	}
+}
+
 struct txn_ctx {
 	struct plugin_metrics_pending link; /* first */
 	uint64_t term;
@@ -492,8 +505,8 @@ static void daemon_metrics_render_members(struct metrics_text *t, const struct p
 	}
 }
 
-void daemon_metrics_render(struct metrics_text *t, const struct host_metrics_view *hv,
-                           const struct plugin_metrics_view *pv, size_t n)
+/* the host's own families (one sample each, or one per fixed label) */
+static void daemon_metrics_render_host(struct metrics_text *t, const struct host_metrics_view *hv)
 {
 	const struct host_metrics *hm = hv->hm;
 	char abi[32];
@@ -543,7 +556,12 @@ void daemon_metrics_render(struct metrics_text *t, const struct host_metrics_vie
 		struct metrics_label l[] = {{"kind", err_names[i]}};
 		metrics_sample(t, "leasehold_etcd_errors_total", l, 1, (double)hm->etcd_errors[i]);
 	}
+}
 
+/* the per-plugin families */
+static void daemon_metrics_render_plugins(struct metrics_text *t, const struct plugin_metrics_view *pv,
+                                          size_t n)
+{
 	for (size_t f = 0; f < N_OF(plugin_families); f++)
 		daemon_metrics_per_plugin_family(t, pv, n, &plugin_families[f]);
 
@@ -579,4 +597,13 @@ void daemon_metrics_render(struct metrics_text *t, const struct host_metrics_vie
 		metrics_sample_hist(t, "leasehold_bus_round_trip_seconds", l, 1, &pv[k].bus_rtt);
 	}
 	daemon_metrics_render_members(t, pv, n);
+}
+
+void daemon_metrics_render(struct metrics_text *t, const struct host_metrics_view *hv,
+                           const struct plugin_metrics_view *pv, size_t n)
+{
+	daemon_metrics_render_host(t, hv);
+	daemon_metrics_render_plugins(t, pv, n);
+	daemon_metrics_render_alerting(t, hv, pv, n);
+	daemon_metrics_render_process(t);
 }

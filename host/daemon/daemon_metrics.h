@@ -17,7 +17,9 @@
  *   so they are monotonic across hot reloads.
  * - Cardinality is bounded: labels are the plugin name, the etcd operation
  *   (a fixed set), the error kind (a fixed set), the result of a reconcile
- *   (3) and the member release (distinct releases of one plugin).
+ *   (3), the member release (distinct releases of one plugin), the release
+ *   run (one per plugin), and the reason of a refused file, a configuration
+ *   refusal or a term's end (fixed sets).
  */
 #ifndef LH_DAEMON_METRICS_H
 #define LH_DAEMON_METRICS_H
@@ -36,11 +38,24 @@ enum { HM_OP_RANGE, HM_OP_PUT, HM_OP_DELETE, HM_OP_TXN, HM_OP_LEASE_GRANT, HM_OP
 enum { HM_ERR_TIMEOUT, HM_ERR_UNAVAILABLE, HM_ERR_BAD_RESPONSE, HM_ERR_NOT_FOUND,
        HM_ERR_COMPACTED, HM_ERR_AUTH, HM_ERR_INVALID, HM_ERR_OTHER, HM_N_ERRS };
 
+/* why a plugin file was refused, by class (leasehold_plugin_files_refused*):
+ * the file itself (type, owner, mode, size, unreadable), not a loadable
+ * shared object of this machine, not a leasehold plugin or an ABI the host
+ * does not offer, a descriptor that does not validate, a plugin name the
+ * host does not take (reserved, changed under a running instance), init
+ * failed, or the host could not start it (memory, worker, election) */
+enum { HM_REFUSED_FILE, HM_REFUSED_NOT_LOADABLE, HM_REFUSED_ABI, HM_REFUSED_DESCRIPTOR,
+       HM_REFUSED_NAME, HM_REFUSED_INIT, HM_REFUSED_START, HM_N_REFUSED };
+/* host_metrics_refusal_of_loader - the class of loader_open's error err
+ * (abi_loader.h) */
+int host_metrics_refusal_of_loader(int err);
+
 struct host_metrics {
 	struct metrics_hist etcd_duration[HM_N_OPS];
 	uint64_t etcd_errors[HM_N_ERRS];
 	uint64_t keepalive_failures;
 	uint64_t watch_resyncs;
+	uint64_t files_refused[HM_N_REFUSED]; /* refusals of a plugin file, by class */
 };
 
 /* host_metrics_init - zero counters, set up the histograms. */
@@ -67,6 +82,11 @@ struct plugin_metrics {
 	/* counters of instances replaced by a hot reload */
 	uint64_t retired_worker_restarts, retired_callback_timeouts;
 	struct metrics_hist retired_bus_rtt; /* replaced instances' bus round trips */
+	/* configurations in error on this node, each document counted once:
+	 * [0] etcd holds one that is not valid, [1] the plugin refused one */
+	uint64_t config_refusals[2];
+	bool config_in_error[2];
+	int64_t config_error_rev[2]; /* the revision in error (0: unknown) */
 };
 
 /* plugin_metrics_init - zero pm, set up histograms. */
@@ -86,6 +106,13 @@ void plugin_metrics_retire(struct plugin_metrics *pm, const struct plugin_instan
  * won and leader changes from the state seen. */
 void plugin_metrics_observe(struct plugin_metrics *pm, const struct election_info *i);
 
+/* plugin_metrics_observe_config - after any change: whether the plugin's
+ * configuration is in error now, and at which revision (0: unknown), for
+ * an invalid document in etcd and for a refusal by the plugin; counts each
+ * document that enters the error once. */
+void plugin_metrics_observe_config(struct plugin_metrics *pm, bool invalid, int64_t invalid_rev,
+                                   bool refused, int64_t refused_rev);
+
 /* plugin_metrics_driver - a metered driver over (ops, drv); kept by pm until
  * plugin_metrics_fini. Returns NULL when out of memory. Give the election
  * plugin_metrics_driver_ops with the returned pointer as drv. */
@@ -104,6 +131,13 @@ struct plugin_metrics_view {
 	uint64_t worker_restarts, callback_timeouts; /* retired + running instance's */
 	struct metrics_hist bus_rtt;                 /* retired + running instance's */
 	bool config_error; /* daemon_config_error has a reason */
+	bool has_release;  /* an instance runs: release is its plugin's */
+	struct release release;
+	/* terms this node led that ended, by Term.EndReason
+	 * (election_terms_ended); all 0 when no election runs */
+	uint64_t terms_ended[ELECTION_TERM_END_SLOTS];
+	size_t rollout_blockers; /* election_rollout_blockers */
+	uint64_t queued; /* events in the host's queue to the plugin (has_instance_stats) */
 };
 
 /* What the daemon knows of itself at render time. */
@@ -111,11 +145,25 @@ struct host_metrics_view {
 	const struct host_metrics *hm;
 	bool session_up;
 	double lease_remaining_s; /* until the local lease deadline; 0 when down */
+	double lease_ttl_s;       /* the TTL etcd granted; 0 when down */
 	bool plugin_dir_ok;       /* --plugin-dir names a directory now */
+	/* plugin files refused now (their last probe or init), by class */
+	uint64_t files_refused_now[HM_N_REFUSED];
 };
 
 /* daemon_metrics_render - the whole exposition into t (metrics.h). */
 void daemon_metrics_render(struct metrics_text *t, const struct host_metrics_view *hv,
                            const struct plugin_metrics_view *pv, size_t n);
+
+/* daemon_metrics_render_alerting - the families the alerting rules
+ * (contrib/prometheus/) read beside the core ones: releases run, refused
+ * plugin files, configuration refusals, ended terms, rollout blockers
+ * (daemon_metrics_alerting.c). Part of daemon_metrics_render. */
+void daemon_metrics_render_alerting(struct metrics_text *t, const struct host_metrics_view *hv,
+                                    const struct plugin_metrics_view *pv, size_t n);
+/* daemon_metrics_render_process - the standard process_* families of the
+ * Prometheus client libraries, read from /proc/self (procstat.h); a value
+ * the kernel does not give is left out. Part of daemon_metrics_render. */
+void daemon_metrics_render_process(struct metrics_text *t);
 
 #endif

@@ -165,6 +165,16 @@ const char *daemon_config_error(struct entry *e)
 	return e->config_error;
 }
 
+void daemon_config_observe(struct entry *e)
+{
+	struct plugin_config_view v = {0};
+	int64_t rev = 0;
+	const char *refused = e->pi ? plugin_instance_config_refusal(e->pi, &rev) : NULL;
+	if (e->cfgm)
+		plugin_config_mirror_get(e->cfgm, &v);
+	plugin_metrics_observe_config(&e->pm, v.error != NULL, v.error_rev, refused != NULL, rev);
+}
+
 void daemon_config_fill(struct entry *e, struct control_plugin *p)
 {
 	struct plugin_config_view v;

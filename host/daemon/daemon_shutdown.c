@@ -28,7 +28,7 @@ static void daemon_shutdown_on_revoked(void *ud, int err)
 	if (err < 0)
 		log_warn("daemon", "revoking the lease failed: %s (it and its keys expire by themselves)",
 		         etcd_strerror(err));
-	else
+	else if (d->revoke_lease) /* none was held: nothing was revoked */
 		log_info("daemon", "lease revoked");
 	d->revoked = true;
 	d->revoke_failed = err < 0;
@@ -71,6 +71,7 @@ void daemon_maybe_finish_shutdown(struct daemon *d)
 		all = all && e->gone;
 	if (!d->revoking && daemon_shutdown_elections_stopped(d, NULL)) {
 		d->revoking = true;
+		d->revoke_lease = session_lease(d->sess);
 		session_revoke(d->sess, daemon_shutdown_on_revoked, d);
 		return; /* may have answered at once: it calls us again */
 	}

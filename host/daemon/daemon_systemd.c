@@ -4,7 +4,9 @@
  * (sdnotify.h): READY=1 once synced with etcd (again after a SIGHUP
  * reload), STATUS= one-line summaries, RELOADING=1, and WATCHDOG=1 from a
  * loop timer so that a wedged loop stops the pings. Nothing is sent when
- * the daemon was not started with NOTIFY_SOCKET. Loop thread only.
+ * the daemon was not started with NOTIFY_SOCKET; the log line of being
+ * synced ("synced with etcd: ready") is written either way. Loop thread
+ * only.
  */
 #include "config.h"
 
@@ -75,17 +77,45 @@ static void daemon_systemd_sd_summary(struct daemon *d, char *buf, size_t len)
 	         session_is_up(d->sess) ? "ok" : "no session");
 }
 
-/* sd_report - after any change: READY=1 once synced (again after a reload),
- * STATUS= when the summary changed. */
+/* daemon_systemd_log_sync - the log's side of readiness, with or without
+ * systemd: "synced with etcd: ready" when the host first syncs, and again
+ * once it synced after its session was lost (the session logs the loss
+ * itself); a hot reload or a SIGHUP rescan, during which the session
+ * holds, logs nothing here. */
+static void daemon_systemd_log_sync(struct daemon *d, bool synced)
+{
+	if (!session_is_up(d->sess)) {
+		if (d->sync_logged && !d->unsynced_at)
+			d->unsynced_at = loop_now();
+		d->sync_logged = false;
+		return;
+	}
+	if (!synced || d->sync_logged)
+		return;
+	d->sync_logged = true;
+	if (d->unsynced_at)
+		log_info("daemon", "synced with etcd again after %llu ms without a session: ready",
+		         (unsigned long long)((loop_now() - d->unsynced_at) / LOOP_NS_PER_MS));
+	else
+		log_info("daemon", "synced with etcd: ready");
+	d->unsynced_at = 0;
+}
+
+/* sd_report - after any change: log readiness (daemon_systemd_log_sync);
+ * under systemd READY=1 once synced (again after a reload), STATUS= when
+ * the summary changed. */
 void daemon_sd_report(struct daemon *d)
 {
-	if (!d->sd || !d->sess)
+	if (!d->sess)
 		return;
-	bool ready = !d->sd_ready && !d->shutting_down && daemon_systemd_synced(d);
-	if (ready) {
+	bool synced = !d->shutting_down && daemon_systemd_synced(d);
+	if (!d->shutting_down)
+		daemon_systemd_log_sync(d, synced);
+	if (!d->sd)
+		return;
+	bool ready = !d->sd_ready && synced;
+	if (ready)
 		d->sd_ready = d->sd_started = true;
-		log_info("daemon", "synced with etcd: ready");
-	}
 	char status[sizeof(d->sd_status)], msg[sizeof(status) + 32];
 	daemon_systemd_sd_summary(d, status, sizeof(status));
 	if (!ready && strcmp(status, d->sd_status) == 0)

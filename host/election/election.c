@@ -78,7 +78,9 @@ void election_retry_later(struct election *e, const char *what, int err)
 {
 	if (err == -ENOENT) /* "lease not found": let the session find out now */
 		session_poke(e->sess);
-	log_warn("election", "%s: %s failed: %s; retrying in %" PRIu64 " ms", e->name, what,
+	/* etcd unreachable: the daemon reports the outage once */
+	log_msg(etcd_err_unreachable(err) ? LOG_LVL_DEBUG : LOG_LVL_WARN, "election",
+	        "%s: %s failed: %s; retrying in %" PRIu64 " ms", e->name, what,
 	         etcd_strerror(err), e->retry_backoff / LOOP_NS_PER_MS);
 	loop_timer_arm_in(e->retry_timer, e->retry_backoff);
 	e->retry_backoff = e->retry_backoff * 2 > 2 * LOOP_NS_PER_S ? 2 * LOOP_NS_PER_S

@@ -380,6 +380,21 @@ struct election_term {
 /* election_term_end_name - the end reason's name (proto Term.EndReason) */
 const char *election_term_end_name(int reason);
 
+/* reasons 0 .. ELECTION_TERM_END_SLOTS - 1 are counted (proto Term.EndReason
+ * values; a value beyond is counted as 0, and 0 is no reason) */
+#define ELECTION_TERM_END_SLOTS 16
+/* election_terms_ended - terms this node led that ended for `reason` (a
+ * Term.EndReason value), since the election was created; each term counts
+ * once, when this node records its end. Loop thread. */
+uint64_t election_terms_ended(const struct election *e, int reason);
+/* election_rollout_blockers - members that keep the plugin's newest member
+ * release from leading: they run a release below its
+ * min_compatible_release, while the status does not allow its change yet
+ * (the release rule, election_release_rule.h). 0 when the newest member
+ * release may campaign (or no member, or the reference rule makes it
+ * campaign anyway). Loop thread. */
+size_t election_rollout_blockers(const struct election *e);
+
 /* election_history - read the term history (P/N/term-history/, at most 100
  * records) from etcd; done(ud, err, terms, n) runs once on the loop, newest
  * term first, never before election_history returns; it may run after

@@ -300,6 +300,11 @@ struct election {
 	int64_t handover_leaving;
 	int term_end_reason;
 	char term_end_detail[128];
+	/* terms this node led that ended, by end reason (the metrics'
+	 * count, election_terms_ended); the token last counted, so a term
+	 * counts once whichever path records its end */
+	uint64_t terms_ended[ELECTION_TERM_END_SLOTS];
+	int64_t term_counted_token;
 
 	/* per-node state records (election_nodes.c): every node's, as
 	 * mirrored from [P/N/election/, P/N/status]; our own record as it

@@ -410,7 +410,8 @@ static void election_mirror_on_watch(struct etcd_watch *w, int err, int64_t revi
 	CHECK_OBJ(e, ELECTION_MAGIC);
 	if (err < 0) {
 		/* compacted (or the watch died for good): resync from a fresh range */
-		log_warn("election", "%s: watch ended (%s); resyncing", e->name, etcd_strerror(err));
+		log_msg(etcd_err_unreachable(err) ? LOG_LVL_DEBUG : LOG_LVL_WARN, "election",
+		        "%s: watch ended (%s); resyncing", e->name, etcd_strerror(err));
 		election_mirror_sync_restart(e, 0);
 		return;
 	}
@@ -455,7 +456,8 @@ static void election_mirror_on_sync_range(struct etcd_client *c, int err, const 
 	CHECK_OBJ(e, ELECTION_MAGIC);
 	election_op_done(e);
 	if (err < 0) {
-		log_warn("election", "%s: initial read failed: %s; retrying", e->name, etcd_strerror(err));
+		log_msg(etcd_err_unreachable(err) ? LOG_LVL_DEBUG : LOG_LVL_WARN, "election",
+		        "%s: initial read failed: %s; retrying", e->name, etcd_strerror(err));
 		if (e->stopping) {
 			election_step(e); /* a stop waits for nothing etcd-bound that never started */
 			return;

@@ -593,6 +593,22 @@ static int election_operator_term_end_reason(struct election *e, const char **re
 	return LEASEHOLD__TERM__END_REASON__END_LEASE_LOST;
 }
 
+/* election_operator_term_count - our term e->my_rev ends for
+ * e->term_end_reason: count it once */
+static void election_operator_term_count(struct election *e)
+{
+	if (!e->my_rev || e->term_counted_token == e->my_rev)
+		return;
+	e->term_counted_token = e->my_rev;
+	int r = e->term_end_reason;
+	e->terms_ended[r > 0 && r < ELECTION_TERM_END_SLOTS ? r : 0]++;
+}
+
+uint64_t election_terms_ended(const struct election *e, int reason)
+{
+	return reason >= 0 && reason < ELECTION_TERM_END_SLOTS ? e->terms_ended[reason] : 0;
+}
+
 void election_term_end(struct election *e)
 {
 	const char *detail;
@@ -601,6 +617,7 @@ void election_term_end(struct election *e)
 		return; /* recorded ahead of the revocation (election_term_leaving) */
 	e->term_end_reason = election_operator_term_end_reason(e, &detail);
 	snprintf(e->term_end_detail, sizeof(e->term_end_detail), "%s", detail ? detail : "");
+	election_operator_term_count(e);
 	e->term_end_token = e->my_rev;
 	e->term_end_pending = true;
 	loop_timer_disarm(e->term_timer);
@@ -662,6 +679,7 @@ void election_term_leaving(struct election *e)
 	const char *detail;
 	e->term_end_reason = election_operator_term_end_reason(e, &detail);
 	snprintf(e->term_end_detail, sizeof(e->term_end_detail), "%s", detail ? detail : "");
+	election_operator_term_count(e);
 	e->term_end_token = e->my_rev;
 	e->term_end_pending = false;
 	uint8_t *v;
@@ -713,8 +731,8 @@ static void election_operator_on_term_timer(struct loop_timer *t, void *ud)
  * term lasts (a later read sees what the last attempt did) */
 static void election_operator_term_retry(struct election *e, const char *what, int err)
 {
-	log_warn("election", "%s: term history %s failed: %s; retrying", e->name, what,
-	         etcd_strerror(err));
+	log_msg(etcd_err_unreachable(err) ? LOG_LVL_DEBUG : LOG_LVL_WARN, "election",
+	        "%s: term history %s failed: %s; retrying", e->name, what, etcd_strerror(err));
 	loop_timer_arm_in(e->term_timer, 500 * LOOP_NS_PER_MS);
 }
 

@@ -224,6 +224,19 @@ bool election_rule_ours_as(const struct election *e, bool unhealthy)
 	return release_rule_may_campaign(&a, &local);
 }
 
+size_t election_rollout_blockers(const struct election *e)
+{
+	struct rule_answer a;
+	election_rule_answer(e, &a);
+	if (a.basis != RULE_NONE && release_cmp(a.release, a.newest) == 0)
+		return 0;
+	size_t n = 0;
+	for (size_t i = 0; i < e->n_rc; i++)
+		if (release_less(e->rc[i].rr.release, a.newest_min_compatible))
+			n += e->rc[i].count;
+	return n;
+}
+
 bool election_rule_ours(const struct election *e)
 {
 	return election_rule_ours_as(e, e->health.unhealthy);

@@ -212,7 +212,8 @@ static void roles_on_watch(struct etcd_watch *w, int err, int64_t rev, const str
 	(void)w;
 	(void)rev;
 	if (err < 0) {
-		log_warn("roles", "watch ended (%s); resyncing", etcd_strerror(err));
+		log_msg(etcd_err_unreachable(err) ? LOG_LVL_DEBUG : LOG_LVL_WARN, "roles",
+		        "watch ended (%s); resyncing", etcd_strerror(err));
 		etcd_watch_cancel(r->watch);
 		r->watch = NULL;
 		r->synced = false;
@@ -232,7 +233,8 @@ static void roles_on_range(struct etcd_client *c, int err, const struct etcd_res
 	(void)c;
 	r->call = NULL;
 	if (err < 0) {
-		log_warn("roles", "reading roles failed: %s; retrying", etcd_strerror(err));
+		log_msg(etcd_err_unreachable(err) ? LOG_LVL_DEBUG : LOG_LVL_WARN, "roles",
+		        "reading roles failed: %s; retrying", etcd_strerror(err));
 		roles_retry_sync(r);
 		return;
 	}
@@ -260,7 +262,8 @@ static void roles_on_seed(struct etcd_client *c, int err, const struct etcd_resp
 	r->call = NULL;
 	if (err < 0) {
 		/* unknown outcome is fine: the txn only creates an absent record */
-		log_warn("roles", "seeding roles failed: %s; retrying", etcd_strerror(err));
+		log_msg(etcd_err_unreachable(err) ? LOG_LVL_DEBUG : LOG_LVL_WARN, "roles",
+		        "seeding roles failed: %s; retrying", etcd_strerror(err));
 		roles_retry_sync(r);
 		return;
 	}

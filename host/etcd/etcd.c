@@ -209,6 +209,11 @@ void etcd_client_set_observer(struct etcd_client *c, const struct etcd_observer_
 	c->observer_ud = ud;
 }
 
+bool etcd_err_unreachable(int err)
+{
+	return err == -ECONNREFUSED || err == -ETIMEDOUT || err == -EAGAIN;
+}
+
 const char *etcd_client_endpoint(const struct etcd_client *c)
 {
 	return c->endpoints[c->cur_ep];

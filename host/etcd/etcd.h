@@ -116,6 +116,11 @@ void etcd_client_set_observer(struct etcd_client *c, const struct etcd_observer_
 const char *etcd_client_endpoint(const struct etcd_client *c);
 
 const char *etcd_strerror(int err);
+/* etcd_err_unreachable - err says etcd could not be reached (every endpoint
+ * refused, was unavailable or did not answer in time), not that etcd
+ * answered with an error: the callers that retry log it at debug, the
+ * daemon reports the outage once (daemon_etcd_outage.c). */
+bool etcd_err_unreachable(int err);
 
 /* ---- data ---- */
 

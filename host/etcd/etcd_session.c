@@ -260,7 +260,9 @@ static void session_on_grant(struct etcd_client *c, int err, const struct etcd_r
 	if (s->state != S_GRANTING)
 		return;
 	if (err < 0 || r->lease_id == 0 || r->ttl <= 0) {
-		log_warn("session", "lease grant failed: %s; retrying in %" PRIu64 " ms",
+		/* etcd unreachable: the daemon reports the outage once */
+		log_msg(etcd_err_unreachable(err) ? LOG_LVL_DEBUG : LOG_LVL_WARN, "session",
+		        "lease grant failed: %s; retrying in %" PRIu64 " ms",
 		         err < 0 ? etcd_strerror(err) : "no lease in response",
 		         s->backoff_ns / LOOP_NS_PER_MS);
 		s->state = S_IDLE;
@@ -412,6 +414,11 @@ int64_t session_lease(const struct session *s)
 uint64_t session_safe_until(const struct session *s)
 {
 	return s->state == S_UP ? s->safe_until : 0;
+}
+
+int64_t session_ttl(const struct session *s)
+{
+	return s->state == S_UP ? s->granted_ttl : 0;
 }
 
 uint32_t session_request_timeout_ms(const struct session *s)

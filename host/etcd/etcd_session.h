@@ -62,6 +62,8 @@ bool session_is_up(const struct session *s);
 int64_t session_lease(const struct session *s);
 /* loop_now() time until which the lease is provably held (0 when down) */
 uint64_t session_safe_until(const struct session *s);
+/* session_ttl - the TTL etcd granted the lease, in seconds (0 when down) */
+int64_t session_ttl(const struct session *s);
 /* session_request_timeout_ms - the deadline for a request made on behalf of
  * the lease by others (a leader's fenced write): TTL/3 (the keepalive period),
  * at least 1 s, at most 2 s. A request that lands on a member whose raft

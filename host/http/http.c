@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
@@ -134,6 +135,45 @@ const char *http_stale_reason(struct http_server *s, char *buf, size_t len)
 	return buf;
 }
 
+/* http_request_time_metrics - the families only the request can know,
+ * written after the snapshot's text into buf: how old the snapshot is (a
+ * wedged loop stops publishing, and its last snapshot is still served),
+ * and the node's wall clock (against the scraper's: timestamp() in
+ * PromQL). Returns the length written (bounded by len). */
+static size_t http_request_time_metrics(uint64_t age_ns, char *buf, size_t len)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int n = snprintf(buf, len,
+	                 "# HELP leasehold_metrics_snapshot_age_seconds Age of the state these "
+	                 "metrics show: the event loop publishes it at least every second.\n"
+	                 "# TYPE leasehold_metrics_snapshot_age_seconds gauge\n"
+	                 "leasehold_metrics_snapshot_age_seconds %.3f\n"
+	                 "# HELP leasehold_time_seconds The node's wall clock when it answered, "
+	                 "seconds since the epoch.\n"
+	                 "# TYPE leasehold_time_seconds gauge\n"
+	                 "leasehold_time_seconds %.3f\n",
+	                 (double)age_ns / 1e9, (double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
+	return n < 0 ? 0 : (size_t)n >= len ? len - 1 : (size_t)n;
+}
+
+/* http_copy_metrics - the current snapshot's metrics and the request-time
+ * families into res; under s->mu */
+static int http_copy_metrics(struct http_server *s, nng_http_res *res)
+{
+	char tail[512];
+	size_t tl = http_request_time_metrics(loop_now() - s->snap->published_at, tail, sizeof(tail));
+	size_t ml = s->snap->metrics_len;
+	char *body = malloc(ml + tl);
+	if (!body)
+		return NNG_ENOMEM;
+	memcpy(body, s->snap->metrics, ml);
+	memcpy(body + ml, tail, tl);
+	int rv = nng_http_res_copy_data(res, body, ml + tl);
+	free(body);
+	return rv;
+}
+
 static void http_on_metrics(nng_aio *aio)
 {
 	struct http_server *s = http_server_of(aio);
@@ -145,9 +185,8 @@ static void http_on_metrics(nng_aio *aio)
 	}
 	pthread_mutex_lock(&s->mu);
 	bool have = s->snap && s->snap->metrics;
-	if (have) {
-		rv = nng_http_res_copy_data(res, s->snap->metrics, s->snap->metrics_len);
-	}
+	if (have)
+		rv = http_copy_metrics(s, res);
 	pthread_mutex_unlock(&s->mu);
 	if (!have) {
 		nng_http_res_free(res);

@@ -16,7 +16,10 @@
  * - A wedged loop stops publishing: every snapshot carries its loop_now()
  *   time, and a snapshot older than stale_after_ns makes /healthz, /readyz
  *   and /leader answer 503 ("event loop stalled"), because a node whose loop
- *   does not run cannot vouch for anything it published earlier.
+ *   does not run cannot vouch for anything it published earlier. /metrics
+ *   still serves the old text, followed by two families written when the
+ *   request is answered: leasehold_metrics_snapshot_age_seconds (how old
+ *   it is) and leasehold_time_seconds (the node's wall clock).
  * - Hostile input: the public address belongs to a front (http_guard.h)
  *   that bounds size, shape, time and number of requests and passes nng a
  *   minimal request line only. Behind it, only GET (and HEAD, which nng

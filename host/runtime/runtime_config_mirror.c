@@ -106,8 +106,9 @@ static void plugin_config_mirror_on_watch(struct etcd_watch *w, int err, int64_t
 	(void)rev;
 	if (err < 0) {
 		/* compacted: read the key again (what it holds now is what counts) */
-		log_warn("config", "plugin %s: watch of %s ended (%s); reading it again", m->name,
-			 m->key, etcd_strerror(err));
+		log_msg(etcd_err_unreachable(err) ? LOG_LVL_DEBUG : LOG_LVL_WARN, "config",
+			"plugin %s: watch of %s ended (%s); reading it again", m->name, m->key,
+			etcd_strerror(err));
 		etcd_watch_cancel(m->watch);
 		m->watch = NULL;
 		plugin_config_mirror_sync_start(m);
@@ -125,8 +126,9 @@ static void plugin_config_mirror_on_range(struct etcd_client *c, int err, const 
 	(void)c;
 	m->call = NULL;
 	if (err < 0) {
-		log_warn("config", "plugin %s: reading %s failed: %s; retrying", m->name, m->key,
-			 etcd_strerror(err));
+		log_msg(etcd_err_unreachable(err) ? LOG_LVL_DEBUG : LOG_LVL_WARN, "config",
+			"plugin %s: reading %s failed: %s; retrying", m->name, m->key,
+			etcd_strerror(err));
 		plugin_config_mirror_retry_later(m);
 		return;
 	}

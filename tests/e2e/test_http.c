@@ -6,9 +6,13 @@
  *    is lost, 200 again), /readyz/NAME and /leader/NAME on the leader and on
  *    a follower, 404 for unknown plugins and paths, 405 for other methods;
  *  - /metrics: the content type of the text format 0.0.4 and the values of
- *    the leader's and the follower's series;
+ *    the leader's and the follower's series, the families the alerting
+ *    rules read (the release run, a refused plugin file by its class, the
+ *    term ended by the lease lost, the snapshot's age, the wall clock) and
+ *    the standard process_* ones;
  *  - a snapshot the loop no longer refreshes makes the probes fail (the
- *    endpoint in process, published once: a wedged loop);
+ *    endpoint in process, published once: a wedged loop), while /metrics
+ *    still serves it with its age;
  *  - hostile input: malformed, oversized and slow requests are refused or
  *    cut off, and the endpoint keeps answering others;
  *  - a flood of requests does not delay the keepalives: at --ttl 2 no gap
@@ -137,6 +141,43 @@ static bool p_any_leader(void *arg)
 	return obs_leader(g_obs) != NULL;
 }
 
+/* the families for operators and the alerting rules (contrib/prometheus/)
+ * on host a, which runs reconciler 1.0.0 alone and leads it */
+static void check_operator_metrics(void)
+{
+	double now = (double)time(NULL);
+	CHECK(metric(PA, "leasehold_plugin_release_info{plugin=\"reconciler\",release=\"1.0.0\"}") == 1);
+	CHECK(metric(PA, "leasehold_rollout_blocking_members{plugin=\"reconciler\"}") == 0);
+	CHECK(metric(PA, "leasehold_terms_ended_total{plugin=\"reconciler\",reason=\"lease-lost\"}") == 0);
+	CHECK(metric(PA, "leasehold_config_refusals_total{plugin=\"reconciler\",reason=\"invalid_document\"}") == 0);
+	CHECK(metric(PA, "leasehold_lease_ttl_seconds") == 2);
+	CHECK(metric(PA, "leasehold_bus_queue_depth{plugin=\"reconciler\"}") >= 0);
+	CHECK(metric(PA, "leasehold_metrics_snapshot_age_seconds") < 2);
+	double clock = metric(PA, "leasehold_time_seconds");
+	CHECK(clock > now - 5 && clock < now + 5);
+	/* the standard process collector's families, from /proc */
+	double start = metric(PA, "process_start_time_seconds");
+	CHECK(start > now - 600 && start <= now + 1);
+	CHECK(metric(PA, "process_cpu_seconds_total") > 0);
+	CHECK(metric(PA, "process_resident_memory_bytes") > 1e6);
+	CHECK(metric(PA, "process_virtual_memory_bytes") >= metric(PA, "process_resident_memory_bytes"));
+	CHECK(metric(PA, "process_open_fds") > 3);
+	CHECK(metric(PA, "process_max_fds") >= metric(PA, "process_open_fds"));
+
+	/* a file that is not a leasehold plugin: refused (class abi) while it
+	 * is there, counted once; what runs keeps running */
+	CHECK(metric(PA, "leasehold_plugin_files_refused{reason=\"abi\"}") == 0);
+	double before = metric(PA, "leasehold_plugin_files_refused_total{reason=\"abi\"}");
+	host_install_file(&A, built_test_plugin("bad-magic"), "bad.so", 0644);
+	wait_metric(PA, "leasehold_plugin_files_refused{reason=\"abi\"}", 1, 10000);
+	CHECK(metric(PA, "leasehold_plugin_files_refused_total{reason=\"abi\"}") == before + 1);
+	CHECK(metric(PA, "leasehold_plugin_files_refused{reason=\"file\"}") == 0);
+	CHECK(metric(PA, "leasehold_is_leader{plugin=\"reconciler\"}") == 1);
+	char path[700];
+	CHECK_OK(unlink(host_plugin_path(&A, "bad.so", path, sizeof(path))));
+	wait_metric(PA, "leasehold_plugin_files_refused{reason=\"abi\"}", 0, 10000);
+}
+
 static void test_probes_and_metrics(void)
 {
 	host_install_plugin(&A, "1.0.0", "reconciler.so");
@@ -181,6 +222,7 @@ static void test_probes_and_metrics(void)
 	CHECK(metric(PA, "leasehold_worker_restarts_total{plugin=\"reconciler\"}") == 0);
 	/* every answered event that went alone measures the bus once */
 	CHECK(metric(PA, "leasehold_bus_round_trip_seconds_count{plugin=\"reconciler\"}") >= 1);
+	check_operator_metrics();
 
 	/* a follower */
 	host_install_plugin(&B, "1.0.0", "reconciler.so");
@@ -228,6 +270,9 @@ static void test_probes_and_metrics(void)
 	wait_answer(PB, "/healthz", 200, "ok", 15000);
 	CHECK(metric(PA, "leasehold_etcd_errors_total{kind=\"unavailable\"}") +
 	          metric(PA, "leasehold_etcd_errors_total{kind=\"timeout\"}") >= 1);
+	/* a's term ended when its lease was lost */
+	CHECK(metric(PA, "leasehold_terms_ended_total{plugin=\"reconciler\",reason=\"lease-lost\"}") == 1);
+	CHECK(metric(PA, "leasehold_terms_ended_total{plugin=\"reconciler\",reason=\"shutdown\"}") == 0);
 	tu_wait(&T, p_any_leader, NULL, 15000, "a leader again");
 }
 
@@ -261,6 +306,14 @@ static void test_stale_snapshot_fails_probes(void)
 	check_reply(port, NULL, "/readyz/p", 503, "event loop stalled");
 	check_reply(port, NULL, "/leader/p", 503, "event loop stalled");
 	check_reply(port, NULL, "/readyz/q", 503, "event loop stalled");
+	/* the stale metrics are still served, and say how old they are */
+	struct http_reply r;
+	double age = 0;
+	CHECK_INT_EQ(http_request(port, NULL, "/metrics", 5000, &r), 200);
+	CHECK(strncmp(r.body, "x 1\n", 4) == 0);
+	CHECK_OK(http_metric(r.body, "leasehold_metrics_snapshot_age_seconds", &age));
+	CHECK(age >= 0.5);
+	http_reply_free(&r);
 	http_server_free(s);
 }
 

@@ -526,6 +526,10 @@ static void test_refused_change_shown(void)
 	struct ctl_out o;
 	const struct host *hs[3] = {&A, &B, &C};
 	CHECK(metric_of(g_http_port, series) == 0);
+	/* each refused document is counted once */
+	static const char *const refusals =
+		"leasehold_config_refusals_total{plugin=\"configured\",reason=\"refused_by_plugin\"}";
+	double refused0 = metric_of(g_http_port, refusals);
 	int64_t r = tu_put(&T, KEY, "{\"refuse_change\": 1}", 20);
 	snprintf(want, sizeof(want),
 		 "refused by the plugin at revision %" PRId64
@@ -544,6 +548,8 @@ static void test_refused_change_shown(void)
 	ctl_out_free(&o);
 	struct metric_want mw = {series, 1};
 	tu_wait(&T, p_metric, &mw, 10000, "leasehold_config_error 1");
+	struct metric_want rw = {refusals, refused0 + 1};
+	tu_wait(&T, p_metric, &rw, 10000, "one refusal counted");
 	struct http_reply hr;
 	CHECK_INT_EQ(http_request(g_http_port, NULL, "/readyz/" PLUGIN, 5000, &hr) > 0, 1);
 	if (!strstr(hr.body, want))
@@ -560,6 +566,8 @@ static void test_refused_change_shown(void)
 	for (int i = 0; i < 3; i++)
 		json_object_put(ctl_wait_plugin(hs[i], PLUGIN, p_config_error_has, want, 10000,
 						"the bare refusal in config_error"));
+	rw.want = refused0 + 2;
+	tu_wait(&T, p_metric, &rw, 10000, "the second refusal counted");
 
 	/* accepted: gone everywhere */
 	tu_put(&T, KEY, "{\"fine\": 1}", 11);
@@ -568,6 +576,7 @@ static void test_refused_change_shown(void)
 						"config_error cleared"));
 	mw.want = 0;
 	tu_wait(&T, p_metric, &mw, 10000, "leasehold_config_error 0");
+	CHECK(metric_of(g_http_port, refusals) == refused0 + 2);
 	tu_del(&T, KEY);
 }
 

@@ -935,6 +935,35 @@ size_t host_log_count(const struct host *h, long from, const char *needle)
 	return n;
 }
 
+struct host_log_want {
+	const struct host *h;
+	long from;
+	const char *needle;
+	size_t n;
+	uint64_t dump_at; /* loop_now() past which the logs are dumped once (0 = never) */
+};
+
+static bool host_p_logged(void *arg)
+{
+	struct host_log_want *w = arg;
+	if (host_log_count(w->h, w->from, w->needle) >= w->n)
+		return true;
+	if (w->dump_at && loop_now() > w->dump_at) {
+		w->dump_at = 0;
+		hosts_dump_logs(); /* about to time out: show why */
+	}
+	return false;
+}
+
+void host_wait_log(struct tu *t, const struct host *h, long from, const char *needle, size_t n,
+		   int timeout_ms)
+{
+	struct host_log_want w = {h, from, needle, n,
+				  loop_now() + (uint64_t)(timeout_ms > 200 ? timeout_ms - 200 : 0) *
+						   LOOP_NS_PER_MS};
+	tu_wait(t, host_p_logged, &w, timeout_ms, needle);
+}
+
 long wall_ms_of_day(void)
 {
 	struct timespec t;

@@ -196,6 +196,12 @@ int host_private_copies(const struct host *h);
 int host_mapped_copies(const struct host *h);
 /* host_log_count - occurrences of needle in h's log from byte `from` on */
 size_t host_log_count(const struct host *h, long from, const char *needle);
+/* host_wait_log - run t's loop until needle occurs at least n times in h's
+ * log from byte `from` on; after timeout_ms dump the logs and fail the
+ * test (tu_wait). */
+struct tu;
+void host_wait_log(struct tu *t, const struct host *h, long from, const char *needle, size_t n,
+		   int timeout_ms);
 /* host_log_ms_after - the first log line from byte `from` on that contains
  * needle: its timestamp (the daemon's wall clock, ms of the day) minus
  * ref_ms (a wall_ms_of_day() taken by the test), in ms (negative when the

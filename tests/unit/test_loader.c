@@ -301,7 +301,7 @@ static void test_refuse_bad_descriptors(void)
 	snprintf(big, sizeof(big), "descriptor size 4096 exceeds the %zu bytes of symbol leasehold_plugin",
 	         sizeof(struct lh_plugin));
 	const struct bad_case cases[] = {
-		{"bad-nosym", -ENOENT, "missing symbol leasehold_plugin (not a leasehold plugin)"},
+		{"bad-nosym", -EPROTO, "missing symbol leasehold_plugin (not a leasehold plugin)"},
 		{"bad-magic", -EPROTO,
 		 "wrong descriptor magic 0x1234 (expected 0x4c48): not a leasehold plugin"},
 		{"bad-major", -EPROTO, "plugin ABI major 2 does not match the host's ABI major 1"},
