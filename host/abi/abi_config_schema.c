@@ -34,6 +34,11 @@ static json_object *abi_schema_parse_max(const char *text, size_t len, size_t ma
 	json_object *o = json_tokener_parse_ex(tok, text, (int)len);
 	bool ok = json_tokener_get_error(tok) == json_tokener_success &&
 	          json_tokener_get_parse_end(tok) == len;
+	if (json_tokener_get_error(tok) == json_tokener_continue) {
+		/* a bare number or literal ends only at the end of the input */
+		o = json_tokener_parse_ex(tok, "", 1);
+		ok = json_tokener_get_error(tok) == json_tokener_success;
+	}
 	json_tokener_free(tok);
 	if (!ok) {
 		json_object_put(o);
