@@ -131,8 +131,19 @@ static uint32_t worker_config_strings(struct lh_ctx *ctx, const char *path,
 	return (uint32_t)n;
 }
 
+/* api->alloc: the callback's arena (it is here beside the one other user
+ * of the arena in the API, config_strings) */
+static void *worker_config_api_alloc(struct lh_ctx *ctx, uint64_t size)
+{
+	struct worker *w = worker_from_ctx(ctx);
+	if (!worker_on_own_thread(w) || size == 0 || size > (1u << 30))
+		return NULL;
+	return worker_arena_alloc(w, (size_t)size);
+}
+
 void worker_config_api_init(struct worker *w)
 {
+	w->api.alloc = worker_config_api_alloc;
 	w->api.config_string = worker_config_string;
 	w->api.config_int = worker_config_int;
 	w->api.config_bool = worker_config_bool;

@@ -32,11 +32,14 @@
  *   function with LH_HOST_HAS(api, field) before calling it (Redis modules do
  *   the same).
  * - Threading. Every callback of one plugin instance runs on that instance's
- *   own worker thread, one at a time, never concurrently with another callback
+ *   own worker: a leasehold-worker child process by default, or a thread of
+ *   the daemon when the operator chooses thread isolation (--isolation
+ *   thread). One callback at a time, never concurrently with another callback
  *   of the same instance. Different plugins (and an old and a new instance of
- *   the same plugin during a hot reload) run on different threads: do not
- *   share mutable globals between instances without your own locking. Host API
- *   functions may be called ONLY from inside a callback, on that thread: from
+ *   the same plugin during a hot reload) run on different workers; under
+ *   thread isolation they share the daemon's address space: do not share
+ *   mutable globals between instances without your own locking. Host API
+ *   functions may be called ONLY from inside a callback, on its thread: from
  *   anywhere else txn fails with -EPERM, log and set_error do nothing and
  *   fencing_token returns 0.
  * - Hot reload loads a private copy of the new file, so a new release runs
@@ -60,7 +63,9 @@
  *   api->set_error() (shown by `leaseholdctl plugins` as the last error;
  *   without one the host shows "reconcile returned -ENOENT (no reason
  *   given)" and its refusal of the callback's last failed API call, if
- *   any: give a reason, only the plugin knows it). A failed init makes the instance "failed" (the host keeps running, nothing
+ *   any: give a reason, only the plugin knows it). A positive return (or one
+ *   below -4095) is not an errno: the host treats it as -EIO. A failed init
+ *   makes the instance "failed" (the host keeps running, nothing
  *   else is called, not even fini). A failed reconcile is retried by the host
  *   with exponential backoff. Errors from on_elected / on_releases_changed
  *   are logged and counted; they do not end leadership.
@@ -77,9 +82,13 @@
  *   etcd, so a plugin never starts from a configuration it would be told
  *   later was not the cluster's.
  * - Ownership. Every pointer the host passes into a callback (the context, the
- *   releases, results of txn calls, strings returned by the API) is owned by
- *   the host and valid only until that callback returns (a txn result: until
- *   the next txn call or the end of the callback, whichever comes first).
+ *   releases, results of txn and range calls, strings returned by the API) is
+ *   owned by the host and valid only until that callback returns. From ABI
+ *   1.3 on, results of txn and range stay valid for the whole callback (the
+ *   host keeps them in a per-callback arena and frees them when the callback
+ *   returns: a callback that reads in a loop holds every page until it
+ *   returns); a 1.2 host frees a result at the next txn or range call, so
+ *   a plugin that must also run on one checks api->abi_minor >= 3.
  *   Copy what you keep. Pointers the plugin passes to the host (keys, values,
  *   messages) are only read during the call. The one pointer the plugin owns
  *   in the context is `ctx->user`: set it in init, free it in fini; the host
@@ -438,7 +447,8 @@ struct lh_host_api {
 	/* txn - run an etcd transaction under the plugin's data prefix, fenced by
 	 * this node's leadership. Synchronous for the plugin: the call returns when
 	 * etcd answered. Returns 0 and sets *ret_result (host-owned, valid until
-	 * the next txn call or the end of the callback) when etcd ran the txn
+	 * the end of the callback; on a 1.2 host only until the next txn or
+	 * range call) when etcd ran the txn
 	 * (check ->succeeded), or a negative errno with *ret_result untouched:
 	 *   -ESTALE     this node does not lead (anymore), or not in the term this
 	 *               callback belongs to (it lost and regained leadership
@@ -456,7 +466,14 @@ struct lh_host_api {
 	 *   -ECANCELED  the instance is shutting down
 	 *   other       etcd errors (-ECONNREFUSED, -EAGAIN, -EIO, -EKEYREJECTED: TLS
 	 *               setup, ...)
-	 * api->last_error() then has a one-line explanation. */
+	 * api->last_error() then has a one-line explanation.
+	 * Keys are relative to the data prefix only: a txn cannot read a
+	 * granted (absolute) input atomically with its write. Read the input
+	 * with range (or take it from a watch), derive, write; the watch
+	 * delivers every later change of the input, and the next reconcile
+	 * derives again, so the output follows the input (level-triggered).
+	 * To make a write depend on the input's state, compare your own record
+	 * of the input revision you derived from under the data prefix. */
 	int32_t (*txn)(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32_t n_cmps,
 	               const struct lh_op *success, uint32_t n_success, const struct lh_op *failure,
 	               uint32_t n_failure, const struct lh_txn_result **ret_result);
@@ -487,9 +504,10 @@ struct lh_host_api {
 	 * copied. Returns the watch id (>= 0, the index in registration order,
 	 * as lh_watch_batch.watch_id) or a negative errno, with api->last_error()
 	 * saying why (and a line in the host's log):
-	 *   -EPERM    an absolute prefix no grant covers ("not granted: start
-	 *             leasehold with --plugin-read NAME=PREFIX"), or called
-	 *             outside init / from another thread
+	 *   -EPERM    an absolute prefix no grant covers (last_error: `watch of
+	 *             "PREFIX" refused: not granted (outside P/N/data/; the
+	 *             operator grants read access with leasehold --plugin-read
+	 *             N=PREFIX)`), or called outside init / from another thread
 	 *   -EINVAL   unknown flags, prefix NULL with a length, longer than 4 KiB
 	 *   -ENOSPC   more than LH_WATCH_MAX watches
 	 *   -ENOTSUP  this host offers no watches (an embedding without etcd)
@@ -504,9 +522,9 @@ struct lh_host_api {
 	 * key is relative to the data prefix, or a full key with LH_F_ABSOLUTE
 	 * (then inside a read grant, else -EPERM); flags LH_F_PREFIX,
 	 * LH_F_KEYS_ONLY, LH_F_COUNT_ONLY; limit 0 = no limit. Synchronous.
-	 * Returns 0 and *ret_result (host-owned, valid until the next txn/range
-	 * call or the end of the callback; keys as given: relative, or full for
-	 * an absolute range) or a negative errno (api->last_error() says why):
+	 * Returns 0 and *ret_result (host-owned, valid until the end of the
+	 * callback, on a 1.2 host only until the next txn/range call; keys as
+	 * given: relative, or full for an absolute range) or a negative errno (api->last_error() says why):
 	 *   -EPERM      outside a callback, or an ungranted absolute key
 	 *   -EINVAL     bad flags, a relative key the rules of "Keys and values"
 	 *               refuse (an absolute one: at most LH_KEY_MAX, no NUL)
@@ -595,6 +613,13 @@ struct lh_host_api {
 	int64_t (*config_duration_ms)(struct lh_ctx *ctx, const char *path, int64_t def);
 	uint32_t (*config_strings)(struct lh_ctx *ctx, const char *path,
 	                           const char *const **ret_items);
+
+	/* alloc - size zeroed bytes from the callback's arena: valid until the
+	 * callback returns, then freed by the host (do not free them; copy what
+	 * you keep). For the buffers of one callback (a desired set, its keys
+	 * and values: see lh_printf). Returns NULL when out of memory, for size
+	 * 0 or over 1 GiB, or outside a callback (another thread). */
+	void *(*alloc)(struct lh_ctx *ctx, uint64_t size);
 };
 
 /* LH_HOST_HAS(api, field) - the host's table has `field` and it is set. */
@@ -785,6 +810,28 @@ static inline void lh_set_errorf(struct lh_ctx *ctx, const char *fmt, ...)
 	va_end(ap);
 	if (n >= 0)
 		ctx->host->set_error(ctx, buf);
+}
+
+/* lh_printf - printf into the callback's arena (api->alloc, ABI 1.3): the
+ * string is valid until the callback returns; NULL when out of memory or
+ * the host has no alloc. */
+static inline char *lh_printf(struct lh_ctx *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static inline char *lh_printf(struct lh_ctx *ctx, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || !LH_HOST_HAS(ctx->host, alloc))
+		return NULL;
+	char *buf = (char *)ctx->host->alloc(ctx, (uint64_t)n + 1);
+	if (!buf)
+		return NULL;
+	va_start(ap, fmt);
+	vsnprintf(buf, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	return buf;
 }
 
 /* ---- ABI 1.3: key helpers (header-only; no host call) ---- */
