@@ -577,6 +577,12 @@ static int32_t worker_run_init(struct worker *w, const Event *ev)
 	bool same;
 	if ((err = worker_config_take(w, ev->init->config, &same)) < 0)
 		return err;
+	if (w->schema_error[0]) {
+		char line[sizeof(w->schema_error) + 100];
+		snprintf(line, sizeof(line), "the cluster document was refused by the plugin's "
+		         "schema: %s; init starts without it", w->schema_error);
+		w->api.log(&w->ctx, LH_LOG_ERROR, line);
+	}
 	w->in_init = true;
 	err = d->init ? d->init(&w->ctx) : 0;
 	w->in_init = false;

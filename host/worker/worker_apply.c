@@ -43,7 +43,8 @@ struct apply_read {
 
 static int worker_apply_cmp(const void *a, size_t al, const void *b, size_t bl)
 {
-	int c = memcmp(a, b, al < bl ? al : bl);
+	size_t n = al < bl ? al : bl;
+	int c = n ? memcmp(a, b, n) : 0; /* an empty key's data may be NULL */
 	return c ? c : al < bl ? -1 : al > bl ? 1 : 0;
 }
 
@@ -79,7 +80,7 @@ static int worker_apply_check_kv(struct worker *w, const struct lh_apply_kv *kv,
 	if (kv->key_len && !kv->key)
 		rule = "is NULL with a length";
 	else if ((rule = abi_key_rule(kv->key, (size_t)kv->key_len, false)) == NULL &&
-	         (kv->key_len < prefix_len || memcmp(kv->key, prefix, prefix_len) != 0))
+	         (kv->key_len < prefix_len || (prefix_len && memcmp(kv->key, prefix, prefix_len) != 0)))
 		rule = "is not under the prefix";
 	if (rule) {
 		worker_api_txn_fail(w, "apply: key %llu \"%s\" %s", (unsigned long long)i,

@@ -256,6 +256,31 @@ static void t_apply_diff_and_chunks(uint32_t mode)
 	stop_and_free(&in);
 }
 
+/* a full resync of 10,000 unchanged keys: no write (the time is printed,
+ * not checked: sanitizers and a shared machine make it no bound) */
+static void t_apply_resync_10000(uint32_t mode)
+{
+	tu_del_prefix(&T, PREFIX);
+	struct inst in;
+	start(&in, "applier.so", mode, NULL);
+	plugin_instance_elected(in.pi, 1, &REL);
+	set_case("10000", "value-of-some-length", "0");
+	char *t = reconcile(in.pi);
+	expect(t, "apply rc=0 put=10000 deleted=0 unchanged=0 txns=79 rev=+");
+	free(t);
+	unsigned before = g_txns;
+	uint64_t t0 = loop_now();
+	t = reconcile(in.pi);
+	uint64_t ns = loop_now() - t0;
+	expect(t, "apply rc=0 put=0 deleted=0 unchanged=10000 txns=0 rev=+");
+	free(t);
+	CHECK_INT_EQ(g_txns, before);
+	fprintf(stderr, "  resync of 10000 unchanged keys (%s): %.1f ms, 0 writes\n", mode_name(mode),
+	        (double)ns / 1e6);
+	plugin_instance_deposed(in.pi);
+	stop_and_free(&in);
+}
+
 /* chunks by bytes: four values of 300,000 bytes are two txns (three fit
  * LH_APPLY_TXN_BYTES, four do not); the pages of the read stay under
  * LH_READ_MAX */
@@ -479,6 +504,7 @@ int main(void)
 	for (uint32_t mode = 0; mode <= PLUGIN_ISOLATION_PROCESS; mode++) {
 		RUN_ARG(t_apply_diff_and_chunks, mode);
 		RUN_ARG(t_apply_bytes, mode);
+		RUN_ARG(t_apply_resync_10000, mode);
 		RUN_ARG(t_apply_fence_lost, mode);
 		RUN_ARG(t_apply_refusals_and_key, mode);
 		RUN_ARG(t_config_schema, mode);
