@@ -49,7 +49,10 @@ static struct harness_etcd *H;
 static struct tu T;
 static char g_root[512], g_dir[1024], g_private[1024], g_worker[1200], g_trace[1200],
     g_knobs[1200], g_build[1024];
-static int g_fence_left = -1; /* plain_txn refuses once it reaches 0; -1: never */
+/* plain_txn refuses its call number g_fail_at (counted from 1 after
+ * g_fail_at is set), and only that one: a call that went on past a failed
+ * chunk would land the next one */
+static int g_fail_at, g_calls;
 static unsigned g_txns;
 
 static int plain_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmps,
@@ -57,10 +60,8 @@ static int plain_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmps,
                      size_t n_failure, etcd_cb cb, void *ud)
 {
 	(void)ctx;
-	if (g_fence_left == 0)
+	if (g_fail_at && ++g_calls == g_fail_at)
 		return -ESTALE;
-	if (g_fence_left > 0)
-		g_fence_left--;
 	g_txns++;
 	CHECK(n_success <= LH_APPLY_TXN_OPS);
 	return etcd_txn(T.etcd, cmps, n_cmps, success, n_success, failure, n_failure, NULL, cb, ud,
@@ -309,9 +310,11 @@ static void t_apply_fence_lost(uint32_t mode)
 	start(&in, "applier.so", mode, NULL);
 	plugin_instance_elected(in.pi, 1, &REL);
 	set_case("300", "v", "0");
-	g_fence_left = 1;
+	g_fail_at = 2;
+	g_calls = 0;
 	char *t = reconcile(in.pi);
-	g_fence_left = -1;
+	g_fail_at = 0;
+	CHECK_INT_EQ(g_calls, 2); /* no third chunk was tried */
 	expect(t, "apply rc=-116 put=127 deleted=0 unchanged=0 txns=1 rev=+");
 	free(t);
 	CHECK_INT_EQ(count(PREFIX "out/"), 127);
