@@ -21,7 +21,7 @@
  * every change an older peer would misread. 3: ABI 1.2 watches (read grants
  * in INIT, watches in its answer, WatchEvents, RangeRequest,
  * RequestReconcile). */
-#define LH_BUS_VERSION 3u
+#define LH_BUS_VERSION 4u
 
 typedef Leasehold__Bus__ToWorker ToWorker;
 typedef Leasehold__Bus__ToHost ToHost;

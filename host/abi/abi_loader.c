@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "abi/abi_config_schema.h"
 #include "abi/abi_loader.h"
 
 #if defined(__x86_64__)
@@ -399,6 +400,12 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 		desc.on_config_changed = NULL;
 		desc.validate_config = NULL;
 	}
+	/* ABI 1.3 configuration schema */
+	if (minor < 3 || size < LH_PLUGIN_SIZE_1_3_SCHEMA) {
+		desc.config_fields = NULL;
+		desc.n_config_fields = 0;
+		desc.config_field_size = 0;
+	}
 
 	if (desc.name && !loader_in_object(desc.name, object_base)) {
 		loader_seterr(err, err_len, "plugin name does not point into the plugin");
@@ -446,6 +453,13 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 		loader_seterr(err, err_len, "invalid plugin role (allowed: [a-z0-9_-], 1 to %d characters)",
 		       LH_PLUGIN_NAME_MAX);
 		return -EINVAL;
+	}
+	char why[400];
+	int r = abi_schema_validate(&desc, object_base ? loader_in_object : NULL, object_base, why,
+	                            sizeof(why));
+	if (r < 0) {
+		loader_seterr(err, err_len, "%s", why);
+		return r;
 	}
 	*ret_desc = desc;
 	return 0;

@@ -314,7 +314,8 @@ const struct plugin_config *plugin_instance_config(const struct plugin_instance 
  * cluster document. Returns 0 when queued: done(done_ud, err, msg) runs
  * exactly once on the loop (err 0 accepted, the plugin's -errno and reason,
  * or -EIO / -ECANCELED when the worker went or the instance stopped first);
- * -EOPNOTSUPP when the plugin has no validate_config (ABI < 1.2 or NULL),
+ * -EOPNOTSUPP when the plugin has neither validate_config (ABI < 1.2 or
+ * NULL) nor a configuration schema (ABI 1.3; the worker checks it first),
  * -EAGAIN while it is not initialised or is failed, -ENOMEM; done never
  * runs then. */
 int plugin_instance_validate_config(struct plugin_instance *pi, const char *doc, size_t len,

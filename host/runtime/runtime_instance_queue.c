@@ -822,7 +822,8 @@ const struct plugin_config *plugin_instance_config(const struct plugin_instance 
 int plugin_instance_validate_config(struct plugin_instance *pi, const char *doc, size_t len,
 				    driver_reconcile_done_fn done, void *done_ud)
 {
-	if (!pi->lp->desc.validate_config)
+	/* the worker checks the schema (ABI 1.3) before validate_config */
+	if (!pi->lp->desc.validate_config && pi->lp->desc.n_config_fields == 0)
 		return -EOPNOTSUPP;
 	if (!pi_queue_config_accepting(pi) || pi->state != PLUGIN_INSTANCE_READY || pi->overrun)
 		return -EAGAIN;

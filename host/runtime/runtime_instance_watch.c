@@ -247,11 +247,23 @@ void pi_handle_range(struct plugin_instance *pi, const Leasehold__Bus__RangeRequ
 		pi_reply_txn(pi, req->id, -EINVAL, msg, NULL, false);
 		return;
 	}
+	/* a page of a prefix (bus 4): the range starts at from, a key under the
+	 * prefix (one byte past LH_KEY_MAX: the key after a last one read) */
+	bool paged = req->from.len > 0;
+	if (paged && (absolute || !(req->flags & LH_F_PREFIX) || req->from.len > LH_KEY_MAX + 1 ||
+		      req->from.len < req->key.len ||
+		      (req->key.len && memcmp(req->from.data, req->key.data, req->key.len) != 0))) {
+		pi_reply_txn(pi, req->id, -EINVAL, "range refused: from is not a key under the prefix",
+			     NULL, false);
+		return;
+	}
 	size_t klen = (absolute ? 0 : pi->prefix_len) + req->key.len;
+	size_t flen = pi->prefix_len + req->from.len;
 	uint8_t *key = malloc(klen + 1), *end = malloc(klen + 1);
+	uint8_t *from = paged ? malloc(flen + 1) : NULL;
 	struct pending_txn *pt = calloc(1, sizeof(*pt));
 	int r = -ENOMEM;
-	if (!key || !end || !pt)
+	if (!key || !end || !pt || (paged && !from))
 		goto refuse;
 	memcpy(key, absolute ? "" : pi->data_prefix, absolute ? 0 : pi->prefix_len);
 	if (req->key.len)
@@ -273,6 +285,12 @@ void pi_handle_range(struct plugin_instance *pi, const Leasehold__Bus__RangeRequ
 		op.range_end = end;
 		op.range_end_len = etcd_prefix_end(key, klen, end);
 	}
+	if (paged) {
+		memcpy(from, pi->data_prefix, pi->prefix_len);
+		memcpy(from + pi->prefix_len, req->from.data, req->from.len);
+		op.key = from;
+		op.key_len = flen;
+	}
 	pt->magic = PENDING_TXN_MAGIC;
 	pt->pi = pi;
 	pt->id = req->id;
@@ -293,6 +311,7 @@ refuse:;
 out:
 	free(key);
 	free(end);
+	free(from);
 	free(pt);
 }
 

@@ -316,9 +316,23 @@ static int worker_config_take(struct worker *w, const Leasehold__Bus__Config *c,
 		n.flags = c->cluster_invalid ? LH_CONFIG_F_CLUSTER_INVALID : 0;
 		n.local_len = lo ? c->local.len : 0;
 	}
+	/* a document the plugin's schema refuses is not handed over: as an
+	 * invalid one, the plugin keeps its last good document */
+	w->schema_error[0] = 0;
+	if (cl && worker_config_schema_refuses(w, cl, n.cluster_len, w->schema_error,
+	                                       sizeof(w->schema_error))) {
+		free(cl);
+		n.cluster = cl = w->cfg_cluster;
+		w->cfg_cluster = NULL; /* kept, not freed below */
+		n.cluster_len = w->cfg.cluster_len;
+		n.cluster_revision = w->cfg.cluster_revision;
+		n.flags |= LH_CONFIG_F_CLUSTER_INVALID;
+	}
 	*ret_same = n.flags == w->cfg.flags && n.cluster_revision == w->cfg.cluster_revision &&
 	            worker_same_doc(w->cfg.cluster, w->cfg.cluster_len, cl, n.cluster_len) &&
 	            worker_same_doc(w->cfg.local, w->cfg.local_len, lo, n.local_len);
+	if (!*ret_same)
+		worker_config_forget(w);
 	free(w->cfg_cluster);
 	free(w->cfg_local);
 	w->cfg_cluster = cl;
@@ -363,7 +377,7 @@ int worker_build_result(struct worker *w, const TxnReply *rep, const struct lh_t
 	}
 	size_t size = sizeof(struct lh_txn_result) + rep->n_results * sizeof(struct lh_op_result) +
 	              n_kv * sizeof(struct lh_kv) + n_bytes;
-	char *mem = calloc(1, size);
+	char *mem = worker_arena_alloc(w, size);
 	if (!mem)
 		return -ENOMEM;
 	struct lh_txn_result *res = (struct lh_txn_result *)(void *)mem;
@@ -385,10 +399,29 @@ int worker_build_result(struct worker *w, const TxnReply *rep, const struct lh_t
 		for (size_t k = 0; k < r->n_kvs; k++)
 			worker_kv_from_bus(r->kvs[k], kvs++, &bytes);
 	}
-	free(w->result);
-	w->result = mem;
 	*ret = res;
 	return 0;
+}
+
+void *worker_arena_alloc(struct worker *w, size_t size)
+{
+	if (size > SIZE_MAX - sizeof(struct worker_arena_block))
+		return NULL;
+	struct worker_arena_block *b = calloc(1, sizeof(*b) + size);
+	if (!b)
+		return NULL;
+	b->next = w->arena;
+	w->arena = b;
+	return b->data;
+}
+
+void worker_arena_free(struct worker *w)
+{
+	for (struct worker_arena_block *b = w->arena, *next; b; b = next) {
+		next = b->next;
+		free(b);
+	}
+	w->arena = NULL;
 }
 
 /* Wait for the TxnReply with id; returns it (caller frees) or NULL with *err. */
@@ -544,6 +577,12 @@ static int32_t worker_run_init(struct worker *w, const Event *ev)
 	bool same;
 	if ((err = worker_config_take(w, ev->init->config, &same)) < 0)
 		return err;
+	if (w->schema_error[0]) {
+		char line[sizeof(w->schema_error) + 100];
+		snprintf(line, sizeof(line), "the cluster document was refused by the plugin's "
+		         "schema: %s; init starts without it", w->schema_error);
+		w->api.log(&w->ctx, LH_LOG_ERROR, line);
+	}
 	w->in_init = true;
 	err = d->init ? d->init(&w->ctx) : 0;
 	w->in_init = false;
@@ -597,6 +636,10 @@ static int32_t worker_run_validate_config(struct worker *w, const Event *ev)
 		snprintf(w->errmsg, sizeof(w->errmsg), "bad document from the host");
 		return err;
 	}
+	if (worker_config_schema_refuses(w, doc, b->len, w->errmsg, sizeof(w->errmsg))) {
+		free(doc);
+		return -EINVAL;
+	}
 	w->validating = true;
 	err = w->desc.validate_config ? w->desc.validate_config(&w->ctx, doc, b->len) : 0;
 	w->validating = false;
@@ -647,6 +690,12 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		err = worker_config_take(w, ev->config_changed->config, &unchanged);
 		if (err == 0 && !unchanged && d->on_config_changed)
 			err = d->on_config_changed(&w->ctx, &w->cfg);
+		if (err == 0 && w->schema_error[0]) {
+			/* shown as this node's configuration error */
+			snprintf(w->errmsg, sizeof(w->errmsg), "the cluster document was refused by the "
+			         "plugin's schema: %s", w->schema_error);
+			err = -EINVAL;
+		}
 		break;
 	}
 	case LEASEHOLD__BUS__EVENT__KIND_VALIDATE_CONFIG:
@@ -668,8 +717,7 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		crash_report_leave();
 		worker_activity_set(w, 0, 0);
 	}
-	free(w->result);
-	w->result = NULL;
+	worker_arena_free(w);
 	if (err > 0 || err < -4095)
 		err = -EIO; /* not a negative errno: normalise */
 	return err;
@@ -771,8 +819,7 @@ int worker_run(struct worker *w)
 			break;
 		}
 	}
-	free(w->result);
-	w->result = NULL;
+	worker_arena_free(w);
 	for (ToWorker *tw; (tw = worker_stash_pop(w));)
 		leasehold__bus__to_worker__free_unpacked(tw, NULL);
 	return ret;
@@ -804,7 +851,8 @@ void worker_free(struct worker *w)
 		leasehold__bus__to_worker__free_unpacked(tw, NULL);
 	free(w->node_id);
 	free(w->data_prefix);
-	free(w->result);
+	worker_arena_free(w);
+	worker_config_free(w);
 	free(w->batch_mem);
 	for (size_t i = 0; i < w->n_grants; i++)
 		free(w->grants[i].data);

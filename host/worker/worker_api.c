@@ -78,8 +78,7 @@ static const struct lh_config *worker_api_config(struct lh_ctx *ctx)
 	struct worker *w = worker_from_ctx(ctx);
 	return worker_on_own_thread(w) ? &w->cfg : &none;
 }
-static void worker_api_txn_fail(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void worker_api_txn_fail(struct worker *w, const char *fmt, ...)
+void worker_api_txn_fail(struct worker *w, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -132,7 +131,7 @@ static BusOp *worker_api_fill_ops(const struct lh_op *ops, uint32_t n, BusOp *st
 	}
 	return store;
 }
-static int32_t worker_api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32_t n_cmps,
+int32_t worker_api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32_t n_cmps,
                        const struct lh_op *success, uint32_t n_success, const struct lh_op *failure,
                        uint32_t n_failure, const struct lh_txn_result **ret_result)
 {
@@ -151,8 +150,6 @@ static int32_t worker_api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps,
 		worker_api_txn_fail(w, "validate_config may not write");
 		return -EPERM;
 	}
-	free(w->result); /* the previous result ends here */
-	w->result = NULL;
 	if (!ret_result) {
 		worker_api_txn_fail(w, "ret_result is NULL");
 		return -EINVAL;
@@ -348,6 +345,9 @@ static int32_t worker_api_watch(struct lh_ctx *ctx, const void *prefix, uint64_t
 	ww->flags = flags;
 	return (int32_t)w->n_watches++;
 }
+static int worker_api_range_send(struct worker *w, const void *key, size_t key_len, uint32_t flags,
+                                 int64_t limit, const void *from, size_t from_len, ToWorker **ret_tw);
+
 static int32_t worker_api_range(struct lh_ctx *ctx, const void *key, uint64_t key_len, uint32_t flags,
                          int64_t limit, const struct lh_op_result **ret_result)
 {
@@ -355,8 +355,6 @@ static int32_t worker_api_range(struct lh_ctx *ctx, const void *key, uint64_t ke
 	if (!worker_on_own_thread(w))
 		return -EPERM;
 	w->txn_error[0] = 0;
-	free(w->result);
-	w->result = NULL;
 	if (!ret_result || (flags & ~(LH_F_PREFIX | LH_F_KEYS_ONLY | LH_F_COUNT_ONLY | LH_F_ABSOLUTE)) ||
 	    key_len > MAX_KEY_LEN || (key_len && !key) || ((flags & LH_F_ABSOLUTE) && !key_len)) {
 		worker_api_txn_fail(w, "range: bad flags 0x%x, key or ret_result", flags);
@@ -370,9 +368,30 @@ static int32_t worker_api_range(struct lh_ctx *ctx, const void *key, uint64_t ke
 		worker_api_refuse_ungranted(w, "range", key, (size_t)key_len);
 		return -EPERM;
 	}
+	ToWorker *tw = NULL;
+	int r = worker_api_range_send(w, key, (size_t)key_len, flags, limit, NULL, 0, &tw);
+	if (r < 0)
+		return r;
+	const TxnReply *rep = tw->txn_reply;
+	const struct lh_txn_result *res = NULL;
+	if ((r = worker_build_result(w, rep, &res)) < 0)
+		worker_api_txn_fail(w, "out of memory");
+	else
+		*ret_result = &res->results[0];
+	leasehold__bus__to_worker__free_unpacked(tw, NULL);
+	return r;
+}
+
+/* worker_api_range_send - one RangeRequest and its answer: 0 with *ret_tw
+ * (a TxnReply without error, one result; the caller frees it) or -errno
+ * with last_error set */
+static int worker_api_range_send(struct worker *w, const void *key, size_t key_len, uint32_t flags,
+                                 int64_t limit, const void *from, size_t from_len, ToWorker **ret_tw)
+{
 	Leasehold__Bus__RangeRequest req = LEASEHOLD__BUS__RANGE_REQUEST__INIT;
 	req.id = ++w->last_txn_id;
-	req.key = bus_bin(key, (size_t)key_len);
+	req.key = bus_bin(key, key_len);
+	req.from = bus_bin(from, from_len);
 	req.flags = flags;
 	req.limit = limit < 0 ? 0 : limit;
 	ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
@@ -396,18 +415,30 @@ static int32_t worker_api_range(struct lh_ctx *ctx, const void *key, uint64_t ke
 		return r;
 	}
 	const TxnReply *rep = tw->txn_reply;
-	const struct lh_txn_result *res = NULL;
 	if (rep->err != 0) {
 		r = (rep->err < 0 && rep->err > -4096) ? rep->err : -EIO;
 		worker_api_txn_fail(w, "%.*s", (int)(rep->message.len > 500 ? 500 : rep->message.len),
 		         rep->message.data ? (const char *)rep->message.data : "");
-	} else if (rep->n_results != 1 || (r = worker_build_result(w, rep, &res)) < 0) {
-		r = r < 0 ? r : -EBADMSG;
+	} else if (rep->n_results != 1 || !rep->results[0] || rep->results[0]->type != LH_OP_RANGE) {
+		r = -EBADMSG;
 		worker_api_txn_fail(w, "bad range reply from the host");
-	} else
-		*ret_result = &res->results[0];
-	leasehold__bus__to_worker__free_unpacked(tw, NULL);
-	return r;
+	}
+	if (r < 0) {
+		leasehold__bus__to_worker__free_unpacked(tw, NULL);
+		return r;
+	}
+	*ret_tw = tw;
+	return 0;
+}
+
+int worker_api_range_page(struct worker *w, const void *key, size_t key_len, uint32_t flags,
+                          const void *from, size_t from_len, int64_t limit, ToWorker **ret_tw)
+{
+	if (w->no_watches) {
+		worker_api_txn_fail(w, "this host offers no range reads");
+		return -ENOTSUP;
+	}
+	return worker_api_range_send(w, key, key_len, flags, limit, from, from_len, ret_tw);
 }
 
 static int32_t worker_api_request_reconcile(struct lh_ctx *ctx)
@@ -455,5 +486,8 @@ void worker_api_init(struct worker *w)
 	w->api.range = worker_api_range;
 	w->api.request_reconcile = worker_api_request_reconcile;
 	w->api.config = worker_api_config;
+	w->api.apply = worker_apply;
+	w->api.apply_key = worker_apply_key;
+	worker_config_api_init(w);
 	w->cfg.size = sizeof(w->cfg);
 }

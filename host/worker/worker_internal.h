@@ -11,8 +11,10 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include <json-c/json.h>
 #include <nng/nng.h>
 
 #include "abi/abi_bus.h"
@@ -43,7 +45,12 @@ struct worker {
 	int64_t token;
 	uint64_t last_txn_id;
 	uint32_t txn_timeout_ms;
-	void *result; /* the last txn result (one allocation) */
+	/* the running callback's arena (ABI 1.3): txn and range results and the
+	 * config accessors' lists, freed when the callback returns */
+	struct worker_arena_block {
+		struct worker_arena_block *next;
+		max_align_t data[];
+	} *arena;
 	/* events received ahead of the one running (during a txn wait or by
 	 * worker_term_ends_ahead), oldest first */
 	ToWorker *stash[STASH_MAX];
@@ -72,6 +79,13 @@ struct worker {
 	struct lh_config cfg;
 	char *cfg_cluster, *cfg_local;
 	bool validating; /* validate_config runs: it may not write */
+	/* ABI 1.3 config accessors: the cluster document parsed (lazily; NULL
+	 * until asked or when absent), the schema's defaults parsed (lazily,
+	 * one per field), and why the newest document was not handed over */
+	json_object *cfg_json;
+	bool cfg_json_done;
+	json_object **schema_defs;
+	char schema_error[400];
 };
 
 /* ---- worker.c: the bus loop ---- */
@@ -89,10 +103,50 @@ void worker_send(struct worker *w, const ProtobufCMessage *m);
  * timeout (-ETIMEDOUT), a closed bus or a protocol error */
 ToWorker *worker_wait_txn_reply(struct worker *w, uint64_t id, int *err);
 /* worker_build_result - a TxnReply as the plugin's struct lh_txn_result (one
- * allocation, kept in w->result until the next call); 0 or -errno */
+ * allocation in the callback's arena); 0 or -errno */
 int worker_build_result(struct worker *w, const TxnReply *rep, const struct lh_txn_result **ret);
 
+/* worker_arena_alloc - size zeroed bytes valid until the running callback
+ * returns (worker_arena_free); NULL on ENOMEM */
+void *worker_arena_alloc(struct worker *w, size_t size);
+/* worker_arena_free - free the callback's arena (when it returns) */
+void worker_arena_free(struct worker *w);
+
 /* ---- worker_api.c: the host API table (struct lh_host_api) ---- */
+
+/* worker_api_txn - api->txn (apply sends its chunks through it) */
+int32_t worker_api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32_t n_cmps,
+                       const struct lh_op *success, uint32_t n_success, const struct lh_op *failure,
+                       uint32_t n_failure, const struct lh_txn_result **ret_result);
+/* worker_api_txn_fail - the reason of a refused call, for api->last_error() */
+void worker_api_txn_fail(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* worker_api_range_page - a relative range of key (flags 0 or LH_F_PREFIX;
+ * a prefix's range from `from` when not NULL), at most limit keys: 0 with
+ * *ret_tw (a TxnReply with one result; the caller frees it) or -errno with
+ * last_error set. Checked by the host as any range. */
+int worker_api_range_page(struct worker *w, const void *key, size_t key_len, uint32_t flags,
+                          const void *from, size_t from_len, int64_t limit, ToWorker **ret_tw);
+
+/* ---- worker_apply.c: api->apply, api->apply_key (ABI 1.3) ---- */
+
+int32_t worker_apply(struct lh_ctx *ctx, const void *prefix, uint64_t prefix_len,
+                     const struct lh_apply_kv *desired, uint64_t n, uint32_t flags,
+                     struct lh_apply_result *result);
+int32_t worker_apply_key(struct lh_ctx *ctx, const void *key, uint64_t key_len, const void *value,
+                         uint64_t value_len, struct lh_apply_result *result);
+
+/* ---- worker_config_api.c: the config accessors (ABI 1.3) ---- */
+
+/* worker_config_api_init - set the accessors in w->api */
+void worker_config_api_init(struct worker *w);
+/* worker_config_schema_refuses - does the cluster document text (len
+ * bytes) fail the plugin's schema? false, or true with the reason in why */
+bool worker_config_schema_refuses(const struct worker *w, const char *doc, size_t len, char *why,
+                                  size_t why_len);
+/* worker_config_forget - the document changed: drop its parsed form */
+void worker_config_forget(struct worker *w);
+/* worker_config_free - free the parsed document and defaults */
+void worker_config_free(struct worker *w);
 
 /* worker_api_init - the context and the API table of a new worker */
 void worker_api_init(struct worker *w);

@@ -32,11 +32,14 @@
  *   function with LH_HOST_HAS(api, field) before calling it (Redis modules do
  *   the same).
  * - Threading. Every callback of one plugin instance runs on that instance's
- *   own worker thread, one at a time, never concurrently with another callback
+ *   own worker: a leasehold-worker child process by default, or a thread of
+ *   the daemon when the operator chooses thread isolation (--isolation
+ *   thread). One callback at a time, never concurrently with another callback
  *   of the same instance. Different plugins (and an old and a new instance of
- *   the same plugin during a hot reload) run on different threads: do not
- *   share mutable globals between instances without your own locking. Host API
- *   functions may be called ONLY from inside a callback, on that thread: from
+ *   the same plugin during a hot reload) run on different workers; under
+ *   thread isolation they share the daemon's address space: do not share
+ *   mutable globals between instances without your own locking. Host API
+ *   functions may be called ONLY from inside a callback, on its thread: from
  *   anywhere else txn fails with -EPERM, log and set_error do nothing and
  *   fencing_token returns 0.
  * - Hot reload loads a private copy of the new file, so a new release runs
@@ -60,7 +63,9 @@
  *   api->set_error() (shown by `leaseholdctl plugins` as the last error;
  *   without one the host shows "reconcile returned -ENOENT (no reason
  *   given)" and its refusal of the callback's last failed API call, if
- *   any: give a reason, only the plugin knows it). A failed init makes the instance "failed" (the host keeps running, nothing
+ *   any: give a reason, only the plugin knows it). A positive return (or one
+ *   below -4095) is not an errno: the host treats it as -EIO. A failed init
+ *   makes the instance "failed" (the host keeps running, nothing
  *   else is called, not even fini). A failed reconcile is retried by the host
  *   with exponential backoff. Errors from on_elected / on_releases_changed
  *   are logged and counted; they do not end leadership.
@@ -77,9 +82,13 @@
  *   etcd, so a plugin never starts from a configuration it would be told
  *   later was not the cluster's.
  * - Ownership. Every pointer the host passes into a callback (the context, the
- *   releases, results of txn calls, strings returned by the API) is owned by
- *   the host and valid only until that callback returns (a txn result: until
- *   the next txn call or the end of the callback, whichever comes first).
+ *   releases, results of txn and range calls, strings returned by the API) is
+ *   owned by the host and valid only until that callback returns. From ABI
+ *   1.3 on, results of txn and range stay valid for the whole callback (the
+ *   host keeps them in a per-callback arena and frees them when the callback
+ *   returns: a callback that reads in a loop holds every page until it
+ *   returns); a 1.2 host frees a result at the next txn or range call, so
+ *   a plugin that must also run on one checks api->abi_minor >= 3.
  *   Copy what you keep. Pointers the plugin passes to the host (keys, values,
  *   messages) are only read during the call. The one pointer the plugin owns
  *   in the context is `ctx->user`: set it in init, free it in fini; the host
@@ -127,6 +136,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <errno.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -136,7 +147,7 @@ extern "C" {
 
 #define LH_PLUGIN_MAGIC 0x4c48u /* 'L' 'H' */
 #define LH_PLUGIN_ABI_MAJOR 1u
-#define LH_PLUGIN_ABI_MINOR 2u
+#define LH_PLUGIN_ABI_MINOR 3u
 #define LH_PLUGIN_MAGIC_MAJOR ((LH_PLUGIN_MAGIC << 16) | LH_PLUGIN_ABI_MAJOR)
 /* the name of the one exported descriptor symbol */
 #define LH_PLUGIN_SYMBOL "leasehold_plugin"
@@ -350,6 +361,69 @@ struct lh_config {
  * good one, and leaseholdctl shows the error */
 #define LH_CONFIG_F_CLUSTER_INVALID 0x1u
 
+/* ---- ABI 1.3: apply ---- */
+
+/* One key of a desired set (api->apply): key relative to the data prefix,
+ * value any bytes (value_len 0: an empty value). Read only during the call. */
+struct lh_apply_kv {
+	const void *key;
+	uint64_t key_len;
+	const void *value;
+	uint64_t value_len;
+};
+
+/* What api->apply / api->apply_key did (the caller's memory). */
+struct lh_apply_result {
+	uint64_t put;       /* keys written (new or different) */
+	uint64_t deleted;   /* keys deleted */
+	uint64_t unchanged; /* keys that already held their value */
+	uint32_t txns;      /* fenced txns sent */
+	uint32_t reserved;
+	int64_t revision;   /* etcd revision after the last txn (or of the read) */
+	int64_t reserved2[4];
+};
+
+/* api->apply flags */
+#define LH_APPLY_KEEP_OTHERS 0x1u /* do not delete keys under prefix outside the set */
+/* ops and bytes of one txn of apply: etcd's default --max-txn-ops is 128
+ * and the host's fence takes one more; the bytes stay under the bus's
+ * 1 MiB message (and etcd's 1.5 MiB --max-request-bytes) */
+#define LH_APPLY_TXN_OPS 127u
+#define LH_APPLY_TXN_BYTES (960u * 1024u)
+/* the largest desired set */
+#define LH_APPLY_MAX (1024u * 1024u)
+
+/* ---- ABI 1.3: the configuration schema ---- */
+
+/* lh_config_field.type */
+#define LH_CONFIG_STRING 0u
+#define LH_CONFIG_INT 1u
+#define LH_CONFIG_BOOL 2u
+#define LH_CONFIG_DURATION 3u /* "5s", "500ms", ... or a number of seconds */
+#define LH_CONFIG_STRINGS 4u  /* a JSON array of strings */
+/* lh_config_field.flags */
+#define LH_CONFIG_REQUIRED 0x1u /* a document without the field is refused */
+
+/*
+ * One field of the cluster document (lh_plugin.config_fields). The host
+ * checks a document against the schema on `leaseholdctl config set|edit`
+ * (refused, naming the field and the reason, before validate_config runs)
+ * and before on_config_changed (a document that fails is not handed over:
+ * as an invalid one, LH_CONFIG_F_CLUSTER_INVALID). Fields the schema does
+ * not name are let through. With no cluster document at all, every field
+ * has its default. The schema is checked when the plugin loads: a bad one
+ * refuses the plugin with the reason.
+ */
+struct lh_config_field {
+	const char *path;  /* "label" or "a.b" (nested objects); [A-Za-z0-9_-] parts */
+	uint32_t type;     /* LH_CONFIG_* */
+	uint32_t flags;    /* LH_CONFIG_REQUIRED or 0 */
+	const char *def;   /* the default as JSON text ("\"blue\"", "5", "true"), or NULL */
+	const char *const *allowed; /* STRING: the allowed values, NULL-terminated; or NULL */
+	int64_t min, max;  /* INT: the bounds when min < max; DURATION: in ms, likewise */
+};
+#define LH_CONFIG_FIELDS_MAX 256u
+
 struct lh_ctx;
 
 /*
@@ -373,7 +447,8 @@ struct lh_host_api {
 	/* txn - run an etcd transaction under the plugin's data prefix, fenced by
 	 * this node's leadership. Synchronous for the plugin: the call returns when
 	 * etcd answered. Returns 0 and sets *ret_result (host-owned, valid until
-	 * the next txn call or the end of the callback) when etcd ran the txn
+	 * the end of the callback; on a 1.2 host only until the next txn or
+	 * range call) when etcd ran the txn
 	 * (check ->succeeded), or a negative errno with *ret_result untouched:
 	 *   -ESTALE     this node does not lead (anymore), or not in the term this
 	 *               callback belongs to (it lost and regained leadership
@@ -391,7 +466,14 @@ struct lh_host_api {
 	 *   -ECANCELED  the instance is shutting down
 	 *   other       etcd errors (-ECONNREFUSED, -EAGAIN, -EIO, -EKEYREJECTED: TLS
 	 *               setup, ...)
-	 * api->last_error() then has a one-line explanation. */
+	 * api->last_error() then has a one-line explanation.
+	 * Keys are relative to the data prefix only: a txn cannot read a
+	 * granted (absolute) input atomically with its write. Read the input
+	 * with range (or take it from a watch), derive, write; the watch
+	 * delivers every later change of the input, and the next reconcile
+	 * derives again, so the output follows the input (level-triggered).
+	 * To make a write depend on the input's state, compare your own record
+	 * of the input revision you derived from under the data prefix. */
 	int32_t (*txn)(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32_t n_cmps,
 	               const struct lh_op *success, uint32_t n_success, const struct lh_op *failure,
 	               uint32_t n_failure, const struct lh_txn_result **ret_result);
@@ -422,9 +504,10 @@ struct lh_host_api {
 	 * copied. Returns the watch id (>= 0, the index in registration order,
 	 * as lh_watch_batch.watch_id) or a negative errno, with api->last_error()
 	 * saying why (and a line in the host's log):
-	 *   -EPERM    an absolute prefix no grant covers ("not granted: start
-	 *             leasehold with --plugin-read NAME=PREFIX"), or called
-	 *             outside init / from another thread
+	 *   -EPERM    an absolute prefix no grant covers (last_error: `watch of
+	 *             "PREFIX" refused: not granted (outside P/N/data/; the
+	 *             operator grants read access with leasehold --plugin-read
+	 *             N=PREFIX)`), or called outside init / from another thread
 	 *   -EINVAL   unknown flags, prefix NULL with a length, longer than 4 KiB
 	 *   -ENOSPC   more than LH_WATCH_MAX watches
 	 *   -ENOTSUP  this host offers no watches (an embedding without etcd)
@@ -439,9 +522,9 @@ struct lh_host_api {
 	 * key is relative to the data prefix, or a full key with LH_F_ABSOLUTE
 	 * (then inside a read grant, else -EPERM); flags LH_F_PREFIX,
 	 * LH_F_KEYS_ONLY, LH_F_COUNT_ONLY; limit 0 = no limit. Synchronous.
-	 * Returns 0 and *ret_result (host-owned, valid until the next txn/range
-	 * call or the end of the callback; keys as given: relative, or full for
-	 * an absolute range) or a negative errno (api->last_error() says why):
+	 * Returns 0 and *ret_result (host-owned, valid until the end of the
+	 * callback, on a 1.2 host only until the next txn/range call; keys as
+	 * given: relative, or full for an absolute range) or a negative errno (api->last_error() says why):
 	 *   -EPERM      outside a callback, or an ungranted absolute key
 	 *   -EINVAL     bad flags, a relative key the rules of "Keys and values"
 	 *               refuse (an absolute one: at most LH_KEY_MAX, no NUL)
@@ -468,6 +551,75 @@ struct lh_host_api {
 	 * you keep). Outside a callback (another thread) it returns an empty
 	 * configuration (both documents NULL). */
 	const struct lh_config *(*config)(struct lh_ctx *ctx);
+
+	/* ---- ABI 1.3: apply, config accessors (test with LH_HOST_HAS) ---- */
+
+	/* apply - make the keys under `prefix` (relative to the data prefix;
+	 * "" = all of it) equal `desired` (n key-values, in any order; keys
+	 * relative to the data prefix, each starting with prefix): the host
+	 * reads what is there (paged range reads), puts only the keys whose
+	 * value differs or that are missing, deletes the keys under prefix that
+	 * are not in the set (not with LH_APPLY_KEEP_OTHERS), and leaves the
+	 * rest alone. Writes go out in fenced txns of at most LH_APPLY_TXN_OPS
+	 * ops and LH_APPLY_TXN_BYTES bytes (keys + values + 64 a key): one txn
+	 * when the change fits, else chunks in key order, each fenced; the first
+	 * chunk that fails ends the call (no write after leadership is lost).
+	 * Synchronous, from a callback of a leading term (the same rule as txn:
+	 * -EAGAIN before the first reconcile). desired and prefix are read only
+	 * during the call. *result (the caller's) is always written: zero, then
+	 * what landed (put, deleted, unchanged, txns, revision: the last txn's,
+	 * or the read's when nothing was written), also when the call fails
+	 * part-way. Returns 0 or a negative errno, api->last_error() saying why:
+	 *   -EINVAL  unknown flags; prefix or a key the rules of "Keys and
+	 *            values" refuse; a key not under prefix; a key twice; a
+	 *            value over LH_VALUE_MAX; desired NULL with n > 0; result NULL
+	 *   -E2BIG   n over LH_APPLY_MAX
+	 *   -ESTALE  not leading, or the fence failed (leadership lost): the
+	 *            chunks before it landed, none after (see *result)
+	 *   -EPERM, -EAGAIN, -ETIMEDOUT, -ECANCELED, etcd errors as for txn
+	 *            and range
+	 * Every check is done before the first write: a refused set writes
+	 * nothing. The read and the writes are not one revision: a key another
+	 * writer changes under prefix meanwhile may be overwritten or deleted
+	 * (under a plugin's own data prefix only its leader writes). */
+	int32_t (*apply)(struct lh_ctx *ctx, const void *prefix, uint64_t prefix_len,
+	                 const struct lh_apply_kv *desired, uint64_t n, uint32_t flags,
+	                 struct lh_apply_result *result);
+
+	/* apply_key - apply for one key: put `value` (value_len bytes) unless
+	 * the key already holds exactly it, or delete the key when value is NULL
+	 * (if it exists). One range read and at most one fenced txn. result may
+	 * be NULL; else written as for apply. Errors as for apply. */
+	int32_t (*apply_key)(struct lh_ctx *ctx, const void *key, uint64_t key_len,
+	                     const void *value, uint64_t value_len, struct lh_apply_result *result);
+
+	/* config_string, config_int, config_bool, config_duration_ms,
+	 * config_strings - a typed field of the cluster document by path
+	 * ("label", or "a.b.c" into nested objects), parsed by the host. When
+	 * the document has no such field: the default of the plugin's schema
+	 * (lh_plugin.config_fields) if it declares one, else `def`. When the
+	 * field has another type than asked for (only possible without a schema
+	 * entry for it): `def`, a warning in the host's log and the reason in
+	 * api->last_error(). A duration is a JSON string as operators write it
+	 * ("500ms", "5s", "2m", "1h") or a number of seconds; returned in
+	 * milliseconds. config_strings returns the number of strings of a JSON
+	 * array of strings and sets *ret_items (NULL when none) to them.
+	 * From init on, in any callback, on the callback's thread; never block.
+	 * Returned strings are host-owned and valid until the callback returns.
+	 * Outside a callback: def (0 strings). */
+	const char *(*config_string)(struct lh_ctx *ctx, const char *path, const char *def);
+	int64_t (*config_int)(struct lh_ctx *ctx, const char *path, int64_t def);
+	int32_t (*config_bool)(struct lh_ctx *ctx, const char *path, int32_t def);
+	int64_t (*config_duration_ms)(struct lh_ctx *ctx, const char *path, int64_t def);
+	uint32_t (*config_strings)(struct lh_ctx *ctx, const char *path,
+	                           const char *const **ret_items);
+
+	/* alloc - size zeroed bytes from the callback's arena: valid until the
+	 * callback returns, then freed by the host (do not free them; copy what
+	 * you keep). For the buffers of one callback (a desired set, its keys
+	 * and values: see lh_printf). Returns NULL when out of memory, for size
+	 * 0 or over 1 GiB, or outside a callback (another thread). */
+	void *(*alloc)(struct lh_ctx *ctx, uint64_t size);
 };
 
 /* LH_HOST_HAS(api, field) - the host's table has `field` and it is set. */
@@ -574,6 +726,15 @@ struct lh_plugin {
 	 * with a reason in set_error, which leaseholdctl shows; nothing is
 	 * written then. Optional (NULL: every JSON object is accepted). */
 	int32_t (*validate_config)(struct lh_ctx *ctx, const char *json, uint64_t len);
+	/* ---- ABI 1.3: the configuration schema (read only when abi_minor >= 3
+	 * and size covers it) ---- */
+	/* config_fields - n_config_fields fields (at most LH_CONFIG_FIELDS_MAX;
+	 * see struct lh_config_field), or NULL/0 for none. Plugin-owned, read
+	 * while the plugin is loaded. config_field_size is
+	 * sizeof(struct lh_config_field) as the plugin was built. */
+	const struct lh_config_field *config_fields;
+	uint32_t n_config_fields;
+	uint32_t config_field_size;
 	/* ---- append new fields below, bump LH_PLUGIN_ABI_MINOR ---- */
 };
 
@@ -610,6 +771,11 @@ extern const struct lh_plugin leasehold_plugin;
 #define LH_PLUGIN_SIZE_1_2_CONFIG \
 	(offsetof(struct lh_plugin, validate_config) + sizeof(void (*)(void)))
 
+/* The size of the ABI 1.3 descriptor's schema block (1.2 + config_fields,
+ * n_config_fields, config_field_size). */
+#define LH_PLUGIN_SIZE_1_3_SCHEMA \
+	(offsetof(struct lh_plugin, config_field_size) + sizeof(uint32_t))
+
 /* The size of the ABI 1.1 descriptor (1.0 + role). */
 #define LH_PLUGIN_SIZE_1_1 (offsetof(struct lh_plugin, role) + sizeof(const char *))
 
@@ -644,6 +810,69 @@ static inline void lh_set_errorf(struct lh_ctx *ctx, const char *fmt, ...)
 	va_end(ap);
 	if (n >= 0)
 		ctx->host->set_error(ctx, buf);
+}
+
+/* lh_printf - printf into the callback's arena (api->alloc, ABI 1.3): the
+ * string is valid until the callback returns; NULL when out of memory or
+ * the host has no alloc. */
+static inline char *lh_printf(struct lh_ctx *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static inline char *lh_printf(struct lh_ctx *ctx, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || !LH_HOST_HAS(ctx->host, alloc))
+		return NULL;
+	char *buf = (char *)ctx->host->alloc(ctx, (uint64_t)n + 1);
+	if (!buf)
+		return NULL;
+	va_start(ap, fmt);
+	vsnprintf(buf, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	return buf;
+}
+
+/* ---- ABI 1.3: key helpers (header-only; no host call) ---- */
+
+/* lh_key_under - does key[0..key_len) lie under prefix (a C string; ""
+ * holds every key)? 1 or 0. */
+static inline int lh_key_under(const void *key, uint64_t key_len, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	return key_len >= n && (n == 0 || memcmp(key, prefix, n) == 0);
+}
+
+/* lh_key_strip - the part of key after prefix, its length in *ret_len; NULL
+ * (and *ret_len untouched) when key is not under prefix. Points into key. */
+static inline const char *lh_key_strip(const void *key, uint64_t key_len, const char *prefix,
+                                       uint64_t *ret_len)
+{
+	if (!lh_key_under(key, key_len, prefix))
+		return NULL;
+	size_t n = strlen(prefix);
+	*ret_len = key_len - n;
+	return (const char *)key + n;
+}
+
+/* lh_key_join - prefix + part (part_len bytes) into buf (size bytes,
+ * NUL-terminated). Returns the key's length, or -ENAMETOOLONG (buf holds
+ * "") when it does not fit. */
+static inline int64_t lh_key_join(char *buf, size_t size, const char *prefix, const void *part,
+                                  uint64_t part_len)
+{
+	size_t n = strlen(prefix);
+	if (size == 0 || n + part_len >= size) {
+		if (size)
+			buf[0] = 0;
+		return -ENAMETOOLONG;
+	}
+	memcpy(buf, prefix, n);
+	if (part_len)
+		memcpy(buf + n, part, (size_t)part_len);
+	buf[n + part_len] = 0;
+	return (int64_t)(n + part_len);
 }
 
 #ifdef __cplusplus

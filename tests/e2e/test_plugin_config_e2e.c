@@ -21,7 +21,10 @@
  *    with the plugin's reason or the bare return value, until one is
  *    accepted;
  *  - a plugin whose descriptor says ABI 1.1 (callbacks in memory, declared
- *    smaller) is never called for configuration and not asked to validate.
+ *    smaller) is never called for configuration and not asked to validate;
+ *  - ABI 1.3: `config set` of a document the plugin's schema refuses
+ *    (the guide's controller, `{"prefix":5}`) exits 2 naming the field,
+ *    and writes nothing.
  */
 #include "config.h"
 
@@ -610,6 +613,28 @@ static void test_abi_1_1_unaffected(void)
 	json_object_put(p);
 }
 
+/* ---- ABI 1.3: the schema ---- */
+
+static void test_schema_refused(void)
+{
+	struct ctl_out o;
+	long ma = host_log_size(&A);
+	host_install_file(&A, built_test_plugin("controller"), "controller.so", 0644);
+	wait_log(&A, ma, "plugin controller: 1 watch(es) registered", 1, 15000);
+	write_file(path_of("typed.json"), "{\"prefix\": 5}");
+	CHECK_INT_EQ(host_ctl(&A, &o, "config", "set", "controller", path_of("typed.json"), NULL), 2);
+	if (!strstr(o.err, "field \"prefix\": expected a string, got 5"))
+		fprintf(stderr, "stderr: %s\n", o.err);
+	CHECK(strstr(o.err, "plugin controller refused the configuration: field \"prefix\": "
+	                    "expected a string, got 5") != NULL);
+	ctl_out_free(&o);
+	size_t len;
+	CHECK(tu_get(&T, PFX "/controller/config", &len) == NULL);
+	write_file(path_of("typed.json"), "{\"prefix\": \"o2/\"}");
+	CHECK_INT_EQ(host_ctl(&A, &o, "config", "set", "controller", path_of("typed.json"), NULL), 0);
+	ctl_out_free(&o);
+}
+
 /* a node-local file that is not a JSON object: that plugin fails to load,
  * with the reason */
 static bool p_failed_local(json_object *p, const void *arg)
@@ -687,6 +712,7 @@ int main(void)
 	RUN(test_invalid_in_etcd);
 	RUN(test_refused_change_shown);
 	RUN(test_abi_1_1_unaffected);
+	RUN(test_schema_refused);
 	RUN(test_bad_local);
 
 	for (int i = 0; i < 3; i++)

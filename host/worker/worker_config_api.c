@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * worker_config_api.c - the typed configuration accessors of the host API
+ * (ABI 1.3: config_string, config_int, config_bool, config_duration_ms,
+ * config_strings) and the schema check of a cluster document, on the
+ * worker's side. The document is parsed once per state (lazily, on the
+ * first accessor call after a change); the schema's defaults once per
+ * worker. Strings handed out point into these parsed objects, which live
+ * until the configuration changes, which happens only between callbacks:
+ * valid until the callback returns, as plugin.h promises.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "abi/abi_config_schema.h"
+#include "worker/worker_internal.h"
+
+bool worker_config_schema_refuses(const struct worker *w, const char *doc, size_t len, char *why,
+                                  size_t why_len)
+{
+	return abi_schema_check_text(&w->desc, doc, len, why, why_len) < 0;
+}
+
+void worker_config_forget(struct worker *w)
+{
+	json_object_put(w->cfg_json);
+	w->cfg_json = NULL;
+	w->cfg_json_done = false;
+}
+
+void worker_config_free(struct worker *w)
+{
+	worker_config_forget(w);
+	for (uint32_t i = 0; w->schema_defs && i < w->desc.n_config_fields; i++)
+		json_object_put(w->schema_defs[i]);
+	free(w->schema_defs);
+	w->schema_defs = NULL;
+}
+
+/* worker_config_doc - the cluster document parsed, or NULL */
+static json_object *worker_config_doc(struct worker *w)
+{
+	if (!w->cfg_json_done && w->cfg.cluster) {
+		w->cfg_json = abi_schema_parse_doc(w->cfg.cluster, (size_t)w->cfg.cluster_len);
+		w->cfg_json_done = true;
+	}
+	return w->cfg_json;
+}
+
+/* worker_config_default - the schema's default for path, or NULL */
+static json_object *worker_config_default(struct worker *w, const char *path)
+{
+	const struct lh_config_field *f = abi_schema_find(&w->desc, path);
+	if (!f || !f->def)
+		return NULL;
+	uint32_t i = (uint32_t)(((const char *)f - (const char *)w->desc.config_fields) /
+	                        w->desc.config_field_size);
+	if (!w->schema_defs) {
+		w->schema_defs = calloc(w->desc.n_config_fields, sizeof(*w->schema_defs));
+		if (!w->schema_defs)
+			return NULL;
+	}
+	if (!w->schema_defs[i])
+		w->schema_defs[i] = abi_schema_parse(f->def, strlen(f->def));
+	return w->schema_defs[i];
+}
+
+/* worker_config_value - the value at path of the given type, or NULL (the
+ * caller's def): the document's, else the schema's default. A value of
+ * another type is logged and named in last_error. */
+static json_object *worker_config_value(struct lh_ctx *ctx, const char *path, uint32_t type)
+{
+	struct worker *w = worker_from_ctx(ctx);
+	if (!worker_on_own_thread(w) || !path)
+		return NULL;
+	json_object *v = abi_schema_lookup(worker_config_doc(w), path);
+	if (!v)
+		v = worker_config_default(w, path);
+	if (!v)
+		return NULL;
+	struct lh_config_field f = {.path = path, .type = type};
+	char why[300];
+	if (abi_schema_value_ok(&f, path, v, why, sizeof(why)) < 0) {
+		worker_api_txn_fail(w, "configuration %s; the default is used", why);
+		ctx->host->log(ctx, LH_LOG_WARN, w->txn_error);
+		return NULL;
+	}
+	return v;
+}
+
+static const char *worker_config_string(struct lh_ctx *ctx, const char *path, const char *def)
+{
+	json_object *v = worker_config_value(ctx, path, LH_CONFIG_STRING);
+	return v ? json_object_get_string(v) : def;
+}
+
+static int64_t worker_config_int(struct lh_ctx *ctx, const char *path, int64_t def)
+{
+	json_object *v = worker_config_value(ctx, path, LH_CONFIG_INT);
+	return v ? json_object_get_int64(v) : def;
+}
+
+static int32_t worker_config_bool(struct lh_ctx *ctx, const char *path, int32_t def)
+{
+	json_object *v = worker_config_value(ctx, path, LH_CONFIG_BOOL);
+	return v ? (json_object_get_boolean(v) ? 1 : 0) : def;
+}
+
+static int64_t worker_config_duration_ms(struct lh_ctx *ctx, const char *path, int64_t def)
+{
+	json_object *v = worker_config_value(ctx, path, LH_CONFIG_DURATION);
+	int64_t ms;
+	return v && abi_schema_duration_ms(v, &ms) == 0 ? ms : def;
+}
+
+static uint32_t worker_config_strings(struct lh_ctx *ctx, const char *path,
+                                      const char *const **ret_items)
+{
+	json_object *v = worker_config_value(ctx, path, LH_CONFIG_STRINGS);
+	size_t n = v ? json_object_array_length(v) : 0;
+	const char **items = n ? worker_arena_alloc(worker_from_ctx(ctx), n * sizeof(*items)) : NULL;
+	if (ret_items)
+		*ret_items = items;
+	if (!items)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		items[i] = json_object_get_string(json_object_array_get_idx(v, i));
+	return (uint32_t)n;
+}
+
+/* api->alloc: the callback's arena (it is here beside the one other user
+ * of the arena in the API, config_strings) */
+static void *worker_config_api_alloc(struct lh_ctx *ctx, uint64_t size)
+{
+	struct worker *w = worker_from_ctx(ctx);
+	if (!worker_on_own_thread(w) || size == 0 || size > (1u << 30))
+		return NULL;
+	return worker_arena_alloc(w, (size_t)size);
+}
+
+void worker_config_api_init(struct worker *w)
+{
+	w->api.alloc = worker_config_api_alloc;
+	w->api.config_string = worker_config_string;
+	w->api.config_int = worker_config_int;
+	w->api.config_bool = worker_config_bool;
+	w->api.config_duration_ms = worker_config_duration_ms;
+	w->api.config_strings = worker_config_strings;
+}
