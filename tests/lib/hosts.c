@@ -53,10 +53,17 @@ static void kill_hosts(void)
 		}
 }
 
+static char g_bindir[1024];
+
+void hosts_set_bindir(const char *dir)
+{
+	snprintf(g_bindir, sizeof(g_bindir), "%s", dir ? dir : "");
+}
+
 const char *built_binary(const char *name)
 {
-	static char buf[1024];
-	const char *b = getenv("LH_BUILDDIR");
+	static char buf[2048];
+	const char *b = g_bindir[0] ? g_bindir : getenv("LH_BUILDDIR");
 	snprintf(buf, sizeof(buf), "%s/%s", b && *b ? b : ".", name);
 	return buf;
 }

@@ -45,8 +45,13 @@ int host_wait(struct host *h, int timeout_ms);
 void host_install_plugin(struct host *h, const char *release, const char *as);
 /* path of a built plugin file (static buffer) */
 const char *built_plugin(const char *release);
-/* path of the built binary `name` (leasehold, leaseholdctl) (static buffer) */
+/* path of the built binary `name` (leasehold, leaseholdctl) (static buffer):
+ * in the directory hosts_set_bindir gave, else in $LH_BUILDDIR */
 const char *built_binary(const char *name);
+/* hosts_set_bindir - run leasehold and leaseholdctl from dir from now on
+ * (copied; NULL or "": back to $LH_BUILDDIR). For leasehold-plugin-test,
+ * which runs the programs installed beside it. */
+void hosts_set_bindir(const char *dir);
 /* dump the host log tail to stderr (for failures) */
 void host_dump_log(const struct host *h);
 
