@@ -107,6 +107,8 @@ void kit_world_free(struct kit_world *w)
 			host_wait(h, 10000);
 		}
 	}
+	for (int i = 0; i < w->o.n_hosts; i++)
+		host_forget(&w->hosts[i]);
 	tu_fini(&w->tu);
 	harness_etcd_free(w->etcd);
 	free(w);

@@ -95,6 +95,15 @@ void host_setup(struct host *h, const char *base, const char *node)
 		g_hosts[g_nhosts++] = h;
 }
 
+void host_forget(struct host *h)
+{
+	for (int i = 0; i < g_nhosts; i++)
+		if (g_hosts[i] == h) {
+			g_hosts[i] = g_hosts[--g_nhosts];
+			return;
+		}
+}
+
 /* build an environment: the test's own plus envp (an entry overrides the
  * variable of the same name); the strings are borrowed */
 static char **make_env(const char *const *envp)

@@ -29,6 +29,9 @@ struct host {
 
 /* host_setup - make dirs for node under base (no process yet) */
 void host_setup(struct host *h, const char *base, const char *node);
+/* host_forget - take h off the list of hosts killed at exit and dumped by
+ * hosts_dump_logs (before h's memory goes; its process is the caller's) */
+void host_forget(struct host *h);
 /* host_set_exec_prefix - run h's daemon through prefix from the next start
  * on (see struct host; set it after host_setup, which clears it) */
 void host_set_exec_prefix(struct host *h, const char *const *prefix);
