@@ -34,5 +34,15 @@ printf '%s\n' "$cmds" | {
 	done
 	exit $r
 } || rc=1
+# leasehold-plugin-test(1): its flags, and every statement of its script
+# language (the KIT_OPS table of tests/kit/kit_script.h)
+for flag in $("$builddir/leasehold-plugin-test" --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+	in_page leasehold-plugin-test.1 "$flag" ||
+		{ echo "leasehold-plugin-test.1 lacks $flag (leasehold-plugin-test --help)"; rc=1; }
+done
+for st in $(sed -n 's/^[[:space:]]*X([A-Z_]*, "\([a-z-]*\)".*/\1/p' "$srcdir/tests/kit/kit_script.h"); do
+	in_page leasehold-plugin-test.1 ".B $st" || in_page leasehold-plugin-test.1 ".BI $st" ||
+		{ echo "leasehold-plugin-test.1 lacks statement '$st'"; rc=1; }
+done
 [ $rc -eq 0 ] && echo "every flag and command of --help is in the man pages"
 exit $rc

@@ -7,7 +7,7 @@ if ! command -v mandoc >/dev/null 2>&1; then
 	exit 77
 fi
 rc=0
-for page in leasehold.8 leaseholdctl.1 leasehold-plugin.7; do
+for page in leasehold.8 leaseholdctl.1 leasehold-plugin.7 leasehold-plugin-test.1; do
 	out=$(mandoc -T lint "$srcdir/man/$page" 2>&1) || rc=1
 	if [ -n "$out" ]; then
 		printf '%s\n' "$out"

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "abi/abi_config_schema.h"
+#include "abi/abi_elf.h"
 #include "abi/abi_loader.h"
 
 #if defined(__x86_64__)
@@ -652,8 +653,11 @@ out:
 }
 
 /* loader_open, step 3: dlopen the private copy, find the descriptor, check
- * it (ABI, size, callbacks, releases) and fill p's fields from it. */
-static int loader_dlopen_copy(struct loader_plugin *p, char *err, size_t err_len)
+ * it (ABI, size, callbacks, releases) and fill p's fields from it. buf[len]
+ * are the file's bytes: when dlsym finds no descriptor, its .symtab tells a
+ * hidden one (a build that forgot the export) from none at all. */
+static int loader_dlopen_copy(struct loader_plugin *p, const uint8_t *buf, size_t len, char *err,
+                              size_t err_len)
 {
 	dlerror();
 	p->handle = dlopen(p->copy_path, RTLD_NOW | RTLD_LOCAL);
@@ -664,6 +668,11 @@ static int loader_dlopen_copy(struct loader_plugin *p, char *err, size_t err_len
 	}
 	dlerror();
 	void *sym = dlsym(p->handle, LH_PLUGIN_SYMBOL);
+	if (!sym && abi_elf_symtab_defines(buf, len, LH_PLUGIN_SYMBOL) == 1) {
+		loader_seterr(err, err_len, "symbol %s not exported: build with LH_PLUGIN_EXPORT",
+		              LH_PLUGIN_SYMBOL);
+		return -ENOENT;
+	}
 	if (!sym) {
 		loader_seterr(err, err_len, "missing symbol %s (not a leasehold plugin)", LH_PLUGIN_SYMBOL);
 		return -EPROTO; /* like a wrong magic: the file is there, the plugin is not */
@@ -710,7 +719,7 @@ int loader_open(const char *plugin_dir, const char *file, const char *private_di
 	r = loader_copy_private(private_dir, file, buf, (size_t)p->file_size, p, err, err_len);
 	if (r < 0)
 		goto fail;
-	r = loader_dlopen_copy(p, err, err_len);
+	r = loader_dlopen_copy(p, buf, (size_t)p->file_size, err, err_len);
 	if (r < 0)
 		goto fail;
 	free(buf);

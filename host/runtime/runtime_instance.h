@@ -279,8 +279,11 @@ int plugin_instance_parse_isolation(const char *s, uint32_t *ret);
 /* plugin_instance_default_worker_path - the leasehold-worker program used
  * when cfg.worker_path is NULL: $(pkglibexecdir)/leasehold-worker if it is
  * executable, else leasehold-worker next to the running executable
- * (/proc/self/exe). Writes it to buf[len]; returns 0, or -ENOENT (neither is
- * executable; buf holds the installed path) or -ENAMETOOLONG. */
+ * (/proc/self/exe: a build tree), else where the installed layout puts it
+ * relative to the executable's directory (bindir/../libexec/leasehold by
+ * default: an installed tree moved elsewhere). Writes it to buf[len];
+ * returns 0, or -ENOENT (none is executable; buf holds the installed path)
+ * or -ENAMETOOLONG. */
 int plugin_instance_default_worker_path(char *buf, size_t len);
 
 /* The driver ops, for election.c: pass the instance as `drv`. */

@@ -345,6 +345,21 @@ static void pi_process_on_pipe_add(nng_pipe p, nng_pipe_ev ev, void *arg)
 		nng_pipe_close(p);
 }
 
+/* buf[len] = dir/rel/leasehold-worker when that is executable (rel NULL:
+ * dir/leasehold-worker); 0, -ENOENT or -ENAMETOOLONG */
+static int pi_process_worker_in(const char *dir, const char *rel, char *buf, size_t len)
+{
+	char path[PATH_MAX + 64];
+	int n = rel ? snprintf(path, sizeof(path), "%s/%s/leasehold-worker", dir, rel)
+	            : snprintf(path, sizeof(path), "%s/leasehold-worker", dir);
+	if (n < 0 || (size_t)n >= sizeof(path) || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	if (access(path, X_OK) < 0)
+		return -ENOENT;
+	memcpy(buf, path, (size_t)n + 1);
+	return 0;
+}
+
 int plugin_instance_default_worker_path(char *buf, size_t len)
 {
 	char exe[PATH_MAX];
@@ -354,20 +369,20 @@ int plugin_instance_default_worker_path(char *buf, size_t len)
 	if (access(buf, X_OK) == 0)
 		return 0;
 	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (k > 0) {
-		exe[k] = 0;
-		char *slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = 0;
-			char alt[PATH_MAX + 32];
-			n = snprintf(alt, sizeof(alt), "%s/leasehold-worker", exe);
-			if (n > 0 && (size_t)n < sizeof(alt) && (size_t)n < len &&
-			    access(alt, X_OK) == 0) {
-				memcpy(buf, alt, (size_t)n + 1);
-				return 0;
-			}
-		}
-	}
+	if (k <= 0)
+		return -ENOENT;
+	exe[k] = 0;
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = 0;
+	/* a build tree keeps it beside the daemon; a moved installation where
+	 * the installed layout puts it relative to bindir */
+	if (pi_process_worker_in(exe, NULL, buf, len) == 0 ||
+	    pi_process_worker_in(exe, LH_PKGLIBEXECDIR_FROM_BINDIR, buf, len) == 0)
+		return 0;
+	/* buf holds the installed path again, for the caller's message */
+	snprintf(buf, len, "%s/leasehold-worker", LH_PKGLIBEXECDIR);
 	return -ENOENT;
 }
 

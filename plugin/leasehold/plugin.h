@@ -755,8 +755,13 @@ struct lh_plugin {
 /* every flag this header defines */
 #define LH_PLUGIN_F_KNOWN LH_PLUGIN_F_REFERENCE_ROLLOUT
 
-/* The one symbol a plugin defines (with LH_PLUGIN_EXPORT). */
-extern const struct lh_plugin leasehold_plugin;
+/* The one symbol a plugin defines. Declared here with its export
+ * attribute, so that a definition in a file that includes this header is
+ * exported under -fvisibility=hidden even without LH_PLUGIN_EXPORT (which
+ * stays harmless). A version script or export list that leaves it out
+ * still hides it: the host then refuses the file with "symbol
+ * leasehold_plugin not exported: build with LH_PLUGIN_EXPORT". */
+extern LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin;
 
 /* The first three words of any descriptor, for designated initialisers. */
 #define LH_PLUGIN_HEADER_INIT \

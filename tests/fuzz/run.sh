@@ -33,7 +33,7 @@ done
 command -v "$cc" >/dev/null || { echo "run.sh: $cc not found (Debian: clang, libclang-rt-14-dev)" >&2; exit 1; }
 
 pc() { pkg-config "$@" 2>/dev/null || true; }
-inc=(-I"$build" -I"$src/host" -I"$src/plugin" -I"$src/tests"
+inc=(-I"$build" -I"$src/host" -I"$src/plugin" -I"$src/tests" -I"$src/tests/kit"
      -I"$src/tests/plugins" -I"$src/tests/fuzz")
 # shellcheck disable=SC2207
 pkgcflags=($(pc --cflags json-c libcurl libprotobuf-c))
@@ -53,7 +53,7 @@ if [ "${1:-}" = "--gen-seeds" ]; then
   exit 0
 fi
 
-all=(gateway records descriptor bus control http config node_record plugin_config)
+all=(gateway records descriptor bus control http config node_record plugin_config kit_script)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
@@ -91,6 +91,9 @@ maxlen_plugin_config=40000
 srcs_http=("$src/host/http/http_head.c")
 libs_http=()
 maxlen_http=16384
+srcs_kit_script=("$src/tests/kit/kit_script.c" "$src/host/base/duration.c" "$src/host/base/release.c")
+libs_kit_script=("${json_libs[@]}")
+maxlen_kit_script=8192
 srcs_config=("$src/host/base/config_file.c")
 libs_config=(-lyaml)
 maxlen_config=8192

@@ -53,10 +53,17 @@ static void kill_hosts(void)
 		}
 }
 
+static char g_bindir[1024];
+
+void hosts_set_bindir(const char *dir)
+{
+	snprintf(g_bindir, sizeof(g_bindir), "%s", dir ? dir : "");
+}
+
 const char *built_binary(const char *name)
 {
-	static char buf[1024];
-	const char *b = getenv("LH_BUILDDIR");
+	static char buf[2048];
+	const char *b = g_bindir[0] ? g_bindir : getenv("LH_BUILDDIR");
 	snprintf(buf, sizeof(buf), "%s/%s", b && *b ? b : ".", name);
 	return buf;
 }
@@ -86,6 +93,15 @@ void host_setup(struct host *h, const char *base, const char *node)
 	}
 	if (g_nhosts < MAX_HOSTS)
 		g_hosts[g_nhosts++] = h;
+}
+
+void host_forget(struct host *h)
+{
+	for (int i = 0; i < g_nhosts; i++)
+		if (g_hosts[i] == h) {
+			g_hosts[i] = g_hosts[--g_nhosts];
+			return;
+		}
 }
 
 /* build an environment: the test's own plus envp (an entry overrides the

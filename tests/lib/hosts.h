@@ -29,6 +29,9 @@ struct host {
 
 /* host_setup - make dirs for node under base (no process yet) */
 void host_setup(struct host *h, const char *base, const char *node);
+/* host_forget - take h off the list of hosts killed at exit and dumped by
+ * hosts_dump_logs (before h's memory goes; its process is the caller's) */
+void host_forget(struct host *h);
 /* host_set_exec_prefix - run h's daemon through prefix from the next start
  * on (see struct host; set it after host_setup, which clears it) */
 void host_set_exec_prefix(struct host *h, const char *const *prefix);
@@ -45,8 +48,13 @@ int host_wait(struct host *h, int timeout_ms);
 void host_install_plugin(struct host *h, const char *release, const char *as);
 /* path of a built plugin file (static buffer) */
 const char *built_plugin(const char *release);
-/* path of the built binary `name` (leasehold, leaseholdctl) (static buffer) */
+/* path of the built binary `name` (leasehold, leaseholdctl) (static buffer):
+ * in the directory hosts_set_bindir gave, else in $LH_BUILDDIR */
 const char *built_binary(const char *name);
+/* hosts_set_bindir - run leasehold and leaseholdctl from dir from now on
+ * (copied; NULL or "": back to $LH_BUILDDIR). For leasehold-plugin-test,
+ * which runs the programs installed beside it. */
+void hosts_set_bindir(const char *dir);
 /* dump the host log tail to stderr (for failures) */
 void host_dump_log(const struct host *h);
 

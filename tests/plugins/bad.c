@@ -6,6 +6,9 @@
  *   BAD_BELOW_RECONCILER, BAD_NO_RECONCILE, BAD_ROLE
  * Without any flag it is a minimal valid plugin named "good"; with
  * GOOD_ROLE it is a valid plugin "good" that needs the role "controller".
+ * NO_EXPORT: the descriptor is defined without LH_PLUGIN_EXPORT (built with
+ * -fvisibility=hidden: the header's declaration must export it anyway; built
+ * with an export list that leaves it out: hidden, and refused as such).
  * INIT_FAILS_AS_RECONCILER: a valid descriptor of plugin "reconciler" at
  * release 9.0.0 whose init always fails (a broken newer release of the
  * example plugin: it loads, but must never supersede a working file).
@@ -38,7 +41,11 @@ const struct lh_plugin leasehold_plugin_v2 = {
 	.reconcile = bad_reconcile,
 };
 #else
+#ifdef NO_EXPORT
+const struct lh_plugin leasehold_plugin = {
+#else
 LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
+#endif
 #if defined(BAD_MAGIC)
 	.magic_major = (0x1234u << 16) | LH_PLUGIN_ABI_MAJOR,
 #elif defined(BAD_MAJOR)

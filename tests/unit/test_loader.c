@@ -154,6 +154,22 @@ static void test_good_plugin_loads(void)
 	loader_close(NULL);
 }
 
+/* a descriptor defined without LH_PLUGIN_EXPORT under -fvisibility=hidden
+ * is exported by the header's declaration; one hidden by an export list is
+ * refused with what to do about it */
+static void test_descriptor_export(void)
+{
+	install("tests/plugins/.libs/good-noexport.so", "good-noexport.so", 0644);
+	struct loader_plugin *p = load_ok("good-noexport.so");
+	CHECK_STR_EQ(p->name, "good");
+	loader_close(p);
+	remove_in(g_dir, "good-noexport.so");
+	install("tests/plugins/.libs/bad-hidden.so", "bad-hidden.so", 0644);
+	expect_refused("bad-hidden.so", -ENOENT,
+		       "symbol leasehold_plugin not exported: build with LH_PLUGIN_EXPORT");
+	remove_in(g_dir, "bad-hidden.so");
+}
+
 static void test_example_descriptors(void)
 {
 	install("plugins/reconciler-1.0.0.so", "reconciler.so", 0755);
@@ -540,6 +556,7 @@ int main(void)
 
 	RUN(test_good_plugin_loads);
 	RUN(test_example_descriptors);
+	RUN(test_descriptor_export);
 	RUN(test_hot_reload_loads_new_code);
 	RUN(test_refuse_not_elf);
 	RUN(test_refuse_truncated_elf);
