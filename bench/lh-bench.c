@@ -2026,8 +2026,8 @@ static void pin_fig(const char *prefix, int n, struct samples *elected, struct s
 static void figure14(int n)
 {
 	struct samples pel = {0}, pwr = {0}, tel = {0}, twr = {0};
-	pin_fig("/b13p", n, &pel, &pwr);
-	failover("/b13t", "10", SIGTERM, n, &tel, &twr, NULL, NULL, NULL);
+	pin_fig("/b14p", n, &pel, &pwr);
+	failover("/b14t", "10", SIGTERM, n, &tel, &twr, NULL, NULL, NULL);
 	char ref[256], goal[128];
 	double rw = s_med(&twr);
 	fmt_ref(ref, sizeof(ref), &tel, "ms", "SIGTERM of the leader → on_elected (as 1a, this run)");
@@ -2040,6 +2040,10 @@ static void figure14(int n)
 	    &pwr, "ms", ref, goal, pwr.n && s_med(&pwr) <= 1.5 * rw ? "yes" : "**no**");
 	free(pel.v);
 	free(pwr.v);
+	free(tel.v);
+	free(twr.v);
+}
+
 /* --------------------------- figure 15: a broken release backs off */
 
 /* three hosts on bench 1.0.0 (fresh per trial: the hold-down is per
@@ -2052,7 +2056,7 @@ static void broken_release(int n, struct samples *out)
 	static struct host hs[3];
 	for (int t = 0; t < n; t++) {
 		char dir[600], pfx[32];
-		snprintf(pfx, sizeof(pfx), "/b13-%d", t);
+		snprintf(pfx, sizeof(pfx), "/b15-%d", t);
 		snprintf(dir, sizeof(dir), "%s%s", g_base, pfx);
 		CHECK(mkdir(dir, 0755) == 0);
 		for (int i = 0; i < 3; i++) {
@@ -2097,7 +2101,7 @@ static void figure15(int n)
 {
 	struct samples br = {0}, tel = {0}, twr = {0};
 	broken_release(n, &br);
-	failover("/b13t", "10", SIGTERM, n, &tel, &twr, NULL, NULL, NULL);
+	failover("/b15t", "10", SIGTERM, n, &tel, &twr, NULL, NULL, NULL);
 	double refv = 3 * 100.0 + s_med(&twr);
 	char ref[256], goal[128];
 	snprintf(ref, sizeof(ref), "3 × 100 ms + 1b (%.3g ms, this run) = %.4g ms", s_med(&twr), refv);
