@@ -634,6 +634,20 @@ static bool p_requested(void *a)
 	return *(int64_t *)a != 0;
 }
 
+/* p_request_taken - ask g_request_from for a reconcile; true once it is
+ * taken (false while its mirror is not synced: -EAGAIN) */
+static struct node *g_request_from;
+static bool p_request_taken(void *a)
+{
+	char err[256];
+	int r = election_request_reconcile(g_request_from->el, on_reconcile_requested, a, err,
+	                                   sizeof(err));
+	if (r == -EAGAIN)
+		return false;
+	CHECK_OK(r);
+	return true;
+}
+
 static int64_t g_want_served;
 static bool p_served(void *a)
 {
@@ -665,8 +679,10 @@ static void test_older_release_leads_while_newer_waits(void)
 	CHECK_INT_EQ(leader->drv.elected, elected);
 	int reconciles = leader->drv.reconciles;
 	int64_t rq = 0;
-	char err[256];
-	CHECK_OK(election_request_reconcile(c.el, on_reconcile_requested, &rq, err, sizeof(err)));
+	/* -EAGAIN: c's mirror is reading the state again (under load its
+	 * session can change); the request is taken once it has */
+	g_request_from = &c;
+	tu_wait(&T, p_request_taken, &rq, 5000, "the 1.1.0 node takes a reconcile request");
 	tu_wait(&T, p_requested, &rq, 5000, "reconcile requested from the 1.1.0 node");
 	CHECK(rq > 0);
 	g_want_served = rq;
