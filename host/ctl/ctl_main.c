@@ -46,6 +46,7 @@
 #include "control/control_codec.h"
 #include "ctl/ctl_switchover.h"
 #include "ctl/ctl_shadow.h"
+#include "ctl/ctl_timeout.h"
 #include "lh_install_dirs.h"
 #include "ctl/ctl.h"
 #include "ctl/ctl_observer.h"
@@ -163,7 +164,7 @@ static const struct command commands[] = {
      "them: a stopped node still counts with its release), and exits. Start the\n"
      "daemon again and the node joins as a new member. Without --yes it only\n"
      "says this.\n"},
-    {"wait-ready", 1, 1, false, true, false, "wait-ready NAME [--timeout S]",
+    {"wait-ready", 1, 1, false, true, false, "wait-ready NAME [--timeout DUR]",
      "wait until a plugin is ready",
      "Wait until plugin NAME is ready on this node: its release is at least the\n"
      "status record's minimum_compatible_release and the status version is at\n"
@@ -207,7 +208,7 @@ static const struct command commands[] = {
      "End plugin NAME's pause (delete P/NAME/paused, whatever it holds): the\n"
      "leader reconciles at once, then as usual. Resuming a plugin that is not\n"
      "paused is not an error. Exit 0 once etcd stored it, 1 when it failed.\n"},
-    {"reconcile", 1, 1, false, true, false, "reconcile NAME [--timeout S]",
+    {"reconcile", 1, 1, false, true, false, "reconcile NAME [--timeout DUR]",
      "ask the leader for a reconcile now",
      "Ask plugin NAME's leader, wherever it runs, for one reconcile now (a\n"
      "request record in etcd, P/NAME/reconcile-request). Requests that come while\n"
@@ -281,7 +282,7 @@ static const struct command commands[] = {
      "Reads etcd directly, so it needs --etcd (observer mode).\n"
      "--from-revision R replays the changes after revision R first (etcd must still\n"
      "hold them); --to-revision R ends once every change up to R was printed;\n"
-     "--timeout S ends after S seconds. Exit 0 when it ended so, 1 when the watch\n"
+     "--timeout DUR ends after DUR. Exit 0 when it ended so, 1 when the watch\n"
      "failed (e.g. the revision was compacted).\n"},
     {"config get", 1, 1, true, false, false, "config get NAME [--json]",
      "a plugin's cluster-wide configuration", CTL_CONFIG_GET_HELP},
@@ -356,11 +357,11 @@ static void ctl_main_print_help(FILE *out)
 		"  --revision R   config set: write only over the configuration of revision R\n"
 		"  --force        config set/edit: also for a plugin that has never run;\n"
 		"                 roles set: also for a node that has never registered\n"
-		"  --timeout S    wait-ready (default 60), reconcile (default 30), switchover\n"
-		"                 (default 30, also 1500ms, 30s, 2m), shadow (default 10):\n"
-		"                 give up after S\n"
-		"                 seconds; every other command: the deadline of the whole\n"
-		"                 call (default 10 s, 30 s for etcd writes)\n"
+		"  --timeout DUR  30, 2.5, 500ms, 30s, 2m, 1h: wait-ready (default 60 s),\n"
+		"                 reconcile (default 30 s), switchover (default 30 s), shadow\n"
+		"                 (default 10 s): give up after DUR; every other command:\n"
+		"                 the deadline of the whole call (default 10 s, 30 s for\n"
+		"                 etcd writes)\n"
 		"  --to NODE      switchover: the node that is to lead\n"
 		"  --node NODE    shadow: refused unless the daemon asked is NODE\n"
 		"  -h, --help     this help; after a command, that command's help\n"
@@ -548,23 +549,12 @@ static int ctl_main_check_roles_args(const struct command *cmd, const char *cons
 	return EXIT_OK;
 }
 
-/* ctl_main_parse_timeout - seconds (fractional) -> ms. 0 or -EINVAL. */
+/* ctl_main_parse_timeout - a --timeout DUR (ctl_timeout.h) -> ms. 0 or -EINVAL. */
 static int ctl_main_parse_timeout(const char *s, uint32_t *ret_ms)
 {
-	char *end = NULL;
-	double v;
-
-	if (!s || !s[0])
+	if (!s)
 		return -EINVAL;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno != 0 || !end || *end != '\0' || !isfinite(v) || v < 0 || v > CTL_WAIT_MAX_S)
-		return -EINVAL;
-	v *= 1000.0;
-	*ret_ms = (uint32_t)v;
-	if ((double)*ret_ms < v)
-		(*ret_ms)++; /* round up: never wait less than asked */
-	return 0;
+	return ctl_timeout_parse(s, 0, 0, (uint32_t)(CTL_WAIT_MAX_S * 1000.0), ret_ms);
 }
 
 /* ctl_main_observer_call - the request answered from etcd (ctl_observer.h) */
@@ -617,7 +607,7 @@ static int ctl_main_cmd_watch(const struct opts *o, const struct command *cmd, c
 	if (o->to_revision && ctl_main_parse_revision(o->to_revision, &to) < 0)
 		return ctl_main_usage_error(cmd, "invalid --to-revision '%s'", o->to_revision);
 	if (o->has_timeout && ctl_main_parse_timeout(o->timeout, &ms) < 0)
-		return ctl_main_usage_error(cmd, "invalid --timeout '%s' (seconds, >= 0)", o->timeout);
+		return ctl_main_usage_error(cmd, "invalid --timeout '%s' (a duration: 30, 2.5, 500ms, 2m)", o->timeout);
 	int ret = ctl_observer_open(&o->etcd, &ob);
 	if (ret != EXIT_OK)
 		return ret;
@@ -667,13 +657,13 @@ static int ctl_verb_prepare_switchover(struct ctl_verb_call *c)
 	return EXIT_OK;
 }
 
-/* --timeout S for a wait of the daemon's, default_s without one; the
+/* --timeout DUR for a wait of the daemon's, default_s without one; the
  * client waits margin_ms longer */
 static int ctl_verb_prepare_wait_for(struct ctl_verb_call *c, double default_s, int64_t margin_ms)
 {
 	c->timeout_ms = (uint32_t)(default_s * 1000);
 	if (c->o->has_timeout && ctl_main_parse_timeout(c->o->timeout, &c->timeout_ms) < 0)
-		return ctl_main_usage_error(c->cmd, "invalid --timeout '%s' (seconds, >= 0)",
+		return ctl_main_usage_error(c->cmd, "invalid --timeout '%s' (a duration: 30, 2.5, 500ms, 2m)",
 					    c->o->timeout);
 	c->recv_timeout = (int64_t)c->timeout_ms + margin_ms;
 	return EXIT_OK;
@@ -926,7 +916,7 @@ static int ctl_main_verb_request(struct ctl_verb_call *c, uint8_t **ret_req, siz
 		/* every other command: --timeout bounds the whole call */
 		uint32_t ms;
 		if (ctl_main_parse_timeout(o->timeout, &ms) < 0 || ms == 0)
-			return ctl_main_usage_error(c->cmd, "invalid --timeout '%s' (seconds, > 0)",
+			return ctl_main_usage_error(c->cmd, "invalid --timeout '%s' (a duration > 0: 30, 2.5, 500ms, 2m)",
 						    o->timeout);
 		c->recv_timeout = ms;
 	}

@@ -15,31 +15,12 @@
 #include <json-c/json.h>
 
 #include "control/control_codec.h"
+#include "ctl/ctl_timeout.h"
 #include "ctl/ctl_shadow.h"
 
 int ctl_shadow_parse_timeout(const char *s, uint32_t *ret_ms)
 {
-	if (!s) {
-		*ret_ms = CTL_SHADOW_TIMEOUT_DEFAULT_MS;
-		return 0;
-	}
-	char *end = NULL;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno != 0 || end == s || !isfinite(v) || v < 0)
-		return -EINVAL;
-	double scale = 1000.0;
-	if (strcmp(end, "ms") == 0)
-		scale = 1.0;
-	else if (strcmp(end, "m") == 0)
-		scale = 60000.0;
-	else if (*end != '\0' && strcmp(end, "s") != 0)
-		return -EINVAL;
-	double ms = ceil(v * scale);
-	if (ms < CTL_SHADOW_TIMEOUT_MIN_MS || ms > CTL_SHADOW_TIMEOUT_MAX_MS)
-		return -EINVAL;
-	*ret_ms = (uint32_t)ms;
-	return 0;
+	return ctl_timeout_parse(s, CTL_SHADOW_TIMEOUT_DEFAULT_MS, CTL_SHADOW_TIMEOUT_MIN_MS, CTL_SHADOW_TIMEOUT_MAX_MS, ret_ms);
 }
 
 /* bytes as printable ASCII, cut to fit buf */

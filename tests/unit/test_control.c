@@ -1318,7 +1318,7 @@ static void test_cli_usage_and_help(void)
 
 	CHECK_INT_EQ(run(&out, &err, "--help", NULL), 0);
 	CHECK_CONTAINS(out, "Exit codes:");
-	CHECK_CONTAINS(out, "wait-ready NAME [--timeout S]");
+	CHECK_CONTAINS(out, "wait-ready NAME [--timeout DUR]");
 	free(out);
 	free(err);
 	CHECK_INT_EQ(run(&out, &err, "help", NULL), 0);
