@@ -85,11 +85,11 @@ static void test_truncations(void)
 {
 	size_t len;
 	uint8_t *buf = elf_load("tests/plugins/.libs/bad-hidden.so", &len);
-	int found = 0;
-	for (size_t n = 0; n <= len; n += (n < 4096 ? 1 : 7))
-		found += elf_try(buf, n) == 1;
+	/* no prefix may crash or read past its end (ASan); the whole file
+	 * still finds the symbol (the step may not land on len itself) */
+	for (size_t n = 0; n < len; n += (n < 4096 ? 1 : 7))
+		(void)elf_try(buf, n);
 	CHECK_INT_EQ(elf_try(buf, len), 1);
-	CHECK(found >= 1);
 	free(buf);
 }
 
