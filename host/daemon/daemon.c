@@ -49,6 +49,7 @@
 void daemon_notify(void *ud)
 {
 	struct daemon *d = ud;
+	daemon_files_follow_pins(d);
 	if (d->ctl)
 		control_notify(d->ctl);
 	daemon_publish_soon(d);

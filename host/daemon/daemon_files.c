@@ -26,6 +26,11 @@
  *   A change of choice is a hot reload of the entry to the chosen file; no
  *   file left for a name stops its entry gracefully; the other files of the
  *   name are shown as `superseded`.
+ * - The pin (staged promotion, docs/design.md "The pin"): while this node
+ *   runs, or has a file of, a release at or below the plugin's pin, files of
+ *   newer releases are left out of the choice (the running instance stands
+ *   for its file even with new bytes); a change of the pin chooses again
+ *   (daemon_files_follow_pins, from daemon_notify).
  * - A load or init failure never touches what runs: the previous instance
  *   keeps running and the reason is kept for the CLI (state `failed` only
  *   when nothing runs).
@@ -519,6 +524,40 @@ refuse:
 	daemon_notify(d);
 }
 
+/* daemon_files_pin_hold - the pin holds files of releases newer than it
+ * back (staged promotion) while this node runs, or has a file of, a release
+ * at or below it; *ret_pin: the pin (!set: none) */
+static bool daemon_files_pin_hold(struct daemon *d, const struct entry *e, const char *name,
+                                  struct rule_pin *ret_pin)
+{
+	*ret_pin = e && e->el ? election_pin(e->el) : (struct rule_pin){.set = false};
+	if (!ret_pin->set)
+		return false;
+	if (e && e->pi && !release_less(ret_pin->release, plugin_instance_plugin(e->pi)->release))
+		return true;
+	for (struct pfile *pf = d->files; pf; pf = pf->next)
+		if (pf->ok && !pf->init_failed && strcmp(pf->name, name) == 0 &&
+		    !release_less(ret_pin->release, pf->release))
+			return true;
+	return false;
+}
+
+/* daemon_files_pin_waits - pf waits for the pin: say so once per file content */
+static bool daemon_files_pin_waits(struct entry *e, const struct pfile *pf,
+                                   const struct rule_pin *pin, bool hold)
+{
+	if (!hold || !release_less(pin->release, pf->release))
+		return false;
+	if (e && e->pin_logged_hash != pf->hash) {
+		char a[RELEASE_STRLEN], b[RELEASE_STRLEN];
+		log_info("daemon", "plugin %s: %s (release %s) waits: the pin at %s holds newer "
+		         "releases back", e->name, pf->file, release_format(pf->release, a, sizeof(a)),
+		         release_format(pin->release, b, sizeof(b)));
+		e->pin_logged_hash = pf->hash;
+	}
+	return true;
+}
+
 /* daemon_files_select_name - apply the rule (plugindir_prefer) to the files that provide
  * plugin `name` and start what it asks for: a first load, a hot reload to
  * another file or to new bytes, or a graceful stop when no file is left. */
@@ -531,10 +570,13 @@ static void daemon_files_select_name(struct daemon *d, const char *name)
 	bool cur_present = cur != NULL;
 	if (cur && cur->ok && strcmp(cur->name, name) != 0)
 		cur = NULL; /* the file provides another plugin now */
+	struct rule_pin pin;
+	bool hold = daemon_files_pin_hold(d, e, name, &pin);
 	struct pfile *best = NULL;
 	struct plugindir_candidate bc = {0};
 	for (struct pfile *pf = d->files; pf; pf = pf->next) {
-		if (!pf->ok || pf->init_failed || strcmp(pf->name, name) != 0)
+		if (!pf->ok || pf->init_failed || strcmp(pf->name, name) != 0 ||
+		    daemon_files_pin_waits(e, pf, &pin, hold))
 			continue;
 		struct plugindir_candidate c = {pf->file, pf->release, e && pf == cur};
 		if (!best || plugindir_prefer(&c, &bc) > 0) {
@@ -543,8 +585,10 @@ static void daemon_files_select_name(struct daemon *d, const char *name)
 		}
 	}
 	/* the running instance stands for its file while the file is there
-	 * without good new bytes: a broken replacement never stops it */
-	if (e && e->pi && cur && !(cur->ok && !cur->init_failed && cur->hash != e->hash)) {
+	 * without good new bytes (a broken replacement never stops it), or its
+	 * new bytes wait for the pin */
+	bool cur_new = cur && cur->ok && !cur->init_failed && cur->hash != e->hash;
+	if (e && e->pi && cur && (!cur_new || (hold && release_less(pin.release, cur->release)))) {
 		struct plugindir_candidate rc = {e->file, plugin_instance_plugin(e->pi)->release, true};
 		if (!best || plugindir_prefer(&rc, &bc) >= 0)
 			return;
@@ -585,6 +629,24 @@ static void daemon_files_select_all(struct daemon *d)
 		pf->lp = NULL;
 	}
 	daemon_notify(d);
+}
+
+void daemon_files_follow_pins(struct daemon *d)
+{
+	bool changed = false;
+	for (struct entry *e = d->entries; e; e = e->next) {
+		if (e->gone || !e->el)
+			continue;
+		struct rule_pin p = election_pin(e->el);
+		if (p.set != e->pin_seen.set || p.forced != e->pin_seen.forced ||
+		    (p.set && release_cmp(p.release, e->pin_seen.release) != 0)) {
+			e->pin_seen = p;
+			e->pin_logged_hash = 0;
+			changed = true;
+		}
+	}
+	if (changed)
+		daemon_request_select(d); /* a file that waited for the pin may run now */
 }
 
 void daemon_request_select(struct daemon *d)

@@ -61,6 +61,10 @@ struct entry {
 	char *hold_reason; /* role hold applied to the election, or NULL */
 	struct swap_ctx *pending_swap; /* a hot reload the election has not completed */
 	bool gone;         /* stopped, waiting to be freed */
+	/* the pin this entry's file choice last saw (daemon_files_follow_pins),
+	 * and the content hash of the file it last said waits for the pin */
+	struct rule_pin pin_seen;
+	uint64_t pin_logged_hash;
 	bool el_stopped;   /* its election stopped (removal or shutdown) */
 	struct plugin_metrics pm; /* lives as long as the election */
 	/* P/N/config as this node mirrors it (daemon_plugin_config.c), lives as
@@ -173,6 +177,9 @@ int daemon_file_probe(struct daemon *d, struct pfile *pf);
 /* daemon_request_select - make the choice among the files of each plugin
  * name again, after the current loop iteration */
 void daemon_request_select(struct daemon *d);
+/* daemon_files_follow_pins - choose again for a plugin whose pin changed
+ * (a file of a newer release may have waited for it); from daemon_notify */
+void daemon_files_follow_pins(struct daemon *d);
 /* daemon_notify - something observable changed (control long polls, HTTP
  * snapshot, systemd status); ud is the daemon */
 void daemon_notify(void *ud);

@@ -796,6 +796,11 @@ const char *election_name(const struct election *e)
 	return e->name;
 }
 
+struct rule_pin election_pin(const struct election *e)
+{
+	return e->pin;
+}
+
 void election_get_info(struct election *e, struct election_info *ret)
 {
 	memset(ret, 0, sizeof(*ret));

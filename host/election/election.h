@@ -278,6 +278,9 @@ void election_free(struct election *e);
 
 void election_get_info(struct election *e, struct election_info *ret);
 const char *election_name(const struct election *e);
+/* election_pin - the operator's pin as mirrored (!set: none, or its record
+ * does not decode) */
+struct rule_pin election_pin(const struct election *e);
 
 /* members: node id + release + whether it leads; borrowed until next loop iteration */
 struct election_member {

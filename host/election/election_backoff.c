@@ -21,6 +21,13 @@
 
 bool election_backoff_result(struct election *e, int err, const char *msg)
 {
+	if (err != 0 && etcd_client_unreachable(e->etcd)) {
+		/* etcd is out of reach: every node's reconciles fail alike, and the
+		 * plugin is not to blame; the count neither grows nor resets */
+		log_debug("election", "%s: reconcile failed while etcd is unreachable: not counted "
+		          "against this node's health", e->name);
+		return false;
+	}
 	if (err != 0)
 		snprintf(e->health_last_error, sizeof(e->health_last_error), "%s",
 		         msg && *msg ? msg : etcd_strerror(err));

@@ -214,6 +214,11 @@ bool etcd_err_unreachable(int err)
 	return err == -ECONNREFUSED || err == -ETIMEDOUT || err == -EAGAIN;
 }
 
+bool etcd_client_unreachable(const struct etcd_client *c)
+{
+	return c->unreachable;
+}
+
 const char *etcd_client_endpoint(const struct etcd_client *c)
 {
 	return c->endpoints[c->cur_ep];

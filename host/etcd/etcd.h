@@ -121,6 +121,10 @@ const char *etcd_strerror(int err);
  * answered with an error: the callers that retry log it at debug, the
  * daemon reports the outage once (daemon_etcd_outage.c). */
 bool etcd_err_unreachable(int err);
+/* etcd_client_unreachable - the last call of c that ended found etcd
+ * unreachable (etcd_err_unreachable), not yet followed by one that etcd
+ * answered: an outage as the client last saw it */
+bool etcd_client_unreachable(const struct etcd_client *c);
 
 /* ---- data ---- */
 

@@ -79,6 +79,10 @@ void etcd_call_finish(struct etcd_call *call, int err, const struct etcd_respons
 	etcd_call_unlink(call);
 	etcd_xfer_release(&call->x);
 	call->magic = 0; /* the handle is invalid once the callback has started */
+	if (etcd_err_unreachable(err))
+		c->unreachable = true;
+	else if (err != -ECANCELED)
+		c->unreachable = false; /* etcd answered (with a result or an error of its own) */
 	if (c->observer)
 		c->observer->call_done(c->observer_ud, call->kind, err, loop_now() - call->started);
 	if (call->cb)

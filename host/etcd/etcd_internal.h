@@ -225,6 +225,7 @@ struct etcd_client {
 	bool processing;
 	const struct etcd_observer_ops *observer;
 	void *observer_ud;
+	bool unreachable; /* the last call that ended found etcd unreachable */
 };
 
 static inline uint64_t ms_to_ns(uint64_t ms)
