@@ -313,9 +313,10 @@ static const struct command commands[] = {
      "Exit 0 once etcd stored it, 1 when the write failed.\n"},
     {"release unpin", 1, 1, false, false, false, "release unpin NAME", "end a plugin's pin",
      "Delete plugin NAME's pin (whatever it holds): the release rule's default\n"
-     "answer applies again, and a leader of an older release hands over to the\n"
-     "newest release that can act (one handover). Unpinning a plugin that is\n"
-     "not pinned is not an error. Exit 0 once etcd stored it, 1 when it failed.\n"},
+     "answer applies again, the nodes load the files that waited for the pin,\n"
+     "and a leader of an older release hands over to the newest release that\n"
+     "can act (one handover). Unpinning a plugin that is not pinned is not an\n"
+     "error. Exit 0 once etcd stored it, 1 when it failed.\n"},
     {"version", 0, 0, false, false, false, "version", "client and daemon versions",
      "Print leaseholdctl's version and the daemon's version, node id and protocol.\n"},
     {"help", 0, 2, false, false, false, "help [COMMAND]", "show help",
