@@ -3,9 +3,9 @@
  * election_records.c - the records the election reads and writes in etcd
  * (proto/leasehold.proto: Member under P/N/members/, ReconcilerStatus at
  * P/N/status), the readiness rule on the status (the reference
- * algorithm's WaitReady), the release rule fed from the mirror
- * (election_release_rule.h) and the name of a live election key. Decoders
- * take hostile bytes.
+ * algorithm's WaitReady) and the name of a live election key. Decoders
+ * take hostile bytes. The release rule fed from the mirror is in
+ * election_rule_mirror.c.
  */
 #include "config.h"
 
@@ -163,85 +163,6 @@ struct rule_release election_rule_release_of(const struct plugin_releases *rel)
 	                             .declared = true};
 }
 
-struct rule_release election_local_rule_release(const struct election *e, bool unhealthy)
-{
-	struct rule_release r = election_rule_release_of(&e->rel);
-	r.unhealthy = unhealthy;
-	r.unhealthy_until = unhealthy ? e->unhealthy_until_unix : 0;
-	return r;
-}
-
-#define RULE_RC_MAX 32
-
-/* the member records for the rule: our own as mirrored may still say
- * another health than ours (the write that publishes it follows, or is
- * the resign txn): it counts with our health, else a stale "healthy" of
- * our own would make us withdraw where nobody else can lead */
-static const struct relcount *election_rule_rc(const struct election *e,
-                                               const struct rule_release *local,
-                                               struct relcount *buf, size_t *ret_n)
-{
-	const struct member_ent *me = election_member_find(e, e->node_id);
-	*ret_n = e->n_rc;
-	if (!me || !me->valid || me->rr.unhealthy == local->unhealthy || e->n_rc >= RULE_RC_MAX)
-		return e->rc;
-	memcpy(buf, e->rc, e->n_rc * sizeof(*buf));
-	for (size_t i = 0; i < e->n_rc; i++)
-		if (buf[i].count && release_rule_equal(&buf[i].rr, &me->rr)) {
-			buf[i].count--;
-			break;
-		}
-	struct rule_release mine = me->rr;
-	mine.unhealthy = local->unhealthy;
-	buf[(*ret_n)++] = (struct relcount){.rr = mine, .count = 1};
-	return buf;
-}
-
-/* the answer from the mirror, this node counting as healthy or not */
-static void election_rule_answer_as(const struct election *e, bool unhealthy,
-                                    struct rule_answer *ret)
-{
-	struct rule_release local = election_local_rule_release(e, unhealthy);
-	struct rule_status st = {.valid = e->status.present && e->status.valid,
-	                         .version = e->status.version,
-	                         .min_compatible = e->status.min_compatible};
-	struct relcount buf[RULE_RC_MAX];
-	size_t n;
-	const struct relcount *rc = election_rule_rc(e, &local, buf, &n);
-	release_rule_decide_pinned(&local, rc, n, e->members.n_invalid > 0, &st, &e->pin, ret);
-}
-
-void election_rule_answer(const struct election *e, struct rule_answer *ret)
-{
-	election_rule_answer_as(e, e->health.unhealthy, ret);
-}
-
-bool election_rule_ours_as(const struct election *e, bool unhealthy)
-{
-	struct rule_answer a;
-	election_rule_answer_as(e, unhealthy, &a);
-	struct rule_release local = election_local_rule_release(e, unhealthy);
-	return release_rule_may_campaign(&a, &local);
-}
-
-size_t election_rollout_blockers(const struct election *e)
-{
-	struct rule_answer a;
-	election_rule_answer(e, &a);
-	if (a.basis != RULE_NONE && release_cmp(a.release, a.newest) == 0)
-		return 0;
-	size_t n = 0;
-	for (size_t i = 0; i < e->n_rc; i++)
-		if (release_less(e->rc[i].rr.release, a.newest_min_compatible))
-			n += e->rc[i].count;
-	return n;
-}
-
-bool election_rule_ours(const struct election *e)
-{
-	return election_rule_ours_as(e, e->health.unhealthy);
-}
-
 bool election_status_ready(const struct plugin_releases *local, bool present,
                            struct release status_version, struct release status_min_compatible)
 {
@@ -259,20 +180,6 @@ bool election_status_equal(const struct status_rec *s, int state, struct release
 {
 	return s->present && s->valid && s->state == state && release_cmp(s->version, v) == 0 &&
 	       release_cmp(s->min_compatible, m) == 0;
-}
-
-const char *election_rule_held_back(struct election *e)
-{
-	struct rule_answer a;
-	election_rule_answer(e, &a);
-	struct rule_release local = election_local_rule_release(e, e->health.unhealthy);
-	if (release_rule_may_campaign(&a, &local))
-		return NULL;
-	if (e->health.unhealthy && election_rule_ours_as(e, false)) {
-		election_backoff_explain(e, e->held_back_buf, sizeof(e->held_back_buf));
-		return e->held_back_buf;
-	}
-	return release_rule_explain(&a, e->rel.release, e->held_back_buf, sizeof(e->held_back_buf));
 }
 
 /* why this node may not serve now, or NULL when it may.

@@ -73,11 +73,15 @@ srcs_records=("$build/proto/leasehold.pb-c.c" "$src/host/election/election_roles
               "$src/host/etcd/etcd_watch.c"
               "${srcs_etcd_codec[@]}" "$src/host/base/loop.c" "$src/host/base/log.c"
               "$src/host/election/election_records.c" "$src/host/election/election_release_rule.c"
+              "$src/host/election/election_pin.c" "$src/host/election/election_pin_request.c"
               "$src/host/etcd/etcd_session.c" "$src/host/base/release.c")
 libs_records=("${pb_libs[@]}" "${json_libs[@]}" "${curl_libs[@]}")
 maxlen_records=4096
-srcs_descriptor=("$src/host/abi/abi_loader.c" "$src/host/base/release.c")
-libs_descriptor=(-ldl)
+# the loader with what it checks a descriptor with
+srcs_abi_loader=("$src/host/abi/abi_loader.c" "$src/host/abi/abi_elf.c" "$src/host/abi/abi_config_schema.c"
+                 "$src/host/base/duration.c")
+srcs_descriptor=("${srcs_abi_loader[@]}" "$src/host/base/release.c")
+libs_descriptor=("${json_libs[@]}" -ldl)
 maxlen_descriptor=1024
 srcs_control=("$src/host/control/control_codec.c" "$src/host/control/control_wire.c" "$src/host/base/release.c" "$build/proto/control.pb-c.c")
 libs_control=("${pb_libs[@]}")
@@ -85,10 +89,10 @@ maxlen_control=8192
 srcs_node_record=("$src/host/election/election_node_record.c" "${srcs_etcd_codec[@]}" "$src/host/base/release.c")
 libs_node_record=("${json_libs[@]}")
 maxlen_node_record=8192
-srcs_plugin_config=("$src/host/abi/abi_config_doc.c" "$src/host/abi/abi_loader.c" "$src/host/base/release.c")
+srcs_plugin_config=("$src/host/abi/abi_config_doc.c" "${srcs_abi_loader[@]}" "$src/host/base/release.c")
 libs_plugin_config=("${json_libs[@]}" -ldl)
 maxlen_plugin_config=40000
-srcs_http=("$src/host/http/http_head.c")
+srcs_http=("$src/host/http/http_head.c" "$src/host/http/http_query.c")
 libs_http=()
 maxlen_http=16384
 srcs_kit_script=("$src/tests/kit/kit_script.c" "$src/host/base/duration.c" "$src/host/base/release.c")
@@ -102,7 +106,8 @@ srcs_bus=("$src/host/runtime/runtime_instance.c" "$src/host/runtime/runtime_inst
           "$src/host/runtime/runtime_instance_txn.c" "$src/host/runtime/runtime_instance_recv.c"
           "$src/host/runtime/runtime_instance_timeout.c" "$src/host/runtime/runtime_instance_process.c"
           "$src/host/runtime/runtime_closer.c"
-          "$src/host/abi/abi_loader.c" "$src/host/base/loop.c" "$src/host/base/log.c"
+          "${srcs_abi_loader[@]}" "$src/host/abi/abi_key_rule.c" "$src/host/runtime/runtime_instance_shadow.c"
+          "$src/host/base/loop.c" "$src/host/base/log.c"
           "$src/host/base/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c"
           "${srcs_etcd_codec[@]}" "$src/host/abi/abi_config_doc.c"
           "$src/host/runtime/runtime_instance_watch.c" "$src/host/runtime/runtime_watch.c" "$src/host/base/metrics.c"
@@ -110,6 +115,7 @@ srcs_bus=("$src/host/runtime/runtime_instance.c" "$src/host/runtime/runtime_inst
           "$src/host/etcd/etcd_call.c" "$src/host/etcd/etcd_watch.c")
 # the worker half (process isolation)
 srcs_bus+=("$src/host/worker/worker.c" "$src/host/worker/worker_api.c" "$src/host/abi/abi_bus.c"
+          "$src/host/worker/worker_apply.c" "$src/host/worker/worker_config_api.c"
           "$src/host/worker/worker_crash_report.c")
 libs_bus=(-lnng "${pb_libs[@]}" "${json_libs[@]}" -lcurl -lpthread -ldl)
 maxlen_bus=4096
