@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -190,7 +191,8 @@ static int abi_schema_field_ok(const struct lh_config_field *f, uint32_t i,
                                char *why, size_t why_len)
 {
 #define IN(p) (!in_object || in_object((p), base))
-	if (!f->path || !IN(f->path) || (f->def && !IN(f->def)) || (f->allowed && !IN(f->allowed))) {
+	if (!f->path || !IN(f->path) || (f->def && !IN(f->def)) ||
+	    (f->allowed && (!IN(f->allowed) || (uintptr_t)f->allowed % _Alignof(const char *) != 0))) {
 		snprintf(why, why_len, "config field %u: a pointer does not point into the plugin", i);
 		return -EPROTO;
 	}
@@ -236,8 +238,11 @@ int abi_schema_validate(const struct lh_plugin *d, bool (*in_object)(const void 
 {
 	if (d->n_config_fields == 0)
 		return 0;
+	/* an array the compiler laid out is aligned, and so is each element */
+	const size_t align = _Alignof(struct lh_config_field);
 	if (!d->config_fields || d->n_config_fields > LH_CONFIG_FIELDS_MAX ||
 	    d->config_field_size < sizeof(struct lh_config_field) || d->config_field_size > 4096 ||
+	    (uintptr_t)d->config_fields % align != 0 || d->config_field_size % align != 0 ||
 	    (in_object && !in_object(d->config_fields, base))) {
 		snprintf(why, why_len, "config_fields: %u fields of %u bytes at %s (at most %u fields of "
 		         "at least %zu bytes, inside the plugin)", d->n_config_fields,

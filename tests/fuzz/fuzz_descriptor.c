@@ -118,6 +118,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 #endif
 
+#ifdef LH_PLUGIN_SIZE_1_3_SCHEMA
+	/* the schema array (ABI 1.3): a pointer from the input points anywhere
+	 * and nothing vouches for it here (no object to check it against), so
+	 * it is NULL; a count without an array is still refused.
+	 * fuzz_plugin_config fuzzes the fields themselves. */
+	const size_t cf_off = offsetof(struct lh_plugin, config_fields);
+	if (size >= cf_off + sizeof(void *))
+		memset(d + cf_off, 0, sizeof(void *));
+#endif
+
 	struct lh_plugin sentinel, desc;
 	memset(&sentinel, 0xa5, sizeof(sentinel));
 	desc = sentinel;
