@@ -9,9 +9,10 @@
  * the browsers waiting on /api/v1/events.
  *
  * The term history lives in etcd, not in the mirror: it is read again
- * (election_history, at most 100 terms) when the plugin's leader changes,
- * and while what was read does not yet show that leader's open term (the
- * old term's end may land after the new leader shows up), at most
+ * (election_history, at most 100 terms) when the plugin's leader changes
+ * (its token: a node that leads again starts a new term too), and while
+ * what was read does not yet show that leader's open term (the term record
+ * lands after the new leader's key shows up), at most
  * DAEMON_API_HIST_TRIES times per leader. An idle cluster reads nothing.
  *
  * Threads: everything here runs on the loop, except daemon_api_render,
@@ -52,7 +53,7 @@ struct daemon_api_read {
 	struct daemon_api_read *next;
 	struct daemon *d;
 	char name[LH_PLUGIN_NAME_MAX + 1];
-	char leader[LH_PLUGIN_NAME_MAX + 256];
+	int64_t leader_token; /* 0 = no leader */
 };
 
 static void daemon_api_free(void *p)
@@ -81,12 +82,12 @@ static uint64_t daemon_api_hash(uint64_t h, const void *p, size_t n)
 
 /* the terms read show the leader's open term (or no open one without a
  * leader): nothing to read again */
-static bool daemon_api_hist_current(const struct election_term *t, size_t n, const char *leader)
+static bool daemon_api_hist_current(const struct election_term *t, size_t n, int64_t leader_token)
 {
-	bool open = n > 0 && t[0].valid && t[0].end_rev == 0;
-	if (!leader || !*leader)
+	bool open = n > 0 && t[0].end_rev == 0;
+	if (leader_token == 0)
 		return !open;
-	return open && t[0].node && strcmp(t[0].node, leader) == 0;
+	return open && t[0].token == leader_token;
 }
 
 static void daemon_api_on_history(void *ud, int err, const struct election_term *terms, size_t n)
@@ -108,7 +109,7 @@ static void daemon_api_on_history(void *ud, int err, const struct election_term 
 			free(e->api_hist);
 			e->api_hist = buf;
 			e->api_hist_len = len;
-			if (daemon_api_hist_current(terms, n, rd->leader))
+			if (daemon_api_hist_current(terms, n, rd->leader_token))
 				e->api_hist_tries = DAEMON_API_HIST_TRIES; /* done for this leader */
 			daemon_publish_soon(d);
 		}
@@ -120,13 +121,12 @@ static void daemon_api_on_history(void *ud, int err, const struct election_term 
 }
 
 /* read e's history again when its leader changed (see the top) */
-static void daemon_api_hist_refresh(struct daemon *d, struct entry *e, const char *leader)
+static void daemon_api_hist_refresh(struct daemon *d, struct entry *e, int64_t leader_token)
 {
-	const char *l = leader ? leader : "";
 	if (e->api_hist_busy)
 		return;
-	if (strncmp(e->api_hist_leader, l, sizeof(e->api_hist_leader)) != 0) {
-		snprintf(e->api_hist_leader, sizeof(e->api_hist_leader), "%s", l);
+	if (e->api_hist_token != leader_token) {
+		e->api_hist_token = leader_token;
 		e->api_hist_tries = 0;
 	}
 	if (e->api_hist_tries >= DAEMON_API_HIST_TRIES)
@@ -136,7 +136,7 @@ static void daemon_api_hist_refresh(struct daemon *d, struct entry *e, const cha
 		return;
 	rd->d = d;
 	snprintf(rd->name, sizeof(rd->name), "%s", e->name);
-	snprintf(rd->leader, sizeof(rd->leader), "%s", l);
+	rd->leader_token = leader_token;
 	if (election_history(e->el, daemon_api_on_history, rd) < 0) {
 		free(rd);
 		return;
@@ -209,7 +209,7 @@ static int daemon_api_copy_hist(struct daemon *d, struct daemon_api *a)
 			continue;
 		struct election_info i;
 		election_get_info(e->el, &i);
-		daemon_api_hist_refresh(d, e, i.leader);
+		daemon_api_hist_refresh(d, e, i.leader_token);
 		struct daemon_api_hist *h = &a->hist[a->n_hist++];
 		if (!(h->name = strdup(e->name)))
 			return -ENOMEM;

@@ -75,7 +75,7 @@ struct entry {
 	 * the last read, the leader it was read for, reads made for it */
 	uint8_t *api_hist;
 	size_t api_hist_len;
-	char api_hist_leader[LH_PLUGIN_NAME_MAX + 256];
+	int64_t api_hist_token; /* the leader's token the history was read for */
 	unsigned api_hist_tries;
 	bool api_hist_busy;
 };

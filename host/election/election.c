@@ -807,6 +807,7 @@ void election_get_info(struct election *e, struct election_info *ret)
 	ret->state = election_current_state(e);
 	const struct candidate *low = election_cand_lowest(e);
 	ret->leader = low ? low->node_id : NULL;
+	ret->leader_token = low ? low->create_rev : 0;
 	ret->releases = e->releases;
 	ret->status_present = e->status.present;
 	ret->status_valid = e->status.valid;

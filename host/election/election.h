@@ -155,6 +155,9 @@ struct election_config {
 struct election_info {
 	enum election_state state;
 	const char *leader; /* node id of the current leader, or NULL */
+	/* the current leader's fencing token (its key's create_revision), 0
+	 * without a leader: a new term of the same node changes it */
+	int64_t leader_token;
 	bool ready; /* may serve: see election_status_ready and not_ready */
 	/* why not ready (NULL when ready): also "no etcd session" and "reading
 	 * the state from etcd", since readiness is claimed only from a status
