@@ -20,8 +20,9 @@
  * and the check itself (1 was never sent: its peers send 0). Raise it with
  * every change an older peer would misread. 3: ABI 1.2 watches (read grants
  * in INIT, watches in its answer, WatchEvents, RangeRequest,
- * RequestReconcile). */
-#define LH_BUS_VERSION 4u
+ * RequestReconcile). 4: apply's paged ranges. 5: ABI 1.3 keyed reconcile
+ * (ReconcileKey, EventDone's requeue_after_ms and keys). */
+#define LH_BUS_VERSION 5u
 
 typedef Leasehold__Bus__ToWorker ToWorker;
 typedef Leasehold__Bus__ToHost ToHost;

@@ -407,6 +407,12 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 		desc.n_config_fields = 0;
 		desc.config_field_size = 0;
 	}
+	/* ABI 1.3 keyed reconcile */
+	if (minor < 3 || size < LH_PLUGIN_SIZE_1_3_KEYED) {
+		desc.reconcile_key = NULL;
+		desc.key_of = NULL;
+		desc.key_backoff_min_ms = desc.key_backoff_max_ms = 0;
+	}
 
 	if (desc.name && !loader_in_object(desc.name, object_base)) {
 		loader_seterr(err, err_len, "plugin name does not point into the plugin");
@@ -442,8 +448,13 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 		       release_format(rel, a, sizeof(a)), release_format(m, b, sizeof(b)));
 		return -EINVAL;
 	}
-	if (!desc.reconcile) {
-		loader_seterr(err, err_len, "required callback reconcile is missing");
+	if (!desc.reconcile && !desc.reconcile_key) {
+		loader_seterr(err, err_len, "required callback reconcile is missing (or, ABI 1.3, "
+		              "reconcile_key)");
+		return -EINVAL;
+	}
+	if (desc.key_of && !desc.reconcile_key) {
+		loader_seterr(err, err_len, "key_of without reconcile_key: there is no queue to feed");
 		return -EINVAL;
 	}
 	if (desc.role && !loader_in_object(desc.role, object_base)) {
@@ -498,6 +509,8 @@ static int loader_check_symbol(void *handle, const void *sym, struct lh_plugin *
 		{"on_watch_events", (const void *)ret_desc->on_watch_events},
 		{"on_config_changed", (const void *)ret_desc->on_config_changed},
 		{"validate_config", (const void *)ret_desc->validate_config},
+		{"reconcile_key", (const void *)ret_desc->reconcile_key},
+		{"key_of", (const void *)ret_desc->key_of},
 	};
 	for (size_t i = 0; i < sizeof(cbs) / sizeof(cbs[0]); i++) {
 		if (!loader_in_object(cbs[i].p, base)) {

@@ -24,6 +24,7 @@ const uint32_t callback_timeout_defaults_ms[PLUGIN_CALLBACKS] = {
 	[PLUGIN_CALLBACK_ON_WATCH_EVENTS] = 60u * 1000u,
 	[PLUGIN_CALLBACK_ON_CONFIG_CHANGED] = 15u * 1000u,
 	[PLUGIN_CALLBACK_VALIDATE_CONFIG] = 15u * 1000u,
+	[PLUGIN_CALLBACK_RECONCILE_KEY] = 60u * 1000u,
 };
 
 int callback_timeout_parse(const char *arg, struct callback_timeout_rule *ret, char *err,

@@ -348,6 +348,8 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 	    (r = loop_timer_new(l, pi_on_attach_timer, pi, &pi->attach_timer)) < 0)
 		goto fail;
 	pi->lp = lp; /* needed below; given back on failure */
+	if ((r = pi_keys_init(pi)) < 0)
+		goto fail;
 
 	if (pi->process) {
 		struct plugin_instance_config orig = *cfg;
@@ -648,6 +650,7 @@ void plugin_instance_free(struct plugin_instance *pi)
 		pi->drains = d->next;
 		free(d);
 	}
+	pi_keys_free(pi);
 	loop_timer_free(pi->defer);
 	loop_timer_free(pi->cb_timer);
 	loop_timer_free(pi->restart_timer);

@@ -176,7 +176,8 @@ enum plugin_instance_state {
 #define PLUGIN_CALLBACK_ON_WATCH_EVENTS 6u
 #define PLUGIN_CALLBACK_ON_CONFIG_CHANGED 7u
 #define PLUGIN_CALLBACK_VALIDATE_CONFIG 8u
-#define PLUGIN_CALLBACKS 9u
+#define PLUGIN_CALLBACK_RECONCILE_KEY 9u
+#define PLUGIN_CALLBACKS 10u
 /* callback_timeout_kind_ms: this kind has no limit */
 #define PLUGIN_TIMEOUT_NONE UINT32_MAX
 
@@ -428,6 +429,19 @@ uint64_t plugin_instance_pending(const struct plugin_instance *pi);
 const char *plugin_instance_bus_url(const struct plugin_instance *pi);
 /* the live worker child (process mode), 0 if none (thread mode, restarting) */
 pid_t plugin_instance_worker_pid(const struct plugin_instance *pi);
+/* plugin_instance_key_stats - a keyed plugin's work queue (ABI 1.3
+ * reconcile_key): false (all zero) for a plugin without one. Loop thread. */
+struct plugin_key_stats {
+	uint64_t depth;     /* keys held: ready, backing off or running */
+	uint64_t waiting;   /* ... of them backing off or asked for later */
+	uint64_t oldest_ms; /* how long the oldest ready key has waited */
+	uint64_t added;     /* changes queued (before deduplication) */
+	uint64_t done;      /* keys reconciled */
+	uint64_t failed;    /* key reconciles that failed (each retried) */
+	uint64_t requeued;  /* requeue-after answers */
+};
+bool plugin_instance_key_stats(const struct plugin_instance *pi, struct plugin_key_stats *ret);
+
 /* plugin_instance_watch_stats - the counters of the plugin's watches
  * (runtime_watch.h); false (ret zeroed) when it registered none */
 struct plugin_watch_stats;

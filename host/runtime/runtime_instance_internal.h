@@ -32,6 +32,7 @@
 #include "base/metrics.h"
 #include "abi/abi_config_doc.h"
 #include "runtime/runtime_instance.h"
+#include "runtime/runtime_keyqueue.h"
 #include "runtime/runtime_watch.h"
 #include "proto/bus.pb-c.h"
 #include "worker/worker.h"
@@ -64,6 +65,7 @@ enum ev_kind {
 	EV_WATCH = WORKER_CB_ON_WATCH_EVENTS,
 	EV_CONFIG = WORKER_CB_ON_CONFIG_CHANGED,   /* carries pi->config as sent */
 	EV_VALIDATE = WORKER_CB_VALIDATE_CONFIG,   /* carries doc; done(err, msg) */
+	EV_KEY = WORKER_CB_RECONCILE_KEY,          /* carries the queue key in doc */
 };
 _Static_assert(PLUGIN_CALLBACKS == WORKER_CALLBACKS && PLUGIN_CALLBACK_RECONCILE == EV_RECONCILE &&
 		   PLUGIN_CALLBACK_FINI == EV_FINI,
@@ -83,7 +85,8 @@ struct event {
 	struct plugin_watch_batch *batch; /* EV_WATCH: owned */
 	int64_t config_rev; /* the cluster document's revision when sent (EV_CONFIG) */
 	bool shadow; /* EV_RECONCILE of a shadow run: its txns are captured, never sent */
-	size_t doc_len; /* EV_VALIDATE: the document (NUL after it), freed with the event */
+	uint64_t key_epoch; /* EV_KEY: the queue's epoch when the key was taken */
+	size_t doc_len; /* EV_VALIDATE: the document (NUL after it), EV_KEY: the key */
 	char doc[];
 };
 
@@ -235,6 +238,14 @@ struct plugin_instance {
 	int64_t config_refused_rev;
 	bool refusal_logged; /* pi_txn_note_refusal warned once */
 	struct pi_shadow *shadow; /* the shadow run in progress (runtime_instance_shadow.c) */
+	/* keyed reconcile (runtime_instance_keys.c): the work queue, or NULL
+	 * for a plugin without reconcile_key; its timer wakes the first key
+	 * that waits; keys_lost: a key could not be queued (no memory);
+	 * keys_turn: the next idle turn goes to a key, not a watch batch */
+	struct keyqueue *keys;
+	struct loop_timer *keys_timer;
+	bool keys_lost;
+	bool keys_turn;
 };
 
 /* Magic number of struct pending_txn, whose pointer comes back through an
@@ -336,14 +347,32 @@ void pi_watch_term_start(struct plugin_instance *pi);
 void pi_watch_stop(struct plugin_instance *pi);
 /* pi_pump: queue the next watch batch as an EV_WATCH event when one may go
  * (leading, the term's first reconcile handed over, nothing else queued or
- * in flight) */
-void pi_watch_feed(struct plugin_instance *pi);
+ * in flight); true when one was queued */
+bool pi_watch_feed(struct plugin_instance *pi);
 /* free an event and what it owns */
 void pi_event_free(struct event *ev);
 void pi_handle_range(struct plugin_instance *pi, const Leasehold__Bus__RangeRequest *req);
 void pi_handle_request_reconcile(struct plugin_instance *pi);
 /* is the full key k[0..len) (or, for a prefix, everything under it) granted? */
 bool pi_granted(const struct plugin_instance *pi, const void *k, size_t len);
+
+/* ---- runtime_instance_keys.c: keyed reconcile (ABI 1.3) ---- */
+
+/* the queue of a plugin with reconcile_key (at new) / freed (at free) */
+int pi_keys_init(struct plugin_instance *pi);
+void pi_keys_free(struct plugin_instance *pi);
+/* the host itself takes a batch's keys: no key_of, no on_watch_events */
+bool pi_keys_host_takes_batches(const struct plugin_instance *pi);
+/* pi_pump: take the host's batches; queue the next key as an EV_KEY when
+ * one may go (pi_watch_feed's rule). true when an event was queued. */
+bool pi_keys_feed(struct plugin_instance *pi);
+/* the instance stops leading: the queue is dropped */
+void pi_keys_stop(struct plugin_instance *pi);
+/* an EV_KEY or EV_WATCH was answered (err normalised, skipped as the
+ * receiver decided) / could not be delivered */
+void pi_keys_on_done(struct plugin_instance *pi, const struct event *ev, const EventDone *d,
+		     int err, bool skipped);
+void pi_keys_on_cancelled(struct plugin_instance *pi, const struct event *ev);
 
 /* ---- runtime_instance_shadow.c: shadow preview runs ---- */
 

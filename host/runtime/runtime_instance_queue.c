@@ -207,6 +207,8 @@ void pi_event_complete_cancelled(struct plugin_instance *pi, struct event *ev, i
 		/* same signature as a reconcile's done */
 		pi_completion_push(pi, COMP_RECONCILE, (void (*)(void))ev->done, ev->done_ud, err,
 				   msg);
+	} else if (ev->kind == EV_KEY || ev->kind == EV_WATCH) {
+		pi_keys_on_cancelled(pi, ev);
 	}
 }
 
@@ -267,6 +269,7 @@ struct bus_event {
 	Leasehold__Bus__Config cfg;
 	Leasehold__Bus__ConfigChanged cc;
 	Leasehold__Bus__ValidateConfig vc;
+	Leasehold__Bus__ReconcileKey rk;
 };
 
 /* the bus form of c in *bc (pointers into c) */
@@ -294,6 +297,7 @@ static void pi_queue_event_fill(const struct plugin_instance *pi, const struct e
 	leasehold__bus__fini__init(&be->fini);
 	leasehold__bus__config_changed__init(&be->cc);
 	leasehold__bus__validate_config__init(&be->vc);
+	leasehold__bus__reconcile_key__init(&be->rk);
 	pi_queue_fill_bus_config(&pi->config, &be->cfg);
 	be->e.seq = ev->seq;
 	be->e.behind = ev->behind;
@@ -342,6 +346,11 @@ static void pi_queue_event_fill(const struct plugin_instance *pi, const struct e
 		be->vc.document = bus_bin(ev->doc, ev->doc_len);
 		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_VALIDATE_CONFIG;
 		be->e.validate_config = &be->vc;
+		break;
+	case EV_KEY:
+		be->rk.key = bus_bin(ev->doc, ev->doc_len);
+		be->e.kind_case = LEASEHOLD__BUS__EVENT__KIND_RECONCILE_KEY;
+		be->e.reconcile_key = &be->rk;
 		break;
 	}
 }
@@ -466,6 +475,7 @@ static bool pi_queue_may_send(const struct plugin_instance *pi, const struct eve
 	case EV_INIT:
 	case EV_ELECTED:
 	case EV_WATCH:
+	case EV_KEY:
 	case EV_CONFIG:
 	case EV_VALIDATE:
 		break;
@@ -483,7 +493,11 @@ void pi_pump(struct plugin_instance *pi)
 {
 	if (!pi->leading)
 		pi_watch_stop(pi);
-	pi_watch_feed(pi);
+	/* an idle turn goes to a watch batch or a queue key, alternately:
+	 * neither may starve the other */
+	if (pi->keys_turn ? pi_keys_feed(pi) || pi_watch_feed(pi)
+			  : pi_watch_feed(pi) || pi_keys_feed(pi))
+		pi->keys_turn = pi->q_tail && pi->q_tail->kind == EV_WATCH;
 	while (pi->q_head && !pi->broken && pi->bus_up && pi_queue_may_send(pi, pi->q_head)) {
 		struct event *evs[PIPELINE_MAX];
 		size_t n = 0;
@@ -567,7 +581,7 @@ void pi_drop_queued(struct plugin_instance *pi, int err, const char *msg)
 	while (*pp) {
 		struct event *ev = *pp;
 		if (ev->kind == EV_ELECTED || ev->kind == EV_RELEASES || ev->kind == EV_RECONCILE ||
-		    ev->kind == EV_WATCH) {
+		    ev->kind == EV_WATCH || ev->kind == EV_KEY) {
 			*pp = ev->next;
 			pi->stats.queued--;
 			pi->stats.dropped++;

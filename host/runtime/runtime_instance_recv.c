@@ -59,7 +59,7 @@ static void pi_recv_handle_done(struct plugin_instance *pi, const EventDone *d)
 	 * had been dropped here (only these kinds can be skipped) */
 	bool skipped = d->skipped && (ev->kind == EV_ELECTED || ev->kind == EV_RELEASES ||
 				      ev->kind == EV_RECONCILE || ev->kind == EV_DEPOSED ||
-				      ev->kind == EV_WATCH);
+				      ev->kind == EV_WATCH || ev->kind == EV_KEY);
 	if (ev->kind == EV_INIT && err == 0 && !other_release)
 		err = pi_watch_setup(pi, d, msg, sizeof(msg));
 	if (skipped) {
@@ -158,6 +158,14 @@ static void pi_recv_handle_done(struct plugin_instance *pi, const EventDone *d)
 			log_warn(pi->log_comp, "on_watch_events failed: %s%s%s (the batch is not "
 					       "delivered again)",
 				 strerror(-err), msg[0] ? ": " : "", msg);
+		pi_keys_on_done(pi, ev, d, err, skipped);
+		break;
+	case EV_KEY:
+		if (err < 0 && !skipped)
+			log_debug(pi->log_comp, "reconcile_key of \"%.*s\" failed: %s%s%s (retried)",
+				  (int)(ev->doc_len > 200 ? 200 : ev->doc_len), ev->doc,
+				  strerror(-err), msg[0] ? ": " : "", msg);
+		pi_keys_on_done(pi, ev, d, err, skipped);
 		break;
 	case EV_ELECTED:
 	case EV_RELEASES:

@@ -137,6 +137,7 @@ void pi_watch_stop(struct plugin_instance *pi)
 {
 	if (pi->watch)
 		plugin_watch_stop(pi->watch);
+	pi_keys_stop(pi); /* the queue ends with the term, as the watches do */
 }
 
 void pi_event_free(struct event *ev)
@@ -147,22 +148,23 @@ void pi_event_free(struct event *ev)
 	free(ev);
 }
 
-void pi_watch_feed(struct plugin_instance *pi)
+bool pi_watch_feed(struct plugin_instance *pi)
 {
 	if (!pi->watch || !pi->leading || !pi->term_reconciled || pi->q_head || pi->sent_head ||
-	    pi->broken || !pi->bus_up || pi->stop_requested || pi->overrun)
-		return;
+	    pi->broken || !pi->bus_up || pi->stop_requested || pi->overrun ||
+	    pi_keys_host_takes_batches(pi))
+		return false;
 	if (pi->host.paused && pi->host.paused(pi->host.ctx))
-		return; /* the resume's reconcile pumps the queue again */
+		return false; /* the resume's reconcile pumps the queue again */
 	/* a drain (the graceful end of a term: SIGTERM, hot reload, switchover)
 	 * waits for an empty queue: a steady stream of inputs must not hold the
 	 * handover back, nor should batches go between the drain and the
 	 * term's end. The successor's snapshot carries what is left. */
 	if (pi->drains || pi->term_leaving)
-		return;
+		return false;
 	struct plugin_watch_batch *b = plugin_watch_take(pi->watch);
 	if (!b)
-		return;
+		return false;
 	struct event *ev = pi_event_new(EV_WATCH);
 	if (!ev) {
 		/* cannot deliver it: the watch must start over, never lose it */
@@ -170,11 +172,12 @@ void pi_watch_feed(struct plugin_instance *pi)
 		plugin_watch_batch_free(b);
 		pi_watch_term_start(pi);
 		pi->term_reconciled = true;
-		return;
+		return false;
 	}
 	ev->batch = b;
 	ev->term = pi->term;
 	pi_enqueue(pi, ev);
+	return true;
 }
 
 /* ---- range reads ---- */

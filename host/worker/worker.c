@@ -43,6 +43,7 @@ static const char *const g_callback_names[WORKER_CALLBACKS] = {
 	[WORKER_CB_ON_WATCH_EVENTS] = "on_watch_events",
 	[WORKER_CB_ON_CONFIG_CHANGED] = "on_config_changed",
 	[WORKER_CB_VALIDATE_CONFIG] = "validate_config",
+	[WORKER_CB_RECONCILE_KEY] = "reconcile_key",
 };
 
 const char *worker_callback_name(unsigned kind)
@@ -122,6 +123,8 @@ static int worker_event_callback(const Event *ev)
 		return WORKER_CB_ON_CONFIG_CHANGED;
 	case LEASEHOLD__BUS__EVENT__KIND_VALIDATE_CONFIG:
 		return WORKER_CB_VALIDATE_CONFIG;
+	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE_KEY:
+		return WORKER_CB_RECONCILE_KEY;
 	default:
 		return -1;
 	}
@@ -586,9 +589,10 @@ static int32_t worker_run_init(struct worker *w, const Event *ev)
 	w->in_init = true;
 	err = d->init ? d->init(&w->ctx) : 0;
 	w->in_init = false;
-	if (err == 0 && w->n_watches && !d->on_watch_events) {
+	if (err == 0 && w->n_watches && !d->on_watch_events && !d->reconcile_key) {
 		snprintf(w->errmsg, sizeof(w->errmsg),
-		         "init registered %u watch(es) but the plugin has no on_watch_events",
+		         "init registered %u watch(es) but the plugin has no on_watch_events "
+		         "(nor reconcile_key)",
 		         w->n_watches);
 		if (d->fini) /* init succeeded: fini undoes it */
 			d->fini(&w->ctx);
@@ -617,10 +621,15 @@ static int32_t worker_run_watch_events(struct worker *w, const Event *ev)
 {
 	struct lh_watch_batch b;
 	int32_t err = worker_watch_batch_build(w, ev->watch_events, &b);
-	if (err < 0)
+	if (err < 0) {
 		snprintf(w->errmsg, sizeof(w->errmsg), "bad watch batch from the host");
-	else
+	} else {
+		/* the keys first: a failing on_watch_events must not cost the
+		 * queue its changes */
+		int kr = worker_keys_collect(w, &b);
 		err = w->desc.on_watch_events ? w->desc.on_watch_events(&w->ctx, &b) : 0;
+		w->keys_incomplete = kr < 0;
+	}
 	free(w->batch_mem);
 	w->batch_mem = NULL;
 	return err;
@@ -675,7 +684,10 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		err = worker_run_releases_changed(w, ev);
 		break;
 	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
-		err = d->reconcile(&w->ctx);
+		err = d->reconcile ? d->reconcile(&w->ctx) : 0; /* NULL: a keyed plugin's */
+		break;
+	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE_KEY:
+		err = worker_keys_run(w, ev->reconcile_key);
 		break;
 	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS:
 		err = worker_run_watch_events(w, ev);
@@ -735,7 +747,8 @@ static bool worker_should_skip(struct worker *w, const Event *ev)
 		w->term_skipped = worker_term_ends_ahead(w);
 		return w->term_skipped;
 	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS:
-		/* nothing of a watch runs once its term is over */
+	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE_KEY:
+		/* nothing of a watch or of the queue runs once its term is over */
 		return w->term_skipped || !w->token || worker_term_ends_ahead(w);
 	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:
 	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
@@ -778,6 +791,7 @@ int worker_run(struct worker *w)
 		bool stop = false;
 		w->errmsg[0] = 0;
 		w->txn_error[0] = 0; /* a refusal explains only its own callback's failure */
+		w->requeue_after_ms = 0;
 		struct timespec t0, t1;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		bool skipped = worker_should_skip(w, tw->event);
@@ -809,10 +823,16 @@ int worker_run(struct worker *w)
 			done.n_watches = err == 0 ? w->n_watches : 0;
 			done.watches = spec_ptrs;
 		}
+		done.requeue_after_ms = w->requeue_after_ms;
+		done.keys_incomplete = w->keys_incomplete;
+		w->keys_incomplete = false;
+		done.keys = w->keys;
+		done.n_keys = w->n_keys;
 		ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
 		th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_DONE;
 		th.done = &done;
 		worker_send(w, &th.base);
+		worker_keys_free(w);
 		leasehold__bus__to_worker__free_unpacked(tw, NULL);
 		if (stop) {
 			ret = 0;
@@ -854,6 +874,7 @@ void worker_free(struct worker *w)
 	worker_arena_free(w);
 	worker_config_free(w);
 	free(w->batch_mem);
+	worker_keys_free(w);
 	for (size_t i = 0; i < w->n_grants; i++)
 		free(w->grants[i].data);
 	free(w->grants);

@@ -51,8 +51,9 @@ enum worker_callback {
 	WORKER_CB_ON_WATCH_EVENTS = 6, /* ABI 1.2 */
 	WORKER_CB_ON_CONFIG_CHANGED = 7, /* ABI 1.2 */
 	WORKER_CB_VALIDATE_CONFIG = 8, /* ABI 1.2 */
+	WORKER_CB_RECONCILE_KEY = 9, /* ABI 1.3 */
 };
-#define WORKER_CALLBACKS 9
+#define WORKER_CALLBACKS 10
 
 /* worker_callback_name - "init", "on_elected", ... ("?" when out of range) */
 const char *worker_callback_name(unsigned kind);

@@ -74,6 +74,13 @@ struct worker {
 	} watches[LH_WATCH_MAX];
 	unsigned n_watches;
 	void *batch_mem; /* the running on_watch_events' batch (one allocation) */
+	/* a keyed plugin's answer to a watch batch (worker_keys.c): the queue
+	 * keys, each malloc'd, until the answer is sent */
+	ProtobufCBinaryData *keys;
+	size_t n_keys;
+	bool keys_incomplete; /* worker_keys_collect failed: some are missing */
+	/* reconcile_key returned LH_REQUEUE_AFTER_MS(this); 0 = it did not */
+	uint32_t requeue_after_ms;
 	/* the configuration api->config() returns (ABI 1.2): cfg points into
 	 * cfg_cluster / cfg_local, which the worker owns */
 	struct lh_config cfg;
@@ -147,6 +154,19 @@ bool worker_config_schema_refuses(const struct worker *w, const char *doc, size_
 void worker_config_forget(struct worker *w);
 /* worker_config_free - free the parsed document and defaults */
 void worker_config_free(struct worker *w);
+
+/* ---- worker_keys.c: keyed reconcile (ABI 1.3) ---- */
+
+/* worker_keys_collect - a keyed plugin's queue keys for batch b into
+ * w->keys (each once; nothing for a plugin without reconcile_key). 0, or
+ * -ENOMEM / -E2BIG (over the answer's budget, reason in errmsg) with the
+ * keys collected so far kept. */
+int worker_keys_collect(struct worker *w, const struct lh_watch_batch *b);
+/* worker_keys_free - drop w->keys (after the answer went) */
+void worker_keys_free(struct worker *w);
+/* worker_keys_run - RECONCILE_KEY: the plugin's reconcile_key; a
+ * requeue-after answer sets w->requeue_after_ms and returns 0 */
+int32_t worker_keys_run(struct worker *w, const Leasehold__Bus__ReconcileKey *rk);
 
 /* worker_api_init - the context and the API table of a new worker */
 void worker_api_init(struct worker *w);

@@ -175,6 +175,11 @@ static int worker_main_load_plugin(const struct args *a, void **ret_handle, stru
 	    (const void *)ret_desc->reconcile,
 	    (const void *)ret_desc->on_deposed,
 	    (const void *)ret_desc->fini,
+	    (const void *)ret_desc->on_watch_events,
+	    (const void *)ret_desc->on_config_changed,
+	    (const void *)ret_desc->validate_config,
+	    (const void *)ret_desc->reconcile_key,
+	    (const void *)ret_desc->key_of,
 	};
 	for (size_t i = 0; i < sizeof(cbs) / sizeof(cbs[0]); i++) {
 		Dl_info ci;

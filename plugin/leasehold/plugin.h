@@ -64,15 +64,17 @@
  *   without one the host shows "reconcile returned -ENOENT (no reason
  *   given)" and its refusal of the callback's last failed API call, if
  *   any: give a reason, only the plugin knows it). A positive return (or one
- *   below -4095) is not an errno: the host treats it as -EIO. A failed init
+ *   below -4095) is not an errno: the host treats it as -EIO (except
+ *   reconcile_key's LH_REQUEUE_AFTER_MS). A failed init
  *   makes the instance "failed" (the host keeps running, nothing
  *   else is called, not even fini). A failed reconcile is retried by the host
  *   with exponential backoff. Errors from on_elected / on_releases_changed
  *   are logged and counted; they do not end leadership.
  * - Optional callbacks: init, on_elected, on_releases_changed, on_deposed,
  *   fini, on_config_changed and validate_config may be NULL (treated as
- *   "nothing to do, success"). reconcile is required: a plugin without it is
- *   refused at load time.
+ *   "nothing to do, success"). reconcile is required unless the plugin has
+ *   reconcile_key (ABI 1.3; then a missing reconcile succeeds at once): a
+ *   plugin with neither is refused at load time.
  * - Configuration (ABI 1.2). A plugin has a cluster-wide JSON document in
  *   etcd (P/<name>/config) and a node-local one (leasehold --plugin-config),
  *   readable through api->config() from init on, on every node. Changes
@@ -735,8 +737,57 @@ struct lh_plugin {
 	const struct lh_config_field *config_fields;
 	uint32_t n_config_fields;
 	uint32_t config_field_size;
+	/* ---- ABI 1.3: keyed reconcile (read only when abi_minor >= 3 and size
+	 * covers them; see "Keyed reconcile" below) ---- */
+	/* reconcile_key - reconcile one key of the work queue: key (key_len
+	 * bytes and a NUL; host-owned, valid during the call) as a watch
+	 * delivered it (relative to the data prefix for a relative watch, full
+	 * for an absolute one) or as key_of mapped it. Only while leading,
+	 * after the term's first reconcile, one key at a time, never
+	 * concurrently with another callback. Returns 0 when the key is
+	 * reconciled, a negative errno (+ set_error) to retry it with back-off,
+	 * or LH_REQUEUE_AFTER_MS(ms) to run it again after ms milliseconds
+	 * (not a failure). Writes through txn/apply/apply_key are fenced like
+	 * every callback's. Optional; with it, reconcile and on_watch_events
+	 * become optional too. */
+	int32_t (*reconcile_key)(struct lh_ctx *ctx, const char *key, uint32_t key_len);
+	/* key_of - the queue key a watch event stands for, e.g. the input an
+	 * output was derived from, so that an output's change requeues its
+	 * input: write it into buf (at most cap = LH_KEY_MAX bytes, no NUL
+	 * needed) and return its length; 0 = the event queues nothing; a
+	 * negative errno queues the event's own key (a change is never lost)
+	 * and is logged. batch and ev are host-owned, valid during the call.
+	 * Must not call the host API. Optional (NULL: an event's key is its
+	 * own key). */
+	int32_t (*key_of)(struct lh_ctx *ctx, const struct lh_watch_batch *batch,
+	                  const struct lh_watch_event *ev, char *buf, uint32_t cap);
+	/* the back-off of a failing key: the n-th failure in a row waits
+	 * min(key_backoff_min_ms << (n - 1), key_backoff_max_ms); 0 = the
+	 * defaults (5 ms and 5 minutes) */
+	uint32_t key_backoff_min_ms;
+	uint32_t key_backoff_max_ms;
 	/* ---- append new fields below, bump LH_PLUGIN_ABI_MINOR ---- */
 };
+
+/*
+ * Keyed reconcile (ABI 1.3). A plugin with reconcile_key gets a work queue
+ * per instance, kept by the host, fed from its watches: every key of a
+ * snapshot or a resync and every changed key of a live batch (through
+ * key_of when the plugin has it) is added once however often it changes;
+ * a key that changes while it is being reconciled runs again afterwards.
+ * The queue lives only while the node leads: on_deposed drops it, and the
+ * next term's snapshot (on whichever node) fills it again with every key,
+ * so nothing is lost across a failover, a hot reload or a crash of the
+ * worker (a key whose reconcile was cut short by a crash counts as
+ * failed). A failure backs the key off (key_backoff_*); a change to a
+ * backing-off key makes it run at once. `leaseholdctl status`, `plugins -o
+ * json` and the metrics show the queue (depth, the oldest key's age,
+ * failures). The full reconcile still runs where it would (a term's
+ * first, the periodic one, `leaseholdctl reconcile`) when the plugin has
+ * one; without one those succeed at once.
+ */
+/* reconcile_key's "run this key again after ms milliseconds" (ms >= 1) */
+#define LH_REQUEUE_AFTER_MS(ms) ((int32_t)(ms) > 0 ? (int32_t)(ms) : 1)
 
 /* lh_plugin.flags (the word has been in the descriptor since ABI 1.0, so a
  * flag needs no minor bump; a host older than the flag ignores it).
@@ -780,6 +831,10 @@ extern LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin;
  * n_config_fields, config_field_size). */
 #define LH_PLUGIN_SIZE_1_3_SCHEMA \
 	(offsetof(struct lh_plugin, config_field_size) + sizeof(uint32_t))
+/* The size of the ABI 1.3 descriptor's keyed block (the schema block +
+ * reconcile_key, key_of, key_backoff_min_ms, key_backoff_max_ms). */
+#define LH_PLUGIN_SIZE_1_3_KEYED \
+	(offsetof(struct lh_plugin, key_backoff_max_ms) + sizeof(uint32_t))
 
 /* The size of the ABI 1.1 descriptor (1.0 + role). */
 #define LH_PLUGIN_SIZE_1_1 (offsetof(struct lh_plugin, role) + sizeof(const char *))

@@ -115,7 +115,7 @@ static void test_plugin_replaced_100_times_in_a_second(void)
 	snprintf(leader, sizeof(leader), "%s", l);
 	jwatch_wait(F.jw, leader, jwatch_count(F.jw, leader, 0) + 2, 10000,
 		    "the leader reconciles after the churn");
-	obs_wait_status_done(F.obs, REL(1, 1, 0), 1000);
+	obs_wait_status_done(F.obs, REL(1, 1, 0), 10000);
 	size_t n = jwatch_records(F.jw, &r);
 	for (size_t i = j0; i < n; i++)
 		if (strcmp(r[i].release, "1.1.0") != 0) {
@@ -210,7 +210,7 @@ static void test_plugin_removed_while_leading(void)
 	host_wait_state(L, PLUGIN, "leading", true, 5000);
 	char path[700];
 	CHECK(unlink(host_plugin_path(L, "reconciler.so", path, sizeof(path))) == 0);
-	long ms = obs_wait_leader(F.obs, O->node, 1000);
+	long ms = obs_wait_leader(F.obs, O->node, 10000);
 	fprintf(stderr, "plugin file removed on %s: %s leads after %ld ms\n", L->node, O->node, ms);
 	obs_wait_members(F.obs, 1, 5000);
 	jwatch_wait(F.jw, O->node, jwatch_count(F.jw, O->node, 0) + 1, 5000,

@@ -330,7 +330,7 @@ static void test_refuse_bad_descriptors(void)
 		{"bad-below-compat", -EINVAL, "release 1.0.0 is below its own min_compatible_release 1.1.0"},
 		{"bad-below-reconciler", -EINVAL,
 		 "release 1.0.0 is below its own min_reconciler_release 2.0.0"},
-		{"bad-no-reconcile", -EINVAL, "required callback reconcile is missing"},
+		{"bad-no-reconcile", -EINVAL, "required callback reconcile is missing (or, ABI 1.3, reconcile_key)"},
 		{"bad-role", -EINVAL,
 		 "invalid plugin role (allowed: [a-z0-9_-], 1 to 63 characters)"},
 	};
