@@ -108,6 +108,9 @@ struct control_plugin {
 	int64_t unhealthy_until;
 	uint32_t failures_in_row;
 	uint64_t unhealthy_total;
+	/* a keyed plugin's work queue (ABI 1.3): see control.proto 70-75 */
+	bool keyed;
+	uint64_t keys_depth, keys_waiting, keys_oldest_ms, keys_done, keys_failed;
 };
 
 /* completion of a configuration read or write (pconfig): err 0 or -errno

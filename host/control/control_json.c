@@ -117,6 +117,19 @@ json_object *control_json_plugin(const Leasehold__Control__Plugin *p)
 	json_object_object_add(h, "unhealthy_total",
 			       json_object_new_int64(control_json_clamp_u64(p->unhealthy_total)));
 	json_object_object_add(o, "health", h);
+	json_object *q = NULL;
+	if (p->keyed) {
+		q = json_object_new_object();
+		json_object_object_add(q, "depth", json_object_new_int64(control_json_clamp_u64(p->keys_depth)));
+		json_object_object_add(q, "waiting",
+				       json_object_new_int64(control_json_clamp_u64(p->keys_waiting)));
+		json_object_object_add(q, "oldest_ms",
+				       json_object_new_int64(control_json_clamp_u64(p->keys_oldest_ms)));
+		json_object_object_add(q, "done", json_object_new_int64(control_json_clamp_u64(p->keys_done)));
+		json_object_object_add(q, "failed",
+				       json_object_new_int64(control_json_clamp_u64(p->keys_failed)));
+	}
+	json_object_object_add(o, "queue", q);
 	return o;
 }
 

@@ -168,6 +168,12 @@ int control_reply_plugins(struct control_reply *rp, const struct control_plugin 
 		d->p.unhealthy_until = s->unhealthy_until;
 		d->p.failures_in_row = s->failures_in_row;
 		d->p.unhealthy_total = s->unhealthy_total;
+		d->p.keyed = s->keyed;
+		d->p.keys_depth = s->keys_depth;
+		d->p.keys_waiting = s->keys_waiting;
+		d->p.keys_oldest_ms = s->keys_oldest_ms;
+		d->p.keys_done = s->keys_done;
+		d->p.keys_failed = s->keys_failed;
 		rp->pp[i] = &d->p;
 	}
 	rp->r.plugins = rp->pp;

@@ -328,6 +328,10 @@ int ctl_view_status(const Response *r, bool json)
 	else if (p->failures_in_row || p->unhealthy_total)
 		printf("health:        healthy (%" PRIu32 " reconciles failed in a row; unhealthy %" PRIu64
 		       " time(s))\n", p->failures_in_row, p->unhealthy_total);
+	if (p->keyed) /* ABI 1.3 reconcile_key: the work queue */
+		printf("key queue:     %" PRIu64 " key(s), %" PRIu64 " backing off, oldest %" PRIu64
+		       " ms; %" PRIu64 " reconciled, %" PRIu64 " failed\n", p->keys_depth,
+		       p->keys_waiting, p->keys_oldest_ms, p->keys_done, p->keys_failed);
 	if (p->superseded_by && p->superseded_by[0])
 		printf("superseded by: %s\n", ctl_clean(p->superseded_by, b1, sizeof(b1), true));
 	printf("fencing token: %" PRId64 "\n", p->fencing_token);

@@ -84,6 +84,15 @@ static void daemon_control_fill_plugin(struct entry *e, struct control_plugin *p
 	uint64_t since, now = loop_now();
 	if (e->pi && plugin_instance_running(e->pi, &p->callback, &since))
 		p->callback_ms = now > since ? (now - since) / LOOP_NS_PER_MS : 0;
+	struct plugin_key_stats ks;
+	if (e->pi && plugin_instance_key_stats(e->pi, &ks)) {
+		p->keyed = true;
+		p->keys_depth = ks.depth;
+		p->keys_waiting = ks.waiting;
+		p->keys_oldest_ms = ks.oldest_ms;
+		p->keys_done = ks.done;
+		p->keys_failed = ks.failed;
+	}
 }
 
 /* daemon_control_fill_file - the row of a file that is not what an entry runs: refused,

@@ -102,6 +102,7 @@ static void daemon_http_fill_view(struct entry *e, const struct election_info *i
 		pv->callback_timeouts = e->pm.retired_callback_timeouts + st.callback_timeouts;
 		pv->bus_rtt = e->pm.retired_bus_rtt;
 		metrics_hist_add(&pv->bus_rtt, plugin_instance_bus_rtt(e->pi));
+		pv->keyed = plugin_instance_key_stats(e->pi, &pv->keys);
 	}
 }
 

@@ -388,6 +388,22 @@ static double daemon_metrics_v_unhealthy_total(const struct plugin_metrics_view 
 {
 	return p->info ? (double)p->info->unhealthy_total : NAN;
 }
+static double daemon_metrics_v_keys_depth(const struct plugin_metrics_view *p)
+{
+	return p->keyed ? (double)p->keys.depth : NAN;
+}
+static double daemon_metrics_v_keys_oldest(const struct plugin_metrics_view *p)
+{
+	return p->keyed ? (double)p->keys.oldest_ms / 1000.0 : NAN;
+}
+static double daemon_metrics_v_keys_done(const struct plugin_metrics_view *p)
+{
+	return p->keyed ? (double)p->keys.done : NAN;
+}
+static double daemon_metrics_v_keys_failed(const struct plugin_metrics_view *p)
+{
+	return p->keyed ? (double)p->keys.failed : NAN;
+}
 static double daemon_metrics_v_terms(const struct plugin_metrics_view *p)
 {
 	return (double)p->pm->terms_won;
@@ -463,6 +479,17 @@ static const struct plugin_family plugin_families[] = {
 	{"leasehold_plugin_unhealthy_total", "counter",
 	 "Times this node became unhealthy for the plugin and withdrew for a hold-down.",
 	 daemon_metrics_v_unhealthy_total},
+	{"leasehold_plugin_key_queue_depth", "gauge",
+	 "Keys in a keyed plugin's work queue on this node: ready, backing off or running (ABI 1.3 "
+	 "reconcile_key; absent for other plugins).", daemon_metrics_v_keys_depth},
+	{"leasehold_plugin_key_queue_oldest_seconds", "gauge",
+	 "How long the oldest ready key of a keyed plugin's work queue has waited.",
+	 daemon_metrics_v_keys_oldest},
+	{"leasehold_plugin_key_reconciles_total", "counter",
+	 "Keys a keyed plugin reconciled on this node.", daemon_metrics_v_keys_done},
+	{"leasehold_plugin_key_reconcile_failures_total", "counter",
+	 "Key reconciles of a keyed plugin that failed on this node (each is retried with back-off).",
+	 daemon_metrics_v_keys_failed},
 };
 
 static void daemon_metrics_per_plugin_family(struct metrics_text *t, const struct plugin_metrics_view *pv,

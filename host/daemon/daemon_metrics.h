@@ -32,6 +32,7 @@
 #include "election/election.h"
 #include "etcd/etcd.h"
 #include "base/metrics.h"
+#include "runtime/runtime_instance.h"
 
 enum { HM_OP_RANGE, HM_OP_PUT, HM_OP_DELETE, HM_OP_TXN, HM_OP_LEASE_GRANT, HM_OP_LEASE_KEEPALIVE,
        HM_OP_LEASE_REVOKE, HM_OP_LEASE_TIMETOLIVE, HM_OP_OTHER, HM_N_OPS };
@@ -138,6 +139,8 @@ struct plugin_metrics_view {
 	uint64_t terms_ended[ELECTION_TERM_END_SLOTS];
 	size_t rollout_blockers; /* election_rollout_blockers */
 	uint64_t queued; /* events in the host's queue to the plugin (has_instance_stats) */
+	bool keyed; /* a keyed plugin (ABI 1.3): keys is its work queue */
+	struct plugin_key_stats keys;
 };
 
 /* What the daemon knows of itself at render time. */

@@ -32,6 +32,10 @@
  *   where a lost worker's state is settled; a child is reaped through its
  *   pidfd, which may happen after the generation ended (struct child
  *   outlives it).
+ * - runtime_instance_watch.c: ABI 1.2 watches (when a batch may go), range
+ *   reads, reconcile requests; runtime_instance_shadow.c: shadow runs.
+ * - runtime_instance_keys.c: keyed reconcile (ABI 1.3): the work queue
+ *   (runtime_keyqueue.c) fed from the watches, one EV_KEY at a time.
  */
 #include "config.h"
 

@@ -169,7 +169,7 @@ static void test_reads(void)
 	CHECK_JSTR(p, "name", PLUGIN);
 	CHECK_JSTR(p, "state", "observed");
 	CHECK_JSTR(p, "leader", "a");
-	CHECK_INT_EQ(json_object_object_length(p), 30); /* the daemon's fields */
+	CHECK_INT_EQ(json_object_object_length(p), 31); /* the daemon's fields */
 	CHECK_JSTR(p, "status.state", "DONE");
 	CHECK_INT_EQ(json_object_get_int64(jget(p, "releases.members")), 2);
 	json_object *nodes = jget(p, "nodes");

@@ -111,11 +111,12 @@ srcs_bus=("$src/host/runtime/runtime_instance.c" "$src/host/runtime/runtime_inst
           "$src/host/base/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c"
           "${srcs_etcd_codec[@]}" "$src/host/abi/abi_config_doc.c"
           "$src/host/runtime/runtime_instance_watch.c" "$src/host/runtime/runtime_watch.c" "$src/host/base/metrics.c"
+          "$src/host/runtime/runtime_instance_keys.c" "$src/host/runtime/runtime_keyqueue.c"
           "$src/host/etcd/etcd.c" "$src/host/etcd/etcd_transport.c" "$src/host/etcd/etcd_auth.c"
           "$src/host/etcd/etcd_call.c" "$src/host/etcd/etcd_watch.c")
 # the worker half (process isolation)
 srcs_bus+=("$src/host/worker/worker.c" "$src/host/worker/worker_api.c" "$src/host/abi/abi_bus.c"
-          "$src/host/worker/worker_apply.c" "$src/host/worker/worker_config_api.c"
+          "$src/host/worker/worker_apply.c" "$src/host/worker/worker_config_api.c" "$src/host/worker/worker_keys.c"
           "$src/host/worker/worker_crash_report.c")
 libs_bus=(-lnng "${pb_libs[@]}" "${json_libs[@]}" -lcurl -lpthread -ldl)
 maxlen_bus=4096
