@@ -47,6 +47,8 @@ cc_plugin bench-2.0.0-ref.so bench 2 0 2 LH_PLUGIN_F_REFERENCE_ROLLOUT
 wait
 # figure 15: a compatible newer release whose every reconcile fails
 CFLAGS="$CFLAGS -DBENCH_BROKEN" cc_plugin "bench-broken-1.21.0.so" bench 1 21
+# figure 16: a keyed controller (reconcile_key)
+CFLAGS="$CFLAGS -DBENCH_KEYED" cc_plugin "bench-keyed-1.0.0.so" bench 1 0
 
 results=$src/bench/RESULTS.md
 [ "${LH_BENCH_QUICK:-0}" = 1 ] && results=$build/bench/RESULTS-quick.md

@@ -693,7 +693,8 @@ struct lh_plugin {
 	 * LH_WATCH_SYNCED, then live batches; LH_WATCH_RESYNC starts a fresh
 	 * snapshot. A failure (negative errno) is logged and counted; the events
 	 * are NOT delivered again (ask for a reconcile, or return and let the
-	 * periodic reconcile catch up). Required when a watch is registered. */
+	 * periodic reconcile catch up). Required when a watch is registered,
+	 * unless the plugin has reconcile_key (ABI 1.3). */
 	int32_t (*on_watch_events)(struct lh_ctx *ctx, const struct lh_watch_batch *batch);
 	/* ---- ABI 1.2: configuration (pconfig) ---- */
 	/* Both read only when abi_minor >= 2 and size covers them. */
