@@ -31,7 +31,10 @@
  * on_watch_events: the host takes the watch's keys itself): each key
  * in/<k> is read (range) and its output out/<k> written with apply_key,
  * reported as O after etcd acknowledged it (a = n of "v<n>", b =
- * CLOCK_MONOTONIC at the key's entry) (figure 16).
+ * CLOCK_MONOTONIC at the key's entry) (figure 16). Its reconcile, after
+ * the journal record, makes every output equal its input with one apply
+ * (a full resync), reported as Y (a = keys written or deleted, b =
+ * CLOCK_MONOTONIC at its start) (figure 17).
  *
  * -DBENCH_BROKEN: a release that breaks: reconcile reports X (its entry)
  * and fails with -EIO, writing nothing (figure 13).
@@ -188,6 +191,33 @@ static int32_t b_on_releases_changed(struct lh_ctx *ctx, const struct lh_release
 
 static int32_t journal_write(struct lh_ctx *ctx, struct bstate *st);
 
+#ifdef BENCH_KEYED
+/* the full resync: out/<k> = in/<k> for every input, one apply */
+static int32_t b_resync(struct lh_ctx *ctx)
+{
+	uint64_t t = mono_ns();
+	const struct lh_op_result *in;
+	int32_t r = ctx->host->range(ctx, "in/", 3, LH_F_PREFIX, 0, &in);
+	if (r < 0)
+		return r;
+	struct lh_apply_kv *want = ctx->host->alloc(ctx, (in->n_kvs + 1) * sizeof(*want));
+	if (!want)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < in->n_kvs; i++) {
+		const struct lh_kv *kv = &in->kvs[i];
+		const char *k = lh_printf(ctx, "out/%s", (const char *)kv->key + 3);
+		if (!k)
+			return -ENOMEM;
+		want[i] = (struct lh_apply_kv){k, strlen(k), kv->value, kv->value_len};
+	}
+	struct lh_apply_result res;
+	if ((r = ctx->host->apply(ctx, "out/", 4, want, in->n_kvs, 0, &res)) < 0)
+		return r;
+	report(ctx, 'Y', mono_ns(), (int64_t)(res.put + res.deleted), (int64_t)t);
+	return 0;
+}
+#endif
+
 static int32_t b_reconcile(struct lh_ctx *ctx)
 {
 	struct bstate *st = ctx->user;
@@ -200,6 +230,10 @@ static int32_t b_reconcile(struct lh_ctx *ctx)
 #endif
 	int32_t r = st->nowrite ? 0 : journal_write(ctx, st);
 	release_held(ctx);
+#ifdef BENCH_KEYED
+	if (r == 0)
+		r = b_resync(ctx);
+#endif
 	return r;
 }
 

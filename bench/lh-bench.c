@@ -2403,6 +2403,8 @@ static void change_in_handover(int n, struct samples *out, struct samples *elect
 /* figure 16: a keyed controller (ABI 1.3 reconcile_key): n inputs, each
  * put once, one after the other; the put sent (and acknowledged) → the
  * output written by reconcile_key (range + apply_key) acknowledged */
+static void keyed_resync(int n, struct samples *ms, struct samples *writes);
+
 static void keyed_latency(int n, struct samples *out, struct samples *out_ack)
 {
 	static struct host h;
@@ -2435,6 +2437,28 @@ static void keyed_latency(int n, struct samples *out, struct samples *out_ack)
 	stop_host(&h);
 }
 
+/* figure 17: the same host restarted n times over figure 16's inputs and
+ * outputs: its term's first reconcile makes every output equal its input
+ * with one apply (all unchanged): entered → returned, and the keys written */
+static void keyed_resync(int n, struct samples *ms, struct samples *writes)
+{
+	static struct host h;
+	host_setup(&h, g_base, "w17");
+	install(&h, "bench-keyed-1.0.0.so", "bench.so");
+	for (int i = 0; i < n; i++) {
+		size_t from = g_nev;
+		start_watch_host(&h, "/b16", false);
+		long k = wait_ev(from, 'Y', "w17", "bench", NULL, 0, false, 30000);
+		if (k < 0)
+			note("figure 17: trial %d: no resync reported", i);
+		else {
+			s_add(ms, ((double)g_ev[k].t - (double)g_ev[k].b) / 1e6);
+			s_add(writes, (double)g_ev[k].a);
+		}
+		stop_host(&h);
+	}
+}
+
 static void watch_figures(bool quick)
 {
 	char ref[256], goal[128], what[300];
@@ -2462,8 +2486,17 @@ static void watch_figures(bool quick)
 	         quick ? 200 : 10000, s_q(&ko, 0.5), k99, b99 > 0 ? k99 / b99 : 0.0, s_q(&koa, 0.5),
 	         s_q(&koa, 0.99));
 	row("16", what, &ko, "ms", ref, goal, ko.n && k99 <= 4 * b99 ? "yes" : "**no**");
+	struct samples rs = {0}, rw = {0};
+	keyed_resync(quick ? 2 : 10, &rs, &rw);
+	fmt_ref(ref, sizeof(ref), &rw, "keys", "keys written or deleted by the same resyncs");
+	snprintf(what, sizeof(what), "full resync of %d unchanged outputs by one apply (the keyed host restarted: its term's first reconcile, range of the inputs + apply over the outputs): entered → returned",
+	         quick ? 200 : 10000);
+	row("17", what, &rs, "ms", ref, "< 300 ms, 0 writes",
+	    rs.n && s_max(&rs) < 300 && rw.n && s_max(&rw) == 0 ? "yes (max)" : "**no**");
 	free(ko.v);
 	free(koa.v);
+	free(rs.v);
+	free(rw.v);
 
 	snapshot_replay(quick ? 2 : 10, &r, &rss, &wrss, &rr);
 	fmt_ref(ref, sizeof(ref), &rr, "ms", "one range of the 10,000 keys by the host's etcd client");
@@ -2736,7 +2769,7 @@ int main(int argc, char **argv)
 	if (getenv("LH_BENCH_WATCH") && strcmp(getenv("LH_BENCH_WATCH"), "1") == 0) {
 		unsetenv("LH_BENCH_WATCH"); /* per host, set by start_watch_host */
 		watch_figures(g_quick);
-		note("lh-bench: figures 10-12 and 16 only (LH_BENCH_WATCH=1), %.1f s",
+		note("lh-bench: figures 10-12, 16 and 17 only (LH_BENCH_WATCH=1), %.1f s",
 		     ms_between(t_begin, mono()) / 1000.0);
 		fclose(g_md);
 		return 0;
