@@ -993,6 +993,71 @@ static void control_request_timer_cb(struct loop_timer *t, void *userdata)
 
 /* ---- the transport's callbacks ---------------------------------------- */
 
+/* control_dispatch - run the verb of a decoded request. Returns true when
+ * the answer comes later (the request is parked or an op's callback sends
+ * it), false when rp holds the answer to send now. */
+static bool control_dispatch(struct control *c, struct control_conn *conn, struct control_reply *rp,
+                             const Leasehold__Control__Request *req)
+{
+	switch (req->kind) {
+	case LEASEHOLD__CONTROL__KIND__KIND_PLUGINS:
+		control_do_plugins(c, rp);
+		break;
+	case LEASEHOLD__CONTROL__KIND__KIND_STATUS:
+		control_do_status(c, rp, req->name);
+		break;
+	case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS:
+		control_do_members(c, rp, req->name);
+		break;
+	case LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY:
+		if (control_do_wait_ready(c, conn, rp, req->name, req->timeout_ms))
+			return true; /* parked: answered later */
+		break;
+	case LEASEHOLD__CONTROL__KIND__KIND_RELOAD:
+		control_do_reload(c, rp, req->name);
+		break;
+	case LEASEHOLD__CONTROL__KIND__KIND_VERSION:
+		break;
+	case LEASEHOLD__CONTROL__KIND__KIND_ROLES_LIST:
+		control_do_roles_list(c, rp);
+		break;
+	case LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET:
+	case LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR:
+	case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET:
+	case LEASEHOLD__CONTROL__KIND__KIND_PAUSE:
+	case LEASEHOLD__CONTROL__KIND__KIND_RESUME:
+	case LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN:
+	case LEASEHOLD__CONTROL__KIND__KIND_RELEASE_UNPIN:
+		if (control_do_async(c, conn, rp, req))
+			return true; /* answered by control_async_done */
+		break;
+	case LEASEHOLD__CONTROL__KIND__KIND_RECONCILE:
+	case LEASEHOLD__CONTROL__KIND__KIND_HISTORY:
+	case LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER:
+		if (control_do_verb(c, conn, rp, req))
+			return true; /* answered by control_reconcile_done or control_switchover_done
+				      (then control_notify) or control_history_done */
+		break;
+	case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
+		control_do_leave(c, rp);
+		break;
+	case LEASEHOLD__CONTROL__KIND__KIND_SHADOW:
+		if (control_do_shadow(c, conn, rp, req))
+			return true; /* answered by control_shadow_done */
+		break;
+	case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET:
+	case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET:
+		if (control_do_config(c, conn, rp, req))
+			return true; /* answered by control_plugin_config_done */
+		break;
+	default: /* excluded by the decoder */
+		control_reply_error(rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
+			    "unknown request kind");
+		break;
+	}
+	return false;
+}
+
 /* control_on_request - decode, dispatch and answer (now or later) one request. */
 static void control_on_request(void *ud, struct control_conn *conn, const uint8_t *buf, size_t len)
 {
@@ -1011,66 +1076,8 @@ static void control_on_request(void *ud, struct control_conn *conn, const uint8_
 		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND, "%s", why);
 	else if (r < 0)
 		control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST, "%s", why);
-	else {
-		switch (req->kind) {
-		case LEASEHOLD__CONTROL__KIND__KIND_PLUGINS:
-			control_do_plugins(c, &rp);
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_STATUS:
-			control_do_status(c, &rp, req->name);
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS:
-			control_do_members(c, &rp, req->name);
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_WAIT_READY:
-			if (control_do_wait_ready(c, conn, &rp, req->name, req->timeout_ms))
-				goto done; /* parked: answered later */
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_RELOAD:
-			control_do_reload(c, &rp, req->name);
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_VERSION:
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_LIST:
-			control_do_roles_list(c, &rp);
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_SET:
-		case LEASEHOLD__CONTROL__KIND__KIND_ROLES_CLEAR:
-		case LEASEHOLD__CONTROL__KIND__KIND_MEMBERS_FORGET:
-		case LEASEHOLD__CONTROL__KIND__KIND_PAUSE:
-		case LEASEHOLD__CONTROL__KIND__KIND_RESUME:
-		case LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN:
-		case LEASEHOLD__CONTROL__KIND__KIND_RELEASE_UNPIN:
-			if (control_do_async(c, conn, &rp, req))
-				goto done; /* answered by control_async_done */
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_RECONCILE:
-		case LEASEHOLD__CONTROL__KIND__KIND_HISTORY:
-		case LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER:
-			if (control_do_verb(c, conn, &rp, req))
-				goto done; /* answered by control_reconcile_done or control_switchover_done
-					      (then control_notify) or control_history_done */
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_LEAVE:
-			control_do_leave(c, &rp);
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_SHADOW:
-			if (control_do_shadow(c, conn, &rp, req))
-				goto done; /* answered by control_shadow_done */
-			break;
-		case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET:
-		case LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET:
-			if (control_do_config(c, conn, &rp, req))
-				goto done; /* answered by control_plugin_config_done */
-			break;
-		default: /* excluded by the decoder */
-			control_reply_error(&rp, LEASEHOLD__CONTROL__CODE__CODE_UNKNOWN_KIND,
-				    "unknown request kind");
-			break;
-		}
-	}
-	control_send_reply(c, conn, &rp);
-done:
+	if (r < 0 || !control_dispatch(c, conn, &rp, req))
+		control_send_reply(c, conn, &rp);
 	control_reply_fini(&rp);
 	if (req)
 		leasehold__control__request__free_unpacked(req, NULL);
