@@ -51,16 +51,11 @@ static const char *g_args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait"
 static int observer(struct ctl_out *o, ...) __attribute__((sentinel));
 static int observer(struct ctl_out *o, ...)
 {
-	const char *argv[24] = {"--etcd", harness_etcd_urls(g_etcd), "--prefix", PFX};
-	int a = 4;
 	va_list ap;
 	va_start(ap, o);
-	for (const char *s; (s = va_arg(ap, const char *)) && a < 23;)
-		argv[a++] = s;
+	int st = ctl_observer_vrun(o, harness_etcd_urls(g_etcd), PFX, NULL, ap);
 	va_end(ap);
-	argv[a] = NULL;
-	ctl_run(o, NULL, argv);
-	return o->status;
+	return st;
 }
 
 static bool p_output(void *a)

@@ -43,6 +43,7 @@
 #include "check.h"
 #include "files.h"
 #include "harness.h"
+#include "instance_fixture.h"
 #include "lagproxy.h"
 #include "abi/abi_loader.h"
 #include "runtime/runtime_closer.h"
@@ -57,8 +58,8 @@ static struct harness_etcd *H;
 static struct tu T;
 static struct lagproxy *P;
 static struct etcd_client *g_plugin_client; /* driver_host.etcd: through P */
-static char g_root[512], g_dir[1024], g_private[1024], g_worker[1200], g_trace[1200],
-    g_hold[1200], g_build[1024];
+static struct ifx_dirs D;
+static char g_trace[1200], g_hold[1200];
 static unsigned g_requests; /* driver_host.request_reconcile calls */
 
 /* ---- the driver_host the test offers ---- */
@@ -115,12 +116,12 @@ static void start(struct inst *in, const char *file, uint32_t mode, const char *
 {
 	char err[LOADER_ERR_MAX];
 	memset(in, 0, sizeof(*in));
-	CHECK_OK(loader_open(g_dir, file, g_private, &in->lp, err, sizeof(err)));
+	CHECK_OK(loader_open(D.plugins, file, D.private_dir, &in->lp, err, sizeof(err)));
 	struct plugin_instance_config cfg = {
 	    .on_init = on_init,
 	    .userdata = in,
 	    .isolation = mode,
-	    .worker_path = g_worker,
+	    .worker_path = D.worker,
 	    .read_grants = grants,
 	    .n_read_grants = n_grants,
 	    .watch_queue_max = queue_max,
@@ -131,32 +132,11 @@ static void start(struct inst *in, const char *file, uint32_t mode, const char *
 		CHECK(loop_run_once(T.loop, 1000) >= 0);
 }
 
-static void on_stopped(void *ud)
-{
-	*(bool *)ud = true;
-}
-
 static void stop_and_free(struct inst *in)
 {
-	bool stopped = false;
-	plugin_instance_stop(in->pi, on_stopped, &stopped);
-	while (!stopped)
-		CHECK(loop_run_once(T.loop, 1000) >= 0);
+	ifx_stop(T.loop, in->pi);
 	plugin_instance_free(in->pi);
 	in->pi = NULL;
-}
-
-struct rdone {
-	bool done;
-	int err;
-};
-
-static void on_reconciled(void *ud, int err, const char *msg)
-{
-	struct rdone *d = ud;
-	(void)msg;
-	d->done = true;
-	d->err = err;
 }
 
 static const struct releases REL = {{1, 0, 0}, {1, 0, 0}, 1, 1};
@@ -499,7 +479,7 @@ static void t_boundary(uint32_t mode)
 		CHECK(loop_run_once(T.loop, 1000) >= 0);
 	plugin_instance_elected(in.pi, 1, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	tu_wait(&T, writer_done, &w, WAIT_MS, "the writer");
 	wait_trace("batch 0 3 ", 1); /* the snapshot's synced marker */
 	wait_rev(w.revs[w.total - 1]);
@@ -529,7 +509,7 @@ static void t_boundary(uint32_t mode)
 	int64_t between = tu_put(&T, PREFIX "in/between", "b", 1);
 	plugin_instance_elected(in.pi, 2, &REL);
 	struct rdone rd2 = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd2);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd2);
 	wait_trace("elected 2", 1);
 	wait_trace("batch 0 3 ", 2); /* term 2's synced snapshot */
 	wait_rev(between);
@@ -554,7 +534,7 @@ static void t_paused(uint32_t mode)
 	CHECK_INT_EQ(in.init_err, 0);
 	plugin_instance_elected(in.pi, 1, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	wait_trace("batch 0 3 ", 1); /* synced */
 	int64_t before = tu_put(&T, PREFIX "in/before", "1", 1);
 	wait_rev(before);
@@ -571,7 +551,7 @@ static void t_paused(uint32_t mode)
 	/* the resume asks for a reconcile (the election's part); after it the
 	 * queued batch goes */
 	struct rdone rd2 = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd2);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd2);
 	wait_rev(during);
 	CHECK(rd2.done && rd2.err == 0);
 	plugin_instance_deposed(in.pi);
@@ -614,7 +594,7 @@ static void t_drain_stops_batches(uint32_t mode)
 	start(&in, "watcher.so", mode, NULL, 0, 0);
 	plugin_instance_elected(in.pi, 6, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	wait_trace("hold", 1); /* the plugin is in the snapshot's batch */
 	for (int i = 0; i < 5; i++)
 		tu_put(&T, PREFIX "in/b", "2", 1); /* live changes wait behind it */
@@ -651,7 +631,7 @@ static void t_overflow(uint32_t mode)
 	start(&in, "watcher.so", mode, NULL, 0, 16);
 	plugin_instance_elected(in.pi, 5, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	wait_trace("hold", 1); /* the plugin is stuck in the snapshot batch */
 	for (int i = 0; i < 60; i++) {
 		char k[64], v[16];
@@ -717,7 +697,7 @@ static void t_compaction(void)
 	lagproxy_hold_replies(P, true);
 	plugin_instance_elected(in.pi, 9, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	tu_wait(&T, snapshot_reply_held, NULL, WAIT_MS, "the snapshot's reply held");
 	tu_put(&T, PREFIX "in/b", "2", 1);
 	int64_t rev = tu_put(&T, PREFIX "in/c", "3", 1);
@@ -771,7 +751,7 @@ static void t_grants(uint32_t mode)
 	free(t);
 	plugin_instance_elected(in.pi, 3, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	wait_trace("batch 1 3 ", 1); /* the absolute watch's snapshot */
 	wait_trace("ev 0 ", 1);
 	t = trace_read();
@@ -818,7 +798,7 @@ static void t_value_limit_round_trip(uint32_t mode)
 	CHECK_INT_EQ(in.init_err, 0);
 	plugin_instance_elected(in.pi, 1, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	wait_trace("big put=", 1);
 	char *t = trace_read();
 	char want[200];
@@ -848,7 +828,7 @@ static void t_abi_1_1(uint32_t mode)
 	CHECK(lp->desc.on_watch_events == NULL);
 	plugin_instance_elected(in.pi, 42, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	while (!rd.done)
 		CHECK(loop_run_once(T.loop, 1000) >= 0);
 	CHECK_INT_EQ(rd.err, 0);
@@ -905,7 +885,7 @@ static void t_garbage_watch_events(uint32_t mode)
 	int64_t rev = tu_put(&T, PREFIX "in/ok", "1", 1);
 	plugin_instance_elected(in.pi, 11, &REL); /* the worker leads: it decodes them */
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	wait_rev(rev);
 	send_watch_events(in.pi, 7, LH_WATCH_PUT, true, 0);	   /* no such watch */
 	send_watch_events(in.pi, 0, 9, true, 0);		   /* no such type */
@@ -922,33 +902,13 @@ static void t_garbage_watch_events(uint32_t mode)
 	stop_and_free(&in);
 }
 
-static void install(const char *name)
-{
-	char src[PATH_MAX], dst[PATH_MAX];
-	snprintf(src, sizeof(src), "%s/tests/plugins/.libs/%s", g_build, name);
-	snprintf(dst, sizeof(dst), "%s/%s", g_dir, name);
-	test_copy_file(src, dst, 0644);
-}
-
 int main(void)
 {
-	const char *b = getenv("LH_BUILDDIR");
-	snprintf(g_build, sizeof(g_build), "%s", b && *b ? b : ".");
-	snprintf(g_worker, sizeof(g_worker), "%s/leasehold-worker", g_build);
-	if (access(g_worker, X_OK) < 0) {
-		fprintf(stderr, "no %s (run through make check)\n", g_worker);
-		return 99;
-	}
-	test_tmp_root("test-watch", g_root, sizeof(g_root));
-	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
-	snprintf(g_private, sizeof(g_private), "%s/private", g_root);
-	snprintf(g_trace, sizeof(g_trace), "%s/trace", g_root);
-	snprintf(g_hold, sizeof(g_hold), "%s/hold", g_root);
-	CHECK(mkdir(g_dir, 0755) == 0);
-	char err[LOADER_ERR_MAX];
-	CHECK_OK(loader_private_dir_prepare(g_private, err, sizeof(err)));
-	install("watcher.so");
-	install("abi11.so");
+	ifx_dirs_setup(&D, "test-watch");
+	snprintf(g_trace, sizeof(g_trace), "%s/trace", D.root);
+	snprintf(g_hold, sizeof(g_hold), "%s/hold", D.root);
+	ifx_install(&D, "watcher.so");
+	ifx_install(&D, "abi11.so");
 	setenv("LH_WATCHER_TRACE", g_trace, 1);
 
 	CHECK_OK(harness_etcd_start(1, NULL, &H));
