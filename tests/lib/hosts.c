@@ -529,6 +529,16 @@ void ctl_out_free(struct ctl_out *o)
 	o->out = o->err = NULL;
 }
 
+void hosts_terminate(struct host *const *hs, size_t n, int timeout_ms, bool clean)
+{
+	for (size_t i = 0; i < n; i++)
+		host_signal(hs[i], SIGTERM);
+	for (size_t i = 0; i < n; i++)
+		CHECK_OK(host_wait(hs[i], timeout_ms));
+	for (size_t i = 0; clean && i < n; i++)
+		CHECK_INT_EQ(hs[i]->exit_status, 0);
+}
+
 void hosts_dump_logs(void)
 {
 	for (int i = 0; i < g_nhosts; i++)

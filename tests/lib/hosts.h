@@ -137,6 +137,10 @@ int ctl_observer_vrun(struct ctl_out *o, const char *urls, const char *prefix,
  * logs and exit(1). Returns the elapsed ms. */
 long host_wait_control(const struct host *h, int timeout_ms);
 
+/* hosts_terminate - SIGTERM the n hosts, then wait for each (timeout_ms
+ * each; a host still running fails the test); with clean, each must have
+ * exited 0 (a graceful shutdown with no sanitizer report) */
+void hosts_terminate(struct host *const *hs, size_t n, int timeout_ms, bool clean);
 /* hosts_dump_logs - host_dump_log for every host set up so far */
 void hosts_dump_logs(void);
 
