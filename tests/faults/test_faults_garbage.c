@@ -75,18 +75,7 @@ static size_t member_bytes(const char *node, struct release r, bool unknown, uin
 static size_t status_bytes(int state, struct release v, struct release m, bool unknown,
 			   uint8_t *buf)
 {
-	Leasehold__Release pv = LEASEHOLD__RELEASE__INIT, pm = LEASEHOLD__RELEASE__INIT;
-	pv.major = v.major;
-	pv.minor = v.minor;
-	pv.patch = v.patch;
-	pm.major = m.major;
-	pm.minor = m.minor;
-	pm.patch = m.patch;
-	Leasehold__ReconcilerStatus s = LEASEHOLD__RECONCILER_STATUS__INIT;
-	s.state = (Leasehold__ReconcilerStatus__State)state;
-	s.version = &pv;
-	s.minimum_compatible_release = &pm;
-	size_t n = leasehold__reconciler_status__pack(&s, buf);
+	size_t n = tu_status_encode(state, v, m, buf);
 	if (unknown) {
 		memcpy(buf + n, UNKNOWN, sizeof(UNKNOWN));
 		n += sizeof(UNKNOWN);
