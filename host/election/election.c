@@ -460,9 +460,9 @@ static void election_finish_stop(struct election *e)
 	}
 }
 
-/* election_step_report - the end of every step that did not hand over:
- * node records follow the state, a state change is logged once, and the
- * owner hears that something may have changed */
+/* election_step_report - the end of a step whose rules asked for it (see
+ * election_step_rules): node records follow the state, a state change is
+ * logged once, and the owner hears that something may have changed */
 static void election_step_report(struct election *e)
 {
 	election_assert_invariants(e);
