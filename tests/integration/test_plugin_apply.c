@@ -80,17 +80,8 @@ static struct driver_host g_host = {.fenced_txn = plain_txn, .data_prefix = PREF
 struct inst {
 	struct loader_plugin *lp;
 	struct plugin_instance *pi;
-	bool init_done;
-	int init_err;
+	struct idone init;
 };
-
-static void on_init(void *ud, int err, const char *msg)
-{
-	struct inst *in = ud;
-	(void)msg;
-	in->init_done = true;
-	in->init_err = err;
-}
 
 static void start(struct inst *in, const char *file, uint32_t mode, const struct plugin_config *c)
 {
@@ -100,13 +91,13 @@ static void start(struct inst *in, const char *file, uint32_t mode, const struct
 	if (r < 0)
 		fprintf(stderr, "loader: %s\n", err);
 	CHECK_OK(r);
-	struct plugin_instance_config cfg = {.on_init = on_init, .userdata = in, .isolation = mode,
+	struct plugin_instance_config cfg = {.on_init = ifx_on_init, .userdata = &in->init, .isolation = mode,
 	                                     .worker_path = D.worker, .config = c};
 	g_host.etcd = T.etcd;
 	CHECK_OK(plugin_instance_new(in->lp, T.loop, &g_host, "n1", &cfg, &in->pi));
-	while (!in->init_done)
+	while (!in->init.done)
 		CHECK(loop_run_once(T.loop, 1000) >= 0);
-	CHECK_INT_EQ(in->init_err, 0);
+	CHECK_INT_EQ(in->init.err, 0);
 }
 
 static void stop_and_free(struct inst *in)
@@ -116,24 +107,9 @@ static void stop_and_free(struct inst *in)
 	in->pi = NULL;
 }
 
-struct done {
-	bool done;
-	int err;
-	char msg[512];
-};
-
-static void on_done(void *ud, int err, const char *msg)
+static void wait_done(struct rdone *d)
 {
-	struct done *d = ud;
-	d->done = true;
-	d->err = err;
-	snprintf(d->msg, sizeof(d->msg), "%s", msg ? msg : "");
-}
-
-static void wait_done(struct done *d)
-{
-	while (!d->done)
-		CHECK(loop_run_once(T.loop, 1000) >= 0);
+	CHECK_OK(loop_run_until(T.loop, &d->done, loop_now() + (uint64_t)WAIT_MS * LOOP_NS_PER_MS));
 }
 
 static const struct releases REL = {{1, 0, 0}, {1, 0, 0}, 1, 1};
@@ -155,8 +131,8 @@ static char *trace_read(void)
 static char *reconcile(struct plugin_instance *pi)
 {
 	unlink(g_trace);
-	struct done d = {0};
-	plugin_instance_reconcile(pi, on_done, &d);
+	struct rdone d = {0};
+	plugin_instance_reconcile(pi, ifx_on_reconciled, &d);
 	wait_done(&d);
 	CHECK_INT_EQ(d.err, 0);
 	return trace_read();
@@ -381,17 +357,18 @@ static void t_config_schema(uint32_t mode)
 	    {"{\"need\":{\"me\":1},\"tags\":[1]}", "field \"tags\": expected a list of strings, got [1]"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct done d = {0};
-		CHECK_OK(plugin_instance_validate_config(in.pi, bad[i].doc, strlen(bad[i].doc), on_done, &d));
+		struct rdone d = {0};
+		CHECK_OK(plugin_instance_validate_config(in.pi, bad[i].doc, strlen(bad[i].doc),
+		                                         ifx_on_reconciled, &d));
 		wait_done(&d);
 		CHECK_INT_EQ(d.err, -EINVAL);
 		if (!strstr(d.msg, bad[i].why))
 			fprintf(stderr, "want %s, got %s\n", bad[i].why, d.msg);
 		CHECK(strstr(d.msg, bad[i].why) != NULL);
 	}
-	struct done ok = {0};
+	struct rdone ok = {0};
 	const char *good = "{\"prefix\":\"p/\",\"need\":{\"me\":2}}";
-	CHECK_OK(plugin_instance_validate_config(in.pi, good, strlen(good), on_done, &ok));
+	CHECK_OK(plugin_instance_validate_config(in.pi, good, strlen(good), ifx_on_reconciled, &ok));
 	wait_done(&ok);
 	CHECK_INT_EQ(ok.err, 0);
 	/* an ill-typed document in etcd never reaches the plugin */

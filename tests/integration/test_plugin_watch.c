@@ -98,18 +98,8 @@ static struct driver_host g_host = {.fenced_txn = plain_txn,
 struct inst {
 	struct loader_plugin *lp;
 	struct plugin_instance *pi;
-	bool init_done;
-	int init_err;
-	char init_msg[512];
+	struct idone init;
 };
-
-static void on_init(void *ud, int err, const char *msg)
-{
-	struct inst *in = ud;
-	in->init_done = true;
-	in->init_err = err;
-	snprintf(in->init_msg, sizeof(in->init_msg), "%s", msg);
-}
 
 static void start(struct inst *in, const char *file, uint32_t mode, const char *const *grants,
 		  size_t n_grants, uint32_t queue_max)
@@ -118,8 +108,8 @@ static void start(struct inst *in, const char *file, uint32_t mode, const char *
 	memset(in, 0, sizeof(*in));
 	CHECK_OK(loader_open(D.plugins, file, D.private_dir, &in->lp, err, sizeof(err)));
 	struct plugin_instance_config cfg = {
-	    .on_init = on_init,
-	    .userdata = in,
+	    .on_init = ifx_on_init,
+	    .userdata = &in->init,
 	    .isolation = mode,
 	    .worker_path = D.worker,
 	    .read_grants = grants,
@@ -128,7 +118,7 @@ static void start(struct inst *in, const char *file, uint32_t mode, const char *
 	};
 	g_host.etcd = g_plugin_client;
 	CHECK_OK(plugin_instance_new(in->lp, T.loop, &g_host, "n1", &cfg, &in->pi));
-	while (!in->init_done)
+	while (!in->init.done)
 		CHECK(loop_run_once(T.loop, 1000) >= 0);
 }
 
@@ -468,7 +458,7 @@ static void t_boundary(uint32_t mode)
 	setenv("LH_WATCHER_REQ", "1", 1);
 	struct inst in;
 	start(&in, "watcher.so", mode, NULL, 0, 0);
-	CHECK_INT_EQ(in.init_err, 0);
+	CHECK_INT_EQ(in.init.err, 0);
 	tu_put(&T, PREFIX "in/standby", "s", 1); /* not leading: nothing delivered */
 
 	/* the writer races the snapshot read */
@@ -531,7 +521,7 @@ static void t_paused(uint32_t mode)
 	trace_reset();
 	struct inst in;
 	start(&in, "watcher.so", mode, NULL, 0, 0);
-	CHECK_INT_EQ(in.init_err, 0);
+	CHECK_INT_EQ(in.init.err, 0);
 	plugin_instance_elected(in.pi, 1, &REL);
 	struct rdone rd = {0};
 	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
@@ -731,10 +721,10 @@ static void t_grants(uint32_t mode)
 	setenv("LH_WATCHER_RANGE", "/other/", 1);
 	struct inst in;
 	start(&in, "watcher.so", mode, NULL, 0, 0);
-	fprintf(stderr, "  refused: %s\n", in.init_msg);
-	CHECK_INT_EQ(in.init_err, -EPERM);
-	CHECK(strstr(in.init_msg, "not granted") != NULL);
-	CHECK(strstr(in.init_msg, "--plugin-read watcher=PREFIX") != NULL);
+	fprintf(stderr, "  refused: %s\n", in.init.msg);
+	CHECK_INT_EQ(in.init.err, -EPERM);
+	CHECK(strstr(in.init.msg, "not granted") != NULL);
+	CHECK(strstr(in.init.msg, "--plugin-read watcher=PREFIX") != NULL);
 	char *t = trace_read();
 	CHECK(strstr(t, "range -1 0 range of \"/other/\" refused: not granted") != NULL);
 	free(t);
@@ -744,7 +734,7 @@ static void t_grants(uint32_t mode)
 	trace_reset();
 	static const char *const grants[] = {"/other/"};
 	start(&in, "watcher.so", mode, grants, 1, 0);
-	CHECK_INT_EQ(in.init_err, 0);
+	CHECK_INT_EQ(in.init.err, 0);
 	t = trace_read();
 	CHECK(strstr(t, "range 0 1 ") != NULL);
 	CHECK(strstr(t, "init 0 rel=0 abs=1") != NULL);
@@ -773,11 +763,11 @@ static void t_refused_watch_reason(uint32_t mode)
 	setenv("LH_WATCHER_NOREASON", "1", 1);
 	struct inst in;
 	start(&in, "watcher.so", mode, NULL, 0, 0);
-	fprintf(stderr, "  refused: %s\n", in.init_msg);
-	CHECK_INT_EQ(in.init_err, -EPERM);
-	CHECK(strstr(in.init_msg, "init returned -EPERM (no reason given); the host refused: "
+	fprintf(stderr, "  refused: %s\n", in.init.msg);
+	CHECK_INT_EQ(in.init.err, -EPERM);
+	CHECK(strstr(in.init.msg, "init returned -EPERM (no reason given); the host refused: "
 				  "watch of \"/other/\" refused: not granted") != NULL);
-	CHECK(strstr(in.init_msg, "--plugin-read watcher=PREFIX") != NULL);
+	CHECK(strstr(in.init.msg, "--plugin-read watcher=PREFIX") != NULL);
 	plugin_instance_free(in.pi);
 	unsetenv("LH_WATCHER_ABS");
 	unsetenv("LH_WATCHER_NOREASON");
@@ -795,7 +785,7 @@ static void t_value_limit_round_trip(uint32_t mode)
 	setenv("LH_WATCHER_PREFIX", "-", 1);
 	struct inst in;
 	start(&in, "watcher.so", mode, NULL, 0, 0);
-	CHECK_INT_EQ(in.init_err, 0);
+	CHECK_INT_EQ(in.init.err, 0);
 	plugin_instance_elected(in.pi, 1, &REL);
 	struct rdone rd = {0};
 	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
@@ -822,7 +812,7 @@ static void t_abi_1_1(uint32_t mode)
 	tu_del_prefix(&T, PREFIX);
 	struct inst in;
 	start(&in, "abi11.so", mode, NULL, 0, 0);
-	CHECK_INT_EQ(in.init_err, 0);
+	CHECK_INT_EQ(in.init.err, 0);
 	const struct loader_plugin *lp = plugin_instance_plugin(in.pi);
 	CHECK_INT_EQ(lp->desc.abi_minor, 1);
 	CHECK(lp->desc.on_watch_events == NULL);

@@ -29,6 +29,15 @@ void ifx_on_reconciled(void *ud, int err, const char *msg)
 	snprintf(d->msg, sizeof(d->msg), "%s", msg ? msg : "");
 }
 
+void ifx_on_init(void *ud, int err, const char *msg)
+{
+	struct idone *d = ud;
+	CHECK(!d->done); /* exactly once */
+	d->done = true;
+	d->err = err;
+	snprintf(d->msg, sizeof(d->msg), "%s", msg ? msg : "");
+}
+
 void ifx_on_drained(void *ud)
 {
 	struct ddone *d = ud;

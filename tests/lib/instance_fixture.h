@@ -26,6 +26,16 @@ struct rdone {
 /* ifx_on_reconciled - a driver_reconcile_done_fn for a struct rdone */
 void ifx_on_reconciled(void *ud, int err, const char *msg);
 
+/* an instance's init result (ifx_on_init fills it, exactly once) */
+struct idone {
+	bool done;
+	int err;
+	char msg[512];
+};
+
+/* ifx_on_init - a plugin_instance_init_fn for a struct idone */
+void ifx_on_init(void *ud, int err, const char *msg);
+
 /* a drain's completion (ifx_on_drained fills it, exactly once) */
 struct ddone {
 	bool done;
