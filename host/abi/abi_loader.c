@@ -347,8 +347,11 @@ static bool loader_in_object(const void *p, const void *base)
 	return dladdr(p, &info) != 0 && info.dli_fbase == base;
 }
 
-int loader_validate_descriptor(const void *d, size_t avail, const void *object_base,
-                               struct lh_plugin *ret_desc, char *err, size_t err_len)
+/* loader_check_head - the three words that protect the rest: magic, ABI
+ * major and minor, and the size the plugin saw, against the bytes there are.
+ * On 0 *ret_minor and *ret_size hold what the plugin declares. */
+static int loader_check_head(const void *d, size_t avail, uint32_t *ret_minor, uint32_t *ret_size,
+                             char *err, size_t err_len)
 {
 	const size_t head = 3 * sizeof(uint32_t);
 	if (avail < head) {
@@ -383,6 +386,104 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 		       LH_PLUGIN_SYMBOL);
 		return -EPROTO;
 	}
+	*ret_minor = minor;
+	*ret_size = size;
+	return 0;
+}
+
+/* loader_drop_undeclared - fields of a minor the plugin does not declare are
+ * absent, whatever its size: a field appended to the ABI is cleared here
+ * unless both the minor and the size cover it */
+static void loader_drop_undeclared(struct lh_plugin *desc, uint32_t minor, uint32_t size)
+{
+	if (minor < 1 || size < LH_PLUGIN_SIZE_1_1)
+		desc->role = NULL;
+	if (minor < 2 || size < LH_PLUGIN_SIZE_1_2_WATCH)
+		desc->on_watch_events = NULL;
+	/* ABI 1.2 configuration callbacks (pconfig) */
+	if (minor < 2 || size < LH_PLUGIN_SIZE_1_2_CONFIG) {
+		desc->on_config_changed = NULL;
+		desc->validate_config = NULL;
+	}
+	/* ABI 1.3 configuration schema */
+	if (minor < 3 || size < LH_PLUGIN_SIZE_1_3_SCHEMA) {
+		desc->config_fields = NULL;
+		desc->n_config_fields = 0;
+		desc->config_field_size = 0;
+	}
+	/* ABI 1.3 keyed reconcile */
+	if (minor < 3 || size < LH_PLUGIN_SIZE_1_3_KEYED) {
+		desc->reconcile_key = NULL;
+		desc->key_of = NULL;
+		desc->key_backoff_min_ms = desc->key_backoff_max_ms = 0;
+	}
+}
+
+/* loader_check_name - the name points into the plugin (read only then) and
+ * is a valid plugin name; a refusal shows it with unprintables as '?' */
+static int loader_check_name(const struct lh_plugin *desc, const void *object_base, char *err,
+                             size_t err_len)
+{
+	if (desc->name && !loader_in_object(desc->name, object_base)) {
+		loader_seterr(err, err_len, "plugin name does not point into the plugin");
+		return -EPROTO;
+	}
+	if (!desc->name || !desc->name[0]) {
+		loader_seterr(err, err_len, "plugin name is empty");
+		return -EINVAL;
+	}
+	if (!loader_name_valid(desc->name)) {
+		char shown[LH_PLUGIN_NAME_MAX + 2];
+		size_t i = 0;
+		for (; i < sizeof(shown) - 1 && desc->name[i]; i++)
+			shown[i] = (desc->name[i] >= 0x20 && desc->name[i] < 0x7f) ? desc->name[i] : '?';
+		shown[i] = 0;
+		loader_seterr(err, err_len, "invalid plugin name \"%s\" (allowed: [a-z0-9_-], 1 to %d characters)",
+		       shown, LH_PLUGIN_NAME_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* loader_check_release_floor - the plugin's release is not below a floor it
+ * declares itself (what: the field's name, for the message) */
+static int loader_check_release_floor(struct lh_release release, struct lh_release floor,
+                                      const char *what, char *err, size_t err_len)
+{
+	if (!loader_release_below(release, floor))
+		return 0;
+	char a[RELEASE_STRLEN], b[RELEASE_STRLEN];
+	struct release rel = {release.major, release.minor, release.patch};
+	struct release m = {floor.major, floor.minor, floor.patch};
+	loader_seterr(err, err_len, "release %s is below its own %s %s", release_format(rel, a, sizeof(a)),
+	              what, release_format(m, b, sizeof(b)));
+	return -EINVAL;
+}
+
+/* loader_check_role - an optional role points into the plugin and is a
+ * valid name */
+static int loader_check_role(const struct lh_plugin *desc, const void *object_base, char *err,
+                             size_t err_len)
+{
+	if (desc->role && !loader_in_object(desc->role, object_base)) {
+		loader_seterr(err, err_len, "plugin role does not point into the plugin");
+		return -EPROTO;
+	}
+	if (desc->role && !loader_name_valid(desc->role)) {
+		loader_seterr(err, err_len, "invalid plugin role (allowed: [a-z0-9_-], 1 to %d characters)",
+		       LH_PLUGIN_NAME_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int loader_validate_descriptor(const void *d, size_t avail, const void *object_base,
+                               struct lh_plugin *ret_desc, char *err, size_t err_len)
+{
+	uint32_t minor, size;
+	int r = loader_check_head(d, avail, &minor, &size, err, err_len);
+	if (r < 0)
+		return r;
 	struct lh_plugin desc;
 	memset(&desc, 0, sizeof(desc));
 	memcpy(&desc, d, size < sizeof(desc) ? size : sizeof(desc));
@@ -391,63 +492,13 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 		       desc.flags, desc.flags & ~LH_PLUGIN_F_KNOWN);
 		return -EPROTO;
 	}
-	/* fields of a minor the plugin does not declare are absent, whatever its size */
-	if (minor < 1 || size < LH_PLUGIN_SIZE_1_1)
-		desc.role = NULL;
-	if (minor < 2 || size < LH_PLUGIN_SIZE_1_2_WATCH)
-		desc.on_watch_events = NULL;
-	/* ABI 1.2 configuration callbacks (pconfig) */
-	if (minor < 2 || size < LH_PLUGIN_SIZE_1_2_CONFIG) {
-		desc.on_config_changed = NULL;
-		desc.validate_config = NULL;
-	}
-	/* ABI 1.3 configuration schema */
-	if (minor < 3 || size < LH_PLUGIN_SIZE_1_3_SCHEMA) {
-		desc.config_fields = NULL;
-		desc.n_config_fields = 0;
-		desc.config_field_size = 0;
-	}
-	/* ABI 1.3 keyed reconcile */
-	if (minor < 3 || size < LH_PLUGIN_SIZE_1_3_KEYED) {
-		desc.reconcile_key = NULL;
-		desc.key_of = NULL;
-		desc.key_backoff_min_ms = desc.key_backoff_max_ms = 0;
-	}
-
-	if (desc.name && !loader_in_object(desc.name, object_base)) {
-		loader_seterr(err, err_len, "plugin name does not point into the plugin");
-		return -EPROTO;
-	}
-	if (!desc.name || !desc.name[0]) {
-		loader_seterr(err, err_len, "plugin name is empty");
-		return -EINVAL;
-	}
-	if (!loader_name_valid(desc.name)) {
-		char shown[LH_PLUGIN_NAME_MAX + 2];
-		size_t i = 0;
-		for (; i < sizeof(shown) - 1 && desc.name[i]; i++)
-			shown[i] = (desc.name[i] >= 0x20 && desc.name[i] < 0x7f) ? desc.name[i] : '?';
-		shown[i] = 0;
-		loader_seterr(err, err_len, "invalid plugin name \"%s\" (allowed: [a-z0-9_-], 1 to %d characters)",
-		       shown, LH_PLUGIN_NAME_MAX);
-		return -EINVAL;
-	}
-	char a[RELEASE_STRLEN], b[RELEASE_STRLEN];
-	struct release rel = {desc.release.major, desc.release.minor, desc.release.patch};
-	if (loader_release_below(desc.release, desc.min_compatible_release)) {
-		struct release m = {desc.min_compatible_release.major, desc.min_compatible_release.minor,
-		                    desc.min_compatible_release.patch};
-		loader_seterr(err, err_len, "release %s is below its own min_compatible_release %s",
-		       release_format(rel, a, sizeof(a)), release_format(m, b, sizeof(b)));
-		return -EINVAL;
-	}
-	if (loader_release_below(desc.release, desc.min_reconciler_release)) {
-		struct release m = {desc.min_reconciler_release.major, desc.min_reconciler_release.minor,
-		                    desc.min_reconciler_release.patch};
-		loader_seterr(err, err_len, "release %s is below its own min_reconciler_release %s",
-		       release_format(rel, a, sizeof(a)), release_format(m, b, sizeof(b)));
-		return -EINVAL;
-	}
+	loader_drop_undeclared(&desc, minor, size);
+	if ((r = loader_check_name(&desc, object_base, err, err_len)) < 0 ||
+	    (r = loader_check_release_floor(desc.release, desc.min_compatible_release,
+	                                    "min_compatible_release", err, err_len)) < 0 ||
+	    (r = loader_check_release_floor(desc.release, desc.min_reconciler_release,
+	                                    "min_reconciler_release", err, err_len)) < 0)
+		return r;
 	if (!desc.reconcile && !desc.reconcile_key) {
 		loader_seterr(err, err_len, "required callback reconcile is missing (or, ABI 1.3, "
 		              "reconcile_key)");
@@ -457,18 +508,11 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 		loader_seterr(err, err_len, "key_of without reconcile_key: there is no queue to feed");
 		return -EINVAL;
 	}
-	if (desc.role && !loader_in_object(desc.role, object_base)) {
-		loader_seterr(err, err_len, "plugin role does not point into the plugin");
-		return -EPROTO;
-	}
-	if (desc.role && !loader_name_valid(desc.role)) {
-		loader_seterr(err, err_len, "invalid plugin role (allowed: [a-z0-9_-], 1 to %d characters)",
-		       LH_PLUGIN_NAME_MAX);
-		return -EINVAL;
-	}
+	if ((r = loader_check_role(&desc, object_base, err, err_len)) < 0)
+		return r;
 	char why[400];
-	int r = abi_schema_validate(&desc, object_base ? loader_in_object : NULL, object_base, why,
-	                            sizeof(why));
+	r = abi_schema_validate(&desc, object_base ? loader_in_object : NULL, object_base, why,
+	                        sizeof(why));
 	if (r < 0) {
 		loader_seterr(err, err_len, "%s", why);
 		return r;

@@ -151,11 +151,80 @@ static bool control_codec_node_request_ok(const Leasehold__Control__Request *req
 					 ret_why) == 0;
 }
 
+/* control_codec_request_check_head - protocol revision, kind and plugin
+ * name; 0, or -errno with the reason in *ret_why */
+static int control_codec_request_check_head(const Leasehold__Control__Request *req,
+					    const char **ret_why)
+{
+	if (req->protocol != CONTROL_PROTOCOL) {
+		*ret_why = "unsupported protocol revision";
+		return -EINVAL;
+	}
+	if (!control_codec_kind_known((int)req->kind)) {
+		*ret_why = "unknown request kind";
+		return -EPROTONOSUPPORT;
+	}
+	if (!req->name) {
+		*ret_why = "missing name";
+		return -EINVAL;
+	}
+	if (req->name[0] == '\0') {
+		if (control_codec_kind_needs_name((int)req->kind)) {
+			*ret_why = "this request needs a plugin name";
+			return -EINVAL;
+		}
+	} else if (!control_codec_name_ok(req->name)) {
+		*ret_why = "invalid plugin name (1..255 printable ASCII characters)";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* control_codec_request_check_fields - the fields a kind takes (node,
+ * roles, release, configuration document) and that others must leave
+ * empty; 0, or -EINVAL with the reason in *ret_why */
+static int control_codec_request_check_fields(const Leasehold__Control__Request *req,
+					      const char **ret_why)
+{
+	if (control_codec_kind_takes_node((int)req->kind) && !control_codec_node_request_ok(req, ret_why))
+		return -EINVAL;
+	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER &&
+	    ((req->node && req->node[0] && !control_codec_node_ok(req->node)) || req->n_roles)) {
+		*ret_why = "invalid switchover target (1..128 printable ASCII characters, no '/')";
+		return -EINVAL;
+	}
+	struct release pinned;
+	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN
+		? release_parse(req->version, &pinned) < 0
+		: req->version && req->version[0]) {
+		*ret_why = req->kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN
+			  ? "invalid release to pin (major.minor.patch)"
+			  : "this request takes no release";
+		return -EINVAL;
+	}
+	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_SHADOW &&
+	    ((req->node && req->node[0] && !control_codec_node_ok(req->node)) || req->n_roles)) {
+		*ret_why = "invalid shadow node (1..128 printable ASCII characters, no '/')";
+		return -EINVAL;
+	}
+	/* the document itself (JSON, the plugin's own check) is the daemon's to
+	 * judge; here only what no request may carry */
+	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET
+		? req->config_revision < 0
+		: req->config_document.len > 0 || req->config_revision != 0) {
+		*ret_why = req->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET
+			  ? "negative config revision"
+			  : "this request takes no configuration document";
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control__Request **ret_req,
 				 const char **ret_why)
 {
 	Leasehold__Control__Request *req;
-	const char *why;
+	const char *why = NULL;
 	int r;
 
 	if (len > CONTROL_MAX_REQUEST) {
@@ -167,75 +236,14 @@ int control_codec_request_decode(const void *buf, size_t len, Leasehold__Control
 		*ret_why = "malformed request (not a leasehold.control.Request)";
 		return -EBADMSG;
 	}
-	if (req->protocol != CONTROL_PROTOCOL) {
-		why = "unsupported protocol revision";
-		r = -EINVAL;
-		goto fail;
-	}
-	if (!control_codec_kind_known((int)req->kind)) {
-		why = "unknown request kind";
-		r = -EPROTONOSUPPORT;
-		goto fail;
-	}
-	if (!req->name) {
-		why = "missing name";
-		r = -EINVAL;
-		goto fail;
-	}
-	if (req->name[0] == '\0') {
-		if (control_codec_kind_needs_name((int)req->kind)) {
-			why = "this request needs a plugin name";
-			r = -EINVAL;
-			goto fail;
-		}
-	} else if (!control_codec_name_ok(req->name)) {
-		why = "invalid plugin name (1..255 printable ASCII characters)";
-		r = -EINVAL;
-		goto fail;
-	}
-	if (control_codec_kind_takes_node((int)req->kind) && !control_codec_node_request_ok(req, &why)) {
-		r = -EINVAL;
-		goto fail;
-	}
-	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_SWITCHOVER &&
-	    ((req->node && req->node[0] && !control_codec_node_ok(req->node)) || req->n_roles)) {
-		why = "invalid switchover target (1..128 printable ASCII characters, no '/')";
-		r = -EINVAL;
-		goto fail;
-	}
-	struct release pinned;
-	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN
-		? release_parse(req->version, &pinned) < 0
-		: req->version && req->version[0]) {
-		why = req->kind == LEASEHOLD__CONTROL__KIND__KIND_RELEASE_PIN
-			  ? "invalid release to pin (major.minor.patch)"
-			  : "this request takes no release";
-		r = -EINVAL;
-		goto fail;
-	}
-	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_SHADOW &&
-	    ((req->node && req->node[0] && !control_codec_node_ok(req->node)) || req->n_roles)) {
-		why = "invalid shadow node (1..128 printable ASCII characters, no '/')";
-		r = -EINVAL;
-		goto fail;
-	}
-	/* the document itself (JSON, the plugin's own check) is the daemon's to
-	 * judge; here only what no request may carry */
-	if (req->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET
-		? req->config_revision < 0
-		: req->config_document.len > 0 || req->config_revision != 0) {
-		why = req->kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET
-			  ? "negative config revision"
-			  : "this request takes no configuration document";
-		r = -EINVAL;
-		goto fail;
+	if ((r = control_codec_request_check_head(req, &why)) < 0 ||
+	    (r = control_codec_request_check_fields(req, &why)) < 0) {
+		leasehold__control__request__free_unpacked(req, NULL);
+		*ret_why = why;
+		return r;
 	}
 	*ret_req = req;
 	return 0;
-fail:
-	leasehold__control__request__free_unpacked(req, NULL);
-	*ret_why = why;
-	return r;
 }
 
 static int control_codec_request_pack(const Leasehold__Control__Request *req, uint8_t **ret_buf,

@@ -87,6 +87,72 @@ void control_reply_error(struct control_reply *rp, Leasehold__Control__Code code
 	rp->r.n_roles = 0;
 }
 
+/* control_reply_plugin_views - a plugin's releases, status and reconcile
+ * sub-messages, stored in d */
+static void control_reply_plugin_views(struct control_reply *rp, const struct control_plugin *s,
+                                       struct pb_plugin *d)
+{
+	leasehold__control__releases__init(&d->rs);
+	if (s->releases.n_members > 0) {
+		control_reply_release(&d->min, s->releases.min);
+		control_reply_release(&d->max, s->releases.max);
+		d->rs.min = &d->min;
+		d->rs.max = &d->max;
+	}
+	d->rs.revision = s->releases.revision;
+	d->rs.members = s->releases.n_members;
+	d->p.releases = &d->rs;
+	if (s->status_present) {
+		leasehold__control__status__init(&d->st);
+		d->st.state = control_reply_str(rp, s->status_state);
+		control_reply_release(&d->sver, s->status_version);
+		control_reply_release(&d->smcr, s->status_min_compatible);
+		d->st.version = &d->sver;
+		d->st.minimum_compatible_release = &d->smcr;
+		d->p.status = &d->st;
+	}
+	leasehold__control__reconcile__init(&d->rc);
+	d->rc.count = s->reconcile_count;
+	d->rc.last_ok = s->reconcile_last_ok;
+	d->rc.last_error = control_reply_str(rp, s->reconcile_last_error);
+	d->rc.last_at = s->reconcile_last_at;
+	d->p.reconcile = &d->rc;
+}
+
+/* control_reply_plugin_operator - what the operator set or must see of a
+ * plugin: pause, configuration, view age, pin, acting release, health */
+static void control_reply_plugin_operator(struct control_reply *rp, const struct control_plugin *s,
+                                          struct pb_plugin *d)
+{
+	d->p.paused = s->paused;
+	d->p.pause_error = control_reply_str(rp, s->pause_error);
+	d->p.paused_by = control_reply_str(rp, s->paused_by);
+	d->p.paused_at = s->paused_at;
+	d->p.reconcile_requested = s->reconcile_requested;
+	d->p.reconcile_served = s->reconcile_served;
+	d->p.config_error = control_reply_str(rp, s->config_error);
+	d->p.config_revision = s->config_revision;
+	d->p.view_stale = s->view_stale;
+	d->p.view_stale_ms = s->view_stale_ms;
+	if (s->pinned) {
+		control_reply_release(&d->pin, s->pin);
+		d->p.pin = &d->pin;
+	}
+	d->p.pin_forced = s->pin_forced;
+	d->p.pin_by = control_reply_str(rp, s->pin_by);
+	d->p.pin_at = s->pin_at;
+	d->p.pin_error = control_reply_str(rp, s->pin_error);
+	if (s->has_acting) {
+		control_reply_release(&d->acting, s->acting_release);
+		d->p.acting_release = &d->acting;
+	}
+	d->p.acting_basis = control_reply_str(rp, s->acting_basis);
+	d->p.unhealthy = s->unhealthy;
+	d->p.unhealthy_until = s->unhealthy_until;
+	d->p.failures_in_row = s->failures_in_row;
+	d->p.unhealthy_total = s->unhealthy_total;
+}
+
 /* reply_plugins - put n plugins into the reply. Returns 0 or -ENOMEM. */
 int control_reply_plugins(struct control_reply *rp, const struct control_plugin *src, size_t n)
 {
@@ -110,64 +176,14 @@ int control_reply_plugins(struct control_reply *rp, const struct control_plugin 
 		d->p.leader = control_reply_str(rp, s->leader);
 		d->p.ready = s->ready;
 		d->p.not_ready = control_reply_str(rp, s->ready ? NULL : s->not_ready);
-		leasehold__control__releases__init(&d->rs);
-		if (s->releases.n_members > 0) {
-			control_reply_release(&d->min, s->releases.min);
-			control_reply_release(&d->max, s->releases.max);
-			d->rs.min = &d->min;
-			d->rs.max = &d->max;
-		}
-		d->rs.revision = s->releases.revision;
-		d->rs.members = s->releases.n_members;
-		d->p.releases = &d->rs;
-		if (s->status_present) {
-			leasehold__control__status__init(&d->st);
-			d->st.state = control_reply_str(rp, s->status_state);
-			control_reply_release(&d->sver, s->status_version);
-			control_reply_release(&d->smcr, s->status_min_compatible);
-			d->st.version = &d->sver;
-			d->st.minimum_compatible_release = &d->smcr;
-			d->p.status = &d->st;
-		}
-		leasehold__control__reconcile__init(&d->rc);
-		d->rc.count = s->reconcile_count;
-		d->rc.last_ok = s->reconcile_last_ok;
-		d->rc.last_error = control_reply_str(rp, s->reconcile_last_error);
-		d->rc.last_at = s->reconcile_last_at;
-		d->p.reconcile = &d->rc;
+		control_reply_plugin_views(rp, s, d);
 		d->p.error = control_reply_str(rp, s->error);
 		d->p.held_back = control_reply_str(rp, s->held_back);
 		d->p.fencing_token = s->fencing_token;
 		d->p.superseded_by = control_reply_str(rp, s->superseded_by);
 		d->p.callback = control_reply_str(rp, s->callback);
 		d->p.callback_ms = s->callback_ms;
-		d->p.paused = s->paused;
-		d->p.pause_error = control_reply_str(rp, s->pause_error);
-		d->p.paused_by = control_reply_str(rp, s->paused_by);
-		d->p.paused_at = s->paused_at;
-		d->p.reconcile_requested = s->reconcile_requested;
-		d->p.reconcile_served = s->reconcile_served;
-		d->p.config_error = control_reply_str(rp, s->config_error);
-		d->p.config_revision = s->config_revision;
-		d->p.view_stale = s->view_stale;
-		d->p.view_stale_ms = s->view_stale_ms;
-		if (s->pinned) {
-			control_reply_release(&d->pin, s->pin);
-			d->p.pin = &d->pin;
-		}
-		d->p.pin_forced = s->pin_forced;
-		d->p.pin_by = control_reply_str(rp, s->pin_by);
-		d->p.pin_at = s->pin_at;
-		d->p.pin_error = control_reply_str(rp, s->pin_error);
-		if (s->has_acting) {
-			control_reply_release(&d->acting, s->acting_release);
-			d->p.acting_release = &d->acting;
-		}
-		d->p.acting_basis = control_reply_str(rp, s->acting_basis);
-		d->p.unhealthy = s->unhealthy;
-		d->p.unhealthy_until = s->unhealthy_until;
-		d->p.failures_in_row = s->failures_in_row;
-		d->p.unhealthy_total = s->unhealthy_total;
+		control_reply_plugin_operator(rp, s, d);
 		d->p.keyed = s->keyed;
 		d->p.keys_depth = s->keys_depth;
 		d->p.keys_waiting = s->keys_waiting;

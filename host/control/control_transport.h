@@ -56,7 +56,8 @@
 #include "base/loop.h"
 
 /* connections at most (parked wait-ready and pending roles requests hold
- * one each: keep above control.c's CONTROL_MAX_PARKED + CONTROL_MAX_ASYNC) */
+ * one each: keep above control_internal.h's CONTROL_MAX_PARKED +
+ * CONTROL_MAX_ASYNC) */
 #define CONTROL_MAX_CONNS 384
 /* a frame must be read, and a reply written, within this */
 #define CONTROL_IO_TIMEOUT_MS 5000

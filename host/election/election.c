@@ -419,111 +419,52 @@ static enum election_state election_current_state(const struct election *e)
 	return ELECTION_STANDBY;
 }
 
-void election_step(struct election *e)
+/* election_swap_driver - rule 2: the driver swap a caller asked for, once
+ * the old driver is no longer used. Returns true when the owner's done
+ * callback ran: it may have stepped us, so the caller starts over rather
+ * than go on with what it decided before. */
+static bool election_swap_driver(struct election *e)
 {
-	CHECK_OBJ(e, ELECTION_MAGIC);
-	election_assert_invariants(e);
-	election_conflict_update(e);
-	if (e->draining)
-		return;
-	if (e->op != OP_NONE)
-		goto report;
-	/* 0. the mirror's read, due since etcd created its watch, takes the
-	 * control path as soon as it is free (rather than on the sync timer's
-	 * next poll) */
-	if (!e->synced && e->watch && e->sync_rev) {
-		election_sync_start(e);
-		if (e->op != OP_NONE)
-			goto report;
-	}
-	if (loop_timer_armed(e->retry_timer)) {
-		/* backing off an etcd call; leaving leadership needs none */
-		if (e->leading && !election_want_campaign(e))
-			election_begin_leave(e);
-		goto report;
-	}
+	void (*done)(void *) = e->swap.done;
+	void *ud = e->swap.ud;
+	e->dops = e->swap.ops;
+	e->drv = e->swap.drv;
+	e->rel = e->swap.rel;
+	memset(&e->swap, 0, sizeof(e->swap));
+	/* another build of the plugin: a fresh start */
+	election_health_reset(&e->health);
+	loop_timer_disarm(e->health_timer);
+	e->unhealthy_until_unix = 0;
+	election_publish(e);
+	if (!done)
+		return false;
+	done(ud);
+	return true;
+}
 
-	/* 1. leave leadership / candidacy that is no longer wanted */
-	if ((e->my_rev || e->leading) && !election_want_campaign(e)) {
-		if (e->leading) {
-			election_begin_leave(e);
-			return;
-		}
-		if (e->lease && e->my_rev && !election_left_to_revoke(e)) {
-			election_resign(e);
-			goto report;
-		}
-		e->my_rev = 0;
+/* election_finish_stop - rule 4: nothing held and nothing left to publish;
+ * the watch goes and the owner hears that the stop is complete */
+static void election_finish_stop(struct election *e)
+{
+	if (e->watch) {
+		etcd_watch_cancel(e->watch);
+		e->watch = NULL;
 	}
-	/* 2. swap the driver once it is no longer used */
-	if (e->swap.pending && !e->leading && !e->my_rev) {
-		void (*done)(void *) = e->swap.done;
-		void *ud = e->swap.ud;
-		e->dops = e->swap.ops;
-		e->drv = e->swap.drv;
-		e->rel = e->swap.rel;
-		memset(&e->swap, 0, sizeof(e->swap));
-		/* another build of the plugin: a fresh start */
-		election_health_reset(&e->health);
-		loop_timer_disarm(e->health_timer);
-		e->unhealthy_until_unix = 0;
-		election_publish(e);
-		if (done) {
-			/* the owner may call back into us (election_recover steps):
-			 * that step ran to the end, so start over rather than go on
-			 * with what this one decided before */
-			done(ud);
-			election_step(e);
-			return;
-		}
+	etcd_event_hold_clear(&e->sync_held);
+	loop_timer_disarm(e->sync_timer);
+	if (e->stop_done) {
+		void (*done)(void *) = e->stop_done;
+		e->stop_done = NULL;
+		log_info("election", "%s: stopped", e->name);
+		done(e->stop_ud);
 	}
-	/* 3. member record */
-	if (election_want_member(e) && (!election_member_current(e) ||
-	                       e->member_priority != e->priority)) {
-		election_member_put(e);
-		goto report;
-	}
-	if (election_leaving_membership(e)) {
-		election_member_del(e);
-		goto report;
-	}
-	/* 4. stop complete */
-	if (e->stopping && !e->leading && !e->my_rev && election_nodes_busy(e))
-		goto report; /* our state record goes first */
-	if (e->stopping && !e->leading && !e->my_rev) {
-		if (e->watch) {
-			etcd_watch_cancel(e->watch);
-			e->watch = NULL;
-		}
-		etcd_event_hold_clear(&e->sync_held);
-		loop_timer_disarm(e->sync_timer);
-		if (e->stop_done) {
-			void (*done)(void *) = e->stop_done;
-			e->stop_done = NULL;
-			log_info("election", "%s: stopped", e->name);
-			done(e->stop_ud);
-		}
-		goto report;
-	}
-	/* 5. campaign */
-	if (election_want_campaign(e) && !e->my_rev) {
-		election_campaign(e);
-		goto report;
-	}
-	/* 6. win */
-	if (e->my_rev && !e->leading) {
-		const struct candidate *low = election_cand_lowest(e);
-		if (low && low->create_rev == e->my_rev && strcmp(low->key, e->my_key) == 0)
-			election_become_leader(e);
-		if (!e->leading)
-			goto report;
-	}
-	/* 7. lead */
-	if (e->leading) {
-		election_lead_step(e);
-		election_switchover_step(e);
-	}
-report:
+}
+
+/* election_step_report - the end of a step whose rules asked for it (see
+ * election_step_rules): node records follow the state, a state change is
+ * logged once, and the owner hears that something may have changed */
+static void election_step_report(struct election *e)
+{
 	election_assert_invariants(e);
 	election_nodes_update(e);
 	enum election_state s = election_current_state(e);
@@ -534,6 +475,95 @@ report:
 	}
 	if (e->on_change)
 		e->on_change(e->on_change_ud);
+}
+
+/* election_step_rules - the numbered rules, first match acts. Returns true
+ * when the step ends with a report, false when it must not: a drain runs
+ * (it reports when it ends) or a nested step already reported. */
+static bool election_step_rules(struct election *e)
+{
+	if (e->draining)
+		return false;
+	if (e->op != OP_NONE)
+		return true;
+	/* 0. the mirror's read, due since etcd created its watch, takes the
+	 * control path as soon as it is free (rather than on the sync timer's
+	 * next poll) */
+	if (!e->synced && e->watch && e->sync_rev) {
+		election_sync_start(e);
+		if (e->op != OP_NONE)
+			return true;
+	}
+	if (loop_timer_armed(e->retry_timer)) {
+		/* backing off an etcd call; leaving leadership needs none */
+		if (e->leading && !election_want_campaign(e))
+			election_begin_leave(e);
+		return true;
+	}
+
+	/* 1. leave leadership / candidacy that is no longer wanted */
+	if ((e->my_rev || e->leading) && !election_want_campaign(e)) {
+		if (e->leading) {
+			election_begin_leave(e);
+			return false;
+		}
+		if (e->lease && e->my_rev && !election_left_to_revoke(e)) {
+			election_resign(e);
+			return true;
+		}
+		e->my_rev = 0;
+	}
+	/* 2. swap the driver once it is no longer used; the owner may call
+	 * back into us (election_recover steps): that step ran to the end, so
+	 * start over */
+	if (e->swap.pending && !e->leading && !e->my_rev && election_swap_driver(e)) {
+		election_step(e);
+		return false;
+	}
+	/* 3. member record */
+	if (election_want_member(e) && (!election_member_current(e) ||
+	                       e->member_priority != e->priority)) {
+		election_member_put(e);
+		return true;
+	}
+	if (election_leaving_membership(e)) {
+		election_member_del(e);
+		return true;
+	}
+	/* 4. stop complete, once our state record went first */
+	if (e->stopping && !e->leading && !e->my_rev) {
+		if (!election_nodes_busy(e))
+			election_finish_stop(e);
+		return true;
+	}
+	/* 5. campaign */
+	if (election_want_campaign(e) && !e->my_rev) {
+		election_campaign(e);
+		return true;
+	}
+	/* 6. win */
+	if (e->my_rev && !e->leading) {
+		const struct candidate *low = election_cand_lowest(e);
+		if (low && low->create_rev == e->my_rev && strcmp(low->key, e->my_key) == 0)
+			election_become_leader(e);
+		if (!e->leading)
+			return true;
+	}
+	/* 7. lead */
+	if (e->leading) {
+		election_lead_step(e);
+		election_switchover_step(e);
+	}
+	return true;
+}
+
+void election_step(struct election *e)
+{
+	CHECK_OBJ(e, ELECTION_MAGIC);
+	election_assert_invariants(e);
+	election_conflict_update(e);
+	if (election_step_rules(e))
+		election_step_report(e);
 }
 
 /* ---- the public API ---- */

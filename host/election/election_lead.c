@@ -591,6 +591,99 @@ void election_on_lead_timer(struct loop_timer *t, void *ud)
 	election_step(e);
 }
 
+/* election_lead_restrict - LP_RESTRICT: the incompatible status change
+ * (ST_WORKING at our version) is written once no member runs a release
+ * below our min_compatible, every member record decodes, and it is still
+ * our release's turn */
+static void election_lead_restrict(struct election *e)
+{
+	if (!election_rule_ours(e))
+		return; /* another release's turn: we are about to leave */
+	if (e->members.n_invalid > 0) {
+		if (!e->restrict_logged_invalid) {
+			log_warn("election", "%s: %zu member record(s) do not decode; their nodes may run "
+			         "an older release, so the incompatible status change waits (fix or "
+			         "delete them)",
+			         e->name, e->members.n_invalid);
+			e->restrict_logged_invalid = true;
+		}
+		return;
+	}
+	e->restrict_logged_invalid = false;
+	if (release_less(e->releases.min, e->rel.min_compatible)) {
+		if (!e->restrict_logged || release_cmp(e->restrict_logged_min, e->releases.min) != 0) {
+			char a[RELEASE_STRLEN], b[RELEASE_STRLEN];
+			log_info("election", "%s: waiting for members below %s to go (oldest: %s)",
+			         e->name, release_format(e->rel.min_compatible, a, sizeof(a)),
+			         release_format(e->releases.min, b, sizeof(b)));
+			e->restrict_logged = true;
+			e->restrict_logged_min = e->releases.min;
+		}
+		return;
+	}
+	if (e->restrict_tried_rev == e->releases.revision)
+		return; /* wait for the watch to show the change that failed us */
+	if (!e->pending_status) {
+		if (election_status_encode(ST_WORKING, e->restrict_version, e->restrict_min_compatible,
+		                           &e->pending_status, &e->pending_status_len) < 0)
+			return;
+		e->pending_status_state = ST_WORKING;
+	}
+	election_lead_write_status(e, true);
+}
+
+/* election_lead_wait - LP_WAIT: a pending status goes first, then the
+ * reconcile waits reconcile_wait_ns when a status existed (the previous
+ * leader's writes settle). Returns true when the phase became
+ * LP_RECONCILE in this step, so the caller goes on to it. */
+static bool election_lead_wait(struct election *e)
+{
+	if (e->pending_status) {
+		election_lead_write_status(e, false);
+		return false;
+	}
+	if (!loop_timer_armed(e->lead_timer)) {
+		if (e->status_existed && e->reconcile_wait_ns > 0)
+			loop_timer_arm_in(e->lead_timer, e->reconcile_wait_ns);
+		else
+			election_lead_phase_set(e, LP_RECONCILE);
+	}
+	return e->phase == LP_RECONCILE;
+}
+
+/* election_lead_reconcile - LP_RECONCILE: the first reconcile of the term
+ * starts unless one runs, a backoff waits or the operator paused us */
+static void election_lead_reconcile(struct election *e)
+{
+	if (e->reconciling || loop_timer_armed(e->lead_timer))
+		return; /* running, or in backoff */
+	if (!election_control_may_reconcile(e)) {
+		/* paused: the resume steps again */
+		if (!e->pause_logged)
+			log_info("election", "%s: paused: no reconcile starts until resumed "
+			         "(leaseholdctl resume %s)", e->name, e->name);
+		e->pause_logged = true;
+		return;
+	}
+	election_lead_start_reconcile(e, false);
+}
+
+/* election_lead_idle - LP_IDLE: a pending status, then an operator's
+ * write, then a reconcile the operator asked for */
+static void election_lead_idle(struct election *e)
+{
+	if (e->pending_status) {
+		election_lead_write_status(e, false);
+		return;
+	}
+	if (election_control_write_served(e))
+		return;
+	if (!e->reconciling && election_control_reconcile_wanted(e)) {
+		loop_timer_disarm(e->lead_timer);
+		election_lead_start_reconcile(e, true);
+	}
+}
+
 void election_lead_step(struct election *e)
 {
 	if (!e->leading || e->draining || e->op != OP_NONE)
@@ -600,83 +693,19 @@ void election_lead_step(struct election *e)
 		return;
 	}
 	switch (e->phase) {
-	case LP_RESTRICT: {
-		if (!election_rule_ours(e))
-			return; /* another release's turn: we are about to leave */
-		if (e->members.n_invalid > 0) {
-			if (!e->restrict_logged_invalid) {
-				log_warn("election", "%s: %zu member record(s) do not decode; their nodes may run "
-				         "an older release, so the incompatible status change waits (fix or "
-				         "delete them)",
-				         e->name, e->members.n_invalid);
-				e->restrict_logged_invalid = true;
-			}
-			return;
-		}
-		e->restrict_logged_invalid = false;
-		if (release_less(e->releases.min, e->rel.min_compatible)) {
-			if (!e->restrict_logged ||
-			    release_cmp(e->restrict_logged_min, e->releases.min) != 0) {
-				char a[RELEASE_STRLEN], b[RELEASE_STRLEN];
-				log_info("election", "%s: waiting for members below %s to go (oldest: %s)",
-				         e->name, release_format(e->rel.min_compatible, a, sizeof(a)),
-				         release_format(e->releases.min, b, sizeof(b)));
-				e->restrict_logged = true;
-				e->restrict_logged_min = e->releases.min;
-			}
-			return;
-		}
-		if (e->restrict_tried_rev == e->releases.revision)
-			return; /* wait for the watch to show the change that failed us */
-		if (!e->pending_status) {
-			if (election_status_encode(ST_WORKING, e->restrict_version,
-			                           e->restrict_min_compatible, &e->pending_status,
-			                           &e->pending_status_len) < 0)
-				return;
-			e->pending_status_state = ST_WORKING;
-		}
-		election_lead_write_status(e, true);
+	case LP_RESTRICT:
+		election_lead_restrict(e);
 		return;
-	}
 	case LP_WAIT:
-		if (e->pending_status) {
-			election_lead_write_status(e, false);
-			return;
-		}
-		if (!loop_timer_armed(e->lead_timer)) {
-			if (e->status_existed && e->reconcile_wait_ns > 0)
-				loop_timer_arm_in(e->lead_timer, e->reconcile_wait_ns);
-			else
-				election_lead_phase_set(e, LP_RECONCILE);
-		}
-		if (e->phase != LP_RECONCILE)
+		if (!election_lead_wait(e))
 			return;
 		/* fall through */
 		__attribute__((fallthrough));
 	case LP_RECONCILE:
-		if (e->reconciling || loop_timer_armed(e->lead_timer))
-			return; /* running, or in backoff */
-		if (!election_control_may_reconcile(e)) {
-			/* paused: the resume steps again */
-			if (!e->pause_logged)
-				log_info("election", "%s: paused: no reconcile starts until resumed "
-				         "(leaseholdctl resume %s)", e->name, e->name);
-			e->pause_logged = true;
-			return;
-		}
-		election_lead_start_reconcile(e, false);
+		election_lead_reconcile(e);
 		return;
 	case LP_IDLE:
-		if (e->pending_status) {
-			election_lead_write_status(e, false);
-			return;
-		}
-		if (election_control_write_served(e))
-			return;
-		if (!e->reconciling && election_control_reconcile_wanted(e)) {
-			loop_timer_disarm(e->lead_timer);
-			election_lead_start_reconcile(e, true);
-		}
+		election_lead_idle(e);
 		return;
 	case LP_NONE:
 	case LP_VERIFY:

@@ -272,97 +272,118 @@ static bool election_mirror_has_prefix(const struct etcd_kv *kv, const char *p, 
 	return true;
 }
 
+/* election_mirror_apply_member - a key under P/N/members/ (pl: the prefix's
+ * length): the member map, and what it tells of our own record */
+static void election_mirror_apply_member(struct election *e, const struct etcd_kv *kv, size_t pl,
+                                         bool del)
+{
+	if (kv->mod_revision > e->members_rev)
+		e->members_rev = kv->mod_revision;
+	const char *id = (const char *)kv->key + pl;
+	size_t idlen = kv->key_len - pl;
+	/* a NUL byte would make the key unmatchable in the map (ghost member) */
+	if (idlen == 0 || memchr(id, '/', idlen) || memchr(id, '\0', idlen)) {
+		log_debug("election", "%s: ignoring key outside the layout", e->name);
+		return;
+	}
+	bool self = strlen(e->node_id) == idlen && memcmp(e->node_id, id, idlen) == 0;
+	if (del) {
+		election_mirror_member_set(e, id, idlen, false, NULL, 0, 0);
+		/* our own record deleted behind our back (an operator's
+		 * `members forget` of a node that is in fact alive): we still
+		 * run the plugin, so we are still a member; put it again */
+		if (self && e->member_placed && kv->mod_revision > e->member_rev)
+			e->member_placed = false;
+		return;
+	}
+	struct rule_release rr;
+	int32_t prio = 0;
+	bool ok = election_decode_member_rule(kv->value, kv->value_len, &rr, &prio) == 0;
+	if (!ok)
+		log_warn("election", "%s: member record %.*s is not a valid Member; its release is "
+		         "unknown (it blocks an incompatible status change until fixed or deleted)",
+		         e->name, (int)(idlen > 64 ? 64 : idlen), id);
+	election_mirror_member_set(e, id, idlen, true, ok ? &rr : NULL, prio, kv->mod_revision);
+	/* our own record, left by an earlier run of this node or by a put
+	 * whose outcome was unknown: it exists; step() updates, keeps or
+	 * deletes it. One bound to a lease (written by a host of the
+	 * time when member records died with the lease) is not adopted:
+	 * it is put again without one. */
+	if (self && !e->member_placed && ok && kv->lease == 0 && e->op != OP_MEMBER_PUT &&
+	    kv->mod_revision > e->member_rev) {
+		e->member_placed = true;
+		e->member_rr = rr;
+		e->member_priority = prio;
+		e->member_rev = kv->mod_revision;
+	}
+	/* our own record overwritten by someone else: put ours again */
+	if (self && e->member_placed && kv->mod_revision > e->member_rev &&
+	    (!ok || kv->lease != 0 || !release_rule_equal(&rr, &e->member_rr) ||
+	     prio != e->member_priority))
+		e->member_placed = false;
+}
+
+/* election_mirror_apply_candidate - a key under P/N/election/ (pl: the
+ * prefix's length): the candidates, and our own key among them */
+static void election_mirror_apply_candidate(struct election *e, const struct etcd_kv *kv, size_t pl,
+                                            bool del)
+{
+	if (kv->key_len == pl || memchr(kv->key, '\0', kv->key_len)) {
+		log_debug("election", "%s: ignoring key outside the layout", e->name);
+		return;
+	}
+	if (!del && !election_key_is_candidate(kv, pl)) {
+		/* not a live campaign: no lease, or a name that is not its lease
+		 * (it would otherwise block the election forever) */
+		log_warn("election", "%s: ignoring election key without a matching lease", e->name);
+		election_mirror_cand_set(e, kv, true);
+		return;
+	}
+	/* our own key seen without our knowing its revision: a campaign
+	 * whose outcome was unknown did create it; adopt it (step() then
+	 * resigns if we should not campaign). Not from an event older
+	 * than our last known write to the key: a lagging watch may still
+	 * show the put of a key we have resigned since. */
+	if (!del && !e->my_rev && e->lease && kv->lease == e->lease &&
+	    e->op != OP_CAMPAIGN && kv->mod_revision > e->key_wrev &&
+	    strlen(e->my_key) == kv->key_len && memcmp(e->my_key, kv->key, kv->key_len) == 0)
+		e->my_rev = kv->create_revision;
+	if (del && e->my_rev && strlen(e->my_key) == kv->key_len &&
+	    memcmp(e->my_key, kv->key, kv->key_len) == 0 && kv->mod_revision > e->my_rev) {
+		/* our key vanished (lease expired on etcd, or deleted by someone) */
+		if (e->leading)
+			election_depose(e, false, "our election key was deleted");
+		e->my_rev = 0;
+	}
+	election_mirror_cand_set(e, kv, del);
+}
+
+/* election_mirror_apply_status - the status record (absent when deleted or
+ * when it does not decode) */
+static void election_mirror_apply_status(struct election *e, const struct etcd_kv *kv, bool del)
+{
+	if (del)
+		memset(&e->status, 0, sizeof(e->status));
+	else {
+		election_status_decode(kv->value, kv->value_len, &e->status);
+		if (!e->status.valid)
+			log_warn("election", "%s: status record is not a valid ReconcilerStatus; treated as absent",
+			         e->name);
+	}
+}
+
 static void election_mirror_apply(struct election *e, const struct etcd_kv *kv, bool del)
 {
 	size_t pl;
-	if (election_mirror_has_prefix(kv, e->k_members, &pl)) {
-		if (kv->mod_revision > e->members_rev)
-			e->members_rev = kv->mod_revision;
-		const char *id = (const char *)kv->key + pl;
-		size_t idlen = kv->key_len - pl;
-		/* a NUL byte would make the key unmatchable in the map (ghost member) */
-		if (idlen == 0 || memchr(id, '/', idlen) || memchr(id, '\0', idlen)) {
-			log_debug("election", "%s: ignoring key outside the layout", e->name);
-			return;
-		}
-		bool self = strlen(e->node_id) == idlen && memcmp(e->node_id, id, idlen) == 0;
-		if (del) {
-			election_mirror_member_set(e, id, idlen, false, NULL, 0, 0);
-			/* our own record deleted behind our back (an operator's
-			 * `members forget` of a node that is in fact alive): we still
-			 * run the plugin, so we are still a member; put it again */
-			if (self && e->member_placed && kv->mod_revision > e->member_rev)
-				e->member_placed = false;
-			return;
-		}
-		struct rule_release rr;
-		int32_t prio = 0;
-		bool ok = election_decode_member_rule(kv->value, kv->value_len, &rr, &prio) == 0;
-		if (!ok)
-			log_warn("election", "%s: member record %.*s is not a valid Member; its release is "
-			         "unknown (it blocks an incompatible status change until fixed or deleted)",
-			         e->name, (int)(idlen > 64 ? 64 : idlen), id);
-		election_mirror_member_set(e, id, idlen, true, ok ? &rr : NULL, prio, kv->mod_revision);
-		/* our own record, left by an earlier run of this node or by a put
-		 * whose outcome was unknown: it exists; step() updates, keeps or
-		 * deletes it. One bound to a lease (written by a host of the
-		 * time when member records died with the lease) is not adopted:
-		 * it is put again without one. */
-		if (self && !e->member_placed && ok && kv->lease == 0 && e->op != OP_MEMBER_PUT &&
-		    kv->mod_revision > e->member_rev) {
-			e->member_placed = true;
-			e->member_rr = rr;
-			e->member_priority = prio;
-			e->member_rev = kv->mod_revision;
-		}
-		/* our own record overwritten by someone else: put ours again */
-		if (self && e->member_placed && kv->mod_revision > e->member_rev &&
-		    (!ok || kv->lease != 0 || !release_rule_equal(&rr, &e->member_rr) ||
-		     prio != e->member_priority))
-			e->member_placed = false;
-	} else if (election_mirror_has_prefix(kv, e->k_election, &pl)) {
-		if (kv->key_len == pl || memchr(kv->key, '\0', kv->key_len)) {
-			log_debug("election", "%s: ignoring key outside the layout", e->name);
-			return;
-		}
-		if (!del && !election_key_is_candidate(kv, pl)) {
-			/* not a live campaign: no lease, or a name that is not its lease
-			 * (it would otherwise block the election forever) */
-			log_warn("election", "%s: ignoring election key without a matching lease", e->name);
-			election_mirror_cand_set(e, kv, true);
-			return;
-		}
-		/* our own key seen without our knowing its revision: a campaign
-		 * whose outcome was unknown did create it; adopt it (step() then
-		 * resigns if we should not campaign). Not from an event older
-		 * than our last known write to the key: a lagging watch may still
-		 * show the put of a key we have resigned since. */
-		if (!del && !e->my_rev && e->lease && kv->lease == e->lease &&
-		    e->op != OP_CAMPAIGN && kv->mod_revision > e->key_wrev &&
-		    strlen(e->my_key) == kv->key_len && memcmp(e->my_key, kv->key, kv->key_len) == 0)
-			e->my_rev = kv->create_revision;
-		if (del && e->my_rev && strlen(e->my_key) == kv->key_len &&
-		    memcmp(e->my_key, kv->key, kv->key_len) == 0 && kv->mod_revision > e->my_rev) {
-			/* our key vanished (lease expired on etcd, or deleted by someone) */
-			if (e->leading)
-				election_depose(e, false, "our election key was deleted");
-			e->my_rev = 0;
-		}
-		election_mirror_cand_set(e, kv, del);
-	} else if (kv->key_len == strlen(e->k_status) &&
-	           memcmp(kv->key, e->k_status, kv->key_len) == 0) {
-		if (del)
-			memset(&e->status, 0, sizeof(e->status));
-		else {
-			election_status_decode(kv->value, kv->value_len, &e->status);
-			if (!e->status.valid)
-				log_warn("election", "%s: status record is not a valid ReconcilerStatus; treated as absent",
-				         e->name);
-		}
-	} else if (!election_control_apply(e, kv, del) && !election_switchover_apply(e, kv, del) &&
-	           !election_nodes_apply(e, kv, del)) {
+	if (election_mirror_has_prefix(kv, e->k_members, &pl))
+		election_mirror_apply_member(e, kv, pl, del);
+	else if (election_mirror_has_prefix(kv, e->k_election, &pl))
+		election_mirror_apply_candidate(e, kv, pl, del);
+	else if (kv->key_len == strlen(e->k_status) && memcmp(kv->key, e->k_status, kv->key_len) == 0)
+		election_mirror_apply_status(e, kv, del);
+	else if (!election_control_apply(e, kv, del) && !election_switchover_apply(e, kv, del) &&
+	         !election_nodes_apply(e, kv, del))
 		log_debug("election", "%s: ignoring key outside the layout", e->name);
-	}
 }
 
 /* recompute {min,max}; tell a leading driver when it changed */

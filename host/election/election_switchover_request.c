@@ -285,12 +285,19 @@ static int switchover_request_target(struct sw_ctx *c, const struct etcd_respons
 	return 0;
 }
 
-/* check - the refusals, on the state read; 0 or -errno with the reason */
-static int switchover_request_check(struct sw_ctx *c, const struct etcd_response *range,
-                 const struct etcd_response *roles, char *msg, size_t len)
+/* the range's keys that the check needs, found in one pass */
+struct sw_scan {
+	const struct etcd_kv *lead;      /* the lowest live election key */
+	const struct etcd_kv *to_member; /* the target's member record */
+	size_t n_cands;                  /* live election keys */
+};
+
+/* switchover_request_scan - one pass over the range: a pause or another
+ * switchover in flight refuses the request (-EBUSY with the reason in msg);
+ * else 0 with what was found in *ret */
+static int switchover_request_scan(const struct sw_ctx *c, const struct etcd_response *range,
+                                   struct sw_scan *ret, char *msg, size_t len)
 {
-	const struct etcd_kv *lead = NULL, *to_cand = NULL, *to_member = NULL;
-	size_t n_cands = 0;
 	size_t el_len = strlen(c->k_range);
 	for (size_t i = 0; i < range->n_kvs; i++) {
 		const struct etcd_kv *kv = &range->kvs[i];
@@ -317,31 +324,25 @@ static int switchover_request_check(struct sw_ctx *c, const struct etcd_response
 		/* a candidate as the hosts count one (a key named otherwise
 		 * is no leader for them, so none for the request either) */
 		if (switchover_request_kv_under(kv, c->k_range) && election_key_is_candidate(kv, el_len)) {
-			n_cands++;
-			if (!lead || kv->create_revision < lead->create_revision)
-				lead = kv;
+			ret->n_cands++;
+			if (!ret->lead || kv->create_revision < ret->lead->create_revision)
+				ret->lead = kv;
 		} else if (switchover_request_kv_under(kv, c->k_members)) {
 			if (c->to && kv->key_len == strlen(c->k_members) + strlen(c->to) &&
 			    memcmp(kv->key + strlen(c->k_members), c->to, strlen(c->to)) == 0)
-				to_member = kv;
+				ret->to_member = kv;
 		}
 	}
-	if (!lead) {
-		snprintf(msg, len, "plugin '%s' has no leader now: nothing to switch over", c->name);
-		return -EAGAIN;
-	}
-	switchover_request_value_str(lead, c->from, sizeof(c->from));
-	snprintf(c->leader_key, sizeof(c->leader_key), "%.*s", (int)lead->key_len,
-	         (const char *)lead->key);
-	c->leader_token = lead->create_revision;
-	if (!c->to) {
-		if (n_cands < 2) {
-			snprintf(msg, len, "no other node campaigns for plugin '%s': a switchover "
-			         "would elect %s again", c->name, c->from);
-			return -ECHILD;
-		}
-		return 0;
-	}
+	return 0;
+}
+
+/* switchover_request_check_target - the refusals about a named target;
+ * on 0 the target's key, token and member revision are in c */
+static int switchover_request_check_target(struct sw_ctx *c, const struct etcd_response *range,
+                                           const struct etcd_response *roles,
+                                           const struct etcd_kv *to_member, char *msg, size_t len)
+{
+	const struct etcd_kv *to_cand = NULL;
 	/* first: with two hosts on one node id every other answer about the
 	 * target could be about the wrong host */
 	int r = switchover_request_target(c, range, &to_cand, msg, len);
@@ -379,6 +380,33 @@ static int switchover_request_check(struct sw_ctx *c, const struct etcd_response
 	c->to_token = to_cand->create_revision;
 	c->to_member_mod = to_member->mod_revision;
 	return 0;
+}
+
+/* check - the refusals, on the state read; 0 or -errno with the reason */
+static int switchover_request_check(struct sw_ctx *c, const struct etcd_response *range,
+                 const struct etcd_response *roles, char *msg, size_t len)
+{
+	struct sw_scan sc = {0};
+	int r = switchover_request_scan(c, range, &sc, msg, len);
+	if (r < 0)
+		return r;
+	if (!sc.lead) {
+		snprintf(msg, len, "plugin '%s' has no leader now: nothing to switch over", c->name);
+		return -EAGAIN;
+	}
+	switchover_request_value_str(sc.lead, c->from, sizeof(c->from));
+	snprintf(c->leader_key, sizeof(c->leader_key), "%.*s", (int)sc.lead->key_len,
+	         (const char *)sc.lead->key);
+	c->leader_token = sc.lead->create_revision;
+	if (!c->to) {
+		if (sc.n_cands < 2) {
+			snprintf(msg, len, "no other node campaigns for plugin '%s': a switchover "
+			         "would elect %s again", c->name, c->from);
+			return -ECHILD;
+		}
+		return 0;
+	}
+	return switchover_request_check_target(c, range, roles, sc.to_member, msg, len);
 }
 
 static void switchover_request_on_read(struct etcd_client *cl, int err, const struct etcd_response *r, void *ud)

@@ -718,17 +718,7 @@ static void test_error_paths(void)
 /* ctl_observer - leaseholdctl --etcd URL --prefix PFX ARGS...: its exit code */
 static int ctl_observer(struct ctl_out *o, const char *const *args)
 {
-	const char *argv[16];
-	size_t a = 0;
-	argv[a++] = "--etcd";
-	argv[a++] = harness_etcd_urls(g_etcd);
-	argv[a++] = "--prefix";
-	argv[a++] = PFX;
-	for (; *args && a < 15; args++)
-		argv[a++] = *args;
-	argv[a] = NULL;
-	ctl_run(o, NULL, argv);
-	return o->status;
+	return ctl_observer_argv(o, harness_etcd_urls(g_etcd), PFX, NULL, args);
 }
 
 static void expect_exit(const char *what, struct ctl_out *o, int status, int want,

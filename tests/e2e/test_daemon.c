@@ -304,12 +304,7 @@ int main(void)
 	RUN(test_rolling_upgrade_by_hot_reload);
 	RUN(test_journal_has_no_overlapping_leaders);
 
-	host_signal(&A, SIGTERM);
-	host_signal(&B, SIGTERM);
-	CHECK_OK(host_wait(&A, 10000));
-	CHECK_OK(host_wait(&B, 10000));
-	CHECK_INT_EQ(A.exit_status, 0);
-	CHECK_INT_EQ(B.exit_status, 0);
+	hosts_terminate((struct host *const[]){&A, &B}, 2, 10000, true);
 	election_free(g_obs10);
 	election_free(g_obs11);
 	session_free(g_obs_sess);

@@ -287,12 +287,7 @@ int main(void)
 	RUN(test_api_refuses_bad_queries);
 
 	browser_close(g_br);
-	host_signal(&A, SIGTERM);
-	host_signal(&B, SIGTERM);
-	host_signal(&C, SIGTERM);
-	CHECK_OK(host_wait(&A, 15000));
-	CHECK_OK(host_wait(&B, 15000));
-	CHECK_OK(host_wait(&C, 15000));
+	hosts_terminate((struct host *const[]){&A, &B, &C}, 3, 15000, false);
 	obs_free(g_obs);
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);

@@ -66,24 +66,12 @@ static void post(const char *path, const char *body)
 /* obs - `leaseholdctl --etcd ... args...` (NULL-terminated), no daemon */
 static int obs(struct ctl_out *o, ...)
 {
-	const char *argv[40];
-	int a = 0;
-	argv[a++] = "--etcd";
-	argv[a++] = harness_etcd_urls(H);
-	argv[a++] = "--etcd-cacert";
-	argv[a++] = g_ca;
-	argv[a++] = "--etcd-user";
-	argv[a++] = "root";
-	argv[a++] = "--prefix";
-	argv[a++] = PFX;
+	const char *const extra[] = {"--etcd-cacert", g_ca, "--etcd-user", "root", NULL};
 	va_list ap;
 	va_start(ap, o);
-	for (const char *s; (s = va_arg(ap, const char *)) && a < 39;)
-		argv[a++] = s;
+	int st = ctl_observer_vrun(o, harness_etcd_urls(H), PFX, extra, ap);
 	va_end(ap);
-	argv[a] = NULL;
-	ctl_run(o, NULL, argv);
-	return o->status;
+	return st;
 }
 
 static json_object *obs_json(const char *cmd, const char *name)

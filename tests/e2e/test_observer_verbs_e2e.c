@@ -48,20 +48,11 @@ static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-w
 static int obs(struct ctl_out *o, ...) __attribute__((sentinel));
 static int obs(struct ctl_out *o, ...)
 {
-	const char *argv[24];
-	int a = 0;
-	argv[a++] = "--etcd";
-	argv[a++] = harness_etcd_urls(H);
-	argv[a++] = "--prefix";
-	argv[a++] = PFX;
 	va_list ap;
 	va_start(ap, o);
-	for (const char *s; (s = va_arg(ap, const char *)) && a < 23;)
-		argv[a++] = s;
+	int st = ctl_observer_vrun(o, harness_etcd_urls(H), PFX, NULL, ap);
 	va_end(ap);
-	argv[a] = NULL;
-	ctl_run(o, NULL, argv);
-	return o->status;
+	return st;
 }
 
 static bool p_key_exists(void *key)

@@ -51,16 +51,11 @@ static const char *g_args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait"
 static int observer(struct ctl_out *o, ...) __attribute__((sentinel));
 static int observer(struct ctl_out *o, ...)
 {
-	const char *argv[24] = {"--etcd", harness_etcd_urls(g_etcd), "--prefix", PFX};
-	int a = 4;
 	va_list ap;
 	va_start(ap, o);
-	for (const char *s; (s = va_arg(ap, const char *)) && a < 23;)
-		argv[a++] = s;
+	int st = ctl_observer_vrun(o, harness_etcd_urls(g_etcd), PFX, NULL, ap);
 	va_end(ap);
-	argv[a] = NULL;
-	ctl_run(o, NULL, argv);
-	return o->status;
+	return st;
 }
 
 static bool p_output(void *a)
@@ -245,12 +240,7 @@ int main(void)
 	RUN(test_pin_holds_then_one_handover);
 	RUN(test_pin_forced_below_status_observer);
 
-	host_signal(&A, SIGTERM);
-	host_signal(&B, SIGTERM);
-	host_signal(&C, SIGTERM);
-	CHECK_OK(host_wait(&A, 15000));
-	CHECK_OK(host_wait(&B, 15000));
-	CHECK_OK(host_wait(&C, 15000));
+	hosts_terminate((struct host *const[]){&A, &B, &C}, 3, 15000, false);
 	obs_free(g_obs);
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);

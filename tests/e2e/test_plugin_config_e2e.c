@@ -62,41 +62,6 @@ static struct host A, B, C;
 static char g_dir[600];
 static int g_http_port; /* host A's HTTP endpoint */
 
-struct log_want {
-	const struct host *h;
-	long from;
-	const char *needle;
-	size_t n;
-	uint64_t dump_at; /* loop_now() past which the logs are dumped once (0 = never) */
-};
-
-static bool p_logged(void *arg)
-{
-	struct log_want *w = arg;
-	if (host_log_count(w->h, w->from, w->needle) >= w->n)
-		return true;
-	if (w->dump_at && loop_now() > w->dump_at) {
-		w->dump_at = 0;
-		hosts_dump_logs(); /* about to time out: show why */
-	}
-	return false;
-}
-
-/* one of three hosts logged it */
-static bool p_any_logged(void *arg)
-{
-	struct log_want *w = arg;
-	return p_logged(&w[0]) || p_logged(&w[1]) || p_logged(&w[2]);
-}
-
-/* wait until needle occurs at least n times in h's log from byte from on */
-static void wait_log(const struct host *h, long from, const char *needle, size_t n, int timeout_ms)
-{
-	struct log_want w = {h, from, needle, n,
-			     loop_now() + (uint64_t)(timeout_ms - 200) * LOOP_NS_PER_MS};
-	tu_wait(&T, p_logged, &w, timeout_ms, needle);
-}
-
 static void write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "w");
@@ -168,11 +133,11 @@ static void test_set_get_reaches_every_node(void)
 	CHECK_INT_EQ(stored_rev(), rev);
 	snprintf(line, sizeof(line),
 		 "CFG configured changed rev=%" PRId64 " flags=0 cluster={\"replicas\": 3}", rev);
-	wait_log(&A, ma, line, 1, 10000);
-	wait_log(&B, mb, line, 1, 10000);
-	wait_log(&C, mc, line, 1, 10000);
+	host_wait_log(&T, &A, ma, line, 1, 10000);
+	host_wait_log(&T, &B, mb, line, 1, 10000);
+	host_wait_log(&T, &C, mc, line, 1, 10000);
 	/* C's node-local document stays what it was */
-	wait_log(&C, mc, "local={\"path\": \"/srv/c\"}", 1, 10000);
+	host_wait_log(&T, &C, mc, "local={\"path\": \"/srv/c\"}", 1, 10000);
 
 	CHECK_INT_EQ(host_ctl(&C, &o, "config", "get", PLUGIN, NULL), 0);
 	CHECK_STR_EQ(o.out, "{\"replicas\": 3}\n");
@@ -205,8 +170,9 @@ static void test_set_get_reaches_every_node(void)
 	CHECK_INT_EQ(st, 0);
 	ctl_out_free(&o);
 	snprintf(line, sizeof(line), "CFG configured reconcile rev=%" PRId64 " flags=0", rev);
-	struct log_want any[3] = {{&A, ma, line, 1, 0}, {&B, mb, line, 1, 0}, {&C, mc, line, 1, 0}};
-	tu_wait(&T, p_any_logged, any, 10000, line);
+	const struct host *const all[] = {&A, &B, &C};
+	const long from[] = {ma, mb, mc};
+	host_wait_log_any(&T, all, from, 3, line, 10000);
 
 	/* process isolation: a restarted worker's init starts from the
 	 * configuration as it is now, node-local document included */
@@ -215,7 +181,7 @@ static void test_set_get_reaches_every_node(void)
 	CHECK(kill(w, SIGKILL) == 0);
 	snprintf(line, sizeof(line),
 		 "CFG configured init rev=%" PRId64 " flags=0 cluster={\"replicas\": 3}", rev);
-	wait_log(&C, mc, line, 1, 20000);
+	host_wait_log(&T, &C, mc, line, 1, 20000);
 	CHECK(host_log_count(&C, mc, "local={\"path\": \"/srv/c\"}") >=
 	      2); /* changed, init (and a reconcile when C leads) */
 }
@@ -441,7 +407,7 @@ static void test_invalid_in_etcd(void)
 						 "config_error shown");
 		json_object_put(p);
 		/* the plugin keeps the last good one; told once that etcd holds a bad one */
-		wait_log(hs[i], m[i], line, 1, 10000);
+		host_wait_log(&T, hs[i], m[i], line, 1, 10000);
 		CHECK_INT_EQ(host_log_count(hs[i], m[i], "is not a valid configuration"), 1);
 		CHECK_INT_EQ(host_log_count(hs[i], m[i], "cluster={not json"), 0);
 	}
@@ -463,7 +429,7 @@ static void test_invalid_in_etcd(void)
 	snprintf(line, sizeof(line),
 		 "CFG configured changed rev=%" PRId64 " flags=0 cluster={\"fixed\": 2}", r);
 	for (int i = 0; i < 3; i++)
-		wait_log(hs[i], m[i], line, 1, 10000);
+		host_wait_log(&T, hs[i], m[i], line, 1, 10000);
 
 	/* far over the bound behind the CLI's back: get shows its start */
 	size_t big = 100 * 1024;
@@ -480,8 +446,8 @@ static void test_invalid_in_etcd(void)
 	/* deleted behind the CLI's back: absent */
 	tu_del(&T, KEY);
 	for (int i = 0; i < 3; i++) {
-		wait_log(hs[i], m[i], "CFG configured changed rev=0 flags=0 cluster=(none)", 1,
-			 10000);
+		host_wait_log(&T, hs[i], m[i], "CFG configured changed rev=0 flags=0 cluster=(none)",
+			      1, 10000);
 		json_object_put(ctl_wait_plugin(hs[i], PLUGIN, p_config_rev0, NULL, 10000,
 						"config_revision 0"));
 	}
@@ -590,7 +556,7 @@ static void test_abi_1_1_unaffected(void)
 	struct ctl_out o;
 	long ma = host_log_size(&A);
 	host_install_file(&A, built_test_plugin("configured11"), "configured11.so", 0644);
-	wait_log(&A, ma, "CFG configured11 reconcile", 1, 15000);
+	host_wait_log(&T, &A, ma, "CFG configured11 reconcile", 1, 15000);
 	write_file(path_of("r11.json"), "{\"reject\": 1}");
 	/* no validate_config as far as the host knows: written as it is */
 	CHECK_INT_EQ(host_ctl(&A, &o, "config", "set", "configured11", path_of("r11.json"), NULL),
@@ -603,7 +569,7 @@ static void test_abi_1_1_unaffected(void)
 		fprintf(stderr, "reconcile configured11: exit %d: %s%s", st, o.out, o.err);
 	CHECK_INT_EQ(st, 0);
 	ctl_out_free(&o);
-	wait_log(&A, ma, "CFG configured11 reconcile", 2, 15000);
+	host_wait_log(&T, &A, ma, "CFG configured11 reconcile", 2, 15000);
 	CHECK_INT_EQ(host_log_count(&A, ma, "CFG configured11 changed"), 0);
 	CHECK_INT_EQ(host_log_count(&A, ma, "CFG configured11 validate"), 0);
 	/* the views still show the cluster document's revision */
@@ -620,7 +586,7 @@ static void test_schema_refused(void)
 	struct ctl_out o;
 	long ma = host_log_size(&A);
 	host_install_file(&A, built_test_plugin("controller"), "controller.so", 0644);
-	wait_log(&A, ma, "plugin controller: 1 watch(es) registered", 1, 15000);
+	host_wait_log(&T, &A, ma, "plugin controller: 1 watch(es) registered", 1, 15000);
 	write_file(path_of("typed.json"), "{\"prefix\": 5}");
 	CHECK_INT_EQ(host_ctl(&A, &o, "config", "set", "controller", path_of("typed.json"), NULL), 2);
 	if (!strstr(o.err, "field \"prefix\": expected a string, got 5"))
@@ -699,11 +665,12 @@ int main(void)
 	}
 	for (int i = 0; i < 3; i++)
 		host_wait_control(hs[i], 15000);
-	wait_log(&A, 0, "CFG configured init rev=0 flags=0 cluster=(none) local=(none)", 1, 15000);
-	wait_log(&B, 0, "CFG configured init rev=0 flags=0 cluster=(none) local=(none)", 1, 15000);
-	wait_log(&C, 0,
-		 "CFG configured init rev=0 flags=0 cluster=(none) local={\"path\": \"/srv/c\"}", 1,
-		 15000);
+	const char *init0 = "CFG configured init rev=0 flags=0 cluster=(none) local=(none)";
+	host_wait_log(&T, &A, 0, init0, 1, 15000);
+	host_wait_log(&T, &B, 0, init0, 1, 15000);
+	host_wait_log(&T, &C, 0,
+		      "CFG configured init rev=0 flags=0 cluster=(none) local={\"path\": \"/srv/c\"}",
+		      1, 15000);
 
 	RUN(test_set_get_reaches_every_node);
 	RUN(test_set_refusals);

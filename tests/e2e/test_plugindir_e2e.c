@@ -565,12 +565,7 @@ int main(void)
 	RUN(test_refused_files_leave_the_running_plugin_alone);
 	RUN(test_removing_the_leaders_file_stops_it_gracefully);
 
-	host_signal(&A, SIGTERM);
-	host_signal(&B, SIGTERM);
-	CHECK_OK(host_wait(&A, 10000));
-	CHECK_OK(host_wait(&B, 10000));
-	CHECK_INT_EQ(A.exit_status, 0);
-	CHECK_INT_EQ(B.exit_status, 0);
+	hosts_terminate((struct host *const[]){&A, &B}, 2, 10000, true);
 	g_done = true;
 	obs_free(g_obs);
 	tu_fini(&T);

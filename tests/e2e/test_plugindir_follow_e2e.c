@@ -451,12 +451,7 @@ int main(void)
 	RUN(test_symlink_swap_rollout);
 	RUN(test_parent_replaced);
 
-	host_signal(&A, SIGTERM);
-	host_signal(&B, SIGTERM);
-	CHECK_OK(host_wait(&A, 10000));
-	CHECK_OK(host_wait(&B, 10000));
-	CHECK_INT_EQ(A.exit_status, 0);
-	CHECK_INT_EQ(B.exit_status, 0);
+	hosts_terminate((struct host *const[]){&A, &B}, 2, 10000, true);
 	g_done = true;
 	obs_free(g_obs);
 	tu_fini(&T);

@@ -132,12 +132,7 @@ static void start_all_on_1_0(const char *pfx)
 
 static void stop_all(void)
 {
-	host_signal(&A, SIGTERM);
-	host_signal(&B, SIGTERM);
-	host_signal(&C, SIGTERM);
-	CHECK_OK(host_wait(&A, 15000));
-	CHECK_OK(host_wait(&B, 15000));
-	CHECK_OK(host_wait(&C, 15000));
+	hosts_terminate((struct host *const[]){&A, &B, &C}, 3, 15000, false);
 }
 
 static void upgrade(struct host *h, const char *file_release, struct release r)

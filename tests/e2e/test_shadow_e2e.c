@@ -254,13 +254,8 @@ int main(void)
 	CHECK(tu_get(&T, PFX "/" PLUGIN "/data/config/items/7", NULL) == NULL);
 	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
 
-	host_signal(&A, SIGTERM);
-	host_signal(&B, SIGTERM);
-	CHECK_OK(host_wait(&A, 15000));
-	CHECK_OK(host_wait(&B, 15000));
 	/* a clean exit: no sanitizer report at the daemons' teardown */
-	CHECK_INT_EQ(A.exit_status, 0);
-	CHECK_INT_EQ(B.exit_status, 0);
+	hosts_terminate((struct host *const[]){&A, &B}, 2, 15000, true);
 	obs_free(g_obs);
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);

@@ -316,10 +316,7 @@ int main(void)
 	RUN(test_target_dies);
 	RUN(test_more_refusals);
 
-	host_signal(&A, SIGTERM);
-	host_signal(&B, SIGTERM);
-	CHECK_OK(host_wait(&A, 15000));
-	CHECK_OK(host_wait(&B, 15000));
+	hosts_terminate((struct host *const[]){&A, &B}, 2, 15000, false);
 	obs_free(g_obs);
 	tu_fini(&T);
 	harness_etcd_free(g_etcd);

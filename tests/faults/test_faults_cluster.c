@@ -28,14 +28,12 @@
 #include "invariants.h"
 #include "testutil.h"
 
-#define PFX "/lhf"
-#define PLUGIN "reconciler"
+#define PFX FS_PREFIX
+#define PLUGIN FS_PLUGIN
 
 static struct fault_suite F;
 
-static const char *const HOST_ARGS[] = {
-    "--prefix", PFX,	       "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval",
-    "300ms",	"--log-level", "debug", NULL};
+#define HOST_ARGS fs_host_args
 
 /* exactly one host says it leads (a said the same before and after b), and
  * it is the one etcd shows; returns it */

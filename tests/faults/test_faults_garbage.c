@@ -41,17 +41,15 @@
 #include "proto/leasehold.pb-c.h"
 #include "testutil.h"
 
-#define PFX "/lhf"
-#define PLUGIN "reconciler"
+#define PFX FS_PREFIX
+#define PLUGIN FS_PLUGIN
 #define K(x) PFX "/" PLUGIN "/" x
 #define MIB (1024 * 1024)
 
 static struct fault_suite F;
 static uint8_t *g_big; /* 1 MiB of hostile bytes */
 
-static const char *const HOST_ARGS[] = {
-    "--prefix", PFX,	       "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval",
-    "300ms",	"--log-level", "debug", NULL};
+#define HOST_ARGS fs_host_args
 
 static const uint8_t GARBAGE[] = {0xff, 0xfe, 'g', 'a', 'r', 'b', 0x00, 0x01, 0x9a, 0x12};
 /* unknown fields: 15 (varint 42) and 16 (bytes "abc") */
@@ -77,18 +75,7 @@ static size_t member_bytes(const char *node, struct release r, bool unknown, uin
 static size_t status_bytes(int state, struct release v, struct release m, bool unknown,
 			   uint8_t *buf)
 {
-	Leasehold__Release pv = LEASEHOLD__RELEASE__INIT, pm = LEASEHOLD__RELEASE__INIT;
-	pv.major = v.major;
-	pv.minor = v.minor;
-	pv.patch = v.patch;
-	pm.major = m.major;
-	pm.minor = m.minor;
-	pm.patch = m.patch;
-	Leasehold__ReconcilerStatus s = LEASEHOLD__RECONCILER_STATUS__INIT;
-	s.state = (Leasehold__ReconcilerStatus__State)state;
-	s.version = &pv;
-	s.minimum_compatible_release = &pm;
-	size_t n = leasehold__reconciler_status__pack(&s, buf);
+	size_t n = tu_status_encode(state, v, m, buf);
 	if (unknown) {
 		memcpy(buf + n, UNKNOWN, sizeof(UNKNOWN));
 		n += sizeof(UNKNOWN);

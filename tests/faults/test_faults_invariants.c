@@ -49,19 +49,8 @@ static void del(struct inv_history *h, int64_t rev, const char *key)
 static void put_status(struct inv_history *h, int64_t rev, int state, struct release v,
 		       struct release m, int64_t create)
 {
-	Leasehold__Release pv = LEASEHOLD__RELEASE__INIT, pm = LEASEHOLD__RELEASE__INIT;
-	pv.major = v.major;
-	pv.minor = v.minor;
-	pv.patch = v.patch;
-	pm.major = m.major;
-	pm.minor = m.minor;
-	pm.patch = m.patch;
-	Leasehold__ReconcilerStatus s = LEASEHOLD__RECONCILER_STATUS__INIT;
-	s.state = (Leasehold__ReconcilerStatus__State)state;
-	s.version = &pv;
-	s.minimum_compatible_release = &pm;
-	uint8_t buf[128];
-	size_t n = leasehold__reconciler_status__pack(&s, buf);
+	uint8_t buf[TU_STATUS_MAX];
+	size_t n = tu_status_encode(state, v, m, buf);
 	inv_history_add(h, rev, false, STATUS, buf, n, create);
 }
 
@@ -430,14 +419,8 @@ static void test_real_etcd_history_is_checked(void)
 	tu_put(&t, key, val, strlen(val));
 	tu_put(&t, CFG "schema", "reconciler/v1", 13);
 	tu_put(&t, CFG "items/0", "item=0;state=ready", 18);
-	Leasehold__Release pv = LEASEHOLD__RELEASE__INIT;
-	pv.major = 1;
-	Leasehold__ReconcilerStatus s = LEASEHOLD__RECONCILER_STATUS__INIT;
-	s.state = DONE;
-	s.version = &pv;
-	s.minimum_compatible_release = &pv;
-	uint8_t buf[64];
-	tu_put(&t, STATUS, buf, leasehold__reconciler_status__pack(&s, buf));
+	uint8_t buf[TU_STATUS_MAX];
+	tu_put(&t, STATUS, buf, tu_status_encode(DONE, REL(1, 0, 0), REL(1, 0, 0), buf));
 
 	struct inv_stats st;
 	CHECK_INT_EQ(inv_check_all(&t, P, N, &st), 0);

@@ -32,16 +32,14 @@
 #include "proto/leasehold.pb-c.h"
 #include "testutil.h"
 
-#define PFX "/lhf"
-#define PLUGIN "reconciler"
+#define PFX FS_PREFIX
+#define PLUGIN FS_PLUGIN
 #define K(x) PFX "/" PLUGIN "/" x
 #define DONE LEASEHOLD__RECONCILER_STATUS__STATE__STATE_DONE
 
 static struct fault_suite F;
 
-static const char *const HOST_ARGS[] = {
-    "--prefix", PFX,	       "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval",
-    "300ms",	"--log-level", "debug", NULL};
+#define HOST_ARGS fs_host_args
 
 static const uint8_t GARBAGE[] = {0xff, 0xfe, 'g', 'a', 'r', 'b', 0x00, 0x01, 0x9a, 0x12};
 

@@ -17,6 +17,7 @@
 
 #include "check.h"
 #include "election/election.h"
+#include "election_fixture.h"
 #include "harness.h"
 #include "proto/leasehold.pb-c.h"
 #include "etcd/etcd_session.h"
@@ -181,26 +182,7 @@ struct node {
 	struct session *sess;
 	struct election *el;
 	struct tdrv drv;
-	bool stopped;
 };
-
-static void n_up(void *ud, int64_t lease)
-{
-	struct node *n = ud;
-	if (n->el)
-		election_session_up(n->el, lease);
-}
-
-static void n_lost(void *ud, int64_t old, const char *why)
-{
-	(void)old;
-	(void)why;
-	struct node *n = ud;
-	if (n->el)
-		election_session_lost(n->el);
-}
-
-static const struct session_ops n_sess_ops = {.up = n_up, .lost = n_lost};
 
 static void node_start(struct node *n, int id, struct plugin_releases rel, int64_t ttl,
                        bool with_driver)
@@ -209,39 +191,16 @@ static void node_start(struct node *n, int id, struct plugin_releases rel, int64
 	n->id = id;
 	n->drv.node = id;
 	snprintf(n->node_id, sizeof(n->node_id), "node%d", id);
-	n->etcd = tu_client(&T, harness_etcd_urls(g_etcd));
 	CHECK_OK(loop_timer_new(T.loop, on_d_timer, &n->drv, &n->drv.t));
-	CHECK_OK(session_new(T.loop, n->etcd, ttl, &n_sess_ops, n, &n->sess));
-	struct election_config cfg = {
-		.prefix = PFX,
-		.name = PLUGIN,
-		.node_id = n->node_id,
-		.releases = rel,
-		.reconcile_wait_ns = 10 * LOOP_NS_PER_MS,
-		.reconcile_interval_ns = 3600 * LOOP_NS_PER_S,
-	};
-	CHECK_OK(election_new(T.loop, n->etcd, n->sess, &cfg, &n->el));
-	if (with_driver)
-		election_set_driver(n->el, &tdrv_ops, &n->drv, &rel, NULL, NULL);
-	CHECK_OK(election_start(n->el));
-	session_start(n->sess);
-}
-
-static void on_stopped(void *ud)
-{
-	((struct node *)ud)->stopped = true;
-}
-
-static bool p_stopped(void *a)
-{
-	return ((struct node *)a)->stopped;
+	struct efx_node_config c = {.urls = harness_etcd_urls(g_etcd), .prefix = PFX,
+	                            .plugin = PLUGIN, .node_id = n->node_id, .rel = rel, .ttl = ttl,
+	                            .ops = with_driver ? &tdrv_ops : NULL, .drv = &n->drv};
+	efx_node_start(&T, &c, &n->etcd, &n->sess, &n->el);
 }
 
 static void node_stop(struct node *n)
 {
-	election_stop(n->el, on_stopped, n);
-	tu_wait(&T, p_stopped, n, 10000, "election stopped");
-	session_revoke(n->sess, NULL, NULL);
+	efx_node_stop(&T, n->el, n->sess);
 }
 
 static void node_free(struct node *n)
@@ -251,33 +210,19 @@ static void node_free(struct node *n)
 		n->drv.q[0].ok = false;
 		d_finish(&n->drv);
 	}
-	election_free(n->el);
-	session_free(n->sess);
+	efx_node_free(n->el, n->sess, n->etcd);
 	loop_timer_free(n->drv.t);
-	etcd_client_free(n->etcd);
 	memset(n, 0, sizeof(*n));
 }
 
 static struct election_info info_of(struct node *n)
 {
-	struct election_info i;
-	election_get_info(n->el, &i);
-	return i;
+	return efx_info(n->el);
 }
 
 static bool p_drv_elected(void *a)
 {
 	return ((struct node *)a)->drv.leading;
-}
-
-static bool p_standby(void *a)
-{
-	return info_of(a).state == ELECTION_STANDBY;
-}
-
-static bool p_campaigning(void *a)
-{
-	return info_of(a).state == ELECTION_CAMPAIGNING;
 }
 
 static bool p_synced(void *a)
@@ -518,7 +463,7 @@ static void test_service(void)
 	struct node n2;
 	node_start(&n2, 2, REL100_REFERENCE, 10, true);
 	tu_wait(&T, p_synced, &n2, 5000, "node2 synced");
-	tu_wait(&T, p_campaigning, &n2, 5000, "node2 campaigning");
+	tu_wait(&T, efx_p_campaigning, n2.el, 5000, "node2 campaigning");
 	CHECK_INT_EQ(n2.drv.reconciles, 0);
 	CHECK_INT_EQ(n2.drv.elected, 0);
 
@@ -573,7 +518,7 @@ static void test_newer_release_takes_over(void)
 	tu_wait(&T, p_synced, &b, 5000, "synced");
 	struct node *leader = a.drv.leading ? &a : &b, *other = a.drv.leading ? &b : &a;
 	/* the other stays campaigning with no events */
-	tu_wait(&T, p_campaigning, other, 5000, "the other campaigning");
+	tu_wait(&T, efx_p_campaigning, other->el, 5000, "the other campaigning");
 	CHECK_INT_EQ(other->drv.elected, 0);
 	tu_wait(&T, p_node_leading, leader, 5000, "leader reconciled");
 	wait_status(DONE, REL(1, 0, 0), REL(1, 0, 0), "DONE by 1.0.0");
@@ -588,8 +533,8 @@ static void test_newer_release_takes_over(void)
 	CHECK_INT_EQ(c.drv.reconciles, 0); /* blocked: 1.0.0 members remain */
 	/* both old keys are gone (c won); the old nodes' own replies to their
 	 * resigns may still be on the way */
-	tu_wait(&T, p_standby, &a, 5000, "a standby");
-	tu_wait(&T, p_standby, &b, 5000, "b standby");
+	tu_wait(&T, efx_p_standby, a.el, 5000, "a standby");
+	tu_wait(&T, efx_p_standby, b.el, 5000, "b standby");
 	/* the old leader was deposed before the new one was elected */
 	size_t dep = SIZE_MAX, el = SIZE_MAX;
 	for (size_t k = 0; k < g_nlog; k++) {
@@ -812,7 +757,7 @@ static void test_candidate_without_its_key_does_not_lead(void)
 	node_start(&a, 1, REL100, 10, true);
 	tu_wait(&T, p_node_leading, &a, 5000, "a leads");
 	node_start(&b, 2, REL100, 10, true);
-	tu_wait(&T, p_campaigning, &b, 5000, "b campaigns");
+	tu_wait(&T, efx_p_campaigning, b.el, 5000, "b campaigns");
 	snprintf(g_key_b, sizeof(g_key_b), "%s/%s/election/%" PRIx64, PFX, PLUGIN,
 	         (uint64_t)session_lease(b.sess));
 	int64_t gone = tu_del(&T, g_key_b);
@@ -974,7 +919,7 @@ static void test_leader_reload_never_elects_a_peer(void)
 	node_start(&a, 1, REL100, 10, true);
 	tu_wait(&T, p_node_leading, &a, 5000, "a leading");
 	node_start(&b, 2, REL100, 10, true);
-	tu_wait(&T, p_campaigning, &b, 5000, "b campaigning behind a");
+	tu_wait(&T, efx_p_campaigning, b.el, 5000, "b campaigning behind a");
 	/* a reloads to a compatible 1.1.0: its old driver leaves, the new one leads */
 	struct tdrv d2 = {.node = 11};
 	CHECK_OK(loop_timer_new(T.loop, on_d_timer, &d2, &d2.t));
@@ -985,7 +930,7 @@ static void test_leader_reload_never_elects_a_peer(void)
 	/* b saw a's key vanish and the newer release at the same revision: it
 	 * left the election instead of winning in between */
 	CHECK_INT_EQ(b.drv.elected, 0);
-	tu_wait(&T, p_standby, &b, 5000, "b standby (older release)");
+	tu_wait(&T, efx_p_standby, b.el, 5000, "b standby (older release)");
 	CHECK_INT_EQ(b.drv.elected, 0);
 	election_set_driver(a.el, &tdrv_ops, &a.drv, &REL100, NULL, NULL);
 	node_stop(&b);
@@ -1206,7 +1151,7 @@ static void test_forget_live_and_stop_kinds(void)
 	g_pair[0] = &a;
 	g_pair[1] = &b;
 	tu_wait(&T, p_one_leads, NULL, 10000, "one leads");
-	tu_wait(&T, p_campaigning, a.drv.leading ? &b : &a, 10000, "the other campaigns");
+	tu_wait(&T, efx_p_campaigning, a.drv.leading ? b.el : a.el, 10000, "the other campaigns");
 	tu_wait(&T, p_two_members, &a, 5000, "a sees b's record");
 	tu_wait(&T, p_two_cands, &a, 5000, "a sees b's election key");
 	char err[256];

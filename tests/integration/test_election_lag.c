@@ -27,6 +27,7 @@
 
 #include "check.h"
 #include "election/election.h"
+#include "election_fixture.h"
 #include "harness.h"
 #include "lagproxy.h"
 #include "proto/leasehold.pb-c.h"
@@ -65,7 +66,6 @@ struct node {
 	struct session *sess;
 	struct election *el;
 	struct tdrv drv;
-	bool stopped;
 };
 
 /* the nodes of the running scenario, for the overlap check */
@@ -168,24 +168,6 @@ static const struct driver_ops tdrv_ops = {
 
 /* ---- nodes ---- */
 
-static void n_up(void *ud, int64_t lease)
-{
-	struct node *n = ud;
-	if (n->el)
-		election_session_up(n->el, lease);
-}
-
-static void n_lost(void *ud, int64_t old, const char *why)
-{
-	(void)old;
-	(void)why;
-	struct node *n = ud;
-	if (n->el)
-		election_session_lost(n->el);
-}
-
-static const struct session_ops n_sess_ops = {.up = n_up, .lost = n_lost};
-
 static const struct plugin_releases REL100 = {{1, 0, 0}, {0, 1, 0}, {1, 0, 0}};
 
 /* node_start - held: start held back (no member record, no campaign) */
@@ -195,56 +177,28 @@ static void node_start(struct node *n, int id, const char *urls, bool held)
 	n->id = id;
 	n->drv.node = id;
 	snprintf(n->node_id, sizeof(n->node_id), "node%d", id);
-	n->etcd = tu_client(&T, urls);
 	CHECK_OK(loop_timer_new(T.loop, on_d_timer, &n->drv, &n->drv.t));
-	CHECK_OK(session_new(T.loop, n->etcd, 10, &n_sess_ops, n, &n->sess));
-	struct election_config cfg = {
-		.prefix = PFX,
-		.name = PLUGIN,
-		.node_id = n->node_id,
-		.releases = REL100,
-		.reconcile_wait_ns = 10 * LOOP_NS_PER_MS,
-		.reconcile_interval_ns = 3600 * LOOP_NS_PER_S,
-	};
-	CHECK_OK(election_new(T.loop, n->etcd, n->sess, &cfg, &n->el));
-	election_set_driver(n->el, &tdrv_ops, &n->drv, &REL100, NULL, NULL);
-	if (held)
-		election_hold(n->el, true, "test: not yet");
-	CHECK_OK(election_start(n->el));
-	session_start(n->sess);
+	struct efx_node_config c = {.urls = urls, .prefix = PFX, .plugin = PLUGIN,
+	                            .node_id = n->node_id, .rel = REL100, .ttl = 10,
+	                            .ops = &tdrv_ops, .drv = &n->drv, .held = held};
+	efx_node_start(&T, &c, &n->etcd, &n->sess, &n->el);
 	g_nodes[id - 1] = n;
-}
-
-static void on_stopped(void *ud)
-{
-	((struct node *)ud)->stopped = true;
-}
-
-static bool p_stopped(void *a)
-{
-	return ((struct node *)a)->stopped;
 }
 
 static void node_stop_free(struct node *n)
 {
-	election_stop(n->el, on_stopped, n);
-	tu_wait(&T, p_stopped, n, 10000, "election stopped");
-	session_revoke(n->sess, NULL, NULL);
+	efx_node_stop(&T, n->el, n->sess);
 	while (n->drv.nq > 0)
 		d_finish(&n->drv);
-	election_free(n->el);
-	session_free(n->sess);
+	efx_node_free(n->el, n->sess, n->etcd);
 	loop_timer_free(n->drv.t);
-	etcd_client_free(n->etcd);
 	g_nodes[n->id - 1] = NULL;
 	memset(n, 0, sizeof(*n));
 }
 
 static struct election_info info_of(struct node *n)
 {
-	struct election_info i;
-	election_get_info(n->el, &i);
-	return i;
+	return efx_info(n->el);
 }
 
 /* ---- observations ---- */
@@ -300,16 +254,6 @@ static bool p_lead(void *a)
 	return ((struct node *)a)->drv.leading;
 }
 
-static bool p_campaigning(void *a)
-{
-	return info_of(a).state == ELECTION_CAMPAIGNING;
-}
-
-static bool p_standby(void *a)
-{
-	return info_of(a).state == ELECTION_STANDBY;
-}
-
 static bool p_status_done(void *a)
 {
 	(void)a;
@@ -343,7 +287,7 @@ static bool p_recampaigned(void *a)
 {
 	struct node **ab = a;
 	int64_t rev = key_rev(ab[0]);
-	return rev > ab[1]->drv.token && p_campaigning(ab[0]);
+	return rev > ab[1]->drv.token && efx_p_campaigning(ab[0]->el);
 }
 
 static struct lagproxy *g_px;
@@ -404,7 +348,7 @@ static void test_resign_unknown_outcome(void)
 	tu_wait(&T, p_idle, &a, 10000, "a's reconcile done");
 	int64_t a_token = a.drv.token;
 	node_start(&b, 2, harness_etcd_url(g_etcd, 0), false);
-	tu_wait(&T, p_campaigning, &b, 10000, "b campaigns");
+	tu_wait(&T, efx_p_campaigning, b.el, 10000, "b campaigns");
 
 	lagproxy_hold_watch(g_px, true);
 	lagproxy_hold_replies(g_px, true);
@@ -433,7 +377,7 @@ static void test_resign_unknown_outcome(void)
 	struct sees sb = {&a, "node2"};
 	wait_for(p_sees_leader, &sb, 10000, "a's mirror shows b leading");
 	tu_wait(&T, p_member_present, &a, 10000, "a's member record back");
-	tu_wait(&T, p_campaigning, &a, 10000, "a campaigns");
+	tu_wait(&T, efx_p_campaigning, a.el, 10000, "a campaigns");
 	CHECK(b.drv.leading);
 	CHECK(!a.drv.leading);
 	CHECK_INT_EQ(a.drv.elected, a_elected);
@@ -474,12 +418,12 @@ static void test_stale_adoption(void)
 	tu_wait(&T, p_session_up, &a, 10000, "a's session up");
 	wait_for(p_released_through, created, 10000, "a's watch created");
 	election_hold(a.el, false, NULL);
-	tu_wait(&T, p_campaigning, &a, 10000, "a campaigns");
+	tu_wait(&T, efx_p_campaigning, a.el, 10000, "a campaigns");
 	int64_t old_rev = key_rev(&a);
 	CHECK(old_rev > 0);
 	fprintf(stderr, "--- a campaigns on key revision %" PRId64 " (its watch is held)\n", old_rev);
 	election_hold(a.el, true, "test: role removed");
-	tu_wait(&T, p_standby, &a, 10000, "a resigned");
+	tu_wait(&T, efx_p_standby, a.el, 10000, "a resigned");
 	CHECK_INT_EQ(key_rev(&a), 0);
 	CHECK(!p_member_present(&a));
 
@@ -510,7 +454,7 @@ static void test_stale_adoption(void)
 	lagproxy_hold_watch(g_px, false);
 	struct sees sb = {&a, "node2"};
 	wait_for(p_sees_leader, &sb, 10000, "a's mirror shows b leading");
-	tu_wait(&T, p_campaigning, &a, 10000, "a campaigns");
+	tu_wait(&T, efx_p_campaigning, a.el, 10000, "a campaigns");
 	CHECK(b.drv.leading);
 	CHECK(!a.drv.leading);
 	CHECK_INT_EQ(a.drv.elected, 0);

@@ -38,6 +38,7 @@
 #include "check.h"
 #include "files.h"
 #include "harness.h"
+#include "instance_fixture.h"
 #include "runtime/runtime_closer.h"
 #include "runtime/runtime_instance.h"
 #include "testutil.h"
@@ -47,8 +48,8 @@
 
 static struct harness_etcd *H;
 static struct tu T;
-static char g_root[512], g_dir[1024], g_private[1024], g_worker[1200], g_trace[1200],
-    g_knobs[1200], g_build[1024];
+static struct ifx_dirs D;
+static char g_trace[1200], g_knobs[1200];
 /* plain_txn refuses its call number g_fail_at (counted from 1 after
  * g_fail_at is set), and only that one: a call that went on past a failed
  * chunk would land the next one */
@@ -79,67 +80,36 @@ static struct driver_host g_host = {.fenced_txn = plain_txn, .data_prefix = PREF
 struct inst {
 	struct loader_plugin *lp;
 	struct plugin_instance *pi;
-	bool init_done;
-	int init_err;
+	struct idone init;
 };
-
-static void on_init(void *ud, int err, const char *msg)
-{
-	struct inst *in = ud;
-	(void)msg;
-	in->init_done = true;
-	in->init_err = err;
-}
 
 static void start(struct inst *in, const char *file, uint32_t mode, const struct plugin_config *c)
 {
 	char err[LOADER_ERR_MAX];
 	memset(in, 0, sizeof(*in));
-	int r = loader_open(g_dir, file, g_private, &in->lp, err, sizeof(err));
+	int r = loader_open(D.plugins, file, D.private_dir, &in->lp, err, sizeof(err));
 	if (r < 0)
 		fprintf(stderr, "loader: %s\n", err);
 	CHECK_OK(r);
-	struct plugin_instance_config cfg = {.on_init = on_init, .userdata = in, .isolation = mode,
-	                                     .worker_path = g_worker, .config = c};
+	struct plugin_instance_config cfg = {.on_init = ifx_on_init, .userdata = &in->init, .isolation = mode,
+	                                     .worker_path = D.worker, .config = c};
 	g_host.etcd = T.etcd;
 	CHECK_OK(plugin_instance_new(in->lp, T.loop, &g_host, "n1", &cfg, &in->pi));
-	while (!in->init_done)
+	while (!in->init.done)
 		CHECK(loop_run_once(T.loop, 1000) >= 0);
-	CHECK_INT_EQ(in->init_err, 0);
-}
-
-static void on_stopped(void *ud)
-{
-	*(bool *)ud = true;
+	CHECK_INT_EQ(in->init.err, 0);
 }
 
 static void stop_and_free(struct inst *in)
 {
-	bool stopped = false;
-	plugin_instance_stop(in->pi, on_stopped, &stopped);
-	while (!stopped)
-		CHECK(loop_run_once(T.loop, 1000) >= 0);
+	ifx_stop(T.loop, in->pi);
 	plugin_instance_free(in->pi);
+	in->pi = NULL;
 }
 
-struct done {
-	bool done;
-	int err;
-	char msg[512];
-};
-
-static void on_done(void *ud, int err, const char *msg)
+static void wait_done(struct rdone *d)
 {
-	struct done *d = ud;
-	d->done = true;
-	d->err = err;
-	snprintf(d->msg, sizeof(d->msg), "%s", msg ? msg : "");
-}
-
-static void wait_done(struct done *d)
-{
-	while (!d->done)
-		CHECK(loop_run_once(T.loop, 1000) >= 0);
+	CHECK_OK(loop_run_until(T.loop, &d->done, loop_now() + (uint64_t)WAIT_MS * LOOP_NS_PER_MS));
 }
 
 static const struct releases REL = {{1, 0, 0}, {1, 0, 0}, 1, 1};
@@ -161,8 +131,8 @@ static char *trace_read(void)
 static char *reconcile(struct plugin_instance *pi)
 {
 	unlink(g_trace);
-	struct done d = {0};
-	plugin_instance_reconcile(pi, on_done, &d);
+	struct rdone d = {0};
+	plugin_instance_reconcile(pi, ifx_on_reconciled, &d);
 	wait_done(&d);
 	CHECK_INT_EQ(d.err, 0);
 	return trace_read();
@@ -387,17 +357,18 @@ static void t_config_schema(uint32_t mode)
 	    {"{\"need\":{\"me\":1},\"tags\":[1]}", "field \"tags\": expected a list of strings, got [1]"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct done d = {0};
-		CHECK_OK(plugin_instance_validate_config(in.pi, bad[i].doc, strlen(bad[i].doc), on_done, &d));
+		struct rdone d = {0};
+		CHECK_OK(plugin_instance_validate_config(in.pi, bad[i].doc, strlen(bad[i].doc),
+		                                         ifx_on_reconciled, &d));
 		wait_done(&d);
 		CHECK_INT_EQ(d.err, -EINVAL);
 		if (!strstr(d.msg, bad[i].why))
 			fprintf(stderr, "want %s, got %s\n", bad[i].why, d.msg);
 		CHECK(strstr(d.msg, bad[i].why) != NULL);
 	}
-	struct done ok = {0};
+	struct rdone ok = {0};
 	const char *good = "{\"prefix\":\"p/\",\"need\":{\"me\":2}}";
-	CHECK_OK(plugin_instance_validate_config(in.pi, good, strlen(good), on_done, &ok));
+	CHECK_OK(plugin_instance_validate_config(in.pi, good, strlen(good), ifx_on_reconciled, &ok));
 	wait_done(&ok);
 	CHECK_INT_EQ(ok.err, 0);
 	/* an ill-typed document in etcd never reaches the plugin */
@@ -470,34 +441,14 @@ static void t_abi_1_2(uint32_t mode)
 	unsetenv("LH_WATCHER_PREFIX");
 }
 
-static void install(const char *name)
-{
-	char src[PATH_MAX], dst[PATH_MAX];
-	snprintf(src, sizeof(src), "%s/tests/plugins/.libs/%s", g_build, name);
-	snprintf(dst, sizeof(dst), "%s/%s", g_dir, name);
-	test_copy_file(src, dst, 0644);
-}
-
 int main(void)
 {
-	const char *b = getenv("LH_BUILDDIR");
-	snprintf(g_build, sizeof(g_build), "%s", b && *b ? b : ".");
-	snprintf(g_worker, sizeof(g_worker), "%s/leasehold-worker", g_build);
-	if (access(g_worker, X_OK) < 0) {
-		fprintf(stderr, "no %s (run through make check)\n", g_worker);
-		return 99;
-	}
-	test_tmp_root("test-apply", g_root, sizeof(g_root));
-	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
-	snprintf(g_private, sizeof(g_private), "%s/private", g_root);
-	snprintf(g_trace, sizeof(g_trace), "%s/trace", g_root);
-	snprintf(g_knobs, sizeof(g_knobs), "%s/knobs", g_root);
-	CHECK(mkdir(g_dir, 0755) == 0);
-	char err[LOADER_ERR_MAX];
-	CHECK_OK(loader_private_dir_prepare(g_private, err, sizeof(err)));
-	install("applier.so");
-	install("controller.so");
-	install("watcher12.so");
+	ifx_dirs_setup(&D, "test-apply");
+	snprintf(g_trace, sizeof(g_trace), "%s/trace", D.root);
+	snprintf(g_knobs, sizeof(g_knobs), "%s/knobs", D.root);
+	ifx_install(&D, "applier.so");
+	ifx_install(&D, "controller.so");
+	ifx_install(&D, "watcher12.so");
 	setenv("LH_APPLIER_TRACE", g_trace, 1);
 	setenv("LH_APPLIER_KNOBS", g_knobs, 1);
 	setenv("LH_WATCHER_TRACE", g_trace, 1);

@@ -43,6 +43,7 @@
 #include "check.h"
 #include "files.h"
 #include "harness.h"
+#include "instance_fixture.h"
 #include "lagproxy.h"
 #include "abi/abi_loader.h"
 #include "runtime/runtime_closer.h"
@@ -57,8 +58,8 @@ static struct harness_etcd *H;
 static struct tu T;
 static struct lagproxy *P;
 static struct etcd_client *g_plugin_client; /* driver_host.etcd: through P */
-static char g_root[512], g_dir[1024], g_private[1024], g_worker[1200], g_trace[1200],
-    g_hold[1200], g_build[1024];
+static struct ifx_dirs D;
+static char g_trace[1200], g_hold[1200];
 static unsigned g_requests; /* driver_host.request_reconcile calls */
 
 /* ---- the driver_host the test offers ---- */
@@ -97,66 +98,35 @@ static struct driver_host g_host = {.fenced_txn = plain_txn,
 struct inst {
 	struct loader_plugin *lp;
 	struct plugin_instance *pi;
-	bool init_done;
-	int init_err;
-	char init_msg[512];
+	struct idone init;
 };
-
-static void on_init(void *ud, int err, const char *msg)
-{
-	struct inst *in = ud;
-	in->init_done = true;
-	in->init_err = err;
-	snprintf(in->init_msg, sizeof(in->init_msg), "%s", msg);
-}
 
 static void start(struct inst *in, const char *file, uint32_t mode, const char *const *grants,
 		  size_t n_grants, uint32_t queue_max)
 {
 	char err[LOADER_ERR_MAX];
 	memset(in, 0, sizeof(*in));
-	CHECK_OK(loader_open(g_dir, file, g_private, &in->lp, err, sizeof(err)));
+	CHECK_OK(loader_open(D.plugins, file, D.private_dir, &in->lp, err, sizeof(err)));
 	struct plugin_instance_config cfg = {
-	    .on_init = on_init,
-	    .userdata = in,
+	    .on_init = ifx_on_init,
+	    .userdata = &in->init,
 	    .isolation = mode,
-	    .worker_path = g_worker,
+	    .worker_path = D.worker,
 	    .read_grants = grants,
 	    .n_read_grants = n_grants,
 	    .watch_queue_max = queue_max,
 	};
 	g_host.etcd = g_plugin_client;
 	CHECK_OK(plugin_instance_new(in->lp, T.loop, &g_host, "n1", &cfg, &in->pi));
-	while (!in->init_done)
+	while (!in->init.done)
 		CHECK(loop_run_once(T.loop, 1000) >= 0);
-}
-
-static void on_stopped(void *ud)
-{
-	*(bool *)ud = true;
 }
 
 static void stop_and_free(struct inst *in)
 {
-	bool stopped = false;
-	plugin_instance_stop(in->pi, on_stopped, &stopped);
-	while (!stopped)
-		CHECK(loop_run_once(T.loop, 1000) >= 0);
+	ifx_stop(T.loop, in->pi);
 	plugin_instance_free(in->pi);
 	in->pi = NULL;
-}
-
-struct rdone {
-	bool done;
-	int err;
-};
-
-static void on_reconciled(void *ud, int err, const char *msg)
-{
-	struct rdone *d = ud;
-	(void)msg;
-	d->done = true;
-	d->err = err;
 }
 
 static const struct releases REL = {{1, 0, 0}, {1, 0, 0}, 1, 1};
@@ -488,7 +458,7 @@ static void t_boundary(uint32_t mode)
 	setenv("LH_WATCHER_REQ", "1", 1);
 	struct inst in;
 	start(&in, "watcher.so", mode, NULL, 0, 0);
-	CHECK_INT_EQ(in.init_err, 0);
+	CHECK_INT_EQ(in.init.err, 0);
 	tu_put(&T, PREFIX "in/standby", "s", 1); /* not leading: nothing delivered */
 
 	/* the writer races the snapshot read */
@@ -499,7 +469,7 @@ static void t_boundary(uint32_t mode)
 		CHECK(loop_run_once(T.loop, 1000) >= 0);
 	plugin_instance_elected(in.pi, 1, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	tu_wait(&T, writer_done, &w, WAIT_MS, "the writer");
 	wait_trace("batch 0 3 ", 1); /* the snapshot's synced marker */
 	wait_rev(w.revs[w.total - 1]);
@@ -529,7 +499,7 @@ static void t_boundary(uint32_t mode)
 	int64_t between = tu_put(&T, PREFIX "in/between", "b", 1);
 	plugin_instance_elected(in.pi, 2, &REL);
 	struct rdone rd2 = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd2);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd2);
 	wait_trace("elected 2", 1);
 	wait_trace("batch 0 3 ", 2); /* term 2's synced snapshot */
 	wait_rev(between);
@@ -551,10 +521,10 @@ static void t_paused(uint32_t mode)
 	trace_reset();
 	struct inst in;
 	start(&in, "watcher.so", mode, NULL, 0, 0);
-	CHECK_INT_EQ(in.init_err, 0);
+	CHECK_INT_EQ(in.init.err, 0);
 	plugin_instance_elected(in.pi, 1, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	wait_trace("batch 0 3 ", 1); /* synced */
 	int64_t before = tu_put(&T, PREFIX "in/before", "1", 1);
 	wait_rev(before);
@@ -571,7 +541,7 @@ static void t_paused(uint32_t mode)
 	/* the resume asks for a reconcile (the election's part); after it the
 	 * queued batch goes */
 	struct rdone rd2 = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd2);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd2);
 	wait_rev(during);
 	CHECK(rd2.done && rd2.err == 0);
 	plugin_instance_deposed(in.pi);
@@ -614,7 +584,7 @@ static void t_drain_stops_batches(uint32_t mode)
 	start(&in, "watcher.so", mode, NULL, 0, 0);
 	plugin_instance_elected(in.pi, 6, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	wait_trace("hold", 1); /* the plugin is in the snapshot's batch */
 	for (int i = 0; i < 5; i++)
 		tu_put(&T, PREFIX "in/b", "2", 1); /* live changes wait behind it */
@@ -651,7 +621,7 @@ static void t_overflow(uint32_t mode)
 	start(&in, "watcher.so", mode, NULL, 0, 16);
 	plugin_instance_elected(in.pi, 5, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	wait_trace("hold", 1); /* the plugin is stuck in the snapshot batch */
 	for (int i = 0; i < 60; i++) {
 		char k[64], v[16];
@@ -717,7 +687,7 @@ static void t_compaction(void)
 	lagproxy_hold_replies(P, true);
 	plugin_instance_elected(in.pi, 9, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	tu_wait(&T, snapshot_reply_held, NULL, WAIT_MS, "the snapshot's reply held");
 	tu_put(&T, PREFIX "in/b", "2", 1);
 	int64_t rev = tu_put(&T, PREFIX "in/c", "3", 1);
@@ -751,10 +721,10 @@ static void t_grants(uint32_t mode)
 	setenv("LH_WATCHER_RANGE", "/other/", 1);
 	struct inst in;
 	start(&in, "watcher.so", mode, NULL, 0, 0);
-	fprintf(stderr, "  refused: %s\n", in.init_msg);
-	CHECK_INT_EQ(in.init_err, -EPERM);
-	CHECK(strstr(in.init_msg, "not granted") != NULL);
-	CHECK(strstr(in.init_msg, "--plugin-read watcher=PREFIX") != NULL);
+	fprintf(stderr, "  refused: %s\n", in.init.msg);
+	CHECK_INT_EQ(in.init.err, -EPERM);
+	CHECK(strstr(in.init.msg, "not granted") != NULL);
+	CHECK(strstr(in.init.msg, "--plugin-read watcher=PREFIX") != NULL);
 	char *t = trace_read();
 	CHECK(strstr(t, "range -1 0 range of \"/other/\" refused: not granted") != NULL);
 	free(t);
@@ -764,14 +734,14 @@ static void t_grants(uint32_t mode)
 	trace_reset();
 	static const char *const grants[] = {"/other/"};
 	start(&in, "watcher.so", mode, grants, 1, 0);
-	CHECK_INT_EQ(in.init_err, 0);
+	CHECK_INT_EQ(in.init.err, 0);
 	t = trace_read();
 	CHECK(strstr(t, "range 0 1 ") != NULL);
 	CHECK(strstr(t, "init 0 rel=0 abs=1") != NULL);
 	free(t);
 	plugin_instance_elected(in.pi, 3, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	wait_trace("batch 1 3 ", 1); /* the absolute watch's snapshot */
 	wait_trace("ev 0 ", 1);
 	t = trace_read();
@@ -793,11 +763,11 @@ static void t_refused_watch_reason(uint32_t mode)
 	setenv("LH_WATCHER_NOREASON", "1", 1);
 	struct inst in;
 	start(&in, "watcher.so", mode, NULL, 0, 0);
-	fprintf(stderr, "  refused: %s\n", in.init_msg);
-	CHECK_INT_EQ(in.init_err, -EPERM);
-	CHECK(strstr(in.init_msg, "init returned -EPERM (no reason given); the host refused: "
+	fprintf(stderr, "  refused: %s\n", in.init.msg);
+	CHECK_INT_EQ(in.init.err, -EPERM);
+	CHECK(strstr(in.init.msg, "init returned -EPERM (no reason given); the host refused: "
 				  "watch of \"/other/\" refused: not granted") != NULL);
-	CHECK(strstr(in.init_msg, "--plugin-read watcher=PREFIX") != NULL);
+	CHECK(strstr(in.init.msg, "--plugin-read watcher=PREFIX") != NULL);
 	plugin_instance_free(in.pi);
 	unsetenv("LH_WATCHER_ABS");
 	unsetenv("LH_WATCHER_NOREASON");
@@ -815,10 +785,10 @@ static void t_value_limit_round_trip(uint32_t mode)
 	setenv("LH_WATCHER_PREFIX", "-", 1);
 	struct inst in;
 	start(&in, "watcher.so", mode, NULL, 0, 0);
-	CHECK_INT_EQ(in.init_err, 0);
+	CHECK_INT_EQ(in.init.err, 0);
 	plugin_instance_elected(in.pi, 1, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	wait_trace("big put=", 1);
 	char *t = trace_read();
 	char want[200];
@@ -842,13 +812,13 @@ static void t_abi_1_1(uint32_t mode)
 	tu_del_prefix(&T, PREFIX);
 	struct inst in;
 	start(&in, "abi11.so", mode, NULL, 0, 0);
-	CHECK_INT_EQ(in.init_err, 0);
+	CHECK_INT_EQ(in.init.err, 0);
 	const struct loader_plugin *lp = plugin_instance_plugin(in.pi);
 	CHECK_INT_EQ(lp->desc.abi_minor, 1);
 	CHECK(lp->desc.on_watch_events == NULL);
 	plugin_instance_elected(in.pi, 42, &REL);
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	while (!rd.done)
 		CHECK(loop_run_once(T.loop, 1000) >= 0);
 	CHECK_INT_EQ(rd.err, 0);
@@ -905,7 +875,7 @@ static void t_garbage_watch_events(uint32_t mode)
 	int64_t rev = tu_put(&T, PREFIX "in/ok", "1", 1);
 	plugin_instance_elected(in.pi, 11, &REL); /* the worker leads: it decodes them */
 	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, on_reconciled, &rd);
+	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
 	wait_rev(rev);
 	send_watch_events(in.pi, 7, LH_WATCH_PUT, true, 0);	   /* no such watch */
 	send_watch_events(in.pi, 0, 9, true, 0);		   /* no such type */
@@ -922,33 +892,13 @@ static void t_garbage_watch_events(uint32_t mode)
 	stop_and_free(&in);
 }
 
-static void install(const char *name)
-{
-	char src[PATH_MAX], dst[PATH_MAX];
-	snprintf(src, sizeof(src), "%s/tests/plugins/.libs/%s", g_build, name);
-	snprintf(dst, sizeof(dst), "%s/%s", g_dir, name);
-	test_copy_file(src, dst, 0644);
-}
-
 int main(void)
 {
-	const char *b = getenv("LH_BUILDDIR");
-	snprintf(g_build, sizeof(g_build), "%s", b && *b ? b : ".");
-	snprintf(g_worker, sizeof(g_worker), "%s/leasehold-worker", g_build);
-	if (access(g_worker, X_OK) < 0) {
-		fprintf(stderr, "no %s (run through make check)\n", g_worker);
-		return 99;
-	}
-	test_tmp_root("test-watch", g_root, sizeof(g_root));
-	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
-	snprintf(g_private, sizeof(g_private), "%s/private", g_root);
-	snprintf(g_trace, sizeof(g_trace), "%s/trace", g_root);
-	snprintf(g_hold, sizeof(g_hold), "%s/hold", g_root);
-	CHECK(mkdir(g_dir, 0755) == 0);
-	char err[LOADER_ERR_MAX];
-	CHECK_OK(loader_private_dir_prepare(g_private, err, sizeof(err)));
-	install("watcher.so");
-	install("abi11.so");
+	ifx_dirs_setup(&D, "test-watch");
+	snprintf(g_trace, sizeof(g_trace), "%s/trace", D.root);
+	snprintf(g_hold, sizeof(g_hold), "%s/hold", D.root);
+	ifx_install(&D, "watcher.so");
+	ifx_install(&D, "abi11.so");
 	setenv("LH_WATCHER_TRACE", g_trace, 1);
 
 	CHECK_OK(harness_etcd_start(1, NULL, &H));

@@ -14,6 +14,10 @@
 #include "faultsuite.h"
 #include "base/loop.h"
 
+const char *const fs_host_args[] = {"--prefix", FS_PREFIX, "--ttl", "2", "--reconcile-wait", "0",
+				    "--reconcile-interval", "300ms", "--log-level", "debug",
+				    NULL};
+
 void fs_setup(struct fault_suite *fs, int n_members, const char *prefix, const char *plugin,
 	      const char *const *args, struct release rel, struct release min_reconciler,
 	      struct release min_compatible)

@@ -18,6 +18,12 @@
 #include "invariants.h"
 #include "testutil.h"
 
+/* the prefix, the plugin and the hosts' flags of the fault suites: a 2 s
+ * session, no reconcile wait, a reconcile every 300 ms, debug logs */
+#define FS_PREFIX "/lhf"
+#define FS_PLUGIN "reconciler"
+extern const char *const fs_host_args[];
+
 struct fault_suite {
 	struct harness_etcd *etcd;
 	struct tu t;

@@ -491,11 +491,52 @@ int host_ctl(const struct host *h, struct ctl_out *o, ...)
 	return o->status;
 }
 
+int ctl_observer_argv(struct ctl_out *o, const char *urls, const char *prefix,
+		      const char *const *extra, const char *const *args)
+{
+	const char *argv[48] = {"--etcd", urls, "--prefix", prefix};
+	size_t a = 4;
+	for (; extra && *extra; extra++) {
+		CHECK(a + 1 < sizeof(argv) / sizeof(argv[0]));
+		argv[a++] = *extra;
+	}
+	for (; *args; args++) {
+		CHECK(a + 1 < sizeof(argv) / sizeof(argv[0]));
+		argv[a++] = *args;
+	}
+	argv[a] = NULL;
+	ctl_run(o, NULL, argv);
+	return o->status;
+}
+
+int ctl_observer_vrun(struct ctl_out *o, const char *urls, const char *prefix,
+		      const char *const *extra, va_list ap)
+{
+	const char *args[40];
+	size_t n = 0;
+	for (const char *s; (s = va_arg(ap, const char *)) != NULL;) {
+		CHECK(n + 1 < sizeof(args) / sizeof(args[0]));
+		args[n++] = s;
+	}
+	args[n] = NULL;
+	return ctl_observer_argv(o, urls, prefix, extra, args);
+}
+
 void ctl_out_free(struct ctl_out *o)
 {
 	free(o->out);
 	free(o->err);
 	o->out = o->err = NULL;
+}
+
+void hosts_terminate(struct host *const *hs, size_t n, int timeout_ms, bool clean)
+{
+	for (size_t i = 0; i < n; i++)
+		host_signal(hs[i], SIGTERM);
+	for (size_t i = 0; i < n; i++)
+		CHECK_OK(host_wait(hs[i], timeout_ms));
+	for (size_t i = 0; clean && i < n; i++)
+		CHECK_INT_EQ(hs[i]->exit_status, 0);
 }
 
 void hosts_dump_logs(void)
@@ -978,6 +1019,30 @@ void host_wait_log(struct tu *t, const struct host *h, long from, const char *ne
 				  loop_now() + (uint64_t)(timeout_ms > 200 ? timeout_ms - 200 : 0) *
 						   LOOP_NS_PER_MS};
 	tu_wait(t, host_p_logged, &w, timeout_ms, needle);
+}
+
+/* the hosts of a host_wait_log_any, each with its own starting offset */
+struct host_log_any {
+	const struct host *const *hs;
+	const long *from;
+	size_t n;
+	const char *needle;
+};
+
+static bool host_p_any_logged(void *arg)
+{
+	const struct host_log_any *w = arg;
+	for (size_t i = 0; i < w->n; i++)
+		if (host_log_count(w->hs[i], w->from[i], w->needle) > 0)
+			return true;
+	return false;
+}
+
+void host_wait_log_any(struct tu *t, const struct host *const *hs, const long *from, size_t n,
+		       const char *needle, int timeout_ms)
+{
+	struct host_log_any w = {hs, from, n, needle};
+	tu_wait(t, host_p_any_logged, &w, timeout_ms, needle);
 }
 
 long wall_ms_of_day(void)

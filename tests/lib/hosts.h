@@ -7,6 +7,7 @@
 #ifndef LH_TEST_HOSTS_H
 #define LH_TEST_HOSTS_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -122,11 +123,24 @@ void ctl_run(struct ctl_out *o, const char *control, const char *const *args);
  * leaseholdctl's (NULL-terminated). Returns o->status. */
 int host_ctl(const struct host *h, struct ctl_out *o, ...) __attribute__((sentinel));
 void ctl_out_free(struct ctl_out *o);
+/* ctl_observer_argv - `leaseholdctl --etcd urls --prefix prefix extra...
+ * args...` in observer mode (no daemon; extra and args NULL-terminated,
+ * extra may be NULL), as ctl_run. Returns o->status. */
+int ctl_observer_argv(struct ctl_out *o, const char *urls, const char *prefix,
+		      const char *const *extra, const char *const *args);
+/* ctl_observer_vrun - ctl_observer_argv with args from ap (NULL-terminated),
+ * for a test's own variadic wrapper */
+int ctl_observer_vrun(struct ctl_out *o, const char *urls, const char *prefix,
+		      const char *const *extra, va_list ap);
 /* host_wait_control - after host_start: poll `leaseholdctl version` until the
  * daemon answers (nothing to wait on from outside); after timeout_ms dump the
  * logs and exit(1). Returns the elapsed ms. */
 long host_wait_control(const struct host *h, int timeout_ms);
 
+/* hosts_terminate - SIGTERM the n hosts, then wait for each (timeout_ms
+ * each; a host still running fails the test); with clean, each must have
+ * exited 0 (a graceful shutdown with no sanitizer report) */
+void hosts_terminate(struct host *const *hs, size_t n, int timeout_ms, bool clean);
 /* hosts_dump_logs - host_dump_log for every host set up so far */
 void hosts_dump_logs(void);
 
@@ -210,6 +224,12 @@ size_t host_log_count(const struct host *h, long from, const char *needle);
 struct tu;
 void host_wait_log(struct tu *t, const struct host *h, long from, const char *needle, size_t n,
 		   int timeout_ms);
+/* host_wait_log_any - run t's loop until needle occurs in the log of one of
+ * the n hosts hs[i] from byte from[i] on (the one that acts, wherever it
+ * runs); after timeout_ms fail the test (tu_wait). Borrows the arrays for
+ * the call. */
+void host_wait_log_any(struct tu *t, const struct host *const *hs, const long *from, size_t n,
+		       const char *needle, int timeout_ms);
 /* host_log_ms_after - the first log line from byte `from` on that contains
  * needle: its timestamp (the daemon's wall clock, ms of the day) minus
  * ref_ms (a wall_ms_of_day() taken by the test), in ms (negative when the

@@ -214,8 +214,7 @@ int64_t tu_put_member(struct tu *t, const char *prefix, const char *plugin, cons
 	return tu_put(t, key, buf, n);
 }
 
-int64_t tu_put_status(struct tu *t, const char *prefix, const char *plugin, int state,
-                      struct release version, struct release mcr)
+size_t tu_status_encode(int state, struct release version, struct release mcr, uint8_t *buf)
 {
 	Leasehold__Release pv = LEASEHOLD__RELEASE__INIT, pm = LEASEHOLD__RELEASE__INIT;
 	pv.major = version.major;
@@ -228,8 +227,15 @@ int64_t tu_put_status(struct tu *t, const char *prefix, const char *plugin, int 
 	s.state = (Leasehold__ReconcilerStatus__State)state;
 	s.version = &pv;
 	s.minimum_compatible_release = &pm;
-	uint8_t buf[256];
-	size_t n = leasehold__reconciler_status__pack(&s, buf);
+	CHECK(leasehold__reconciler_status__get_packed_size(&s) <= TU_STATUS_MAX);
+	return leasehold__reconciler_status__pack(&s, buf);
+}
+
+int64_t tu_put_status(struct tu *t, const char *prefix, const char *plugin, int state,
+                      struct release version, struct release mcr)
+{
+	uint8_t buf[TU_STATUS_MAX];
+	size_t n = tu_status_encode(state, version, mcr, buf);
 	char key[256];
 	snprintf(key, sizeof(key), "%s/%s/status", prefix, plugin);
 	return tu_put(t, key, buf, n);

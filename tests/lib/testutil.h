@@ -58,6 +58,11 @@ int64_t tu_put_member(struct tu *t, const char *prefix, const char *plugin, cons
                       struct release r);
 int64_t tu_put_status(struct tu *t, const char *prefix, const char *plugin, int state,
                       struct release version, struct release mcr);
+/* tu_status_encode - a ReconcilerStatus record (state, version, minimum
+ * compatible release) packed into buf (TU_STATUS_MAX bytes are enough);
+ * returns its length */
+#define TU_STATUS_MAX 64
+size_t tu_status_encode(int state, struct release version, struct release mcr, uint8_t *buf);
 /* tu_get_status - false when absent/invalid */
 bool tu_get_status(struct tu *t, const char *prefix, const char *plugin, int *ret_state,
                    struct release *ret_version, struct release *ret_mcr);
