@@ -34,7 +34,6 @@ struct state {
 	uint32_t items, fail_first, delay_ms;
 	uint64_t reconciles, journal_counter; /* journal/<token>-<counter> */
 	int64_t token; /* the current term's, 0 when not leading */
-	bool watching; /* this host offers watches: the outputs are maintained */
 	char label[64]; /* "" = none */
 };
 
@@ -129,7 +128,7 @@ static int32_t rc_reconcile(struct lh_ctx *ctx)
 		set[i] = kv(lh_printf(ctx, "config/items/%u", i), lh_printf(ctx, ITEM_FORMAT, i));
 	if (set)
 		set[st->items] = kv("config/schema", FORMAT_V2 ? "reconciler/v2" : "reconciler/v1");
-	if ((r = converge(ctx, "config/", set, st->items + 1u)) < 0 || !st->watching)
+	if ((r = converge(ctx, "config/", set, st->items + 1u)) < 0)
 		return r;
 	if ((r = ctx->host->range(ctx, "desired/", 8, LH_F_PREFIX, 0, &in)) < 0) {
 		lh_set_errorf(ctx, "reading desired/: %s", ctx->host->last_error(ctx));
@@ -187,10 +186,7 @@ static int32_t rc_init(struct lh_ctx *ctx)
 	if (rc_on_config_changed(ctx, ctx->host->config(ctx)) < 0) /* the label, from init on */
 		lh_logf(ctx, LH_LOG_WARN, "the configured label is not valid: outputs carry none");
 	int32_t r = ctx->host->watch(ctx, "desired/", 8, 0);
-	st->watching = r >= 0;
-	if (r == -ENOTSUP) /* a host without etcd (tests): config/ only */
-		lh_logf(ctx, LH_LOG_INFO, "no watches here: outputs are not maintained");
-	else if (r < 0) {
+	if (r < 0) {
 		lh_set_errorf(ctx, "watch desired/: %s", ctx->host->last_error(ctx));
 		free(st);
 		return r;
