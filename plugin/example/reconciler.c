@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
+
 #include <leasehold/plugin.h>
 
 #ifndef LH_EXAMPLE_RELEASE_MAJOR
