@@ -101,12 +101,14 @@ etcd_get() {
     sed -n 's/.*"value":"\([^"]*\)".*/\1/p' | base64 -d
 }
 output_has() { etcd_get "$data/out/$1" | grep -qF "$2"; }
-writer_of() { # output name: the node of the journal record written in the output's txn
+writer_of() { # output name: the node of the journal record its reconcile began with (the
+  # latest at or before the output's revision: the plugin writes it first, then applies)
   local rev
   rev=$(curl -fsS "$etcd_url/v3/kv/range" -d "{\"key\":\"$(b64 "$data/out/$1")\"}" |
     sed -n 's/.*"mod_revision":"\([0-9]*\)".*/\1/p')
   curl -fsS "$etcd_url/v3/kv/range" -d "{\"key\":\"$(b64 "$data/journal/")\",\
-\"range_end\":\"$(b64 "$data/journal0")\",\"min_mod_revision\":\"$rev\",\"max_mod_revision\":\"$rev\"}" |
+\"range_end\":\"$(b64 "$data/journal0")\",\"max_mod_revision\":\"$rev\",\
+\"sort_order\":\"DESCEND\",\"sort_target\":\"MOD\",\"limit\":\"1\"}" |
     sed -n 's/.*"value":"\([^"]*\)".*/\1/p' | base64 -d | sed -n 's/^node=\([^ ]*\) token=\([0-9]*\) release=\([^ ]*\).*/\1, release \3, fencing token \2/p'
 }
 

@@ -649,9 +649,7 @@ static int32_t worker_run_validate_config(struct worker *w, const Event *ev)
 		free(doc);
 		return -EINVAL;
 	}
-	w->validating = true;
-	err = w->desc.validate_config ? w->desc.validate_config(&w->ctx, doc, b->len) : 0;
-	w->validating = false;
+	err = w->desc.validate_config ? worker_config_validate(w, doc, b->len) : 0;
 	free(doc);
 	return err;
 }

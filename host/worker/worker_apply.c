@@ -14,6 +14,9 @@
  *   and one merge gives the puts, deletes and unchanged keys; the writes
  *   go out in key order, in chunks of at most LH_APPLY_TXN_OPS ops and
  *   LH_APPLY_TXN_BYTES bytes, and the first chunk that fails ends the call.
+ * - Leadership is not checked here: every chunk is a txn the host fences
+ *   (-ESTALE when not leading), so a shadow run (leaseholdctl shadow)
+ *   previews an apply's writes as it previews any txn's.
  * - Memory: the pages live until the call returns (deletes point into
  *   them); nothing is left in the callback's arena but the chunks' results.
  */
@@ -318,8 +321,10 @@ static int worker_apply_merge(struct worker *w, const struct lh_apply_kv *desire
 	return r;
 }
 
-/* worker_apply_may - the callback may call apply now (its thread, a
- * leading term, not validate_config) */
+/* worker_apply_may - the callback may call apply now (its thread, not
+ * validate_config). Leadership is the host's to decide, chunk by chunk, as
+ * for every txn: -ESTALE when this node does not lead, and in a shadow run
+ * (token 0, not leading) the chunks are captured like any txn of it. */
 static int worker_apply_may(struct worker *w, struct lh_apply_result *result)
 {
 	if (!worker_on_own_thread(w))
@@ -346,11 +351,6 @@ int32_t worker_apply(struct lh_ctx *ctx, const void *prefix, uint64_t prefix_len
 	int r = worker_apply_may(w, result);
 	if (r < 0 || (r = worker_apply_check(w, prefix, prefix_len, desired, n, flags, &order)) < 0)
 		return r;
-	if (!w->token) {
-		free(order);
-		worker_api_txn_fail(w, "apply: not leading");
-		return -ESTALE;
-	}
 	struct apply_read rd = {0};
 	r = worker_apply_read(w, prefix, (size_t)prefix_len, &rd);
 	if (r == 0) {
@@ -374,10 +374,6 @@ int32_t worker_apply_key(struct lh_ctx *ctx, const void *key, uint64_t key_len, 
 	result = result ? result : &mine;
 	if ((r = worker_apply_check_kv(w, &kv, 0, "", 0)) < 0)
 		return r;
-	if (!w->token) {
-		worker_api_txn_fail(w, "apply_key: not leading");
-		return -ESTALE;
-	}
 	ToWorker *tw = NULL;
 	if ((r = worker_api_range_page(w, key, (size_t)key_len, 0, NULL, 0, 1, &tw)) < 0)
 		return r;

@@ -40,6 +40,24 @@ void worker_config_free(struct worker *w)
 	w->schema_defs = NULL;
 }
 
+int32_t worker_config_validate(struct worker *w, const char *doc, size_t len)
+{
+	/* the accessors answer from the document being validated: a plugin
+	 * checks a candidate with them as it reads its configuration, with no
+	 * JSON parser of its own */
+	json_object *cur = w->cfg_json;
+	bool cur_done = w->cfg_json_done;
+	w->cfg_json = abi_schema_parse_doc(doc, len);
+	w->cfg_json_done = true;
+	w->validating = true;
+	int32_t err = w->desc.validate_config(&w->ctx, doc, len);
+	w->validating = false;
+	json_object_put(w->cfg_json);
+	w->cfg_json = cur;
+	w->cfg_json_done = cur_done;
+	return err;
+}
+
 /* worker_config_doc - the cluster document parsed, or NULL */
 static json_object *worker_config_doc(struct worker *w)
 {

@@ -150,6 +150,10 @@ void worker_config_api_init(struct worker *w);
  * bytes) fail the plugin's schema? false, or true with the reason in why */
 bool worker_config_schema_refuses(const struct worker *w, const char *doc, size_t len, char *why,
                                   size_t why_len);
+/* worker_config_validate - run the plugin's validate_config (set) on doc
+ * (len bytes plus a NUL, schema-checked by the caller), its config
+ * accessors answering from doc for the call; returns the callback's value */
+int32_t worker_config_validate(struct worker *w, const char *doc, size_t len);
 /* worker_config_forget - the document changed: drop its parsed form */
 void worker_config_forget(struct worker *w);
 /* worker_config_free - free the parsed document and defaults */

@@ -567,7 +567,8 @@ struct lh_host_api {
 	 * when the change fits, else chunks in key order, each fenced; the first
 	 * chunk that fails ends the call (no write after leadership is lost).
 	 * Synchronous, from a callback of a leading term (the same rule as txn:
-	 * -EAGAIN before the first reconcile). desired and prefix are read only
+	 * -EAGAIN before the first reconcile; in a shadow run its chunks are
+	 * captured as txn's are). desired and prefix are read only
 	 * during the call. *result (the caller's) is always written: zero, then
 	 * what landed (put, deleted, unchanged, txns, revision: the last txn's,
 	 * or the read's when nothing was written), also when the call fails
@@ -607,6 +608,8 @@ struct lh_host_api {
 	 * milliseconds. config_strings returns the number of strings of a JSON
 	 * array of strings and sets *ret_items (NULL when none) to them.
 	 * From init on, in any callback, on the callback's thread; never block.
+	 * In validate_config they read the document being validated (not the
+	 * current one), so a plugin checks a candidate with them too.
 	 * Returned strings are host-owned and valid until the callback returns.
 	 * Outside a callback: def (0 strings). */
 	const char *(*config_string)(struct lh_ctx *ctx, const char *path, const char *def);
@@ -727,7 +730,9 @@ struct lh_plugin {
 	 * Must not write (txn fails with -EPERM) and should be quick: the
 	 * operator waits for it. Returns 0 to accept, or -errno (e.g. -EINVAL)
 	 * with a reason in set_error, which leaseholdctl shows; nothing is
-	 * written then. Optional (NULL: every JSON object is accepted). */
+	 * written then. Optional (NULL: every JSON object is accepted). On a
+	 * 1.3 host `json` has passed the schema (config_fields) first, and the
+	 * config accessors (config_string, ...) read `json` during the call. */
 	int32_t (*validate_config)(struct lh_ctx *ctx, const char *json, uint64_t len);
 	/* ---- ABI 1.3: the configuration schema (read only when abi_minor >= 3
 	 * and size covers it) ---- */

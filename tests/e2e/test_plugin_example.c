@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_plugin_example.c - the example reconciler.so (both releases, real
- * dlopen, real bus) against the fake fenced-txn host: desired keys, release
- * formats, journal records, failure knob, and a hot reload from 1.0.0 to
- * 1.1.0 through the same file name.
+ * dlopen, real bus) against a real etcd, the instance driven as the
+ * election would, its fenced txn a plain txn that can be told this node
+ * does not lead: release formats, journal records, outputs from inputs,
+ * the failure knob, and a hot reload from 1.0.0 to 1.1.0 through the same
+ * file name.
  */
 #include "config.h"
 
@@ -21,7 +23,8 @@
 
 #include "check.h"
 #include "files.h"
-#include "fakehost.h"
+#include "harness.h"
+#include "testutil.h"
 #include "abi/abi_loader.h"
 #include "runtime/runtime_closer.h"
 #include "runtime/runtime_instance.h"
@@ -29,9 +32,62 @@
 #define DATA "/leasehold/reconciler/data/"
 #define DEADLINE (loop_now() + 10 * LOOP_NS_PER_S)
 
-static struct loop *L;
-static struct fakehost *FH;
+static struct harness_etcd *H;
+static struct tu T;
+#define L (T.loop)
 static char g_root[512], g_dir[1024], g_private[1024], g_build[1024];
+
+/* the election's fenced txn, reduced to "leading or not" */
+static bool g_leading;
+static uint64_t g_txns;
+
+static int fenced_txn(void *ctx, const struct etcd_compare *cmps, size_t n_cmps,
+                      const struct etcd_op *success, size_t n_success,
+                      const struct etcd_op *failure, size_t n_failure, etcd_cb cb, void *ud)
+{
+	(void)ctx;
+	if (!g_leading)
+		return -ESTALE;
+	g_txns++;
+	return etcd_txn(T.etcd, cmps, n_cmps, success, n_success, failure, n_failure, NULL, cb, ud,
+	                NULL);
+}
+
+static void no_request(void *ctx)
+{
+	(void)ctx;
+}
+
+static struct driver_host g_host = {.fenced_txn = fenced_txn, .data_prefix = DATA,
+                                    .request_reconcile = no_request};
+
+/* the value of DATA key (malloc'd) or NULL; the number of keys under DATA prefix */
+static char *get(const char *key)
+{
+	char full[512];
+	snprintf(full, sizeof(full), DATA "%s", key);
+	return (char *)tu_get(&T, full, NULL);
+}
+
+static size_t count(const char *prefix)
+{
+	char full[512];
+	struct etcd_kv **kvs;
+	snprintf(full, sizeof(full), DATA "%s", prefix);
+	size_t n = tu_list(&T, full, &kvs);
+	tu_list_free(kvs, n);
+	return n;
+}
+
+static void expect(const char *key, const char *want)
+{
+	char *v = get(key);
+	if (!v || !want || strcmp(v, want) != 0)
+		fprintf(stderr, "%s: \"%s\", want \"%s\"\n", key, v ? v : "(absent)",
+		        want ? want : "(absent)");
+	CHECK(want ? v && strcmp(v, want) == 0 : v == NULL);
+	free(v);
+}
 
 /* write-then-rename, as an operator would roll a release out */
 static void install_release(const char *release)
@@ -78,7 +134,8 @@ static struct plugin_instance *start(const char *release, const char *node)
 	CHECK_OK(loader_open(g_dir, "reconciler.so", g_private, &lp, err, sizeof(err)));
 	CHECK_STR_EQ(lp->name, "reconciler");
 	struct plugin_instance_config cfg = {.on_init = on_init, .userdata = &ready};
-	CHECK_OK(plugin_instance_new(lp, L, fakehost_driver_host(FH), node, &cfg, &pi));
+	g_host.etcd = T.etcd;
+	CHECK_OK(plugin_instance_new(lp, L, &g_host, node, &cfg, &pi));
 	CHECK_OK(loop_run_until(L, &ready, DEADLINE));
 	return pi;
 }
@@ -107,36 +164,41 @@ static void test_release_1_0_writes_v1_and_journal(void)
 	unsetenv("LH_EXAMPLE_FAIL_FIRST");
 	CHECK_STR_EQ(plugin_instance_plugin(pi)->name, "reconciler");
 	CHECK_INT_EQ(plugin_instance_plugin(pi)->release.minor, 0);
-	fakehost_set_leading(FH, true);
+	g_leading = true;
 	plugin_instance_elected(pi, 42, &RELS);
 
 	struct rdone d;
 	reconcile(pi, &d); /* the failure knob */
 	CHECK_INT_EQ(d.err, -EAGAIN);
 	CHECK_STR_EQ(d.msg, "failing on purpose (attempt 1 of 1, LH_EXAMPLE_FAIL_FIRST)");
-	CHECK_INT_EQ(fakehost_count(FH, DATA), 0);
+	CHECK_INT_EQ(count(""), 0);
 
+	tu_put(&T, DATA "desired/x", "1", 1);
+	tu_put(&T, DATA "out/orphan", "stale", 5);
 	reconcile(pi, &d);
 	CHECK_INT_EQ(d.err, 0);
-	CHECK_STR_EQ(fakehost_get(FH, DATA "config/schema"), "reconciler/v1");
-	CHECK_STR_EQ(fakehost_get(FH, DATA "config/items/0"), "item=0;state=ready");
-	CHECK_STR_EQ(fakehost_get(FH, DATA "config/items/2"), "item=2;state=ready");
-	CHECK_INT_EQ(fakehost_count(FH, DATA "config/items/"), 3);
-	CHECK_STR_EQ(fakehost_get(FH, DATA "journal/000000000000002a-00000000"),
-	             "node=node-a token=42 release=1.0.0 items=3");
-	/* idempotent: a second pass only appends a journal record */
-	uint64_t txns = fakehost_txns(FH);
+	expect("config/schema", "reconciler/v1");
+	expect("config/items/0", "item=0;state=ready");
+	expect("config/items/2", "item=2;state=ready");
+	CHECK_INT_EQ(count("config/items/"), 3);
+	expect("journal/000000000000002a-00000000", "node=node-a token=42 release=1.0.0 items=3");
+	expect("out/x", "value=1");
+	expect("out/orphan", NULL); /* no input: deleted */
+	/* idempotent: a second pass writes only its journal record */
+	int64_t rev = tu_revision(&T);
+	uint64_t txns = g_txns;
 	reconcile(pi, &d);
 	CHECK_INT_EQ(d.err, 0);
-	CHECK_INT_EQ(fakehost_txns(FH), txns + 2); /* one read, one write */
-	CHECK_INT_EQ(fakehost_count(FH, DATA "journal/"), 2);
-	CHECK_STR_EQ(fakehost_get(FH, DATA "journal/000000000000002a-00000001"),
-	             "node=node-a token=42 release=1.0.0 items=3");
+	CHECK_INT_EQ(tu_revision(&T), rev + 1);
+	CHECK_INT_EQ(g_txns, txns + 1);
+	CHECK_INT_EQ(count("journal/"), 2);
+	expect("journal/000000000000002a-00000001", "node=node-a token=42 release=1.0.0 items=3");
 	/* losing leadership: the plugin cannot write any more */
-	fakehost_set_leading(FH, false);
+	g_leading = false;
 	reconcile(pi, &d);
 	CHECK_INT_EQ(d.err, -ESTALE);
 	CHECK(strstr(d.msg, "not leading") != NULL);
+	CHECK_INT_EQ(tu_revision(&T), rev + 1);
 	plugin_instance_deposed(pi);
 	stop(pi);
 }
@@ -151,30 +213,29 @@ static void test_hot_reload_to_1_1_writes_v2(void)
 	CHECK_INT_EQ(lp->release.minor, 1);
 	CHECK_INT_EQ(lp->min_compatible_release.minor, 1);
 	CHECK_INT_EQ(lp->min_reconciler_release.minor, 0);
-	fakehost_set_leading(FH, true);
+	g_leading = true;
 	plugin_instance_elected(pi, 50, &RELS);
 	struct rdone d;
 	reconcile(pi, &d);
 	CHECK_INT_EQ(d.err, 0);
-	CHECK_STR_EQ(fakehost_get(FH, DATA "config/schema"), "reconciler/v2");
-	CHECK_STR_EQ(fakehost_get(FH, DATA "config/items/1"),
-	             "{\"item\":1,\"state\":\"ready\",\"format\":2}");
-	CHECK(fakehost_get(FH, DATA "config/items/2") == NULL); /* no longer desired */
-	CHECK_STR_EQ(fakehost_get(FH, DATA "journal/0000000000000032-00000000"),
-	             "node=node-b token=50 release=1.1.0 items=2");
+	expect("config/schema", "reconciler/v2");
+	expect("config/items/1", "{\"item\":1,\"state\":\"ready\",\"format\":2}");
+	expect("config/items/2", NULL); /* no longer desired */
+	expect("journal/0000000000000032-00000000", "node=node-b token=50 release=1.1.0 items=2");
+	expect("out/x", "{\"value\":\"1\",\"format\":2}");
 
 	/* the journal invariant a checker would verify: one node per token */
-	size_t n = fakehost_count(FH, DATA "journal/");
+	struct etcd_kv **kvs;
+	size_t n = tu_list(&T, DATA "journal/", &kvs);
 	CHECK_INT_EQ(n, 3);
 	for (size_t i = 0; i < n; i++) {
-		const char *k = fakehost_nth_key(FH, DATA "journal/", i);
-		const char *v = fakehost_get(FH, k);
-		CHECK(k && v);
+		const char *k = (const char *)kvs[i]->key, *v = (const char *)kvs[i]->value;
 		if (strstr(k, "/000000000000002a-"))
 			CHECK(strncmp(v, "node=node-a ", 12) == 0);
 		else
 			CHECK(strncmp(v, "node=node-b ", 12) == 0);
 	}
+	tu_list_free(kvs, n);
 	plugin_instance_deposed(pi);
 	stop(pi);
 }
@@ -189,14 +250,14 @@ int main(void)
 	CHECK(mkdir(g_dir, 0755) == 0);
 	char err[LOADER_ERR_MAX];
 	CHECK_OK(loader_private_dir_prepare(g_private, err, sizeof(err)));
-	CHECK_OK(loop_new(&L));
-	CHECK_OK(fakehost_new(L, DATA, &FH));
+	CHECK_OK(harness_etcd_start(1, NULL, &H));
+	tu_init(&T, harness_etcd_url(H, 0));
 
 	RUN(test_release_1_0_writes_v1_and_journal);
 	RUN(test_hot_reload_to_1_1_writes_v2);
 
-	fakehost_free(FH);
-	loop_free(L);
+	tu_fini(&T);
+	harness_etcd_free(H);
 	/* bus sockets still closing on the closer thread */
 	CHECK_OK(runtime_closer_wait(10000));
 	nng_fini();

@@ -221,7 +221,9 @@ static void test_shadow_bounded(void)
 	struct json_object *j = shadow_json(&B, 1, "30s");
 	CHECK(json_object_get_boolean(jget(j, "truncated")));
 	CHECK(json_object_get_int64(jget(j, "puts")) <= 1000);
-	CHECK(json_object_get_int64(jget(j, "puts")) >= 900);
+	/* the txn that would pass the bound is refused whole: the writes
+	 * captured fall short of it by less than one apply chunk (127 ops) */
+	CHECK(json_object_get_int64(jget(j, "puts")) > 1000 - 127);
 	const char *e = jstr(j, "error");
 	CHECK(e && strstr(e, "more than 1000 writes"));
 	json_object_put(j);

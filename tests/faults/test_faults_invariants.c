@@ -302,14 +302,26 @@ static void test_unfenced_output_trips_outputs_fenced(void)
 {
 	struct inv_history h;
 	base_io(&h);
-	put(&h, 10, OUT "x", "value=2", 4); /* no journal record in its txn */
-	CHECK_INT_EQ(run_io(&h).e, 1);
+	/* a txn of api->apply after the reconcile's record (revision 9), in
+	 * that record's term: fenced */
+	put(&h, 10, OUT "x", "value=2", 4);
+	CHECK_INT_EQ(run_io(&h).e, 0);
 	del(&h, 11, EL "aa");
-	journal(&h, 12, 2, 2, "a", "1.0.0", 0); /* after the writer's term */
-	del(&h, 12, OUT "x");
+	put(&h, 12, OUT "x", "value=2", 4); /* after the term of the last record */
+	CHECK_INT_EQ(run_io(&h).e, 1);
+	journal(&h, 13, 2, 2, "a", "1.0.0", 0); /* a record after the writer's term */
+	del(&h, 13, OUT "x");
 	struct io_counts c = run_io(&h);
 	CHECK_INT_EQ(c.e, 2);
 	CHECK_INT_EQ(c.g, 1); /* and input x has no output now */
+	inv_history_free(&h);
+
+	/* an output written before any journal record */
+	memset(&h, 0, sizeof(h));
+	put(&h, 2, EL "aa", "a", 2);
+	put(&h, 3, IN "x", "1", 3);
+	put(&h, 4, OUT "x", "value=1", 4);
+	CHECK_INT_EQ(run_io(&h).e, 1);
 	inv_history_free(&h);
 }
 
@@ -370,6 +382,20 @@ static void test_write_while_paused_trips_pause(void)
 	journal(&h, 12, 2, 3, "a", "1.0.0", 0); /* a second one: started while paused */
 	put(&h, 12, OUT "x", "value=2", 4);
 	CHECK_INT_EQ(run_io(&h).p, 1);
+	inv_history_free(&h);
+
+	/* the running reconcile's record came before the pause and its apply
+	 * lands after it, in two txns: one reconcile; a record after them is
+	 * a second one, and so is an apply txn after that record */
+	base_io(&h);
+	journal(&h, 10, 2, 2, "a", "1.0.0", 0);
+	put(&h, 11, PAUSED, "pause", 11);
+	put(&h, 12, OUT "x", "value=2", 4);
+	del(&h, 13, OUT "x");
+	CHECK_INT_EQ(run_io(&h).p, 0);
+	journal(&h, 14, 2, 3, "a", "1.0.0", 0);
+	put(&h, 15, OUT "x", "value=2", 4);
+	CHECK_INT_EQ(run_io(&h).p, 2);
 	inv_history_free(&h);
 
 	/* a term that began during the pause writes nothing at all, and a

@@ -11,8 +11,13 @@
  *   prefix are kept. The checks work on that in-memory history, so the
  *   self-test can feed them a fabricated one (inv_history_add).
  * - The example plugin appends P/N/data/journal/<token 16 hex>-<n 8 digits> =
- *   "node=<id> token=<t> release=<x.y.z> items=<n>" in the same fenced txn as
- *   each reconcile. The checks:
+ *   "node=<id> token=<t> release=<x.y.z> items=<n>" in a fenced txn of its
+ *   own at the start of every reconcile, before the reconcile's writes
+ *   (which api->apply sends in txns of the host's). A write belongs to the
+ *   record in its txn, else to the latest record before it: on a correct
+ *   host that is its reconcile's, since a term's writes are fenced to the
+ *   life of its election key and the next term writes its first record
+ *   only after that key is gone. The checks:
  *   (a) overlap:  along revision order journal tokens never go back, and all
  *                 records of one token come from one node;
  *   (b) fence:    a record at revision R with token T lies inside the life of
@@ -33,29 +38,30 @@
  *                 later: v2 JSON), n = "items=" of the last journal record,
  *                 and no other item exists; the final status is DONE.
  * - The example plugin's inputs are P/N/data/desired/<name> (written by
- *   anyone), its outputs P/N/data/out/<name>, written only in the txn of a
- *   journal record (same revision). The output checks:
- *   (e) outputs fenced: every PUT or DELETE of an output shares its revision
- *                 with a journal record, and that revision lies inside the
- *                 life of the record's election key (created before it,
- *                 deleted after it): the writer's term;
+ *   anyone), its outputs P/N/data/out/<name>, written only after a journal
+ *   record of the writer's term (see above). The output checks:
+ *   (e) outputs fenced: every PUT or DELETE of an output belongs to a
+ *                 journal record, and its revision lies inside the life of
+ *                 that record's election key (created before it, deleted
+ *                 after it): the writer's term. A write with no record at
+ *                 or before it, or one after the term of the latest record
+ *                 ended, is unfenced;
  *   (f) release order: along revision order no output is written by a
  *                 release older than one that wrote that output before (the
- *                 release of the journal record of the same revision);
+ *                 release of the journal record the write belongs to);
  *   (r) no rollback: along revision order no output is written (PUT or
  *                 DELETE) by a release older than the newest version the
  *                 status has reached before it (the release of the journal
- *                 record of the same revision): once a newer release's
+ *                 record the write belongs to): once a newer release's
  *                 status is written, an older one never acts on the outputs
  *                 again, even on an output the newer one has not written
  *                 yet (a downgrade on purpose, which also trips (c), aside);
  *   (p) pause:    between a PUT of P/N/paused and the DELETE that ends it,
- *                 at most one revision writes under P/N/data/ (inputs
- *                 aside), and its token's election key lived at the pause's
- *                 revision: a reconcile that was running when the pause
- *                 arrived finishes (docs/operations.md); nothing starts
- *                 (one revision: valid while a reconcile writes fewer than
- *                 the plugin's 100 ops, as in every scenario that pauses);
+ *                 every write under P/N/data/ (inputs aside) belongs to one
+ *                 journal record, and its token's election key lived at the
+ *                 pause's revision: a reconcile that was running when the
+ *                 pause arrived finishes (docs/operations.md); nothing
+ *                 starts (no second record);
  *   (g) inputs reflected, at the end only (not part of inv_check_all: it
  *                 needs a converged cluster): every input desired/<name> = v
  *                 has out/<name> = v materialized in the final status

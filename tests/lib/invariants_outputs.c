@@ -16,22 +16,30 @@
 #include "invariants.h"
 #include "invariants_internal.h"
 
-/* the journal record written in the txn of h->ev[i] (same revision), parsed
- * into *ret; false when that txn has none */
-static bool journal_of_txn(const struct inv_history *h, size_t i, const struct keys *k,
-			   struct jparsed *ret)
+/* the journal record write h->ev[i] belongs to, parsed into *ret, its
+ * revision in *ret_rev (may be NULL): the record in its txn (same
+ * revision), else the latest one before it. The example writes a record
+ * first in every reconcile and then hands its writes to api->apply, whose
+ * txns carry no record of the plugin's; a write of a correct host lands
+ * inside the term of the latest record before it, because the next term's
+ * first record comes only after this term's election key is gone and the
+ * fence keeps every write of the term before that. false when there is no
+ * record at or before the write. */
+static bool journal_of_write(const struct inv_history *h, size_t i, const struct keys *k,
+			     struct jparsed *ret, int64_t *ret_rev)
 {
-	size_t lo = i, hi = i;
-	while (lo > 0 && h->ev[lo - 1].rev == h->ev[i].rev)
-		lo--;
-	while (hi + 1 < h->n && h->ev[hi + 1].rev == h->ev[i].rev)
-		hi++;
-	for (size_t x = lo; x <= hi; x++) {
+	size_t x = i;
+	while (x + 1 < h->n && h->ev[x + 1].rev == h->ev[i].rev)
+		x++;
+	for (x++; x-- > 0;) {
 		const struct inv_event *e = &h->ev[x];
 		const char *why;
 		if (!e->del && inv_starts(e->key, k->journal) &&
-		    inv_parse_journal(e->key + strlen(k->journal), e, ret, &why))
+		    inv_parse_journal(e->key + strlen(k->journal), e, ret, &why)) {
+			if (ret_rev)
+				*ret_rev = e->rev;
 			return true;
+		}
 	}
 	return false;
 }
@@ -48,9 +56,9 @@ int inv_check_outputs_fenced(const struct inv_history *h, const char *prefix, co
 		struct jparsed j;
 		if (!inv_starts(e->key, k.out))
 			continue;
-		if (!journal_of_txn(h, i, &k, &j)) {
+		if (!journal_of_write(h, i, &k, &j, NULL)) {
 			VIOL("(e) outputs fenced: %s %s at revision %" PRId64
-			     " with no journal record in its txn (an unfenced write)",
+			     " with no journal record at or before it (an unfenced write)",
 			     e->del ? "DELETE of" : "PUT of", e->key, e->rev);
 			continue;
 		}
@@ -85,7 +93,7 @@ int inv_check_output_releases(const struct inv_history *h, const char *prefix, c
 		const struct inv_event *e = &h->ev[i];
 		struct jparsed j;
 		struct release r;
-		if (!inv_starts(e->key, k.out) || !journal_of_txn(h, i, &k, &j) ||
+		if (!inv_starts(e->key, k.out) || !journal_of_write(h, i, &k, &j, NULL) ||
 		    release_parse(j.release, &r) < 0)
 			continue; /* unfenced writes are (e)'s business */
 		struct out_rel *o = NULL;
@@ -136,7 +144,7 @@ int inv_check_output_status(const struct inv_history *h, const char *prefix, con
 			continue;
 		}
 		struct jparsed j;
-		if (!have || !inv_starts(e->key, k.out) || !journal_of_txn(h, i, &k, &j) ||
+		if (!have || !inv_starts(e->key, k.out) || !journal_of_write(h, i, &k, &j, NULL) ||
 		    release_parse(j.release, &r) < 0 || !release_less(r, top))
 			continue; /* unfenced writes are (e)'s business */
 		char was[RELEASE_STRLEN];
@@ -149,23 +157,26 @@ int inv_check_output_status(const struct inv_history *h, const char *prefix, con
 	return bad;
 }
 
-/* (p) on one pause window (pause_rev, end_rev): the data writes in it */
+/* (p) on one pause window (pause_rev, end_rev): the data writes in it all
+ * belong to one reconcile (one journal record: journal_of_write), of the
+ * term that led when the pause came */
 static int pause_window(const struct inv_history *h, const struct keys *k, const struct life *lv,
 			size_t n_lv, int64_t pause_rev, int64_t end_rev)
 {
 	int bad = 0;
-	int64_t first = 0;
+	int64_t first = 0; /* the revision of that reconcile's record */
 	for (size_t i = 0; i < h->n; i++) {
 		const struct inv_event *e = &h->ev[i];
 		if (e->rev <= pause_rev || e->rev >= end_rev || !inv_starts(e->key, k->data) ||
-		    inv_starts(e->key, k->desired) || e->rev == first)
+		    inv_starts(e->key, k->desired))
 			continue;
 		struct jparsed j;
-		bool have_j = journal_of_txn(h, i, k, &j);
+		int64_t jrev = 0;
+		bool have_j = journal_of_write(h, i, k, &j, &jrev);
 		const struct life *l = have_j ? inv_life_of_token(lv, n_lv, j.token) : NULL;
 		bool lived = l && l->created < pause_rev && l->deleted > pause_rev;
-		if (!first && lived) {
-			first = e->rev; /* the reconcile running when the pause came */
+		if (lived && (!first || jrev == first)) {
+			first = jrev; /* the reconcile running when the pause came */
 			continue;
 		}
 		VIOL("(p) pause: %s written at revision %" PRId64 " (node=%s token=%" PRId64

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* controller.c - the plugin guide's controller: every input in/<name> gets the output
+/* controller.c - a controller for the apply tests: every input in/<name> gets the output
  * <prefix><name> = "<label>:<input>" (prefix, label: cluster config); orphans are deleted. */
 #include <leasehold/plugin.h>
 

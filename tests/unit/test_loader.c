@@ -178,8 +178,13 @@ static void test_example_descriptors(void)
 	CHECK(a->release.major == 1 && a->release.minor == 0 && a->release.patch == 0);
 	CHECK(a->min_reconciler_release.major == 1 && a->min_reconciler_release.minor == 0);
 	CHECK(a->min_compatible_release.major == 1 && a->min_compatible_release.minor == 0);
-	CHECK(a->desc.init && a->desc.on_elected && a->desc.on_releases_changed &&
-	      a->desc.reconcile && a->desc.on_deposed && a->desc.fini && a->desc.on_watch_events);
+	CHECK(a->desc.init && a->desc.on_elected && a->desc.reconcile && a->desc.on_deposed &&
+	      a->desc.fini && a->desc.on_watch_events && a->desc.on_config_changed &&
+	      a->desc.validate_config);
+	/* ABI 1.3: its schema */
+	CHECK(a->desc.abi_minor == 3 && a->desc.n_config_fields == 1 &&
+	      strcmp(a->desc.config_fields[0].path, "label") == 0 &&
+	      a->desc.config_fields[0].type == LH_CONFIG_STRING);
 	install("plugins/reconciler-1.1.0.so", "reconciler-next.so", 0755);
 	struct loader_plugin *b = load_ok("reconciler-next.so");
 	CHECK(b->release.major == 1 && b->release.minor == 1 && b->release.patch == 0);
