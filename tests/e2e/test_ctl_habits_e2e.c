@@ -5,7 +5,8 @@
  * --no-headers and tables cut to $COLUMNS; -o yaml parsed by PyYAML equal
  * to -o json for every listing verb (skipped without python3-yaml); the
  * bash completion script completing verbs, sub-verbs and plugin names when
- * driven through COMP_WORDS; "did you mean" for a mistyped verb and plugin
+ * driven through COMP_WORDS (and the zsh one with compadd stubbed, skipped
+ * without zsh); "did you mean" for a mistyped verb and plugin
  * name; --help and --version on every verb and sub-verb (history's help
  * naming every term end reason); -w redrawing `plugins` when a pause
  * changes it, not while nothing changes, and ending with 0 on SIGINT;
@@ -255,6 +256,48 @@ static void test_completion_bash(void)
 	ctl_out_free(&o);
 }
 
+/* zsh_complete - what the zsh script offers for words (a zsh array
+ * literal, the last word being completed): compadd and _describe stubbed
+ * to print what they are given */
+static char *zsh_complete(const char *words)
+{
+	char cmd[2048], dir[512];
+	snprintf(dir, sizeof(dir), "%s", built_binary("leaseholdctl"));
+	*strrchr(dir, '/') = '\0';
+	snprintf(cmd, sizeof(cmd),
+		 "PATH='%s':\"$PATH\" zsh -f -c 'compadd() { print -r -- \"compadd $*\" }\n"
+		 "_describe() { print -r -- \"describe ${(P)2}\" }\n_files() { print files }\n"
+		 "eval \"$(leaseholdctl completion zsh)\" >/dev/null\n"
+		 "words=(%s); CURRENT=${#words}; _leaseholdctl'",
+		 dir, words);
+	FILE *p = popen(cmd, "r");
+	CHECK(p != NULL);
+	char *buf = calloc(1, 8192);
+	CHECK(buf != NULL);
+	size_t n = fread(buf, 1, 8191, p);
+	buf[n] = '\0';
+	CHECK_INT_EQ(pclose(p), 0);
+	return buf;
+}
+
+static void test_completion_zsh(void)
+{
+	char words[1024];
+	if (system("command -v zsh >/dev/null 2>&1") != 0)
+		SKIP_CASE("zsh is not installed");
+	char *c = zsh_complete("leaseholdctl pl");
+	CHECK(strncmp(c, "describe ", 9) == 0 && strstr(c, " plugins:list every plugin"));
+	free(c);
+	CHECK_STR_EQ((c = zsh_complete("leaseholdctl roles s")), "compadd -- list set clear\n");
+	free(c);
+	CHECK_STR_EQ((c = zsh_complete("leaseholdctl plugins -o y")), "compadd table wide json yaml\n");
+	free(c);
+	snprintf(words, sizeof(words), "leaseholdctl --control %s status rec", A.control);
+	c = zsh_complete(words);
+	CHECK(strncmp(c, "compadd -- ", 11) == 0 && strstr(c, " " PLUGIN));
+	free(c);
+}
+
 static void test_did_you_mean(void)
 {
 	struct ctl_out o;
@@ -438,6 +481,7 @@ int main(void)
 	RUN(test_wide_no_headers_columns);
 	RUN(test_yaml_is_the_json);
 	RUN(test_completion_bash);
+	RUN(test_completion_zsh);
 	RUN(test_did_you_mean);
 	RUN(test_help_and_version_everywhere);
 	RUN(test_watch_redraws_on_change);
