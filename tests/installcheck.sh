@@ -23,6 +23,14 @@ for f in "$includedir/leasehold/plugin.h" "$pcdir/leasehold-plugin.pc" \
 	[ -f "$f" ] || bad "$f is missing"
 done
 [ -d "$plugindir" ] || bad "the plugin directory $plugindir is missing"
+# leaseholdctl's completion scripts, the installed leaseholdctl's own
+for f in "$bashcompletiondir/leaseholdctl" "$zshcompletiondir/_leaseholdctl"; do
+	[ -f "$f" ] || bad "$f is missing"
+done
+got=$(PATH="$bindir:$PATH" bash -c '. "$1" && COMP_WORDS=(leaseholdctl pl) COMP_CWORD=1 &&
+	COMP_LINE="leaseholdctl pl" COMP_POINT=15 && _leaseholdctl && echo "${COMPREPLY[*]}"' \
+	sh "$bashcompletiondir/leaseholdctl")
+[ "$got" = plugins ] || bad "$bashcompletiondir/leaseholdctl completes 'pl' to '$got', not plugins"
 # the example configuration, valid for the installed daemon
 "$bindir/leasehold" --config "$docdir/examples/leasehold.conf" --check-config >/dev/null ||
 	bad "the installed daemon refuses $docdir/examples/leasehold.conf"
