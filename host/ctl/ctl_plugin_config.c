@@ -108,6 +108,8 @@ static const char **ctl_plugin_config_etcd_opt(struct config_opts *o, const char
 	return NULL;
 }
 
+static int ctl_plugin_config_check(struct config_opts *o, const char *const *pos, size_t n);
+
 /* parse - argv as a config command: 1 it is one (o filled), 0 it is not,
  * -1 a usage error (printed) */
 static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
@@ -180,6 +182,13 @@ static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 	}
 	if (!is_config)
 		return 0;
+	return ctl_plugin_config_check(o, pos, n);
+}
+
+/* ctl_plugin_config_check - the words pos[0..n) of a config command ("config
+ * SUB NAME [FILE]") and its flags into o: 1, or -1 (printed) */
+static int ctl_plugin_config_check(struct config_opts *o, const char *const *pos, size_t n)
+{
 	if ((o->help || o->version) && n < 2)
 		return 1; /* config --help: the group's help (o->sub NULL) */
 	if (n < 2 || (strcmp(pos[1], "get") && strcmp(pos[1], "set") && strcmp(pos[1], "edit"))) {

@@ -304,6 +304,42 @@ int ctl_view_plugins(const Response *r, bool json)
 
 static int ctl_views_print_nodes(const char *title, Member *const *ms, size_t n);
 
+/* ctl_views_status_while - status's lines that appear only while they
+ * say something (pinned, paused, a request, a callback, a configuration):
+ * the usual output stays as it was */
+static void ctl_views_status_while(const Plugin *p)
+{
+	char b1[CONTROL_STRING_MAX + 1], tb[64];
+
+	/* only while pinned */
+	if (p->pin || (p->pin_error && p->pin_error[0]))
+		printf("pin:           %s\n", ctl_release_pin_line(p, b1, sizeof(b1)));
+	/* only while paused: the usual output stays as it was */
+	if (p->paused) {
+		const char *pat = ctl_fmt_time(p->paused_at, tb, sizeof(tb));
+		char by[CELL];
+		if (p->pause_error && p->pause_error[0])
+			printf("paused:        yes: %s\n", ctl_clean(p->pause_error, b1, sizeof(b1), true));
+		else
+			printf("paused:        yes (by %s%s%s)\n", ctl_clean(p->paused_by, by, sizeof(by), true),
+			       pat ? " at " : "", pat ? pat : "");
+	}
+	if (p->reconcile_requested)
+		printf("requested:     reconcile request %" PRId64 ", last served %" PRId64 "\n",
+		       p->reconcile_requested, p->reconcile_served);
+	/* only while one runs: the usual output stays as it was */
+	if (p->callback && p->callback[0])
+		printf("callback:      in %s since %" PRIu64 " s\n",
+		       ctl_clean(p->callback, b1, sizeof(b1), true), p->callback_ms / 1000);
+	/* only when there is one (P/N/config): the usual output stays as it was */
+	if (p->config_revision || (p->config_error && p->config_error[0]))
+		printf("config:        revision %" PRId64 "%s%s\n", p->config_revision,
+		       p->config_error && p->config_error[0] ? "; error: " : "",
+		       p->config_error && p->config_error[0]
+			   ? ctl_clean(p->config_error, b1, sizeof(b1), true)
+			   : "");
+}
+
 int ctl_view_status(const Response *r, bool json)
 {
 	char b1[CONTROL_STRING_MAX + 1], a[RELEASE_STRLEN], b[RELEASE_STRLEN], c[RELEASE_STRLEN];
@@ -373,33 +409,7 @@ int ctl_view_status(const Response *r, bool json)
 	if (p->superseded_by && p->superseded_by[0])
 		printf("superseded by: %s\n", ctl_clean(p->superseded_by, b1, sizeof(b1), true));
 	printf("fencing token: %" PRId64 "\n", p->fencing_token);
-	/* only while pinned: the usual output stays as it was */
-	if (p->pin || (p->pin_error && p->pin_error[0]))
-		printf("pin:           %s\n", ctl_release_pin_line(p, b1, sizeof(b1)));
-	/* only while paused: the usual output stays as it was */
-	if (p->paused) {
-		const char *pat = ctl_fmt_time(p->paused_at, tb, sizeof(tb));
-		char by[CELL];
-		if (p->pause_error && p->pause_error[0])
-			printf("paused:        yes: %s\n", ctl_clean(p->pause_error, b1, sizeof(b1), true));
-		else
-			printf("paused:        yes (by %s%s%s)\n", ctl_clean(p->paused_by, by, sizeof(by), true),
-			       pat ? " at " : "", pat ? pat : "");
-	}
-	if (p->reconcile_requested)
-		printf("requested:     reconcile request %" PRId64 ", last served %" PRId64 "\n",
-		       p->reconcile_requested, p->reconcile_served);
-	/* only while one runs: the usual output stays as it was */
-	if (p->callback && p->callback[0])
-		printf("callback:      in %s since %" PRIu64 " s\n",
-		       ctl_clean(p->callback, b1, sizeof(b1), true), p->callback_ms / 1000);
-	/* only when there is one (P/N/config): the usual output stays as it was */
-	if (p->config_revision || (p->config_error && p->config_error[0]))
-		printf("config:        revision %" PRId64 "%s%s\n", p->config_revision,
-		       p->config_error && p->config_error[0] ? "; error: " : "",
-		       p->config_error && p->config_error[0]
-			   ? ctl_clean(p->config_error, b1, sizeof(b1), true)
-			   : "");
+	ctl_views_status_while(p);
 	if (p->n_nodes)
 		return ctl_views_print_nodes("Nodes", p->nodes, p->n_nodes);
 	return EXIT_OK;
