@@ -42,7 +42,8 @@ const struct command ctl_commands[] = {
      "readiness, member releases (min..max), status record, reconciles; then the\n"
      "cluster: one row per node of each plugin, as 'members' prints them.\n"
      "--json prints a JSON array with one object per plugin (its node rows in\n"
-     "\"nodes\").\n"},
+     "\"nodes\"). -o wide: no cell cut; --no-headers: the plugin rows only;\n"
+     "-w: print it again whenever it changes, until ^C.\n"},
     {"status", 1, 1, true, false, false, "status NAME [--json]", "one plugin in detail",
      "Show one plugin in detail (key: value lines, or one JSON object).\n"
      "NAME is a plugin name (the file that runs it), or a file name in the\n"
@@ -57,7 +58,8 @@ const struct command ctl_commands[] = {
      "its lease is gone), READY, LAST RECONCILE, REASON, LOCAL (* = this node).\n"
      "-o json prints an array of {\"node\", \"release\", \"leader\", \"campaigning\",\n"
      "\"local\", \"member\", \"state\", \"reason\", \"since\", \"ready\", \"not_ready\",\n"
-     "\"last_reconcile\": null or {\"at\", \"ok\", \"error\"}, \"state_record\"}.\n"},
+     "\"last_reconcile\": null or {\"at\", \"ok\", \"error\"}, \"state_record\"}.\n"
+     "-w: print it again whenever it changes, until ^C.\n"},
     {"members forget", 2, 2, false, false, true, "members forget NAME NODE --yes",
      "remove a node that is gone for good",
      "Remove node NODE from plugin NAME's membership. Its release then no longer\n"
@@ -139,7 +141,8 @@ const struct command ctl_commands[] = {
      "resign (lease expired or session lost), recorded by the successor. An\n"
      "empty end: the term lasts.\n"
      "--json prints an array of {\"token\", \"node\", \"release\", \"start_revision\",\n"
-     "\"start\", \"end_revision\", \"end\", \"end_reason\", \"end_detail\", \"valid\"}.\n"},
+     "\"start\", \"end_revision\", \"end\", \"end_reason\", \"end_detail\", \"valid\"}.\n"
+     "-w: print it again whenever it changes (each poll reads etcd), until ^C.\n"},
     {"switchover", 1, 1, true, true, false, "switchover NAME [--to NODE] [--timeout DUR]",
      "hand a plugin's leadership over now",
      "Ask plugin NAME's leader, wherever it runs, to hand over gracefully (as on\n"
@@ -209,7 +212,8 @@ const struct command ctl_commands[] = {
      "readiness. --json prints {\"plugin\", \"pin\": null or {\"release\",\n"
      "\"forced\", \"by\", \"at\"}, \"pin_error\", \"acting\": null or {\"release\",\n"
      "\"basis\"}, \"leader\", \"leader_release\", \"releases\": [{\"release\",\n"
-     "\"members\", \"ready\", \"nodes\": [member rows]}]}.\n"},
+     "\"members\", \"ready\", \"nodes\": [member rows]}]}.\n"
+     "-w: print it again whenever it changes, until ^C.\n"},
     {"release pin", 2, 2, false, false, false, "release pin NAME VERSION [--force]",
      "hold a plugin's rollout at a release",
      "Pin plugin NAME at release VERSION (major.minor.patch; a record in etcd,\n"
