@@ -23,6 +23,14 @@ for f in "$includedir/leasehold/plugin.h" "$pcdir/leasehold-plugin.pc" \
 	[ -f "$f" ] || bad "$f is missing"
 done
 [ -d "$plugindir" ] || bad "the plugin directory $plugindir is missing"
+# leaseholdctl's completion scripts, the installed leaseholdctl's own
+for f in "$bashcompletiondir/leaseholdctl" "$zshcompletiondir/_leaseholdctl"; do
+	[ -f "$f" ] || bad "$f is missing"
+done
+got=$(PATH="$bindir:$PATH" bash -c '. "$1" && COMP_WORDS=(leaseholdctl pl) COMP_CWORD=1 &&
+	COMP_LINE="leaseholdctl pl" COMP_POINT=15 && _leaseholdctl && echo "${COMPREPLY[*]}"' \
+	sh "$bashcompletiondir/leaseholdctl")
+[ "$got" = plugins ] || bad "$bashcompletiondir/leaseholdctl completes 'pl' to '$got', not plugins"
 # the example configuration, valid for the installed daemon
 "$bindir/leasehold" --config "$docdir/examples/leasehold.conf" --check-config >/dev/null ||
 	bad "the installed daemon refuses $docdir/examples/leasehold.conf"
@@ -31,7 +39,7 @@ done
 listing() { (cd "$1" 2>/dev/null && find . -type f | LC_ALL=C sort | tr '\n' ' '); }
 want='./leasehold-worker '
 [ "$(listing "$pkglibexecdir")" = "$want" ] || bad "$pkglibexecdir holds: $(listing "$pkglibexecdir")"
-want='./LICENSE ./README.md ./docs/configuration.md ./docs/design.md ./docs/install.md ./docs/leaseholdctl.md ./docs/observability.md ./docs/operations.md ./docs/plugin-guide.md ./docs/running.md ./docs/troubleshooting.md ./examples/leasehold.conf ./examples/reconciler-1.0.0.so ./examples/reconciler-1.1.0.so ./examples/reconciler.c ./examples/reconciler.lhtest '
+want='./LICENSE ./README.md ./docs/configuration.md ./docs/design.md ./docs/install.md ./docs/leaseholdctl-output.md ./docs/leaseholdctl.md ./docs/observability.md ./docs/operations.md ./docs/plugin-guide.md ./docs/running.md ./docs/troubleshooting.md ./examples/leasehold.conf ./examples/reconciler-1.0.0.so ./examples/reconciler-1.1.0.so ./examples/reconciler.c ./examples/reconciler.lhtest '
 [ "$(listing "$docdir")" = "$want" ] || bad "$docdir holds: $(listing "$docdir")"
 # one plugin directory: the daemon's default is the .pc's plugindir
 # (DESTDIR is not part of either)

@@ -18,7 +18,7 @@
 #define EXIT_REFUSED 6
 #define EXIT_TIMEOUT 7
 
-#define CELL 96 /* widest table cell, bytes */
+#define CELL 512 /* widest table cell, bytes (-o wide shows a cell up to this) */
 
 typedef Leasehold__Control__Response Response;
 typedef Leasehold__Control__Plugin Plugin;

@@ -163,6 +163,11 @@ int ctl_check_code(const Response *r, bool roles)
 		fprintf(stderr, "leaseholdctl: %s\n", m);
 		return EXIT_NOTOK;
 	}
+	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_BUSY && m[0]) {
+		/* the daemon's reason says it all ("... is paused"): no code name */
+		fprintf(stderr, "leaseholdctl: %s\n", m);
+		return EXIT_ERR;
+	}
 	fprintf(stderr, "leaseholdctl: the daemon refused the request: %s: %s\n",
 		control_codec_code_str((int)r->code), m);
 	return EXIT_ERR;

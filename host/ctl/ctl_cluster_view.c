@@ -164,172 +164,247 @@ static int cluster_view_rule(const char *base, size_t bl, const struct etcd_kv *
 	return 0;
 }
 
+/* what cluster_view_build's steps share while they decode one range */
+struct cluster_view_build {
+	struct cluster_view *v;
+	const char *base; /* "P/N/" */
+	size_t bl;
+	const struct etcd_kv *const *kvs;
+	size_t n;
+	/* the node state records (P/N/nodes/ID), in key order */
+	bool *rec_ok; /* decoded, and for the node its key names */
+	const char **rec_id;
+	int64_t *rec_lease;
+	size_t n_recs;
+	struct releases rel; /* over the member records */
+	bool have_rel;
+};
+
+/* cluster_view_build_records - the node state records first: the member
+ * rows refer to them. 0 or -ENOMEM. */
+static int cluster_view_build_records(struct cluster_view_build *b)
+{
+	const char *id, *s;
+	size_t sl, idl;
+	for (size_t i = 0; i < b->n; i++) {
+		s = cluster_view_suffix(b->base, b->bl, b->kvs[i], &sl);
+		if (!s || !cluster_view_node_under(s, sl, "nodes/", &id, &idl))
+			continue;
+		size_t k = b->n_recs;
+		if (!(b->rec_id[k] = cluster_view_keep(b->v, id, idl)))
+			return -ENOMEM;
+		b->rec_ok[k] = node_record_decode(b->kvs[i]->value, b->kvs[i]->value_len,
+		                                  &b->v->recs[k]) == 0 &&
+		               strcmp(b->v->recs[k].node, b->rec_id[k]) == 0;
+		b->rec_lease[k] = b->kvs[i]->lease;
+		b->n_recs++;
+	}
+	return 0;
+}
+
+/* cluster_view_build_member - member record kv of node id: a row (its
+ * release counted); a record whose release is unknown is not listed, as
+ * by the daemon. 0 or -ENOMEM. */
+static int cluster_view_build_member(struct cluster_view_build *b, const struct etcd_kv *kv,
+                                     const char *id, size_t idl)
+{
+	struct rule_release rr;
+	if (election_decode_member_rule(kv->value, kv->value_len, &rr, NULL) < 0)
+		return 0;
+	struct release mr = rr.release;
+	struct control_member *m = &b->v->rows[b->v->n_rows++];
+	if (!(m->node_id = cluster_view_keep(b->v, id, idl)))
+		return -ENOMEM;
+	m->release = mr;
+	m->unhealthy = rr.unhealthy;
+	m->unhealthy_until = rr.unhealthy_until;
+	if (!b->have_rel || release_less(mr, b->rel.min))
+		b->rel.min = mr;
+	if (!b->have_rel || release_less(b->rel.max, mr))
+		b->rel.max = mr;
+	b->have_rel = true;
+	b->rel.n_members++;
+	return 0;
+}
+
+/* cluster_view_build_pause - the pause record (P/N/paused) */
+static void cluster_view_build_pause(struct cluster_view *v, const struct etcd_kv *kv)
+{
+	struct control_plugin *p = &v->plugin;
+	p->paused = true;
+	Leasehold__Pause *pp = leasehold__pause__unpack(NULL, kv->value_len, kv->value);
+	if (!pp) {
+		p->pause_error = "the pause record does not decode (treated as paused)";
+		return;
+	}
+	size_t bn = strnlen(pp->node, 128);
+	p->paused_by = bn ? cluster_view_keep(v, pp->node, bn) : NULL;
+	p->paused_at = pp->at_unix;
+	leasehold__pause__free_unpacked(pp, NULL);
+}
+
+/* cluster_view_build_pin - the pin record (P/N/pin) */
+static void cluster_view_build_pin(struct cluster_view *v, const struct etcd_kv *kv)
+{
+	struct control_plugin *p = &v->plugin;
+	struct rule_pin pin;
+	char by[129];
+	if (election_pin_decode(kv->value, kv->value_len, &pin, by, sizeof(by), &p->pin_at) < 0) {
+		p->pin_error = "the pin record does not decode (ignored: no pin)";
+		return;
+	}
+	p->pinned = true;
+	p->pin_forced = pin.forced;
+	p->pin = pin.release;
+	p->pin_by = by[0] ? cluster_view_keep(v, by, strlen(by)) : NULL;
+}
+
+/* cluster_view_build_plugin_key - one key of the range that is the
+ * plugin's own (status, pause, pin, reconcile requests); others are not */
+static void cluster_view_build_plugin_key(struct cluster_view *v, const struct etcd_kv *kv,
+                                          const char *s, size_t sl)
+{
+	struct control_plugin *p = &v->plugin;
+	if (cluster_view_is(s, sl, "status")) {
+		struct status_rec st;
+		election_status_decode(kv->value, kv->value_len, &st);
+		p->status_present = true;
+		p->status_state = election_status_state_name(st.valid, st.state);
+		p->status_version = st.version;
+		p->status_min_compatible = st.min_compatible;
+	} else if (cluster_view_is(s, sl, "paused")) {
+		cluster_view_build_pause(v, kv);
+	} else if (cluster_view_is(s, sl, PIN_KEY)) {
+		cluster_view_build_pin(v, kv);
+	} else if (cluster_view_is(s, sl, "reconcile-request")) {
+		p->reconcile_requested = kv->mod_revision;
+	} else if (cluster_view_is(s, sl, "reconcile-served")) {
+		Leasehold__ReconcileServed *q =
+			leasehold__reconcile_served__unpack(NULL, kv->value_len, kv->value);
+		if (q) {
+			p->reconcile_served = q->request_revision;
+			p->reconcile_served_ok = q->ok;
+			leasehold__reconcile_served__free_unpacked(q, NULL);
+		}
+	}
+}
+
+/* cluster_view_build_keys - the member rows and the plugin's records.
+ * 0 or -ENOMEM. */
+static int cluster_view_build_keys(struct cluster_view_build *b)
+{
+	const char *id, *s;
+	size_t sl, idl;
+	for (size_t i = 0; i < b->n; i++) {
+		if (!(s = cluster_view_suffix(b->base, b->bl, b->kvs[i], &sl)))
+			continue;
+		if (cluster_view_node_under(s, sl, "members/", &id, &idl)) {
+			if (cluster_view_build_member(b, b->kvs[i], id, idl) < 0)
+				return -ENOMEM;
+		} else {
+			cluster_view_build_plugin_key(b->v, b->kvs[i], s, sl);
+		}
+	}
+	return 0;
+}
+
+/* cluster_view_build_rows - the node rows: each member with its record,
+ * then the records without a member */
+static void cluster_view_build_rows(struct cluster_view_build *b)
+{
+	struct cluster_view *v = b->v;
+	const struct control_plugin *p = &v->plugin;
+	size_t n_members = v->n_rows;
+	for (size_t k = 0; k < n_members; k++) {
+		struct control_member *m = &v->rows[k];
+		m->leader = p->leader && strcmp(p->leader, m->node_id) == 0;
+		m->campaigning = cluster_view_candidate(b->base, b->bl, b->kvs, b->n, m->node_id);
+		int64_t lease = 0;
+		for (size_t j = 0; j < b->n_recs; j++)
+			if (strcmp(b->rec_id[j], m->node_id) == 0) {
+				m->record = b->rec_ok[j] ? &v->recs[j] : NULL;
+				m->record_invalid = !b->rec_ok[j];
+				lease = b->rec_lease[j];
+			}
+		m->sessions = cluster_view_sessions(b->base, b->bl, b->kvs, b->n, m->node_id,
+		                                    m->record, lease, &m->conflict);
+	}
+	for (size_t j = 0; j < b->n_recs; j++) {
+		bool listed = false;
+		for (size_t k = 0; k < n_members; k++)
+			listed = listed || strcmp(v->rows[k].node_id, b->rec_id[j]) == 0;
+		if (listed || !b->rec_ok[j])
+			continue;
+		struct control_member *m = &v->rows[v->n_rows++];
+		m->node_id = b->rec_id[j];
+		m->release = v->recs[j].release;
+		m->leader = p->leader && strcmp(p->leader, m->node_id) == 0;
+		m->campaigning = cluster_view_candidate(b->base, b->bl, b->kvs, b->n, m->node_id);
+		m->no_member_record = true;
+		m->record = &v->recs[j];
+		m->sessions = cluster_view_sessions(b->base, b->bl, b->kvs, b->n, m->node_id,
+		                                    m->record, b->rec_lease[j], &m->conflict);
+	}
+}
+
+/* cluster_view_build_steps - the view of b's range, step by step; 0 or
+ * -ENOMEM */
+static int cluster_view_build_steps(struct cluster_view_build *b, const char *prefix,
+                                    const char *name, int64_t config_revision)
+{
+	struct control_plugin *p = &b->v->plugin;
+	p->name = b->v->name;
+	p->state = CLUSTER_VIEW_STATE;
+	p->not_ready = "observer mode: no plugin runs here";
+	p->config_revision = config_revision;
+	const char *leader = cluster_view_leader(prefix, name, b->kvs, b->n);
+	/* (kvs are the caller's: the view keeps a copy) */
+	if (leader &&
+	    !(p->leader = cluster_view_keep(b->v, leader, strnlen(leader, NODE_RECORD_NODE_MAX))))
+		return -ENOMEM;
+	if (cluster_view_build_records(b) < 0 || cluster_view_build_keys(b) < 0)
+		return -ENOMEM;
+	p->releases = b->rel;
+	struct rule_pin pin = {.set = p->pinned, .forced = p->pin_forced, .release = p->pin};
+	if (cluster_view_rule(b->base, b->bl, b->kvs, b->n, &pin, p) < 0)
+		return -ENOMEM;
+	cluster_view_build_rows(b);
+	return 0;
+}
+
 int cluster_view_build(const char *prefix, const char *name, const struct etcd_kv *const *kvs,
                        size_t n, int64_t revision, int64_t config_revision,
                        struct cluster_view **ret)
 {
 	struct cluster_view *v = calloc(1, sizeof(*v));
 	char *base = cluster_view_base_of(prefix, name);
+	size_t m = n ? n : 1;
+	struct cluster_view_build b = {.v = v, .base = base, .kvs = kvs, .n = n,
+	                               .rel = {.revision = revision}};
 	int r = -ENOMEM;
-	if (!v || !base)
-		goto fail;
-	v->name = strdup(name);
-	/* at most: per key a node id, plus a few fixed strings */
-	v->strs = calloc(2 * n + 4, sizeof(*v->strs));
-	v->rows = calloc(n ? n : 1, sizeof(*v->rows));
-	v->recs = calloc(n ? n : 1, sizeof(*v->recs));
-	bool *rec_ok = calloc(n ? n : 1, sizeof(*rec_ok));
-	const char **rec_id = calloc(n ? n : 1, sizeof(*rec_id));
-	int64_t *rec_lease = calloc(n ? n : 1, sizeof(*rec_lease));
-	if (!v->name || !v->strs || !v->rows || !v->recs || !rec_ok || !rec_id || !rec_lease) {
-		free(rec_ok);
-		free(rec_id);
-		free(rec_lease);
-		goto fail;
+	if (v && base) {
+		v->name = strdup(name);
+		/* at most: per key a node id, plus a few fixed strings */
+		v->strs = calloc(2 * n + 4, sizeof(*v->strs));
+		v->rows = calloc(m, sizeof(*v->rows));
+		v->recs = calloc(m, sizeof(*v->recs));
+		b.bl = strlen(base);
+		b.rec_ok = calloc(m, sizeof(*b.rec_ok));
+		b.rec_id = calloc(m, sizeof(*b.rec_id));
+		b.rec_lease = calloc(m, sizeof(*b.rec_lease));
+		if (v->name && v->strs && v->rows && v->recs && b.rec_ok && b.rec_id && b.rec_lease)
+			r = cluster_view_build_steps(&b, prefix, name, config_revision);
 	}
-	size_t bl = strlen(base), sl, idl;
-	const char *id;
-	struct control_plugin *p = &v->plugin;
-	struct releases rel = {.revision = revision};
-	bool have_rel = false;
-	p->name = v->name;
-	p->state = CLUSTER_VIEW_STATE;
-	p->not_ready = "observer mode: no plugin runs here";
-	p->config_revision = config_revision;
-	const char *leader = cluster_view_leader(prefix, name, kvs, n);
-	if (leader && !(p->leader = cluster_view_keep(v, leader, strnlen(leader, NODE_RECORD_NODE_MAX))))
-		goto fail_arrays; /* (kvs are the caller's: the view keeps a copy) */
-
-	/* node state records first: the member rows refer to them */
-	size_t n_recs = 0;
-	for (size_t i = 0; i < n; i++) {
-		const char *s = cluster_view_suffix(base, bl, kvs[i], &sl);
-		if (!s || !cluster_view_node_under(s, sl, "nodes/", &id, &idl))
-			continue;
-		rec_id[n_recs] = cluster_view_keep(v, id, idl);
-		if (!rec_id[n_recs])
-			goto fail_arrays;
-		rec_ok[n_recs] = node_record_decode(kvs[i]->value, kvs[i]->value_len,
-		                                    &v->recs[n_recs]) == 0 &&
-		                 strcmp(v->recs[n_recs].node, rec_id[n_recs]) == 0;
-		rec_lease[n_recs] = kvs[i]->lease;
-		n_recs++;
-	}
-	for (size_t i = 0; i < n; i++) {
-		const char *s = cluster_view_suffix(base, bl, kvs[i], &sl);
-		if (!s)
-			continue;
-		if (cluster_view_node_under(s, sl, "members/", &id, &idl)) {
-			struct rule_release rr;
-			if (election_decode_member_rule(kvs[i]->value, kvs[i]->value_len, &rr, NULL) < 0)
-				continue; /* release unknown: not listed, as by the daemon */
-			struct release mr = rr.release;
-			struct control_member *m = &v->rows[v->n_rows++];
-			m->node_id = cluster_view_keep(v, id, idl);
-			if (!m->node_id)
-				goto fail_arrays;
-			m->release = mr;
-			m->unhealthy = rr.unhealthy;
-			m->unhealthy_until = rr.unhealthy_until;
-			if (!have_rel || release_less(mr, rel.min))
-				rel.min = mr;
-			if (!have_rel || release_less(rel.max, mr))
-				rel.max = mr;
-			have_rel = true;
-			rel.n_members++;
-		} else if (cluster_view_is(s, sl, "status")) {
-			struct status_rec st;
-			election_status_decode(kvs[i]->value, kvs[i]->value_len, &st);
-			p->status_present = true;
-			p->status_state = election_status_state_name(st.valid, st.state);
-			p->status_version = st.version;
-			p->status_min_compatible = st.min_compatible;
-		} else if (cluster_view_is(s, sl, "paused")) {
-			p->paused = true;
-			Leasehold__Pause *pp =
-				leasehold__pause__unpack(NULL, kvs[i]->value_len, kvs[i]->value);
-			if (!pp) {
-				p->pause_error = "the pause record does not decode (treated as paused)";
-			} else {
-				size_t bn = strnlen(pp->node, 128);
-				p->paused_by = bn ? cluster_view_keep(v, pp->node, bn) : NULL;
-				p->paused_at = pp->at_unix;
-				leasehold__pause__free_unpacked(pp, NULL);
-			}
-		} else if (cluster_view_is(s, sl, PIN_KEY)) {
-			struct rule_pin pin;
-			char by[129];
-			if (election_pin_decode(kvs[i]->value, kvs[i]->value_len, &pin, by,
-			                        sizeof(by), &p->pin_at) < 0) {
-				p->pin_error = "the pin record does not decode (ignored: no pin)";
-			} else {
-				p->pinned = true;
-				p->pin_forced = pin.forced;
-				p->pin = pin.release;
-				p->pin_by = by[0] ? cluster_view_keep(v, by, strlen(by)) : NULL;
-			}
-		} else if (cluster_view_is(s, sl, "reconcile-request")) {
-			p->reconcile_requested = kvs[i]->mod_revision;
-		} else if (cluster_view_is(s, sl, "reconcile-served")) {
-			Leasehold__ReconcileServed *q = leasehold__reconcile_served__unpack(
-				NULL, kvs[i]->value_len, kvs[i]->value);
-			if (q) {
-				p->reconcile_served = q->request_revision;
-				p->reconcile_served_ok = q->ok;
-				leasehold__reconcile_served__free_unpacked(q, NULL);
-			}
-		}
-	}
-	p->releases = rel;
-	struct rule_pin pin = {.set = p->pinned, .forced = p->pin_forced, .release = p->pin};
-	if (cluster_view_rule(base, bl, kvs, n, &pin, p) < 0)
-		goto fail_arrays;
-	/* node rows: each member with its record, then records without a member */
-	size_t n_members = v->n_rows;
-	for (size_t k = 0; k < n_members; k++) {
-		struct control_member *m = &v->rows[k];
-		m->leader = p->leader && strcmp(p->leader, m->node_id) == 0;
-		m->campaigning = cluster_view_candidate(base, bl, kvs, n, m->node_id);
-		int64_t lease = 0;
-		for (size_t j = 0; j < n_recs; j++)
-			if (strcmp(rec_id[j], m->node_id) == 0) {
-				m->record = rec_ok[j] ? &v->recs[j] : NULL;
-				m->record_invalid = !rec_ok[j];
-				lease = rec_lease[j];
-			}
-		m->sessions = cluster_view_sessions(base, bl, kvs, n, m->node_id, m->record, lease,
-		                                    &m->conflict);
-	}
-	for (size_t j = 0; j < n_recs; j++) {
-		bool listed = false;
-		for (size_t k = 0; k < n_members; k++)
-			listed = listed || strcmp(v->rows[k].node_id, rec_id[j]) == 0;
-		if (listed || !rec_ok[j])
-			continue;
-		struct control_member *m = &v->rows[v->n_rows++];
-		m->node_id = rec_id[j];
-		m->release = v->recs[j].release;
-		m->leader = p->leader && strcmp(p->leader, m->node_id) == 0;
-		m->campaigning = cluster_view_candidate(base, bl, kvs, n, m->node_id);
-		m->no_member_record = true;
-		m->record = &v->recs[j];
-		m->sessions = cluster_view_sessions(base, bl, kvs, n, m->node_id, m->record,
-		                                    rec_lease[j], &m->conflict);
-	}
-	free(rec_ok);
-	free(rec_id);
-	free(rec_lease);
+	free(b.rec_ok);
+	free(b.rec_id);
+	free(b.rec_lease);
 	free(base);
+	if (r < 0) {
+		cluster_view_free(v);
+		return r;
+	}
 	*ret = v;
 	return 0;
-fail_arrays:
-	free(rec_ok);
-	free(rec_id);
-	free(rec_lease);
-fail:
-	free(base);
-	cluster_view_free(v);
-	return r;
 }
 
 void cluster_view_free(struct cluster_view *v)

@@ -65,6 +65,10 @@ static int ctl_observer_read_password(const char *user, char *buf, size_t len)
 	return 0;
 }
 
+/* the open observer's etcd client (one per run of leaseholdctl): what
+ * ctl_observer_etcd_failed names beside an error */
+static const struct etcd_client *ctl_observer_client;
+
 int ctl_observer_open(const struct ctl_etcd_opts *o, struct ctl_observer **ret)
 {
 	struct ctl_observer *ob = calloc(1, sizeof(*ob));
@@ -132,6 +136,7 @@ int ctl_observer_open(const struct ctl_etcd_opts *o, struct ctl_observer **ret)
 		fprintf(stderr, "leaseholdctl: cannot set up the etcd client\n");
 		goto fail;
 	}
+	ctl_observer_client = ob->etcd;
 	*ret = ob;
 	return EXIT_OK;
 fail:
@@ -143,6 +148,8 @@ void ctl_observer_close(struct ctl_observer *ob)
 {
 	if (!ob)
 		return;
+	if (ctl_observer_client == ob->etcd)
+		ctl_observer_client = NULL;
 	etcd_client_free(ob->etcd);
 	loop_free(ob->loop);
 	memset(ob->password, 0, sizeof(ob->password));
@@ -307,11 +314,15 @@ int ctl_observer_plugins(struct ctl_observer *ob, int64_t revision, uint64_t dea
 
 int ctl_observer_etcd_failed(int err)
 {
+	const char *at = ctl_observer_client ? etcd_client_last_failure(ctl_observer_client) : "";
 	if (err == -ETIMEDOUT) {
 		fprintf(stderr, "leaseholdctl: no answer from etcd in time\n");
 		return EXIT_TIMEOUT;
 	}
-	fprintf(stderr, "leaseholdctl: %s\n", etcd_strerror(err));
+	if (err == -EIO && at[0]) /* "etcd: request failed" says no more */
+		fprintf(stderr, "leaseholdctl: %s: %s\n", etcd_strerror(err), at);
+	else
+		fprintf(stderr, "leaseholdctl: %s\n", etcd_strerror(err));
 	return EXIT_NOTOK;
 }
 

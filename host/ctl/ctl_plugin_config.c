@@ -48,7 +48,7 @@ struct config_opts {
 	const char *name;
 	const char *file;
 	const char *revision;
-	bool json, help, force;
+	bool json, help, force, version;
 	struct ctl_etcd_opts etcd; /* observer mode when etcd.endpoints is set */
 };
 
@@ -74,6 +74,14 @@ static int ctl_plugin_config_fail(int code, const char *fmt, ...)
 static const char *ctl_plugin_config_help_of(const char *sub)
 {
 #define USAGE "Usage: leaseholdctl [--control URL | --etcd URL ...] "
+	if (!sub) /* config --help: the group */
+		return USAGE "config get|set|edit NAME [ARGS]\n\n"
+		       "A plugin's cluster-wide configuration (etcd P/NAME/config), one JSON\n"
+		       "object the same on every node.\n"
+		       "  config get NAME [--json]                   print it\n"
+		       "  config set NAME FILE|- [--revision R] [--force]  replace it\n"
+		       "  config edit NAME [--force]                 edit it in $EDITOR\n\n"
+		       "See leaseholdctl help config get|set|edit for details.\n";
 	if (strcmp(sub, "get") == 0)
 		return USAGE "config get NAME [--json]\n\n" CTL_CONFIG_GET_HELP;
 	if (strcmp(sub, "set") == 0)
@@ -99,6 +107,8 @@ static const char **ctl_plugin_config_etcd_opt(struct config_opts *o, const char
 		return &o->etcd.prefix;
 	return NULL;
 }
+
+static int ctl_plugin_config_check(struct config_opts *o, const char *const *pos, size_t n);
 
 /* parse - argv as a config command: 1 it is one (o filled), 0 it is not,
  * -1 a usage error (printed) */
@@ -149,6 +159,8 @@ static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 				o->json = true;
 			else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
 				o->help = true;
+			else if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0)
+				o->version = true;
 			else if (strcmp(a, "--force") == 0)
 				o->force = true;
 			else if (is_config) {
@@ -170,6 +182,15 @@ static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 	}
 	if (!is_config)
 		return 0;
+	return ctl_plugin_config_check(o, pos, n);
+}
+
+/* ctl_plugin_config_check - the words pos[0..n) of a config command ("config
+ * SUB NAME [FILE]") and its flags into o: 1, or -1 (printed) */
+static int ctl_plugin_config_check(struct config_opts *o, const char *const *pos, size_t n)
+{
+	if ((o->help || o->version) && n < 2)
+		return 1; /* config --help: the group's help (o->sub NULL) */
 	if (n < 2 || (strcmp(pos[1], "get") && strcmp(pos[1], "set") && strcmp(pos[1], "edit"))) {
 		ctl_plugin_config_fail(EXIT_ERR, "config: want a subcommand: get, set or edit\n"
 			       "Usage: leaseholdctl config get NAME [--json] | set NAME FILE|- "
@@ -177,7 +198,7 @@ static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 		return -1;
 	}
 	o->sub = pos[1];
-	if (o->help)
+	if (o->help || o->version)
 		return 1;
 	size_t want = strcmp(o->sub, "set") == 0 ? 4 : 3;
 	if (n != want) {
@@ -509,6 +530,10 @@ int ctl_config_main(int argc, char **argv)
 		return r < 0 ? EXIT_ERR : -1;
 	if (o.help) {
 		printf("%s", ctl_plugin_config_help_of(o.sub));
+		return EXIT_OK;
+	}
+	if (o.version) {
+		printf("leaseholdctl %s\n", PACKAGE_VERSION);
 		return EXIT_OK;
 	}
 	struct where w = {.url = url, .etcd = o.etcd.endpoints ? &o.etcd : NULL, .force = o.force};

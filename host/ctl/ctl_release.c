@@ -106,7 +106,7 @@ static json_object *ctl_release_json_of(const Plugin *p, const struct release *r
 /* one release's line: its members and their readiness */
 static void ctl_release_print_one(const Plugin *p, struct release r)
 {
-	char x[RELEASE_STRLEN], b[CELL], s[CELL];
+	char x[RELEASE_STRLEN], b[CELL], s[CELL], nr[CELL];
 	size_t members = 0, ready = 0;
 	for (size_t i = 0; i < p->n_nodes; i++)
 		if (ctl_release_is(p->nodes[i], r)) {
@@ -123,7 +123,8 @@ static void ctl_release_print_one(const Plugin *p, struct release r)
 		       m->leader ? " (leader)" : "", ns ? ctl_clean(ns->state, s, sizeof(s), true) : "down",
 		       ns && ns->ready ? "ready" : "not ready",
 		       ns && !ns->ready && ns->not_ready && ns->not_ready[0] ? ": " : "",
-		       ns && !ns->ready && ns->not_ready ? ns->not_ready : "");
+		       ns && !ns->ready && ns->not_ready ? ctl_clean(ns->not_ready, nr, sizeof(nr), false)
+							 : "");
 	}
 }
 

@@ -17,6 +17,7 @@
 #include "control/control_codec.h"
 #include "ctl/ctl_timeout.h"
 #include "ctl/ctl_shadow.h"
+#include "ctl/ctl_views.h"
 
 int ctl_shadow_parse_timeout(const char *s, uint32_t *ret_ms)
 {
@@ -93,8 +94,7 @@ static void ctl_shadow_print_json(const Leasehold__Control__ShadowReport *s, con
 		json_object_array_add(ws, e);
 	}
 	json_object_object_add(o, "writes", ws);
-	printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-							     JSON_C_TO_STRING_SPACED));
+	ctl_print_json(o);
 	json_object_put(o);
 }
 

@@ -17,6 +17,7 @@
 #include "control/control_codec.h"
 #include "ctl/ctl_timeout.h"
 #include "ctl/ctl_switchover.h"
+#include "ctl/ctl_views.h"
 #include "election/election_switchover_request.h"
 
 int ctl_switchover_parse_timeout(const char *s, uint32_t *ret_ms)
@@ -59,8 +60,7 @@ int ctl_switchover_result(const Leasehold__Control__Response *r, const char *nam
 		json_object_object_add(o, "leader", l[0] ? json_object_new_string(l) : NULL);
 		json_object_object_add(o, "revision", json_object_new_int64(r->revision));
 		json_object_object_add(o, "error", code ? json_object_new_string(m) : NULL);
-		printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-		                                                     JSON_C_TO_STRING_SPACED));
+		ctl_print_json(o);
 		json_object_put(o);
 	}
 	if (code == 0) {
@@ -71,7 +71,8 @@ int ctl_switchover_result(const Leasehold__Control__Response *r, const char *nam
 	}
 	if (r->code == LEASEHOLD__CONTROL__CODE__CODE_BUSY ||
 	    r->code == LEASEHOLD__CONTROL__CODE__CODE_NOT_FOUND)
-		fprintf(stderr, "leaseholdctl: switchover refused: %s\n", m);
+		fprintf(stderr, "leaseholdctl: switchover refused: %s%s%s%s\n", m, l[0] ? " (" : "",
+			l[0] ? l : "", l[0] ? " leads)" : "");
 	else if (code == 1)
 		fprintf(stderr, "leaseholdctl: %s\n", m);
 	else

@@ -23,6 +23,7 @@
 #include "ctl/ctl.h"
 #include "ctl/ctl_views.h"
 #include "ctl/ctl_release.h"
+#include "ctl/ctl_output.h"
 
 /* ---- output helpers ---------------------------------------------------- */
 
@@ -61,22 +62,56 @@ const char *ctl_fmt_time(int64_t t, char *buf, size_t len)
 	return control_json_fmt_time(t, buf, len);
 }
 
+/* ctl_views_print_cell - cell s in a column of width w: cut to w with a
+ * '~' as its last character when longer (a table fitted to the terminal) */
+static void ctl_views_print_cell(const char *s, size_t w, bool right)
+{
+	size_t l = strlen(s);
+	if (l > w && w > 0)
+		printf(" %.*s~ |", (int)(w - 1), s);
+	else
+		printf(right ? " %*s |" : " %-*s |", (int)w, s);
+}
+
+/* ctl_views_print_rows - the data rows of a table */
+static void ctl_views_print_rows(const size_t *width, const bool *right, size_t ncol,
+				 const char *const *cells, size_t nrows)
+{
+	for (size_t r = 0; r < nrows; r++) {
+		printf("|");
+		for (size_t c = 0; c < ncol; c++)
+			ctl_views_print_cell(cells[r * ncol + c], width[c], right[c]);
+		printf("\n");
+	}
+}
+
 /* ctl_views_print_table - patronictl-style box table; cells is nrows*ncol strings;
- * right[] marks right-aligned columns. title goes into the top border. */
+ * right[] marks right-aligned columns. title goes into the top border. The
+ * output setting (ctl_output.h) decides whether it is fitted to a width
+ * and whether anything but the data rows is printed. */
 static void ctl_views_print_table(const char *title, const char *const *hdr, const bool *right, size_t ncol,
 			const char *const *cells, size_t nrows)
 {
-	size_t width[16] = {0};
+	const struct ctl_output *out = ctl_output_get();
+	size_t width[16] = {0}, min_w[16] = {0};
 	char border[16 * (CELL + 3) + 2];
 	size_t pos = 0;
 
 	for (size_t c = 0; c < ncol; c++) {
 		width[c] = strlen(hdr[c]);
+		/* fitted, a column keeps 3 characters ("ab~"), its header is cut too */
+		min_w[c] = width[c] < 3 ? width[c] : 3;
 		for (size_t r = 0; r < nrows; r++) {
 			size_t l = strlen(cells[r * ncol + c]);
 			if (l > width[c])
 				width[c] = l;
 		}
+	}
+	if (out->format != CTL_FORMAT_WIDE)
+		ctl_output_fit(width, min_w, ncol, out->columns);
+	if (out->no_headers) {
+		ctl_views_print_rows(width, right, ncol, cells, nrows);
+		return;
 	}
 	border[pos++] = '+';
 	for (size_t c = 0; c < ncol; c++) {
@@ -100,16 +135,19 @@ static void ctl_views_print_table(const char *title, const char *const *hdr, con
 	}
 	printf("|");
 	for (size_t c = 0; c < ncol; c++)
-		printf(" %-*s |", (int)width[c], hdr[c]);
+		ctl_views_print_cell(hdr[c], width[c], false);
 	printf("\n%s\n", border);
-	for (size_t r = 0; r < nrows; r++) {
-		printf("|");
-		for (size_t c = 0; c < ncol; c++)
-			printf(right[c] ? " %*s |" : " %-*s |", (int)width[c], cells[r * ncol + c]);
-		printf("\n");
-	}
+	ctl_views_print_rows(width, right, ncol, cells, nrows);
 	if (nrows > 0)
 		printf("%s\n", border);
+}
+
+/* ctl_views_empty - the line that says a table has no rows; nothing with
+ * --no-headers (a script then reads no rows) */
+static void ctl_views_empty(const char *what)
+{
+	if (!ctl_output_get()->no_headers)
+		printf("%s\n", what);
 }
 
 /* ctl_views_title_of - a table's title: the answering daemon's node, or (observer
@@ -125,6 +163,10 @@ static void ctl_views_title_of(const Response *r, char *buf, size_t len)
 
 void ctl_print_json(json_object *o)
 {
+	if (ctl_output_get()->format == CTL_FORMAT_YAML) {
+		ctl_output_yaml(stdout, o);
+		return;
+	}
 	printf("%s\n",
 	       json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 						     JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -188,31 +230,31 @@ static void ctl_views_plugin_cells(const Plugin *p, char (*buf)[CELL])
 		snprintf(h, sizeof(h), "in %s since %" PRIu64 " s%s%s",
 			 ctl_clean(p->callback, cb, sizeof(cb), true), p->callback_ms / 1000,
 			 err && err[0] ? "; " : "", err && err[0] ? err : "");
-		ctl_clean(h, buf[8], 61, true);
+		ctl_clean(h, buf[8], ctl_output_detail_len(), true);
 		return;
 	}
 	if ((!err || !err[0]) && p->held_back && p->held_back[0]) {
 		/* no error to show: say why it does not campaign (standby) */
 		char h[CELL];
 		snprintf(h, sizeof(h), "held: %s", p->held_back);
-		ctl_clean(h, buf[8], 61, true);
+		ctl_clean(h, buf[8], ctl_output_detail_len(), true);
 		return;
 	}
 	if ((!err || !err[0]) && p->superseded_by && p->superseded_by[0]) {
 		/* a file that does not run: name the file and the one that does */
 		char h[CELL];
 		snprintf(h, sizeof(h), "%s superseded by %s", p->file, p->superseded_by);
-		ctl_clean(h, buf[8], 61, true);
+		ctl_clean(h, buf[8], ctl_output_detail_len(), true);
 		return;
 	}
 	if ((!err || !err[0]) && p->config_error && p->config_error[0]) {
 		/* a bad document in etcd: the plugin runs on the last good one */
 		char h[CELL];
 		snprintf(h, sizeof(h), "config: %s", p->config_error);
-		ctl_clean(h, buf[8], 61, true);
+		ctl_clean(h, buf[8], ctl_output_detail_len(), true);
 		return;
 	}
-	ctl_clean(err, buf[8], 61, true);
+	ctl_clean(err, buf[8], ctl_output_detail_len(), true);
 }
 
 static int ctl_views_print_cluster(const Response *r);
@@ -254,13 +296,49 @@ int ctl_view_plugins(const Response *r, bool json)
 	ctl_views_title_of(r, title, sizeof(title));
 	ctl_views_print_table(title, hdr, right, PCOLS, cells, r->n_plugins);
 	if (r->n_plugins == 0)
-		printf("(no plugins loaded)\n");
+		ctl_views_empty("(no plugins loaded)");
 	free(buf);
 	free(cells);
 	return ctl_views_print_cluster(r);
 }
 
 static int ctl_views_print_nodes(const char *title, Member *const *ms, size_t n);
+
+/* ctl_views_status_while - status's lines that appear only while they
+ * say something (pinned, paused, a request, a callback, a configuration):
+ * the usual output stays as it was */
+static void ctl_views_status_while(const Plugin *p)
+{
+	char b1[CONTROL_STRING_MAX + 1], tb[64];
+
+	/* only while pinned */
+	if (p->pin || (p->pin_error && p->pin_error[0]))
+		printf("pin:           %s\n", ctl_release_pin_line(p, b1, sizeof(b1)));
+	/* only while paused: the usual output stays as it was */
+	if (p->paused) {
+		const char *pat = ctl_fmt_time(p->paused_at, tb, sizeof(tb));
+		char by[CELL];
+		if (p->pause_error && p->pause_error[0])
+			printf("paused:        yes: %s\n", ctl_clean(p->pause_error, b1, sizeof(b1), true));
+		else
+			printf("paused:        yes (by %s%s%s)\n", ctl_clean(p->paused_by, by, sizeof(by), true),
+			       pat ? " at " : "", pat ? pat : "");
+	}
+	if (p->reconcile_requested)
+		printf("requested:     reconcile request %" PRId64 ", last served %" PRId64 "\n",
+		       p->reconcile_requested, p->reconcile_served);
+	/* only while one runs: the usual output stays as it was */
+	if (p->callback && p->callback[0])
+		printf("callback:      in %s since %" PRIu64 " s\n",
+		       ctl_clean(p->callback, b1, sizeof(b1), true), p->callback_ms / 1000);
+	/* only when there is one (P/N/config): the usual output stays as it was */
+	if (p->config_revision || (p->config_error && p->config_error[0]))
+		printf("config:        revision %" PRId64 "%s%s\n", p->config_revision,
+		       p->config_error && p->config_error[0] ? "; error: " : "",
+		       p->config_error && p->config_error[0]
+			   ? ctl_clean(p->config_error, b1, sizeof(b1), true)
+			   : "");
+}
 
 int ctl_view_status(const Response *r, bool json)
 {
@@ -335,33 +413,7 @@ int ctl_view_status(const Response *r, bool json)
 	if (p->superseded_by && p->superseded_by[0])
 		printf("superseded by: %s\n", ctl_clean(p->superseded_by, b1, sizeof(b1), true));
 	printf("fencing token: %" PRId64 "\n", p->fencing_token);
-	/* only while pinned: the usual output stays as it was */
-	if (p->pin || (p->pin_error && p->pin_error[0]))
-		printf("pin:           %s\n", ctl_release_pin_line(p, b1, sizeof(b1)));
-	/* only while paused: the usual output stays as it was */
-	if (p->paused) {
-		const char *pat = ctl_fmt_time(p->paused_at, tb, sizeof(tb));
-		char by[CELL];
-		if (p->pause_error && p->pause_error[0])
-			printf("paused:        yes: %s\n", ctl_clean(p->pause_error, b1, sizeof(b1), true));
-		else
-			printf("paused:        yes (by %s%s%s)\n", ctl_clean(p->paused_by, by, sizeof(by), true),
-			       pat ? " at " : "", pat ? pat : "");
-	}
-	if (p->reconcile_requested)
-		printf("requested:     reconcile request %" PRId64 ", last served %" PRId64 "\n",
-		       p->reconcile_requested, p->reconcile_served);
-	/* only while one runs: the usual output stays as it was */
-	if (p->callback && p->callback[0])
-		printf("callback:      in %s since %" PRIu64 " s\n",
-		       ctl_clean(p->callback, b1, sizeof(b1), true), p->callback_ms / 1000);
-	/* only when there is one (P/N/config): the usual output stays as it was */
-	if (p->config_revision || (p->config_error && p->config_error[0]))
-		printf("config:        revision %" PRId64 "%s%s\n", p->config_revision,
-		       p->config_error && p->config_error[0] ? "; error: " : "",
-		       p->config_error && p->config_error[0]
-			   ? ctl_clean(p->config_error, b1, sizeof(b1), true)
-			   : "");
+	ctl_views_status_while(p);
 	if (p->n_nodes)
 		return ctl_views_print_nodes("Nodes", p->nodes, p->n_nodes);
 	return EXIT_OK;
@@ -394,7 +446,7 @@ static void ctl_views_member_cells(const Member *m, char (*c)[CELL])
 				: !ns->ready && ns->not_ready && ns->not_ready[0] ? ns->not_ready
 				: !ns->reconcile_ok && ns->reconcile_at ? ns->reconcile_error
 									: NULL;
-		ctl_clean(r, c[7], 61, true);
+		ctl_clean(r, c[7], ctl_output_detail_len(), true);
 	} else {
 		/* no record: the node's lease is gone (down or cut off) */
 		snprintf(c[4], CELL, "%s", m->node_state_invalid ? "?" : "down");
@@ -403,7 +455,7 @@ static void ctl_views_member_cells(const Member *m, char (*c)[CELL])
 		snprintf(why, sizeof(why), "%s",
 			 m->node_state_invalid ? "its state record does not decode"
 					       : "no state record (no live session)");
-		ctl_clean(why, c[7], 61, true);
+		ctl_clean(why, c[7], ctl_output_detail_len(), true);
 	}
 	if (m->conflict) {
 		/* two hosts with one node id: what the operator must see first */
@@ -411,7 +463,7 @@ static void ctl_views_member_cells(const Member *m, char (*c)[CELL])
 		bool more = c[7][0] && strcmp(c[7], "-") != 0;
 		snprintf(r, sizeof(r), "CONFLICT: %" PRIu32 " sessions carry this node id%s%s",
 			 m->sessions, more ? "; " : "", more ? c[7] : "");
-		ctl_clean(r, c[7], 61, true);
+		ctl_clean(r, c[7], ctl_output_detail_len(), true);
 	}
 	if (m->unhealthy) {
 		/* withdrawn for a hold-down: its member record says so */
@@ -420,7 +472,7 @@ static void ctl_views_member_cells(const Member *m, char (*c)[CELL])
 		const char *until = ctl_fmt_time(m->unhealthy_until, tb, sizeof(tb));
 		snprintf(r, sizeof(r), "unhealthy until %s%s%s", until ? until : "?",
 			 more ? "; " : "", more ? c[7] : "");
-		ctl_clean(r, c[7], 61, true);
+		ctl_clean(r, c[7], ctl_output_detail_len(), true);
 	}
 	if (m->no_member_record) {
 		size_t l = strlen(c[7]);
@@ -473,7 +525,9 @@ static int ctl_views_print_cluster(const Response *r)
 	size_t n = 0, k = 0;
 	for (size_t i = 0; i < r->n_plugins; i++)
 		n += r->plugins[i]->n_nodes;
-	if (n == 0)
+	/* --no-headers: the plugin rows only, one kind of row for a script
+	 * (members NAME prints a plugin's node rows) */
+	if (n == 0 || ctl_output_get()->no_headers)
 		return EXIT_OK;
 	char(*buf)[CELL] = calloc(n * (MCOLS + 1), sizeof(*buf));
 	const char **cells = calloc(n * (MCOLS + 1), sizeof(*cells));
@@ -513,7 +567,7 @@ int ctl_view_members(const Response *r, bool json)
 	ctl_views_title_of(r, title, sizeof(title));
 	int ret = ctl_views_print_nodes(title, r->members, r->n_members);
 	if (ret == EXIT_OK && r->n_members == 0)
-		printf("(no members)\n");
+		ctl_views_empty("(no members)");
 	return ret;
 }
 
@@ -581,7 +635,7 @@ int ctl_view_roles_list(const Response *r, bool json)
 	ctl_views_title_of(r, title, sizeof(title));
 	ctl_views_print_table(title, hdr, right, 3, cells, r->n_roles);
 	if (r->n_roles == 0)
-		printf("(no roles records)\n");
+		ctl_views_empty("(no roles records)");
 	free(buf);
 	free(cells);
 	return EXIT_OK;
@@ -637,7 +691,7 @@ int ctl_view_history(const Response *r, const char *name, bool json)
 			else
 				snprintf(c[4], CELL, "-");
 			ctl_clean(t->end_reason, c[5], CELL, true);
-			ctl_clean(t->end_detail, c[6], 61, true);
+			ctl_clean(t->end_detail, c[6], ctl_output_detail_len(), true);
 		}
 		for (size_t k = 0; k < HCOLS; k++)
 			cells[i * HCOLS + k] = c[k];
@@ -645,7 +699,7 @@ int ctl_view_history(const Response *r, const char *name, bool json)
 	snprintf(title, sizeof(title), "Plugin: %s", ctl_clean(name, nb, sizeof(nb), true));
 	ctl_views_print_table(title, hdr, right, HCOLS, cells, r->n_terms);
 	if (r->n_terms == 0)
-		printf("(no terms recorded)\n");
+		ctl_views_empty("(no terms recorded)");
 	free(buf);
 	free(cells);
 	return EXIT_OK;

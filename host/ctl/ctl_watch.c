@@ -61,12 +61,14 @@ struct watcher {
 static void ctl_watch_line_out(struct watcher *w, int64_t rev, const char *plugin, const char *kind,
                      json_object *o, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-/* ctl_watch_line_out - one change: a JSON line (o, consumed; revision, plugin and kind
- * added) or a text line "REV PLUGIN: text" */
+/* ctl_watch_line_out - one change: a JSON line (o, consumed; revision, plugin, kind
+ * and time added) or a text line "TIME REV PLUGIN: text". TIME (RFC 3339, UTC) is
+ * when this client printed the change: etcd keeps no time per revision. */
 static void ctl_watch_line_out(struct watcher *w, int64_t rev, const char *plugin, const char *kind,
                      json_object *o, const char *fmt, ...)
 {
-	char text[1024], clean[1024], pb[300];
+	char text[1024], clean[1024], pb[300], tb[64];
+	const char *now = ctl_fmt_time((int64_t)time(NULL), tb, sizeof(tb));
 	va_list ap;
 	w->lines++;
 	if (w->json) {
@@ -74,6 +76,7 @@ static void ctl_watch_line_out(struct watcher *w, int64_t rev, const char *plugi
 		json_object_object_add(l, "revision", json_object_new_int64(rev));
 		json_object_object_add(l, "plugin", json_object_new_string(plugin));
 		json_object_object_add(l, "kind", json_object_new_string(kind));
+		json_object_object_add(l, "time", now ? json_object_new_string(now) : NULL);
 		json_object_object_foreach(o, k, v) json_object_object_add(l, k, json_object_get(v));
 		printf("%s\n", json_object_to_json_string_ext(l, JSON_C_TO_STRING_PLAIN |
 		                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -82,7 +85,8 @@ static void ctl_watch_line_out(struct watcher *w, int64_t rev, const char *plugi
 		va_start(ap, fmt);
 		vsnprintf(text, sizeof(text), fmt, ap);
 		va_end(ap);
-		printf("%" PRId64 " %s: %s\n", rev, ctl_clean(plugin, pb, sizeof(pb), true),
+		printf("%s %" PRId64 " %s: %s\n", now ? now : "-", rev,
+		       ctl_clean(plugin, pb, sizeof(pb), true),
 		       ctl_clean(text, clean, sizeof(clean), false));
 	}
 	json_object_put(o);

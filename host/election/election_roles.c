@@ -417,7 +417,8 @@ static int roles_cmp_rec(const void *a, const void *b)
 
 size_t roles_entries(struct roles *r, struct roles_entry *out, size_t max)
 {
-	qsort(r->recs, r->n_recs, sizeof(*r->recs), roles_cmp_rec);
+	if (r->n_recs > 1) /* recs is NULL without a record: qsort takes none */
+		qsort(r->recs, r->n_recs, sizeof(*r->recs), roles_cmp_rec);
 	for (size_t i = 0; i < r->n_recs && i < max; i++) {
 		out[i].node_id = r->recs[i].node_id;
 		out[i].roles = (const char *const *)r->recs[i].roles;

@@ -219,6 +219,11 @@ bool etcd_client_unreachable(const struct etcd_client *c)
 	return c->unreachable;
 }
 
+const char *etcd_client_last_failure(const struct etcd_client *c)
+{
+	return c->last_failure;
+}
+
 const char *etcd_client_endpoint(const struct etcd_client *c)
 {
 	return c->endpoints[c->cur_ep];

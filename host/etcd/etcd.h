@@ -125,6 +125,10 @@ bool etcd_err_unreachable(int err);
  * unreachable (etcd_err_unreachable), not yet followed by one that etcd
  * answered: an outage as the client last saw it */
 bool etcd_client_unreachable(const struct etcd_client *c);
+/* etcd_client_last_failure - the URL and HTTP status of the last call of c
+ * that failed with -EIO ("http://host:2379/v3/kv/range: HTTP 404"), or ""
+ * when none did; borrowed until c's next call ends or c is freed */
+const char *etcd_client_last_failure(const struct etcd_client *c);
 
 /* ---- data ---- */
 

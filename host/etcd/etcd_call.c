@@ -162,6 +162,9 @@ void etcd_call_on_done(struct etcd_call *call, CURLcode rc)
 		err = -EIO;
 	} else if (err == -EBADMSG && http / 100 != 2)
 		err = -EIO; /* e.g. an HTML 404 from something that is not etcd */
+	if (err == -EIO)
+		snprintf(c->last_failure, sizeof(c->last_failure), "%s%s: HTTP %ld",
+			 c->endpoints[x->ep], x->path, http);
 	if (err == -EAGAIN && eresp && etcd_call_retry_elsewhere(call, true)) {
 		log_debug("etcd", "%s on %s: %s; trying %s", x->path, c->endpoints[x->ep],
 			  eresp->error_message ? eresp->error_message : "unavailable",

@@ -226,6 +226,9 @@ struct etcd_client {
 	const struct etcd_observer_ops *observer;
 	void *observer_ud;
 	bool unreachable; /* the last call that ended found etcd unreachable */
+	/* the last call that failed with an HTTP error status (-EIO): its URL
+	 * and status ("" when none); see etcd_client_last_failure */
+	char last_failure[512];
 };
 
 static inline uint64_t ms_to_ns(uint64_t ms)

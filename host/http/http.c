@@ -276,9 +276,64 @@ static void http_plugin_probe(nng_aio *aio, const char *prefix, bool leader)
 	http_reply_line(aio, status, line);
 }
 
+/* http_readyz_is_list - the request is /readyz or /readyz/ (a query aside):
+ * no plugin named */
+static bool http_readyz_is_list(nng_aio *aio)
+{
+	const char *uri = nng_http_req_get_uri(nng_aio_get_input(aio, 0));
+	size_t n = uri ? strcspn(uri, "?#") : 0;
+	return uri && ((n == 7 && strncmp(uri, "/readyz", 7) == 0) ||
+		       (n == 8 && strncmp(uri, "/readyz/", 8) == 0));
+}
+
+/* http_readyz_list - /readyz without a name: one line per plugin, "NAME
+ * ready" or "NAME not ready: why"; 200 when every plugin is ready, 503
+ * when one is not or the snapshot cannot be trusted (its reason alone) */
+static void http_readyz_list(nng_aio *aio)
+{
+	struct http_server *s = http_server_of(aio);
+	char tmp[128];
+	size_t cap = 256, len = 0;
+	uint16_t status = 200;
+	pthread_mutex_lock(&s->mu);
+	const char *why = http_stale_reason(s, tmp, sizeof(tmp));
+	for (size_t i = 0; !why && s->snap && i < s->snap->n_plugins; i++) {
+		const struct http_plugin_state *p = &s->snap->plugins[i];
+		cap += (p->name ? strlen(p->name) : 0) + (p->not_ready ? strlen(p->not_ready) : 0) +
+		       (p->note ? strlen(p->note) : 0) + 32;
+	}
+	char *body = malloc(cap);
+	for (size_t i = 0; body && !why && s->snap && i < s->snap->n_plugins; i++) {
+		const struct http_plugin_state *p = &s->snap->plugins[i];
+		if (!p->name)
+			continue; /* out of memory when published */
+		status = p->ready ? status : 503;
+		len += (size_t)snprintf(body + len, cap - len, "%s %s%s%s%s%s\n", p->name,
+					p->ready ? "ready" : "not ready",
+					p->ready ? "" : ": ",
+					p->ready ? "" : p->not_ready ? p->not_ready : "not ready",
+					p->note ? "; " : "", p->note ? p->note : "");
+	}
+	if (body && why) {
+		len = (size_t)snprintf(body, cap, "%s\n", why);
+		status = 503;
+	} else if (body && len == 0) {
+		len = (size_t)snprintf(body, cap, "no plugins\n");
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (!body)
+		http_reply_line(aio, 500, "out of memory");
+	else
+		http_reply(aio, status, "text/plain; charset=utf-8", body, len);
+	free(body);
+}
+
 static void http_on_readyz(nng_aio *aio)
 {
-	http_plugin_probe(aio, "/readyz", false);
+	if (http_readyz_is_list(aio))
+		http_readyz_list(aio);
+	else
+		http_plugin_probe(aio, "/readyz", false);
 }
 
 static void http_on_leader(nng_aio *aio)

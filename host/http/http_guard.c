@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "http/http.h"
+#include "http/http_error.h"
 #include "http/http_guard.h"
 #include "http/http_head.h"
 #include "http/http_query.h"
@@ -169,6 +170,14 @@ static void http_guard_conn_forward(struct http_guard *g, struct conn *c, const 
 	if (!c->out) {
 		http_guard_conn_refuse(g, c, 503, "Service Unavailable");
 		return;
+	}
+	char *text;
+	size_t text_len;
+	if (http_error_rewrite(req, c->out, c->out_len, &text, &text_len) == 1) {
+		/* nng's HTML error page: one line of text (JSON under /api/) */
+		free(c->out);
+		c->out = text;
+		c->out_len = text_len;
 	}
 	c->state = C_WRITE;
 	c->deadline_ms = http_guard_now_ms() + g->lim.write_timeout_ms;

@@ -135,6 +135,38 @@ static void check_reply(int port, const char *method, const char *path, long sta
 	http_reply_free(&r);
 }
 
+/* check_error - method path answers status with one line of text/plain
+ * (json: {"error": ...}), never an HTML page */
+static void check_error(int port, const char *method, const char *path, long status, bool json)
+{
+	struct http_reply r;
+	long s = http_request(port, method, path, 5000, &r);
+	bool one_line = r.len > 0 && strchr(r.body, '\n') == r.body + r.len - 1;
+	bool ok = s == status && one_line && !strstr(r.body, "<") &&
+		  (json ? strncmp(r.ctype, "application/json", 16) == 0 &&
+			      strncmp(r.body, "{\"error\": \"", 11) == 0
+			: strncmp(r.ctype, "text/plain", 10) == 0);
+	if (!ok) {
+		fprintf(stderr, "%s %s: %ld '%s' (%s), expected %ld and one line of %s\n",
+			method ? method : "GET", path, s, r.body, r.ctype, status,
+			json ? "JSON" : "text");
+		exit(1);
+	}
+	http_reply_free(&r);
+}
+
+static void check_error_bodies(int port)
+{
+	check_error(port, NULL, "/nope", 404, false);
+	check_error(port, NULL, "/metricsx", 404, false);
+	check_error(port, "POST", "/healthz", 405, false);
+	check_error(port, "DELETE", "/readyz/reconciler", 405, false);
+	check_error(port, NULL, "/api/nope", 404, true);
+	check_error(port, "POST", "/api/v1/plugins", 405, true);
+	check_error(port, NULL, "/api/v1/nope", 404, true);
+	check_error(port, NULL, "/readyz/nope", 404, false);
+}
+
 static bool p_any_leader(void *arg)
 {
 	(void)arg;
@@ -189,7 +221,9 @@ static void test_probes_and_metrics(void)
 	check_reply(PA, "HEAD", "/healthz", 200, NULL);
 	check_reply(PA, NULL, "/readyz/nope", 404, "no such plugin");
 	check_reply(PA, NULL, "/leader/nope", 404, "no such plugin");
-	check_reply(PA, NULL, "/readyz/", 404, NULL);
+	check_reply(PA, NULL, "/readyz/", 200, "reconciler ready\n"); /* the list */
+	check_reply(PA, NULL, "/readyz", 200, "reconciler ready\n");
+	check_error_bodies(PA);
 	check_reply(PA, NULL, "/nope", 404, NULL);
 	check_reply(PA, NULL, "/", 200, "<!DOCTYPE html>"); /* the dashboard */
 	check_reply(PA, NULL, "/index.html", 404, NULL);

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,16 @@
 #define PASSWORD "s3cret"
 
 #define CHECK_JSTR(o, path, want) CHECK_STR_EQ(jstr((o), (path)), (want))
+
+/* watch_time_ok - s is an RFC 3339 UTC time (2026-01-02T03:04:05Z) */
+static bool watch_time_ok(const char *s)
+{
+	int y, mo, d, h, mi, sec;
+	char z = 0, end = 0;
+	return s && strlen(s) == 20 &&
+	       sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%c%c", &y, &mo, &d, &h, &mi, &sec, &z, &end) == 7 &&
+	       z == 'Z' && y >= 2000 && mo >= 1 && mo <= 12;
+}
 
 static struct harness_etcd *H;
 static struct tu T; /* its loop paces the waits; its client stays unused */
@@ -280,6 +291,7 @@ static void test_watch_replay(void)
 		if (n_seen < 64)
 			snprintf(seen[n_seen++], sizeof(seen[0]), "%s", id);
 		CHECK_JSTR(j, "plugin", PLUGIN);
+		CHECK(watch_time_ok(jstr(j, "time"))); /* when the client printed it */
 		if (strcmp(kind, "pause") == 0) {
 			if (json_object_get_boolean(jget(j, "paused")))
 				pauses++;
@@ -303,8 +315,13 @@ static void test_watch_replay(void)
 		json_object_put(j);
 		l = nl + 1;
 	}
-	for (char *l = t.out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+	for (char *l = t.out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		/* "TIME REVISION PLUGIN: what changed" */
+		char tm[32] = "";
+		long long rev = 0;
+		CHECK(sscanf(l, "%31s %lld ", tm, &rev) == 2 && watch_time_ok(tm) && rev > g_r0);
 		text_lines++;
+	}
 	CHECK_INT_EQ(pauses, 1);
 	CHECK_INT_EQ(resumes, 1);
 	CHECK_INT_EQ(requests, 1);
