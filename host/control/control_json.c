@@ -41,6 +41,21 @@ static int64_t control_json_clamp_u64(uint64_t v)
 	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
+/* a keyed plugin's work queue (ABI 1.3), or NULL (JSON null) for another */
+static json_object *control_json_queue(const Leasehold__Control__Plugin *p)
+{
+	if (!p->keyed)
+		return NULL;
+	json_object *q = json_object_new_object();
+	json_object_object_add(q, "depth", json_object_new_int64(control_json_clamp_u64(p->keys_depth)));
+	json_object_object_add(q, "waiting", json_object_new_int64(control_json_clamp_u64(p->keys_waiting)));
+	json_object_object_add(q, "oldest_ms",
+			       json_object_new_int64(control_json_clamp_u64(p->keys_oldest_ms)));
+	json_object_object_add(q, "done", json_object_new_int64(control_json_clamp_u64(p->keys_done)));
+	json_object_object_add(q, "failed", json_object_new_int64(control_json_clamp_u64(p->keys_failed)));
+	return q;
+}
+
 json_object *control_json_plugin(const Leasehold__Control__Plugin *p)
 {
 	json_object *o = json_object_new_object(), *rs, *st = NULL, *rc;
@@ -117,19 +132,7 @@ json_object *control_json_plugin(const Leasehold__Control__Plugin *p)
 	json_object_object_add(h, "unhealthy_total",
 			       json_object_new_int64(control_json_clamp_u64(p->unhealthy_total)));
 	json_object_object_add(o, "health", h);
-	json_object *q = NULL;
-	if (p->keyed) {
-		q = json_object_new_object();
-		json_object_object_add(q, "depth", json_object_new_int64(control_json_clamp_u64(p->keys_depth)));
-		json_object_object_add(q, "waiting",
-				       json_object_new_int64(control_json_clamp_u64(p->keys_waiting)));
-		json_object_object_add(q, "oldest_ms",
-				       json_object_new_int64(control_json_clamp_u64(p->keys_oldest_ms)));
-		json_object_object_add(q, "done", json_object_new_int64(control_json_clamp_u64(p->keys_done)));
-		json_object_object_add(q, "failed",
-				       json_object_new_int64(control_json_clamp_u64(p->keys_failed)));
-	}
-	json_object_object_add(o, "queue", q);
+	json_object_object_add(o, "queue", control_json_queue(p));
 	return o;
 }
 

@@ -38,23 +38,91 @@ const char *plugin_instance_config_refusal(const struct plugin_instance *pi, int
 	return pi->config_refusal;
 }
 
+/* pi_recv_answer - the callback's result as the host takes it: a proper
+ * -errno (else -EIO) and its message in msg; a worker of another bus
+ * version is -EPROTO (*ret_other_release) */
+static int pi_recv_answer(const struct event *ev, const EventDone *d, char *msg, size_t len,
+			  bool *ret_other_release)
+{
+	int err = (d->err <= 0 && d->err > -4096) ? d->err : -EIO;
+	snprintf(msg, len, "%.*s", (int)(d->message.len > len - 1 ? len - 1 : d->message.len),
+		 d->message.data ? (const char *)d->message.data : "");
+	*ret_other_release = ev->kind == EV_INIT && err == 0 && d->bus_version != LH_BUS_VERSION;
+	if (*ret_other_release) {
+		/* a worker of another release: it would misread what follows */
+		err = -EPROTO;
+		snprintf(msg, len,
+			 "the plugin worker speaks bus version %u, this host %u (leasehold-worker "
+			 "and leasehold must come from the same release)",
+			 d->bus_version, LH_BUS_VERSION);
+	}
+	return err;
+}
+
+/* pi_recv_count - an answered event in the stats: dropped when skipped,
+ * else delivered, with the bus's share of its round trip */
+static void pi_recv_count(struct plugin_instance *pi, const struct event *ev, const EventDone *d,
+			  bool skipped)
+{
+	if (skipped) {
+		pi->stats.dropped++;
+		if (ev->kind == EV_RECONCILE)
+			pi->stats.reconciles_cancelled++;
+		return;
+	}
+	pi->stats.delivered++;
+	/* an event sent behind others started when its predecessor ended, not
+	 * when it was sent: no round trip to measure */
+	uint64_t now = loop_now();
+	if (!ev->behind && ev->sent_ns && now >= ev->sent_ns) {
+		uint64_t rt = now - ev->sent_ns;
+		rt = rt > d->callback_ns ? rt - d->callback_ns : 0;
+		metrics_hist_observe(&pi->bus_rtt, (double)rt / 1e9);
+	}
+}
+
+/* pi_recv_restarted_init - INIT of a restarted worker (process mode)
+ * answered: it is back, or the generation is lost (for good when the
+ * worker program is of another release). Frees ev. */
+static void pi_recv_restarted_init(struct plugin_instance *pi, struct event *ev, int err,
+				   const char *msg, bool other_release)
+{
+	if (err == 0) {
+		pi->up_since = loop_now();
+		pi_recv_note_config(pi, ev, 0, NULL);
+		pi_worker_recovered(pi);
+		pi_event_free(ev);
+		pi_pump(pi);
+		return;
+	}
+	char reason[640];
+	pi_fmt(reason, sizeof(reason), "init failed after a restart: %s%s%s", strerror(-err),
+	       msg[0] ? ": " : "", msg);
+	pi_event_free(ev);
+	if (!other_release) {
+		pi_gen_lost(pi, reason);
+		return;
+	}
+	/* the worker program was replaced (a package upgrade under a running
+	 * host): every restart would start the same one. Final: no more
+	 * restarts, and the owner hears the new reason. */
+	pi_state_set(pi, PLUGIN_INSTANCE_FAILED);
+	pi_gen_lost(pi, reason);
+	if (pi->cfg.on_failed && !pi->stop_requested)
+		pi_completion_push(pi, COMP_FAILED, (void (*)(void))pi->cfg.on_failed,
+				   pi->cfg.userdata, -EIO, reason);
+}
+
+static void pi_recv_settle(struct plugin_instance *pi, struct event *ev, const EventDone *d,
+			   int err, char *msg, size_t len, bool skipped);
+
 static void pi_recv_handle_done(struct plugin_instance *pi, const EventDone *d)
 {
 	struct event *ev = pi_sent_pop(pi);
 	assert(ev); /* the caller matched the ack to the head of the sent list */
 	char msg[512];
-	int err = (d->err <= 0 && d->err > -4096) ? d->err : -EIO;
-	snprintf(msg, sizeof(msg), "%.*s", (int)(d->message.len > 511 ? 511 : d->message.len),
-		 d->message.data ? (const char *)d->message.data : "");
-	bool other_release = ev->kind == EV_INIT && err == 0 && d->bus_version != LH_BUS_VERSION;
-	if (other_release) {
-		/* a worker of another release: it would misread what follows */
-		err = -EPROTO;
-		snprintf(msg, sizeof(msg),
-			 "the plugin worker speaks bus version %u, this host %u (leasehold-worker "
-			 "and leasehold must come from the same release)",
-			 d->bus_version, LH_BUS_VERSION);
-	}
+	bool other_release;
+	int err = pi_recv_answer(ev, d, msg, sizeof(msg), &other_release);
 	/* the worker skipped a term event a later on_deposed made moot: as if it
 	 * had been dropped here (only these kinds can be skipped) */
 	bool skipped = d->skipped && (ev->kind == EV_ELECTED || ev->kind == EV_RELEASES ||
@@ -62,21 +130,7 @@ static void pi_recv_handle_done(struct plugin_instance *pi, const EventDone *d)
 				      ev->kind == EV_WATCH || ev->kind == EV_KEY);
 	if (ev->kind == EV_INIT && err == 0 && !other_release)
 		err = pi_watch_setup(pi, d, msg, sizeof(msg));
-	if (skipped) {
-		pi->stats.dropped++;
-		if (ev->kind == EV_RECONCILE)
-			pi->stats.reconciles_cancelled++;
-	} else {
-		pi->stats.delivered++;
-		/* an event sent behind others started when its predecessor
-		 * ended, not when it was sent: no round trip to measure */
-		uint64_t now = loop_now();
-		if (!ev->behind && ev->sent_ns && now >= ev->sent_ns) {
-			uint64_t rt = now - ev->sent_ns;
-			rt = rt > d->callback_ns ? rt - d->callback_ns : 0;
-			metrics_hist_observe(&pi->bus_rtt, (double)rt / 1e9);
-		}
-	}
+	pi_recv_count(pi, ev, d, skipped);
 	/* a refused validation is the operator's answer, not a plugin failure */
 	if (err < 0 && !skipped && ev->kind != EV_VALIDATE)
 		pi_note_error(pi, err, msg);
@@ -90,35 +144,17 @@ static void pi_recv_handle_done(struct plugin_instance *pi, const EventDone *d)
 			pi_worker_recovered(pi);
 	}
 	if (ev->kind == EV_INIT && pi->init_reported) {
-		/* process mode: a restarted worker */
-		if (err < 0) {
-			char reason[640];
-			pi_fmt(reason, sizeof(reason), "init failed after a restart: %s%s%s",
-			       strerror(-err), msg[0] ? ": " : "", msg);
-			pi_event_free(ev);
-			if (other_release) {
-				/* the worker program was replaced (a package upgrade
-				 * under a running host): every restart would start
-				 * the same one. Final: no more restarts, and the
-				 * owner hears the new reason. */
-				pi_state_set(pi, PLUGIN_INSTANCE_FAILED);
-				pi_gen_lost(pi, reason);
-				if (pi->cfg.on_failed && !pi->stop_requested)
-					pi_completion_push(pi, COMP_FAILED,
-							   (void (*)(void))pi->cfg.on_failed,
-							   pi->cfg.userdata, -EIO, reason);
-				return;
-			}
-			pi_gen_lost(pi, reason);
-			return;
-		}
-		pi->up_since = loop_now();
-		pi_recv_note_config(pi, ev, 0, NULL);
-		pi_worker_recovered(pi);
-		pi_event_free(ev);
-		pi_pump(pi);
+		pi_recv_restarted_init(pi, ev, err, msg, other_release);
 		return;
 	}
+	pi_recv_settle(pi, ev, d, err, msg, sizeof(msg), skipped);
+}
+
+/* pi_recv_settle - what an answered event means, by kind: its completion,
+ * the instance's state, the log; then ev is freed and the queue pumped */
+static void pi_recv_settle(struct plugin_instance *pi, struct event *ev, const EventDone *d,
+			   int err, char *msg, size_t len, bool skipped)
+{
 	switch (ev->kind) {
 	case EV_INIT:
 		if (err == 0) /* init started from the configuration it was given */
@@ -143,7 +179,7 @@ static void pi_recv_handle_done(struct plugin_instance *pi, const EventDone *d)
 	case EV_RECONCILE:
 		if (skipped) {
 			err = -ECANCELED;
-			snprintf(msg, sizeof(msg), "dropped: leadership was lost before it ran");
+			snprintf(msg, len, "dropped: leadership was lost before it ran");
 		} else if (ev->shadow) {
 			/* a preview: no reconcile of the plugin's record */
 		} else if (err < 0)
