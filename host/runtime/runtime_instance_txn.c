@@ -223,130 +223,138 @@ static void pi_txn_on_txn_done(struct etcd_client *c, int err, const struct etcd
 	free(pt);
 }
 
-void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
+/* pi_txn_may_write - may the running callback's txn go? 0, or the refusal
+ * already answered (not in a callback, not leading, an ended term, too
+ * many ops). *ret_shadow: a shadow run's callback (captured, never sent). */
+static int pi_txn_may_write(struct plugin_instance *pi, const TxnRequest *req, bool *ret_shadow)
 {
-	struct keybag bag = {NULL, 0, 0};
-	struct etcd_compare *cmps = NULL;
-	struct etcd_op *succ = NULL, *fail = NULL;
-	char why[400] = "";
-	char msg[512];
-	int r;
-
-	pi->stats.txns++;
 	if (!pi->sent_head) {
 		pi_reply_txn(pi, req->id, -EPERM, "txn outside a callback", NULL, false);
-		return;
+		return -EPERM;
 	}
-	/* a shadow run's callback: its txns are captured below, never sent
+	/* a shadow run's callback: its txns are captured, never sent
 	 * (whatever the node's leadership meanwhile) */
-	bool shadow = pi->sent_head->shadow;
+	bool shadow = *ret_shadow = pi->sent_head->shadow;
 	if (!shadow && (!pi->leading || !pi->host.fenced_txn)) {
 		pi_reply_txn(pi, req->id, -ESTALE,
 			     "not leading: this node does not hold the plugin's election, txn refused",
 			     NULL, false);
-		return;
+		return -ESTALE;
 	}
 	if (!shadow && pi->sent_head->term != pi->term) {
 		/* a callback of an earlier term (deposed, then elected again
 		 * while it ran): the current fence is not its own */
 		pi_reply_txn(pi, req->id, -ESTALE,
 			     "the term this callback belongs to has ended; txn refused", NULL, false);
-		return;
+		return -ESTALE;
 	}
 	if (req->n_compares > MAX_TXN_OPS || req->n_success > MAX_TXN_OPS ||
 	    req->n_failure > MAX_TXN_OPS) {
 		pi_reply_txn(pi, req->id, -E2BIG, "too many ops in one txn", NULL, false);
-		return;
+		return -E2BIG;
 	}
-	cmps = calloc(req->n_compares ? req->n_compares : 1, sizeof(*cmps));
-	succ = calloc(req->n_success ? req->n_success : 1, sizeof(*succ));
-	fail = calloc(req->n_failure ? req->n_failure : 1, sizeof(*fail));
-	if (!cmps || !succ || !fail) {
-		r = -ENOMEM;
-		goto refuse;
-	}
-	for (size_t i = 0; i < req->n_compares; i++) {
-		const BusCompare *bc = req->compares[i];
-		struct etcd_compare *e = &cmps[i];
-		if (bc->target > LH_CMP_VALUE || bc->result > LH_CMP_NOT_EQUAL ||
-		    (bc->flags & ~LH_F_PREFIX)) {
-			snprintf(why, sizeof(why), "compare %zu: bad target, result or flags", i);
-			r = -EINVAL;
-			goto refuse;
-		}
-		char what[32];
-		snprintf(what, sizeof(what), "compare %zu", i);
-		if ((r = pi_txn_check_key(pi, bc->key, (bc->flags & LH_F_PREFIX) != 0, what, why,
-					  sizeof(why))) < 0 ||
-		    (r = pi_txn_check_value(pi, bc->value, what, why, sizeof(why))) < 0)
-			goto refuse;
-		static const enum etcd_cmp_target targets[] = {ETCD_CMP_VERSION, ETCD_CMP_CREATE,
-							       ETCD_CMP_MOD, ETCD_CMP_VALUE};
-		static const enum etcd_cmp_result results[] = {ETCD_CMP_EQUAL, ETCD_CMP_GREATER,
-							       ETCD_CMP_LESS, ETCD_CMP_NOT_EQUAL};
-		e->target = targets[bc->target];
-		e->result = results[bc->result];
-		size_t klen = 0, elen = 0;
-		uint8_t *k = pi_txn_bag_keep(&bag, pi_txn_full_key(pi, bc->key, &klen));
-		if (!k) {
-			r = -ENOMEM;
-			goto refuse;
-		}
-		e->key = k;
-		e->key_len = klen;
-		if (bc->flags & LH_F_PREFIX) {
-			uint8_t *end = pi_txn_bag_keep(&bag, pi_txn_prefix_end(k, klen, &elen));
-			if (!end) {
-				r = -ENOMEM;
-				goto refuse;
-			}
-			e->range_end = end;
-			e->range_end_len = elen;
-		}
-		e->number = bc->number;
-		e->value = bc->value.data;
-		e->value_len = bc->value.len;
-	}
-	r = pi_txn_convert_ops(pi, req->success, req->n_success, succ, &bag, "success", why,
-			       sizeof(why));
-	if (r < 0)
-		goto refuse;
-	r = pi_txn_convert_ops(pi, req->failure, req->n_failure, fail, &bag, "failure", why,
-			       sizeof(why));
-	if (r < 0)
-		goto refuse;
-	if (shadow) {
-		pi_shadow_handle_txn(pi, req->id, cmps, req->n_compares, succ, req->n_success, fail,
-				     req->n_failure);
-		goto out;
-	}
+	return 0;
+}
 
-	struct pending_txn *pt = calloc(1, sizeof(*pt));
-	if (!pt) {
-		r = -ENOMEM;
-		goto refuse;
+/* pi_txn_convert_compare - compare i of the plugin's (hostile) into e, its
+ * keys kept in bag: 0, or -errno with the reason in why */
+static int pi_txn_convert_compare(struct plugin_instance *pi, const BusCompare *bc, size_t i,
+				  struct etcd_compare *e, struct keybag *bag, char *why, size_t len)
+{
+	if (bc->target > LH_CMP_VALUE || bc->result > LH_CMP_NOT_EQUAL ||
+	    (bc->flags & ~LH_F_PREFIX)) {
+		snprintf(why, len, "compare %zu: bad target, result or flags", i);
+		return -EINVAL;
 	}
+	char what[32];
+	snprintf(what, sizeof(what), "compare %zu", i);
+	int r;
+	if ((r = pi_txn_check_key(pi, bc->key, (bc->flags & LH_F_PREFIX) != 0, what, why, len)) < 0 ||
+	    (r = pi_txn_check_value(pi, bc->value, what, why, len)) < 0)
+		return r;
+	static const enum etcd_cmp_target targets[] = {ETCD_CMP_VERSION, ETCD_CMP_CREATE,
+						       ETCD_CMP_MOD, ETCD_CMP_VALUE};
+	static const enum etcd_cmp_result results[] = {ETCD_CMP_EQUAL, ETCD_CMP_GREATER,
+						       ETCD_CMP_LESS, ETCD_CMP_NOT_EQUAL};
+	e->target = targets[bc->target];
+	e->result = results[bc->result];
+	size_t klen = 0, elen = 0;
+	uint8_t *k = pi_txn_bag_keep(bag, pi_txn_full_key(pi, bc->key, &klen));
+	if (!k)
+		return -ENOMEM;
+	e->key = k;
+	e->key_len = klen;
+	if (bc->flags & LH_F_PREFIX) {
+		uint8_t *end = pi_txn_bag_keep(bag, pi_txn_prefix_end(k, klen, &elen));
+		if (!end)
+			return -ENOMEM;
+		e->range_end = end;
+		e->range_end_len = elen;
+	}
+	e->number = bc->number;
+	e->value = bc->value.data;
+	e->value_len = bc->value.len;
+	return 0;
+}
+
+/* pi_txn_send - the converted txn to etcd through the election's fence,
+ * answered from pi_txn_on_txn_done: 0, or -errno with the reason in why */
+static int pi_txn_send(struct plugin_instance *pi, const TxnRequest *req,
+		       const struct etcd_compare *cmps, const struct etcd_op *succ,
+		       const struct etcd_op *fail, char *why, size_t len)
+{
+	struct pending_txn *pt = calloc(1, sizeof(*pt));
+	if (!pt)
+		return -ENOMEM;
 	pt->magic = PENDING_TXN_MAGIC;
 	pt->pi = pi;
 	pt->id = req->id;
 	pt->next = pi->txns;
 	pi->txns = pt;
-	r = pi->host.fenced_txn(pi->host.ctx, cmps, req->n_compares, succ, req->n_success, fail,
-				req->n_failure, pi_txn_on_txn_done, pt);
+	int r = pi->host.fenced_txn(pi->host.ctx, cmps, req->n_compares, succ, req->n_success, fail,
+				    req->n_failure, pi_txn_on_txn_done, pt);
 	if (r < 0) {
 		pi_txn_unlink(pi, pt);
 		free(pt);
-		snprintf(why, sizeof(why), "%s",
+		snprintf(why, len, "%s",
 			 r == -ESTALE  ? "not leading: the election refused the txn"
 			 : r == -EPERM ? "a key lies outside the plugin's data prefix"
 				       : "");
-		goto refuse;
 	}
-	goto out;
-refuse:
-	snprintf(msg, sizeof(msg), "txn refused: %s", why[0] ? why : strerror(-r));
-	pi_reply_txn(pi, req->id, r, msg, NULL, false);
-out:
+	return r;
+}
+
+void pi_handle_txn(struct plugin_instance *pi, const TxnRequest *req)
+{
+	struct keybag bag = {NULL, 0, 0};
+	char why[400] = "";
+	bool shadow = false;
+
+	pi->stats.txns++;
+	if (pi_txn_may_write(pi, req, &shadow) < 0)
+		return;
+	struct etcd_compare *cmps = calloc(req->n_compares ? req->n_compares : 1, sizeof(*cmps));
+	struct etcd_op *succ = calloc(req->n_success ? req->n_success : 1, sizeof(*succ));
+	struct etcd_op *fail = calloc(req->n_failure ? req->n_failure : 1, sizeof(*fail));
+	int r = cmps && succ && fail ? 0 : -ENOMEM;
+	for (size_t i = 0; r == 0 && i < req->n_compares; i++)
+		r = pi_txn_convert_compare(pi, req->compares[i], i, &cmps[i], &bag, why, sizeof(why));
+	if (r == 0)
+		r = pi_txn_convert_ops(pi, req->success, req->n_success, succ, &bag, "success", why,
+				       sizeof(why));
+	if (r == 0)
+		r = pi_txn_convert_ops(pi, req->failure, req->n_failure, fail, &bag, "failure", why,
+				       sizeof(why));
+	if (r == 0 && shadow)
+		pi_shadow_handle_txn(pi, req->id, cmps, req->n_compares, succ, req->n_success, fail,
+				     req->n_failure);
+	else if (r == 0)
+		r = pi_txn_send(pi, req, cmps, succ, fail, why, sizeof(why));
+	if (r < 0) {
+		char msg[512];
+		snprintf(msg, sizeof(msg), "txn refused: %s", why[0] ? why : strerror(-r));
+		pi_reply_txn(pi, req->id, r, msg, NULL, false);
+	}
 	pi_txn_bag_free(&bag);
 	free(cmps);
 	free(succ);

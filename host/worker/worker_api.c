@@ -131,21 +131,13 @@ static BusOp *worker_api_fill_ops(const struct lh_op *ops, uint32_t n, BusOp *st
 	}
 	return store;
 }
-int32_t worker_api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32_t n_cmps,
-                       const struct lh_op *success, uint32_t n_success, const struct lh_op *failure,
-                       uint32_t n_failure, const struct lh_txn_result **ret_result)
+/* worker_api_txn_check - a txn's arguments, before anything is built: 0, or
+ * -errno with the reason kept for the plugin (worker_api_txn_fail) */
+static int32_t worker_api_txn_check(struct worker *w, const struct lh_compare *cmps,
+                                    uint32_t n_cmps, const struct lh_op *success,
+                                    uint32_t n_success, const struct lh_op *failure,
+                                    uint32_t n_failure, const struct lh_txn_result **ret_result)
 {
-	struct worker *w = worker_from_ctx(ctx);
-	BusCompare *cs = NULL;
-	BusCompare **cp = NULL;
-	BusOp *ss = NULL, *fs = NULL;
-	BusOp **sp = NULL, **fp = NULL;
-	ToWorker *tw = NULL;
-	int r;
-
-	if (!worker_on_own_thread(w))
-		return -EPERM; /* no safe place to put a message */
-	w->txn_error[0] = 0;
 	if (w->validating) {
 		worker_api_txn_fail(w, "validate_config may not write");
 		return -EPERM;
@@ -167,19 +159,73 @@ int32_t worker_api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32
 			return -EINVAL;
 		}
 	}
-	r = worker_api_check_ops(w, success, n_success, "success");
-	if (r < 0)
-		return r;
-	r = worker_api_check_ops(w, failure, n_failure, "failure");
-	if (r < 0)
-		return r;
+	int32_t r = worker_api_check_ops(w, success, n_success, "success");
+	return r < 0 ? r : worker_api_check_ops(w, failure, n_failure, "failure");
+}
 
-	cs = calloc(n_cmps ? n_cmps : 1, sizeof(*cs));
-	cp = calloc(n_cmps ? n_cmps : 1, sizeof(*cp));
-	ss = calloc(n_success ? n_success : 1, sizeof(*ss));
-	sp = calloc(n_success ? n_success : 1, sizeof(*sp));
-	fs = calloc(n_failure ? n_failure : 1, sizeof(*fs));
-	fp = calloc(n_failure ? n_failure : 1, sizeof(*fp));
+/* worker_api_txn_roundtrip - send the request th (id) and wait for its
+ * reply: the result (in the callback's arena), or -errno with the reason
+ * kept for the plugin */
+static int32_t worker_api_txn_roundtrip(struct worker *w, const ToHost *th, uint64_t id,
+                                        const struct lh_txn_result **ret_result)
+{
+	nng_msg *msg = bus_pack_msg(&th->base);
+	if (!msg) {
+		worker_api_txn_fail(w, "out of memory");
+		return -ENOMEM;
+	}
+	if (nng_msg_len(msg) > WORKER_TXN_MSG_MAX) {
+		worker_api_txn_fail(w, "txn of %zu bytes (keys, values and framing) is larger than "
+				       "the bus's %u bytes: split it",
+				    nng_msg_len(msg), WORKER_TXN_MSG_MAX);
+		nng_msg_free(msg);
+		return -E2BIG;
+	}
+	if (nng_sendmsg(w->sock, msg, 0) != 0) {
+		nng_msg_free(msg);
+		worker_api_txn_fail(w, "bus closed: the instance is shutting down");
+		return -ECANCELED;
+	}
+	int r;
+	ToWorker *tw = worker_wait_txn_reply(w, id, &r);
+	if (!tw) {
+		if (r == -ETIMEDOUT)
+			worker_api_txn_fail(w, "no answer from the host within %u ms: the outcome is unknown",
+			         w->txn_timeout_ms);
+		else
+			worker_api_txn_fail(w, "bus closed: the instance is shutting down");
+		return r;
+	}
+	const TxnReply *rep = tw->txn_reply;
+	if (rep->err != 0) {
+		r = (rep->err < 0 && rep->err > -4096) ? rep->err : -EIO;
+		worker_api_txn_fail(w, "%.*s", (int)(rep->message.len > 500 ? 500 : rep->message.len),
+		         rep->message.data ? (const char *)rep->message.data : "");
+	} else if ((r = worker_build_result(w, rep, ret_result)) < 0) {
+		worker_api_txn_fail(w, "bad txn reply from the host");
+	}
+	leasehold__bus__to_worker__free_unpacked(tw, NULL);
+	return r;
+}
+
+int32_t worker_api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32_t n_cmps,
+                       const struct lh_op *success, uint32_t n_success, const struct lh_op *failure,
+                       uint32_t n_failure, const struct lh_txn_result **ret_result)
+{
+	struct worker *w = worker_from_ctx(ctx);
+	if (!worker_on_own_thread(w))
+		return -EPERM; /* no safe place to put a message */
+	w->txn_error[0] = 0;
+	int32_t r = worker_api_txn_check(w, cmps, n_cmps, success, n_success, failure, n_failure,
+	                                 ret_result);
+	if (r < 0)
+		return r;
+	BusCompare *cs = calloc(n_cmps ? n_cmps : 1, sizeof(*cs));
+	BusCompare **cp = calloc(n_cmps ? n_cmps : 1, sizeof(*cp));
+	BusOp *ss = calloc(n_success ? n_success : 1, sizeof(*ss));
+	BusOp **sp = calloc(n_success ? n_success : 1, sizeof(*sp));
+	BusOp *fs = calloc(n_failure ? n_failure : 1, sizeof(*fs));
+	BusOp **fp = calloc(n_failure ? n_failure : 1, sizeof(*fp));
 	if (!cs || !cp || !ss || !sp || !fs || !fp) {
 		r = -ENOMEM;
 		worker_api_txn_fail(w, "out of memory");
@@ -197,7 +243,6 @@ int32_t worker_api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32
 	}
 	worker_api_fill_ops(success, n_success, ss, sp);
 	worker_api_fill_ops(failure, n_failure, fs, fp);
-
 	TxnRequest req = LEASEHOLD__BUS__TXN_REQUEST__INIT;
 	req.id = ++w->last_txn_id;
 	req.n_compares = n_cmps;
@@ -209,49 +254,8 @@ int32_t worker_api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32
 	ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
 	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_TXN;
 	th.txn = &req;
-	nng_msg *msg = bus_pack_msg(&th.base);
-	if (!msg) {
-		r = -ENOMEM;
-		worker_api_txn_fail(w, "out of memory");
-		goto out;
-	}
-	if (nng_msg_len(msg) > WORKER_TXN_MSG_MAX) {
-		worker_api_txn_fail(w, "txn of %zu bytes (keys, values and framing) is larger than "
-				       "the bus's %u bytes: split it",
-				    nng_msg_len(msg), WORKER_TXN_MSG_MAX);
-		nng_msg_free(msg);
-		r = -E2BIG;
-		goto out;
-	}
-	int rv = nng_sendmsg(w->sock, msg, 0);
-	if (rv != 0) {
-		nng_msg_free(msg);
-		r = -ECANCELED;
-		worker_api_txn_fail(w, "bus closed: the instance is shutting down");
-		goto out;
-	}
-	tw = worker_wait_txn_reply(w, req.id, &r);
-	if (!tw) {
-		if (r == -ETIMEDOUT)
-			worker_api_txn_fail(w, "no answer from the host within %u ms: the outcome is unknown",
-			         w->txn_timeout_ms);
-		else
-			worker_api_txn_fail(w, "bus closed: the instance is shutting down");
-		goto out;
-	}
-	const TxnReply *rep = tw->txn_reply;
-	if (rep->err != 0) {
-		r = (rep->err < 0 && rep->err > -4096) ? rep->err : -EIO;
-		worker_api_txn_fail(w, "%.*s", (int)(rep->message.len > 500 ? 500 : rep->message.len),
-		         rep->message.data ? (const char *)rep->message.data : "");
-		goto out;
-	}
-	r = worker_build_result(w, rep, ret_result);
-	if (r < 0)
-		worker_api_txn_fail(w, "bad txn reply from the host");
+	r = worker_api_txn_roundtrip(w, &th, req.id, ret_result);
 out:
-	if (tw)
-		leasehold__bus__to_worker__free_unpacked(tw, NULL);
 	free(cs);
 	free(cp);
 	free(ss);
