@@ -301,12 +301,63 @@ static int pi_start_thread(struct plugin_instance *pi)
 	return 0;
 }
 
+/* pi_thread_bus_open - thread isolation: the inproc pair between the loop
+ * (hsock) and the worker thread (wsock), the host side watched by the loop */
+static int pi_thread_bus_open(struct plugin_instance *pi)
+{
+	int rv;
+	snprintf(pi->url, sizeof(pi->url), "inproc://leasehold-%ld-%u-%s", (long)getpid(),
+		 pi->instance_id, pi->lp->name);
+	if ((rv = nng_pair1_open(&pi->hsock)) != 0)
+		return pi_nng_to_errno(rv);
+	pi->hsock_open = true;
+	if ((rv = nng_pair1_open(&pi->wsock)) != 0)
+		return pi_nng_to_errno(rv);
+	pi->wsock_open = true;
+	nng_socket_set_int(pi->hsock, NNG_OPT_SENDBUF, 64);
+	nng_socket_set_int(pi->hsock, NNG_OPT_RECVBUF, 64);
+	nng_socket_set_int(pi->wsock, NNG_OPT_SENDBUF, 64);
+	nng_socket_set_int(pi->wsock, NNG_OPT_RECVBUF, 64);
+	if ((rv = nng_listen(pi->hsock, pi->url, NULL, 0)) != 0)
+		return pi_nng_to_errno(rv);
+	if ((rv = nng_dial(pi->wsock, pi->url, NULL, 0)) != 0)
+		return pi_nng_to_errno(rv);
+	if ((rv = nng_socket_get_int(pi->hsock, NNG_OPT_RECVFD, &pi->rfd)) != 0)
+		return pi_nng_to_errno(rv);
+	if ((rv = nng_socket_get_int(pi->hsock, NNG_OPT_SENDFD, &pi->sfd)) != 0)
+		return pi_nng_to_errno(rv);
+	return loop_io_add(pi->loop, pi->rfd, EPOLLIN, pi_on_readable, pi, &pi->rio);
+}
+
+/* pi_thread_start_up - thread isolation: the bus, the worker, INIT queued
+ * and the worker thread started */
+static int pi_thread_start_up(struct plugin_instance *pi)
+{
+	int r = pi_thread_bus_open(pi);
+	if (r < 0)
+		return r;
+	r = worker_new(&pi->lp->desc, pi->wsock, pi->cfg.txn_timeout_ms, &pi->w);
+	if (r < 0)
+		return r;
+	pi->bus_up = true;
+	struct event *init = pi_event_new(EV_INIT);
+	if (!init)
+		return -ENOMEM;
+	pi_enqueue(pi, init);
+	r = pi_start_thread(pi);
+	if (r < 0)
+		return r;
+	pi_state_set(pi, PLUGIN_INSTANCE_STARTING);
+	pi_pump(pi);
+	return 0;
+}
+
 int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct driver_host *host,
 			const char *node_id, const struct plugin_instance_config *cfg,
 			struct plugin_instance **ret_pi)
 {
 	struct plugin_instance *pi = calloc(1, sizeof(*pi));
-	int r, rv;
+	int r;
 	if (!pi)
 		return -ENOMEM;
 	pi->loop = l;
@@ -372,49 +423,11 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 		return 0;
 	}
 
-	snprintf(pi->url, sizeof(pi->url), "inproc://leasehold-%ld-%u-%s", (long)getpid(),
-		 pi->instance_id, lp->name);
-	if ((rv = nng_pair1_open(&pi->hsock)) != 0)
-		goto nng_fail;
-	pi->hsock_open = true;
-	if ((rv = nng_pair1_open(&pi->wsock)) != 0)
-		goto nng_fail;
-	pi->wsock_open = true;
-	nng_socket_set_int(pi->hsock, NNG_OPT_SENDBUF, 64);
-	nng_socket_set_int(pi->hsock, NNG_OPT_RECVBUF, 64);
-	nng_socket_set_int(pi->wsock, NNG_OPT_SENDBUF, 64);
-	nng_socket_set_int(pi->wsock, NNG_OPT_RECVBUF, 64);
-	if ((rv = nng_listen(pi->hsock, pi->url, NULL, 0)) != 0)
-		goto nng_fail;
-	if ((rv = nng_dial(pi->wsock, pi->url, NULL, 0)) != 0)
-		goto nng_fail;
-	if ((rv = nng_socket_get_int(pi->hsock, NNG_OPT_RECVFD, &pi->rfd)) != 0)
-		goto nng_fail;
-	if ((rv = nng_socket_get_int(pi->hsock, NNG_OPT_SENDFD, &pi->sfd)) != 0)
-		goto nng_fail;
-	r = loop_io_add(l, pi->rfd, EPOLLIN, pi_on_readable, pi, &pi->rio);
-	if (r < 0)
+	if ((r = pi_thread_start_up(pi)) < 0)
 		goto fail;
-	r = worker_new(&lp->desc, pi->wsock, pi->cfg.txn_timeout_ms, &pi->w);
-	if (r < 0)
-		goto fail;
-	pi->bus_up = true;
-	struct event *init = pi_event_new(EV_INIT);
-	if (!init) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	pi_enqueue(pi, init);
-	r = pi_start_thread(pi);
-	if (r < 0)
-		goto fail;
-	pi_state_set(pi, PLUGIN_INSTANCE_STARTING);
-	pi_pump(pi);
 	*ret_pi = pi;
 	return 0;
 
-nng_fail:
-	r = pi_nng_to_errno(rv);
 fail:
 	pi->lp = NULL; /* stays the caller's */
 	plugin_instance_free(pi);
@@ -562,71 +575,70 @@ static void pi_stop_sync(struct plugin_instance *pi)
 	pi_sync_run(pi, EV_FINI);
 }
 
-void plugin_instance_free(struct plugin_instance *pi)
+/* pi_free_thread - thread mode: stop the worker and join its thread;
+ * true when a thread stuck in a callback had to be left behind */
+static bool pi_free_thread(struct plugin_instance *pi)
 {
-	if (!pi)
-		return;
 	bool abandoned = false;
-	if (pi->dispatching) {
-		pi->free_requested = true; /* on_defer frees it when its loop ends */
-		return;
-	}
-	if (pi->thread_running) {
-		/* an overrunning callback would only make this wait its full
-		 * timeout for acks that cannot come */
-		if (!pi->broken && pi->hsock_open && !pi->overrun)
-			pi_stop_sync(pi);
-		/* wake a worker still blocked on its socket (only after a failure) */
-		if (pi->wsock_open) {
-			pi_close_socket(pi, pi->wsock);
-			pi->wsock_open = false;
-		}
-		/* a thread stuck in a plugin callback cannot be stopped: leave it
-		 * behind rather than hang (a shutdown would never end). Its
-		 * worker state and the plugin's code stay until the process exits. */
-		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC,
-			      &until); /* a wall-clock step must not cut it short */
-		int ms = pi->overrun ? 0 : pi_sync_wait_ms(SYNC_KILL_WAIT_MS);
-		until.tv_sec += ms / 1000;
-		until.tv_nsec += (long)(ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		if (pthread_clockjoin_np(pi->thread, NULL, CLOCK_MONOTONIC, &until) != 0) {
-			log_error(pi->log_comp,
-				  "the plugin thread is stuck in a callback; leaving it "
-				  "behind (its code stays loaded until the process exits)");
-			pthread_detach(pi->thread);
-			abandoned = true;
-		}
-		pi->thread_running = false;
-	}
-	if (pi->process) {
-		/* a live, connected child gets deposed + fini synchronously */
-		struct pollfd pfd = {.fd = pi->cur ? pi->cur->pidfd : -1, .events = POLLIN};
-		if (pi->bus_up && pi->hsock_open && pi->cur && poll(&pfd, 1, 0) == 0)
-			pi_stop_sync(pi);
-		pi_gen_close(pi);
-		while (pi->children) {
-			struct child *c = pi->children;
-			pi->children = c->next;
-			pfd.fd = c->pidfd;
-			if (c->pidfd < 0 || poll(&pfd, 1, pi_sync_wait_ms(SYNC_KILL_WAIT_MS)) != 1)
-				pi_child_kill(c);
-			while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
-				;
-			pi_child_free(c);
-		}
-		pi->rio = pi->sio = NULL;
-	}
-	loop_io_free(pi->rio);
-	loop_io_free(pi->sio);
-	if (pi->hsock_open)
-		pi_close_socket(pi, pi->hsock);
-	if (pi->wsock_open)
+	/* an overrunning callback would only make this wait its full
+	 * timeout for acks that cannot come */
+	if (!pi->broken && pi->hsock_open && !pi->overrun)
+		pi_stop_sync(pi);
+	/* wake a worker still blocked on its socket (only after a failure) */
+	if (pi->wsock_open) {
 		pi_close_socket(pi, pi->wsock);
+		pi->wsock_open = false;
+	}
+	/* a thread stuck in a plugin callback cannot be stopped: leave it
+	 * behind rather than hang (a shutdown would never end). Its
+	 * worker state and the plugin's code stay until the process exits. */
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC,
+		      &until); /* a wall-clock step must not cut it short */
+	int ms = pi->overrun ? 0 : pi_sync_wait_ms(SYNC_KILL_WAIT_MS);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	if (pthread_clockjoin_np(pi->thread, NULL, CLOCK_MONOTONIC, &until) != 0) {
+		log_error(pi->log_comp,
+			  "the plugin thread is stuck in a callback; leaving it "
+			  "behind (its code stays loaded until the process exits)");
+		pthread_detach(pi->thread);
+		abandoned = true;
+	}
+	pi->thread_running = false;
+	return abandoned;
+}
+
+/* pi_free_children - process mode: a live, connected child gets deposed
+ * and fini synchronously; every child is ended (bounded) and reaped */
+static void pi_free_children(struct plugin_instance *pi)
+{
+	struct pollfd pfd = {.fd = pi->cur ? pi->cur->pidfd : -1, .events = POLLIN};
+	if (pi->bus_up && pi->hsock_open && pi->cur && poll(&pfd, 1, 0) == 0)
+		pi_stop_sync(pi);
+	pi_gen_close(pi);
+	while (pi->children) {
+		struct child *c = pi->children;
+		pi->children = c->next;
+		pfd.fd = c->pidfd;
+		if (c->pidfd < 0 || poll(&pfd, 1, pi_sync_wait_ms(SYNC_KILL_WAIT_MS)) != 1)
+			pi_child_kill(c);
+		while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		pi_child_free(c);
+	}
+	pi->rio = pi->sio = NULL;
+}
+
+/* pi_free_lists - drop what the instance still holds: txns in flight
+ * (orphaned), the shadow run, events, queued messages, completions,
+ * drain waiters. Nothing is completed here. */
+static void pi_free_lists(struct plugin_instance *pi)
+{
 	pi_txns_orphan(pi);
 	pi_shadow_free(pi); /* its done is not called: no completion is, here */
 	while (pi->q_head) {
@@ -654,6 +666,28 @@ void plugin_instance_free(struct plugin_instance *pi)
 		pi->drains = d->next;
 		free(d);
 	}
+}
+
+void plugin_instance_free(struct plugin_instance *pi)
+{
+	if (!pi)
+		return;
+	bool abandoned = false;
+	if (pi->dispatching) {
+		pi->free_requested = true; /* on_defer frees it when its loop ends */
+		return;
+	}
+	if (pi->thread_running)
+		abandoned = pi_free_thread(pi);
+	if (pi->process)
+		pi_free_children(pi);
+	loop_io_free(pi->rio);
+	loop_io_free(pi->sio);
+	if (pi->hsock_open)
+		pi_close_socket(pi, pi->hsock);
+	if (pi->wsock_open)
+		pi_close_socket(pi, pi->wsock);
+	pi_free_lists(pi);
 	pi_keys_free(pi);
 	loop_timer_free(pi->defer);
 	loop_timer_free(pi->cb_timer);
