@@ -224,22 +224,24 @@ static void pi_watch_on_range_done(struct etcd_client *c, int err, const struct 
 	free(pt);
 }
 
-void pi_handle_range(struct plugin_instance *pi, const Leasehold__Bus__RangeRequest *req)
+/* pi_watch_range_check - may the running callback read this range (hostile
+ * request)? 0, or the refusal already answered */
+static int pi_watch_range_check(struct plugin_instance *pi, const Leasehold__Bus__RangeRequest *req)
 {
 	bool absolute = (req->flags & LH_F_ABSOLUTE) != 0;
 	if (!pi->sent_head) {
 		pi_reply_txn(pi, req->id, -EPERM, "range outside a callback", NULL, false);
-		return;
+		return -EPERM;
 	}
 	if (!pi->host.etcd) {
 		pi_reply_txn(pi, req->id, -ENOTSUP, "this host offers no range reads", NULL, false);
-		return;
+		return -ENOTSUP;
 	}
 	if (req->flags & ~(LH_F_PREFIX | LH_F_KEYS_ONLY | LH_F_COUNT_ONLY | LH_F_ABSOLUTE) ||
 	    (absolute && (req->key.len == 0 || req->key.len > LH_KEY_MAX ||
 			  memchr(req->key.data, 0, req->key.len)))) {
 		pi_reply_txn(pi, req->id, -EINVAL, "range: bad flags or key", NULL, false);
-		return;
+		return -EINVAL;
 	}
 	char why[400];
 	if (!absolute &&
@@ -248,7 +250,7 @@ void pi_handle_range(struct plugin_instance *pi, const Leasehold__Bus__RangeRequ
 		char msg[440];
 		snprintf(msg, sizeof(msg), "range refused: %s", why);
 		pi_reply_txn(pi, req->id, -EINVAL, msg, NULL, false);
-		return;
+		return -EINVAL;
 	}
 	/* a page of a prefix (bus 4): the range starts at from, a key under the
 	 * prefix (one byte past LH_KEY_MAX: the key after a last one read) */
@@ -258,8 +260,17 @@ void pi_handle_range(struct plugin_instance *pi, const Leasehold__Bus__RangeRequ
 		      (req->key.len && memcmp(req->from.data, req->key.data, req->key.len) != 0))) {
 		pi_reply_txn(pi, req->id, -EINVAL, "range refused: from is not a key under the prefix",
 			     NULL, false);
-		return;
+		return -EINVAL;
 	}
+	return 0;
+}
+
+void pi_handle_range(struct plugin_instance *pi, const Leasehold__Bus__RangeRequest *req)
+{
+	if (pi_watch_range_check(pi, req) < 0)
+		return;
+	bool absolute = (req->flags & LH_F_ABSOLUTE) != 0;
+	bool paged = req->from.len > 0;
 	size_t klen = (absolute ? 0 : pi->prefix_len) + req->key.len;
 	size_t flen = pi->prefix_len + req->from.len;
 	uint8_t *key = malloc(klen + 1), *end = malloc(klen + 1);
