@@ -79,26 +79,76 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* the kernel's ephemeral range: outgoing connections (every client of
+ * etcd, curl, the daemons) take their local ports from it, so a port found
+ * free there can be taken by a connect() before its listener binds it */
+static void harness_ephemeral_range(int *ret_lo, int *ret_hi)
+{
+	*ret_lo = 32768;
+	*ret_hi = 60999;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+	if (!f)
+		return;
+	int lo, hi;
+	if (fscanf(f, "%d %d", &lo, &hi) == 2 && lo > 0 && hi >= lo) {
+		*ret_lo = lo;
+		*ret_hi = hi;
+	}
+	fclose(f);
+}
+
+/* bind fd to 127.0.0.1:port (0 = any); the port bound, or -errno */
+static int harness_bind_port(int fd, int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				.sin_port = htons((uint16_t)port)};
+	socklen_t len = sizeof(a);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+		return -errno;
+	return ntohs(a.sin_port);
+}
+
+/* one free port: below the ephemeral range when there is room for it
+ * (random candidates, so concurrent tests rarely try the same), else any */
+static int harness_pick_port(int fd, uint32_t *seed)
+{
+	int lo, hi;
+	harness_ephemeral_range(&lo, &hi);
+	(void)hi;
+	if (lo > 12000) {
+		for (int tries = 0; tries < 500; tries++) {
+			*seed = *seed * 1103515245u + 12345u;
+			int port = 10000 + (int)((*seed >> 8) % (uint32_t)(lo - 10000));
+			int r = harness_bind_port(fd, port);
+			if (r > 0)
+				return r;
+		}
+	}
+	return harness_bind_port(fd, 0);
+}
+
 int harness_free_ports(int *ports, int n)
 {
 	int fds[8], r = 0, k = 0;
 	if (n > (int)(sizeof(fds) / sizeof(fds[0])))
 		return -EINVAL;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint32_t seed = (uint32_t)getpid() * 2654435761u ^ (uint32_t)ts.tv_nsec;
 	for (; k < n; k++) {
 		fds[k] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fds[k] < 0) {
 			r = -errno;
 			break;
 		}
-		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-		socklen_t len = sizeof(a);
-		if (bind(fds[k], (struct sockaddr *)&a, sizeof(a)) < 0 ||
-		    getsockname(fds[k], (struct sockaddr *)&a, &len) < 0) {
-			r = -errno;
+		int p = harness_pick_port(fds[k], &seed);
+		if (p < 0) {
+			r = p;
 			close(fds[k]);
 			break;
 		}
-		ports[k] = ntohs(a.sin_port);
+		ports[k] = p;
 	}
 	for (int i = 0; i < k; i++)
 		close(fds[i]);
@@ -107,19 +157,9 @@ int harness_free_ports(int *ports, int n)
 
 int harness_free_port(void)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-		int r = -errno;
-		close(fd);
-		return r;
-	}
-	close(fd);
-	return ntohs(a.sin_port);
+	int p;
+	int r = harness_free_ports(&p, 1);
+	return r < 0 ? r : p;
 }
 
 static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)

@@ -73,10 +73,11 @@ const char *harness_etcd_version(void);
 
 /* harness_free_port - a free TCP port on 127.0.0.1 */
 int harness_free_port(void);
-/* harness_free_ports - n (at most 8) distinct free loopback ports: every
- * socket stays bound until all are picked, so the kernel cannot hand out
- * one port twice (a port released at once may come back from the very next
- * bind). 0 or -errno. */
+/* harness_free_ports - n (at most 8) distinct free loopback ports for a
+ * listener: below the kernel's ephemeral range when there is room, since a
+ * port there can be taken by any outgoing connection before the listener
+ * binds it; every socket stays bound until all are picked, so one port is
+ * never handed out twice. 0 or -errno. */
 int harness_free_ports(int *ports, int n);
 
 /* ---- TLS ----
