@@ -142,7 +142,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		FUZZ_CHECK(desc.name != NULL);
 		FUZZ_CHECK(loader_name_valid(desc.name));
-		FUZZ_CHECK(desc.reconcile != NULL);
+		/* a reconcile, or (ABI 1.3) a keyed one; key_of only with it */
+		FUZZ_CHECK(desc.reconcile != NULL || desc.reconcile_key != NULL);
+		FUZZ_CHECK(desc.key_of == NULL || desc.reconcile_key != NULL);
+		FUZZ_CHECK(desc.reconcile_key == NULL ||
+			   (desc.abi_minor >= 3 && desc.size >= LH_PLUGIN_SIZE_1_3_KEYED));
 		FUZZ_CHECK(desc.size >= LH_PLUGIN_SIZE_1_0 && desc.size <= size);
 	}
 	free(name);
