@@ -352,6 +352,21 @@ static int pi_thread_start_up(struct plugin_instance *pi)
 	return 0;
 }
 
+/* the worker process's files (copied from cfg's borrowed strings, which are
+ * never kept) and its first generation */
+static int pi_process_start_up(struct plugin_instance *pi, const struct plugin_instance_config *cfg)
+{
+	pi->cfg.worker_path = cfg->worker_path;
+	pi->cfg.runtime_dir = cfg->runtime_dir;
+	pi->cfg.worker_stderr = cfg->worker_stderr;
+	int r = pi_process_prepare(pi);
+	pi->cfg.worker_path = pi->cfg.runtime_dir = pi->cfg.worker_stderr = NULL;
+	if (r < 0)
+		return r;
+	pi_state_set(pi, PLUGIN_INSTANCE_STARTING);
+	return pi_gen_start(pi);
+}
+
 int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct driver_host *host,
 			const char *node_id, const struct plugin_instance_config *cfg,
 			struct plugin_instance **ret_pi)
@@ -406,24 +421,7 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 	if ((r = pi_keys_init(pi)) < 0)
 		goto fail;
 
-	if (pi->process) {
-		struct plugin_instance_config orig = *cfg;
-		pi->cfg.worker_path = orig.worker_path;
-		pi->cfg.runtime_dir = orig.runtime_dir;
-		pi->cfg.worker_stderr = orig.worker_stderr;
-		r = pi_process_prepare(pi);
-		pi->cfg.worker_path = pi->cfg.runtime_dir = pi->cfg.worker_stderr = NULL;
-		if (r < 0)
-			goto fail;
-		pi_state_set(pi, PLUGIN_INSTANCE_STARTING);
-		r = pi_gen_start(pi);
-		if (r < 0)
-			goto fail;
-		*ret_pi = pi;
-		return 0;
-	}
-
-	if ((r = pi_thread_start_up(pi)) < 0)
+	if ((r = pi->process ? pi_process_start_up(pi, cfg) : pi_thread_start_up(pi)) < 0)
 		goto fail;
 	*ret_pi = pi;
 	return 0;
