@@ -348,7 +348,8 @@ const char *ctl_commands_usage(const struct command *cmd, char *buf, size_t len)
 	const char *formats = !cmd->json                       ? ""
 	                      : ctl_main_lists(cmd)             ? " [-o table|wide|json|yaml] [--no-headers]"
 	                      : strcmp(cmd->name, "watch") == 0 ? " [-o table|json]"
-	                                                        : " [-o table|json|yaml]";
+	                      : strcmp(cmd->name, "config get") == 0 ? " [-o json]"
+	                                                             : " [-o table|json|yaml]";
 	snprintf(buf, len, "%s%s%s", cmd->synopsis, formats, ctl_main_watches(cmd) ? " [-w]" : "");
 	return buf;
 }
