@@ -772,6 +772,15 @@ struct lh_plugin {
 	 * defaults (5 ms and 5 minutes) */
 	uint32_t key_backoff_min_ms;
 	uint32_t key_backoff_max_ms;
+	/* key_concurrency - how many different keys reconcile_key may run on
+	 * at once (controller-runtime's MaxConcurrentReconciles): 0 or 1 = one
+	 * at a time, at most LH_KEY_CONCURRENCY_MAX (a larger value is refused
+	 * at load time). Never two calls for the same key at once, and never
+	 * while any other callback runs; see "Keyed reconcile" below for what
+	 * a plugin declaring more than 1 must make thread-safe. Read only when
+	 * abi_minor >= 3 and size covers it (LH_PLUGIN_SIZE_1_3_CONCURRENCY):
+	 * a 1.3 plugin built before the field runs one key at a time. */
+	uint32_t key_concurrency;
 	/* ---- append new fields below, bump LH_PLUGIN_ABI_MINOR ---- */
 };
 
@@ -841,6 +850,12 @@ extern LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin;
  * reconcile_key, key_of, key_backoff_min_ms, key_backoff_max_ms). */
 #define LH_PLUGIN_SIZE_1_3_KEYED \
 	(offsetof(struct lh_plugin, key_backoff_max_ms) + sizeof(uint32_t))
+/* The size of the ABI 1.3 descriptor with key_concurrency (the keyed
+ * block + key_concurrency). */
+#define LH_PLUGIN_SIZE_1_3_CONCURRENCY \
+	(offsetof(struct lh_plugin, key_concurrency) + sizeof(uint32_t))
+/* the largest key_concurrency the host accepts */
+#define LH_KEY_CONCURRENCY_MAX 64u
 
 /* The size of the ABI 1.1 descriptor (1.0 + role). */
 #define LH_PLUGIN_SIZE_1_1 (offsetof(struct lh_plugin, role) + sizeof(const char *))
