@@ -35,9 +35,9 @@
  * receives a larger message is closed, which would cost the worker its bus.
  * The same bound in thread mode, so both modes refuse the same txns. */
 #define WORKER_TXN_MSG_MAX (1024u * 1024u - 4096u)
-/* events received ahead (the host has at most 5 in flight, or up to
- * LH_KEY_CONCURRENCY_MAX keys) */
-#define STASH_MAX (16u + LH_KEY_CONCURRENCY_MAX)
+/* events received ahead (the host has at most 5 in flight; keys that run
+ * concurrently leave the stash as they come, see worker_should_skip) */
+#define STASH_MAX 16u
 
 struct worker_slot;
 
