@@ -2,7 +2,8 @@
 /*
  * runtime_instance_queue.c - the event queue between the election (driver
  * ops) and the plugin's worker: what may go to the worker and when
- * (pi_queue_may_send, pump), the sent list (acknowledged in order), the bus form of
+ * (pi_queue_may_send, pump), the sent list (acknowledged in order, but
+ * concurrent keys in any order), the bus form of
  * events, sending, completions, drains. Reading guide: runtime_instance.c.
  */
 #include "config.h"
