@@ -64,20 +64,6 @@ struct worker_pool {
 	struct worker_slot slots[];
 };
 
-/* CLOCK_MONOTONIC deadline ms from now, for pthread_cond_timedwait */
-static struct timespec worker_pool_deadline(uint32_t ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	return ts;
-}
-
 int worker_pool_new(struct worker *w, unsigned n, struct worker_pool **ret)
 {
 	struct worker_pool *p = calloc(1, sizeof(*p) + n * sizeof(p->slots[0]));
@@ -219,7 +205,7 @@ bool worker_pool_route(struct worker_pool *p, ToWorker *tw)
 ToWorker *worker_pool_wait(struct worker_pool *p, struct worker_call *c, uint64_t id, int *err)
 {
 	struct worker_slot *s = c->slot;
-	struct timespec dl = worker_pool_deadline(p->w->txn_timeout_ms);
+	struct timespec dl = loop_deadline_ts(CLOCK_MONOTONIC, p->w->txn_timeout_ms);
 	int rv = 0;
 	pthread_mutex_lock(&p->mu);
 	while (!s->reply && !p->closed && rv != ETIMEDOUT)
