@@ -61,6 +61,13 @@ static bool queue_drained(struct json_object *p, const void *arg)
 	       json_object_get_int64(jget(q, "done")) >= N_INPUTS;
 }
 
+static bool keys_running(struct json_object *p, const void *arg)
+{
+	(void)arg;
+	struct json_object *q = p ? jget(p, "queue") : NULL;
+	return q && json_object_get_int64(jget(q, "running")) >= 2;
+}
+
 /* what the plugin saw: the most keys in flight, and whether a key was ever
  * in flight twice; every input was seen */
 static void check_seen(void)
@@ -142,17 +149,19 @@ static void run(const char *isolation)
 	check_seen();
 	tu_wait(&T, metrics_settled, &port, 10000, "the metrics: concurrency 4, none running");
 
-	/* a stop while keys run: the first of these puts' keys run (each
-	 * slow) while the last ones are still being put */
-	for (int i = 0; i < 80; i++) {
+	/* a stop while keys run: slow keys (300 ms each), more queued */
+	for (int i = 0; i < 16; i++) {
 		snprintf(key, sizeof(key), "%sin/k%03d", g_data, i);
-		snprintf(val, sizeof(val), "x%d", i);
+		snprintf(val, sizeof(val), "slow:%d", i);
 		tu_put(&T, key, val, strlen(val));
 	}
+	json_object_put(ctl_wait_plugin(&A, "keyed4", keys_running, NULL, 20000,
+	                                "slow keys running beside each other"));
 	host_signal(&A, SIGTERM);
 	CHECK_OK(host_wait(&A, 15000));
 	CHECK_INT_EQ(host_log_count(&A, 0, "refused by the worker"), 0);
 	CHECK_INT_EQ(host_log_count(&A, 0, "worker rejected a bus message"), 0);
+	check_seen(); /* the keys cut short by the stop included */
 }
 
 int main(void)

@@ -14,7 +14,8 @@
  *
  * Built with -DKEYED_CONCURRENCY=N (tests/plugins/plugins.am: keyed4) it is
  * "keyed4", declares key_concurrency N and is slow on purpose: each
- * reconcile_key holds its key for KEYED_HOLD_MS, and what it saw of the
+ * reconcile_key holds its key for KEYED_HOLD_MS (an input "slow:<v>" for
+ * KEYED_SLOW_MS, then its output is "done:slow:<v>"), and what it saw of the
  * others goes to seen/<name> = "<keys in flight at most while it ran> <1 if
  * its own key was already in flight, else 0>", written before its output,
  * so a test reads the overlap the plugin itself observed.
@@ -30,6 +31,7 @@
 #include <pthread.h>
 #define KEYED_NAME "keyed4"
 #define KEYED_HOLD_MS 15
+#define KEYED_SLOW_MS 300
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 #define KEYED_LOCK() pthread_mutex_lock(&g_mu)
 #define KEYED_UNLOCK() pthread_mutex_unlock(&g_mu)
@@ -104,10 +106,12 @@ static unsigned keyed_leave(const char *key)
 }
 
 /* hold the key a while, then say what was seen meanwhile in seen/<name> */
-static int32_t keyed_hold(struct lh_ctx *ctx, const char *key, const char *name, uint64_t len)
+static int32_t keyed_hold(struct lh_ctx *ctx, const char *key, const char *name, uint64_t len,
+			  const char *value)
 {
 	int twice = keyed_enter(key);
-	struct timespec ts = {0, KEYED_HOLD_MS * 1000000L};
+	long ms = strncmp(value, "slow:", 5) == 0 ? KEYED_SLOW_MS : KEYED_HOLD_MS;
+	struct timespec ts = {0, ms * 1000000L};
 	nanosleep(&ts, NULL); /* the work this key stands for */
 	unsigned max_n = keyed_leave(key);
 	const char *seen = lh_printf(ctx, "seen/%.*s", (int)len, name);
@@ -158,7 +162,7 @@ static int32_t keyed_reconcile_key(struct lh_ctx *ctx, const char *key, uint32_t
 		return h->apply_key(ctx, out, strlen(out), NULL, 0, NULL);
 	const char *v = (const char *)in->kvs[0].value;
 #if KEYED_CONCURRENCY
-	if ((r = keyed_hold(ctx, key, name, len)) < 0)
+	if ((r = keyed_hold(ctx, key, name, len, v)) < 0)
 		return r;
 #endif
 	unsigned n = keyed_try(key), fails = 0;
