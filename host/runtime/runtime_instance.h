@@ -361,8 +361,9 @@ struct plugin_shadow_report {
 };
 /* the run ended: err 0 (the reconcile returned 0), the reconcile's -errno
  * and msg, -ETIMEDOUT (the timeout passed; rep holds what was captured
- * until then), -ECANCELED (dropped before it ran); rep is borrowed for the
- * call. Exactly once, from a loop timer. */
+ * until then), -ECANCELED (dropped before it ran), the snapshot's failure
+ * (-errno and msg: a read failed, a batch was not delivered, -EBUSY a term
+ * began); rep is borrowed for the call. Exactly once, from a loop callback. */
 typedef void (*plugin_instance_shadow_fn)(void *ud, int err, const char *msg,
                                           const struct plugin_shadow_report *rep);
 
@@ -370,14 +371,19 @@ typedef void (*plugin_instance_shadow_fn)(void *ud, int err, const char *msg,
  * write captured: the plugin's txns become read-only etcd txns with the
  * same compares (their ops read the keys they would write), answered as if
  * applied (revision: the read's, plus one per writing txn so far); range
- * reads are served as usual; nothing is ever written. The plugin is not
- * told it leads: no on_elected, fencing_token() returns 0, no watch batch
- * runs, request_reconcile fails with -ESTALE. The reconcile queues like
- * any event; the callback timeout applies; after timeout_ms done() gets
- * -ETIMEDOUT and the callback's later txns are refused. Returns 0 (done
- * follows) or, with done never called: -EBUSY this node leads the plugin,
- * -EALREADY a shadow run is in progress, -EAGAIN the instance is not ready
- * (init, failed, stopping), -ENOTSUP no etcd client, -ENOMEM. Loop thread. */
+ * reads are served as usual; nothing is ever written. A plugin with watches
+ * first gets their snapshot (every watch read once at one revision, as the
+ * batches a term begins with; no live watch), its callbacks' txns captured
+ * alike. The plugin is not told it leads: no on_elected, fencing_token()
+ * returns 0, request_reconcile fails with -ESTALE. The events queue like
+ * any; the callback timeout applies; after timeout_ms done() gets
+ * -ETIMEDOUT and the later txns are refused; a term that begins on the
+ * node before the reconcile is queued ends the run with -EBUSY. Returns 0
+ * (done follows) or, with done never called: -EBUSY this node leads the
+ * plugin, -EALREADY a shadow run is in progress, -EAGAIN the instance is
+ * not ready (init, failed, stopping), -ENOTSUP no etcd client, -ENOSYS the
+ * plugin has reconcile_key (not previewed), -EIO the snapshot's first read
+ * could not be sent, -ENOMEM. Loop thread. */
 int plugin_instance_shadow(struct plugin_instance *pi, uint32_t timeout_ms,
                            plugin_instance_shadow_fn done, void *ud);
 

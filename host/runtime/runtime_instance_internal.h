@@ -84,7 +84,9 @@ struct event {
 	void *done_ud;
 	struct plugin_watch_batch *batch; /* EV_WATCH: owned */
 	int64_t config_rev; /* the cluster document's revision when sent (EV_CONFIG) */
-	bool shadow; /* EV_RECONCILE of a shadow run: its txns are captured, never sent */
+	bool shadow; /* EV_RECONCILE or EV_WATCH of a shadow run: its txns are captured,
+		      * never sent */
+	uint64_t shadow_run; /* EV_WATCH of a shadow run: the run's number */
 	uint64_t key_epoch; /* EV_KEY: the queue's epoch when the key was taken */
 	size_t doc_len; /* EV_VALIDATE: the document (NUL after it), EV_KEY: the key */
 	char doc[];
@@ -238,6 +240,7 @@ struct plugin_instance {
 	int64_t config_refused_rev;
 	bool refusal_logged; /* pi_txn_note_refusal warned once */
 	struct pi_shadow *shadow; /* the shadow run in progress (runtime_instance_shadow.c) */
+	uint64_t shadow_runs;	  /* shadow runs started: the next one's number */
 	/* keyed reconcile (runtime_instance_keys.c): the work queue, or NULL
 	 * for a plugin without reconcile_key; its timer wakes the first key
 	 * that waits; keys_lost: a key could not be queued (no memory);
@@ -386,6 +389,36 @@ void pi_shadow_handle_txn(struct plugin_instance *pi, uint64_t id, const struct 
 void pi_shadow_txn_free(struct pi_shadow_txn *st);
 /* plugin_instance_free: drop the run without calling its done */
 void pi_shadow_free(struct plugin_instance *pi);
+/* a shadow EV_WATCH was answered (ran: not skipped; err its result) or
+ * could not be delivered (ran false) */
+void pi_shadow_on_batch(struct plugin_instance *pi, const struct event *ev, bool ran, int err,
+			const char *msg);
+
+/* ---- runtime_instance_shadow_snapshot.c: a shadow run's watch snapshot ---- */
+
+struct pi_shadow_snap;
+/* done(ud, err, msg, rev): every batch was answered (err 0) or the snapshot
+ * failed (-errno, msg; batches may still be outstanding: pi_shadow_snap_busy);
+ * rev is the cut's revision (0 before the first answer). Once per snapshot,
+ * from a loop callback. */
+typedef void (*pi_shadow_snap_done_fn)(void *ud, int err, const char *msg, int64_t rev);
+/* pi_shadow_snap_start - read every watch of pi->watch (at least one) at one
+ * revision and queue their snapshot batches as shadow EV_WATCH events of run
+ * number `run`, a page at a time. 0 (done follows) or -errno (never done). */
+int pi_shadow_snap_start(struct plugin_instance *pi, uint64_t run, pi_shadow_snap_done_fn done,
+			 void *ud, struct pi_shadow_snap **ret);
+/* a read in flight or a batch not yet answered */
+bool pi_shadow_snap_busy(const struct pi_shadow_snap *s);
+/* the run ended (timeout): the read in flight is cancelled, done is not
+ * called any more; outstanding batches still count as busy. NULL is fine. */
+void pi_shadow_snap_stop(struct pi_shadow_snap *s);
+/* the keys handed over so far */
+uint64_t pi_shadow_snap_keys(const struct pi_shadow_snap *s);
+/* pi_shadow_on_batch's work for an event of this run (others are ignored) */
+void pi_shadow_snap_on_batch(struct pi_shadow_snap *s, const struct event *ev, bool ran, int err,
+			     const char *msg);
+/* cancels the read in flight; done is not called. NULL is fine. */
+void pi_shadow_snap_free(struct pi_shadow_snap *s);
 
 /* ---- runtime_instance_recv.c: messages from the worker ---- */
 

@@ -207,6 +207,8 @@ void pi_event_complete_cancelled(struct plugin_instance *pi, struct event *ev, i
 		/* same signature as a reconcile's done */
 		pi_completion_push(pi, COMP_RECONCILE, (void (*)(void))ev->done, ev->done_ud, err,
 				   msg);
+	} else if (ev->kind == EV_WATCH && ev->shadow) {
+		pi_shadow_on_batch(pi, ev, false, err, msg);
 	} else if (ev->kind == EV_KEY || ev->kind == EV_WATCH) {
 		pi_keys_on_cancelled(pi, ev);
 	}

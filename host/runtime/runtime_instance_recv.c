@@ -194,7 +194,10 @@ static void pi_recv_settle(struct plugin_instance *pi, struct event *ev, const E
 			log_warn(pi->log_comp, "on_watch_events failed: %s%s%s (the batch is not "
 					       "delivered again)",
 				 strerror(-err), msg[0] ? ": " : "", msg);
-		pi_keys_on_done(pi, ev, d, err, skipped);
+		if (ev->shadow)
+			pi_shadow_on_batch(pi, ev, !skipped, err, msg);
+		else
+			pi_keys_on_done(pi, ev, d, err, skipped);
 		break;
 	case EV_KEY:
 		if (err < 0 && !skipped)

@@ -16,6 +16,12 @@
  *   plugin is shaped as the write's (put: prev_kvs when asked; delete:
  *   deleted count), its revision the read's plus one per writing txn so
  *   far. Later reads do not see captured writes (nothing was written).
+ * - A plugin with watches first gets their snapshot, read once at one
+ *   revision and delivered as a term's first batches
+ *   (runtime_instance_shadow_snapshot.c); the reconcile is queued when every
+ *   batch was answered. A run ends (its object freed) only when nothing of
+ *   it is queued or in flight any more: a late callback of an ended run can
+ *   then never be captured into the next one.
  * - Bounded: at most PLUGIN_SHADOW_MAX_WRITES writes per run (the txn that
  *   would pass it fails with -E2BIG and the report says truncated); values
  *   are reported as length, hash and first bytes only; the run ends at its
@@ -40,6 +46,9 @@ struct pi_shadow {
 	void *ud;
 	struct loop_timer *timer;
 	uint32_t timeout_ms;
+	uint64_t run;		   /* its number (pi->shadow_runs) */
+	struct pi_shadow_snap *snap; /* the watches' snapshot, or NULL */
+	bool reconcile_queued;	   /* the reconcile's done ends the run */
 	bool reported; /* done() ran */
 	uint64_t writing_txns;
 	struct plugin_shadow_report rep;
@@ -100,6 +109,7 @@ static void pi_shadow_report_free(struct plugin_shadow_report *rep)
 
 static void pi_shadow_destroy(struct pi_shadow *sh)
 {
+	pi_shadow_snap_free(sh->snap);
 	loop_timer_free(sh->timer);
 	pi_shadow_report_free(&sh->rep);
 	sh->magic = 0;
@@ -124,6 +134,17 @@ static void pi_shadow_report(struct pi_shadow *sh, int err, const char *msg)
 	sh->done(sh->ud, err, msg, &sh->rep);
 }
 
+/* the run is over once it reported and nothing of it is queued or in
+ * flight (before its reconcile was queued) */
+static void pi_shadow_end_if_idle(struct pi_shadow *sh)
+{
+	if (!sh->reported || sh->reconcile_queued || pi_shadow_snap_busy(sh->snap))
+		return;
+	if (sh->pi && sh->pi->shadow == sh)
+		sh->pi->shadow = NULL;
+	pi_shadow_destroy(sh);
+}
+
 static void pi_shadow_on_timer(struct loop_timer *t, void *ud)
 {
 	struct pi_shadow *sh = ud;
@@ -135,6 +156,8 @@ static void pi_shadow_on_timer(struct loop_timer *t, void *ud)
 		 "txns are refused, never sent)",
 		 sh->timeout_ms);
 	pi_shadow_report(sh, -ETIMEDOUT, msg);
+	pi_shadow_snap_stop(sh->snap);
+	pi_shadow_end_if_idle(sh);
 }
 
 /* the shadow reconcile returned (or was dropped): report, then the run is over */
@@ -143,9 +166,64 @@ static void pi_shadow_on_reconcile_done(void *ud, int err, const char *msg)
 	struct pi_shadow *sh = ud;
 	CHECK_OBJ(sh, PI_SHADOW_MAGIC);
 	pi_shadow_report(sh, err, msg);
-	if (sh->pi && sh->pi->shadow == sh)
-		sh->pi->shadow = NULL;
-	pi_shadow_destroy(sh);
+	sh->reconcile_queued = false;
+	pi_shadow_end_if_idle(sh);
+}
+
+/* queue the run's reconcile (ev, or a new one when NULL), unless a term
+ * began meanwhile */
+static void pi_shadow_queue_reconcile(struct pi_shadow *sh, struct event *ev)
+{
+	struct plugin_instance *pi = sh->pi;
+	if (pi->leading) {
+		free(ev);
+		pi_shadow_report(sh, -EBUSY, "a term began on this node during the shadow run: the "
+					     "preview was abandoned");
+		pi_shadow_end_if_idle(sh);
+		return;
+	}
+	if (!ev && !(ev = pi_event_new(EV_RECONCILE))) {
+		pi_shadow_report(sh, -ENOMEM, "shadow run: out of memory");
+		pi_shadow_end_if_idle(sh);
+		return;
+	}
+	ev->shadow = true;
+	ev->done = pi_shadow_on_reconcile_done;
+	ev->done_ud = sh;
+	ev->term = pi->term;
+	sh->reconcile_queued = true;
+	pi_enqueue(pi, ev);
+	pi_pump(pi);
+}
+
+/* every snapshot batch was answered (or the snapshot failed) */
+static void pi_shadow_on_snap_done(void *ud, int err, const char *msg, int64_t rev)
+{
+	struct pi_shadow *sh = ud;
+	CHECK_OBJ(sh, PI_SHADOW_MAGIC);
+	if (rev && !sh->rep.revision)
+		sh->rep.revision = sh->rep.last_revision = rev; /* the run's first read */
+	if (err == 0 && !sh->reported) {
+		log_info(sh->pi->log_comp, "shadow run: snapshot of %llu key(s) at revision %lld "
+					   "delivered; the reconcile follows",
+			 (unsigned long long)pi_shadow_snap_keys(sh->snap), (long long)rev);
+		pi_shadow_queue_reconcile(sh, NULL);
+		return;
+	}
+	if (err < 0)
+		pi_shadow_report(sh, err, msg);
+	pi_shadow_end_if_idle(sh);
+}
+
+void pi_shadow_on_batch(struct plugin_instance *pi, const struct event *ev, bool ran, int err,
+			const char *msg)
+{
+	struct pi_shadow *sh = pi->shadow;
+	if (!sh || ev->shadow_run != sh->run)
+		return; /* a run that ended: nothing of it is pending, so never */
+	pi_shadow_snap_on_batch(sh->snap, ev, ran, err, msg);
+	if (pi->shadow == sh)
+		pi_shadow_end_if_idle(sh);
 }
 
 int plugin_instance_shadow(struct plugin_instance *pi, uint32_t timeout_ms,
@@ -160,11 +238,11 @@ int plugin_instance_shadow(struct plugin_instance *pi, uint32_t timeout_ms,
 		return -EAGAIN;
 	if (!pi->host.etcd)
 		return -ENOTSUP;
+	if (pi->lp->desc.reconcile_key)
+		return -ENOSYS; /* design.md "Shadow preview": why keyed plugins are refused */
 	struct pi_shadow *sh = calloc(1, sizeof(*sh));
-	struct event *ev = pi_event_new(EV_RECONCILE);
-	if (!sh || !ev || loop_timer_new(pi->loop, pi_shadow_on_timer, sh, &sh->timer) < 0) {
+	if (!sh || loop_timer_new(pi->loop, pi_shadow_on_timer, sh, &sh->timer) < 0) {
 		free(sh);
-		free(ev);
 		return -ENOMEM;
 	}
 	sh->magic = PI_SHADOW_MAGIC;
@@ -172,16 +250,22 @@ int plugin_instance_shadow(struct plugin_instance *pi, uint32_t timeout_ms,
 	sh->done = done;
 	sh->ud = ud;
 	sh->timeout_ms = timeout_ms;
-	ev->shadow = true;
-	ev->done = pi_shadow_on_reconcile_done;
-	ev->done_ud = sh;
-	ev->term = pi->term;
+	sh->run = ++pi->shadow_runs;
+	struct event *ev = NULL;
+	int r = plugin_watch_count(pi->watch) > 0
+			? pi_shadow_snap_start(pi, sh->run, pi_shadow_on_snap_done, sh, &sh->snap)
+		: (ev = pi_event_new(EV_RECONCILE)) ? 0
+						     : -ENOMEM;
+	if (r < 0) {
+		pi_shadow_destroy(sh);
+		return r == -ENOMEM ? r : -EIO;
+	}
 	pi->shadow = sh;
-	log_info(pi->log_comp, "shadow run: one reconcile with its writes captured (timeout %u ms)",
-		 timeout_ms);
+	log_info(pi->log_comp, "shadow run: %sone reconcile with its writes captured (timeout %u ms)",
+		 sh->snap ? "the watches' snapshot, then " : "", timeout_ms);
 	loop_timer_arm_in(sh->timer, (uint64_t)timeout_ms * LOOP_NS_PER_MS);
-	pi_enqueue(pi, ev);
-	pi_pump(pi);
+	if (ev)
+		pi_shadow_queue_reconcile(sh, ev);
 	return 0;
 }
 

@@ -746,6 +746,10 @@ static bool worker_should_skip(struct worker *w, const Event *ev)
 		return w->term_skipped;
 	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS:
 	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE_KEY:
+		/* a shadow run's snapshot batch belongs to no term (the host
+		 * queued it ahead of any on_elected): it runs, token 0 */
+		if (ev->shadow)
+			return false;
 		/* nothing of a watch or of the queue runs once its term is over */
 		return w->term_skipped || !w->token || worker_term_ends_ahead(w);
 	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:

@@ -11,7 +11,14 @@
  *    reconcile that runs on writes nothing either;
  *  - a release that would write more than the bound (1000 writes) gets its
  *    txn refused and the report says truncated.
- * The journal invariants hold throughout.
+ * The journal invariants hold throughout. Beside it, the watch-driven
+ * "mirror" plugin (tests/plugins/mirror.c, it never reads etcd: its world is
+ * its two watches' snapshots), a leading 1.0.0 and a standby 1.1.0:
+ *  - shadow on b delivers both watches' snapshot at one revision, flagged as
+ *    a term's first batches, and previews the puts and the delete that
+ *    snapshot implies; nothing moves in etcd; the leader is refused;
+ *  - once a's mirror file is removed, b leads and derives from its own
+ *    term's snapshot (a later input included), not the preview's.
  */
 #include "config.h"
 
@@ -19,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -29,7 +37,9 @@
 #include "testutil.h"
 
 #define PLUGIN "reconciler"
+#define MIRROR "mirror"
 #define PFX "/lhs"
+#define MDATA PFX "/" MIRROR "/data/"
 
 static struct harness_etcd *g_etcd;
 static struct tu T;
@@ -47,11 +57,13 @@ static bool p_value(void *a)
 	return ok;
 }
 
-/* the data prefix as one string of key=value@mod_revision lines */
-static char *data_snapshot(void)
+/* a plugin's data prefix as one string of key=value@mod_revision lines */
+static char *data_snapshot_of(const char *plugin)
 {
+	char pfx[128];
+	snprintf(pfx, sizeof(pfx), PFX "/%s/data/", plugin);
 	struct etcd_kv **kvs;
-	size_t n = tu_list(&T, PFX "/" PLUGIN "/data/", &kvs);
+	size_t n = tu_list(&T, pfx, &kvs);
 	size_t cap = 1, len = 0;
 	for (size_t i = 0; i < n; i++)
 		cap += kvs[i]->key_len + kvs[i]->value_len + 32;
@@ -65,14 +77,19 @@ static char *data_snapshot(void)
 	return s;
 }
 
+static char *data_snapshot(void)
+{
+	return data_snapshot_of(PLUGIN);
+}
+
 /* a's view of the cluster (members --json, from the records in etcd)
  * shows b standing by: b's node record is written, so nothing of b's moves
  * etcd's revision any more */
 static bool p_b_recorded_standby(void *arg)
 {
-	(void)arg;
+	const char *plugin = arg;
 	struct ctl_out o;
-	CHECK_INT_EQ(host_ctl(&A, &o, "members", PLUGIN, "--json", NULL), 0);
+	CHECK_INT_EQ(host_ctl(&A, &o, "members", plugin, "--json", NULL), 0);
 	struct json_object *a = json_tokener_parse(o.out);
 	bool ok = false;
 	for (size_t i = 0; a && i < json_object_array_length(a); i++) {
@@ -90,16 +107,21 @@ static bool p_b_recorded_standby(void *arg)
 static void start_b(const char *const *env)
 {
 	host_install_plugin(&B, "1.1.0", "reconciler.so");
+	host_install_file(&B, built_test_plugin("mirror-1.1.0"), "mirror.so", 0644);
 	host_start_env(&B, harness_etcd_urls(g_etcd), g_args, env);
 	obs_wait_member_release(g_obs, "b", REL(1, 1, 0), 15000);
 	host_wait_state(&B, PLUGIN, "standby", true, 15000);
-	tu_wait(&T, p_b_recorded_standby, NULL, 15000, "b's node record says standby");
+	host_wait_state(&B, MIRROR, "standby", true, 15000);
+	tu_wait(&T, p_b_recorded_standby, (void *)PLUGIN, 15000, "b's node record says standby");
+	tu_wait(&T, p_b_recorded_standby, (void *)MIRROR, 15000,
+	        "b's mirror node record says standby");
 }
 
-static struct json_object *shadow_json(const struct host *h, int want_status, const char *timeout)
+static struct json_object *shadow_json_of(const struct host *h, const char *plugin,
+                                          int want_status, const char *timeout)
 {
 	struct ctl_out o;
-	int st = host_ctl(h, &o, "shadow", PLUGIN, "--node", h->node, "--timeout", timeout, "-o",
+	int st = host_ctl(h, &o, "shadow", plugin, "--node", h->node, "--timeout", timeout, "-o",
 	                  "json", NULL);
 	if (st != want_status)
 		fprintf(stderr, "shadow: exit %d, want %d\nstdout: %s\nstderr: %s\n", st, want_status,
@@ -109,6 +131,11 @@ static struct json_object *shadow_json(const struct host *h, int want_status, co
 	CHECK(j != NULL);
 	ctl_out_free(&o);
 	return j;
+}
+
+static struct json_object *shadow_json(const struct host *h, int want_status, const char *timeout)
+{
+	return shadow_json_of(h, PLUGIN, want_status, timeout);
 }
 
 static struct json_object *find_write(struct json_object *j, const char *key)
@@ -173,6 +200,68 @@ static void test_shadow_reports_the_newer_release_writes(void)
 	CHECK_STR_EQ(obs_leader(g_obs), "a");
 }
 
+/* "in@R/F/N aux@R/F/N" (mirror.c's meta/cut) without its revisions */
+static char *cut_shape(const char *cut, long long *ret_in_rev, long long *ret_aux_rev)
+{
+	unsigned f1, f2;
+	int n1, n2;
+	CHECK(cut && sscanf(cut, "in@%lld/%u/%d aux@%lld/%u/%d", ret_in_rev, &f1, &n1, ret_aux_rev,
+	                    &f2, &n2) == 6);
+	char *s = NULL;
+	CHECK(asprintf(&s, "%u/%d %u/%d", f1, n1, f2, n2) > 0);
+	return s;
+}
+
+static void test_shadow_previews_the_watches_snapshot(void)
+{
+	/* an output whose input is gone (mirror derives out/ from in/ alone) */
+	tu_put(&T, MDATA "out/zz", "v1:stale", 8);
+	char *before = data_snapshot_of(MIRROR);
+	int64_t rev = tu_revision(&T);
+
+	struct json_object *j = shadow_json_of(&B, MIRROR, 0, "10s");
+	/* out/a and out/b in 1.1.0's form, meta/cut; the stale output deleted */
+	CHECK_INT_EQ(json_object_get_int64(jget(j, "puts")), 3);
+	CHECK_INT_EQ(json_object_get_int64(jget(j, "deletes")), 1);
+	CHECK_INT_EQ(json_object_get_int64(jget(j, "revision")), rev);
+	struct json_object *w = find_write(j, "out/a");
+	CHECK(w != NULL);
+	CHECK_STR_EQ(jstr(w, "old.head"), "v1:1");
+	CHECK_STR_EQ(jstr(w, "new.head"), "v2:1@blue");
+	w = find_write(j, "out/b");
+	CHECK(w && strcmp(jstr(w, "new.head"), "v2:2@blue") == 0);
+	w = find_write(j, "out/zz");
+	CHECK(w && strcmp(jstr(w, "op"), "delete") == 0);
+	/* both watches at one revision, the current one; their batches
+	 * flagged as a's own term's first ones were (old: a's meta/cut) */
+	w = find_write(j, "meta/cut");
+	CHECK(w != NULL);
+	long long in_rev, aux_rev, a_in, a_aux;
+	char *shadow_shape = cut_shape(jstr(w, "new.head"), &in_rev, &aux_rev);
+	char *term_shape = cut_shape(jstr(w, "old.head"), &a_in, &a_aux);
+	CHECK_INT_EQ(in_rev, rev);
+	CHECK_INT_EQ(aux_rev, rev);
+	CHECK_STR_EQ(shadow_shape, "3/1 3/1"); /* SNAPSHOT|SYNCED, one batch each */
+	CHECK_STR_EQ(shadow_shape, term_shape);
+	free(shadow_shape);
+	free(term_shape);
+	json_object_put(j);
+
+	/* nothing moved */
+	CHECK_INT_EQ(tu_revision(&T), rev);
+	char *after = data_snapshot_of(MIRROR);
+	CHECK_STR_EQ(after, before);
+	free(after);
+	free(before);
+
+	/* the leader is refused */
+	struct ctl_out o;
+	CHECK_INT_EQ(host_ctl(&A, &o, "shadow", MIRROR, NULL), 2);
+	CHECK(strstr(o.err, "node a leads plugin 'mirror'") != NULL);
+	ctl_out_free(&o);
+	CHECK_INT_EQ(tu_revision(&T), rev);
+}
+
 static void test_shadow_refused_on_the_leader_and_another_node(void)
 {
 	struct ctl_out o;
@@ -230,6 +319,29 @@ static void test_shadow_bounded(void)
 	CHECK_INT_EQ(tu_revision(&T), rev);
 }
 
+/* b's mirror 1.1.0 leads once a's 1.0.0 leaves: its term starts from its
+ * own snapshot, at a revision after the preview's, with a later input */
+static void test_shadow_then_a_term_of_its_own(void)
+{
+	int64_t shadow_rev = tu_revision(&T);
+	tu_put(&T, MDATA "in/c", "3", 1);
+	char path[4096];
+	CHECK(unlink(host_plugin_path(&A, "mirror.so", path, sizeof(path))) == 0);
+	host_wait_state(&B, MIRROR, "leading", true, 20000);
+	const char *c[] = {MDATA "out/c", "v2:3@blue"};
+	tu_wait(&T, p_value, c, 15000, "b's term derives out/c from its own snapshot");
+	const char *a[] = {MDATA "out/a", "v2:1@blue"};
+	tu_wait(&T, p_value, a, 15000, "b's term writes out/a");
+	CHECK(tu_get(&T, MDATA "out/zz", NULL) == NULL);
+	uint8_t *cut = tu_get(&T, MDATA "meta/cut", NULL);
+	long long in_rev, aux_rev;
+	char *shape = cut_shape((char *)cut, &in_rev, &aux_rev);
+	CHECK(in_rev > shadow_rev && aux_rev > shadow_rev);
+	CHECK_STR_EQ(shape, "3/1 3/1");
+	free(shape);
+	free(cut);
+}
+
 int main(void)
 {
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
@@ -238,13 +350,20 @@ int main(void)
 	host_setup(&B, harness_dir(g_etcd), "b");
 	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
 	host_install_plugin(&A, "1.0.0", "reconciler.so");
+	host_install_file(&A, built_test_plugin("mirror-1.0.0"), "mirror.so", 0644);
+	tu_put(&T, MDATA "in/a", "1", 1);
+	tu_put(&T, MDATA "in/b", "2", 1);
+	tu_put(&T, MDATA "aux/label", "blue", 4);
 	host_start(&A, harness_etcd_urls(g_etcd), g_args);
 	obs_wait_leader(g_obs, "a", 15000);
 	obs_wait_status_done(g_obs, REL(1, 0, 0), 15000);
 	const char *schema[] = {PFX "/" PLUGIN "/data/config/schema", "reconciler/v1"};
 	tu_wait(&T, p_value, schema, 15000, "1.0.0 writes its config");
 
+	const char *mout[] = {MDATA "out/b", "v1:2"};
+	tu_wait(&T, p_value, mout, 15000, "mirror 1.0.0 derives its outputs");
 	RUN(test_shadow_reports_the_newer_release_writes);
+	RUN(test_shadow_previews_the_watches_snapshot);
 	RUN(test_shadow_refused_on_the_leader_and_another_node);
 	RUN(test_shadow_timeout);
 	RUN(test_shadow_bounded);
@@ -255,6 +374,7 @@ int main(void)
 	ctl_out_free(&o);
 	CHECK(tu_get(&T, PFX "/" PLUGIN "/data/config/items/7", NULL) == NULL);
 	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+	RUN(test_shadow_then_a_term_of_its_own);
 
 	/* a clean exit: no sanitizer report at the daemons' teardown */
 	hosts_terminate((struct host *const[]){&A, &B}, 2, 15000, true);
