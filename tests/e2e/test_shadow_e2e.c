@@ -6,7 +6,8 @@
  *    journal record, the delete of an item 1.0.0 left behind), per key the
  *    old and new value, as a table and as JSON; etcd's revision does not
  *    move across the run and nothing under the data prefix changes;
- *  - shadow on the leader, or naming another node, is refused (exit 2);
+ *  - shadow on the leader, or naming another node, is refused (exit 2), and
+ *    so is shadow of a keyed plugin (tests/plugins/keyed.c) standing by;
  *  - a run past its --timeout answers with exit 1 and what it captured; the
  *    reconcile that runs on writes nothing either;
  *  - a release that would write more than the bound (1000 writes) gets its
@@ -38,6 +39,7 @@
 
 #define PLUGIN "reconciler"
 #define MIRROR "mirror"
+#define KEYED "keyed"
 #define PFX "/lhs"
 #define MDATA PFX "/" MIRROR "/data/"
 
@@ -95,7 +97,9 @@ static bool p_b_recorded_standby(void *arg)
 	for (size_t i = 0; a && i < json_object_array_length(a); i++) {
 		struct json_object *m = json_object_array_get_idx(a, i);
 		const char *st = jstr(m, "state");
-		if (strcmp(jstr(m, "node"), "b") == 0 && st && strcmp(st, "standby") == 0)
+		/* a newer release stands by; the same release campaigns */
+		if (strcmp(jstr(m, "node"), "b") == 0 && st &&
+		    (strcmp(st, "standby") == 0 || strcmp(st, "campaigning") == 0))
 			ok = true;
 	}
 	json_object_put(a);
@@ -108,6 +112,7 @@ static void start_b(const char *const *env)
 {
 	host_install_plugin(&B, "1.1.0", "reconciler.so");
 	host_install_file(&B, built_test_plugin("mirror-1.1.0"), "mirror.so", 0644);
+	host_install_file(&B, built_test_plugin("keyed"), "keyed.so", 0644);
 	host_start_env(&B, harness_etcd_urls(g_etcd), g_args, env);
 	obs_wait_member_release(g_obs, "b", REL(1, 1, 0), 15000);
 	host_wait_state(&B, PLUGIN, "standby", true, 15000);
@@ -115,6 +120,8 @@ static void start_b(const char *const *env)
 	tu_wait(&T, p_b_recorded_standby, (void *)PLUGIN, 15000, "b's node record says standby");
 	tu_wait(&T, p_b_recorded_standby, (void *)MIRROR, 15000,
 	        "b's mirror node record says standby");
+	tu_wait(&T, p_b_recorded_standby, (void *)KEYED, 15000,
+	        "b's keyed node record says it campaigns behind a");
 }
 
 static struct json_object *shadow_json_of(const struct host *h, const char *plugin,
@@ -273,6 +280,12 @@ static void test_shadow_refused_on_the_leader_and_another_node(void)
 	ctl_out_free(&o);
 	CHECK_INT_EQ(host_ctl(&B, &o, "shadow", "nosuch", NULL), 2);
 	ctl_out_free(&o);
+	/* a keyed plugin (reconcile_key) standing by: refused, nothing runs */
+	int64_t rev = tu_revision(&T);
+	CHECK_INT_EQ(host_ctl(&B, &o, "shadow", KEYED, NULL), 2);
+	CHECK(strstr(o.err, "reconciles by key (reconcile_key)") != NULL);
+	ctl_out_free(&o);
+	CHECK_INT_EQ(tu_revision(&T), rev);
 }
 
 static bool p_shadow_free_again(void *a)
@@ -351,6 +364,7 @@ int main(void)
 	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
 	host_install_plugin(&A, "1.0.0", "reconciler.so");
 	host_install_file(&A, built_test_plugin("mirror-1.0.0"), "mirror.so", 0644);
+	host_install_file(&A, built_test_plugin("keyed"), "keyed.so", 0644);
 	tu_put(&T, MDATA "in/a", "1", 1);
 	tu_put(&T, MDATA "in/b", "2", 1);
 	tu_put(&T, MDATA "aux/label", "blue", 4);
