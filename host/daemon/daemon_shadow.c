@@ -116,8 +116,6 @@ int daemon_control_ctl_shadow(void *ud, const char *name, const char *node, uint
 			 : r == -EALREADY ? "a shadow run of this plugin is in progress here"
 			 : r == -EAGAIN	 ? "the plugin is not ready here (starting, failed or stopping)"
 			 : r == -ENOTSUP ? "this host has no etcd client for the plugin"
-			 : r == -ENOSYS	 ? "the plugin reconciles by key (reconcile_key): a shadow "
-					   "run does not preview keyed reconciles"
 			 : r == -EIO	 ? "cannot read the plugin's watches from etcd"
 					 : "out of memory");
 		free(o);

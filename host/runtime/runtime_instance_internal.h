@@ -84,9 +84,9 @@ struct event {
 	void *done_ud;
 	struct plugin_watch_batch *batch; /* EV_WATCH: owned */
 	int64_t config_rev; /* the cluster document's revision when sent (EV_CONFIG) */
-	bool shadow; /* EV_RECONCILE or EV_WATCH of a shadow run: its txns are captured,
-		      * never sent */
-	uint64_t shadow_run; /* EV_WATCH of a shadow run: the run's number */
+	bool shadow; /* an event of a shadow run (EV_RECONCILE, EV_WATCH, EV_KEY): its
+		      * txns are captured, never sent */
+	uint64_t shadow_run; /* EV_WATCH, EV_KEY of a shadow run: the run's number */
 	uint64_t key_epoch; /* EV_KEY: the queue's epoch when the key was taken */
 	size_t doc_len; /* EV_VALIDATE: the document (NUL after it), EV_KEY: the key */
 	char doc[];
@@ -389,10 +389,26 @@ void pi_shadow_handle_txn(struct plugin_instance *pi, uint64_t id, const struct 
 void pi_shadow_txn_free(struct pi_shadow_txn *st);
 /* plugin_instance_free: drop the run without calling its done */
 void pi_shadow_free(struct plugin_instance *pi);
-/* a shadow EV_WATCH was answered (ran: not skipped; err its result) or
- * could not be delivered (ran false) */
-void pi_shadow_on_batch(struct plugin_instance *pi, const struct event *ev, bool ran, int err,
-			const char *msg);
+/* a shadow EV_WATCH or EV_KEY was answered (d: its answer; err its
+ * result) or was skipped or could not be delivered (d NULL) */
+void pi_shadow_on_event(struct plugin_instance *pi, const struct event *ev, const EventDone *d,
+			int err, const char *msg);
+
+/* ---- runtime_instance_shadow_keys.c: a keyed plugin's shadow keys ---- */
+
+struct pi_shadow_keys;
+/* pi_shadow_keys_add - the queue keys of a snapshot batch's answer d (a
+ * batch of n_events events) into *ks (created on the first key): each once;
+ * past PLUGIN_SHADOW_MAX_KEYS dropped and noted (truncated). 0, -EPROTO the
+ * worker could not give them all, -EBADMSG bad keys, -ENOMEM. */
+int pi_shadow_keys_add(struct pi_shadow_keys **ks, const EventDone *d, size_t n_events);
+/* pi_shadow_keys_next - the next key as a shadow EV_KEY event of run
+ * (caller owns it; its term is the caller's to set), *ret NULL when every
+ * key had its event. 0 or -ENOMEM. ks may be NULL (no keys). */
+int pi_shadow_keys_next(struct pi_shadow_keys *ks, uint64_t run, struct event **ret);
+size_t pi_shadow_keys_count(const struct pi_shadow_keys *ks);
+bool pi_shadow_keys_truncated(const struct pi_shadow_keys *ks);
+void pi_shadow_keys_free(struct pi_shadow_keys *ks);
 
 /* ---- runtime_instance_shadow_snapshot.c: a shadow run's watch snapshot ---- */
 

@@ -195,7 +195,7 @@ static void pi_recv_settle(struct plugin_instance *pi, struct event *ev, const E
 					       "delivered again)",
 				 strerror(-err), msg[0] ? ": " : "", msg);
 		if (ev->shadow)
-			pi_shadow_on_batch(pi, ev, !skipped, err, msg);
+			pi_shadow_on_event(pi, ev, skipped ? NULL : d, err, msg);
 		else
 			pi_keys_on_done(pi, ev, d, err, skipped);
 		break;
@@ -204,7 +204,10 @@ static void pi_recv_settle(struct plugin_instance *pi, struct event *ev, const E
 			log_debug(pi->log_comp, "reconcile_key of \"%.*s\" failed: %s%s%s (retried)",
 				  (int)(ev->doc_len > 200 ? 200 : ev->doc_len), ev->doc,
 				  strerror(-err), msg[0] ? ": " : "", msg);
-		pi_keys_on_done(pi, ev, d, err, skipped);
+		if (ev->shadow)
+			pi_shadow_on_event(pi, ev, skipped ? NULL : d, err, msg);
+		else
+			pi_keys_on_done(pi, ev, d, err, skipped);
 		break;
 	case EV_ELECTED:
 	case EV_RELEASES:

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * runtime_instance_shadow.c - shadow preview runs (plugin_instance_shadow):
- * one reconcile of a plugin that does not lead, with every write captured
- * host-side instead of sent. Reading guide: runtime_instance.c.
+ * one reconcile (after the watches' snapshot; a keyed plugin's keys after
+ * it) of a plugin that does not lead, with every write captured host-side
+ * instead of sent. Reading guide: runtime_instance.c.
  *
  * Design notes
  * - The capture sits between the checked txn and the etcd client: a worker
@@ -19,7 +20,9 @@
  * - A plugin with watches first gets their snapshot, read once at one
  *   revision and delivered as a term's first batches
  *   (runtime_instance_shadow_snapshot.c); the reconcile is queued when every
- *   batch was answered. A run ends (its object freed) only when nothing of
+ *   batch was answered. A keyed plugin then gets one reconcile_key per key
+ *   those batches stood for (runtime_instance_shadow_keys.c), one at a
+ *   time. A run ends (its object freed) only when nothing of
  *   it is queued or in flight any more: a late callback of an ended run can
  *   then never be captured into the next one.
  * - Bounded: at most PLUGIN_SHADOW_MAX_WRITES writes per run (the txn that
@@ -48,7 +51,10 @@ struct pi_shadow {
 	uint32_t timeout_ms;
 	uint64_t run;		   /* its number (pi->shadow_runs) */
 	struct pi_shadow_snap *snap; /* the watches' snapshot, or NULL */
-	bool reconcile_queued;	   /* the reconcile's done ends the run */
+	struct pi_shadow_keys *keys; /* a keyed plugin's snapshot keys, or NULL */
+	bool event_queued;	   /* the reconcile or a key is queued or in flight */
+	uint64_t keys_failed;	   /* reconcile_key failures */
+	char key_error[300];	   /* the first one */
 	bool reported; /* done() ran */
 	uint64_t writing_txns;
 	struct plugin_shadow_report rep;
@@ -110,6 +116,7 @@ static void pi_shadow_report_free(struct plugin_shadow_report *rep)
 static void pi_shadow_destroy(struct pi_shadow *sh)
 {
 	pi_shadow_snap_free(sh->snap);
+	pi_shadow_keys_free(sh->keys);
 	loop_timer_free(sh->timer);
 	pi_shadow_report_free(&sh->rep);
 	sh->magic = 0;
@@ -135,10 +142,10 @@ static void pi_shadow_report(struct pi_shadow *sh, int err, const char *msg)
 }
 
 /* the run is over once it reported and nothing of it is queued or in
- * flight (before its reconcile was queued) */
+ * flight */
 static void pi_shadow_end_if_idle(struct pi_shadow *sh)
 {
-	if (!sh->reported || sh->reconcile_queued || pi_shadow_snap_busy(sh->snap))
+	if (!sh->reported || sh->event_queued || pi_shadow_snap_busy(sh->snap))
 		return;
 	if (sh->pi && sh->pi->shadow == sh)
 		sh->pi->shadow = NULL;
@@ -152,7 +159,7 @@ static void pi_shadow_on_timer(struct loop_timer *t, void *ud)
 	(void)t;
 	CHECK_OBJ(sh, PI_SHADOW_MAGIC);
 	snprintf(msg, sizeof(msg),
-		 "the shadow run did not finish within %u ms (the reconcile runs on; its later "
+		 "the shadow run did not finish within %u ms (the callback runs on; its later "
 		 "txns are refused, never sent)",
 		 sh->timeout_ms);
 	pi_shadow_report(sh, -ETIMEDOUT, msg);
@@ -160,19 +167,8 @@ static void pi_shadow_on_timer(struct loop_timer *t, void *ud)
 	pi_shadow_end_if_idle(sh);
 }
 
-/* the shadow reconcile returned (or was dropped): report, then the run is over */
-static void pi_shadow_on_reconcile_done(void *ud, int err, const char *msg)
-{
-	struct pi_shadow *sh = ud;
-	CHECK_OBJ(sh, PI_SHADOW_MAGIC);
-	pi_shadow_report(sh, err, msg);
-	sh->reconcile_queued = false;
-	pi_shadow_end_if_idle(sh);
-}
-
-/* queue the run's reconcile (ev, or a new one when NULL), unless a term
- * began meanwhile */
-static void pi_shadow_queue_reconcile(struct pi_shadow *sh, struct event *ev)
+/* queue ev (the reconcile or a key), unless a term began meanwhile */
+static void pi_shadow_queue(struct pi_shadow *sh, struct event *ev)
 {
 	struct plugin_instance *pi = sh->pi;
 	if (pi->leading) {
@@ -182,18 +178,89 @@ static void pi_shadow_queue_reconcile(struct pi_shadow *sh, struct event *ev)
 		pi_shadow_end_if_idle(sh);
 		return;
 	}
-	if (!ev && !(ev = pi_event_new(EV_RECONCILE))) {
+	ev->shadow = true;
+	ev->term = pi->term;
+	sh->event_queued = true;
+	pi_enqueue(pi, ev);
+	pi_pump(pi);
+}
+
+/* the last callback of the run returned: its answer */
+static void pi_shadow_finish(struct pi_shadow *sh)
+{
+	char msg[400];
+	if (pi_shadow_keys_truncated(sh->keys)) {
+		sh->rep.truncated = true;
+		snprintf(msg, sizeof(msg), "the snapshot has more than %u keys: reconcile_key ran for "
+					   "the first %u only",
+			 PLUGIN_SHADOW_MAX_KEYS, PLUGIN_SHADOW_MAX_KEYS);
+		pi_shadow_report(sh, -E2BIG, msg);
+	} else if (sh->keys_failed) {
+		snprintf(msg, sizeof(msg), "reconcile_key failed for %llu of %zu key(s); the first: %s",
+			 (unsigned long long)sh->keys_failed, pi_shadow_keys_count(sh->keys),
+			 sh->key_error);
+		pi_shadow_report(sh, -EIO, msg);
+	} else {
+		pi_shadow_report(sh, 0, NULL);
+	}
+}
+
+/* the next key's reconcile_key, or the run's answer after the last */
+static void pi_shadow_next_key(struct pi_shadow *sh)
+{
+	struct event *ev;
+	if (sh->rep.truncated) { /* the write bound: the txn that passed it failed */
+		pi_shadow_report(sh, -E2BIG, "the shadow run reached its bound of captured writes");
+		pi_shadow_end_if_idle(sh);
+		return;
+	}
+	if (pi_shadow_keys_next(sh->keys, sh->run, &ev) < 0) {
 		pi_shadow_report(sh, -ENOMEM, "shadow run: out of memory");
 		pi_shadow_end_if_idle(sh);
 		return;
 	}
-	ev->shadow = true;
-	ev->done = pi_shadow_on_reconcile_done;
-	ev->done_ud = sh;
-	ev->term = pi->term;
-	sh->reconcile_queued = true;
-	pi_enqueue(pi, ev);
-	pi_pump(pi);
+	if (ev) {
+		pi_shadow_queue(sh, ev);
+		return;
+	}
+	pi_shadow_finish(sh);
+	pi_shadow_end_if_idle(sh);
+}
+
+/* the shadow reconcile returned (or was dropped): the keys follow, or the
+ * run is over */
+static void pi_shadow_on_reconcile_done(void *ud, int err, const char *msg)
+{
+	struct pi_shadow *sh = ud;
+	CHECK_OBJ(sh, PI_SHADOW_MAGIC);
+	sh->event_queued = false;
+	if (err < 0 || sh->reported) {
+		pi_shadow_report(sh, err, msg);
+		pi_shadow_end_if_idle(sh);
+		return;
+	}
+	pi_shadow_next_key(sh);
+}
+
+/* a key's reconcile_key returned (d) or was not delivered (d NULL) */
+static void pi_shadow_on_key(struct pi_shadow *sh, const struct event *ev, const EventDone *d,
+			     int err, const char *msg)
+{
+	sh->event_queued = false;
+	if (!d) {
+		char m[400];
+		snprintf(m, sizeof(m), "a key's reconcile_key was not delivered: %s",
+			 msg && msg[0] ? msg : strerror(err < 0 ? -err : EIO));
+		pi_shadow_report(sh, err < 0 ? err : -EIO, m);
+	} else if (err < 0 && !sh->keys_failed++) {
+		snprintf(sh->key_error, sizeof(sh->key_error), "%.*s: %s%s%s",
+			 (int)(ev->doc_len > 100 ? 100 : ev->doc_len), ev->doc, strerror(-err),
+			 msg && msg[0] ? ": " : "", msg ? msg : "");
+	}
+	if (sh->reported)
+		pi_shadow_end_if_idle(sh);
+	else
+		pi_shadow_next_key(sh);
 }
 
 /* every snapshot batch was answered (or the snapshot failed) */
@@ -207,21 +274,50 @@ static void pi_shadow_on_snap_done(void *ud, int err, const char *msg, int64_t r
 		log_info(sh->pi->log_comp, "shadow run: snapshot of %llu key(s) at revision %lld "
 					   "delivered; the reconcile follows",
 			 (unsigned long long)pi_shadow_snap_keys(sh->snap), (long long)rev);
-		pi_shadow_queue_reconcile(sh, NULL);
-		return;
+		struct event *ev = pi_event_new(EV_RECONCILE);
+		if (ev) {
+			ev->done = pi_shadow_on_reconcile_done;
+			ev->done_ud = sh;
+			pi_shadow_queue(sh, ev);
+			return;
+		}
+		err = -ENOMEM;
+		msg = "shadow run: out of memory";
 	}
 	if (err < 0)
 		pi_shadow_report(sh, err, msg);
 	pi_shadow_end_if_idle(sh);
 }
 
-void pi_shadow_on_batch(struct plugin_instance *pi, const struct event *ev, bool ran, int err,
-			const char *msg)
+/* a snapshot batch was answered: its queue keys (a keyed plugin) */
+static void pi_shadow_on_batch(struct pi_shadow *sh, const struct event *ev, const EventDone *d,
+			       int err, const char *msg)
+{
+	int r = d && sh->pi->lp->desc.reconcile_key
+			? pi_shadow_keys_add(&sh->keys, d, ev->batch ? ev->batch->n : 0)
+			: 0;
+	if (r < 0 && !sh->reported) {
+		pi_shadow_report(sh, r == -ENOMEM ? r : -EIO,
+				 r == -ENOMEM ? "shadow run: out of memory"
+				 : r == -EPROTO ? "the queue keys of a snapshot batch did not all "
+						   "come back from the worker"
+						: "the worker answered a snapshot batch with bad queue keys");
+		pi_shadow_snap_stop(sh->snap);
+	}
+	pi_shadow_snap_on_batch(sh->snap, ev, d != NULL, err, msg);
+}
+
+void pi_shadow_on_event(struct plugin_instance *pi, const struct event *ev, const EventDone *d,
+			int err, const char *msg)
 {
 	struct pi_shadow *sh = pi->shadow;
 	if (!sh || ev->shadow_run != sh->run)
 		return; /* a run that ended: nothing of it is pending, so never */
-	pi_shadow_snap_on_batch(sh->snap, ev, ran, err, msg);
+	if (ev->kind == EV_KEY) {
+		pi_shadow_on_key(sh, ev, d, err, msg);
+		return;
+	}
+	pi_shadow_on_batch(sh, ev, d, err, msg);
 	if (pi->shadow == sh)
 		pi_shadow_end_if_idle(sh);
 }
@@ -238,8 +334,6 @@ int plugin_instance_shadow(struct plugin_instance *pi, uint32_t timeout_ms,
 		return -EAGAIN;
 	if (!pi->host.etcd)
 		return -ENOTSUP;
-	if (pi->lp->desc.reconcile_key)
-		return -ENOSYS; /* design.md "Shadow preview": why keyed plugins are refused */
 	struct pi_shadow *sh = calloc(1, sizeof(*sh));
 	if (!sh || loop_timer_new(pi->loop, pi_shadow_on_timer, sh, &sh->timer) < 0) {
 		free(sh);
@@ -264,8 +358,11 @@ int plugin_instance_shadow(struct plugin_instance *pi, uint32_t timeout_ms,
 	log_info(pi->log_comp, "shadow run: %sone reconcile with its writes captured (timeout %u ms)",
 		 sh->snap ? "the watches' snapshot, then " : "", timeout_ms);
 	loop_timer_arm_in(sh->timer, (uint64_t)timeout_ms * LOOP_NS_PER_MS);
-	if (ev)
-		pi_shadow_queue_reconcile(sh, ev);
+	if (ev) {
+		ev->done = pi_shadow_on_reconcile_done;
+		ev->done_ud = sh;
+		pi_shadow_queue(sh, ev);
+	}
 	return 0;
 }
 
