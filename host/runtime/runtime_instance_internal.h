@@ -377,7 +377,7 @@ void pi_keys_on_done(struct plugin_instance *pi, const struct event *ev, const E
 		     int err, bool skipped);
 void pi_keys_on_cancelled(struct plugin_instance *pi, const struct event *ev);
 
-/* ---- runtime_instance_shadow.c: shadow preview runs ---- */
+/* ---- runtime_instance_shadow.c, _txn.c: shadow preview runs ---- */
 
 /* pi_shadow_handle_txn - a txn of a shadow run's callback, checked and
  * converted by pi_handle_txn (full keys): sent as a read-only txn, its
@@ -435,6 +435,29 @@ void pi_shadow_snap_on_batch(struct pi_shadow_snap *s, const struct event *ev, b
 			     const char *msg);
 /* cancels the read in flight; done is not called. NULL is fine. */
 void pi_shadow_snap_free(struct pi_shadow_snap *s);
+
+/* A shadow run (runtime_instance_shadow.c), its captured writes
+ * (runtime_instance_shadow_txn.c): pi->shadow while it lasts. Its pointer
+ * comes back through timers and event completions: CHECK_OBJ. */
+#define PI_SHADOW_MAGIC 0x53484457u
+
+struct pi_shadow {
+	unsigned magic; /* PI_SHADOW_MAGIC */
+	struct plugin_instance *pi;
+	plugin_instance_shadow_fn done;
+	void *ud;
+	struct loop_timer *timer;
+	uint32_t timeout_ms;
+	uint64_t run;		   /* its number (pi->shadow_runs) */
+	struct pi_shadow_snap *snap; /* the watches' snapshot, or NULL */
+	struct pi_shadow_keys *keys; /* a keyed plugin's snapshot keys, or NULL */
+	bool event_queued;	   /* the reconcile or a key is queued or in flight */
+	uint64_t keys_failed;	   /* reconcile_key failures */
+	char key_error[300];	   /* the first one */
+	bool reported; /* done() ran: every later txn is refused */
+	uint64_t writing_txns; /* captured txns that would change etcd */
+	struct plugin_shadow_report rep;
+};
 
 /* ---- runtime_instance_recv.c: messages from the worker ---- */
 
