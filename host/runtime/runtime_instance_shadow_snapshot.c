@@ -44,8 +44,10 @@
 #include "runtime/runtime_instance_internal.h"
 
 #define PI_SHADOW_SNAP_RESTARTS 3u
+#define PI_SHADOW_SNAP_MAGIC 0x53534e50u
 
 struct pi_shadow_snap {
+	unsigned magic; /* PI_SHADOW_SNAP_MAGIC: it comes back through etcd callbacks */
 	struct plugin_instance *pi;
 	uint64_t run; /* the run's number: its events carry it */
 	pi_shadow_snap_done_fn done;
@@ -201,6 +203,7 @@ static void pi_shadow_snap_on_page(struct etcd_client *c, int err, const struct 
 	struct pi_shadow_snap *s = ud;
 	char msg[300];
 	(void)c;
+	CHECK_OBJ(s, PI_SHADOW_SNAP_MAGIC);
 	s->call = NULL;
 	if (err == -ERANGE && s->restarts < PI_SHADOW_SNAP_RESTARTS) {
 		pi_shadow_snap_restart(s);
@@ -225,6 +228,7 @@ int pi_shadow_snap_start(struct plugin_instance *pi, uint64_t run, pi_shadow_sna
 	struct pi_shadow_snap *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	s->magic = PI_SHADOW_SNAP_MAGIC;
 	s->pi = pi;
 	s->run = run;
 	s->done = done;
@@ -292,5 +296,6 @@ void pi_shadow_snap_free(struct pi_shadow_snap *s)
 	if (s->call)
 		etcd_call_cancel(s->call);
 	free(s->from);
+	s->magic = 0;
 	free(s);
 }

@@ -6,7 +6,8 @@
  * that set (so an output whose input is gone is deleted), then records the
  * snapshot it derived from in meta/cut:
  *     in@<revision>/<first batch flags>/<batches> aux@<revision>/<flags>/<batches>
- * Before both watches' snapshots are complete it writes nothing.
+ * Before both watches' snapshots are complete it writes nothing, and a term
+ * starts from its own (on_elected forgets whether the last one was).
  * MIRROR_MINOR=0 builds 1.0.0 (out = "v1:<in>"), MIRROR_MINOR=1 builds
  * 1.1.0, incompatible (out = "v2:<in>@<aux/label>").
  */
@@ -119,6 +120,17 @@ static int32_t reconcile(struct lh_ctx *ctx)
 	return cut ? ctx->host->apply_key(ctx, "meta/cut", 8, cut, strlen(cut), NULL) : -ENOMEM;
 }
 
+/* a term's world is its own snapshot: what a shadow run (or an earlier
+ * term) left is not acted on until this term's snapshot is complete */
+static int32_t elected(struct lh_ctx *ctx, int64_t token)
+{
+	(void)ctx;
+	(void)token;
+	g_w[0].synced = g_w[1].synced = 0;
+	g_w[0].batches = g_w[1].batches = 0;
+	return 0;
+}
+
 static int32_t init(struct lh_ctx *ctx)
 {
 	memset(g_w, 0, sizeof(g_w));
@@ -129,5 +141,5 @@ static int32_t init(struct lh_ctx *ctx)
 
 const struct lh_plugin leasehold_plugin = {LH_PLUGIN_HEADER_INIT, .name = "mirror",
 	.release = {1, MIRROR_MINOR, 0}, .min_reconciler_release = {1, 0, 0},
-	.min_compatible_release = {1, MIRROR_MINOR, 0}, .init = init, .reconcile = reconcile,
-	.on_watch_events = changed};
+	.min_compatible_release = {1, MIRROR_MINOR, 0}, .init = init, .on_elected = elected,
+	.reconcile = reconcile, .on_watch_events = changed};
