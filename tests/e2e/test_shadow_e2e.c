@@ -17,8 +17,10 @@
  *  - shadow on b delivers both watches' snapshot at one revision, flagged as
  *    a term's first batches, and previews the puts and the delete that
  *    snapshot implies; nothing moves in etcd; the leader is refused;
- *  - once a's mirror file is removed, b leads and derives from its own
- *    term's snapshot (a later input included), not the preview's.
+ *  - once a's mirror file is removed, b leads while a shadow run of it
+ *    waits in a snapshot batch: the run ends (a term began), the batch ran
+ *    before on_elected, and b derives from its own term's snapshot (a later
+ *    input included), not the preview's.
  * And the keyed plugin (tests/plugins/keyed.c, reconcile_key) on b, behind
  * its paused leader a: one reconcile_key per key of the snapshot, each
  * captured; the leader's own queue is untouched.
@@ -49,6 +51,9 @@ static struct harness_etcd *g_etcd;
 static struct tu T;
 static struct observer *g_obs;
 static struct host A, B;
+/* LH_MIRROR_HOLD=<file> for b: while the file exists, b's mirror waits in
+ * on_watch_events */
+static char g_hold[600], g_hold_env[640];
 static const char *g_args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
                                "--reconcile-interval", "1h", NULL};
 
@@ -160,7 +165,7 @@ static struct json_object *find_write(struct json_object *j, const char *key)
 
 static void test_shadow_reports_the_newer_release_writes(void)
 {
-	const char *env[] = {"LH_EXAMPLE_DELAY_MS=700", NULL};
+	const char *env[] = {"LH_EXAMPLE_DELAY_MS=700", g_hold_env, NULL};
 	start_b(env);
 	/* an item 1.0.0 does not want any more: 1.1.0 deletes it too */
 	tu_put(&T, PFX "/" PLUGIN "/data/config/items/7", "stale", 5);
@@ -373,7 +378,7 @@ static void test_shadow_bounded(void)
 {
 	host_signal(&B, SIGTERM);
 	CHECK_OK(host_wait(&B, 15000));
-	const char *env[] = {"LH_EXAMPLE_ITEMS=1000", NULL};
+	const char *env[] = {"LH_EXAMPLE_ITEMS=1000", g_hold_env, NULL};
 	start_b(env);
 	int64_t rev = tu_revision(&T);
 	struct json_object *j = shadow_json(&B, 1, "30s");
@@ -404,15 +409,47 @@ static bool p_cut_after(void *arg)
 	return ok;
 }
 
-/* b's mirror 1.1.0 leads once a's 1.0.0 leaves: its term starts from its
- * own snapshot, at a revision after the preview's, with a later input */
+/* b's mirror runs a callback named cb */
+static bool p_b_mirror_in(void *arg)
+{
+	struct json_object *p = ctl_plugin_json(&B, MIRROR);
+	const char *cb = jstr(p, "callback");
+	bool in = cb && strcmp(cb, (const char *)arg) == 0;
+	json_object_put(p);
+	return in;
+}
+
+/* b's mirror 1.1.0 leads once a's 1.0.0 leaves, while a shadow run of it
+ * waits in its first snapshot batch: the term's on_elected runs after that
+ * batch (the event order), the run ends before its next page (a term
+ * began), and the term starts from its own snapshot, at a revision after
+ * the preview's, with a later input */
 static void test_shadow_then_a_term_of_its_own(void)
 {
 	int64_t shadow_rev = tu_revision(&T);
+	FILE *f = fopen(g_hold, "w");
+	CHECK(f != NULL);
+	fclose(f);
+	struct ctl_proc run;
+	const char *args[] = {"shadow", MIRROR, "--timeout", "60s", "-o", "json", NULL};
+	ctl_spawn(&run, B.control, args);
+	tu_wait(&T, p_b_mirror_in, (void *)"on_watch_events", 15000,
+	        "the shadow run's first batch waits in b's mirror");
+
 	tu_put(&T, MDATA "in/c", "3", 1);
 	char path[4096];
 	CHECK(unlink(host_plugin_path(&A, "mirror.so", path, sizeof(path))) == 0);
 	host_wait_state(&B, MIRROR, "leading", true, 20000);
+	CHECK_OK(unlink(g_hold));
+	struct ctl_out o;
+	CHECK_OK(ctl_finish(&run, &o, 30000));
+	CHECK_INT_EQ(o.status, 1);
+	struct json_object *j = json_tokener_parse(o.out);
+	const char *e = jstr(j, "error");
+	CHECK(e && strstr(e, "a term began on this node during the shadow run"));
+	CHECK_INT_EQ(json_object_get_int64(jget(j, "puts")), 0);
+	json_object_put(j);
+	ctl_out_free(&o);
 	const char *c[] = {MDATA "out/c", "v2:3@blue"};
 	tu_wait(&T, p_value, c, 15000, "b's term derives out/c from its own snapshot");
 	const char *a[] = {MDATA "out/a", "v2:1@blue"};
@@ -427,6 +464,8 @@ int main(void)
 	tu_init(&T, harness_etcd_urls(g_etcd));
 	host_setup(&A, harness_dir(g_etcd), "a");
 	host_setup(&B, harness_dir(g_etcd), "b");
+	snprintf(g_hold, sizeof(g_hold), "%s/mirror-hold", harness_dir(g_etcd));
+	snprintf(g_hold_env, sizeof(g_hold_env), "LH_MIRROR_HOLD=%s", g_hold);
 	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
 	host_install_plugin(&A, "1.0.0", "reconciler.so");
 	host_install_file(&A, built_test_plugin("mirror-1.0.0"), "mirror.so", 0644);

@@ -10,10 +10,14 @@
  * starts from its own (on_elected forgets whether the last one was).
  * MIRROR_MINOR=0 builds 1.0.0 (out = "v1:<in>"), MIRROR_MINOR=1 builds
  * 1.1.0, incompatible (out = "v2:<in>@<aux/label>").
+ * $LH_MIRROR_HOLD names a file: while it exists, on_watch_events waits (a
+ * slow plugin; the test removes the file).
  */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <leasehold/plugin.h>
 
@@ -63,6 +67,9 @@ static int32_t changed(struct lh_ctx *ctx, const struct lh_watch_batch *b)
 {
 	if (b->watch_id > 1)
 		return -EINVAL;
+	const char *hold = getenv("LH_MIRROR_HOLD");
+	while (hold && access(hold, F_OK) == 0)
+		poll(NULL, 0, 5);
 	struct world *w = &g_w[b->watch_id];
 	if ((b->flags & LH_WATCH_SNAPSHOT) && (w->synced || (b->flags & LH_WATCH_RESYNC) ||
 					       !w->batches)) {
