@@ -91,26 +91,33 @@ static char *data_snapshot(void)
 	return data_snapshot_of(PLUGIN);
 }
 
-/* a's view of the cluster (members --json, from the records in etcd)
- * shows b standing by: b's node record is written, so nothing of b's moves
- * etcd's revision any more */
-static bool p_b_recorded_standby(void *arg)
+/* a's view of the cluster (members --json, from the records in etcd):
+ * the field of node's row for plugin (a copy to free), NULL when none */
+static char *member_field(const char *plugin, const char *node, const char *field)
 {
-	const char *plugin = arg;
 	struct ctl_out o;
 	CHECK_INT_EQ(host_ctl(&A, &o, "members", plugin, "--json", NULL), 0);
 	struct json_object *a = json_tokener_parse(o.out);
-	bool ok = false;
-	for (size_t i = 0; a && i < json_object_array_length(a); i++) {
+	char *v = NULL;
+	for (size_t i = 0; a && !v && i < json_object_array_length(a); i++) {
 		struct json_object *m = json_object_array_get_idx(a, i);
-		const char *st = jstr(m, "state");
-		/* a newer release stands by; the same release campaigns */
-		if (strcmp(jstr(m, "node"), "b") == 0 && st &&
-		    (strcmp(st, "standby") == 0 || strcmp(st, "campaigning") == 0))
-			ok = true;
+		const char *f = jstr(m, field);
+		if (strcmp(jstr(m, "node"), node) == 0 && f)
+			v = strdup(f);
 	}
 	json_object_put(a);
 	ctl_out_free(&o);
+	return v;
+}
+
+/* b does not lead and its node record says so: nothing of b's moves
+ * etcd's revision any more */
+static bool p_b_recorded_standby(void *arg)
+{
+	char *st = member_field(arg, "b", "state");
+	/* a newer release stands by; the same release campaigns */
+	bool ok = st && (strcmp(st, "standby") == 0 || strcmp(st, "campaigning") == 0);
+	free(st);
 	return ok;
 }
 
@@ -287,30 +294,21 @@ static void test_shadow_previews_the_watches_snapshot(void)
 
 #define KDATA PFX "/" KEYED "/data/"
 
-/* the keyed plugin (tests/plugins/keyed.c: out/<n> = "done:<in/n>", an
- * output without input deleted) on b, same release as its leader a, which
- * is paused so that the inputs wait: one reconcile_key per key of the
- * snapshot (key_of maps an output to its input's key), each captured */
 /* a's node record of the keyed plugin says it is paused (the pause's one
  * write of a's) */
 static bool p_keyed_leader_paused(void *arg)
 {
 	(void)arg;
-	struct ctl_out o;
-	CHECK_INT_EQ(host_ctl(&A, &o, "members", KEYED, "--json", NULL), 0);
-	struct json_object *a = json_tokener_parse(o.out);
-	bool seen = false;
-	for (size_t i = 0; a && i < json_object_array_length(a); i++) {
-		struct json_object *m = json_object_array_get_idx(a, i);
-		const char *r = jstr(m, "reason");
-		if (strcmp(jstr(m, "node"), "a") == 0 && r && strstr(r, "paused"))
-			seen = true;
-	}
-	json_object_put(a);
-	ctl_out_free(&o);
+	char *r = member_field(KEYED, "a", "reason");
+	bool seen = r && strstr(r, "paused");
+	free(r);
 	return seen;
 }
 
+/* the keyed plugin (tests/plugins/keyed.c: out/<n> = "done:<in/n>", an
+ * output without input deleted) on b, same release as its leader a, which
+ * is paused so that the inputs wait: one reconcile_key per key of the
+ * snapshot (key_of maps an output to its input's key), each captured */
 static void test_shadow_previews_a_keyed_plugin(void)
 {
 	struct ctl_out o;
