@@ -127,6 +127,7 @@ json_object *control_json_plugin(const Leasehold__Control__Plugin *p)
 	json_object_object_add(o, "config_error", control_json_str_or_null(p->config_error));
 	json_object_object_add(o, "pin", control_json_pin(p));
 	json_object_object_add(o, "pin_error", control_json_str_or_null(p->pin_error));
+	json_object_object_add(o, "acting", control_json_acting(p));
 	json_object *h = json_object_new_object();
 	json_object_object_add(h, "healthy", json_object_new_boolean(!p->unhealthy));
 	const char *hu = p->unhealthy ? control_json_fmt_time(p->unhealthy_until, tb, sizeof(tb)) : NULL;
@@ -153,6 +154,17 @@ json_object *control_json_pin(const Leasehold__Control__Plugin *p)
 	return o;
 }
 
+json_object *control_json_acting(const Leasehold__Control__Plugin *p)
+{
+	if (!p->acting_release)
+		return NULL;
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "release", control_json_release(p->acting_release));
+	json_object_object_add(o, "basis", p->acting_basis && p->acting_basis[0]
+						   ? json_object_new_string(p->acting_basis)
+						   : NULL);
+	return o;
+}
 
 json_object *control_json_member(const Leasehold__Control__Member *m)
 {

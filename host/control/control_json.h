@@ -23,6 +23,9 @@ json_object *control_json_member(const Leasehold__Control__Member *m);
 /* control_json_pin - p's pin: NULL (JSON null) or {"release", "forced",
  * "by", "at"} (new object, the caller owns it) */
 json_object *control_json_pin(const Leasehold__Control__Plugin *p);
+/* control_json_acting - the release the release rule lets act now, for p:
+ * NULL (JSON null: none can) or {"release", "basis"} (caller owns it) */
+json_object *control_json_acting(const Leasehold__Control__Plugin *p);
 /* control_json_term - one term of the leadership history */
 json_object *control_json_term(const Leasehold__Control__Term *t);
 /* control_json_str_or_null - a string, or NULL (JSON null) for NULL/"" */

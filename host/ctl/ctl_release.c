@@ -66,13 +66,7 @@ static json_object *ctl_release_json_of(const Plugin *p, const struct release *r
 	json_object_object_add(o, "plugin", json_object_new_string(p->name));
 	json_object_object_add(o, "pin", control_json_pin(p));
 	json_object_object_add(o, "pin_error", p->pin_error && p->pin_error[0] ? json_object_new_string(p->pin_error) : NULL);
-	json_object *act = NULL;
-	if (p->acting_release) {
-		act = json_object_new_object();
-		json_object_object_add(act, "release", json_object_new_string(ctl_fmt_release(p->acting_release, a, sizeof(a))));
-		json_object_object_add(act, "basis", p->acting_basis && p->acting_basis[0] ? json_object_new_string(p->acting_basis) : NULL);
-	}
-	json_object_object_add(o, "acting", act);
+	json_object_object_add(o, "acting", control_json_acting(p));
 	json_object_object_add(o, "leader", p->leader && p->leader[0] ? json_object_new_string(p->leader) : NULL);
 	json_object *lr = NULL;
 	for (size_t i = 0; i < p->n_nodes; i++)

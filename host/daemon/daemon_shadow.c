@@ -116,6 +116,7 @@ int daemon_control_ctl_shadow(void *ud, const char *name, const char *node, uint
 			 : r == -EALREADY ? "a shadow run of this plugin is in progress here"
 			 : r == -EAGAIN	 ? "the plugin is not ready here (starting, failed or stopping)"
 			 : r == -ENOTSUP ? "this host has no etcd client for the plugin"
+			 : r == -EIO	 ? "cannot read the plugin's watches from etcd"
 					 : "out of memory");
 		free(o);
 	}

@@ -334,6 +334,8 @@ int plugin_instance_validate_config(struct plugin_instance *pi, const char *doc,
 /* writes a run may capture (listed or unchanged); past it the plugin's txn
  * fails with -E2BIG and the report says truncated */
 #define PLUGIN_SHADOW_MAX_WRITES 1000u
+/* at most this many keys of a keyed plugin's snapshot get a reconcile_key */
+#define PLUGIN_SHADOW_MAX_KEYS 1000u
 struct plugin_shadow_value {
 	bool present;
 	uint64_t len;
@@ -355,14 +357,18 @@ struct plugin_shadow_report {
 	uint64_t puts, deletes; /* writes that would change a key */
 	uint64_t unchanged;    /* puts of the value already there, deletes of nothing */
 	uint64_t txns;         /* txns the plugin made (captured, refused or read-only) */
-	bool truncated;        /* a txn was refused at PLUGIN_SHADOW_MAX_WRITES */
+	bool truncated;        /* a txn was refused at PLUGIN_SHADOW_MAX_WRITES, or keys
+	                        * past PLUGIN_SHADOW_MAX_KEYS were not previewed */
 	struct plugin_shadow_write *writes; /* puts and deletes in the order made */
 	size_t n_writes, cap;
 };
 /* the run ended: err 0 (the reconcile returned 0), the reconcile's -errno
  * and msg, -ETIMEDOUT (the timeout passed; rep holds what was captured
- * until then), -ECANCELED (dropped before it ran); rep is borrowed for the
- * call. Exactly once, from a loop timer. */
+ * until then), -ECANCELED (dropped before it ran), the snapshot's failure
+ * (-errno and msg: a read failed, a batch was not delivered, -EBUSY a term
+ * began), -EIO reconcile_key failed for some keys, -E2BIG the write or key
+ * bound was reached; rep is borrowed for the call. Exactly once, from a
+ * loop callback. */
 typedef void (*plugin_instance_shadow_fn)(void *ud, int err, const char *msg,
                                           const struct plugin_shadow_report *rep);
 
@@ -370,14 +376,20 @@ typedef void (*plugin_instance_shadow_fn)(void *ud, int err, const char *msg,
  * write captured: the plugin's txns become read-only etcd txns with the
  * same compares (their ops read the keys they would write), answered as if
  * applied (revision: the read's, plus one per writing txn so far); range
- * reads are served as usual; nothing is ever written. The plugin is not
- * told it leads: no on_elected, fencing_token() returns 0, no watch batch
- * runs, request_reconcile fails with -ESTALE. The reconcile queues like
- * any event; the callback timeout applies; after timeout_ms done() gets
- * -ETIMEDOUT and the callback's later txns are refused. Returns 0 (done
- * follows) or, with done never called: -EBUSY this node leads the plugin,
- * -EALREADY a shadow run is in progress, -EAGAIN the instance is not ready
- * (init, failed, stopping), -ENOTSUP no etcd client, -ENOMEM. Loop thread. */
+ * reads are served as usual; nothing is ever written. A plugin with watches
+ * first gets their snapshot (every watch read once at one revision, as the
+ * batches a term begins with; no live watch), its callbacks' txns captured
+ * alike; a keyed plugin then gets, after the reconcile, one reconcile_key
+ * per key the snapshot stands for (at most PLUGIN_SHADOW_MAX_KEYS, in
+ * order, no retry; runtime_instance_shadow_keys.c). The plugin is not told it leads: no on_elected, fencing_token()
+ * returns 0, request_reconcile fails with -ESTALE. The events queue like
+ * any; the callback timeout applies; after timeout_ms done() gets
+ * -ETIMEDOUT and the later txns are refused; a term that begins on the
+ * node before the reconcile is queued ends the run with -EBUSY. Returns 0
+ * (done follows) or, with done never called: -EBUSY this node leads the
+ * plugin, -EALREADY a shadow run is in progress, -EAGAIN the instance is
+ * not ready (init, failed, stopping), -ENOTSUP no etcd client, -EIO the
+ * snapshot's first read could not be sent, -ENOMEM. Loop thread. */
 int plugin_instance_shadow(struct plugin_instance *pi, uint32_t timeout_ms,
                            plugin_instance_shadow_fn done, void *ud);
 

@@ -84,7 +84,9 @@ struct event {
 	void *done_ud;
 	struct plugin_watch_batch *batch; /* EV_WATCH: owned */
 	int64_t config_rev; /* the cluster document's revision when sent (EV_CONFIG) */
-	bool shadow; /* EV_RECONCILE of a shadow run: its txns are captured, never sent */
+	bool shadow; /* an event of a shadow run (EV_RECONCILE, EV_WATCH, EV_KEY): its
+		      * txns are captured, never sent */
+	uint64_t shadow_run; /* EV_WATCH, EV_KEY of a shadow run: the run's number */
 	uint64_t key_epoch; /* EV_KEY: the queue's epoch when the key was taken */
 	size_t doc_len; /* EV_VALIDATE: the document (NUL after it), EV_KEY: the key */
 	char doc[];
@@ -240,6 +242,7 @@ struct plugin_instance {
 	int64_t config_refused_rev;
 	bool refusal_logged; /* pi_txn_note_refusal warned once */
 	struct pi_shadow *shadow; /* the shadow run in progress (runtime_instance_shadow.c) */
+	uint64_t shadow_runs;	  /* shadow runs started: the next one's number */
 	/* keyed reconcile (runtime_instance_keys.c): the work queue, or NULL
 	 * for a plugin without reconcile_key; its timer wakes the first key
 	 * that waits; keys_lost: a key could not be queued (no memory);
@@ -383,7 +386,7 @@ void pi_keys_on_done(struct plugin_instance *pi, const struct event *ev, const E
 		     int err, bool skipped);
 void pi_keys_on_cancelled(struct plugin_instance *pi, const struct event *ev);
 
-/* ---- runtime_instance_shadow.c: shadow preview runs ---- */
+/* ---- runtime_instance_shadow.c, _txn.c: shadow preview runs ---- */
 
 /* pi_shadow_handle_txn - a txn of a shadow run's callback, checked and
  * converted by pi_handle_txn (full keys): sent as a read-only txn, its
@@ -395,6 +398,75 @@ void pi_shadow_handle_txn(struct plugin_instance *pi, uint64_t id, const struct 
 void pi_shadow_txn_free(struct pi_shadow_txn *st);
 /* plugin_instance_free: drop the run without calling its done */
 void pi_shadow_free(struct plugin_instance *pi);
+/* a shadow EV_WATCH or EV_KEY was answered (d: its answer; err its
+ * result) or was skipped or could not be delivered (d NULL) */
+void pi_shadow_on_event(struct plugin_instance *pi, const struct event *ev, const EventDone *d,
+			int err, const char *msg);
+
+/* ---- runtime_instance_shadow_keys.c: a keyed plugin's shadow keys ---- */
+
+struct pi_shadow_keys;
+/* pi_shadow_keys_add - the queue keys of a snapshot batch's answer d (a
+ * batch of n_events events) into *ks (created on the first key): each once;
+ * past PLUGIN_SHADOW_MAX_KEYS dropped and noted (truncated). 0, -EPROTO the
+ * worker could not give them all, -EBADMSG bad keys, -ENOMEM. */
+int pi_shadow_keys_add(struct pi_shadow_keys **ks, const EventDone *d, size_t n_events);
+/* pi_shadow_keys_next - the next key as a shadow EV_KEY event of run
+ * (caller owns it; its term is the caller's to set), *ret NULL when every
+ * key had its event. 0 or -ENOMEM. ks may be NULL (no keys). */
+int pi_shadow_keys_next(struct pi_shadow_keys *ks, uint64_t run, struct event **ret);
+size_t pi_shadow_keys_count(const struct pi_shadow_keys *ks);
+bool pi_shadow_keys_truncated(const struct pi_shadow_keys *ks);
+void pi_shadow_keys_free(struct pi_shadow_keys *ks);
+
+/* ---- runtime_instance_shadow_snapshot.c: a shadow run's watch snapshot ---- */
+
+struct pi_shadow_snap;
+/* done(ud, err, msg, rev): every batch was answered (err 0) or the snapshot
+ * failed (-errno, msg; batches may still be outstanding: pi_shadow_snap_busy);
+ * rev is the cut's revision (0 before the first answer). Once per snapshot,
+ * from a loop callback. */
+typedef void (*pi_shadow_snap_done_fn)(void *ud, int err, const char *msg, int64_t rev);
+/* pi_shadow_snap_start - read every watch of pi->watch (at least one) at one
+ * revision and queue their snapshot batches as shadow EV_WATCH events of run
+ * number `run`, a page at a time. 0 (done follows) or -errno (never done). */
+int pi_shadow_snap_start(struct plugin_instance *pi, uint64_t run, pi_shadow_snap_done_fn done,
+			 void *ud, struct pi_shadow_snap **ret);
+/* a read in flight or a batch not yet answered */
+bool pi_shadow_snap_busy(const struct pi_shadow_snap *s);
+/* the run ended (timeout): the read in flight is cancelled, done is not
+ * called any more; outstanding batches still count as busy. NULL is fine. */
+void pi_shadow_snap_stop(struct pi_shadow_snap *s);
+/* the keys handed over so far */
+uint64_t pi_shadow_snap_keys(const struct pi_shadow_snap *s);
+/* pi_shadow_on_batch's work for an event of this run (others are ignored) */
+void pi_shadow_snap_on_batch(struct pi_shadow_snap *s, const struct event *ev, bool ran, int err,
+			     const char *msg);
+/* cancels the read in flight; done is not called. NULL is fine. */
+void pi_shadow_snap_free(struct pi_shadow_snap *s);
+
+/* A shadow run (runtime_instance_shadow.c), its captured writes
+ * (runtime_instance_shadow_txn.c): pi->shadow while it lasts. Its pointer
+ * comes back through timers and event completions: CHECK_OBJ. */
+#define PI_SHADOW_MAGIC 0x53484457u
+
+struct pi_shadow {
+	unsigned magic; /* PI_SHADOW_MAGIC */
+	struct plugin_instance *pi;
+	plugin_instance_shadow_fn done;
+	void *ud;
+	struct loop_timer *timer;
+	uint32_t timeout_ms;
+	uint64_t run;		   /* its number (pi->shadow_runs) */
+	struct pi_shadow_snap *snap; /* the watches' snapshot, or NULL */
+	struct pi_shadow_keys *keys; /* a keyed plugin's snapshot keys, or NULL */
+	bool event_queued;	   /* the reconcile or a key is queued or in flight */
+	uint64_t keys_failed;	   /* reconcile_key failures */
+	char key_error[300];	   /* the first one */
+	bool reported; /* done() ran: every later txn is refused */
+	uint64_t writing_txns; /* captured txns that would change etcd */
+	struct plugin_shadow_report rep;
+};
 
 /* ---- runtime_instance_recv.c: messages from the worker ---- */
 

@@ -208,6 +208,8 @@ void pi_event_complete_cancelled(struct plugin_instance *pi, struct event *ev, i
 		/* same signature as a reconcile's done */
 		pi_completion_push(pi, COMP_RECONCILE, (void (*)(void))ev->done, ev->done_ud, err,
 				   msg);
+	} else if ((ev->kind == EV_WATCH || ev->kind == EV_KEY) && ev->shadow) {
+		pi_shadow_on_event(pi, ev, NULL, err, msg);
 	} else if (ev->kind == EV_KEY || ev->kind == EV_WATCH) {
 		pi_keys_on_cancelled(pi, ev);
 	}
@@ -302,6 +304,7 @@ static void pi_queue_event_fill(const struct plugin_instance *pi, const struct e
 	pi_queue_fill_bus_config(&pi->config, &be->cfg);
 	be->e.seq = ev->seq;
 	be->e.behind = ev->behind;
+	be->e.shadow = ev->shadow;
 	switch (ev->kind) {
 	case EV_INIT:
 		be->init.node_id = bus_bin_str(pi->node_id);

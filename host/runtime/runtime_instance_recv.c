@@ -193,14 +193,20 @@ static void pi_recv_settle(struct plugin_instance *pi, struct event *ev, const E
 			log_warn(pi->log_comp, "on_watch_events failed: %s%s%s (the batch is not "
 					       "delivered again)",
 				 strerror(-err), msg[0] ? ": " : "", msg);
-		pi_keys_on_done(pi, ev, d, err, skipped);
+		if (ev->shadow)
+			pi_shadow_on_event(pi, ev, skipped ? NULL : d, err, msg);
+		else
+			pi_keys_on_done(pi, ev, d, err, skipped);
 		break;
 	case EV_KEY:
 		if (err < 0 && !skipped)
 			log_debug(pi->log_comp, "reconcile_key of \"%.*s\" failed: %s%s%s (retried)",
 				  (int)(ev->doc_len > 200 ? 200 : ev->doc_len), ev->doc,
 				  strerror(-err), msg[0] ? ": " : "", msg);
-		pi_keys_on_done(pi, ev, d, err, skipped);
+		if (ev->shadow)
+			pi_shadow_on_event(pi, ev, skipped ? NULL : d, err, msg);
+		else
+			pi_keys_on_done(pi, ev, d, err, skipped);
 		break;
 	case EV_ELECTED:
 	case EV_RELEASES:

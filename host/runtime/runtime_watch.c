@@ -297,80 +297,96 @@ static void plugin_watch_on_watch(struct etcd_watch *w, int err, int64_t revisio
 	pw->ready(pw->ud);
 }
 
-static void plugin_watch_on_range(struct etcd_client *c, int err, const struct etcd_response *resp, void *ud)
+int plugin_watch_snapshot_batches(const void *prefix, size_t len, uint32_t id, size_t strip,
+				  const struct etcd_response *resp, uint32_t first, bool last,
+				  int64_t rev, bool shadow, struct plugin_watch_batch **ret_head)
 {
-	struct one_watch *o = ud;
-	struct plugin_watch *pw = o->pw;
-	(void)c;
-	o->range = NULL;
-	if (err < 0 || !resp || (resp->more && resp->n_kvs == 0)) {
-		char why[160];
-		snprintf(why, sizeof(why), "the snapshot read failed: %s",
-			 err < 0 ? etcd_strerror(err) : "bad answer");
-		if (o->page_from) /* pages of it may have been delivered: start over */
-			plugin_watch_lost(o, why, err == -ERANGE);
-		else {
-			log_warn(pw->log_comp, "watch %u: %s; retrying in %u ms", o->id, why,
-				 o->backoff_ms);
-			plugin_watch_halt(o);
-			plugin_watch_retry_later(o);
-		}
-		return;
-	}
-	if (resp->more) {
-		/* ask for the next page (same revision, from after the last key)
-		 * first: etcd reads it while this one becomes batches */
-		const struct etcd_kv *last = &resp->kvs[resp->n_kvs - 1];
-		uint8_t *from = malloc(last->key_len + 1);
-		if (!from) {
-			plugin_watch_lost(o, "out of memory building the snapshot", false);
-			return;
-		}
-		memcpy(from, last->key, last->key_len);
-		from[last->key_len] = 0; /* the next key after it */
-		free(o->page_from);
-		o->page_from = from;
-		o->page_from_len = last->key_len + 1;
-		plugin_watch_read_page(o);
-		if (!o->range)
-			return; /* it failed and started over */
-	}
-	uint32_t first = o->resync_next ? LH_WATCH_RESYNC : 0;
-	struct plugin_watch_batch *b = NULL;
+	struct one_watch o = {.id = id, .strip = strip};
+	struct plugin_watch_batch *head = NULL, **tail = &head, *b;
 	size_t i = 0;
 	do {
-		if (!(b = plugin_watch_batch_new(o, LH_WATCH_SNAPSHOT | first)))
+		if (!(b = plugin_watch_batch_new(&o, LH_WATCH_SNAPSHOT | first)))
 			goto nomem;
 		first = 0;
 		for (; i < resp->n_kvs && !plugin_watch_batch_full(b); i++) {
 			const struct etcd_kv *kv = &resp->kvs[i];
-			if (kv->key_len < o->len || memcmp(kv->key, o->prefix, o->len) != 0)
+			if (kv->key_len < len || memcmp(kv->key, prefix, len) != 0)
 				continue; /* hostile: not what was asked */
 			if (plugin_watch_batch_add(b, LH_WATCH_PUT, kv, NULL) < 0) {
 				plugin_watch_batch_free(b);
 				goto nomem;
 			}
 		}
-		b->revision = o->snap_rev;
-		if (i == resp->n_kvs && !resp->more)
+		b->revision = rev;
+		b->shadow = shadow;
+		if (i == resp->n_kvs && last)
 			b->flags |= LH_WATCH_SYNCED;
-		if (b->n || (b->flags & (LH_WATCH_SYNCED | LH_WATCH_RESYNC)))
-			plugin_watch_queue_push(pw, b);
-		else
+		if (b->n || (b->flags & (LH_WATCH_SYNCED | LH_WATCH_RESYNC))) {
+			*tail = b;
+			tail = &b->next;
+		} else {
 			plugin_watch_batch_free(b);
-		o->resync_next = false; /* said once, in the first batch */
+		}
 	} while (i < resp->n_kvs);
-	if (resp->more) { /* the next page is on its way */
-		pw->ready(pw->ud);
+	*ret_head = head;
+	return 0;
+nomem:
+	while ((b = head)) {
+		head = b->next;
+		plugin_watch_batch_free(b);
+	}
+	return -ENOMEM;
+}
+
+/* a page read failed: start over (pages of it may have been delivered) or
+ * retry the first page later */
+static void plugin_watch_page_failed(struct one_watch *o, int err)
+{
+	char why[160];
+	snprintf(why, sizeof(why), "the snapshot read failed: %s",
+		 err < 0 ? etcd_strerror(err) : "bad answer");
+	if (o->page_from) {
+		plugin_watch_lost(o, why, err == -ERANGE);
 		return;
 	}
-	pw->stats.snapshots++;
-	/* the events after H, held meanwhile, follow the synced marker */
+	log_warn(o->pw->log_comp, "watch %u: %s; retrying in %u ms", o->id, why, o->backoff_ms);
+	plugin_watch_halt(o);
+	plugin_watch_retry_later(o);
+}
+
+/* ask for the page after resp's last key (same revision) before this one
+ * becomes batches: etcd reads it meanwhile. false: it failed and the
+ * snapshot started over. */
+static bool plugin_watch_next_page(struct one_watch *o, const struct etcd_response *resp)
+{
+	const struct etcd_kv *last = &resp->kvs[resp->n_kvs - 1];
+	uint8_t *from = malloc(last->key_len + 1);
+	if (!from) {
+		plugin_watch_lost(o, "out of memory building the snapshot", false);
+		return false;
+	}
+	memcpy(from, last->key, last->key_len);
+	from[last->key_len] = 0; /* the next key after it */
+	free(o->page_from);
+	o->page_from = from;
+	o->page_from_len = last->key_len + 1;
+	plugin_watch_read_page(o);
+	return o->range != NULL;
+}
+
+/* the snapshot is queued: the events after H, held meanwhile, follow the
+ * synced marker, and the watch is live */
+static void plugin_watch_go_live(struct one_watch *o)
+{
+	struct plugin_watch *pw = o->pw;
 	struct plugin_watch_batch *lb = NULL;
+	pw->stats.snapshots++;
 	for (size_t k = 0; k < o->held.n; k++)
 		if (plugin_watch_queue_live(o, &lb, o->held.ev[k].type, o->held.ev[k].kv,
-			       o->held.ev[k].prev_kv) < 0)
-			goto nomem;
+					    o->held.ev[k].prev_kv) < 0) {
+			plugin_watch_lost(o, "out of memory building the snapshot", false);
+			return;
+		}
 	etcd_event_hold_clear(&o->held);
 	o->live = true;
 	o->backoff_ms = RETRY_MIN_MS;
@@ -379,9 +395,38 @@ static void plugin_watch_on_range(struct etcd_client *c, int err, const struct e
 		return;
 	}
 	pw->ready(pw->ud);
-	return;
-nomem:
-	plugin_watch_lost(o, "out of memory building the snapshot", false);
+}
+
+static void plugin_watch_on_range(struct etcd_client *c, int err, const struct etcd_response *resp,
+				  void *ud)
+{
+	struct one_watch *o = ud;
+	struct plugin_watch *pw = o->pw;
+	(void)c;
+	o->range = NULL;
+	if (err < 0 || !resp || (resp->more && resp->n_kvs == 0)) {
+		plugin_watch_page_failed(o, err);
+		return;
+	}
+	if (resp->more && !plugin_watch_next_page(o, resp))
+		return;
+	struct plugin_watch_batch *b;
+	if (plugin_watch_snapshot_batches(o->prefix, o->len, o->id, o->strip, resp,
+					  o->resync_next ? LH_WATCH_RESYNC : 0, !resp->more,
+					  o->snap_rev, false, &b) < 0) {
+		plugin_watch_lost(o, "out of memory building the snapshot", false);
+		return;
+	}
+	o->resync_next = false; /* said once, in the first batch */
+	while (b) {
+		struct plugin_watch_batch *next = b->next;
+		plugin_watch_queue_push(pw, b);
+		b = next;
+	}
+	if (resp->more) /* the next page is on its way */
+		pw->ready(pw->ud);
+	else
+		plugin_watch_go_live(o);
 }
 
 /* one page of the snapshot: from page_from (the prefix at first) to the
@@ -493,6 +538,21 @@ size_t plugin_watch_count(const struct plugin_watch *pw)
 	return pw ? pw->n : 0;
 }
 
+int plugin_watch_get_prefix(const struct plugin_watch *pw, uint32_t id, const uint8_t **ret_prefix,
+			    size_t *ret_len, const uint8_t **ret_end, size_t *ret_end_len,
+			    size_t *ret_strip)
+{
+	if (!pw || id >= pw->n)
+		return -ENOENT;
+	const struct one_watch *o = pw->w[id];
+	*ret_prefix = o->prefix;
+	*ret_len = o->len;
+	*ret_end = o->end;
+	*ret_end_len = o->end_len;
+	*ret_strip = o->strip;
+	return 0;
+}
+
 void plugin_watch_start(struct plugin_watch *pw)
 {
 	plugin_watch_stop(pw);
@@ -566,6 +626,7 @@ nng_msg *plugin_watch_batch_msg(const struct plugin_watch_batch *b, uint64_t seq
 	wes.events = wp;
 	Event ev = LEASEHOLD__BUS__EVENT__INIT;
 	ev.seq = seq;
+	ev.shadow = b->shadow;
 	ev.kind_case = LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS;
 	ev.watch_events = &wes;
 	ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;

@@ -74,6 +74,7 @@ struct plugin_watch_batch {
 	size_t strip; /* bytes of each key the plugin does not see (the data prefix) */
 	size_t n, cap, bytes;
 	struct plugin_watch_event *evs;
+	bool shadow; /* a shadow run's snapshot: delivered outside a term */
 };
 
 struct plugin_watch_stats {
@@ -100,6 +101,21 @@ int plugin_watch_new(struct loop *l, struct etcd_client *etcd, const char *log_c
 int plugin_watch_add(struct plugin_watch *pw, const void *prefix, size_t len, uint32_t flags,
                      size_t strip);
 size_t plugin_watch_count(const struct plugin_watch *pw);
+/* plugin_watch_get_prefix - watch id's prefix and its range end (borrowed,
+ * valid while pw lives) and the bytes the plugin does not see; -ENOENT */
+int plugin_watch_get_prefix(const struct plugin_watch *pw, uint32_t id, const uint8_t **ret_prefix,
+                            size_t *ret_len, const uint8_t **ret_end, size_t *ret_end_len,
+                            size_t *ret_strip);
+/* plugin_watch_snapshot_batches - one range page (resp) of watch id's
+ * prefix as snapshot batches at revision rev, in order, as a list linked by
+ * next (caller owns it; NULL when the page gives none): LH_WATCH_SNAPSHOT,
+ * the first batch also `first`, the last one LH_WATCH_SYNCED when `last`
+ * (the prefix's last page; an empty one still gives that batch); keys not
+ * under prefix (a hostile answer) are skipped. 0 or -ENOMEM (nothing
+ * returned). The term's snapshot and a shadow run's are cut alike. */
+int plugin_watch_snapshot_batches(const void *prefix, size_t len, uint32_t id, size_t strip,
+                                  const struct etcd_response *resp, uint32_t first, bool last,
+                                  int64_t rev, bool shadow, struct plugin_watch_batch **ret_head);
 /* a term begins / ends (stop is idempotent; drops everything queued) */
 void plugin_watch_start(struct plugin_watch *pw);
 void plugin_watch_stop(struct plugin_watch *pw);

@@ -783,14 +783,17 @@ static bool worker_should_skip(struct worker *w, const Event *ev)
 		w->term_skipped = worker_term_ends_ahead(w);
 		return w->term_skipped;
 	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE_KEY:
+	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS:
+		/* a shadow run's snapshot batch or key belongs to no term (the
+		 * host queued it ahead of any on_elected): it runs, token 0 */
+		if (ev->shadow)
+			return false;
 		/* keys that run concurrently: the host sends a term's end only
 		 * once every key returned, so none can wait behind one; not
 		 * collecting ahead keeps up to key_concurrency keys out of the
 		 * stash */
-		if (w->pool)
+		if (ev->kind_case == LEASEHOLD__BUS__EVENT__KIND_RECONCILE_KEY && w->pool)
 			return w->term_skipped || !w->token;
-		/* fall through */
-	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS:
 		/* nothing of a watch or of the queue runs once its term is over */
 		return w->term_skipped || !w->token || worker_term_ends_ahead(w);
 	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:

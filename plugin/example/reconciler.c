@@ -149,7 +149,9 @@ static int32_t rc_on_watch_events(struct lh_ctx *ctx, const struct lh_watch_batc
 {
 	lh_logf(ctx, LH_LOG_DEBUG, "watch batch: %" PRIu64 " event(s), flags 0x%x, revision "
 	        "%" PRId64, wb->n_events, wb->flags, wb->revision);
-	return ctx->host->request_reconcile(ctx); /* coalesced: one more reconcile */
+	int32_t r = ctx->host->request_reconcile(ctx); /* coalesced: one more reconcile */
+	/* -ESTALE: not leading, a shadow run's snapshot; its reconcile follows anyway */
+	return r == -ESTALE ? 0 : r;
 }
 
 /* config_label - the configured label (config_string: in validate_config, the

@@ -281,8 +281,11 @@ static void check_plugin_json(json_object *p, const struct host *h, const struct
 	CHECK_JNULL(p, "pin_error");
 	/* not a keyed plugin: no work queue */
 	CHECK_JNULL(p, "queue");
+	/* the release rule's answer: the one release present may act */
+	CHECK(jstr(p, "acting.release") && jstr(p, "acting.basis"));
+	CHECK_INT_EQ(json_object_object_length(jget(p, "acting")), 2);
 	/* exactly the documented fields */
-	CHECK_INT_EQ(json_object_object_length(p), 31);
+	CHECK_INT_EQ(json_object_object_length(p), 32);
 	CHECK_INT_EQ(json_object_object_length(jget(p, "health")), 4);
 	CHECK(json_object_get_boolean(jget(p, "health.healthy")));
 	CHECK_INT_EQ(json_object_object_length(jget(p, "releases")), 4);

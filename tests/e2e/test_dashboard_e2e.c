@@ -5,10 +5,13 @@
  * of the example plugin, 1.0.0 to 1.1.0. One live page on host a's
  * endpoint, never reloaded: each step changes the cluster and waits for
  * the page's DOM (updated by its long poll) to show the rows, the leader,
- * the releases, who holds the rollout back and the terms; a screenshot per
+ * the releases, who holds the rollout back, the release that can act (the
+ * release rule's answer), the pin and the terms; a screenshot per
  * step goes to tests/artifacts/test_dashboard_e2e/ in the build tree.
  * Also: /api/v1/members answers the JSON of `leaseholdctl members -o
- * json`, the page is served with its CSP, and the API refuses bad queries
+ * json`, /api/v1/plugins carries the pin and the release that can act as
+ * `leaseholdctl release NAME -o json` shows them, the page is served with
+ * its CSP, and the API refuses bad queries
  * with a reason. Without Chromium the program exits 77 and says why.
  */
 #include "config.h"
@@ -50,7 +53,8 @@ static void start(struct host *h, int port)
 	host_start(h, harness_etcd_urls(g_etcd), args);
 }
 
-/* the page's state as JSON: {"leader", "status", "rows": {node: release},
+/* the page's state as JSON: {"leader", "status", "acting" (the release that
+ * can act), "canact" (its fact's text), "pin", "pintext", "rows": {node: release},
  * "lead": the leader row's "node:release", "back": the nodes marked as
  * holding the rollout back ("a,b"), "terms", "open": the open term's
  * "node:release"}; "" before its first render */
@@ -59,6 +63,8 @@ static const char DOM_EXPR[] =
     "if(document.body.dataset.loaded!=='true'||!s)return '';"
     "var o={leader:s.dataset.leader,rows:{},lead:'-',back:[],"
     "status:s.querySelector('[data-fact=status] .value').textContent,"
+    "acting:s.dataset.acting,canact:s.querySelector('[data-fact=can-act] .value').textContent,"
+    "pin:s.dataset.pin,pintext:s.querySelector('[data-fact=pin] .value').textContent,"
     "terms:s.querySelectorAll('li.term').length,open:'-'};"
     "[].forEach.call(s.querySelectorAll('tr.member'),function(r){"
     "o.rows[r.dataset.node]=r.dataset.release;"
@@ -78,6 +84,8 @@ struct step {
 	const char *back;     /* the nodes holding the rollout back */
 	const char *status;
 	int min_terms;
+	const char *acting; /* the release that can act */
+	const char *pin;    /* the pinned release, "" for none */
 	char last[800]; /* what the page showed last */
 };
 
@@ -107,6 +115,14 @@ static bool p_dom(void *arg)
 	ok = ok && jstr(o, "back") && strcmp(jstr(o, "back"), w->back) == 0;
 	ok = ok && jstr(o, "status") && strcmp(jstr(o, "status"), w->status) == 0;
 	ok = ok && json_object_get_int(jget(o, "terms")) >= w->min_terms;
+	/* the rule's answer beside who leads: "1.0.0 (why)" */
+	const char *acting = jstr(o, "acting"), *canact = jstr(o, "canact");
+	ok = ok && acting && strcmp(acting, w->acting) == 0 && canact &&
+	     strncmp(canact, acting, strlen(acting)) == 0 && strstr(canact, " (") != NULL;
+	const char *pin = jstr(o, "pin"), *pintext = jstr(o, "pintext");
+	ok = ok && pin && strcmp(pin, w->pin) == 0 && pintext &&
+	     (w->pin[0] ? strncmp(pintext, w->pin, strlen(w->pin)) == 0 && strstr(pintext, " by ")
+	                : strcmp(pintext, "none") == 0);
 	json_object_put(o);
 	return ok;
 }
@@ -146,26 +162,40 @@ static void test_dashboard_follows_a_rollout(void)
 	g_br = browser_open(path, harness_dir(g_etcd), url);
 
 	static struct step s1 = {"1-all-on-1.0.0", {"1.0.0", "1.0.0", "1.0.0"}, "1.0.0", NULL, "",
-	                         "DONE 1.0.0", 1};
+	                         "DONE 1.0.0", 1, "1.0.0", ""};
 	wait_page(&s1);
 
-	/* c upgrades: 1.0.0 keeps leading; a and b hold the rollout back */
+	/* c upgrades: 1.0.0 keeps leading (the only release that can act);
+	 * a and b hold the rollout back */
 	upgrade(&C);
 	static struct step s2 = {"2-c-on-1.1.0", {"1.0.0", "1.0.0", "1.1.0"}, "1.0.0", NULL, "a,b",
-	                         "DONE 1.0.0", 1};
+	                         "DONE 1.0.0", 1, "1.0.0", ""};
 	wait_page(&s2);
 
 	/* b upgrades: only a runs the release that can act */
 	upgrade(&B);
 	static struct step s3 = {"3-b-on-1.1.0", {"1.0.0", "1.1.0", "1.1.0"}, "1.0.0", "a", "a",
-	                         "DONE 1.0.0", 1};
+	                         "DONE 1.0.0", 1, "1.0.0", ""};
 	wait_page(&s3);
+
+	/* a pin shows, and goes again */
+	struct ctl_out o;
+	CHECK_INT_EQ(host_ctl(&B, &o, "release", "pin", PLUGIN, "1.0.0", NULL), 0);
+	ctl_out_free(&o);
+	static struct step s3p = {"3p-pinned-at-1.0.0", {"1.0.0", "1.1.0", "1.1.0"}, "1.0.0", "a",
+	                          "a", "DONE 1.0.0", 1, "1.0.0", "1.0.0"};
+	wait_page(&s3p);
+	CHECK_INT_EQ(host_ctl(&B, &o, "release", "unpin", PLUGIN, NULL), 0);
+	ctl_out_free(&o);
+	static struct step s3u = {"3u-unpinned", {"1.0.0", "1.1.0", "1.1.0"}, "1.0.0", "a", "a",
+	                          "DONE 1.0.0", 1, "1.0.0", ""};
+	wait_page(&s3u);
 
 	/* the last 1.0.0 host: a handover to 1.1.0, DONE 1.1.0, a new term */
 	upgrade(&A);
 	obs_wait_status_done(g_obs, REL(1, 1, 0), 20000);
 	static struct step s4 = {"4-all-on-1.1.0", {"1.1.0", "1.1.0", "1.1.0"}, "1.1.0", NULL, "",
-	                         "DONE 1.1.0", 2};
+	                         "DONE 1.1.0", 2, "1.1.0", ""};
 	wait_page(&s4);
 }
 
@@ -194,6 +224,25 @@ static void test_api_members_is_the_cli_json(void)
 	}
 	json_object_put(api);
 	json_object_put(cli);
+	ctl_out_free(&o);
+	http_reply_free(&r);
+
+	/* the plugin object carries the pin and the release rule's answer as
+	 * `release NAME -o json` does */
+	CHECK_INT_EQ(http_request(g_port[1], NULL, "/api/v1/plugins", 5000, &r), 200);
+	CHECK_INT_EQ(host_ctl(&B, &o, "release", PLUGIN, "-o", "json", NULL), 0);
+	json_object *ps = json_tokener_parse(r.body), *rel = json_tokener_parse(o.out), *p = NULL;
+	for (size_t i = 0; ps && i < json_object_array_length(ps); i++)
+		if (strcmp(jstr(json_object_array_get_idx(ps, i), "name"), PLUGIN) == 0)
+			p = json_object_array_get_idx(ps, i);
+	CHECK(p && rel && jget(p, "acting") != NULL);
+	CHECK_STR_EQ(jstr(p, "acting.release"), "1.1.0");
+	CHECK_STR_EQ(json_object_to_json_string(jget(p, "acting")),
+	             json_object_to_json_string(jget(rel, "acting")));
+	CHECK_STR_EQ(json_object_to_json_string(jget(p, "pin")),
+	             json_object_to_json_string(jget(rel, "pin")));
+	json_object_put(ps);
+	json_object_put(rel);
 	ctl_out_free(&o);
 	http_reply_free(&r);
 

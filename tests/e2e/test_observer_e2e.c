@@ -168,8 +168,9 @@ static void test_reads(void)
 	CHECK_JSTR(p, "name", PLUGIN);
 	CHECK_JSTR(p, "state", "observed");
 	CHECK_JSTR(p, "leader", "a");
-	CHECK_INT_EQ(json_object_object_length(p), 31); /* the daemon's fields */
+	CHECK_INT_EQ(json_object_object_length(p), 32); /* the daemon's fields */
 	CHECK_JSTR(p, "status.state", "DONE");
+	CHECK(jstr(p, "acting.release") != NULL); /* the rule, from the records */
 	CHECK_INT_EQ(json_object_get_int64(jget(p, "releases.members")), 2);
 	json_object *nodes = jget(p, "nodes");
 	CHECK_INT_EQ(json_object_array_length(nodes), 2);
