@@ -6,7 +6,7 @@
 # (FLEET_HOSTS) writes BUILDDIR/bench/RESULTS-fleet-small.md instead.
 # Env: CC, CFLAGS (the project's plugin flags); ETCD, ETCD_SERIES as for
 # `make check` (tests/etcd-select.sh); FLEET_HOSTS, FLEET_BATCH, FLEET_KILL,
-# FLEET_SEED (bench/lh-fleet.c).
+# FLEET_SEED, FLEET_WAVE, FLEET_TTL (bench/lh-fleet.c).
 set -eu
 build=$1
 src=$2
@@ -59,7 +59,7 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 	echo
 	echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 	echo "- commit: $commit$dirty"
-	echo "- hosts: $hosts \`leasehold\` processes (\`--isolation thread\`, \`--http none\`, \`--reconcile-wait 0\`, --ttl 10), each running 2 plugins (fleet-a, fleet-b: bench/benchplugin.c); rollout batch ${FLEET_BATCH:-5}"
+	echo "- hosts: $hosts \`leasehold\` processes (\`--isolation thread\`, \`--http none\`, \`--reconcile-wait 0\`, --ttl ${FLEET_TTL:-10}), each running 2 plugins (fleet-a, fleet-b: bench/benchplugin.c); rollout batch ${FLEET_BATCH:-5}"
 	echo "- etcd: $("$ETCD" --version 2>/dev/null | head -1), 3 members on loopback, one machine with the hosts"
 	echo "- machine: $(uname -srm), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GB", $2/1048576}' /proc/meminfo) RAM; load average at the start $load0, at the end $load1 (the machine may be shared)"
 	echo "- build: CFLAGS $CFLAGS"

@@ -9,7 +9,9 @@
  * fleet-b-1.0.0.so and fleet-b-1.1.0.so (bench/benchplugin.c built by
  * fleet.sh). Environment: FLEET_HOSTS (default 200), FLEET_BATCH (hosts
  * reloaded at once in the rollout, default 5), FLEET_KILL (hosts SIGKILLed
- * at once, default 20), FLEET_SEED (which hosts, default 1), LH_BUILDDIR.
+ * at once, default 20), FLEET_SEED (which hosts, default 1), FLEET_WAVE
+ * (hosts started at once, default 20), FLEET_TTL (the hosts' --ttl, default
+ * 10), LH_BUILDDIR.
  *
  * Design notes
  * - Every host is a `leasehold` process (tests/lib/hosts.h) with its own
@@ -19,7 +21,12 @@
  *   the fleet measures on etcd's side depends on the isolation), the
  *   defaults otherwise (--ttl 10, reconcile every 30 s). Host i lists the
  *   members starting at member i mod 3, so the fleet's load spreads over
- *   the three as a real fleet's configuration would spread it.
+ *   the three as a real fleet's configuration would spread it. Hosts start
+ *   FLEET_WAVE at a time, a wave once the one before is in the member
+ *   lists (a fleet does not boot in one second; 200 hosts at once on 2
+ *   CPUs took etcd past its request timeouts and the hosts' sessions with
+ *   it). etcd runs with its own raft timing (heartbeat 100 ms, election
+ *   timeout 1 s), not the harness's faster one.
  * - Cluster events are observed by two observers (tests/lib/hosts.h: an
  *   election that never campaigns, one per plugin, fed by its own watch)
  *   in this process's loop: every wait is for an observed event with a
@@ -64,7 +71,7 @@ static struct tu T;
 static FILE *g_md;
 static const char *g_plugins;
 static struct host *g_hosts;
-static int g_n, g_batch, g_kill;
+static int g_n, g_batch, g_kill, g_ttl;
 static struct observer *g_obs[2]; /* fleet-a, fleet-b */
 static const char *const g_names[2] = {"fleet-a", "fleet-b"};
 static int g_port[MEMBERS];
@@ -88,10 +95,29 @@ static double ms_since(uint64_t t0)
 	return (double)(loop_now() - t0) / 1e6;
 }
 
+/* fleet_wait - tu_wait that, on its deadline, has describe(arg) say what
+ * was seen before the run ends (the table so far stays: g_md is line
+ * buffered) */
+static void fleet_wait(bool (*pred)(void *), void *arg, int timeout_ms, const char *what,
+		       void (*describe)(void *))
+{
+	uint64_t deadline = loop_now() + (uint64_t)timeout_ms * LOOP_NS_PER_MS;
+	while (!pred(arg)) {
+		if (loop_now() >= deadline) {
+			fprintf(stderr, "lh-fleet: timed out after %d ms waiting for %s\n", timeout_ms,
+				what);
+			if (describe)
+				describe(arg);
+			exit(1);
+		}
+		CHECK(loop_run_once(T.loop, 50) >= 0);
+	}
+}
+
 /* ---- etcd's /metrics ---- */
 
 struct scrape {
-	double streams, watchers, events, slow, keepalives, watch_open;
+	double streams, watchers, events, slow, pending, keepalives, watch_open;
 	int64_t revision; /* the highest member's */
 };
 
@@ -132,6 +158,7 @@ static void scrape(struct scrape *s)
 		s->watchers += metric_sum(r.body, "etcd_debugging_mvcc_watcher_total", NULL);
 		s->events += metric_sum(r.body, "etcd_debugging_mvcc_events_total", NULL);
 		s->slow += metric_sum(r.body, "etcd_debugging_mvcc_slow_watcher_total", NULL);
+		s->pending += metric_sum(r.body, "etcd_debugging_mvcc_pending_events_total", NULL);
 		int64_t rev = (int64_t)metric_sum(r.body, "etcd_debugging_mvcc_current_revision", NULL);
 		s->revision = rev > s->revision ? rev : s->revision;
 		s->keepalives += metric_sum(r.body, "grpc_server_started_total",
@@ -297,18 +324,24 @@ static int node_index(const char *node)
 	return node && sscanf(node, "n%d", &i) == 1 && i >= 1 && i <= g_n ? i - 1 : -1;
 }
 
+struct up_want {
+	size_t members; /* hosts started so far */
+	bool led;       /* and both plugins led */
+};
+
 static bool p_fleet_up(void *arg)
 {
-	(void)arg;
+	const struct up_want *w = arg;
 	for (int k = 0; k < 2; k++)
-		if (obs_members(g_obs[k]) != (size_t)g_n || !obs_leader(g_obs[k]))
+		if (obs_members(g_obs[k]) != w->members || (w->led && !obs_leader(g_obs[k])))
 			return false;
 	return true;
 }
 
-/* start every host and wait until both plugins have every host as a member
- * and a leader; returns the ms that took */
-static double fleet_start(void)
+/* start every host, FLEET_WAVE at a time (each wave once the one before
+ * is in both plugins' member lists), and wait until both plugins have a
+ * leader; returns the ms that took */
+static double fleet_start(int wave)
 {
 	static char urls[MEMBERS][512];
 	for (int r = 0; r < MEMBERS; r++) {
@@ -317,7 +350,10 @@ static double fleet_start(void)
 			len += (size_t)snprintf(urls[r] + len, sizeof(urls[r]) - len, "%s%s",
 						m ? "," : "", harness_etcd_url(g_etcd, (r + m) % MEMBERS));
 	}
-	static const char *const extra[] = {"--isolation", "thread", "--reconcile-wait", "0", NULL};
+	static char ttl[16];
+	snprintf(ttl, sizeof(ttl), "%d", g_ttl);
+	static const char *extra[] = {"--isolation", "thread", "--reconcile-wait", "0", "--ttl", ttl,
+				      NULL};
 	char a[1024], b[1024];
 	snprintf(a, sizeof(a), "%s/fleet-a-1.0.0.so", g_plugins);
 	snprintf(b, sizeof(b), "%s/fleet-b-1.0.0.so", g_plugins);
@@ -331,8 +367,51 @@ static double fleet_start(void)
 		host_install_file(&g_hosts[i], a, "fleet-a.so", 0755);
 		host_install_file(&g_hosts[i], b, "fleet-b.so", 0755);
 		host_start(&g_hosts[i], urls[i % MEMBERS], extra);
+		struct up_want w = {.members = (size_t)i + 1, .led = i + 1 == g_n};
+		if ((i + 1) % wave == 0 || i + 1 == g_n)
+			tu_wait(&T, p_fleet_up, &w, 120000, "the wave's hosts members of both plugins");
 	}
-	tu_wait(&T, p_fleet_up, NULL, 60000 + 500 * g_n, "every host a member of both plugins, both led");
+	return ms_since(t0);
+}
+
+struct settle_want {
+	uint64_t next_scrape;
+	bool etcd_idle;
+};
+
+/* both plugins led with every host campaigning, and etcd has no watcher
+ * behind (no slow watcher, no pending event; its metrics have no event to
+ * wait on: read once a second) */
+static bool p_settled(void *arg)
+{
+	struct settle_want *w = arg;
+	for (int k = 0; k < 2; k++)
+		if (obs_campaigning(g_obs[k]) != (size_t)g_n || !obs_leader(g_obs[k]))
+			return false;
+	if (loop_now() >= w->next_scrape) {
+		struct scrape s;
+		scrape(&s);
+		w->etcd_idle = s.slow == 0 && s.pending == 0;
+		w->next_scrape = loop_now() + 1000 * LOOP_NS_PER_MS;
+	}
+	return w->etcd_idle;
+}
+
+static void settle_describe(void *arg)
+{
+	(void)arg;
+	fprintf(stderr, "lh-fleet: campaigning %zu and %zu of %d, leaders %s and %s\n",
+		obs_campaigning(g_obs[0]), obs_campaigning(g_obs[1]), g_n,
+		obs_leader(g_obs[0]) ? obs_leader(g_obs[0]) : "(none)",
+		obs_leader(g_obs[1]) ? obs_leader(g_obs[1]) : "(none)");
+}
+
+/* wait for p_settled; returns the ms it took */
+static double fleet_settle(void)
+{
+	struct settle_want w = {0};
+	uint64_t t0 = loop_now();
+	fleet_wait(p_settled, &w, 300000, "the fleet settled", settle_describe);
 	return ms_since(t0);
 }
 
@@ -434,6 +513,15 @@ static bool p_step_done(void *arg)
 	return w->now.leading == 1 && strcmp(w->now.rel, "1.1.0") == 0 && !w->now.write_t0;
 }
 
+static void step_describe(void *arg)
+{
+	struct step_want *w = arg;
+	const char *l = obs_leader(g_obs[1]);
+	fprintf(stderr, "lh-fleet: members at 1.1.0 %zu of %zu wanted, observer's leader %s; reports: %d instances in a term, the last elected at %s%s\n",
+		obs_members_at(g_obs[1], REL_NEW), w->upgraded, l ? l : "(none)", w->now.leading,
+		w->now.rel, w->now.write_t0 ? ", no fenced write since the last on_deposed" : "");
+}
+
 /* ---- fleet-b's writes by key class (docs/design.md, "etcd key layout") ---- */
 
 #define SYNC_KEY "/leasehold/fleet-b/~fleet-sync" /* after status: no mirror sees it */
@@ -528,7 +616,8 @@ static void rollout_step(int s, const char *src, struct lead *lead, struct rollo
 	uint64_t t0 = loop_now();
 	for (int i = from; i < to; i++)
 		host_install_file(&g_hosts[i], src, "fleet-b.so", 0755);
-	tu_wait(&T, p_step_done, &w, 60000, "the step's hosts at fleet-b 1.1.0, one of them leading");
+	fleet_wait(p_step_done, &w, 120000, "the step's hosts at fleet-b 1.1.0, one of them leading",
+		   step_describe);
 	double ms = ms_since(t0);
 	scrape(&s1);
 	double ev = s1.events - s0.events;
@@ -666,8 +755,8 @@ static void kill_hosts(void)
 	for (int i = 0; i < g_n; i++)
 		if (killed[i])
 			CHECK_OK(host_wait(&g_hosts[i], 5000));
-	tu_wait(&T, p_led_again, &w, 60000, "both plugins led by a live host");
-	fprintf(g_md, "## SIGKILL of %d hosts at once (both leaders among them), --ttl 10\n\n", n);
+	tu_wait(&T, p_led_again, &w, 60000 + 3000 * g_ttl, "both plugins led by a live host");
+	fprintf(g_md, "## SIGKILL of %d hosts at once (both leaders among them), --ttl %d\n\n", n, g_ttl);
 	fprintf(g_md, "| plugin | leader killed | SIGKILL → a live host's plugin in `on_elected` | SIGKILL → the observer sees a live host lead |\n|---|---|---|---|\n");
 	for (int k = 0; k < 2; k++)
 		fprintf(g_md, "| %s | %s | %.0f ms | %.0f ms |\n", g_names[k], leaders[k], w.ev_ms[k],
@@ -698,23 +787,33 @@ int main(int argc, char **argv)
 	g_n = env_int("FLEET_HOSTS", 200, 2);
 	g_batch = env_int("FLEET_BATCH", 5, 1);
 	g_kill = env_int("FLEET_KILL", 20, 2);
+	g_ttl = env_int("FLEET_TTL", 10, 2);
 	if (g_kill > g_n / 2)
 		g_kill = g_n / 2 < 2 ? 2 : g_n / 2;
 	srand((unsigned)env_int("FLEET_SEED", 1, 0));
 	g_md = fopen(argv[2], "w");
 	CHECK(g_md != NULL);
-	CHECK_OK(harness_etcd_start(MEMBERS, NULL, &g_etcd));
+	setvbuf(g_md, NULL, _IOLBF, 0);
+	/* etcd's own raft timing, not the harness's faster one: a fleet on a
+	 * shared machine is no place for a 500 ms election timeout */
+	static const char *const etcd_args[] = {"--heartbeat-interval", "100", "--election-timeout",
+						"1000", NULL};
+	CHECK_OK(harness_etcd_start(MEMBERS, etcd_args, &g_etcd));
 	for (int m = 0; m < MEMBERS; m++)
 		CHECK(sscanf(harness_etcd_url(g_etcd, m), "http://127.0.0.1:%d", &g_port[m]) == 1);
 	tu_init(&T, harness_etcd_urls(g_etcd));
 	bench_reports_open(T.loop, harness_dir(g_etcd));
 	for (int k = 0; k < 2; k++)
 		g_obs[k] = obs_new(&T, "/leasehold", g_names[k], REL_OLD, REL_OLD, REL_OLD);
-	fprintf(stderr, "lh-fleet: %d hosts, batch %d, kill %d, etcd %s\n", g_n, g_batch, g_kill,
-		harness_etcd_urls(g_etcd));
-	double start_ms = fleet_start();
-	fprintf(g_md, "Fleet up (every host started → both plugins have %d members and a leader): %.1f s.\n\n",
-		g_n, start_ms / 1000);
+	fprintf(stderr, "lh-fleet: %d hosts, batch %d, kill %d, ttl %d, etcd %s\n", g_n, g_batch,
+		g_kill, g_ttl, harness_etcd_urls(g_etcd));
+	int wave = env_int("FLEET_WAVE", 20, 1);
+	double start_ms = fleet_start(wave);
+	fprintf(g_md, "Fleet up (the first host started → both plugins have %d members and a leader; hosts started %d at a time, each wave once the one before was in both member lists): %.1f s.\n\n",
+		g_n, wave, start_ms / 1000);
+	double settle_ms = fleet_settle();
+	fprintf(g_md, "Then settled (every host campaigning for both plugins, etcd without slow watchers or pending events): %.1f s later.\n\n",
+		settle_ms / 1000);
 	report_conns();
 	struct scrape s0, s1;
 	scrape(&s0);
@@ -727,7 +826,7 @@ int main(int argc, char **argv)
 	double secs = ms_since(t0) / 1000;
 	fprintf(g_md, "Lease keepalives from the rollout's start to the end of the SIGKILL recovery (%.1f s; gRPC LeaseKeepAlive streams started: the gateway opens one per renewal): %.0f, %.1f/s, %.3f/s per host (a renewal every TTL/3 is %.3f/s).\n",
 		secs, s1.keepalives - s0.keepalives, (s1.keepalives - s0.keepalives) / secs,
-		(s1.keepalives - s0.keepalives) / secs / g_n, 3.0 / 10);
+		(s1.keepalives - s0.keepalives) / secs / g_n, 3.0 / g_ttl);
 	fleet_stop();
 	for (int k = 0; k < 2; k++)
 		obs_free(g_obs[k]);
