@@ -18,26 +18,31 @@
  *   plugin dir, control socket and node id (n001...), `--http none`,
  *   `--isolation thread` (a worker process per plugin would be 2 x
  *   FLEET_HOSTS more processes on a machine that also runs etcd: nothing
- *   the fleet measures on etcd's side depends on the isolation), the
- *   defaults otherwise (--ttl 10, reconcile every 30 s). Host i lists the
- *   members starting at member i mod 3, so the fleet's load spreads over
- *   the three as a real fleet's configuration would spread it. Hosts start
- *   FLEET_WAVE at a time, a wave once the one before is in the member
- *   lists (a fleet does not boot in one second; 200 hosts at once on 2
- *   CPUs took etcd past its request timeouts and the hosts' sessions with
- *   it). etcd runs with its own raft timing (heartbeat 100 ms, election
- *   timeout 1 s), not the harness's faster one.
+ *   the fleet measures on etcd's side depends on the isolation),
+ *   `--reconcile-wait 0` (as make bench: a new leader's first reconcile
+ *   waits for nothing outside etcd), `--ttl FLEET_TTL`, the defaults
+ *   otherwise (reconcile every 30 s). Host i lists the members starting at
+ *   member i mod 3, so the fleet's load spreads over the three as a real
+ *   fleet's configuration would spread it. Hosts start FLEET_WAVE at a
+ *   time, a wave once the one before is in the member lists (a fleet does
+ *   not boot in one second; 200 hosts at once on 2 CPUs took etcd past its
+ *   request timeouts and the hosts' sessions with it), and the fleet is
+ *   left to settle (every host campaigning, etcd with no watcher behind)
+ *   before anything is measured. etcd runs with its own raft timing
+ *   (heartbeat 100 ms, election timeout 1 s), not the harness's faster one.
  * - Cluster events are observed by two observers (tests/lib/hosts.h: an
  *   election that never campaigns, one per plugin, fed by its own watch)
- *   in this process's loop: every wait is for an observed event with a
- *   deadline. Leaderless time is the time between the observer seeing no
- *   leader and seeing one again, taken after every loop round.
+ *   in this process's loop, and by the plugins' own reports
+ *   (bench/reports.h): every wait is for an observed event with a
+ *   deadline. Time without a leader comes from the reports: a plugin's
+ *   on_deposed to the next on_elected of any host, both on one clock.
  * - Connections are counted like `ss -tnp` counts them: the socket inodes
  *   of each host's /proc/PID/fd matched against /proc/net/tcp's
  *   established connections to a member's client port.
  * - Watch events: etcd's etcd_debugging_mvcc_events_total (events sent to
- *   watchers, summed over the members); the fleet's hosts and the two
- *   observers are the only watchers.
+ *   watchers, summed over the members); the watchers are the fleet's
+ *   hosts, the two observers and, during the rollout, the driver's watch
+ *   of fleet-b's keys.
  */
 #include "config.h"
 
