@@ -22,18 +22,7 @@ src=$2
 out=$build/bench/plugins
 mkdir -p "$out"
 
-# plugin variants, compiled like plugin/plugin.am compiles the example (the
-# project's warning flags, -fvisibility=hidden, only the descriptor exported)
-# (min_compatible MC_MAJOR.0.0, default 1; descriptor flags FLAGS, default 0: a macro of plugin.h or a number)
-cc_plugin() { # file name major minor [mc_major [flags]]
-	$CC $CFLAGS -fPIC -shared -I"$src/plugin" \
-		-DBENCH_NAME="\"$2\"" -DBENCH_MAJOR="$3" -DBENCH_MINOR="$4" -DBENCH_PATCH=0 \
-		-DBENCH_MC_MAJOR="${5:-1}" -DBENCH_MC_MINOR=0 -DBENCH_MC_PATCH=0 \
-		-DBENCH_FLAGS="${6:-0}" \
-		-o "$out/.$1.tmp" "$src/bench/benchplugin.c"
-	chmod 0755 "$out/.$1.tmp"
-	mv -f "$out/.$1.tmp" "$out/$1"
-}
+. "$src/bench/plugins.sh"
 k=0
 while [ $k -le 20 ]; do
 	cc_plugin "bench-1.$k.0.so" bench 1 $k &

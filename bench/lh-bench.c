@@ -58,6 +58,7 @@
 #include "runtime/runtime_instance.h"
 #include "plugins/fakehost.h"
 #include "raftleader.h"
+#include "reports.h"
 #include "election/election_switchover_request.h"
 #include "election/election_pin_request.h"
 #include "testutil.h"
@@ -152,75 +153,6 @@ static bool g_quick;
 
 /* ------------------------------------------------- plugin event reports */
 
-struct ev {
-	char type;
-	char node[32];
-	char name[64];
-	char rel[16];
-	uint64_t t;
-	int64_t a, b;
-};
-
-static struct ev *g_ev;
-static size_t g_nev, g_capev;
-static int g_sock = -1;
-static struct loop_io *g_sock_io;
-
-static void on_sock(struct loop_io *io, int fd, uint32_t events, void *ud)
-{
-	(void)io;
-	(void)events;
-	(void)ud;
-	char buf[512];
-	for (;;) {
-		ssize_t n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
-		if (n <= 0)
-			return;
-		buf[n] = 0;
-		struct ev e;
-		memset(&e, 0, sizeof(e));
-		if (sscanf(buf, "%c %31s %63s %15s %" SCNu64 " %" SCNd64 " %" SCNd64, &e.type, e.node,
-		           e.name, e.rel, &e.t, &e.a, &e.b) != 7)
-			continue;
-		if (g_nev == g_capev) {
-			g_capev = g_capev ? g_capev * 2 : 1024;
-			g_ev = realloc(g_ev, g_capev * sizeof(*g_ev));
-			CHECK(g_ev);
-		}
-		g_ev[g_nev++] = e;
-	}
-}
-
-static void sock_init(void)
-{
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	char path[sizeof(g_base) + 16];
-	snprintf(path, sizeof(path), "%s/ev.sock", g_base);
-	CHECK(strlen(path) < sizeof(a.sun_path));
-	memcpy(a.sun_path, path, strlen(path) + 1);
-	g_sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	CHECK(g_sock >= 0);
-	CHECK(bind(g_sock, (struct sockaddr *)&a, sizeof(a)) == 0);
-	int sz = 4 << 20;
-	(void)setsockopt(g_sock, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-	CHECK_OK(loop_io_add(T.loop, g_sock, EPOLLIN, on_sock, NULL, &g_sock_io));
-	CHECK(setenv("LH_BENCH_SOCK", a.sun_path, 1) == 0);
-}
-
-/* find the first event at index >= from matching; -1 if none */
-static long ev_find(size_t from, char type, const char *node, const char *name, const char *rel,
-                    int64_t a, bool match_a)
-{
-	for (size_t i = from; i < g_nev; i++) {
-		const struct ev *e = &g_ev[i];
-		if (e->type != type || (node && strcmp(e->node, node)) || (name && strcmp(e->name, name)) ||
-		    (rel && strcmp(e->rel, rel)) || (match_a && e->a != a))
-			continue;
-		return (long)i;
-	}
-	return -1;
-}
-
 /* run the loop until pred(arg) or timeout; true when pred held */
 static bool p_never(void *arg)
 {
@@ -254,11 +186,11 @@ struct evq {
 static bool p_ev(void *arg)
 {
 	struct evq *q = arg;
-	for (size_t i = q->from; i < g_nev; i++) {
-		long k = ev_find(i, q->type, q->node, q->name, q->rel, q->a, q->match_a);
+	for (size_t i = q->from; i < bench_nev; i++) {
+		long k = bench_ev_find(i, q->type, q->node, q->name, q->rel, q->a, q->match_a);
 		if (k < 0)
 			return false;
-		if (g_ev[k].b >= q->b_min) {
+		if (bench_ev[k].b >= q->b_min) {
 			q->found = k;
 			return true;
 		}
@@ -414,8 +346,8 @@ static struct host *leader_of(struct host **hs, int n, const char *name, int64_t
 {
 	char node[32] = "", rel[16] = "";
 	int64_t tok = 0;
-	for (size_t i = 0; i < g_nev; i++) {
-		const struct ev *e = &g_ev[i];
+	for (size_t i = 0; i < bench_nev; i++) {
+		const struct bench_ev *e = &bench_ev[i];
 		if (strcmp(e->name, name))
 			continue;
 		if (e->type == 'E') {
@@ -646,7 +578,7 @@ static void failover(const char *prefix, const char *ttl, int sig, int n, struct
 	host_setup(B, dir, "b");
 	install(A, "bench-1.0.0.so", "bench.so");
 	install(B, "bench-1.0.0.so", "bench.so");
-	size_t from = g_nev;
+	size_t from = bench_nev;
 	start_host(A, prefix, ttl);
 	if (wait_ev(from, 'W', "a", "bench", NULL, 0, false, 30000) < 0) {
 		note("failover %s: host a never wrote", prefix);
@@ -681,7 +613,7 @@ static void failover(const char *prefix, const char *ttl, int sig, int n, struct
 		}
 		if (sig == SIGTERM) /* every handover starts from the same quiet etcd */
 			wait_for(p_never, NULL, 20);
-		from = g_nev;
+		from = bench_nev;
 		uint64_t t0 = mono();
 		host_signal(L, sig);
 		long ke = wait_ev(from, 'E', O->node, "bench", NULL, 0, false, 60000);
@@ -690,15 +622,15 @@ static void failover(const char *prefix, const char *ttl, int sig, int n, struct
 			host_dump_log(O);
 			break;
 		}
-		long kw2 = wait_ev(from, 'W', O->node, "bench", NULL, g_ev[ke].a, true, 60000);
+		long kw2 = wait_ev(from, 'W', O->node, "bench", NULL, bench_ev[ke].a, true, 60000);
 		if (elected)
-			s_add(elected, ms_between(t0, g_ev[ke].t));
+			s_add(elected, ms_between(t0, bench_ev[ke].t));
 		if (kw2 >= 0 && write)
-			s_add(write, ms_between(t0, g_ev[kw2].t));
+			s_add(write, ms_between(t0, bench_ev[kw2].t));
 		if (kw2 >= 0 && e2w)
-			s_add(e2w, ms_between(g_ev[ke].t, g_ev[kw2].t));
-		if (kw2 >= 0 && e2call && (uint64_t)g_ev[kw2].b >= g_ev[ke].t)
-			s_add(e2call, ms_between(g_ev[ke].t, (uint64_t)g_ev[kw2].b));
+			s_add(e2w, ms_between(bench_ev[ke].t, bench_ev[kw2].t));
+		if (kw2 >= 0 && e2call && (uint64_t)bench_ev[kw2].b >= bench_ev[ke].t)
+			s_add(e2call, ms_between(bench_ev[ke].t, (uint64_t)bench_ev[kw2].b));
 		if (host_wait(L, 30000) < 0) {
 			note("failover %s: %s did not exit", prefix, L->node);
 			kill(L->pid, SIGKILL);
@@ -765,7 +697,7 @@ static void switchover_fig(const char *prefix, int n, struct samples *elected,
 	host_setup(&B, dir, "b");
 	install(&A, "bench-1.0.0.so", "bench.so");
 	install(&B, "bench-1.0.0.so", "bench.so");
-	size_t from = g_nev;
+	size_t from = bench_nev;
 	start_host(&A, prefix, "10");
 	if (wait_ev(from, 'W', "a", "bench", NULL, 0, false, 30000) < 0) {
 		note("switchover %s: host a never wrote", prefix);
@@ -785,7 +717,7 @@ static void switchover_fig(const char *prefix, int n, struct samples *elected,
 		}
 		struct host *O = L == &A ? &B : &A;
 		wait_for(p_never, NULL, 20); /* from a quiet etcd, like figure 1 */
-		from = g_nev;
+		from = bench_nev;
 		g_sw_err = 1;
 		struct switchover_request rq = {.prefix = prefix, .name = "bench",
 		                                .requester = "lh-bench", .to = O->node,
@@ -801,10 +733,10 @@ static void switchover_fig(const char *prefix, int n, struct samples *elected,
 			host_dump_log(O);
 			break;
 		}
-		long kw2 = wait_ev(from, 'W', O->node, "bench", NULL, g_ev[ke].a, true, 60000);
-		s_add(elected, ms_between(g_sw_ack, g_ev[ke].t));
+		long kw2 = wait_ev(from, 'W', O->node, "bench", NULL, bench_ev[ke].a, true, 60000);
+		s_add(elected, ms_between(g_sw_ack, bench_ev[ke].t));
 		if (kw2 >= 0)
-			s_add(write, ms_between(g_sw_ack, g_ev[kw2].t));
+			s_add(write, ms_between(g_sw_ack, bench_ev[kw2].t));
 		/* the old leader campaigns again, the new one ended the request */
 		if (!kw_wait(&kw, 2, 30000) || !wait_for(p_key_absent, hkey, 30000)) {
 			note("switchover %s: trial %d: did not settle", prefix, t);
@@ -831,8 +763,8 @@ struct w_after {
 static bool p_w_after(void *arg)
 {
 	struct w_after *q = arg;
-	for (; !q->done && q->from < g_nev; q->from++) {
-		const struct ev *e = &g_ev[q->from];
+	for (; !q->done && q->from < bench_nev; q->from++) {
+		const struct bench_ev *e = &bench_ev[q->from];
 		if (e->type != 'W' || (uint64_t)e->b < q->t0)
 			continue;
 		uint64_t prev = q->prev ? q->prev : q->t0;
@@ -873,7 +805,7 @@ static void raft_leader_kill(const char *prefix, const char *ttl, int n, struct 
 	struct host *H = hs[used++];
 	const char *args[] = {"--prefix", prefix, "--ttl", ttl, "--reconcile-wait", "0",
 	                      "--reconcile-interval", "100ms", "--log-level", "info", NULL};
-	size_t from = g_nev;
+	size_t from = bench_nev;
 	for (int i = 0; i < 2; i++) {
 		char urls[512];
 		snprintf(urls, sizeof(urls), "%s,%s,%s", harness_etcd_url(h, i),
@@ -894,7 +826,7 @@ static void raft_leader_kill(const char *prefix, const char *ttl, int n, struct 
 			break;
 		}
 		/* a leader writes again (after the move, after the last restart) */
-		struct w_after q = {.from = g_nev, .t0 = mono()};
+		struct w_after q = {.from = bench_nev, .t0 = mono()};
 		if (!wait_for(p_w_after, &q, 30000)) {
 			note("raft leader kill %s: trial %d: no write before the kill", prefix, t);
 			break;
@@ -902,7 +834,7 @@ static void raft_leader_kill(const char *prefix, const char *ttl, int n, struct 
 		int delay = (int)(((uint64_t)rand() * (uint64_t)period_ms) / ((uint64_t)RAND_MAX + 1));
 		wait_for(p_never, NULL, delay);
 		long ttl_ms = strtol(ttl, NULL, 10) * 1000;
-		q = (struct w_after){.from = g_nev, .t0 = mono(), .until = (uint64_t)ttl_ms * 1000000ull};
+		q = (struct w_after){.from = bench_nev, .t0 = mono(), .until = (uint64_t)ttl_ms * 1000000ull};
 		CHECK_OK(harness_etcd_kill(h, victim));
 		if (!wait_for(p_w_after, &q, 60000)) {
 			note("raft leader kill %s: trial %d: no write within 60 s of the kill", prefix, t);
@@ -1278,7 +1210,7 @@ static void idle_start(struct idle *I, int secs)
 	install(&I->h, "idle-a.so", "idle-a.so");
 	install(&I->h, "idle-b.so", "idle-b.so");
 	install(&I->h, "idle-c.so", "idle-c.so");
-	size_t from = g_nev;
+	size_t from = bench_nev;
 	I->http_port = harness_free_port();
 	start_host_http(&I->h, "/b7", "10", I->http_port);
 	const char *names[] = {"idle-a", "idle-b", "idle-c"};
@@ -1372,7 +1304,7 @@ static void rollout(int trials, struct samples *dead[3], struct samples *statusw
 	struct kwatch kst, kel;
 	kw_start(&kst, "/b3/bench/status");
 	kw_start(&kel, "/b3/bench/election/");
-	size_t from = g_nev;
+	size_t from = bench_nev;
 	CHECK_OK(harness_free_ports(g_b3_http, 3));
 	for (int i = 0; i < 3; i++) {
 		host_setup(&H[i], dir, nodes[i]);
@@ -1406,7 +1338,7 @@ static void rollout(int trials, struct samples *dead[3], struct samples *statusw
 		uint64_t st0 = kst.puts;
 		int n_elect = 0;
 		for (int s = 0; s < 3; s++) {
-			size_t sfrom = g_nev;
+			size_t sfrom = bench_nev;
 			install(&H[s], file, "bench.so");
 			/* the step is over when host s runs the new release, its old
 			 * instance is gone, a new-release instance leads and wrote */
@@ -1416,7 +1348,7 @@ static void rollout(int trials, struct samples *dead[3], struct samples *statusw
 			if (ok && s == 0) {
 				ke = wait_ev(sfrom, 'E', NULL, "bench", rel, 0, false, 20000);
 				ok = ke >= 0 &&
-				     wait_ev(sfrom, 'W', g_ev[ke].node, "bench", rel, 0, false, 20000) >= 0;
+				     wait_ev(sfrom, 'W', bench_ev[ke].node, "bench", rel, 0, false, 20000) >= 0;
 			} else if (ok && strcmp(lead.node, H[s].node) == 0) {
 				ke = wait_ev(sfrom, 'E', H[s].node, "bench", rel, 0, false, 20000);
 				ok = ke >= 0;
@@ -1432,13 +1364,13 @@ static void rollout(int trials, struct samples *dead[3], struct samples *statusw
 				return;
 			}
 			/* dead time: timeline of the step's events in clock order */
-			size_t m = g_nev - sfrom;
-			struct ev *es = malloc((m ? m : 1) * sizeof(*es));
+			size_t m = bench_nev - sfrom;
+			struct bench_ev *es = malloc((m ? m : 1) * sizeof(*es));
 			CHECK(es);
-			memcpy(es, g_ev + sfrom, m * sizeof(*es));
+			memcpy(es, bench_ev + sfrom, m * sizeof(*es));
 			for (size_t i = 1; i < m; i++) /* insertion sort by t (few events) */
 				for (size_t j = i; j > 0 && es[j - 1].t > es[j].t; j--) {
-					struct ev x = es[j];
+					struct bench_ev x = es[j];
 					es[j] = es[j - 1];
 					es[j - 1] = x;
 				}
@@ -1448,7 +1380,7 @@ static void rollout(int trials, struct samples *dead[3], struct samples *statusw
 			uint64_t gap_start = 0;
 			double dead_ms = 0;
 			for (size_t i = 0; i < m; i++) {
-				const struct ev *e = &es[i];
+				const struct bench_ev *e = &es[i];
 				if (strcmp(e->name, "bench"))
 					continue;
 				if (e->type == 'I' && strcmp(e->rel, rel) == 0 && !newest_exists) {
@@ -1499,9 +1431,9 @@ static void rollout(int trials, struct samples *dead[3], struct samples *statusw
 /* figure 4's leader among n1..n3 (0-based), -1 when none led */
 static int b3_leader(void)
 {
-	for (long i = (long)g_nev - 1; i >= 0; i--)
-		if (g_ev[i].type == 'E' && strcmp(g_ev[i].name, "bench") == 0)
-			return g_ev[i].node[0] == 'n' ? g_ev[i].node[1] - '1' : -1;
+	for (long i = (long)bench_nev - 1; i >= 0; i--)
+		if (bench_ev[i].type == 'E' && strcmp(bench_ev[i].name, "bench") == 0)
+			return bench_ev[i].node[0] == 'n' ? bench_ev[i].node[1] - '1' : -1;
 	return -1;
 }
 
@@ -1510,19 +1442,19 @@ static void event_latency(int n, struct samples *from_send, struct samples *from
 	int64_t tok;
 	/* the leader is whoever wrote last on /b3 */
 	long kl = -1;
-	for (long i = (long)g_nev - 1; i >= 0; i--)
-		if (g_ev[i].type == 'E' && strcmp(g_ev[i].name, "bench") == 0) {
+	for (long i = (long)bench_nev - 1; i >= 0; i--)
+		if (bench_ev[i].type == 'E' && strcmp(bench_ev[i].name, "bench") == 0) {
 			kl = i;
 			break;
 		}
 	if (kl < 0)
 		return;
-	tok = g_ev[kl].a;
+	tok = bench_ev[kl].a;
 	(void)tok;
 	char node[32];
-	snprintf(node, sizeof(node), "%s", g_ev[kl].node);
+	snprintf(node, sizeof(node), "%s", bench_ev[kl].node);
 	for (int i = 0; i < n; i++) {
-		size_t from = g_nev;
+		size_t from = bench_nev;
 		uint64_t t0 = mono();
 		int64_t rev = tu_put_member(&T, "/b3", "bench", "zz-fake", REL(1, 0, 0));
 		uint64_t t1 = mono();
@@ -1531,8 +1463,8 @@ static void event_latency(int n, struct samples *from_send, struct samples *from
 			note("event latency: no on_releases_changed for revision %" PRId64, rev);
 			continue;
 		}
-		s_add(from_send, ms_between(t0, g_ev[k].t));
-		s_add(from_ack, ms_between(t1, g_ev[k].t));
+		s_add(from_send, ms_between(t0, bench_ev[k].t));
+		s_add(from_ack, ms_between(t1, bench_ev[k].t));
 	}
 }
 
@@ -1850,7 +1782,7 @@ static void scale(int n_members, int n_runs, int n_events, struct scale_res *res
 	size_t from;
 	struct evq q;
 	for (int run = 0; run < n_runs; run++) {
-		from = g_nev;
+		from = bench_nev;
 		uint64_t t0 = mono();
 		start_host(h, prefix, "10");
 		q = (struct evq){from, 'R', node, "bench", NULL, 0, false, n_members + 1, -1};
@@ -1860,7 +1792,7 @@ static void scale(int n_members, int n_runs, int n_events, struct scale_res *res
 			stop_host(h);
 			return;
 		}
-		s_add(&res->sync_ms, ms_between(t0, g_ev[q.found].t));
+		s_add(&res->sync_ms, ms_between(t0, bench_ev[q.found].t));
 		s_add(&res->rss_mb, (double)proc_status_kb(h->pid, "VmRSS") / 1024.0);
 		double hwm = (double)proc_status_kb(h->pid, "VmHWM") / 1024.0;
 		if (hwm > res->hwm_mb)
@@ -1883,7 +1815,7 @@ static void scale(int n_members, int n_runs, int n_events, struct scale_res *res
 	                      /* valgrind has no pidfd_open: a worker process could
 	                       * not be watched (and its work is not the host's) */
 	                      "--isolation", "thread", NULL};
-	from = g_nev;
+	from = bench_nev;
 	pid_t vp = fork();
 	CHECK(vp >= 0);
 	if (vp == 0) {
@@ -1913,7 +1845,7 @@ static void scale(int n_members, int n_runs, int n_events, struct scale_res *res
 	for (int i = 0; i < n_events; i++) {
 		char fake[32];
 		snprintf(fake, sizeof(fake), "fake-%05d", i % n_members);
-		size_t f2 = g_nev;
+		size_t f2 = bench_nev;
 		int64_t rev = tu_put_member(&T, prefix, "bench", fake, REL(1, 0, 0));
 		if (wait_ev(f2, 'R', node, "bench", NULL, rev, true, 30000) >= 0)
 			got++;
@@ -2046,7 +1978,7 @@ static void pin_fig(const char *prefix, int n, struct samples *elected, struct s
 	host_setup(&B, dir, "b");
 	install(&A, "bench-1.0.0.so", "bench.so");
 	install(&B, "bench-1.0.0.so", "bench.so");
-	size_t from = g_nev;
+	size_t from = bench_nev;
 	start_host(&A, prefix, "10");
 	if (wait_ev(from, 'W', "a", "bench", NULL, 0, false, 30000) < 0) {
 		note("pin %s: host a never wrote", prefix);
@@ -2063,14 +1995,14 @@ static void pin_fig(const char *prefix, int n, struct samples *elected, struct s
 			note("pin %s: trial %d: the pin failed", prefix, k);
 			break;
 		}
-		from = g_nev;
+		from = bench_nev;
 		install(O, file, "bench.so");
 		if (wait_ev(from, 'I', O->node, "bench", rel, 0, false, 20000) < 0) {
 			note("pin %s: trial %d: %s never ran %s", prefix, k, O->node, rel);
 			break;
 		}
 		wait_for(p_never, NULL, 20); /* from a quiet etcd, like figure 1 */
-		from = g_nev;
+		from = bench_nev;
 		if (!pin_write(prefix, NULL)) {
 			note("pin %s: trial %d: the unpin failed", prefix, k);
 			break;
@@ -2081,12 +2013,12 @@ static void pin_fig(const char *prefix, int n, struct samples *elected, struct s
 			host_dump_log(O);
 			break;
 		}
-		long kw2 = wait_ev(from, 'W', O->node, "bench", rel, g_ev[ke].a, true, 60000);
-		s_add(elected, ms_between(g_pin_ack, g_ev[ke].t));
+		long kw2 = wait_ev(from, 'W', O->node, "bench", rel, bench_ev[ke].a, true, 60000);
+		s_add(elected, ms_between(g_pin_ack, bench_ev[ke].t));
 		if (kw2 >= 0)
-			s_add(write, ms_between(g_pin_ack, g_ev[kw2].t));
+			s_add(write, ms_between(g_pin_ack, bench_ev[kw2].t));
 		/* the old leader's host loads the same release: both run 1.k.0 */
-		from = g_nev;
+		from = bench_nev;
 		install(L, file, "bench.so");
 		if (wait_ev(from, 'I', L->node, "bench", rel, 0, false, 20000) < 0) {
 			note("pin %s: trial %d: %s never ran %s", prefix, k, L->node, rel);
@@ -2143,7 +2075,7 @@ static void broken_release(int n, struct samples *out)
 			host_setup(&hs[i], dir, i == 0 ? "a" : i == 1 ? "b" : "c");
 			install(&hs[i], "bench-1.0.0.so", "bench.so");
 		}
-		size_t from = g_nev;
+		size_t from = bench_nev;
 		start_host(&hs[0], pfx, "10");
 		if (wait_ev(from, 'W', "a", "bench", NULL, 0, false, 30000) < 0) {
 			note("figure 15: trial %d: a never wrote", t);
@@ -2157,7 +2089,7 @@ static void broken_release(int n, struct samples *out)
 			note("figure 15: trial %d: b or c did not start", t);
 			break;
 		}
-		from = g_nev;
+		from = bench_nev;
 		install(&hs[2], "bench-broken-1.21.0.so", "bench.so");
 		long kx = wait_ev(from, 'X', "c", "bench", "1.21.0", 0, false, 30000);
 		long kw = kx < 0 ? -1 : wait_ev((size_t)kx, 'W', NULL, "bench", "1.0.0", 0, false, 30000);
@@ -2166,7 +2098,7 @@ static void broken_release(int n, struct samples *out)
 			host_dump_log(&hs[2]);
 			break;
 		}
-		s_add(out, ms_between(g_ev[kx].t, g_ev[kw].t));
+		s_add(out, ms_between(bench_ev[kx].t, bench_ev[kw].t));
 		for (int i = 0; i < 3; i++)
 			stop_host(&hs[i]);
 	}
@@ -2264,7 +2196,7 @@ static void watch_latency(int n, struct samples *plugin, struct samples *bare,
 	const char *url = harness_etcd_url(g_etcd, 0);
 	host_setup(&h, g_base, "w9");
 	install(&h, "bench-1.0.0.so", "bench.so");
-	size_t from = g_nev;
+	size_t from = bench_nev;
 	start_watch_host(&h, "/b9", false);
 	if (wait_ev(from, 'S', "w9", "bench", NULL, 0, false, 30000) < 0) {
 		note("figure 10: the host never synced its watch");
@@ -2292,7 +2224,7 @@ static void watch_latency(int n, struct samples *plugin, struct samples *bare,
 	for (int i = 0; i < n; i++) {
 		char val[32];
 		snprintf(val, sizeof(val), "v%d", i);
-		size_t f = g_nev;
+		size_t f = bench_nev;
 		uint64_t t0 = mono();
 		int64_t rev = tu_put(&T, "/b9/bench/data/in/k", val, strlen(val));
 		uint64_t t1 = mono();
@@ -2300,16 +2232,16 @@ static void watch_latency(int n, struct samples *plugin, struct samples *bare,
 		long k = -1;
 		for (size_t from2 = f;; from2 = (size_t)k + 1) {
 			k = wait_ev(from2, 'B', "w9", "bench", NULL, 0, false, 5000);
-			if (k < 0 || g_ev[k].b == rev)
+			if (k < 0 || bench_ev[k].b == rev)
 				break;
 		}
 		if (k < 0 || !tb) {
 			note("figure 10: trial %d lost (plugin %ld, bare %" PRIu64 ")", i, k, tb);
 			continue;
 		}
-		s_add(plugin, ms_between(t0, g_ev[k].t));
+		s_add(plugin, ms_between(t0, bench_ev[k].t));
 		s_add(bare, ms_between(t0, tb));
-		s_add(plugin_ack, ((double)g_ev[k].t - (double)t1) / 1e6);
+		s_add(plugin_ack, ((double)bench_ev[k].t - (double)t1) / 1e6);
 	}
 	pthread_mutex_lock(&bw.mu);
 	bw.quit = true;
@@ -2382,14 +2314,14 @@ static void snapshot_replay(int n, struct samples *replay, struct samples *rss,
 	host_setup(&h, g_base, "w10");
 	install(&h, "bench-1.0.0.so", "bench.so");
 	for (int i = 0; i < n; i++) {
-		size_t from = g_nev;
+		size_t from = bench_nev;
 		start_watch_host(&h, "/b10", false);
 		long e = wait_ev(from, 'E', "w10", "bench", NULL, 0, false, 30000);
 		long s = e < 0 ? -1 : wait_ev((size_t)e, 'S', "w10", "bench", NULL, 10000, true, 60000);
 		if (s < 0) {
 			note("figure 11: trial %d: no synced marker with 10,000 events", i);
 		} else {
-			s_add(replay, ms_between(g_ev[e].t, g_ev[s].t));
+			s_add(replay, ms_between(bench_ev[e].t, bench_ev[s].t));
 			s_add(rss, (double)proc_status_kb(h.pid, "VmHWM") / 1024.0);
 			pid_t w = host_worker_pid(h.pid);
 			if (w > 0)
@@ -2435,17 +2367,17 @@ static void change_in_handover(int n, struct samples *out, struct samples *elect
 	for (int i = 0; i < n; i++) {
 		/* the leader: the node of the last on_elected */
 		long e = -1;
-		for (long k = (long)g_nev - 1; k >= 0 && e < 0; k--)
-			if (g_ev[k].type == 'E' && strncmp(g_ev[k].node, "w11", 3) == 0)
+		for (long k = (long)bench_nev - 1; k >= 0 && e < 0; k--)
+			if (bench_ev[k].type == 'E' && strncmp(bench_ev[k].node, "w11", 3) == 0)
 				e = k;
 		if (e < 0 && (e = wait_ev(0, 'E', NULL, "bench", NULL, 0, false, 30000)) < 0)
 			break;
-		struct host *l = strcmp(g_ev[e].node, "w11a") == 0 ? &hs[0] : &hs[1];
+		struct host *l = strcmp(bench_ev[e].node, "w11a") == 0 ? &hs[0] : &hs[1];
 		struct host *o = l == &hs[0] ? &hs[1] : &hs[0];
 		/* the other host is up and synced as a standby: its I came */
 		if (wait_ev(0, 'I', o->node, "bench", NULL, 0, false, 30000) < 0)
 			break;
-		size_t from = g_nev;
+		size_t from = bench_nev;
 		char val[32];
 		int v = 1000 + i;
 		snprintf(val, sizeof(val), "v%d", v);
@@ -2463,16 +2395,16 @@ static void change_in_handover(int n, struct samples *out, struct samples *elect
 		if (k < 0)
 			note("figure 12: trial %d: the new leader %s never wrote v%d", i, o->node, v);
 		else
-			s_add(out, ms_between(t_ack, g_ev[k].t));
+			s_add(out, ms_between(t_ack, bench_ev[k].t));
 		if (ke >= 0) {
-			double ms = ms_between(t_kill, g_ev[ke].t);
+			double ms = ms_between(t_kill, bench_ev[ke].t);
 			s_add(elected, ms);
 			if (ms > 20) /* to find the trial in the hosts' logs (LH_BENCH_KEEP=1) */
 				note("figure 12: trial %d: SIGTERM of %s at %s → %s's on_elected %.1f ms", i,
 				     l->node, wall_clock(wall, sizeof(wall), wall_kill), o->node, ms);
 		}
 		host_wait(l, 20000);
-		size_t fi = g_nev;
+		size_t fi = bench_nev;
 		start_watch_host(l, "/b11", true);
 		wait_ev(fi, 'I', l->node, "bench", NULL, 0, false, 30000);
 	}
@@ -2490,7 +2422,7 @@ static void keyed_latency(int n, struct samples *out, struct samples *out_ack)
 	static struct host h;
 	host_setup(&h, g_base, "w16");
 	install(&h, "bench-keyed-1.0.0.so", "bench.so");
-	size_t from = g_nev;
+	size_t from = bench_nev;
 	start_watch_host(&h, "/b16", false);
 	/* the term's first reconcile wrote: keys may go */
 	if (wait_ev(from, 'W', "w16", "bench", NULL, 0, false, 30000) < 0) {
@@ -2502,7 +2434,7 @@ static void keyed_latency(int n, struct samples *out, struct samples *out_ack)
 		char key[64], val[32];
 		snprintf(key, sizeof(key), "/b16/bench/data/in/k%05d", i);
 		snprintf(val, sizeof(val), "v%d", i);
-		size_t f = g_nev;
+		size_t f = bench_nev;
 		uint64_t t0 = mono();
 		tu_put(&T, key, val, strlen(val));
 		uint64_t t1 = mono();
@@ -2511,8 +2443,8 @@ static void keyed_latency(int n, struct samples *out, struct samples *out_ack)
 			note("figure 16: trial %d lost", i);
 			continue;
 		}
-		s_add(out, ms_between(t0, g_ev[k].t));
-		s_add(out_ack, ((double)g_ev[k].t - (double)t1) / 1e6);
+		s_add(out, ms_between(t0, bench_ev[k].t));
+		s_add(out_ack, ((double)bench_ev[k].t - (double)t1) / 1e6);
 	}
 	stop_host(&h);
 }
@@ -2526,14 +2458,14 @@ static void keyed_resync(int n, struct samples *ms, struct samples *writes)
 	host_setup(&h, g_base, "w17");
 	install(&h, "bench-keyed-1.0.0.so", "bench.so");
 	for (int i = 0; i < n; i++) {
-		size_t from = g_nev;
+		size_t from = bench_nev;
 		start_watch_host(&h, "/b16", false);
 		long k = wait_ev(from, 'Y', "w17", "bench", NULL, 0, false, 30000);
 		if (k < 0)
 			note("figure 17: trial %d: no resync reported", i);
 		else {
-			s_add(ms, ((double)g_ev[k].t - (double)g_ev[k].b) / 1e6);
-			s_add(writes, (double)g_ev[k].a);
+			s_add(ms, ((double)bench_ev[k].t - (double)bench_ev[k].b) / 1e6);
+			s_add(writes, (double)bench_ev[k].a);
 		}
 		stop_host(&h);
 	}
@@ -2613,13 +2545,13 @@ struct dark_res {
 static double dark_longest(size_t from, uint64_t t0, uint64_t t1, uint64_t *ret_at)
 {
 	size_t m = 0;
-	uint64_t *ts = malloc((g_nev - from + 2) * sizeof(*ts));
+	uint64_t *ts = malloc((bench_nev - from + 2) * sizeof(*ts));
 	CHECK(ts);
 	ts[m++] = t0;
-	for (size_t i = from; i < g_nev; i++)
-		if (g_ev[i].type == 'W' && strcmp(g_ev[i].name, "bench") == 0 && g_ev[i].t > t0 &&
-		    g_ev[i].t < t1)
-			ts[m++] = g_ev[i].t;
+	for (size_t i = from; i < bench_nev; i++)
+		if (bench_ev[i].type == 'W' && strcmp(bench_ev[i].name, "bench") == 0 && bench_ev[i].t > t0 &&
+		    bench_ev[i].t < t1)
+			ts[m++] = bench_ev[i].t;
 	ts[m++] = t1;
 	for (size_t i = 1; i < m; i++) /* insertion sort: reports of hosts interleave */
 		for (size_t j = i; j > 0 && ts[j - 1] > ts[j]; j--) {
@@ -2642,13 +2574,13 @@ static double dark_cadence(size_t from, uint64_t t0, uint64_t t1)
 {
 	struct samples g = {0};
 	uint64_t prev = 0;
-	for (size_t i = from; i < g_nev; i++) {
-		if (g_ev[i].type != 'W' || strcmp(g_ev[i].name, "bench") || g_ev[i].t < t0 ||
-		    g_ev[i].t > t1)
+	for (size_t i = from; i < bench_nev; i++) {
+		if (bench_ev[i].type != 'W' || strcmp(bench_ev[i].name, "bench") || bench_ev[i].t < t0 ||
+		    bench_ev[i].t > t1)
 			continue;
-		if (prev && g_ev[i].t > prev)
-			s_add(&g, ms_between(prev, g_ev[i].t));
-		prev = g_ev[i].t;
+		if (prev && bench_ev[i].t > prev)
+			s_add(&g, ms_between(prev, bench_ev[i].t));
+		prev = bench_ev[i].t;
 	}
 	double med = g.n ? s_med(&g) : NAN;
 	free(g.v);
@@ -2658,8 +2590,8 @@ static double dark_cadence(size_t from, uint64_t t0, uint64_t t1)
 /* where the longest stretch went: the callbacks inside [a, b] by time */
 static void dark_breakdown(size_t from, uint64_t a, uint64_t b)
 {
-	for (size_t i = from; i < g_nev; i++) {
-		const struct ev *e = &g_ev[i];
+	for (size_t i = from; i < bench_nev; i++) {
+		const struct bench_ev *e = &bench_ev[i];
 		if (e->t >= a && e->t <= b && strchr("IEDFW", e->type) && strcmp(e->name, "bench") == 0)
 			note("  %+8.3f ms %c %s %s", ms_between(a, e->t), e->type, e->node, e->rel);
 	}
@@ -2680,7 +2612,7 @@ static bool dark_rollout(const char *prefix, int n, const char *newfile, struct 
 	CHECK(mkdir(dir, 0755) == 0);
 	const char *args[] = {"--prefix", prefix, "--ttl", "10", "--reconcile-wait", "0",
 	                      "--reconcile-interval", "5ms", "--log-level", "info", NULL};
-	size_t from = g_nev;
+	size_t from = bench_nev;
 	for (int i = 0; i < n; i++) {
 		char node[8];
 		snprintf(node, sizeof(node), "n%02d", i + 1);
@@ -2698,7 +2630,7 @@ static bool dark_rollout(const char *prefix, int n, const char *newfile, struct 
 	bool ok = true;
 	for (int s = 0; s < n && ok; s++) {
 		uint64_t step = mono();
-		size_t sfrom = g_nev;
+		size_t sfrom = bench_nev;
 		install(&hs[s], newfile, "bench.so");
 		ok = wait_ev(sfrom, 'I', hs[s].node, "bench", "2.0.0", 0, false, 20000) >= 0;
 		if (!ok)
@@ -2715,8 +2647,8 @@ static bool dark_rollout(const char *prefix, int n, const char *newfile, struct 
 		ret->cadence_ms = dark_cadence(from, steady, t0);
 		ret->rollout_s = ms_between(t0, t1) / 1000.0;
 		ret->elections = 0;
-		for (size_t i = from; i < g_nev; i++)
-			if (g_ev[i].type == 'E' && g_ev[i].t > t0 && g_ev[i].t < t1)
+		for (size_t i = from; i < bench_nev; i++)
+			if (bench_ev[i].type == 'E' && bench_ev[i].t > t0 && bench_ev[i].t < t1)
 				ret->elections++;
 		note("dark %s (%d hosts, %s): longest stretch without a write %.3f ms from %+.3f s after "
 		     "the first reload; cadence %.3g ms; %d on_elected; DONE 2.0.0 %.2f s after the "
@@ -2799,7 +2731,7 @@ int main(int argc, char **argv)
 	CHECK(chmod(g_base, 0755) == 0);
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
 	tu_init(&T, harness_etcd_urls(g_etcd));
-	sock_init();
+	bench_reports_open(T.loop, g_base);
 	uint64_t t_begin = mono();
 	note("lh-bench: etcd %s, base %s, trials %d (ttl 10: %d)", harness_etcd_url(g_etcd, 0),
 	     g_base, n_main, n_t10);

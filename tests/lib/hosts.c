@@ -29,7 +29,8 @@
 
 extern char **environ;
 
-#define MAX_HOSTS 16
+/* make fleet starts 200 (bench/lh-fleet.c) */
+#define MAX_HOSTS 256
 static struct host *g_hosts[MAX_HOSTS];
 static int g_nhosts;
 static bool g_atexit;
@@ -696,6 +697,30 @@ static bool p_leader(struct observer *o, const struct obs_want *w)
 static bool p_members(struct observer *o, const struct obs_want *w)
 {
 	return obs_members(o) == w->n;
+}
+
+/* members matching r (any release when NULL), campaigning ones only with
+ * campaigning */
+static size_t obs_count(struct observer *o, const struct release *r, bool campaigning)
+{
+	size_t n = election_members(o->el, NULL, 0), k = 0;
+	struct election_member *m = calloc(n ? n : 1, sizeof(*m));
+	CHECK(m != NULL);
+	n = election_members(o->el, m, n);
+	for (size_t i = 0; i < n; i++)
+		k += (!r || release_cmp(m[i].release, *r) == 0) && (!campaigning || m[i].campaigning);
+	free(m);
+	return k;
+}
+
+size_t obs_members_at(struct observer *o, struct release r)
+{
+	return obs_count(o, &r, false);
+}
+
+size_t obs_campaigning(struct observer *o)
+{
+	return obs_count(o, NULL, true);
 }
 
 static bool p_member_release(struct observer *o, const struct obs_want *w)

@@ -166,6 +166,11 @@ void obs_free(struct observer *o);
 /* current leader (borrowed until the loop runs again) or NULL */
 const char *obs_leader(struct observer *o);
 size_t obs_members(struct observer *o);
+/* obs_members_at - how many members run release r (every member counted,
+ * however many) */
+size_t obs_members_at(struct observer *o, struct release r);
+/* obs_campaigning - how many members campaign (have an election key) */
+size_t obs_campaigning(struct observer *o);
 /* the observed consumer would be ready */
 bool obs_ready(struct observer *o);
 /* waits: run the loop until the condition holds; after timeout_ms print
