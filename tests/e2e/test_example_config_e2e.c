@@ -21,10 +21,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
+#include "e2e_fixture.h"
 #include "invariants.h"
-#include "testutil.h"
 
 #define PFX "/lhxc"
 #define PLUGIN "reconciler"
@@ -35,8 +33,7 @@ static struct tu T;
 static struct observer *g_obs;
 static struct host A, B;
 
-static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                                   "--reconcile-interval", "1h", NULL};
+static const char *const ARGS[] = {HOST_TEST_ARGS(PFX), NULL};
 
 struct want {
 	const char *key, *value;
@@ -126,16 +123,10 @@ static void test_label_follows_config(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &H));
-	tu_init(&T, harness_etcd_urls(H));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(H), "a");
-	host_setup(&B, harness_dir(H), "b");
+	e2e_start(&H, &T, (struct host *const[]){&A, &B, NULL}, &g_obs, PFX, PLUGIN);
 
 	RUN(test_label_follows_config);
 
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(H);
+	e2e_stop(H, &T, g_obs);
 	return 0;
 }

@@ -123,8 +123,7 @@ static void start(struct host *h, int port)
 {
 	char addr[64];
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-	const char *args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-	                      "--reconcile-interval", "1h", "--http", addr, NULL};
+	const char *args[] = {HOST_TEST_ARGS(PFX), "--http", addr, NULL};
 	host_start(h, harness_etcd_urls(g_etcd), args);
 }
 

@@ -26,10 +26,8 @@
 #include <json-c/json.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
+#include "e2e_fixture.h"
 #include "invariants.h"
-#include "testutil.h"
 
 #define PFX "/lhov"
 #define PLUGIN "reconciler"
@@ -41,8 +39,7 @@ static struct tu T;
 static struct observer *g_obs;
 static struct host A, B, C;
 
-static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                                   "--reconcile-interval", "1h", NULL};
+static const char *const ARGS[] = {HOST_TEST_ARGS(PFX), NULL};
 
 /* obs - `leaseholdctl --etcd URL --prefix PFX args...` (NULL-terminated) */
 static int obs(struct ctl_out *o, ...) __attribute__((sentinel));
@@ -216,12 +213,7 @@ static void test_config(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &H));
-	tu_init(&T, harness_etcd_urls(H));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(H), "a");
-	host_setup(&B, harness_dir(H), "b");
-	host_setup(&C, harness_dir(H), "c");
+	e2e_start(&H, &T, (struct host *const[]){&A, &B, &C, NULL}, &g_obs, PFX, PLUGIN);
 
 	RUN(test_switchover);
 	RUN(test_config);
@@ -233,8 +225,6 @@ int main(void)
 		CHECK_OK(host_wait(hs[i], 15000));
 		CHECK_INT_EQ(hs[i]->exit_status, 0);
 	}
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(H);
+	e2e_stop(H, &T, g_obs);
 	return 0;
 }

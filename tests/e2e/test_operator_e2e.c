@@ -46,8 +46,7 @@ static struct observer *g_obs;
 static struct jwatch *g_jw;
 static struct host A, B;
 
-static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                                   "--reconcile-interval", "1h", NULL};
+static const char *const ARGS[] = {HOST_TEST_ARGS(PFX), NULL};
 
 /* the lease of node's election key (0: it does not campaign) */
 static int64_t election_lease(const char *node)

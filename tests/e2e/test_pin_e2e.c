@@ -32,10 +32,8 @@
 #include <json-c/json.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
+#include "e2e_fixture.h"
 #include "invariants.h"
-#include "testutil.h"
 
 #define PLUGIN "reconciler"
 #define PFX "/lhpin"
@@ -44,8 +42,7 @@ static struct harness_etcd *g_etcd;
 static struct tu T;
 static struct observer *g_obs;
 static struct host A, B, C;
-static const char *g_args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                               "--reconcile-interval", "1h", NULL};
+static const char *g_args[] = {HOST_TEST_ARGS(PFX), NULL};
 
 /* observer - `leaseholdctl --etcd URL --prefix PFX args...` (NULL-terminated) */
 static int observer(struct ctl_out *o, ...) __attribute__((sentinel));
@@ -220,12 +217,7 @@ static void test_pin_forced_below_status_observer(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
-	host_setup(&C, harness_dir(g_etcd), "c");
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, &C, NULL}, &g_obs, PFX, PLUGIN);
 	host_install_plugin(&A, "1.0.0", "reconciler.so");
 	host_install_plugin(&B, "1.0.0", "reconciler.so");
 	host_install_plugin(&C, "1.0.0", "reconciler.so");
@@ -241,8 +233,6 @@ int main(void)
 	RUN(test_pin_forced_below_status_observer);
 
 	hosts_terminate((struct host *const[]){&A, &B, &C}, 3, 15000, false);
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs);
 	return 0;
 }

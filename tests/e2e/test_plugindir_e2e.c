@@ -32,9 +32,7 @@
 #include <json-c/json.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
-#include "testutil.h"
+#include "e2e_fixture.h"
 
 #define PFX "/lhpd"
 #define PLUGIN "reconciler"
@@ -43,7 +41,6 @@ static struct harness_etcd *g_etcd;
 static struct tu T;
 static struct observer *g_obs;
 static struct host A, B;
-static bool g_done;
 static int g_expect_failures;
 
 /* EXPECT - a check that reports and continues (used where a failure shows a
@@ -58,28 +55,11 @@ static int g_expect_failures;
 		}                                                                                  \
 	} while (0)
 
-static const char *const HOST_ARGS[] = {
-    "--prefix", PFX,	       "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval",
-    "1h",	"--log-level", "debug", NULL};
-
-static void dump_on_failure(void)
-{
-	if (!g_done)
-		hosts_dump_logs();
-}
-
-static struct host *host_by_node(const char *n)
-{
-	CHECK(n != NULL);
-	if (strcmp(n, A.node) == 0)
-		return &A;
-	CHECK_STR_EQ(n, B.node);
-	return &B;
-}
+static const char *const HOST_ARGS[] = {HOST_TEST_ARGS(PFX), "--log-level", "debug", NULL};
 
 static struct host *leader_host(void)
 {
-	return host_by_node(obs_leader(g_obs));
+	return host_of_node(obs_leader(g_obs));
 }
 
 static struct host *other_host(const struct host *h)
@@ -553,12 +533,7 @@ static void test_removing_the_leaders_file_stops_it_gracefully(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
-	atexit(dump_on_failure);
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, NULL}, &g_obs, PFX, PLUGIN);
 
 	RUN(test_start_two_hosts);
 	RUN(test_reload_of_an_unchanged_file_and_rescan_after_chmod);
@@ -566,10 +541,7 @@ int main(void)
 	RUN(test_removing_the_leaders_file_stops_it_gracefully);
 
 	hosts_terminate((struct host *const[]){&A, &B}, 2, 10000, true);
-	g_done = true;
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs);
 	if (g_expect_failures) {
 		fprintf(stderr, "%d EXPECT check(s) failed (see above)\n", g_expect_failures);
 		return 1;

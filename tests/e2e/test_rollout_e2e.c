@@ -30,6 +30,7 @@
 #include <json-c/json.h>
 
 #include "check.h"
+#include "e2e_fixture.h"
 #include "harness.h"
 #include "hosts.h"
 #include "invariants.h"
@@ -45,8 +46,7 @@ static struct host A, B, C;
 /* each scenario has its own prefix: the invariants read a prefix's whole
  * history */
 static const char *g_pfx;
-static const char *g_args[] = {"--prefix", NULL, "--ttl", "2", "--reconcile-wait", "0",
-                               "--reconcile-interval", "1h", NULL};
+static const char *g_args[] = {HOST_TEST_ARGS(NULL), NULL};
 
 /* P/N/data/<rest> */
 static const char *data_key(const char *rest)
@@ -225,17 +225,11 @@ static void test_rollout_reference_flag(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
-	host_setup(&C, harness_dir(g_etcd), "c");
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, &C, NULL}, NULL, NULL, NULL);
 
 	RUN(test_rollout_older_release_keeps_reconciling);
 	RUN(test_rollout_reference_flag);
 
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs);
 	return 0;
 }

@@ -30,10 +30,8 @@
 #include <json-c/json.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
+#include "e2e_fixture.h"
 #include "invariants.h"
-#include "testutil.h"
 
 #define PFX "/lhs"
 #define PLUGIN "reconciler"
@@ -44,8 +42,7 @@ static struct tu T;
 static struct observer *g_obs;
 static struct host A, B, C;
 
-static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                                   "--reconcile-interval", "1h", NULL};
+static const char *const ARGS[] = {HOST_TEST_ARGS(PFX), NULL};
 /* a's reconciles take 6 s: a leader a drains for that long, longer than
  * a dead target's lease (2 s) takes to expire */
 static const char *const SLOW[] = {"LH_EXAMPLE_DELAY_MS=6000", NULL};
@@ -302,12 +299,7 @@ static void test_more_refusals(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
-	host_setup(&C, harness_dir(g_etcd), "c");
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, &C, NULL}, &g_obs, PFX, PLUGIN);
 
 	RUN(test_refusals);
 	RUN(test_switchover_to_any);
@@ -317,8 +309,6 @@ int main(void)
 	RUN(test_more_refusals);
 
 	hosts_terminate((struct host *const[]){&A, &B}, 2, 15000, false);
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs);
 	return 0;
 }

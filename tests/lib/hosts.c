@@ -95,6 +95,16 @@ void host_setup(struct host *h, const char *base, const char *node)
 		g_hosts[g_nhosts++] = h;
 }
 
+struct host *host_of_node(const char *node)
+{
+	CHECK(node != NULL);
+	for (int i = 0; i < g_nhosts; i++)
+		if (strcmp(g_hosts[i]->node, node) == 0)
+			return g_hosts[i];
+	fprintf(stderr, "no host was set up as node '%s'\n", node);
+	exit(1);
+}
+
 void host_forget(struct host *h)
 {
 	for (int i = 0; i < g_nhosts; i++)

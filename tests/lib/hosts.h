@@ -33,12 +33,21 @@ void host_setup(struct host *h, const char *base, const char *node);
 /* host_forget - take h off the list of hosts killed at exit and dumped by
  * hosts_dump_logs (before h's memory goes; its process is the caller's) */
 void host_forget(struct host *h);
+/* host_of_node - the first host set up (and not forgotten) as node; fails
+ * the test when node is NULL or no such host was set up: for the tests'
+ * "the leader, as one of my hosts" */
+struct host *host_of_node(const char *node);
 /* host_set_exec_prefix - run h's daemon through prefix from the next start
  * on (see struct host; set it after host_setup, which clears it) */
 void host_set_exec_prefix(struct host *h, const char *const *prefix);
 /* host_start - start leasehold for h against etcd urls with extra args
  * (NULL-terminated, may be NULL). Exits the test on failure. */
 void host_start(struct host *h, const char *urls, const char *const *extra);
+/* HOST_TEST_ARGS - the daemon flags most end-to-end hosts start with, to
+ * open a NULL-terminated argument list: prefix, a 2 s session TTL, no wait
+ * before the first reconcile, no periodic one within a test. */
+#define HOST_TEST_ARGS(prefix)                                                                 \
+	"--prefix", (prefix), "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval", "1h"
 /* host_signal - send sig */
 void host_signal(struct host *h, int sig);
 /* host_wait - wait for exit up to timeout_ms; returns 0 or -ETIMEDOUT */
