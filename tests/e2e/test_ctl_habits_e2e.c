@@ -49,7 +49,6 @@ static int g_http_port;
 static char g_http_addr[64];
 static const char *g_args[] = {HOST_TEST_ARGS(PFX), "--http", g_http_addr, NULL};
 
-
 /* count_lines_over - lines of s longer than w bytes */
 static int count_lines_over(const char *s, size_t w)
 {

@@ -36,8 +36,7 @@ static struct election *g_obs10, *g_obs11; /* observers of release 1.0.0 and 1.1
 static struct session *g_obs_sess;
 static struct host A, B;
 
-static const char *const HOST_ARGS[] = {HOST_TEST_ARGS(PFX), "--log-level", "debug",
-                                        NULL};
+static const char *const HOST_ARGS[] = {HOST_TEST_ARGS(PFX), "--log-level", "debug", NULL};
 
 static void obs_up(void *ud, int64_t l)
 {

@@ -32,13 +32,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/loop.h"
 #include "check.h"
 #include "e2e_fixture.h"
 #include "harness.h"
 #include "hosts.h"
 #include "http/http.h"
 #include "http_client.h"
-#include "base/loop.h"
 #include "testutil.h"
 
 #define PFX "/lhhttp"
@@ -52,8 +52,7 @@ static char addr_a[64], addr_b[64];
 
 static void start(struct host *h, const char *addr)
 {
-	const char *args[] = {HOST_TEST_ARGS(PFX), "--log-level", "debug",
-	                      "--http", addr, NULL};
+	const char *args[] = {HOST_TEST_ARGS(PFX), "--log-level", "debug", "--http", addr, NULL};
 	host_start(h, harness_etcd_urls(g_etcd), args);
 }
 

@@ -254,8 +254,8 @@ static void test_start(void)
 	for (int i = 0; i < 2; i++) {
 		char addr[64];
 		snprintf(addr, sizeof(addr), "127.0.0.1:%d", g_port[i]);
-		const char *args[] = {HOST_TEST_ARGS(PFX), "--log-level", "debug", "--http", addr,
-				      NULL};
+		const char *args[] = {
+		    HOST_TEST_ARGS(PFX), "--log-level", "debug", "--http", addr, NULL};
 		host_start(hs[i], harness_etcd_urls(g_etcd), args);
 	}
 	obs_wait_members(g_obs, 2, 15000);

@@ -40,8 +40,8 @@ static bool p_campaigns(void *node)
 
 static void start(struct host *h, const char *p1, const char *p2)
 {
-	const char *args[] = {HOST_TEST_ARGS(PFX), p1 ? "--priority" : NULL, p1,
-	                      p2 ? "--priority" : NULL, p2, NULL};
+	const char *args[] = {
+	    HOST_TEST_ARGS(PFX), p1 ? "--priority" : NULL, p1, p2 ? "--priority" : NULL, p2, NULL};
 	host_install_plugin(h, "1.0.0", "reconciler.so");
 	host_start(h, harness_etcd_urls(g_etcd), args);
 	tu_wait(&T, p_campaigns, h->node, 15000, "the new node campaigns");

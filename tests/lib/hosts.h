@@ -46,7 +46,7 @@ void host_start(struct host *h, const char *urls, const char *const *extra);
 /* HOST_TEST_ARGS - the daemon flags most end-to-end hosts start with, to
  * open a NULL-terminated argument list: prefix, a 2 s session TTL, no wait
  * before the first reconcile, no periodic one within a test. */
-#define HOST_TEST_ARGS(prefix)                                                                 \
+#define HOST_TEST_ARGS(prefix)                                                                     \
 	"--prefix", (prefix), "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval", "1h"
 /* host_signal - send sig */
 void host_signal(struct host *h, int sig);
