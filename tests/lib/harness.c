@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "harness.h"
 
 #define MAX_MEMBERS 3
@@ -162,15 +163,6 @@ int harness_free_port(void)
 	return r < 0 ? r : p;
 }
 
-static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 static void member_kill(struct member *m)
 {
 	if (m->pid > 0) {
@@ -186,7 +178,7 @@ static void kill_all(void)
 		for (int i = 0; i < h->n; i++)
 			member_kill(&h->m[i]);
 		if (h->dir[0])
-			nftw(h->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+			test_rm_tree(h->dir);
 	}
 }
 
@@ -560,7 +552,7 @@ void harness_etcd_free(struct harness_etcd *h)
 			break;
 		}
 	if (getenv("LH_KEEP_TMP") == NULL)
-		nftw(h->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+		test_rm_tree(h->dir);
 	for (int k = 0; k < h->n_extra; k++)
 		free(h->extra_copy[k]);
 	free(h->extra_copy);

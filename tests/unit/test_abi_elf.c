@@ -16,27 +16,14 @@
 
 #include "abi/abi_elf.h"
 #include "check.h"
+#include "files.h"
 
 static uint8_t *elf_load(const char *rel, size_t *ret_len)
 {
 	const char *b = getenv("LH_BUILDDIR");
 	char path[1024];
 	snprintf(path, sizeof(path), "%s/%s", b && *b ? b : ".", rel);
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		fprintf(stderr, "cannot open %s (run through make check)\n", path);
-		exit(99);
-	}
-	CHECK(fseek(f, 0, SEEK_END) == 0);
-	long n = ftell(f);
-	CHECK(n > 0);
-	rewind(f);
-	uint8_t *buf = malloc((size_t)n);
-	CHECK(buf);
-	CHECK(fread(buf, 1, (size_t)n, f) == (size_t)n);
-	fclose(f);
-	*ret_len = (size_t)n;
-	return buf;
+	return test_load_built(path, ret_len);
 }
 
 /* one answer on an exact-size copy of buf[len] (ASan sees any overread) */

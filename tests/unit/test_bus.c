@@ -42,7 +42,7 @@
 
 static struct loop *L;
 static struct fakehost *FH;
-static char g_root[512], g_dir[1024], g_private[1024], g_build[1024];
+static struct ifx_dirs D; /* the temp root, its plugin and private dirs */
 static int g_efd = -1;
 static struct loop_io *g_eio;
 static bool g_notified;
@@ -155,10 +155,7 @@ static void set_result(struct recorder *rec, int32_t r, const char *msg, int txn
 
 static void install_recorder(void)
 {
-	char src[PATH_MAX], dst[PATH_MAX];
-	snprintf(src, sizeof(src), "%s/tests/plugins/.libs/recorder.so", g_build);
-	snprintf(dst, sizeof(dst), "%s/recorder.so", g_dir);
-	test_copy_file(src, dst, 0644);
+	ifx_install(&D, "recorder.so");
 }
 
 /* load the recorder, start an instance, wait for init */
@@ -166,7 +163,7 @@ static void start(struct inst *in, int32_t init_result, bool wait_init)
 {
 	char err[LOADER_ERR_MAX];
 	memset(in, 0, sizeof(*in));
-	CHECK_OK(loader_open(g_dir, "recorder.so", g_private, &in->lp, err, sizeof(err)));
+	CHECK_OK(loader_open(D.plugins, "recorder.so", D.private_dir, &in->lp, err, sizeof(err)));
 	recorder_get_fn get = (recorder_get_fn)dlsym(in->lp->handle, "recorder_get");
 	CHECK(get);
 	in->rec = get();
@@ -880,7 +877,7 @@ static void test_instance_new_failure_leaves_plugin(void)
 {
 	char err[LOADER_ERR_MAX];
 	struct loader_plugin *lp;
-	CHECK_OK(loader_open(g_dir, "recorder.so", g_private, &lp, err, sizeof(err)));
+	CHECK_OK(loader_open(D.plugins, "recorder.so", D.private_dir, &lp, err, sizeof(err)));
 	struct driver_host h = *fakehost_driver_host(FH);
 	h.data_prefix = ""; /* would give the plugin all of etcd */
 	struct plugin_instance *pi = (struct plugin_instance *)(uintptr_t)0x1;
@@ -926,7 +923,7 @@ struct married {
 static void marry_worker(struct married *m, const char *file, const char *url)
 {
 	char err[LOADER_ERR_MAX];
-	CHECK_OK(loader_open(g_dir, file, g_private, &m->lp, err, sizeof(err)));
+	CHECK_OK(loader_open(D.plugins, file, D.private_dir, &m->lp, err, sizeof(err)));
 	CHECK_INT_EQ(nng_pair1_open(&m->hs), 0);
 	CHECK_INT_EQ(nng_pair1_open(&m->ws), 0);
 	nng_socket_set_ms(m->hs, NNG_OPT_RECVTIMEO, 10000);
@@ -1436,19 +1433,9 @@ static void test_worker_config_events(void)
 
 int main(void)
 {
-	const char *b = getenv("LH_BUILDDIR");
-	snprintf(g_build, sizeof(g_build), "%s", b && *b ? b : ".");
-	test_tmp_root("test-bus", g_root, sizeof(g_root));
-	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
-	snprintf(g_private, sizeof(g_private), "%s/private", g_root);
-	CHECK(mkdir(g_dir, 0755) == 0);
-	char err[LOADER_ERR_MAX];
-	CHECK_OK(loader_private_dir_prepare(g_private, err, sizeof(err)));
+	ifx_dirs_setup(&D, "test-bus");
 	install_recorder();
-	char cfg_src[PATH_MAX], cfg_dst[PATH_MAX];
-	snprintf(cfg_src, sizeof(cfg_src), "%s/tests/plugins/.libs/configured.so", g_build);
-	snprintf(cfg_dst, sizeof(cfg_dst), "%s/configured.so", g_dir);
-	test_copy_file(cfg_src, cfg_dst, 0644);
+	ifx_install(&D, "configured.so");
 
 	CHECK_OK(loop_new(&L));
 	CHECK_OK(fakehost_new(L, PREFIX, &FH));
