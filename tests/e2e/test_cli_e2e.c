@@ -45,20 +45,6 @@ static const char *const HOST_ARGS_EV[] = {HOST_TEST_ARGS(PFX_EV), "--log-level"
 
 /* ---- JSON helpers ---- */
 
-static bool jbool(json_object *o, const char *path)
-{
-	json_object *v = jget(o, path);
-	CHECK(v && json_object_is_type(v, json_type_boolean));
-	return json_object_get_boolean(v);
-}
-
-static int64_t jint(json_object *o, const char *path)
-{
-	json_object *v = jget(o, path);
-	CHECK(v && json_object_is_type(v, json_type_int));
-	return json_object_get_int64(v);
-}
-
 static bool jnull(json_object *o, const char *path)
 {
 	json_object *v = NULL;
@@ -416,12 +402,8 @@ static void wait_ready_ok(const struct host *h, const char *timeout)
 static void test_plugins_status_members_on_two_hosts(void)
 {
 	tu_del_prefix(&T, PFX "/");
-	host_install_plugin(&A, "1.0.0", "reconciler.so");
-	host_install_plugin(&B, "1.0.0", "reconciler.so");
-	host_start(&A, harness_etcd_urls(g_etcd), HOST_ARGS);
-	host_start(&B, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_members(g_obs10, 2, 15000);
-	obs_wait_status_done(g_obs10, REL(1, 0, 0), 15000);
+	e2e_hosts_up(g_obs10, harness_etcd_urls(g_etcd), HOST_ARGS,
+		     (struct host *const[]){&A, &B, NULL}, false);
 	struct host *L = host_of_node(obs_leader(g_obs10)), *O = L == &A ? &B : &A;
 	fprintf(stderr, "leader: %s\n", L->node);
 

@@ -38,26 +38,12 @@ static struct host A, B;
 
 static const char *const ARGS[] = {HOST_TEST_ARGS(PFX), NULL};
 
-struct want {
-	const char *key, *value; /* value NULL: the key is absent */
-};
-
-static bool p_value(void *arg)
-{
-	const struct want *w = arg;
-	size_t len;
-	char *v = (char *)tu_get(&T, w->key, &len);
-	bool ok = w->value ? v && strcmp(v, w->value) == 0 : v == NULL;
-	free(v);
-	return ok;
-}
-
+/* wait until output name holds value (NULL: is gone) */
 static void wait_value(const char *name, const char *value, const char *what)
 {
 	char key[256];
 	snprintf(key, sizeof(key), DATA "out/%s", name);
-	struct want w = {key, value};
-	tu_wait(&T, p_value, &w, 20000, what);
+	tu_wait_value(&T, key, value, 20000, what);
 }
 
 static void put_input(const char *name, const char *value)

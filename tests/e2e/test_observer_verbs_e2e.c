@@ -52,14 +52,6 @@ static int obs(struct ctl_out *o, ...)
 	return st;
 }
 
-static bool p_key_exists(void *key)
-{
-	size_t len;
-	uint8_t *v = tu_get(&T, key, &len);
-	free(v);
-	return v != NULL;
-}
-
 static bool p_campaigns(void *node)
 {
 	return tu_election_lease(&T, PFX, PLUGIN, node) != 0;
@@ -76,7 +68,7 @@ static void refused(const char *needle, const char *to)
 	CHECK_INT_EQ(o.status, 2);
 	CHECK(strstr(o.err, "leaseholdctl: switchover refused: ") != NULL);
 	CHECK(strstr(o.err, needle) != NULL);
-	CHECK(!p_key_exists((char *)K_HANDOVER));
+	CHECK(!tu_has_key(&T, K_HANDOVER));
 	ctl_out_free(&o);
 }
 
@@ -169,7 +161,7 @@ static void test_config(void)
 	ctl_out_free(&o);
 	CHECK_INT_EQ(obs(&o, "config", "set", PLUGIN, bad, NULL), 2);
 	CHECK(strstr(o.err, "nothing written") != NULL);
-	CHECK(!p_key_exists((char *)K_CONFIG));
+	CHECK(!tu_has_key(&T, K_CONFIG));
 	ctl_out_free(&o);
 	CHECK_INT_EQ(obs(&o, "config", "set", PLUGIN, good, NULL), 0);
 	CHECK(strstr(o.out, "plugin reconciler: configuration written at revision ") != NULL);

@@ -67,20 +67,6 @@ static struct host *other_host(const struct host *h)
 	return h == &A ? &B : &A;
 }
 
-static int64_t jint(json_object *o, const char *path)
-{
-	json_object *v = jget(o, path);
-	CHECK(v && json_object_is_type(v, json_type_int));
-	return json_object_get_int64(v);
-}
-
-static bool jbool(json_object *o, const char *path)
-{
-	json_object *v = jget(o, path);
-	CHECK(v && json_object_is_type(v, json_type_boolean));
-	return json_object_get_boolean(v);
-}
-
 /* the mod revision of node's member record, 0 when absent */
 static int64_t member_rev(const struct host *h)
 {
@@ -213,18 +199,6 @@ static void check_log_has(const struct host *h, long mark, const char *what)
 	free(log);
 }
 
-struct log_want {
-	const struct host *h;
-	long mark;
-	const char *what;
-};
-
-static bool p_log_has(void *arg)
-{
-	const struct log_want *w = arg;
-	return host_log_count(w->h, w->mark, w->what) > 0;
-}
-
 static void remove_file(struct host *h, const char *file)
 {
 	char path[700];
@@ -265,12 +239,8 @@ static void table_cell_is(const struct host *h, const char *row, const char *col
 static void test_start_two_hosts(void)
 {
 	tu_del_prefix(&T, PFX "/");
-	host_install_plugin(&A, "1.0.0", "reconciler.so");
-	host_install_plugin(&B, "1.0.0", "reconciler.so");
-	host_start(&A, harness_etcd_urls(g_etcd), HOST_ARGS);
-	host_start(&B, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_members(g_obs, 2, 15000);
-	obs_wait_status_done(g_obs, REL(1, 0, 0), 15000);
+	e2e_hosts_up(g_obs, harness_etcd_urls(g_etcd), HOST_ARGS,
+		     (struct host *const[]){&A, &B, NULL}, false);
 	host_wait_control(&A, 10000);
 	host_wait_control(&B, 10000);
 	struct ctl_out o;
@@ -490,8 +460,7 @@ static void test_removing_the_leaders_file_stops_it_gracefully(void)
 	check_log_has(L, mark, "plugin file reconciler.so removed; stopping reconciler");
 	/* on_deposed ran: the plugin's line reaches the log through the
 	 * worker, possibly after the successor is seen */
-	struct log_want lw = {L, mark, "plugin reconciler: no longer leading (token"};
-	tu_wait(&T, p_log_has, &lw, 10000, "the old leader's on_deposed line");
+	host_wait_log(&T, L, mark, "plugin reconciler: no longer leading (token", 1, 10000);
 
 	json_object *p = ctl_wait_plugin(L, PLUGIN, p_absent, NULL, 5000, "reconciler gone");
 	CHECK(p == NULL);

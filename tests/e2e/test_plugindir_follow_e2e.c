@@ -161,18 +161,6 @@ static bool p_absent(json_object *p, const void *arg)
 	return p == NULL;
 }
 
-struct log_want {
-	const struct host *h;
-	long mark;
-	const char *what;
-};
-
-static bool p_log_has(void *arg)
-{
-	const struct log_want *w = arg;
-	return host_log_count(w->h, w->mark, w->what) > 0;
-}
-
 struct metric_want {
 	const struct host *h;
 	double value;
@@ -313,8 +301,7 @@ static void test_removed_and_restored(void)
 	/* a rescan meanwhile (SIGHUP, reload) says why and changes nothing */
 	long hup = host_log_size(&B);
 	host_signal(&B, SIGHUP);
-	struct log_want lw = {&B, hup, "cannot scan: plugin directory"};
-	tu_wait(&T, p_log_has, &lw, 5000, "the refused rescan logged");
+	host_wait_log(&T, &B, hup, "cannot scan: plugin directory", 1, 5000);
 	struct ctl_out o;
 	CHECK_INT_EQ(host_ctl(&B, &o, "reload", NULL), 0);
 	ctl_out_free(&o);

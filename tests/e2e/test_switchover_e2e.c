@@ -52,19 +52,6 @@ static bool p_campaigns(void *node)
 	return tu_election_lease(&T, PFX, PLUGIN, node) != 0;
 }
 
-static bool p_key_exists(void *key)
-{
-	size_t len;
-	uint8_t *v = tu_get(&T, key, &len);
-	free(v);
-	return v != NULL;
-}
-
-static bool p_key_gone(void *key)
-{
-	return !p_key_exists(key);
-}
-
 static void check_invariants(void)
 {
 	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
@@ -92,7 +79,7 @@ static void refused(const struct host *h, const char *needle, ...)
 	CHECK_INT_EQ(o.status, 2);
 	CHECK(strstr(o.err, needle) != NULL);
 	ctl_out_free(&o);
-	CHECK(!p_key_exists((char *)K_HANDOVER) || strstr(needle, "in flight"));
+	CHECK(!tu_has_key(&T, K_HANDOVER) || strstr(needle, "in flight"));
 	CHECK_STR_EQ(obs_leader(g_obs), leader);
 }
 
@@ -144,12 +131,12 @@ static void test_refusals(void)
 	struct ctl_out o;
 	CHECK_INT_EQ(host_ctl(&C, &o, "pause", PLUGIN, NULL), 0);
 	ctl_out_free(&o);
-	tu_wait(&T, p_key_exists, (char *)PFX "/" PLUGIN "/paused", 5000, "paused");
+	tu_wait_key(&T, PFX "/" PLUGIN "/paused", true, 5000, "paused");
 	refused(&B, "plugin 'reconciler' is paused", "--to", "c", NULL);
 	refused(&C, "plugin 'reconciler' is paused", NULL);
 	CHECK_INT_EQ(host_ctl(&C, &o, "resume", PLUGIN, NULL), 0);
 	ctl_out_free(&o);
-	tu_wait(&T, p_key_gone, (char *)PFX "/" PLUGIN "/paused", 5000, "resumed");
+	tu_wait_key(&T, PFX "/" PLUGIN "/paused", false, 5000, "resumed");
 	/* a record that does not decode, bound to a lease (b's) as every
 	 * request is: a request is in flight for a new one until it expires,
 	 * and no host acts on it (test_switchover_faults: one without a
@@ -206,7 +193,7 @@ static void test_switchover_to_any(void)
 	/* a keeps running and campaigns again; the request is gone */
 	CHECK(host_alive(&A));
 	tu_wait(&T, p_campaigns, (char *)"a", 10000, "a campaigns again");
-	tu_wait(&T, p_key_gone, (char *)K_HANDOVER, 10000, "the new leader deleted the request");
+	tu_wait_key(&T, (char *)K_HANDOVER, false, 10000, "the new leader deleted the request");
 	term_ended(&C, 1, "a", "switchover", "requested by c, to any other node");
 	check_invariants();
 }
@@ -267,7 +254,7 @@ static void test_target_dies(void)
 	struct ctl_proc p;
 	const char *const to_c[] = {"switchover", PLUGIN, "--to", "c", "--timeout", "20", NULL};
 	ctl_spawn(&p, B.control, to_c);
-	tu_wait(&T, p_key_exists, (char *)K_HANDOVER, 10000, "the request is recorded");
+	tu_wait_key(&T, (char *)K_HANDOVER, true, 10000, "the request is recorded");
 	host_signal(&C, SIGKILL);
 	CHECK_OK(host_wait(&C, 5000));
 	CHECK_OK(ctl_finish(&p, &o, 60000));
@@ -277,7 +264,7 @@ static void test_target_dies(void)
 	ctl_out_free(&o);
 	/* a normal election: b's key was next (a's new one is behind it) */
 	obs_wait_leader(g_obs, "b", 10000);
-	tu_wait(&T, p_key_gone, (char *)K_HANDOVER, 10000, "the request ended");
+	tu_wait_key(&T, (char *)K_HANDOVER, false, 10000, "the request ended");
 	term_ended(&B, 1, "a", "switchover", "to c");
 	check_invariants();
 }

@@ -35,6 +35,21 @@ void e2e_start(struct harness_etcd **ret_etcd, struct tu *t, struct host *const 
 	}
 }
 
+void e2e_hosts_up(struct observer *obs, const char *urls, const char *const *args,
+		  struct host *const *hs, bool first_leads)
+{
+	size_t n = 0;
+	for (; hs[n]; n++)
+		host_install_plugin(hs[n], "1.0.0", "reconciler.so");
+	for (size_t i = 0; i < n; i++) {
+		host_start(hs[i], urls, args);
+		if (i == 0 && first_leads)
+			obs_wait_leader(obs, hs[0]->node, 15000);
+	}
+	obs_wait_members(obs, n, 15000);
+	obs_wait_status_done(obs, REL(1, 0, 0), 15000);
+}
+
 void e2e_stop(struct harness_etcd *etcd, struct tu *t, struct observer *obs)
 {
 	g_stopped = true;

@@ -28,4 +28,12 @@ void e2e_start(struct harness_etcd **ret_etcd, struct tu *t, struct host *const 
  * them before, e.g. with hosts_terminate). */
 void e2e_stop(struct harness_etcd *etcd, struct tu *t, struct observer *obs);
 
+/* e2e_hosts_up - the example plugin's release 1.0.0 installed as
+ * reconciler.so on each host of hs (NULL-terminated) and the hosts started
+ * against urls with args; with first_leads hs[0] alone first, until obs
+ * sees it lead, then the others. Returns once obs sees every host a member
+ * and the status written for 1.0.0 (15 s each, else the test fails). */
+void e2e_hosts_up(struct observer *obs, const char *urls, const char *const *args,
+		  struct host *const *hs, bool first_leads);
+
 #endif

@@ -21,10 +21,11 @@
 
 #include "check.h"
 #include "election/election.h"
+#include "etcd/etcd_session.h"
+#include "files.h"
 #include "harness.h"
 #include "hosts.h"
 #include "proto/leasehold.pb-c.h"
-#include "etcd/etcd_session.h"
 #include "testutil.h"
 
 extern char **environ;
@@ -296,11 +297,7 @@ static void install_bytes(struct host *h, const void *data, size_t len, const ch
 			fprintf(stderr, "cannot open %s: %s\n", src, strerror(errno));
 			exit(99);
 		}
-		char buf[65536];
-		ssize_t n;
-		while ((n = read(in, buf, sizeof(buf))) > 0)
-			CHECK(write(out, buf, (size_t)n) == n);
-		CHECK(n == 0);
+		test_copy_fd(in, out);
 		close(in);
 	} else if (len > 0) {
 		CHECK(write(out, data, len) == (ssize_t)len);
@@ -642,7 +639,7 @@ static void obs_lost(void *ud, int64_t l, const char *w)
 	(void)w;
 }
 
-static const struct session_ops obs_session_ops = {.up = obs_up, .lost = obs_lost};
+const struct session_ops host_quiet_session_ops = {.up = obs_up, .lost = obs_lost};
 
 struct observer *obs_new(struct tu *t, const char *prefix, const char *plugin, struct release rel,
 			 struct release min_reconciler, struct release min_compatible)
@@ -652,7 +649,7 @@ struct observer *obs_new(struct tu *t, const char *prefix, const char *plugin, s
 	o->t = t;
 	/* the session is never started: no lease, so the observer never
 	 * registers nor campaigns; it only watches */
-	CHECK_OK(session_new(t->loop, t->etcd, 10, &obs_session_ops, NULL, &o->sess));
+	CHECK_OK(session_new(t->loop, t->etcd, 10, &host_quiet_session_ops, NULL, &o->sess));
 	struct election_config cfg = {.prefix = prefix,
 				      .name = plugin,
 				      .node_id = "observer",
@@ -832,6 +829,48 @@ static struct json_object *find_in(struct json_object *a, const char *name)
 				return json_object_get(p);
 		}
 	return NULL;
+}
+
+/* o's member at path, which must be of type t */
+static struct json_object *jtyped(struct json_object *o, const char *path, json_type t)
+{
+	struct json_object *v = jget(o, path);
+	if (!v || !json_object_is_type(v, t)) {
+		fprintf(stderr, "JSON member '%s' missing or not a %s in %s\n", path,
+			json_type_to_name(t), json_object_to_json_string(o));
+		exit(1);
+	}
+	return v;
+}
+
+int64_t jint(struct json_object *o, const char *path)
+{
+	return json_object_get_int64(jtyped(o, path, json_type_int));
+}
+
+bool jbool(struct json_object *o, const char *path)
+{
+	return json_object_get_boolean(jtyped(o, path, json_type_boolean));
+}
+
+int64_t host_fencing_token(const struct host *h, const char *plugin)
+{
+	struct json_object *p = ctl_plugin_json(h, plugin);
+	CHECK(p != NULL);
+	int64_t t = json_object_get_int64(jget(p, "fencing_token"));
+	json_object_put(p);
+	return t;
+}
+
+struct json_object *host_history_json(const struct host *h, const char *plugin)
+{
+	struct ctl_out o;
+	CHECK_INT_EQ(host_ctl(h, &o, "history", plugin, "--json", NULL), 0);
+	struct json_object *a = json_tokener_parse(o.out);
+	fprintf(stderr, "history: %s\n", o.out);
+	CHECK(a && json_object_is_type(a, json_type_array));
+	ctl_out_free(&o);
+	return a;
 }
 
 struct json_object *ctl_plugin_json(const struct host *h, const char *name)

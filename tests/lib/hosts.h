@@ -163,6 +163,11 @@ const char *ctl_table_cell(const char *out, const char *row, const char *column,
 /* ctl_table_rows - number of data rows of the (first) table in out */
 int ctl_table_rows(const char *out);
 
+/* host_quiet_session_ops - session events that do nothing: for a session
+ * that only holds a lease (an observer's) */
+struct session_ops;
+extern const struct session_ops host_quiet_session_ops;
+
 /* ---- an observer: an election that never campaigns, fed by its own watch,
  * to wait for cluster events (leader, members, status) with a deadline ---- */
 struct tu;
@@ -204,6 +209,17 @@ struct json_object *ctl_wait_plugin(const struct host *h, const char *name,
  * NULL when absent or JSON null */
 struct json_object *jget(struct json_object *o, const char *path);
 const char *jstr(struct json_object *o, const char *path);
+/* the same, for a member that must be there with that type (else the test
+ * fails) */
+int64_t jint(struct json_object *o, const char *path);
+bool jbool(struct json_object *o, const char *path);
+/* host_fencing_token - plugin's fencing_token in `plugins --json` on h (0:
+ * not leading); the plugin must be listed */
+int64_t host_fencing_token(const struct host *h, const char *plugin);
+/* host_history_json - `history plugin --json` on h, printed to stderr and
+ * parsed: the array of terms, newest first (caller puts). A failing run or
+ * anything but an array fails the test. */
+struct json_object *host_history_json(const struct host *h, const char *plugin);
 
 /* ---- additions for the fault suite (tests/test_faults_*.c) ---- */
 /* host_plugin_state - `plugins --json` on h: the state of plugin (into buf;
