@@ -163,13 +163,7 @@ static void kv_txn_lease_watch(struct etcd_client *c, const char *pfx)
 	etcd_kv_free(kv);
 
 	/* txn: compare create_revision, put on success */
-	struct etcd_compare cmp;
-	memset(&cmp, 0, sizeof(cmp));
-	cmp.target = ETCD_CMP_CREATE;
-	cmp.result = ETCD_CMP_EQUAL;
-	cmp.key = k1;
-	cmp.key_len = strlen(k1);
-	cmp.number = create_rev;
+	struct etcd_compare cmp = cmp_key(ETCD_CMP_CREATE, ETCD_CMP_EQUAL, k1, create_rev);
 	struct etcd_op ok_op = op_key(ETCD_OP_PUT, k2);
 	ok_op.value = "two";
 	ok_op.value_len = 3;

@@ -12,6 +12,8 @@
  * test_copy_fd - copy what is left to read from in to out.
  * test_read_file - the whole file at path (at most 64 KiB - 1; malloc'd,
  *   NUL-terminated); a file that cannot be read fails the test.
+ * test_dump_tail - the last max bytes of the file at path to stderr, framed
+ *   by its name (nothing when it cannot be opened): a log, for a failure.
  * test_load_built - the whole of a file the build made (binary, non-empty;
  *   malloc'd) and its length; a missing one exits 99 (run through make check).
  * test_copy_file - copy src to dst with mode, written to a temp name in dst's
@@ -84,6 +86,24 @@ static inline void test_tmp_root(const char *name, char *root, size_t len)
 	atexit(test_rm_root_);
 	CHECK(chmod(test_root_, 0755) == 0);
 	snprintf(root, len, "%s", test_root_);
+}
+
+static inline void test_dump_tail(const char *path, long max)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return;
+	char *buf = malloc((size_t)max + 1);
+	if (buf) {
+		fseek(f, 0, SEEK_END);
+		long sz = ftell(f);
+		fseek(f, sz > max ? sz - max : 0, SEEK_SET);
+		size_t n = fread(buf, 1, (size_t)max, f);
+		buf[n] = 0;
+		fprintf(stderr, "---- tail of %s ----\n%s\n----\n", path, buf);
+		free(buf);
+	}
+	fclose(f);
 }
 
 static inline uint8_t *test_load_built(const char *path, size_t *ret_len)

@@ -216,6 +216,20 @@ static void kill_members_now(void)
 				kill(h->m[i].pid, SIGKILL);
 }
 
+/* in a child before exec: stdout and stderr appended to logpath, stdin
+ * from /dev/null */
+static void child_stdio(const char *logpath)
+{
+	int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		dup2(fd, 1);
+		dup2(fd, 2);
+	}
+	int devnull = open("/dev/null", O_RDONLY);
+	if (devnull >= 0)
+		dup2(devnull, 0);
+}
+
 static void install_hooks(void)
 {
 	if (g_hooks_installed)
@@ -337,14 +351,7 @@ static int member_spawn(struct harness_etcd *h, int i, bool new_cluster)
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
-		int fd = open(m->logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		int devnull = open("/dev/null", O_RDONLY);
-		if (devnull >= 0)
-			dup2(devnull, 0);
+		child_stdio(m->logpath);
 		/* die with the test even if it is SIGKILLed */
 		execvp(argv[0], (char *const *)argv);
 		_exit(127);
@@ -390,17 +397,7 @@ static bool member_healthy(const struct harness_etcd *h, struct member *m)
 
 static void dump_log(struct member *m)
 {
-	FILE *f = fopen(m->logpath, "r");
-	if (!f)
-		return;
-	fseek(f, 0, SEEK_END);
-	long sz = ftell(f);
-	fseek(f, sz > 3000 ? sz - 3000 : 0, SEEK_SET);
-	char buf[3001];
-	size_t n = fread(buf, 1, 3000, f);
-	buf[n] = 0;
-	fclose(f);
-	fprintf(stderr, "---- tail of %s ----\n%s\n----\n", m->logpath, buf);
+	test_dump_tail(m->logpath, 3000);
 }
 
 int harness_etcd_wait_healthy(struct harness_etcd *h, int i, int timeout_ms)
@@ -673,14 +670,7 @@ static int run_openssl(const struct harness_etcd *h, const char *const *argv)
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
-		int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		int devnull = open("/dev/null", O_RDONLY);
-		if (devnull >= 0)
-			dup2(devnull, 0);
+		child_stdio(logpath);
 		execvp(openssl_binary(), (char *const *)argv);
 		_exit(127);
 	}
@@ -777,30 +767,60 @@ static int tls_prepare(struct harness_etcd *h)
 	return r;
 }
 
-int harness_tls_files(const struct harness_etcd *h, const char **ret_ca, const char **ret_cert,
-                      const char **ret_key)
+/* one blocking POST to member 0's gateway, answered 200 */
+static void gateway_post(const struct harness_etcd *h, const char *path, const char *body)
+{
+	char url[256];
+	snprintf(url, sizeof(url), "%s%s", harness_etcd_url(h, 0), path);
+	CURL *e = curl_easy_init();
+	CHECK(e != NULL);
+	FILE *sink = fopen("/dev/null", "w");
+	CHECK(sink != NULL);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, sink);
+	if (h->tls)
+		curl_easy_setopt(e, CURLOPT_CAINFO, h->ca);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 10000L);
+	CHECK_INT_EQ(curl_easy_perform(e), CURLE_OK);
+	long code = 0;
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
+	CHECK_INT_EQ(code, 200);
+	fclose(sink);
+	curl_easy_cleanup(e);
+}
+
+void harness_etcd_enable_auth(const struct harness_etcd *h, const char *password)
+{
+	char body[256];
+	snprintf(body, sizeof(body), "{\"name\":\"root\",\"password\":\"%s\"}", password);
+	gateway_post(h, "/v3/auth/user/add", body);
+	gateway_post(h, "/v3/auth/user/grant", "{\"user\":\"root\",\"role\":\"root\"}");
+	gateway_post(h, "/v3/auth/enable", "{}");
+}
+
+/* the three files of one CA's set into the out pointers that are not NULL */
+static int tls_set(const struct harness_etcd *h, const char *ca, const char *cert, const char *key,
+		   const char **ret_ca, const char **ret_cert, const char **ret_key)
 {
 	if (!h->tls)
 		return -EINVAL;
-	if (ret_ca)
-		*ret_ca = h->ca;
-	if (ret_cert)
-		*ret_cert = h->client_cert;
-	if (ret_key)
-		*ret_key = h->client_key;
+	const char *const in[3] = {ca, cert, key};
+	const char **const out[3] = {ret_ca, ret_cert, ret_key};
+	for (int i = 0; i < 3; i++)
+		if (out[i])
+			*out[i] = in[i];
 	return 0;
+}
+
+int harness_tls_files(const struct harness_etcd *h, const char **ret_ca, const char **ret_cert,
+		      const char **ret_key)
+{
+	return tls_set(h, h->ca, h->client_cert, h->client_key, ret_ca, ret_cert, ret_key);
 }
 
 int harness_tls_other_files(const struct harness_etcd *h, const char **ret_ca,
                             const char **ret_cert, const char **ret_key)
 {
-	if (!h->tls)
-		return -EINVAL;
-	if (ret_ca)
-		*ret_ca = h->other_ca;
-	if (ret_cert)
-		*ret_cert = h->other_cert;
-	if (ret_key)
-		*ret_key = h->other_key;
-	return 0;
+	return tls_set(h, h->other_ca, h->other_cert, h->other_key, ret_ca, ret_cert, ret_key);
 }

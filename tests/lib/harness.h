@@ -103,6 +103,12 @@ int harness_etcd_start_tls(int n_members, bool client_cert_auth, const char *con
 int harness_tls_files(const struct harness_etcd *h, const char **ret_ca, const char **ret_cert,
                       const char **ret_key);
 
+/* harness_etcd_enable_auth - through member 0's JSON gateway (the calls
+ * the client does not offer): add user root with password, grant it the
+ * root role, enable authentication. A TLS harness is reached with its CA.
+ * Any answer but 200 fails the test. */
+void harness_etcd_enable_auth(const struct harness_etcd *h, const char *password);
+
 /* harness_tls_other_files - same for the unrelated second CA and a client
  * cert + key signed by it: the server must refuse both. Returns 0 or -EINVAL
  * (plain harness). */

@@ -247,17 +247,7 @@ void host_install_plugin(struct host *h, const char *release, const char *as)
 
 void host_dump_log(const struct host *h)
 {
-	FILE *f = fopen(h->log, "r");
-	if (!f)
-		return;
-	fseek(f, 0, SEEK_END);
-	long sz = ftell(f);
-	fseek(f, sz > 6000 ? sz - 6000 : 0, SEEK_SET);
-	char buf[6001];
-	size_t n = fread(buf, 1, 6000, f);
-	buf[n] = 0;
-	fclose(f);
-	fprintf(stderr, "---- %s ----\n%s----\n", h->log, buf);
+	test_dump_tail(h->log, 6000);
 }
 
 /* ---- additions for the end-to-end CLI / plugin-dir tests ---- */

@@ -96,6 +96,40 @@ void res_clear(struct res *x)
 	memset(x, 0, sizeof(*x));
 }
 
+void copy_str(char *dst, size_t cap, const uint8_t *p, size_t len)
+{
+	if (len >= cap)
+		len = cap - 1;
+	if (len)
+		memcpy(dst, p, len);
+	dst[len] = 0;
+}
+
+bool watch_errs_take(struct watch_errs *e, int err, int64_t revision)
+{
+	e->calls++;
+	if (err >= 0)
+		return false;
+	e->errs++;
+	e->last_err = err;
+	e->err_rev = revision;
+	e->got_err = true;
+	return true;
+}
+
+struct etcd_compare cmp_key(enum etcd_cmp_target t, enum etcd_cmp_result res, const char *key,
+			    int64_t n)
+{
+	struct etcd_compare c;
+	memset(&c, 0, sizeof(c));
+	c.target = t;
+	c.result = res;
+	c.key = key;
+	c.key_len = strlen(key);
+	c.number = n;
+	return c;
+}
+
 struct etcd_op op_key(enum etcd_op_type t, const char *key)
 {
 	struct etcd_op op;
