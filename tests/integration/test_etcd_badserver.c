@@ -174,15 +174,10 @@ static struct etcd_client *client_at(int port, size_t max_resp, uint32_t timeout
 	char url[64];
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
 	const char *ep = url;
-	struct etcd_config cfg;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.endpoints = &ep;
-	cfg.n_endpoints = 1;
+	struct etcd_config cfg = config_of(&ep, 1);
 	cfg.max_response_bytes = max_resp;
 	cfg.request_timeout_ms = timeout_ms;
-	struct etcd_client *c = NULL;
-	CHECK_OK(etcd_client_new(L, &cfg, &c));
-	return c;
+	return client_new_of(L, &cfg);
 }
 
 /* one_shot - serve `response` once; return the error of a range on it */

@@ -172,13 +172,9 @@ static void test_failover_hung_member_watch_idle(void)
 	 * up (the kernel still ACKs), so only the idle timeout notices */
 	const char *eps[3] = {harness_etcd_url(H, 0), harness_etcd_url(H, 1),
 			      harness_etcd_url(H, 2)};
-	struct etcd_config cfg;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.endpoints = eps;
-	cfg.n_endpoints = 3;
+	struct etcd_config cfg = config_of(eps, 3);
 	cfg.watch_idle_timeout_ms = 3000;
-	struct etcd_client *c = NULL;
-	CHECK_OK(etcd_client_new(L, &cfg, &c));
+	struct etcd_client *c = client_new_of(L, &cfg);
 	CHECK_STR_EQ(etcd_client_endpoint(c), eps[0]);
 	int64_t base = put_retry(c, "h/0");
 	struct etcd_watch *w = NULL;

@@ -58,18 +58,12 @@ static struct etcd_client *tls_client(struct harness_etcd *h, const char *ca, co
 {
 	static const char *ep;
 	ep = harness_etcd_url(h, 0);
-	struct etcd_config cfg;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.endpoints = &ep;
-	cfg.n_endpoints = 1;
+	struct etcd_config cfg = config_of(&ep, 1);
 	cfg.cacert = ca;
 	cfg.cert = cert;
 	cfg.key = key;
 	cfg.request_timeout_ms = 5000;
-	struct etcd_client *c = NULL;
-	CHECK_OK(etcd_client_new(L, &cfg, &c));
-	CHECK(c);
-	return c;
+	return client_new_of(L, &cfg);
 }
 
 /* put_err - the err of one put through c (the response is dropped) */

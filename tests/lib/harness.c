@@ -230,14 +230,20 @@ static void child_stdio(const char *logpath)
 		dup2(devnull, 0);
 }
 
+bool harness_cleanup_once(bool *once, void (*at_exit)(void), void (*at_signal)(void))
+{
+	if (*once)
+		return false;
+	*once = true;
+	atexit(at_exit);
+	harness_at_fatal_signal(at_signal);
+	return true;
+}
+
 static void install_hooks(void)
 {
-	if (g_hooks_installed)
-		return;
-	g_hooks_installed = true;
-	atexit(kill_all);
-	harness_at_fatal_signal(kill_members_now);
-	curl_global_init(CURL_GLOBAL_DEFAULT);
+	if (harness_cleanup_once(&g_hooks_installed, kill_all, kill_members_now))
+		curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
 static const char *etcd_binary(void)

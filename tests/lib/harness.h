@@ -62,6 +62,11 @@ int harness_etcd_wait_healthy(struct harness_etcd *h, int member, int timeout_ms
  * action. For every fixture that owns something outside the process (etcd,
  * hosts, network namespaces). At most 8. */
 void harness_at_fatal_signal(void (*fn)(void));
+/* harness_cleanup_once - the first time for *once (false before): at_exit
+ * runs at exit() and at_signal on a fatal signal (as harness_at_fatal_signal);
+ * returns true then, false on every later call with the same flag. For a
+ * fixture that cleans up behind a failing test. */
+bool harness_cleanup_once(bool *once, void (*at_exit)(void), void (*at_signal)(void));
 
 /* the temp dir of this harness (borrowed); tests may create files there */
 const char *harness_dir(const struct harness_etcd *h);

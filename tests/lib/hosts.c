@@ -87,11 +87,7 @@ void host_setup(struct host *h, const char *base, const char *node)
 	snprintf(h->log, sizeof(h->log), "%s/%s.log", base, node);
 	CHECK(mkdir(h->dir, 0755) == 0 || errno == EEXIST);
 	CHECK(mkdir(h->plugin_dir, 0755) == 0 || errno == EEXIST);
-	if (!g_atexit) {
-		g_atexit = true;
-		atexit(kill_hosts);
-		harness_at_fatal_signal(kill_hosts_now);
-	}
+	harness_cleanup_once(&g_atexit, kill_hosts, kill_hosts_now);
 	if (g_nhosts < MAX_HOSTS)
 		g_hosts[g_nhosts++] = h;
 }

@@ -66,11 +66,7 @@ static void remove_all(void)
 
 static void install_hooks(void)
 {
-	if (g_hooks)
-		return;
-	g_hooks = true;
-	atexit(remove_all);
-	harness_at_fatal_signal(remove_all);
+	harness_cleanup_once(&g_hooks, remove_all, remove_all);
 }
 
 static int remember(const char *name)

@@ -196,19 +196,30 @@ struct etcd_kv *sget(struct loop *l, struct etcd_client *c, const char *key)
 	return kv;
 }
 
-struct etcd_client *client_for(struct loop *l, const char *const *eps, size_t n, const char *user,
-			       const char *pw)
+struct etcd_config config_of(const char *const *eps, size_t n)
 {
 	struct etcd_config cfg;
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.endpoints = eps;
 	cfg.n_endpoints = n;
-	cfg.user = user;
-	cfg.password = pw;
+	return cfg;
+}
+
+struct etcd_client *client_new_of(struct loop *l, const struct etcd_config *cfg)
+{
 	struct etcd_client *c = NULL;
-	CHECK_OK(etcd_client_new(l, &cfg, &c));
+	CHECK_OK(etcd_client_new(l, cfg, &c));
 	CHECK(c);
 	return c;
+}
+
+struct etcd_client *client_for(struct loop *l, const char *const *eps, size_t n, const char *user,
+			       const char *pw)
+{
+	struct etcd_config cfg = config_of(eps, n);
+	cfg.user = user;
+	cfg.password = pw;
+	return client_new_of(l, &cfg);
 }
 
 /* wait_ms - let the loop run for ms (timers/fds are served meanwhile). Only

@@ -45,6 +45,12 @@ struct watch_errs {
  * error (err < 0, recorded), which ends the callback */
 bool watch_errs_take(struct watch_errs *e, int err, int64_t revision);
 
+/* config_of - a client config of the n endpoints eps (borrowed), the rest
+ * zero (the client's defaults) */
+struct etcd_config config_of(const char *const *eps, size_t n);
+/* client_new_of - etcd_client_new on l with cfg; a failure fails the test */
+struct etcd_client *client_new_of(struct loop *l, const struct etcd_config *cfg);
+
 /* cmp_key - a compare of key's target t (a number: n) by res, everything
  * else zero */
 struct etcd_compare cmp_key(enum etcd_cmp_target t, enum etcd_cmp_result res, const char *key,

@@ -17,6 +17,7 @@
 #include "abi/abi_elf.h"
 #include "check.h"
 #include "files.h"
+#include "rng.h"
 
 static uint8_t *elf_load(const char *rel, size_t *ret_len)
 {
@@ -42,10 +43,7 @@ static int elf_try(const uint8_t *buf, size_t len)
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static uint64_t elf_rand(void)
 {
-	g_rng ^= g_rng << 13;
-	g_rng ^= g_rng >> 7;
-	g_rng ^= g_rng << 17;
-	return g_rng;
+	return test_rng_next(&g_rng);
 }
 
 static void test_finds_hidden_and_visible(void)
