@@ -230,6 +230,15 @@ static void child_stdio(const char *logpath)
 		dup2(devnull, 0);
 }
 
+int harness_child_exit(pid_t pid)
+{
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 bool harness_cleanup_once(bool *once, void (*at_exit)(void), void (*at_signal)(void))
 {
 	if (*once)
@@ -680,13 +689,10 @@ static int run_openssl(const struct harness_etcd *h, const char *const *argv)
 		execvp(openssl_binary(), (char *const *)argv);
 		_exit(127);
 	}
-	int st = 0;
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		return 0;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
+	int code = harness_child_exit(pid);
+	if (code <= 0)
+		return code;
+	if (code == 127) {
 		fprintf(stderr, "harness: cannot run '%s' (install the Debian package \"openssl\")\n",
 			openssl_binary());
 		return -ENOENT;

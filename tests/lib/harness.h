@@ -62,6 +62,10 @@ int harness_etcd_wait_healthy(struct harness_etcd *h, int member, int timeout_ms
  * action. For every fixture that owns something outside the process (etcd,
  * hosts, network namespaces). At most 8. */
 void harness_at_fatal_signal(void (*fn)(void));
+/* harness_child_exit - wait for child pid (EINTR retried): its exit code,
+ * 128 + the signal that killed it, or -errno when it cannot be waited for */
+int harness_child_exit(pid_t pid);
+
 /* harness_cleanup_once - the first time for *once (false before): at_exit
  * runs at exit() and at_signal on a fatal signal (as harness_at_fatal_signal);
  * returns true then, false on every later call with the same flag. For a
