@@ -12,7 +12,9 @@
 # LH_BENCH_FIG12=N figure 12 alone in N trials; LH_BENCH_ROLLOUT=1 figure 13
 # only (to BUILDDIR/bench/RESULTS-rollout.md);
 # LH_BENCH_BROKEN=1 figure 15
-# only (to BUILDDIR/bench/RESULTS-broken.md).
+# only (to BUILDDIR/bench/RESULTS-broken.md); LH_BENCH_DASHBOARD=1 figures 7,
+# 3 and 4 only, each with and without the dashboard open in headless
+# Chromium (to BUILDDIR/bench/RESULTS-dashboard.md).
 set -eu
 build=$1
 src=$2
@@ -59,6 +61,7 @@ results=$src/bench/RESULTS.md
 [ "${LH_BENCH_WATCH:-0}" = 1 ] && results=$build/bench/RESULTS-watch.md
 [ "${LH_BENCH_ROLLOUT:-0}" = 1 ] && results=$build/bench/RESULTS-rollout.md
 [ "${LH_BENCH_BROKEN:-0}" = 1 ] && results=$build/bench/RESULTS-broken.md
+[ "${LH_BENCH_DASHBOARD:-0}" = 1 ] && results=$build/bench/RESULTS-dashboard.md
 table=$build/bench/table.md
 commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
 # (the previous RESULTS.md, rewritten by every run, does not count)

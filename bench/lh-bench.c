@@ -49,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "browser.h"
 #include "check.h"
 #include "harness.h"
 #include "hosts.h"
@@ -588,11 +589,21 @@ static void ref_lock_collect(pid_t pid, int fd, struct samples *out)
 
 /* ------------------------------------------------------------ hosts */
 
+/* start_host_http - with its HTTP endpoint (the dashboard) on
+ * 127.0.0.1:http_port, or none when 0 */
+static void start_host_http(struct host *h, const char *prefix, const char *ttl, int http_port)
+{
+	char addr[32];
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", http_port);
+	const char *args[] = {"--prefix", prefix, "--ttl", ttl, "--reconcile-wait", "0",
+	                      "--reconcile-interval", "1h", "--log-level", "info",
+	                      http_port ? "--http" : NULL, addr, NULL};
+	host_start(h, harness_etcd_urls(g_etcd), args);
+}
+
 static void start_host(struct host *h, const char *prefix, const char *ttl)
 {
-	const char *args[] = {"--prefix", prefix, "--ttl", ttl, "--reconcile-wait", "0",
-	                      "--reconcile-interval", "1h", "--log-level", "info", NULL};
-	host_start(h, harness_etcd_urls(g_etcd), args);
+	start_host_http(h, prefix, ttl, 0);
 }
 
 static void stop_host(struct host *h)
@@ -1200,6 +1211,7 @@ out:
 
 struct idle {
 	struct host h;
+	int http_port; /* its dashboard */
 	struct loop_timer *tm;
 	int windows;
 	uint64_t t_start, cpu_ticks0, cpu_ticks1, sched0, sched1, t_end;
@@ -1255,6 +1267,8 @@ static void on_idle_timer(struct loop_timer *t, void *ud)
 	I->done = true;
 }
 
+static void idle_window(struct idle *I, int secs);
+
 static void idle_start(struct idle *I, int secs)
 {
 	char dir[600];
@@ -1265,18 +1279,71 @@ static void idle_start(struct idle *I, int secs)
 	install(&I->h, "idle-b.so", "idle-b.so");
 	install(&I->h, "idle-c.so", "idle-c.so");
 	size_t from = g_nev;
-	start_host(&I->h, "/b7", "10");
+	I->http_port = harness_free_port();
+	start_host_http(&I->h, "/b7", "10", I->http_port);
 	const char *names[] = {"idle-a", "idle-b", "idle-c"};
 	for (int i = 0; i < 3; i++)
 		if (wait_ev(from, 'W', "idle", names[i], NULL, 0, false, 30000) < 0) {
 			note("idle: plugin %s never led", names[i]);
 			host_dump_log(&I->h);
 		}
+	CHECK_OK(loop_timer_new(T.loop, on_idle_timer, I, &I->tm));
+	idle_window(I, secs);
+}
+
+/* idle_window - a measurement window of secs on the idle host: done when
+ * it ended, its CPU in the fields */
+static void idle_window(struct idle *I, int secs)
+{
+	I->done = false;
 	I->t_start = mono();
 	I->cpu_ticks0 = proc_ticks(I->h.pid);
 	I->sched0 = proc_sched_ns(I->h.pid);
-	CHECK_OK(loop_timer_new(T.loop, on_idle_timer, I, &I->tm));
 	loop_timer_arm_in(I->tm, (uint64_t)secs * LOOP_NS_PER_S);
+}
+
+/* the window's CPU seconds: by ticks, and by schedstat into *sched */
+static double idle_cpu(const struct idle *I, double *sched)
+{
+	*sched = (double)(I->sched1 - I->sched0) / 1e9;
+	return (double)(I->cpu_ticks1 - I->cpu_ticks0) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* ------------------------- the dashboard open in a browser (figures 7, 4) */
+
+static char g_chromium[256];
+
+static bool p_page_loaded(void *arg)
+{
+	char *v = browser_eval(arg, "String(!!document.body && document.body.dataset.loaded === 'true')");
+	bool ok = v && strcmp(v, "true") == 0;
+	free(v);
+	return ok;
+}
+
+/* dashboard_open - a headless Chromium showing the dashboard served on
+ * port (profile under dir), once the page rendered its first answer (it
+ * long-polls /api/v1/events from then on); NULL without Chromium or when
+ * the page did not load (noted) */
+static struct browser *dashboard_open(int port, const char *dir)
+{
+	if (!g_chromium[0])
+		return NULL;
+	char url[64];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", port);
+	struct browser *b = browser_open(g_chromium, dir, url);
+	if (!wait_for(p_page_loaded, b, 20000)) {
+		note("dashboard: %s did not load within 20 s", url);
+		browser_close(b);
+		return NULL;
+	}
+	/* a measurement parameter, not a wait for an event: Chromium's own
+	 * start-up goes on for a while after the first render; the figures
+	 * time an open page, not a browser starting */
+	uint64_t settle = mono() + 3 * LOOP_NS_PER_S;
+	while (mono() < settle)
+		loop_run_once(T.loop, (int)((settle - mono()) / 1000000ull) + 1);
+	return b;
 }
 
 static bool p_flag(void *arg)
@@ -1291,6 +1358,9 @@ struct inst_state {
 	char rel[16];
 };
 
+/* the dashboards of figure 3's hosts n1, n2, n3 (figure 4 opens its leader's) */
+static int g_b3_http[3];
+
 static void rollout(int trials, struct samples *dead[3], struct samples *statusw,
                     struct samples *elections)
 {
@@ -1303,10 +1373,11 @@ static void rollout(int trials, struct samples *dead[3], struct samples *statusw
 	kw_start(&kst, "/b3/bench/status");
 	kw_start(&kel, "/b3/bench/election/");
 	size_t from = g_nev;
+	CHECK_OK(harness_free_ports(g_b3_http, 3));
 	for (int i = 0; i < 3; i++) {
 		host_setup(&H[i], dir, nodes[i]);
 		install(&H[i], "bench-1.0.0.so", "bench.so");
-		start_host(&H[i], "/b3", "10");
+		start_host_http(&H[i], "/b3", "10", g_b3_http[i]);
 	}
 	/* formed: a first write, three candidates, and the first leader's status
 	 * record (written after its first reconcile: counting must not start
@@ -1424,6 +1495,15 @@ static void rollout(int trials, struct samples *dead[3], struct samples *statusw
 }
 
 /* --------------------------------------------- figure 4: event latency */
+
+/* figure 4's leader among n1..n3 (0-based), -1 when none led */
+static int b3_leader(void)
+{
+	for (long i = (long)g_nev - 1; i >= 0; i--)
+		if (g_ev[i].type == 'E' && strcmp(g_ev[i].name, "bench") == 0)
+			return g_ev[i].node[0] == 'n' ? g_ev[i].node[1] - '1' : -1;
+	return -1;
+}
 
 static void event_latency(int n, struct samples *from_send, struct samples *from_ack)
 {
@@ -2703,6 +2783,8 @@ int main(int argc, char **argv)
 	if (!g_etcdctl || !*g_etcdctl)
 		g_etcdctl = "/usr/bin/etcdctl";
 	g_quick = getenv("LH_BENCH_QUICK") && strcmp(getenv("LH_BENCH_QUICK"), "1") == 0;
+	if (!browser_find(g_chromium, sizeof(g_chromium)))
+		g_chromium[0] = '\0';
 	int n_main = g_quick ? 3 : 20;
 	int n_t10 = g_quick ? 1 : 20;
 	if (getenv("LH_BENCH_T10"))
@@ -2778,7 +2860,11 @@ int main(int argc, char **argv)
 	bool crash_only = getenv("LH_BENCH_CRASH") && strcmp(getenv("LH_BENCH_CRASH"), "1") == 0;
 	char ref[256], goal[128];
 	double fig1b_ms = NAN; /* figure 13's goal */
-	if (!crash_only) {
+	/* LH_BENCH_DASHBOARD=1: figures 7, 3 and 4 only, each with and
+	 * without the dashboard open in a browser */
+	bool dash_only = getenv("LH_BENCH_DASHBOARD") && strcmp(getenv("LH_BENCH_DASHBOARD"), "1") == 0;
+	int idle_secs = g_quick ? 20 : 60;
+	if (!crash_only && !dash_only) {
 	/* ---- 1: graceful handover ---- */
 	struct samples el = {0}, wr = {0}, ref_el = {0}, floor = {0}, e2w = {0}, idle_put = {0},
 	               raw = {0}, raw_ev = {0}, e2call = {0};
@@ -2818,9 +2904,11 @@ int main(int argc, char **argv)
 	} /* figure 1 */
 	/* ---- 7 (started now, runs beside figure 2) ---- */
 	static struct idle I;
+	double idle_cpu_s = 0, idle_sched = 0; /* figure 7 without the page */
 	if (!crash_only)
-		idle_start(&I, 60);
+		idle_start(&I, idle_secs);
 
+	if (!dash_only) {
 	/* ---- 2: crash failover ---- */
 	int lfd2, lfd10;
 	pid_t lp2 = ref_lock_start(2, n_main, &lfd2);
@@ -2868,14 +2956,15 @@ int main(int argc, char **argv)
 		fclose(g_md);
 		return 0;
 	}
+	} /* figures 2 and 8 */
 
 	/* ---- 7: finish ---- */
 	if (!wait_for(p_flag, &I.done, 120000))
 		note("idle: window did not end");
 	{
 		double secs = ms_between(I.t_start, I.t_end) / 1000.0;
-		double cpu = (double)(I.cpu_ticks1 - I.cpu_ticks0) / (double)sysconf(_SC_CLK_TCK);
-		double sch = (double)(I.sched1 - I.sched0) / 1e9;
+		double cpu = idle_cpu(&I, &idle_sched);
+		double sch = idle_sched;
 		char what[300];
 		snprintf(what, sizeof(what),
 		         "idle host, 3 plugins (idle-a/b/c, all leading, --ttl 10): CPU over %.1f s window "
@@ -2885,9 +2974,17 @@ int main(int argc, char **argv)
 		s_add(&one, cpu);
 		row("7", what, &one, "CPU s", "- (1 trial; 10 ms tick resolution)", "~0 (no goal number)", "-");
 		free(one.v);
-		loop_timer_free(I.tm);
-		stop_host(&I.h);
+		idle_cpu_s = cpu;
 	}
+	/* ---- 7 with the dashboard open (runs beside figure 3) ---- */
+	char b7dir[600];
+	snprintf(b7dir, sizeof(b7dir), "%s/b7", g_base);
+	struct browser *b7 = dashboard_open(I.http_port, b7dir);
+	if (b7)
+		idle_window(&I, idle_secs);
+	else
+		note("7 with the dashboard: not measured (no Chromium: install Debian's chromium, or set "
+		     "LH_CHROMIUM)");
 
 	/* ---- 3: rolling upgrade ---- */
 	struct samples d1 = {0}, d2 = {0}, d3 = {0}, sw = {0}, ne = {0};
@@ -2906,9 +3003,42 @@ int main(int argc, char **argv)
 	row("3", "on_elected calls per rollout (3 steps)", &ne, "calls", "-", "1 (no flip-flop)",
 	    s_max(&ne) <= 1 ? "yes" : "**no**");
 
+	if (b7) {
+		if (!wait_for(p_flag, &I.done, 120000))
+			note("idle with the dashboard: window did not end");
+		double sch, cpu = idle_cpu(&I, &sch);
+		char what[300], r7[200], g7[80];
+		snprintf(what, sizeof(what),
+		         "the same idle host with a headless Chromium showing its dashboard (the page "
+		         "long-polls /api/v1/events): CPU over %.1f s (schedstat sum %.4f s)",
+		         ms_between(I.t_start, I.t_end) / 1000.0, sch);
+		snprintf(r7, sizeof(r7), "7 without the page (this run): %.2f s by ticks, %.4f s by "
+		         "schedstat; ratio %.2f", idle_cpu_s, idle_sched,
+		         idle_sched > 0 ? sch / idle_sched : 0.0);
+		snprintf(g7, sizeof(g7), "≤ 7 + 0.06 s (1 ms a second)");
+		struct samples one = {0};
+		s_add(&one, cpu);
+		row("7", what, &one, "CPU s", r7, g7, sch - idle_sched <= 0.06 ? "yes" : "**no**");
+		free(one.v);
+		browser_close(b7);
+	}
+	loop_timer_free(I.tm);
+	stop_host(&I.h);
+
 	/* ---- 4: event latency ---- */
-	struct samples ls = {0}, la = {0}, fl2 = {0};
+	struct samples ls = {0}, la = {0}, fl2 = {0}, lsd = {0}, lad = {0}, lsa = {0}, laa = {0};
 	event_latency(n_events, &ls, &la);
+	int l4 = b3_leader();
+	char b4dir[600];
+	snprintf(b4dir, sizeof(b4dir), "%s/b3", g_base);
+	struct browser *b4 = l4 >= 0 ? dashboard_open(g_b3_http[l4], b4dir) : NULL;
+	if (b4) {
+		/* with the page, then without it again: the reference is both
+		 * series without it, around the one with it */
+		event_latency(n_events, &lsd, &lad);
+		browser_close(b4);
+		event_latency(n_events, &lsa, &laa);
+	}
 	put_floor(n_main * 3, &fl2);
 	fmt_ref(ref, sizeof(ref), &fl2, "ms", "one etcd put");
 	{
@@ -2919,6 +3049,34 @@ int main(int argc, char **argv)
 		         "(from the put's ack: p50 %.3g, p99 %.3g ms)",
 		         p50, p99, s_med(&la), s_q(&la, 0.99));
 		row("4", what, &ls, "ms", ref, "p99 < 10 ms", p99 < 10 ? "yes" : "**no**");
+		if (b4) {
+			char r4[200];
+			snprintf(what, sizeof(what),
+			         "the same with a headless Chromium showing the leader's dashboard (each "
+			         "change wakes its long poll): p50 %.3g, p99 %.3g ms",
+			         s_med(&lsd), s_q(&lsd, 0.99));
+			struct samples both = {0};
+			for (size_t i = 0; i < ls.n; i++)
+				s_add(&both, ls.v[i]);
+			for (size_t i = 0; i < lsa.n; i++)
+				s_add(&both, lsa.v[i]);
+			double b50 = s_med(&both), b99 = s_q(&both, 0.99);
+			snprintf(r4, sizeof(r4), "4 without the page, before and after it (this run): "
+			         "p50 %.3g (%.3g, then %.3g), p99 %.3g ms; ratio of p50s %.2f, of p99s %.2f",
+			         b50, p50, s_med(&lsa), b99, s_med(&lsd) / b50, s_q(&lsd, 0.99) / b99);
+			row("4", what, &lsd, "ms", r4, "p50 ≤ 1.2 × without",
+			    s_med(&lsd) <= 1.2 * b50 ? "yes" : "**no**");
+			free(both.v);
+		} else {
+			note("4 with the dashboard: not measured (no Chromium, or no leader)");
+		}
+	}
+
+	if (dash_only) {
+		note("lh-bench: figures 7, 3 and 4 only (LH_BENCH_DASHBOARD=1), %.1f s",
+		     ms_between(t_begin, mono()) / 1000.0);
+		fclose(g_md);
+		return 0;
 	}
 
 	/* ---- 5: bus ---- */

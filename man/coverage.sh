@@ -1,7 +1,7 @@
 #!/bin/sh
 # coverage.sh - every long option `leasehold --help` lists is in leasehold(8);
 # every command and long option `leaseholdctl --help` lists is in
-# leaseholdctl(1). Pages are roff: "--plugin-dir" is written "\-\-plugin\-dir".
+# leaseholdctl(1), and every command's usage line in docs/leaseholdctl*.md. Pages are roff: "--plugin-dir" is written "\-\-plugin\-dir".
 srcdir=${LH_SRCDIR:-$(dirname "$0")/..}
 builddir=${LH_BUILDDIR:-.}
 rc=0
@@ -44,5 +44,19 @@ for st in $(sed -n 's/^[[:space:]]*X([A-Z_]*, "\([a-z-]*\)".*/\1/p' "$srcdir/tes
 	in_page leasehold-plugin-test.1 ".B $st" || in_page leasehold-plugin-test.1 ".BI $st" ||
 		{ echo "leasehold-plugin-test.1 lacks statement '$st'"; rc=1; }
 done
-[ $rc -eq 0 ] && echo "every flag and command of --help is in the man pages"
+# the leaseholdctl reference (docs/leaseholdctl*.md) shows each command's
+# usage exactly as `leaseholdctl help COMMAND` prints it (after the
+# connection options), so the two cannot drift
+printf '%s\n' "$cmds" | {
+	r=0
+	while read -r cmd; do
+		# shellcheck disable=SC2086 # the command's words are separate arguments
+		usage=$("$builddir/leaseholdctl" help $cmd | sed -n '1s/^Usage: leaseholdctl \[--control URL\] //p')
+		[ -n "$usage" ] || { echo "leaseholdctl help $cmd prints no usage line"; r=1; continue; }
+		cat "$srcdir"/docs/leaseholdctl*.md | grep '^leaseholdctl ' | grep -qF -- "$usage" ||
+			{ echo "docs/leaseholdctl*.md lack the usage '$usage' (leaseholdctl help $cmd)"; r=1; }
+	done
+	exit $r
+} || rc=1
+[ $rc -eq 0 ] && echo "every flag and command of --help is in the man pages, every usage in docs/leaseholdctl*.md"
 exit $rc

@@ -417,6 +417,8 @@ static void loader_drop_undeclared(struct lh_plugin *desc, uint32_t minor, uint3
 		desc->key_of = NULL;
 		desc->key_backoff_min_ms = desc->key_backoff_max_ms = 0;
 	}
+	if (minor < 3 || size < LH_PLUGIN_SIZE_1_3_CONCURRENCY)
+		desc->key_concurrency = 0;
 }
 
 /* loader_check_name - the name points into the plugin (read only then) and
@@ -508,6 +510,18 @@ int loader_validate_descriptor(const void *d, size_t avail, const void *object_b
 		loader_seterr(err, err_len, "key_of without reconcile_key: there is no queue to feed");
 		return -EINVAL;
 	}
+	if (desc.key_concurrency > LH_KEY_CONCURRENCY_MAX) {
+		loader_seterr(err, err_len, "key_concurrency %u is above the host's maximum of %u",
+		              desc.key_concurrency, LH_KEY_CONCURRENCY_MAX);
+		return -EINVAL;
+	}
+	if (desc.key_concurrency > 1 && !desc.reconcile_key) {
+		loader_seterr(err, err_len, "key_concurrency without reconcile_key: there is no queue "
+		              "to run concurrently");
+		return -EINVAL;
+	}
+	if (desc.key_concurrency == 0)
+		desc.key_concurrency = 1; /* 0 means one at a time */
 	if ((r = loader_check_role(&desc, object_base, err, err_len)) < 0)
 		return r;
 	char why[400];

@@ -63,6 +63,19 @@ uint64_t loop_now(void)
 	return (uint64_t)ts.tv_sec * LOOP_NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
+struct timespec loop_deadline_ts(clockid_t clock, uint64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 int loop_new(struct loop **ret_loop)
 {
 	struct loop *l = calloc(1, sizeof(*l));

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 struct loop;
 struct loop_io;
@@ -26,6 +27,12 @@ struct loop_timer;
 
 /* loop_now - CLOCK_BOOTTIME now, in ns. */
 uint64_t loop_now(void);
+
+/* loop_deadline_ts - the absolute time ms milliseconds from now on clock
+ * (CLOCK_MONOTONIC for a condition variable set to it, or for
+ * pthread_clockjoin_np): a deadline for the waits of other threads, which
+ * a wall-clock step must not move. Thread-safe. */
+struct timespec loop_deadline_ts(clockid_t clock, uint64_t ms);
 
 /* loop_new - create a loop. On success *ret_loop owns it (free with loop_free).
  * Returns 0 or -errno; *ret_loop untouched on failure. */

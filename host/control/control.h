@@ -111,6 +111,7 @@ struct control_plugin {
 	/* a keyed plugin's work queue (ABI 1.3): see control.proto 70-75 */
 	bool keyed;
 	uint64_t keys_depth, keys_waiting, keys_oldest_ms, keys_done, keys_failed;
+	uint64_t keys_running, keys_concurrency;
 };
 
 /* completion of a configuration read or write (pconfig): err 0 or -errno

@@ -53,6 +53,9 @@ static json_object *control_json_queue(const Leasehold__Control__Plugin *p)
 			       json_object_new_int64(control_json_clamp_u64(p->keys_oldest_ms)));
 	json_object_object_add(q, "done", json_object_new_int64(control_json_clamp_u64(p->keys_done)));
 	json_object_object_add(q, "failed", json_object_new_int64(control_json_clamp_u64(p->keys_failed)));
+	json_object_object_add(q, "running", json_object_new_int64(control_json_clamp_u64(p->keys_running)));
+	json_object_object_add(q, "concurrency",
+			       json_object_new_int64(control_json_clamp_u64(p->keys_concurrency)));
 	return q;
 }
 

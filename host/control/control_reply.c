@@ -190,6 +190,8 @@ int control_reply_plugins(struct control_reply *rp, const struct control_plugin 
 		d->p.keys_oldest_ms = s->keys_oldest_ms;
 		d->p.keys_done = s->keys_done;
 		d->p.keys_failed = s->keys_failed;
+		d->p.keys_running = s->keys_running;
+		d->p.keys_concurrency = s->keys_concurrency;
 		rp->pp[i] = &d->p;
 	}
 	rp->r.plugins = rp->pp;

@@ -37,18 +37,18 @@
 #include "ctl/ctl_suggest.h"
 
 const struct command ctl_commands[] = {
-    {"plugins", 0, 0, true, false, false, "plugins [--json]", "list every plugin",
+    {"plugins", 0, 0, true, false, false, "plugins", "list every plugin",
      "List every plugin of this node's daemon: release, election state, leader,\n"
      "readiness, member releases (min..max), status record, reconciles; then the\n"
      "cluster: one row per node of each plugin, as 'members' prints them.\n"
      "--json prints a JSON array with one object per plugin (its node rows in\n"
      "\"nodes\"). -o wide: no cell cut; --no-headers: the plugin rows only;\n"
      "-w: print it again whenever it changes, until ^C.\n"},
-    {"status", 1, 1, true, false, false, "status NAME [--json]", "one plugin in detail",
+    {"status", 1, 1, true, false, false, "status NAME", "one plugin in detail",
      "Show one plugin in detail (key: value lines, or one JSON object).\n"
      "NAME is a plugin name (the file that runs it), or a file name in the\n"
      "plugin directory (it contains a '.', e.g. x-1.3.0.so): that file's row.\n"},
-    {"members", 1, 1, true, false, false, "members NAME [--json]", "a plugin's members",
+    {"members", 1, 1, true, false, false, "members NAME", "a plugin's members",
      "List plugin NAME's members: every node that runs it or ran it and has not\n"
      "left (a node that is down or cut off still counts, with its last release).\n"
      "Columns: node id, plugin release, leader, campaigning (it holds an election\n"
@@ -90,7 +90,7 @@ const struct command ctl_commands[] = {
      "again; NAME with a '.' (x-1.3.0.so) is one file. Files that failed init\n"
      "get another chance; then the newest release among a plugin's files runs.\n"
      "Exit 1 when the daemon reports that the reload failed.\n"},
-    {"roles list", 0, 0, true, false, false, "roles list [--json]", "every node's roles",
+    {"roles list", 0, 0, true, false, false, "roles list", "every node's roles",
      "List every node's roles record (etcd P/roles/<node-id>) as this daemon\n"
      "mirrors it: node id, roles (comma-separated, \"-\" for none) and, for a\n"
      "record that is invalid, why (role-bound plugins on that node are then held\n"
@@ -132,7 +132,7 @@ const struct command ctl_commands[] = {
      "Exit 0 served (the reconcile succeeded), 1 the reconcile failed, the\n"
      "request could not be written, or --timeout passed (the request stays and\n"
      "is served when a leader can), 2 refused (unknown plugin, paused).\n"},
-    {"history", 1, 1, true, false, false, "history NAME [--json]",
+    {"history", 1, 1, true, false, false, "history NAME",
      "a plugin's leadership terms",
      "Show plugin NAME's last (at most 100) leadership terms, newest first:\n"
      "fencing token, node, release, start and end (etcd revision, UTC time) and\n"
@@ -183,7 +183,7 @@ const struct command ctl_commands[] = {
      "Exit 0 the reconcile ran and returned 0, 1 it failed or DUR passed (what\n"
      "was captured until then is printed), 2 refused (this node leads the\n"
      "plugin, another node was named, a run is in progress) or usage error.\n"},
-    {"watch", 0, 1, true, true, false, "watch [NAME] [-o json]",
+    {"watch", 0, 1, true, true, false, "watch [NAME]",
      "stream the cluster's changes (reads etcd)",
      "Print every change of plugin NAME (or of every plugin) as it happens, one line\n"
      "each, in etcd revision order, each change once, until interrupted: the leader,\n"
@@ -198,13 +198,13 @@ const struct command ctl_commands[] = {
      "hold them); --to-revision R ends once every change up to R was printed;\n"
      "--timeout DUR ends after DUR. Exit 0 when it ended so, 1 when the watch\n"
      "failed (e.g. the revision was compacted).\n"},
-    {"config get", 1, 1, true, false, false, "config get NAME [--json]",
+    {"config get", 1, 1, true, false, false, "config get NAME",
      "a plugin's cluster-wide configuration", CTL_CONFIG_GET_HELP},
     {"config set", 2, 2, false, false, false, "config set NAME FILE|- [--revision R] [--force]",
      "replace a plugin's configuration", CTL_CONFIG_SET_HELP},
     {"config edit", 1, 1, false, false, false, "config edit NAME [--force]",
      "edit a plugin's configuration", CTL_CONFIG_EDIT_HELP},
-    {"release", 1, 1, true, false, false, "release NAME [--json]",
+    {"release", 1, 1, true, false, false, "release NAME",
      "a plugin's rollout: pin, release that acts, members per release",
      "Show plugin NAME's rollout: the pin (P/NAME/pin) if any, the release that\n"
      "may act now under the release rule and why, the leader and its release,\n"
@@ -343,9 +343,22 @@ static void ctl_commands_print_end_reasons(FILE *out)
 	fprintf(out, "\n");
 }
 
+const char *ctl_commands_usage(const struct command *cmd, char *buf, size_t len)
+{
+	const char *formats = !cmd->json                       ? ""
+	                      : ctl_main_lists(cmd)             ? " [-o table|wide|json|yaml] [--no-headers]"
+	                      : strcmp(cmd->name, "watch") == 0 ? " [-o table|json]"
+	                      : strcmp(cmd->name, "config get") == 0 ? " [-o json]"
+	                                                             : " [-o table|json|yaml]";
+	snprintf(buf, len, "%s%s%s", cmd->synopsis, formats, ctl_main_watches(cmd) ? " [-w]" : "");
+	return buf;
+}
+
 void ctl_commands_print_command_help(FILE *out, const struct command *cmd)
 {
-	fprintf(out, "Usage: leaseholdctl [--control URL] %s\n\n%s", cmd->synopsis, cmd->help);
+	char usage[256];
+	fprintf(out, "Usage: leaseholdctl [--control URL] %s\n\n%s",
+		ctl_commands_usage(cmd, usage, sizeof(usage)), cmd->help);
 	if (strcmp(cmd->name, "history") == 0)
 		ctl_commands_print_end_reasons(out);
 	fprintf(out, "\nExit codes: 0 success, 1 operation did not succeed (wait-ready timeout,\n"
@@ -384,8 +397,10 @@ int ctl_usage_error(const struct command *cmd, const char *fmt, ...)
 	va_start(ap, fmt);
 	ctl_vfail(EXIT_ERR, fmt, ap);
 	va_end(ap);
+	char usage[256];
 	if (cmd)
-		fprintf(stderr, "Usage: leaseholdctl [--control URL] %s\n", cmd->synopsis);
+		fprintf(stderr, "Usage: leaseholdctl [--control URL] %s\n",
+			ctl_commands_usage(cmd, usage, sizeof(usage)));
 	else
 		fprintf(stderr, "Usage: leaseholdctl [--control URL] COMMAND [ARGS] [OPTIONS]\n");
 	fprintf(stderr, "Try 'leaseholdctl --help'.\n");

@@ -162,6 +162,17 @@ static void ctl_completion_bash(FILE *out)
 		     "\tlocal n=${#words[@]}\n"
 		     "\tlocal cur=\"${words[n-1]}\" prev=\"\"\n"
 		     "\t((n >= 2)) && prev=\"${words[n-2]}\"\n"
+		     /* --opt=value: bash's current word is the value when '='
+		      * breaks words (the default), else the whole word */
+		     "\tif [[ \"$cur\" == --*=* ]]; then\n"
+		     "\t\tlocal opt=\"${cur%%%%=*}\" val=\"${cur#*=}\" pre=\"${cur%%%%=*}=\"\n"
+		     "\t\t[[ \"$COMP_WORDBREAKS\" == *=* ]] && pre=\"\"\n"
+		     "\t\tcase \"$opt\" in\n"
+		     "\t\t--output) COMPREPLY=($(compgen -P \"$pre\" -W \"table wide json yaml\" "
+		     "-- \"$val\"));;\n"
+		     "\t\t--config|--etcd-cacert|--etcd-cert|--etcd-key) COMPREPLY=($(compgen -P "
+		     "\"$pre\" -f -- \"$val\"));;\n"
+		     "\t\t*) COMPREPLY=();;\n\t\tesac\n\t\treturn\n\tfi\n"
 		     "\tcase \"$prev\" in\n"
 		     "\t-o|--output) COMPREPLY=($(compgen -W \"table wide json yaml\" -- \"$cur\")); "
 		     "return;;\n"
@@ -171,6 +182,7 @@ static void ctl_completion_bash(FILE *out)
 	fprintf(out, ") COMPREPLY=(); return;;\n\tesac\n"
 		     "\tfor ((i = 1; i < n - 1; i++)); do\n\t\tw=\"${words[i]}\"\n"
 		     "\t\tcase \"$w\" in\n"
+		     "\t\t--control=*|--etcd=*|--etcd-*=*|--prefix=*) conn+=(\"$w\");;\n"
 		     "\t\t--control|--etcd|--etcd-*|--prefix) conn+=(\"$w\" \"${words[i+1]}\"); "
 		     "((i++));;\n\t\t");
 	ctl_completion_options(out, true);
@@ -235,9 +247,16 @@ static void ctl_completion_zsh(FILE *out)
 	ctl_completion_zsh_commands(out);
 	fprintf(out, "\t)\n\tfor ((i = 2; i < CURRENT; i++)); do\n\t\tw=${words[i]}\n"
 		     "\t\tcase $w in\n"
+		     "\t\t--control=*|--etcd=*|--etcd-*=*|--prefix=*) conn+=($w);;\n"
 		     "\t\t--control|--etcd|--etcd-*|--prefix) conn+=($w ${words[i+1]}); ((i++));;\n\t\t");
 	ctl_completion_options(out, true);
 	fprintf(out, ") ((i++));;\n\t\t-*) ;;\n\t\t*) pos+=($w);;\n\t\tesac\n\tdone\n"
+		     /* --opt=value: the value is completed after the '=' */
+		     "\tif [[ ${words[CURRENT]} == --*=* ]]; then\n"
+		     "\t\tlocal opt=${words[CURRENT]%%%%=*}\n\t\tcompset -P '*='\n"
+		     "\t\tcase $opt in\n\t\t--output) compadd table wide json yaml;;\n"
+		     "\t\t--config|--etcd-cacert|--etcd-cert|--etcd-key) _files;;\n\t\tesac\n"
+		     "\t\treturn\n\tfi\n"
 		     "\tcase ${words[CURRENT-1]} in\n"
 		     "\t-o|--output) compadd table wide json yaml; return;;\n"
 		     "\t--config|--etcd-cacert|--etcd-cert|--etcd-key) _files; return;;\n\t");

@@ -175,7 +175,7 @@ static int ctl_main_help(const struct opts *o, const struct command *cmd)
 /* the listing commands: the ones that print a table */
 #define CTL_MAIN_LISTING "plugins, status, members, roles list and history"
 
-static bool ctl_main_lists(const struct command *cmd)
+bool ctl_main_lists(const struct command *cmd)
 {
 	static const char *const listing[] = {"plugins", "status", "members", "roles list",
 					      "history"};
@@ -186,7 +186,7 @@ static bool ctl_main_lists(const struct command *cmd)
 }
 
 /* the commands -w redraws */
-static bool ctl_main_watches(const struct command *cmd)
+bool ctl_main_watches(const struct command *cmd)
 {
 	return strcmp(cmd->name, "plugins") == 0 || strcmp(cmd->name, "members") == 0 ||
 	       strcmp(cmd->name, "release") == 0 || strcmp(cmd->name, "history") == 0;

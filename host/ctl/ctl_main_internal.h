@@ -72,6 +72,14 @@ void ctl_commands_print_help(FILE *out);
  * none is near. Borrowed: valid until the next call. */
 const char *ctl_commands_suggest(const char *word, const char *group);
 void ctl_commands_print_command_help(FILE *out, const struct command *cmd);
+/* ctl_commands_usage - cmd's synopsis with the output options it takes
+ * (-o FORMATS, --no-headers, -w: from ctl_main_lists/ctl_main_watches, so
+ * the usage says what ctl_main's checks accept), into buf; returns buf */
+const char *ctl_commands_usage(const struct command *cmd, char *buf, size_t len);
+/* ctl_main_lists - cmd prints a table (-o wide and --no-headers apply) */
+bool ctl_main_lists(const struct command *cmd);
+/* ctl_main_watches - cmd redraws on change with -w */
+bool ctl_main_watches(const struct command *cmd);
 /* a command group ("roles", "config"): its commands */
 void ctl_commands_print_group_help(FILE *out, const char *group);
 void ctl_commands_print_roles_help(FILE *out);

@@ -65,12 +65,12 @@ static const char *ctl_plugin_config_help_of(const char *sub)
 		return USAGE "config get|set|edit NAME [ARGS]\n\n"
 		       "A plugin's cluster-wide configuration (etcd P/NAME/config), one JSON\n"
 		       "object the same on every node.\n"
-		       "  config get NAME [--json]                   print it\n"
+		       "  config get NAME [-o json]                  print it\n"
 		       "  config set NAME FILE|- [--revision R] [--force]  replace it\n"
 		       "  config edit NAME [--force]                 edit it in $EDITOR\n\n"
 		       "See leaseholdctl help config get|set|edit for details.\n";
 	if (strcmp(sub, "get") == 0)
-		return USAGE "config get NAME [--json]\n\n" CTL_CONFIG_GET_HELP;
+		return USAGE "config get NAME [-o json]\n\n" CTL_CONFIG_GET_HELP;
 	if (strcmp(sub, "set") == 0)
 		return USAGE "config set NAME FILE|- [--revision R] [--force]\n\n" CTL_CONFIG_SET_HELP;
 	return USAGE "config edit NAME [--force]\n\n" CTL_CONFIG_EDIT_HELP;
@@ -180,7 +180,7 @@ static int ctl_plugin_config_check(struct config_opts *o, const char *const *pos
 		return 1; /* config --help: the group's help (o->sub NULL) */
 	if (n < 2 || (strcmp(pos[1], "get") && strcmp(pos[1], "set") && strcmp(pos[1], "edit"))) {
 		ctl_fail(EXIT_ERR, "config: want a subcommand: get, set or edit\n"
-				   "Usage: leaseholdctl config get NAME [--json] | set NAME FILE|- "
+				   "Usage: leaseholdctl config get NAME [-o json] | set NAME FILE|- "
 				   "[--revision R] [--force] | edit NAME [--force]");
 		return -1;
 	}

@@ -408,8 +408,10 @@ int ctl_view_status(const Response *r, bool json)
 		       " time(s))\n", p->failures_in_row, p->unhealthy_total);
 	if (p->keyed) /* ABI 1.3 reconcile_key: the work queue */
 		printf("key queue:     %" PRIu64 " key(s), %" PRIu64 " backing off, oldest %" PRIu64
-		       " ms; %" PRIu64 " reconciled, %" PRIu64 " failed\n", p->keys_depth,
-		       p->keys_waiting, p->keys_oldest_ms, p->keys_done, p->keys_failed);
+		       " ms; %" PRIu64 " reconciled, %" PRIu64 " failed; %" PRIu64 " running of %"
+		       PRIu64 " at once\n", p->keys_depth, p->keys_waiting, p->keys_oldest_ms,
+		       p->keys_done, p->keys_failed, p->keys_running,
+		       p->keys_concurrency ? p->keys_concurrency : 1);
 	if (p->superseded_by && p->superseded_by[0])
 		printf("superseded by: %s\n", ctl_clean(p->superseded_by, b1, sizeof(b1), true));
 	printf("fencing token: %" PRId64 "\n", p->fencing_token);

@@ -92,6 +92,8 @@ static void daemon_control_fill_plugin(struct entry *e, struct control_plugin *p
 		p->keys_oldest_ms = ks.oldest_ms;
 		p->keys_done = ks.done;
 		p->keys_failed = ks.failed;
+		p->keys_running = ks.running;
+		p->keys_concurrency = ks.concurrency;
 	}
 }
 

@@ -36,7 +36,8 @@ static void daemon_etcd_outage_on_timer(struct loop_timer *t, void *ud)
 	loop_timer_arm_in(t, o->report_ns);
 }
 
-void daemon_etcd_outage_call_done(struct daemon_etcd_outage *o, const char *op, int err)
+void daemon_etcd_outage_call_done(struct daemon_etcd_outage *o, const char *op, int err,
+                                  uint64_t elapsed_ns)
 {
 	if (err == -ECANCELED)
 		return;
@@ -52,7 +53,8 @@ void daemon_etcd_outage_call_done(struct daemon_etcd_outage *o, const char *op, 
 		loop_timer_arm_in(o->timer, o->report_ns);
 		return;
 	}
-	if (!o->since)
+	uint64_t now = loop_now(), sent = elapsed_ns < now ? now - elapsed_ns : 0;
+	if (!o->since || sent < o->since)
 		return;
 	log_info("etcd", "etcd reachable again after %.1f s (%" PRIu64 " requests failed meanwhile)",
 	         daemon_etcd_outage_seconds(o), o->fails);
@@ -97,7 +99,7 @@ static void daemon_etcd_outage_observe_call(void *ud, const char *op, int err, u
 {
 	struct daemon *d = ud;
 	host_metrics_etcd_observer.call_done(&d->hm, op, err, elapsed_ns);
-	daemon_etcd_outage_call_done(d->outage, op, err);
+	daemon_etcd_outage_call_done(d->outage, op, err, elapsed_ns);
 }
 
 static void daemon_etcd_outage_observe_watch(void *ud, int err)

@@ -36,8 +36,12 @@ int daemon_etcd_outage_new(struct loop *l, const struct etcd_client *etcd, uint6
 /* daemon_etcd_outage_free - accepts NULL */
 void daemon_etcd_outage_free(struct daemon_etcd_outage *o);
 /* daemon_etcd_outage_call_done - a request of kind op (static string)
- * ended with err */
-void daemon_etcd_outage_call_done(struct daemon_etcd_outage *o, const char *op, int err);
+ * ended with err, elapsed_ns after it was sent. An answer ends an outage
+ * only when its request was sent after the outage began: one in flight
+ * before (answered late, or with an error while etcd was shutting down)
+ * says nothing about etcd now */
+void daemon_etcd_outage_call_done(struct daemon_etcd_outage *o, const char *op, int err,
+                                  uint64_t elapsed_ns);
 /* daemon_etcd_outage_active - an outage lasts now */
 bool daemon_etcd_outage_active(const struct daemon_etcd_outage *o);
 

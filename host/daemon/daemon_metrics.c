@@ -396,6 +396,14 @@ static double daemon_metrics_v_keys_oldest(const struct plugin_metrics_view *p)
 {
 	return p->keyed ? (double)p->keys.oldest_ms / 1000.0 : NAN;
 }
+static double daemon_metrics_v_keys_running(const struct plugin_metrics_view *p)
+{
+	return p->keyed ? (double)p->keys.running : NAN;
+}
+static double daemon_metrics_v_keys_concurrency(const struct plugin_metrics_view *p)
+{
+	return p->keyed ? (double)p->keys.concurrency : NAN;
+}
 static double daemon_metrics_v_keys_done(const struct plugin_metrics_view *p)
 {
 	return p->keyed ? (double)p->keys.done : NAN;
@@ -485,6 +493,12 @@ static const struct plugin_family plugin_families[] = {
 	{"leasehold_plugin_key_queue_oldest_seconds", "gauge",
 	 "How long the oldest ready key of a keyed plugin's work queue has waited.",
 	 daemon_metrics_v_keys_oldest},
+	{"leasehold_plugin_key_running", "gauge",
+	 "Keys of a keyed plugin whose reconcile_key runs now on this node.",
+	 daemon_metrics_v_keys_running},
+	{"leasehold_plugin_key_concurrency", "gauge",
+	 "How many keys a keyed plugin's reconcile_key may run on at once (its key_concurrency).",
+	 daemon_metrics_v_keys_concurrency},
 	{"leasehold_plugin_key_reconciles_total", "counter",
 	 "Keys a keyed plugin reconciled on this node.", daemon_metrics_v_keys_done},
 	{"leasehold_plugin_key_reconcile_failures_total", "counter",

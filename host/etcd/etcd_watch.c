@@ -144,6 +144,78 @@ static bool etcd_watch_deliver(struct etcd_watch *w, int64_t revision, const str
 	return true;
 }
 
+/* the stream's creation answer: resume from its revision, announce it once.
+ * false when w is gone */
+static bool etcd_watch_on_created(struct etcd_watch *w, const struct etcd_watch_msg *m)
+{
+	w->created = true;
+	w->reauthed = false;
+	w->backoff_ms = WATCH_BACKOFF_MIN_MS;
+	log_debug("etcd", "watch created (header revision %" PRId64 ")", m->header.revision);
+	if (w->next_rev == 0 && m->header.revision > 0)
+		w->next_rev = m->header.revision + 1;
+	if ((w->flags & ETCD_WATCH_CREATED_NOTIFY) && !w->announced) {
+		/* the first creation only: a reconnect resumes, it does not
+		 * start the stream again */
+		w->announced = true;
+		return etcd_watch_deliver(w, m->header.revision, NULL, 0);
+	}
+	return true;
+}
+
+/* the server cancelled the watch: compaction and refusals end it, an
+ * expired token reopens it once. Same returns as etcd_watch_handle */
+static int etcd_watch_on_canceled(struct etcd_watch *w, const struct etcd_watch_msg *m)
+{
+	struct etcd_client *c = w->x.c;
+	if (m->compact_revision > 0) {
+		etcd_watch_end(w, -ERANGE, m->compact_revision);
+		if (w->cancelled)
+			etcd_watch_destroy(w);
+		return -1;
+	}
+	const char *why = m->cancel_reason ? m->cancel_reason : "";
+	log_debug("etcd", "watch cancelled by the server: %s", why);
+	bool bad_token = strstr(why, "invalid auth token") || strstr(why, "Unauthenticated");
+	if (c->user && bad_token && !w->reauthed) {
+		/* the token expired: authenticate again and reopen, once */
+		w->reauthed = true;
+		etcd_drop_token(c, w->x.token_gen);
+		return 0;
+	}
+	int err = -EIO;
+	if (bad_token)
+		err = -EACCES;
+	else if (strstr(why, "permission denied"))
+		err = -EPERM;
+	etcd_watch_end(w, err, m->header.revision);
+	if (w->cancelled)
+		etcd_watch_destroy(w);
+	return -1;
+}
+
+/* events: those not yet delivered, in order. Same returns as
+ * etcd_watch_handle */
+static int etcd_watch_on_events(struct etcd_watch *w, const struct etcd_watch_msg *m)
+{
+	/* drop what was already delivered (never expected, but a resumed
+	 * stream must not duplicate) */
+	size_t first = 0;
+	while (first < m->n_events && m->events[first].kv.mod_revision < w->next_rev)
+		first++;
+	if (first == m->n_events)
+		return 1;
+	int64_t maxrev = 0;
+	for (size_t i = first; i < m->n_events; i++)
+		if (m->events[i].kv.mod_revision > maxrev)
+			maxrev = m->events[i].kv.mod_revision;
+	w->next_rev = maxrev + 1;
+	w->last_rev = maxrev;
+	return etcd_watch_deliver(w, m->header.revision, m->events + first, m->n_events - first)
+	           ? 1
+	           : -1;
+}
+
 /* etcd_watch_handle - one parsed message. Returns 1 to go on, 0 when the stream
  * must be dropped (reconnect), -1 when w is gone or done. */
 static int etcd_watch_handle(struct etcd_watch *w, struct etcd_watch_msg *m)
@@ -157,68 +229,12 @@ static int etcd_watch_handle(struct etcd_watch *w, struct etcd_watch_msg *m)
 			etcd_drop_token(c, w->x.token_gen);
 		return 0;
 	}
-	if (m->created && !m->canceled) {
-		w->created = true;
-		w->reauthed = false;
-		w->backoff_ms = WATCH_BACKOFF_MIN_MS;
-		log_debug("etcd", "watch created (header revision %" PRId64 ")",
-			  m->header.revision);
-		if (w->next_rev == 0 && m->header.revision > 0)
-			w->next_rev = m->header.revision + 1;
-		if ((w->flags & ETCD_WATCH_CREATED_NOTIFY) && !w->announced) {
-			/* the first creation only: a reconnect resumes, it does
-			 * not start the stream again */
-			w->announced = true;
-			if (!etcd_watch_deliver(w, m->header.revision, NULL, 0))
-				return -1;
-		}
-	}
-	if (m->canceled) {
-		if (m->compact_revision > 0) {
-			etcd_watch_end(w, -ERANGE, m->compact_revision);
-			if (w->cancelled)
-				etcd_watch_destroy(w);
-			return -1;
-		}
-		const char *why = m->cancel_reason ? m->cancel_reason : "";
-		log_debug("etcd", "watch cancelled by the server: %s", why);
-		bool bad_token =
-		    strstr(why, "invalid auth token") || strstr(why, "Unauthenticated");
-		if (c->user && bad_token && !w->reauthed) {
-			/* the token expired: authenticate again and reopen, once */
-			w->reauthed = true;
-			etcd_drop_token(c, w->x.token_gen);
-			return 0;
-		}
-		int err = -EIO;
-		if (bad_token)
-			err = -EACCES;
-		else if (strstr(why, "permission denied"))
-			err = -EPERM;
-		etcd_watch_end(w, err, m->header.revision);
-		if (w->cancelled)
-			etcd_watch_destroy(w);
+	if (m->created && !m->canceled && !etcd_watch_on_created(w, m))
 		return -1;
-	}
-	if (m->n_events > 0) {
-		/* drop what was already delivered (never expected, but a resumed
-		 * stream must not duplicate) */
-		size_t first = 0;
-		while (first < m->n_events && m->events[first].kv.mod_revision < w->next_rev)
-			first++;
-		if (first == m->n_events)
-			return 1;
-		int64_t maxrev = 0;
-		for (size_t i = first; i < m->n_events; i++) {
-			if (m->events[i].kv.mod_revision > maxrev)
-				maxrev = m->events[i].kv.mod_revision;
-		}
-		w->next_rev = maxrev + 1;
-		w->last_rev = maxrev;
-		return etcd_watch_deliver(w, m->header.revision, m->events + first, m->n_events - first)
-			   ? 1
-			   : -1;
-	}
+	if (m->canceled)
+		return etcd_watch_on_canceled(w, m);
+	if (m->n_events > 0)
+		return etcd_watch_on_events(w, m);
 	if (!m->created && m->header.revision > 0) {
 		/* progress notification: everything up to header.revision was sent */
 		if (m->header.revision + 1 > w->next_rev)

@@ -161,15 +161,9 @@ void runtime_closer_get_stats(struct runtime_closer_stats *ret)
 
 int runtime_closer_wait(int timeout_ms)
 {
-	struct timespec until;
+	struct timespec until =
+	    loop_deadline_ts(CLOCK_MONOTONIC, timeout_ms > 0 ? (uint64_t)timeout_ms : 0);
 	int r = 0;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&g_closer.mu);
 	uint64_t want = g_closer.handed;
 	while (g_closer.closed < want && r == 0)

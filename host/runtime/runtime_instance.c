@@ -352,6 +352,21 @@ static int pi_thread_start_up(struct plugin_instance *pi)
 	return 0;
 }
 
+/* the worker process's files (copied from cfg's borrowed strings, which are
+ * never kept) and its first generation */
+static int pi_process_start_up(struct plugin_instance *pi, const struct plugin_instance_config *cfg)
+{
+	pi->cfg.worker_path = cfg->worker_path;
+	pi->cfg.runtime_dir = cfg->runtime_dir;
+	pi->cfg.worker_stderr = cfg->worker_stderr;
+	int r = pi_process_prepare(pi);
+	pi->cfg.worker_path = pi->cfg.runtime_dir = pi->cfg.worker_stderr = NULL;
+	if (r < 0)
+		return r;
+	pi_state_set(pi, PLUGIN_INSTANCE_STARTING);
+	return pi_gen_start(pi);
+}
+
 int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct driver_host *host,
 			const char *node_id, const struct plugin_instance_config *cfg,
 			struct plugin_instance **ret_pi)
@@ -406,24 +421,7 @@ int plugin_instance_new(struct loader_plugin *lp, struct loop *l, const struct d
 	if ((r = pi_keys_init(pi)) < 0)
 		goto fail;
 
-	if (pi->process) {
-		struct plugin_instance_config orig = *cfg;
-		pi->cfg.worker_path = orig.worker_path;
-		pi->cfg.runtime_dir = orig.runtime_dir;
-		pi->cfg.worker_stderr = orig.worker_stderr;
-		r = pi_process_prepare(pi);
-		pi->cfg.worker_path = pi->cfg.runtime_dir = pi->cfg.worker_stderr = NULL;
-		if (r < 0)
-			goto fail;
-		pi_state_set(pi, PLUGIN_INSTANCE_STARTING);
-		r = pi_gen_start(pi);
-		if (r < 0)
-			goto fail;
-		*ret_pi = pi;
-		return 0;
-	}
-
-	if ((r = pi_thread_start_up(pi)) < 0)
+	if ((r = pi->process ? pi_process_start_up(pi, cfg) : pi_thread_start_up(pi)) < 0)
 		goto fail;
 	*ret_pi = pi;
 	return 0;
@@ -507,9 +505,10 @@ static int pi_sync_wait_sent(struct plugin_instance *pi)
 		nng_msg_free(m);
 		if (!th)
 			continue;
+		struct event *ev;
 		if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_DONE &&
-		    th->done->seq == pi->sent_head->seq) {
-			free(pi_sent_unlink_head(pi));
+		    (ev = pi_sent_take_seq(pi, th->done->seq))) {
+			pi_event_free(ev);
 		} else if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_TXN) {
 			pi_sync_refuse_txn(pi, th->txn->id);
 		}
@@ -559,8 +558,11 @@ static void pi_stop_sync(struct plugin_instance *pi)
 		deposed_owed |= ev->kind == EV_DEPOSED; /* deposed() queued it: still owed */
 	/* on_deposed first, behind what the worker has: the worker skips what of
 	 * the term it has not started yet. It goes before the txn refusals below,
-	 * so a callback waiting for a txn has it in its stash when it returns. */
-	int r = !fini_out && deposed_owed ? pi_sync_hand_over(pi, EV_DEPOSED) : 0;
+	 * so a callback waiting for a txn has it in its stash when it returns.
+	 * Keys that run concurrently are waited for first: on_deposed never
+	 * runs beside them. */
+	bool keys_first = pi->n_sent_keys > 0 && pi_keys_concurrent(pi);
+	int r = !fini_out && deposed_owed && !keys_first ? pi_sync_hand_over(pi, EV_DEPOSED) : 0;
 	pi->leading = false;
 	pi_watch_stop(pi);
 	pi->term_elected_sent = false;
@@ -571,6 +573,8 @@ static void pi_stop_sync(struct plugin_instance *pi)
 	}
 	pi->txns = NULL;
 	if (r < 0 || pi_sync_wait_sent(pi) < 0 || fini_out)
+		return;
+	if (keys_first && deposed_owed && pi_sync_run(pi, EV_DEPOSED) < 0)
 		return;
 	pi_sync_run(pi, EV_FINI);
 }

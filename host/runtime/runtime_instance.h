@@ -439,6 +439,8 @@ struct plugin_key_stats {
 	uint64_t done;      /* keys reconciled */
 	uint64_t failed;    /* key reconciles that failed (each retried) */
 	uint64_t requeued;  /* requeue-after answers */
+	uint64_t running;   /* keys whose reconcile_key runs now */
+	uint64_t concurrency; /* how many may run at once (key_concurrency, at least 1) */
 };
 bool plugin_instance_key_stats(const struct plugin_instance *pi, struct plugin_key_stats *ret);
 

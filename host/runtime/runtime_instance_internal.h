@@ -170,6 +170,7 @@ struct plugin_instance {
 	bool init_reported;	/* on_init was pushed */
 	bool failed_reported;	/* on_failed pushed, on_recovered not yet */
 	bool overrun;		/* thread mode: the in-flight callback overran */
+	uint64_t overrun_seq;	/* ... the seq of the event that overran */
 	bool stop_after_reap;	/* finish the stop once the child is reaped */
 	uint64_t gen;		/* worker generations started */
 	uint64_t up_since;	/* loop_now() when the current worker finished init */
@@ -202,6 +203,7 @@ struct plugin_instance {
 	struct event *q_head, *q_tail;
 	struct event *sent_head, *sent_tail; /* handed to the worker, not yet acknowledged */
 	unsigned n_sent;
+	unsigned n_sent_keys; /* ... of them EV_KEY */
 	struct outmsg *out_head, *out_tail;
 	bool cork; /* pi_queue_send_nng queues without flushing; on_defer flushes */
 	struct completion *c_head, *c_tail;
@@ -297,6 +299,10 @@ void pi_sent_push(struct plugin_instance *pi, struct event *ev);
 struct event *pi_sent_unlink_head(struct plugin_instance *pi);
 /* the acknowledged head of the sent list (the worker answers in order) */
 struct event *pi_sent_pop(struct plugin_instance *pi);
+/* pi_sent_take_seq - the sent event an EventDone of seq answers, unlinked:
+ * the head (pi_sent_pop), or, while keys run concurrently (they answer in
+ * any order), an EV_KEY further down; NULL when none */
+struct event *pi_sent_take_seq(struct plugin_instance *pi, uint64_t seq);
 /* the whole sent list, for settling it (the worker is gone or failed) */
 struct event *pi_sent_take_all(struct plugin_instance *pi);
 /* hand queued events to the worker, as far as pi_queue_may_send allows */
@@ -368,6 +374,9 @@ bool pi_keys_host_takes_batches(const struct plugin_instance *pi);
 bool pi_keys_feed(struct plugin_instance *pi);
 /* the instance stops leading: the queue is dropped */
 void pi_keys_stop(struct plugin_instance *pi);
+/* pi_keys_concurrent - the plugin declared a key_concurrency above 1:
+ * its keys go to the worker beside each other (pi_queue_may_send) */
+bool pi_keys_concurrent(const struct plugin_instance *pi);
 /* an EV_KEY or EV_WATCH was answered (err normalised, skipped as the
  * receiver decided) / could not be delivered */
 void pi_keys_on_done(struct plugin_instance *pi, const struct event *ev, const EventDone *d,

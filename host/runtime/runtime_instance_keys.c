@@ -14,8 +14,12 @@
  * When a key goes: under the same rule as a watch batch (leading, after the
  * term's first reconcile, nothing else queued or in flight, not paused,
  * no drain), alternating with watch batches so that neither starves the
- * other. One key at a time: its txns are fenced on the term like every
- * callback's.
+ * other. One key at a time, or up to the plugin's key_concurrency beside
+ * each other (ABI 1.3): then more keys go while only keys are in flight,
+ * never a key that already runs (the queue holds it apart), and anything
+ * else waits for every key to return (pi_queue_may_send); a watch batch
+ * whose turn it is stops new keys until the running ones returned. Their
+ * txns are fenced on the term like every callback's.
  *
  * What is never lost: the queue is dropped whenever the instance stops
  * leading (on_deposed, a dead worker, a stop), and the next term's snapshot
@@ -48,7 +52,8 @@ int pi_keys_init(struct plugin_instance *pi)
 	const struct lh_plugin *d = &pi->lp->desc;
 	if (!d->reconcile_key)
 		return 0;
-	struct keyqueue_config c = {d->key_backoff_min_ms, d->key_backoff_max_ms};
+	struct keyqueue_config c = {d->key_backoff_min_ms, d->key_backoff_max_ms,
+				    d->key_concurrency};
 	int r = keyqueue_new(&c, &pi->keys);
 	if (r == 0)
 		r = loop_timer_new(pi->loop, pi_keys_on_timer, pi, &pi->keys_timer);
@@ -61,6 +66,11 @@ void pi_keys_free(struct plugin_instance *pi)
 	pi->keys_timer = NULL;
 	keyqueue_free(pi->keys);
 	pi->keys = NULL;
+}
+
+bool pi_keys_concurrent(const struct plugin_instance *pi)
+{
+	return pi->keys && pi->lp->desc.key_concurrency > 1;
 }
 
 bool pi_keys_host_takes_batches(const struct plugin_instance *pi)
@@ -104,30 +114,37 @@ static void pi_keys_absorb(struct plugin_instance *pi)
 	}
 }
 
-/* may a key go now? pi_watch_feed's rule */
+/* only keys queued and in flight, fewer than the concurrency, and no
+ * watch batch waiting for its turn */
+static bool pi_keys_room_beside(const struct plugin_instance *pi)
+{
+	if (!pi_keys_concurrent(pi) || pi->n_sent != pi->n_sent_keys)
+		return false;
+	unsigned n = pi->n_sent;
+	for (const struct event *ev = pi->q_head; ev; ev = ev->next, n++)
+		if (ev->kind != EV_KEY)
+			return false;
+	if (n >= pi->lp->desc.key_concurrency)
+		return false;
+	return pi->keys_turn || !pi->watch || pi_keys_host_takes_batches(pi) ||
+	       !plugin_watch_pending(pi->watch);
+}
+
+/* may a key go now? pi_watch_feed's rule, or beside running keys */
 static bool pi_keys_may_feed(const struct plugin_instance *pi)
 {
-	if (!pi->leading || !pi->term_reconciled || pi->q_head || pi->sent_head || pi->broken ||
-	    !pi->bus_up || pi->stop_requested || pi->overrun || pi->drains || pi->term_leaving)
+	if (!pi->leading || !pi->term_reconciled || pi->broken || !pi->bus_up ||
+	    pi->stop_requested || pi->overrun || pi->drains || pi->term_leaving)
+		return false;
+	if ((pi->q_head || pi->sent_head) && !pi_keys_room_beside(pi))
 		return false;
 	return !(pi->host.paused && pi->host.paused(pi->host.ctx));
 }
 
-bool pi_keys_feed(struct plugin_instance *pi)
+/* the next key as an EV_KEY, queued: true, or false when none is ready
+ * (the timer is armed for the first that waits) */
+static bool pi_keys_queue_one(struct plugin_instance *pi, uint64_t now)
 {
-	if (!pi->keys || !pi->leading || !pi->term_reconciled)
-		return false;
-	if (pi->watch && pi_keys_host_takes_batches(pi))
-		pi_keys_absorb(pi);
-	if (pi->keys_lost) {
-		pi->keys_lost = false;
-		keyqueue_clear(pi->keys);
-		pi_keys_restart_watches(pi, "out of memory for the work queue");
-		return false;
-	}
-	if (!pi_keys_may_feed(pi))
-		return false;
-	uint64_t now = loop_now();
 	const struct keyqueue_item *it = keyqueue_take(pi->keys, now);
 	if (!it) {
 		uint64_t due = keyqueue_next_due(pi->keys);
@@ -147,6 +164,25 @@ bool pi_keys_feed(struct plugin_instance *pi)
 	memcpy(ev->doc, it->key, it->len);
 	pi_enqueue(pi, ev);
 	return true;
+}
+
+bool pi_keys_feed(struct plugin_instance *pi)
+{
+	if (!pi->keys || !pi->leading || !pi->term_reconciled)
+		return false;
+	if (pi->watch && pi_keys_host_takes_batches(pi))
+		pi_keys_absorb(pi);
+	if (pi->keys_lost) {
+		pi->keys_lost = false;
+		keyqueue_clear(pi->keys);
+		pi_keys_restart_watches(pi, "out of memory for the work queue");
+		return false;
+	}
+	uint64_t now = loop_now();
+	bool queued = false;
+	while (pi_keys_may_feed(pi) && pi_keys_queue_one(pi, now))
+		queued = true;
+	return queued;
 }
 
 /* ---- answers ---- */
@@ -208,5 +244,7 @@ bool plugin_instance_key_stats(const struct plugin_instance *pi, struct plugin_k
 	ret->done = st.done;
 	ret->failed = st.failed;
 	ret->requeued = st.requeued;
+	ret->running = st.running;
+	ret->concurrency = st.concurrency;
 	return true;
 }

@@ -2,7 +2,8 @@
 /*
  * runtime_instance_queue.c - the event queue between the election (driver
  * ops) and the plugin's worker: what may go to the worker and when
- * (pi_queue_may_send, pump), the sent list (acknowledged in order), the bus form of
+ * (pi_queue_may_send, pump), the sent list (acknowledged in order, but
+ * concurrent keys in any order), the bus form of
  * events, sending, completions, drains. Reading guide: runtime_instance.c.
  */
 #include "config.h"
@@ -384,7 +385,9 @@ nng_msg *pi_events_msg(const struct plugin_instance *pi, struct event *const *ev
 }
 
 /* the callback timeout runs for the head of the sent list: the callback the
- * worker is in (or enters next) */
+ * worker is in (or enters next). Keys that run concurrently started when
+ * they were handed over, each with its own limit: the head is the oldest of
+ * them, so its deadline is the earliest. */
 static void pi_queue_head_started(struct plugin_instance *pi)
 {
 	if (!pi->sent_head) {
@@ -393,13 +396,16 @@ static void pi_queue_head_started(struct plugin_instance *pi)
 			loop_timer_disarm(pi->cb_timer);
 		return;
 	}
-	pi->stats.callback_since_ns = loop_now();
-	pi->sent_head->sent_ns = pi->stats.callback_since_ns;
-	uint32_t limit = plugin_instance_callback_timeout_ms(pi, pi->sent_head->kind);
+	struct event *h = pi->sent_head;
+	uint64_t now = loop_now();
+	if (!(h->kind == EV_KEY && pi_keys_concurrent(pi) && h->sent_ns))
+		h->sent_ns = now;
+	pi->stats.callback_since_ns = h->sent_ns;
+	uint32_t limit = plugin_instance_callback_timeout_ms(pi, h->kind);
 	if (pi->stop_after_reap)
 		return;
 	if (limit)
-		loop_timer_arm_in(pi->cb_timer, (uint64_t)limit * LOOP_NS_PER_MS);
+		loop_timer_arm_at(pi->cb_timer, h->sent_ns + (uint64_t)limit * LOOP_NS_PER_MS);
 	else
 		loop_timer_disarm(pi->cb_timer);
 }
@@ -408,24 +414,35 @@ void pi_sent_push(struct plugin_instance *pi, struct event *ev)
 {
 	pi_queue_event_append(&pi->sent_head, &pi->sent_tail, ev);
 	pi->n_sent++;
+	pi->n_sent_keys += ev->kind == EV_KEY;
 	ev->config_rev = pi->config.cluster_rev; /* what an EV_CONFIG hands over */
 	/* pi_queue_may_send keeps the pipeline short: a term's start (3) + on_deposed +
-	 * fini at most */
-	assert(pi->n_sent <= PIPELINE_MAX);
+	 * fini at most, or the keys of a declared concurrency alone */
+	assert(pi->n_sent <= PIPELINE_MAX ||
+	       (pi->n_sent == pi->n_sent_keys && pi->n_sent <= pi->lp->desc.key_concurrency));
+	pi->stats.in_flight = pi->n_sent;
+}
+
+/* unlink ev (in the sent list, after prev or at the head when prev is NULL) */
+static void pi_sent_unlink_after(struct plugin_instance *pi, struct event *prev, struct event *ev)
+{
+	if (prev)
+		prev->next = ev->next;
+	else
+		pi->sent_head = ev->next;
+	if (pi->sent_tail == ev)
+		pi->sent_tail = prev;
+	ev->next = NULL;
+	pi->n_sent--;
+	pi->n_sent_keys -= ev->kind == EV_KEY;
 	pi->stats.in_flight = pi->n_sent;
 }
 
 struct event *pi_sent_unlink_head(struct plugin_instance *pi)
 {
 	struct event *ev = pi->sent_head;
-	if (!ev)
-		return NULL;
-	pi->sent_head = ev->next;
-	if (!pi->sent_head)
-		pi->sent_tail = NULL;
-	ev->next = NULL;
-	pi->n_sent--;
-	pi->stats.in_flight = pi->n_sent;
+	if (ev)
+		pi_sent_unlink_after(pi, NULL, ev);
 	return ev;
 }
 
@@ -438,12 +455,27 @@ struct event *pi_sent_pop(struct plugin_instance *pi)
 	return ev;
 }
 
+struct event *pi_sent_take_seq(struct plugin_instance *pi, uint64_t seq)
+{
+	if (pi->sent_head && pi->sent_head->seq == seq)
+		return pi_sent_pop(pi);
+	if (!pi_keys_concurrent(pi))
+		return NULL;
+	for (struct event *prev = pi->sent_head, *ev; prev && (ev = prev->next); prev = ev)
+		if (ev->seq == seq && ev->kind == EV_KEY) {
+			pi_sent_unlink_after(pi, prev, ev);
+			return ev; /* not the head: the head's timer runs on */
+		}
+	return NULL;
+}
+
 /* the whole sent list, for settling it (the worker is gone or failed) */
 struct event *pi_sent_take_all(struct plugin_instance *pi)
 {
 	struct event *list = pi->sent_head;
 	pi->sent_head = pi->sent_tail = NULL;
 	pi->n_sent = 0;
+	pi->n_sent_keys = 0;
 	pi->stats.in_flight = 0;
 	pi->stats.callback_since_ns = 0;
 	return list;
@@ -455,7 +487,10 @@ struct event *pi_sent_take_all(struct plugin_instance *pi)
  *   does not wait two bus round trips (at most 3 events);
  * - the end of a term or of the instance (on_deposed, fini) goes at once, so
  *   the worker knows that what it already has of the term is moot and skips
- *   it (worker.c worker_should_skip) instead of running it.
+ *   it (worker.c worker_should_skip) instead of running it; but never
+ *   beside keys that run concurrently: it waits for them to return;
+ * - keys of a plugin with a key_concurrency above 1 go beside each other,
+ *   up to that many, and beside nothing else.
  * Nothing else goes behind anything (a reconcile can be long, and what still
  * waits here can be merged or dropped exactly). */
 static bool pi_queue_may_send(const struct plugin_instance *pi, const struct event *ev)
@@ -464,18 +499,21 @@ static bool pi_queue_may_send(const struct plugin_instance *pi, const struct eve
 		return false; /* plugin_instance_set_config releases it */
 	if (!pi->sent_head)
 		return true;
+	bool keys_run = pi->n_sent_keys > 0 && pi_keys_concurrent(pi);
 	switch (ev->kind) {
 	case EV_DEPOSED:
 	case EV_FINI:
-		return pi->n_sent < PIPELINE_MAX; /* 3 + on_deposed + fini: always */
+		return !keys_run && pi->n_sent < PIPELINE_MAX; /* 3 + on_deposed + fini: always */
 	case EV_RELEASES:
 		return pi->term_start == 1;
 	case EV_RECONCILE:
 		return pi->term_start == 2;
+	case EV_KEY:
+		return keys_run && pi->n_sent == pi->n_sent_keys &&
+		       pi->n_sent < pi->lp->desc.key_concurrency;
 	case EV_INIT:
 	case EV_ELECTED:
 	case EV_WATCH:
-	case EV_KEY:
 	case EV_CONFIG:
 	case EV_VALIDATE:
 		break;
@@ -483,92 +521,114 @@ static bool pi_queue_may_send(const struct plugin_instance *pi, const struct eve
 	return false;
 }
 
+/* pi_pump_feed - an idle turn goes to a watch batch or a queue key,
+ * alternately: neither may starve the other */
+static void pi_pump_feed(struct plugin_instance *pi)
+{
+	if (pi->keys_turn ? pi_keys_feed(pi) || pi_watch_feed(pi)
+			  : pi_watch_feed(pi) || pi_keys_feed(pi))
+		pi->keys_turn = pi->q_tail && pi->q_tail->kind == EV_WATCH;
+}
+
+/* pi_pump_choose - take what may go in one message from the queue into
+ * evs (at most PIPELINE_MAX), each linked in as sent as it is chosen, so
+ * that the next pi_queue_may_send sees it; their count */
+static size_t pi_pump_choose(struct plugin_instance *pi, struct event **evs)
+{
+	size_t n = 0;
+	while (n < PIPELINE_MAX && pi->q_head && pi_queue_may_send(pi, pi->q_head)) {
+		struct event *ev = pi->q_head;
+		pi->q_head = ev->next;
+		if (!pi->q_head)
+			pi->q_tail = NULL;
+		pi->stats.queued--;
+		ev->next = NULL;
+		ev->seq = pi->next_seq + n + 1;
+		ev->behind = pi->sent_head != NULL;
+		ev->sent_ns = loop_now(); /* a concurrent key starts now; others: when the head */
+		if (ev->kind == EV_RECONCILE && ev->term == pi->term && !ev->shadow)
+			pi->term_reconciled = true; /* watch batches may follow */
+		pi->term_start = ev->kind == EV_ELECTED				  ? 1
+				 : ev->kind == EV_RELEASES && pi->term_start == 1 ? 2
+										  : 0;
+		pi_sent_push(pi, ev);
+		evs[n++] = ev;
+	}
+	return n;
+}
+
+/* pi_pump_unsend - the message of evs[0..n) could not be queued (err):
+ * unlink them from the sent list again (it ended at saved_tail) and settle
+ * them, in order */
+static void pi_pump_unsend(struct plugin_instance *pi, struct event *saved_tail,
+			   struct event **evs, size_t n, int err)
+{
+	if (saved_tail)
+		saved_tail->next = NULL;
+	else
+		pi->sent_head = NULL;
+	pi->sent_tail = saved_tail;
+	for (size_t i = 0; i < n; i++) {
+		pi->n_sent--;
+		pi->n_sent_keys -= evs[i]->kind == EV_KEY;
+	}
+	pi->stats.in_flight = pi->n_sent;
+	pi->term_start = 0;
+	log_error(pi->log_comp, "cannot send %zu event(s) to the worker: %s", n, strerror(-err));
+	bool elected = false;
+	for (size_t i = 0; i < n; i++) {
+		elected |= evs[i]->kind == EV_ELECTED;
+		pi_event_complete_cancelled(pi, evs[i], err,
+					    "cannot send the event to the plugin worker");
+		pi->stats.dropped++;
+		pi_event_free(evs[i]);
+	}
+	if (elected) /* the rest of the term must not go alone */
+		pi_drop_queued(pi, err, "cannot send on_elected to the plugin worker");
+}
+
+/* pi_pump_drop_all - nothing can be delivered: complete everything queued */
+static void pi_pump_drop_all(struct plugin_instance *pi)
+{
+	while (pi->q_head) {
+		struct event *ev = pi->q_head;
+		pi->q_head = ev->next;
+		pi->stats.queued--;
+		pi->stats.dropped++;
+		pi_event_complete_cancelled(pi, ev, -EIO, "the plugin worker is gone");
+		pi_event_free(ev);
+	}
+	pi->q_tail = NULL;
+}
+
 /* Hand queued events to the worker, as far as pi_queue_may_send allows. Everything
  * that may go in one round goes in one message (a batch when more than one:
- * the start of a term is one bus hop, not three). Each chosen event is
- * linked into the sent list as it is chosen (pi_queue_may_send looks at the state
- * each one leaves); if the message cannot be queued they are unlinked again
- * and settled. */
+ * the start of a term is one bus hop, not three); if the message cannot be
+ * queued its events are unlinked again and settled. */
 void pi_pump(struct plugin_instance *pi)
 {
 	if (!pi->leading)
 		pi_watch_stop(pi);
-	/* an idle turn goes to a watch batch or a queue key, alternately:
-	 * neither may starve the other */
-	if (pi->keys_turn ? pi_keys_feed(pi) || pi_watch_feed(pi)
-			  : pi_watch_feed(pi) || pi_keys_feed(pi))
-		pi->keys_turn = pi->q_tail && pi->q_tail->kind == EV_WATCH;
+	pi_pump_feed(pi);
 	while (pi->q_head && !pi->broken && pi->bus_up && pi_queue_may_send(pi, pi->q_head)) {
 		struct event *evs[PIPELINE_MAX];
-		size_t n = 0;
 		struct event *saved_tail = pi->sent_tail;
-		size_t saved_n = pi->n_sent;
-		/* choose: each chosen event is linked in as sent, so that the
-		 * next pi_queue_may_send sees it */
-		while (n < PIPELINE_MAX && pi->q_head && pi_queue_may_send(pi, pi->q_head)) {
-			struct event *ev = pi->q_head;
-			pi->q_head = ev->next;
-			if (!pi->q_head)
-				pi->q_tail = NULL;
-			pi->stats.queued--;
-			ev->next = NULL;
-			ev->seq = pi->next_seq + n + 1;
-			ev->behind = pi->sent_head != NULL;
-			if (ev->kind == EV_RECONCILE && ev->term == pi->term && !ev->shadow)
-				pi->term_reconciled = true; /* watch batches may follow */
-			pi->term_start = ev->kind == EV_ELECTED				  ? 1
-					 : ev->kind == EV_RELEASES && pi->term_start == 1 ? 2
-											  : 0;
-			pi_sent_push(pi, ev);
-			evs[n++] = ev;
-		}
+		size_t n = pi_pump_choose(pi, evs);
 		int r = pi_queue_send_nng(pi, pi_events_msg(pi, evs, n));
 		if (r < 0) {
-			/* unlink them again and settle them, in order */
-			if (saved_tail)
-				saved_tail->next = NULL;
-			else
-				pi->sent_head = NULL;
-			pi->sent_tail = saved_tail;
-			pi->n_sent = saved_n;
-			pi->stats.in_flight = pi->n_sent;
-			pi->term_start = 0;
-			log_error(pi->log_comp, "cannot send %zu event(s) to the worker: %s", n,
-				  strerror(-r));
-			bool elected = false;
-			for (size_t i = 0; i < n; i++) {
-				elected |= evs[i]->kind == EV_ELECTED;
-				pi_event_complete_cancelled(
-				    pi, evs[i], r, "cannot send the event to the plugin worker");
-				pi->stats.dropped++;
-				pi_event_free(evs[i]);
-			}
-			if (elected) /* the rest of the term must not go alone */
-				pi_drop_queued(pi, r,
-					       "cannot send on_elected to the plugin worker");
+			pi_pump_unsend(pi, saved_tail, evs, n, r);
 			continue;
 		}
 		pi->next_seq += n;
 		pi->stats.messages++;
-		/* n == 1 only: the next batch when this one is acknowledged */
 		for (size_t i = 0; i < n; i++)
 			if (evs[i]->kind == EV_ELECTED)
 				pi->term_elected_sent = true;
 		if (pi->n_sent == n)
 			pi_queue_head_started(pi);
 	}
-	if (pi->broken) {
-		/* nothing can be delivered: complete everything */
-		while (pi->q_head) {
-			struct event *ev = pi->q_head;
-			pi->q_head = ev->next;
-			pi->stats.queued--;
-			pi->stats.dropped++;
-			pi_event_complete_cancelled(pi, ev, -EIO, "the plugin worker is gone");
-			pi_event_free(ev);
-		}
-		pi->q_tail = NULL;
-	}
+	if (pi->broken)
+		pi_pump_drop_all(pi);
 	pi_maybe_drained(pi);
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * runtime_instance_recv.c - receiving from the worker (hostile input: a
- * worker process may be anything): acks settle the head of the sent list,
+ * worker process may be anything): acks settle the head of the sent list
+ * (or, for keys that run concurrently, the key they name),
  * txn requests go to runtime_instance_txn.c, log lines and protocol errors
  * are logged. Reading guide: runtime_instance.c.
  */
@@ -116,10 +117,8 @@ static void pi_recv_restarted_init(struct plugin_instance *pi, struct event *ev,
 static void pi_recv_settle(struct plugin_instance *pi, struct event *ev, const EventDone *d,
 			   int err, char *msg, size_t len, bool skipped);
 
-static void pi_recv_handle_done(struct plugin_instance *pi, const EventDone *d)
+static void pi_recv_handle_done(struct plugin_instance *pi, struct event *ev, const EventDone *d)
 {
-	struct event *ev = pi_sent_pop(pi);
-	assert(ev); /* the caller matched the ack to the head of the sent list */
 	char msg[512];
 	bool other_release;
 	int err = pi_recv_answer(ev, d, msg, sizeof(msg), &other_release);
@@ -134,7 +133,7 @@ static void pi_recv_handle_done(struct plugin_instance *pi, const EventDone *d)
 	/* a refused validation is the operator's answer, not a plugin failure */
 	if (err < 0 && !skipped && ev->kind != EV_VALIDATE)
 		pi_note_error(pi, err, msg);
-	if (pi->overrun) {
+	if (pi->overrun && ev->seq == pi->overrun_seq) {
 		/* thread mode: the callback that overran has returned */
 		assert(!pi->process); /* a worker process that overruns is killed */
 		pi->overrun = false;
@@ -252,8 +251,10 @@ static int pi_recv_handle_bytes(struct plugin_instance *pi, const void *buf, siz
 		return -EBADMSG;
 	}
 	switch (th->msg_case) {
-	case LEASEHOLD__BUS__TO_HOST__MSG_DONE:
-		if (!pi->sent_head || th->done->seq != pi->sent_head->seq) {
+	case LEASEHOLD__BUS__TO_HOST__MSG_DONE: {
+		/* in order, or a concurrent key's in any order */
+		struct event *ev = pi_sent_take_seq(pi, th->done->seq);
+		if (!ev) {
 			pi->stats.bad_messages++;
 			log_debug(pi->log_comp, "ack for seq %llu, expected %llu: dropped",
 				  (unsigned long long)th->done->seq,
@@ -261,8 +262,9 @@ static int pi_recv_handle_bytes(struct plugin_instance *pi, const void *buf, siz
 			r = -EPROTO;
 			break;
 		}
-		pi_recv_handle_done(pi, th->done);
+		pi_recv_handle_done(pi, ev, th->done);
 		break;
+	}
 	case LEASEHOLD__BUS__TO_HOST__MSG_TXN:
 		pi_handle_txn(pi, th->txn);
 		break;

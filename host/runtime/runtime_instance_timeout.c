@@ -123,6 +123,7 @@ void pi_on_cb_timer(struct loop_timer *t, void *userdata)
 	    "cannot be stopped, the plugin stays failed until it returns)",
 	    cb, limit, ran_ms);
 	pi->overrun = true;
+	pi->overrun_seq = ev->seq; /* keys beside it may return first */
 	pi_report_failure(pi, reason);
 	pi_maybe_drained(pi);
 	if (pi->stop_requested)

@@ -25,6 +25,7 @@ struct kq_entry {
 	uint64_t since;	   /* KQ_READY: when it became ready */
 	uint64_t due;	   /* KQ_WAITING: when it becomes ready */
 	uint64_t hash;
+	struct keyqueue_item item; /* KQ_RUNNING: what keyqueue_take handed out */
 	size_t len;
 	char key[]; /* len bytes + NUL */
 };
@@ -37,8 +38,7 @@ struct keyqueue {
 	struct kq_entry *ready_head, *ready_tail;
 	struct kq_entry **heap;
 	size_t n_heap, heap_cap;
-	struct kq_entry *running;
-	struct keyqueue_item item; /* what keyqueue_take handed out */
+	size_t n_running; /* entries in KQ_RUNNING */
 	uint64_t epoch;
 	struct keyqueue_stats st;
 };
@@ -61,6 +61,7 @@ int keyqueue_new(const struct keyqueue_config *cfg, struct keyqueue **ret)
 	q->cfg.backoff_max_ms = cfg && cfg->backoff_max_ms ? cfg->backoff_max_ms : KEYQUEUE_BACKOFF_MAX_MS;
 	if (q->cfg.backoff_max_ms < q->cfg.backoff_min_ms)
 		q->cfg.backoff_max_ms = q->cfg.backoff_min_ms;
+	q->cfg.concurrency = cfg && cfg->concurrency ? cfg->concurrency : 1;
 	q->n_buckets = 64;
 	if (!(q->buckets = calloc(q->n_buckets, sizeof(*q->buckets)))) {
 		free(q);
@@ -82,7 +83,7 @@ static void kq_free_entries(struct keyqueue *q)
 	q->n_entries = 0;
 	q->ready_head = q->ready_tail = NULL;
 	q->n_heap = 0;
-	q->running = NULL;
+	q->n_running = 0;
 }
 
 void keyqueue_free(struct keyqueue *q)
@@ -277,15 +278,15 @@ static void kq_wake_due(struct keyqueue *q, uint64_t now)
 const struct keyqueue_item *keyqueue_take(struct keyqueue *q, uint64_t now)
 {
 	kq_wake_due(q, now);
-	if (q->running || !q->ready_head)
+	if (q->n_running >= q->cfg.concurrency || !q->ready_head)
 		return NULL;
 	struct kq_entry *e = q->ready_head;
 	kq_ready_unlink(q, e);
 	e->where = KQ_RUNNING;
 	e->dirty = false;
-	q->running = e;
-	q->item = (struct keyqueue_item){e->key, e->len, e->failures, q->epoch};
-	return &q->item;
+	q->n_running++;
+	e->item = (struct keyqueue_item){e->key, e->len, e->failures, q->epoch};
+	return &e->item;
 }
 
 uint64_t keyqueue_next_due(const struct keyqueue *q)
@@ -312,10 +313,12 @@ static void kq_forget(struct keyqueue *q, struct kq_entry *e)
 void keyqueue_settle(struct keyqueue *q, const void *key, size_t len, uint64_t epoch,
 		     enum keyqueue_outcome outcome, uint64_t after_ns, uint64_t now)
 {
-	struct kq_entry *e = q->running;
-	if (epoch != q->epoch || !e || e->len != len || memcmp(e->key, key, len) != 0)
+	if (epoch != q->epoch || len == 0 || len > KEYQUEUE_KEY_MAX)
 		return;
-	q->running = NULL;
+	struct kq_entry *e = kq_find(q, key, len, kq_hash(key, len));
+	if (!e || e->where != KQ_RUNNING)
+		return;
+	q->n_running--;
 	switch (outcome) {
 	case KEYQUEUE_DONE:
 		q->st.done++;
@@ -359,7 +362,8 @@ void keyqueue_clear(struct keyqueue *q)
 void keyqueue_get_stats(const struct keyqueue *q, uint64_t now, struct keyqueue_stats *ret)
 {
 	*ret = q->st;
-	ret->running = q->running != NULL;
+	ret->running = q->n_running;
+	ret->concurrency = q->cfg.concurrency;
 	ret->depth = ret->ready + ret->waiting + ret->running;
 	ret->oldest_ns = q->ready_head && now > q->ready_head->since ? now - q->ready_head->since : 0;
 }

@@ -2,8 +2,9 @@
 /*
  * runtime_keyqueue.h - the work queue of a keyed plugin (ABI 1.3
  * reconcile_key): the keys that changed and still need a reconcile, each
- * held once however often it changed, handed out one at a time in the
- * order they first became due, with a per-key exponential back-off after a
+ * held once however often it changed, handed out in the order they first
+ * became due, up to `concurrency` different keys at once (never one key
+ * twice), with a per-key exponential back-off after a
  * failure and "again after D" on request.
  *
  * A key is in one of three places: ready (a FIFO), waiting (a min-heap by
@@ -11,7 +12,8 @@
  * settled). Adding a key that is ready changes nothing (deduplication);
  * adding one that waits makes it ready now (a new change is news, the
  * back-off was for the old one) but keeps its failure count; adding one
- * that runs marks it dirty, and settling a dirty key makes it ready again
+ * that runs marks it dirty (it stays out of the FIFO, so it is never taken
+ * a second time while it runs), and settling a dirty key makes it ready again
  * whatever the outcome, so a change that lands during its own reconcile is
  * never lost.
  *
@@ -43,6 +45,7 @@ struct keyqueue;
 struct keyqueue_config {
 	uint32_t backoff_min_ms; /* 0: KEYQUEUE_BACKOFF_MIN_MS */
 	uint32_t backoff_max_ms; /* 0: KEYQUEUE_BACKOFF_MAX_MS; raised to min if below */
+	uint32_t concurrency;    /* keys running at once; 0: 1 */
 };
 #define KEYQUEUE_BACKOFF_MIN_MS 5u
 #define KEYQUEUE_BACKOFF_MAX_MS 300000u /* 5 minutes */
@@ -65,7 +68,8 @@ struct keyqueue_stats {
 	uint64_t depth;        /* keys held: ready + waiting + running */
 	uint64_t ready;
 	uint64_t waiting;
-	uint64_t running;      /* 0 or 1 */
+	uint64_t running;      /* 0 .. concurrency */
+	uint64_t concurrency;  /* as configured (at least 1) */
 	uint64_t oldest_ns;    /* how long the oldest ready key has waited, 0 if none */
 	uint64_t added;        /* keys added (every change, before deduplication) */
 	uint64_t done;         /* reconciles that succeeded */
@@ -84,17 +88,18 @@ void keyqueue_free(struct keyqueue *q);
 int keyqueue_add(struct keyqueue *q, const void *key, size_t len, uint64_t now);
 
 /* keyqueue_take - the next ready key (moved to running), or NULL: nothing
- * is ready, or a key already runs (one at a time). Waiting keys whose time
- * came at now are made ready first. */
+ * is ready, or `concurrency` keys already run. Waiting keys whose time came
+ * at now are made ready first. The item is the key's own: it stays valid
+ * while other keys are taken and settled. */
 const struct keyqueue_item *keyqueue_take(struct keyqueue *q, uint64_t now);
 
 /* keyqueue_next_due - when the earliest waiting key becomes ready (ns), or
  * 0 when none waits: the owner arms a timer for it */
 uint64_t keyqueue_next_due(const struct keyqueue *q);
 
-/* keyqueue_settle - the running key's reconcile ended (key, len and epoch
- * as taken): after_ns is the delay for KEYQUEUE_AFTER. Ignored when the key
- * does not run in this epoch. */
+/* keyqueue_settle - a running key's reconcile ended (key, len and epoch
+ * as taken; running keys settle in any order): after_ns is the delay for
+ * KEYQUEUE_AFTER. Ignored when the key does not run in this epoch. */
 void keyqueue_settle(struct keyqueue *q, const void *key, size_t len, uint64_t epoch,
 		     enum keyqueue_outcome outcome, uint64_t after_ns, uint64_t now);
 

@@ -161,6 +161,11 @@ struct plugin_watch_batch *plugin_watch_take(struct plugin_watch *pw)
 	return b;
 }
 
+bool plugin_watch_pending(const struct plugin_watch *pw)
+{
+	return pw->head != NULL;
+}
+
 static void plugin_watch_halt(struct one_watch *o)
 {
 	o->live = false;

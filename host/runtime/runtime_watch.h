@@ -44,6 +44,7 @@
 #ifndef LH_PLUGIN_WATCH_H
 #define LH_PLUGIN_WATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -104,6 +105,8 @@ void plugin_watch_start(struct plugin_watch *pw);
 void plugin_watch_stop(struct plugin_watch *pw);
 /* the next batch in delivery order (caller owns it), or NULL */
 struct plugin_watch_batch *plugin_watch_take(struct plugin_watch *pw);
+/* plugin_watch_pending - a batch waits for plugin_watch_take */
+bool plugin_watch_pending(const struct plugin_watch *pw);
 void plugin_watch_batch_free(struct plugin_watch_batch *b);
 /* plugin_watch_batch_msg - the bus message ToWorker{Event{seq, watch_events}}
  * for b (caller owns it), NULL on ENOMEM */

@@ -78,8 +78,7 @@ void worker_activity_read(const struct worker_activity *a, struct worker_activit
 	*ret = (struct worker_activity_snapshot){0, 0, 0};
 }
 
-/* publish (seq != 0) or clear (seq == 0) the running callback */
-static void worker_activity_set(struct worker *w, uint64_t seq, unsigned kind)
+void worker_activity_set(struct worker *w, uint64_t seq, unsigned kind)
 {
 	struct worker_activity *a = w->activity;
 	uint64_t g = atomic_load_explicit(&a->gen, memory_order_relaxed);
@@ -130,9 +129,24 @@ static int worker_event_callback(const Event *ev)
 	}
 }
 
+/* the call the calling thread runs (worker_call_set); each thread that
+ * runs callbacks is either one worker's bus loop or one of its key threads */
+static _Thread_local struct worker_call *worker_tl_call;
+
+void worker_call_set(struct worker_call *c)
+{
+	worker_tl_call = c;
+}
+
+struct worker_call *worker_call_cur(const struct worker *w)
+{
+	struct worker_call *c = worker_tl_call;
+	return c && c->w == w && c->in_callback ? c : NULL;
+}
+
 bool worker_on_own_thread(const struct worker *w)
 {
-	return w->in_callback && pthread_equal(pthread_self(), w->self);
+	return worker_call_cur(w) != NULL;
 }
 
 void worker_send(struct worker *w, const ProtobufCMessage *m)
@@ -183,14 +197,18 @@ static ToWorker *worker_stash_pop(struct worker *w)
 	return tw;
 }
 
-/* take one received message: an event is kept for later, a late reply to a
- * txn that timed out is discarded, anything else is a protocol error */
+/* take one received message: an event is kept for later, a reply a key
+ * thread awaits goes to it, a late reply to a txn that timed out is
+ * discarded, anything else is a protocol error */
 static void worker_take_ahead(struct worker *w, ToWorker *tw, const char *where)
 {
 	if (tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_EVENT && tw->event) {
 		worker_stash_push(w, tw);
 		return;
 	}
+	if (tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY && tw->txn_reply && w->pool &&
+	    worker_pool_route(w->pool, tw))
+		return;
 	if (!(tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY && tw->txn_reply &&
 	      tw->txn_reply->id <= w->last_txn_id))
 		worker_protocol_error(w, "unexpected message (case %d) %s", (int)tw->msg_case, where);
@@ -308,7 +326,7 @@ static int worker_config_take(struct worker *w, const Leasehold__Bus__Config *c,
 	if (c && ((r = worker_bus_doc(c->has_cluster, c->cluster, &cl)) < 0 ||
 	          (r = worker_bus_doc(c->has_local, c->local, &lo)) < 0)) {
 		free(cl);
-		snprintf(w->errmsg, sizeof(w->errmsg), "bad configuration from the host (over %zu "
+		snprintf(w->main.errmsg, sizeof(w->main.errmsg), "bad configuration from the host (over %zu "
 		         "bytes or a NUL byte)", PLUGIN_CONFIG_MAX);
 		return r;
 	}
@@ -408,28 +426,48 @@ int worker_build_result(struct worker *w, const TxnReply *rep, const struct lh_t
 
 void *worker_arena_alloc(struct worker *w, size_t size)
 {
-	if (size > SIZE_MAX - sizeof(struct worker_arena_block))
+	struct worker_call *c = worker_call_cur(w);
+	if (!c || size > SIZE_MAX - sizeof(struct worker_arena_block))
 		return NULL;
 	struct worker_arena_block *b = calloc(1, sizeof(*b) + size);
 	if (!b)
 		return NULL;
-	b->next = w->arena;
-	w->arena = b;
+	b->next = c->arena;
+	c->arena = b;
 	return b->data;
 }
 
-void worker_arena_free(struct worker *w)
+void worker_arena_free(struct worker_call *c)
 {
-	for (struct worker_arena_block *b = w->arena, *next; b; b = next) {
+	for (struct worker_arena_block *b = c->arena, *next; b; b = next) {
 		next = b->next;
 		free(b);
 	}
-	w->arena = NULL;
+	c->arena = NULL;
 }
 
-/* Wait for the TxnReply with id; returns it (caller frees) or NULL with *err. */
+int worker_send_request(struct worker *w, nng_msg *msg, uint64_t id)
+{
+	struct worker_call *c = worker_call_cur(w);
+	if (c && c->slot)
+		worker_pool_expect(w->pool, c, id);
+	if (nng_sendmsg(w->sock, msg, 0) != 0) {
+		nng_msg_free(msg);
+		if (c && c->slot)
+			worker_pool_expect(w->pool, c, 0);
+		return -ECANCELED;
+	}
+	return 0;
+}
+
+/* Wait for the TxnReply with id; returns it (caller frees) or NULL with *err.
+ * A key thread waits for the bus loop to hand it over; the bus loop's own
+ * callbacks (no key runs then) receive it themselves. */
 ToWorker *worker_wait_txn_reply(struct worker *w, uint64_t id, int *err)
 {
+	struct worker_call *c = worker_call_cur(w);
+	if (c && c->slot)
+		return worker_pool_wait(w->pool, c, id, err);
 	uint64_t deadline = loop_now() + (uint64_t)w->txn_timeout_ms * LOOP_NS_PER_MS;
 	for (;;) {
 		uint64_t now = loop_now();
@@ -565,7 +603,7 @@ static int32_t worker_run_init(struct worker *w, const Event *ev)
 	if (w->initialized)
 		return -EALREADY;
 	if (ev->init->bus_version != LH_BUS_VERSION) {
-		snprintf(w->errmsg, sizeof(w->errmsg),
+		snprintf(w->main.errmsg, sizeof(w->main.errmsg),
 		         "the host speaks bus version %u, this worker %u (leasehold and "
 		         "leasehold-worker must come from the same release)",
 		         ev->init->bus_version, LH_BUS_VERSION);
@@ -590,7 +628,7 @@ static int32_t worker_run_init(struct worker *w, const Event *ev)
 	err = d->init ? d->init(&w->ctx) : 0;
 	w->in_init = false;
 	if (err == 0 && w->n_watches && !d->on_watch_events && !d->reconcile_key) {
-		snprintf(w->errmsg, sizeof(w->errmsg),
+		snprintf(w->main.errmsg, sizeof(w->main.errmsg),
 		         "init registered %u watch(es) but the plugin has no on_watch_events "
 		         "(nor reconcile_key)",
 		         w->n_watches);
@@ -622,7 +660,7 @@ static int32_t worker_run_watch_events(struct worker *w, const Event *ev)
 	struct lh_watch_batch b;
 	int32_t err = worker_watch_batch_build(w, ev->watch_events, &b);
 	if (err < 0) {
-		snprintf(w->errmsg, sizeof(w->errmsg), "bad watch batch from the host");
+		snprintf(w->main.errmsg, sizeof(w->main.errmsg), "bad watch batch from the host");
 	} else {
 		/* the keys first: a failing on_watch_events must not cost the
 		 * queue its changes */
@@ -642,10 +680,10 @@ static int32_t worker_run_validate_config(struct worker *w, const Event *ev)
 	const ProtobufCBinaryData *b = &ev->validate_config->document;
 	int32_t err = worker_bus_doc(true, *b, &doc);
 	if (err < 0) {
-		snprintf(w->errmsg, sizeof(w->errmsg), "bad document from the host");
+		snprintf(w->main.errmsg, sizeof(w->main.errmsg), "bad document from the host");
 		return err;
 	}
-	if (worker_config_schema_refuses(w, doc, b->len, w->errmsg, sizeof(w->errmsg))) {
+	if (worker_config_schema_refuses(w, doc, b->len, w->main.errmsg, sizeof(w->main.errmsg))) {
 		free(doc);
 		return -EINVAL;
 	}
@@ -661,7 +699,7 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 
 	if (ev->kind_case != LEASEHOLD__BUS__EVENT__KIND_INIT &&
 	    ev->kind_case != LEASEHOLD__BUS__EVENT__KIND_FINI && !w->initialized) {
-		snprintf(w->errmsg, sizeof(w->errmsg), "plugin not initialised");
+		snprintf(w->main.errmsg, sizeof(w->main.errmsg), "plugin not initialised");
 		return -EIO;
 	}
 	int cb = worker_event_callback(ev);
@@ -669,7 +707,7 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		worker_activity_set(w, ev->seq ? ev->seq : UINT64_MAX, (unsigned)cb);
 		crash_report_enter(w->crash_who[cb]);
 	}
-	w->in_callback = true;
+	w->main.in_callback = true;
 	switch (ev->kind_case) {
 	case LEASEHOLD__BUS__EVENT__KIND_INIT:
 		err = worker_run_init(w, ev);
@@ -685,7 +723,7 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		err = d->reconcile ? d->reconcile(&w->ctx) : 0; /* NULL: a keyed plugin's */
 		break;
 	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE_KEY:
-		err = worker_keys_run(w, ev->reconcile_key);
+		err = worker_keys_run(w, &w->main, ev->reconcile_key);
 		break;
 	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS:
 		err = worker_run_watch_events(w, ev);
@@ -702,7 +740,7 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 			err = d->on_config_changed(&w->ctx, &w->cfg);
 		if (err == 0 && w->schema_error[0]) {
 			/* shown as this node's configuration error */
-			snprintf(w->errmsg, sizeof(w->errmsg), "the cluster document was refused by the "
+			snprintf(w->main.errmsg, sizeof(w->main.errmsg), "the cluster document was refused by the "
 			         "plugin's schema: %s", w->schema_error);
 			err = -EINVAL;
 		}
@@ -718,16 +756,16 @@ static int32_t worker_run_event(struct worker *w, const Event *ev, bool *stop)
 		*stop = true;
 		break;
 	default:
-		snprintf(w->errmsg, sizeof(w->errmsg), "unknown event kind %d", (int)ev->kind_case);
+		snprintf(w->main.errmsg, sizeof(w->main.errmsg), "unknown event kind %d", (int)ev->kind_case);
 		err = -EPROTO;
 		break;
 	}
-	w->in_callback = false;
+	w->main.in_callback = false;
 	if (cb >= 0) {
 		crash_report_leave();
 		worker_activity_set(w, 0, 0);
 	}
-	worker_arena_free(w);
+	worker_arena_free(&w->main);
 	if (err > 0 || err < -4095)
 		err = -EIO; /* not a negative errno: normalise */
 	return err;
@@ -744,8 +782,15 @@ static bool worker_should_skip(struct worker *w, const Event *ev)
 	case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
 		w->term_skipped = worker_term_ends_ahead(w);
 		return w->term_skipped;
-	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS:
 	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE_KEY:
+		/* keys that run concurrently: the host sends a term's end only
+		 * once every key returned, so none can wait behind one; not
+		 * collecting ahead keeps up to key_concurrency keys out of the
+		 * stash */
+		if (w->pool)
+			return w->term_skipped || !w->token;
+		/* fall through */
+	case LEASEHOLD__BUS__EVENT__KIND_WATCH_EVENTS:
 		/* nothing of a watch or of the queue runs once its term is over */
 		return w->term_skipped || !w->token || worker_term_ends_ahead(w);
 	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:
@@ -765,71 +810,124 @@ static bool worker_should_skip(struct worker *w, const Event *ev)
 	}
 }
 
-int worker_run(struct worker *w)
+nng_msg *worker_done_msg(struct worker *w, struct worker_call *c, const Event *ev, int32_t err,
+                         bool skipped, uint64_t callback_ns)
 {
-	int ret = -ECANCELED;
-	w->self = pthread_self();
-	for (;;) {
-		ToWorker *tw = worker_stash_pop(w);
-		if (!tw) {
-			nng_msg *msg;
-			int rv = nng_recvmsg(w->sock, &msg, 0);
-			if (rv != 0) {
-				if (rv == NNG_EINTR || rv == NNG_ETIMEDOUT)
-					continue;
-				break; /* closed: the host is gone */
-			}
-			if (!(tw = worker_decode(w, msg)))
-				continue;
-			if (tw->msg_case != LEASEHOLD__BUS__TO_WORKER__MSG_EVENT || !tw->event) {
-				worker_take_ahead(w, tw, "outside a callback");
-				continue;
-			}
+	int cb = worker_event_callback(ev);
+	if (err < 0 && !c->errmsg[0] && cb >= 0)
+		worker_api_explain(c, (unsigned)cb, err);
+	EventDone done = LEASEHOLD__BUS__EVENT_DONE__INIT;
+	done.seq = ev->seq;
+	done.err = err;
+	done.skipped = skipped;
+	done.message = bus_bin_str(c->errmsg);
+	done.callback_ns = callback_ns;
+	Leasehold__Bus__WatchSpec specs[LH_WATCH_MAX], *spec_ptrs[LH_WATCH_MAX];
+	if (ev->kind_case == LEASEHOLD__BUS__EVENT__KIND_INIT) {
+		done.bus_version = LH_BUS_VERSION;
+		for (unsigned i = 0; err == 0 && i < w->n_watches; i++) {
+			leasehold__bus__watch_spec__init(&specs[i]);
+			specs[i].prefix = bus_bin(w->watches[i].prefix, w->watches[i].len);
+			specs[i].flags = w->watches[i].flags;
+			spec_ptrs[i] = &specs[i];
 		}
-		bool stop = false;
-		w->errmsg[0] = 0;
-		w->txn_error[0] = 0; /* a refusal explains only its own callback's failure */
-		w->requeue_after_ms = 0;
-		struct timespec t0, t1;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		bool skipped = worker_should_skip(w, tw->event);
-		int32_t err = -ECANCELED;
-		if (skipped)
-			snprintf(w->errmsg, sizeof(w->errmsg), "skipped: leadership ended before it ran");
-		else
-			err = worker_run_event(w, tw->event, &stop);
-		int cb = worker_event_callback(tw->event);
-		if (err < 0 && !w->errmsg[0] && cb >= 0)
-			worker_api_explain(w, (unsigned)cb, err);
-		EventDone done = LEASEHOLD__BUS__EVENT_DONE__INIT;
-		done.seq = tw->event->seq;
-		done.err = err;
-		done.skipped = skipped;
-		done.message = bus_bin_str(w->errmsg);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		done.callback_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull +
-				   (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
-		Leasehold__Bus__WatchSpec specs[LH_WATCH_MAX], *spec_ptrs[LH_WATCH_MAX];
-		if (tw->event->kind_case == LEASEHOLD__BUS__EVENT__KIND_INIT) {
-			done.bus_version = LH_BUS_VERSION;
-			for (unsigned i = 0; err == 0 && i < w->n_watches; i++) {
-				leasehold__bus__watch_spec__init(&specs[i]);
-				specs[i].prefix = bus_bin(w->watches[i].prefix, w->watches[i].len);
-				specs[i].flags = w->watches[i].flags;
-				spec_ptrs[i] = &specs[i];
-			}
-			done.n_watches = err == 0 ? w->n_watches : 0;
-			done.watches = spec_ptrs;
-		}
-		done.requeue_after_ms = w->requeue_after_ms;
+		done.n_watches = err == 0 ? w->n_watches : 0;
+		done.watches = spec_ptrs;
+	}
+	done.requeue_after_ms = c->requeue_after_ms;
+	if (c == &w->main) { /* a watch batch's queue keys: the bus loop's */
 		done.keys_incomplete = w->keys_incomplete;
 		w->keys_incomplete = false;
 		done.keys = w->keys;
 		done.n_keys = w->n_keys;
-		ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
-		th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_DONE;
-		th.done = &done;
-		worker_send(w, &th.base);
+	}
+	ToHost th = LEASEHOLD__BUS__TO_HOST__INIT;
+	th.msg_case = LEASEHOLD__BUS__TO_HOST__MSG_DONE;
+	th.done = &done;
+	return bus_pack_msg(&th.base);
+}
+
+/* worker_run_next - the next event to run: from the stash, else received
+ * (a reply or other message is taken as it comes); NULL when the bus
+ * closed */
+static ToWorker *worker_run_next(struct worker *w)
+{
+	for (;;) {
+		ToWorker *tw = worker_stash_pop(w);
+		if (tw)
+			return tw;
+		nng_msg *msg;
+		int rv = nng_recvmsg(w->sock, &msg, 0);
+		if (rv != 0) {
+			if (rv == NNG_EINTR || rv == NNG_ETIMEDOUT)
+				continue;
+			return NULL; /* closed: the host is gone */
+		}
+		if (!(tw = worker_decode(w, msg)))
+			continue;
+		if (tw->msg_case == LEASEHOLD__BUS__TO_WORKER__MSG_EVENT && tw->event)
+			return tw;
+		worker_take_ahead(w, tw, "outside a callback");
+	}
+}
+
+/* answer tw with err and the reason, without running it (taken) */
+static void worker_run_refuse(struct worker *w, ToWorker *tw, int32_t err, const char *why)
+{
+	worker_protocol_error(w, "event of kind %d refused: %s", (int)tw->event->kind_case, why);
+	snprintf(w->main.errmsg, sizeof(w->main.errmsg), "refused by the worker: %s", why);
+	nng_msg *m = worker_done_msg(w, &w->main, tw->event, err, false, 0);
+	if (m && nng_sendmsg(w->sock, m, 0) != 0)
+		nng_msg_free(m);
+	leasehold__bus__to_worker__free_unpacked(tw, NULL);
+}
+
+/* worker_run_concurrent - with key threads: a key that is not skipped runs
+ * on one (true: taken); any other event runs here once no key runs, which
+ * the host guarantees (false). What breaks that promise (more keys than
+ * threads, another event while keys run) is refused (true: taken and
+ * answered) rather than run beside them. */
+static bool worker_run_concurrent(struct worker *w, ToWorker *tw, bool skipped)
+{
+	if (tw->event->kind_case == LEASEHOLD__BUS__EVENT__KIND_RECONCILE_KEY) {
+		if (skipped)
+			return false; /* answered here: nothing of the plugin runs */
+		int r = worker_pool_start(w->pool, tw);
+		if (r < 0)
+			worker_run_refuse(w, tw, r, "no free key thread");
+		return true;
+	}
+	if (worker_pool_busy(w->pool) == 0)
+		return false;
+	worker_run_refuse(w, tw, -EBUSY, "reconcile_key calls are running");
+	return true;
+}
+
+int worker_run(struct worker *w)
+{
+	int ret = -ECANCELED;
+	worker_call_set(&w->main);
+	for (ToWorker *tw; (tw = worker_run_next(w));) {
+		bool stop = false;
+		w->main.errmsg[0] = 0;
+		w->main.txn_error[0] = 0; /* a refusal explains only its own callback's failure */
+		w->main.requeue_after_ms = 0;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		bool skipped = worker_should_skip(w, tw->event);
+		if (w->pool && worker_run_concurrent(w, tw, skipped))
+			continue;
+		int32_t err = -ECANCELED;
+		if (skipped)
+			snprintf(w->main.errmsg, sizeof(w->main.errmsg), "skipped: leadership ended before it ran");
+		else
+			err = worker_run_event(w, tw->event, &stop);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		uint64_t ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull +
+		              (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+		nng_msg *m = worker_done_msg(w, &w->main, tw->event, err, skipped, ns);
+		if (m && nng_sendmsg(w->sock, m, 0) != 0)
+			nng_msg_free(m);
 		worker_keys_free(w);
 		leasehold__bus__to_worker__free_unpacked(tw, NULL);
 		if (stop) {
@@ -837,7 +935,9 @@ int worker_run(struct worker *w)
 			break;
 		}
 	}
-	worker_arena_free(w);
+	if (w->pool)
+		worker_pool_close(w->pool); /* every key thread has returned */
+	worker_arena_free(&w->main);
 	for (ToWorker *tw; (tw = worker_stash_pop(w));)
 		leasehold__bus__to_worker__free_unpacked(tw, NULL);
 	return ret;
@@ -857,6 +957,17 @@ int worker_new(const struct lh_plugin *desc, nng_socket sock, uint32_t txn_timeo
 		snprintf(w->crash_who[k], sizeof(w->crash_who[k]), "plugin %.*s, callback %s",
 		         LH_PLUGIN_NAME_MAX, desc->name ? desc->name : "?", g_callback_names[k]);
 	w->txn_timeout_ms = txn_timeout_ms ? txn_timeout_ms : 30000u;
+	w->main.w = w;
+	if (pthread_mutex_init(&w->cfg_mu, NULL) != 0) {
+		free(w);
+		return -ENOMEM;
+	}
+	if (desc->reconcile_key && desc->key_concurrency > 1 &&
+	    worker_pool_new(w, desc->key_concurrency, &w->pool) < 0) {
+		pthread_mutex_destroy(&w->cfg_mu);
+		free(w);
+		return -ENOMEM;
+	}
 	*ret_w = w;
 	return 0;
 }
@@ -867,9 +978,11 @@ void worker_free(struct worker *w)
 		return;
 	for (ToWorker *tw; (tw = worker_stash_pop(w));)
 		leasehold__bus__to_worker__free_unpacked(tw, NULL);
+	worker_pool_free(w->pool);
+	pthread_mutex_destroy(&w->cfg_mu);
 	free(w->node_id);
 	free(w->data_prefix);
-	worker_arena_free(w);
+	worker_arena_free(&w->main);
 	worker_config_free(w);
 	free(w->batch_mem);
 	worker_keys_free(w);

@@ -8,21 +8,25 @@
  *
  * Design notes
  * - Events run one at a time, in order, each answered with exactly one
- *   EventDone (same seq). The host hands over the start of a term in one go
+ *   EventDone (same seq). The one exception: a plugin with a
+ *   key_concurrency above 1 runs up to that many RECONCILE_KEY events at
+ *   once on key threads (worker_pool.c), answered as each returns; every
+ *   other event runs on the bus loop's thread once no key runs. The host hands over the start of a term in one go
  *   (on_elected, the replay, the first reconcile); events that arrive while
  *   a callback waits for a txn reply wait in a small stash. A term event
  *   with the term's end (on_deposed, a new on_elected, fini) already waiting
  *   behind it is answered as skipped without running (worker_should_skip).
  * - While a callback runs, the plugin's host API calls (txn, log, set_error)
- *   travel the same socket; they are accepted only on the worker's own thread
- *   and only inside a callback (anything else: -EPERM / ignored).
+ *   travel the same socket; they are accepted only on the thread that runs
+ *   the callback and only inside it (anything else: -EPERM / ignored).
  * - Everything received is decoded as hostile: an undecodable or unexpected
  *   message is answered with a ProtocolError and dropped.
  * - worker_run() returns after FINI was acknowledged or when the socket is
  *   closed (the host went away).
  * - Activity: before each callback the worker publishes which one runs
  *   (seq, kind, start time) in a struct worker_activity, and clears it
- *   after. The host reads it without the bus: to show "in reconcile since
+ *   after (concurrent keys: from the first key of a busy stretch until the
+ *   last returns). The host reads it without the bus: to show "in reconcile since
  *   42 s", and, in process isolation, to name the callback that really ran
  *   when the child died (the page is shared memory that outlives the
  *   child; acknowledgements the child queued just before it died may never
@@ -109,7 +113,9 @@ const struct worker_activity *worker_activity(const struct worker *w);
 
 /* worker_run - serve events on the calling thread until FINI was answered
  * (returns 0) or the socket failed / was closed (returns -ECANCELED). The
- * calling thread becomes the plugin's callback thread. */
+ * calling thread becomes the plugin's callback thread (and, with a
+ * key_concurrency above 1, starts the key threads as keys come; they have
+ * all ended when it returns). */
 int worker_run(struct worker *w);
 
 /* worker_free - free. Accepts NULL. worker_run must have returned. */

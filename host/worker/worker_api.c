@@ -40,18 +40,16 @@ static void worker_api_log(struct lh_ctx *ctx, int32_t level, const char *msg)
 
 static void worker_api_set_error(struct lh_ctx *ctx, const char *msg)
 {
-	struct worker *w = worker_from_ctx(ctx);
-	if (!worker_on_own_thread(w))
+	struct worker_call *c = worker_call_cur(worker_from_ctx(ctx));
+	if (!c)
 		return;
-	snprintf(w->errmsg, sizeof(w->errmsg), "%s", msg ? msg : "");
+	snprintf(c->errmsg, sizeof(c->errmsg), "%s", msg ? msg : "");
 }
 
 static const char *worker_api_last_error(struct lh_ctx *ctx)
 {
-	struct worker *w = worker_from_ctx(ctx);
-	if (!worker_on_own_thread(w))
-		return "";
-	return w->txn_error;
+	struct worker_call *c = worker_call_cur(worker_from_ctx(ctx));
+	return c ? c->txn_error : "";
 }
 
 static int64_t worker_api_fencing_token(struct lh_ctx *ctx)
@@ -80,9 +78,12 @@ static const struct lh_config *worker_api_config(struct lh_ctx *ctx)
 }
 void worker_api_txn_fail(struct worker *w, const char *fmt, ...)
 {
+	struct worker_call *c = worker_call_cur(w);
+	if (!c)
+		return; /* the API refused the caller before anything was kept */
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(w->txn_error, sizeof(w->txn_error), fmt, ap);
+	vsnprintf(c->txn_error, sizeof(c->txn_error), fmt, ap);
 	va_end(ap);
 }
 
@@ -181,8 +182,7 @@ static int32_t worker_api_txn_roundtrip(struct worker *w, const ToHost *th, uint
 		nng_msg_free(msg);
 		return -E2BIG;
 	}
-	if (nng_sendmsg(w->sock, msg, 0) != 0) {
-		nng_msg_free(msg);
+	if (worker_send_request(w, msg, id) < 0) {
 		worker_api_txn_fail(w, "bus closed: the instance is shutting down");
 		return -ECANCELED;
 	}
@@ -213,9 +213,10 @@ int32_t worker_api_txn(struct lh_ctx *ctx, const struct lh_compare *cmps, uint32
                        uint32_t n_failure, const struct lh_txn_result **ret_result)
 {
 	struct worker *w = worker_from_ctx(ctx);
-	if (!worker_on_own_thread(w))
+	struct worker_call *c = worker_call_cur(w);
+	if (!c)
 		return -EPERM; /* no safe place to put a message */
-	w->txn_error[0] = 0;
+	c->txn_error[0] = 0;
 	int32_t r = worker_api_txn_check(w, cmps, n_cmps, success, n_success, failure, n_failure,
 	                                 ret_result);
 	if (r < 0)
@@ -309,19 +310,19 @@ static void worker_api_refuse_ungranted(struct worker *w, const char *what, cons
 	worker_api_txn_fail(w, "%s of \"%s\" refused: not granted (outside %s; the operator grants read "
 	         "access with leasehold --plugin-read %s=PREFIX)",
 	         what, shown, w->data_prefix, w->desc.name ? w->desc.name : "NAME");
-	worker_api_log(&w->ctx, LH_LOG_ERROR, w->txn_error);
+	worker_api_log(&w->ctx, LH_LOG_ERROR, worker_api_last_error(&w->ctx));
 }
 
 static int32_t worker_api_watch(struct lh_ctx *ctx, const void *prefix, uint64_t prefix_len,
                          uint32_t flags)
 {
 	struct worker *w = worker_from_ctx(ctx);
-	if (!worker_on_own_thread(w) || !w->in_init) {
-		if (worker_on_own_thread(w))
-			worker_api_txn_fail(w, "watch may be called only from init");
+	struct worker_call *c = worker_call_cur(w);
+	if (!c || !w->in_init) {
+		worker_api_txn_fail(w, "watch may be called only from init");
 		return -EPERM;
 	}
-	w->txn_error[0] = 0;
+	c->txn_error[0] = 0;
 	if ((flags & ~(LH_WATCH_ABSOLUTE | LH_WATCH_PREV_KV)) || (prefix_len && !prefix) ||
 	    prefix_len > MAX_WATCH_PREFIX || ((flags & LH_WATCH_ABSOLUTE) && prefix_len == 0)) {
 		worker_api_txn_fail(w, "watch: bad flags 0x%x or prefix", flags);
@@ -356,9 +357,10 @@ static int32_t worker_api_range(struct lh_ctx *ctx, const void *key, uint64_t ke
                          int64_t limit, const struct lh_op_result **ret_result)
 {
 	struct worker *w = worker_from_ctx(ctx);
-	if (!worker_on_own_thread(w))
+	struct worker_call *c = worker_call_cur(w);
+	if (!c)
 		return -EPERM;
-	w->txn_error[0] = 0;
+	c->txn_error[0] = 0;
 	if (!ret_result || (flags & ~(LH_F_PREFIX | LH_F_KEYS_ONLY | LH_F_COUNT_ONLY | LH_F_ABSOLUTE)) ||
 	    key_len > MAX_KEY_LEN || (key_len && !key) || ((flags & LH_F_ABSOLUTE) && !key_len)) {
 		worker_api_txn_fail(w, "range: bad flags 0x%x, key or ret_result", flags);
@@ -406,8 +408,7 @@ static int worker_api_range_send(struct worker *w, const void *key, size_t key_l
 		worker_api_txn_fail(w, "out of memory");
 		return -ENOMEM;
 	}
-	if (nng_sendmsg(w->sock, msg, 0) != 0) {
-		nng_msg_free(msg);
+	if (worker_send_request(w, msg, req.id) < 0) {
 		worker_api_txn_fail(w, "bus closed: the instance is shutting down");
 		return -ECANCELED;
 	}
@@ -460,7 +461,7 @@ static int32_t worker_api_request_reconcile(struct lh_ctx *ctx)
 	return 0;
 }
 
-void worker_api_explain(struct worker *w, unsigned kind, int32_t err)
+void worker_api_explain(struct worker_call *c, unsigned kind, int32_t err)
 {
 	const char *name = strerrorname_np(-err);
 	char rv[24];
@@ -468,9 +469,9 @@ void worker_api_explain(struct worker *w, unsigned kind, int32_t err)
 		snprintf(rv, sizeof(rv), "-%s", name);
 	else
 		snprintf(rv, sizeof(rv), "%d", (int)err);
-	snprintf(w->errmsg, sizeof(w->errmsg), "%s returned %s (no reason given)%s%.400s",
-		 worker_callback_name(kind), rv, w->txn_error[0] ? "; the host refused: " : "",
-		 w->txn_error);
+	snprintf(c->errmsg, sizeof(c->errmsg), "%s returned %s (no reason given)%s%.400s",
+		 worker_callback_name(kind), rv, c->txn_error[0] ? "; the host refused: " : "",
+		 c->txn_error);
 }
 
 void worker_api_init(struct worker *w)

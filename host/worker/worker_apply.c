@@ -329,7 +329,7 @@ static int worker_apply_may(struct worker *w, struct lh_apply_result *result)
 {
 	if (!worker_on_own_thread(w))
 		return -EPERM;
-	w->txn_error[0] = 0;
+	worker_call_cur(w)->txn_error[0] = 0;
 	if (w->validating) {
 		worker_api_txn_fail(w, "validate_config may not write");
 		return -EPERM;

@@ -58,14 +58,20 @@ int32_t worker_config_validate(struct worker *w, const char *doc, size_t len)
 	return err;
 }
 
-/* worker_config_doc - the cluster document parsed, or NULL */
+/* worker_config_doc - the cluster document parsed, or NULL. Concurrent
+ * reconcile_key calls may ask at once: the parse is made once, under
+ * cfg_mu; the parsed objects are then only read until the configuration
+ * changes, which never happens while keys run. */
 static json_object *worker_config_doc(struct worker *w)
 {
+	pthread_mutex_lock(&w->cfg_mu);
 	if (!w->cfg_json_done && w->cfg.cluster) {
 		w->cfg_json = abi_schema_parse_doc(w->cfg.cluster, (size_t)w->cfg.cluster_len);
 		w->cfg_json_done = true;
 	}
-	return w->cfg_json;
+	json_object *doc = w->cfg_json;
+	pthread_mutex_unlock(&w->cfg_mu);
+	return doc;
 }
 
 /* worker_config_default - the schema's default for path, or NULL */
@@ -76,14 +82,16 @@ static json_object *worker_config_default(struct worker *w, const char *path)
 		return NULL;
 	uint32_t i = (uint32_t)(((const char *)f - (const char *)w->desc.config_fields) /
 	                        w->desc.config_field_size);
-	if (!w->schema_defs) {
+	json_object *def = NULL;
+	pthread_mutex_lock(&w->cfg_mu); /* as worker_config_doc */
+	if (!w->schema_defs)
 		w->schema_defs = calloc(w->desc.n_config_fields, sizeof(*w->schema_defs));
-		if (!w->schema_defs)
-			return NULL;
-	}
-	if (!w->schema_defs[i])
+	if (w->schema_defs && !w->schema_defs[i])
 		w->schema_defs[i] = abi_schema_parse(f->def, strlen(f->def));
-	return w->schema_defs[i];
+	if (w->schema_defs)
+		def = w->schema_defs[i];
+	pthread_mutex_unlock(&w->cfg_mu);
+	return def;
 }
 
 /* worker_config_value - the value at path of the given type, or NULL (the
@@ -103,7 +111,7 @@ static json_object *worker_config_value(struct lh_ctx *ctx, const char *path, ui
 	char why[300];
 	if (abi_schema_value_ok(&f, path, v, why, sizeof(why)) < 0) {
 		worker_api_txn_fail(w, "configuration %s; the default is used", why);
-		ctx->host->log(ctx, LH_LOG_WARN, w->txn_error);
+		ctx->host->log(ctx, LH_LOG_WARN, ctx->host->last_error(ctx));
 		return NULL;
 	}
 	return v;

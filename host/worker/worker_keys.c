@@ -73,7 +73,7 @@ int worker_keys_collect(struct worker *w, const struct lh_watch_batch *b)
 		if (n == 0 || worker_keys_have(w, buf, n))
 			continue; /* a batch's repeats reach the queue once */
 		if ((bytes += n) > WORKER_KEYS_BYTES_MAX) {
-			snprintf(w->errmsg, sizeof(w->errmsg), "the queue keys of one watch batch "
+			snprintf(w->main.errmsg, sizeof(w->main.errmsg), "the queue keys of one watch batch "
 				 "exceed %u KiB", WORKER_KEYS_BYTES_MAX >> 10);
 			r = -E2BIG;
 			break;
@@ -90,14 +90,15 @@ int worker_keys_collect(struct worker *w, const struct lh_watch_batch *b)
 	return r;
 }
 
-int32_t worker_keys_run(struct worker *w, const Leasehold__Bus__ReconcileKey *rk)
+int32_t worker_keys_run(struct worker *w, struct worker_call *c,
+                        const Leasehold__Bus__ReconcileKey *rk)
 {
 	if (!w->desc.reconcile_key) {
-		snprintf(w->errmsg, sizeof(w->errmsg), "the plugin has no reconcile_key");
+		snprintf(c->errmsg, sizeof(c->errmsg), "the plugin has no reconcile_key");
 		return -ENOTSUP;
 	}
-	if (rk->key.len == 0 || rk->key.len > LH_KEY_MAX) {
-		snprintf(w->errmsg, sizeof(w->errmsg), "bad queue key from the host");
+	if (!rk || rk->key.len == 0 || rk->key.len > LH_KEY_MAX) {
+		snprintf(c->errmsg, sizeof(c->errmsg), "bad queue key from the host");
 		return -EBADMSG;
 	}
 	char *k = malloc(rk->key.len + 1);
@@ -108,7 +109,7 @@ int32_t worker_keys_run(struct worker *w, const Leasehold__Bus__ReconcileKey *rk
 	int32_t r = w->desc.reconcile_key(&w->ctx, k, (uint32_t)rk->key.len);
 	free(k);
 	if (r > 0) { /* LH_REQUEUE_AFTER_MS */
-		w->requeue_after_ms = (uint32_t)r;
+		c->requeue_after_ms = (uint32_t)r;
 		r = 0;
 	}
 	return r;

@@ -56,6 +56,7 @@
 #include "worker/worker_crash_report.h"
 #include "abi/abi_loader.h"
 #include "base/log.h"
+#include "base/loop.h"
 #include "worker/worker_stderr_relay.h"
 #include "worker/worker.h"
 
@@ -227,16 +228,7 @@ static void *worker_main_thread(void *arg)
 /* wait (on g_cv, g_mu held) until *flag or ms elapsed; ms < 0 = forever */
 static void worker_main_wait_flag(const bool *flag, int ms)
 {
-	struct timespec dl;
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	if (ms >= 0) {
-		dl.tv_sec += ms / 1000;
-		dl.tv_nsec += (long)(ms % 1000) * 1000000L;
-		if (dl.tv_nsec >= 1000000000L) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000L;
-		}
-	}
+	struct timespec dl = loop_deadline_ts(CLOCK_MONOTONIC, ms >= 0 ? (uint64_t)ms : 0);
 	while (!*flag) {
 		if (ms < 0)
 			pthread_cond_wait(&g_cv, &g_mu);

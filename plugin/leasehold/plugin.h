@@ -35,7 +35,9 @@
  *   own worker: a leasehold-worker child process by default, or a thread of
  *   the daemon when the operator chooses thread isolation (--isolation
  *   thread). One callback at a time, never concurrently with another callback
- *   of the same instance. Different plugins (and an old and a new instance of
+ *   of the same instance, with one exception a plugin asks for: up to
+ *   key_concurrency calls of reconcile_key for different keys (ABI 1.3,
+ *   see "Keyed reconcile"), each on its own thread. Different plugins (and an old and a new instance of
  *   the same plugin during a hot reload) run on different workers; under
  *   thread isolation they share the daemon's address space: do not share
  *   mutable globals between instances without your own locking. Host API
@@ -634,7 +636,9 @@ struct lh_host_api {
 
 /*
  * The per-instance context passed to every callback. Host-owned; the same
- * pointer for the instance's life, but do not use it outside a callback.
+ * pointer for the instance's life (concurrent reconcile_key calls share it:
+ * the host tells them apart by their threads), but do not use it outside a
+ * callback.
  */
 struct lh_ctx {
 	uint32_t size; /* sizeof(struct lh_ctx) as the host was built */
@@ -749,8 +753,9 @@ struct lh_plugin {
 	 * bytes and a NUL; host-owned, valid during the call) as a watch
 	 * delivered it (relative to the data prefix for a relative watch, full
 	 * for an absolute one) or as key_of mapped it. Only while leading,
-	 * after the term's first reconcile, one key at a time, never
-	 * concurrently with another callback. Returns 0 when the key is
+	 * after the term's first reconcile, one key at a time (or up to
+	 * key_concurrency different keys at once, each on its own thread),
+	 * never concurrently with another callback. Returns 0 when the key is
 	 * reconciled, a negative errno (+ set_error) to retry it with back-off,
 	 * or LH_REQUEUE_AFTER_MS(ms) to run it again after ms milliseconds
 	 * (not a failure). Writes through txn/apply/apply_key are fenced like
@@ -772,6 +777,15 @@ struct lh_plugin {
 	 * defaults (5 ms and 5 minutes) */
 	uint32_t key_backoff_min_ms;
 	uint32_t key_backoff_max_ms;
+	/* key_concurrency - how many different keys reconcile_key may run on
+	 * at once (controller-runtime's MaxConcurrentReconciles): 0 or 1 = one
+	 * at a time, at most LH_KEY_CONCURRENCY_MAX (a larger value is refused
+	 * at load time). Never two calls for the same key at once, and never
+	 * while any other callback runs; see "Keyed reconcile" below for what
+	 * a plugin declaring more than 1 must make thread-safe. Read only when
+	 * abi_minor >= 3 and size covers it (LH_PLUGIN_SIZE_1_3_CONCURRENCY):
+	 * a 1.3 plugin built before the field runs one key at a time. */
+	uint32_t key_concurrency;
 	/* ---- append new fields below, bump LH_PLUGIN_ABI_MINOR ---- */
 };
 
@@ -791,6 +805,28 @@ struct lh_plugin {
  * failures). The full reconcile still runs where it would (a term's
  * first, the periodic one, `leaseholdctl reconcile`) when the plugin has
  * one; without one those succeed at once.
+ *
+ * Concurrent keys (key_concurrency > 1). Up to key_concurrency calls of
+ * reconcile_key run at once, for different keys, each on its own thread of
+ * the worker (process or thread isolation alike):
+ * - the same key never runs twice at once; a change during its call runs
+ *   it again after it returned;
+ * - no other callback runs while a key does: on_elected, on_deposed,
+ *   reconcile, on_watch_events, on_config_changed, validate_config and
+ *   fini wait until every running key returned, and no key starts while
+ *   one of them runs (key_of, too, never runs beside a key);
+ * - when leadership ends, keys already running finish (their txns fail
+ *   with -ESTALE), no key starts, and on_deposed comes after the last one;
+ * - per call, not shared: the arena (txn and range results, alloc,
+ *   lh_printf), the set_error reason, last_error, the requeue-after, the
+ *   callback timeout (a call that overruns counts as the worker's failure,
+ *   as any callback's).
+ * Safe from concurrent calls: log, set_error, last_error, txn, range,
+ * apply, apply_key, alloc, config, config_string, config_int,
+ * config_bool, config_duration_ms, config_strings, fencing_token,
+ * node_id, data_prefix, request_reconcile (watch stays init's: -EPERM).
+ * Every call gets the same ctx; ctx->user is shared by them: lock what
+ * your calls share, and do not replace ctx->user in reconcile_key.
  */
 /* reconcile_key's "run this key again after ms milliseconds" (ms >= 1) */
 #define LH_REQUEUE_AFTER_MS(ms) ((int32_t)(ms) > 0 ? (int32_t)(ms) : 1)
@@ -841,6 +877,12 @@ extern LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin;
  * reconcile_key, key_of, key_backoff_min_ms, key_backoff_max_ms). */
 #define LH_PLUGIN_SIZE_1_3_KEYED \
 	(offsetof(struct lh_plugin, key_backoff_max_ms) + sizeof(uint32_t))
+/* The size of the ABI 1.3 descriptor with key_concurrency (the keyed
+ * block + key_concurrency). */
+#define LH_PLUGIN_SIZE_1_3_CONCURRENCY \
+	(offsetof(struct lh_plugin, key_concurrency) + sizeof(uint32_t))
+/* the largest key_concurrency the host accepts */
+#define LH_KEY_CONCURRENCY_MAX 64u
 
 /* The size of the ABI 1.1 descriptor (1.0 + role). */
 #define LH_PLUGIN_SIZE_1_1 (offsetof(struct lh_plugin, role) + sizeof(const char *))

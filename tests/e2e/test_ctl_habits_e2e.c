@@ -222,6 +222,19 @@ static void test_completion_bash(void)
 	free(c);
 	CHECK_STR_EQ((c = complete("leaseholdctl plugins --no-h")), "--no-headers");
 	free(c);
+	/* --opt=value: bash breaks the word at '=' and replaces the value */
+	CHECK_STR_EQ((c = complete("leaseholdctl plugins --output=js")), "json");
+	free(c);
+	char conf[700];
+	snprintf(conf, sizeof(conf), "%s/ctl-completion.conf", A.dir);
+	FILE *f = fopen(conf, "w");
+	CHECK(f != NULL && fclose(f) == 0);
+	snprintf(words, sizeof(words), "leaseholdctl --config=%s/ctl-comp", A.dir);
+	CHECK_STR_EQ((c = complete(words)), conf);
+	free(c);
+	snprintf(words, sizeof(words), "leaseholdctl --control=%s status rec", A.control);
+	CHECK_STR_EQ((c = complete(words)), PLUGIN);
+	free(c);
 	/* plugin names come from the daemon named on the line */
 	snprintf(words, sizeof(words), "leaseholdctl --control %s status rec", A.control);
 	CHECK_STR_EQ((c = complete(words)), PLUGIN);
@@ -250,7 +263,7 @@ static void test_completion_bash(void)
 }
 
 /* zsh_complete - what the zsh script offers for words (a zsh array
- * literal, the last word being completed): compadd and _describe stubbed
+ * literal, the last word being completed): compadd, _describe and compset stubbed
  * to print what they are given */
 static char *zsh_complete(const char *words)
 {
@@ -260,6 +273,7 @@ static char *zsh_complete(const char *words)
 	snprintf(cmd, sizeof(cmd),
 		 "PATH='%s':\"$PATH\" zsh -f -c 'compadd() { print -r -- \"compadd $*\" }\n"
 		 "_describe() { print -r -- \"describe ${(P)2}\" }\n_files() { print files }\n"
+		 "compset() { print -r -- \"compset $*\" }\n"
 		 "eval \"$(leaseholdctl completion zsh)\" >/dev/null\n"
 		 "words=(%s); CURRENT=${#words}; _leaseholdctl'",
 		 dir, words);
@@ -284,6 +298,11 @@ static void test_completion_zsh(void)
 	CHECK_STR_EQ((c = zsh_complete("leaseholdctl roles s")), "compadd -- list set clear\n");
 	free(c);
 	CHECK_STR_EQ((c = zsh_complete("leaseholdctl plugins -o y")), "compadd table wide json yaml\n");
+	free(c);
+	CHECK_STR_EQ((c = zsh_complete("leaseholdctl plugins --output=j")),
+		     "compset -P *=\ncompadd table wide json yaml\n");
+	free(c);
+	CHECK_STR_EQ((c = zsh_complete("leaseholdctl --config=/e")), "compset -P *=\nfiles\n");
 	free(c);
 	snprintf(words, sizeof(words), "leaseholdctl --control %s status rec", A.control);
 	c = zsh_complete(words);

@@ -29,7 +29,15 @@
  *   must refuse, which may not be stored), a restart with another
  *   --priority, a stop followed by members forget and a restart (never
  *   of the only host on the newest release: a downgrade on purpose); and
- *   bursts of writes to the plugin's inputs (desired/k0..k9).
+ *   bursts of writes to the plugin's inputs (desired/k0..k9); staged
+ *   promotion: `release pin` at the oldest release a host runs (or the
+ *   next the CLI accepts; never forced), held while the inputs change and
+ *   one time in two a host at or below the pin gets the newest file (it
+ *   waits), then `release unpin`: from one TTL after the pin was accepted
+ *   until the unpin, no journal record of a release newer than the pin;
+ *   and a host whose reconciles fail for a while (the example plugin's
+ *   LH_EXAMPLE_FAIL_FILE; hosts run --unhealthy-hold-down 2s): a failing
+ *   leader withdraws while another node can act, and comes back.
  * - A switchover the CLI reports done must not leave the plugin without a
  *   fenced write for longer than the TTL: from the later of the request and
  *   the old term's last journal record to the new term's first, by the
@@ -108,6 +116,8 @@
 /* the inputs the runner writes: desired/k0 .. k<N_INPUTS - 1> (one
  * reconcile's writes stay in one txn: the plugin chunks at 100 ops) */
 #define N_INPUTS 10
+/* the example plugin fails its reconciles while this file exists */
+#define FAIL_ENV "LH_EXAMPLE_FAIL_FILE="
 
 static const char *const RELEASES[] = {"1.0.0", "1.1.0", "1.2.0"};
 #define N_RELEASES ((int)(sizeof(RELEASES) / sizeof(RELEASES[0])))
@@ -132,6 +142,8 @@ enum fault_kind {
 	F_FORGET,
 	F_INPUTS,
 	F_ROLLOUT,
+	F_PIN,
+	F_BROKEN,
 	F_KINDS
 };
 
@@ -154,6 +166,8 @@ static const char *const KIND_NAME[F_KINDS] = {
     [F_FORGET] = "stop, members forget",
     [F_INPUTS] = "input writes",
     [F_ROLLOUT] = "incompatible rollout",
+    [F_PIN] = "release pin, then unpin",
+    [F_BROKEN] = "broken reconciles",
 };
 
 struct fault {
@@ -184,6 +198,9 @@ static struct {
 	long handover_worst; /* the longest switchover handover seen, ms */
 	size_t handovers;    /* switchovers whose handover was measured */
 	size_t kind_count[F_KINDS];
+	/* each host's LH_EXAMPLE_FAIL_FILE=PATH (fail_file: PATH) */
+	char fail_env[N_HOSTS][740];
+	int pins;                     /* pins the CLI accepted */
 } G;
 
 /* ---- the seeded generator (splitmix64: small, and the same everywhere) ---- */
@@ -264,7 +281,7 @@ static void run_for(int ms)
 /* the daemon flags of host i: isolation (c, d) and its priority */
 static const char *const *host_args(int i)
 {
-	static const char *args[N_HOSTS][8];
+	static const char *args[N_HOSTS][10];
 	static char prio[N_HOSTS][16];
 	int n = 0;
 	if (i >= FIRST_ISOLATED) {
@@ -273,6 +290,10 @@ static const char *const *host_args(int i)
 		args[i][n++] = "--worker";
 		args[i][n++] = G.worker;
 	}
+	/* a broken host withdraws after 3 failures (the default) and may lead
+	 * again 2 s later, so that one fault sees both */
+	args[i][n++] = "--unhealthy-hold-down";
+	args[i][n++] = "2s";
 	if (G.prio[i]) {
 		snprintf(prio[i], sizeof(prio[i]), "%d", G.prio[i]);
 		args[i][n++] = "--priority";
@@ -286,7 +307,8 @@ static void start_host(int i)
 {
 	if (G.rollout_begun)
 		G.rel[i] = NEWEST;
-	pc_start_args(&G.c, i, RELEASES[G.rel[i]], NULL, NULL, host_args(i));
+	const char *env[] = {G.fail_env[i], NULL};
+	pc_start_args(&G.c, i, RELEASES[G.rel[i]], env, NULL, host_args(i));
 }
 
 /* run the loop until host i has exited or timeout_ms passed; true when it exited */
@@ -728,6 +750,116 @@ static void fault_inputs(void)
 	}
 }
 
+static const char *fail_file(int i)
+{
+	return G.fail_env[i] + strlen(FAIL_ENV);
+}
+
+static int release_index(const char *r)
+{
+	for (int i = 0; i < N_RELEASES; i++)
+		if (strcmp(RELEASES[i], r) == 0)
+			return i;
+	return -1;
+}
+
+/* `release pin` at release `at` from host i: the CLI's exit code */
+static int pin_at(int i, int at)
+{
+	struct ctl_out o;
+	int st = ctl(i, &o, 15000,
+		     (const char *const[]){"release", "pin", PC_PLUGIN, RELEASES[at], NULL});
+	say_ctl("release pin", &o);
+	ctl_out_free(&o);
+	return st;
+}
+
+/* from t_pin plus one TTL on, no journal record of a release newer than
+ * the pin at `at` (records from index w0 on) */
+static void check_pin_held(size_t w0, uint64_t t_pin, int at)
+{
+	const struct jrec *r;
+	note_writes();
+	size_t n = jwatch_records(G.c.jw, &r);
+	for (size_t k = w0; k < n && k < G.n_writes; k++)
+		if (G.write_at[k] > t_pin + (uint64_t)PC_TTL_MS * LOOP_NS_PER_MS &&
+		    release_index(r[k].release) > at)
+			violation(NULL, "%s wrote for %s while the pin at %s held", r[k].node,
+				  r[k].release, RELEASES[at]);
+}
+
+/* staged promotion: a pin at the oldest release a host runs (the CLI
+ * refuses one older than the status's version: then the next one up;
+ * never forced, a forced pin hands the state back on purpose), held
+ * while the inputs change and, one time in two, a host at or below the
+ * pin gets the newest file (which waits while the pin holds), then
+ * unpinned. From one TTL after the pin was accepted until the unpin no
+ * journal record may come from a release newer than the pin: a leader of
+ * a newer release leaves at once, and one whose view lagged is fenced out
+ * within the TTL */
+static void fault_pin(int i)
+{
+	int at = NEWEST, ms = rng_range(1000, 5000), st = -1;
+	for (int x = 0; x < N_HOSTS; x++)
+		if (G.rel[x] < at)
+			at = G.rel[x];
+	say(F_PIN, G.c.host[i].node, ", at %s or the next accepted, held %d ms", RELEASES[at], ms);
+	for (; at <= NEWEST && (st = pin_at(i, at)) != 0; at++)
+		;
+	if (st == 0) {
+		G.pins++;
+		note_writes();
+		uint64_t t_pin = loop_now();
+		size_t w0 = G.n_writes;
+		fault_inputs();
+		int j = -1; /* one time in two: the first host at or below the pin */
+		if (rng_range(0, 1) == 0)
+			for (int y = 0; y < N_HOSTS && j < 0; y++)
+				if (G.rel[(i + y) % N_HOSTS] <= at && G.rel[(i + y) % N_HOSTS] < NEWEST)
+					j = (i + y) % N_HOSTS;
+		if (j >= 0) {
+			fprintf(stderr, "chaos:   %s gets the %s file while pinned (it waits)\n",
+				G.c.host[j].node, RELEASES[NEWEST]);
+			G.rel[j] = NEWEST; /* what it runs once the pin is gone */
+			G.rollout_begun = true;
+			host_install_plugin(&G.c.host[j], RELEASES[NEWEST], "reconciler.so");
+		}
+		run_for(ms);
+		check_pin_held(w0, t_pin, at);
+	}
+	/* unpin whatever happened (a refused pin may still have been written
+	 * by a request that timed out): from any host, until one succeeds */
+	uint64_t t = loop_now();
+	for (int j = i;; j = (j + 1) % N_HOSTS) {
+		struct ctl_out o;
+		st = ctl(j, &o, 15000, (const char *const[]){"release", "unpin", PC_PLUGIN, NULL});
+		say_ctl("release unpin", &o);
+		ctl_out_free(&o);
+		if (st == 0)
+			break;
+		if (ms_since(t) > 30000) {
+			violation(NULL, "no host could unpin the plugin within 30 s");
+			break;
+		}
+	}
+}
+
+/* host i's reconciles fail (the example plugin's LH_EXAMPLE_FAIL_FILE)
+ * while the inputs change, for a while, then work again: a failing leader
+ * withdraws after --unhealthy-after failures while another node can act,
+ * and takes part again after its hold-down */
+static void fault_broken(int i)
+{
+	struct host *h = &G.c.host[i];
+	int ms = rng_range(1500, 6000);
+	say(F_BROKEN, h->node, ", for %d ms", ms);
+	FILE *f = fopen(fail_file(i), "w");
+	CHECK(f != NULL && fclose(f) == 0);
+	fault_inputs();
+	run_for(ms);
+	CHECK(unlink(fail_file(i)) == 0);
+}
+
 /* one fault, chosen, injected, held and healed */
 static void one_fault(void)
 {
@@ -794,6 +926,12 @@ static void one_fault(void)
 		break;
 	case F_ROLLOUT:
 		fault_rollout(i);
+		break;
+	case F_PIN:
+		fault_pin(i);
+		break;
+	case F_BROKEN:
+		fault_broken(i);
 		break;
 	case F_KINDS:
 		break;
@@ -1032,6 +1170,7 @@ static void report_kinds(void)
 	printf("chaos: switchover handovers measured: %zu, the longest %ld ms without a fenced "
 	       "write (bound: the TTL, %d ms)\n",
 	       G.handovers, G.handover_worst, PC_TTL_MS);
+	printf("chaos: pins the CLI accepted: %d\n", G.pins);
 }
 
 /* ---- parameters ---- */
@@ -1079,8 +1218,12 @@ int main(void)
 	       G.seconds, G.seed, G.seconds);
 
 	pc_init_cluster(&G.c, "lhchaos", N_HOSTS, N_ETCD);
-	for (int i = 0; i < N_HOSTS; i++)
+	for (int i = 0; i < N_HOSTS; i++) {
+		char env[sizeof(G.fail_env[i])];
+		snprintf(env, sizeof(env), "%s%s/fail", FAIL_ENV, G.c.host[i].dir);
+		memcpy(G.fail_env[i], env, sizeof(env));
 		start_host(i);
+	}
 	obs_wait_members(G.c.obs, N_HOSTS, 30000);
 	obs_wait_status_done(G.c.obs, REL(1, 0, 0), 30000);
 	pc_wait_leader_other(&G.c, NULL, 30000);

@@ -76,10 +76,16 @@ static void test_outage_logs_its_start_and_end_once(void)
 	host_wait_log(&T, &A, from, "synced with etcd again after", 1, 20000);
 	host_wait_state(&A, "reconciler", "leading", true, 15000);
 
-	CHECK_INT_EQ(host_log_count(&A, from, "etcd unreachable"), 1);
-	CHECK_INT_EQ(host_log_count(&A, from, "etcd still unreachable"), 0); /* under a minute */
-	CHECK_INT_EQ(host_log_count(&A, from, "etcd reachable again after"), 1);
-	CHECK_INT_EQ(host_log_count(&A, from, "synced with etcd"), 1);
+	size_t told = host_log_count(&A, from, "etcd unreachable"),
+	       still = host_log_count(&A, from, "etcd still unreachable"), /* under a minute */
+	       again = host_log_count(&A, from, "etcd reachable again after"),
+	       synced = host_log_count(&A, from, "synced with etcd");
+	if (told != 1 || still != 0 || again != 1 || synced != 1)
+		host_dump_log(&A);
+	CHECK_INT_EQ(told, 1);
+	CHECK_INT_EQ(still, 0);
+	CHECK_INT_EQ(again, 1);
+	CHECK_INT_EQ(synced, 1);
 	fprintf(stderr, "warnings while etcd was down:\n");
 	/* the outage's line and the session's lease lost: nothing else */
 	CHECK_INT_EQ(warnings_since(&A, from), 2);

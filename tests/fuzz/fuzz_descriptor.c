@@ -148,6 +148,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(desc.reconcile_key == NULL ||
 			   (desc.abi_minor >= 3 && desc.size >= LH_PLUGIN_SIZE_1_3_KEYED));
 		FUZZ_CHECK(desc.size >= LH_PLUGIN_SIZE_1_0 && desc.size <= size);
+#ifdef LH_PLUGIN_SIZE_1_3_CONCURRENCY
+		/* 1 (what 0 and an older descriptor mean) up to the bound; above 1
+		 * only for a keyed plugin */
+		FUZZ_CHECK(desc.key_concurrency >= 1 && desc.key_concurrency <= LH_KEY_CONCURRENCY_MAX);
+		FUZZ_CHECK(desc.key_concurrency == 1 || desc.reconcile_key != NULL);
+#endif
 	}
 	free(name);
 	free(d);

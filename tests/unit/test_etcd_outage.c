@@ -76,15 +76,15 @@ static void test_one_outage_told_once(void)
 {
 	struct daemon_etcd_outage *o;
 	CHECK_OK(daemon_etcd_outage_new(g_loop, NULL, PERIOD_NS, &o));
-	daemon_etcd_outage_call_done(o, "range", 0);
-	daemon_etcd_outage_call_done(o, "range", -ENOENT); /* an answer: nothing to end */
+	daemon_etcd_outage_call_done(o, "range", 0, 0);
+	daemon_etcd_outage_call_done(o, "range", -ENOENT, 0); /* an answer: nothing to end */
 	CHECK(!daemon_etcd_outage_active(o));
 	CHECK_INT_EQ(logged("etcd"), 0);
 
-	daemon_etcd_outage_call_done(o, "lease_keepalive", -ECONNREFUSED);
-	daemon_etcd_outage_call_done(o, "range", -ETIMEDOUT);
-	daemon_etcd_outage_call_done(o, "lease_grant", -EAGAIN);
-	daemon_etcd_outage_call_done(o, "range", -ECANCELED); /* says nothing either way */
+	daemon_etcd_outage_call_done(o, "lease_keepalive", -ECONNREFUSED, 0);
+	daemon_etcd_outage_call_done(o, "range", -ETIMEDOUT, 0);
+	daemon_etcd_outage_call_done(o, "lease_grant", -EAGAIN, 0);
+	daemon_etcd_outage_call_done(o, "range", -ECANCELED, 0); /* says nothing either way */
 	CHECK(daemon_etcd_outage_active(o));
 	CHECK_INT_EQ(logged("etcd unreachable: "), 1);
 	CHECK_INT_EQ(logged("(lease_keepalive, at ?)"), 1);
@@ -92,21 +92,27 @@ static void test_one_outage_told_once(void)
 	/* two periods: two reports, the failures counted */
 	wait_logged("etcd still unreachable after ", 2);
 	CHECK_INT_EQ(logged("(3 requests failed)"), 2);
-	daemon_etcd_outage_call_done(o, "txn", -ECONNREFUSED);
+	daemon_etcd_outage_call_done(o, "txn", -ECONNREFUSED, 0);
 
 	/* an error etcd sent is an answer: the outage ends */
-	daemon_etcd_outage_call_done(o, "txn", -ERANGE);
+	daemon_etcd_outage_call_done(o, "txn", -ERANGE, 0);
 	CHECK(!daemon_etcd_outage_active(o));
 	CHECK_INT_EQ(logged("etcd reachable again after "), 1);
 	CHECK_INT_EQ(logged("(4 requests failed meanwhile)"), 1);
 	size_t reports = logged("etcd still unreachable");
 
 	/* the reports stopped: a new outage's first line is the next one */
-	daemon_etcd_outage_call_done(o, "range", -ETIMEDOUT);
+	uint64_t t_out = loop_now();
+	daemon_etcd_outage_call_done(o, "range", -ETIMEDOUT, 0);
 	wait_logged("etcd still unreachable after ", reports + 1);
 	CHECK_INT_EQ(logged("etcd unreachable: "), 2);
 	CHECK_INT_EQ(logged("(1 requests failed)"), 1);
-	daemon_etcd_outage_call_done(o, "range", 0);
+	/* an answer to a request sent before the outage began ends nothing */
+	daemon_etcd_outage_call_done(o, "lease_keepalive", 0, loop_now());
+	daemon_etcd_outage_call_done(o, "txn", -EIO, loop_now() - t_out + 1);
+	CHECK(daemon_etcd_outage_active(o));
+	CHECK_INT_EQ(logged("etcd reachable again after "), 1);
+	daemon_etcd_outage_call_done(o, "range", 0, 0);
 	CHECK_INT_EQ(logged("etcd reachable again after "), 2);
 	daemon_etcd_outage_free(o);
 	daemon_etcd_outage_free(NULL);

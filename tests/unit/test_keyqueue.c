@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_keyqueue.c - the keyed plugin's work queue
- * (host/runtime/runtime_keyqueue.h): deduplication, one key at a time, a
- * change during its own reconcile, back-off doubling and its cap,
+ * (host/runtime/runtime_keyqueue.h): deduplication, one key at a time or
+ * up to a concurrency (never one key twice), a change during its own
+ * reconcile, back-off doubling and its cap,
  * requeue-after, epochs, and a long random run checked step by step
  * against a plain model of the contract. Pure: times are given.
  */
@@ -17,9 +18,17 @@
 
 #define MS 1000000ull
 
+static struct keyqueue *kq_conc(uint32_t min_ms, uint32_t max_ms, uint32_t concurrency)
+{
+	struct keyqueue_config c = {min_ms, max_ms, concurrency};
+	struct keyqueue *q;
+	CHECK_OK(keyqueue_new(&c, &q));
+	return q;
+}
+
 static struct keyqueue *kq(uint32_t min_ms, uint32_t max_ms)
 {
-	struct keyqueue_config c = {min_ms, max_ms};
+	struct keyqueue_config c = {min_ms, max_ms, 0};
 	struct keyqueue *q;
 	CHECK_OK(keyqueue_new(&c, &q));
 	return q;
@@ -80,6 +89,45 @@ static void test_keyqueue_change_while_running(void)
 	take_is(q, 4, "k"); /* ready at once, not after a back-off */
 	settle(q, "k", KEYQUEUE_DONE, 0, 5);
 	take_is(q, 5, NULL);
+	keyqueue_free(q);
+}
+
+/* up to the concurrency of different keys run at once, settled in any
+ * order; a running key changed meanwhile is not handed out a second time
+ * while it runs, and runs again after it settles */
+static void test_keyqueue_concurrency(void)
+{
+	struct keyqueue *q = kq_conc(0, 0, 3);
+	const char *keys[] = {"a", "b", "c", "d"};
+	for (int i = 0; i < 4; i++)
+		CHECK_OK(keyqueue_add(q, keys[i], 1, (uint64_t)i));
+	const struct keyqueue_item *a = keyqueue_take(q, 5);
+	take_is(q, 5, "b");
+	take_is(q, 5, "c");
+	take_is(q, 5, NULL); /* three run */
+	struct keyqueue_stats st;
+	keyqueue_get_stats(q, 5, &st);
+	CHECK(st.running == 3 && st.concurrency == 3 && st.ready == 1 && st.depth == 4);
+	CHECK_OK(keyqueue_add(q, "b", 1, 6)); /* b runs: dirty, not ready */
+	settle(q, "c", KEYQUEUE_DONE, 0, 7); /* out of order */
+	take_is(q, 7, "d");
+	take_is(q, 7, NULL); /* a, b, d run; b is not handed out twice */
+	CHECK_STR_EQ(a->key, "a"); /* a's item outlives the others' takes and settles */
+	settle(q, "b", KEYQUEUE_DONE, 0, 8);
+	take_is(q, 8, "b"); /* its change during the run */
+	take_is(q, 8, NULL);
+	settle(q, "a", KEYQUEUE_FAILED, 0, 9);
+	settle(q, "d", KEYQUEUE_DONE, 0, 9);
+	settle(q, "d", KEYQUEUE_DONE, 0, 9); /* not running: ignored */
+	keyqueue_get_stats(q, 9, &st);
+	CHECK(st.running == 1 && st.waiting == 1 && st.done == 3 && st.failed == 1);
+	keyqueue_free(q);
+	/* 0 means one at a time */
+	q = kq_conc(0, 0, 0);
+	CHECK_OK(keyqueue_add(q, "a", 1, 0));
+	CHECK_OK(keyqueue_add(q, "b", 1, 0));
+	take_is(q, 0, "a");
+	take_is(q, 0, NULL);
 	keyqueue_free(q);
 }
 
@@ -165,7 +213,7 @@ struct m_key {
 struct model {
 	struct m_key k[NK];
 	uint64_t seq;
-	int running;
+	int conc, n_running;
 };
 
 static void m_ready(struct model *m, int i)
@@ -191,7 +239,7 @@ static void m_wake(struct model *m, uint64_t now)
 static int m_take(struct model *m, uint64_t now)
 {
 	m_wake(m, now);
-	if (m->running >= 0)
+	if (m->n_running >= m->conc)
 		return -1;
 	int best = -1;
 	for (int i = 0; i < NK; i++)
@@ -200,15 +248,25 @@ static int m_take(struct model *m, uint64_t now)
 	if (best >= 0) {
 		m->k[best].where = M_RUN;
 		m->k[best].dirty = false;
-		m->running = best;
+		m->n_running++;
 	}
 	return best;
 }
 
-static void test_keyqueue_against_model(void)
+/* the r-th running key of the model (0 <= r < n_running) */
+static int m_running_nth(const struct model *m, int r)
 {
-	struct keyqueue *q = kq(3, 40);
-	struct model m = {.running = -1};
+	for (int i = 0; i < NK; i++)
+		if (m->k[i].where == M_RUN && r-- == 0)
+			return i;
+	return -1;
+}
+
+/* every step's outcome and the held count, at a concurrency of conc */
+static void keyqueue_against_model(uint32_t conc)
+{
+	struct keyqueue *q = kq_conc(3, 40, conc);
+	struct model m = {.conc = (int)conc};
 	unsigned seed = 12345;
 	uint64_t now = 0;
 	char name[NK][8];
@@ -243,18 +301,18 @@ static void test_keyqueue_against_model(void)
 					m.k[want].where = M_READY; /* undo the model's pick */
 					m.k[got].where = M_RUN;
 					m.k[got].dirty = false;
-					m.running = got;
+					want = got;
 				}
-				CHECK_INT_EQ(it->failures, m.k[m.running].failures);
+				CHECK_INT_EQ(it->failures, m.k[want].failures);
 			}
-		} else if (m.running >= 0) {
-			int i = m.running;
+		} else if (m.n_running > 0) {
+			int i = m_running_nth(&m, (int)((seed >> 14) % (unsigned)m.n_running));
 			enum keyqueue_outcome o = r < 85 ? KEYQUEUE_DONE : r < 95 ? KEYQUEUE_FAILED
 										   : KEYQUEUE_AFTER;
 			uint64_t after = ((seed >> 12) % 4) * MS;
 			keyqueue_settle(q, name[i], strlen(name[i]), 1, o, after, now);
 			struct m_key *k = &m.k[i];
-			m.running = -1;
+			m.n_running--;
 			if (o == KEYQUEUE_DONE)
 				k->failures = 0;
 			if (o == KEYQUEUE_FAILED)
@@ -276,8 +334,16 @@ static void test_keyqueue_against_model(void)
 		for (int i = 0; i < NK; i++)
 			held += m.k[i].where != M_NONE;
 		CHECK_INT_EQ(st.depth, held);
+		CHECK_INT_EQ(st.running, m.n_running);
+		CHECK(st.running <= conc);
 	}
 	keyqueue_free(q);
+}
+
+static void test_keyqueue_against_model(void)
+{
+	keyqueue_against_model(1);
+	keyqueue_against_model(4);
 }
 
 /* many distinct keys: the table grows, each comes out once */
@@ -304,6 +370,7 @@ int main(void)
 {
 	RUN(test_keyqueue_dedup_and_order);
 	RUN(test_keyqueue_change_while_running);
+	RUN(test_keyqueue_concurrency);
 	RUN(test_keyqueue_backoff);
 	RUN(test_keyqueue_requeue_after);
 	RUN(test_keyqueue_epochs);

@@ -389,6 +389,36 @@ static void test_validate_descriptor_memory(void)
 	             -EPROTO);
 	CHECK_STR_EQ(err, "descriptor flags 0x81 include bits this host does not know (0x80)");
 	d.flags = 0;
+	/* key_concurrency (ABI 1.3): 0 means 1; above the bound, or without
+	 * reconcile_key, refused; a 1.3 descriptor whose size ends before it
+	 * runs one key at a time whatever the bytes beyond its size hold */
+	CHECK_OK(loader_validate_descriptor(&d, sizeof(d), NULL, &out, err, sizeof(err)));
+	CHECK_INT_EQ(out.key_concurrency, 1);
+	d.key_concurrency = 4; /* not read below ABI 1.3 */
+	CHECK_OK(loader_validate_descriptor(&d, sizeof(d), NULL, &out, err, sizeof(err)));
+	CHECK_INT_EQ(out.key_concurrency, 1);
+	d.abi_minor = 3;
+	CHECK_INT_EQ(loader_validate_descriptor(&d, sizeof(d), NULL, &out, err, sizeof(err)),
+	             -EINVAL);
+	CHECK_STR_EQ(err, "key_concurrency without reconcile_key: there is no queue to run "
+	                  "concurrently");
+	d.reconcile_key = (int32_t(*)(struct lh_ctx *, const char *, uint32_t))(uintptr_t)0x1;
+	CHECK_OK(loader_validate_descriptor(&d, sizeof(d), NULL, &out, err, sizeof(err)));
+	CHECK_INT_EQ(out.key_concurrency, 4);
+	d.size = LH_PLUGIN_SIZE_1_3_KEYED;
+	CHECK_OK(loader_validate_descriptor(&d, sizeof(d), NULL, &out, err, sizeof(err)));
+	CHECK_INT_EQ(out.key_concurrency, 1);
+	d.size = sizeof(d);
+	d.key_concurrency = LH_KEY_CONCURRENCY_MAX;
+	CHECK_OK(loader_validate_descriptor(&d, sizeof(d), NULL, &out, err, sizeof(err)));
+	CHECK_INT_EQ(out.key_concurrency, LH_KEY_CONCURRENCY_MAX);
+	d.key_concurrency = LH_KEY_CONCURRENCY_MAX + 1;
+	CHECK_INT_EQ(loader_validate_descriptor(&d, sizeof(d), NULL, &out, err, sizeof(err)),
+	             -EINVAL);
+	CHECK_STR_EQ(err, "key_concurrency 65 is above the host's maximum of 64");
+	d.key_concurrency = 0;
+	d.reconcile_key = NULL;
+	d.abi_minor = 0;
 	/* a long name is refused */
 	char longname[80];
 	memset(longname, 'a', sizeof(longname) - 1);

@@ -53,6 +53,14 @@
  *     downgrade; with every member healthy it is the health-free answer;
  *  9. of the answer's release, only its healthy nodes campaign when it
  *     has one, all of its nodes otherwise.
+ * Then a pin and health together: those worlds under every pin below or
+ * at each release, forced or not, with every subset unhealthy:
+ * 10. every member computes the same answer, at most one release
+ *     campaigns, none newer than the pin, none older than the status's
+ *     version but in a downgrade or under a forced pin; health never takes
+ *     the last campaigner away and moves the pinned answer only down, onto
+ *     a healthy release that can act, never off a forced pin's or the
+ *     reference flag's answer (the rule as stated, computed here); 9. holds.
  */
 #include "config.h"
 
@@ -522,6 +530,85 @@ static void check_world_health(const struct world *w)
 	}
 }
 
+/* the rule with a pin and health as docs/design.md states it: health
+ * moves the pinned answer as it moves the plain one, except off an answer
+ * a forced pin or the reference flag gave (-1 = none) */
+static int spec_pinned_health_answer(const struct world *w)
+{
+	int pin = w->pinned - 1;
+	if (w->pinned == 0 || pin >= max_member(w))
+		return spec_health_answer(w);
+	int base = spec_pinned(w);
+	if (base < 0 || healthy(w, base) || w->reference)
+		return base;
+	int v = w->status >= 0 ? w->status / NREL : 0, m = w->status % NREL;
+	if (w->status >= 0 && pin < v)
+		return base; /* the forced pin's release, on purpose */
+	for (int r = base - 1; r >= v; r--) {
+		if (!healthy(w, r))
+			continue;
+		if (w->status < 0 || m >= w->mcr[r] || (!w->invalid && min_member(w) >= w->mcr[r]))
+			return r;
+	}
+	return base;
+}
+
+/* 10. a pin and health together */
+static void check_world_pinned_health(const struct world *w)
+{
+	struct relcount rc[MAXM];
+	size_t n_rc = records_of(w, rc);
+	struct rule_status st = status_of(w);
+	struct rule_pin pin = pin_of(w);
+	struct rule_answer a, b0;
+	release_rule_decide_pinned(NULL, rc, n_rc, w->invalid, &st, &pin, &a);
+	struct world hw = *w;
+	hw.sick = 0;
+	struct relcount rc0[MAXM];
+	size_t n_rc0 = records_of(&hw, rc0);
+	release_rule_decide_pinned(NULL, rc0, n_rc0, w->invalid, &st, &pin, &b0);
+	n_worlds++;
+	int got = answer_index(w, &a), base = answer_index(w, &b0);
+
+	int campaigning = -1;
+	bool any = false;
+	for (int k = 0; k < w->n_members; k++) {
+		struct rule_release mine = member_rr(w, k);
+		struct rule_answer b;
+		release_rule_decide_pinned(&mine, rc, n_rc, w->invalid, &st, &pin, &b);
+		CHECK(b.basis == a.basis && release_cmp(b.release, a.release) == 0 &&
+		      b.healthy == a.healthy);
+		bool may = release_rule_may_campaign(&a, &mine);
+		bool want = got >= 0 && w->members[k] == got && (!mine.unhealthy || !healthy(w, got));
+		CHECK(may == want);
+		if (!may)
+			continue;
+		CHECK(campaigning < 0 || campaigning == w->members[k]);
+		campaigning = w->members[k];
+		any = true;
+	}
+	/* never newer than the pin; never older than the status's version
+	 * but in a downgrade or under a forced pin below it */
+	if (got >= 0 && w->pinned)
+		CHECK(got <= w->pinned - 1);
+	if (got >= 0 && st.valid && got < w->status / NREL)
+		CHECK(max_member(w) < w->status / NREL ||
+		      (w->pin_forced && w->pinned - 1 < w->status / NREL));
+	/* health never takes the last campaigner away, and moves only down
+	 * onto a healthy release, never below the pin's answer's floor */
+	if (base >= 0)
+		CHECK(any);
+	CHECK_INT_EQ(got, spec_pinned_health_answer(w));
+	if (w->sick == 0)
+		CHECK(got == base && !a.moved);
+	if (got != base) {
+		CHECK(a.moved && !healthy(w, base) && got < base && healthy(w, got));
+		CHECK(b0.basis != RULE_PIN_FORCED && b0.basis != RULE_REFERENCE &&
+		      b0.basis != RULE_DOWNGRADE);
+		n_moved++;
+	}
+}
+
 /* every multiset of n members over NREL releases (non-decreasing indices) */
 static void each_members(struct world *w, int k, int from, void (*fn)(struct world *))
 {
@@ -552,6 +639,23 @@ static void each_status_health(struct world *w)
 	for (w->status = -2; w->status < NREL * NREL; w->status++)
 		for (w->sick = 0; w->sick < (1u << w->n_members); w->sick++)
 			check_world_health(w);
+	w->sick = 0;
+}
+
+static void each_pin_health(struct world *w)
+{
+	for (w->pinned = 1; w->pinned <= NREL; w->pinned++)
+		for (int f = 0; f <= 1; f++) {
+			w->pin_forced = f;
+			for (w->status = -2; w->status < NREL * NREL; w->status++) {
+				if (f && !(w->status >= 0 && w->pinned - 1 < w->status / NREL))
+					continue;
+				for (w->sick = 0; w->sick < (1u << w->n_members); w->sick++)
+					check_world_pinned_health(w);
+			}
+		}
+	w->pinned = 0;
+	w->pin_forced = false;
 	w->sick = 0;
 }
 
@@ -649,6 +753,17 @@ static void test_release_rule_pinned(void)
 	printf("# %llu pinned worlds with members of an older leasehold checked\n", n_worlds);
 }
 
+static void test_release_rule_pinned_health(void)
+{
+	n_worlds = n_moved = 0;
+	max_members = 3; /* as for health alone */
+	each_world(each_pin_health, true, false);
+	max_members = MAXM;
+	printf("# %llu pinned worlds with health checked; health moved the pinned answer down in "
+	       "%llu\n", n_worlds, n_moved);
+	CHECK(n_moved > 0);
+}
+
 /* the pin's sentences: 1.0.0 and 2.0.0 (incompatible) members, status DONE 1.0.0 */
 static void test_release_rule_pin_explain(void)
 {
@@ -725,5 +840,6 @@ int main(void)
 	RUN(test_release_rule_explain);
 	RUN(test_release_rule_pinned);
 	RUN(test_release_rule_pin_explain);
+	RUN(test_release_rule_pinned_health);
 	return 0;
 }
