@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +23,23 @@
 #include "ctl/ctl_client.h"
 #include "ctl/ctl_views.h"
 #include "lh_install_dirs.h"
+
+int ctl_vfail(int code, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "leaseholdctl: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	return code;
+}
+
+int ctl_fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	ctl_vfail(code, fmt, ap);
+	va_end(ap);
+	return code;
+}
 
 int ctl_find_control(const char *control, const char *config, char *buf, size_t len,
 		     const char **ret_url)

@@ -2,8 +2,9 @@
 /*
  * ctl_client.h - leaseholdctl's way to the daemon, shared by every verb
  * (ctl_main.c, ctl_plugin_config.c): finding the control socket as the
- * daemon finds it, one request/reply over it, and what a non-OK reply
- * means (a message on stderr and the exit code, ctl.h).
+ * daemon finds it, one request/reply over it, what a non-OK reply means
+ * (a message on stderr and the exit code, ctl.h), and the one form every
+ * verb's errors take (ctl_fail).
  *
  * Everything printed from the daemon goes through ctl_clean(). Threading:
  * the CLI's one thread.
@@ -11,11 +12,19 @@
 #ifndef LH_CTL_CLIENT_H
 #define LH_CTL_CLIENT_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "proto/control.pb-c.h"
+
+/* ctl_fail - print "leaseholdctl: MESSAGE" (a line) to stderr, the one
+ * form every verb's errors take; returns code, for `return ctl_fail(...)` */
+int ctl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* ctl_vfail - ctl_fail with the arguments in ap (for a caller that adds to
+ * the message, as ctl_usage_error does) */
+int ctl_vfail(int code, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* ctl_find_control - the daemon's control socket, found as the daemon finds it
  * (control_url_resolve): --control, $LEASEHOLD_CONTROL, the `control` key of

@@ -396,11 +396,9 @@ void ctl_commands_print_roles_help(FILE *out)
 int ctl_usage_error(const struct command *cmd, const char *fmt, ...)
 {
 	va_list ap;
-	fprintf(stderr, "leaseholdctl: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	ctl_vfail(EXIT_ERR, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\n");
 	char usage[256];
 	if (cmd)
 		fprintf(stderr, "Usage: leaseholdctl [--control URL] %s\n",

@@ -20,7 +20,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <spawn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,18 +57,6 @@ struct where {
 	const struct ctl_etcd_opts *etcd; /* NULL: the daemon */
 	bool force; /* --force: write even for a plugin that has never run */
 };
-
-static int ctl_plugin_config_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int ctl_plugin_config_fail(int code, const char *fmt, ...)
-{
-	va_list ap;
-	fprintf(stderr, "leaseholdctl: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n");
-	return code;
-}
 
 static const char *ctl_plugin_config_help_of(const char *sub)
 {
@@ -126,7 +113,7 @@ static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 				if (i + 1 >= argc) {
 					if (!is_config)
 						return 0; /* ctl_main.c reports it */
-					ctl_plugin_config_fail(EXIT_ERR, "option %s needs a value", a);
+					ctl_fail(EXIT_ERR, "option %s needs a value", a);
 					return -1;
 				}
 				*ctl_plugin_config_etcd_opt(o, a) = argv[++i];
@@ -135,7 +122,7 @@ static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 				if (i + 1 >= argc) {
 					if (!is_config)
 						return 0; /* ctl_main.c reports it */
-					ctl_plugin_config_fail(EXIT_ERR, "option %s needs a value", a);
+					ctl_fail(EXIT_ERR, "option %s needs a value", a);
 					return -1;
 				}
 				if (strcmp(a, "--control") == 0)
@@ -164,9 +151,9 @@ static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 			else if (strcmp(a, "--force") == 0)
 				o->force = true;
 			else if (is_config) {
-				ctl_plugin_config_fail(EXIT_ERR,
-				     "unknown option '%s' (see leaseholdctl help config %s)", a,
-				     n > 1 ? pos[1] : "get");
+				ctl_fail(EXIT_ERR,
+					 "unknown option '%s' (see leaseholdctl help config %s)", a,
+					 n > 1 ? pos[1] : "get");
 				return -1;
 			}
 			continue;
@@ -175,7 +162,7 @@ static int ctl_plugin_config_parse(int argc, char **argv, struct config_opts *o)
 			return 0; /* another command: ctl_main.c's */
 		is_config = true;
 		if (n >= 4) {
-			ctl_plugin_config_fail(EXIT_ERR, "unexpected argument '%s'", a);
+			ctl_fail(EXIT_ERR, "unexpected argument '%s'", a);
 			return -1;
 		}
 		pos[n++] = a;
@@ -192,9 +179,9 @@ static int ctl_plugin_config_check(struct config_opts *o, const char *const *pos
 	if ((o->help || o->version) && n < 2)
 		return 1; /* config --help: the group's help (o->sub NULL) */
 	if (n < 2 || (strcmp(pos[1], "get") && strcmp(pos[1], "set") && strcmp(pos[1], "edit"))) {
-		ctl_plugin_config_fail(EXIT_ERR, "config: want a subcommand: get, set or edit\n"
-			       "Usage: leaseholdctl config get NAME [-o json] | set NAME FILE|- "
-			       "[--revision R] [--force] | edit NAME [--force]");
+		ctl_fail(EXIT_ERR, "config: want a subcommand: get, set or edit\n"
+				   "Usage: leaseholdctl config get NAME [-o json] | set NAME FILE|- "
+				   "[--revision R] [--force] | edit NAME [--force]");
 		return -1;
 	}
 	o->sub = pos[1];
@@ -202,22 +189,25 @@ static int ctl_plugin_config_check(struct config_opts *o, const char *const *pos
 		return 1;
 	size_t want = strcmp(o->sub, "set") == 0 ? 4 : 3;
 	if (n != want) {
-		ctl_plugin_config_fail(EXIT_ERR, "config %s: %s\n%s", o->sub,
-		     n < want ? "missing argument" : "unexpected argument", ctl_plugin_config_help_of(o->sub));
+		ctl_fail(EXIT_ERR, "config %s: %s\n%s", o->sub,
+			 n < want ? "missing argument" : "unexpected argument",
+			 ctl_plugin_config_help_of(o->sub));
 		return -1;
 	}
 	o->name = pos[2];
 	o->file = n > 3 ? pos[3] : NULL;
 	if (!loader_name_valid(o->name)) {
-		ctl_plugin_config_fail(EXIT_ERR,
-		     "invalid plugin name '%.64s' (allowed: [a-z0-9_-], 1 to %d characters)",
-		     o->name, LH_PLUGIN_NAME_MAX);
+		ctl_fail(EXIT_ERR,
+			 "invalid plugin name '%.64s' (allowed: [a-z0-9_-], 1 to %d characters)",
+			 o->name, LH_PLUGIN_NAME_MAX);
 		return -1;
 	}
 	if ((o->json && strcmp(o->sub, "get") != 0) ||
 	    (o->revision && strcmp(o->sub, "set") != 0) || (o->force && strcmp(o->sub, "get") == 0)) {
-		ctl_plugin_config_fail(EXIT_ERR, "config %s does not take %s", o->sub,
-		     o->json ? "--json" : o->revision ? "--revision" : "--force");
+		ctl_fail(EXIT_ERR, "config %s does not take %s", o->sub,
+			 o->json       ? "--json"
+			 : o->revision ? "--revision"
+				       : "--force");
 		return -1;
 	}
 	return 1;
@@ -240,7 +230,7 @@ static int ctl_plugin_config_ask(const struct where *w, Leasehold__Control__Kind
 	req.force = kind == LEASEHOLD__CONTROL__KIND__KIND_CONFIG_SET && w->force;
 	size_t blen = leasehold__control__request__get_packed_size(&req);
 	if (!(buf = malloc(blen ? blen : 1)))
-		return ctl_plugin_config_fail(EXIT_ERR, "out of memory");
+		return ctl_fail(EXIT_ERR, "out of memory");
 	leasehold__control__request__pack(&req, buf);
 	*ret_resp = NULL;
 	int r;
@@ -267,9 +257,9 @@ static int ctl_plugin_config_ask(const struct where *w, Leasehold__Control__Kind
 	}
 	Response *resp = *ret_resp;
 	if (resp->code == LEASEHOLD__CONTROL__CODE__CODE_CONFLICT)
-		return ctl_plugin_config_fail(CTL_EXIT_CONFLICT, "%s", resp->message);
+		return ctl_fail(CTL_EXIT_CONFLICT, "%s", resp->message);
 	if (resp->code == LEASEHOLD__CONTROL__CODE__CODE_BAD_REQUEST)
-		return ctl_plugin_config_fail(EXIT_ERR, "%s", resp->message);
+		return ctl_fail(EXIT_ERR, "%s", resp->message);
 	return ctl_check_code(resp, false);
 }
 
@@ -279,21 +269,21 @@ static int ctl_plugin_config_read_doc(const char *file, char **ret, size_t *ret_
 	char why[400];
 	if (strcmp(file, "-") != 0) {
 		if (plugin_config_doc_read_file(file, ret, ret_len, why, sizeof(why)) < 0)
-			return ctl_plugin_config_fail(EXIT_ERR, "%s; nothing written", why);
+			return ctl_fail(EXIT_ERR, "%s; nothing written", why);
 		return EXIT_OK;
 	}
 	char *b = malloc(PLUGIN_CONFIG_MAX + 2);
 	size_t n = 0;
 	if (!b)
-		return ctl_plugin_config_fail(EXIT_ERR, "out of memory");
+		return ctl_fail(EXIT_ERR, "out of memory");
 	n = fread(b, 1, PLUGIN_CONFIG_MAX + 1, stdin);
 	if (ferror(stdin)) {
 		free(b);
-		return ctl_plugin_config_fail(EXIT_ERR, "cannot read stdin");
+		return ctl_fail(EXIT_ERR, "cannot read stdin");
 	}
 	if (plugin_config_doc_check(b, n, why, sizeof(why)) < 0) {
 		free(b);
-		return ctl_plugin_config_fail(EXIT_ERR, "stdin: %s; nothing written", why);
+		return ctl_fail(EXIT_ERR, "stdin: %s; nothing written", why);
 	}
 	b[n] = 0;
 	*ret = b;
@@ -392,8 +382,9 @@ static int ctl_plugin_config_cmd_set(const struct where *w, const struct config_
 		errno = 0;
 		long long v = strtoll(o->revision, &end, 10);
 		if (errno || !end || *end || end == o->revision || v < 0)
-			return ctl_plugin_config_fail(EXIT_ERR, "invalid --revision '%.32s' (an etcd revision, >= 0)",
-				    o->revision);
+			return ctl_fail(EXIT_ERR,
+					"invalid --revision '%.32s' (an etcd revision, >= 0)",
+					o->revision);
 		rev = (int64_t)v;
 	}
 	if ((ret = ctl_plugin_config_read_doc(o->file, &doc, &len)) != EXIT_OK)
@@ -424,13 +415,14 @@ static int ctl_plugin_config_run_editor(const char *path)
 	int st;
 	int r = posix_spawnp(&pid, "sh", NULL, NULL, args, environ);
 	if (r != 0)
-		return ctl_plugin_config_fail(EXIT_ERR, "cannot start the editor (%s): %s", ed, strerror(r));
+		return ctl_fail(EXIT_ERR, "cannot start the editor (%s): %s", ed, strerror(r));
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
-			return ctl_plugin_config_fail(EXIT_ERR, "waiting for the editor: %s", strerror(errno));
+			return ctl_fail(EXIT_ERR, "waiting for the editor: %s", strerror(errno));
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return ctl_plugin_config_fail(EXIT_ERR, "the editor (%s) failed; nothing written (the edit is in %s)",
-			    ed, path);
+		return ctl_fail(EXIT_ERR,
+				"the editor (%s) failed; nothing written (the edit is in %s)", ed,
+				path);
 	return EXIT_OK;
 }
 
@@ -467,8 +459,8 @@ static int ctl_plugin_config_cmd_edit(const struct where *w, const struct config
 	size_t len = 0;
 	int ret;
 	if (!isatty(STDIN_FILENO))
-		return ctl_plugin_config_fail(EXIT_ERR, "config edit needs a terminal (stdin is not one); use "
-				      "'config get' and 'config set' instead");
+		return ctl_fail(EXIT_ERR, "config edit needs a terminal (stdin is not one); use "
+					  "'config get' and 'config set' instead");
 	if ((ret = ctl_plugin_config_ask(w, LEASEHOLD__CONTROL__KIND__KIND_CONFIG_GET, o->name, NULL, 0, 0, &r)) !=
 	    EXIT_OK) {
 		if (r)
@@ -483,8 +475,8 @@ static int ctl_plugin_config_cmd_edit(const struct where *w, const struct config
 		 o->name);
 	int fd = mkstemps(path, 5);
 	if (fd < 0 || ctl_plugin_config_write_all(fd, start ? start : "", start_len) < 0 || close(fd) < 0) {
-		ret =
-		    ctl_plugin_config_fail(EXIT_ERR, "cannot write a temporary file (%s): %s", path, strerror(errno));
+		ret = ctl_fail(EXIT_ERR, "cannot write a temporary file (%s): %s", path,
+			       strerror(errno));
 		leasehold__control__response__free_unpacked(r, NULL);
 		return ret;
 	}
@@ -504,7 +496,8 @@ static int ctl_plugin_config_cmd_edit(const struct where *w, const struct config
 			fprintf(stderr, "leaseholdctl: %s\n", why);
 			if (ctl_plugin_config_again())
 				continue;
-			ret = ctl_plugin_config_fail(EXIT_ERR, "aborted; nothing written (the edit is in %s)", path);
+			ret = ctl_fail(EXIT_ERR, "aborted; nothing written (the edit is in %s)",
+				       path);
 			break;
 		}
 		ret = ctl_plugin_config_put(w, o->name, doc, len, rev);
@@ -538,10 +531,10 @@ int ctl_config_main(int argc, char **argv)
 	}
 	struct where w = {.url = url, .etcd = o.etcd.endpoints ? &o.etcd : NULL, .force = o.force};
 	if (w.etcd && (o.control || o.config))
-		return ctl_plugin_config_fail(EXIT_ERR, "--etcd excludes --control and --config");
+		return ctl_fail(EXIT_ERR, "--etcd excludes --control and --config");
 	if (!w.etcd && (o.etcd.cacert || o.etcd.cert || o.etcd.key || o.etcd.user || o.etcd.prefix))
-		return ctl_plugin_config_fail(EXIT_ERR, "--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and "
-				      "--prefix need --etcd (observer mode)");
+		return ctl_fail(EXIT_ERR, "--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and "
+					  "--prefix need --etcd (observer mode)");
 	if (!w.etcd && (r = ctl_control_url(o.control, o.config, url, sizeof(url))) != EXIT_OK)
 		return r;
 	if (strcmp(o.sub, "get") == 0)

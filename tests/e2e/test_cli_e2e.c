@@ -29,9 +29,7 @@
 #include <json-c/json.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
-#include "testutil.h"
+#include "e2e_fixture.h"
 
 #define PFX "/lhcli"
 #define PFX_EV "/lhcli-ev"
@@ -41,45 +39,11 @@ static struct harness_etcd *g_etcd;
 static struct tu T;
 static struct observer *g_obs10; /* a 1.0.0 consumer of PFX/reconciler */
 static struct host A, B, C, D;
-static bool g_done;
 
-static const char *const HOST_ARGS[] = {
-    "--prefix", PFX,	       "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval",
-    "1h",	"--log-level", "debug", NULL};
-static const char *const HOST_ARGS_EV[] = {
-    "--prefix", PFX_EV,	       "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval",
-    "1h",	"--log-level", "debug", NULL};
-
-static void dump_on_failure(void)
-{
-	if (!g_done)
-		hosts_dump_logs();
-}
-
-static struct host *host_by_node(const char *n)
-{
-	CHECK(n != NULL);
-	if (strcmp(n, A.node) == 0)
-		return &A;
-	CHECK_STR_EQ(n, B.node);
-	return &B;
-}
+static const char *const HOST_ARGS[] = {HOST_TEST_ARGS(PFX), "--log-level", "debug", NULL};
+static const char *const HOST_ARGS_EV[] = {HOST_TEST_ARGS(PFX_EV), "--log-level", "debug", NULL};
 
 /* ---- JSON helpers ---- */
-
-static bool jbool(json_object *o, const char *path)
-{
-	json_object *v = jget(o, path);
-	CHECK(v && json_object_is_type(v, json_type_boolean));
-	return json_object_get_boolean(v);
-}
-
-static int64_t jint(json_object *o, const char *path)
-{
-	json_object *v = jget(o, path);
-	CHECK(v && json_object_is_type(v, json_type_int));
-	return json_object_get_int64(v);
-}
 
 static bool jnull(json_object *o, const char *path)
 {
@@ -441,13 +405,9 @@ static void wait_ready_ok(const struct host *h, const char *timeout)
 static void test_plugins_status_members_on_two_hosts(void)
 {
 	tu_del_prefix(&T, PFX "/");
-	host_install_plugin(&A, "1.0.0", "reconciler.so");
-	host_install_plugin(&B, "1.0.0", "reconciler.so");
-	host_start(&A, harness_etcd_urls(g_etcd), HOST_ARGS);
-	host_start(&B, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_members(g_obs10, 2, 15000);
-	obs_wait_status_done(g_obs10, REL(1, 0, 0), 15000);
-	struct host *L = host_by_node(obs_leader(g_obs10)), *O = L == &A ? &B : &A;
+	e2e_hosts_up(g_obs10, harness_etcd_urls(g_etcd), HOST_ARGS,
+		     (struct host *const[]){&A, &B, NULL}, false);
+	struct host *L = host_of_node(obs_leader(g_obs10)), *O = L == &A ? &B : &A;
 	fprintf(stderr, "leader: %s\n", L->node);
 
 	/* each daemon says ready (an event on the daemon's side) */
@@ -497,7 +457,7 @@ static void test_plugins_status_members_on_two_hosts(void)
 
 static void test_wait_ready_across_a_rolling_upgrade(void)
 {
-	struct host *L = host_by_node(obs_leader(g_obs10)), *S = L == &A ? &B : &A;
+	struct host *L = host_of_node(obs_leader(g_obs10)), *S = L == &A ? &B : &A;
 
 	/* the standby first: 1.1.0 takes over at once, and still serves the
 	 * 1.0.0 status (its min_reconciler_release is 1.0.0) */
@@ -896,14 +856,7 @@ static void test_leader_is_marked_stale_without_a_session(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs10 = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
-	host_setup(&C, harness_dir(g_etcd), "c");
-	host_setup(&D, harness_dir(g_etcd), "d");
-	atexit(dump_on_failure);
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, &C, &D, NULL}, &g_obs10, PFX, PLUGIN);
 
 	RUN(test_plugins_status_members_on_two_hosts);
 	RUN(test_wait_ready_across_a_rolling_upgrade);
@@ -921,9 +874,6 @@ int main(void)
 	CHECK_OK(host_wait(&B, 10000));
 	CHECK_INT_EQ(A.exit_status, 0);
 	CHECK_INT_EQ(B.exit_status, 0);
-	g_done = true;
-	obs_free(g_obs10);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs10);
 	return CHECK_EXIT();
 }

@@ -22,10 +22,8 @@
 #include <json-c/json.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
+#include "e2e_fixture.h"
 #include "election/election_node_record.h"
-#include "testutil.h"
 
 #define PFX "/lhv"
 #define PLUGIN "reconciler"
@@ -35,8 +33,7 @@ static struct harness_etcd *g_etcd;
 static struct tu T;
 static struct host A, B;
 
-static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                                   "--reconcile-interval", "1h", NULL};
+static const char *const ARGS[] = {HOST_TEST_ARGS(PFX), NULL};
 
 /* node's record as etcd holds it: its kv version (number of writes since it
  * was created; 0 = absent) and, into *ret_state, its "state" */
@@ -321,10 +318,7 @@ static void test_record_goes_with_the_lease(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, NULL}, NULL, NULL, NULL);
 
 	RUN(test_cluster_view);
 	RUN(test_written_on_change_only);
@@ -334,7 +328,6 @@ int main(void)
 	host_signal(&A, SIGTERM);
 	CHECK_OK(host_wait(&A, 15000));
 	CHECK_INT_EQ(A.exit_status, 0);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, NULL);
 	return 0;
 }

@@ -24,10 +24,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
+#include "e2e_fixture.h"
 #include "invariants.h"
-#include "testutil.h"
 
 #define PFX "/lh40"
 #define PLUGIN "controller40"
@@ -38,29 +36,14 @@ static struct tu T;
 static struct observer *g_obs;
 static struct host A, B;
 
-static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                                   "--reconcile-interval", "1h", NULL};
+static const char *const ARGS[] = {HOST_TEST_ARGS(PFX), NULL};
 
-struct want {
-	const char *key, *value; /* value NULL: the key is absent */
-};
-
-static bool p_value(void *arg)
-{
-	const struct want *w = arg;
-	size_t len;
-	char *v = (char *)tu_get(&T, w->key, &len);
-	bool ok = w->value ? v && strcmp(v, w->value) == 0 : v == NULL;
-	free(v);
-	return ok;
-}
-
+/* wait until output name holds value (NULL: is gone) */
 static void wait_value(const char *name, const char *value, const char *what)
 {
 	char key[256];
 	snprintf(key, sizeof(key), DATA "out/%s", name);
-	struct want w = {key, value};
-	tu_wait(&T, p_value, &w, 20000, what);
+	tu_wait_value(&T, key, value, 20000, what);
 }
 
 static void put_input(const char *name, const char *value)
@@ -169,11 +152,7 @@ static void test_no_output_flips_back(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &H));
-	tu_init(&T, harness_etcd_urls(H));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(H), "a");
-	host_setup(&B, harness_dir(H), "b");
+	e2e_start(&H, &T, (struct host *const[]){&A, &B, NULL}, &g_obs, PFX, PLUGIN);
 
 	RUN(test_outputs_follow_inputs_and_config);
 	RUN(test_failover_keeps_acting);
@@ -186,8 +165,6 @@ int main(void)
 	CHECK_OK(host_wait(&B, 15000));
 	CHECK_INT_EQ(A.exit_status, 0);
 	CHECK_INT_EQ(B.exit_status, 0);
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(H);
+	e2e_stop(H, &T, g_obs);
 	return 0;
 }

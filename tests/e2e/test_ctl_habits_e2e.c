@@ -31,6 +31,7 @@
 #include <json-c/json.h>
 
 #include "check.h"
+#include "e2e_fixture.h"
 #include "election/election.h"
 #include "harness.h"
 #include "hosts.h"
@@ -44,17 +45,9 @@ static struct harness_etcd *g_etcd;
 static struct tu T;
 static struct observer *g_obs;
 static struct host A;
-static bool g_done;
 static int g_http_port;
 static char g_http_addr[64];
-static const char *g_args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-			       "--reconcile-interval", "1h", "--http", g_http_addr, NULL};
-
-static void dump_on_failure(void)
-{
-	if (!g_done)
-		hosts_dump_logs();
-}
+static const char *g_args[] = {HOST_TEST_ARGS(PFX), "--http", g_http_addr, NULL};
 
 /* count_lines_over - lines of s longer than w bytes */
 static int count_lines_over(const char *s, size_t w)
@@ -487,11 +480,7 @@ int main(void)
 	CHECK_OK(harness_free_ports(port, 1));
 	g_http_port = port[0];
 	snprintf(g_http_addr, sizeof(g_http_addr), "127.0.0.1:%d", g_http_port);
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	atexit(dump_on_failure);
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, NULL}, &g_obs, PFX, PLUGIN);
 	host_install_plugin(&A, "1.0.0", "reconciler.so");
 	host_start(&A, harness_etcd_urls(g_etcd), g_args);
 	obs_wait_leader(g_obs, "a", 15000);
@@ -508,9 +497,6 @@ int main(void)
 
 	host_signal(&A, SIGTERM);
 	CHECK_OK(host_wait(&A, 15000));
-	g_done = true;
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs);
 	return CHECK_EXIT();
 }

@@ -36,22 +36,7 @@ static struct election *g_obs10, *g_obs11; /* observers of release 1.0.0 and 1.1
 static struct session *g_obs_sess;
 static struct host A, B;
 
-static const char *const HOST_ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                                        "--reconcile-interval", "1h", "--log-level", "debug",
-                                        NULL};
-
-static void obs_up(void *ud, int64_t l)
-{
-	(void)ud;
-	(void)l;
-}
-static void obs_lost(void *ud, int64_t l, const char *w)
-{
-	(void)ud;
-	(void)l;
-	(void)w;
-}
-static const struct session_ops obs_ops = {.up = obs_up, .lost = obs_lost};
+static const char *const HOST_ARGS[] = {HOST_TEST_ARGS(PFX), "--log-level", "debug", NULL};
 
 static struct election *observer(struct plugin_releases rel)
 {
@@ -292,7 +277,7 @@ int main(void)
 {
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
 	tu_init(&T, harness_etcd_urls(g_etcd));
-	CHECK_OK(session_new(T.loop, T.etcd, 10, &obs_ops, NULL, &g_obs_sess));
+	CHECK_OK(session_new(T.loop, T.etcd, 10, &host_quiet_session_ops, NULL, &g_obs_sess));
 	g_obs10 = observer((struct plugin_releases){{1, 0, 0}, {1, 0, 0}, {1, 0, 0}});
 	g_obs11 = observer((struct plugin_releases){{1, 1, 0}, {1, 0, 0}, {1, 1, 0}});
 	host_setup(&A, harness_dir(g_etcd), "a");

@@ -21,10 +21,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
+#include "e2e_fixture.h"
 #include "invariants.h"
-#include "testutil.h"
 
 #define PFX "/lhxc"
 #define PLUGIN "reconciler"
@@ -35,28 +33,7 @@ static struct tu T;
 static struct observer *g_obs;
 static struct host A, B;
 
-static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                                   "--reconcile-interval", "1h", NULL};
-
-struct want {
-	const char *key, *value;
-};
-
-static bool p_value(void *arg)
-{
-	const struct want *w = arg;
-	size_t len;
-	char *v = (char *)tu_get(&T, w->key, &len);
-	bool ok = w->value ? v && strcmp(v, w->value) == 0 : v == NULL;
-	free(v);
-	return ok;
-}
-
-static void wait_value(const char *key, const char *value, const char *what)
-{
-	struct want w = {key, value};
-	tu_wait(&T, p_value, &w, 20000, what);
-}
+static const char *const ARGS[] = {HOST_TEST_ARGS(PFX), NULL};
 
 static const char *write_file(const char *name, const char *text)
 {
@@ -82,8 +59,8 @@ static void test_label_follows_config(void)
 	host_wait_state(&B, PLUGIN, "campaigning", true, 15000);
 	tu_put(&T, DATA "desired/k1", "one", 3);
 	tu_put(&T, DATA "desired/k2", "two", 3);
-	wait_value(DATA "out/k1", "value=one", "out/k1 without a label");
-	wait_value(DATA "out/k2", "value=two", "out/k2 without a label");
+	tu_wait_value(&T, DATA "out/k1", "value=one", 20000, "out/k1 without a label");
+	tu_wait_value(&T, DATA "out/k2", "value=two", 20000, "out/k2 without a label");
 
 	/* refused by the plugin (runs on b too: any node validates) */
 	CHECK_INT_EQ(host_ctl(&B, &o, "config", "set", PLUGIN,
@@ -96,15 +73,18 @@ static void test_label_follows_config(void)
 	                      NULL),
 	             0);
 	ctl_out_free(&o);
-	wait_value(DATA "out/k1", "value=one;label=blue", "the leader relabels out/k1");
-	wait_value(DATA "out/k2", "value=two;label=blue", "the leader relabels out/k2");
+	tu_wait_value(&T, DATA "out/k1", "value=one;label=blue", 20000,
+		      "the leader relabels out/k1");
+	tu_wait_value(&T, DATA "out/k2", "value=two;label=blue", 20000,
+		      "the leader relabels out/k2");
 
 	/* a handover: b leads with the label it took as a standby */
 	host_signal(&A, SIGTERM);
 	CHECK_OK(host_wait(&A, 15000));
 	obs_wait_leader(g_obs, "b", 15000);
 	tu_put(&T, DATA "desired/k1", "uno", 3);
-	wait_value(DATA "out/k1", "value=uno;label=blue", "the new leader acts on the input");
+	tu_wait_value(&T, DATA "out/k1", "value=uno;label=blue", 20000,
+		      "the new leader acts on the input");
 
 	/* observer mode: no plugin validates; a good label still applies */
 	const char *argv[] = {"--etcd", harness_etcd_urls(H), "--prefix", PFX, "config", "set",
@@ -112,11 +92,14 @@ static void test_label_follows_config(void)
 	ctl_run(&o, NULL, argv);
 	CHECK_INT_EQ(o.status, 0);
 	ctl_out_free(&o);
-	wait_value(DATA "out/k1", "value=uno;label=green-2", "the new leader relabels out/k1");
-	wait_value(DATA "out/k2", "value=two;label=green-2", "the new leader relabels out/k2");
+	tu_wait_value(&T, DATA "out/k1", "value=uno;label=green-2", 20000,
+		      "the new leader relabels out/k1");
+	tu_wait_value(&T, DATA "out/k2", "value=two;label=green-2", 20000,
+		      "the new leader relabels out/k2");
 	/* no configuration: no label */
 	tu_del(&T, PFX "/" PLUGIN "/config");
-	wait_value(DATA "out/k2", "value=two", "the label goes with the configuration");
+	tu_wait_value(&T, DATA "out/k2", "value=two", 20000,
+		      "the label goes with the configuration");
 
 	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
 	host_signal(&B, SIGTERM);
@@ -126,16 +109,10 @@ static void test_label_follows_config(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &H));
-	tu_init(&T, harness_etcd_urls(H));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(H), "a");
-	host_setup(&B, harness_dir(H), "b");
+	e2e_start(&H, &T, (struct host *const[]){&A, &B, NULL}, &g_obs, PFX, PLUGIN);
 
 	RUN(test_label_follows_config);
 
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(H);
+	e2e_stop(H, &T, g_obs);
 	return 0;
 }

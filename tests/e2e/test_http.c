@@ -32,12 +32,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/loop.h"
 #include "check.h"
+#include "e2e_fixture.h"
 #include "harness.h"
 #include "hosts.h"
 #include "http/http.h"
 #include "http_client.h"
-#include "base/loop.h"
 #include "testutil.h"
 
 #define PFX "/lhhttp"
@@ -51,9 +52,7 @@ static char addr_a[64], addr_b[64];
 
 static void start(struct host *h, const char *addr)
 {
-	const char *args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-	                      "--reconcile-interval", "1h", "--log-level", "debug",
-	                      "--http", addr, NULL};
+	const char *args[] = {HOST_TEST_ARGS(PFX), "--log-level", "debug", "--http", addr, NULL};
 	host_start(h, harness_etcd_urls(g_etcd), args);
 }
 
@@ -519,11 +518,7 @@ static void test_flood_keeps_keepalives(void)
 int main(void)
 {
 	CHECK(curl_global_init(CURL_GLOBAL_DEFAULT) == 0);
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, "reconciler", REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, NULL}, &g_obs, PFX, "reconciler");
 	int ports[2];
 	CHECK_OK(harness_free_ports(ports, 2));
 	PA = ports[0];
@@ -537,8 +532,7 @@ int main(void)
 	RUN(test_hostile_input);
 	RUN(test_flood_keeps_keepalives);
 
-	obs_free(g_obs);
-	tu_fini(&T);
+	e2e_stop(g_etcd, &T, g_obs);
 	curl_global_cleanup();
 	return CHECK_EXIT();
 }

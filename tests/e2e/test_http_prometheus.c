@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "files.h"
 #include "harness.h"
 #include "hosts.h"
 #include "http_client.h"
@@ -85,18 +86,6 @@ static int run_tool(const char *const *argv, const char *in_path, const char *ou
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	CHECK(f != NULL);
-	char *s = calloc(1, 65536);
-	CHECK(s != NULL);
-	size_t n = fread(s, 1, 65535, f);
-	s[n] = 0;
-	fclose(f);
-	return s;
-}
-
 static void lint(int port, const char *promtool)
 {
 	struct http_reply r;
@@ -111,7 +100,7 @@ static void lint(int port, const char *promtool)
 	http_reply_free(&r);
 	const char *argv[] = {promtool, "check", "metrics", NULL};
 	int code = run_tool(argv, in, out);
-	char *said = slurp(out);
+	char *said = test_read_file(out);
 	if (code != 0 || said[0]) {
 		fprintf(stderr, "promtool check metrics (port %d) exited %d:\n%s\n", port, code, said);
 		exit(1);
@@ -123,8 +112,7 @@ static void start(struct host *h, int port)
 {
 	char addr[64];
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-	const char *args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-	                      "--reconcile-interval", "1h", "--http", addr, NULL};
+	const char *args[] = {HOST_TEST_ARGS(PFX), "--http", addr, NULL};
 	host_start(h, harness_etcd_urls(g_etcd), args);
 }
 
@@ -184,7 +172,7 @@ static void start_prometheus(const char *prometheus)
 	tu_wait(&T, p_prom_up, NULL, 60000, "Prometheus ready (/-/ready)");
 	if (g_prom_exited) {
 		g_prom = 0;
-		char *log = slurp(logp);
+		char *log = test_read_file(logp);
 		printf("SKIP: prometheus cannot run here (it exited):\n%s\n", log);
 		free(log);
 		exit(77);

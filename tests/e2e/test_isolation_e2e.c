@@ -19,9 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
-#include "testutil.h"
+#include "e2e_fixture.h"
 
 #define PFX "/lhiso"
 #define PLUGIN "reconciler"
@@ -171,11 +169,7 @@ int main(void)
 {
 	const char *b = getenv("LH_BUILDDIR");
 	snprintf(g_worker, sizeof(g_worker), "%s/leasehold-worker", b && *b ? b : ".");
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, NULL}, &g_obs, PFX, PLUGIN);
 
 	RUN(test_plugin_runs_in_a_worker_process);
 	RUN(test_per_plugin_isolation_flag);
@@ -187,8 +181,6 @@ int main(void)
 	CHECK_OK(host_wait(&A, 15000));
 	CHECK_OK(host_wait(&B, 15000));
 	CHECK_INT_EQ(B.exit_status, 0);
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs);
 	return CHECK_EXIT();
 }

@@ -87,8 +87,7 @@ int main(void)
 	snprintf(so, sizeof(so), "%s/tests/plugins/.libs/keyed.so", getenv("LH_BUILDDIR"));
 	host_install_file(&A, so, "keyed.so", 0644);
 	host_install_plugin(&A, "1.0.0", "reconciler.so");
-	const char *args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-	                      "--reconcile-interval", "1h", "--http", addr, NULL};
+	const char *args[] = {HOST_TEST_ARGS(PFX), "--http", addr, NULL};
 	host_start(&A, harness_etcd_urls(g_etcd), args);
 
 	char key[128], val[64];

@@ -22,10 +22,8 @@
 #include <json-c/json.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
+#include "e2e_fixture.h"
 #include "proto/leasehold.pb-c.h"
-#include "testutil.h"
 
 #define PFX "/lhm"
 #define PLUGIN "reconciler"
@@ -36,8 +34,7 @@ static struct tu T;
 static struct observer *g_obs;
 static struct host A, B, C;
 
-static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                                   "--reconcile-interval", "1h", NULL};
+static const char *const ARGS[] = {HOST_TEST_ARGS(PFX), NULL};
 
 static bool member_record(const char *node)
 {
@@ -211,12 +208,7 @@ static void test_sigterm_keeps_leave_deletes(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
-	host_setup(&C, harness_dir(g_etcd), "c");
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, &C, NULL}, &g_obs, PFX, PLUGIN);
 
 	RUN(test_dead_old_node_holds_back_until_forgotten);
 	RUN(test_live_candidate_is_not_forgotten);
@@ -225,8 +217,6 @@ int main(void)
 	host_signal(&A, SIGTERM);
 	CHECK_OK(host_wait(&A, 15000));
 	CHECK_INT_EQ(A.exit_status, 0);
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs);
 	return CHECK_EXIT();
 }

@@ -52,28 +52,6 @@ static struct tu T; /* its loop paces the waits; its client stays unused */
 static struct host A, B;
 static const char *g_ca;
 
-/* post - a raw gateway request over TLS (auth setup) */
-static void post(const char *path, const char *body)
-{
-	char url[256];
-	snprintf(url, sizeof(url), "%s%s", harness_etcd_url(H, 0), path);
-	CURL *e = curl_easy_init();
-	CHECK(e != NULL);
-	FILE *sink = fopen("/dev/null", "w");
-	CHECK(sink != NULL);
-	curl_easy_setopt(e, CURLOPT_URL, url);
-	curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(e, CURLOPT_WRITEDATA, sink);
-	curl_easy_setopt(e, CURLOPT_CAINFO, g_ca);
-	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 10000L);
-	CHECK_INT_EQ(curl_easy_perform(e), CURLE_OK);
-	long code = 0;
-	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
-	CHECK_INT_EQ(code, 200);
-	fclose(sink);
-	curl_easy_cleanup(e);
-}
-
 /* obs - `leaseholdctl --etcd ... args...` (NULL-terminated), no daemon */
 static int obs(struct ctl_out *o, ...)
 {
@@ -350,9 +328,7 @@ int main(void)
 	CHECK_OK(r);
 	CHECK_OK(harness_tls_files(H, &g_ca, NULL, NULL));
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	post("/v3/auth/user/add", "{\"name\":\"root\",\"password\":\"" PASSWORD "\"}");
-	post("/v3/auth/user/grant", "{\"user\":\"root\",\"role\":\"root\"}");
-	post("/v3/auth/enable", "{}");
+	harness_etcd_enable_auth(H, PASSWORD);
 	setenv("LEASEHOLD_ETCD_PASSWORD", PASSWORD, 1); /* for the observer runs */
 	tu_init(&T, harness_etcd_urls(H));
 	host_setup(&A, harness_dir(H), "a");

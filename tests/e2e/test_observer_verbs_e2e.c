@@ -26,10 +26,8 @@
 #include <json-c/json.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
+#include "e2e_fixture.h"
 #include "invariants.h"
-#include "testutil.h"
 
 #define PFX "/lhov"
 #define PLUGIN "reconciler"
@@ -41,8 +39,7 @@ static struct tu T;
 static struct observer *g_obs;
 static struct host A, B, C;
 
-static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                                   "--reconcile-interval", "1h", NULL};
+static const char *const ARGS[] = {HOST_TEST_ARGS(PFX), NULL};
 
 /* obs - `leaseholdctl --etcd URL --prefix PFX args...` (NULL-terminated) */
 static int obs(struct ctl_out *o, ...) __attribute__((sentinel));
@@ -53,14 +50,6 @@ static int obs(struct ctl_out *o, ...)
 	int st = ctl_observer_vrun(o, harness_etcd_urls(H), PFX, NULL, ap);
 	va_end(ap);
 	return st;
-}
-
-static bool p_key_exists(void *key)
-{
-	size_t len;
-	uint8_t *v = tu_get(&T, key, &len);
-	free(v);
-	return v != NULL;
 }
 
 static bool p_campaigns(void *node)
@@ -79,7 +68,7 @@ static void refused(const char *needle, const char *to)
 	CHECK_INT_EQ(o.status, 2);
 	CHECK(strstr(o.err, "leaseholdctl: switchover refused: ") != NULL);
 	CHECK(strstr(o.err, needle) != NULL);
-	CHECK(!p_key_exists((char *)K_HANDOVER));
+	CHECK(!tu_has_key(&T, K_HANDOVER));
 	ctl_out_free(&o);
 }
 
@@ -172,7 +161,7 @@ static void test_config(void)
 	ctl_out_free(&o);
 	CHECK_INT_EQ(obs(&o, "config", "set", PLUGIN, bad, NULL), 2);
 	CHECK(strstr(o.err, "nothing written") != NULL);
-	CHECK(!p_key_exists((char *)K_CONFIG));
+	CHECK(!tu_has_key(&T, K_CONFIG));
 	ctl_out_free(&o);
 	CHECK_INT_EQ(obs(&o, "config", "set", PLUGIN, good, NULL), 0);
 	CHECK(strstr(o.out, "plugin reconciler: configuration written at revision ") != NULL);
@@ -216,12 +205,7 @@ static void test_config(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &H));
-	tu_init(&T, harness_etcd_urls(H));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(H), "a");
-	host_setup(&B, harness_dir(H), "b");
-	host_setup(&C, harness_dir(H), "c");
+	e2e_start(&H, &T, (struct host *const[]){&A, &B, &C, NULL}, &g_obs, PFX, PLUGIN);
 
 	RUN(test_switchover);
 	RUN(test_config);
@@ -233,8 +217,6 @@ int main(void)
 		CHECK_OK(host_wait(hs[i], 15000));
 		CHECK_INT_EQ(hs[i]->exit_status, 0);
 	}
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(H);
+	e2e_stop(H, &T, g_obs);
 	return 0;
 }

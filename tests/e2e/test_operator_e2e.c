@@ -46,25 +46,11 @@ static struct observer *g_obs;
 static struct jwatch *g_jw;
 static struct host A, B;
 
-static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                                   "--reconcile-interval", "1h", NULL};
-
-/* the lease of node's election key (0: it does not campaign) */
-static int64_t election_lease(const char *node)
-{
-	struct etcd_kv **kvs;
-	size_t n = tu_list(&T, PFX "/" PLUGIN "/election/", &kvs);
-	int64_t l = 0;
-	for (size_t i = 0; i < n; i++)
-		if (kvs[i]->value_len == strlen(node) && memcmp(kvs[i]->value, node, strlen(node)) == 0)
-			l = kvs[i]->lease;
-	tu_list_free(kvs, n);
-	return l;
-}
+static const char *const ARGS[] = {HOST_TEST_ARGS(PFX), NULL};
 
 static bool p_campaigns(void *a)
 {
-	return election_lease(a) != 0;
+	return tu_election_lease(&T, PFX, PLUGIN, a) != 0;
 }
 
 /* wait until needle occurs n times in h's log from byte from on */
@@ -117,14 +103,6 @@ static size_t records_between(int64_t from, int64_t to)
 		if (r[i].rev > from && r[i].rev < to)
 			k++;
 	return k;
-}
-
-static bool p_key_exists(void *key)
-{
-	size_t len;
-	uint8_t *v = tu_get(&T, key, &len);
-	free(v);
-	return v != NULL;
 }
 
 static void check_invariants(void)
@@ -313,14 +291,9 @@ static void test_history(void)
 	snprintf(key, sizeof(key), K_TERMS "%020" PRId64,
 	         json_object_get_int64(jget(p, "fencing_token")));
 	json_object_put(p);
-	tu_wait(&T, p_key_exists, key, 10000, "b's new term recorded");
+	tu_wait_key(&T, key, true, 10000, "b's new term recorded");
 
-	struct ctl_out o;
-	CHECK_INT_EQ(host_ctl(&A, &o, "history", PLUGIN, "--json", NULL), 0);
-	struct json_object *a = json_tokener_parse(o.out);
-	CHECK(a && json_object_is_type(a, json_type_array));
-	fprintf(stderr, "history: %s\n", o.out);
-	ctl_out_free(&o);
+	struct json_object *a = host_history_json(&A, PLUGIN);
 	CHECK_INT_EQ((int)json_object_array_length(a), 6);
 	term_is(a, 0, "b", NULL);              /* leads now */
 	term_is(a, 1, "b", "reload");
@@ -333,6 +306,7 @@ static void test_history(void)
 		CHECK(json_object_get_int64(jget(json_object_array_get_idx(a, i - 1), "token")) >
 		      json_object_get_int64(jget(json_object_array_get_idx(a, i), "token")));
 	json_object_put(a);
+	struct ctl_out o;
 	CHECK_INT_EQ(host_ctl(&B, &o, "history", PLUGIN, NULL), 0);
 	CHECK_INT_EQ(ctl_table_rows(o.out), 6);
 	CHECK(strstr(o.out, "lease-lost"));
@@ -424,7 +398,7 @@ static void test_garbage_records(void)
 	snprintf(key, sizeof(key), K_TERMS "%020" PRId64,
 	         json_object_get_int64(jget(p, "fencing_token")));
 	json_object_put(p);
-	tu_wait(&T, p_key_exists, key, 10000, "a's term recorded");
+	tu_wait_key(&T, key, true, 10000, "a's term recorded");
 	CHECK_INT_EQ(host_ctl(&A, &o, "history", PLUGIN, "--json", NULL), 0);
 	a = json_tokener_parse(o.out);
 	ctl_out_free(&o);

@@ -32,10 +32,8 @@
 #include <json-c/json.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
+#include "e2e_fixture.h"
 #include "invariants.h"
-#include "testutil.h"
 
 #define PLUGIN "reconciler"
 #define PFX "/lhpin"
@@ -44,8 +42,7 @@ static struct harness_etcd *g_etcd;
 static struct tu T;
 static struct observer *g_obs;
 static struct host A, B, C;
-static const char *g_args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                               "--reconcile-interval", "1h", NULL};
+static const char *g_args[] = {HOST_TEST_ARGS(PFX), NULL};
 
 /* observer - `leaseholdctl --etcd URL --prefix PFX args...` (NULL-terminated) */
 static int observer(struct ctl_out *o, ...) __attribute__((sentinel));
@@ -75,15 +72,6 @@ static bool p_terms(void *a)
 	size_t n = tu_list(&T, PFX "/" PLUGIN "/term-history/", &kvs);
 	tu_list_free(kvs, n);
 	return n == *(size_t *)a;
-}
-
-static int64_t fencing_token(const struct host *h)
-{
-	struct json_object *p = ctl_plugin_json(h, PLUGIN);
-	CHECK(p != NULL);
-	int64_t t = json_object_get_int64(jget(p, "fencing_token"));
-	json_object_put(p);
-	return t;
 }
 
 static size_t terms(const struct host *h, char *last_end, size_t len)
@@ -131,7 +119,7 @@ static void test_pin_holds_then_one_handover(void)
 	struct ctl_out o;
 	host_ctl(&B, &o, "release", "pin", PLUGIN, "1.0.0", NULL);
 	expect(0, &o, NULL, "pin 1.0.0");
-	int64_t token = fencing_token(&A);
+	int64_t token = host_fencing_token(&A, PLUGIN);
 	/* the new file on a and b, which run 1.0.0: it waits for the pin */
 	long la = host_log_size(&A), lb = host_log_size(&B);
 	host_install_plugin(&A, "1.1.0-reference", "reconciler.so");
@@ -158,7 +146,7 @@ static void test_pin_holds_then_one_handover(void)
 	json_object_put(p);
 	tu_put(&T, PFX "/" PLUGIN "/data/desired/p1", "q1", 2);
 	tu_wait(&T, p_output, (void *)"value=q1", 15000, "the pinned 1.0.0 leader reconciles");
-	CHECK_INT_EQ(fencing_token(&A), token);
+	CHECK_INT_EQ(host_fencing_token(&A, PLUGIN), token);
 	CHECK_STR_EQ(obs_leader(g_obs), "a");
 
 	CHECK_INT_EQ(host_ctl(&C, &o, "release", PLUGIN, NULL), 0);
@@ -220,29 +208,15 @@ static void test_pin_forced_below_status_observer(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
-	host_setup(&C, harness_dir(g_etcd), "c");
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_install_plugin(&A, "1.0.0", "reconciler.so");
-	host_install_plugin(&B, "1.0.0", "reconciler.so");
-	host_install_plugin(&C, "1.0.0", "reconciler.so");
-	host_start(&A, harness_etcd_urls(g_etcd), g_args);
-	obs_wait_leader(g_obs, "a", 15000);
-	host_start(&B, harness_etcd_urls(g_etcd), g_args);
-	host_start(&C, harness_etcd_urls(g_etcd), g_args);
-	obs_wait_members(g_obs, 3, 15000);
-	obs_wait_status_done(g_obs, REL(1, 0, 0), 15000);
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, &C, NULL}, &g_obs, PFX, PLUGIN);
+	e2e_hosts_up(g_obs, harness_etcd_urls(g_etcd), g_args,
+		     (struct host *const[]){&A, &B, &C, NULL}, true);
 
 	RUN(test_pin_refusals);
 	RUN(test_pin_holds_then_one_handover);
 	RUN(test_pin_forced_below_status_observer);
 
 	hosts_terminate((struct host *const[]){&A, &B, &C}, 3, 15000, false);
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs);
 	return 0;
 }

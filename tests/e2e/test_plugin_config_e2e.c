@@ -45,6 +45,7 @@
 #include <json-c/json.h>
 
 #include "check.h"
+#include "files.h"
 #include "harness.h"
 #include "hosts.h"
 #include "http_client.h"
@@ -283,14 +284,7 @@ static int run_edit(const struct host *h, const char *mode, const char *input, c
 	close(pfd);
 	int st;
 	CHECK(waitpid(pid, &st, 0) == pid);
-	FILE *f = fopen(outp, "r");
-	CHECK(f != NULL);
-	char *buf = calloc(1, 65536);
-	CHECK(buf != NULL);
-	size_t n = fread(buf, 1, 65535, f);
-	buf[n] = 0;
-	fclose(f);
-	*ret_out = buf;
+	*ret_out = test_read_file(outp);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 

@@ -21,13 +21,14 @@
 
 #include <nng/nng.h>
 
+#include "abi/abi_loader.h"
 #include "check.h"
 #include "files.h"
 #include "harness.h"
-#include "testutil.h"
-#include "abi/abi_loader.h"
+#include "instance_fixture.h"
 #include "runtime/runtime_closer.h"
 #include "runtime/runtime_instance.h"
+#include "testutil.h"
 
 #define DATA "/leasehold/reconciler/data/"
 #define DEADLINE (loop_now() + 10 * LOOP_NS_PER_S)
@@ -35,7 +36,7 @@
 static struct harness_etcd *H;
 static struct tu T;
 #define L (T.loop)
-static char g_root[512], g_dir[1024], g_private[1024], g_build[1024];
+static struct ifx_dirs D; /* the temp root, its plugin and private dirs */
 
 /* the election's fenced txn, reduced to "leading or not" */
 static bool g_leading;
@@ -93,23 +94,9 @@ static void expect(const char *key, const char *want)
 static void install_release(const char *release)
 {
 	char src[PATH_MAX], dst[PATH_MAX];
-	snprintf(src, sizeof(src), "%s/plugins/reconciler-%s.so", g_build, release);
-	snprintf(dst, sizeof(dst), "%s/reconciler.so", g_dir);
+	snprintf(src, sizeof(src), "%s/plugins/reconciler-%s.so", D.build, release);
+	snprintf(dst, sizeof(dst), "%s/reconciler.so", D.plugins);
 	test_copy_file(src, dst, 0755);
-}
-
-struct rdone {
-	bool done;
-	int err;
-	char msg[256];
-};
-
-static void on_reconciled(void *ud, int err, const char *msg)
-{
-	struct rdone *d = ud;
-	d->done = true;
-	d->err = err;
-	snprintf(d->msg, sizeof(d->msg), "%s", msg ? msg : "");
 }
 
 static void on_init(void *ud, int err, const char *msg)
@@ -131,7 +118,7 @@ static struct plugin_instance *start(const char *release, const char *node)
 	struct plugin_instance *pi;
 	bool ready = false;
 	install_release(release);
-	CHECK_OK(loader_open(g_dir, "reconciler.so", g_private, &lp, err, sizeof(err)));
+	CHECK_OK(loader_open(D.plugins, "reconciler.so", D.private_dir, &lp, err, sizeof(err)));
 	CHECK_STR_EQ(lp->name, "reconciler");
 	struct plugin_instance_config cfg = {.on_init = on_init, .userdata = &ready};
 	g_host.etcd = T.etcd;
@@ -143,7 +130,7 @@ static struct plugin_instance *start(const char *release, const char *node)
 static void reconcile(struct plugin_instance *pi, struct rdone *d)
 {
 	memset(d, 0, sizeof(*d));
-	plugin_instance_reconcile(pi, on_reconciled, d);
+	plugin_instance_reconcile(pi, ifx_on_reconciled, d);
 	CHECK_OK(loop_run_until(L, &d->done, DEADLINE));
 }
 
@@ -242,14 +229,7 @@ static void test_hot_reload_to_1_1_writes_v2(void)
 
 int main(void)
 {
-	const char *b = getenv("LH_BUILDDIR");
-	snprintf(g_build, sizeof(g_build), "%s", b && *b ? b : ".");
-	test_tmp_root("test-example", g_root, sizeof(g_root));
-	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
-	snprintf(g_private, sizeof(g_private), "%s/private", g_root);
-	CHECK(mkdir(g_dir, 0755) == 0);
-	char err[LOADER_ERR_MAX];
-	CHECK_OK(loader_private_dir_prepare(g_private, err, sizeof(err)));
+	ifx_dirs_setup(&D, "test-example");
 	CHECK_OK(harness_etcd_start(1, NULL, &H));
 	tu_init(&T, harness_etcd_url(H, 0));
 

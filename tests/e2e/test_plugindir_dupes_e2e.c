@@ -32,9 +32,7 @@
 #include <json-c/json.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
-#include "testutil.h"
+#include "e2e_fixture.h"
 
 #define PFX "/lhdup"
 #define PLUGIN "reconciler"
@@ -43,17 +41,8 @@ static struct harness_etcd *g_etcd;
 static struct tu T;
 static struct observer *g_obs;
 static struct host A;
-static bool g_done;
 
-static const char *const HOST_ARGS[] = {
-    "--prefix", PFX,	       "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval",
-    "1h",	"--log-level", "debug", NULL};
-
-static void dump_on_failure(void)
-{
-	if (!g_done)
-		hosts_dump_logs();
-}
+static const char *const HOST_ARGS[] = {HOST_TEST_ARGS(PFX), "--log-level", "debug", NULL};
 
 /* ---- predicates for ctl_wait_plugin ---- */
 
@@ -344,11 +333,7 @@ static void test_a_broken_newer_file_never_supersedes(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	atexit(dump_on_failure);
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, NULL}, &g_obs, PFX, PLUGIN);
 
 	RUN(test_startup_picks_the_newest_in_either_creation_order);
 	RUN(test_newer_file_next_to_the_running_one_takes_over);
@@ -356,9 +341,6 @@ int main(void)
 	RUN(test_a_broken_newer_file_never_supersedes);
 
 	stop_host();
-	g_done = true;
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs);
 	return CHECK_EXIT();
 }

@@ -32,9 +32,7 @@
 #include <json-c/json.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
-#include "testutil.h"
+#include "e2e_fixture.h"
 
 #define PFX "/lhpd"
 #define PLUGIN "reconciler"
@@ -43,7 +41,6 @@ static struct harness_etcd *g_etcd;
 static struct tu T;
 static struct observer *g_obs;
 static struct host A, B;
-static bool g_done;
 static int g_expect_failures;
 
 /* EXPECT - a check that reports and continues (used where a failure shows a
@@ -58,47 +55,16 @@ static int g_expect_failures;
 		}                                                                                  \
 	} while (0)
 
-static const char *const HOST_ARGS[] = {
-    "--prefix", PFX,	       "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval",
-    "1h",	"--log-level", "debug", NULL};
-
-static void dump_on_failure(void)
-{
-	if (!g_done)
-		hosts_dump_logs();
-}
-
-static struct host *host_by_node(const char *n)
-{
-	CHECK(n != NULL);
-	if (strcmp(n, A.node) == 0)
-		return &A;
-	CHECK_STR_EQ(n, B.node);
-	return &B;
-}
+static const char *const HOST_ARGS[] = {HOST_TEST_ARGS(PFX), "--log-level", "debug", NULL};
 
 static struct host *leader_host(void)
 {
-	return host_by_node(obs_leader(g_obs));
+	return host_of_node(obs_leader(g_obs));
 }
 
 static struct host *other_host(const struct host *h)
 {
 	return h == &A ? &B : &A;
-}
-
-static int64_t jint(json_object *o, const char *path)
-{
-	json_object *v = jget(o, path);
-	CHECK(v && json_object_is_type(v, json_type_int));
-	return json_object_get_int64(v);
-}
-
-static bool jbool(json_object *o, const char *path)
-{
-	json_object *v = jget(o, path);
-	CHECK(v && json_object_is_type(v, json_type_boolean));
-	return json_object_get_boolean(v);
 }
 
 /* the mod revision of node's member record, 0 when absent */
@@ -233,18 +199,6 @@ static void check_log_has(const struct host *h, long mark, const char *what)
 	free(log);
 }
 
-struct log_want {
-	const struct host *h;
-	long mark;
-	const char *what;
-};
-
-static bool p_log_has(void *arg)
-{
-	const struct log_want *w = arg;
-	return host_log_count(w->h, w->mark, w->what) > 0;
-}
-
 static void remove_file(struct host *h, const char *file)
 {
 	char path[700];
@@ -285,12 +239,8 @@ static void table_cell_is(const struct host *h, const char *row, const char *col
 static void test_start_two_hosts(void)
 {
 	tu_del_prefix(&T, PFX "/");
-	host_install_plugin(&A, "1.0.0", "reconciler.so");
-	host_install_plugin(&B, "1.0.0", "reconciler.so");
-	host_start(&A, harness_etcd_urls(g_etcd), HOST_ARGS);
-	host_start(&B, harness_etcd_urls(g_etcd), HOST_ARGS);
-	obs_wait_members(g_obs, 2, 15000);
-	obs_wait_status_done(g_obs, REL(1, 0, 0), 15000);
+	e2e_hosts_up(g_obs, harness_etcd_urls(g_etcd), HOST_ARGS,
+		     (struct host *const[]){&A, &B, NULL}, false);
 	host_wait_control(&A, 10000);
 	host_wait_control(&B, 10000);
 	struct ctl_out o;
@@ -510,8 +460,7 @@ static void test_removing_the_leaders_file_stops_it_gracefully(void)
 	check_log_has(L, mark, "plugin file reconciler.so removed; stopping reconciler");
 	/* on_deposed ran: the plugin's line reaches the log through the
 	 * worker, possibly after the successor is seen */
-	struct log_want lw = {L, mark, "plugin reconciler: no longer leading (token"};
-	tu_wait(&T, p_log_has, &lw, 10000, "the old leader's on_deposed line");
+	host_wait_log(&T, L, mark, "plugin reconciler: no longer leading (token", 1, 10000);
 
 	json_object *p = ctl_wait_plugin(L, PLUGIN, p_absent, NULL, 5000, "reconciler gone");
 	CHECK(p == NULL);
@@ -553,12 +502,7 @@ static void test_removing_the_leaders_file_stops_it_gracefully(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
-	atexit(dump_on_failure);
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, NULL}, &g_obs, PFX, PLUGIN);
 
 	RUN(test_start_two_hosts);
 	RUN(test_reload_of_an_unchanged_file_and_rescan_after_chmod);
@@ -566,10 +510,7 @@ int main(void)
 	RUN(test_removing_the_leaders_file_stops_it_gracefully);
 
 	hosts_terminate((struct host *const[]){&A, &B}, 2, 10000, true);
-	g_done = true;
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs);
 	if (g_expect_failures) {
 		fprintf(stderr, "%d EXPECT check(s) failed (see above)\n", g_expect_failures);
 		return 1;

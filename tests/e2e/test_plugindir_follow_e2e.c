@@ -36,11 +36,9 @@
 #include <json-c/json.h>
 
 #include "check.h"
+#include "e2e_fixture.h"
 #include "files.h"
-#include "harness.h"
-#include "hosts.h"
 #include "http_client.h"
-#include "testutil.h"
 
 #define PFX "/lhpf"
 #define PLUGIN "reconciler"
@@ -50,13 +48,6 @@ static struct tu T;
 static struct observer *g_obs;
 static struct host A, B;
 static int g_port[2];
-static bool g_done;
-
-static void dump_on_failure(void)
-{
-	if (!g_done)
-		hosts_dump_logs();
-}
 
 static int port_of(const struct host *h)
 {
@@ -170,18 +161,6 @@ static bool p_absent(json_object *p, const void *arg)
 	return p == NULL;
 }
 
-struct log_want {
-	const struct host *h;
-	long mark;
-	const char *what;
-};
-
-static bool p_log_has(void *arg)
-{
-	const struct log_want *w = arg;
-	return host_log_count(w->h, w->mark, w->what) > 0;
-}
-
 struct metric_want {
 	const struct host *h;
 	double value;
@@ -263,19 +242,8 @@ static void test_start(void)
 	for (int i = 0; i < 2; i++) {
 		char addr[64];
 		snprintf(addr, sizeof(addr), "127.0.0.1:%d", g_port[i]);
-		const char *args[] = {"--prefix",
-				      PFX,
-				      "--ttl",
-				      "2",
-				      "--reconcile-wait",
-				      "0",
-				      "--reconcile-interval",
-				      "1h",
-				      "--log-level",
-				      "debug",
-				      "--http",
-				      addr,
-				      NULL};
+		const char *args[] = {
+		    HOST_TEST_ARGS(PFX), "--log-level", "debug", "--http", addr, NULL};
 		host_start(hs[i], harness_etcd_urls(g_etcd), args);
 	}
 	obs_wait_members(g_obs, 2, 15000);
@@ -333,8 +301,7 @@ static void test_removed_and_restored(void)
 	/* a rescan meanwhile (SIGHUP, reload) says why and changes nothing */
 	long hup = host_log_size(&B);
 	host_signal(&B, SIGHUP);
-	struct log_want lw = {&B, hup, "cannot scan: plugin directory"};
-	tu_wait(&T, p_log_has, &lw, 5000, "the refused rescan logged");
+	host_wait_log(&T, &B, hup, "cannot scan: plugin directory", 1, 5000);
 	struct ctl_out o;
 	CHECK_INT_EQ(host_ctl(&B, &o, "reload", NULL), 0);
 	ctl_out_free(&o);
@@ -438,12 +405,7 @@ static void test_parent_replaced(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
-	atexit(dump_on_failure);
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, NULL}, &g_obs, PFX, PLUGIN);
 
 	RUN(test_start);
 	RUN(test_mv_and_mkdir);
@@ -452,9 +414,6 @@ int main(void)
 	RUN(test_parent_replaced);
 
 	hosts_terminate((struct host *const[]){&A, &B}, 2, 10000, true);
-	g_done = true;
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs);
 	return CHECK_EXIT();
 }

@@ -40,9 +40,8 @@ static bool p_campaigns(void *node)
 
 static void start(struct host *h, const char *p1, const char *p2)
 {
-	const char *args[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-	                      "--reconcile-interval", "1h", p1 ? "--priority" : NULL, p1,
-	                      p2 ? "--priority" : NULL, p2, NULL};
+	const char *args[] = {
+	    HOST_TEST_ARGS(PFX), p1 ? "--priority" : NULL, p1, p2 ? "--priority" : NULL, p2, NULL};
 	host_install_plugin(h, "1.0.0", "reconciler.so");
 	host_start(h, harness_etcd_urls(g_etcd), args);
 	tu_wait(&T, p_campaigns, h->node, 15000, "the new node campaigns");
@@ -84,12 +83,7 @@ static void test_priorities(void)
 	CHECK(!tu_get(&T, PFX "/" PLUGIN "/handover", &(size_t){0}));
 
 	tu_wait(&T, p_term_recorded, NULL, 10000, "f's term in the history");
-	struct ctl_out o;
-	CHECK_INT_EQ(host_ctl(&G, &o, "history", PLUGIN, "--json", NULL), 0);
-	struct json_object *a = json_tokener_parse(o.out);
-	CHECK(a && json_object_is_type(a, json_type_array));
-	fprintf(stderr, "history: %s\n", o.out);
-	ctl_out_free(&o);
+	struct json_object *a = host_history_json(&G, PLUGIN);
 	CHECK_INT_EQ((int)json_object_array_length(a), 2);
 	struct json_object *t0 = json_object_array_get_idx(a, 0), *t1 = json_object_array_get_idx(a, 1);
 	CHECK_STR_EQ(jstr(t0, "node"), "f");

@@ -30,6 +30,7 @@
 #include <json-c/json.h>
 
 #include "check.h"
+#include "e2e_fixture.h"
 #include "harness.h"
 #include "hosts.h"
 #include "invariants.h"
@@ -45,8 +46,7 @@ static struct host A, B, C;
 /* each scenario has its own prefix: the invariants read a prefix's whole
  * history */
 static const char *g_pfx;
-static const char *g_args[] = {"--prefix", NULL, "--ttl", "2", "--reconcile-wait", "0",
-                               "--reconcile-interval", "1h", NULL};
+static const char *g_args[] = {HOST_TEST_ARGS(NULL), NULL};
 
 /* P/N/data/<rest> */
 static const char *data_key(const char *rest)
@@ -58,24 +58,9 @@ static const char *data_key(const char *rest)
 	return buf[i];
 }
 
-struct want_kv {
-	const char *key, *value;
-};
-
-static bool p_value(void *a)
-{
-	struct want_kv *w = a;
-	size_t n;
-	uint8_t *v = tu_get(&T, w->key, &n);
-	bool ok = v && strcmp((char *)v, w->value) == 0;
-	free(v);
-	return ok;
-}
-
 static void wait_value(const char *key, const char *value, const char *what)
 {
-	struct want_kv w = {key, value};
-	tu_wait(&T, p_value, &w, 15000, what);
+	tu_wait_value(&T, key, value, 15000, what);
 }
 
 static void put_input(const char *name, const char *value)
@@ -117,15 +102,8 @@ static void start_all_on_1_0(const char *pfx)
 	g_args[1] = pfx;
 	obs_free(g_obs);
 	g_obs = obs_new(&T, pfx, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_install_plugin(&A, "1.0.0", "reconciler.so");
-	host_install_plugin(&B, "1.0.0", "reconciler.so");
-	host_install_plugin(&C, "1.0.0", "reconciler.so");
-	host_start(&A, harness_etcd_urls(g_etcd), g_args);
-	obs_wait_leader(g_obs, "a", 15000);
-	host_start(&B, harness_etcd_urls(g_etcd), g_args);
-	host_start(&C, harness_etcd_urls(g_etcd), g_args);
-	obs_wait_members(g_obs, 3, 15000);
-	obs_wait_status_done(g_obs, REL(1, 0, 0), 15000);
+	e2e_hosts_up(g_obs, harness_etcd_urls(g_etcd), g_args,
+		     (struct host *const[]){&A, &B, &C, NULL}, true);
 	put_input("x0", "v0");
 	wait_value(data_key("out/x0"), "value=v0", "1.0.0 reconciles x0");
 }
@@ -225,17 +203,11 @@ static void test_rollout_reference_flag(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
-	host_setup(&C, harness_dir(g_etcd), "c");
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, &C, NULL}, NULL, NULL, NULL);
 
 	RUN(test_rollout_older_release_keeps_reconciling);
 	RUN(test_rollout_reference_flag);
 
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs);
 	return 0;
 }

@@ -38,9 +38,14 @@ static struct host A, B;
 
 /* thread isolation: test_slow_drain_does_not_hold_back_the_other_plugin
  * checks that a thread stuck in a callback is left behind at exit */
-static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                                   "--reconcile-interval", "1h", "--shutdown-timeout", "20s",
-                                   "--isolation", "thread", "--log-level", "debug", NULL};
+static const char *const ARGS[] = {HOST_TEST_ARGS(PFX),
+				   "--shutdown-timeout",
+				   "20s",
+				   "--isolation",
+				   "thread",
+				   "--log-level",
+				   "debug",
+				   NULL};
 
 static void install_both(struct host *h)
 {

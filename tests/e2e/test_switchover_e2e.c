@@ -30,10 +30,8 @@
 #include <json-c/json.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
+#include "e2e_fixture.h"
 #include "invariants.h"
-#include "testutil.h"
 
 #define PFX "/lhs"
 #define PLUGIN "reconciler"
@@ -44,8 +42,7 @@ static struct tu T;
 static struct observer *g_obs;
 static struct host A, B, C;
 
-static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                                   "--reconcile-interval", "1h", NULL};
+static const char *const ARGS[] = {HOST_TEST_ARGS(PFX), NULL};
 /* a's reconciles take 6 s: a leader a drains for that long, longer than
  * a dead target's lease (2 s) takes to expire */
 static const char *const SLOW[] = {"LH_EXAMPLE_DELAY_MS=6000", NULL};
@@ -53,19 +50,6 @@ static const char *const SLOW[] = {"LH_EXAMPLE_DELAY_MS=6000", NULL};
 static bool p_campaigns(void *node)
 {
 	return tu_election_lease(&T, PFX, PLUGIN, node) != 0;
-}
-
-static bool p_key_exists(void *key)
-{
-	size_t len;
-	uint8_t *v = tu_get(&T, key, &len);
-	free(v);
-	return v != NULL;
-}
-
-static bool p_key_gone(void *key)
-{
-	return !p_key_exists(key);
 }
 
 static void check_invariants(void)
@@ -95,7 +79,7 @@ static void refused(const struct host *h, const char *needle, ...)
 	CHECK_INT_EQ(o.status, 2);
 	CHECK(strstr(o.err, needle) != NULL);
 	ctl_out_free(&o);
-	CHECK(!p_key_exists((char *)K_HANDOVER) || strstr(needle, "in flight"));
+	CHECK(!tu_has_key(&T, K_HANDOVER) || strstr(needle, "in flight"));
 	CHECK_STR_EQ(obs_leader(g_obs), leader);
 }
 
@@ -147,12 +131,12 @@ static void test_refusals(void)
 	struct ctl_out o;
 	CHECK_INT_EQ(host_ctl(&C, &o, "pause", PLUGIN, NULL), 0);
 	ctl_out_free(&o);
-	tu_wait(&T, p_key_exists, (char *)PFX "/" PLUGIN "/paused", 5000, "paused");
+	tu_wait_key(&T, PFX "/" PLUGIN "/paused", true, 5000, "paused");
 	refused(&B, "plugin 'reconciler' is paused", "--to", "c", NULL);
 	refused(&C, "plugin 'reconciler' is paused", NULL);
 	CHECK_INT_EQ(host_ctl(&C, &o, "resume", PLUGIN, NULL), 0);
 	ctl_out_free(&o);
-	tu_wait(&T, p_key_gone, (char *)PFX "/" PLUGIN "/paused", 5000, "resumed");
+	tu_wait_key(&T, PFX "/" PLUGIN "/paused", false, 5000, "resumed");
 	/* a record that does not decode, bound to a lease (b's) as every
 	 * request is: a request is in flight for a new one until it expires,
 	 * and no host acts on it (test_switchover_faults: one without a
@@ -209,7 +193,7 @@ static void test_switchover_to_any(void)
 	/* a keeps running and campaigns again; the request is gone */
 	CHECK(host_alive(&A));
 	tu_wait(&T, p_campaigns, (char *)"a", 10000, "a campaigns again");
-	tu_wait(&T, p_key_gone, (char *)K_HANDOVER, 10000, "the new leader deleted the request");
+	tu_wait_key(&T, (char *)K_HANDOVER, false, 10000, "the new leader deleted the request");
 	term_ended(&C, 1, "a", "switchover", "requested by c, to any other node");
 	check_invariants();
 }
@@ -270,7 +254,7 @@ static void test_target_dies(void)
 	struct ctl_proc p;
 	const char *const to_c[] = {"switchover", PLUGIN, "--to", "c", "--timeout", "20", NULL};
 	ctl_spawn(&p, B.control, to_c);
-	tu_wait(&T, p_key_exists, (char *)K_HANDOVER, 10000, "the request is recorded");
+	tu_wait_key(&T, (char *)K_HANDOVER, true, 10000, "the request is recorded");
 	host_signal(&C, SIGKILL);
 	CHECK_OK(host_wait(&C, 5000));
 	CHECK_OK(ctl_finish(&p, &o, 60000));
@@ -280,7 +264,7 @@ static void test_target_dies(void)
 	ctl_out_free(&o);
 	/* a normal election: b's key was next (a's new one is behind it) */
 	obs_wait_leader(g_obs, "b", 10000);
-	tu_wait(&T, p_key_gone, (char *)K_HANDOVER, 10000, "the request ended");
+	tu_wait_key(&T, (char *)K_HANDOVER, false, 10000, "the request ended");
 	term_ended(&B, 1, "a", "switchover", "to c");
 	check_invariants();
 }
@@ -302,12 +286,7 @@ static void test_more_refusals(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
-	host_setup(&C, harness_dir(g_etcd), "c");
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, &C, NULL}, &g_obs, PFX, PLUGIN);
 
 	RUN(test_refusals);
 	RUN(test_switchover_to_any);
@@ -317,8 +296,6 @@ int main(void)
 	RUN(test_more_refusals);
 
 	hosts_terminate((struct host *const[]){&A, &B}, 2, 15000, false);
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs);
 	return 0;
 }

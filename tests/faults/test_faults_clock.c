@@ -181,7 +181,7 @@ static void test_wall_clock_steps_do_not_matter(void)
 
 int main(void)
 {
-	fs_setup(&F, 1, PFX, PLUGIN, HOST_ARGS, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
+	fs_setup_1_0(&F, 1);
 
 	RUN(test_wall_clock_steps_do_not_matter);
 

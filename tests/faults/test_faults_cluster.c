@@ -28,12 +28,7 @@
 #include "invariants.h"
 #include "testutil.h"
 
-#define PFX FS_PREFIX
-#define PLUGIN FS_PLUGIN
-
 static struct fault_suite F;
-
-#define HOST_ARGS fs_host_args
 
 /* exactly one host says it leads (a said the same before and after b), and
  * it is the one etcd shows; returns it */
@@ -48,14 +43,14 @@ static void test_connected_member_stops(void)
 	struct host *L = fs_wait_one_leader(&F, 5000);
 	char st[32];
 	int64_t tok_before, tok_after;
-	host_plugin_state(L, PLUGIN, st, sizeof(st), &tok_before);
+	host_plugin_state(L, FS_PLUGIN, st, sizeof(st), &tok_before);
 	long mark = host_log_size(L);
 	uint64_t t0 = loop_now();
 	CHECK_OK(harness_etcd_stop(F.etcd, 0));
 	struct host *N = fs_wait_one_leader(&F, 10000);
 	jwatch_wait(F.jw, N->node, jwatch_count(F.jw, N->node, 0) + 2, 10000,
 		    "reconciles after member 0 stopped");
-	host_plugin_state(N, PLUGIN, st, sizeof(st), &tok_after);
+	host_plugin_state(N, FS_PLUGIN, st, sizeof(st), &tok_after);
 	fprintf(stderr,
 		"member 0 stopped: %s leads (%s, token %" PRId64 " -> %" PRId64 ") %" PRIu64
 		" ms later; %zu lost-leadership lines in %s's log\n",
@@ -70,14 +65,13 @@ static void test_quorum_lost_then_regained(void)
 {
 	struct host *L = fs_wait_one_leader(&F, 10000);
 	long mark = host_log_size(L);
-	char st[32];
 	CHECK_OK(harness_etcd_stop(F.etcd, 0));
 	uint64_t t0 = loop_now();
 	CHECK_OK(harness_etcd_stop(F.etcd, 1)); /* member 2 alone: no quorum */
 	long wall0 = wall_ms_of_day();
 	fprintf(stderr, "quorum lost (stopping member 1 took %" PRIu64 " ms)\n", fs_ms_since(t0));
 	t0 = loop_now();
-	host_wait_state(L, PLUGIN, "leading", false, 5000);
+	host_wait_state(L, FS_PLUGIN, "leading", false, 5000);
 	fprintf(stderr, "quorum lost: the CLI of %s stopped saying leading %" PRIu64 " ms later\n",
 		L->node, fs_ms_since(t0));
 	/* ttl 2 s, margin 0.4 s. etcd's raft leader renews leases locally (no
@@ -86,21 +80,12 @@ static void test_quorum_lost_then_regained(void)
 	 * the harness; measured: the drop comes ~1.6 + 0.5 s after the stop).
 	 * So safe_until <= quorum loss + 0.5 s + 1.6 s; plus loop latency (ASan, CI).
 	 * The daemon's log says when and why. */
-	long dropped = host_log_ms_after(L, mark, "lost leadership", wall0);
-	long deadline = host_log_ms_after(L, mark, "local deadline passed", wall0);
-	fprintf(stderr,
-		"quorum lost: %s's log: local deadline %ld ms, lost leadership %ld ms after "
-		"quorum went\n",
-		L->node, deadline, dropped);
+	long deadline, dropped;
+	fs_drop_times(L, mark, wall0, "quorum lost", "quorum went", &deadline, &dropped);
 	CHECK(dropped != LONG_MIN && dropped <= 500 + 1600 + 600);
 	CHECK(deadline != LONG_MIN && deadline <= dropped);
 	/* nobody leads while quorum is gone (past 2 TTLs) */
-	while (fs_ms_since(t0) < 5000) {
-		CHECK(strcmp(host_plugin_state(&F.a, PLUGIN, st, sizeof(st), NULL), "leading") != 0);
-		CHECK(strcmp(host_plugin_state(&F.b, PLUGIN, st, sizeof(st), NULL), "leading") != 0);
-		loop_run_once(F.t.loop, 100);
-	}
-	CHECK(host_alive(&F.a) && host_alive(&F.b));
+	fs_nobody_leads_until(&F, t0, 5000);
 	/* quorum back (members 0 and 2), then the third */
 	uint64_t t1 = loop_now();
 	CHECK_OK(harness_etcd_restart(F.etcd, 0));
@@ -117,7 +102,7 @@ static void test_quorum_lost_then_regained(void)
 
 int main(void)
 {
-	fs_setup(&F, 3, PFX, PLUGIN, HOST_ARGS, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
+	fs_setup_1_0(&F, 3);
 
 	RUN(test_start_two_hosts);
 	RUN(test_connected_member_stops);

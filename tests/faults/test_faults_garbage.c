@@ -104,12 +104,21 @@ static void test_start_two_hosts(void)
 	fs_start_two_hosts(&F, "1.0.0", REL(1, 0, 0));
 }
 
-static void test_garbage_members_and_foreign_keys(void)
+/* a leads: its fencing token; where the hosts' logs end now into *ma, *mb */
+static int64_t a_leads(long *ma, long *mb)
 {
 	char st[32];
 	int64_t tok;
 	CHECK_STR_EQ(host_plugin_state(&F.a, PLUGIN, st, sizeof(st), &tok), "leading");
-	long ma = host_log_size(&F.a), mb = host_log_size(&F.b);
+	*ma = host_log_size(&F.a);
+	*mb = host_log_size(&F.b);
+	return tok;
+}
+
+static void test_garbage_members_and_foreign_keys(void)
+{
+	long ma, mb;
+	int64_t tok = a_leads(&ma, &mb);
 	uint8_t buf[256];
 	size_t n;
 
@@ -168,10 +177,8 @@ static void test_garbage_members_and_foreign_keys(void)
 
 static void test_garbage_status_is_absent_on_next_election(void)
 {
-	char st[32];
-	int64_t tok;
-	CHECK_STR_EQ(host_plugin_state(&F.a, PLUGIN, st, sizeof(st), &tok), "leading");
-	long ma = host_log_size(&F.a), mb = host_log_size(&F.b);
+	long ma, mb;
+	int64_t tok = a_leads(&ma, &mb);
 	uint8_t buf[256];
 	size_t n;
 
@@ -223,10 +230,7 @@ static void restricted_wait_holds(int ms, size_t a_records, const char *why)
 			exit(1);
 		}
 	}
-	size_t len;
-	uint8_t *schema = tu_get(&F.t, K("data/config/schema"), &len);
-	CHECK_STR_EQ((char *)schema, "reconciler/v1");
-	free(schema);
+	tu_check_value(&F.t, K("data/config/schema"), "reconciler/v1");
 }
 
 static void test_garbage_members_and_the_restricted_wait(void)
@@ -271,10 +275,7 @@ static void test_garbage_members_and_the_restricted_wait(void)
 	tu_del(&F.t, K("members/zz4"));
 	long ms = obs_wait_status_done(F.obs, REL(1, 1, 0), 10000);
 	fprintf(stderr, "DONE 1.1.0 %ld ms after the last old record went\n", ms);
-	size_t len;
-	uint8_t *schema = tu_get(&F.t, K("data/config/schema"), &len);
-	CHECK_STR_EQ((char *)schema, "reconciler/v2");
-	free(schema);
+	tu_check_value(&F.t, K("data/config/schema"), "reconciler/v2");
 	both_alive();
 	CHECK_INT_EQ(inv_check_all(&F.t, PFX, PLUGIN, NULL), 0);
 }
@@ -285,7 +286,7 @@ int main(void)
 	CHECK(g_big != NULL);
 	for (size_t i = 0; i < MIB; i++)
 		g_big[i] = (uint8_t)(i * 131 + 7);
-	fs_setup(&F, 1, PFX, PLUGIN, HOST_ARGS, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
+	fs_setup_1_0(&F, 1);
 
 	RUN(test_start_two_hosts);
 	RUN(test_garbage_members_and_foreign_keys);

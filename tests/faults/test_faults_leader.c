@@ -30,12 +30,7 @@
 #include "invariants.h"
 #include "testutil.h"
 
-#define PFX FS_PREFIX
-#define PLUGIN FS_PLUGIN
-
 static struct fault_suite F;
-
-#define HOST_ARGS fs_host_args
 
 static void test_start_two_hosts(void)
 {
@@ -57,9 +52,9 @@ static void test_sigkill_leader_fails_over(void)
 	fprintf(stderr, "SIGKILL: first reconcile of %s %llu ms after the kill\n", O->node,
 		(unsigned long long)((loop_now() - t0) / LOOP_NS_PER_MS));
 	/* the killed host comes back as a candidate */
-	host_start(L, harness_etcd_urls(F.etcd), HOST_ARGS);
+	host_start(L, harness_etcd_urls(F.etcd), fs_host_args);
 	obs_wait_members(F.obs, 2, 15000);
-	host_wait_state(L, PLUGIN, "campaigning", true, 15000);
+	host_wait_state(L, FS_PLUGIN, "campaigning", true, 15000);
 	CHECK_STR_EQ(obs_leader(F.obs), O->node);
 	fs_check_invariants(&F);
 }
@@ -69,7 +64,7 @@ static void test_sigstop_leader_is_fenced_and_rejoins(void)
 	struct host *L = fs_by_node(&F, obs_leader(F.obs)), *O = fs_other(&F, L);
 	char st[32];
 	int64_t old_token;
-	CHECK_STR_EQ(host_plugin_state(L, PLUGIN, st, sizeof(st), &old_token), "leading");
+	CHECK_STR_EQ(host_plugin_state(L, FS_PLUGIN, st, sizeof(st), &old_token), "leading");
 	CHECK(old_token > 0);
 	jwatch_wait(F.jw, L->node, jwatch_count(F.jw, L->node, 0) + 1, 5000,
 		    "the leader reconciles");
@@ -101,7 +96,7 @@ static void test_sigstop_leader_is_fenced_and_rejoins(void)
 	host_signal(L, SIGCONT);
 
 	/* it steps down and rejoins as a candidate behind the new leader */
-	long back = host_wait_state(L, PLUGIN, "campaigning", true, 10000);
+	long back = host_wait_state(L, FS_PLUGIN, "campaigning", true, 10000);
 	fprintf(stderr, "SIGCONT: %s campaigning again after %ld ms\n", L->node, back);
 	jwatch_wait(F.jw, O->node, jwatch_count(F.jw, O->node, 0) + 2, 5000,
 		    "the new leader keeps reconciling");
@@ -145,7 +140,7 @@ static void test_sigstop_leader_is_fenced_and_rejoins(void)
 
 int main(void)
 {
-	fs_setup(&F, 1, PFX, PLUGIN, HOST_ARGS, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
+	fs_setup_1_0(&F, 1);
 
 	RUN(test_start_two_hosts);
 	RUN(test_sigkill_leader_fails_over);

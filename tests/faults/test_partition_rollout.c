@@ -64,15 +64,6 @@ static long input_acted_on(const char *name, const char *value, const char *want
 	return ms;
 }
 
-static int64_t fencing_token(const struct host *h)
-{
-	struct json_object *p = ctl_plugin_json(h, PC_PLUGIN);
-	CHECK(p != NULL);
-	int64_t t = json_object_get_int64(jget(p, "fencing_token"));
-	json_object_put(p);
-	return t;
-}
-
 static void test_newest_node_cut_off_mid_rollout(void)
 {
 	pc_start_all(&C, "1.0.0");
@@ -80,7 +71,7 @@ static void test_newest_node_cut_off_mid_rollout(void)
 	int li = pc_index(&C, L);
 	CUT = &C.host[(li + 1) % 3];
 	OTHER = &C.host[(li + 2) % 3];
-	g_token = fencing_token(L);
+	g_token = host_fencing_token(L, PC_PLUGIN);
 	CHECK(g_token > 0);
 
 	host_install_plugin(CUT, "1.1.0", "reconciler.so");
@@ -91,7 +82,7 @@ static void test_newest_node_cut_off_mid_rollout(void)
 	pc_run_for(&C, PC_TTL_MS + 1000); /* past the lease on etcd too */
 
 	input_acted_on("x1", "v1", "value=v1", "the 1.0.0 leader acts with 1.1.0 cut off");
-	CHECK_INT_EQ(fencing_token(L), g_token);
+	CHECK_INT_EQ(host_fencing_token(L, PC_PLUGIN), g_token);
 	CHECK_STR_EQ(obs_leader(C.obs), L->node);
 }
 
@@ -100,7 +91,7 @@ static void test_rest_upgrade_while_cut_off(void)
 	host_install_plugin(OTHER, "1.1.0", "reconciler.so");
 	obs_wait_member_release(C.obs, OTHER->node, REL(1, 1, 0), 20000);
 	input_acted_on("x2", "v2", "value=v2", "still 1.0.0, two 1.1.0 members");
-	CHECK_INT_EQ(fencing_token(L), g_token);
+	CHECK_INT_EQ(host_fencing_token(L, PC_PLUGIN), g_token);
 
 	host_install_plugin(L, "1.1.0", "reconciler.so");
 	obs_wait_member_release(C.obs, L->node, REL(1, 1, 0), 20000);

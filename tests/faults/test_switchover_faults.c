@@ -26,10 +26,8 @@
 #include <json-c/json.h>
 
 #include "check.h"
-#include "harness.h"
-#include "hosts.h"
+#include "e2e_fixture.h"
 #include "invariants.h"
-#include "testutil.h"
 
 #define PFX "/lhsf"
 #define PLUGIN "reconciler"
@@ -214,12 +212,7 @@ static void test_stray_election_key(void)
 
 int main(void)
 {
-	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
-	tu_init(&T, harness_etcd_urls(g_etcd));
-	g_obs = obs_new(&T, PFX, PLUGIN, REL(1, 0, 0), REL(1, 0, 0), REL(1, 0, 0));
-	host_setup(&A, harness_dir(g_etcd), "a");
-	host_setup(&B, harness_dir(g_etcd), "b");
-	host_setup(&C, harness_dir(g_etcd), "c");
+	e2e_start(&g_etcd, &T, (struct host *const[]){&A, &B, &C, NULL}, &g_obs, PFX, PLUGIN);
 
 	RUN(test_frozen_target);
 	RUN(test_operator_not_undone_by_priority);
@@ -231,8 +224,6 @@ int main(void)
 		host_signal(hs[i], SIGTERM);
 	for (size_t i = 0; i < 3; i++)
 		CHECK_OK(host_wait(hs[i], 15000));
-	obs_free(g_obs);
-	tu_fini(&T);
-	harness_etcd_free(g_etcd);
+	e2e_stop(g_etcd, &T, g_obs);
 	return 0;
 }

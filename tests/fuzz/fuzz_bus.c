@@ -36,14 +36,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proto/bus.pb-c.h"
-#include "fakehost.h"
-#include "fuzz.h"
 #include "abi/abi_loader.h"
 #include "base/log.h"
 #include "base/loop.h"
-#include "runtime/runtime_instance_internal.h"
+#include "fakehost.h"
+#include "files.h"
+#include "fuzz.h"
+#include "proto/bus.pb-c.h"
 #include "recorder.h"
+#include "runtime/runtime_instance_internal.h"
 
 static struct loop *g_loop;
 static struct fakehost *g_fh;
@@ -94,15 +95,6 @@ static int copy_file(const char *src, const char *dst)
 	if (close(out) < 0 && r == 0)
 		r = -errno;
 	return r;
-}
-
-static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
 }
 
 static bool in_reconcile(void)
@@ -218,7 +210,7 @@ void fuzz_cleanup(void)
 	loop_free(g_loop);
 	g_loop = NULL;
 	if (g_dir[0])
-		nftw(g_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+		test_rm_tree(g_dir);
 	g_dir[0] = 0;
 }
 

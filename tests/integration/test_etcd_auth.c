@@ -28,27 +28,6 @@
 static struct loop *L;
 static struct harness_etcd *H;
 
-/* raw_post - blocking POST for the admin calls the client does not offer */
-static void raw_post(const char *path, const char *body)
-{
-	char url[256];
-	snprintf(url, sizeof(url), "%s%s", harness_etcd_url(H, 0), path);
-	CURL *e = curl_easy_init();
-	CHECK(e);
-	FILE *sink = fopen("/dev/null", "w");
-	CHECK(sink);
-	curl_easy_setopt(e, CURLOPT_URL, url);
-	curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(e, CURLOPT_WRITEDATA, sink);
-	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 5000L);
-	CHECK_INT_EQ(curl_easy_perform(e), CURLE_OK);
-	long code = 0;
-	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
-	CHECK_INT_EQ(code, 200);
-	fclose(sink);
-	curl_easy_cleanup(e);
-}
-
 static const char *ep(void)
 {
 	return harness_etcd_url(H, 0);
@@ -56,9 +35,7 @@ static const char *ep(void)
 
 static void test_auth_enable_and_first_call(void)
 {
-	raw_post("/v3/auth/user/add", "{\"name\":\"root\",\"password\":\"s3cret\"}");
-	raw_post("/v3/auth/user/grant", "{\"user\":\"root\",\"role\":\"root\"}");
-	raw_post("/v3/auth/enable", "{}");
+	harness_etcd_enable_auth(H, "s3cret");
 	const char *e = ep();
 	struct etcd_client *c = client_for(L, &e, 1, "root", "s3cret");
 	CHECK_INT_EQ(etcd_client_auth_count(c), 0);
@@ -131,9 +108,7 @@ static void wcb(struct etcd_watch *w, int err, int64_t revision, const struct et
 		return;
 	}
 	for (size_t i = 0; i < n && r->n < 16; i++) {
-		size_t kl = ev[i].kv.key_len < 15 ? ev[i].kv.key_len : 15;
-		memcpy(r->keys[r->n], ev[i].kv.key, kl);
-		r->keys[r->n][kl] = 0;
+		copy_str(r->keys[r->n], sizeof(r->keys[r->n]), ev[i].kv.key, ev[i].kv.key_len);
 		r->n++;
 	}
 	if (r->n >= r->target)

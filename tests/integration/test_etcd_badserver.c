@@ -174,15 +174,10 @@ static struct etcd_client *client_at(int port, size_t max_resp, uint32_t timeout
 	char url[64];
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
 	const char *ep = url;
-	struct etcd_config cfg;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.endpoints = &ep;
-	cfg.n_endpoints = 1;
+	struct etcd_config cfg = config_of(&ep, 1);
 	cfg.max_response_bytes = max_resp;
 	cfg.request_timeout_ms = timeout_ms;
-	struct etcd_client *c = NULL;
-	CHECK_OK(etcd_client_new(L, &cfg, &c));
-	return c;
+	return client_new_of(L, &cfg);
 }
 
 /* one_shot - serve `response` once; return the error of a range on it */
@@ -380,24 +375,19 @@ static void test_bad_refused_connection(void)
 /* ---- watch over a scripted stream ---- */
 
 struct wrec {
-	int calls, n_events, progress, errs, last_err;
-	int64_t revs[16], err_rev;
+	struct watch_errs e;
+	int n_events, progress;
+	int64_t revs[16];
 	int types[16];
-	bool got_first, got_three, got_err;
+	bool got_first, got_three;
 };
 
 static void wcb(struct etcd_watch *w, int err, int64_t revision, const struct etcd_event *ev,
 		size_t n, void *ud)
 {
 	struct wrec *r = ud;
-	r->calls++;
-	if (err < 0) {
-		r->errs++;
-		r->last_err = err;
-		r->err_rev = revision;
-		r->got_err = true;
+	if (watch_errs_take(&r->e, err, revision))
 		return;
-	}
 	if (n == 0)
 		r->progress++;
 	for (size_t i = 0; i < n && r->n_events < 16; i++) {
@@ -469,14 +459,14 @@ static void test_bad_watch_stream(void)
 	}
 	CHECK_INT_EQ(r.revs[1], 6);
 	srv_gate(s); /* second half of the split object */
-	CHECK_OK(loop_run_until(L, &r.got_err, dl));
+	CHECK_OK(loop_run_until(L, &r.e.got_err, dl));
 	CHECK_INT_EQ(r.n_events, 3); /* duplicate rev 6 dropped */
 	CHECK_INT_EQ(r.revs[2], 7);
 	CHECK_INT_EQ(r.types[2], ETCD_EVENT_DELETE);
 	CHECK_INT_EQ(r.progress, 1);
-	CHECK_INT_EQ(r.errs, 1);
-	CHECK_INT_EQ(r.last_err, -ERANGE);
-	CHECK_INT_EQ(r.err_rev, 9);
+	CHECK_INT_EQ(r.e.errs, 1);
+	CHECK_INT_EQ(r.e.last_err, -ERANGE);
+	CHECK_INT_EQ(r.e.err_rev, 9);
 	/* the resume points the client asked for */
 	CHECK(strstr(s->bodies[0], "\"start_revision\":\"5\""));
 	CHECK(strstr(s->bodies[1], "\"start_revision\":\"6\""));
@@ -497,7 +487,7 @@ static void test_bad_watch_refused_keeps_retrying(void)
 	struct etcd_watch *w = NULL;
 	CHECK_OK(etcd_watch_start(c, "a", 1, NULL, 0, 0, 0, wcb, &r, &w));
 	loop_for(L, 400);
-	CHECK_INT_EQ(r.calls, 0);
+	CHECK_INT_EQ(r.e.calls, 0);
 	etcd_watch_cancel(w);
 	etcd_client_free(c);
 }

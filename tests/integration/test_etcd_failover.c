@@ -49,13 +49,25 @@ static void wcb(struct etcd_watch *w, int err, int64_t revision, const struct et
 	for (size_t i = 0; i < n; i++) {
 		CHECK(r->n < 64);
 		r->revs[r->n] = ev[i].kv.mod_revision;
-		size_t kl = ev[i].kv.key_len < 15 ? ev[i].kv.key_len : 15;
-		memcpy(r->keys[r->n], ev[i].kv.key, kl);
-		r->keys[r->n][kl] = 0;
+		copy_str(r->keys[r->n], sizeof(r->keys[r->n]), ev[i].kv.key, ev[i].kv.key_len);
 		r->n++;
 	}
 	if (r->n >= r->target)
 		r->reached = true;
+}
+
+/* watch_from - a watch of prefix from revision base on c with flags, into a
+ * new record (the caller frees it) that is reached after target events */
+static struct wrec *watch_from(struct etcd_client *c, const char *prefix, int64_t base,
+			       uint32_t flags, int target, struct etcd_watch **ret_w)
+{
+	struct wrec *r = calloc(1, sizeof(*r));
+	CHECK(r);
+	r->target = target;
+	uint8_t end[64];
+	size_t pl = strlen(prefix), el = etcd_prefix_end(prefix, pl, end);
+	CHECK_OK(etcd_watch_start(c, prefix, pl, end, el, base, flags, wcb, r, ret_w));
+	return r;
 }
 
 /* put_retry - a put that tolerates the cluster electing a new leader */
@@ -85,13 +97,8 @@ static void test_failover_stop_connected_member(void)
 	CHECK_STR_EQ(etcd_client_endpoint(c), eps[0]);
 	int64_t base = put_retry(c, "f/0");
 
-	struct wrec *r = calloc(1, sizeof(*r));
-	CHECK(r);
-	r->target = 3;
 	struct etcd_watch *w = NULL;
-	uint8_t end[8];
-	size_t el = etcd_prefix_end("f/", 2, end);
-	CHECK_OK(etcd_watch_start(c, "f/", 2, end, el, base, 0, wcb, r, &w));
+	struct wrec *r = watch_from(c, "f/", base, 0, 3, &w);
 	put_retry(c, "f/1");
 	put_retry(c, "f/2");
 	if (loop_run_until(L, &r->reached, loop_now() + WAIT_MS * LOOP_NS_PER_MS) < 0)
@@ -165,23 +172,13 @@ static void test_failover_hung_member_watch_idle(void)
 	 * up (the kernel still ACKs), so only the idle timeout notices */
 	const char *eps[3] = {harness_etcd_url(H, 0), harness_etcd_url(H, 1),
 			      harness_etcd_url(H, 2)};
-	struct etcd_config cfg;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.endpoints = eps;
-	cfg.n_endpoints = 3;
+	struct etcd_config cfg = config_of(eps, 3);
 	cfg.watch_idle_timeout_ms = 3000;
-	struct etcd_client *c = NULL;
-	CHECK_OK(etcd_client_new(L, &cfg, &c));
+	struct etcd_client *c = client_new_of(L, &cfg);
 	CHECK_STR_EQ(etcd_client_endpoint(c), eps[0]);
 	int64_t base = put_retry(c, "h/0");
-	struct wrec *r = calloc(1, sizeof(*r));
-	CHECK(r);
-	r->target = 1;
 	struct etcd_watch *w = NULL;
-	uint8_t end[8];
-	size_t el = etcd_prefix_end("h/", 2, end);
-	CHECK_OK(
-	    etcd_watch_start(c, "h/", 2, end, el, base, ETCD_WATCH_PROGRESS_NOTIFY, wcb, r, &w));
+	struct wrec *r = watch_from(c, "h/", base, ETCD_WATCH_PROGRESS_NOTIFY, 1, &w);
 	if (loop_run_until(L, &r->reached, loop_now() + WAIT_MS * LOOP_NS_PER_MS) < 0)
 		CHECK(!"first event");
 	/* writes go through member 2 while member 0 is frozen */

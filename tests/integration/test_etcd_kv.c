@@ -210,19 +210,6 @@ static int txn(const struct etcd_compare *cmps, size_t n, const struct etcd_op *
 	return x.err;
 }
 
-static struct etcd_compare cmp(enum etcd_cmp_target t, enum etcd_cmp_result res, const char *key,
-			       int64_t n)
-{
-	struct etcd_compare c;
-	memset(&c, 0, sizeof(c));
-	c.target = t;
-	c.result = res;
-	c.key = key;
-	c.key_len = strlen(key);
-	c.number = n;
-	return c;
-}
-
 static void test_kv_txn_compares(void)
 {
 	struct etcd_response *r = NULL;
@@ -243,7 +230,7 @@ static void test_kv_txn_compares(void)
 	fail[0] = op_key(ETCD_OP_RANGE, "txn/k");
 
 	/* VALUE EQUAL -> success branch, three responses of the right types */
-	struct etcd_compare c = cmp(ETCD_CMP_VALUE, ETCD_CMP_EQUAL, "txn/k", 0);
+	struct etcd_compare c = cmp_key(ETCD_CMP_VALUE, ETCD_CMP_EQUAL, "txn/k", 0);
 	c.value = "v2";
 	c.value_len = 2;
 	CHECK_OK(txn(&c, 1, succ, 3, fail, 1, &r));
@@ -270,42 +257,42 @@ static void test_kv_txn_compares(void)
 	etcd_response_free(r);
 
 	/* VERSION */
-	c = cmp(ETCD_CMP_VERSION, ETCD_CMP_EQUAL, "txn/k", 2);
+	c = cmp_key(ETCD_CMP_VERSION, ETCD_CMP_EQUAL, "txn/k", 2);
 	CHECK_OK(txn(&c, 1, NULL, 0, NULL, 0, &r));
 	CHECK(r->succeeded);
 	etcd_response_free(r);
-	c = cmp(ETCD_CMP_VERSION, ETCD_CMP_GREATER, "txn/k", 2);
+	c = cmp_key(ETCD_CMP_VERSION, ETCD_CMP_GREATER, "txn/k", 2);
 	CHECK_OK(txn(&c, 1, NULL, 0, NULL, 0, &r));
 	CHECK(!r->succeeded);
 	etcd_response_free(r);
 
 	/* CREATE, including create_revision == 0 for a missing key */
-	c = cmp(ETCD_CMP_CREATE, ETCD_CMP_EQUAL, "txn/k", create);
+	c = cmp_key(ETCD_CMP_CREATE, ETCD_CMP_EQUAL, "txn/k", create);
 	CHECK_OK(txn(&c, 1, NULL, 0, NULL, 0, &r));
 	CHECK(r->succeeded);
 	etcd_response_free(r);
-	c = cmp(ETCD_CMP_CREATE, ETCD_CMP_EQUAL, "txn/missing", 0);
+	c = cmp_key(ETCD_CMP_CREATE, ETCD_CMP_EQUAL, "txn/missing", 0);
 	CHECK_OK(txn(&c, 1, NULL, 0, NULL, 0, &r));
 	CHECK(r->succeeded);
 	etcd_response_free(r);
-	c = cmp(ETCD_CMP_CREATE, ETCD_CMP_EQUAL, "txn/k", 0);
+	c = cmp_key(ETCD_CMP_CREATE, ETCD_CMP_EQUAL, "txn/k", 0);
 	CHECK_OK(txn(&c, 1, NULL, 0, NULL, 0, &r));
 	CHECK(!r->succeeded);
 	etcd_response_free(r);
 
 	/* MOD: txn/k was not modified by the txns above */
-	c = cmp(ETCD_CMP_MOD, ETCD_CMP_EQUAL, "txn/k", mod);
+	c = cmp_key(ETCD_CMP_MOD, ETCD_CMP_EQUAL, "txn/k", mod);
 	CHECK_OK(txn(&c, 1, NULL, 0, NULL, 0, &r));
 	CHECK(r->succeeded);
 	etcd_response_free(r);
-	c = cmp(ETCD_CMP_MOD, ETCD_CMP_LESS, "txn/k", mod);
+	c = cmp_key(ETCD_CMP_MOD, ETCD_CMP_LESS, "txn/k", mod);
 	CHECK_OK(txn(&c, 1, NULL, 0, NULL, 0, &r));
 	CHECK(!r->succeeded);
 	etcd_response_free(r);
 
 	/* MOD LESS over a range: true only when every key in it is older */
 	uint8_t end[8];
-	c = cmp(ETCD_CMP_MOD, ETCD_CMP_LESS, "txn/", mod + 1);
+	c = cmp_key(ETCD_CMP_MOD, ETCD_CMP_LESS, "txn/", mod + 1);
 	c.range_end = end;
 	c.range_end_len = etcd_prefix_end("txn/", 4, end);
 	CHECK_OK(txn(&c, 1, NULL, 0, NULL, 0, &r));
@@ -324,18 +311,18 @@ static void test_kv_txn_compares(void)
 	int64_t lease = x.r->lease_id;
 	res_clear(&x);
 	CHECK_OK(sput(L, C, "txn/leased", "l", lease, false, NULL));
-	c = cmp(ETCD_CMP_LEASE, ETCD_CMP_EQUAL, "txn/leased", lease);
+	c = cmp_key(ETCD_CMP_LEASE, ETCD_CMP_EQUAL, "txn/leased", lease);
 	CHECK_OK(txn(&c, 1, NULL, 0, NULL, 0, &r));
 	CHECK(r->succeeded);
 	etcd_response_free(r);
-	c = cmp(ETCD_CMP_LEASE, ETCD_CMP_EQUAL, "txn/k", lease);
+	c = cmp_key(ETCD_CMP_LEASE, ETCD_CMP_EQUAL, "txn/k", lease);
 	CHECK_OK(txn(&c, 1, NULL, 0, NULL, 0, &r));
 	CHECK(!r->succeeded);
 	etcd_response_free(r);
 
 	/* several compares: all must hold */
-	struct etcd_compare two[2] = {cmp(ETCD_CMP_VERSION, ETCD_CMP_EQUAL, "txn/k", 2),
-				      cmp(ETCD_CMP_VERSION, ETCD_CMP_EQUAL, "txn/s", 5)};
+	struct etcd_compare two[2] = {cmp_key(ETCD_CMP_VERSION, ETCD_CMP_EQUAL, "txn/k", 2),
+				      cmp_key(ETCD_CMP_VERSION, ETCD_CMP_EQUAL, "txn/s", 5)};
 	CHECK_OK(txn(two, 2, NULL, 0, fail, 1, &r));
 	CHECK(!r->succeeded);
 	etcd_response_free(r);
@@ -470,7 +457,7 @@ static void test_kv_two_clients_race_create(void)
 	for (int round = 0; round < 5; round++) {
 		char key[32];
 		snprintf(key, sizeof(key), "race/%d", round);
-		struct etcd_compare cm = cmp(ETCD_CMP_CREATE, ETCD_CMP_EQUAL, key, 0);
+		struct etcd_compare cm = cmp_key(ETCD_CMP_CREATE, ETCD_CMP_EQUAL, key, 0);
 		struct etcd_op p1 = op_key(ETCD_OP_PUT, key), p2 = op_key(ETCD_OP_PUT, key);
 		p1.value = "c1";
 		p1.value_len = 2;

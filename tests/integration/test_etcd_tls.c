@@ -58,18 +58,12 @@ static struct etcd_client *tls_client(struct harness_etcd *h, const char *ca, co
 {
 	static const char *ep;
 	ep = harness_etcd_url(h, 0);
-	struct etcd_config cfg;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.endpoints = &ep;
-	cfg.n_endpoints = 1;
+	struct etcd_config cfg = config_of(&ep, 1);
 	cfg.cacert = ca;
 	cfg.cert = cert;
 	cfg.key = key;
 	cfg.request_timeout_ms = 5000;
-	struct etcd_client *c = NULL;
-	CHECK_OK(etcd_client_new(L, &cfg, &c));
-	CHECK(c);
-	return c;
+	return client_new_of(L, &cfg);
 }
 
 /* put_err - the err of one put through c (the response is dropped) */
@@ -163,13 +157,7 @@ static void kv_txn_lease_watch(struct etcd_client *c, const char *pfx)
 	etcd_kv_free(kv);
 
 	/* txn: compare create_revision, put on success */
-	struct etcd_compare cmp;
-	memset(&cmp, 0, sizeof(cmp));
-	cmp.target = ETCD_CMP_CREATE;
-	cmp.result = ETCD_CMP_EQUAL;
-	cmp.key = k1;
-	cmp.key_len = strlen(k1);
-	cmp.number = create_rev;
+	struct etcd_compare cmp = cmp_key(ETCD_CMP_CREATE, ETCD_CMP_EQUAL, k1, create_rev);
 	struct etcd_op ok_op = op_key(ETCD_OP_PUT, k2);
 	ok_op.value = "two";
 	ok_op.value_len = 3;

@@ -34,9 +34,9 @@ static struct harness_etcd *H;
 #define MAXEV 256
 
 struct wrec {
-	int calls, n_events, n_batches, progress, errs;
-	int last_err;
-	int64_t err_rev, last_progress_rev, last_cb_rev;
+	struct watch_errs e;
+	int n_events, n_batches, progress;
+	int64_t last_progress_rev, last_cb_rev;
 	int64_t revs[MAXEV];
 	int types[MAXEV];
 	char keys[MAXEV][32];
@@ -45,31 +45,16 @@ struct wrec {
 	bool has_prev[MAXEV];
 	int batch_sizes[MAXEV];
 	int target;
-	bool reached, got_progress, got_err;
+	bool reached, got_progress;
 	bool cancel_in_cb;
 };
-
-static void copy_str(char *dst, size_t cap, const uint8_t *p, size_t len)
-{
-	if (len >= cap)
-		len = cap - 1;
-	if (len)
-		memcpy(dst, p, len);
-	dst[len] = 0;
-}
 
 static void wcb(struct etcd_watch *w, int err, int64_t revision, const struct etcd_event *ev,
 		size_t n, void *ud)
 {
 	struct wrec *r = ud;
-	r->calls++;
-	if (err < 0) {
-		r->errs++;
-		r->last_err = err;
-		r->err_rev = revision;
-		r->got_err = true;
+	if (watch_errs_take(&r->e, err, revision))
 		return;
-	}
 	CHECK(revision > 0);
 	CHECK(revision >= r->last_cb_rev);
 	r->last_cb_rev = revision;
@@ -129,7 +114,7 @@ static void test_watch_events_txn_batch_prev_kv(void)
 	size_t el = etcd_prefix_end("w/", 2, end);
 	/* from base + 1: nothing is missed even before the stream is up */
 	CHECK_OK(etcd_watch_start(C, "w/", 2, end, el, base + 1, ETCD_WATCH_PREV_KV, wcb, r, &w));
-	CHECK_INT_EQ(r->calls, 0);
+	CHECK_INT_EQ(r->e.calls, 0);
 	int64_t r1 = put_rev("w/a", "1");
 	int64_t r2 = put_rev("w/a", "2");
 	put_rev("zzz", "outside the range");
@@ -148,7 +133,7 @@ static void test_watch_events_txn_batch_prev_kv(void)
 	CHECK_OK(sop(L, C, &del, NULL));
 	wait_flag(&r->reached, WAIT_MS, "5 watch events");
 	CHECK_INT_EQ(r->n_events, 5);
-	CHECK_INT_EQ(r->errs, 0);
+	CHECK_INT_EQ(r->e.errs, 0);
 	/* put w/a=1 */
 	CHECK_STR_EQ(r->keys[0], "w/a");
 	CHECK_STR_EQ(r->vals[0], "1");
@@ -184,10 +169,10 @@ static void test_watch_events_txn_batch_prev_kv(void)
 	CHECK(etcd_watch_revision(w) >= r->revs[4]);
 	etcd_watch_cancel(w);
 	/* nothing after cancel */
-	int calls = r->calls;
+	int calls = r->e.calls;
 	put_rev("w/a", "after");
 	put_rev("other", "sync");
-	CHECK_INT_EQ(r->calls, calls);
+	CHECK_INT_EQ(r->e.calls, calls);
 	free(r);
 }
 
@@ -307,7 +292,7 @@ static void test_watch_resume_across_restart(void)
 	put_rev("r/10", "v");
 	wait_flag(&r->reached, WAIT_MS, "11th event");
 	CHECK_INT_EQ(r->n_events, 11);
-	CHECK_INT_EQ(r->errs, 0);
+	CHECK_INT_EQ(r->e.errs, 0);
 	for (int i = 0; i < 11; i++) {
 		snprintf(key, sizeof(key), "r/%d", i);
 		CHECK_STR_EQ(r->keys[i], key);
@@ -332,16 +317,16 @@ static void test_watch_compacted_reports_erange_once(void)
 	CHECK(r);
 	struct etcd_watch *w = NULL;
 	CHECK_OK(etcd_watch_start(C, "c/k", 3, NULL, 0, first, 0, wcb, r, &w));
-	wait_flag(&r->got_err, WAIT_MS, "the compaction error");
-	CHECK_INT_EQ(r->last_err, -ERANGE);
-	CHECK_INT_EQ(r->err_rev, last);
+	wait_flag(&r->e.got_err, WAIT_MS, "the compaction error");
+	CHECK_INT_EQ(r->e.last_err, -ERANGE);
+	CHECK_INT_EQ(r->e.err_rev, last);
 	CHECK_INT_EQ(r->n_events, 0);
 	/* later writes are not delivered and the error is not repeated */
 	put_rev("c/k", "4");
 	put_rev("other", "z");
 	loop_for(L, 300);
-	CHECK_INT_EQ(r->errs, 1);
-	CHECK_INT_EQ(r->calls, 1);
+	CHECK_INT_EQ(r->e.errs, 1);
+	CHECK_INT_EQ(r->e.calls, 1);
 	etcd_watch_cancel(w);
 	free(r);
 }
@@ -360,7 +345,7 @@ static void test_watch_cancel_inside_callback(void)
 	wait_flag(&r->reached, WAIT_MS, "first event");
 	put_rev("k/", "2");
 	put_rev("other", "sync");
-	CHECK_INT_EQ(r->calls, 1);
+	CHECK_INT_EQ(r->e.calls, 1);
 	free(r);
 }
 
@@ -383,7 +368,7 @@ static void test_watch_idle_no_busy_polling(void)
 		wakeups += n;
 	}
 	CHECK(wakeups < 10);
-	CHECK_INT_EQ(r->calls, 1);
+	CHECK_INT_EQ(r->e.calls, 1);
 	etcd_watch_cancel(w);
 	free(r);
 }
@@ -441,7 +426,7 @@ static void test_watch_cancel_closes_later(void)
 		CHECK(loop_run_once(L, 10) >= 0);
 	CHECK_INT_EQ(count_sockets(), before);
 	put_rev("cc/", "3");
-	CHECK_INT_EQ(r->calls, 1);
+	CHECK_INT_EQ(r->e.calls, 1);
 	CHECK_INT_EQ(r->n_events, 1);
 	/* cancelled and freed with the client before the teardown round */
 	struct etcd_watch *w2 = NULL;
@@ -449,7 +434,7 @@ static void test_watch_cancel_closes_later(void)
 	etcd_watch_cancel(w2);
 	etcd_watch_cancel(w2); /* twice is harmless */
 	etcd_client_free(c2);
-	CHECK_INT_EQ(r->calls, 1);
+	CHECK_INT_EQ(r->e.calls, 1);
 	free(r);
 }
 

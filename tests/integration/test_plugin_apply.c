@@ -167,19 +167,6 @@ static void set_case(const char *n, const char *val, const char *flags)
 	knobs("set", n, val, flags);
 }
 
-static const char *mode_name(uint32_t mode)
-{
-	return mode == PLUGIN_ISOLATION_PROCESS ? "process" : "thread";
-}
-
-#define RUN_ARG(fn, arg)                                                                           \
-	do {                                                                                       \
-		fprintf(stderr, "--- %s\n", #fn);                                                  \
-		fn(arg);                                                                           \
-		printf("ok - %s(%s)\n", #fn, mode_name(arg));                                     \
-		fflush(stdout);                                                                    \
-	} while (0)
-
 /* the diff: only the difference is written; a resync of the same set
  * writes nothing; orphans go (not with KEEP_OTHERS); chunks of 127 ops */
 static void t_apply_diff_and_chunks(uint32_t mode)
@@ -246,8 +233,8 @@ static void t_apply_resync_10000(uint32_t mode)
 	expect(t, "apply rc=0 put=0 deleted=0 unchanged=10000 txns=0 rev=+");
 	free(t);
 	CHECK_INT_EQ(g_txns, before);
-	fprintf(stderr, "  resync of 10000 unchanged keys (%s): %.1f ms, 0 writes\n", mode_name(mode),
-	        (double)ns / 1e6);
+	fprintf(stderr, "  resync of 10000 unchanged keys (%s): %.1f ms, 0 writes\n",
+		ifx_isolation_name(mode), (double)ns / 1e6);
 	plugin_instance_deposed(in.pi);
 	stop_and_free(&in);
 }
@@ -456,14 +443,14 @@ int main(void)
 	CHECK_OK(harness_etcd_start(1, NULL, &H));
 	tu_init(&T, harness_etcd_url(H, 0));
 	for (uint32_t mode = 0; mode <= PLUGIN_ISOLATION_PROCESS; mode++) {
-		RUN_ARG(t_apply_diff_and_chunks, mode);
-		RUN_ARG(t_apply_bytes, mode);
-		RUN_ARG(t_apply_resync_10000, mode);
-		RUN_ARG(t_apply_fence_lost, mode);
-		RUN_ARG(t_apply_refusals_and_key, mode);
-		RUN_ARG(t_config_schema, mode);
-		RUN_ARG(t_controller, mode);
-		RUN_ARG(t_abi_1_2, mode);
+		IFX_RUN_MODE(t_apply_diff_and_chunks, mode);
+		IFX_RUN_MODE(t_apply_bytes, mode);
+		IFX_RUN_MODE(t_apply_resync_10000, mode);
+		IFX_RUN_MODE(t_apply_fence_lost, mode);
+		IFX_RUN_MODE(t_apply_refusals_and_key, mode);
+		IFX_RUN_MODE(t_config_schema, mode);
+		IFX_RUN_MODE(t_controller, mode);
+		IFX_RUN_MODE(t_abi_1_2, mode);
 	}
 	tu_fini(&T);
 	harness_etcd_free(H);

@@ -217,14 +217,6 @@ static void wait_rev(int64_t rev)
 	tu_wait(&T, trace_reached, &rev, WAIT_MS, "the plugin to see the last write");
 }
 
-#define RUN_ARG(fn, arg)                                                                           \
-	do {                                                                                       \
-		fprintf(stderr, "--- %s\n", #fn);                                                  \
-		fn(arg);                                                                           \
-		printf("ok - %s(%s)\n", #fn, mode_name(arg));                                     \
-		fflush(stdout);                                                                    \
-	} while (0)
-
 /* The replay of one term's watch 0 from the trace: the key -> value map the
  * plugin's cache would hold, checked for the contract on the way:
  * - snapshot batches first (same revision R), the last SYNCED; a RESYNC
@@ -442,16 +434,11 @@ static void put_many(const char *prefix, int n)
 	}
 }
 
-static const char *mode_name(uint32_t mode)
-{
-	return mode == PLUGIN_ISOLATION_PROCESS ? "process" : "thread";
-}
-
 /* ---- tests ---- */
 
 static void t_boundary(uint32_t mode)
 {
-	fprintf(stderr, "  mode %s\n", mode_name(mode));
+	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
 	tu_del_prefix(&T, PREFIX);
 	trace_reset();
 	put_many(PREFIX "in/pre", 2500); /* the snapshot is read in 3 pages */
@@ -516,7 +503,7 @@ static void t_boundary(uint32_t mode)
  * reconcile lets them go, nothing lost */
 static void t_paused(uint32_t mode)
 {
-	fprintf(stderr, "  mode %s\n", mode_name(mode));
+	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
 	tu_del_prefix(&T, PREFIX);
 	trace_reset();
 	struct inst in;
@@ -572,7 +559,7 @@ static size_t trace_count(const char *needle)
  * successor's snapshot carries them) */
 static void t_drain_stops_batches(uint32_t mode)
 {
-	fprintf(stderr, "  mode %s\n", mode_name(mode));
+	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
 	tu_del_prefix(&T, PREFIX);
 	trace_reset();
 	tu_put(&T, PREFIX "in/a", "1", 1);
@@ -609,7 +596,7 @@ static void t_drain_stops_batches(uint32_t mode)
 
 static void t_overflow(uint32_t mode)
 {
-	fprintf(stderr, "  mode %s\n", mode_name(mode));
+	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
 	tu_del_prefix(&T, PREFIX);
 	trace_reset();
 	tu_put(&T, PREFIX "in/a", "1", 1);
@@ -714,7 +701,7 @@ static void t_compaction(void)
 
 static void t_grants(uint32_t mode)
 {
-	fprintf(stderr, "  mode %s\n", mode_name(mode));
+	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
 	trace_reset();
 	tu_put(&T, "/other/x", "1", 1);
 	setenv("LH_WATCHER_ABS", "/other/", 1);
@@ -757,7 +744,7 @@ static void t_grants(uint32_t mode)
  * host's refusal is what the operator reads, not a bare errno */
 static void t_refused_watch_reason(uint32_t mode)
 {
-	fprintf(stderr, "  mode %s\n", mode_name(mode));
+	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
 	trace_reset();
 	setenv("LH_WATCHER_ABS", "/other/", 1);
 	setenv("LH_WATCHER_NOREASON", "1", 1);
@@ -778,7 +765,7 @@ static void t_refused_watch_reason(uint32_t mode)
  * refused before anything is sent */
 static void t_value_limit_round_trip(uint32_t mode)
 {
-	fprintf(stderr, "  mode %s\n", mode_name(mode));
+	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
 	tu_del_prefix(&T, PREFIX);
 	trace_reset();
 	setenv("LH_WATCHER_BIG", "1", 1);
@@ -808,7 +795,7 @@ static void t_value_limit_round_trip(uint32_t mode)
 
 static void t_abi_1_1(uint32_t mode)
 {
-	fprintf(stderr, "  mode %s\n", mode_name(mode));
+	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
 	tu_del_prefix(&T, PREFIX);
 	struct inst in;
 	start(&in, "abi11.so", mode, NULL, 0, 0);
@@ -867,7 +854,7 @@ static bool bad_acks(void *arg)
 
 static void t_garbage_watch_events(uint32_t mode)
 {
-	fprintf(stderr, "  mode %s\n", mode_name(mode));
+	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
 	tu_del_prefix(&T, PREFIX);
 	trace_reset();
 	struct inst in;
@@ -907,15 +894,15 @@ int main(void)
 	g_plugin_client = tu_client(&T, lagproxy_url(P));
 
 	for (uint32_t mode = 0; mode <= PLUGIN_ISOLATION_PROCESS; mode++) {
-		RUN_ARG(t_boundary, mode);
-		RUN_ARG(t_overflow, mode);
-		RUN_ARG(t_paused, mode);
-		RUN_ARG(t_drain_stops_batches, mode);
-		RUN_ARG(t_grants, mode);
-		RUN_ARG(t_refused_watch_reason, mode);
-		RUN_ARG(t_value_limit_round_trip, mode);
-		RUN_ARG(t_abi_1_1, mode);
-		RUN_ARG(t_garbage_watch_events, mode);
+		IFX_RUN_MODE(t_boundary, mode);
+		IFX_RUN_MODE(t_overflow, mode);
+		IFX_RUN_MODE(t_paused, mode);
+		IFX_RUN_MODE(t_drain_stops_batches, mode);
+		IFX_RUN_MODE(t_grants, mode);
+		IFX_RUN_MODE(t_refused_watch_reason, mode);
+		IFX_RUN_MODE(t_value_limit_round_trip, mode);
+		IFX_RUN_MODE(t_abi_1_1, mode);
+		IFX_RUN_MODE(t_garbage_watch_events, mode);
 	}
 	RUN(t_compaction);
 

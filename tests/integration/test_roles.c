@@ -44,8 +44,7 @@ static struct session *g_sess;
 static struct election *g_obs;
 static struct host H[3];
 
-static const char *const ARGS[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-wait", "0",
-                                   "--reconcile-interval", "1h", "--log-level", "debug", NULL};
+static const char *const ARGS[] = {HOST_TEST_ARGS(PFX), "--log-level", "debug", NULL};
 
 static void s_up(void *ud, int64_t l)
 {

@@ -15,6 +15,7 @@
 
 #include "check.h"
 #include "kit_script.h"
+#include "rng.h"
 
 static struct kit_script *parse_ok(const char *text, int n_hosts)
 {
@@ -161,10 +162,7 @@ static void test_bad_scripts(void)
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
 static uint64_t rnd(void)
 {
-	g_rng ^= g_rng << 13;
-	g_rng ^= g_rng >> 7;
-	g_rng ^= g_rng << 17;
-	return g_rng;
+	return test_rng_next(&g_rng);
 }
 
 /* random bytes, and a good script with bytes flipped, cut or replaced:

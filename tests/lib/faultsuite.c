@@ -48,6 +48,34 @@ void fs_setup(struct fault_suite *fs, int n_members, const char *prefix, const c
 	host_setup(&fs->b, harness_dir(fs->etcd), "b");
 }
 
+void fs_drop_times(const struct host *h, long mark, long ref_ms, const char *what,
+		   const char *since, long *ret_deadline, long *ret_dropped)
+{
+	*ret_dropped = host_log_ms_after(h, mark, "lost leadership", ref_ms);
+	*ret_deadline = host_log_ms_after(h, mark, "local deadline passed", ref_ms);
+	fprintf(stderr, "%s: %s's log: local deadline %ld ms, lost leadership %ld ms after %s\n",
+		what, h->node, *ret_deadline, *ret_dropped, since);
+}
+
+void fs_nobody_leads_until(struct fault_suite *fs, uint64_t t0, uint64_t ms)
+{
+	char st[32];
+	while (fs_ms_since(t0) < ms) {
+		CHECK(
+		    strcmp(host_plugin_state(&fs->a, fs->plugin, st, sizeof(st), NULL), "leading"));
+		CHECK(
+		    strcmp(host_plugin_state(&fs->b, fs->plugin, st, sizeof(st), NULL), "leading"));
+		loop_run_once(fs->t.loop, 100);
+	}
+	CHECK(host_alive(&fs->a) && host_alive(&fs->b));
+}
+
+void fs_setup_1_0(struct fault_suite *fs, int n_members)
+{
+	fs_setup(fs, n_members, FS_PREFIX, FS_PLUGIN, fs_host_args, REL(1, 0, 0), REL(1, 0, 0),
+		 REL(1, 0, 0));
+}
+
 void fs_start_two_hosts(struct fault_suite *fs, const char *release, struct release done_at)
 {
 	host_install_plugin(&fs->a, release, "reconciler.so");

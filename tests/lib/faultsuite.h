@@ -42,6 +42,21 @@ void fs_setup(struct fault_suite *fs, int n_members, const char *prefix, const c
 	      const char *const *args, struct release rel, struct release min_reconciler,
 	      struct release min_compatible);
 
+/* fs_drop_times - when h's log (from byte mark on) says its local deadline
+ * passed (*ret_deadline) and it lost leadership (*ret_dropped), in ms after
+ * ref_ms (a wall_ms_of_day() taken at the fault); LONG_MIN for a line that
+ * is not there. Printed to stderr as "what: ... after since". */
+void fs_drop_times(const struct host *h, long mark, long ref_ms, const char *what,
+		   const char *since, long *ret_deadline, long *ret_dropped);
+
+/* fs_nobody_leads_until - until fs_ms_since(t0) reaches ms, neither host
+ * says it leads (checked every 100 ms of the loop); both still run after */
+void fs_nobody_leads_until(struct fault_suite *fs, uint64_t t0, uint64_t ms);
+
+/* fs_setup_1_0 - fs_setup with the suite's prefix, plugin and host flags
+ * (FS_PREFIX, FS_PLUGIN, fs_host_args), observing as a consumer of 1.0.0 */
+void fs_setup_1_0(struct fault_suite *fs, int n_members);
+
 /* fs_start_two_hosts - install `release` as reconciler.so on both, start a
  * and wait until it leads, then b; wait for two members, the status DONE at
  * `done_at` and a's first reconcile. */

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "harness.h"
 
 #define MAX_MEMBERS 3
@@ -162,15 +163,6 @@ int harness_free_port(void)
 	return r < 0 ? r : p;
 }
 
-static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 static void member_kill(struct member *m)
 {
 	if (m->pid > 0) {
@@ -186,7 +178,7 @@ static void kill_all(void)
 		for (int i = 0; i < h->n; i++)
 			member_kill(&h->m[i]);
 		if (h->dir[0])
-			nftw(h->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+			test_rm_tree(h->dir);
 	}
 }
 
@@ -224,14 +216,43 @@ static void kill_members_now(void)
 				kill(h->m[i].pid, SIGKILL);
 }
 
+/* in a child before exec: stdout and stderr appended to logpath, stdin
+ * from /dev/null */
+static void child_stdio(const char *logpath)
+{
+	int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		dup2(fd, 1);
+		dup2(fd, 2);
+	}
+	int devnull = open("/dev/null", O_RDONLY);
+	if (devnull >= 0)
+		dup2(devnull, 0);
+}
+
+int harness_child_exit(pid_t pid)
+{
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+bool harness_cleanup_once(bool *once, void (*at_exit)(void), void (*at_signal)(void))
+{
+	if (*once)
+		return false;
+	*once = true;
+	atexit(at_exit);
+	harness_at_fatal_signal(at_signal);
+	return true;
+}
+
 static void install_hooks(void)
 {
-	if (g_hooks_installed)
-		return;
-	g_hooks_installed = true;
-	atexit(kill_all);
-	harness_at_fatal_signal(kill_members_now);
-	curl_global_init(CURL_GLOBAL_DEFAULT);
+	if (harness_cleanup_once(&g_hooks_installed, kill_all, kill_members_now))
+		curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
 static const char *etcd_binary(void)
@@ -345,14 +366,7 @@ static int member_spawn(struct harness_etcd *h, int i, bool new_cluster)
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
-		int fd = open(m->logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		int devnull = open("/dev/null", O_RDONLY);
-		if (devnull >= 0)
-			dup2(devnull, 0);
+		child_stdio(m->logpath);
 		/* die with the test even if it is SIGKILLed */
 		execvp(argv[0], (char *const *)argv);
 		_exit(127);
@@ -398,17 +412,7 @@ static bool member_healthy(const struct harness_etcd *h, struct member *m)
 
 static void dump_log(struct member *m)
 {
-	FILE *f = fopen(m->logpath, "r");
-	if (!f)
-		return;
-	fseek(f, 0, SEEK_END);
-	long sz = ftell(f);
-	fseek(f, sz > 3000 ? sz - 3000 : 0, SEEK_SET);
-	char buf[3001];
-	size_t n = fread(buf, 1, 3000, f);
-	buf[n] = 0;
-	fclose(f);
-	fprintf(stderr, "---- tail of %s ----\n%s\n----\n", m->logpath, buf);
+	test_dump_tail(m->logpath, 3000);
 }
 
 int harness_etcd_wait_healthy(struct harness_etcd *h, int i, int timeout_ms)
@@ -560,7 +564,7 @@ void harness_etcd_free(struct harness_etcd *h)
 			break;
 		}
 	if (getenv("LH_KEEP_TMP") == NULL)
-		nftw(h->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+		test_rm_tree(h->dir);
 	for (int k = 0; k < h->n_extra; k++)
 		free(h->extra_copy[k]);
 	free(h->extra_copy);
@@ -681,24 +685,14 @@ static int run_openssl(const struct harness_etcd *h, const char *const *argv)
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
-		int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		int devnull = open("/dev/null", O_RDONLY);
-		if (devnull >= 0)
-			dup2(devnull, 0);
+		child_stdio(logpath);
 		execvp(openssl_binary(), (char *const *)argv);
 		_exit(127);
 	}
-	int st = 0;
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		return 0;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
+	int code = harness_child_exit(pid);
+	if (code <= 0)
+		return code;
+	if (code == 127) {
 		fprintf(stderr, "harness: cannot run '%s' (install the Debian package \"openssl\")\n",
 			openssl_binary());
 		return -ENOENT;
@@ -785,30 +779,60 @@ static int tls_prepare(struct harness_etcd *h)
 	return r;
 }
 
-int harness_tls_files(const struct harness_etcd *h, const char **ret_ca, const char **ret_cert,
-                      const char **ret_key)
+/* one blocking POST to member 0's gateway, answered 200 */
+static void gateway_post(const struct harness_etcd *h, const char *path, const char *body)
+{
+	char url[256];
+	snprintf(url, sizeof(url), "%s%s", harness_etcd_url(h, 0), path);
+	CURL *e = curl_easy_init();
+	CHECK(e != NULL);
+	FILE *sink = fopen("/dev/null", "w");
+	CHECK(sink != NULL);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, sink);
+	if (h->tls)
+		curl_easy_setopt(e, CURLOPT_CAINFO, h->ca);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 10000L);
+	CHECK_INT_EQ(curl_easy_perform(e), CURLE_OK);
+	long code = 0;
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
+	CHECK_INT_EQ(code, 200);
+	fclose(sink);
+	curl_easy_cleanup(e);
+}
+
+void harness_etcd_enable_auth(const struct harness_etcd *h, const char *password)
+{
+	char body[256];
+	snprintf(body, sizeof(body), "{\"name\":\"root\",\"password\":\"%s\"}", password);
+	gateway_post(h, "/v3/auth/user/add", body);
+	gateway_post(h, "/v3/auth/user/grant", "{\"user\":\"root\",\"role\":\"root\"}");
+	gateway_post(h, "/v3/auth/enable", "{}");
+}
+
+/* the three files of one CA's set into the out pointers that are not NULL */
+static int tls_set(const struct harness_etcd *h, const char *ca, const char *cert, const char *key,
+		   const char **ret_ca, const char **ret_cert, const char **ret_key)
 {
 	if (!h->tls)
 		return -EINVAL;
-	if (ret_ca)
-		*ret_ca = h->ca;
-	if (ret_cert)
-		*ret_cert = h->client_cert;
-	if (ret_key)
-		*ret_key = h->client_key;
+	const char *const in[3] = {ca, cert, key};
+	const char **const out[3] = {ret_ca, ret_cert, ret_key};
+	for (int i = 0; i < 3; i++)
+		if (out[i])
+			*out[i] = in[i];
 	return 0;
+}
+
+int harness_tls_files(const struct harness_etcd *h, const char **ret_ca, const char **ret_cert,
+		      const char **ret_key)
+{
+	return tls_set(h, h->ca, h->client_cert, h->client_key, ret_ca, ret_cert, ret_key);
 }
 
 int harness_tls_other_files(const struct harness_etcd *h, const char **ret_ca,
                             const char **ret_cert, const char **ret_key)
 {
-	if (!h->tls)
-		return -EINVAL;
-	if (ret_ca)
-		*ret_ca = h->other_ca;
-	if (ret_cert)
-		*ret_cert = h->other_cert;
-	if (ret_key)
-		*ret_key = h->other_key;
-	return 0;
+	return tls_set(h, h->other_ca, h->other_cert, h->other_key, ret_ca, ret_cert, ret_key);
 }

@@ -62,6 +62,15 @@ int harness_etcd_wait_healthy(struct harness_etcd *h, int member, int timeout_ms
  * action. For every fixture that owns something outside the process (etcd,
  * hosts, network namespaces). At most 8. */
 void harness_at_fatal_signal(void (*fn)(void));
+/* harness_child_exit - wait for child pid (EINTR retried): its exit code,
+ * 128 + the signal that killed it, or -errno when it cannot be waited for */
+int harness_child_exit(pid_t pid);
+
+/* harness_cleanup_once - the first time for *once (false before): at_exit
+ * runs at exit() and at_signal on a fatal signal (as harness_at_fatal_signal);
+ * returns true then, false on every later call with the same flag. For a
+ * fixture that cleans up behind a failing test. */
+bool harness_cleanup_once(bool *once, void (*at_exit)(void), void (*at_signal)(void));
 
 /* the temp dir of this harness (borrowed); tests may create files there */
 const char *harness_dir(const struct harness_etcd *h);
@@ -102,6 +111,12 @@ int harness_etcd_start_tls(int n_members, bool client_cert_auth, const char *con
  * harness (out pointers untouched). */
 int harness_tls_files(const struct harness_etcd *h, const char **ret_ca, const char **ret_cert,
                       const char **ret_key);
+
+/* harness_etcd_enable_auth - through member 0's JSON gateway (the calls
+ * the client does not offer): add user root with password, grant it the
+ * root role, enable authentication. A TLS harness is reached with its CA.
+ * Any answer but 200 fails the test. */
+void harness_etcd_enable_auth(const struct harness_etcd *h, const char *password);
 
 /* harness_tls_other_files - same for the unrelated second CA and a client
  * cert + key signed by it: the server must refuse both. Returns 0 or -EINVAL

@@ -21,10 +21,11 @@
 
 #include "check.h"
 #include "election/election.h"
+#include "etcd/etcd_session.h"
+#include "files.h"
 #include "harness.h"
 #include "hosts.h"
 #include "proto/leasehold.pb-c.h"
-#include "etcd/etcd_session.h"
 #include "testutil.h"
 
 extern char **environ;
@@ -87,13 +88,19 @@ void host_setup(struct host *h, const char *base, const char *node)
 	snprintf(h->log, sizeof(h->log), "%s/%s.log", base, node);
 	CHECK(mkdir(h->dir, 0755) == 0 || errno == EEXIST);
 	CHECK(mkdir(h->plugin_dir, 0755) == 0 || errno == EEXIST);
-	if (!g_atexit) {
-		g_atexit = true;
-		atexit(kill_hosts);
-		harness_at_fatal_signal(kill_hosts_now);
-	}
+	harness_cleanup_once(&g_atexit, kill_hosts, kill_hosts_now);
 	if (g_nhosts < MAX_HOSTS)
 		g_hosts[g_nhosts++] = h;
+}
+
+struct host *host_of_node(const char *node)
+{
+	CHECK(node != NULL);
+	for (int i = 0; i < g_nhosts; i++)
+		if (strcmp(g_hosts[i]->node, node) == 0)
+			return g_hosts[i];
+	fprintf(stderr, "no host was set up as node '%s'\n", node);
+	exit(1);
 }
 
 void host_forget(struct host *h)
@@ -237,17 +244,7 @@ void host_install_plugin(struct host *h, const char *release, const char *as)
 
 void host_dump_log(const struct host *h)
 {
-	FILE *f = fopen(h->log, "r");
-	if (!f)
-		return;
-	fseek(f, 0, SEEK_END);
-	long sz = ftell(f);
-	fseek(f, sz > 6000 ? sz - 6000 : 0, SEEK_SET);
-	char buf[6001];
-	size_t n = fread(buf, 1, 6000, f);
-	buf[n] = 0;
-	fclose(f);
-	fprintf(stderr, "---- %s ----\n%s----\n", h->log, buf);
+	test_dump_tail(h->log, 6000);
 }
 
 /* ---- additions for the end-to-end CLI / plugin-dir tests ---- */
@@ -287,11 +284,7 @@ static void install_bytes(struct host *h, const void *data, size_t len, const ch
 			fprintf(stderr, "cannot open %s: %s\n", src, strerror(errno));
 			exit(99);
 		}
-		char buf[65536];
-		ssize_t n;
-		while ((n = read(in, buf, sizeof(buf))) > 0)
-			CHECK(write(out, buf, (size_t)n) == n);
-		CHECK(n == 0);
+		test_copy_fd(in, out);
 		close(in);
 	} else if (len > 0) {
 		CHECK(write(out, data, len) == (ssize_t)len);
@@ -633,7 +626,7 @@ static void obs_lost(void *ud, int64_t l, const char *w)
 	(void)w;
 }
 
-static const struct session_ops obs_session_ops = {.up = obs_up, .lost = obs_lost};
+const struct session_ops host_quiet_session_ops = {.up = obs_up, .lost = obs_lost};
 
 struct observer *obs_new(struct tu *t, const char *prefix, const char *plugin, struct release rel,
 			 struct release min_reconciler, struct release min_compatible)
@@ -643,7 +636,7 @@ struct observer *obs_new(struct tu *t, const char *prefix, const char *plugin, s
 	o->t = t;
 	/* the session is never started: no lease, so the observer never
 	 * registers nor campaigns; it only watches */
-	CHECK_OK(session_new(t->loop, t->etcd, 10, &obs_session_ops, NULL, &o->sess));
+	CHECK_OK(session_new(t->loop, t->etcd, 10, &host_quiet_session_ops, NULL, &o->sess));
 	struct election_config cfg = {.prefix = prefix,
 				      .name = plugin,
 				      .node_id = "observer",
@@ -847,6 +840,48 @@ static struct json_object *find_in(struct json_object *a, const char *name)
 				return json_object_get(p);
 		}
 	return NULL;
+}
+
+/* o's member at path, which must be of type t */
+static struct json_object *jtyped(struct json_object *o, const char *path, json_type t)
+{
+	struct json_object *v = jget(o, path);
+	if (!v || !json_object_is_type(v, t)) {
+		fprintf(stderr, "JSON member '%s' missing or not a %s in %s\n", path,
+			json_type_to_name(t), json_object_to_json_string(o));
+		exit(1);
+	}
+	return v;
+}
+
+int64_t jint(struct json_object *o, const char *path)
+{
+	return json_object_get_int64(jtyped(o, path, json_type_int));
+}
+
+bool jbool(struct json_object *o, const char *path)
+{
+	return json_object_get_boolean(jtyped(o, path, json_type_boolean));
+}
+
+int64_t host_fencing_token(const struct host *h, const char *plugin)
+{
+	struct json_object *p = ctl_plugin_json(h, plugin);
+	CHECK(p != NULL);
+	int64_t t = json_object_get_int64(jget(p, "fencing_token"));
+	json_object_put(p);
+	return t;
+}
+
+struct json_object *host_history_json(const struct host *h, const char *plugin)
+{
+	struct ctl_out o;
+	CHECK_INT_EQ(host_ctl(h, &o, "history", plugin, "--json", NULL), 0);
+	struct json_object *a = json_tokener_parse(o.out);
+	fprintf(stderr, "history: %s\n", o.out);
+	CHECK(a && json_object_is_type(a, json_type_array));
+	ctl_out_free(&o);
+	return a;
 }
 
 struct json_object *ctl_plugin_json(const struct host *h, const char *name)

@@ -33,12 +33,21 @@ void host_setup(struct host *h, const char *base, const char *node);
 /* host_forget - take h off the list of hosts killed at exit and dumped by
  * hosts_dump_logs (before h's memory goes; its process is the caller's) */
 void host_forget(struct host *h);
+/* host_of_node - the first host set up (and not forgotten) as node; fails
+ * the test when node is NULL or no such host was set up: for the tests'
+ * "the leader, as one of my hosts" */
+struct host *host_of_node(const char *node);
 /* host_set_exec_prefix - run h's daemon through prefix from the next start
  * on (see struct host; set it after host_setup, which clears it) */
 void host_set_exec_prefix(struct host *h, const char *const *prefix);
 /* host_start - start leasehold for h against etcd urls with extra args
  * (NULL-terminated, may be NULL). Exits the test on failure. */
 void host_start(struct host *h, const char *urls, const char *const *extra);
+/* HOST_TEST_ARGS - the daemon flags most end-to-end hosts start with, to
+ * open a NULL-terminated argument list: prefix, a 2 s session TTL, no wait
+ * before the first reconcile, no periodic one within a test. */
+#define HOST_TEST_ARGS(prefix)                                                                     \
+	"--prefix", (prefix), "--ttl", "2", "--reconcile-wait", "0", "--reconcile-interval", "1h"
 /* host_signal - send sig */
 void host_signal(struct host *h, int sig);
 /* host_wait - wait for exit up to timeout_ms; returns 0 or -ETIMEDOUT */
@@ -154,6 +163,11 @@ const char *ctl_table_cell(const char *out, const char *row, const char *column,
 /* ctl_table_rows - number of data rows of the (first) table in out */
 int ctl_table_rows(const char *out);
 
+/* host_quiet_session_ops - session events that do nothing: for a session
+ * that only holds a lease (an observer's) */
+struct session_ops;
+extern const struct session_ops host_quiet_session_ops;
+
 /* ---- an observer: an election that never campaigns, fed by its own watch,
  * to wait for cluster events (leader, members, status) with a deadline ---- */
 struct tu;
@@ -200,6 +214,17 @@ struct json_object *ctl_wait_plugin(const struct host *h, const char *name,
  * NULL when absent or JSON null */
 struct json_object *jget(struct json_object *o, const char *path);
 const char *jstr(struct json_object *o, const char *path);
+/* the same, for a member that must be there with that type (else the test
+ * fails) */
+int64_t jint(struct json_object *o, const char *path);
+bool jbool(struct json_object *o, const char *path);
+/* host_fencing_token - plugin's fencing_token in `plugins --json` on h (0:
+ * not leading); the plugin must be listed */
+int64_t host_fencing_token(const struct host *h, const char *plugin);
+/* host_history_json - `history plugin --json` on h, printed to stderr and
+ * parsed: the array of terms, newest first (caller puts). A failing run or
+ * anything but an array fails the test. */
+struct json_object *host_history_json(const struct host *h, const char *plugin);
 
 /* ---- additions for the fault suite (tests/test_faults_*.c) ---- */
 /* host_plugin_state - `plugins --json` on h: the state of plugin (into buf;

@@ -87,6 +87,11 @@ void ifx_dirs_setup(struct ifx_dirs *d, const char *name)
 	CHECK_OK(loader_private_dir_prepare(d->private_dir, err, sizeof(err)));
 }
 
+const char *ifx_isolation_name(uint32_t mode)
+{
+	return mode == PLUGIN_ISOLATION_PROCESS ? "process" : "thread";
+}
+
 void ifx_install(const struct ifx_dirs *d, const char *so)
 {
 	char src[PATH_MAX], dst[PATH_MAX];

@@ -11,6 +11,7 @@
 #define LH_TEST_INSTANCE_FIXTURE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "base/loop.h"
 #include "runtime/runtime_instance.h"
@@ -67,6 +68,18 @@ struct ifx_dirs {
 /* ifx_dirs_setup - fill d for the test `name` and create the directories;
  * the test fails (exit 99) when leasehold-worker is not built */
 void ifx_dirs_setup(struct ifx_dirs *d, const char *name);
+
+/* ifx_isolation_name - "process" or "thread", the name of an isolation mode */
+const char *ifx_isolation_name(uint32_t mode);
+/* IFX_RUN_MODE - RUN(fn) for a case that takes the isolation mode it runs
+ * in, reported as "ok - fn(mode)" */
+#define IFX_RUN_MODE(fn, mode)                                                                     \
+	do {                                                                                       \
+		fprintf(stderr, "--- %s\n", #fn);                                                  \
+		fn(mode);                                                                          \
+		printf("ok - %s(%s)\n", #fn, ifx_isolation_name(mode));                            \
+		fflush(stdout);                                                                    \
+	} while (0)
 
 /* ifx_install - copy the test plugin build/tests/plugins/.libs/<so> into
  * d->plugins */

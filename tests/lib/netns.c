@@ -66,11 +66,7 @@ static void remove_all(void)
 
 static void install_hooks(void)
 {
-	if (g_hooks)
-		return;
-	g_hooks = true;
-	atexit(remove_all);
-	harness_at_fatal_signal(remove_all);
+	harness_cleanup_once(&g_hooks, remove_all, remove_all);
 }
 
 static int remember(const char *name)
@@ -152,18 +148,15 @@ static int run_quiet(const char *const *argv, bool quiet)
 	}
 	out[len] = 0;
 	close(pfd[0]);
-	int st = 0;
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		return 0;
+	int code = harness_child_exit(pid);
+	if (code <= 0)
+		return code;
 	if (!quiet) {
 		fprintf(stderr, "netns:");
 		for (const char *const *a = argv; *a; a++)
 			fprintf(stderr, " %s", *a);
-		fprintf(stderr, ": failed (%s%d): %s", WIFEXITED(st) ? "exit " : "signal ",
-			WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), out);
+		fprintf(stderr, ": failed (%s%d): %s", code < 128 ? "exit " : "signal ",
+			code < 128 ? code : code - 128, out);
 	}
 	return -EIO;
 }

@@ -96,6 +96,40 @@ void res_clear(struct res *x)
 	memset(x, 0, sizeof(*x));
 }
 
+void copy_str(char *dst, size_t cap, const uint8_t *p, size_t len)
+{
+	if (len >= cap)
+		len = cap - 1;
+	if (len)
+		memcpy(dst, p, len);
+	dst[len] = 0;
+}
+
+bool watch_errs_take(struct watch_errs *e, int err, int64_t revision)
+{
+	e->calls++;
+	if (err >= 0)
+		return false;
+	e->errs++;
+	e->last_err = err;
+	e->err_rev = revision;
+	e->got_err = true;
+	return true;
+}
+
+struct etcd_compare cmp_key(enum etcd_cmp_target t, enum etcd_cmp_result res, const char *key,
+			    int64_t n)
+{
+	struct etcd_compare c;
+	memset(&c, 0, sizeof(c));
+	c.target = t;
+	c.result = res;
+	c.key = key;
+	c.key_len = strlen(key);
+	c.number = n;
+	return c;
+}
+
 struct etcd_op op_key(enum etcd_op_type t, const char *key)
 {
 	struct etcd_op op;
@@ -162,19 +196,30 @@ struct etcd_kv *sget(struct loop *l, struct etcd_client *c, const char *key)
 	return kv;
 }
 
-struct etcd_client *client_for(struct loop *l, const char *const *eps, size_t n, const char *user,
-			       const char *pw)
+struct etcd_config config_of(const char *const *eps, size_t n)
 {
 	struct etcd_config cfg;
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.endpoints = eps;
 	cfg.n_endpoints = n;
-	cfg.user = user;
-	cfg.password = pw;
+	return cfg;
+}
+
+struct etcd_client *client_new_of(struct loop *l, const struct etcd_config *cfg)
+{
 	struct etcd_client *c = NULL;
-	CHECK_OK(etcd_client_new(l, &cfg, &c));
+	CHECK_OK(etcd_client_new(l, cfg, &c));
 	CHECK(c);
 	return c;
+}
+
+struct etcd_client *client_for(struct loop *l, const char *const *eps, size_t n, const char *user,
+			       const char *pw)
+{
+	struct etcd_config cfg = config_of(eps, n);
+	cfg.user = user;
+	cfg.password = pw;
+	return client_new_of(l, &cfg);
 }
 
 /* wait_ms - let the loop run for ms (timers/fds are served meanwhile). Only

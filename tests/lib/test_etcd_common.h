@@ -31,6 +31,30 @@ void res_cb(struct etcd_client *c, int err, const struct etcd_response *resp, vo
 void res_wait(struct loop *l, struct res *x, int ms);
 /* res_clear - free x's response and reset it */
 void res_clear(struct res *x);
+/* copy_str - p[len] as a C string into dst[cap], cut to cap - 1 bytes */
+void copy_str(char *dst, size_t cap, const uint8_t *p, size_t len);
+
+/* what the watch tests' callbacks count of their errors (embedded in each
+ * test's own record) */
+struct watch_errs {
+	int calls, errs, last_err;
+	int64_t err_rev; /* the revision the last error came with */
+	bool got_err;
+};
+/* watch_errs_take - count one callback into e; true when it reports an
+ * error (err < 0, recorded), which ends the callback */
+bool watch_errs_take(struct watch_errs *e, int err, int64_t revision);
+
+/* config_of - a client config of the n endpoints eps (borrowed), the rest
+ * zero (the client's defaults) */
+struct etcd_config config_of(const char *const *eps, size_t n);
+/* client_new_of - etcd_client_new on l with cfg; a failure fails the test */
+struct etcd_client *client_new_of(struct loop *l, const struct etcd_config *cfg);
+
+/* cmp_key - a compare of key's target t (a number: n) by res, everything
+ * else zero */
+struct etcd_compare cmp_key(enum etcd_cmp_target t, enum etcd_cmp_result res, const char *key,
+			    int64_t n);
 /* op_key - an op of type t on key (borrowed), everything else zero */
 struct etcd_op op_key(enum etcd_op_type t, const char *key);
 /* sput - put key=value (lease optional); returns err; *ret gets the response */

@@ -281,6 +281,53 @@ void tu_wait(struct tu *t, bool (*pred)(void *), void *arg, int timeout_ms, cons
 	}
 }
 
+void tu_check_value(struct tu *t, const char *key, const char *want)
+{
+	size_t len;
+	uint8_t *v = tu_get(t, key, &len);
+	CHECK_STR_EQ((char *)v, want);
+	free(v);
+}
+
+bool tu_has_key(struct tu *t, const char *key)
+{
+	size_t len;
+	uint8_t *v = tu_get(t, key, &len);
+	free(v);
+	return v != NULL;
+}
+
+/* what tu_wait_key and tu_wait_value wait for */
+struct tu_want {
+	struct tu *t;
+	const char *key;
+	bool any;	   /* any value will do (value NULL: absent) */
+	const char *value; /* the text the key must hold; NULL: absent */
+};
+
+static bool tu_p_want(void *arg)
+{
+	const struct tu_want *w = arg;
+	size_t len;
+	char *v = (char *)tu_get(w->t, w->key, &len);
+	bool ok = !v ? !w->value : w->any || (w->value && strcmp(v, w->value) == 0);
+	free(v);
+	return ok;
+}
+
+void tu_wait_key(struct tu *t, const char *key, bool present, int timeout_ms, const char *what)
+{
+	struct tu_want w = {t, key, present, present ? "" : NULL};
+	tu_wait(t, tu_p_want, &w, timeout_ms, what);
+}
+
+void tu_wait_value(struct tu *t, const char *key, const char *value, int timeout_ms,
+		   const char *what)
+{
+	struct tu_want w = {t, key, false, value};
+	tu_wait(t, tu_p_want, &w, timeout_ms, what);
+}
+
 size_t tu_keys_of_lease(struct tu *t, const char *prefix, int64_t lease)
 {
 	struct etcd_kv **kvs;

@@ -71,6 +71,17 @@ bool tu_get_status(struct tu *t, const char *prefix, const char *plugin, int *re
  * timeout_ms. */
 void tu_wait(struct tu *t, bool (*pred)(void *), void *arg, int timeout_ms, const char *what);
 
+/* tu_check_value - key holds exactly the text want now (else the test fails) */
+void tu_check_value(struct tu *t, const char *key, const char *want);
+/* tu_has_key - key exists in etcd now */
+bool tu_has_key(struct tu *t, const char *key);
+/* tu_wait_key - tu_wait until key exists (present) or is gone (!present) */
+void tu_wait_key(struct tu *t, const char *key, bool present, int timeout_ms, const char *what);
+/* tu_wait_value - tu_wait until key holds exactly the text value (NULL:
+ * until key is absent) */
+void tu_wait_value(struct tu *t, const char *key, const char *value, int timeout_ms,
+		   const char *what);
+
 /* tu_unix_connect - a connected AF_UNIX stream socket to path, or -errno
  * (the control socket tests' raw client). */
 int tu_unix_connect(const char *path);

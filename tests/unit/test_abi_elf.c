@@ -16,27 +16,15 @@
 
 #include "abi/abi_elf.h"
 #include "check.h"
+#include "files.h"
+#include "rng.h"
 
 static uint8_t *elf_load(const char *rel, size_t *ret_len)
 {
 	const char *b = getenv("LH_BUILDDIR");
 	char path[1024];
 	snprintf(path, sizeof(path), "%s/%s", b && *b ? b : ".", rel);
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		fprintf(stderr, "cannot open %s (run through make check)\n", path);
-		exit(99);
-	}
-	CHECK(fseek(f, 0, SEEK_END) == 0);
-	long n = ftell(f);
-	CHECK(n > 0);
-	rewind(f);
-	uint8_t *buf = malloc((size_t)n);
-	CHECK(buf);
-	CHECK(fread(buf, 1, (size_t)n, f) == (size_t)n);
-	fclose(f);
-	*ret_len = (size_t)n;
-	return buf;
+	return test_load_built(path, ret_len);
 }
 
 /* one answer on an exact-size copy of buf[len] (ASan sees any overread) */
@@ -55,10 +43,7 @@ static int elf_try(const uint8_t *buf, size_t len)
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static uint64_t elf_rand(void)
 {
-	g_rng ^= g_rng << 13;
-	g_rng ^= g_rng >> 7;
-	g_rng ^= g_rng << 17;
-	return g_rng;
+	return test_rng_next(&g_rng);
 }
 
 static void test_finds_hidden_and_visible(void)

@@ -42,7 +42,7 @@
 
 static struct loop *L;
 static struct fakehost *FH;
-static char g_root[512], g_dir[1024], g_private[1024], g_build[1024];
+static struct ifx_dirs D; /* the temp root, its plugin and private dirs */
 static int g_efd = -1;
 static struct loop_io *g_eio;
 static bool g_notified;
@@ -109,6 +109,19 @@ static void check_line(struct recorder *rec, int i, const char *want)
 	CHECK_STR_EQ(got, want);
 }
 
+/* check_trace - the whole trace is want (NULL-terminated), line by line; a
+ * "" entry stands for a line that is not compared */
+static void check_trace(struct recorder *rec, const char *const *want)
+{
+	int n = 0;
+	for (; want[n]; n++)
+		if (*want[n])
+			check_line(rec, n, want[n]);
+	if (rec_count(rec) != n)
+		dump(rec);
+	CHECK_INT_EQ(rec_count(rec), n);
+}
+
 static void wait_in_reconcile(struct recorder *rec, int want)
 {
 	uint64_t dl = DEADLINE;
@@ -142,10 +155,7 @@ static void set_result(struct recorder *rec, int32_t r, const char *msg, int txn
 
 static void install_recorder(void)
 {
-	char src[PATH_MAX], dst[PATH_MAX];
-	snprintf(src, sizeof(src), "%s/tests/plugins/.libs/recorder.so", g_build);
-	snprintf(dst, sizeof(dst), "%s/recorder.so", g_dir);
-	test_copy_file(src, dst, 0644);
+	ifx_install(&D, "recorder.so");
 }
 
 /* load the recorder, start an instance, wait for init */
@@ -153,7 +163,7 @@ static void start(struct inst *in, int32_t init_result, bool wait_init)
 {
 	char err[LOADER_ERR_MAX];
 	memset(in, 0, sizeof(*in));
-	CHECK_OK(loader_open(g_dir, "recorder.so", g_private, &in->lp, err, sizeof(err)));
+	CHECK_OK(loader_open(D.plugins, "recorder.so", D.private_dir, &in->lp, err, sizeof(err)));
 	recorder_get_fn get = (recorder_get_fn)dlsym(in->lp->handle, "recorder_get");
 	CHECK(get);
 	in->rec = get();
@@ -190,9 +200,8 @@ static void test_elected_then_replay_in_order(void)
 	/* through the driver_ops table, as election.c will call it */
 	plugin_instance_driver_ops.elected(in.pi, 42, &REL1);
 	ifx_drain(L, in.pi);
-	CHECK_INT_EQ(rec_count(in.rec), 3);
-	check_line(in.rec, 1, "elected 42 api_token=42");
-	check_line(in.rec, 2, "releases 1.0.0-1.1.0 rev=7 n=3");
+	check_trace(in.rec, (const char *const[]){"", "elected 42 api_token=42",
+						  "releases 1.0.0-1.1.0 rev=7 n=3", NULL});
 	plugin_instance_driver_ops.releases_changed(in.pi, &REL2);
 	ifx_drain(L, in.pi);
 	check_line(in.rec, 3, "releases 1.1.0-1.1.0 rev=9 n=3");
@@ -276,9 +285,8 @@ static void test_deposed_drops_queued_events(void)
 	CHECK_INT_EQ(a.err, 0);
 	ifx_drain(L, in.pi);
 	/* init, elected, replay, reconcile (held), deposed - nothing else */
-	CHECK_INT_EQ(rec_count(in.rec), 5);
-	check_line(in.rec, 3, "reconcile");
-	check_line(in.rec, 4, "deposed api_token=0");
+	check_trace(in.rec,
+		    (const char *const[]){"", "", "", "reconcile", "deposed api_token=0", NULL});
 	stop_and_free(&in);
 }
 
@@ -299,9 +307,8 @@ static void test_deposed_before_elected_delivered(void)
 	ifx_drain(L, in.pi);
 	CHECK(a.done && a.err == 0);
 	/* init, elected 1, replay, reconcile, deposed: no elected 2, no 2nd deposed */
-	CHECK_INT_EQ(rec_count(in.rec), 5);
-	check_line(in.rec, 1, "elected 1 api_token=1");
-	check_line(in.rec, 4, "deposed api_token=0");
+	check_trace(in.rec, (const char *const[]){"", "elected 1 api_token=1", "", "",
+						  "deposed api_token=0", NULL});
 	/* a new term is delivered normally */
 	plugin_instance_elected(in.pi, 3, &REL2);
 	ifx_drain(L, in.pi);
@@ -642,12 +649,9 @@ static void test_term_start_pipelined(void)
 	release_elected(&in);
 	CHECK_OK(loop_run_until(L, &b.done, DEADLINE));
 	CHECK(a.done && a.err == 0 && b.err == 0 && a.order < b.order);
-	CHECK_INT_EQ(rec_count(in.rec), 6);
-	check_line(in.rec, 1, "elected 5 api_token=5");
-	check_line(in.rec, 2, "elected txn r=0");
-	check_line(in.rec, 3, "releases 1.0.0-1.1.0 rev=7 n=3");
-	check_line(in.rec, 4, "reconcile");
-	check_line(in.rec, 5, "reconcile");
+	check_trace(in.rec, (const char *const[]){"", "elected 5 api_token=5", "elected txn r=0",
+						  "releases 1.0.0-1.1.0 rev=7 n=3", "reconcile",
+						  "reconcile", NULL});
 	plugin_instance_get_stats(in.pi, &st);
 	CHECK_INT_EQ(st.dropped, 0);
 	CHECK_INT_EQ(st.reconciles_ok, 2);
@@ -672,9 +676,8 @@ static void test_deposed_skips_pipelined_term_start(void)
 	CHECK_INT_EQ(a.err, -ECANCELED);
 	CHECK_STR_EQ(a.msg, "dropped: leadership was lost before it ran");
 	ifx_drain(L, in.pi);
-	CHECK_INT_EQ(rec_count(in.rec), 4);
-	check_line(in.rec, 1, "elected 9 api_token=9");
-	check_line(in.rec, 3, "deposed api_token=0");
+	check_trace(in.rec, (const char *const[]){"", "elected 9 api_token=9", "",
+						  "deposed api_token=0", NULL});
 	plugin_instance_get_stats(in.pi, &st);
 	CHECK_INT_EQ(st.dropped, 2);
 	CHECK_INT_EQ(st.reconciles_cancelled, 1);
@@ -711,12 +714,24 @@ static void test_only_the_term_start_is_pipelined(void)
 	CHECK_INT_EQ(st.queued, 0);
 	release_elected(&in);
 	ifx_drain(L, in.pi);
-	CHECK_INT_EQ(rec_count(in.rec), 4);
-	check_line(in.rec, 1, "elected 8 api_token=8");
-	check_line(in.rec, 3, "deposed api_token=0");
+	check_trace(in.rec, (const char *const[]){"", "elected 8 api_token=8", "",
+						  "deposed api_token=0", NULL});
 	plugin_instance_get_stats(in.pi, &st);
 	CHECK_INT_EQ(st.dropped, 2); /* the merged one here, the replay on the worker */
 	stop_and_free(&in);
+}
+
+/* free_and_check - plugin_instance_free(in) without stop(), the plugin kept
+ * mapped past it to read its trace: want (as check_trace) */
+static void free_and_check(struct inst *in, const char *const *want)
+{
+	void *keep = dlopen(in->lp->copy_path, RTLD_NOW | RTLD_NOLOAD);
+	CHECK(keep);
+	struct recorder *rec = in->rec;
+	plugin_instance_free(in->pi);
+	check_trace(rec, want);
+	rec->notify_fd = -1;
+	dlclose(keep);
 }
 
 /* free() without stop() while the start of a term is on the worker: on_deposed
@@ -727,17 +742,10 @@ static void test_free_during_term_start_deposes_first(void)
 	start(&in, 0, true);
 	struct rdone a = {0};
 	elect_and_hold_in_on_elected(&in, 12, &a);
-	void *keep = dlopen(in.lp->copy_path, RTLD_NOW | RTLD_NOLOAD); /* read the trace after */
-	CHECK(keep);
-	struct recorder *rec = in.rec;
-	plugin_instance_free(in.pi); /* refuses the held txn, deposes, runs fini */
+	/* free refuses the held txn, deposes, runs fini */
+	free_and_check(&in, (const char *const[]){"", "elected 12 api_token=12", "",
+						  "deposed api_token=0", "fini", NULL});
 	fakehost_hold(FH, false, NULL);
-	CHECK_INT_EQ(rec_count(rec), 5);
-	check_line(rec, 1, "elected 12 api_token=12");
-	check_line(rec, 3, "deposed api_token=0");
-	check_line(rec, 4, "fini");
-	rec->notify_fd = -1;
-	dlclose(keep);
 }
 
 /* free() after deposed(): on_deposed is delivered once, then fini */
@@ -749,16 +757,8 @@ static void test_free_after_deposed_still_deposes(void)
 	plugin_instance_elected(in.pi, 13, &REL1);
 	ifx_drain(L, in.pi);
 	plugin_instance_deposed(in.pi);
-	void *keep = dlopen(in.lp->copy_path, RTLD_NOW | RTLD_NOLOAD);
-	CHECK(keep);
-	struct recorder *rec = in.rec;
-	plugin_instance_free(in.pi);
-	CHECK_INT_EQ(rec_count(rec), 5);
-	check_line(rec, 1, "elected 13 api_token=13");
-	check_line(rec, 3, "deposed api_token=0");
-	check_line(rec, 4, "fini");
-	rec->notify_fd = -1;
-	dlclose(keep);
+	free_and_check(&in, (const char *const[]){"", "elected 13 api_token=13", "",
+						  "deposed api_token=0", "fini", NULL});
 }
 
 /* on_deposed leaves at the end of the loop round that deposed (so that a
@@ -849,10 +849,8 @@ static void test_stop_delivers_deposed_then_fini(void)
 	CHECK_INT_EQ(plugin_instance_state(in.pi), PLUGIN_INSTANCE_STOPPED);
 	/* stop() ended the term while on_elected ran; the replay behind it is
 	 * skipped by the worker, on_deposed and fini run */
-	CHECK_INT_EQ(rec_count(rec), 5);
-	check_line(rec, 1, "elected 6 api_token=6");
-	check_line(rec, 3, "deposed api_token=0");
-	check_line(rec, 4, "fini");
+	check_trace(rec, (const char *const[]){"", "elected 6 api_token=6", "",
+					       "deposed api_token=0", "fini", NULL});
 	struct plugin_instance_stats st;
 	plugin_instance_get_stats(in.pi, &st);
 	CHECK_INT_EQ(st.dropped, 1);
@@ -871,16 +869,7 @@ static void test_free_without_stop_runs_fini(void)
 	fakehost_set_leading(FH, true);
 	plugin_instance_elected(in.pi, 7, &REL1);
 	ifx_drain(L, in.pi);
-	/* keep the object mapped past free() to read its trace */
-	void *keep = dlopen(in.lp->copy_path, RTLD_NOW | RTLD_NOLOAD);
-	CHECK(keep);
-	struct recorder *rec = in.rec;
-	plugin_instance_free(in.pi);
-	CHECK_INT_EQ(rec_count(rec), 5);
-	check_line(rec, 3, "deposed api_token=0");
-	check_line(rec, 4, "fini");
-	rec->notify_fd = -1;
-	dlclose(keep);
+	free_and_check(&in, (const char *const[]){"", "", "", "deposed api_token=0", "fini", NULL});
 	plugin_instance_free(NULL);
 }
 
@@ -888,7 +877,7 @@ static void test_instance_new_failure_leaves_plugin(void)
 {
 	char err[LOADER_ERR_MAX];
 	struct loader_plugin *lp;
-	CHECK_OK(loader_open(g_dir, "recorder.so", g_private, &lp, err, sizeof(err)));
+	CHECK_OK(loader_open(D.plugins, "recorder.so", D.private_dir, &lp, err, sizeof(err)));
 	struct driver_host h = *fakehost_driver_host(FH);
 	h.data_prefix = ""; /* would give the plugin all of etcd */
 	struct plugin_instance *pi = (struct plugin_instance *)(uintptr_t)0x1;
@@ -934,7 +923,7 @@ struct married {
 static void marry_worker(struct married *m, const char *file, const char *url)
 {
 	char err[LOADER_ERR_MAX];
-	CHECK_OK(loader_open(g_dir, file, g_private, &m->lp, err, sizeof(err)));
+	CHECK_OK(loader_open(D.plugins, file, D.private_dir, &m->lp, err, sizeof(err)));
 	CHECK_INT_EQ(nng_pair1_open(&m->hs), 0);
 	CHECK_INT_EQ(nng_pair1_open(&m->ws), 0);
 	nng_socket_set_ms(m->hs, NNG_OPT_RECVTIMEO, 10000);
@@ -972,60 +961,110 @@ static void divorce_worker(struct married *m)
 
 static uint32_t g_bus_version = LH_BUS_VERSION; /* what INIT carries */
 
-static void bus_send_event(nng_socket s, uint64_t seq, int kind, int64_t token, bool behind)
+/* pack tw and send it to the worker */
+static void bus_send(nng_socket s, const Leasehold__Bus__ToWorker *tw)
 {
-	Leasehold__Bus__Event e = LEASEHOLD__BUS__EVENT__INIT;
-	Leasehold__Bus__Init init = LEASEHOLD__BUS__INIT__INIT;
-	Leasehold__Bus__Elected el = LEASEHOLD__BUS__ELECTED__INIT;
-	Leasehold__Bus__ReleasesChanged rc = LEASEHOLD__BUS__RELEASES_CHANGED__INIT;
-	Leasehold__Bus__Reconcile rec = LEASEHOLD__BUS__RECONCILE__INIT;
-	Leasehold__Bus__Deposed dep = LEASEHOLD__BUS__DEPOSED__INIT;
-	Leasehold__Bus__Fini fini = LEASEHOLD__BUS__FINI__INIT;
-	e.seq = seq;
-	e.behind = behind;
-	e.kind_case = (Leasehold__Bus__Event__KindCase)kind;
-	switch (kind) {
-	case LEASEHOLD__BUS__EVENT__KIND_INIT:
-		init.node_id = bus_bin_str("node-w");
-		init.data_prefix = bus_bin_str(PREFIX);
-		init.bus_version = g_bus_version;
-		e.init = &init;
-		break;
-	case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
-		el.fencing_token = token;
-		e.elected = &el;
-		break;
-	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:
-		e.releases_changed = &rc;
-		break;
-	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
-		e.reconcile = &rec;
-		break;
-	case LEASEHOLD__BUS__EVENT__KIND_DEPOSED:
-		e.deposed = &dep;
-		break;
-	default:
-		e.fini = &fini;
-		break;
-	}
-	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
-	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
-	tw.event = &e;
-	nng_msg *m = bus_pack_msg(&tw.base);
+	nng_msg *m = bus_pack_msg(&tw->base);
 	CHECK(m);
 	CHECK_INT_EQ(nng_sendmsg(s, m, 0), 0);
 }
 
-/* the next DONE or TXN from the worker (log lines are skipped) */
+/* the bodies an event of each kind points at (a test's events share them) */
+struct bus_bodies {
+	Leasehold__Bus__Init init;
+	Leasehold__Bus__Elected el;
+	Leasehold__Bus__ReleasesChanged rc;
+	Leasehold__Bus__Reconcile rec;
+	Leasehold__Bus__Deposed dep;
+	Leasehold__Bus__Fini fini;
+};
+
+static void bus_bodies_init(struct bus_bodies *b, int64_t token)
+{
+	*b = (struct bus_bodies){
+	    LEASEHOLD__BUS__INIT__INIT,
+	    LEASEHOLD__BUS__ELECTED__INIT,
+	    LEASEHOLD__BUS__RELEASES_CHANGED__INIT,
+	    LEASEHOLD__BUS__RECONCILE__INIT,
+	    LEASEHOLD__BUS__DEPOSED__INIT,
+	    LEASEHOLD__BUS__FINI__INIT,
+	};
+	b->init.node_id = bus_bin_str("node-w");
+	b->init.data_prefix = bus_bin_str(PREFIX);
+	b->init.bus_version = g_bus_version;
+	b->el.fencing_token = token;
+}
+
+/* e: an event of kind with seq, its body in b */
+static void bus_event_set(Leasehold__Bus__Event *e, struct bus_bodies *b, uint64_t seq, int kind,
+			  bool behind)
+{
+	leasehold__bus__event__init(e);
+	e->seq = seq;
+	e->behind = behind;
+	e->kind_case = (Leasehold__Bus__Event__KindCase)kind;
+	switch (kind) {
+	case LEASEHOLD__BUS__EVENT__KIND_INIT:
+		e->init = &b->init;
+		break;
+	case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
+		e->elected = &b->el;
+		break;
+	case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:
+		e->releases_changed = &b->rc;
+		break;
+	case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
+		e->reconcile = &b->rec;
+		break;
+	case LEASEHOLD__BUS__EVENT__KIND_DEPOSED:
+		e->deposed = &b->dep;
+		break;
+	default:
+		e->fini = &b->fini;
+		break;
+	}
+}
+
+static void bus_send_event(nng_socket s, uint64_t seq, int kind, int64_t token, bool behind)
+{
+	struct bus_bodies b;
+	bus_bodies_init(&b, token);
+	Leasehold__Bus__Event e;
+	bus_event_set(&e, &b, seq, kind, behind);
+	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
+	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
+	tw.event = &e;
+	bus_send(s, &tw);
+}
+
+/* the next message from the worker, whatever it is (free it unpacked) */
+static Leasehold__Bus__ToHost *bus_recv_raw(nng_socket s)
+{
+	nng_msg *m;
+	CHECK_INT_EQ(nng_recvmsg(s, &m, 0), 0);
+	Leasehold__Bus__ToHost *th =
+	    leasehold__bus__to_host__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+	nng_msg_free(m);
+	CHECK(th);
+	return th;
+}
+
+/* the next message from the worker that is not a log line */
+static Leasehold__Bus__ToHost *bus_recv_any(nng_socket s)
+{
+	for (;;) {
+		Leasehold__Bus__ToHost *th = bus_recv_raw(s);
+		if (th->msg_case != LEASEHOLD__BUS__TO_HOST__MSG_LOG)
+			return th;
+		leasehold__bus__to_host__free_unpacked(th, NULL);
+	}
+}
+
+/* the next DONE or TXN from the worker (anything else is skipped) */
 static Leasehold__Bus__ToHost *bus_recv(nng_socket s)
 {
 	for (;;) {
-		nng_msg *m;
-		CHECK_INT_EQ(nng_recvmsg(s, &m, 0), 0);
-		Leasehold__Bus__ToHost *th =
-		    leasehold__bus__to_host__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
-		nng_msg_free(m);
-		CHECK(th);
+		Leasehold__Bus__ToHost *th = bus_recv_any(s);
 		if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_DONE ||
 		    th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_TXN)
 			return th;
@@ -1043,6 +1082,39 @@ static void expect_done(nng_socket s, uint64_t seq, bool skipped)
 	leasehold__bus__to_host__free_unpacked(th, NULL);
 }
 
+/* the worker asks for a txn next (on_elected's, which waits for it): its id */
+static uint64_t bus_take_txn(nng_socket s)
+{
+	Leasehold__Bus__ToHost *req = bus_recv(s);
+	CHECK_INT_EQ(req->msg_case, LEASEHOLD__BUS__TO_HOST__MSG_TXN);
+	uint64_t id = req->txn->id;
+	leasehold__bus__to_host__free_unpacked(req, NULL);
+	return id;
+}
+
+/* answer the txn id: it succeeded */
+static void bus_reply_txn(nng_socket s, uint64_t id)
+{
+	Leasehold__Bus__TxnReply rep = LEASEHOLD__BUS__TXN_REPLY__INIT;
+	rep.id = id;
+	rep.succeeded = true;
+	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
+	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY;
+	tw.txn_reply = &rep;
+	bus_send(s, &tw);
+}
+
+/* a married recorder.so whose on_elected makes a txn, initialised */
+static struct recorder *marry_initialised(struct married *m, const char *url)
+{
+	marry_worker(m, "recorder.so", url);
+	struct recorder *rec = married_recorder(m);
+	set_elected_txn(rec, 1);
+	bus_send_event(m->hs, 1, K_INIT, 0, false);
+	expect_done(m->hs, 1, false);
+	return rec;
+}
+
 /* Everything after on_elected(7) reaches the worker while on_elected waits
  * for its txn (the bus is FIFO: they precede the answer). Term 7 ended
  * behind its replay and reconcile: those are skipped, on_deposed runs.
@@ -1051,46 +1123,36 @@ static void expect_done(nng_socket s, uint64_t seq, bool skipped)
 static void test_worker_skips_a_term_that_ended_ahead(void)
 {
 	struct married mw;
-	marry_worker(&mw, "recorder.so", "inproc://lh-test-worker-skip");
-	struct recorder *rec = married_recorder(&mw);
-	set_elected_txn(rec, 1);
+	struct recorder *rec = marry_initialised(&mw, "inproc://lh-test-worker-skip");
 	nng_socket hs = mw.hs;
 
-	bus_send_event(hs, 1, K_INIT, 0, false);
-	expect_done(hs, 1, false);
+	/* what the host sends behind on_elected(7), in order from seq 3, and
+	 * whether the worker skips it */
+	static const struct {
+		int kind;
+		bool skipped;
+	} behind[] = {
+	    {K_REL, true},   /* term 7's replay */
+	    {K_REC, true},   /* its reconcile */
+	    {K_DEP, false},  /* its on_deposed */
+	    {K_EL, true},    /* on_elected(8) */
+	    {K_REL, true},   /* its replay */
+	    {K_DEP, true},   /* no on_deposed for a term the plugin never saw */
+	    {K_FINI, false}, /* fini */
+	};
+	size_t n = sizeof(behind) / sizeof(behind[0]);
 	bus_send_event(hs, 2, K_EL, 7, false);
-	Leasehold__Bus__ToHost *req = bus_recv(hs);
-	CHECK_INT_EQ(req->msg_case, LEASEHOLD__BUS__TO_HOST__MSG_TXN);
-	uint64_t id = req->txn->id;
-	leasehold__bus__to_host__free_unpacked(req, NULL);
-	const int kinds[] = {K_REL, K_REC, K_DEP, K_EL, K_REL, K_DEP, K_FINI};
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-		bus_send_event(hs, 3 + i, kinds[i], kinds[i] == K_EL ? 8 : 0, kinds[i] != K_EL);
-	Leasehold__Bus__TxnReply rep = LEASEHOLD__BUS__TXN_REPLY__INIT;
-	rep.id = id;
-	rep.succeeded = true;
-	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
-	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY;
-	tw.txn_reply = &rep;
-	nng_msg *m = bus_pack_msg(&tw.base);
-	CHECK(m);
-	CHECK_INT_EQ(nng_sendmsg(hs, m, 0), 0);
-
+	uint64_t id = bus_take_txn(hs);
+	for (size_t i = 0; i < n; i++)
+		bus_send_event(hs, 3 + i, behind[i].kind, behind[i].kind == K_EL ? 8 : 0,
+			       behind[i].kind != K_EL);
+	bus_reply_txn(hs, id);
 	expect_done(hs, 2, false); /* on_elected(7) */
-	expect_done(hs, 3, true);  /* its replay */
-	expect_done(hs, 4, true);  /* its reconcile */
-	expect_done(hs, 5, false); /* its on_deposed */
-	expect_done(hs, 6, true);  /* on_elected(8) */
-	expect_done(hs, 7, true);
-	expect_done(hs, 8, true); /* no on_deposed for a term the plugin never saw */
-	expect_done(hs, 9, false); /* fini */
+	for (size_t i = 0; i < n; i++)
+		expect_done(hs, 3 + i, behind[i].skipped);
 	join_worker(&mw);
-	CHECK_INT_EQ(rec_count(rec), 5);
-	check_line(rec, 0, "init");
-	check_line(rec, 1, "elected 7 api_token=7");
-	check_line(rec, 2, "elected txn r=0");
-	check_line(rec, 3, "deposed api_token=0");
-	check_line(rec, 4, "fini");
+	check_trace(rec, (const char *const[]){"init", "elected 7 api_token=7", "elected txn r=0",
+					       "deposed api_token=0", "fini", NULL});
 	divorce_worker(&mw);
 }
 
@@ -1135,9 +1197,7 @@ static void test_worker_checks_the_bus_version(void)
 	bus_send_event(hs, 4, LEASEHOLD__BUS__EVENT__KIND_FINI, 0, false);
 	expect_done(hs, 4, false);
 	join_worker(&mw);
-	CHECK_INT_EQ(rec_count(rec), 2);
-	check_line(rec, 0, "init");
-	check_line(rec, 1, "fini");
+	check_trace(rec, (const char *const[]){"init", "fini", NULL});
 	divorce_worker(&mw);
 }
 
@@ -1146,35 +1206,11 @@ static void test_worker_checks_the_bus_version(void)
 static void bus_send_batch(nng_socket s, uint64_t seq0, const int *kinds, size_t n, int64_t token)
 {
 	Leasehold__Bus__Event e[32], *ptrs[32];
-	Leasehold__Bus__Elected el = LEASEHOLD__BUS__ELECTED__INIT;
-	Leasehold__Bus__ReleasesChanged rc = LEASEHOLD__BUS__RELEASES_CHANGED__INIT;
-	Leasehold__Bus__Reconcile rec = LEASEHOLD__BUS__RECONCILE__INIT;
-	Leasehold__Bus__Deposed dep = LEASEHOLD__BUS__DEPOSED__INIT;
-	Leasehold__Bus__Fini fini = LEASEHOLD__BUS__FINI__INIT;
+	struct bus_bodies bodies;
 	CHECK(n <= 32);
-	el.fencing_token = token;
+	bus_bodies_init(&bodies, token);
 	for (size_t i = 0; i < n; i++) {
-		leasehold__bus__event__init(&e[i]);
-		e[i].seq = seq0 + i;
-		e[i].behind = i > 0;
-		e[i].kind_case = (Leasehold__Bus__Event__KindCase)kinds[i];
-		switch (kinds[i]) {
-		case LEASEHOLD__BUS__EVENT__KIND_ELECTED:
-			e[i].elected = &el;
-			break;
-		case LEASEHOLD__BUS__EVENT__KIND_RELEASES_CHANGED:
-			e[i].releases_changed = &rc;
-			break;
-		case LEASEHOLD__BUS__EVENT__KIND_RECONCILE:
-			e[i].reconcile = &rec;
-			break;
-		case LEASEHOLD__BUS__EVENT__KIND_DEPOSED:
-			e[i].deposed = &dep;
-			break;
-		default:
-			e[i].fini = &fini;
-			break;
-		}
+		bus_event_set(&e[i], &bodies, seq0 + i, kinds[i], i > 0);
 		ptrs[i] = &e[i];
 	}
 	Leasehold__Bus__Events b = LEASEHOLD__BUS__EVENTS__INIT;
@@ -1183,9 +1219,7 @@ static void bus_send_batch(nng_socket s, uint64_t seq0, const int *kinds, size_t
 	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
 	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_BATCH;
 	tw.batch = &b;
-	nng_msg *m = bus_pack_msg(&tw.base);
-	CHECK(m);
-	CHECK_INT_EQ(nng_sendmsg(s, m, 0), 0);
+	bus_send(s, &tw);
 }
 
 /* The host hands a term's start over as one batch message: the worker runs
@@ -1196,28 +1230,13 @@ static void bus_send_batch(nng_socket s, uint64_t seq0, const int *kinds, size_t
 static void test_worker_takes_a_batch_in_order(void)
 {
 	struct married mw;
-	marry_worker(&mw, "recorder.so", "inproc://lh-test-worker-batch");
-	struct recorder *rec = married_recorder(&mw);
-	set_elected_txn(rec, 1);
+	struct recorder *rec = marry_initialised(&mw, "inproc://lh-test-worker-batch");
 	nng_socket hs = mw.hs;
 
-	bus_send_event(hs, 1, K_INIT, 0, false);
-	expect_done(hs, 1, false);
 	bus_send_batch(hs, 2, NULL, 0, 0); /* empty */
 	const int start[] = {K_EL, K_REL, K_REC};
 	bus_send_batch(hs, 2, start, 3, 7);
-	Leasehold__Bus__ToHost *req = bus_recv(hs); /* on_elected's txn */
-	CHECK_INT_EQ(req->msg_case, LEASEHOLD__BUS__TO_HOST__MSG_TXN);
-	Leasehold__Bus__TxnReply rep = LEASEHOLD__BUS__TXN_REPLY__INIT;
-	rep.id = req->txn->id;
-	rep.succeeded = true;
-	leasehold__bus__to_host__free_unpacked(req, NULL);
-	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
-	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_TXN_REPLY;
-	tw.txn_reply = &rep;
-	nng_msg *m = bus_pack_msg(&tw.base);
-	CHECK(m);
-	CHECK_INT_EQ(nng_sendmsg(hs, m, 0), 0);
+	bus_reply_txn(hs, bus_take_txn(hs)); /* on_elected's */
 	expect_done(hs, 2, false);
 	expect_done(hs, 3, false);
 	expect_done(hs, 4, false);
@@ -1234,12 +1253,7 @@ static void test_worker_takes_a_batch_in_order(void)
 		many[i] = K_REC;
 	bus_send_batch(hs, 10, many, 17, 0);
 	for (;;) {
-		nng_msg *pm;
-		CHECK_INT_EQ(nng_recvmsg(hs, &pm, 0), 0);
-		Leasehold__Bus__ToHost *x =
-		    leasehold__bus__to_host__unpack(NULL, nng_msg_len(pm), nng_msg_body(pm));
-		nng_msg_free(pm);
-		CHECK(x);
+		Leasehold__Bus__ToHost *x = bus_recv_any(hs);
 		CHECK(x->msg_case != LEASEHOLD__BUS__TO_HOST__MSG_DONE);
 		bool pe = x->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_PROTOCOL_ERROR;
 		leasehold__bus__to_host__free_unpacked(x, NULL);
@@ -1249,13 +1263,9 @@ static void test_worker_takes_a_batch_in_order(void)
 	bus_send_event(hs, 10, K_FINI, 0, false);
 	expect_done(hs, 10, false);
 	join_worker(&mw);
-	CHECK_INT_EQ(rec_count(rec), 7);
-	check_line(rec, 0, "init");
-	check_line(rec, 1, "elected 7 api_token=7");
-	check_line(rec, 2, "elected txn r=0");
-	check_line(rec, 4, "reconcile");
-	check_line(rec, 5, "deposed api_token=0");
-	check_line(rec, 6, "fini");
+	check_trace(rec,
+		    (const char *const[]){"init", "elected 7 api_token=7", "elected txn r=0", "",
+					  "reconcile", "deposed api_token=0", "fini", NULL});
 	divorce_worker(&mw);
 }
 
@@ -1267,35 +1277,14 @@ static void test_worker_takes_a_batch_in_order(void)
  * the plugin keeps what it had; ValidateConfig reaches validate_config (a
  * refusal with its reason), an oversized document there is refused too ---- */
 
-static nng_socket g_cfg_hs;
-
-static void send_tw(const Leasehold__Bus__ToWorker *tw)
-{
-	nng_msg *m = bus_pack_msg(&tw->base);
-	CHECK(m);
-	CHECK_INT_EQ(nng_sendmsg(g_cfg_hs, m, 0), 0);
-}
-
-/* one event with seq; body set by the caller through *ev */
-static void send_event(Leasehold__Bus__Event *ev)
-{
-	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
-	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
-	tw.event = ev;
-	send_tw(&tw);
-}
-
-/* the EventDone of seq; the plugin's log lines before it into logs */
-static int32_t wait_done(uint64_t seq, char *logs, size_t len, char *msg, size_t msg_len)
+/* the EventDone of seq; the plugin's log lines before it into logs, the
+ * answer's message into msg */
+static int32_t wait_done(nng_socket s, uint64_t seq, char *logs, size_t len, char *msg,
+			 size_t msg_len)
 {
 	logs[0] = 0;
 	for (;;) {
-		nng_msg *m;
-		CHECK_INT_EQ(nng_recvmsg(g_cfg_hs, &m, 0), 0);
-		Leasehold__Bus__ToHost *th =
-		    leasehold__bus__to_host__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
-		nng_msg_free(m);
-		CHECK(th);
+		Leasehold__Bus__ToHost *th = bus_recv_raw(s);
 		if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_LOG) {
 			size_t l = strlen(logs);
 			snprintf(logs + l, len - l, "%.*s\n", (int)th->log->message.len,
@@ -1313,142 +1302,140 @@ static int32_t wait_done(uint64_t seq, char *logs, size_t len, char *msg, size_t
 	}
 }
 
-static void set_doc(ProtobufCBinaryData *b, const char *s, size_t len)
+static ProtobufCBinaryData doc_of(const char *s, size_t len)
 {
-	b->data = (uint8_t *)(uintptr_t)s;
-	b->len = len;
+	return (ProtobufCBinaryData){len, (uint8_t *)(uintptr_t)s};
 }
 
-static int32_t config_changed(uint64_t seq, const char *cluster, size_t clen, int64_t rev,
-                              char *logs, size_t len, char *msg, size_t msg_len)
+/* what the host tells the worker in a configuration case */
+enum { CFG_CHANGED, CFG_VALIDATE };
+#define CFG_BIG ((const char *)1) /* a document of PLUGIN_CONFIG_MAX + 1 bytes */
+
+struct cfg_case {
+	int what;
+	const char *doc; /* the cluster document (NULL: absent), or the one to validate */
+	size_t len;
+	int64_t rev;	 /* CFG_CHANGED: its revision */
+	int32_t err;	 /* the answer */
+	const char *log; /* in the plugin's log; "": the plugin logs nothing */
+	const char *msg; /* in the answer's message (NULL: not checked) */
+	bool msg_whole;	 /* msg is the whole message */
+};
+
+/* the events of seq 2, 3, ... after an INIT that gave cluster {"a": 1} at
+ * revision 5 and local {"l": 1} */
+static const struct cfg_case CFG_CASES[] = {
+    /* the same state again: no call */
+    {CFG_CHANGED, "{\"a\": 1}", 8, 5, 0, "", NULL},
+    /* hostile documents: refused, the plugin keeps what it has */
+    {CFG_CHANGED, CFG_BIG, 0, 6, -EBADMSG, "", "bad configuration from the host"},
+    {CFG_CHANGED, "{\"a\":\0 1}", 9, 6, -EBADMSG, "", NULL},
+    {CFG_VALIDATE, CFG_BIG, 0, 0, -EBADMSG, "", NULL},
+    /* a real change; then validation (refused, accepted) */
+    {CFG_CHANGED, "{\"a\": 2}", 8, 7, 0,
+     "CFG configured changed rev=7 flags=0 cluster={\"a\": 2} local={\"l\": 1}", NULL},
+    {CFG_VALIDATE, "{\"reject\": 1}", 13, 0, -EINVAL, "CFG configured validate 13 bytes",
+     "the key 'reject' is not allowed here", true},
+    {CFG_VALIDATE, "{\"ok\": 1}", 9, 0, 0, NULL, NULL},
+    /* absent */
+    {CFG_CHANGED, NULL, 0, 0, 0, "CFG configured changed rev=0 flags=0 cluster=(none)", NULL},
+};
+
+/* send case c as event seq; the answer's error, the log and message as wait_done */
+static int32_t cfg_send(nng_socket s, uint64_t seq, const struct cfg_case *c, const char *big,
+			char *logs, size_t len, char *msg, size_t msg_len)
 {
-	Leasehold__Bus__Config c = LEASEHOLD__BUS__CONFIG__INIT;
-	c.has_cluster = cluster != NULL;
-	set_doc(&c.cluster, cluster, cluster ? clen : 0);
-	c.cluster_revision = rev;
-	c.has_local = 1;
-	set_doc(&c.local, "{\"l\": 1}", 8);
+	const char *doc = c->doc == CFG_BIG ? big : c->doc;
+	size_t dlen = c->doc == CFG_BIG ? PLUGIN_CONFIG_MAX + 1 : c->len;
+	Leasehold__Bus__Config cfg = LEASEHOLD__BUS__CONFIG__INIT;
 	Leasehold__Bus__ConfigChanged cc = LEASEHOLD__BUS__CONFIG_CHANGED__INIT;
-	cc.config = &c;
-	Leasehold__Bus__Event ev = LEASEHOLD__BUS__EVENT__INIT;
-	ev.seq = seq;
-	ev.kind_case = LEASEHOLD__BUS__EVENT__KIND_CONFIG_CHANGED;
-	ev.config_changed = &cc;
-	send_event(&ev);
-	return wait_done(seq, logs, len, msg, msg_len);
-}
-
-static int32_t validate(uint64_t seq, const char *doc, size_t dlen, char *logs, size_t len,
-                        char *msg, size_t msg_len)
-{
 	Leasehold__Bus__ValidateConfig vc = LEASEHOLD__BUS__VALIDATE_CONFIG__INIT;
-	set_doc(&vc.document, doc, dlen);
 	Leasehold__Bus__Event ev = LEASEHOLD__BUS__EVENT__INIT;
 	ev.seq = seq;
-	ev.kind_case = LEASEHOLD__BUS__EVENT__KIND_VALIDATE_CONFIG;
-	ev.validate_config = &vc;
-	send_event(&ev);
-	return wait_done(seq, logs, len, msg, msg_len);
+	if (c->what == CFG_CHANGED) {
+		cfg.has_cluster = doc != NULL;
+		cfg.cluster = doc_of(doc, doc ? dlen : 0);
+		cfg.cluster_revision = c->rev;
+		cfg.has_local = 1;
+		cfg.local = doc_of("{\"l\": 1}", 8);
+		cc.config = &cfg;
+		ev.kind_case = LEASEHOLD__BUS__EVENT__KIND_CONFIG_CHANGED;
+		ev.config_changed = &cc;
+	} else {
+		vc.document = doc_of(doc, dlen);
+		ev.kind_case = LEASEHOLD__BUS__EVENT__KIND_VALIDATE_CONFIG;
+		ev.validate_config = &vc;
+	}
+	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
+	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
+	tw.event = &ev;
+	bus_send(s, &tw);
+	return wait_done(s, seq, logs, len, msg, msg_len);
 }
 
+/* an INIT with a configuration, then the cases of CFG_CASES, then fini */
 static void test_worker_config_events(void)
 {
-	char err[LOADER_ERR_MAX], logs[8192], msg[600];
-	struct loader_plugin *lp;
-	CHECK_OK(loader_open(g_dir, "configured.so", g_private, &lp, err, sizeof(err)));
-	nng_socket ws;
-	CHECK_INT_EQ(nng_pair1_open(&g_cfg_hs), 0);
-	CHECK_INT_EQ(nng_pair1_open(&ws), 0);
-	nng_socket_set_ms(g_cfg_hs, NNG_OPT_RECVTIMEO, 10000);
-	CHECK_INT_EQ(nng_listen(g_cfg_hs, "inproc://lh-test-config-bus", NULL, 0), 0);
-	CHECK_INT_EQ(nng_dial(ws, "inproc://lh-test-config-bus", NULL, 0), 0);
-	struct wthread t = {NULL, -1};
-	CHECK_OK(worker_new(&lp->desc, ws, 10000, &t.w));
-	pthread_t th;
-	CHECK_INT_EQ(pthread_create(&th, NULL, worker_thread, &t), 0);
+	char logs[8192], msg[600];
+	struct married mw;
+	marry_worker(&mw, "configured.so", "inproc://lh-test-config-bus");
+	nng_socket hs = mw.hs;
 
-	/* INIT with a configuration */
 	Leasehold__Bus__Config c = LEASEHOLD__BUS__CONFIG__INIT;
 	c.has_cluster = 1;
-	set_doc(&c.cluster, "{\"a\": 1}", 8);
+	c.cluster = doc_of("{\"a\": 1}", 8);
 	c.cluster_revision = 5;
 	c.has_local = 1;
-	set_doc(&c.local, "{\"l\": 1}", 8);
-	Leasehold__Bus__Init init = LEASEHOLD__BUS__INIT__INIT;
-	set_doc(&init.node_id, "n1", 2);
-	set_doc(&init.data_prefix, "/p/configured/data/", 19);
-	init.bus_version = LH_BUS_VERSION;
-	init.config = &c;
-	Leasehold__Bus__Event ev = LEASEHOLD__BUS__EVENT__INIT;
-	ev.seq = 1;
-	ev.kind_case = LEASEHOLD__BUS__EVENT__KIND_INIT;
-	ev.init = &init;
-	send_event(&ev);
-	CHECK_INT_EQ(wait_done(1, logs, sizeof(logs), msg, sizeof(msg)), 0);
+	c.local = doc_of("{\"l\": 1}", 8);
+	struct bus_bodies b;
+	bus_bodies_init(&b, 0);
+	b.init.node_id = doc_of("n1", 2);
+	b.init.data_prefix = doc_of("/p/configured/data/", 19);
+	b.init.config = &c;
+	Leasehold__Bus__Event ev;
+	bus_event_set(&ev, &b, 1, K_INIT, false);
+	Leasehold__Bus__ToWorker tw = LEASEHOLD__BUS__TO_WORKER__INIT;
+	tw.msg_case = LEASEHOLD__BUS__TO_WORKER__MSG_EVENT;
+	tw.event = &ev;
+	bus_send(hs, &tw);
+	CHECK_INT_EQ(wait_done(hs, 1, logs, sizeof(logs), msg, sizeof(msg)), 0);
 	CHECK(strstr(logs, "CFG configured init rev=5 flags=0 cluster={\"a\": 1} local={\"l\": 1}"));
 
-	/* the same state again: no call */
-	CHECK_INT_EQ(config_changed(2, "{\"a\": 1}", 8, 5, logs, sizeof(logs), msg, sizeof(msg)), 0);
-	CHECK_STR_EQ(logs, "");
-
-	/* hostile documents: refused, the plugin keeps what it has */
 	size_t big = PLUGIN_CONFIG_MAX + 1;
-	char *b = malloc(big);
-	CHECK(b);
-	memset(b, ' ', big);
-	b[0] = '{';
-	b[big - 1] = '}';
-	CHECK_INT_EQ(config_changed(3, b, big, 6, logs, sizeof(logs), msg, sizeof(msg)), -EBADMSG);
-	CHECK(strstr(msg, "bad configuration from the host"));
-	CHECK_STR_EQ(logs, "");
-	CHECK_INT_EQ(config_changed(4, "{\"a\":\0 1}", 9, 6, logs, sizeof(logs), msg, sizeof(msg)),
-	             -EBADMSG);
-	CHECK_STR_EQ(logs, "");
-	CHECK_INT_EQ(validate(5, b, big, logs, sizeof(logs), msg, sizeof(msg)), -EBADMSG);
-	CHECK_STR_EQ(logs, "");
-	free(b);
+	char *doc = malloc(big);
+	CHECK(doc);
+	memset(doc, ' ', big);
+	doc[0] = '{';
+	doc[big - 1] = '}';
+	size_t n = sizeof(CFG_CASES) / sizeof(CFG_CASES[0]);
+	for (size_t i = 0; i < n; i++) {
+		const struct cfg_case *k = &CFG_CASES[i];
+		int32_t err = cfg_send(hs, 2 + i, k, doc, logs, sizeof(logs), msg, sizeof(msg));
+		if (err != k->err)
+			fprintf(stderr, "case %zu: err %d, msg %s, log %s\n", i, err, msg, logs);
+		CHECK_INT_EQ(err, k->err);
+		if (k->log && !*k->log)
+			CHECK_STR_EQ(logs, "");
+		else if (k->log)
+			CHECK(strstr(logs, k->log));
+		if (k->msg && k->msg_whole)
+			CHECK_STR_EQ(msg, k->msg);
+		else if (k->msg)
+			CHECK(strstr(msg, k->msg));
+	}
+	free(doc);
 
-	/* a real change; then validation (refused, accepted) */
-	CHECK_INT_EQ(config_changed(6, "{\"a\": 2}", 8, 7, logs, sizeof(logs), msg, sizeof(msg)), 0);
-	CHECK(strstr(logs, "CFG configured changed rev=7 flags=0 cluster={\"a\": 2} local={\"l\": 1}"));
-	CHECK_INT_EQ(validate(7, "{\"reject\": 1}", 13, logs, sizeof(logs), msg, sizeof(msg)), -EINVAL);
-	CHECK_STR_EQ(msg, "the key 'reject' is not allowed here");
-	CHECK(strstr(logs, "CFG configured validate 13 bytes"));
-	CHECK_INT_EQ(validate(8, "{\"ok\": 1}", 9, logs, sizeof(logs), msg, sizeof(msg)), 0);
-	/* absent */
-	CHECK_INT_EQ(config_changed(9, NULL, 0, 0, logs, sizeof(logs), msg, sizeof(msg)), 0);
-	CHECK(strstr(logs, "CFG configured changed rev=0 flags=0 cluster=(none)"));
-
-	Leasehold__Bus__Fini fini = LEASEHOLD__BUS__FINI__INIT;
-	Leasehold__Bus__Event fe = LEASEHOLD__BUS__EVENT__INIT;
-	fe.seq = 10;
-	fe.kind_case = LEASEHOLD__BUS__EVENT__KIND_FINI;
-	fe.fini = &fini;
-	send_event(&fe);
-	CHECK_INT_EQ(wait_done(10, logs, sizeof(logs), msg, sizeof(msg)), 0);
-	CHECK_INT_EQ(pthread_join(th, NULL), 0);
-	CHECK_INT_EQ(t.rc, 0);
-	worker_free(t.w);
-	nng_close(g_cfg_hs);
-	nng_close(ws);
-	loader_close(lp);
+	bus_send_event(hs, 2 + n, K_FINI, 0, false);
+	CHECK_INT_EQ(wait_done(hs, 2 + n, logs, sizeof(logs), msg, sizeof(msg)), 0);
+	join_worker(&mw);
+	divorce_worker(&mw);
 }
 
 int main(void)
 {
-	const char *b = getenv("LH_BUILDDIR");
-	snprintf(g_build, sizeof(g_build), "%s", b && *b ? b : ".");
-	test_tmp_root("test-bus", g_root, sizeof(g_root));
-	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
-	snprintf(g_private, sizeof(g_private), "%s/private", g_root);
-	CHECK(mkdir(g_dir, 0755) == 0);
-	char err[LOADER_ERR_MAX];
-	CHECK_OK(loader_private_dir_prepare(g_private, err, sizeof(err)));
+	ifx_dirs_setup(&D, "test-bus");
 	install_recorder();
-	char cfg_src[PATH_MAX], cfg_dst[PATH_MAX];
-	snprintf(cfg_src, sizeof(cfg_src), "%s/tests/plugins/.libs/configured.so", g_build);
-	snprintf(cfg_dst, sizeof(cfg_dst), "%s/configured.so", g_dir);
-	test_copy_file(cfg_src, cfg_dst, 0644);
+	ifx_install(&D, "configured.so");
 
 	CHECK_OK(loop_new(&L));
 	CHECK_OK(fakehost_new(L, PREFIX, &FH));

@@ -19,37 +19,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "abi/abi_loader.h"
 #include "check.h"
 #include "files.h"
-#include "abi/abi_loader.h"
+#include "instance_fixture.h"
 
-static char g_root[512];    /* mkdtemp */
-static char g_dir[1024];     /* the plugin dir */
-static char g_private[1024]; /* the private copy dir */
-static char g_build[1024];
+static struct ifx_dirs D; /* the temp root, its plugin and private dirs */
 
 static void path_of(char out[PATH_MAX], size_t len, const char *rel)
 {
-	snprintf(out, len, "%s/%s", g_build, rel);
+	snprintf(out, len, "%s/%s", D.build, rel);
 }
 
 static void read_file(const char *path, char **ret, size_t *ret_len)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		fprintf(stderr, "cannot open %s: %s (run through make check)\n", path, strerror(errno));
-		exit(99);
-	}
-	CHECK(fseek(f, 0, SEEK_END) == 0);
-	long n = ftell(f);
-	CHECK(n > 0);
-	rewind(f);
-	char *buf = malloc((size_t)n);
-	CHECK(buf);
-	CHECK(fread(buf, 1, (size_t)n, f) == (size_t)n);
-	fclose(f);
-	*ret = buf;
-	*ret_len = (size_t)n;
+	*ret = (char *)test_load_built(path, ret_len);
 }
 
 /* write bytes as dir/name with mode, via a temp name and rename (like an installer) */
@@ -74,7 +58,7 @@ static void install(const char *built, const char *name, mode_t mode)
 	size_t len;
 	path_of(src, sizeof(src), built);
 	read_file(src, &buf, &len);
-	put_bytes(g_dir, name, buf, len, mode);
+	put_bytes(D.plugins, name, buf, len, mode);
 	free(buf);
 }
 
@@ -103,25 +87,25 @@ static void expect_refused_in(const char *dir, const char *file, int err, const 
 {
 	struct loader_plugin *p = (struct loader_plugin *)(uintptr_t)0x1;
 	char buf[LOADER_ERR_MAX] = "";
-	int r = loader_open(dir, file, g_private, &p, buf, sizeof(buf));
+	int r = loader_open(dir, file, D.private_dir, &p, buf, sizeof(buf));
 	if (r != err || strcmp(buf, msg) != 0)
 		fprintf(stderr, "  got r=%d \"%s\"\n  want r=%d \"%s\"\n", r, buf, err, msg);
 	CHECK_INT_EQ(r, err);
 	CHECK_STR_EQ(buf, msg);
 	CHECK(p == (struct loader_plugin *)(uintptr_t)0x1); /* untouched */
-	CHECK_INT_EQ(count_entries(g_private), 0);
+	CHECK_INT_EQ(count_entries(D.private_dir), 0);
 }
 
 static void expect_refused(const char *file, int err, const char *msg)
 {
-	expect_refused_in(g_dir, file, err, msg);
+	expect_refused_in(D.plugins, file, err, msg);
 }
 
 static struct loader_plugin *load_ok(const char *file)
 {
 	struct loader_plugin *p = NULL;
 	char buf[LOADER_ERR_MAX] = "";
-	int r = loader_open(g_dir, file, g_private, &p, buf, sizeof(buf));
+	int r = loader_open(D.plugins, file, D.private_dir, &p, buf, sizeof(buf));
 	if (r < 0)
 		fprintf(stderr, "loader_open(%s): %d %s\n", file, r, buf);
 	CHECK_OK(r);
@@ -143,14 +127,14 @@ static void test_good_plugin_loads(void)
 	CHECK(p->desc.init == NULL && p->desc.fini == NULL); /* optional, absent */
 	CHECK(p->handle != NULL);
 	/* the private copy exists while loaded, under a unique name */
-	CHECK_INT_EQ(count_entries(g_private), 1);
-	CHECK(strncmp(p->copy_path, g_private, strlen(g_private)) == 0);
+	CHECK_INT_EQ(count_entries(D.private_dir), 1);
+	CHECK(strncmp(p->copy_path, D.private_dir, strlen(D.private_dir)) == 0);
 	CHECK(strstr(p->copy_path, "/good.") != NULL);
 	struct stat st;
 	CHECK(stat(p->copy_path, &st) == 0);
 	CHECK_INT_EQ(st.st_mode & 0777, 0600);
 	loader_close(p);
-	CHECK_INT_EQ(count_entries(g_private), 0);
+	CHECK_INT_EQ(count_entries(D.private_dir), 0);
 	loader_close(NULL);
 }
 
@@ -163,11 +147,11 @@ static void test_descriptor_export(void)
 	struct loader_plugin *p = load_ok("good-noexport.so");
 	CHECK_STR_EQ(p->name, "good");
 	loader_close(p);
-	remove_in(g_dir, "good-noexport.so");
+	remove_in(D.plugins, "good-noexport.so");
 	install("tests/plugins/.libs/bad-hidden.so", "bad-hidden.so", 0644);
 	expect_refused("bad-hidden.so", -ENOENT,
 		       "symbol leasehold_plugin not exported: build with LH_PLUGIN_EXPORT");
-	remove_in(g_dir, "bad-hidden.so");
+	remove_in(D.plugins, "bad-hidden.so");
 }
 
 static void test_example_descriptors(void)
@@ -198,15 +182,15 @@ static void test_example_descriptors(void)
 	CHECK_INT_EQ(loader_find_by_name(list, 3, "other"), -ENOENT);
 	loader_close(a);
 	loader_close(b);
-	remove_in(g_dir, "reconciler.so");
-	remove_in(g_dir, "reconciler-next.so");
-	CHECK_INT_EQ(count_entries(g_private), 0);
+	remove_in(D.plugins, "reconciler.so");
+	remove_in(D.plugins, "reconciler-next.so");
+	CHECK_INT_EQ(count_entries(D.private_dir), 0);
 }
 
 static void test_hot_reload_loads_new_code(void)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/reconciler.so", g_dir);
+	snprintf(path, sizeof(path), "%s/reconciler.so", D.plugins);
 
 	install("plugins/reconciler-1.0.0.so", "reconciler.so", 0755);
 	struct loader_plugin *old = load_ok("reconciler.so");
@@ -239,7 +223,7 @@ static void test_hot_reload_loads_new_code(void)
 	CHECK(nd && od && nd != od);
 	CHECK_INT_EQ(nd->min_compatible_release.minor, 1);
 	CHECK_INT_EQ(od->min_compatible_release.minor, 0);
-	CHECK_INT_EQ(count_entries(g_private), 2);
+	CHECK_INT_EQ(count_entries(D.private_dir), 2);
 	CHECK(strcmp(neu->copy_path, old->copy_path) != 0);
 
 	/* the same content loaded twice: same hash, still two objects */
@@ -249,19 +233,19 @@ static void test_hot_reload_loads_new_code(void)
 	loader_close(again);
 	loader_close(old);
 	loader_close(neu);
-	remove_in(g_dir, "reconciler.so");
-	CHECK_INT_EQ(count_entries(g_private), 0);
+	remove_in(D.plugins, "reconciler.so");
+	CHECK_INT_EQ(count_entries(D.private_dir), 0);
 }
 
 static void test_refuse_not_elf(void)
 {
 	const char text[] = "#!/bin/sh\necho not a plugin\n";
-	put_bytes(g_dir, "text.so", text, sizeof(text) - 1, 0644);
+	put_bytes(D.plugins, "text.so", text, sizeof(text) - 1, 0644);
 	expect_refused("text.so", -ENOEXEC, "not an ELF file (no ELF magic)");
-	put_bytes(g_dir, "empty.so", "", 0, 0644);
+	put_bytes(D.plugins, "empty.so", "", 0, 0644);
 	expect_refused("empty.so", -ENOEXEC, "empty.so has an unreasonable size (0 bytes)");
-	remove_in(g_dir, "text.so");
-	remove_in(g_dir, "empty.so");
+	remove_in(D.plugins, "text.so");
+	remove_in(D.plugins, "empty.so");
 }
 
 static void test_refuse_truncated_elf(void)
@@ -272,20 +256,20 @@ static void test_refuse_truncated_elf(void)
 	path_of(src, sizeof(src), "plugins/reconciler-1.0.0.so");
 	read_file(src, &buf, &len);
 
-	put_bytes(g_dir, "tiny.so", buf, 40, 0644);
+	put_bytes(D.plugins, "tiny.so", buf, 40, 0644);
 	snprintf(msg, sizeof(msg), "truncated ELF file: 40 bytes, the ELF header needs %zu",
 	         sizeof(Elf64_Ehdr));
 	expect_refused("tiny.so", -ENOEXEC, msg);
 
 	/* cut in half: section headers (at the end) and segments lie outside */
 	size_t half = len / 2;
-	put_bytes(g_dir, "half.so", buf, half, 0644);
+	put_bytes(D.plugins, "half.so", buf, half, 0644);
 	snprintf(msg, sizeof(msg), "truncated ELF file: section headers lie outside its %zu bytes",
 	         half);
 	expect_refused("half.so", -ENOEXEC, msg);
 	free(buf);
-	remove_in(g_dir, "tiny.so");
-	remove_in(g_dir, "half.so");
+	remove_in(D.plugins, "tiny.so");
+	remove_in(D.plugins, "half.so");
 }
 
 static void test_refuse_not_shared_object(void)
@@ -300,10 +284,10 @@ static void test_refuse_not_shared_object(void)
 	memcpy(&eh, buf, sizeof(eh));
 	eh.e_type = ET_REL;
 	memcpy(buf, &eh, sizeof(eh));
-	put_bytes(g_dir, "object.so", buf, len, 0644);
+	put_bytes(D.plugins, "object.so", buf, len, 0644);
 	expect_refused("object.so", -ENOEXEC, "not an ELF shared object (ELF type 1)");
 	free(buf);
-	remove_in(g_dir, "object.so");
+	remove_in(D.plugins, "object.so");
 }
 
 struct bad_case {
@@ -346,7 +330,7 @@ static void test_refuse_bad_descriptors(void)
 		fprintf(stderr, "  case %s\n", cases[i].built);
 		install(built, name, 0644);
 		expect_refused(name, cases[i].err, cases[i].msg);
-		remove_in(g_dir, name);
+		remove_in(D.plugins, name);
 	}
 }
 
@@ -355,15 +339,15 @@ static void test_role_is_read(void)
 	char err[LOADER_ERR_MAX];
 	struct loader_plugin *p = NULL;
 	install("tests/plugins/.libs/good-role.so", "good-role.so", 0644);
-	CHECK_OK(loader_open(g_dir, "good-role.so", g_private, &p, err, sizeof(err)));
+	CHECK_OK(loader_open(D.plugins, "good-role.so", D.private_dir, &p, err, sizeof(err)));
 	CHECK_STR_EQ(p->role, "controller");
 	loader_close(p);
-	remove_in(g_dir, "good-role.so");
+	remove_in(D.plugins, "good-role.so");
 	install("tests/plugins/.libs/good.so", "good.so", 0644);
-	CHECK_OK(loader_open(g_dir, "good.so", g_private, &p, err, sizeof(err)));
+	CHECK_OK(loader_open(D.plugins, "good.so", D.private_dir, &p, err, sizeof(err)));
 	CHECK_STR_EQ(p->role, ""); /* no role: every node */
 	loader_close(p);
-	remove_in(g_dir, "good.so");
+	remove_in(D.plugins, "good.so");
 
 	/* an ABI 1.0 descriptor is read as 1.0 even if its size covers `role` */
 	struct lh_plugin d, out;
@@ -460,24 +444,24 @@ static void test_refuse_writable_file(void)
 	expect_refused("gw.so", -EPERM, "plugin file gw.so is group-writable (mode 0664)");
 	install("tests/plugins/.libs/good.so", "ww.so", 0646);
 	expect_refused("ww.so", -EPERM, "plugin file ww.so is world-writable (mode 0646)");
-	remove_in(g_dir, "gw.so");
-	remove_in(g_dir, "ww.so");
+	remove_in(D.plugins, "gw.so");
+	remove_in(D.plugins, "ww.so");
 }
 
 static void test_refuse_writable_dirs(void)
 {
 	char msg[PATH_MAX + 128];
 	install("tests/plugins/.libs/good.so", "good.so", 0644);
-	CHECK(chmod(g_dir, 0777) == 0);
-	snprintf(msg, sizeof(msg), "plugin directory %s is world-writable (mode 0777)", g_dir);
+	CHECK(chmod(D.plugins, 0777) == 0);
+	snprintf(msg, sizeof(msg), "plugin directory %s is world-writable (mode 0777)", D.plugins);
 	expect_refused("good.so", -EPERM, msg);
-	CHECK(chmod(g_dir, 0755) == 0);
+	CHECK(chmod(D.plugins, 0755) == 0);
 
 	/* a parent two levels up: root/a/b/plugins with a group-writable */
 	char a[PATH_MAX], b[PATH_MAX], pd[PATH_MAX];
-	snprintf(a, sizeof(a), "%s/a", g_root);
-	snprintf(b, sizeof(b), "%s/a/b", g_root);
-	snprintf(pd, sizeof(pd), "%s/a/b/plugins", g_root);
+	snprintf(a, sizeof(a), "%s/a", D.root);
+	snprintf(b, sizeof(b), "%s/a/b", D.root);
+	snprintf(pd, sizeof(pd), "%s/a/b/plugins", D.root);
 	CHECK(mkdir(a, 0755) == 0 && mkdir(b, 0755) == 0 && mkdir(pd, 0755) == 0);
 	CHECK(chmod(a, 0775) == 0);
 	char src[PATH_MAX];
@@ -492,7 +476,7 @@ static void test_refuse_writable_dirs(void)
 	/* fixed: loads */
 	CHECK(chmod(a, 0755) == 0);
 	struct loader_plugin *p = NULL;
-	CHECK_OK(loader_open(pd, "good.so", g_private, &p, NULL, 0));
+	CHECK_OK(loader_open(pd, "good.so", D.private_dir, &p, NULL, 0));
 	loader_close(p);
 	remove_in(pd, "good.so");
 	rmdir(pd);
@@ -504,7 +488,7 @@ static void test_refuse_symlink(void)
 {
 	install("tests/plugins/.libs/good.so", "good.so", 0644);
 	char link[PATH_MAX];
-	snprintf(link, sizeof(link), "%s/link.so", g_dir);
+	snprintf(link, sizeof(link), "%s/link.so", D.plugins);
 	CHECK(symlink("good.so", link) == 0);
 	expect_refused("link.so", -ELOOP, "link.so is a symbolic link (refused)");
 	unlink(link);
@@ -515,23 +499,24 @@ static void test_refuse_wrong_owner(void)
 	char msg[PATH_MAX + 128];
 	install("tests/plugins/.libs/good.so", "owned.so", 0644);
 	char p[PATH_MAX];
-	snprintf(p, sizeof(p), "%s/owned.so", g_dir);
+	snprintf(p, sizeof(p), "%s/owned.so", D.plugins);
 	if (chown(p, 65534, 65534) < 0) {
 		fprintf(stderr, "note: cannot chown (not root): wrong-owner case not run\n");
-		remove_in(g_dir, "owned.so");
+		remove_in(D.plugins, "owned.so");
 		return;
 	}
 	snprintf(msg, sizeof(msg), "plugin file owned.so is owned by uid 65534, not by root or uid %u",
 	         (unsigned)geteuid());
 	expect_refused("owned.so", -EPERM, msg);
-	remove_in(g_dir, "owned.so");
+	remove_in(D.plugins, "owned.so");
 
 	/* the directory's owner counts too */
-	CHECK(chown(g_dir, 65534, 65534) == 0);
-	snprintf(msg, sizeof(msg), "plugin directory %s is owned by uid 65534, not by root or uid %u",
-	         g_dir, (unsigned)geteuid());
+	CHECK(chown(D.plugins, 65534, 65534) == 0);
+	snprintf(msg, sizeof(msg),
+		 "plugin directory %s is owned by uid 65534, not by root or uid %u", D.plugins,
+		 (unsigned)geteuid());
 	expect_refused("good.so", -EPERM, msg);
-	CHECK(chown(g_dir, geteuid(), getegid()) == 0);
+	CHECK(chown(D.plugins, geteuid(), getegid()) == 0);
 }
 
 static void test_refuse_bad_names_and_missing(void)
@@ -547,7 +532,7 @@ static void test_private_dir_checks(void)
 {
 	char msg[PATH_MAX + 160], pd[PATH_MAX];
 	char err[LOADER_ERR_MAX];
-	snprintf(pd, sizeof(pd), "%s/priv2", g_root);
+	snprintf(pd, sizeof(pd), "%s/priv2", D.root);
 	CHECK_OK(loader_private_dir_prepare(pd, err, sizeof(err))); /* created */
 	struct stat st;
 	CHECK(stat(pd, &st) == 0 && (st.st_mode & 07777) == 0700);
@@ -561,7 +546,7 @@ static void test_private_dir_checks(void)
 	/* loader_open refuses to copy into it */
 	install("tests/plugins/.libs/good.so", "good.so", 0644);
 	struct loader_plugin *p = NULL;
-	CHECK_INT_EQ(loader_open(g_dir, "good.so", pd, &p, err, sizeof(err)), -EPERM);
+	CHECK_INT_EQ(loader_open(D.plugins, "good.so", pd, &p, err, sizeof(err)), -EPERM);
 	snprintf(msg, sizeof(msg),
 	         "private directory %s must be owned by uid %u and not accessible to others", pd,
 	         (unsigned)geteuid());
@@ -570,8 +555,8 @@ static void test_private_dir_checks(void)
 	rmdir(pd);
 	/* a symlink as private dir is refused */
 	char ln[PATH_MAX];
-	snprintf(ln, sizeof(ln), "%s/privlink", g_root);
-	CHECK(symlink(g_private, ln) == 0);
+	snprintf(ln, sizeof(ln), "%s/privlink", D.root);
+	CHECK(symlink(D.private_dir, ln) == 0);
 	CHECK_INT_EQ(loader_private_dir_prepare(ln, err, sizeof(err)), -ELOOP);
 	snprintf(msg, sizeof(msg), "private directory %s is a symbolic link (refused)", ln);
 	CHECK_STR_EQ(err, msg);
@@ -580,14 +565,7 @@ static void test_private_dir_checks(void)
 
 int main(void)
 {
-	const char *b = getenv("LH_BUILDDIR");
-	snprintf(g_build, sizeof(g_build), "%s", b && *b ? b : ".");
-	test_tmp_root("test-loader", g_root, sizeof(g_root));
-	snprintf(g_dir, sizeof(g_dir), "%s/plugins", g_root);
-	snprintf(g_private, sizeof(g_private), "%s/private", g_root);
-	CHECK(mkdir(g_dir, 0755) == 0);
-	char err[LOADER_ERR_MAX];
-	CHECK_OK(loader_private_dir_prepare(g_private, err, sizeof(err)));
+	ifx_dirs_setup(&D, "test-loader");
 
 	RUN(test_good_plugin_loads);
 	RUN(test_example_descriptors);

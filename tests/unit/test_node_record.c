@@ -115,15 +115,22 @@ static void test_newer_format_read(void)
 	CHECK(!r.ready && r.reconcile_at == 0 && r.reason[0] == '\0');
 }
 
+/* a version 1 record of node in state, the rest zero */
+static struct node_record record_of(const char *node, const char *state)
+{
+	struct node_record r = {0};
+	r.version = 1;
+	snprintf(r.node, sizeof(r.node), "%s", node);
+	snprintf(r.state, sizeof(r.state), "%s", state);
+	return r;
+}
+
 static void test_round_trip(void)
 {
-	struct node_record r = {0}, d;
+	struct node_record r = record_of("node-\x01\x7f", "leading"), d;
 	char *v;
 	size_t n;
-	r.version = 1;
-	snprintf(r.node, sizeof(r.node), "node-\x01\x7f");
 	r.release = (struct release){1, 2, 3};
-	snprintf(r.state, sizeof(r.state), "leading");
 	snprintf(r.reason, sizeof(r.reason), "paused \"by\" an operator\n");
 	r.since = 1764000000;
 	r.ready = false;
@@ -145,12 +152,9 @@ static void test_round_trip(void)
 
 static void test_restart_fields(void)
 {
-	struct node_record r = {0}, d;
+	struct node_record r = record_of("a", "campaigning"), d;
 	char *v;
 	size_t n;
-	r.version = 1;
-	snprintf(r.node, sizeof(r.node), "a");
-	snprintf(r.state, sizeof(r.state), "campaigning");
 	snprintf(r.host, sizeof(r.host), "db1:/run/leasehold");
 	r.previous[0] = 0x694d8e2a1b3c5f01;
 	r.previous[1] = INT64_MAX;
