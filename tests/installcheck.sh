@@ -39,7 +39,7 @@ got=$(PATH="$bindir:$PATH" bash -c '. "$1" && COMP_WORDS=(leaseholdctl pl) COMP_
 listing() { (cd "$1" 2>/dev/null && find . -type f | LC_ALL=C sort | tr '\n' ' '); }
 want='./leasehold-worker '
 [ "$(listing "$pkglibexecdir")" = "$want" ] || bad "$pkglibexecdir holds: $(listing "$pkglibexecdir")"
-want='./LICENSE ./README.md ./docs/configuration.md ./docs/design.md ./docs/install.md ./docs/leaseholdctl-access.md ./docs/leaseholdctl-output.md ./docs/leaseholdctl.md ./docs/observability.md ./docs/operations.md ./docs/plugin-guide.md ./docs/running.md ./docs/troubleshooting.md ./examples/leasehold.conf ./examples/reconciler-1.0.0.so ./examples/reconciler-1.1.0.so ./examples/reconciler.c ./examples/reconciler.lhtest '
+want='./LICENSE ./README.md ./docs/configuration.md ./docs/design.md ./docs/install.md ./docs/leaseholdctl-access.md ./docs/leaseholdctl-leadership.md ./docs/leaseholdctl-output.md ./docs/leaseholdctl-rollouts.md ./docs/leaseholdctl.md ./docs/observability.md ./docs/operations.md ./docs/plugin-guide.md ./docs/running.md ./docs/troubleshooting.md ./examples/leasehold.conf ./examples/reconciler-1.0.0.so ./examples/reconciler-1.1.0.so ./examples/reconciler.c ./examples/reconciler.lhtest '
 [ "$(listing "$docdir")" = "$want" ] || bad "$docdir holds: $(listing "$docdir")"
 # one plugin directory: the daemon's default is the .pc's plugindir
 # (DESTDIR is not part of either)
