@@ -172,26 +172,38 @@ static void test_yaml_is_the_json(void)
 	ctl_out_free(&o);
 }
 
+/* shell_output - what `SHELL -c 'HEAD WORDS TAIL'` prints, with the
+ * directory of the leaseholdctl just built first on PATH; malloc'd. The
+ * shell must exit 0. */
+static char *shell_output(const char *shell, const char *head, const char *words,
+                          const char *tail)
+{
+	char cmd[4096], dir[512];
+	snprintf(dir, sizeof(dir), "%s", built_binary("leaseholdctl"));
+	*strrchr(dir, '/') = '\0';
+	snprintf(cmd, sizeof(cmd), "PATH='%s':\"$PATH\" %s -c '%s%s%s'", dir, shell, head, words,
+	         tail);
+	FILE *p = popen(cmd, "r");
+	CHECK(p != NULL);
+	char *buf = calloc(1, 8192);
+	CHECK(buf != NULL);
+	size_t n = fread(buf, 1, 8191, p);
+	buf[n] = '\0';
+	CHECK_INT_EQ(pclose(p), 0);
+	return buf;
+}
+
 /* complete - the words bash's completion offers for the command line
  * words (the last one is being completed) */
 static char *complete(const char *words)
 {
-	char cmd[2048], dir[512];
-	snprintf(dir, sizeof(dir), "%s", built_binary("leaseholdctl"));
-	*strrchr(dir, '/') = '\0';
-	snprintf(cmd, sizeof(cmd),
-		 "PATH='%s':\"$PATH\" bash -c 'source <(leaseholdctl completion bash) || exit 9\n"
-		 "COMP_WORDS=(%s); COMP_CWORD=$((${#COMP_WORDS[@]} - 1))\n"
-		 "COMP_LINE=\"${COMP_WORDS[*]}\"; COMP_POINT=${#COMP_LINE}\n"
-		 "_leaseholdctl; echo \"${COMPREPLY[*]}\"'",
-		 dir, words);
-	FILE *p = popen(cmd, "r");
-	CHECK(p != NULL);
-	char *buf = calloc(1, 4096);
-	CHECK(buf != NULL);
-	size_t n = fread(buf, 1, 4095, p);
-	buf[n] = '\0';
-	CHECK_INT_EQ(pclose(p), 0);
+	char *buf = shell_output("bash",
+	                         "source <(leaseholdctl completion bash) || exit 9\n"
+	                         "COMP_WORDS=(",
+	                         words,
+	                         "); COMP_CWORD=$((${#COMP_WORDS[@]} - 1))\n"
+	                         "COMP_LINE=\"${COMP_WORDS[*]}\"; COMP_POINT=${#COMP_LINE}\n"
+	                         "_leaseholdctl; echo \"${COMPREPLY[*]}\"");
 	buf[strcspn(buf, "\n")] = '\0';
 	return buf;
 }
@@ -267,24 +279,13 @@ static void test_completion_bash(void)
  * to print what they are given */
 static char *zsh_complete(const char *words)
 {
-	char cmd[2048], dir[512];
-	snprintf(dir, sizeof(dir), "%s", built_binary("leaseholdctl"));
-	*strrchr(dir, '/') = '\0';
-	snprintf(cmd, sizeof(cmd),
-		 "PATH='%s':\"$PATH\" zsh -f -c 'compadd() { print -r -- \"compadd $*\" }\n"
-		 "_describe() { print -r -- \"describe ${(P)2}\" }\n_files() { print files }\n"
-		 "compset() { print -r -- \"compset $*\" }\n"
-		 "eval \"$(leaseholdctl completion zsh)\" >/dev/null\n"
-		 "words=(%s); CURRENT=${#words}; _leaseholdctl'",
-		 dir, words);
-	FILE *p = popen(cmd, "r");
-	CHECK(p != NULL);
-	char *buf = calloc(1, 8192);
-	CHECK(buf != NULL);
-	size_t n = fread(buf, 1, 8191, p);
-	buf[n] = '\0';
-	CHECK_INT_EQ(pclose(p), 0);
-	return buf;
+	return shell_output("zsh -f",
+	                    "compadd() { print -r -- \"compadd $*\" }\n"
+	                    "_describe() { print -r -- \"describe ${(P)2}\" }\n_files() { print files }\n"
+	                    "compset() { print -r -- \"compset $*\" }\n"
+	                    "eval \"$(leaseholdctl completion zsh)\" >/dev/null\n"
+	                    "words=(",
+	                    words, "); CURRENT=${#words}; _leaseholdctl");
 }
 
 static void test_completion_zsh(void)

@@ -473,63 +473,6 @@ static int spec_health_answer(const struct world *w)
 	return base;
 }
 
-/* 6. to 9. */
-static void check_world_health(const struct world *w)
-{
-	struct relcount rc[MAXM];
-	size_t n_rc = records_of(w, rc);
-	struct rule_status st = status_of(w);
-	struct rule_answer a, b0;
-	release_rule_decide(NULL, rc, n_rc, w->invalid, &st, &a);
-	struct world hw = *w;
-	hw.sick = 0;
-	struct relcount rc0[MAXM];
-	size_t n_rc0 = records_of(&hw, rc0);
-	release_rule_decide(NULL, rc0, n_rc0, w->invalid, &st, &b0);
-	n_worlds++;
-	int got = answer_index(w, &a), base = answer_index(w, &b0);
-
-	/* 6. and 9. */
-	int campaigning = -1;
-	bool any = false;
-	for (int k = 0; k < w->n_members; k++) {
-		struct rule_release mine = member_rr(w, k);
-		struct rule_answer b;
-		release_rule_decide(&mine, rc, n_rc, w->invalid, &st, &b);
-		CHECK(b.basis == a.basis && release_cmp(b.release, a.release) == 0 &&
-		      b.healthy == a.healthy);
-		bool may = release_rule_may_campaign(&a, &mine);
-		bool want = got >= 0 && w->members[k] == got && (!mine.unhealthy || !healthy(w, got));
-		CHECK(may == want);
-		if (!may)
-			continue;
-		CHECK(campaigning < 0 || campaigning == w->members[k]);
-		campaigning = w->members[k];
-		any = true;
-	}
-	if (st.valid && got >= 0 && max_member(w) >= w->status / NREL)
-		CHECK(got >= w->status / NREL);
-	/* 7. */
-	if (base >= 0)
-		CHECK(any);
-	/* 8. */
-	CHECK_INT_EQ(got, spec_health_answer(w));
-	if (w->sick == 0)
-		CHECK(got == base && !a.moved);
-	if (got != base) {
-		CHECK(a.moved && release_cmp(a.passed_over, U[base]) == 0);
-		CHECK(!healthy(w, base) && got < base && healthy(w, got));
-		CHECK(b0.basis != RULE_REFERENCE && b0.basis != RULE_DOWNGRADE);
-		CHECK(a.basis != RULE_NONE && a.basis != RULE_REFERENCE && a.basis != RULE_DOWNGRADE);
-		char buf[256];
-		CHECK(release_rule_explain(&a, U[base], buf, sizeof(buf)) != NULL);
-		n_moved++;
-	} else if (base >= 0 && !healthy(w, base)) {
-		CHECK(!a.healthy);
-		n_kept_sick++;
-	}
-}
-
 /* the rule with a pin and health as docs/design.md states it: health
  * moves the pinned answer as it moves the plain one, except off an answer
  * a forced pin or the reference flag gave (-1 = none) */
@@ -553,8 +496,9 @@ static int spec_pinned_health_answer(const struct world *w)
 	return base;
 }
 
-/* 10. a pin and health together */
-static void check_world_pinned_health(const struct world *w)
+/* 6. to 10.: health, under the world's pin (none, or one at each
+ * release, forced or not) */
+static void check_world_health(const struct world *w)
 {
 	struct relcount rc[MAXM];
 	size_t n_rc = records_of(w, rc);
@@ -570,6 +514,7 @@ static void check_world_pinned_health(const struct world *w)
 	n_worlds++;
 	int got = answer_index(w, &a), base = answer_index(w, &b0);
 
+	/* 6. and 9. */
 	int campaigning = -1;
 	bool any = false;
 	for (int k = 0; k < w->n_members; k++) {
@@ -594,18 +539,25 @@ static void check_world_pinned_health(const struct world *w)
 	if (got >= 0 && st.valid && got < w->status / NREL)
 		CHECK(max_member(w) < w->status / NREL ||
 		      (w->pin_forced && w->pinned - 1 < w->status / NREL));
-	/* health never takes the last campaigner away, and moves only down
-	 * onto a healthy release, never below the pin's answer's floor */
+	/* 7. */
 	if (base >= 0)
 		CHECK(any);
+	/* 8. */
 	CHECK_INT_EQ(got, spec_pinned_health_answer(w));
 	if (w->sick == 0)
 		CHECK(got == base && !a.moved);
 	if (got != base) {
-		CHECK(a.moved && !healthy(w, base) && got < base && healthy(w, got));
-		CHECK(b0.basis != RULE_PIN_FORCED && b0.basis != RULE_REFERENCE &&
-		      b0.basis != RULE_DOWNGRADE);
+		CHECK(a.moved && release_cmp(a.passed_over, U[base]) == 0);
+		CHECK(!healthy(w, base) && got < base && healthy(w, got));
+		CHECK(b0.basis != RULE_REFERENCE && b0.basis != RULE_DOWNGRADE &&
+		      b0.basis != RULE_PIN_FORCED);
+		CHECK(a.basis != RULE_NONE && a.basis != RULE_REFERENCE && a.basis != RULE_DOWNGRADE);
+		char buf[256];
+		CHECK(release_rule_explain(&a, U[base], buf, sizeof(buf)) != NULL);
 		n_moved++;
+	} else if (base >= 0 && !healthy(w, base)) {
+		CHECK(!a.healthy);
+		n_kept_sick++;
 	}
 }
 
@@ -651,7 +603,7 @@ static void each_pin_health(struct world *w)
 				if (f && !(w->status >= 0 && w->pinned - 1 < w->status / NREL))
 					continue;
 				for (w->sick = 0; w->sick < (1u << w->n_members); w->sick++)
-					check_world_pinned_health(w);
+					check_world_health(w);
 			}
 		}
 	w->pinned = 0;
