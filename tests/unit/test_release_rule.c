@@ -455,15 +455,11 @@ static bool healthy(const struct world *w, int r)
 	return false;
 }
 
-/* the rule with health as docs/design.md states it: -1 = none */
-static int spec_health_answer(const struct world *w)
+/* the newest healthy release below base that can act, never older than
+ * the status's version; base when there is none */
+static int health_fallback(const struct world *w, int base)
 {
-	int base = spec_answer(w);
-	if (base < 0 || healthy(w, base) || w->reference)
-		return base;
 	int v = w->status >= 0 ? w->status / NREL : 0, m = w->status % NREL;
-	if (w->status >= 0 && max_member(w) < v)
-		return base; /* a downgrade names the newest on purpose */
 	for (int r = base - 1; r >= v; r--) {
 		if (!healthy(w, r))
 			continue;
@@ -471,6 +467,17 @@ static int spec_health_answer(const struct world *w)
 			return r;
 	}
 	return base;
+}
+
+/* the rule with health as docs/design.md states it: -1 = none */
+static int spec_health_answer(const struct world *w)
+{
+	int base = spec_answer(w);
+	if (base < 0 || healthy(w, base) || w->reference)
+		return base;
+	if (w->status >= 0 && max_member(w) < w->status / NREL)
+		return base; /* a downgrade names the newest on purpose */
+	return health_fallback(w, base);
 }
 
 /* the rule with a pin and health as docs/design.md states it: health
@@ -484,16 +491,9 @@ static int spec_pinned_health_answer(const struct world *w)
 	int base = spec_pinned(w);
 	if (base < 0 || healthy(w, base) || w->reference)
 		return base;
-	int v = w->status >= 0 ? w->status / NREL : 0, m = w->status % NREL;
-	if (w->status >= 0 && pin < v)
+	if (w->status >= 0 && pin < w->status / NREL)
 		return base; /* the forced pin's release, on purpose */
-	for (int r = base - 1; r >= v; r--) {
-		if (!healthy(w, r))
-			continue;
-		if (w->status < 0 || m >= w->mcr[r] || (!w->invalid && min_member(w) >= w->mcr[r]))
-			return r;
-	}
-	return base;
+	return health_fallback(w, base);
 }
 
 /* 6. to 10.: health, under the world's pin (none, or one at each
