@@ -98,15 +98,11 @@ static void check_seen(void)
  * published at most a second after a change) */
 static bool metrics_settled(void *arg)
 {
-	int port = *(const int *)arg;
-	struct http_reply rep = {0};
-	double conc = -1, running = -1;
-	if (http_request(port, "GET", "/metrics", 5000, &rep) == 200) {
-		http_metric(rep.body, "leasehold_plugin_key_concurrency{plugin=\"keyed4\"}", &conc);
-		http_metric(rep.body, "leasehold_plugin_key_running{plugin=\"keyed4\"}", &running);
-	}
-	http_reply_free(&rep);
-	return conc == 4 && running == 0;
+	static const char *const series[] = {"leasehold_plugin_key_concurrency{plugin=\"keyed4\"}",
+	                                     "leasehold_plugin_key_running{plugin=\"keyed4\"}"};
+	double v[2];
+	http_metrics_get(*(const int *)arg, series, v, 2);
+	return v[0] == 4 && v[1] == 0;
 }
 
 static void run(const char *isolation)

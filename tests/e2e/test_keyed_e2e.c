@@ -65,14 +65,11 @@ static double metric(const char *body, const char *series)
 static bool metrics_settled(void *arg)
 {
 	(void)arg;
-	struct http_reply rep = {0};
-	double depth = -1, done = -1;
-	if (http_request(g_port, "GET", "/metrics", 5000, &rep) == 200) {
-		http_metric(rep.body, "leasehold_plugin_key_queue_depth{plugin=\"keyed\"}", &depth);
-		http_metric(rep.body, "leasehold_plugin_key_reconciles_total{plugin=\"keyed\"}", &done);
-	}
-	http_reply_free(&rep);
-	return depth == 0 && done >= N_INPUTS + 1;
+	static const char *const series[] = {"leasehold_plugin_key_queue_depth{plugin=\"keyed\"}",
+	                                     "leasehold_plugin_key_reconciles_total{plugin=\"keyed\"}"};
+	double v[2];
+	http_metrics_get(g_port, series, v, 2);
+	return v[0] == 0 && v[1] >= N_INPUTS + 1;
 }
 
 int main(void)

@@ -160,3 +160,14 @@ int http_metric(const char *text, const char *series, double *ret_value)
 	}
 	return -1;
 }
+
+int http_metrics_get(int port, const char *const *series, double *values, size_t n)
+{
+	struct http_reply rep = {0};
+	int ok = http_request(port, "GET", "/metrics", 5000, &rep) == 200;
+	for (size_t i = 0; i < n; i++)
+		if (!ok || http_metric(rep.body, series[i], &values[i]) < 0)
+			values[i] = -1;
+	http_reply_free(&rep);
+	return ok ? 0 : -1;
+}

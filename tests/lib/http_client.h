@@ -40,5 +40,9 @@ int http_open_partial(int port, const char *partial);
  * (e.g. "leasehold_is_leader{plugin=\"reconciler\"}") in an exposition;
  * returns 0 and *ret_value, or -1 when absent */
 int http_metric(const char *text, const char *series, double *ret_value);
+/* http_metrics_get - one GET /metrics of 127.0.0.1:port (5 s), the values
+ * of n series into values (-1 for one that is absent or when the scrape
+ * failed); 0 when the scrape answered 200, else -1 */
+int http_metrics_get(int port, const char *const *series, double *values, size_t n);
 
 #endif
