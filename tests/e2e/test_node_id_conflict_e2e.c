@@ -85,34 +85,27 @@ static size_t keys_of(const char *node, int64_t *leases, size_t max)
 	return k;
 }
 
+/* a field of the record P/N/<dir>/<node> (0: no record) */
+static int64_t record_field(const char *dir, const char *node, bool create_rev)
+{
+	char key[128];
+	snprintf(key, sizeof(key), PFX "/" PLUGIN "/%s/%s", dir, node);
+	struct etcd_kv *kv = tu_get_kv(&T, key);
+	int64_t v = kv ? (create_rev ? kv->create_revision : kv->lease) : 0;
+	etcd_kv_free(kv);
+	return v;
+}
+
 /* the lease P/N/nodes/<node> is bound to (0: no record) */
 static int64_t record_lease(const char *node)
 {
-	struct etcd_kv **kvs;
-	char key[128];
-	snprintf(key, sizeof(key), PFX "/" PLUGIN "/nodes/%s", node);
-	size_t n = tu_list(&T, key, &kvs);
-	int64_t l = 0;
-	for (size_t i = 0; i < n; i++)
-		if (kvs[i]->key_len == strlen(key))
-			l = kvs[i]->lease;
-	tu_list_free(kvs, n);
-	return l;
+	return record_field("nodes", node, false);
 }
 
 /* the create revision of P/N/members/<node> (0: none) */
 static int64_t member_create_rev(const char *node)
 {
-	struct etcd_kv **kvs;
-	char key[128];
-	snprintf(key, sizeof(key), PFX "/" PLUGIN "/members/%s", node);
-	size_t n = tu_list(&T, key, &kvs);
-	int64_t r = 0;
-	for (size_t i = 0; i < n; i++)
-		if (kvs[i]->key_len == strlen(key))
-			r = kvs[i]->create_revision;
-	tu_list_free(kvs, n);
-	return r;
+	return record_field("members", node, true);
 }
 
 /* the last lease h's daemon logged since offset from */

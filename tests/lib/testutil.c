@@ -197,6 +197,19 @@ void tu_list_free(struct etcd_kv **kvs, size_t n)
 	free(kvs);
 }
 
+struct etcd_kv *tu_get_kv(struct tu *t, const char *key)
+{
+	struct etcd_kv **kvs, *kv = NULL;
+	size_t n = tu_list(t, key, &kvs);
+	for (size_t i = 0; i < n && !kv; i++)
+		if (kvs[i]->key_len == strlen(key)) {
+			kv = etcd_kv_dup(kvs[i]);
+			CHECK(kv != NULL);
+		}
+	tu_list_free(kvs, n);
+	return kv;
+}
+
 int64_t tu_put_member(struct tu *t, const char *prefix, const char *plugin, const char *node,
                       struct release r)
 {

@@ -41,6 +41,9 @@ int64_t tu_revision(struct tu *t);
 /* tu_list - every kv under prefix (deep copies; free with tu_list_free) */
 size_t tu_list(struct tu *t, const char *prefix, struct etcd_kv ***ret);
 void tu_list_free(struct etcd_kv **kvs, size_t n);
+/* tu_get_kv - the kv of exactly key (its lease, revisions), or NULL when
+ * there is none; free with etcd_kv_free */
+struct etcd_kv *tu_get_kv(struct tu *t, const char *key);
 
 /* tu_keys_of_lease - how many keys under prefix are bound to lease */
 size_t tu_keys_of_lease(struct tu *t, const char *prefix, int64_t lease);
