@@ -104,34 +104,35 @@ static void test_every_statement(void)
 
 static void test_bad_scripts(void)
 {
-	expect_refused("wait-leader\nfrobnicate x\n", 1, "line 2: unknown statement \"frobnicate\"");
-	expect_refused("put\n", 1, "line 1: put needs a KEY");
-	expect_refused("put k\n", 1, "line 1: put needs a VALUE (\"\" for the empty value)");
-	expect_refused("wait-key k   \n", 1,
-		       "line 1: wait-key needs a VALUE (\"\" for the empty value)");
-	expect_refused("delete a b\n", 1, "line 1: delete: unexpected \"b\" after its arguments");
-	expect_refused("delete /\n", 1, "line 1: delete: the key \"/\" names nothing");
-	expect_refused("wait-leader now\n", 1,
-		       "line 1: wait-leader: unexpected \"now\" after its arguments");
-	expect_refused("stop-host 3\n", 2, "line 1: stop-host: host \"3\" is not a number from 1 to 2");
-	expect_refused("stop-host 0\n", 2, "line 1: stop-host: host \"0\" is not a number from 1 to 2");
-	expect_refused("start-host x1\n", 2,
-		       "line 1: start-host: host \"x1\" is not a number from 1 to 2");
-	expect_refused("start-host 99999999999999999999\n", 2,
-		       "line 1: start-host: host \"9999999999999999\" is not a number from 1 to 2");
-	expect_refused("stop-host\n", 2, "line 1: stop-host needs a host number (1 to 2)");
-	expect_refused("reload\n", 1, "line 1: reload needs a plugin FILE");
-	expect_refused("reload-host 1\n", 1, "line 1: reload-host needs a plugin FILE");
-	expect_refused("wait-release 1.2\n", 1,
-		       "line 1: wait-release: \"1.2\" is not a release (MAJOR.MINOR.PATCH)");
-	expect_refused("config [1,2]\n", 1, "line 1: config: not a JSON object: [1,2]");
-	expect_refused("config {\"a\":1} x\n", 1, "line 1: config: not a JSON object: {\"a\":1} x");
-	expect_refused("config\n", 1, "line 1: config needs a JSON object");
-	expect_refused("timeout 0s\n", 1,
-		       "line 1: timeout: \"0s\" is not a positive duration (30s, 500ms, 2m)");
-	expect_refused("timeout soon\n", 1,
-		       "line 1: timeout: \"soon\" is not a positive duration (30s, 500ms, 2m)");
-	expect_refused("put k v\x01w\n", 1, "line 1: control byte 0x01");
+	static const struct {
+		const char *script;
+		int hosts;
+		const char *error;
+	} refused[] = {
+	    {"wait-leader\nfrobnicate x\n", 1, "line 2: unknown statement \"frobnicate\""},
+	    {"put\n", 1, "line 1: put needs a KEY"},
+	    {"put k\n", 1, "line 1: put needs a VALUE (\"\" for the empty value)"},
+	    {"wait-key k   \n", 1, "line 1: wait-key needs a VALUE (\"\" for the empty value)"},
+	    {"delete a b\n", 1, "line 1: delete: unexpected \"b\" after its arguments"},
+	    {"delete /\n", 1, "line 1: delete: the key \"/\" names nothing"},
+	    {"wait-leader now\n", 1, "line 1: wait-leader: unexpected \"now\" after its arguments"},
+	    {"stop-host 3\n", 2, "line 1: stop-host: host \"3\" is not a number from 1 to 2"},
+	    {"stop-host 0\n", 2, "line 1: stop-host: host \"0\" is not a number from 1 to 2"},
+	    {"start-host x1\n", 2, "line 1: start-host: host \"x1\" is not a number from 1 to 2"},
+	    {"start-host 99999999999999999999\n", 2, "line 1: start-host: host \"9999999999999999\" is not a number from 1 to 2"},
+	    {"stop-host\n", 2, "line 1: stop-host needs a host number (1 to 2)"},
+	    {"reload\n", 1, "line 1: reload needs a plugin FILE"},
+	    {"reload-host 1\n", 1, "line 1: reload-host needs a plugin FILE"},
+	    {"wait-release 1.2\n", 1, "line 1: wait-release: \"1.2\" is not a release (MAJOR.MINOR.PATCH)"},
+	    {"config [1,2]\n", 1, "line 1: config: not a JSON object: [1,2]"},
+	    {"config {\"a\":1} x\n", 1, "line 1: config: not a JSON object: {\"a\":1} x"},
+	    {"config\n", 1, "line 1: config needs a JSON object"},
+	    {"timeout 0s\n", 1, "line 1: timeout: \"0s\" is not a positive duration (30s, 500ms, 2m)"},
+	    {"timeout soon\n", 1, "line 1: timeout: \"soon\" is not a positive duration (30s, 500ms, 2m)"},
+	    {"put k v\x01w\n", 1, "line 1: control byte 0x01"},
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		expect_refused(refused[i].script, refused[i].hosts, refused[i].error);
 	char nul[] = "wait-leader\nput k a\0b\n";
 	struct kit_script *s = NULL;
 	char err[256];
