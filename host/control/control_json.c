@@ -2,7 +2,7 @@
 /*
  * control_json.c - the documented JSON objects of a control Response's
  * plugins, node rows and terms: what `leaseholdctl -o json` prints and what
- * the daemon's /api/v1/ answers (docs/leaseholdctl.md, docs/observability.md).
+ * the daemon's /api/v1/ answers (docs/leaseholdctl-output.md, docs/observability.md).
  * One encoder for both, so the shapes cannot drift apart.
  */
 #include "config.h"
