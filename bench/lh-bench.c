@@ -1964,10 +1964,26 @@ static bool pin_write(const char *prefix, const char *rel)
 	return g_pin_err == 0;
 }
 
-/* two hosts on prefix: trial k pins the leader's release 1.(k-1).0, loads
- * the compatible 1.k.0 on the other host (it would lead at once: the pin
- * holds it), then unpins: from the unpin's txn acknowledged to the 1.k.0
- * host's on_elected and its first fenced write acknowledged. */
+/* a line of h's log from offset from on holds the needle */
+struct log_wait {
+	const struct host *h;
+	long from;
+	const char *needle;
+};
+
+static bool p_logged(void *arg)
+{
+	const struct log_wait *w = arg;
+	return host_log_count(w->h, w->from, w->needle) > 0;
+}
+
+/* two hosts on prefix, both running the leader's release 1.(k-1).0: trial k
+ * pins it, gives the other host the compatible 1.k.0 file (it waits: the pin
+ * holds files of newer releases back on a node that runs one at or below
+ * it), then unpins, as an operator stages a release: from the unpin's txn
+ * acknowledged to the 1.k.0 host's on_elected and its first fenced write
+ * acknowledged (the waiting file's load included). Then the old leader's
+ * host loads 1.k.0 too. */
 static void pin_fig(const char *prefix, int n, struct samples *elected, struct samples *write)
 {
 	char dir[600];
@@ -1984,7 +2000,12 @@ static void pin_fig(const char *prefix, int n, struct samples *elected, struct s
 		note("pin %s: host a never wrote", prefix);
 		return;
 	}
+	from = bench_nev;
 	start_host(&B, prefix, "10");
+	if (wait_ev(from, 'I', "b", "bench", "1.0.0", 0, false, 30000) < 0) {
+		note("pin %s: host b never ran 1.0.0", prefix);
+		return;
+	}
 	struct host *L = &A, *O = &B;
 	for (int k = 1; k <= n && k <= 20; k++) {
 		char old[16], rel[16], file[64];
@@ -1995,10 +2016,11 @@ static void pin_fig(const char *prefix, int n, struct samples *elected, struct s
 			note("pin %s: trial %d: the pin failed", prefix, k);
 			break;
 		}
-		from = bench_nev;
+		struct log_wait lw = {O, host_log_size(O), "waits: the pin at"};
 		install(O, file, "bench.so");
-		if (wait_ev(from, 'I', O->node, "bench", rel, 0, false, 20000) < 0) {
-			note("pin %s: trial %d: %s never ran %s", prefix, k, O->node, rel);
+		if (!wait_for(p_logged, &lw, 20000)) {
+			note("pin %s: trial %d: %s's %s file did not wait for the pin", prefix, k,
+			     O->node, rel);
 			break;
 		}
 		wait_for(p_never, NULL, 20); /* from a quiet etcd, like figure 1 */
