@@ -17,6 +17,7 @@ struct daemon_etcd_outage {
 	struct loop_timer *timer; /* the next "still unreachable" line */
 	uint64_t report_ns;
 	uint64_t since; /* loop time the outage began, 0: none */
+	uint64_t ended; /* loop time the last one ended, 0: none yet */
 	int last_err;
 	uint64_t fails; /* requests failed since it began */
 };
@@ -41,7 +42,12 @@ void daemon_etcd_outage_call_done(struct daemon_etcd_outage *o, const char *op, 
 {
 	if (err == -ECANCELED)
 		return;
+	uint64_t now = loop_now(), sent = elapsed_ns < now ? now - elapsed_ns : 0;
 	if (etcd_err_unreachable(err)) {
+		/* a request sent before the last outage ended failed late (a
+		 * dead connection's timeout): it belongs to that outage */
+		if (!o->since && sent < o->ended)
+			return;
 		o->last_err = err;
 		o->fails++;
 		if (o->since)
@@ -53,12 +59,12 @@ void daemon_etcd_outage_call_done(struct daemon_etcd_outage *o, const char *op, 
 		loop_timer_arm_in(o->timer, o->report_ns);
 		return;
 	}
-	uint64_t now = loop_now(), sent = elapsed_ns < now ? now - elapsed_ns : 0;
 	if (!o->since || sent < o->since)
 		return;
 	log_info("etcd", "etcd reachable again after %.1f s (%" PRIu64 " requests failed meanwhile)",
 	         daemon_etcd_outage_seconds(o), o->fails);
 	o->since = 0;
+	o->ended = now;
 	o->fails = 0;
 	loop_timer_disarm(o->timer);
 }

@@ -39,7 +39,8 @@ void daemon_etcd_outage_free(struct daemon_etcd_outage *o);
  * ended with err, elapsed_ns after it was sent. An answer ends an outage
  * only when its request was sent after the outage began: one in flight
  * before (answered late, or with an error while etcd was shutting down)
- * says nothing about etcd now */
+ * says nothing about etcd now; likewise a failure of a request sent before
+ * the last outage ended (a dead connection timing out late) opens none */
 void daemon_etcd_outage_call_done(struct daemon_etcd_outage *o, const char *op, int err,
                                   uint64_t elapsed_ns);
 /* daemon_etcd_outage_active - an outage lasts now */

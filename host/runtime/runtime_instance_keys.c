@@ -173,6 +173,10 @@ bool pi_keys_feed(struct plugin_instance *pi)
 	if (pi->watch && pi_keys_host_takes_batches(pi))
 		pi_keys_absorb(pi);
 	if (pi->keys_lost) {
+		/* clearing drops the running keys' entries: a fresh snapshot
+		 * could then hand one out beside itself; wait for them */
+		if (pi->n_sent_keys > 0)
+			return false;
 		pi->keys_lost = false;
 		keyqueue_clear(pi->keys);
 		pi_keys_restart_watches(pi, "out of memory for the work queue");

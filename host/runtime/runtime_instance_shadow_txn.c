@@ -44,6 +44,7 @@ struct pi_shadow_op {
 struct pi_shadow_txn {
 	struct pi_shadow_op *ops; /* success ops, then failure ops */
 	size_t n_succ, n_fail;
+	uint64_t run; /* the shadow run it belongs to (pi_shadow.run) */
 };
 
 static uint64_t pi_shadow_fnv(const uint8_t *p, size_t n)
@@ -132,6 +133,7 @@ void pi_shadow_handle_txn(struct plugin_instance *pi, uint64_t id, const struct 
 		goto refuse;
 	st->n_succ = n_succ;
 	st->n_fail = n_fail;
+	st->run = pi->shadow->run;
 	for (size_t i = 0; i < n; i++)
 		if ((r = pi_shadow_read_op(i < n_succ ? &succ[i] : &fail[i - n_succ], &reads[i],
 					   &st->ops[i])) < 0)
@@ -285,7 +287,9 @@ static void pi_shadow_settle(struct plugin_instance *pi, const struct pending_tx
 		pi_reply_txn(pi, pt->id, err, msg, NULL, false);
 		return;
 	}
-	if (!sh || sh->reported) {
+	/* a read answered after its run ended (and maybe another began) is
+	 * captured into none */
+	if (!sh || sh->reported || sh->run != st->run) {
 		pi_reply_txn(pi, pt->id, -ETIMEDOUT,
 			     "txn refused: the shadow run has ended (timed out); nothing was sent",
 			     NULL, false);

@@ -895,6 +895,8 @@ static bool worker_run_concurrent(struct worker *w, ToWorker *tw, bool skipped)
 	if (tw->event->kind_case == LEASEHOLD__BUS__EVENT__KIND_RECONCILE_KEY) {
 		if (skipped)
 			return false; /* answered here: nothing of the plugin runs */
+		if (!w->initialized)
+			return false; /* refused as every event before init is */
 		int r = worker_pool_start(w->pool, tw);
 		if (r < 0)
 			worker_run_refuse(w, tw, r, "no free key thread");

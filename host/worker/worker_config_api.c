@@ -109,7 +109,12 @@ static json_object *worker_config_value(struct lh_ctx *ctx, const char *path, ui
 		return NULL;
 	struct lh_config_field f = {.path = path, .type = type};
 	char why[300];
-	if (abi_schema_value_ok(&f, path, v, why, sizeof(why)) < 0) {
+	/* the check prints a mismatched v into json-c's buffer inside v, which
+	 * concurrent reconcile_key calls share: one at a time */
+	pthread_mutex_lock(&w->cfg_mu);
+	int ok = abi_schema_value_ok(&f, path, v, why, sizeof(why));
+	pthread_mutex_unlock(&w->cfg_mu);
+	if (ok < 0) {
 		worker_api_txn_fail(w, "configuration %s; the default is used", why);
 		ctx->host->log(ctx, LH_LOG_WARN, ctx->host->last_error(ctx));
 		return NULL;

@@ -33,7 +33,7 @@ done
 command -v "$cc" >/dev/null || { echo "run.sh: $cc not found (Debian: clang, libclang-rt-14-dev)" >&2; exit 1; }
 
 pc() { pkg-config "$@" 2>/dev/null || true; }
-inc=(-I"$build" -I"$src/host" -I"$src/plugin" -I"$src/tests" -I"$src/tests/kit"
+inc=(-I"$build" -I"$src/host" -I"$src/plugin" -I"$src/tests" -I"$src/tests/lib" -I"$src/tests/kit"
      -I"$src/tests/plugins" -I"$src/tests/fuzz")
 # shellcheck disable=SC2207
 pkgcflags=($(pc --cflags json-c libcurl libprotobuf-c))
@@ -107,6 +107,8 @@ srcs_bus=("$src/host/runtime/runtime_instance.c" "$src/host/runtime/runtime_inst
           "$src/host/runtime/runtime_instance_timeout.c" "$src/host/runtime/runtime_instance_process.c"
           "$src/host/runtime/runtime_closer.c"
           "${srcs_abi_loader[@]}" "$src/host/abi/abi_key_rule.c" "$src/host/runtime/runtime_instance_shadow.c"
+          "$src/host/runtime/runtime_instance_shadow_keys.c" "$src/host/runtime/runtime_instance_shadow_snapshot.c"
+          "$src/host/runtime/runtime_instance_shadow_txn.c"
           "$src/host/base/loop.c" "$src/host/base/log.c"
           "$src/host/base/release.c" "$src/tests/plugins/fakehost.c" "$build/proto/bus.pb-c.c"
           "${srcs_etcd_codec[@]}" "$src/host/abi/abi_config_doc.c"
@@ -117,6 +119,7 @@ srcs_bus=("$src/host/runtime/runtime_instance.c" "$src/host/runtime/runtime_inst
 # the worker half (process isolation)
 srcs_bus+=("$src/host/worker/worker.c" "$src/host/worker/worker_api.c" "$src/host/abi/abi_bus.c"
           "$src/host/worker/worker_apply.c" "$src/host/worker/worker_config_api.c" "$src/host/worker/worker_keys.c"
+          "$src/host/worker/worker_pool.c"
           "$src/host/worker/worker_crash_report.c")
 libs_bus=(-lnng "${pb_libs[@]}" "${json_libs[@]}" -lcurl -lpthread -ldl)
 maxlen_bus=4096

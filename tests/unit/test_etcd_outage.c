@@ -114,6 +114,10 @@ static void test_one_outage_told_once(void)
 	CHECK_INT_EQ(logged("etcd reachable again after "), 1);
 	daemon_etcd_outage_call_done(o, "range", 0, 0);
 	CHECK_INT_EQ(logged("etcd reachable again after "), 2);
+	/* a request sent before that end fails late: no new outage */
+	daemon_etcd_outage_call_done(o, "lease_keepalive", -ETIMEDOUT, loop_now() - t_out);
+	CHECK(!daemon_etcd_outage_active(o));
+	CHECK_INT_EQ(logged("etcd unreachable: "), 2);
 	daemon_etcd_outage_free(o);
 	daemon_etcd_outage_free(NULL);
 }
