@@ -8,7 +8,8 @@
 # figures 2 and 8 only (to BUILDDIR/bench/RESULTS-crash.md); LH_BENCH_SWITCHOVER=1
 # figure 9 only (to BUILDDIR/bench/RESULTS-switchover.md); LH_BENCH_PIN=1 figure
 # 14 only (to BUILDDIR/bench/RESULTS-pin.md); LH_BENCH_WATCH=1
-# figures 10-12 only (to BUILDDIR/bench/RESULTS-watch.md), with
+# figures 10-12, 16 and 17 only (to BUILDDIR/bench/RESULTS-watch.md), with
+# LH_BENCH_KEYED=1 figures 10, 16 and 17 only, with
 # LH_BENCH_FIG12=N figure 12 alone in N trials; LH_BENCH_ROLLOUT=1 figure 13
 # only (to BUILDDIR/bench/RESULTS-rollout.md);
 # LH_BENCH_BROKEN=1 figure 15

@@ -33,8 +33,9 @@
  * reported as O after etcd acknowledged it (a = n of "v<n>", b =
  * CLOCK_MONOTONIC at the key's entry) (figure 16). Its reconcile, after
  * the journal record, makes every output equal its input with one apply
- * (a full resync), reported as Y (a = keys written or deleted, b =
- * CLOCK_MONOTONIC at its start) (figure 17).
+ * (a full resync): its range of the inputs reported as y (t = returned,
+ * a = keys read, b = entered), the apply as Y (t = returned, a = keys
+ * written or deleted, b = entered) (figure 17).
  *
  * -DBENCH_BROKEN: a release that breaks: reconcile reports X (its entry)
  * and fails with -EIO, writing nothing (figure 13).
@@ -211,9 +212,12 @@ static int32_t b_resync(struct lh_ctx *ctx)
 		want[i] = (struct lh_apply_kv){k, strlen(k), kv->value, kv->value_len};
 	}
 	struct lh_apply_result res;
+	uint64_t t_apply = mono_ns();
 	if ((r = ctx->host->apply(ctx, "out/", 4, want, in->n_kvs, 0, &res)) < 0)
 		return r;
-	report(ctx, 'Y', mono_ns(), (int64_t)(res.put + res.deleted), (int64_t)t);
+	uint64_t t_end = mono_ns();
+	report(ctx, 'y', t_apply, (int64_t)in->n_kvs, (int64_t)t);
+	report(ctx, 'Y', t_end, (int64_t)(res.put + res.deleted), (int64_t)t_apply);
 	return 0;
 }
 #endif

