@@ -251,9 +251,11 @@ static void ctl_completion_zsh(FILE *out)
 		     "\t\t--control|--etcd|--etcd-*|--prefix) conn+=($w ${words[i+1]}); ((i++));;\n\t\t");
 	ctl_completion_options(out, true);
 	fprintf(out, ") ((i++));;\n\t\t-*) ;;\n\t\t*) pos+=($w);;\n\t\tesac\n\tdone\n"
-		     /* --opt=value: the value is completed after the '=' */
+		     /* --opt=value: the value is completed after the first '='
+		      * (compset -P alone takes the longest match: a value with
+		      * an '=' of its own, a path say, would lose its start) */
 		     "\tif [[ ${words[CURRENT]} == --*=* ]]; then\n"
-		     "\t\tlocal opt=${words[CURRENT]%%%%=*}\n\t\tcompset -P '*='\n"
+		     "\t\tlocal opt=${words[CURRENT]%%%%=*}\n\t\tcompset -P 1 '*='\n"
 		     "\t\tcase $opt in\n\t\t--output) compadd table wide json yaml;;\n"
 		     "\t\t--config|--etcd-cacert|--etcd-cert|--etcd-key) _files;;\n\t\tesac\n"
 		     "\t\treturn\n\tfi\n"

@@ -301,9 +301,9 @@ static void test_completion_zsh(void)
 	CHECK_STR_EQ((c = zsh_complete("leaseholdctl plugins -o y")), "compadd table wide json yaml\n");
 	free(c);
 	CHECK_STR_EQ((c = zsh_complete("leaseholdctl plugins --output=j")),
-		     "compset -P *=\ncompadd table wide json yaml\n");
+		     "compset -P 1 *=\ncompadd table wide json yaml\n");
 	free(c);
-	CHECK_STR_EQ((c = zsh_complete("leaseholdctl --config=/e")), "compset -P *=\nfiles\n");
+	CHECK_STR_EQ((c = zsh_complete("leaseholdctl --config=/e")), "compset -P 1 *=\nfiles\n");
 	free(c);
 	snprintf(words, sizeof(words), "leaseholdctl --control %s status rec", A.control);
 	c = zsh_complete(words);
