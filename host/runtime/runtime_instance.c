@@ -490,7 +490,8 @@ static void pi_sync_refuse_txn(struct plugin_instance *pi, uint64_t id)
 }
 
 /* wait for the acks of every event handed to the worker, refusing txns
- * meanwhile */
+ * and range reads meanwhile (a callback waiting for either would hold its
+ * ack until the wait's timeout: nothing answers them through the loop now) */
 static int pi_sync_wait_sent(struct plugin_instance *pi)
 {
 	while (pi->sent_head) {
@@ -509,8 +510,10 @@ static int pi_sync_wait_sent(struct plugin_instance *pi)
 		if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_DONE &&
 		    (ev = pi_sent_take_seq(pi, th->done->seq))) {
 			pi_event_free(ev);
-		} else if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_TXN) {
+		} else if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_TXN && th->txn) {
 			pi_sync_refuse_txn(pi, th->txn->id);
+		} else if (th->msg_case == LEASEHOLD__BUS__TO_HOST__MSG_RANGE && th->range) {
+			pi_sync_refuse_txn(pi, th->range->id); /* its reply is a TxnReply too */
 		}
 		leasehold__bus__to_host__free_unpacked(th, NULL);
 	}

@@ -879,6 +879,31 @@ static void t_garbage_watch_events(uint32_t mode)
 	stop_and_free(&in);
 }
 
+/* free() without stop() while leading: the synchronous stop hands
+ * on_deposed over and answers what the worker asks meanwhile; a range read
+ * of on_deposed is refused at once (as a txn is), so on_deposed returns
+ * and fini runs, instead of the stop waiting out its timeout for a reply
+ * that would never come */
+static void t_free_refuses_a_range(uint32_t mode)
+{
+	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
+	trace_reset();
+	setenv("LH_WATCHER_DEPOSED_RANGE", "1", 1);
+	struct inst in;
+	start(&in, "watcher.so", mode, NULL, 0, 0);
+	CHECK_INT_EQ(in.init.err, 0);
+	plugin_instance_elected(in.pi, 4, &REL);
+	wait_trace("elected 4", 1);
+	plugin_instance_free(in.pi);
+	char *t = trace_read();
+	if (!strstr(t, "deposed-range -125\n") || !strstr(t, "\nfini\n"))
+		fprintf(stderr, "%s", t);
+	CHECK(strstr(t, "deposed-range -125\n") != NULL);
+	CHECK(strstr(t, "\nfini\n") != NULL);
+	free(t);
+	unsetenv("LH_WATCHER_DEPOSED_RANGE");
+}
+
 int main(void)
 {
 	ifx_dirs_setup(&D, "test-watch");
@@ -903,6 +928,7 @@ int main(void)
 		IFX_RUN_MODE(t_value_limit_round_trip, mode);
 		IFX_RUN_MODE(t_abi_1_1, mode);
 		IFX_RUN_MODE(t_garbage_watch_events, mode);
+		IFX_RUN_MODE(t_free_refuses_a_range, mode);
 	}
 	RUN(t_compaction);
 

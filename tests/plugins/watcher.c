@@ -25,6 +25,8 @@
  *                      value of LH_VALUE_MAX, reads it back, then tries a
  *                      value one byte longer:
  *                      big put=<rc> range=<rc> n=<n> len=<value len> over=<rc> <err>
+ *   LH_WATCHER_DEPOSED_RANGE "1": on_deposed reads in/ first and fini is
+ *                      traced too:  deposed-range <rc> | fini
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -141,9 +143,19 @@ static int32_t w_reconcile(struct lh_ctx *ctx)
 
 static void w_deposed(struct lh_ctx *ctx)
 {
-	(void)ctx;
+	if (getenv("LH_WATCHER_DEPOSED_RANGE")) {
+		const struct lh_op_result *res;
+		say("deposed-range %d", (int)ctx->host->range(ctx, "in/", 3, LH_F_PREFIX, 0, &res));
+	}
 	say("deposed");
 	notify();
+}
+
+static void w_fini(struct lh_ctx *ctx)
+{
+	(void)ctx;
+	if (getenv("LH_WATCHER_DEPOSED_RANGE"))
+		say("fini");
 }
 
 static int32_t w_events(struct lh_ctx *ctx, const struct lh_watch_batch *b)
@@ -179,5 +191,6 @@ LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
 	.on_elected = w_elected,
 	.reconcile = w_reconcile,
 	.on_deposed = w_deposed,
+	.fini = w_fini,
 	.on_watch_events = w_events,
 };
