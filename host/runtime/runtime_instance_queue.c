@@ -512,8 +512,13 @@ static bool pi_queue_may_send(const struct plugin_instance *pi, const struct eve
 	case EV_RECONCILE:
 		return pi->term_start == 2;
 	case EV_KEY:
+		/* beside keys of its own kind only: a txn goes by the oldest
+		 * event in flight (pi_txn_may_write), so a preview's key never
+		 * runs beside a term's. (Neither queues while the other can:
+		 * previews only while not leading, a term's keys only while
+		 * leading; this keeps it so if that ever changes.) */
 		return keys_run && pi->n_sent == pi->n_sent_keys &&
-		       pi->n_sent < pi->lp->desc.key_concurrency;
+		       pi->n_sent < pi->lp->desc.key_concurrency && ev->shadow == pi->sent_head->shadow;
 	case EV_INIT:
 	case EV_ELECTED:
 	case EV_WATCH:

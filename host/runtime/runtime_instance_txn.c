@@ -233,7 +233,9 @@ static int pi_txn_may_write(struct plugin_instance *pi, const TxnRequest *req, b
 		return -EPERM;
 	}
 	/* a shadow run's callback: its txns are captured, never sent
-	 * (whatever the node's leadership meanwhile) */
+	 * (whatever the node's leadership meanwhile). The oldest event in
+	 * flight speaks for every one beside it: concurrent keys are all of
+	 * one kind (pi_queue_may_send) */
 	bool shadow = *ret_shadow = pi->sent_head->shadow;
 	if (!shadow && (!pi->leading || !pi->host.fenced_txn)) {
 		pi_reply_txn(pi, req->id, -ESTALE,
