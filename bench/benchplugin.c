@@ -199,6 +199,7 @@ static int32_t b_resync(struct lh_ctx *ctx)
 	uint64_t t = mono_ns();
 	const struct lh_op_result *in;
 	int32_t r = ctx->host->range(ctx, "in/", 3, LH_F_PREFIX, 0, &in);
+	uint64_t t_range = mono_ns();
 	if (r < 0)
 		return r;
 	struct lh_apply_kv *want = ctx->host->alloc(ctx, (in->n_kvs + 1) * sizeof(*want));
@@ -216,7 +217,7 @@ static int32_t b_resync(struct lh_ctx *ctx)
 	if ((r = ctx->host->apply(ctx, "out/", 4, want, in->n_kvs, 0, &res)) < 0)
 		return r;
 	uint64_t t_end = mono_ns();
-	report(ctx, 'y', t_apply, (int64_t)in->n_kvs, (int64_t)t);
+	report(ctx, 'y', t_range, (int64_t)in->n_kvs, (int64_t)t);
 	report(ctx, 'Y', t_end, (int64_t)(res.put + res.deleted), (int64_t)t_apply);
 	return 0;
 }
