@@ -756,6 +756,19 @@ static void test_process_crash_in_first_init_fails_instance(void)
 	CHECK_INT_EQ(get_i(&sa->inits), 1);
 }
 
+/* check_old_worker_refused - instance a refused the old worker (bus version 0):
+ * text holds head, the refusal naming both bus versions, then tail, and a
+ * is FAILED */
+static void check_old_worker_refused(const struct inst *a, const char *text, const char *head,
+				     const char *tail)
+{
+	char want[320];
+	snprintf(want, sizeof(want), "%sthe plugin worker speaks bus version 0, this host %u%s",
+		 head, LH_BUS_VERSION, tail);
+	check_contains(text, want);
+	CHECK_INT_EQ(plugin_instance_state(a->pi), PLUGIN_INSTANCE_FAILED);
+}
+
 /* a leasehold-worker of another release (`--worker`, a package skew) is
  * refused at INIT with a clear reason, before it is handed anything it
  * could misread */
@@ -768,13 +781,8 @@ static void test_process_worker_of_another_release_refused(void)
 	g_use_worker = NULL;
 	CHECK_OK(loop_run_until(L, &a.init_done, DEADLINE));
 	CHECK_INT_EQ(a.init_err, -EPROTO);
-	char want[200];
-	snprintf(want, sizeof(want),
-		 "the plugin worker speaks bus version 0, this host %u (leasehold-worker and "
-		 "leasehold must come from the same release)",
-		 LH_BUS_VERSION);
-	check_contains(a.init_msg, want);
-	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_FAILED);
+	check_old_worker_refused(&a, a.init_msg, "",
+				 " (leasehold-worker and leasehold must come from the same release)");
 	struct plugin_instance_stats st;
 	plugin_instance_get_stats(a.pi, &st);
 	CHECK_INT_EQ(st.worker_restarts, 0);
@@ -812,13 +820,7 @@ static void test_process_restart_into_another_release_is_final(void)
 	a.failed_flag = false;
 	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE)); /* the restart, refused */
 	CHECK_INT_EQ(a.failed, 2);
-	char want[160];
-	snprintf(want, sizeof(want),
-		 "init failed after a restart: Protocol error: the plugin worker speaks bus "
-		 "version 0, this host %u",
-		 LH_BUS_VERSION);
-	check_contains(a.reason, want);
-	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_FAILED);
+	check_old_worker_refused(&a, a.reason, "init failed after a restart: Protocol error: ", "");
 	/* nothing more: a restart would have come after 200 ms */
 	bool never = false;
 	CHECK(loop_run_until(L, &never, loop_now() + 600 * LOOP_NS_PER_MS) == -ETIMEDOUT);
