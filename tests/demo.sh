@@ -15,8 +15,6 @@ set -euo pipefail
 build=$(cd "${1:?usage: demo.sh BUILD_DIR}" && pwd)
 # the etcd `make check` would use: $ETCD, else $ETCD_SERIES, else 3.5 when
 # ./quickstart has unpacked it into the build dir, else the system's
-ETCD=${ETCD:-} ETCDCTL=${ETCDCTL:-} ETCD_SERIES=${ETCD_SERIES:-}
-ETCD_SYSTEM=$(command -v etcd || echo /usr/bin/etcd) ETCDCTL_SYSTEM=
 LH_BUILDDIR=$build
 . "$(dirname "$0")/etcd-select.sh"
 etcd_select_check demo

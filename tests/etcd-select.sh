@@ -1,6 +1,6 @@
 # etcd-select.sh - sourced (POSIX sh) by the Makefile for every test and for
-# the etcd-choice check, and by the demo: picks the etcd that `make check`
-# (and `./quickstart demo`) runs against.
+# the etcd-choice check, and by the demo and the soak: picks the etcd that
+# `make check` (and `./quickstart demo`) runs against.
 #
 # In:  ETCD, ETCDCTL      given on make's command line, or empty
 #      ETCD_SERIES        given on make's command line (3.4, 3.5), or empty
@@ -13,6 +13,10 @@
 # ETCD wins; else ETCD_SERIES picks the unpacked etcd of that series, or the
 # system's (whose version etcd_select_check verifies); else etcd 3.5 when it
 # is unpacked, else the system's.
+# Outside make (the demo, the soak: they set LH_BUILDDIR) the inputs come
+# from the environment, and the etcd on PATH stands in for configure's.
+ETCD=${ETCD:-} ETCDCTL=${ETCDCTL:-} ETCD_SERIES=${ETCD_SERIES:-}
+ETCD_SYSTEM=${ETCD_SYSTEM-$(command -v etcd || echo /usr/bin/etcd)} ETCDCTL_SYSTEM=${ETCDCTL_SYSTEM:-}
 if [ -z "$ETCD" ]; then
 	if [ -z "$ETCD_SERIES" ] && [ -x "$LH_BUILDDIR/etcd-3.5/usr/bin/etcd" ]; then
 		ETCD_SERIES=3.5

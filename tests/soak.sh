@@ -20,8 +20,6 @@
 set -euo pipefail
 
 build=$(cd "${1:?usage: soak.sh BUILD_DIR}" && pwd)
-ETCD=${ETCD:-} ETCDCTL=${ETCDCTL:-} ETCD_SERIES=${ETCD_SERIES:-}
-ETCD_SYSTEM=$(command -v etcd || echo /usr/bin/etcd) ETCDCTL_SYSTEM=
 LH_BUILDDIR=$build
 . "$(dirname "$0")/etcd-select.sh"
 etcd_select_check soak

@@ -436,11 +436,27 @@ static void put_many(const char *prefix, int n)
 
 /* ---- tests ---- */
 
-static void t_boundary(uint32_t mode)
+/* lead - in elected with token and its first reconcile started (the
+ * snapshot's batch); rd gets the reconcile's end */
+static void lead(struct inst *in, int64_t token, struct rdone *rd)
+{
+	plugin_instance_elected(in->pi, token, &REL);
+	*rd = (struct rdone){0};
+	plugin_instance_reconcile(in->pi, ifx_on_reconciled, rd);
+}
+
+/* fresh_start - the start of a test in mode: the mode said, nothing under
+ * PREFIX, an empty trace (what an earlier test left counts for none) */
+static void fresh_start(uint32_t mode)
 {
 	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
 	tu_del_prefix(&T, PREFIX);
 	trace_reset();
+}
+
+static void t_boundary(uint32_t mode)
+{
+	fresh_start(mode);
 	put_many(PREFIX "in/pre", 2500); /* the snapshot is read in 3 pages */
 	setenv("LH_WATCHER_REQ", "1", 1);
 	struct inst in;
@@ -454,9 +470,8 @@ static void t_boundary(uint32_t mode)
 	writer_next(&w);
 	while (w.next < 60) /* the term begins while the writer is at work */
 		CHECK(loop_run_once(T.loop, 1000) >= 0);
-	plugin_instance_elected(in.pi, 1, &REL);
-	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
+	struct rdone rd;
+	lead(&in, 1, &rd);
 	tu_wait(&T, writer_done, &w, WAIT_MS, "the writer");
 	wait_trace("batch 0 3 ", 1); /* the snapshot's synced marker */
 	wait_rev(w.revs[w.total - 1]);
@@ -484,9 +499,8 @@ static void t_boundary(uint32_t mode)
 	wait_trace("deposed", 1);
 	unsigned req = g_requests;
 	int64_t between = tu_put(&T, PREFIX "in/between", "b", 1);
-	plugin_instance_elected(in.pi, 2, &REL);
-	struct rdone rd2 = {0};
-	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd2);
+	struct rdone rd2;
+	lead(&in, 2, &rd2);
 	wait_trace("elected 2", 1);
 	wait_trace("batch 0 3 ", 2); /* term 2's synced snapshot */
 	wait_rev(between);
@@ -503,15 +517,12 @@ static void t_boundary(uint32_t mode)
  * reconcile lets them go, nothing lost */
 static void t_paused(uint32_t mode)
 {
-	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
-	tu_del_prefix(&T, PREFIX);
-	trace_reset();
+	fresh_start(mode);
 	struct inst in;
 	start(&in, "watcher.so", mode, NULL, 0, 0);
 	CHECK_INT_EQ(in.init.err, 0);
-	plugin_instance_elected(in.pi, 1, &REL);
-	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
+	struct rdone rd;
+	lead(&in, 1, &rd);
 	wait_trace("batch 0 3 ", 1); /* synced */
 	int64_t before = tu_put(&T, PREFIX "in/before", "1", 1);
 	wait_rev(before);
@@ -554,25 +565,42 @@ static size_t trace_count(const char *needle)
 	return n;
 }
 
-/* a drain (the graceful end of a term) is not held back by input changes
- * that keep coming: no batch goes to the plugin while a drain waits (the
- * successor's snapshot carries them) */
-static void t_drain_stops_batches(uint32_t mode)
+/* start_held - the start of the tests with a held batch: a fresh prefix
+ * (fresh_start) holding one input (in/a) and in a watcher.so instance in
+ * mode (queue_max as start's), elected with token, whose snapshot batch the
+ * plugin holds (LH_WATCHER_HOLD) until g_hold is unlinked; rd gets the
+ * reconcile's end */
+static void start_held(struct inst *in, uint32_t mode, uint32_t queue_max, int64_t token,
+		       struct rdone *rd)
 {
-	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
-	tu_del_prefix(&T, PREFIX);
-	trace_reset();
+	fresh_start(mode);
 	tu_put(&T, PREFIX "in/a", "1", 1);
 	int fd = open(g_hold, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	CHECK(fd >= 0);
 	close(fd);
 	setenv("LH_WATCHER_HOLD", g_hold, 1);
-	struct inst in;
-	start(&in, "watcher.so", mode, NULL, 0, 0);
-	plugin_instance_elected(in.pi, 6, &REL);
-	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
+	start(in, "watcher.so", mode, NULL, 0, queue_max);
+	lead(in, token, rd);
 	wait_trace("hold", 1); /* the plugin is in the snapshot's batch */
+}
+
+/* stop_held - the end of a start_held test: no hold for later instances,
+ * the term over, in stopped and freed */
+static void stop_held(struct inst *in)
+{
+	unsetenv("LH_WATCHER_HOLD");
+	plugin_instance_deposed(in->pi);
+	stop_and_free(in);
+}
+
+/* a drain (the graceful end of a term) is not held back by input changes
+ * that keep coming: no batch goes to the plugin while a drain waits (the
+ * successor's snapshot carries them) */
+static void t_drain_stops_batches(uint32_t mode)
+{
+	struct inst in;
+	struct rdone rd;
+	start_held(&in, mode, 0, 6, &rd);
 	for (int i = 0; i < 5; i++)
 		tu_put(&T, PREFIX "in/b", "2", 1); /* live changes wait behind it */
 	struct plugin_watch_stats ws;
@@ -589,27 +617,14 @@ static void t_drain_stops_batches(uint32_t mode)
 	/* the queued changes did not go before the drain ended (after it the
 	 * term ends; what is still queued goes to the successor's snapshot) */
 	CHECK_INT_EQ(g_batches_at_drain, 1); /* the snapshot's only */
-	unsetenv("LH_WATCHER_HOLD");
-	plugin_instance_deposed(in.pi);
-	stop_and_free(&in);
+	stop_held(&in);
 }
 
 static void t_overflow(uint32_t mode)
 {
-	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
-	tu_del_prefix(&T, PREFIX);
-	trace_reset();
-	tu_put(&T, PREFIX "in/a", "1", 1);
-	int fd = open(g_hold, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	CHECK(fd >= 0);
-	close(fd);
-	setenv("LH_WATCHER_HOLD", g_hold, 1);
 	struct inst in;
-	start(&in, "watcher.so", mode, NULL, 0, 16);
-	plugin_instance_elected(in.pi, 5, &REL);
-	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
-	wait_trace("hold", 1); /* the plugin is stuck in the snapshot batch */
+	struct rdone rd;
+	start_held(&in, mode, 16, 5, &rd);
 	for (int i = 0; i < 60; i++) {
 		char k[64], v[16];
 		snprintf(k, sizeof(k), PREFIX "in/k%02d", i % 25);
@@ -639,9 +654,7 @@ static void t_overflow(uint32_t mode)
 	check_model_is_etcd(m);
 	fprintf(stderr, "  overflows %" PRIu64 ", resyncs %" PRIu64 ", dropped %" PRIu64 "\n",
 		ws.overflows, ws.resyncs, ws.dropped);
-	unsetenv("LH_WATCHER_HOLD");
-	plugin_instance_deposed(in.pi);
-	stop_and_free(&in);
+	stop_held(&in);
 }
 
 static void on_compacted(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
@@ -672,9 +685,8 @@ static void t_compaction(void)
 	 * too, cannot be, and the pages already queued are not the whole
 	 * prefix: they go, and a fresh snapshot flagged resync follows */
 	lagproxy_hold_replies(P, true);
-	plugin_instance_elected(in.pi, 9, &REL);
-	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
+	struct rdone rd;
+	lead(&in, 9, &rd);
 	tu_wait(&T, snapshot_reply_held, NULL, WAIT_MS, "the snapshot's reply held");
 	tu_put(&T, PREFIX "in/b", "2", 1);
 	int64_t rev = tu_put(&T, PREFIX "in/c", "3", 1);
@@ -726,9 +738,8 @@ static void t_grants(uint32_t mode)
 	CHECK(strstr(t, "range 0 1 ") != NULL);
 	CHECK(strstr(t, "init 0 rel=0 abs=1") != NULL);
 	free(t);
-	plugin_instance_elected(in.pi, 3, &REL);
-	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
+	struct rdone rd;
+	lead(&in, 3, &rd);
 	wait_trace("batch 1 3 ", 1); /* the absolute watch's snapshot */
 	wait_trace("ev 0 ", 1);
 	t = trace_read();
@@ -765,17 +776,14 @@ static void t_refused_watch_reason(uint32_t mode)
  * refused before anything is sent */
 static void t_value_limit_round_trip(uint32_t mode)
 {
-	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
-	tu_del_prefix(&T, PREFIX);
-	trace_reset();
+	fresh_start(mode);
 	setenv("LH_WATCHER_BIG", "1", 1);
 	setenv("LH_WATCHER_PREFIX", "-", 1);
 	struct inst in;
 	start(&in, "watcher.so", mode, NULL, 0, 0);
 	CHECK_INT_EQ(in.init.err, 0);
-	plugin_instance_elected(in.pi, 1, &REL);
-	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
+	struct rdone rd;
+	lead(&in, 1, &rd);
 	wait_trace("big put=", 1);
 	char *t = trace_read();
 	char want[200];
@@ -803,9 +811,8 @@ static void t_abi_1_1(uint32_t mode)
 	const struct loader_plugin *lp = plugin_instance_plugin(in.pi);
 	CHECK_INT_EQ(lp->desc.abi_minor, 1);
 	CHECK(lp->desc.on_watch_events == NULL);
-	plugin_instance_elected(in.pi, 42, &REL);
-	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
+	struct rdone rd;
+	lead(&in, 42, &rd);
 	while (!rd.done)
 		CHECK(loop_run_once(T.loop, 1000) >= 0);
 	CHECK_INT_EQ(rd.err, 0);
@@ -854,15 +861,12 @@ static bool bad_acks(void *arg)
 
 static void t_garbage_watch_events(uint32_t mode)
 {
-	fprintf(stderr, "  mode %s\n", ifx_isolation_name(mode));
-	tu_del_prefix(&T, PREFIX);
-	trace_reset();
+	fresh_start(mode);
 	struct inst in;
 	start(&in, "watcher.so", mode, NULL, 0, 0);
 	int64_t rev = tu_put(&T, PREFIX "in/ok", "1", 1);
-	plugin_instance_elected(in.pi, 11, &REL); /* the worker leads: it decodes them */
-	struct rdone rd = {0};
-	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &rd);
+	struct rdone rd;
+	lead(&in, 11, &rd); /* the worker leads: it decodes them */
 	wait_rev(rev);
 	send_watch_events(in.pi, 7, LH_WATCH_PUT, true, 0);	   /* no such watch */
 	send_watch_events(in.pi, 0, 9, true, 0);		   /* no such type */

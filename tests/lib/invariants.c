@@ -340,6 +340,26 @@ struct life *inv_lives_of(const struct inv_history *h, const struct keys *k, siz
 	return lv;
 }
 
+struct life *inv_keys_and_lives(const struct inv_history *h, const char *prefix,
+				const char *plugin, struct keys *k, size_t *ret_n)
+{
+	inv_make_keys(prefix, plugin, k);
+	return inv_lives_of(h, k, ret_n);
+}
+
+int inv_check_each_event(const struct inv_history *h, const char *prefix, const char *plugin,
+			 inv_event_check *check)
+{
+	struct keys k;
+	size_t n;
+	struct life *lv = inv_keys_and_lives(h, prefix, plugin, &k, &n);
+	int bad = 0;
+	for (size_t i = 0; i < h->n; i++)
+		bad += check(h, i, &k, lv, n);
+	free(lv);
+	return bad;
+}
+
 const struct life *inv_life_of_token(const struct life *lv, size_t n, int64_t token)
 {
 	for (size_t x = 0; x < n; x++)
@@ -348,46 +368,47 @@ const struct life *inv_life_of_token(const struct life *lv, size_t n, int64_t to
 	return NULL;
 }
 
+/* (b) for event i: a journal record lies inside the term of the election
+ * key it names */
+static int fence_of_event(const struct inv_history *h, size_t i, const struct keys *k,
+			  const struct life *lv, size_t n)
+{
+	const struct inv_event *e = &h->ev[i];
+	int bad = 0;
+	struct jparsed j;
+	const char *why;
+	if (e->del || !inv_starts(e->key, k->journal) ||
+	    !inv_parse_journal(e->key + strlen(k->journal), e, &j, &why))
+		return 0; /* malformed records are (a)'s business */
+	const struct life *l = inv_life_of_token(lv, n, j.token);
+	if (!l) {
+		VIOL("(b) fence: journal record %s (node=%s token=%" PRId64
+		     ") at revision %" PRId64
+		     ": no election key under %s was created at revision %" PRId64,
+		     e->key, j.node, j.token, e->rev, k->election, j.token);
+		return bad;
+	}
+	if (e->rev <= l->created)
+		VIOL("(b) fence: journal record %s (node=%s) at revision %" PRId64
+		     " is not after its election key %s (created at revision %" PRId64 ")",
+		     e->key, j.node, e->rev, l->key, l->created);
+	if (e->rev >= l->deleted)
+		VIOL("(b) fence: journal record %s (node=%s token=%" PRId64
+		     ") written at revision %" PRId64
+		     " after its election key %s (created at revision %" PRId64
+		     ") was deleted at revision %" PRId64,
+		     e->key, j.node, j.token, e->rev, l->key, l->created, l->deleted);
+	if (strcmp(l->node, j.node) != 0)
+		VIOL("(b) fence: journal record %s at revision %" PRId64
+		     " says node=%s but election key %s (created at revision %" PRId64
+		     ") belongs to node %s",
+		     e->key, e->rev, j.node, l->key, l->created, l->node);
+	return bad;
+}
+
 int inv_check_fence(const struct inv_history *h, const char *prefix, const char *plugin)
 {
-	struct keys k;
-	inv_make_keys(prefix, plugin, &k);
-	int bad = 0;
-	size_t n;
-	struct life *lv = inv_lives_of(h, &k, &n);
-	for (size_t i = 0; i < h->n; i++) {
-		const struct inv_event *e = &h->ev[i];
-		struct jparsed j;
-		const char *why;
-		if (e->del || !inv_starts(e->key, k.journal) ||
-		    !inv_parse_journal(e->key + strlen(k.journal), e, &j, &why))
-			continue; /* malformed records are (a)'s business */
-		const struct life *l = inv_life_of_token(lv, n, j.token);
-		if (!l) {
-			VIOL("(b) fence: journal record %s (node=%s token=%" PRId64
-			     ") at revision %" PRId64
-			     ": no election key under %s was created at revision %" PRId64,
-			     e->key, j.node, j.token, e->rev, k.election, j.token);
-			continue;
-		}
-		if (e->rev <= l->created)
-			VIOL("(b) fence: journal record %s (node=%s) at revision %" PRId64
-			     " is not after its election key %s (created at revision %" PRId64 ")",
-			     e->key, j.node, e->rev, l->key, l->created);
-		if (e->rev >= l->deleted)
-			VIOL("(b) fence: journal record %s (node=%s token=%" PRId64
-			     ") written at revision %" PRId64
-			     " after its election key %s (created at revision %" PRId64
-			     ") was deleted at revision %" PRId64,
-			     e->key, j.node, j.token, e->rev, l->key, l->created, l->deleted);
-		if (strcmp(l->node, j.node) != 0)
-			VIOL("(b) fence: journal record %s at revision %" PRId64
-			     " says node=%s but election key %s (created at revision %" PRId64
-			     ") belongs to node %s",
-			     e->key, e->rev, j.node, l->key, l->created, l->node);
-	}
-	free(lv);
-	return bad;
+	return inv_check_each_event(h, prefix, plugin, fence_of_event);
 }
 
 /* ---- (c) the status never moves backwards ---- */

@@ -62,6 +62,21 @@ struct life {
 /* inv_lives_of - every election key's life in h (malloc'd: the caller frees;
  * *ret_n entries) */
 struct life *inv_lives_of(const struct inv_history *h, const struct keys *k, size_t *ret_n);
+/* inv_keys_and_lives - the start the checks over election terms share: the
+ * keys of plugin under prefix into *k and every election key's life in h
+ * (as inv_lives_of: malloc'd, *ret_n entries, the caller frees) */
+struct life *inv_keys_and_lives(const struct inv_history *h, const char *prefix,
+				const char *plugin, struct keys *k, size_t *ret_n);
+/* a check of one event, h->ev[i], against the election terms lv (n of
+ * them) of the plugin whose keys are k: the number of violations it printed */
+typedef int inv_event_check(const struct inv_history *h, size_t i, const struct keys *k,
+			    const struct life *lv, size_t n);
+/* inv_check_each_event - check run on every event of h in order, with the
+ * keys and terms of plugin under prefix worked out once: the sum of what
+ * it returned (the checks that look at one event at a time share this
+ * scan) */
+int inv_check_each_event(const struct inv_history *h, const char *prefix, const char *plugin,
+			 inv_event_check *check);
 /* inv_life_of_token - the life created at revision token, or NULL */
 const struct life *inv_life_of_token(const struct life *lv, size_t n, int64_t token);
 

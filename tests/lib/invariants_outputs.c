@@ -44,35 +44,35 @@ static bool journal_of_write(const struct inv_history *h, size_t i, const struct
 	return false;
 }
 
+/* (e) for event i: a write of an output lies inside its writer's term */
+static int output_fenced(const struct inv_history *h, size_t i, const struct keys *k,
+			 const struct life *lv, size_t n)
+{
+	const struct inv_event *e = &h->ev[i];
+	int bad = 0;
+	struct jparsed j;
+	if (!inv_starts(e->key, k->out))
+		return bad;
+	if (!journal_of_write(h, i, k, &j, NULL)) {
+		VIOL("(e) outputs fenced: %s %s at revision %" PRId64
+		     " with no journal record at or before it (an unfenced write)",
+		     e->del ? "DELETE of" : "PUT of", e->key, e->rev);
+		return bad;
+	}
+	const struct life *l = inv_life_of_token(lv, n, j.token);
+	if (!l || e->rev <= l->created || e->rev >= l->deleted)
+		VIOL("(e) outputs fenced: %s %s at revision %" PRId64
+		     " (node=%s token=%" PRId64
+		     ") outside its writer's term (election key created at %" PRId64
+		     ", deleted at %" PRId64 ")",
+		     e->del ? "DELETE of" : "PUT of", e->key, e->rev, j.node, j.token,
+		     l ? l->created : 0, l && l->deleted != INT64_MAX ? l->deleted : 0);
+	return bad;
+}
+
 int inv_check_outputs_fenced(const struct inv_history *h, const char *prefix, const char *plugin)
 {
-	struct keys k;
-	inv_make_keys(prefix, plugin, &k);
-	int bad = 0;
-	size_t n;
-	struct life *lv = inv_lives_of(h, &k, &n);
-	for (size_t i = 0; i < h->n; i++) {
-		const struct inv_event *e = &h->ev[i];
-		struct jparsed j;
-		if (!inv_starts(e->key, k.out))
-			continue;
-		if (!journal_of_write(h, i, &k, &j, NULL)) {
-			VIOL("(e) outputs fenced: %s %s at revision %" PRId64
-			     " with no journal record at or before it (an unfenced write)",
-			     e->del ? "DELETE of" : "PUT of", e->key, e->rev);
-			continue;
-		}
-		const struct life *l = inv_life_of_token(lv, n, j.token);
-		if (!l || e->rev <= l->created || e->rev >= l->deleted)
-			VIOL("(e) outputs fenced: %s %s at revision %" PRId64
-			     " (node=%s token=%" PRId64
-			     ") outside its writer's term (election key created at %" PRId64
-			     ", deleted at %" PRId64 ")",
-			     e->del ? "DELETE of" : "PUT of", e->key, e->rev, j.node, j.token,
-			     l ? l->created : 0, l && l->deleted != INT64_MAX ? l->deleted : 0);
-	}
-	free(lv);
-	return bad;
+	return inv_check_each_event(h, prefix, plugin, output_fenced);
 }
 
 struct out_rel {
@@ -194,10 +194,9 @@ static int pause_window(const struct inv_history *h, const struct keys *k, const
 int inv_check_pause(const struct inv_history *h, const char *prefix, const char *plugin)
 {
 	struct keys k;
-	inv_make_keys(prefix, plugin, &k);
-	int bad = 0;
 	size_t n_lv;
-	struct life *lv = inv_lives_of(h, &k, &n_lv);
+	struct life *lv = inv_keys_and_lives(h, prefix, plugin, &k, &n_lv);
+	int bad = 0;
 	int64_t paused_at = 0;
 	for (size_t i = 0; i < h->n; i++) {
 		const struct inv_event *e = &h->ev[i];

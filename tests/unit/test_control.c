@@ -340,43 +340,45 @@ static void call_on_loop(void (*fn)(void *), void *arg)
 	pthread_mutex_unlock(&S.mtx);
 }
 
-/* wait_plugins_calls - until the plugins op ran at least n times (10 s). */
-static void wait_plugins_calls(unsigned n)
+/* wait_calls - until *count (a counter of S, under S.mtx) is at least n
+ * (10 s) */
+static void wait_calls(const unsigned *count, unsigned n)
 {
 	struct timespec dl = abs_deadline(10000);
 	pthread_mutex_lock(&S.mtx);
-	while (S.plugins_calls < n)
+	while (*count < n)
 		CHECK(pthread_cond_timedwait(&S.cond, &S.mtx, &dl) == 0);
 	pthread_mutex_unlock(&S.mtx);
 }
 
-/* wait_roles_calls - until the roles_set/roles_clear ops ran at least n
- * times (10 s). */
+/* read_calls - *count (a counter of S) read under S.mtx */
+static unsigned read_calls(const unsigned *count)
+{
+	pthread_mutex_lock(&S.mtx);
+	unsigned n = *count;
+	pthread_mutex_unlock(&S.mtx);
+	return n;
+}
+
+/* the plugins op's runs, and the roles_set/roles_clear ops' runs */
+static void wait_plugins_calls(unsigned n)
+{
+	wait_calls(&S.plugins_calls, n);
+}
+
 static void wait_roles_calls(unsigned n)
 {
-	struct timespec dl = abs_deadline(10000);
-	pthread_mutex_lock(&S.mtx);
-	while (S.roles_calls < n)
-		CHECK(pthread_cond_timedwait(&S.cond, &S.mtx, &dl) == 0);
-	pthread_mutex_unlock(&S.mtx);
+	wait_calls(&S.roles_calls, n);
 }
 
 static unsigned roles_calls(void)
 {
-	unsigned n;
-	pthread_mutex_lock(&S.mtx);
-	n = S.roles_calls;
-	pthread_mutex_unlock(&S.mtx);
-	return n;
+	return read_calls(&S.roles_calls);
 }
 
 static unsigned plugins_calls(void)
 {
-	unsigned n;
-	pthread_mutex_lock(&S.mtx);
-	n = S.plugins_calls;
-	pthread_mutex_unlock(&S.mtx);
-	return n;
+	return read_calls(&S.plugins_calls);
 }
 
 static void *loop_thread(void *arg)
@@ -931,6 +933,16 @@ static void test_cli_plugins_json(void)
 	free(err);
 }
 
+/* the node table under its title line, as status and members print it for
+ * the fake cluster (three nodes, none with a live session) */
+#define NODE_ROWS                                                                                  \
+	"| NODE   | RELEASE | LEADER | CAMPAIGNING | STATE | READY | LAST RECONCILE | REASON                            | LOCAL |\n" \
+	"+--------+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n" \
+	"| node-a | 1.1.0   | yes    | yes         | down  | -     | -              | no state record (no live session) |       |\n" \
+	"| node-b | 1.0.0   | no     | no          | down  | -     | -              | no state record (no live session) |       |\n" \
+	"| node-c | 1.1.0   | no     | yes         | down  | -     | -              | no state record (no live session) |       |\n" \
+	"+--------+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n"
+
 static void test_cli_status(void)
 {
 	char *out, *err;
@@ -952,12 +964,7 @@ static void test_cli_status(void)
 			  "held back:     -\n"
 			  "fencing token: 77\n"
 			  "+ Nodes -+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n"
-			  "| NODE   | RELEASE | LEADER | CAMPAIGNING | STATE | READY | LAST RECONCILE | REASON                            | LOCAL |\n"
-			  "+--------+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n"
-			  "| node-a | 1.1.0   | yes    | yes         | down  | -     | -              | no state record (no live session) |       |\n"
-			  "| node-b | 1.0.0   | no     | no          | down  | -     | -              | no state record (no live session) |       |\n"
-			  "| node-c | 1.1.0   | no     | yes         | down  | -     | -              | no state record (no live session) |       |\n"
-			  "+--------+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n");
+			  NODE_ROWS);
 	free(out);
 	free(err);
 
@@ -977,12 +984,7 @@ static void test_cli_members(void)
 
 	CHECK_INT_EQ(run(&out, &err, "members", "reconciler", NULL), 0);
 	CHECK_STR_EQ(out, "+ Node: node-a ----+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n"
-			  "| NODE   | RELEASE | LEADER | CAMPAIGNING | STATE | READY | LAST RECONCILE | REASON                            | LOCAL |\n"
-			  "+--------+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n"
-			  "| node-a | 1.1.0   | yes    | yes         | down  | -     | -              | no state record (no live session) |       |\n"
-			  "| node-b | 1.0.0   | no     | no          | down  | -     | -              | no state record (no live session) |       |\n"
-			  "| node-c | 1.1.0   | no     | yes         | down  | -     | -              | no state record (no live session) |       |\n"
-			  "+--------+---------+--------+-------------+-------+-------+----------------+-----------------------------------+-------+\n");
+			  NODE_ROWS);
 	free(out);
 	free(err);
 

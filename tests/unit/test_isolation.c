@@ -250,6 +250,38 @@ static void reconcile_ok(struct inst *in)
 }
 
 static const struct releases REL1 = {{1, 0, 0}, {1, 1, 0}, 7, 3};
+
+/* elect - in leads: the fake host says this node leads, and in is elected
+ * with token */
+static void elect(struct inst *in, int64_t token)
+{
+	fakehost_set_leading(FH, true);
+	plugin_instance_elected(in->pi, token, &REL1);
+}
+
+/* start_pair - two process-isolated instances with cb_timeout_ms: a,
+ * node-a in slot 0, and b, node-b in slot 1 (the one a test breaks and
+ * the one beside it that must keep working); their slots into *ret_sa and
+ * *ret_sb (may be NULL) */
+static void start_pair(struct inst *a, struct inst *b, uint32_t cb_timeout_ms,
+		       struct crashy_slot **ret_sa, struct crashy_slot **ret_sb)
+{
+	struct crashy_slot *sa = slot_reset(0, "node-a"), *sb = slot_reset(1, "node-b");
+	start(a, PLUGIN_ISOLATION_PROCESS, 0, "node-a", cb_timeout_ms, true);
+	start(b, PLUGIN_ISOLATION_PROCESS, 1, "node-b", cb_timeout_ms, true);
+	*ret_sa = sa;
+	if (ret_sb)
+		*ret_sb = sb;
+}
+
+/* start_elected - node-a in slot 0 started in mode (no callback timeout),
+ * elected with token and done handling it */
+static void start_elected(struct inst *in, uint32_t mode, int64_t token)
+{
+	start(in, mode, 0, "node-a", 0, true);
+	elect(in, token);
+	ifx_drain(L, in->pi);
+}
 static const struct releases REL2 = {{1, 1, 0}, {1, 1, 0}, 9, 3};
 
 static const char *mode_name(uint32_t mode)
@@ -309,10 +341,7 @@ static void t_deposed_drops_queued(uint32_t mode)
 {
 	struct inst in;
 	struct crashy_slot *s = slot_reset(0, "node-a");
-	start(&in, mode, 0, "node-a", 0, true);
-	fakehost_set_leading(FH, true);
-	plugin_instance_elected(in.pi, 11, &REL1);
-	ifx_drain(L, in.pi);
+	start_elected(&in, mode, 11);
 	SET(s, hold, 1);
 	struct rdone a = {0}, b = {0};
 	plugin_instance_reconcile(in.pi, ifx_on_reconciled, &a);
@@ -334,17 +363,26 @@ static void t_deposed_drops_queued(uint32_t mode)
 	stop_and_free(&in);
 }
 
-static void t_txn_through_bus(uint32_t mode)
+/* start_txn_run - the start of the txn tests: a fresh fake host (its
+ * store empty), node-a in slot 0 started in mode and elected, and one
+ * reconcile run in which the plugin writes the txns of txn_mode; returns
+ * the slot, whose trace holds what the plugin saw */
+static struct crashy_slot *start_txn_run(struct inst *in, uint32_t mode, int32_t txn_mode)
 {
-	struct inst in;
 	struct crashy_slot *s = slot_reset(0, "node-a");
 	fakehost_free(FH);
 	CHECK_OK(fakehost_new(L, PREFIX, &FH));
-	start(&in, mode, 0, "node-a", 0, true);
-	fakehost_set_leading(FH, true);
-	plugin_instance_elected(in.pi, 21, &REL1);
-	SET(s, txn_mode, CRASHY_TXN_PUT_RANGE);
-	reconcile_ok(&in);
+	start(in, mode, 0, "node-a", 0, true);
+	elect(in, 21);
+	SET(s, txn_mode, txn_mode);
+	reconcile_ok(in);
+	return s;
+}
+
+static void t_txn_through_bus(uint32_t mode)
+{
+	struct inst in;
+	struct crashy_slot *s = start_txn_run(&in, mode, CRASHY_TXN_PUT_RANGE);
 	CHECK_STR_EQ(fakehost_get(FH, PREFIX "a/k"), "v1");
 	CHECK_STR_EQ(fakehost_get(FH, PREFIX "a/j"), "v2");
 	check_line(s, 4, "txn1 succeeded=1 n=2");
@@ -382,10 +420,7 @@ static void t_free_without_stop_runs_fini(uint32_t mode)
 {
 	struct inst in;
 	struct crashy_slot *s = slot_reset(0, "node-a");
-	start(&in, mode, 0, "node-a", 0, true);
-	fakehost_set_leading(FH, true);
-	plugin_instance_elected(in.pi, 7, &REL1);
-	ifx_drain(L, in.pi);
+	start_elected(&in, mode, 7);
 	plugin_instance_free(in.pi);
 	CHECK_INT_EQ(get_i(&s->n), 5);
 	check_line(s, 3, "deposed api_token=0");
@@ -453,14 +488,7 @@ static void t_bad_keys_refused(uint32_t mode)
 	    "larger than LH_VALUE_MAX",
 	};
 	struct inst in;
-	struct crashy_slot *s = slot_reset(0, "node-a");
-	fakehost_free(FH);
-	CHECK_OK(fakehost_new(L, PREFIX, &FH));
-	start(&in, mode, 0, "node-a", 0, true);
-	fakehost_set_leading(FH, true);
-	plugin_instance_elected(in.pi, 21, &REL1);
-	SET(s, txn_mode, CRASHY_TXN_BAD_KEYS);
-	reconcile_ok(&in);
+	struct crashy_slot *s = start_txn_run(&in, mode, CRASHY_TXN_BAD_KEYS);
 	size_t n = sizeof(why) / sizeof(why[0]);
 	for (size_t i = 0; i < n; i++) {
 		char want[64];
@@ -546,13 +574,10 @@ static void check_contains(const char *s, const char *sub)
 static void crash_in_reconcile(int32_t crash, const char *want1, const char *want2)
 {
 	struct inst a, b;
-	struct crashy_slot *sa = slot_reset(0, "node-a");
-	struct crashy_slot *sb = slot_reset(1, "node-b");
-	start(&a, PLUGIN_ISOLATION_PROCESS, 0, "node-a", 0, true);
-	start(&b, PLUGIN_ISOLATION_PROCESS, 1, "node-b", 0, true);
-	fakehost_set_leading(FH, true);
-	plugin_instance_elected(a.pi, 3, &REL1);
-	plugin_instance_elected(b.pi, 4, &REL1);
+	struct crashy_slot *sa, *sb;
+	start_pair(&a, &b, 0, &sa, &sb);
+	elect(&a, 3);
+	elect(&b, 4);
 	ifx_drain(L, a.pi);
 	pid_t pid1 = plugin_instance_worker_pid(a.pi);
 	CHECK(pid1 > 0);
@@ -631,13 +656,10 @@ static void test_process_exit_in_reconcile_contained(void)
 static void test_process_hang_past_timeout_killed(void)
 {
 	struct inst a, b;
-	struct crashy_slot *sa = slot_reset(0, "node-a");
-	slot_reset(1, "node-b");
-	start(&a, PLUGIN_ISOLATION_PROCESS, 0, "node-a", 300, true);
-	start(&b, PLUGIN_ISOLATION_PROCESS, 1, "node-b", 300, true);
-	fakehost_set_leading(FH, true);
-	plugin_instance_elected(a.pi, 3, &REL1);
-	plugin_instance_elected(b.pi, 3, &REL1);
+	struct crashy_slot *sa;
+	start_pair(&a, &b, 300, &sa, NULL);
+	elect(&a, 3);
+	elect(&b, 3);
 	ifx_drain(L, a.pi);
 	SET(sa, hold, 1);
 	struct rdone r1 = {0};
@@ -669,12 +691,9 @@ static void test_process_hang_past_timeout_killed(void)
 static void test_process_restart_backoff_grows(void)
 {
 	struct inst a, b;
-	struct crashy_slot *sa = slot_reset(0, "node-a");
-	slot_reset(1, "node-b");
-	start(&a, PLUGIN_ISOLATION_PROCESS, 0, "node-a", 0, true);
-	start(&b, PLUGIN_ISOLATION_PROCESS, 1, "node-b", 0, true);
-	fakehost_set_leading(FH, true);
-	plugin_instance_elected(b.pi, 3, &REL1);
+	struct crashy_slot *sa;
+	start_pair(&a, &b, 0, &sa, NULL);
+	elect(&b, 3);
 	/* every restarted worker dies in init: 4 failed restarts, the 5th works */
 	SET(sa, crash_max_inits, 5);
 	SET(sa, crash_in, CRASHY_IN_INIT);
@@ -737,6 +756,19 @@ static void test_process_crash_in_first_init_fails_instance(void)
 	CHECK_INT_EQ(get_i(&sa->inits), 1);
 }
 
+/* check_old_worker_refused - instance a refused the old worker (bus version 0):
+ * text holds head, the refusal naming both bus versions, then tail, and a
+ * is FAILED */
+static void check_old_worker_refused(const struct inst *a, const char *text, const char *head,
+				     const char *tail)
+{
+	char want[320];
+	snprintf(want, sizeof(want), "%sthe plugin worker speaks bus version 0, this host %u%s",
+		 head, LH_BUS_VERSION, tail);
+	check_contains(text, want);
+	CHECK_INT_EQ(plugin_instance_state(a->pi), PLUGIN_INSTANCE_FAILED);
+}
+
 /* a leasehold-worker of another release (`--worker`, a package skew) is
  * refused at INIT with a clear reason, before it is handed anything it
  * could misread */
@@ -749,13 +781,8 @@ static void test_process_worker_of_another_release_refused(void)
 	g_use_worker = NULL;
 	CHECK_OK(loop_run_until(L, &a.init_done, DEADLINE));
 	CHECK_INT_EQ(a.init_err, -EPROTO);
-	char want[200];
-	snprintf(want, sizeof(want),
-		 "the plugin worker speaks bus version 0, this host %u (leasehold-worker and "
-		 "leasehold must come from the same release)",
-		 LH_BUS_VERSION);
-	check_contains(a.init_msg, want);
-	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_FAILED);
+	check_old_worker_refused(&a, a.init_msg, "",
+				 " (leasehold-worker and leasehold must come from the same release)");
 	struct plugin_instance_stats st;
 	plugin_instance_get_stats(a.pi, &st);
 	CHECK_INT_EQ(st.worker_restarts, 0);
@@ -783,8 +810,7 @@ static void test_process_restart_into_another_release_is_final(void)
 	g_use_worker = wrapper;
 	start(&a, PLUGIN_ISOLATION_PROCESS, 0, "node-a", 0, true);
 	g_use_worker = NULL;
-	fakehost_set_leading(FH, true);
-	plugin_instance_elected(a.pi, 3, &REL1);
+	elect(&a, 3);
 	SET(sa, crash, CRASHY_SEGV);
 	struct rdone r1 = {0};
 	plugin_instance_reconcile(a.pi, ifx_on_reconciled, &r1);
@@ -794,13 +820,7 @@ static void test_process_restart_into_another_release_is_final(void)
 	a.failed_flag = false;
 	CHECK_OK(loop_run_until(L, &a.failed_flag, DEADLINE)); /* the restart, refused */
 	CHECK_INT_EQ(a.failed, 2);
-	char want[160];
-	snprintf(want, sizeof(want),
-		 "init failed after a restart: Protocol error: the plugin worker speaks bus "
-		 "version 0, this host %u",
-		 LH_BUS_VERSION);
-	check_contains(a.reason, want);
-	CHECK_INT_EQ(plugin_instance_state(a.pi), PLUGIN_INSTANCE_FAILED);
+	check_old_worker_refused(&a, a.reason, "init failed after a restart: Protocol error: ", "");
 	/* nothing more: a restart would have come after 200 ms */
 	bool never = false;
 	CHECK(loop_run_until(L, &never, loop_now() + 600 * LOOP_NS_PER_MS) == -ETIMEDOUT);
@@ -818,8 +838,7 @@ static void test_process_stop_while_restarting(void)
 	struct inst a;
 	struct crashy_slot *sa = slot_reset(0, "node-a");
 	start(&a, PLUGIN_ISOLATION_PROCESS, 0, "node-a", 0, true);
-	fakehost_set_leading(FH, true);
-	plugin_instance_elected(a.pi, 3, &REL1);
+	elect(&a, 3);
 	SET(sa, crash, CRASHY_SEGV);
 	struct rdone r1 = {0};
 	plugin_instance_reconcile(a.pi, ifx_on_reconciled, &r1);
@@ -861,8 +880,7 @@ static void test_thread_hang_reported_then_resumes(void)
 	struct inst a;
 	struct crashy_slot *sa = slot_reset(0, "node-a");
 	start(&a, PLUGIN_ISOLATION_THREAD, 0, "node-a", 200, true);
-	fakehost_set_leading(FH, true);
-	plugin_instance_elected(a.pi, 3, &REL1);
+	elect(&a, 3);
 	ifx_drain(L, a.pi);
 	SET(sa, hold, 1);
 	struct rdone r1 = {0}, r2 = {0}, r3 = {0};

@@ -53,6 +53,18 @@ static void reset(void)
 	g_got = false;
 }
 
+/* watch_scanned - the start of a case that watches dir (with debounce as
+ * plugindir_new's): its first scan finds n plugin files, the reports of it
+ * are cleared for what the case does next */
+static struct plugindir *watch_scanned(const char *dir, uint64_t debounce, int n)
+{
+	struct plugindir *pd;
+	CHECK_OK(plugindir_new(L, dir, debounce, on_report, NULL, &pd));
+	CHECK_INT_EQ(plugindir_scan(pd), n);
+	reset();
+	return pd;
+}
+
 static void write_file(const char *name, const char *content)
 {
 	char p[PATH_MAX];
@@ -152,10 +164,7 @@ static void test_initial_scan(void)
 
 static void test_write_rename_delete(void)
 {
-	struct plugindir *pd;
-	CHECK_OK(plugindir_new(L, g_dir, 30 * LOOP_NS_PER_MS, on_report, NULL, &pd));
-	CHECK_INT_EQ(plugindir_scan(pd), 0);
-	reset();
+	struct plugindir *pd = watch_scanned(g_dir, 30 * LOOP_NS_PER_MS, 0);
 
 	/* the recommended install: write a temp name, rename in */
 	write_file(".p.so.tmp", "v1");
@@ -208,10 +217,7 @@ static void test_write_rename_delete(void)
 
 static void test_burst_is_coalesced(void)
 {
-	struct plugindir *pd;
-	CHECK_OK(plugindir_new(L, g_dir, 0, on_report, NULL, &pd)); /* default 50 ms */
-	CHECK_INT_EQ(plugindir_scan(pd), 0);
-	reset();
+	struct plugindir *pd = watch_scanned(g_dir, 0, 0); /* default 50 ms */
 	/* 100 replacements back to back (well within a second) */
 	uint64_t t0 = loop_now();
 	for (int i = 0; i < 100; i++) {
@@ -255,10 +261,7 @@ static void on_spread(struct loop_timer *t, void *ud)
 
 static void test_burst_over_a_second_gives_a_handful(void)
 {
-	struct plugindir *pd;
-	CHECK_OK(plugindir_new(L, g_dir, 0, on_report, NULL, &pd));
-	CHECK_INT_EQ(plugindir_scan(pd), 0);
-	reset();
+	struct plugindir *pd = watch_scanned(g_dir, 0, 0);
 	/* 100 replacements, one every 10 ms, driven by a loop timer */
 	struct spread sp = {100, NULL};
 	CHECK_OK(loop_timer_new(L, on_spread, &sp, &sp.t));
@@ -337,6 +340,13 @@ static void path_of(char *buf, size_t len, const char *a, const char *b)
 	CHECK((size_t)snprintf(buf, len, "%s/%s", a, b) < len);
 }
 
+/* mkdir_at - a new directory parent/name, its path into buf */
+static void mkdir_at(char *buf, size_t len, const char *parent, const char *name)
+{
+	path_of(buf, len, parent, name);
+	CHECK(mkdir(buf, 0755) == 0);
+}
+
 static bool has_anchor(const struct plugindir_path *p, const char *dir, const char *name)
 {
 	for (size_t i = 0; i < p->n_anchors; i++)
@@ -352,8 +362,7 @@ static void test_path_walk(void)
 	char w[PATH_MAX], real[PATH_MAX], p[PATH_MAX], rw[PATH_MAX];
 	case_dir("walk", w, sizeof(w));
 	CHECK(realpath(w, rw) != NULL); /* /tmp itself may be a link */
-	path_of(real, sizeof(real), w, "real");
-	CHECK(mkdir(real, 0755) == 0);
+	mkdir_at(real, sizeof(real), w, "real");
 	path_of(p, sizeof(p), w, "rel");
 	CHECK(symlink("real", p) == 0);
 	path_of(p, sizeof(p), w, "chain");
@@ -413,15 +422,11 @@ static void test_dir_replaced_mv_mkdir(void)
 {
 	char c[PATH_MAX], dir[PATH_MAX], old[PATH_MAX];
 	case_dir("mv", c, sizeof(c));
-	path_of(dir, sizeof(dir), c, "plugins");
+	mkdir_at(dir, sizeof(dir), c, "plugins");
 	path_of(old, sizeof(old), c, "plugins.old");
-	CHECK(mkdir(dir, 0755) == 0);
 	write_at(dir, "a.so", "1");
 	write_at(dir, "b.so", "1");
-	struct plugindir *pd;
-	CHECK_OK(plugindir_new(L, dir, 20 * LOOP_NS_PER_MS, on_report, NULL, &pd));
-	CHECK_INT_EQ(plugindir_scan(pd), 2);
-	reset();
+	struct plugindir *pd = watch_scanned(dir, 20 * LOOP_NS_PER_MS, 2);
 
 	CHECK(rename(dir, old) == 0);
 	wait_for(PLUGINDIR_DIR_GONE, NULL);
@@ -468,21 +473,16 @@ static void test_symlink_swap(void)
 {
 	char c[PATH_MAX], r1[PATH_MAX], r2[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX];
 	case_dir("swap", c, sizeof(c));
-	path_of(r1, sizeof(r1), c, "r1");
-	path_of(r2, sizeof(r2), c, "r2");
+	mkdir_at(r1, sizeof(r1), c, "r1");
+	mkdir_at(r2, sizeof(r2), c, "r2");
 	path_of(link, sizeof(link), c, "plugins.d");
 	path_of(tmp, sizeof(tmp), c, ".plugins.d.new");
-	CHECK(mkdir(r1, 0755) == 0);
-	CHECK(mkdir(r2, 0755) == 0);
 	write_at(r1, "a.so", "1");
 	write_at(r1, "b.so", "1");
 	write_at(r2, "a.so", "1");
 	write_at(r2, "c.so", "2");
 	CHECK(symlink("r1", link) == 0);
-	struct plugindir *pd;
-	CHECK_OK(plugindir_new(L, link, 20 * LOOP_NS_PER_MS, on_report, NULL, &pd));
-	CHECK_INT_EQ(plugindir_scan(pd), 2);
-	reset();
+	struct plugindir *pd = watch_scanned(link, 20 * LOOP_NS_PER_MS, 2);
 
 	CHECK(symlink("r2", tmp) == 0);
 	CHECK(rename(tmp, link) == 0);
@@ -520,14 +520,10 @@ static void test_dir_removed_and_restored(void)
 {
 	char c[PATH_MAX], dir[PATH_MAX];
 	case_dir("rm", c, sizeof(c));
-	path_of(dir, sizeof(dir), c, "plugins");
-	CHECK(mkdir(dir, 0755) == 0);
+	mkdir_at(dir, sizeof(dir), c, "plugins");
 	write_at(dir, "a.so", "1");
 	write_at(dir, "b.so", "1");
-	struct plugindir *pd;
-	CHECK_OK(plugindir_new(L, dir, 20 * LOOP_NS_PER_MS, on_report, NULL, &pd));
-	CHECK_INT_EQ(plugindir_scan(pd), 2);
-	reset();
+	struct plugindir *pd = watch_scanned(dir, 20 * LOOP_NS_PER_MS, 2);
 	/* rm -r: the files go first, then the directory */
 	unlink_at(dir, "a.so");
 	unlink_at(dir, "b.so");
@@ -540,8 +536,7 @@ static void test_dir_removed_and_restored(void)
 	/* restored, populated before it is put in place */
 	reset();
 	char tmp[PATH_MAX];
-	path_of(tmp, sizeof(tmp), c, ".plugins.new");
-	CHECK(mkdir(tmp, 0755) == 0);
+	mkdir_at(tmp, sizeof(tmp), c, ".plugins.new");
 	write_at(tmp, "a.so", "1");
 	CHECK(rename(tmp, dir) == 0);
 	wait_for(PLUGINDIR_CHANGED, "a.so");
@@ -565,21 +560,14 @@ static void test_parent_replaced(void)
 {
 	char c[PATH_MAX], dep[PATH_MAX], dir[PATH_MAX], next[PATH_MAX], nd[PATH_MAX];
 	case_dir("parent", c, sizeof(c));
-	path_of(dep, sizeof(dep), c, "deploy");
-	path_of(dir, sizeof(dir), dep, "plugins");
-	path_of(next, sizeof(next), c, "deploy.next");
-	path_of(nd, sizeof(nd), next, "plugins");
-	CHECK(mkdir(dep, 0755) == 0);
-	CHECK(mkdir(dir, 0755) == 0);
+	mkdir_at(dep, sizeof(dep), c, "deploy");
+	mkdir_at(dir, sizeof(dir), dep, "plugins");
 	write_at(dir, "a.so", "1");
-	CHECK(mkdir(next, 0755) == 0);
-	CHECK(mkdir(nd, 0755) == 0);
+	mkdir_at(next, sizeof(next), c, "deploy.next");
+	mkdir_at(nd, sizeof(nd), next, "plugins");
 	write_at(nd, "a.so", "1");
 	write_at(nd, "n.so", "1");
-	struct plugindir *pd;
-	CHECK_OK(plugindir_new(L, dir, 20 * LOOP_NS_PER_MS, on_report, NULL, &pd));
-	CHECK_INT_EQ(plugindir_scan(pd), 1);
-	reset();
+	struct plugindir *pd = watch_scanned(dir, 20 * LOOP_NS_PER_MS, 1);
 	bool exchanged = renameat2(AT_FDCWD, next, AT_FDCWD, dep, RENAME_EXCHANGE) == 0;
 	if (!exchanged) {
 		CHECK(errno == EINVAL || errno == ENOSYS); /* a file system without it */

@@ -157,6 +157,39 @@ static size_t records_of(const struct world *w, struct relcount *rc)
 	return n;
 }
 
+/* what the rule decides a world from: its distinct records, its status
+ * and whether the records are invalid */
+struct rule_inputs {
+	struct relcount rc[MAXM];
+	size_t n_rc;
+	struct rule_status st;
+	bool invalid;
+};
+
+/* the rule's answer over in from mine's view (NULL: the cluster's), under
+ * pin (NULL: release_rule_decide itself, not its pinned form) */
+static void inputs_decide(const struct rule_inputs *in, const struct rule_release *mine,
+			  const struct rule_pin *pin, struct rule_answer *a)
+{
+	if (pin)
+		release_rule_decide_pinned(mine, in->rc, in->n_rc, in->invalid, &in->st, pin, a);
+	else
+		release_rule_decide(mine, in->rc, in->n_rc, in->invalid, &in->st, a);
+}
+
+/* the start every property check of a world shares: the world's inputs
+ * into *in, the cluster's answer under pin (may be NULL) into *a, the world
+ * counted */
+static void world_answer(const struct world *w, const struct rule_pin *pin,
+			 struct rule_inputs *in, struct rule_answer *a)
+{
+	in->n_rc = records_of(w, in->rc);
+	in->st = status_of(w);
+	in->invalid = w->invalid;
+	inputs_decide(in, NULL, pin, a);
+	n_worlds++;
+}
+
 static int max_member(const struct world *w)
 {
 	int m = 0;
@@ -284,12 +317,9 @@ static int answer_index(const struct world *w, const struct rule_answer *a)
 /* 5. only: the readiness the answer's leader leads to */
 static void check_world_readiness(const struct world *w)
 {
-	struct relcount rc[MAXM];
-	size_t n_rc = records_of(w, rc);
-	struct rule_status st = status_of(w);
+	struct rule_inputs in;
 	struct rule_answer a;
-	release_rule_decide(NULL, rc, n_rc, w->invalid, &st, &a);
-	n_worlds++;
+	world_answer(w, NULL, &in, &a);
 	int got = answer_index(w, &a);
 	if (got >= 0 && leader_can_act(w, got))
 		check_readiness(w, got);
@@ -298,19 +328,16 @@ static void check_world_readiness(const struct world *w)
 /* 1. to 4. */
 static void check_world(const struct world *w)
 {
-	struct relcount rc[MAXM];
-	size_t n_rc = records_of(w, rc);
-	struct rule_status st = status_of(w);
+	struct rule_inputs in;
 	struct rule_answer a;
-	release_rule_decide(NULL, rc, n_rc, w->invalid, &st, &a);
-	n_worlds++;
+	world_answer(w, NULL, &in, &a);
 
 	/* 1. the same answer from every member's view; one release campaigns */
 	int campaigning = -1;
 	for (int k = 0; k < w->n_members; k++) {
 		struct rule_release mine = member_rr(w, k);
 		struct rule_answer b;
-		release_rule_decide(&mine, rc, n_rc, w->invalid, &st, &b);
+		inputs_decide(&in, &mine, NULL, &b);
 		CHECK(b.basis == a.basis && release_cmp(b.release, a.release) == 0);
 		bool may = release_rule_may_campaign(&a, &mine);
 		if (!mine.declared) /* an older host: today's rule */
@@ -337,7 +364,7 @@ static void check_world(const struct world *w)
 		CHECK(!leader_can_act(w, max_member(w)));
 		n_differs++;
 	}
-	if (st.valid) {
+	if (in.st.valid) {
 		int v = w->status / NREL, m = w->status % NREL;
 		/* 2. never older than the status's version while one at or above remains */
 		if (got >= 0 && max_member(w) >= v)
@@ -377,19 +404,16 @@ static int spec_pinned(const struct world *w)
 /* the properties under a pin (see the top of the file) */
 static void check_world_pinned(const struct world *w)
 {
-	struct relcount rc[MAXM];
-	size_t n_rc = records_of(w, rc);
-	struct rule_status st = status_of(w);
+	struct rule_inputs in;
 	struct rule_pin pin = pin_of(w);
 	struct rule_answer a, plain;
-	release_rule_decide_pinned(NULL, rc, n_rc, w->invalid, &st, &pin, &a);
-	release_rule_decide(NULL, rc, n_rc, w->invalid, &st, &plain);
-	n_worlds++;
+	world_answer(w, &pin, &in, &a);
+	inputs_decide(&in, NULL, NULL, &plain);
 	int campaigning = -1;
 	for (int k = 0; k < w->n_members; k++) {
 		struct rule_release mine = rr_of(w, w->members[k], member_declared(w, k));
 		struct rule_answer b;
-		release_rule_decide_pinned(&mine, rc, n_rc, w->invalid, &st, &pin, &b);
+		inputs_decide(&in, &mine, &pin, &b);
 		CHECK(b.basis == a.basis && release_cmp(b.release, a.release) == 0);
 		char buf[320];
 		const char *why = release_rule_explain(&a, mine.release, buf, sizeof(buf));
@@ -412,7 +436,7 @@ static void check_world_pinned(const struct world *w)
 		CHECK(a.basis == plain.basis && release_cmp(a.release, plain.release) == 0);
 	if (got >= 0 && w->pinned)
 		CHECK(got <= w->pinned - 1);
-	if (got >= 0 && st.valid && got < w->status / NREL)
+	if (got >= 0 && in.st.valid && got < w->status / NREL)
 		CHECK(max_member(w) < w->status / NREL ||
 		      (w->pin_forced && w->pinned - 1 < w->status / NREL));
 	if (a.basis == RULE_PIN_FORCED)
@@ -500,18 +524,16 @@ static int spec_pinned_health_answer(const struct world *w)
  * release, forced or not) */
 static void check_world_health(const struct world *w)
 {
-	struct relcount rc[MAXM];
-	size_t n_rc = records_of(w, rc);
-	struct rule_status st = status_of(w);
+	struct rule_inputs in, in0;
 	struct rule_pin pin = pin_of(w);
 	struct rule_answer a, b0;
-	release_rule_decide_pinned(NULL, rc, n_rc, w->invalid, &st, &pin, &a);
+	world_answer(w, &pin, &in, &a);
+	/* the same world with every member healthy */
+	in0 = in;
 	struct world hw = *w;
 	hw.sick = 0;
-	struct relcount rc0[MAXM];
-	size_t n_rc0 = records_of(&hw, rc0);
-	release_rule_decide_pinned(NULL, rc0, n_rc0, w->invalid, &st, &pin, &b0);
-	n_worlds++;
+	in0.n_rc = records_of(&hw, in0.rc);
+	inputs_decide(&in0, NULL, &pin, &b0);
 	int got = answer_index(w, &a), base = answer_index(w, &b0);
 
 	/* 6. and 9. */
@@ -520,7 +542,7 @@ static void check_world_health(const struct world *w)
 	for (int k = 0; k < w->n_members; k++) {
 		struct rule_release mine = member_rr(w, k);
 		struct rule_answer b;
-		release_rule_decide_pinned(&mine, rc, n_rc, w->invalid, &st, &pin, &b);
+		inputs_decide(&in, &mine, &pin, &b);
 		CHECK(b.basis == a.basis && release_cmp(b.release, a.release) == 0 &&
 		      b.healthy == a.healthy);
 		bool may = release_rule_may_campaign(&a, &mine);
@@ -536,7 +558,7 @@ static void check_world_health(const struct world *w)
 	 * but in a downgrade or under a forced pin below it */
 	if (got >= 0 && w->pinned)
 		CHECK(got <= w->pinned - 1);
-	if (got >= 0 && st.valid && got < w->status / NREL)
+	if (got >= 0 && in.st.valid && got < w->status / NREL)
 		CHECK(max_member(w) < w->status / NREL ||
 		      (w->pin_forced && w->pinned - 1 < w->status / NREL));
 	/* 7. */
