@@ -68,12 +68,13 @@ static json_object *ctl_shadow_value_json(const Leasehold__Control__ShadowValue 
 }
 
 static void ctl_shadow_print_json(const Leasehold__Control__ShadowReport *s, const char *name,
-				  const char *error)
+				  const char *release, const char *error)
 {
 	char key[4200];
 	json_object *o = json_object_new_object();
 	json_object *ws = json_object_new_array();
 	json_object_object_add(o, "plugin", json_object_new_string(name));
+	json_object_object_add(o, "release", release[0] ? json_object_new_string(release) : NULL);
 	json_object_object_add(o, "revision", json_object_new_int64(s->revision));
 	json_object_object_add(o, "last_revision", json_object_new_int64(s->last_revision));
 	json_object_object_add(o, "puts", json_object_new_int64((int64_t)s->puts));
@@ -98,12 +99,14 @@ static void ctl_shadow_print_json(const Leasehold__Control__ShadowReport *s, con
 	json_object_put(o);
 }
 
-static void ctl_shadow_print_table(const Leasehold__Control__ShadowReport *s, const char *name)
+static void ctl_shadow_print_table(const Leasehold__Control__ShadowReport *s, const char *name,
+				   const char *release)
 {
 	char key[4200], ov[120], nv[120];
-	printf("plugin %s: shadow run at revision %" PRId64 ": %" PRIu64 " put(s), %" PRIu64
+	printf("plugin %s%s%s: shadow run at revision %" PRId64 ": %" PRIu64 " put(s), %" PRIu64
 	       " delete(s), %" PRIu64 " unchanged, in %" PRIu64 " txn(s)%s; nothing was written\n",
-	       name, s->revision, s->puts, s->deletes, s->unchanged, s->txns,
+	       name, release[0] ? " " : "", release, s->revision, s->puts, s->deletes, s->unchanged,
+	       s->txns,
 	       s->truncated ? " (TRUNCATED: the run passed its bound of captured writes)" : "");
 	if (s->last_revision != s->revision)
 		printf("note: etcd moved during the run (revision %" PRId64 " at its last read)\n",
@@ -130,10 +133,13 @@ int ctl_shadow_result(const Leasehold__Control__Response *r, const char *name, b
 			r->message ? strlen(r->message) : 0, m, sizeof(m));
 	ctl_shadow_text((const uint8_t *)name, strlen(name), n, sizeof(n));
 	if (ran && r->shadow) {
+		char rel[64];
+		const char *rs = r->shadow->release ? r->shadow->release : "";
+		ctl_shadow_text((const uint8_t *)rs, strlen(rs), rel, sizeof(rel));
 		if (json)
-			ctl_shadow_print_json(r->shadow, n, ok ? NULL : m);
+			ctl_shadow_print_json(r->shadow, n, rel, ok ? NULL : m);
 		else
-			ctl_shadow_print_table(r->shadow, n);
+			ctl_shadow_print_table(r->shadow, n, rel);
 	}
 	if (ok)
 		return 0;

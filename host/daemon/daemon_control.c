@@ -110,14 +110,21 @@ static void daemon_control_fill_file(struct daemon *d, struct pfile *pf, struct 
 		p->has_release = true;
 	}
 	struct entry *e = pf->name[0] ? daemon_find_name(d, pf->name) : NULL;
-	if (!pf->ok || pf->init_failed)
+	if (!pf->ok || pf->init_failed) {
 		p->state = "failed";
-	else if (e && e->pi && !e->removing &&
+	} else if (e && e->standby_pi && strcmp(e->standby_file, pf->file) == 0 &&
+	           e->standby_hash == pf->hash) {
+		/* the pin holds it back; it is loaded beside what runs */
+		p->state = e->standby_ready ? "standby" : "loading";
+		p->held_back = e->standby_ready ? "the pin holds it back (loaded and initialised)"
+		                                : "the pin holds it back (loading beside what runs)";
+	} else if (e && e->pi && !e->removing &&
 	         !(e->next_file && strcmp(e->next_file, pf->file) == 0)) {
 		p->state = "superseded";
 		p->superseded_by = e->file;
-	} else
+	} else {
 		p->state = "loading";
+	}
 }
 
 /* Rows: each plugin's entry (what runs) first, then the other files of the

@@ -31,6 +31,17 @@
  *   newer releases are left out of the choice (the running instance stands
  *   for its file even with new bytes); a change of the pin chooses again
  *   (daemon_files_follow_pins, from daemon_notify).
+ * - The standby: the file a pin holds back (the one unpinning would load) is
+ *   loaded and initialised beside the running instance as e->standby_pi,
+ *   which the election never drives: no member record, no campaign, no
+ *   reconcile (a shadow run may use it). When the choice later names its
+ *   file and bytes it becomes the running instance the way a hot reload's
+ *   new instance does (daemon_files_init_ok), so the unpin's handover has
+ *   no worker start, dlopen or init on its path; when the pin stops holding
+ *   it back for another reason, or the file changes, it is dropped. It
+ *   reports to its own callbacks until then (its failures never fail the
+ *   election); a standby that is not READY at the swap is dropped and the
+ *   file loaded as usual.
  * - A load or init failure never touches what runs: the previous instance
  *   keeps running and the reason is kept for the CLI (state `failed` only
  *   when nothing runs).
@@ -100,6 +111,8 @@ static void daemon_files_pfile_free(struct pfile *pf)
 
 static void daemon_files_entry_free(struct entry *e)
 {
+	plugin_instance_free(e->standby_pi);
+	free(e->standby_file);
 	plugin_instance_free(e->next_pi);
 	plugin_instance_free(e->pi);
 	election_free(e->el);
@@ -186,7 +199,7 @@ static void daemon_files_metered_set_driver(struct entry *e, struct plugin_insta
  * why, keep what runs, and leave these bytes out of the choice until they
  * change or an operator asks for them (reload). Frees pi. */
 static void daemon_files_init_failed(struct entry *e, struct plugin_instance *pi, const char *file,
-				     int err, const char *msg)
+				     uint64_t hash, int err, const char *msg)
 {
 	char buf[640];
 	const char *why = msg && *msg ? msg : strerror(-err);
@@ -200,7 +213,7 @@ static void daemon_files_init_failed(struct entry *e, struct plugin_instance *pi
 	if (!e->pi)
 		e->failed = true;
 	struct pfile *pf = daemon_find_pfile(e->d, file);
-	if (pf && pf->ok && pf->hash == e->next_hash) {
+	if (pf && pf->ok && pf->hash == hash) {
 		pf->init_failed = true;
 		daemon_files_pfile_refuse(e->d, pf, buf, HM_REFUSED_INIT);
 	}
@@ -277,7 +290,7 @@ static void daemon_files_on_init(void *ud, int err, const char *msg)
 		return;
 	}
 	if (err < 0) {
-		daemon_files_init_failed(e, pi, file, err, msg);
+		daemon_files_init_failed(e, pi, file, e->next_hash, err, msg);
 		free(file);
 	} else {
 		daemon_files_init_ok(e, pi, file);
@@ -460,6 +473,42 @@ static void daemon_files_instance_config(struct entry *e, const struct loader_pl
 	ret->read_grants = grants;
 }
 
+static void daemon_files_on_standby_init(void *ud, int err, const char *msg);
+static void daemon_files_on_standby_failed(void *ud, const char *reason);
+static void daemon_files_on_standby_recovered(void *ud);
+
+/* daemon_files_instance_new - start an instance of pf's probed plugin
+ * (pf->lp) for entry e, whose election exists: one that reports to the
+ * running instance's callbacks, or a standby's. On success takes pf->lp and
+ * returns 0; else -errno with the reason in buf. */
+static int daemon_files_instance_new(struct entry *e, struct pfile *pf, bool standby,
+				     struct plugin_instance **ret, char *buf, size_t len)
+{
+	struct loader_plugin *lp = pf->lp;
+	struct plugin_config pconf = {0};
+	int r = daemon_config_for_instance(e, &pconf, buf, len);
+	if (r < 0)
+		return r;
+	struct plugin_instance_config pcfg;
+	const char *grants[64]; /* --plugin-read of this plugin (copied by the instance) */
+	daemon_files_instance_config(e, lp, &pconf, grants, 64, &pcfg);
+	if (standby) {
+		pcfg.on_init = daemon_files_on_standby_init;
+		pcfg.on_failed = daemon_files_on_standby_failed;
+		pcfg.on_recovered = daemon_files_on_standby_recovered;
+	}
+	r = plugin_instance_new(lp, e->d->loop,
+				plugin_metrics_host(&e->pm, election_driver_host(e->el)),
+				e->d->cfg->node_id, &pcfg, ret);
+	plugin_config_clear(&pconf);
+	if (r < 0) {
+		snprintf(buf, len, "cannot start a worker for '%s': %s", lp->name, strerror(-r));
+		return r;
+	}
+	pf->lp = NULL; /* the instance's now */
+	return 0;
+}
+
 /* daemon_files_entry_load - start an instance from pf for entry e (a new entry when e is
  * NULL); daemon_files_on_init completes it. A failure is logged and shown; what runs
  * keeps running. */
@@ -487,22 +536,9 @@ static void daemon_files_entry_load(struct daemon *d, struct entry *e, struct pf
 		         strerror(-r));
 		goto refuse;
 	}
-	struct plugin_config pconf = {0};
-	if ((r = daemon_config_for_instance(e, &pconf, buf, sizeof(buf))) < 0)
-		goto refuse;
-	struct plugin_instance_config pcfg;
-	const char *grants[64]; /* --plugin-read of this plugin (copied by the instance) */
-	daemon_files_instance_config(e, lp, &pconf, grants, 64, &pcfg);
 	uint64_t hash = lp->content_hash;
-	r = plugin_instance_new(lp, d->loop,
-				plugin_metrics_host(&e->pm, election_driver_host(e->el)),
-				d->cfg->node_id, &pcfg, &e->next_pi);
-	plugin_config_clear(&pconf);
-	if (r < 0) {
-		snprintf(buf, sizeof(buf), "cannot start a worker for '%s': %s", lp->name, strerror(-r));
+	if ((r = daemon_files_instance_new(e, pf, false, &e->next_pi, buf, sizeof(buf))) < 0)
 		goto refuse;
-	}
-	pf->lp = NULL; /* the instance's now */
 	e->next_hash = hash;
 	e->next_file = file;
 	if (shown) { /* nothing runs: the entry shows the file it loads */
@@ -521,6 +557,129 @@ refuse:
 	daemon_files_pfile_refuse(d, pf, buf, HM_REFUSED_START);
 	free(file);
 	free(shown);
+	daemon_notify(d);
+}
+
+/* ---- the standby of a file the pin holds back ---- */
+
+static bool daemon_files_is_standby(const struct entry *e, const struct pfile *pf)
+{
+	return e && e->standby_pi && pf && strcmp(e->standby_file, pf->file) == 0 &&
+	       pf->hash == e->standby_hash;
+}
+
+/* daemon_files_drop_standby - the standby is not wanted any more (why):
+ * a ready one stops (fini) among the retiring, one still initialising is
+ * abandoned */
+static void daemon_files_drop_standby(struct entry *e, const char *why)
+{
+	struct plugin_instance *pi = e->standby_pi;
+	if (!pi)
+		return;
+	log_info("daemon", "plugin %s: dropping the standby from %s: %s", e->name, e->standby_file,
+	         why);
+	bool ready = e->standby_ready;
+	e->standby_pi = NULL;
+	free(e->standby_file);
+	e->standby_file = NULL;
+	e->standby_ready = false;
+	plugin_instance_set_owner(pi, NULL, NULL, NULL); /* nothing reports to the entry now */
+	if (ready)
+		daemon_files_retire(e->d, pi);
+	else
+		plugin_instance_free(pi);
+	daemon_notify(e->d);
+}
+
+static void daemon_files_on_standby_init(void *ud, int err, const char *msg)
+{
+	struct entry *e = ud;
+	struct plugin_instance *pi = e->standby_pi;
+	if (!pi)
+		return;
+	if (err < 0) {
+		/* shown and out of the choice now, not only once the pin lifts */
+		char *file = e->standby_file;
+		e->standby_pi = NULL;
+		e->standby_file = NULL;
+		daemon_files_init_failed(e, pi, file, e->standby_hash, err, msg);
+		free(file);
+	} else {
+		char rb[RELEASE_STRLEN];
+		e->standby_ready = true;
+		log_info("daemon", "plugin %s: %s (release %s) is loaded and initialised beside what "
+		         "runs; it runs once the pin lets it", e->name, e->standby_file,
+		         release_format(plugin_instance_plugin(pi)->release, rb, sizeof(rb)));
+	}
+	daemon_notify(e->d);
+	daemon_request_select(e->d); /* the pin may have moved meanwhile */
+}
+
+static void daemon_files_on_standby_failed(void *ud, const char *reason)
+{
+	struct entry *e = ud;
+	log_error("daemon", "plugin %s: the standby from %s failed: %s; restarting it with backoff "
+	          "(what runs is not affected)", e->name, e->standby_file ? e->standby_file : "?",
+	          reason ? reason : "?");
+	daemon_notify(e->d);
+}
+
+static void daemon_files_on_standby_recovered(void *ud)
+{
+	struct entry *e = ud;
+	log_info("daemon", "plugin %s: the standby recovered", e->name);
+	daemon_notify(e->d);
+}
+
+/* daemon_files_promote_standby - the choice names the standby's file and
+ * bytes: it becomes the running instance, as a hot reload's new one does */
+static void daemon_files_promote_standby(struct entry *e)
+{
+	struct plugin_instance *pi = e->standby_pi;
+	char *file = e->standby_file; /* daemon_files_init_ok takes it */
+	e->standby_pi = NULL;
+	e->standby_file = NULL;
+	e->standby_ready = false;
+	e->next_hash = e->standby_hash;
+	plugin_instance_set_owner(pi, daemon_files_on_worker_failed,
+	                          daemon_files_on_worker_recovered, e);
+	log_info("daemon", "plugin %s: %s may run now; swapping to its standby", e->name, file);
+	daemon_files_init_ok(e, pi, file);
+	daemon_notify(e->d);
+}
+
+/* daemon_files_standby_want - held (may be NULL) is the file the pin holds
+ * back that unpinning would load: load it beside what runs unless it is
+ * there already */
+static void daemon_files_standby_want(struct daemon *d, struct entry *e, struct pfile *held)
+{
+	char buf[LOADER_ERR_MAX + 128];
+	char name[LH_PLUGIN_NAME_MAX + 1];
+	if (!held || e->standby_pi || !e->pi || !e->el)
+		return;
+	snprintf(name, sizeof(name), "%s", held->name);
+	if (!held->lp && (daemon_file_probe(d, held) < 0 || strcmp(held->name, name) != 0)) {
+		daemon_request_select(d); /* the file changed since it was chosen */
+		return;
+	}
+	char *file = strdup(held->file);
+	uint64_t hash = held->lp->content_hash;
+	int r = file ? daemon_files_instance_new(e, held, true, &e->standby_pi, buf, sizeof(buf))
+	             : -ENOMEM;
+	if (r < 0) {
+		/* it loads as usual once the pin lets it (and fails then if it must) */
+		log_error("daemon", "plugin %s: cannot load %s beside what runs: %s", e->name,
+		          held->file, file ? buf : "out of memory");
+		free(file);
+		return;
+	}
+	e->standby_file = file;
+	e->standby_hash = hash;
+	e->standby_ready = false;
+	char a[RELEASE_STRLEN], b[RELEASE_STRLEN];
+	log_info("daemon", "plugin %s: loading %s (release %s) beside the running %s while the pin "
+	         "holds it back", e->name, held->file, release_format(held->release, a, sizeof(a)),
+	         release_format(plugin_instance_plugin(e->pi)->release, b, sizeof(b)));
 	daemon_notify(d);
 }
 
@@ -572,16 +731,38 @@ static void daemon_files_select_name(struct daemon *d, const char *name)
 		cur = NULL; /* the file provides another plugin now */
 	struct rule_pin pin;
 	bool hold = daemon_files_pin_hold(d, e, name, &pin);
-	struct pfile *best = NULL;
-	struct plugindir_candidate bc = {0};
+	/* best: the choice; held: what the choice would be without the pin */
+	struct pfile *best = NULL, *held = NULL;
+	struct plugindir_candidate bc = {0}, hc = {0};
 	for (struct pfile *pf = d->files; pf; pf = pf->next) {
-		if (!pf->ok || pf->init_failed || strcmp(pf->name, name) != 0 ||
-		    daemon_files_pin_waits(e, pf, &pin, hold))
+		if (!pf->ok || pf->init_failed || strcmp(pf->name, name) != 0)
 			continue;
 		struct plugindir_candidate c = {pf->file, pf->release, e && pf == cur};
-		if (!best || plugindir_prefer(&c, &bc) > 0) {
+		if (daemon_files_pin_waits(e, pf, &pin, hold)) {
+			if (!held || plugindir_prefer(&c, &hc) > 0) {
+				held = pf;
+				hc = c;
+			}
+		} else if (!best || plugindir_prefer(&c, &bc) > 0) {
 			best = pf;
 			bc = c;
+		}
+	}
+	if (e && e->standby_pi) {
+		if (daemon_files_is_standby(e, best) && (best != cur || best->hash != e->hash)) {
+			if (!e->standby_ready)
+				return; /* chosen again once it initialised */
+			if (plugin_instance_state(e->standby_pi) == PLUGIN_INSTANCE_READY) {
+				daemon_files_promote_standby(e);
+				return;
+			}
+			daemon_files_drop_standby(e, "it is not ready; loading the file again");
+		} else if (!daemon_files_is_standby(e, held)) {
+			struct pfile *spf = daemon_find_pfile(d, e->standby_file);
+			daemon_files_drop_standby(e, !spf || !spf->ok || spf->hash != e->standby_hash
+			                                 ? "its file was replaced or removed"
+			                             : held ? "another file is held back now"
+			                                    : "the pin no longer holds it back");
 		}
 	}
 	/* the running instance stands for its file while the file is there
@@ -590,8 +771,10 @@ static void daemon_files_select_name(struct daemon *d, const char *name)
 	bool cur_new = cur && cur->ok && !cur->init_failed && cur->hash != e->hash;
 	if (e && e->pi && cur && (!cur_new || (hold && release_less(pin.release, cur->release)))) {
 		struct plugindir_candidate rc = {e->file, plugin_instance_plugin(e->pi)->release, true};
-		if (!best || plugindir_prefer(&rc, &bc) >= 0)
+		if (!best || plugindir_prefer(&rc, &bc) >= 0) {
+			daemon_files_standby_want(d, e, hold ? held : NULL);
 			return;
+		}
 	}
 	if (!best) {
 		if (e && (e->pi || !cur)) {
@@ -688,6 +871,7 @@ void daemon_entry_remove(struct entry *e)
 	if (e->removing || e->gone)
 		return;
 	e->removing = true;
+	daemon_files_drop_standby(e, "the plugin stops");
 	/* an instance still initialising is abandoned */
 	if (e->next_pi) {
 		plugin_instance_free(e->next_pi);

@@ -65,6 +65,14 @@ struct entry {
 	 * and the content hash of the file it last said waits for the pin */
 	struct rule_pin pin_seen;
 	uint64_t pin_logged_hash;
+	/* the standby: the file the pin holds back, loaded and initialised
+	 * beside what runs but never driven by the election, so that unpin
+	 * swaps to it without a load on the handover's path (daemon_files.c
+	 * "The standby"); NULL when none */
+	struct plugin_instance *standby_pi;
+	char *standby_file; /* the file standby_pi came from */
+	uint64_t standby_hash;
+	bool standby_ready; /* its init succeeded */
 	bool el_stopped;   /* its election stopped (removal or shutdown) */
 	struct plugin_metrics pm; /* lives as long as the election */
 	/* P/N/config as this node mirrors it (daemon_plugin_config.c), lives as

@@ -76,6 +76,7 @@ static void daemon_plugin_config_on_mirror_changed(void *ud)
 		return;
 	daemon_plugin_config_hand_over(e->pi, &v);
 	daemon_plugin_config_hand_over(e->next_pi, &v); /* its init may have waited for this */
+	daemon_plugin_config_hand_over(e->standby_pi, &v);
 	daemon_notify(e->d);
 }
 

@@ -4,9 +4,12 @@
  * shadow run on this node's instance of plugin NAME
  * (plugin_instance_shadow, runtime_instance_shadow.c) and turns its report
  * into the control protocol's ShadowReport. The run happens here or
- * nowhere: a request naming another node is refused, and so is one for a
- * plugin this node leads (its writes are real; a preview of them is the
- * plugin's own dry run, not the host's).
+ * nowhere: a request naming another node is refused. It runs on the
+ * standby when there is one (the file a pin holds back, loaded beside what
+ * runs: the release an operator checks before unpinning, which never leads
+ * while it is a standby, on the leader's node too); else on the running
+ * instance, refused when this node leads (its writes are real; a preview
+ * of them is the plugin's own dry run, not the host's).
  */
 #include "config.h"
 
@@ -15,12 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/release.h"
 #include "daemon/daemon_internal.h"
 #include "proto/control.pb-c.h"
 
 struct shadow_op {
 	control_shadow_fn done;
 	void *done_ctx;
+	char release[RELEASE_STRLEN]; /* of the instance that runs */
 };
 
 static void daemon_shadow_value(Leasehold__Control__ShadowValue *out,
@@ -55,6 +60,7 @@ static void daemon_shadow_on_done(void *ud, int err, const char *msg,
 	pr.txns = rep->txns;
 	pr.truncated = rep->truncated;
 	pr.reconcile_error = (char *)(err < 0 && err != -ETIMEDOUT && msg ? msg : "");
+	pr.release = o->release;
 	for (size_t i = 0; i < n; i++) {
 		const struct plugin_shadow_write *w = &rep->writes[i];
 		leasehold__control__shadow_write__init(&ws[i]);
@@ -93,9 +99,10 @@ int daemon_control_ctl_shadow(void *ud, const char *name, const char *node, uint
 		snprintf(err, err_len, "no plugin named '%s' runs on this node", name);
 		return -ENOENT;
 	}
+	struct plugin_instance *pi = e->standby_pi && e->standby_ready ? e->standby_pi : e->pi;
 	struct election_info info;
 	election_get_info(e->el, &info);
-	if (info.state == ELECTION_LEADING) {
+	if (pi == e->pi && info.state == ELECTION_LEADING) {
 		snprintf(err, err_len,
 			 "node %s leads plugin '%s': a shadow run previews a release that does not "
 			 "lead; its leader's writes are real",
@@ -109,7 +116,8 @@ int daemon_control_ctl_shadow(void *ud, const char *name, const char *node, uint
 		return -ENOMEM;
 	o->done = done;
 	o->done_ctx = done_ctx;
-	int r = plugin_instance_shadow(e->pi, timeout_ms, daemon_shadow_on_done, o);
+	release_format(plugin_instance_plugin(pi)->release, o->release, sizeof(o->release));
+	int r = plugin_instance_shadow(pi, timeout_ms, daemon_shadow_on_done, o);
 	if (r < 0) {
 		snprintf(err, err_len, "%s",
 			 r == -EBUSY	 ? "this node leads the plugin: no shadow run on the leader"

@@ -34,8 +34,8 @@ static bool daemon_systemd_synced(struct daemon *d)
 	for (struct entry *e = d->entries; e; e = e->next) {
 		if (e->gone || e->removing)
 			continue;
-		if (e->next_pi || (!e->pi && !e->failed))
-			return false; /* still loading */
+		if (e->next_pi || (!e->pi && !e->failed) || (e->standby_pi && !e->standby_ready))
+			return false; /* still loading (a standby too) */
 		if (e->pi && e->el) {
 			struct election_info i;
 			election_get_info(e->el, &i);

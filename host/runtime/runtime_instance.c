@@ -227,6 +227,14 @@ void pi_finish_stop(struct plugin_instance *pi)
 	pi_stopped_now(pi);
 }
 
+void plugin_instance_set_owner(struct plugin_instance *pi, plugin_instance_failed_fn on_failed,
+                               plugin_instance_recovered_fn on_recovered, void *userdata)
+{
+	pi->cfg.on_failed = on_failed;
+	pi->cfg.on_recovered = on_recovered;
+	pi->cfg.userdata = userdata;
+}
+
 /* a (restarted) worker finished init */
 void pi_worker_recovered(struct plugin_instance *pi)
 {

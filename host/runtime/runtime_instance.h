@@ -393,6 +393,15 @@ typedef void (*plugin_instance_shadow_fn)(void *ud, int err, const char *msg,
 int plugin_instance_shadow(struct plugin_instance *pi, uint32_t timeout_ms,
                            plugin_instance_shadow_fn done, void *ud);
 
+/* plugin_instance_set_owner - hand the instance to another owner: from now
+ * on failures and recoveries go to on_failed / on_recovered with userdata
+ * (the daemon's standby of a pinned-back file becomes the running instance).
+ * Loop thread; reports queued before the call keep the callbacks they were
+ * queued with. on_init is not affected (it has run or will run as
+ * configured). */
+void plugin_instance_set_owner(struct plugin_instance *pi, plugin_instance_failed_fn on_failed,
+                               plugin_instance_recovered_fn on_recovered, void *userdata);
+
 /* plugin_instance_stop - end leadership (as deposed()), drain, run fini on
  * the worker, join it; then stopped(userdata) runs on the loop (once). Call
  * at most once; later driver ops are ignored (reconcile: -ECANCELED). */

@@ -13,12 +13,16 @@
  *    meanwhile; `release NAME` shows the pin, the release that acts, the
  *    leader and the members per release; a switchover to c is refused with
  *    the pin as the reason;
- *  - unpin: a and b load the files that waited, exactly one handover (one
- *    new term in the history), to 1.1.0;
+ *    The waiting files are loaded and initialised beside what runs on a and b
+ *    (their standbys); a shadow run on a, the leader, previews its standby;
+ *  - unpin: a and b swap to their standbys (no load on the way), exactly
+ *    one handover (one new term in the history), to 1.1.0;
  *  - observer mode: once 1.1.0 reconciled (status 1.1.0) and a host went
  *    back to 1.0.0, a pin at 1.0.0 is refused as older than the status;
  *    with --force it is written with a warning, and 1.0.0 takes the state
  *    back (DONE 1.0.0).
+ *  - under that pin, on a: a held-back file whose init fails shows as
+ *    failed at once; a good one becomes the standby and goes with its file.
  * The journal invariants hold until the forced hand-back.
  */
 #include "config.h"
@@ -28,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -127,6 +132,16 @@ static void test_pin_holds_then_one_handover(void)
 	static const char waits[] = "waits: the pin at 1.0.0 holds newer releases back";
 	host_wait_log(&T, &A, la, waits, 1, 15000);
 	host_wait_log(&T, &B, lb, waits, 1, 15000);
+	/* ... and is loaded and initialised beside what runs (the standby) */
+	static const char standby[] = "(release 1.1.0) is loaded and initialised beside";
+	host_wait_log(&T, &A, la, standby, 1, 15000);
+	host_wait_log(&T, &B, lb, standby, 1, 15000);
+	/* the release an operator checks before unpinning: a shadow run of
+	 * the standby, on the leader's node too, writes nothing */
+	CHECK_INT_EQ(host_ctl(&A, &o, "shadow", PLUGIN, NULL), 0);
+	CHECK(strstr(o.out, "plugin reconciler 1.1.0: shadow run at revision ") != NULL);
+	CHECK(strstr(o.out, "; nothing was written") != NULL);
+	ctl_out_free(&o);
 	/* a node that has nothing at or below the pin runs the new release
 	 * and stands by */
 	host_signal(&C, SIGTERM);
@@ -170,12 +185,18 @@ static void test_pin_holds_then_one_handover(void)
 	expect(2, &o, "node c runs release 1.1.0 of plugin 'reconciler', which may not lead now: "
 	              "release 1.1.0 is newer than the pin 1.0.0", "switchover past the pin");
 
-	/* unpin: a and b load the files that waited; one handover to 1.1.0 */
+	/* unpin: a and b swap to their standbys; one handover to 1.1.0 */
 	size_t before = terms(&A, NULL, 0);
+	la = host_log_size(&A);
+	lb = host_log_size(&B);
 	host_ctl(&A, &o, "release", "unpin", PLUGIN, NULL);
 	expect(0, &o, NULL, "unpin");
 	obs_wait_member_release(g_obs, "a", REL(1, 1, 0), 20000);
 	obs_wait_member_release(g_obs, "b", REL(1, 1, 0), 20000);
+	static const char swap[] = "reconciler.so may run now; swapping to its standby";
+	host_wait_log(&T, &A, la, swap, 1, 1000);
+	host_wait_log(&T, &B, lb, swap, 1, 1000);
+	CHECK_INT_EQ(host_log_count(&A, la, standby) + host_log_count(&B, lb, standby), 0);
 	size_t want = before + 1;
 	tu_wait(&T, p_terms, &want, 15000, "the new term's record");
 	obs_wait_status_done(g_obs, REL(1, 1, 0), 20000);
@@ -185,6 +206,47 @@ static void test_pin_holds_then_one_handover(void)
 	/* the old term ends as its leader sees a newer release, or reloads */
 	CHECK(strcmp(end, "newer-release") == 0 || strcmp(end, "reload") == 0);
 	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+}
+
+/* under the (forced) pin at 1.0.0, on a, which runs 1.0.0 and leads: a
+ * held-back file whose init fails shows as failed at once, a good one
+ * becomes the standby (file row `standby`), its removal drops it, and a
+ * runs and leads on throughout */
+static void test_pin_standby_fails_early_and_goes_with_its_file(void)
+{
+	int64_t token = host_fencing_token(&A, PLUGIN);
+	long la = host_log_size(&A);
+	host_install_file(&A, built_test_plugin("init-fails-reconciler"), "reconciler-9.0.0.so", 0644);
+	host_wait_log(&T, &A, la,
+		      "reconciler-9.0.0.so: init failed: Input/output error: this build always "
+		      "fails init", 1, 15000);
+	struct json_object *p = ctl_plugin_json(&A, "reconciler-9.0.0.so");
+	CHECK(p != NULL);
+	CHECK_STR_EQ(jstr(p, "state"), "failed");
+	json_object_put(p);
+
+	host_install_plugin(&A, "1.1.0-reference", "reconciler-1.1.0.so");
+	host_wait_log(&T, &A, la, "reconciler-1.1.0.so (release 1.1.0) is loaded and initialised "
+		      "beside what runs", 1, 15000);
+	p = ctl_plugin_json(&A, "reconciler-1.1.0.so");
+	CHECK(p != NULL);
+	CHECK_STR_EQ(jstr(p, "state"), "standby");
+	CHECK_STR_EQ(jstr(p, "held_back"), "the pin holds it back (loaded and initialised)");
+	json_object_put(p);
+
+	char path[1200];
+	snprintf(path, sizeof(path), "%s/reconciler-1.1.0.so", A.plugin_dir);
+	CHECK_OK(unlink(path));
+	host_wait_log(&T, &A, la, "dropping the standby from reconciler-1.1.0.so: its file was "
+		      "replaced or removed", 1, 15000);
+	p = ctl_plugin_json(&A, PLUGIN);
+	CHECK(p != NULL);
+	CHECK_STR_EQ(jstr(p, "release"), "1.0.0");
+	CHECK_STR_EQ(jstr(p, "state"), "leading");
+	json_object_put(p);
+	CHECK_INT_EQ(host_fencing_token(&A, PLUGIN), token);
+	snprintf(path, sizeof(path), "%s/reconciler-9.0.0.so", A.plugin_dir);
+	CHECK_OK(unlink(path));
 }
 
 static void test_pin_forced_below_status_observer(void)
@@ -215,6 +277,7 @@ int main(void)
 	RUN(test_pin_refusals);
 	RUN(test_pin_holds_then_one_handover);
 	RUN(test_pin_forced_below_status_observer);
+	RUN(test_pin_standby_fails_early_and_goes_with_its_file);
 
 	hosts_terminate((struct host *const[]){&A, &B, &C}, 3, 15000, false);
 	e2e_stop(g_etcd, &T, g_obs);
