@@ -1980,10 +1980,11 @@ static bool p_logged(void *arg)
 /* two hosts on prefix, both running the leader's release 1.(k-1).0: trial k
  * pins it, gives the other host the compatible 1.k.0 file (it waits: the pin
  * holds files of newer releases back on a node that runs one at or below
- * it), then unpins, as an operator stages a release: from the unpin's txn
+ * it) and waits until that host loaded it beside what runs (its standby),
+ * then unpins, as an operator stages a release: from the unpin's txn
  * acknowledged to the 1.k.0 host's on_elected and its first fenced write
- * acknowledged (the waiting file's load included). Then the old leader's
- * host loads 1.k.0 too. */
+ * acknowledged (the swap to the standby and one handover). Then the old
+ * leader's host loads 1.k.0 too. */
 static void pin_fig(const char *prefix, int n, struct samples *elected, struct samples *write)
 {
 	char dir[600];
@@ -2021,6 +2022,14 @@ static void pin_fig(const char *prefix, int n, struct samples *elected, struct s
 		if (!wait_for(p_logged, &lw, 20000)) {
 			note("pin %s: trial %d: %s's %s file did not wait for the pin", prefix, k,
 			     O->node, rel);
+			break;
+		}
+		/* the operator's order: the file is loaded and initialised
+		 * beside what runs (the standby) before the unpin */
+		struct log_wait ls = {O, lw.from, "is loaded and initialised beside what runs"};
+		if (!wait_for(p_logged, &ls, 20000)) {
+			note("pin %s: trial %d: %s's %s file was not loaded beside what runs", prefix,
+			     k, O->node, rel);
 			break;
 		}
 		wait_for(p_never, NULL, 20); /* from a quiet etcd, like figure 1 */
