@@ -112,12 +112,6 @@ static void daemon_control_fill_file(struct daemon *d, struct pfile *pf, struct 
 	struct entry *e = pf->name[0] ? daemon_find_name(d, pf->name) : NULL;
 	if (!pf->ok || pf->init_failed) {
 		p->state = "failed";
-	} else if (e && e->standby_pi && strcmp(e->standby_file, pf->file) == 0 &&
-	           e->standby_hash == pf->hash) {
-		/* the pin holds it back; it is loaded beside what runs */
-		p->state = e->standby_ready ? "standby" : "loading";
-		p->held_back = e->standby_ready ? "the pin holds it back (loaded and initialised)"
-		                                : "the pin holds it back (loading beside what runs)";
 	} else if (e && e->pi && !e->removing &&
 	         !(e->next_file && strcmp(e->next_file, pf->file) == 0)) {
 		p->state = "superseded";
@@ -127,9 +121,27 @@ static void daemon_control_fill_file(struct daemon *d, struct pfile *pf, struct 
 	}
 }
 
-/* Rows: each plugin's entry (what runs) first, then the other files of the
- * same name, then the files no plugin name is known for. Lookups by plugin
- * name (status, wait-ready) take the first row of a name: the entry's. */
+/* daemon_control_fill_standby - the row of e's standby (the file a pin
+ * holds back, loaded beside what runs); also when it is the running file's
+ * new bytes, which have no file row of their own */
+static void daemon_control_fill_standby(struct entry *e, struct control_plugin *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->name = e->name;
+	p->file = e->standby_file;
+	p->release = plugin_instance_plugin(e->standby_pi)->release;
+	p->has_release = true;
+	bool ready = e->standby_ready &&
+	             plugin_instance_state(e->standby_pi) == PLUGIN_INSTANCE_READY;
+	p->state = ready ? "standby" : "loading";
+	p->held_back = e->standby_ready ? "the pin holds it back (loaded and initialised)"
+	                                : "the pin holds it back (loading beside what runs)";
+}
+
+/* Rows: each plugin's entry (what runs) first, then its standby, then the
+ * other files of the same name, then the files no plugin name is known
+ * for. Lookups by plugin name (status, wait-ready) take the first row of a
+ * name: the entry's. */
 static size_t daemon_control_ctl_plugins(void *ud, struct control_plugin *out, size_t max)
 {
 	struct daemon *d = ud;
@@ -149,8 +161,14 @@ static size_t daemon_control_ctl_plugins(void *ud, struct control_plugin *out, s
 		n++;
 		if (d->shutting_down)
 			continue; /* nothing more will load: only what still stops */
+		if (e->standby_pi) {
+			if (n < max)
+				daemon_control_fill_standby(e, &out[n]);
+			n++;
+		}
 		for (struct pfile *pf = d->files; pf; pf = pf->next) {
-			if (strcmp(pf->name, e->name) != 0 || daemon_find_file(d, pf->file))
+			if (strcmp(pf->name, e->name) != 0 || daemon_find_file(d, pf->file) ||
+			    (e->standby_pi && strcmp(e->standby_file, pf->file) == 0))
 				continue;
 			if (n < max)
 				daemon_control_fill_file(d, pf, &out[n]);

@@ -568,9 +568,7 @@ static bool daemon_files_is_standby(const struct entry *e, const struct pfile *p
 	       pf->hash == e->standby_hash;
 }
 
-/* daemon_files_drop_standby - the standby is not wanted any more (why):
- * a ready one stops (fini) among the retiring, one still initialising is
- * abandoned */
+/* daemon_files_drop_standby - the standby is not wanted any more (why) */
 static void daemon_files_drop_standby(struct entry *e, const char *why)
 {
 	struct plugin_instance *pi = e->standby_pi;
@@ -578,16 +576,14 @@ static void daemon_files_drop_standby(struct entry *e, const char *why)
 		return;
 	log_info("daemon", "plugin %s: dropping the standby from %s: %s", e->name, e->standby_file,
 	         why);
-	bool ready = e->standby_ready;
 	e->standby_pi = NULL;
 	free(e->standby_file);
 	e->standby_file = NULL;
 	e->standby_ready = false;
-	plugin_instance_set_owner(pi, NULL, NULL, NULL); /* nothing reports to the entry now */
-	if (ready)
-		daemon_files_retire(e->d, pi);
-	else
-		plugin_instance_free(pi);
+	/* nothing reports to the entry now; it stops (fini, or an init still
+	 * running and then fini) among the retiring without blocking the loop */
+	plugin_instance_set_owner(pi, NULL, NULL, NULL, NULL);
+	daemon_files_retire(e->d, pi);
 	daemon_notify(e->d);
 }
 
@@ -618,10 +614,13 @@ static void daemon_files_on_standby_init(void *ud, int err, const char *msg)
 static void daemon_files_on_standby_failed(void *ud, const char *reason)
 {
 	struct entry *e = ud;
-	log_error("daemon", "plugin %s: the standby from %s failed: %s; restarting it with backoff "
-	          "(what runs is not affected)", e->name, e->standby_file ? e->standby_file : "?",
-	          reason ? reason : "?");
+	bool final = e->standby_pi && plugin_instance_state(e->standby_pi) == PLUGIN_INSTANCE_FAILED;
+	log_error("daemon", "plugin %s: the standby from %s failed: %s; %s (what runs is not "
+	          "affected)", e->name, e->standby_file ? e->standby_file : "?",
+	          reason ? reason : "?", final ? "dropping it" : "restarting it with backoff");
 	daemon_notify(e->d);
+	if (final)
+		daemon_request_select(e->d); /* the choice drops it */
 }
 
 static void daemon_files_on_standby_recovered(void *ud)
@@ -641,7 +640,7 @@ static void daemon_files_promote_standby(struct entry *e)
 	e->standby_file = NULL;
 	e->standby_ready = false;
 	e->next_hash = e->standby_hash;
-	plugin_instance_set_owner(pi, daemon_files_on_worker_failed,
+	plugin_instance_set_owner(pi, NULL, daemon_files_on_worker_failed,
 	                          daemon_files_on_worker_recovered, e);
 	log_info("daemon", "plugin %s: %s may run now; swapping to its standby", e->name, file);
 	daemon_files_init_ok(e, pi, file);
@@ -667,10 +666,16 @@ static void daemon_files_standby_want(struct daemon *d, struct entry *e, struct 
 	int r = file ? daemon_files_instance_new(e, held, true, &e->standby_pi, buf, sizeof(buf))
 	             : -ENOMEM;
 	if (r < 0) {
-		/* it loads as usual once the pin lets it (and fails then if it must) */
+		/* out of the choice until the file changes, as a failed start of
+		 * the running file's is: no retry loop */
+		if (!file)
+			snprintf(buf, sizeof(buf), "out of memory");
 		log_error("daemon", "plugin %s: cannot load %s beside what runs: %s", e->name,
-		          held->file, file ? buf : "out of memory");
+		          held->file, buf);
+		held->init_failed = true;
+		daemon_files_pfile_refuse(d, held, buf, HM_REFUSED_START);
 		free(file);
+		daemon_notify(d);
 		return;
 	}
 	e->standby_file = file;
@@ -747,6 +752,17 @@ static void daemon_files_select_name(struct daemon *d, const char *name)
 			best = pf;
 			bc = c;
 		}
+	}
+	if (e && e->standby_pi && e->standby_ready &&
+	    plugin_instance_state(e->standby_pi) == PLUGIN_INSTANCE_FAILED) {
+		/* out of the choice until its bytes change: it would fail again */
+		struct pfile *spf = daemon_find_pfile(d, e->standby_file);
+		if (spf && spf->ok && spf->hash == e->standby_hash) {
+			spf->init_failed = true;
+			daemon_files_pfile_refuse(d, spf, "its worker failed for good beside what runs",
+			                          HM_REFUSED_START);
+		}
+		daemon_files_drop_standby(e, "its worker failed for good");
 	}
 	if (e && e->standby_pi) {
 		if (daemon_files_is_standby(e, best) && (best != cur || best->hash != e->hash)) {

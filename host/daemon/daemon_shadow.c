@@ -99,7 +99,11 @@ int daemon_control_ctl_shadow(void *ud, const char *name, const char *node, uint
 		snprintf(err, err_len, "no plugin named '%s' runs on this node", name);
 		return -ENOENT;
 	}
-	struct plugin_instance *pi = e->standby_pi && e->standby_ready ? e->standby_pi : e->pi;
+	struct plugin_instance *pi =
+	    e->standby_pi && e->standby_ready &&
+		    plugin_instance_state(e->standby_pi) == PLUGIN_INSTANCE_READY
+		? e->standby_pi
+		: e->pi;
 	struct election_info info;
 	election_get_info(e->el, &info);
 	if (pi == e->pi && info.state == ELECTION_LEADING) {

@@ -227,12 +227,26 @@ void pi_finish_stop(struct plugin_instance *pi)
 	pi_stopped_now(pi);
 }
 
-void plugin_instance_set_owner(struct plugin_instance *pi, plugin_instance_failed_fn on_failed,
+void plugin_instance_set_owner(struct plugin_instance *pi, plugin_instance_init_fn on_init,
+                               plugin_instance_failed_fn on_failed,
                                plugin_instance_recovered_fn on_recovered, void *userdata)
 {
+	pi->cfg.on_init = on_init;
 	pi->cfg.on_failed = on_failed;
 	pi->cfg.on_recovered = on_recovered;
 	pi->cfg.userdata = userdata;
+	/* the old owner's reports still queued are its own: drop them */
+	pi->c_tail = NULL;
+	for (struct completion **pp = &pi->c_head; *pp;) {
+		struct completion *c = *pp;
+		if (c->kind == COMP_INIT || c->kind == COMP_FAILED || c->kind == COMP_RECOVERED) {
+			*pp = c->next;
+			pi_completion_free(c);
+			continue;
+		}
+		pi->c_tail = c;
+		pp = &c->next;
+	}
 }
 
 /* a (restarted) worker finished init */
@@ -447,6 +461,7 @@ void plugin_instance_stop(struct plugin_instance *pi, plugin_instance_stopped_fn
 		return;
 	plugin_instance_deposed(pi);
 	pi->stop_requested = true;
+	pi_shadow_cancel(pi); /* its answer must not wait for a freed instance */
 	pi->init_held = false; /* a held INIT goes (then fini): the queue must drain */
 	pi->stopped = stopped;
 	pi->stopped_ud = userdata;

@@ -393,13 +393,14 @@ typedef void (*plugin_instance_shadow_fn)(void *ud, int err, const char *msg,
 int plugin_instance_shadow(struct plugin_instance *pi, uint32_t timeout_ms,
                            plugin_instance_shadow_fn done, void *ud);
 
-/* plugin_instance_set_owner - hand the instance to another owner: from now
- * on failures and recoveries go to on_failed / on_recovered with userdata
- * (the daemon's standby of a pinned-back file becomes the running instance).
- * Loop thread; reports queued before the call keep the callbacks they were
- * queued with. on_init is not affected (it has run or will run as
- * configured). */
-void plugin_instance_set_owner(struct plugin_instance *pi, plugin_instance_failed_fn on_failed,
+/* plugin_instance_set_owner - hand the instance to another owner (the
+ * daemon's standby of a pinned-back file becomes the running instance, or
+ * is let go): from now on init's outcome, failures and recoveries go to
+ * on_init / on_failed / on_recovered (each may be NULL) with userdata, and
+ * such reports still queued for the old owner are dropped, never called.
+ * Loop thread, not from inside one of pi's own callbacks. */
+void plugin_instance_set_owner(struct plugin_instance *pi, plugin_instance_init_fn on_init,
+                               plugin_instance_failed_fn on_failed,
                                plugin_instance_recovered_fn on_recovered, void *userdata);
 
 /* plugin_instance_stop - end leadership (as deposed()), drain, run fini on

@@ -398,6 +398,10 @@ void pi_shadow_handle_txn(struct plugin_instance *pi, uint64_t id, const struct 
 void pi_shadow_txn_free(struct pi_shadow_txn *st);
 /* plugin_instance_free: drop the run without calling its done */
 void pi_shadow_free(struct plugin_instance *pi);
+/* pi_shadow_cancel - the instance stops: a run that has not reported
+ * reports -ECANCELED now (its snapshot stops, nothing more is queued), so
+ * that no request waits for an instance that is going */
+void pi_shadow_cancel(struct plugin_instance *pi);
 /* a shadow EV_WATCH or EV_KEY was answered (d: its answer; err its
  * result) or was skipped or could not be delivered (d NULL) */
 void pi_shadow_on_event(struct plugin_instance *pi, const struct event *ev, const EventDone *d,

@@ -90,10 +90,29 @@ static void pi_shadow_on_timer(struct loop_timer *t, void *ud)
 	pi_shadow_end_if_idle(sh);
 }
 
-/* queue ev (the reconcile or a key), unless a term began meanwhile */
+void pi_shadow_cancel(struct plugin_instance *pi)
+{
+	struct pi_shadow *sh = pi->shadow;
+	if (!sh)
+		return;
+	pi_shadow_report(sh, -ECANCELED, "the plugin's instance stops on this node: the shadow "
+					 "run was abandoned");
+	pi_shadow_snap_stop(sh->snap);
+	pi_shadow_end_if_idle(sh);
+}
+
+/* queue ev (the reconcile or a key), unless a term began meanwhile or the
+ * instance stops */
 static void pi_shadow_queue(struct pi_shadow *sh, struct event *ev)
 {
 	struct plugin_instance *pi = sh->pi;
+	if (pi->stop_requested) {
+		free(ev);
+		pi_shadow_report(sh, -ECANCELED, "the plugin's instance stops on this node: the "
+						 "shadow run was abandoned");
+		pi_shadow_end_if_idle(sh);
+		return;
+	}
 	if (pi->leading) {
 		free(ev);
 		pi_shadow_report(sh, -EBUSY, "a term began on this node during the shadow run: the "

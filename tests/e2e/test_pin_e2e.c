@@ -93,6 +93,23 @@ static size_t terms(const struct host *h, char *last_end, size_t len)
 	return n;
 }
 
+/* the release of h's `standby` row of plugin PLUGIN from file (into buf),
+ * or "" when there is none */
+static const char *standby_row(const struct host *h, const char *file, char *buf, size_t len)
+{
+	struct json_object *a = ctl_plugins_json(h);
+	buf[0] = 0;
+	for (size_t i = 0; i < json_object_array_length(a); i++) {
+		struct json_object *p = json_object_array_get_idx(a, i);
+		const char *st = jstr(p, "state"), *f = jstr(p, "file"), *n = jstr(p, "name");
+		if (st && f && n && strcmp(st, "standby") == 0 && strcmp(f, file) == 0 &&
+		    strcmp(n, PLUGIN) == 0)
+			snprintf(buf, len, "%s", jstr(p, "release") ? jstr(p, "release") : "?");
+	}
+	json_object_put(a);
+	return buf;
+}
+
 static void expect(int status, struct ctl_out *o, const char *in_err, const char *what)
 {
 	if (o->status != status || (in_err && !strstr(o->err, in_err)))
@@ -136,6 +153,8 @@ static void test_pin_holds_then_one_handover(void)
 	static const char standby[] = "(release 1.1.0) is loaded and initialised beside";
 	host_wait_log(&T, &A, la, standby, 1, 15000);
 	host_wait_log(&T, &B, lb, standby, 1, 15000);
+	char rb[64];
+	CHECK_STR_EQ(standby_row(&B, "reconciler.so", rb, sizeof(rb)), "1.1.0");
 	/* the release an operator checks before unpinning: a shadow run of
 	 * the standby, on the leader's node too, writes nothing */
 	CHECK_INT_EQ(host_ctl(&A, &o, "shadow", PLUGIN, NULL), 0);
@@ -233,6 +252,8 @@ static void test_pin_standby_fails_early_and_goes_with_its_file(void)
 	CHECK_STR_EQ(jstr(p, "state"), "standby");
 	CHECK_STR_EQ(jstr(p, "held_back"), "the pin holds it back (loaded and initialised)");
 	json_object_put(p);
+	char rb[64];
+	CHECK_STR_EQ(standby_row(&A, "reconciler-1.1.0.so", rb, sizeof(rb)), "1.1.0");
 
 	char path[1200];
 	snprintf(path, sizeof(path), "%s/reconciler-1.1.0.so", A.plugin_dir);

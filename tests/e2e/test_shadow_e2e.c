@@ -17,6 +17,8 @@
  *  - shadow on b delivers both watches' snapshot at one revision, flagged as
  *    a term's first batches, and previews the puts and the delete that
  *    snapshot implies; nothing moves in etcd; the leader is refused;
+ *  - b's mirror file removed while a shadow run of it waits in a snapshot
+ *    batch: the run answers at once, abandoned;
  *  - once a's mirror file is removed, b leads while a shadow run of it
  *    waits in a snapshot batch: the run ends (a term began), the batch ran
  *    before on_elected, and b derives from its own term's snapshot (a later
@@ -417,6 +419,37 @@ static bool p_b_mirror_in(void *arg)
 	return in;
 }
 
+/* b's mirror file is removed while a shadow run of it waits in its first
+ * snapshot batch: the run answers at once (exit 1, abandoned), not once the
+ * worker is free again; b's mirror then stops, and comes back with its
+ * file */
+static void test_shadow_ends_when_its_instance_stops(void)
+{
+	FILE *f = fopen(g_hold, "w");
+	CHECK(f != NULL);
+	fclose(f);
+	struct ctl_proc run;
+	const char *args[] = {"shadow", MIRROR, "--timeout", "60s", "-o", "json", NULL};
+	ctl_spawn(&run, B.control, args);
+	tu_wait(&T, p_b_mirror_in, (void *)"on_watch_events", 15000,
+	        "the shadow run's first batch waits in b's mirror");
+	char path[4096];
+	CHECK(unlink(host_plugin_path(&B, "mirror.so", path, sizeof(path))) == 0);
+	struct ctl_out o;
+	CHECK_OK(ctl_finish(&run, &o, 15000)); /* the batch still waits */
+	CHECK_INT_EQ(o.status, 1);
+	struct json_object *j = json_tokener_parse(o.out);
+	const char *e = jstr(j, "error");
+	CHECK(e && strstr(e, "the plugin's instance stops on this node: the shadow run was "
+	                     "abandoned"));
+	json_object_put(j);
+	ctl_out_free(&o);
+	CHECK_OK(unlink(g_hold));
+	host_wait_state(&B, MIRROR, "absent", true, 20000);
+	host_install_file(&B, built_test_plugin("mirror-1.1.0"), "mirror.so", 0644);
+	host_wait_state(&B, MIRROR, "standby", true, 20000);
+}
+
 /* b's mirror 1.1.0 leads once a's 1.0.0 leaves, while a shadow run of it
  * waits in its first snapshot batch: the term's on_elected runs after that
  * batch (the event order), the run ends before its next page (a term
@@ -492,6 +525,7 @@ int main(void)
 	ctl_out_free(&o);
 	CHECK(tu_get(&T, PFX "/" PLUGIN "/data/config/items/7", NULL) == NULL);
 	CHECK_INT_EQ(inv_check_all(&T, PFX, PLUGIN, NULL), 0);
+	RUN(test_shadow_ends_when_its_instance_stops);
 	RUN(test_shadow_then_a_term_of_its_own);
 
 	/* a clean exit: no sanitizer report at the daemons' teardown */
