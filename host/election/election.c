@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "election/election_campaign_order.h"
 #include "election/election_internal.h"
 #include "base/log.h"
 
@@ -242,6 +243,32 @@ static void election_campaign(struct election *e)
 		election_op_done(e);
 		election_retry_later(e, "campaign", r);
 	}
+}
+
+/* election_campaign_waits - rule 5's stagger (election_campaign_order.h):
+ * when nobody of our release holds a key and another node is first in the
+ * campaign order, wait ELECTION_CAMPAIGN_STAGGER_NS (the whole of it: the
+ * point is that our campaign does not land where the first's term
+ * begins), then campaign whatever the mirror shows. True while waiting. */
+static bool election_campaign_waits(struct election *e)
+{
+	uint64_t now = loop_now();
+	if (e->stagger_until && now < e->stagger_until)
+		return true;
+	/* a wait that just ended campaigns; one long past (the wish to
+	 * campaign went and came back) decides afresh */
+	bool ended = e->stagger_until && now < e->stagger_until + ELECTION_CAMPAIGN_STAGGER_NS;
+	e->stagger_until = 0;
+	if (ended)
+		return false;
+	const char *first = election_campaign_first_other(e);
+	if (!first)
+		return false;
+	e->stagger_until = now + ELECTION_CAMPAIGN_STAGGER_NS;
+	loop_timer_arm_in(e->stagger_timer, ELECTION_CAMPAIGN_STAGGER_NS);
+	log_info("election", "%s: node %s campaigns first; campaigning %llu ms later", e->name, first,
+	         (unsigned long long)(ELECTION_CAMPAIGN_STAGGER_NS / LOOP_NS_PER_MS));
+	return true;
 }
 
 static void election_on_resign(struct etcd_client *c, int err, const struct etcd_response *r, void *ud)
@@ -536,9 +563,10 @@ static bool election_step_rules(struct election *e)
 			election_finish_stop(e);
 		return true;
 	}
-	/* 5. campaign */
+	/* 5. campaign, after the first of a herd */
 	if (election_want_campaign(e) && !e->my_rev) {
-		election_campaign(e);
+		if (!election_campaign_waits(e))
+			election_campaign(e);
 		return true;
 	}
 	/* 6. win */
@@ -622,6 +650,8 @@ int election_new(struct loop *l, struct etcd_client *etcd, struct session *sess,
 		r = loop_timer_new(l, election_on_sync_timer, e, &e->sync_timer);
 	if (r == 0)
 		r = loop_timer_new(l, election_on_retry_timer, e, &e->retry_timer);
+	if (r == 0)
+		r = loop_timer_new(l, election_on_retry_timer, e, &e->stagger_timer);
 	if (r == 0)
 		r = loop_timer_new(l, election_on_lead_timer, e, &e->lead_timer);
 	if (r == 0)
@@ -796,6 +826,7 @@ void election_free(struct election *e)
 	etcd_call_cancel(e->call);
 	loop_timer_free(e->sync_timer);
 	loop_timer_free(e->retry_timer);
+	loop_timer_free(e->stagger_timer);
 	loop_timer_free(e->lead_timer);
 	loop_timer_free(e->health_timer);
 	election_mirror_free(e);

@@ -204,6 +204,10 @@ struct election {
 	enum op_kind op;
 	struct etcd_call *call;
 	struct loop_timer *retry_timer;
+	/* rule 5 waits for the first of a herd of candidates until then (loop
+	 * ns; 0 = no wait), stepped by stagger_timer (election_campaign_waits) */
+	uint64_t stagger_until;
+	struct loop_timer *stagger_timer;
 	uint64_t retry_backoff;
 	bool held, stopping, failed;
 	char *hold_reason, *fail_reason;
@@ -438,6 +442,12 @@ bool election_rule_ours_as(const struct election *e, bool unhealthy);
 /* election_local_rule_release - our member record as the rule reads it,
  * with the health given */
 struct rule_release election_local_rule_release(const struct election *e, bool unhealthy);
+/* election_campaign_first_other - the node that campaigns first when
+ * nobody of the answer's release holds a key yet
+ * (election_campaign_order.h), when that is not us; NULL when it is us,
+ * when someone of that release is in line already, or when no member is
+ * eligible. Borrowed until the mirror changes. */
+const char *election_campaign_first_other(const struct election *e);
 /* election_rule_held_back - why the rule keeps our release from
  * campaigning (into e->held_back_buf), or NULL when it does not */
 const char *election_rule_held_back(struct election *e);

@@ -9,6 +9,7 @@
 
 #include <string.h>
 
+#include "election/election_campaign_order.h"
 #include "election/election_internal.h"
 
 struct rule_release election_local_rule_release(const struct election *e, bool unhealthy)
@@ -102,4 +103,35 @@ const char *election_rule_held_back(struct election *e)
 		return e->held_back_buf;
 	}
 	return release_rule_explain(&a, e->rel.release, e->held_back_buf, sizeof(e->held_back_buf));
+}
+
+/* ---- who campaigns first (election_campaign_order.h) ---- */
+
+const char *election_campaign_first_other(const struct election *e)
+{
+	struct rule_answer a;
+	election_rule_answer(e, &a);
+	/* a node of the answer's release is in line already: it leads or
+	 * will, and a candidate queues behind it at once */
+	for (size_t i = 0; i < e->n_cands; i++) {
+		const struct member_ent *m = election_member_find(e, e->cands[i].node_id);
+		if (m && m->valid && release_rule_may_campaign(&a, &m->rr))
+			return NULL;
+	}
+	const struct member_ent *first = NULL;
+	struct campaign_member fc = {0};
+	for (size_t b = 0; b < e->members.n_buckets; b++) {
+		for (const struct member_ent *x = e->members.buckets[b]; x; x = x->next) {
+			if (!x->valid)
+				continue;
+			struct campaign_member c = {.node_id = x->node_id, .rr = x->rr,
+			                            .priority = x->priority,
+			                            .alive = election_node_find(e, x->node_id) != NULL};
+			if (campaign_eligible(&a, &c) && (!first || campaign_before(&c, &fc))) {
+				first = x;
+				fc = c;
+			}
+		}
+	}
+	return first && strcmp(first->node_id, e->node_id) != 0 ? first->node_id : NULL;
 }
