@@ -15,11 +15,14 @@
  *   list, dropping a rejected token.
  * - etcd_call.c: calls (a deadline, attempts moved to another endpoint,
  *   one re-authentication) and the KV, txn, lease and compaction API.
- * - etcd_watch.c: watch streams (parse across chunks, resume without
- *   duplicates, reconnect with backoff, idle detection).
- * - etcd_json.c, etcd_json_request.c, etcd_json_response.c,
- *   etcd_json_watch.c: the JSON gateway's codec (primitives, request bodies,
- *   unary answers, watch messages).
+ * - etcd_watch.c: one watch (resume without duplicates, compaction,
+ *   cancellation, idle detection).
+ * - etcd_watch_stream.c: the client's one gRPC watch stream, on which
+ *   every watch is a watch id (open, reopen with backoff, demultiplex).
+ * - etcd_grpc_watch.c: its codec (gRPC framing, WatchRequest out,
+ *   WatchResponse in).
+ * - etcd_json.c, etcd_json_request.c, etcd_json_response.c: the JSON
+ *   gateway's codec (primitives, request bodies, unary answers).
  * - etcd_values.c: helpers over the plain data types of etcd.h.
  *
  * Design notes
@@ -31,8 +34,8 @@
  *   API call that started a request. The multi handle keeps the connection
  *   cache, so requests reuse keep-alive connections; idle easy handles are
  *   pooled.
- * - A transfer (struct xfer) is one HTTP POST; a call (struct etcd_call) and a
- *   watch (struct etcd_watch) each embed one. A transfer that needs a token
+ * - A transfer (struct xfer) is one HTTP POST; a call (struct etcd_call) and
+ *   the watch stream (struct etcd_watch_stream) each embed one. A transfer that needs a token
  *   and has none waits on the client's auth wait list; a single authenticate
  *   call serves all waiters.
  * - Deadlines: a call has an absolute deadline; each attempt (failover, retry
@@ -40,15 +43,16 @@
  *   failure (refused, DNS, connect timeout, TLS handshake, nothing sent) moves
  *   the client to the next endpoint and retries there, at most once per
  *   endpoint; anything else after the request may have been sent is final.
- * - Watches: the write callback only appends bytes; client_process() parses
- *   them with a json_tokener that survives chunk boundaries and delivers them.
- *   Resume point = last delivered event revision + 1 (or the created/progress
- *   header revision + 1); events below it are dropped, so a reconnect never
- *   duplicates. A stream that ends, errors in-band or sends garbage is
- *   reconnected with backoff 50 ms doubling to 2 s (reset when a stream is
- *   created). Compaction ends the watch with -ERANGE once.
- * - Dead watch connections: no total timeout; TCP keepalive (idle 10 s,
- *   interval 3 s, 3 probes) plus TCP_USER_TIMEOUT 20 s on the watch socket,
+ * - Watches: the stream's write callback only appends bytes;
+ *   client_process() cuts them into gRPC messages and hands each to the
+ *   watch its watch id names. Resume point = last delivered event revision
+ *   + 1 (or the created/progress header revision + 1); events below it are
+ *   dropped, so a reopened stream never duplicates. A stream that ends,
+ *   ends with a status or sends garbage is reopened with backoff 50 ms
+ *   doubling to 2 s (reset when a watch is created), every watch from its
+ *   own resume point. Compaction ends its watch with -ERANGE once.
+ * - A dead stream connection: no total timeout; TCP keepalive (idle 10 s,
+ *   interval 3 s, 3 probes) plus TCP_USER_TIMEOUT 20 s on its socket,
  *   so a silent peer is noticed within ~20 s and the watch reconnects. A
  *   hung server (the socket alive, nothing said) is caught only on watches
  *   with ETCD_WATCH_PROGRESS_NOTIFY when etcd_config.watch_idle_timeout_ms
@@ -80,8 +84,8 @@ static char *etcd_xstrdup_or_null(const char *s, bool *fail)
 /* the transport's way up into calls, watches and the auth wait list */
 static const struct etcd_xfer_ops xfer_ops = {
 	.call_done = etcd_call_on_done,
-	.watch_done = etcd_watch_on_done,
-	.watch_drain = etcd_watch_drain,
+	.stream_done = etcd_stream_on_done,
+	.stream_drain = etcd_stream_drain,
 	.watch_destroy = etcd_watch_destroy,
 	.wait_unlink = etcd_wait_unlink,
 };
@@ -143,6 +147,8 @@ int etcd_client_new(struct loop *l, const struct etcd_config *cfg, struct etcd_c
 	r = loop_timer_new(l, etcd_kick_fired, c, &c->kick_timer);
 	if (r < 0)
 		goto fail;
+	if ((r = etcd_stream_init(c)) < 0)
+		goto fail;
 	r = -ENOMEM;
 	c->multi = curl_multi_init();
 	if (!c->multi)
@@ -151,7 +157,9 @@ int etcd_client_new(struct loop *l, const struct etcd_config *cfg, struct etcd_c
 	    curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c) != CURLM_OK ||
 	    curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, etcd_timer_cb) != CURLM_OK ||
 	    curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c) != CURLM_OK ||
-	    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, 32L) != CURLM_OK)
+	    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, 32L) != CURLM_OK ||
+	    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+			      (long)ETCD_MAX_HOST_CONNECTIONS) != CURLM_OK)
 		goto fail;
 	*ret_client = c;
 	return 0;
@@ -174,6 +182,7 @@ void etcd_client_free(struct etcd_client *c)
 		etcd_call_free(c->auth_call);
 		c->auth_call = NULL;
 	}
+	etcd_stream_free(c);
 	for (size_t i = 0; i < c->n_pool; i++)
 		curl_easy_cleanup(c->pool[i]);
 	c->n_pool = 0;

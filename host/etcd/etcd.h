@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * etcd.h - an asynchronous etcd v3 client over the JSON gateway (/v3/...),
- * built on libcurl's multi interface and driven by the host's loop (loop.h).
+ * etcd.h - an asynchronous etcd v3 client: unary calls over the JSON gateway
+ * (/v3/..., HTTP/1.1), every watch on one gRPC Watch stream (HTTP/2), built
+ * on libcurl's multi interface and driven by the host's loop (loop.h). At
+ * most 3 TCP connections to an endpoint: the stream's and two for calls.
  *
  * Design notes
  * - Every call is asynchronous: it queues an HTTP POST and returns at once.
@@ -27,9 +29,11 @@
  * - Input from the gateway is hostile: any JSON that is invalid, truncated, of
  *   the wrong shape, or larger than etcd_config.max_response_bytes (default
  *   64 MiB) fails the call with -EBADMSG / -EMSGSIZE; it never crashes.
- * - Watches are long-lived streams (etcd_watch_*): they resume from the last
- *   revision seen after a dropped stream or an etcd restart, with no lost and
- *   no duplicated event, and report compaction as -ERANGE (then stop).
+ * - Watches (etcd_watch_*) are watch ids on the client's one watch stream:
+ *   they resume from the last revision seen after a dropped stream or an
+ *   etcd restart, with no lost and no duplicated event, and report
+ *   compaction as -ERANGE (then stop). A stream message larger than
+ *   max_response_bytes ends every watch with -EMSGSIZE.
  *   A watch has no total timeout; a dead peer is noticed by TCP keepalive
  *   (idle 10 s, 3 probes 3 s apart) and TCP_USER_TIMEOUT 20 s on its socket,
  *   a hung server by etcd_config.watch_idle_timeout_ms on progress-notify
@@ -391,8 +395,11 @@ int etcd_json_parse_response(const char *kind, const char *body, size_t len,
                              struct etcd_response **ret, struct etcd_response **ret_err_resp);
 void etcd_response_free(struct etcd_response *r);
 
-/* One message of a watch stream, either {"result":{...}} or an in-band
- * {"error":{...}} (is_error set, grpc_code / error_message from it). */
+/* ---- gRPC watch codec (etcd_grpc_watch.c; pure, no I/O: fuzzed) ----
+ * The host's watches share one gRPC stream, /etcdserverpb.Watch/Watch, per
+ * client (etcd_watch_stream.c). */
+
+/* One WatchResponse of the stream. */
 struct etcd_watch_msg {
 	struct etcd_header header;
 	int64_t watch_id;
@@ -402,16 +409,19 @@ struct etcd_watch_msg {
 	const char *cancel_reason; /* owned by the message, or NULL */
 	struct etcd_event *events; /* owned by the message */
 	size_t n_events;
-	bool is_error;
-	int grpc_code;
-	const char *error_message; /* owned by the message, or NULL */
 };
 
-/* etcd_json_parse_watch - parse exactly one watch stream message from
- * body[0..len) (surrounding whitespace allowed). On success *ret is allocated
- * (free with etcd_watch_msg_free). Returns 0, -EBADMSG or -ENOMEM; *ret
- * untouched on failure. An in-band error is a successful parse (is_error). */
-int etcd_json_parse_watch(const char *body, size_t len, struct etcd_watch_msg **ret);
+/* etcd_grpc_frame_next - the first gRPC message of p[0..len): 1 with
+ * *ret_msg (borrowed from p), its length and the bytes it took; 0 when
+ * more bytes are needed; -EBADMSG for a compressed or unknown flag;
+ * -EMSGSIZE for a message longer than max_msg. */
+int etcd_grpc_frame_next(const uint8_t *p, size_t len, size_t max_msg, const uint8_t **ret_msg,
+                         size_t *ret_msg_len, size_t *ret_used);
+/* etcd_grpc_parse_watch - decode one WatchResponse (msg[0..len)) into *ret
+ * (allocated; free with etcd_watch_msg_free). Returns 0, -EBADMSG (not a
+ * WatchResponse, no header, an event without key or revision, a fragment)
+ * or -ENOMEM; *ret untouched on failure. */
+int etcd_grpc_parse_watch(const uint8_t *msg, size_t len, struct etcd_watch_msg **ret);
 /* etcd_watch_msg_free - free a message and all it owns. Accepts NULL. */
 void etcd_watch_msg_free(struct etcd_watch_msg *m);
 

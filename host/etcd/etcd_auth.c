@@ -76,19 +76,8 @@ static void etcd_auth_xfer_fail(struct xfer *x, int err)
 {
 	if (x->kind == XFER_CALL)
 		etcd_call_finish((struct etcd_call *)(void *)x, err, NULL);
-	else {
-		struct etcd_watch *w = (struct etcd_watch *)(void *)x;
-		if (err == -EACCES) {
-			/* wrong credentials: permanent */
-			w->state = W_DONE;
-			w->in_cb = true;
-			w->cb(w, -EACCES, 0, NULL, 0, w->ud);
-			w->in_cb = false;
-			if (w->cancelled)
-				etcd_watch_destroy(w);
-		} else
-			etcd_watch_schedule_reconnect(w);
-	}
+	else
+		etcd_stream_failed(x->c, err);
 }
 
 /* xfer_submit - send now, or wait for a token. Called from the loop only

@@ -52,8 +52,6 @@ int etcd_json_int_req(const char *field, int64_t value, char **ret);
 int etcd_json_timetolive_req(int64_t lease_id, bool with_keys, char **ret);
 int etcd_json_compact_req(int64_t revision, bool physical, char **ret);
 int etcd_json_auth_req(const char *user, const char *password, char **ret);
-int etcd_json_watch_req(const void *key, size_t key_len, const void *range_end,
-			size_t range_end_len, int64_t start_revision, unsigned flags, char **ret);
 
 /* ---- typed field readers (etcd_json.c), shared by the decoders ----
  * Each reads one field of a JSON object o (borrowed). An absent field is
@@ -70,9 +68,9 @@ int etcd_json_get_typed(json_object *o, const char *field, json_type t, json_obj
 int etcd_json_get_bytes(json_object *o, const char *field, uint8_t **ret, size_t *ret_len);
 int etcd_json_get_strdup(json_object *o, const char *field, const char **ret);
 /* etcd_json_parse_kv - a mvccpb.KeyValue into *kv (zeroed first, cleared on
- * failure); etcd_json_kv_clear frees its buffers */
+ * failure); etcd_kv_clear frees its buffers */
 int etcd_json_parse_kv(json_object *o, struct etcd_kv *kv);
-void etcd_json_kv_clear(struct etcd_kv *kv);
+void etcd_kv_clear(struct etcd_kv *kv);
 /* etcd_json_parse_kv_array - an optional array of kvs; etcd_json_kvs_free
  * frees n of them and the array */
 int etcd_json_parse_kv_array(json_object *o, const char *field, struct etcd_kv **ret, size_t *ret_n);
@@ -92,10 +90,6 @@ int etcd_json_response_from_object(const char *kind, json_object *root, struct e
  * -ENOMEM; *ret_token untouched on failure. */
 int etcd_json_auth_token(const char *body, size_t len, char **ret_token);
 
-/* etcd_json_watch_msg_from_object - as etcd_json_parse_watch, from a parsed
- * object (borrowed). */
-int etcd_json_watch_msg_from_object(json_object *root, struct etcd_watch_msg **ret);
-
 /* ---- the client (etcd.c, etcd_transport.c, etcd_auth.c, etcd_call.c,
  * etcd_watch.c) ---- */
 
@@ -108,6 +102,11 @@ int etcd_json_watch_msg_from_object(json_object *root, struct etcd_watch_msg **r
 #define WATCH_BACKOFF_MIN_MS 50u
 #define WATCH_BACKOFF_MAX_MS 2000u
 #define EASY_POOL_MAX 8
+/* TCP connections to one endpoint: the watch stream's and two for the
+ * calls (curl queues a call while both are busy) */
+#define ETCD_MAX_HOST_CONNECTIONS 3
+/* how often an open watch stream checks that its connection still exists */
+#define ETCD_STREAM_CHECK_MS 2000u
 
 struct sock {
 	struct loop_io *io;
@@ -121,16 +120,29 @@ struct buf {
 	size_t len, cap;
 };
 
-enum xfer_kind { XFER_CALL, XFER_WATCH };
+/* etcd_buf_append - append p[0..n) (and keep a NUL after the data);
+ * 0 or -ENOMEM (b unchanged) */
+int etcd_buf_append(struct buf *b, const void *p, size_t n);
 
-/* One HTTP POST. Owned by its call or watch. */
+/* ---- gRPC watch requests (etcd_grpc_watch.c): each appends one framed
+ * WatchRequest to out; 0, -EINVAL (bad arguments) or -ENOMEM ---- */
+int etcd_grpc_watch_create(struct buf *out, int64_t watch_id, const void *key, size_t key_len,
+			   const void *range_end, size_t range_end_len, int64_t start_revision,
+			   unsigned flags);
+int etcd_grpc_watch_cancel(struct buf *out, int64_t watch_id);
+
+/* XFER_CALL: one HTTP/1.1 POST to the gateway; XFER_STREAM: the client's
+ * gRPC watch stream over HTTP/2 */
+enum xfer_kind { XFER_CALL, XFER_STREAM };
+
+/* One HTTP request. Owned by its call or by the watch stream. */
 struct xfer {
 	enum xfer_kind kind;
 	struct etcd_client *c;
 	CURL *easy; /* non-NULL while attached to the multi handle */
 	struct curl_slist *headers;
 	const char *path; /* static string */
-	char *body;	  /* owned */
+	char *body;	  /* owned; NULL for the stream (it sends from its out buffer) */
 	struct buf resp;
 	bool oversize;
 	bool is_auth;		      /* the authenticate call: never waits for a token */
@@ -157,43 +169,61 @@ struct etcd_call {
 	struct etcd_call *prev, *next; /* c->calls */
 };
 
-enum watch_state { W_CONNECTING, W_BACKOFF, W_DONE };
-
+/* One watch: a watch id on the client's watch stream. */
 struct etcd_watch {
-	struct xfer x;	/* first: a struct xfer of kind XFER_WATCH is its watch */
 	unsigned magic; /* ETCD_WATCH_MAGIC while the watch lives */
+	struct etcd_client *c;
+	int64_t id; /* its watch_id on the stream: unique in the client, > 0 */
 	uint8_t *key, *range_end;
 	size_t key_len, range_end_len;
 	unsigned flags;
 	etcd_watch_cb cb;
 	void *ud;
-	enum watch_state state;
+	bool sent;	/* its create request is on the current stream */
+	bool done;	/* ended for good (reported once) */
 	int64_t next_rev; /* resume from here; 0 = "now" (not known yet) */
 	int64_t last_rev; /* etcd_watch_revision() */
 	bool created;
-	bool pending;	   /* raw bytes wait in x.resp */
-	bool stream_ended; /* the transfer finished; reconnect after draining */
 	bool in_cb;
 	bool cancelled;
 	bool reauthed; /* an invalid-token answer already dropped the token */
 	bool announced; /* ETCD_WATCH_CREATED_NOTIFY: the creation was reported */
-	uint32_t backoff_ms;
-	struct json_tokener *tok;
-	size_t tok_bytes; /* bytes fed to tok since the last complete message */
-	struct loop_timer *timer;
 	struct loop_timer *idle;	/* progress-notify idle detection, or NULL */
 	struct etcd_watch *prev, *next; /* c->watches */
+};
+
+enum stream_state { S_IDLE, S_OPEN, S_BACKOFF };
+
+/* The client's one watch stream: every watch of the client is a watch id
+ * on it. It is open while the client has a watch and is reopened (every
+ * watch created again from its resume point) after it ends. */
+struct etcd_watch_stream {
+	struct xfer x; /* kind XFER_STREAM */
+	enum stream_state state;
+	struct buf out;	  /* framed WatchRequests not yet taken by curl */
+	size_t out_pos;	  /* of out: what curl has taken */
+	bool paused;	  /* curl's read callback paused: nothing to send */
+	bool pending;	  /* received bytes wait in x.resp */
+	bool ended;	  /* the transfer finished: reopen after draining */
+	bool status_seen; /* grpc-status arrived: the RPC is over, end the upload */
+	int grpc_status;  /* from grpc-status (-1: none seen) */
+	char grpc_message[256];
+	uint32_t backoff_ms;
+	struct loop_timer *timer; /* backoff */
+	struct loop_timer *check; /* etcd_stream_check_fired */
 };
 
 /* What the transport (etcd_transport.c) hands to the files above it: set
  * once by etcd_client_new (etcd.c), so that the transport calls no
  * function of the call, watch or auth files by name. */
 struct etcd_xfer_ops {
-	/* a transfer curl finished: its call or its watch takes it from here */
+	/* a transfer curl finished: its call or the watch stream takes it
+	 * from here */
 	void (*call_done)(struct etcd_call *call, CURLcode rc);
-	void (*watch_done)(struct etcd_watch *w, CURLcode rc);
-	/* client_process: parse and deliver a watch's buffered bytes (may free w) */
-	void (*watch_drain)(struct etcd_watch *w);
+	void (*stream_done)(struct etcd_client *c, CURLcode rc);
+	/* client_process: parse and deliver the stream's buffered bytes (may
+	 * free watches) */
+	void (*stream_drain)(struct etcd_client *c);
 	/* the kick timer: free a cancelled watch */
 	void (*watch_destroy)(struct etcd_watch *w);
 	/* a released transfer leaves the auth wait list */
@@ -220,6 +250,8 @@ struct etcd_client {
 	struct xfer *wait_head, *wait_tail;
 	struct etcd_call *calls;
 	struct etcd_watch *watches;
+	int64_t last_watch_id;
+	struct etcd_watch_stream ws;
 	CURL *pool[EASY_POOL_MAX];
 	size_t n_pool;
 	bool processing;
@@ -284,11 +316,35 @@ void etcd_call_unlink(struct etcd_call *call);
 void etcd_call_finish(struct etcd_call *call, int err, const struct etcd_response *resp);
 void etcd_call_on_done(struct etcd_call *call, CURLcode rc);
 
-/* etcd_watch.c: watch streams */
+/* etcd_watch.c: one watch's life: resume point, delivery without
+ * duplicates, compaction, cancellation, idle detection */
 void etcd_watch_destroy(struct etcd_watch *w);
-/* parse and deliver the buffered stream bytes; may free w */
-void etcd_watch_drain(struct etcd_watch *w);
-void etcd_watch_on_done(struct etcd_watch *w, CURLcode rc);
-void etcd_watch_schedule_reconnect(struct etcd_watch *w);
+/* one message of the stream for w. Returns 1 to go on, 0 when the stream
+ * must be reopened, -1 when w is gone or done */
+int etcd_watch_handle(struct etcd_watch *w, struct etcd_watch_msg *m);
+/* the watch ends for good with err: reported once */
+void etcd_watch_end(struct etcd_watch *w, int err, int64_t revision);
+
+/* etcd_watch_stream.c: the client's one gRPC watch stream */
+int etcd_stream_init(struct etcd_client *c);
+void etcd_stream_free(struct etcd_client *c);
+/* a watch was added: send its create request (opening the stream if
+ * needed); -errno when it cannot be queued */
+int etcd_stream_add(struct etcd_client *c, struct etcd_watch *w);
+/* a sent watch is cancelled or ended: ask etcd to stop it (best effort) */
+void etcd_stream_cancel(struct etcd_client *c, struct etcd_watch *w);
+/* a watch was unlinked: close the stream when none is left */
+void etcd_stream_removed(struct etcd_client *c);
+/* the stream could not be (re)started (etcd_auth.c): -EACCES ends every
+ * watch, anything else reopens after the backoff */
+void etcd_stream_failed(struct etcd_client *c, int err);
+/* drop the stream and reopen it after the backoff; with next_endpoint,
+ * on the next endpoint */
+void etcd_stream_reopen(struct etcd_client *c, bool next_endpoint);
+void etcd_stream_drain(struct etcd_client *c);
+void etcd_stream_on_done(struct etcd_client *c, CURLcode rc);
+/* curl callbacks of the stream (etcd_transport.c sets them) */
+size_t etcd_stream_read_cb(char *buf, size_t size, size_t nitems, void *userdata);
+size_t etcd_stream_header_cb(char *buf, size_t size, size_t nitems, void *userdata);
 
 #endif

@@ -5,8 +5,8 @@
  * parse of a body. Pure (no I/O, no logging above debug): fuzzed.
  *
  * The codec, by file: etcd_json.c (this), etcd_json_request.c (request
- * bodies out), etcd_json_response.c (unary answers in), etcd_json_watch.c
- * (watch messages in).
+ * bodies out), etcd_json_response.c (unary answers in). Watches are not the
+ * gateway's: etcd_grpc_watch.c.
  *
  * Design notes
  * - Everything from the gateway is hostile. A value of the wrong JSON type is
@@ -293,13 +293,6 @@ int etcd_json_get_strdup(json_object *o, const char *field, const char **ret)
 	return 0;
 }
 
-void etcd_json_kv_clear(struct etcd_kv *kv)
-{
-	free(kv->key);
-	free(kv->value);
-	memset(kv, 0, sizeof(*kv));
-}
-
 /* etcd_json_parse_kv - a mvccpb.KeyValue object into *kv (zeroed first; cleared on failure). */
 int etcd_json_parse_kv(json_object *o, struct etcd_kv *kv)
 {
@@ -321,14 +314,14 @@ int etcd_json_parse_kv(json_object *o, struct etcd_kv *kv)
 		goto fail;
 	return 0;
 fail:
-	etcd_json_kv_clear(kv);
+	etcd_kv_clear(kv);
 	return r;
 }
 
 void etcd_json_kvs_free(struct etcd_kv *kvs, size_t n)
 {
 	for (size_t i = 0; i < n && kvs; i++)
-		etcd_json_kv_clear(&kvs[i]);
+		etcd_kv_clear(&kvs[i]);
 	free(kvs);
 }
 

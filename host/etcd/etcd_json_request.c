@@ -409,37 +409,3 @@ int etcd_json_auth_req(const char *user, const char *password, char **ret)
 	}
 	return etcd_json_to_text(o, ret);
 }
-
-int etcd_json_watch_req(const void *key, size_t key_len, const void *range_end,
-			size_t range_end_len, int64_t start_revision, unsigned flags, char **ret)
-{
-	int r;
-	if ((r = etcd_json_check_bytes(key, key_len, true)) < 0)
-		return r;
-	if (range_end && (r = etcd_json_check_bytes(range_end, range_end_len, true)) < 0)
-		return r;
-	if (start_revision < 0)
-		return -EINVAL;
-	json_object *o = json_object_new_object(), *cr = json_object_new_object();
-	if (!o || !cr) {
-		json_object_put(cr);
-		r = -ENOMEM;
-		goto fail;
-	}
-	if ((r = etcd_json_add_obj(o, "create_request", cr)) < 0)
-		goto fail;
-	if ((r = etcd_json_add_b64(cr, "key", key, key_len)) < 0)
-		goto fail;
-	if (range_end && (r = etcd_json_add_b64(cr, "range_end", range_end, range_end_len)) < 0)
-		goto fail;
-	if (start_revision > 0 && (r = etcd_json_add_int(cr, "start_revision", start_revision)) < 0)
-		goto fail;
-	if ((flags & ETCD_WATCH_PREV_KV) && (r = etcd_json_add_bool(cr, "prev_kv", true)) < 0)
-		goto fail;
-	if ((flags & ETCD_WATCH_PROGRESS_NOTIFY) && (r = etcd_json_add_bool(cr, "progress_notify", true)) < 0)
-		goto fail;
-	return etcd_json_to_text(o, ret);
-fail:
-	json_object_put(o);
-	return r;
-}

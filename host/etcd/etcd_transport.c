@@ -22,33 +22,6 @@
 #include "etcd/etcd_internal.h"
 #include "base/log.h"
 
-void etcd_buf_reset(struct buf *b)
-{
-	free(b->data);
-	b->data = NULL;
-	b->len = b->cap = 0;
-}
-
-static int etcd_transport_buf_append(struct buf *b, const void *p, size_t n)
-{
-	if (n > SIZE_MAX - b->len - 1)
-		return -ENOMEM;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		while (cap < b->len + n + 1)
-			cap = cap > SIZE_MAX / 2 ? b->len + n + 1 : cap * 2;
-		char *d = realloc(b->data, cap);
-		if (!d)
-			return -ENOMEM;
-		b->data = d;
-		b->cap = cap;
-	}
-	memcpy(b->data + b->len, p, n);
-	b->len += n;
-	b->data[b->len] = 0;
-	return 0;
-}
-
 static void etcd_transport_sock_io_cb(struct loop_io *io, int fd, uint32_t events, void *userdata)
 {
 	struct sock *sk = userdata;
@@ -162,7 +135,12 @@ void etcd_xfer_detach(struct xfer *x)
 	if (!x->easy)
 		return;
 	curl_multi_remove_handle(x->c->multi, x->easy);
-	etcd_transport_easy_put(x->c, x->easy);
+	/* the stream's handle may be paused, which curl_easy_reset does not
+	 * undo: a pooled one would start its next transfer paused */
+	if (x->kind == XFER_STREAM)
+		curl_easy_cleanup(x->easy);
+	else
+		etcd_transport_easy_put(x->c, x->easy);
 	x->easy = NULL;
 	curl_slist_free_all(x->headers);
 	x->headers = NULL;
@@ -181,10 +159,8 @@ static size_t etcd_transport_write_cb(char *ptr, size_t size, size_t nmemb, void
 {
 	struct xfer *x = userdata;
 	size_t n = size * nmemb;
-	if (x->kind == XFER_WATCH && ((struct etcd_watch *)(void *)x)->cancelled)
-		return n; /* cancelled, waiting to be reaped: nobody reads it */
-	if (x->kind == XFER_WATCH) {
-		/* cap the unparsed backlog; one message is capped in watch_drain */
+	if (x->kind == XFER_STREAM) {
+		/* cap the unparsed backlog; one message is capped in stream_drain */
 		if (x->resp.len + n > x->c->max_response_bytes + 65536) {
 			x->oversize = true;
 			return 0;
@@ -193,10 +169,10 @@ static size_t etcd_transport_write_cb(char *ptr, size_t size, size_t nmemb, void
 		x->oversize = true;
 		return 0;
 	}
-	if (etcd_transport_buf_append(&x->resp, ptr, n) < 0)
+	if (etcd_buf_append(&x->resp, ptr, n) < 0)
 		return 0;
-	if (x->kind == XFER_WATCH)
-		((struct etcd_watch *)(void *)x)->pending = true;
+	if (x->kind == XFER_STREAM)
+		x->c->ws.pending = true;
 	return n;
 }
 
@@ -264,17 +240,26 @@ static int etcd_transport_call_timeout(const struct xfer *x, long *ret_timeout_m
 static int etcd_transport_headers(struct xfer *x)
 {
 	struct etcd_client *c = x->c;
-	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+	bool grpc = x->kind == XFER_STREAM;
+	struct curl_slist *h = curl_slist_append(
+	    NULL, grpc ? "Content-Type: application/grpc" : "Content-Type: application/json");
 	if (!h)
 		return -ENOMEM;
 	x->headers = h;
 	if (!(h = curl_slist_append(x->headers, "Expect:")))
+		return -ENOMEM;
+	/* gRPC's required header (the status comes in trailers), and no
+	 * Transfer-Encoding, an HTTP/1.1 header that HTTP/2 forbids */
+	if (grpc && (!(h = curl_slist_append(x->headers, "TE: trailers")) ||
+		     !(h = curl_slist_append(x->headers, "Transfer-Encoding:"))))
 		return -ENOMEM;
 	/* the gateway passes Grpc-Metadata-* headers on as gRPC metadata;
 	 * etcd's "hasleader" metadata makes a leaderless member refuse at once */
 	if (x->kind == XFER_CALL && ((struct etcd_call *)(void *)x)->require_leader &&
 	    !(h = curl_slist_append(x->headers, "Grpc-Metadata-hasleader: true")))
 		return -ENOMEM;
+	/* over gRPC "authorization" is metadata of the same name, which etcd
+	 * reads as the token too */
 	if (c->token && !x->is_auth) {
 		size_t al = strlen(c->token) + sizeof("Authorization: ");
 		char *ah = malloc(al);
@@ -304,8 +289,10 @@ static CURLcode etcd_transport_common_opts(struct xfer *x, CURL *e, const char *
 	SETOPT(CURLOPT_URL, url);
 	SETOPT(CURLOPT_HTTPHEADER, x->headers);
 	SETOPT(CURLOPT_POST, 1L);
-	SETOPT(CURLOPT_POSTFIELDS, x->body);
-	SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(x->body));
+	if (x->body) {
+		SETOPT(CURLOPT_POSTFIELDS, x->body);
+		SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(x->body));
+	}
 	SETOPT(CURLOPT_WRITEFUNCTION, etcd_transport_write_cb);
 	SETOPT(CURLOPT_WRITEDATA, x);
 	SETOPT(CURLOPT_PRIVATE, x);
@@ -329,12 +316,16 @@ static CURLcode etcd_transport_common_opts(struct xfer *x, CURL *e, const char *
 	return cc;
 }
 
-/* etcd_transport_kind_opts - what differs between a call (bounded in time
- * and size) and a watch (a stream of its own, kept alive by TCP). */
+/* etcd_transport_kind_opts - what differs between a call (HTTP/1.1 to the
+ * gateway, bounded in time and size) and the watch stream (gRPC over
+ * HTTP/2, a connection of its own kept alive by TCP). */
 static CURLcode etcd_transport_kind_opts(struct xfer *x, CURL *e, long timeout_ms)
 {
 	CURLcode cc = CURLE_OK;
 	if (x->kind == XFER_CALL) {
+		/* never HTTP/2: a call must not be multiplexed onto the watch
+		 * stream's connection, nor need curl to reuse an h2c one */
+		SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 		SETOPT(CURLOPT_SOCKOPTFUNCTION, etcd_transport_sockopt_cb);
 		SETOPT(CURLOPT_SOCKOPTDATA, NULL);
 		SETOPT(CURLOPT_TIMEOUT_MS, timeout_ms);
@@ -342,12 +333,23 @@ static CURLcode etcd_transport_kind_opts(struct xfer *x, CURL *e, long timeout_m
 		SETOPT(CURLOPT_TCP_KEEPIDLE, 30L);
 		SETOPT(CURLOPT_TCP_KEEPINTVL, 10L);
 	} else {
+		/* h2c with prior knowledge on http://, ALPN h2 on https:// */
+		bool tls = strncmp(x->c->endpoints[x->ep], "https:", 6) == 0;
+		SETOPT(CURLOPT_HTTP_VERSION, tls ? (long)CURL_HTTP_VERSION_2TLS
+						 : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+		SETOPT(CURLOPT_READFUNCTION, etcd_stream_read_cb);
+		SETOPT(CURLOPT_READDATA, x->c);
+		SETOPT(CURLOPT_HEADERFUNCTION, etcd_stream_header_cb);
+		SETOPT(CURLOPT_HEADERDATA, x->c);
 		/* no total timeout; dead peers are found by TCP keepalive */
 		SETOPT(CURLOPT_TCP_KEEPIDLE, 10L);
 		SETOPT(CURLOPT_TCP_KEEPINTVL, 3L);
 		SETOPT(CURLOPT_SOCKOPTFUNCTION, etcd_transport_watch_sockopt_cb);
 		SETOPT(CURLOPT_SOCKOPTDATA, NULL);
-		/* a watch holds its connection; do not park it for reuse */
+		/* the stream holds a connection of its own: never one of the
+		 * calls' HTTP/1.1 connections (curl 7.88 would send the h2c
+		 * preface on it), and never parked for reuse after it */
+		SETOPT(CURLOPT_FRESH_CONNECT, 1L);
 		SETOPT(CURLOPT_FORBID_REUSE, 1L);
 	}
 	return cc;
@@ -500,17 +502,11 @@ void etcd_client_process(struct etcd_client *c)
 		return; /* a callback ran the loop recursively: the outer pass continues */
 	c->processing = true;
 	for (;;) {
-		bool again = false;
-		for (struct etcd_watch *w = c->watches; w; w = w->next) {
-			if (w->pending && !w->in_cb && !w->cancelled) {
-				w->pending = false;
-				c->xops->watch_drain(w); /* may free w or others: restart */
-				again = true;
-				break;
-			}
-		}
-		if (again)
+		if (c->ws.pending) {
+			c->ws.pending = false;
+			c->xops->stream_drain(c); /* may free watches */
 			continue;
+		}
 		CURLMsg *msg;
 		int left;
 		msg = curl_multi_info_read(c->multi, &left);
@@ -528,7 +524,7 @@ void etcd_client_process(struct etcd_client *c)
 		if (x->kind == XFER_CALL)
 			c->xops->call_done((struct etcd_call *)(void *)x, rc);
 		else
-			c->xops->watch_done((struct etcd_watch *)(void *)x, rc);
+			c->xops->stream_done(c, rc);
 	}
 	c->processing = false;
 }

@@ -59,12 +59,18 @@ struct etcd_kv *etcd_kv_dup(const struct etcd_kv *kv)
 	return d;
 }
 
+void etcd_kv_clear(struct etcd_kv *kv)
+{
+	free(kv->key);
+	free(kv->value);
+	memset(kv, 0, sizeof(*kv));
+}
+
 void etcd_kv_free(struct etcd_kv *kv)
 {
 	if (!kv)
 		return;
-	free(kv->key);
-	free(kv->value);
+	etcd_kv_clear(kv);
 	free(kv);
 }
 
@@ -148,4 +154,32 @@ const char *etcd_strerror(int err)
 	default:
 		return "etcd: unknown error";
 	}
+}
+
+/* struct buf (etcd_internal.h): the transport's and the watch stream's byte buffers */
+void etcd_buf_reset(struct buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}
+
+int etcd_buf_append(struct buf *b, const void *p, size_t n)
+{
+	if (n > SIZE_MAX - b->len - 1)
+		return -ENOMEM;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 1024;
+		while (cap < b->len + n + 1)
+			cap = cap > SIZE_MAX / 2 ? b->len + n + 1 : cap * 2;
+		char *d = realloc(b->data, cap);
+		if (!d)
+			return -ENOMEM;
+		b->data = d;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = 0;
+	return 0;
 }

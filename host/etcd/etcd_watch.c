@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * etcd_watch.c - watch streams of the etcd client: bytes parsed across
- * chunk boundaries, delivery that resumes without duplicates, reconnect
- * with backoff, idle detection on progress-notify watches, compaction
- * reported once. Reading guide: etcd.c.
+ * etcd_watch.c - one watch of the etcd client, a watch id on the client's
+ * watch stream (etcd_watch_stream.c): its resume point, delivery that
+ * resumes without duplicates, idle detection on progress-notify watches,
+ * compaction reported once, cancellation. Reading guide: etcd.c.
  */
 #include "config.h"
 
@@ -19,7 +19,7 @@
 
 static void etcd_watch_unlink(struct etcd_watch *w)
 {
-	struct etcd_client *c = w->x.c;
+	struct etcd_client *c = w->c;
 	if (w->prev)
 		w->prev->next = w->next;
 	else if (c->watches == w)
@@ -31,12 +31,13 @@ static void etcd_watch_unlink(struct etcd_watch *w)
 
 void etcd_watch_destroy(struct etcd_watch *w)
 {
+	struct etcd_client *c = w->c;
+	bool linked = w->prev || c->watches == w;
+	etcd_stream_cancel(c, w);
 	etcd_watch_unlink(w);
-	etcd_xfer_release(&w->x);
-	loop_timer_free(w->timer);
+	if (linked)
+		etcd_stream_removed(c);
 	loop_timer_free(w->idle);
-	if (w->tok)
-		json_tokener_free(w->tok);
 	free(w->key);
 	free(w->range_end);
 	w->magic = 0;
@@ -47,83 +48,35 @@ void etcd_watch_destroy(struct etcd_watch *w)
 static void etcd_watch_idle_kick(struct etcd_watch *w)
 {
 	if (w->idle)
-		loop_timer_arm_in(w->idle, ms_to_ns(w->x.c->watch_idle_timeout_ms));
+		loop_timer_arm_in(w->idle, ms_to_ns(w->c->watch_idle_timeout_ms));
 }
 
-/* etcd_watch_idle_fired - the stream said nothing for too long: drop it and try
- * the next endpoint. */
+/* etcd_watch_idle_fired - the watch heard nothing for too long, not even
+ * its progress notifications: the member is hung; reopen the stream on the
+ * next endpoint. */
 static void etcd_watch_idle_fired(struct loop_timer *t, void *userdata)
 {
 	struct etcd_watch *w = userdata;
 	CHECK_OBJ(w, ETCD_WATCH_MAGIC);
-	struct etcd_client *c = w->x.c;
-	if (w->state != W_CONNECTING)
+	struct etcd_client *c = w->c;
+	(void)t;
+	if (w->done || w->cancelled || c->ws.state != S_OPEN)
 		return;
 	log_debug("etcd", "watch silent for %" PRIu32 " ms on %s, reconnecting",
-		  c->watch_idle_timeout_ms, c->endpoints[w->x.ep]);
-	etcd_advance_endpoint(&w->x);
-	etcd_watch_schedule_reconnect(w);
+		  c->watch_idle_timeout_ms, c->endpoints[c->ws.x.ep]);
+	etcd_stream_reopen(c, true);
 	etcd_client_process(c);
 }
 
-/* etcd_watch_connect - (re)open the stream from next_rev. */
-static void etcd_watch_connect(struct etcd_watch *w)
+/* etcd_watch_end - the watch is over for good: report err once. */
+void etcd_watch_end(struct etcd_watch *w, int err, int64_t revision)
 {
-	char *body = NULL;
-	int r = etcd_json_watch_req(w->key, w->key_len, w->range_end, w->range_end_len, w->next_rev,
-				    w->flags, &body);
-	if (r < 0) {
-		etcd_watch_schedule_reconnect(w);
-		return;
-	}
-	free(w->x.body);
-	w->x.body = body;
-	json_tokener_reset(w->tok);
-	w->tok_bytes = 0;
-	w->created = false;
-	w->pending = false;
-	w->stream_ended = false;
-	w->state = W_CONNECTING;
-	log_debug("etcd", "watch connecting from revision %" PRId64, w->next_rev);
-	etcd_watch_idle_kick(w);
-	etcd_xfer_submit(&w->x);
-}
-
-static void etcd_watch_timer_fired(struct loop_timer *t, void *userdata)
-{
-	struct etcd_watch *w = userdata;
-	CHECK_OBJ(w, ETCD_WATCH_MAGIC);
-	struct etcd_client *c = w->x.c;
-	etcd_watch_connect(w);
-	etcd_client_process(c);
-}
-
-void etcd_watch_schedule_reconnect(struct etcd_watch *w)
-{
-	if (w->state == W_DONE)
-		return;
-	etcd_xfer_detach(&w->x);
-	etcd_wait_unlink(&w->x);
-	etcd_buf_reset(&w->x.resp);
-	w->pending = false;
-	w->state = W_BACKOFF;
+	struct etcd_client *c = w->c;
+	etcd_stream_cancel(c, w);
 	loop_timer_disarm(w->idle);
-	loop_timer_arm_in(w->timer, ms_to_ns(w->backoff_ms));
-	w->backoff_ms =
-	    w->backoff_ms * 2 > WATCH_BACKOFF_MAX_MS ? WATCH_BACKOFF_MAX_MS : w->backoff_ms * 2;
-}
-
-/* etcd_watch_end - the watch is over for good: report err once, close the stream. */
-static void etcd_watch_end(struct etcd_watch *w, int err, int64_t revision)
-{
-	etcd_xfer_detach(&w->x);
-	etcd_wait_unlink(&w->x);
-	loop_timer_disarm(w->timer);
-	loop_timer_disarm(w->idle);
-	w->state = W_DONE;
-	w->pending = false;
-	if (err < 0 && err != -ECANCELED && w->x.c->observer)
-		w->x.c->observer->watch_ended(w->x.c->observer_ud, err);
+	w->done = true;
+	if (err < 0 && err != -ECANCELED && c->observer)
+		c->observer->watch_ended(c->observer_ud, err);
 	w->in_cb = true;
 	w->cb(w, err, revision, NULL, 0, w->ud);
 	w->in_cb = false;
@@ -150,7 +103,7 @@ static bool etcd_watch_on_created(struct etcd_watch *w, const struct etcd_watch_
 {
 	w->created = true;
 	w->reauthed = false;
-	w->backoff_ms = WATCH_BACKOFF_MIN_MS;
+	w->c->ws.backoff_ms = WATCH_BACKOFF_MIN_MS;
 	log_debug("etcd", "watch created (header revision %" PRId64 ")", m->header.revision);
 	if (w->next_rev == 0 && m->header.revision > 0)
 		w->next_rev = m->header.revision + 1;
@@ -167,7 +120,7 @@ static bool etcd_watch_on_created(struct etcd_watch *w, const struct etcd_watch_
  * expired token reopens it once. Same returns as etcd_watch_handle */
 static int etcd_watch_on_canceled(struct etcd_watch *w, const struct etcd_watch_msg *m)
 {
-	struct etcd_client *c = w->x.c;
+	struct etcd_client *c = w->c;
 	if (m->compact_revision > 0) {
 		etcd_watch_end(w, -ERANGE, m->compact_revision);
 		if (w->cancelled)
@@ -180,7 +133,7 @@ static int etcd_watch_on_canceled(struct etcd_watch *w, const struct etcd_watch_
 	if (c->user && bad_token && !w->reauthed) {
 		/* the token expired: authenticate again and reopen, once */
 		w->reauthed = true;
-		etcd_drop_token(c, w->x.token_gen);
+		etcd_drop_token(c, c->ws.x.token_gen);
 		return 0;
 	}
 	int err = -EIO;
@@ -218,17 +171,9 @@ static int etcd_watch_on_events(struct etcd_watch *w, const struct etcd_watch_ms
 
 /* etcd_watch_handle - one parsed message. Returns 1 to go on, 0 when the stream
  * must be dropped (reconnect), -1 when w is gone or done. */
-static int etcd_watch_handle(struct etcd_watch *w, struct etcd_watch_msg *m)
+int etcd_watch_handle(struct etcd_watch *w, struct etcd_watch_msg *m)
 {
-	struct etcd_client *c = w->x.c;
 	etcd_watch_idle_kick(w);
-	if (m->is_error) {
-		log_debug("etcd", "watch stream error %d: %s", m->grpc_code,
-			  m->error_message ? m->error_message : "");
-		if (c->user && etcd_is_invalid_token(m->grpc_code, m->error_message))
-			etcd_drop_token(c, w->x.token_gen);
-		return 0;
-	}
 	if (m->created && !m->canceled && !etcd_watch_on_created(w, m))
 		return -1;
 	if (m->canceled)
@@ -246,129 +191,31 @@ static int etcd_watch_handle(struct etcd_watch *w, struct etcd_watch_msg *m)
 	return 1;
 }
 
-/* watch_drain - parse and deliver the buffered stream bytes. May free w. */
-void etcd_watch_drain(struct etcd_watch *w)
-{
-	struct etcd_client *c = w->x.c;
-	struct buf *b = &w->x.resp;
-	size_t pos = 0;
-	int verdict = 1;
-	while (verdict == 1 && pos < b->len) {
-		while (pos < b->len &&
-		       (b->data[pos] == ' ' || b->data[pos] == '\n' || b->data[pos] == '\r' ||
-			b->data[pos] == '\t') &&
-		       w->tok_bytes == 0)
-			pos++;
-		if (pos == b->len)
-			break;
-		size_t chunk = b->len - pos;
-		if (chunk > INT32_MAX)
-			chunk = INT32_MAX;
-		json_object *o = json_tokener_parse_ex(w->tok, b->data + pos, (int)chunk);
-		enum json_tokener_error je = json_tokener_get_error(w->tok);
-		if (je == json_tokener_continue) {
-			w->tok_bytes += chunk;
-			pos += chunk;
-			if (w->tok_bytes > c->max_response_bytes) {
-				etcd_buf_reset(b);
-				etcd_watch_end(w, -EMSGSIZE, w->last_rev);
-				if (w->cancelled)
-					etcd_watch_destroy(w);
-				return;
-			}
-			continue;
-		}
-		if (je != json_tokener_success || !o) {
-			log_debug("etcd", "watch stream: invalid JSON (%s)",
-				  json_tokener_error_desc(je));
-			json_object_put(o);
-			verdict = 0;
-			break;
-		}
-		size_t used = json_tokener_get_parse_end(w->tok);
-		pos += used;
-		w->tok_bytes = 0;
-		json_tokener_reset(w->tok);
-		struct etcd_watch_msg *m = NULL;
-		int r = etcd_json_watch_msg_from_object(o, &m);
-		json_object_put(o);
-		if (r < 0) {
-			log_debug("etcd", "watch stream: bad message (%s)", etcd_strerror(r));
-			verdict = 0;
-			break;
-		}
-		verdict = etcd_watch_handle(w, m);
-		etcd_watch_msg_free(m);
-	}
-	if (verdict < 0)
-		return; /* w freed or done */
-	etcd_buf_reset(b);
-	if (verdict == 0 || w->stream_ended)
-		etcd_watch_schedule_reconnect(w);
-}
-
-void etcd_watch_on_done(struct etcd_watch *w, CURLcode rc)
-{
-	CHECK_OBJ(w, ETCD_WATCH_MAGIC);
-	if (w->cancelled && !w->in_cb) {
-		etcd_watch_destroy(w);
-		return;
-	}
-	struct xfer *x = &w->x;
-	long http = 0;
-	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &http);
-	log_debug("etcd", "watch stream ended: %s (HTTP %ld)",
-		  rc != CURLE_OK && x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc), http);
-	if (rc != CURLE_OK && etcd_is_connect_failure(x->easy, rc))
-		etcd_advance_endpoint(x);
-	bool oversize = x->oversize;
-	etcd_xfer_detach(x);
-	if (oversize) {
-		etcd_buf_reset(&x->resp);
-		etcd_watch_end(w, -EMSGSIZE, w->last_rev);
-		if (w->cancelled)
-			etcd_watch_destroy(w);
-		return;
-	}
-	if (w->x.resp.len > 0 && http / 100 == 2) {
-		/* deliver what arrived before the end, then reconnect */
-		w->stream_ended = true;
-		w->pending = false;
-		etcd_watch_drain(w);
-		return;
-	}
-	etcd_watch_schedule_reconnect(w);
-}
-
 int etcd_watch_start(struct etcd_client *c, const void *key, size_t key_len, const void *range_end,
 		     size_t range_end_len, int64_t start_revision, unsigned flags, etcd_watch_cb cb,
 		     void *ud, struct etcd_watch **ret_watch)
 {
 	int r;
-	char *probe = NULL;
 	if (!c || !cb || !ret_watch || start_revision < 0 ||
 	    (flags & ~(ETCD_WATCH_PREV_KV | ETCD_WATCH_PROGRESS_NOTIFY | ETCD_WATCH_CREATED_NOTIFY)))
 		return -EINVAL;
-	/* validate the arguments once, the way every reconnect will use them */
-	r = etcd_json_watch_req(key, key_len, range_end, range_end_len, start_revision, flags,
-				&probe);
+	/* validate the arguments once, the way every reopen will use them */
+	struct buf probe = {0};
+	r = etcd_grpc_watch_create(&probe, 1, key, key_len, range_end, range_end_len,
+				   start_revision, flags);
+	etcd_buf_reset(&probe);
 	if (r < 0)
 		return r;
 	struct etcd_watch *w = calloc(1, sizeof(*w));
-	if (!w) {
-		free(probe);
+	if (!w)
 		return -ENOMEM;
-	}
 	w->magic = ETCD_WATCH_MAGIC;
-	w->x.kind = XFER_WATCH;
-	w->x.c = c;
-	w->x.path = "/v3/watch";
-	w->x.body = probe;
+	w->c = c;
+	w->id = ++c->last_watch_id;
 	w->cb = cb;
 	w->ud = ud;
 	w->flags = flags;
 	w->next_rev = start_revision;
-	w->backoff_ms = WATCH_BACKOFF_MIN_MS;
 	r = -ENOMEM;
 	w->key = malloc(key_len);
 	if (!w->key)
@@ -382,26 +229,18 @@ int etcd_watch_start(struct etcd_client *c, const void *key, size_t key_len, con
 		memcpy(w->range_end, range_end, range_end_len);
 		w->range_end_len = range_end_len;
 	}
-	w->tok = json_tokener_new_ex(ETCD_JSON_MAX_DEPTH);
-	if (!w->tok)
-		goto fail;
-	if ((r = loop_timer_new(c->loop, etcd_watch_timer_fired, w, &w->timer)) < 0)
-		goto fail;
 	if ((flags & ETCD_WATCH_PROGRESS_NOTIFY) && c->watch_idle_timeout_ms &&
 	    (r = loop_timer_new(c->loop, etcd_watch_idle_fired, w, &w->idle)) < 0)
-		goto fail;
-	etcd_watch_idle_kick(w);
-	w->state = W_CONNECTING;
-	if (c->user && !c->token) {
-		if ((r = etcd_auth_start(c)) < 0)
-			goto fail;
-		etcd_wait_push(&w->x);
-	} else if ((r = etcd_xfer_send(&w->x)) < 0)
 		goto fail;
 	w->next = c->watches;
 	if (c->watches)
 		c->watches->prev = w;
 	c->watches = w;
+	if ((r = etcd_stream_add(c, w)) < 0) {
+		etcd_watch_destroy(w);
+		return r;
+	}
+	etcd_watch_idle_kick(w);
 	*ret_watch = w;
 	return 0;
 fail:
@@ -409,10 +248,10 @@ fail:
 	return r;
 }
 
-/* Cancelling is O(1): the watch goes quiet at once (no callback, its bytes
- * are dropped) and is torn down (curl handle removed, connection closed) from
- * kick_timer, so a caller on a latency path (a resigning election) does not
- * pay for the close. */
+/* Cancelling is O(1): the watch goes quiet at once (no callback, its
+ * messages are dropped) and is torn down (its cancel request sent, the
+ * stream closed with the last watch) from kick_timer, so a caller on a
+ * latency path (a resigning election) does not pay for it. */
 void etcd_watch_cancel(struct etcd_watch *w)
 {
 	if (!w)
@@ -423,11 +262,8 @@ void etcd_watch_cancel(struct etcd_watch *w)
 	w->cancelled = true;
 	if (w->in_cb)
 		return; /* freed when the callback returns */
-	w->pending = false;
-	etcd_wait_unlink(&w->x);
-	loop_timer_disarm(w->timer);
 	loop_timer_disarm(w->idle);
-	loop_timer_arm_in(w->x.c->kick_timer, 0);
+	loop_timer_arm_in(w->c->kick_timer, 0);
 }
 
 int64_t etcd_watch_revision(const struct etcd_watch *w)

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * gen_seeds.c - writes the binary seed inputs (packed protobufs) of the
- * records, bus and control corpora. Not part of the build; run.sh compiles
+ * records, bus, control and grpc corpora. Not part of the build; run.sh compiles
  * it so it cannot rot. Regenerate with:
  *   tests/fuzz/run.sh BUILDDIR --gen-seeds
- * Each file is a selector byte (see the target's header) + one packed message.
+ * Each file is a selector byte (see the target's header) + one packed
+ * message; a grpc seed is a stream of gRPC frames (a 5-byte prefix each).
  */
 #include "config.h"
 
@@ -15,6 +16,7 @@
 
 #include "proto/bus.pb-c.h"
 #include "proto/control.pb-c.h"
+#include "proto/etcd_watch.pb-c.h"
 #include "proto/leasehold.pb-c.h"
 
 static const char *g_dir;
@@ -251,6 +253,97 @@ static void pconfig(void)
 	put("bus", "to_worker_validate_config", -1, &tw.base);
 }
 
+/* put_grpc - write <dir>/grpc/<name> = the messages as gRPC frames, the
+ * last one cut to `cut` bytes of its frame when cut > 0 */
+static void put_grpc(const char *name, const ProtobufCMessage *const *ms, size_t n, size_t cut)
+{
+	uint8_t buf[4096];
+	size_t off = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t len = protobuf_c_message_get_packed_size(ms[i]);
+		if (off + 5 + len > sizeof(buf))
+			exit(1);
+		buf[off] = 0;
+		buf[off + 1] = (uint8_t)(len >> 24);
+		buf[off + 2] = (uint8_t)(len >> 16);
+		buf[off + 3] = (uint8_t)(len >> 8);
+		buf[off + 4] = (uint8_t)len;
+		protobuf_c_message_pack(ms[i], buf + off + 5);
+		off += i + 1 == n && cut > 0 && cut < 5 + len ? cut : 5 + len;
+	}
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/grpc/%s", g_dir, name);
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(buf, 1, off, f) != off || fclose(f) != 0) {
+		fprintf(stderr, "gen_seeds: %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
+}
+
+static void grpc(void)
+{
+	Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+	h.cluster_id = 5086232886149518520u;
+	h.member_id = 3312585545381294396u;
+	h.revision = 7;
+	h.raft_term = 2;
+	Etcdserverpb__WatchResponse created = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+	created.header = &h;
+	created.watch_id = 1;
+	created.created = 1;
+	const ProtobufCMessage *one[] = {&created.base};
+	put_grpc("watch_created", one, 1, 0);
+
+	Etcdserverpb__KeyValue kv = ETCDSERVERPB__KEY_VALUE__INIT, prev = kv, del = kv;
+	kv.key = (ProtobufCBinaryData){7, (uint8_t *)"/lh/r/x"};
+	kv.value = (ProtobufCBinaryData){2, (uint8_t *)"v2"};
+	kv.create_revision = 4;
+	kv.mod_revision = 7;
+	kv.version = 2;
+	kv.lease = 7587883197470441475;
+	prev = kv;
+	prev.value = (ProtobufCBinaryData){2, (uint8_t *)"v1"};
+	prev.mod_revision = 4;
+	prev.version = 1;
+	del.key = (ProtobufCBinaryData){7, (uint8_t *)"/lh/r/y"};
+	del.mod_revision = 7;
+	Etcdserverpb__Event put_ev = ETCDSERVERPB__EVENT__INIT, del_ev = put_ev;
+	put_ev.kv = &kv;
+	put_ev.prev_kv = &prev;
+	del_ev.type = ETCDSERVERPB__EVENT__EVENT_TYPE__DELETE;
+	del_ev.kv = &del;
+	Etcdserverpb__Event *evs[] = {&put_ev, &del_ev};
+	Etcdserverpb__WatchResponse events = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+	events.header = &h;
+	events.watch_id = 1;
+	events.n_events = 2;
+	events.events = evs;
+	const ProtobufCMessage *ev1[] = {&events.base};
+	put_grpc("watch_events", ev1, 1, 0);
+
+	Etcdserverpb__WatchResponse progress = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+	progress.header = &h;
+	progress.watch_id = 2;
+	Etcdserverpb__WatchResponse compacted = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+	compacted.header = &h;
+	compacted.watch_id = 3;
+	compacted.canceled = 1;
+	compacted.compact_revision = 5;
+	compacted.cancel_reason = (char *)"mvcc: required revision has been compacted";
+	const ProtobufCMessage *stream[] = {&created.base, &events.base, &progress.base,
+					    &compacted.base};
+	put_grpc("stream_four_watch_ids", stream, 4, 0);
+	put_grpc("stream_cut_in_a_frame", stream, 2, 9);
+	Etcdserverpb__WatchResponse denied = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+	denied.header = &h;
+	denied.watch_id = 4;
+	denied.created = 1;
+	denied.canceled = 1;
+	denied.cancel_reason = (char *)"etcdserver: permission denied";
+	const ProtobufCMessage *den[] = {&denied.base};
+	put_grpc("watch_denied", den, 1, 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -262,5 +355,6 @@ int main(int argc, char **argv)
 	bus();
 	control();
 	pconfig();
+	grpc();
 	return 0;
 }

@@ -8,7 +8,7 @@
 #
 # BUILDDIR is a configured and built leasehold build tree: the generated
 # proto/*.pb-c.[ch] and config.h are taken from it. Targets: gateway records
-# descriptor bus control http config (default: all). Environment: FUZZ_SECONDS (default
+# descriptor bus control http config grpc (default: all). Environment: FUZZ_SECONDS (default
 # 20, per target), FUZZ_CC (default clang), FUZZ_JOBS (parallel fuzzing
 # processes per target, default 1). Work files, the growing corpora and crash
 # artifacts go to BUILDDIR/fuzz/; the seed corpora in the source tree are
@@ -27,7 +27,7 @@ jobs=${FUZZ_JOBS:-1}
 out=$build/fuzz
 mkdir -p "$out"
 
-for f in config.h proto/leasehold.pb-c.c proto/bus.pb-c.c proto/control.pb-c.c; do
+for f in config.h proto/leasehold.pb-c.c proto/bus.pb-c.c proto/control.pb-c.c proto/etcd_watch.pb-c.c; do
   [ -f "$build/$f" ] || { echo "run.sh: $build/$f missing: build the tree first (make)" >&2; exit 1; }
 done
 command -v "$cc" >/dev/null || { echo "run.sh: $cc not found (Debian: clang, libclang-rt-14-dev)" >&2; exit 1; }
@@ -45,32 +45,37 @@ json_libs=($(pc --libs json-c)); [ ${#json_libs[@]} -gt 0 ] || json_libs=(-ljson
 
 # The seed generator: always compiled (so it cannot rot), run on request.
 "$cc" "${warn[@]}" "${inc[@]}" "${pkgcflags[@]}" -o "$out/gen_seeds" "$src/tests/fuzz/gen_seeds.c" \
-  "$build/proto/leasehold.pb-c.c" "$build/proto/bus.pb-c.c" "$build/proto/control.pb-c.c" "${pb_libs[@]}"
+  "$build/proto/leasehold.pb-c.c" "$build/proto/bus.pb-c.c" "$build/proto/control.pb-c.c" \
+  "$build/proto/etcd_watch.pb-c.c" "${pb_libs[@]}"
 if [ "${1:-}" = "--gen-seeds" ]; then
-  mkdir -p "$src"/tests/fuzz/corpus/{records,bus,control}
+  mkdir -p "$src"/tests/fuzz/corpus/{records,bus,control,grpc}
   "$out/gen_seeds" "$src/tests/fuzz/corpus"
   echo "run.sh: binary seeds rewritten under $src/tests/fuzz/corpus"
   exit 0
 fi
 
-all=(gateway records descriptor bus control http config node_record plugin_config kit_script)
+all=(gateway grpc records descriptor bus control http config node_record plugin_config kit_script)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
 # sources and libraries of each target, and its -max_len
 # the etcd JSON gateway codec, which several targets link
 srcs_etcd_codec=("$src/host/etcd/etcd_json.c" "$src/host/etcd/etcd_json_request.c"
-                 "$src/host/etcd/etcd_json_response.c" "$src/host/etcd/etcd_json_watch.c"
-                 "$src/host/etcd/etcd_values.c")
+                 "$src/host/etcd/etcd_json_response.c" "$src/host/etcd/etcd_values.c")
 srcs_gateway=("${srcs_etcd_codec[@]}")
 libs_gateway=("${json_libs[@]}")
 maxlen_gateway=16384
+# the gRPC watch stream's codec, and the whole client for the targets that link it
+srcs_grpc=("$src/host/etcd/etcd_grpc_watch.c" "$src/host/etcd/etcd_values.c" "$build/proto/etcd_watch.pb-c.c")
+libs_grpc=("${pb_libs[@]}")
+maxlen_grpc=16384
+srcs_etcd_client=("$src/host/etcd/etcd.c" "$src/host/etcd/etcd_transport.c" "$src/host/etcd/etcd_auth.c"
+                  "$src/host/etcd/etcd_call.c" "$src/host/etcd/etcd_watch.c" "$src/host/etcd/etcd_watch_stream.c"
+                  "$src/host/etcd/etcd_grpc_watch.c" "$build/proto/etcd_watch.pb-c.c")
 # roles_decode lives in election_roles.c, which links the etcd client;
 curl_libs=($(pc --libs libcurl)); [ ${#curl_libs[@]} -gt 0 ] || curl_libs=(-lcurl)
 # election_decode_* live in election_records.c (with the session it uses)
-srcs_records=("$build/proto/leasehold.pb-c.c" "$src/host/election/election_roles.c" "$src/host/etcd/etcd.c"
-              "$src/host/etcd/etcd_transport.c" "$src/host/etcd/etcd_auth.c" "$src/host/etcd/etcd_call.c"
-              "$src/host/etcd/etcd_watch.c"
+srcs_records=("$build/proto/leasehold.pb-c.c" "$src/host/election/election_roles.c" "${srcs_etcd_client[@]}"
               "${srcs_etcd_codec[@]}" "$src/host/base/loop.c" "$src/host/base/log.c"
               "$src/host/election/election_records.c" "$src/host/election/election_release_rule.c"
               "$src/host/election/election_pin.c" "$src/host/election/election_pin_request.c"
@@ -114,8 +119,7 @@ srcs_bus=("$src/host/runtime/runtime_instance.c" "$src/host/runtime/runtime_inst
           "${srcs_etcd_codec[@]}" "$src/host/abi/abi_config_doc.c"
           "$src/host/runtime/runtime_instance_watch.c" "$src/host/runtime/runtime_watch.c" "$src/host/base/metrics.c"
           "$src/host/runtime/runtime_instance_keys.c" "$src/host/runtime/runtime_keyqueue.c"
-          "$src/host/etcd/etcd.c" "$src/host/etcd/etcd_transport.c" "$src/host/etcd/etcd_auth.c"
-          "$src/host/etcd/etcd_call.c" "$src/host/etcd/etcd_watch.c")
+          "${srcs_etcd_client[@]}")
 # the worker half (process isolation)
 srcs_bus+=("$src/host/worker/worker.c" "$src/host/worker/worker_api.c" "$src/host/abi/abi_bus.c"
           "$src/host/worker/worker_apply.c" "$src/host/worker/worker_config_api.c" "$src/host/worker/worker_keys.c"

@@ -9,15 +9,17 @@
  *
  * Per connection: bytes from the client are cut into whole requests (head +
  * Content-Length body) and forwarded; each request pushes what its response
- * is for (txn to cut, watch). After a POST /v3/watch the connection is a
- * watch stream: client bytes pass through raw, server bytes are cut into
- * units (the response head, each HTTP chunk) that go to the client or, while
- * held, onto a held list. On other connections server bytes are collected
- * into whole responses, then forwarded, held or cut.
+ * is for (txn to cut). A connection that opens with the HTTP/2 preface is
+ * the client's gRPC watch stream: client bytes pass through raw, server
+ * bytes are cut into units (one HTTP/2 frame each, its DATA read as gRPC
+ * WatchResponses to mark it) that go to the client or, while held, onto a
+ * held list. On other connections server bytes are collected into whole
+ * responses, then forwarded, held or cut.
  */
 #include "config.h"
 
 #include "lagproxy.h"
+#include "proto/etcd_watch.pb-c.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +41,8 @@
 #define LP_MAX_CONNS 256
 #define LP_MAX_PENDING 32                    /* requests awaiting a response */
 #define LP_CUT_REPLY "HTTP/1.1 200 OK\r\n"
+#define LP_H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define LP_H2_PREFACE_LEN 24
 
 struct buf {
 	uint8_t *p;
@@ -82,10 +86,13 @@ static void buf_free(struct buf *b)
 	memset(b, 0, sizeof(*b));
 }
 
-/* a held watch unit: the response head or one HTTP chunk (raw bytes) */
+/* a held watch unit: one HTTP/2 frame (raw bytes), marked with what the
+ * gRPC messages it completes say */
 struct unit {
 	struct unit *next;
-	size_t len, pay_off, pay_len;
+	size_t len;
+	bool created;	 /* a WatchResponse with created set */
+	int64_t max_rev; /* the highest event mod_revision, 0 if none */
 	uint8_t data[];
 };
 
@@ -99,7 +106,6 @@ struct rparse {
 
 struct pending {
 	bool drop;
-	bool watch;
 };
 
 struct conn {
@@ -110,7 +116,8 @@ struct conn {
 	struct rparse rp;
 	struct pending q[LP_MAX_PENDING];
 	unsigned nq;
-	bool watch;       /* carried a POST /v3/watch: raw both ways, units from the server */
+	bool watch;       /* opened with the HTTP/2 preface: raw both ways, frames from the server */
+	struct buf grpc;  /* DATA payload not yet a whole gRPC message */
 	bool raw_up;      /* a request we do not parse (chunked body): raw from here on */
 	bool close_after; /* write cout, then close the client */
 	bool cut_held;    /* a cut reply waits behind the held replies */
@@ -240,6 +247,7 @@ static void conn_free(struct conn *c)
 	buf_free(&c->cout);
 	buf_free(&c->cur);
 	buf_free(&c->hreplies);
+	buf_free(&c->grpc);
 	while (c->held) {
 		struct unit *u = c->held;
 		c->held = u->next;
@@ -279,15 +287,34 @@ static void release_units(struct lagproxy *p, struct conn *c, const struct unit 
 	}
 }
 
-static void watch_unit(struct lagproxy *p, struct conn *c, const uint8_t *d, size_t len,
-                       size_t pay_off, size_t pay_len)
+/* mark_unit - read the gRPC messages a DATA frame's payload completes
+ * (WatchResponses) into u's marks */
+static void mark_unit(struct conn *c, struct unit *u, const uint8_t *pay, size_t n)
 {
-	TRACE(p, "conn %d: watch %s: %.*s\n", c->cfd, p->hold_watch || c->held ? "held" : "passed",
-	      (int)(pay_len > 300 ? 300 : pay_len), (const char *)d + pay_off);
-	if (!p->hold_watch && !c->held) {
-		to_client(c, d, len);
+	if (buf_add(&c->grpc, pay, n) < 0) {
+		c->dead = true;
 		return;
 	}
+	while (c->grpc.len >= 5) {
+		const uint8_t *g = c->grpc.p;
+		size_t ml = (size_t)g[1] << 24 | (size_t)g[2] << 16 | (size_t)g[3] << 8 | g[4];
+		if (c->grpc.len - 5 < ml)
+			return;
+		Etcdserverpb__WatchResponse *wr = etcdserverpb__watch_response__unpack(NULL, ml, g + 5);
+		if (wr) {
+			u->created = u->created || wr->created;
+			for (size_t i = 0; i < wr->n_events; i++)
+				if (wr->events[i]->kv && wr->events[i]->kv->mod_revision > u->max_rev)
+					u->max_rev = wr->events[i]->kv->mod_revision;
+			etcdserverpb__watch_response__free_unpacked(wr, NULL);
+		}
+		buf_eat(&c->grpc, 5 + ml);
+	}
+}
+
+/* watch_unit - one HTTP/2 frame from the server: to the client, or held */
+static void watch_unit(struct lagproxy *p, struct conn *c, const uint8_t *d, size_t len)
+{
 	struct unit *u = malloc(sizeof(*u) + len);
 	if (!u) {
 		c->dead = true;
@@ -295,9 +322,26 @@ static void watch_unit(struct lagproxy *p, struct conn *c, const uint8_t *d, siz
 	}
 	u->next = NULL;
 	u->len = len;
-	u->pay_off = pay_off;
-	u->pay_len = pay_len;
+	u->created = false;
+	u->max_rev = 0;
 	memcpy(u->data, d, len);
+	if (d[3] == 0) { /* DATA: a pad length first when PADDED (0x8) */
+		size_t off = 9, n = len - 9;
+		if (d[4] & 0x8) {
+			size_t pad = n > 0 ? d[9] : 0;
+			n = n > pad ? n - 1 - pad : 0;
+			off = 10;
+		}
+		mark_unit(c, u, d + off, n);
+	}
+	TRACE(p, "conn %d: watch frame type %u, %zu bytes%s%s: %s\n", c->cfd, d[3], len,
+	      u->created ? ", created" : "", u->max_rev ? ", events" : "",
+	      p->hold_watch || c->held ? "held" : "passed");
+	if (!p->hold_watch && !c->held) {
+		to_client(c, d, len);
+		free(u);
+		return;
+	}
 	if (c->held_tail)
 		c->held_tail->next = u;
 	else
@@ -316,6 +360,15 @@ static void client_bytes(struct lagproxy *p, struct conn *c)
 				c->dead = true;
 			c->cin.len = 0;
 			return;
+		}
+		size_t pl = c->cin.len < LP_H2_PREFACE_LEN ? c->cin.len : LP_H2_PREFACE_LEN;
+		if (c->nq == 0 && memcmp(c->cin.p, LP_H2_PREFACE, pl) == 0) {
+			if (pl < LP_H2_PREFACE_LEN)
+				return; /* the rest of the preface */
+			TRACE(p, "conn %d: HTTP/2 (the watch stream)\n", c->cfd);
+			c->watch = true;
+			p->st.watch_connections++;
+			continue;
 		}
 		const uint8_t *e = find(c->cin.p, c->cin.len, "\r\n\r\n", 4);
 		if (!e) {
@@ -340,9 +393,7 @@ static void client_bytes(struct lagproxy *p, struct conn *c)
 		const uint8_t *eol = find(c->cin.p, hl, "\r\n", 2);
 		size_t ll = eol ? (size_t)(eol - c->cin.p) : 0;
 		struct pending pd = {0};
-		if (find(c->cin.p, ll, "POST /v3/watch", 14) == c->cin.p)
-			pd.watch = true;
-		else if (find(c->cin.p, ll, "POST /v3/kv/txn ", 16) == c->cin.p && p->drop_next) {
+		if (find(c->cin.p, ll, "POST /v3/kv/txn ", 16) == c->cin.p && p->drop_next) {
 			p->drop_next = false;
 			pd.drop = true;
 			p->st.txn_doomed++;
@@ -360,10 +411,6 @@ static void client_bytes(struct lagproxy *p, struct conn *c)
 			return;
 		}
 		buf_eat(&c->cin, hl + body);
-		if (pd.watch) {
-			c->watch = true;
-			p->st.watch_connections++;
-		}
 	}
 }
 
@@ -523,7 +570,14 @@ static void response_done(struct lagproxy *p, struct conn *c)
 
 static void server_bytes(struct lagproxy *p, struct conn *c)
 {
-	while (c->sin.len > 0 && !c->dead && !c->close_after && !c->cut_held) {
+	while (c->watch && c->sin.len >= 9 && !c->dead) {
+		size_t len = 9 + ((size_t)c->sin.p[0] << 16 | (size_t)c->sin.p[1] << 8 | c->sin.p[2]);
+		if (c->sin.len < len)
+			return;
+		watch_unit(p, c, c->sin.p, len);
+		buf_eat(&c->sin, len);
+	}
+	while (!c->watch && c->sin.len > 0 && !c->dead && !c->close_after && !c->cut_held) {
 		size_t len, po, pl;
 		bool end, interim;
 		int r = rp_next(&c->rp, &c->sin, &len, &po, &pl, &end, &interim);
@@ -533,9 +587,7 @@ static void server_bytes(struct lagproxy *p, struct conn *c)
 		}
 		if (r == 0)
 			return;
-		if (c->watch) {
-			watch_unit(p, c, c->sin.p, len, po, pl);
-		} else if (interim) {
+		if (interim) {
 			to_client(c, c->sin.p, len);
 		} else {
 			if (buf_add(&c->cur, c->sin.p, len) < 0)
@@ -836,43 +888,36 @@ void lagproxy_hold_watch(struct lagproxy *p, bool hold)
 	wake(p);
 }
 
-bool lagproxy_release_watch_through(struct lagproxy *p, const char *needle)
+/* release the held frames of the first watch connection that holds a
+ * frame marked as asked, through that frame */
+static bool lagproxy_release_watch_marked(struct lagproxy *p, bool created, int64_t rev)
 {
-	size_t nl = strlen(needle);
 	bool done = false;
 	pthread_mutex_lock(&p->mu);
 	for (unsigned i = 0; i < p->nconns && !done; i++) {
 		struct conn *c = p->conns[i];
-		if (!c->held)
-			continue;
-		/* the held payload, contiguous */
-		struct buf pay = {0};
-		bool oom = false;
-		for (struct unit *u = c->held; u; u = u->next)
-			if (buf_add(&pay, u->data + u->pay_off, u->pay_len) < 0)
-				oom = true;
-		const uint8_t *hit = oom ? NULL : find(pay.p, pay.len, needle, nl);
-		if (hit) {
-			size_t at = (size_t)(hit - pay.p) + nl;
-			const uint8_t *nlc = memchr(pay.p + at, '\n', pay.len - at);
-			size_t upto = nlc ? (size_t)(nlc - pay.p) + 1 : at; /* payload bytes to release */
-			size_t off = 0;
-			struct unit *last = c->held;
-			for (struct unit *u = c->held; u; u = u->next) {
-				last = u;
-				off += u->pay_len;
-				if (off >= upto)
-					break;
+		for (struct unit *u = c->held; u; u = u->next) {
+			if (created ? u->created : u->max_rev >= rev) {
+				release_units(p, c, u);
+				done = true;
+				break;
 			}
-			release_units(p, c, last);
-			done = true;
 		}
-		buf_free(&pay);
 	}
 	pthread_mutex_unlock(&p->mu);
 	if (done)
 		wake(p);
 	return done;
+}
+
+bool lagproxy_release_watch_created(struct lagproxy *p)
+{
+	return lagproxy_release_watch_marked(p, true, 0);
+}
+
+bool lagproxy_release_watch_through_rev(struct lagproxy *p, int64_t rev)
+{
+	return lagproxy_release_watch_marked(p, false, rev);
 }
 
 void lagproxy_hold_replies(struct lagproxy *p, bool hold)

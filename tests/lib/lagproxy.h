@@ -3,10 +3,12 @@
  * lagproxy.h - an in-process TCP proxy for tests that makes one etcd client
  * lag: it forwards 127.0.0.1:<free port> to one etcd URL (plain http) and
  * understands just enough HTTP/1.1 (request Content-Length, response
- * Content-Length / chunked / until-close) to
- *   - hold the watch stream: bytes from etcd to the client on a connection
- *     that carried a POST /v3/watch are buffered (whole HTTP chunks) while
- *     held; releasing flushes them in order, all or up to a given event;
+ * Content-Length / chunked / until-close) and HTTP/2 (frames, and the gRPC
+ * WatchResponses in DATA frames) to
+ *   - hold the watch stream: bytes from etcd to the client on the
+ *     connection that opened with the HTTP/2 preface (the client's gRPC
+ *     watch stream) are buffered (whole frames) while held; releasing
+ *     flushes them in order, all or up to a given message;
  *   - cut one txn reply: the next POST /v3/kv/txn is forwarded to etcd, its
  *     response is swallowed and the client gets a bare status line and a
  *     closed connection (an error after the request was sent: unknown
@@ -26,6 +28,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct lagproxy;
 
@@ -42,12 +45,14 @@ const char *lagproxy_url(const struct lagproxy *p);
  * held byte in order */
 void lagproxy_hold_watch(struct lagproxy *p, bool hold);
 
-/* lagproxy_release_watch_through - while held: release the held watch bytes
- * of the first watch connection whose held payload contains needle, up to
- * and including the HTTP chunk that ends the JSON message (newline-delimited)
- * holding it; the rest stays held. Returns true when released, false when no
- * held payload contains needle (yet): nothing is released then. */
-bool lagproxy_release_watch_through(struct lagproxy *p, const char *needle);
+/* lagproxy_release_watch_created / _through_rev - while held: release
+ * the held frames of the first watch connection holding a frame that
+ * completes a WatchResponse with `created` set / with an event of
+ * mod_revision >= rev, through that frame; the rest stays held. Returns
+ * true when released, false when no held frame is such (yet): nothing is
+ * released then. */
+bool lagproxy_release_watch_created(struct lagproxy *p);
+bool lagproxy_release_watch_through_rev(struct lagproxy *p, int64_t rev);
 
 /* hold (true) or release (false) complete responses on non-watch
  * connections. A txn reply to be cut is swallowed as soon as etcd sent it
