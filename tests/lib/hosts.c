@@ -1135,21 +1135,21 @@ long host_log_ms_after(const struct host *h, long from, const char *needle, long
 	return r;
 }
 
-pid_t host_worker_pid(pid_t daemon)
+size_t host_worker_pids(pid_t daemon, pid_t *pids, size_t max)
 {
 	DIR *d = opendir("/proc");
 	CHECK(d != NULL);
 	struct dirent *de;
-	pid_t found = 0;
+	size_t n = 0;
 	while ((de = readdir(d))) {
 		char path[300], buf[512];
 		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
 		FILE *f = fopen(path, "r");
 		if (!f)
 			continue;
-		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		size_t len = fread(buf, 1, sizeof(buf) - 1, f);
 		fclose(f);
-		buf[n] = 0;
+		buf[len] = 0;
 		/* pid (comm) state ppid ... */
 		char *rp = strrchr(buf, ')');
 		int ppid = 0;
@@ -1157,9 +1157,19 @@ pid_t host_worker_pid(pid_t daemon)
 			continue;
 		char *end;
 		long pid = strtol(de->d_name, &end, 10);
-		if (strstr(buf, "(leasehold-work") && *end == 0 && pid > 0)
-			found = (pid_t)pid;
+		if (strstr(buf, "(leasehold-work") && *end == 0 && pid > 0) {
+			if (n < max)
+				pids[n] = (pid_t)pid;
+			n++;
+		}
 	}
 	closedir(d);
-	return found;
+	return n;
+}
+
+pid_t host_worker_pid(pid_t daemon)
+{
+	pid_t pids[16];
+	size_t n = host_worker_pids(daemon, pids, 16);
+	return n ? pids[(n < 16 ? n : 16) - 1] : 0;
 }

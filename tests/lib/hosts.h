@@ -268,6 +268,9 @@ long host_log_ms_after(const struct host *h, long from, const char *needle, long
 /* host_worker_pid - the leasehold-worker child (--isolation process) of
  * daemon pid `daemon`, found in /proc; 0 when it has none right now */
 pid_t host_worker_pid(pid_t daemon);
+/* host_worker_pids - every leasehold-worker child of daemon (what runs, a
+ * standby, one that stops): up to max into pids; returns how many there are */
+size_t host_worker_pids(pid_t daemon, pid_t *pids, size_t max);
 /* wall_ms_of_day - CLOCK_REALTIME as ms since midnight UTC (the log's clock) */
 long wall_ms_of_day(void);
 

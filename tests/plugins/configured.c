@@ -7,10 +7,13 @@
  * on_config_changed refuses a cluster document with a key "refuse_change"
  * (with a reason) or "refuse_silently" (without one).
  *
- * Built twice: "configured" (ABI 1.2) and, with -DCONFIGURED_ABI_1_1,
+ * Built three times: "configured" (ABI 1.2); with -DCONFIGURED_ABI_1_1,
  * "configured11": the same callbacks in memory but a descriptor that says
  * ABI 1.1 (size and minor), which the host must treat exactly as a 1.1
- * plugin: never call on_config_changed or validate_config.
+ * plugin: never call on_config_changed or validate_config; and with
+ * -DCONFIGURED_RELEASE_1_1, "configured" release 1.1.0, whose
+ * validate_config also refuses a key "gone_in_1_1" (a newer release that
+ * drops a setting the running one takes).
  */
 #include <string.h>
 
@@ -63,6 +66,12 @@ static int32_t p_validate(struct lh_ctx *ctx, const char *json, uint64_t len)
 		ctx->host->set_error(ctx, "the key 'reject' is not allowed here");
 		return -22; /* -EINVAL */
 	}
+#ifdef CONFIGURED_RELEASE_1_1
+	if (strstr(json, "\"gone_in_1_1\"")) {
+		ctx->host->set_error(ctx, "the key 'gone_in_1_1' is gone in release 1.1.0");
+		return -22;
+	}
+#endif
 	return 0;
 }
 
@@ -75,7 +84,11 @@ LH_PLUGIN_EXPORT const struct lh_plugin leasehold_plugin = {
     LH_PLUGIN_HEADER_INIT,
 #endif
     .name = NAME,
+#ifdef CONFIGURED_RELEASE_1_1
+    .release = {1, 1, 0},
+#else
     .release = {1, 0, 0},
+#endif
     .min_reconciler_release = {1, 0, 0},
     .min_compatible_release = {1, 0, 0},
     .init = p_init,
