@@ -14,7 +14,10 @@
  *   plugin keeps running on what it has.
  * - `config set` is checked here before anything is written: a JSON object
  *   within PLUGIN_CONFIG_MAX, then the plugin's validate_config when the
- *   plugin runs on this node. The write is one txn comparing the key's mod
+ *   plugin runs on this node, and then its standby's (the release a pin
+ *   holds back, loaded beside what runs): what the unpin would run here must
+ *   accept the document too, or the rollout would swap to a release that
+ *   refuses the configuration in force. The write is one txn comparing the key's mod
  *   revision with the one the operator's copy came from (0: none may
  *   exist), so of two operators editing the same revision exactly one
  *   wins; the other gets -ESTALE and the current revision.
@@ -195,6 +198,8 @@ struct config_call {
 	char name[LH_PLUGIN_NAME_MAX + 1];
 	char *key;
 	int64_t expect_rev;
+	bool standby_asked; /* the standby's validate_config was asked (after the running one's) */
+	char standby_release[RELEASE_STRLEN]; /* ... of this release */
 	size_t len;
 	char doc[]; /* config set: the document, NUL after it */
 };
@@ -329,12 +334,68 @@ static int daemon_plugin_config_write_now(struct config_call *cc)
 	return etcd_txn(cc->d->etcd, &cmp, 1, &put, 1, &get, 1, &o, daemon_plugin_config_on_written, cc, NULL);
 }
 
+static void daemon_plugin_config_on_validated(void *ud, int err, const char *msg);
+
+/* daemon_plugin_config_ask - ask pi (what runs here, or the standby: the
+ * release a pin holds back, which runs here once unpinned) to validate cc's
+ * document; 1: asked (daemon_plugin_config_on_validated answers), 0: pi
+ * has no validate_config, or -errno with the reason in err */
+static int daemon_plugin_config_ask(struct config_call *cc, struct plugin_instance *pi,
+				    bool standby, char *err, size_t err_len)
+{
+	cc->standby_asked = standby;
+	if (standby)
+		release_format(plugin_instance_plugin(pi)->release, cc->standby_release,
+			       sizeof(cc->standby_release));
+	int r = plugin_instance_validate_config(pi, cc->doc, cc->len, daemon_plugin_config_on_validated,
+						cc);
+	if (r == 0)
+		return 1;
+	if (r == -EOPNOTSUPP)
+		return 0;
+	snprintf(err, err_len,
+		 "plugin %s%s%s%s cannot validate the configuration now (%s); try again", cc->name,
+		 standby ? "'s release " : " runs here but",
+		 standby ? cc->standby_release : "",
+		 standby ? ", loaded beside what runs while the pin holds it back," : "",
+		 r == -EAGAIN ? "it is failed, restarting or stopping" : strerror(-r));
+	return r == -EAGAIN ? -EBUSY : r;
+}
+
+/* daemon_plugin_config_standby_of - the standby of cc's plugin to ask
+ * after the running release accepted, or NULL (none, or asked already) */
+static struct plugin_instance *daemon_plugin_config_standby_of(const struct config_call *cc)
+{
+	struct entry *e = daemon_find_name(cc->d, cc->name);
+	if (cc->standby_asked || !e || !e->pi || !e->standby_pi || !e->standby_ready)
+		return NULL;
+	return e->standby_pi;
+}
+
+/* daemon_plugin_config_validate_rest - the standby's validation if one
+ * is due, else the write; 0 (the answer comes later) or -errno with the
+ * reason in err */
+static int daemon_plugin_config_validate_rest(struct config_call *cc, char *err, size_t err_len)
+{
+	struct plugin_instance *standby = daemon_plugin_config_standby_of(cc);
+	int r = standby ? daemon_plugin_config_ask(cc, standby, true, err, err_len) : 0;
+	if (r != 0)
+		return r > 0 ? 0 : r;
+	if ((r = daemon_plugin_config_write_now(cc)) < 0)
+		snprintf(err, err_len, "cannot write %s: %s", cc->key, etcd_strerror(r));
+	return r;
+}
+
 static void daemon_plugin_config_on_validated(void *ud, int err, const char *msg)
 {
 	struct config_call *cc = ud;
 	char buf[700];
 	if (err < 0) {
-		snprintf(buf, sizeof(buf), "plugin %s refused the configuration: %s", cc->name,
+		snprintf(buf, sizeof(buf), "plugin %s%s%s%s refused the configuration: %s", cc->name,
+			 cc->standby_asked ? "'s release " : "",
+			 cc->standby_asked ? cc->standby_release : "",
+			 cc->standby_asked ? ", which the pin holds back (it runs here once unpinned),"
+					   : "",
 			 msg && msg[0] ? msg : strerror(-err));
 		/* the plugin's answer on the document is a bad request; a worker
 		 * that went away is not */
@@ -343,37 +404,23 @@ static void daemon_plugin_config_on_validated(void *ud, int err, const char *msg
 		daemon_plugin_config_call_free(cc);
 		return;
 	}
-	int r = daemon_plugin_config_write_now(cc);
+	int r = daemon_plugin_config_validate_rest(cc, buf, sizeof(buf));
 	if (r < 0) {
-		snprintf(buf, sizeof(buf), "cannot write %s: %s", cc->key, etcd_strerror(r));
 		cc->done(cc->done_ctx, r, buf, NULL, 0, 0, NULL);
 		daemon_plugin_config_call_free(cc);
 	}
 }
 
-/* daemon_plugin_config_go - validate (when the plugin runs here) and write;
- * 0, or -errno with the reason in err (cc untouched) */
+/* daemon_plugin_config_go - validate with every release that runs here or
+ * would once unpinned (the standby), then write; 0, or -errno with the
+ * reason in err (cc untouched) */
 static int daemon_plugin_config_go(struct config_call *cc, char *err, size_t err_len)
 {
 	struct entry *e = daemon_find_name(cc->d, cc->name);
-	int r;
-	if (e && e->pi) {
-		r = plugin_instance_validate_config(e->pi, cc->doc, cc->len, daemon_plugin_config_on_validated, cc);
-		if (r == 0)
-			return 0; /* daemon_plugin_config_on_validated writes */
-		if (r != -EOPNOTSUPP) {
-			snprintf(
-			    err, err_len,
-			    "plugin %s runs here but cannot validate the configuration now (%s); "
-			    "try again",
-			    cc->name,
-			    r == -EAGAIN ? "it is failed, restarting or stopping" : strerror(-r));
-			return r == -EAGAIN ? -EBUSY : r;
-		}
-	}
-	if ((r = daemon_plugin_config_write_now(cc)) < 0)
-		snprintf(err, err_len, "cannot write %s: %s", cc->key, etcd_strerror(r));
-	return r;
+	int r = e && e->pi ? daemon_plugin_config_ask(cc, e->pi, false, err, err_len) : 0;
+	if (r != 0)
+		return r > 0 ? 0 : r;
+	return daemon_plugin_config_validate_rest(cc, err, err_len);
 }
 
 static void daemon_plugin_config_on_known(void *ud, int err, bool known)
