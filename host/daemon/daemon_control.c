@@ -134,8 +134,9 @@ static void daemon_control_fill_standby(struct entry *e, struct control_plugin *
 	bool ready = e->standby_ready &&
 	             plugin_instance_state(e->standby_pi) == PLUGIN_INSTANCE_READY;
 	p->state = ready ? "standby" : "loading";
-	p->held_back = e->standby_ready ? "the pin holds it back (loaded and initialised)"
-	                                : "the pin holds it back (loading beside what runs)";
+	p->held_back = ready               ? "the pin holds it back (loaded and initialised)"
+	               : e->standby_ready ? "the pin holds it back (its worker failed; restarting)"
+	                                  : "the pin holds it back (loading beside what runs)";
 }
 
 /* Rows: each plugin's entry (what runs) first, then its standby, then the

@@ -580,6 +580,7 @@ static void daemon_files_drop_standby(struct entry *e, const char *why)
 	free(e->standby_file);
 	e->standby_file = NULL;
 	e->standby_ready = false;
+	plugin_metrics_retire(&e->pm, pi);
 	/* nothing reports to the entry now; it stops (fini, or an init still
 	 * running and then fini) among the retiring without blocking the loop */
 	plugin_instance_set_owner(pi, NULL, NULL, NULL, NULL);
@@ -598,6 +599,7 @@ static void daemon_files_on_standby_init(void *ud, int err, const char *msg)
 		char *file = e->standby_file;
 		e->standby_pi = NULL;
 		e->standby_file = NULL;
+		plugin_metrics_retire(&e->pm, pi);
 		daemon_files_init_failed(e, pi, file, e->standby_hash, err, msg);
 		free(file);
 	} else {

@@ -104,6 +104,18 @@ static void daemon_http_fill_view(struct entry *e, const struct election_info *i
 		metrics_hist_add(&pv->bus_rtt, plugin_instance_bus_rtt(e->pi));
 		pv->keyed = plugin_instance_key_stats(e->pi, &pv->keys);
 	}
+	if (e->pi && e->standby_pi) {
+		/* its worker is one of the plugin's: a crash-looping held-back
+		 * release shows before the unpin, not after */
+		struct plugin_instance_stats st;
+		plugin_instance_get_stats(e->standby_pi, &st);
+		pv->has_standby = true;
+		pv->standby_ready = e->standby_ready &&
+		                    plugin_instance_state(e->standby_pi) == PLUGIN_INSTANCE_READY;
+		pv->worker_restarts += st.worker_restarts;
+		pv->callback_timeouts += st.callback_timeouts;
+		metrics_hist_add(&pv->bus_rtt, plugin_instance_bus_rtt(e->standby_pi));
+	}
 }
 
 /* daemon_http_files_refused - d's plugin files refused now, by class */

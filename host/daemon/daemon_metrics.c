@@ -432,6 +432,10 @@ static double daemon_metrics_v_restarts(const struct plugin_metrics_view *p)
 {
 	return p->has_instance_stats ? (double)p->worker_restarts : NAN;
 }
+static double daemon_metrics_v_standby_ready(const struct plugin_metrics_view *p)
+{
+	return p->has_standby ? p->standby_ready : NAN;
+}
 static double daemon_metrics_v_cb_timeouts(const struct plugin_metrics_view *p)
 {
 	return p->has_instance_stats ? (double)p->callback_timeouts : NAN;
@@ -470,8 +474,13 @@ static const struct plugin_family plugin_families[] = {
 	 "The fencing token of this node's current term (0 when not leading).", daemon_metrics_v_token},
 	{"leasehold_last_successful_reconcile_timestamp_seconds", "gauge",
 	 "Unix time of the last reconcile that succeeded on this node.", daemon_metrics_v_last_success},
-	{"leasehold_worker_restarts_total", "counter", "Plugin workers restarted after a failure.",
+	{"leasehold_worker_restarts_total", "counter",
+	 "Plugin workers restarted after a failure (what runs, and a standby the pin holds back).",
 	 daemon_metrics_v_restarts},
+	{"leasehold_plugin_standby_ready", "gauge",
+	 "While a pin holds a newer release back and this node loaded it beside what runs (the "
+	 "standby): 1 when it is initialised and its worker is up, 0 while it loads or restarts.",
+	 daemon_metrics_v_standby_ready},
 	{"leasehold_callback_timeouts_total", "counter",
 	 "Plugin callbacks that overran --callback-timeout.", daemon_metrics_v_cb_timeouts},
 	{"leasehold_config_error", "gauge",

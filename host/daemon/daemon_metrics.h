@@ -99,8 +99,9 @@ void plugin_metrics_fini(struct plugin_metrics *pm);
  * each term. Valid while pm lives. */
 const struct driver_host *plugin_metrics_host(struct plugin_metrics *pm,
                                               const struct driver_host *inner);
-/* plugin_metrics_retire - pi is being replaced (hot reload): keep its
- * counters so the plugin's stay monotonic. */
+/* plugin_metrics_retire - pi is being replaced (hot reload) or was a
+ * standby that is dropped: keep its counters so the plugin's stay
+ * monotonic. */
 struct plugin_instance;
 void plugin_metrics_retire(struct plugin_metrics *pm, const struct plugin_instance *pi);
 /* plugin_metrics_observe - after any change of the election: counts terms
@@ -129,8 +130,11 @@ struct plugin_metrics_view {
 	const struct election_member *members; /* n_members of them */
 	size_t n_members;
 	bool has_instance_stats;
-	uint64_t worker_restarts, callback_timeouts; /* retired + running instance's */
-	struct metrics_hist bus_rtt;                 /* retired + running instance's */
+	/* retired + running instance's + the standby's */
+	uint64_t worker_restarts, callback_timeouts;
+	struct metrics_hist bus_rtt;
+	bool has_standby;   /* a standby is loaded beside what runs (the pin holds it back) */
+	bool standby_ready; /* ... initialised, its worker up */
 	bool config_error; /* daemon_config_error has a reason */
 	bool has_release;  /* an instance runs: release is its plugin's */
 	struct release release;

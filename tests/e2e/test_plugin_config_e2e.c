@@ -24,7 +24,12 @@
  *    smaller) is never called for configuration and not asked to validate;
  *  - ABI 1.3: `config set` of a document the plugin's schema refuses
  *    (the guide's controller, `{"prefix":5}`) exits 2 naming the field,
- *    and writes nothing.
+ *    and writes nothing;
+ *  - a pin holds release 1.1.0 back and b loads it beside what runs (its
+ *    standby): `config set` asks both releases, a document only 1.1.0
+ *    refuses is refused naming that release and writes nothing; the
+ *    standby's worker killed shows in b's metrics (a restart,
+ *    leasehold_plugin_standby_ready) while what runs is untouched.
  */
 #include "config.h"
 
@@ -61,7 +66,8 @@ static struct harness_etcd *g_etcd;
 static struct tu T;
 static struct host A, B, C;
 static char g_dir[600];
-static int g_http_port; /* host A's HTTP endpoint */
+static int g_http_port;   /* host A's HTTP endpoint */
+static int g_http_port_b; /* host B's */
 
 static void write_file(const char *path, const char *text)
 {
@@ -597,6 +603,109 @@ static void test_schema_refused(void)
 
 /* a node-local file that is not a JSON object: that plugin fails to load,
  * with the reason */
+static bool p_standby_ready(json_object *p, const void *arg)
+{
+	json_object *v;
+	(void)arg;
+	return p && json_object_object_get_ex(p, "state", &v) &&
+	       strcmp(json_object_get_string(v), "standby") == 0;
+}
+
+/* b's restarts of configured's workers and its standby_ready (-1: absent) */
+static void b_worker_metrics(double *restarts, double *standby_ready)
+{
+	const char *series[] = {"leasehold_worker_restarts_total{plugin=\"configured\"}",
+				"leasehold_plugin_standby_ready{plugin=\"configured\"}"};
+	double v[2];
+	CHECK_OK(http_metrics_get(g_http_port_b, series, v, 2));
+	*restarts = v[0];
+	*standby_ready = v[1];
+}
+
+/* b's published metrics (at most a second after a change) show the
+ * standby's readiness ready (-1: absent) and at least min_restarts */
+struct standby_metrics {
+	double ready, min_restarts;
+};
+
+static bool b_standby_metrics_are(void *arg)
+{
+	const struct standby_metrics *want = arg;
+	double restarts, ready;
+	b_worker_metrics(&restarts, &ready);
+	return ready == want->ready && restarts >= want->min_restarts;
+}
+
+static void b_wait_standby_metrics(double ready, double min_restarts, const char *what)
+{
+	struct standby_metrics want = {ready, min_restarts};
+	tu_wait(&T, b_standby_metrics_are, &want, 10000, what);
+}
+
+static void test_standby_validates_and_is_measured(void)
+{
+	struct ctl_out o;
+	CHECK_INT_EQ(host_ctl(&B, &o, "release", "pin", PLUGIN, "1.0.0", NULL), 0);
+	ctl_out_free(&o);
+	pid_t running = host_worker_pid(B.pid);
+	CHECK(running > 0);
+	long mb = host_log_size(&B);
+	host_install_file(&B, built_test_plugin("configured-1.1"), "configured-1.1.0.so", 0644);
+	host_wait_log(&T, &B, mb,
+		      "configured-1.1.0.so (release 1.1.0) is loaded and initialised beside", 1,
+		      15000);
+	b_wait_standby_metrics(1, 0, "the metrics: the standby ready");
+	double restarts, ready;
+	b_worker_metrics(&restarts, &ready);
+	CHECK(restarts >= 0);
+
+	/* a document the running 1.0.0 takes and the held-back 1.1.0 refuses */
+	int64_t before = stored_rev();
+	write_file(path_of("gone.json"), "{\"gone_in_1_1\": 1}");
+	CHECK_INT_EQ(host_ctl(&B, &o, "config", "set", PLUGIN, path_of("gone.json"), NULL), 2);
+	CHECK(strstr(o.err, "plugin configured's release 1.1.0, which the pin holds back (it runs "
+			    "here once unpinned), refused the configuration: the key 'gone_in_1_1' "
+			    "is gone in release 1.1.0") != NULL);
+	ctl_out_free(&o);
+	CHECK_INT_EQ(stored_rev(), before);
+	/* asked twice: the running release, then the standby */
+	CHECK_INT_EQ(host_log_count(&B, mb, "CFG configured validate 18 bytes"), 2);
+	/* one both take is written */
+	write_file(path_of("both.json"), "{\"replicas\": 5}");
+	int64_t rev = 0;
+	CHECK_INT_EQ(set_from(&B, path_of("both.json"), NULL, &rev), 0);
+	CHECK_INT_EQ(stored_rev(), rev);
+
+	/* the standby's worker dies: it restarts, shown in metrics and in its
+	 * row; what runs keeps its worker */
+	pid_t pids[4], standby = 0;
+	size_t n = host_worker_pids(B.pid, pids, 4);
+	for (size_t i = 0; i < n && i < 4; i++)
+		if (pids[i] != running)
+			standby = pids[i];
+	CHECK(standby > 0);
+	CHECK(kill(standby, SIGKILL) == 0);
+	host_wait_log(&T, &B, mb, "the standby from configured-1.1.0.so failed", 1, 15000);
+	host_wait_log(&T, &B, mb, "the standby recovered", 1, 20000);
+	json_object_put(ctl_wait_plugin(&B, "configured-1.1.0.so", p_standby_ready, NULL, 15000,
+					"the standby ready again"));
+	b_wait_standby_metrics(1, restarts + 1, "the metrics: the standby restarted, ready again");
+	double restarts2;
+	b_worker_metrics(&restarts2, &ready);
+	CHECK(restarts2 >= restarts + 1);
+	CHECK(kill(running, 0) == 0);
+
+	/* the file goes: so does the standby, and its count stays */
+	CHECK_OK(unlink(host_plugin_path(&B, "configured-1.1.0.so", (char[1200]){0}, 1200)));
+	host_wait_log(&T, &B, mb, "dropping the standby from configured-1.1.0.so", 1, 15000);
+	b_wait_standby_metrics(-1, 0, "the metrics: no standby");
+	double restarts3;
+	b_worker_metrics(&restarts3, &ready);
+	CHECK(restarts3 >= restarts2);
+	CHECK_INT_EQ(host_ctl(&B, &o, "release", "unpin", PLUGIN, NULL), 0);
+	ctl_out_free(&o);
+}
+
 static bool p_failed_local(json_object *p, const void *arg)
 {
 	json_object *v;
@@ -643,12 +752,18 @@ int main(void)
 	char pc[800];
 	snprintf(pc, sizeof(pc), PLUGIN "=%s", path_of("c-local.json"));
 	char http_addr[64];
-	g_http_port = harness_free_port();
+	int ports[2];
+	CHECK_OK(harness_free_ports(ports, 2));
+	g_http_port = ports[0];
+	g_http_port_b = ports[1];
 	snprintf(http_addr, sizeof(http_addr), "127.0.0.1:%d", g_http_port);
 	const char *args_a[] = {"--prefix", PFX,	   "--ttl",  "2",    "--reconcile-interval",
 				"1h",	    "--isolation", "thread", "--http", http_addr,
 				NULL};
-	const char *args_b[] = {"--prefix", PFX, "--ttl", "2", "--reconcile-interval", "1h", NULL};
+	char http_addr_b[64];
+	snprintf(http_addr_b, sizeof(http_addr_b), "127.0.0.1:%d", g_http_port_b);
+	const char *args_b[] = {"--prefix", PFX,      "--ttl", "2", "--reconcile-interval", "1h",
+				"--http",   http_addr_b, NULL};
 	const char *args_c[] = {"--prefix",	   PFX, "--ttl", "2", "--reconcile-interval", "1h",
 				"--plugin-config", pc,	NULL};
 	struct host *hs[3] = {&A, &B, &C};
@@ -675,6 +790,7 @@ int main(void)
 	RUN(test_abi_1_1_unaffected);
 	RUN(test_schema_refused);
 	RUN(test_bad_local);
+	RUN(test_standby_validates_and_is_measured);
 
 	for (int i = 0; i < 3; i++)
 		host_signal(hs[i], SIGTERM);
