@@ -105,13 +105,12 @@ int etcd_json_auth_token(const char *body, size_t len, char **ret_token);
 /* TCP connections to one endpoint: the watch stream's and two for the
  * calls (curl queues a call while both are busy) */
 #define ETCD_MAX_HOST_CONNECTIONS 3
-/* how often an open watch stream checks that its connection still exists */
-#define ETCD_STREAM_CHECK_MS 2000u
 
 struct sock {
 	struct loop_io *io;
 	struct etcd_client *c;
 	curl_socket_t fd;
+	bool stream; /* the watch stream's (its connection is its alone) */
 	struct sock *prev, *next;
 };
 
@@ -209,8 +208,9 @@ struct etcd_watch_stream {
 	int grpc_status;  /* from grpc-status (-1: none seen) */
 	char grpc_message[256];
 	uint32_t backoff_ms;
+	bool had_sock; /* curl polled a socket of the open stream */
 	struct loop_timer *timer; /* backoff */
-	struct loop_timer *check; /* etcd_stream_check_fired */
+	struct loop_timer *check; /* etcd_stream_check_fired: armed when curl stops polling one */
 };
 
 /* What the transport (etcd_transport.c) hands to the files above it: set
@@ -346,5 +346,9 @@ void etcd_stream_on_done(struct etcd_client *c, CURLcode rc);
 /* curl callbacks of the stream (etcd_transport.c sets them) */
 size_t etcd_stream_read_cb(char *buf, size_t size, size_t nitems, void *userdata);
 size_t etcd_stream_header_cb(char *buf, size_t size, size_t nitems, void *userdata);
+/* curl polls a socket of the stream (added), or stopped polling one
+ * (!added): called from the multi's socket callback, inside curl; the
+ * stream is checked from the loop */
+void etcd_stream_socket_polled(struct etcd_client *c, bool added);
 
 #endif

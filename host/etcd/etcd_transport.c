@@ -44,6 +44,7 @@ int etcd_sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socke
 	struct sock *sk = socketp;
 	if (what == CURL_POLL_REMOVE) {
 		if (sk) {
+			bool stream = sk->stream;
 			loop_io_free(sk->io);
 			if (sk->prev)
 				sk->prev->next = sk->next;
@@ -52,6 +53,8 @@ int etcd_sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socke
 			if (sk->next)
 				sk->next->prev = sk->prev;
 			free(sk);
+			if (stream)
+				etcd_stream_socket_polled(c, false);
 		}
 		return 0;
 	}
@@ -67,6 +70,9 @@ int etcd_sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socke
 		return -1;
 	sk->c = c;
 	sk->fd = s;
+	/* the stream's connection serves no other transfer (FRESH_CONNECT,
+	 * FORBID_REUSE; calls are HTTP/1.1): its sockets are the stream's */
+	sk->stream = easy && easy == c->ws.x.easy;
 	if (loop_io_add(c->loop, s, ev, etcd_transport_sock_io_cb, sk, &sk->io) < 0) {
 		free(sk);
 		return -1;
@@ -76,6 +82,8 @@ int etcd_sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socke
 		c->socks->prev = sk;
 	c->socks = sk;
 	curl_multi_assign(c->multi, s, sk);
+	if (sk->stream)
+		etcd_stream_socket_polled(c, true);
 	return 0;
 }
 

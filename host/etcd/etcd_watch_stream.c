@@ -107,7 +107,7 @@ static void etcd_stream_open(struct etcd_client *c)
 	etcd_buf_reset(&ws->out);
 	etcd_buf_reset(&ws->x.resp);
 	ws->out_pos = 0;
-	ws->paused = ws->pending = ws->ended = ws->status_seen = false;
+	ws->paused = ws->pending = ws->ended = ws->status_seen = ws->had_sock = false;
 	ws->grpc_status = -1;
 	ws->grpc_message[0] = 0;
 	size_t n = 0;
@@ -131,30 +131,39 @@ static void etcd_stream_open(struct etcd_client *c)
 	}
 	log_debug("etcd", "watch stream opening with %zu watches", n);
 	ws->state = S_OPEN;
-	loop_timer_arm_in(ws->check, ms_to_ns(ETCD_STREAM_CHECK_MS));
 	etcd_xfer_submit(&ws->x);
 }
 
 /* etcd_stream_check_fired - a stream whose connection is gone while curl
  * still holds the transfer (a reset stream, then the connection closed:
- * curl 7.88 never finishes a transfer whose upload is paused then) is
- * reopened; curl's own end of it is the usual path */
+ * curl 7.88 never finishes a transfer whose upload is paused then, and
+ * only stops polling its socket) is reopened; curl's own end of it is the
+ * usual path. Armed when curl stops polling a socket of the stream, so an
+ * idle stream costs no wake-ups. (curl's CURLINFO_ACTIVESOCKET cannot
+ * tell: it names a connection only once a transfer on it is done, so it
+ * says "none" for every live stream.) */
 static void etcd_stream_check_fired(struct loop_timer *t, void *userdata)
 {
 	struct etcd_client *c = userdata;
 	struct etcd_watch_stream *ws = &c->ws;
 	(void)t;
-	if (ws->state != S_OPEN)
+	if (ws->state != S_OPEN || !ws->had_sock)
 		return;
-	curl_socket_t fd = CURL_SOCKET_BAD;
-	if (ws->x.easy && curl_easy_getinfo(ws->x.easy, CURLINFO_ACTIVESOCKET, &fd) == CURLE_OK &&
-	    fd == CURL_SOCKET_BAD) {
-		log_debug("etcd", "watch stream: its connection is gone, reopening");
-		etcd_stream_reopen(c, false);
-		etcd_client_process(c);
-		return;
-	}
-	loop_timer_arm_in(ws->check, ms_to_ns(ETCD_STREAM_CHECK_MS));
+	for (const struct sock *sk = c->socks; sk; sk = sk->next)
+		if (sk->stream)
+			return; /* polled again, or another of its sockets is */
+	log_debug("etcd", "watch stream: curl no longer polls its connection, reopening");
+	etcd_stream_reopen(c, false);
+	etcd_client_process(c);
+}
+
+void etcd_stream_socket_polled(struct etcd_client *c, bool added)
+{
+	struct etcd_watch_stream *ws = &c->ws;
+	if (added)
+		ws->had_sock = true;
+	else if (ws->state == S_OPEN && ws->check) /* no timer: the client is being freed */
+		loop_timer_arm_in(ws->check, 0);
 }
 
 static void etcd_stream_timer_fired(struct loop_timer *t, void *userdata)

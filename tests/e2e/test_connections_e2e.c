@@ -6,7 +6,9 @@
  * connections to the etcd member (the watch stream and the calls' two,
  * ETCD_MAX_HOST_CONNECTIONS), sampled from /proc while the plugins start and
  * lead and once they all do; etcd's own metrics show its one watch stream
- * carrying every watch.
+ * carrying every watch, and that the stream stays while nothing happens:
+ * an idle host neither reopens it nor opens connections (observed for
+ * IDLE_MS; a stream reopened every 2 s while idle was a bug here).
  *
  * The 20 plugins are the watcher test plugin under 20 names: a plugin's
  * name is its descriptor's, so each copy has the name "watcher" replaced by
@@ -32,6 +34,7 @@
 
 #define N_PLUGINS 20
 #define MAX_CONNS 3
+#define IDLE_MS 5000
 
 static struct harness_etcd *g_etcd;
 static struct tu T;
@@ -129,6 +132,32 @@ static bool p_leading(void *arg)
 	return strcmp(host_plugin_state(&A, plugin, st, sizeof(st), NULL), "leading") == 0;
 }
 
+/* Watch streams etcd has started so far (its gRPC server's count) */
+static double watch_streams_started(void)
+{
+	static const char *const series[] = {
+	    "grpc_server_started_total{grpc_method=\"Watch\",grpc_service=\"etcdserverpb.Watch\","
+	    "grpc_type=\"bidi_stream\"}"};
+	double v;
+	CHECK_OK(http_metrics_get(g_port, series, &v, 1));
+	CHECK(v >= 1);
+	return v;
+}
+
+/* the idle window: connections sampled throughout; true once it is over
+ * or once etcd started another watch stream */
+struct idle_window {
+	uint64_t end_ns;
+	double started;
+};
+
+static bool p_idle_over(void *arg)
+{
+	struct idle_window *w = arg;
+	sample();
+	return loop_now() >= w->end_ns || watch_streams_started() != w->started;
+}
+
 int main(void)
 {
 	CHECK_OK(harness_etcd_start(1, NULL, &g_etcd));
@@ -172,6 +201,15 @@ int main(void)
 	fprintf(stderr, "--- etcd: %.0f watch streams, %.0f watchers\n", v[0], v[1]);
 	CHECK(v[0] == 1);
 	CHECK(v[1] >= 2 * N_PLUGINS);
+
+	struct idle_window w = {loop_now() + (uint64_t)IDLE_MS * LOOP_NS_PER_MS,
+				watch_streams_started()};
+	tu_wait(&T, p_idle_over, &w, IDLE_MS + 10000, "the idle window");
+	double started = watch_streams_started();
+	fprintf(stderr, "--- idle %d ms: %.0f watch stream(s) started meanwhile, at most %d connections\n",
+		IDLE_MS, started - w.started, g_max_seen);
+	CHECK(started == w.started);
+	CHECK(g_max_seen <= MAX_CONNS);
 
 	host_signal(&A, SIGTERM);
 	CHECK_OK(host_wait(&A, 30000));
