@@ -419,20 +419,28 @@ static bool p_b_mirror_in(void *arg)
 	return in;
 }
 
+/* start_held_shadow - a shadow run of b's mirror (run) whose first
+ * snapshot batch the plugin holds (g_hold exists) until the test lets it go
+ * (unlink(g_hold)) */
+static void start_held_shadow(struct ctl_proc *run)
+{
+	FILE *f = fopen(g_hold, "w");
+	CHECK(f != NULL);
+	fclose(f);
+	const char *args[] = {"shadow", MIRROR, "--timeout", "60s", "-o", "json", NULL};
+	ctl_spawn(run, B.control, args);
+	tu_wait(&T, p_b_mirror_in, (void *)"on_watch_events", 15000,
+	        "the shadow run's first batch waits in b's mirror");
+}
+
 /* b's mirror file is removed while a shadow run of it waits in its first
  * snapshot batch: the run answers at once (exit 1, abandoned), not once the
  * worker is free again; b's mirror then stops, and comes back with its
  * file */
 static void test_shadow_ends_when_its_instance_stops(void)
 {
-	FILE *f = fopen(g_hold, "w");
-	CHECK(f != NULL);
-	fclose(f);
 	struct ctl_proc run;
-	const char *args[] = {"shadow", MIRROR, "--timeout", "60s", "-o", "json", NULL};
-	ctl_spawn(&run, B.control, args);
-	tu_wait(&T, p_b_mirror_in, (void *)"on_watch_events", 15000,
-	        "the shadow run's first batch waits in b's mirror");
+	start_held_shadow(&run);
 	char path[4096];
 	CHECK(unlink(host_plugin_path(&B, "mirror.so", path, sizeof(path))) == 0);
 	struct ctl_out o;
@@ -458,14 +466,8 @@ static void test_shadow_ends_when_its_instance_stops(void)
 static void test_shadow_then_a_term_of_its_own(void)
 {
 	int64_t shadow_rev = tu_revision(&T);
-	FILE *f = fopen(g_hold, "w");
-	CHECK(f != NULL);
-	fclose(f);
 	struct ctl_proc run;
-	const char *args[] = {"shadow", MIRROR, "--timeout", "60s", "-o", "json", NULL};
-	ctl_spawn(&run, B.control, args);
-	tu_wait(&T, p_b_mirror_in, (void *)"on_watch_events", 15000,
-	        "the shadow run's first batch waits in b's mirror");
+	start_held_shadow(&run);
 
 	tu_put(&T, MDATA "in/c", "3", 1);
 	char path[4096];
