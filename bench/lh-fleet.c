@@ -382,6 +382,7 @@ static double fleet_start(int wave)
 struct settle_want {
 	uint64_t next_scrape;
 	bool etcd_idle;
+	double slow, pending; /* of the last scrape, for a timeout's report */
 };
 
 /* both plugins led with every host campaigning, and etcd has no watcher
@@ -397,6 +398,8 @@ static bool p_settled(void *arg)
 		struct scrape s;
 		scrape(&s);
 		w->etcd_idle = s.slow == 0 && s.pending == 0;
+		w->slow = s.slow;
+		w->pending = s.pending;
 		w->next_scrape = loop_now() + 1000 * LOOP_NS_PER_MS;
 	}
 	return w->etcd_idle;
@@ -404,11 +407,13 @@ static bool p_settled(void *arg)
 
 static void settle_describe(void *arg)
 {
-	(void)arg;
-	fprintf(stderr, "lh-fleet: campaigning %zu and %zu of %d, leaders %s and %s\n",
+	const struct settle_want *w = arg;
+	fprintf(stderr,
+		"lh-fleet: campaigning %zu and %zu of %d, leaders %s and %s; etcd's last scrape: "
+		"%.0f slow watchers, %.0f pending events\n",
 		obs_campaigning(g_obs[0]), obs_campaigning(g_obs[1]), g_n,
 		obs_leader(g_obs[0]) ? obs_leader(g_obs[0]) : "(none)",
-		obs_leader(g_obs[1]) ? obs_leader(g_obs[1]) : "(none)");
+		obs_leader(g_obs[1]) ? obs_leader(g_obs[1]) : "(none)", w->slow, w->pending);
 }
 
 /* wait for p_settled; returns the ms it took */
