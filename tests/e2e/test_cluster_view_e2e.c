@@ -130,6 +130,27 @@ static bool p_row(void *arg)
 	return ok;
 }
 
+/* h's view holds both records as etcd does by now: a leading, ready,
+ * its reconcile done; b campaigning (each host mirrors the records
+ * through its watch, behind what the test read from etcd) */
+static bool p_view_settled(void *arg)
+{
+	const struct host *h = arg;
+	json_object *a = members_json(h), *ra = NULL, *rb = NULL;
+	for (size_t i = 0; i < json_object_array_length(a); i++) {
+		json_object *m = json_object_array_get_idx(a, i);
+		if (strcmp(jstr(m, "node"), "a") == 0)
+			ra = m;
+		else if (strcmp(jstr(m, "node"), "b") == 0)
+			rb = m;
+	}
+	const char *sa = ra ? jstr(ra, "state") : NULL, *sb = rb ? jstr(rb, "state") : NULL;
+	bool ok = sa && sb && strcmp(sa, "leading") == 0 && strcmp(sb, "campaigning") == 0 &&
+	          json_object_get_boolean(jget(ra, "ready")) && jget(ra, "last_reconcile") != NULL;
+	json_object_put(a);
+	return ok;
+}
+
 static void test_cluster_view(void)
 {
 	host_install_plugin(&A, "1.0.0", "reconciler.so");
@@ -143,6 +164,8 @@ static void test_cluster_view(void)
 	tu_wait(&T, p_record, &wb, 15000, "b's record: campaigning, ready");
 	struct row_want rb = {&A, "b", "campaigning"};
 	tu_wait(&T, p_row, &rb, 10000, "a shows b campaigning");
+	tu_wait(&T, p_view_settled, (void *)&A, 10000, "a's view of both records");
+	tu_wait(&T, p_view_settled, (void *)&B, 10000, "b's view of both records");
 
 	/* every node shows both rows, itself marked */
 	const struct host *hs[2] = {&A, &B};

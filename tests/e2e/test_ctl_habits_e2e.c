@@ -49,6 +49,19 @@ static int g_http_port;
 static char g_http_addr[64];
 static const char *g_args[] = {HOST_TEST_ARGS(PFX), "--http", g_http_addr, NULL};
 
+static bool p_term_recorded(void *arg)
+{
+	(void)arg;
+	return tu_term_recorded(&T, PFX, PLUGIN);
+}
+
+static bool pl_paused(struct json_object *p, const void *arg)
+{
+	(void)arg;
+	struct json_object *v = p ? jget(p, "paused") : NULL;
+	return v && json_object_get_boolean(v);
+}
+
 /* count_lines_over - lines of s longer than w bytes */
 static int count_lines_over(const char *s, size_t w)
 {
@@ -460,6 +473,8 @@ static void test_errors_name_what_failed(void)
 
 	CHECK_INT_EQ(host_ctl(&A, &o, "pause", PLUGIN, NULL), 0);
 	ctl_out_free(&o);
+	/* the pause reaches a's view through its watch, after the verb's reply */
+	json_object_put(ctl_wait_plugin(&A, PLUGIN, pl_paused, NULL, 10000, "a sees the pause"));
 	CHECK_INT_EQ(host_ctl(&A, &o, "reconcile", PLUGIN, NULL), 2);
 	CHECK(strstr(o.err, "paused") && !strstr(o.err, "busy"));
 	ctl_out_free(&o);
@@ -486,6 +501,8 @@ int main(void)
 	host_start(&A, harness_etcd_urls(g_etcd), g_args);
 	obs_wait_leader(g_obs, "a", 15000);
 	obs_wait_status_done(g_obs, REL(1, 0, 0), 15000);
+	/* the term's history record follows the status DONE write */
+	tu_wait(&T, p_term_recorded, NULL, 10000, "a's term in the history");
 
 	RUN(test_wide_no_headers_columns);
 	RUN(test_yaml_is_the_json);

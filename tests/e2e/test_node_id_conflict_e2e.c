@@ -216,6 +216,7 @@ static void test_second_host_with_the_same_id_is_refused(void)
 	host_start(&B, harness_etcd_urls(g_etcd), ARGS);
 	host_wait_state(&A, PLUGIN, "loading", false, 15000);
 	tu_wait(&T, p_row, &(struct row_want){&A, "a", 1, false}, 15000, "a campaigns");
+	tu_wait(&T, p_row, &(struct row_want){&A, "b", 1, false}, 15000, "a sees b's member record");
 	CHECK_INT_EQ(keys_of("a", l, 4), 1);
 	int64_t la = l[0];
 	/* the state record follows the election key by a coalesce delay */

@@ -123,6 +123,18 @@ static void start_hosts(void)
 	host_wait_state(&B, PLUGIN, "campaigning", true, 30000);
 }
 
+/* the newest term in the history is node *arg's (its record follows the
+ * term's first reconcile) */
+static bool p_history_newest_is(void *arg)
+{
+	json_object *h = obs_json("history", PLUGIN);
+	json_object *t = json_object_array_length(h) > 0 ? json_object_array_get_idx(h, 0) : NULL;
+	const char *node = t ? jstr(t, "node") : NULL;
+	bool ok = node && strcmp(node, (const char *)arg) == 0;
+	json_object_put(h);
+	return ok;
+}
+
 static bool p_rows_ready(void *arg)
 {
 	(void)arg;
@@ -230,6 +242,7 @@ static void test_verbs(void)
 	json_object *a = obs_json("plugins", NULL);
 	CHECK_JSTR(json_object_array_get_idx(a, 0), "leader", "b");
 	json_object_put(a);
+	tu_wait(&T, p_history_newest_is, (void *)"b", 15000, "b's term in the history");
 	g_r1 = read_revision();
 }
 
