@@ -855,10 +855,10 @@ int main(int argc, char **argv)
 		g_n, wave, start_ms / 1000);
 	double held;
 	double settle_ms = fleet_settle(&held);
-	fprintf(g_md, "Then settled (every host campaigning for both plugins, etcd without slow watchers or pending events): %.1f s later",
+	fprintf(g_md, "Then settled (every host campaigning for both plugins, etcd without a watcher behind: no slow watcher, no pending event): %.1f s later",
 		settle_ms / 1000);
 	if (held > 0)
-		fprintf(g_md, "; etcd's pending-event gauge kept %.0f events that a probe showed no watcher was behind on (bench/README.md)", held);
+		fprintf(g_md, " (etcd's pending-event gauge kept %.0f events, held for no watcher: a probe event passed every stream and left it unchanged; bench/README.md)", held);
 	fprintf(g_md, ".\n\n");
 	report_conns();
 	struct scrape s0, s1;
