@@ -184,12 +184,12 @@ static void test_failover_hung_member_watch_idle(void)
 	/* writes go through member 2 while member 0 is frozen */
 	const char *ep2 = eps[2];
 	struct etcd_client *c2 = client_for(L, &ep2, 1, NULL, NULL);
-	CHECK_OK(kill(harness_etcd_pid(H, 0), SIGSTOP));
+	CHECK_OK(harness_etcd_freeze(H, 0, WAIT_MS));
 	r->target = 2;
 	r->reached = false;
 	put_retry(c2, "h/1");
 	bool ok = loop_run_until(L, &r->reached, loop_now() + 20 * LOOP_NS_PER_S) == 0;
-	CHECK_OK(kill(harness_etcd_pid(H, 0), SIGCONT));
+	CHECK_OK(harness_etcd_thaw(H, 0));
 	CHECK(ok);
 	CHECK_INT_EQ(r->n, 2);
 	CHECK_STR_EQ(r->keys[1], "h/1");
@@ -223,7 +223,7 @@ static void test_failover_silent_member_attempts(void)
 	struct etcd_client *c = client_for(L, eps, 3, NULL, NULL);
 	put_retry(c, "silent/warm"); /* a kept-alive connection to member 0 */
 	CHECK_STR_EQ(etcd_client_endpoint(c), eps[0]);
-	CHECK_OK(kill(harness_etcd_pid(H, 0), SIGSTOP));
+	CHECK_OK(harness_etcd_freeze(H, 0, WAIT_MS));
 	uint64_t ms_plain, ms_attempts;
 	struct etcd_call_opts plain = {.timeout_ms = 1500};
 	int e_plain = timed_grant(c, &plain, &ms_plain);
@@ -232,7 +232,7 @@ static void test_failover_silent_member_attempts(void)
 					  .require_leader = true};
 	int e_attempts = timed_grant(c, &attempts, &ms_attempts);
 	const char *now_ep = etcd_client_endpoint(c);
-	CHECK_OK(kill(harness_etcd_pid(H, 0), SIGCONT));
+	CHECK_OK(harness_etcd_thaw(H, 0));
 	fprintf(stderr, "silent member: plain call %s after %" PRIu64 " ms, with attempts %s after %" PRIu64 " ms\n",
 		etcd_strerror(e_plain), ms_plain, e_attempts ? etcd_strerror(e_attempts) : "ok",
 		ms_attempts);
@@ -262,8 +262,8 @@ static void test_failover_leaderless_member_refuses(void)
 	const char *eps[2] = {harness_etcd_url(H, 0), harness_etcd_url(H, 0)};
 	struct etcd_client *c = client_for(L, eps, 2, NULL, NULL);
 	put_retry(c, "leaderless/warm");
-	CHECK_OK(kill(harness_etcd_pid(H, 1), SIGSTOP));
-	CHECK_OK(kill(harness_etcd_pid(H, 2), SIGSTOP));
+	CHECK_OK(harness_etcd_freeze(H, 1, WAIT_MS));
+	CHECK_OK(harness_etcd_freeze(H, 2, WAIT_MS));
 	uint64_t t0 = loop_now();
 	bool leaderless = false;
 	while (!leaderless && loop_now() - t0 < 15 * LOOP_NS_PER_S)
@@ -272,8 +272,8 @@ static void test_failover_leaderless_member_refuses(void)
 	struct etcd_call_opts o = {.timeout_ms = 5000, .attempt_timeout_ms = 1000,
 				   .require_leader = true};
 	int err = leaderless ? timed_grant(c, &o, &ms) : 0;
-	CHECK_OK(kill(harness_etcd_pid(H, 1), SIGCONT));
-	CHECK_OK(kill(harness_etcd_pid(H, 2), SIGCONT));
+	CHECK_OK(harness_etcd_thaw(H, 1));
+	CHECK_OK(harness_etcd_thaw(H, 2));
 	CHECK(leaderless);
 	fprintf(stderr, "leaderless member: %s after %" PRIu64 " ms\n", etcd_strerror(err), ms);
 	CHECK_INT_EQ(err, -EAGAIN);

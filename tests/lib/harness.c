@@ -625,6 +625,37 @@ int harness_etcd_kill(struct harness_etcd *h, int i)
 	return 0;
 }
 
+int harness_etcd_freeze(struct harness_etcd *h, int i, int timeout_ms)
+{
+	if (h->m[i].pid <= 0)
+		return -ESRCH;
+	if (kill(h->m[i].pid, SIGSTOP) < 0)
+		return -errno;
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		siginfo_t si = {0};
+		if (waitid(P_PID, (id_t)h->m[i].pid, &si, WSTOPPED | WNOHANG | WNOWAIT) < 0 &&
+		    errno != EINTR)
+			return -errno;
+		if (si.si_pid == h->m[i].pid && si.si_code == CLD_STOPPED)
+			return 0;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+		if (ms >= timeout_ms)
+			return -ETIMEDOUT;
+		/* the report has no descriptor to poll: look again shortly */
+		poll(NULL, 0, 1);
+	}
+}
+
+int harness_etcd_thaw(struct harness_etcd *h, int i)
+{
+	if (h->m[i].pid <= 0)
+		return -ESRCH;
+	return kill(h->m[i].pid, SIGCONT) < 0 ? -errno : 0;
+}
+
 int harness_etcd_restart(struct harness_etcd *h, int i)
 {
 	if (h->m[i].pid > 0)

@@ -50,6 +50,14 @@ pid_t harness_etcd_pid(const struct harness_etcd *h, int member);
 /* stop member i gracefully (SIGTERM, wait), or SIGKILL it */
 int harness_etcd_stop(struct harness_etcd *h, int member);
 int harness_etcd_kill(struct harness_etcd *h, int member);
+/* harness_etcd_freeze - SIGSTOP member i and wait until every thread of it
+ * has stopped: kill() only queues the stop, and a thread running on another
+ * CPU can still answer a request for a moment. The wait is for the
+ * kernel's report to us, the parent (waitid WSTOPPED, the report left in
+ * place). 0, -ETIMEDOUT after timeout_ms, or -errno.
+ * harness_etcd_thaw - SIGCONT member i. */
+int harness_etcd_freeze(struct harness_etcd *h, int member, int timeout_ms);
+int harness_etcd_thaw(struct harness_etcd *h, int member);
 /* start member i again (same ports, same data dir) and wait until healthy
  * (for a cluster: until that member answers /health) */
 int harness_etcd_restart(struct harness_etcd *h, int member);
