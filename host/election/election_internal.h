@@ -200,6 +200,13 @@ struct election {
 	bool key_wunknown;
 	bool resign_publishes;          /* the resign in flight also puts our member record */
 	bool resign_drops_member;       /* ... or deletes it (leaving for good) */
+	bool resign_restricts;          /* ... and restricts the status for our successor */
+	/* the fencing token of the last term we led (0 = none) */
+	int64_t led_rev;
+	/* a resign that restricted the status for our successor failed on its
+	 * members guard while this key (its create_revision) was still ours:
+	 * the next resign of that key goes without the restriction */
+	int64_t restrict_refused_rev;
 	struct rule_release resign_rr;  /* ... with these (incoming) releases */
 	enum op_kind op;
 	struct etcd_call *call;
@@ -439,6 +446,13 @@ bool election_rule_ours(const struct election *e);
 /* election_rule_ours_as - the same with this node counted as unhealthy or
  * not (what health alone changes) */
 bool election_rule_ours_as(const struct election *e, bool unhealthy);
+/* election_rule_successor_restriction - release_rule_successor_restriction
+ * over the mirror's member records with our own record replaced by
+ * `incoming` (NULL: removed), as the resign txn about to be sent leaves
+ * them; false when our record is not in the mirror or does not decode */
+bool election_rule_successor_restriction(const struct election *e,
+                                         const struct rule_release *incoming,
+                                         struct rule_status *ret);
 /* election_local_rule_release - our member record as the rule reads it,
  * with the health given */
 struct rule_release election_local_rule_release(const struct election *e, bool unhealthy);

@@ -235,6 +235,7 @@ static void election_lead_elect(struct election *e, const struct status_rec *sta
 		memset(&s, 0, sizeof(s));
 	}
 	e->leading = true;
+	e->led_rev = e->my_rev;
 	e->gen++;
 	e->lead_backoff = 100 * LOOP_NS_PER_MS;
 	char tok[24];

@@ -221,6 +221,25 @@ void release_rule_decide(const struct rule_release *local, const struct relcount
 	release_rule_decide_pinned(local, rc, n_rc, any_invalid, status, NULL, ret);
 }
 
+bool release_rule_successor_restriction(const struct relcount *rc, size_t n_rc, bool any_invalid,
+                                        const struct rule_status *status,
+                                        const struct rule_pin *pin, struct rule_status *ret)
+{
+	struct rule_answer a;
+	release_rule_decide_pinned(NULL, rc, n_rc, any_invalid, status, pin, &a);
+	if (a.basis != RULE_ALL_COMPATIBLE || !status->valid)
+		return false;
+	struct rule_merged m = rule_merged_of(a.release, NULL, rc, n_rc);
+	if (!m.declared || !release_less(status->min_compatible, m.min_compatible))
+		return false; /* the status allows its change already */
+	*ret = (struct rule_status){
+		.valid = true,
+		.version = release_less(status->version, a.release) ? status->version : a.release,
+		.min_compatible = m.min_compatible,
+	};
+	return true;
+}
+
 bool release_rule_may_campaign(const struct rule_answer *a, const struct rule_release *mine)
 {
 	if (a->basis == RULE_NONE || release_cmp(mine->release, a->release) != 0)

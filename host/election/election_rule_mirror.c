@@ -105,6 +105,35 @@ const char *election_rule_held_back(struct election *e)
 	return release_rule_explain(&a, e->rel.release, e->held_back_buf, sizeof(e->held_back_buf));
 }
 
+bool election_rule_successor_restriction(const struct election *e,
+                                         const struct rule_release *incoming,
+                                         struct rule_status *ret)
+{
+	const struct member_ent *me = election_member_find(e, e->node_id);
+	if (!e->synced || !me || !me->valid || e->n_rc >= RULE_RC_MAX)
+		return false;
+	struct relcount buf[RULE_RC_MAX];
+	size_t n = 0;
+	bool removed = false;
+	for (size_t i = 0; i < e->n_rc; i++) {
+		buf[n] = e->rc[i];
+		if (!removed && buf[n].count && release_rule_equal(&buf[n].rr, &me->rr)) {
+			buf[n].count--;
+			removed = true;
+		}
+		n++;
+	}
+	if (!removed)
+		return false;
+	if (incoming)
+		buf[n++] = (struct relcount){.rr = *incoming, .count = 1};
+	struct rule_status st = {.valid = e->status.present && e->status.valid,
+	                         .version = e->status.version,
+	                         .min_compatible = e->status.min_compatible};
+	return release_rule_successor_restriction(buf, n, e->members.n_invalid > 0, &st, &e->pin,
+	                                          ret);
+}
+
 /* ---- who campaigns first (election_campaign_order.h) ---- */
 
 const char *election_campaign_first_other(const struct election *e)

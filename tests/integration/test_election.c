@@ -17,8 +17,10 @@
 
 #include "check.h"
 #include "election/election.h"
+#include "election/election_internal.h" /* election_decode_status */
 #include "election_fixture.h"
 #include "harness.h"
+#include "invariants.h"
 #include "proto/leasehold.pb-c.h"
 #include "etcd/etcd_session.h"
 #include "testutil.h"
@@ -410,6 +412,53 @@ static bool p_two_status_writes(void *a)
 	return info_of(a).status_writes >= 2;
 }
 
+static bool p_one_status_write(void *a)
+{
+	return info_of(a).status_writes >= 1;
+}
+
+/* from etcd's history of the plugin's prefix: the revision of the status
+ * write restricted to minimum compatible 1.1.0 while still at version
+ * 1.0.0, of the deletion of old's election key, of the creation of new's
+ * and of the status DONE 1.1.0 (0 = not found; the last of each) */
+static void status_history(const struct node *old, const struct node *new, int64_t *restricted,
+                           int64_t *old_gone, int64_t *new_key, int64_t *done)
+{
+	struct inv_history h;
+	inv_history_load(&T, PFX, &h);
+	char k_status[128], k_election[128], k_old[256] = "";
+	snprintf(k_status, sizeof(k_status), "%s/%s/status", PFX, PLUGIN);
+	snprintf(k_election, sizeof(k_election), "%s/%s/election/", PFX, PLUGIN);
+	size_t el = strlen(k_election);
+	for (size_t i = 0; i < h.n; i++) {
+		const struct inv_event *ev = &h.ev[i];
+		int state;
+		struct release v, m;
+		/* an election key's value is its node's id */
+		if (strncmp(ev->key, k_election, el) == 0) {
+			bool of_old = ev->val_len == strlen(old->node_id) &&
+			              memcmp(ev->val, old->node_id, ev->val_len) == 0;
+			bool of_new = ev->val_len == strlen(new->node_id) &&
+			              memcmp(ev->val, new->node_id, ev->val_len) == 0;
+			if (!ev->del && of_old)
+				snprintf(k_old, sizeof(k_old), "%s", ev->key);
+			if (!ev->del && of_new)
+				*new_key = ev->rev;
+			if (ev->del && strcmp(ev->key, k_old) == 0)
+				*old_gone = ev->rev;
+		}
+		if (ev->del || strcmp(ev->key, k_status) != 0 ||
+		    election_decode_status(ev->val, ev->val_len, &state, &v, &m) < 0)
+			continue;
+		if (state == DONE && release_cmp(v, REL(1, 1, 0)) == 0)
+			*done = ev->rev;
+		if (state != DONE && release_cmp(v, REL(1, 0, 0)) == 0 &&
+		    release_cmp(m, REL(1, 1, 0)) == 0)
+			*restricted = ev->rev;
+	}
+	inv_history_free(&h);
+}
+
 /* the reference rule: the newest release campaigns and, elected, waits to
  * restrict the status (under the default rule a release whose change is
  * not allowed yet does not campaign at all: test_release_rule) */
@@ -642,11 +691,23 @@ static void test_older_release_leads_while_newer_waits(void)
 	node_stop(other);
 	CHECK(leader->drv.leading);
 	/* the last 1.0.0 member leaves: one handover, the old leader deposed
-	 * (drained) before 1.1.0 is elected; 1.1.0 restricts, then DONE */
+	 * (drained) before 1.1.0 is elected. Its leave is what lets 1.1.0 act,
+	 * so its resign txn restricts the status for 1.1.0 (design.md, "The
+	 * leaving leader restricts for its successor"); 1.1.0 reconciles on
+	 * it at once, then DONE */
+	uint64_t leader_writes = info_of(leader).status_writes;
 	node_stop(leader);
 	tu_wait(&T, p_drv_elected, &c, 5000, "1.1.0 elected");
 	wait_status(DONE, REL(1, 1, 0), REL(1, 1, 0), "DONE by 1.1.0");
-	tu_wait(&T, p_two_status_writes, &c, 5000, "restricted WORKING, then DONE, by c");
+	CHECK_INT_EQ(info_of(leader).status_writes, leader_writes + 1);
+	tu_wait(&T, p_one_status_write, &c, 5000, "DONE by c");
+	CHECK_INT_EQ(info_of(&c).status_writes, 1);
+	/* in the history: the restriction, at the revision the old leader's
+	 * key went, then c's key, then DONE */
+	int64_t restricted_at = 0, gone_at = 0, c_key_at = 0, done_at = 0;
+	status_history(leader, &c, &restricted_at, &gone_at, &c_key_at, &done_at);
+	CHECK(restricted_at > 0 && restricted_at == gone_at);
+	CHECK(c_key_at > restricted_at && done_at > c_key_at);
 	CHECK_INT_EQ(c.drv.elected, 1);
 	size_t dep = SIZE_MAX, el = SIZE_MAX;
 	for (size_t k = 0; k < g_nlog; k++) {

@@ -53,6 +53,18 @@
  *     downgrade; with every member healthy it is the health-free answer;
  *  9. of the answer's release, only its healthy nodes campaign when it
  *     has one, all of its nodes otherwise.
+ * Then the leaving leader's restriction (release_rule_successor_restriction):
+ * every world above (up to three members, under no pin or a pin at each
+ * release), every member whose release campaigns as the leader, leaving
+ * by a hot reload to each other release or for good:
+ * 11. the leaving leader restricts only where the rule names, once its
+ *     record changed, a release because every member is compatible with
+ *     its change, and then writes exactly the status that release's leader
+ *     would write first; where that leader would restrict, it does;
+ * 12. the successor reconciles at once on it (no further restriction);
+ * 13. no member's readiness changes with it (only a node that comes back
+ *     below the new minimum is kept out, as by the successor's own write);
+ *     with min_reconciler_release varied too.
  * Then a pin and health together: those worlds under every pin below or
  * at each release, forced or not, with every subset unhealthy:
  * 10. every member computes the same answer, at most one release
@@ -584,6 +596,98 @@ static void check_world_health(const struct world *w)
 }
 
 /* every multiset of n members over NREL releases (non-decreasing indices) */
+static unsigned long long n_handed;
+
+static int release_index(struct release r)
+{
+	for (int i = 0; i < NREL; i++)
+		if (release_cmp(U[i], r) == 0)
+			return i;
+	CHECK(!"a release of the world");
+	return 0;
+}
+
+static bool status_same(const struct rule_status *a, const struct rule_status *b)
+{
+	return a->valid == b->valid &&
+	       (!a->valid || (release_cmp(a->version, b->version) == 0 &&
+	                      release_cmp(a->min_compatible, b->min_compatible) == 0));
+}
+
+/* 11. to 13. for the leader member k leaving w: its record becomes release
+ * to (-1: removed) */
+static void check_leaving(const struct world *w, int k, int to, const struct rule_pin *pin)
+{
+	struct world w2 = *w;
+	if (to < 0) {
+		if (w->n_members == 1)
+			return; /* nobody left to succeed */
+		w2.members[k] = w2.members[--w2.n_members];
+	} else {
+		w2.members[k] = to;
+	}
+	struct rule_inputs in;
+	struct rule_answer a;
+	world_answer(&w2, pin, &in, &a);
+	struct rule_status rs = {0}, s0 = status_of(&w2), s1, s2;
+	bool handed = release_rule_successor_restriction(in.rc, in.n_rc, in.invalid, &in.st, pin, &rs);
+	int r = answer_index(&w2, &a);
+	if (r < 0) {
+		CHECK(!handed);
+		return;
+	}
+	leader_statuses(&w2, r, &s1, &s2);
+	bool restricts = s0.valid && !status_same(&s1, &s0);
+	/* 11. */
+	CHECK(handed == (restricts && a.basis == RULE_ALL_COMPATIBLE));
+	if (!handed)
+		return;
+	CHECK(status_same(&rs, &s1));
+	/* 12. */
+	struct world w3 = w2;
+	w3.status = release_index(rs.version) * NREL + release_index(rs.min_compatible);
+	struct rule_status t1, t2;
+	leader_statuses(&w3, r, &t1, &t2);
+	CHECK(status_same(&t1, &rs));
+	/* 13. */
+	for (int j = 0; j < w2.n_members; j++)
+		CHECK(ready_at(&w2, w2.members[j], &rs) == ready_at(&w2, w2.members[j], &s0));
+	n_handed++;
+}
+
+static void check_world_leaving(const struct world *w, const struct rule_pin *pin)
+{
+	struct rule_inputs in;
+	struct rule_answer a;
+	world_answer(w, pin, &in, &a);
+	for (int k = 0; k < w->n_members; k++) {
+		struct rule_release mine = member_rr(w, k);
+		if (!release_rule_may_campaign(&a, &mine))
+			continue;
+		for (int to = -1; to < NREL; to++)
+			if (to != w->members[k])
+				check_leaving(w, k, to, pin);
+	}
+}
+
+static void each_status_leaving(struct world *w)
+{
+	for (w->status = -2; w->status < NREL * NREL; w->status++) {
+		check_world_leaving(w, NULL);
+		for (w->pinned = 1; w->pinned <= NREL; w->pinned++) {
+			struct rule_pin pin = pin_of(w);
+			check_world_leaving(w, &pin);
+		}
+		w->pinned = 0;
+	}
+}
+
+static void each_status_leaving_readiness(struct world *w)
+{
+	for (w->status = -2; w->status < NREL * NREL; w->status++)
+		check_world_leaving(w, NULL);
+}
+
 static void each_members(struct world *w, int k, int from, void (*fn)(struct world *))
 {
 	if (k == w->n_members) {
@@ -707,6 +811,20 @@ static void test_release_rule_health(void)
 	CHECK(n_moved > 0 && n_kept_sick > 0);
 }
 
+static void test_release_rule_leaving_leader(void)
+{
+	n_worlds = n_handed = 0;
+	max_members = 3;
+	each_world(each_status_leaving, true, false);
+	unsigned long long pinned = n_handed;
+	each_world(each_status_leaving_readiness, false, true);
+	max_members = MAXM;
+	printf("# %llu worlds after a leader's leave checked; the leaving leader restricts for "
+	       "its successor in %llu (%llu of them with min_reconciler_release varied)\n",
+	       n_worlds, n_handed, n_handed - pinned);
+	CHECK(pinned > 0 && n_handed > pinned);
+}
+
 static void test_release_rule_older_hosts(void)
 {
 	n_worlds = 0;
@@ -815,5 +933,6 @@ int main(void)
 	RUN(test_release_rule_pinned);
 	RUN(test_release_rule_pin_explain);
 	RUN(test_release_rule_pinned_health);
+	RUN(test_release_rule_leaving_leader);
 	return 0;
 }
