@@ -289,10 +289,10 @@ static void election_on_resign(struct etcd_client *c, int err, const struct etcd
 	election_key_write_known(e, r->header.revision);
 	if (!r->succeeded && e->resign_restricts && r->n_responses == 1 &&
 	    r->responses[0].n_kvs == 1 && r->responses[0].kvs[0].create_revision == e->my_rev) {
-		/* our key holds: the members guard failed (a member changed
-		 * since our view); resign again at once, without the
-		 * restriction: the successor restricts as it would anyway */
-		log_info("election", "%s: members changed since the decision; resigning without "
+		/* our key holds: a guard failed (a member, the status or the
+		 * pin changed since our view); resign again at once, without
+		 * the restriction: the successor restricts as it would anyway */
+		log_info("election", "%s: the view changed since the decision; resigning without "
 		         "restricting the status", e->name);
 		e->restrict_refused_rev = e->my_rev;
 		e->resign_publishes = false;
@@ -355,7 +355,7 @@ static void election_resign(struct election *e)
 	size_t kl = strlen(e->my_key);
 	struct etcd_compare cmp = {.target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL,
 	                           .key = e->my_key, .key_len = kl, .number = e->my_rev};
-	struct etcd_compare cmps[2] = {cmp};
+	struct etcd_compare cmps[4] = {cmp};
 	size_t n_cmps = 1;
 	struct etcd_op ops[4] = {{.type = ETCD_OP_DELETE, .key = e->my_key, .key_len = kl}};
 	size_t n_ops = 1;
@@ -363,7 +363,7 @@ static void election_resign(struct election *e)
 	uint8_t *v = NULL, *term = NULL, *st = NULL;
 	size_t vlen = 0, st_len = 0;
 	char term_key[512];
-	bool membership_changes = false;
+	bool swaps = false;
 	e->resign_publishes = false;
 	e->resign_restricts = false;
 	if (e->swap.pending && e->member_placed &&
@@ -376,13 +376,12 @@ static void election_resign(struct election *e)
 		e->resign_rr = election_rule_release_of(&e->swap.rel);
 		e->resign_rr.unhealthy = e->health.unhealthy;
 		e->resign_rr.unhealthy_until = e->health.unhealthy ? e->unhealthy_until_unix : 0;
-		membership_changes = true;
+		swaps = true;
 	} else if (election_leaving_membership(e)) {
 		ops[1] = (struct etcd_op){.type = ETCD_OP_DELETE, .key = e->k_member_self,
 		                          .key_len = strlen(e->k_member_self)};
 		n_ops = 2;
 		e->resign_drops_member = true;
-		membership_changes = true;
 	} else if (e->member_placed && election_want_member(e) && !election_member_current(e) &&
 	           election_member_encode(e, &e->rel, &v, &vlen) == 0) {
 		/* our health changed (we withdraw): peers see our key go and the
@@ -397,13 +396,14 @@ static void election_resign(struct election *e)
 	/* the end of the term we led, at the revision our key goes */
 	if (election_term_end_op(e, &ops[n_ops], &term, term_key, sizeof(term_key)))
 		n_ops++;
-	/* the restriction our successor would write first, when the member
-	 * record this txn changes is the last one that held its release
-	 * back; guarded like the successor's own (no member changed since
-	 * the view it is decided on) */
+	/* the restriction our successor would write first, when the release
+	 * we swap to is the one our record change lets act: guarded like the
+	 * successor's own (no member changed since the view it is decided
+	 * on), and on what it is decided from besides (the status and the
+	 * pin are still as mirrored) */
 	struct rule_status rs;
-	if (membership_changes && e->led_rev == e->my_rev && e->restrict_refused_rev != e->my_rev &&
-	    election_rule_successor_restriction(e, e->resign_publishes ? &e->resign_rr : NULL, &rs) &&
+	if (swaps && e->led_rev == e->my_rev && e->restrict_refused_rev != e->my_rev &&
+	    election_rule_successor_restriction(e, &e->resign_rr, &rs) &&
 	    election_status_encode(ST_WORKING, rs.version, rs.min_compatible, &st, &st_len) == 0) {
 		ops[n_ops++] = (struct etcd_op){.type = ETCD_OP_PUT, .key = e->k_status,
 		                                .key_len = strlen(e->k_status), .value = st,
@@ -412,11 +412,17 @@ static void election_resign(struct election *e)
 			.target = ETCD_CMP_MOD, .result = ETCD_CMP_LESS, .key = e->k_members,
 			.key_len = strlen(e->k_members), .range_end = e->k_members_end,
 			.range_end_len = e->k_members_end_len, .number = e->releases.revision + 1};
+		/* both keys are inside the mirrored range: e->rev covers them */
+		cmps[n_cmps++] = (struct etcd_compare){
+			.target = ETCD_CMP_MOD, .result = ETCD_CMP_LESS, .key = e->k_status,
+			.key_len = strlen(e->k_status), .number = e->rev + 1};
+		cmps[n_cmps++] = (struct etcd_compare){
+			.target = ETCD_CMP_MOD, .result = ETCD_CMP_LESS, .key = e->k_pin,
+			.key_len = strlen(e->k_pin), .number = e->rev + 1};
 		e->resign_restricts = true;
 		char a[RELEASE_STRLEN];
-		log_info("election", "%s: the last member holding release %s back leaves with us: "
-		         "restricting the status for our successor", e->name,
-		         release_format(rs.min_compatible, a, sizeof(a)));
+		log_info("election", "%s: our reload to %s lets it act: restricting the status for "
+		         "its leader", e->name, release_format(e->resign_rr.release, a, sizeof(a)));
 	}
 	election_op_start(e, OP_RESIGN);
 	int r = etcd_txn(e->etcd, cmps, n_cmps, ops, n_ops, e->resign_restricts ? &mine : NULL,

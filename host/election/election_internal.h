@@ -448,8 +448,8 @@ bool election_rule_ours(const struct election *e);
 bool election_rule_ours_as(const struct election *e, bool unhealthy);
 /* election_rule_successor_restriction - release_rule_successor_restriction
  * over the mirror's member records with our own record replaced by
- * `incoming` (NULL: removed), as the resign txn about to be sent leaves
- * them; false when our record is not in the mirror or does not decode */
+ * `incoming`, as the resign txn about to be sent leaves them; false when
+ * our record is not in the mirror or does not decode */
 bool election_rule_successor_restriction(const struct election *e,
                                          const struct rule_release *incoming,
                                          struct rule_status *ret);

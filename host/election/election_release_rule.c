@@ -223,11 +223,16 @@ void release_rule_decide(const struct rule_release *local, const struct relcount
 
 bool release_rule_successor_restriction(const struct relcount *rc, size_t n_rc, bool any_invalid,
                                         const struct rule_status *status,
-                                        const struct rule_pin *pin, struct rule_status *ret)
+                                        const struct rule_pin *pin,
+                                        const struct rule_release *incoming,
+                                        struct rule_status *ret)
 {
 	struct rule_answer a;
 	release_rule_decide_pinned(NULL, rc, n_rc, any_invalid, status, pin, &a);
-	if (a.basis != RULE_ALL_COMPATIBLE || !status->valid)
+	/* only for the release the leaving node itself brings in: its new
+	 * instance is initialised and campaigns next, so a successor exists */
+	if (a.basis != RULE_ALL_COMPATIBLE || !status->valid ||
+	    release_cmp(a.release, incoming->release) != 0)
 		return false;
 	struct rule_merged m = rule_merged_of(a.release, NULL, rc, n_rc);
 	if (!m.declared || !release_less(status->min_compatible, m.min_compatible))

@@ -148,22 +148,23 @@ void release_rule_decide_pinned(const struct rule_release *local, const struct r
                                 const struct rule_pin *pin, struct rule_answer *ret);
 
 /* release_rule_successor_restriction - the status a leader hands to its
- * successor in the txn that ends its term by changing its own member
- * record (a hot reload publishing another release, or leaving for good):
- * rc[0..n_rc) are the member records as they are once that txn applied.
- * When under them the release that may campaign is named because every
- * member is compatible with its change (RULE_ALL_COMPATIBLE) and the status
- * does not allow that change yet, *ret is the restriction that release's
- * leader writes first (election_lead_decide: the version kept, the
- * minimum compatible release raised to the release's, its records merged
- * to the strictest) and true is returned; false otherwise (*ret
- * untouched). Written in the same txn, it lets the successor find a status
- * it may reconcile on at once instead of restricting it first. Why this
- * is safe: docs/design.md, "The leaving leader restricts for its
- * successor". Pure. */
+ * successor in the txn that ends its term by publishing `incoming` in its
+ * own member record (a hot reload to another release): rc[0..n_rc) are
+ * the member records as they are once that txn applied. When under them
+ * the release that may campaign is `incoming`'s own release, named
+ * because every member is compatible with its change (RULE_ALL_COMPATIBLE),
+ * and the status does not allow that change yet, *ret is the restriction
+ * that release's leader writes first (election_lead_decide: the version
+ * kept, the minimum compatible release raised to the release's, its
+ * records merged to the strictest) and true is returned; false otherwise
+ * (*ret untouched). Written in the same txn, it lets the successor find a
+ * status it may reconcile on without writing it first. Why this is safe:
+ * docs/design.md, "The leaving leader restricts for its successor". Pure. */
 bool release_rule_successor_restriction(const struct relcount *rc, size_t n_rc, bool any_invalid,
                                         const struct rule_status *status,
-                                        const struct rule_pin *pin, struct rule_status *ret);
+                                        const struct rule_pin *pin,
+                                        const struct rule_release *incoming,
+                                        struct rule_status *ret);
 
 /* release_rule_may_campaign - a node whose record is `mine` campaigns under
  * answer a: its release is the answer's, and, when mine was written by an

@@ -125,13 +125,12 @@ bool election_rule_successor_restriction(const struct election *e,
 	}
 	if (!removed)
 		return false;
-	if (incoming)
-		buf[n++] = (struct relcount){.rr = *incoming, .count = 1};
+	buf[n++] = (struct relcount){.rr = *incoming, .count = 1};
 	struct rule_status st = {.valid = e->status.present && e->status.valid,
 	                         .version = e->status.version,
 	                         .min_compatible = e->status.min_compatible};
 	return release_rule_successor_restriction(buf, n, e->members.n_invalid > 0, &st, &e->pin,
-	                                          ret);
+	                                          incoming, ret);
 }
 
 /* ---- who campaigns first (election_campaign_order.h) ---- */

@@ -412,17 +412,14 @@ static bool p_two_status_writes(void *a)
 	return info_of(a).status_writes >= 2;
 }
 
-static bool p_one_status_write(void *a)
-{
-	return info_of(a).status_writes >= 1;
-}
-
-/* from etcd's history of the plugin's prefix: the revision of the status
- * write restricted to minimum compatible 1.1.0 while still at version
- * 1.0.0, of the deletion of old's election key, of the creation of new's
- * and of the status DONE 1.1.0 (0 = not found; the last of each) */
-static void status_history(const struct node *old, const struct node *new, int64_t *restricted,
-                           int64_t *old_gone, int64_t *new_key, int64_t *done)
+/* from etcd's history of the plugin's prefix after revision since: the
+ * revision of the status write restricted to minimum compatible `to`
+ * while still at version 1.0.0, of the first deletion of old's election
+ * key after its first put, of the last creation of new's and of the
+ * status DONE `to` (0 = not found) */
+static void status_history(int64_t since, const struct node *old, const struct node *new,
+                           struct release to, int64_t *restricted, int64_t *old_gone,
+                           int64_t *new_key, int64_t *done)
 {
 	struct inv_history h;
 	inv_history_load(&T, PFX, &h);
@@ -434,6 +431,8 @@ static void status_history(const struct node *old, const struct node *new, int64
 		const struct inv_event *ev = &h.ev[i];
 		int state;
 		struct release v, m;
+		if (ev->rev <= since)
+			continue; /* an earlier test's */
 		/* an election key's value is its node's id */
 		if (strncmp(ev->key, k_election, el) == 0) {
 			bool of_old = ev->val_len == strlen(old->node_id) &&
@@ -444,16 +443,15 @@ static void status_history(const struct node *old, const struct node *new, int64
 				snprintf(k_old, sizeof(k_old), "%s", ev->key);
 			if (!ev->del && of_new)
 				*new_key = ev->rev;
-			if (ev->del && strcmp(ev->key, k_old) == 0)
+			if (ev->del && strcmp(ev->key, k_old) == 0 && !*old_gone)
 				*old_gone = ev->rev;
 		}
 		if (ev->del || strcmp(ev->key, k_status) != 0 ||
 		    election_decode_status(ev->val, ev->val_len, &state, &v, &m) < 0)
 			continue;
-		if (state == DONE && release_cmp(v, REL(1, 1, 0)) == 0)
+		if (state == DONE && release_cmp(v, to) == 0)
 			*done = ev->rev;
-		if (state != DONE && release_cmp(v, REL(1, 0, 0)) == 0 &&
-		    release_cmp(m, REL(1, 1, 0)) == 0)
+		if (state != DONE && release_cmp(v, REL(1, 0, 0)) == 0 && release_cmp(m, to) == 0)
 			*restricted = ev->rev;
 	}
 	inv_history_free(&h);
@@ -691,23 +689,11 @@ static void test_older_release_leads_while_newer_waits(void)
 	node_stop(other);
 	CHECK(leader->drv.leading);
 	/* the last 1.0.0 member leaves: one handover, the old leader deposed
-	 * (drained) before 1.1.0 is elected. Its leave is what lets 1.1.0 act,
-	 * so its resign txn restricts the status for 1.1.0 (design.md, "The
-	 * leaving leader restricts for its successor"); 1.1.0 reconciles on
-	 * it at once, then DONE */
-	uint64_t leader_writes = info_of(leader).status_writes;
+	 * (drained) before 1.1.0 is elected; 1.1.0 restricts, then DONE */
 	node_stop(leader);
 	tu_wait(&T, p_drv_elected, &c, 5000, "1.1.0 elected");
 	wait_status(DONE, REL(1, 1, 0), REL(1, 1, 0), "DONE by 1.1.0");
-	CHECK_INT_EQ(info_of(leader).status_writes, leader_writes + 1);
-	tu_wait(&T, p_one_status_write, &c, 5000, "DONE by c");
-	CHECK_INT_EQ(info_of(&c).status_writes, 1);
-	/* in the history: the restriction, at the revision the old leader's
-	 * key went, then c's key, then DONE */
-	int64_t restricted_at = 0, gone_at = 0, c_key_at = 0, done_at = 0;
-	status_history(leader, &c, &restricted_at, &gone_at, &c_key_at, &done_at);
-	CHECK(restricted_at > 0 && restricted_at == gone_at);
-	CHECK(c_key_at > restricted_at && done_at > c_key_at);
+	tu_wait(&T, p_two_status_writes, &c, 5000, "restricted WORKING, then DONE, by c");
 	CHECK_INT_EQ(c.drv.elected, 1);
 	size_t dep = SIZE_MAX, el = SIZE_MAX;
 	for (size_t k = 0; k < g_nlog; k++) {
@@ -993,6 +979,61 @@ static void test_leader_reload_never_elects_a_peer(void)
 	CHECK_INT_EQ(b.drv.elected, 0);
 	tu_wait(&T, efx_p_standby, b.el, 5000, "b standby (older release)");
 	CHECK_INT_EQ(b.drv.elected, 0);
+	election_set_driver(a.el, &tdrv_ops, &a.drv, &REL100, NULL, NULL);
+	node_stop(&b);
+	node_stop(&a);
+	while (d2.nq > 0)
+		d_finish(&d2);
+	loop_timer_free(d2.t);
+	node_free(&a);
+	node_free(&b);
+}
+
+static bool p_held_2_cannot_act(void *a)
+{
+	struct election_info i = info_of(a);
+	return i.state == ELECTION_STANDBY && i.held_back &&
+	       strcmp(i.held_back, "release 2.0.0 cannot act yet: it needs every member at 2.0.0 "
+	                           "or above (oldest: 1.0.0); release 1.0.0 leads meanwhile") == 0;
+}
+
+/* the last 1.0.0 node, leading, reloads 2.0.0 (incompatible: minimum
+ * compatible 2.0.0) beside a 2.0.0 node that stands by: its resign txn
+ * restricts the status for 2.0.0's leader (design.md, "The leaving leader
+ * restricts for its successor"), which reconciles on it and writes DONE
+ * without writing it first */
+static void test_last_old_leader_reload_restricts_for_successor(void)
+{
+	wipe();
+	int64_t since = tu_revision(&T);
+	struct node a, b;
+	struct plugin_releases r2 = {{2, 0, 0}, {1, 0, 0}, {2, 0, 0}};
+	node_start(&a, 1, REL100, 10, true);
+	tu_wait(&T, p_node_leading, &a, 5000, "a leading");
+	wait_status(DONE, REL(1, 0, 0), REL(1, 0, 0), "DONE by 1.0.0");
+	node_start(&b, 2, r2, 10, true);
+	tu_wait(&T, p_held_2_cannot_act, &b, 5000, "2.0.0 stands by, saying why");
+	/* a decides on a view with b's record in it (else its guard fails
+	 * and it resigns without the restriction) */
+	tu_wait(&T, p_two_members, &a, 5000, "a sees b's member record");
+	uint64_t b_writes = info_of(&b).status_writes;
+	struct tdrv d2 = {.node = 11};
+	CHECK_OK(loop_timer_new(T.loop, on_d_timer, &d2, &d2.t));
+	bool swapped = false;
+	election_set_driver(a.el, &tdrv_ops, &d2, &r2, on_swapped, &swapped);
+	wait_status(DONE, REL(2, 0, 0), REL(2, 0, 0), "DONE by 2.0.0");
+	/* whoever of the two leads 2.0.0 wrote DONE only */
+	struct node *leader = d2.leading ? &a : &b;
+	CHECK(d2.leading || b.drv.leading);
+	if (leader == &b)
+		CHECK_INT_EQ(info_of(&b).status_writes, b_writes + 1);
+	/* in etcd's history: the restriction at the revision a's 1.0.0 key
+	 * went, then the 2.0.0 leader's key, then DONE */
+	int64_t restricted_at = 0, gone_at = 0, key_at = 0, done_at = 0;
+	status_history(since, &a, leader, (struct release){2, 0, 0}, &restricted_at, &gone_at, &key_at,
+	               &done_at);
+	CHECK(restricted_at > 0 && restricted_at == gone_at);
+	CHECK(key_at > restricted_at && done_at > key_at);
 	election_set_driver(a.el, &tdrv_ops, &a.drv, &REL100, NULL, NULL);
 	node_stop(&b);
 	node_stop(&a);
@@ -1352,6 +1393,7 @@ int main(void)
 	RUN(test_initial_reconcile_backoff);
 	RUN(test_events_during_reconcile_start_no_second);
 	RUN(test_leader_reload_never_elects_a_peer);
+	RUN(test_last_old_leader_reload_restricts_for_successor);
 	RUN(test_second_reload_while_draining);
 	RUN(test_member_outlives_lease);
 	RUN(test_forget_live_and_stop_kinds);

@@ -56,11 +56,12 @@
  * Then the leaving leader's restriction (release_rule_successor_restriction):
  * every world above (up to three members, under no pin or a pin at each
  * release), every member whose release campaigns as the leader, leaving
- * by a hot reload to each other release or for good:
+ * by a hot reload to each other release:
  * 11. the leaving leader restricts only where the rule names, once its
- *     record changed, a release because every member is compatible with
- *     its change, and then writes exactly the status that release's leader
- *     would write first; where that leader would restrict, it does;
+ *     record changed, the release it reloads to, because every member is
+ *     compatible with its change, and then writes exactly the status that
+ *     release's leader would write first; where that leader would
+ *     restrict, it does;
  * 12. the successor reconciles at once on it (no further restriction);
  * 13. no member's readiness changes with it (only a node that comes back
  *     below the new minimum is kept out, as by the successor's own write);
@@ -614,23 +615,18 @@ static bool status_same(const struct rule_status *a, const struct rule_status *b
 	                      release_cmp(a->min_compatible, b->min_compatible) == 0));
 }
 
-/* 11. to 13. for the leader member k leaving w: its record becomes release
- * to (-1: removed) */
+/* 11. to 13. for the leader member k of w reloading to release `to` */
 static void check_leaving(const struct world *w, int k, int to, const struct rule_pin *pin)
 {
 	struct world w2 = *w;
-	if (to < 0) {
-		if (w->n_members == 1)
-			return; /* nobody left to succeed */
-		w2.members[k] = w2.members[--w2.n_members];
-	} else {
-		w2.members[k] = to;
-	}
+	w2.members[k] = to;
 	struct rule_inputs in;
 	struct rule_answer a;
 	world_answer(&w2, pin, &in, &a);
 	struct rule_status rs = {0}, s0 = status_of(&w2), s1, s2;
-	bool handed = release_rule_successor_restriction(in.rc, in.n_rc, in.invalid, &in.st, pin, &rs);
+	struct rule_release incoming = member_rr(&w2, k);
+	bool handed = release_rule_successor_restriction(in.rc, in.n_rc, in.invalid, &in.st, pin,
+	                                                 &incoming, &rs);
 	int r = answer_index(&w2, &a);
 	if (r < 0) {
 		CHECK(!handed);
@@ -639,7 +635,7 @@ static void check_leaving(const struct world *w, int k, int to, const struct rul
 	leader_statuses(&w2, r, &s1, &s2);
 	bool restricts = s0.valid && !status_same(&s1, &s0);
 	/* 11. */
-	CHECK(handed == (restricts && a.basis == RULE_ALL_COMPATIBLE));
+	CHECK(handed == (restricts && a.basis == RULE_ALL_COMPATIBLE && r == to));
 	if (!handed)
 		return;
 	CHECK(status_same(&rs, &s1));
@@ -664,7 +660,7 @@ static void check_world_leaving(const struct world *w, const struct rule_pin *pi
 		struct rule_release mine = member_rr(w, k);
 		if (!release_rule_may_campaign(&a, &mine))
 			continue;
-		for (int to = -1; to < NREL; to++)
+		for (int to = 0; to < NREL; to++)
 			if (to != w->members[k])
 				check_leaving(w, k, to, pin);
 	}
