@@ -368,6 +368,8 @@ static void election_resign(struct election *e)
 	e->resign_restricts = false;
 	if (e->swap.pending && e->member_placed &&
 	    election_member_encode(e, &e->swap.rel, &v, &vlen) == 0) {
+		/* a swap that will not campaign next (a stop, a hold, a
+		 * failure, another host with our id) is no successor */
 		ops[1] = (struct etcd_op){.type = ETCD_OP_PUT, .key = e->k_member_self,
 		                          .key_len = strlen(e->k_member_self), .value = v,
 		                          .value_len = vlen};
@@ -376,7 +378,7 @@ static void election_resign(struct election *e)
 		e->resign_rr = election_rule_release_of(&e->swap.rel);
 		e->resign_rr.unhealthy = e->health.unhealthy;
 		e->resign_rr.unhealthy_until = e->health.unhealthy ? e->unhealthy_until_unix : 0;
-		swaps = true;
+		swaps = !e->stopping && !e->held && !e->failed && !e->conflict;
 	} else if (election_leaving_membership(e)) {
 		ops[1] = (struct etcd_op){.type = ETCD_OP_DELETE, .key = e->k_member_self,
 		                          .key_len = strlen(e->k_member_self)};
@@ -412,13 +414,15 @@ static void election_resign(struct election *e)
 			.target = ETCD_CMP_MOD, .result = ETCD_CMP_LESS, .key = e->k_members,
 			.key_len = strlen(e->k_members), .range_end = e->k_members_end,
 			.range_end_len = e->k_members_end_len, .number = e->releases.revision + 1};
-		/* both keys are inside the mirrored range: e->rev covers them */
+		/* the status and the pin as mirrored (etcd compares an absent
+		 * key's mod_revision as 0): written, created or deleted since,
+		 * the guard fails */
 		cmps[n_cmps++] = (struct etcd_compare){
-			.target = ETCD_CMP_MOD, .result = ETCD_CMP_LESS, .key = e->k_status,
-			.key_len = strlen(e->k_status), .number = e->rev + 1};
+			.target = ETCD_CMP_MOD, .result = ETCD_CMP_EQUAL, .key = e->k_status,
+			.key_len = strlen(e->k_status), .number = e->status_mod_rev};
 		cmps[n_cmps++] = (struct etcd_compare){
-			.target = ETCD_CMP_MOD, .result = ETCD_CMP_LESS, .key = e->k_pin,
-			.key_len = strlen(e->k_pin), .number = e->rev + 1};
+			.target = ETCD_CMP_MOD, .result = ETCD_CMP_EQUAL, .key = e->k_pin,
+			.key_len = strlen(e->k_pin), .number = e->pin_mod_rev};
 		e->resign_restricts = true;
 		char a[RELEASE_STRLEN];
 		log_info("election", "%s: our reload to %s lets it act: restricting the status for "

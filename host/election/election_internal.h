@@ -160,6 +160,7 @@ struct election {
 	struct candidate *cands;
 	size_t n_cands, cap_cands;
 	struct status_rec status;
+	int64_t status_mod_rev; /* the status record's mod_revision as mirrored, 0 = absent */
 	struct releases releases; /* published */
 	int64_t members_rev; /* revision of the last member event seen (or the sync) */
 	struct etcd_watch *watch;
@@ -271,6 +272,7 @@ struct election {
 	bool resume_reconcile; /* the pause ended while leading: reconcile in full */
 	/* the operator's pin (election_pin.c), mirrored like the pause */
 	char *k_pin;          /* P/N/pin */
+	int64_t pin_mod_rev;  /* the pin record's mod_revision as mirrored, 0 = absent */
 	struct rule_pin pin;  /* as decoded; !set: none, or it does not decode */
 	bool pin_seen;        /* the sync in progress saw the pin record */
 	char pin_error[96];   /* the pin record does not decode: why */

@@ -362,6 +362,7 @@ static void election_mirror_apply_candidate(struct election *e, const struct etc
  * when it does not decode) */
 static void election_mirror_apply_status(struct election *e, const struct etcd_kv *kv, bool del)
 {
+	e->status_mod_rev = del ? 0 : kv->mod_revision;
 	if (del)
 		memset(&e->status, 0, sizeof(e->status));
 	else {
@@ -504,6 +505,7 @@ static void election_mirror_on_sync_range(struct etcd_client *c, int err, const 
 	e->n_rc = 0;
 	election_mirror_cands_clear(e);
 	memset(&e->status, 0, sizeof(e->status));
+	e->status_mod_rev = 0;
 	election_control_sync_begin(e);
 	election_switchover_sync_begin(e);
 	election_nodes_clear(e);

@@ -106,6 +106,7 @@ bool election_pin_apply(struct election *e, const struct etcd_kv *kv, bool del)
 		return false;
 	struct rule_pin was = e->pin;
 	e->pin_error[0] = '\0';
+	e->pin_mod_rev = del ? 0 : kv->mod_revision;
 	if (del) {
 		e->pin = (struct rule_pin){.set = false};
 		e->pin_by[0] = '\0';
@@ -126,6 +127,7 @@ bool election_pin_apply(struct election *e, const struct etcd_kv *kv, bool del)
 void election_pin_sync_begin(struct election *e)
 {
 	e->pin_seen = false;
+	e->pin_mod_rev = 0;
 }
 
 void election_pin_sync_end(struct election *e)

@@ -815,7 +815,7 @@ static void test_release_rule_leaving_leader(void)
 	unsigned long long pinned = n_handed;
 	each_world(each_status_leaving_readiness, false, true);
 	max_members = MAXM;
-	printf("# %llu worlds after a leader's leave checked; the leaving leader restricts for "
+	printf("# %llu worlds after a leader's reload checked; the leaving leader restricts for "
 	       "its successor in %llu (%llu of them with min_reconciler_release varied)\n",
 	       n_worlds, n_handed, n_handed - pinned);
 	CHECK(pinned > 0 && n_handed > pinned);
