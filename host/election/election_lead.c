@@ -361,8 +361,11 @@ static void election_lead_decide(struct election *e, const struct status_rec *st
 		election_lead_phase_set(e, LP_WAIT);
 	} else {
 		log_info("election", "%s: status allows incompatible releases; restricting", e->name);
-		e->restrict_version = release_less(st->version, rel) ? st->version : rel;
-		e->restrict_min_compatible = release_less(st->min_compatible, mcr) ? mcr : st->min_compatible;
+		struct rule_status now = {.valid = true, .version = st->version,
+		                          .min_compatible = st->min_compatible};
+		struct rule_status rs = release_rule_restriction(&now, rel, mcr);
+		e->restrict_version = rs.version;
+		e->restrict_min_compatible = rs.min_compatible;
 		e->restrict_tried_rev = 0;
 		e->restrict_logged = false;
 		election_lead_phase_set(e, LP_RESTRICT);

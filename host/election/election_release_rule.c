@@ -237,12 +237,19 @@ bool release_rule_successor_restriction(const struct relcount *rc, size_t n_rc, 
 	struct rule_merged m = rule_merged_of(a.release, NULL, rc, n_rc);
 	if (!m.declared || !release_less(status->min_compatible, m.min_compatible))
 		return false; /* the status allows its change already */
-	*ret = (struct rule_status){
-		.valid = true,
-		.version = release_less(status->version, a.release) ? status->version : a.release,
-		.min_compatible = m.min_compatible,
-	};
+	*ret = release_rule_restriction(status, a.release, m.min_compatible);
 	return true;
+}
+
+struct rule_status release_rule_restriction(const struct rule_status *status, struct release rel,
+                                            struct release mcr)
+{
+	return (struct rule_status){
+		.valid = true,
+		.version = release_less(status->version, rel) ? status->version : rel,
+		.min_compatible = release_less(status->min_compatible, mcr) ? mcr
+		                                                            : status->min_compatible,
+	};
 }
 
 bool release_rule_may_campaign(const struct rule_answer *a, const struct rule_release *mine)

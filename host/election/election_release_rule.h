@@ -147,6 +147,14 @@ void release_rule_decide_pinned(const struct rule_release *local, const struct r
                                 size_t n_rc, bool any_invalid, const struct rule_status *status,
                                 const struct rule_pin *pin, struct rule_answer *ret);
 
+/* release_rule_restriction - the restricted status a leader of release
+ * `rel` (its min_compatible_release `mcr`) writes over `status` (valid)
+ * before it reconciles a change the status does not allow: the older of
+ * the two versions, the higher of the two minimum compatible releases.
+ * Pure. */
+struct rule_status release_rule_restriction(const struct rule_status *status, struct release rel,
+                                            struct release mcr);
+
 /* release_rule_successor_restriction - the status a leader hands to its
  * successor in the txn that ends its term by publishing `incoming` in its
  * own member record (a hot reload to another release): rc[0..n_rc) are
