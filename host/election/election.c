@@ -368,8 +368,6 @@ static void election_resign(struct election *e)
 	e->resign_restricts = false;
 	if (e->swap.pending && e->member_placed &&
 	    election_member_encode(e, &e->swap.rel, &v, &vlen) == 0) {
-		/* a swap that will not campaign next (a stop, a hold, a
-		 * failure, another host with our id) is no successor */
 		ops[1] = (struct etcd_op){.type = ETCD_OP_PUT, .key = e->k_member_self,
 		                          .key_len = strlen(e->k_member_self), .value = v,
 		                          .value_len = vlen};
@@ -378,6 +376,8 @@ static void election_resign(struct election *e)
 		e->resign_rr = election_rule_release_of(&e->swap.rel);
 		e->resign_rr.unhealthy = e->health.unhealthy;
 		e->resign_rr.unhealthy_until = e->health.unhealthy ? e->unhealthy_until_unix : 0;
+		/* a swap that will not campaign next (a stop, a hold, a
+		 * failure, another host with our id) brings no successor */
 		swaps = !e->stopping && !e->held && !e->failed && !e->conflict;
 	} else if (election_leaving_membership(e)) {
 		ops[1] = (struct etcd_op){.type = ETCD_OP_DELETE, .key = e->k_member_self,

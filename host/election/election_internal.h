@@ -204,9 +204,9 @@ struct election {
 	bool resign_restricts;          /* ... and restricts the status for our successor */
 	/* the fencing token of the last term we led (0 = none) */
 	int64_t led_rev;
-	/* a resign that restricted the status for our successor failed on its
-	 * members guard while this key (its create_revision) was still ours:
-	 * the next resign of that key goes without the restriction */
+	/* a resign that restricted the status for our successor failed on a
+	 * guard while this key (its create_revision) was still ours: the next
+	 * resign of that key goes without the restriction */
 	int64_t restrict_refused_rev;
 	struct rule_release resign_rr;  /* ... with these (incoming) releases */
 	enum op_kind op;

@@ -46,14 +46,20 @@ static const struct relcount *election_rule_rc(const struct election *e,
 	return buf;
 }
 
+/* the mirrored status as the rule reads it */
+static struct rule_status election_rule_status(const struct election *e)
+{
+	return (struct rule_status){.valid = e->status.present && e->status.valid,
+	                            .version = e->status.version,
+	                            .min_compatible = e->status.min_compatible};
+}
+
 /* the answer from the mirror, this node counting as healthy or not */
 static void election_rule_answer_as(const struct election *e, bool unhealthy,
                                     struct rule_answer *ret)
 {
 	struct rule_release local = election_local_rule_release(e, unhealthy);
-	struct rule_status st = {.valid = e->status.present && e->status.valid,
-	                         .version = e->status.version,
-	                         .min_compatible = e->status.min_compatible};
+	struct rule_status st = election_rule_status(e);
 	struct relcount buf[RULE_RC_MAX];
 	size_t n;
 	const struct relcount *rc = election_rule_rc(e, &local, buf, &n);
@@ -126,9 +132,7 @@ bool election_rule_successor_restriction(const struct election *e,
 	if (!removed)
 		return false;
 	buf[n++] = (struct relcount){.rr = *incoming, .count = 1};
-	struct rule_status st = {.valid = e->status.present && e->status.valid,
-	                         .version = e->status.version,
-	                         .min_compatible = e->status.min_compatible};
+	struct rule_status st = election_rule_status(e);
 	return release_rule_successor_restriction(buf, n, e->members.n_invalid > 0, &st, &e->pin,
 	                                          incoming, ret);
 }
