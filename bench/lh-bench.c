@@ -2665,12 +2665,19 @@ static double dark_cadence(size_t from, uint64_t t0, uint64_t t1)
 	return med;
 }
 
-/* where the longest stretch went: the callbacks inside [a, b] by time */
+/* where the longest stretch went: the callbacks inside [a, b] by time, each
+ * write with the time its txn was sent (a late send is the host, a late
+ * answer etcd) */
 static void dark_breakdown(size_t from, uint64_t a, uint64_t b)
 {
 	for (size_t i = from; i < bench_nev; i++) {
 		const struct bench_ev *e = &bench_ev[i];
-		if (e->t >= a && e->t <= b && strchr("IEDFW", e->type) && strcmp(e->name, "bench") == 0)
+		if (e->t < a || e->t > b || !strchr("IEDFWR", e->type) || strcmp(e->name, "bench"))
+			continue;
+		if (e->type == 'W') /* a write: when its txn was sent, too */
+			note("  %+8.3f ms W %s %s (txn sent at %+.3f ms)", ms_between(a, e->t), e->node,
+			     e->rel, (double)((int64_t)e->b - (int64_t)a) / 1e6);
+		else
 			note("  %+8.3f ms %c %s %s", ms_between(a, e->t), e->type, e->node, e->rel);
 	}
 }
