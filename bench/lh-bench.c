@@ -53,6 +53,7 @@
 #include "check.h"
 #include "harness.h"
 #include "hosts.h"
+#include "http_client.h"
 #include "proto/leasehold.pb-c.h"
 #include "abi/abi_loader.h"
 #include "runtime/runtime_instance.h"
@@ -2661,6 +2662,26 @@ static double dark_slowest_answer(size_t from, uint64_t t0, uint64_t t1)
 	return worst;
 }
 
+/* etcd's WAL fsyncs so far, all of them and those over 4 ms (its
+ * histogram's buckets double from 1 ms); NAN when the scrape failed */
+struct fsyncs {
+	double all, slow;
+};
+
+static struct fsyncs etcd_fsyncs(void)
+{
+	static const char *const series[] = {
+		"etcd_disk_wal_fsync_duration_seconds_count",
+		"etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.004\"}",
+	};
+	double v[2];
+	int port = 0;
+	if (sscanf(harness_etcd_url(g_etcd, 0), "http://127.0.0.1:%d", &port) == 1 &&
+	    http_metrics_get(port, series, v, 2) == 0 && v[0] >= 0 && v[1] >= 0)
+		return (struct fsyncs){v[0], v[0] - v[1]};
+	return (struct fsyncs){NAN, NAN};
+}
+
 /* median gap between consecutive writes in [t0, t1] */
 static double dark_cadence(size_t from, uint64_t t0, uint64_t t1)
 {
@@ -2726,6 +2747,7 @@ static bool dark_rollout(const char *prefix, int n, const char *newfile, bool st
 	obs_wait_status_done(o, r1, 60000);
 	uint64_t steady = mono(); /* one second of steady state gives the cadence */
 	wait_for(p_never, NULL, 1000);
+	struct fsyncs f0 = etcd_fsyncs(); /* scraped outside the windows */
 	uint64_t t0 = mono();
 	bool ok = true;
 	for (int s = 0; s < n && ok; s++) {
@@ -2742,6 +2764,7 @@ static bool dark_rollout(const char *prefix, int n, const char *newfile, bool st
 	if (ok) {
 		obs_wait_status_done(o, r2, 60000);
 		uint64_t t1 = mono();
+		struct fsyncs f1 = etcd_fsyncs(), fs1 = {NAN, NAN};
 		uint64_t at = t0;
 		ret->dark_ms = dark_longest(from, t0, t1, &at);
 		ret->cadence_ms = dark_cadence(from, steady, t0);
@@ -2756,6 +2779,7 @@ static bool dark_rollout(const char *prefix, int n, const char *newfile, bool st
 			uint64_t s0 = mono();
 			wait_for(p_never, NULL, (int)(ms_between(t0, t1)) + 1);
 			uint64_t unused, s1 = mono();
+			fs1 = etcd_fsyncs();
 			ret->steady_ms = dark_longest(from, s0, s1, &unused);
 			steady_answer_ms = dark_slowest_answer(from, s0, s1);
 		}
@@ -2767,10 +2791,12 @@ static bool dark_rollout(const char *prefix, int n, const char *newfile, bool st
 		     "the first reload; cadence %.3g ms; %d on_elected; DONE 2.0.0 %.2f s after the "
 		     "first reload; longest stretch around a leadership change %.3f ms; as long a "
 		     "steady state after it: longest stretch %.3f ms; the slowest write (txn call → "
-		     "answer) %.3f ms in the rollout, %.3f ms in that steady state",
+		     "answer) %.3f ms in the rollout, %.3f ms in that steady state; etcd's WAL fsyncs "
+		     "over 4 ms: %.0f of %.0f in the rollout, %.0f of %.0f in that steady state",
 		     prefix, n, newfile, ret->dark_ms, ms_between(t0, at) / 1000.0, ret->cadence_ms,
 		     ret->elections, ret->rollout_s, ret->handover_ms, ret->steady_ms, answer_ms,
-		     steady_answer_ms);
+		     steady_answer_ms, f1.slow - f0.slow, f1.all - f0.all, fs1.slow - f1.slow,
+		     fs1.all - f1.all);
 		dark_breakdown(from, at, at + (uint64_t)(ret->dark_ms * 1e6));
 		if (hat != at) {
 			note("  the longest stretch around a leadership change, from %+.3f s:",
