@@ -2709,7 +2709,7 @@ static void dark_breakdown(size_t from, uint64_t a, uint64_t b)
 		const struct bench_ev *e = &bench_ev[i];
 		if (e->t < a || e->t > b || !strchr("IEDFWR", e->type) || strcmp(e->name, "bench"))
 			continue;
-		if (e->type == 'W') /* a write: when its txn was sent, too */
+		if (e->type == 'W') /* a write: when its txn was called, too */
 			note("  %+8.3f ms W %s %s (txn called at %+.3f ms)", ms_between(a, e->t), e->node,
 			     e->rel, (double)((int64_t)e->b - (int64_t)a) / 1e6);
 		else
